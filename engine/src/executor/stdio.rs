@@ -103,8 +103,10 @@ struct AgentProcess {
 /// What reading one response line produced.
 enum LineRead {
     Line(Vec<u8>),
-    /// stdout ended (possibly after a partial line).
-    Ended,
+    /// stdout ended, after `partial` bytes of an unfinished line.
+    Ended {
+        partial: usize,
+    },
     /// The line grew past the limit; `received` bytes had arrived.
     TooLong {
         received: u64,
@@ -167,50 +169,73 @@ impl StdioExecutor {
         request: &AgentRequest,
         line: &[u8],
     ) -> Result<AgentResponse, AgentCallError> {
-        let reused = self.ensure_running(slot).await?;
-        let mut written = write_line(slot, line).await;
-        if written.is_err() && reused {
-            // The process died since the last call and before taking this request:
-            // nothing of this call reached it, so start a new one and try once more.
-            tracing::info!("agent process was gone when the request was written; restarting");
-            if let Some(process) = slot.take() {
-                process.kill().await;
-            }
-            self.ensure_running(slot).await?;
-            written = write_line(slot, line).await;
-        }
-        if written.is_err() {
-            return Err(crashed(slot).await);
-        }
-
         let limit = self.config.max_response_bytes;
-        let read = match slot.as_mut() {
-            Some(process) => read_line(&mut process.stdout, limit).await,
-            None => Ok(LineRead::Ended),
-        };
-        match read {
-            Ok(LineRead::Line(bytes)) => {
-                if let Some(process) = slot.as_mut() {
-                    process.in_flight = false;
+        let mut reused = self.ensure_running(slot).await?;
+        loop {
+            if write_line(slot, line).await.is_err() {
+                if reused {
+                    // The process died after the last call, before taking this request:
+                    // start a new one and send the request again, once.
+                    tracing::info!(
+                        "agent process was gone when the request was written; restarting"
+                    );
+                    self.restart(slot).await?;
+                    reused = false;
+                    continue;
                 }
-                accept_response(request, &bytes)
+                return Err(crashed(slot).await);
             }
-            Ok(LineRead::Ended) => Err(crashed(slot).await),
-            Ok(LineRead::TooLong { received }) => {
-                // The rest of the line may be arbitrarily long: stop reading and start a
-                // fresh process next time instead of draining it.
-                if let Some(process) = slot.take() {
-                    process.kill().await;
+            let read = match slot.as_mut() {
+                Some(process) => read_line(&mut process.stdout, limit).await,
+                None => Ok(LineRead::Ended { partial: 0 }),
+            };
+            return match read {
+                Ok(LineRead::Line(bytes)) => {
+                    if let Some(process) = slot.as_mut() {
+                        process.in_flight = false;
+                    }
+                    accept_response(request, &bytes)
                 }
-                Err(AgentCallError::Oversized { limit, received })
-            }
-            Err(err) => {
-                if let Some(process) = slot.take() {
-                    process.kill().await;
+                Ok(LineRead::Ended { partial }) => {
+                    let crash = crashed(slot).await;
+                    let clean_exit = matches!(&crash, AgentCallError::Crashed { exit, .. } if exit.code == Some(0));
+                    if reused && partial == 0 && clean_exit {
+                        // A process that exits cleanly after answering (a one-shot agent)
+                        // can be caught between its answer and its exit: it wrote nothing
+                        // for this request, so send it to a new process, once.
+                        tracing::info!(
+                            "agent process exited cleanly after its last answer; restarting"
+                        );
+                        self.restart(slot).await?;
+                        reused = false;
+                        continue;
+                    }
+                    Err(crash)
                 }
-                Err(AgentCallError::io("reading the agent's stdout", err))
-            }
+                Ok(LineRead::TooLong { received }) => {
+                    // The rest of the line may be arbitrarily long: stop reading and start
+                    // a fresh process next time instead of draining it.
+                    if let Some(process) = slot.take() {
+                        process.kill().await;
+                    }
+                    Err(AgentCallError::Oversized { limit, received })
+                }
+                Err(err) => {
+                    if let Some(process) = slot.take() {
+                        process.kill().await;
+                    }
+                    Err(AgentCallError::io("reading the agent's stdout", err))
+                }
+            };
         }
+    }
+
+    async fn restart(&self, slot: &mut Option<AgentProcess>) -> Result<(), AgentCallError> {
+        if let Some(process) = slot.take() {
+            process.kill().await;
+        }
+        *slot = Some(self.spawn()?);
+        Ok(())
     }
 
     /// Makes sure a live, in-step process is in `slot`; returns whether it was already
@@ -305,7 +330,9 @@ async fn read_line(stdout: &mut BufReader<ChildStdout>, limit: usize) -> std::io
     loop {
         let buffer = stdout.fill_buf().await?;
         if buffer.is_empty() {
-            return Ok(LineRead::Ended);
+            return Ok(LineRead::Ended {
+                partial: line.len(),
+            });
         }
         let (chunk, newline) = match buffer.iter().position(|&b| b == b'\n') {
             Some(end) => (&buffer[..end], true),
