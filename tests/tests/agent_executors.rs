@@ -598,3 +598,92 @@ mod http {
         assert!(err.to_string().contains("POSTing to http://"), "{err}");
     }
 }
+
+/// The Python agents of docs/agent-protocol.md, run when `python3` is on PATH.
+mod python {
+    use super::*;
+    use docket_engine::protocol::parse_response;
+    use docket_tests::{agent_protocol_doc, doc_example, workspace_root};
+
+    fn python3_available() -> bool {
+        let found = std::process::Command::new("python3")
+            .arg("--version")
+            .output()
+            .is_ok_and(|out| out.status.success());
+        if !found {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("note: python3 is not on PATH; skipping the Python agent test");
+            }
+        }
+        found
+    }
+
+    fn python_agent(script: &std::path::Path) -> StdioExecutor {
+        StdioExecutor::new(StdioConfig::new("python3").args([script.as_os_str()]))
+    }
+
+    #[tokio::test]
+    async fn the_example_agent_answers_the_documented_request_as_documented() {
+        if !python3_available() {
+            return;
+        }
+        let doc = agent_protocol_doc();
+        let request: AgentRequest =
+            serde_json::from_str(&doc_example(&doc, "request").expect("request example"))
+                .expect("request parses");
+        let documented = parse_response(
+            doc_example(&doc, "response")
+                .expect("response example")
+                .as_bytes(),
+        )
+        .expect("response parses");
+
+        let agent = python_agent(&workspace_root().join("examples/python-agent/agent.py"));
+        let response = agent.call(&request).await.expect("the agent answers");
+        assert_eq!(response, documented);
+
+        // An unknown capability is the agent's own ERROR answer, not a call failure, and
+        // the same process serves it.
+        let mut other = request.clone();
+        other.request_id = "req-7f3b".into();
+        other.capability_code = "TRANSLATE".into();
+        let response = agent.call(&other).await.expect("the agent answers");
+        assert_eq!(response.status, ResponseStatus::Error);
+        assert_eq!(
+            response.error_code.as_deref(),
+            Some("INPUT_UNKNOWN_CAPABILITY")
+        );
+
+        // A snapshot without answer text makes the result PARTIAL, with a warning.
+        let mut partial = request.clone();
+        partial.request_id = "req-7f3c".into();
+        partial.decision_inputs[0].payload["snapshots"][1]["answer"] = json!("");
+        let response = agent.call(&partial).await.expect("the agent answers");
+        assert_eq!(response.status, ResponseStatus::Partial);
+        assert_eq!(response.warnings, ["1 snapshot(s) had no answer text"]);
+        assert_eq!(agent.start_count(), 1);
+        agent.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn the_documented_minimal_agent_runs() {
+        if !python3_available() {
+            return;
+        }
+        let source = doc_example(&agent_protocol_doc(), "python").expect("python example");
+        let dir = tempfile::tempdir().expect("temp dir");
+        let script = dir.path().join("agent.py");
+        std::fs::write(&script, source).expect("write the agent");
+        let agent = python_agent(&script);
+        let sent = request("r1", "ANYTHING")
+            .with_decision_input("reasoning", "gaps", json!({}))
+            .with_context_input("intelligence", "geo_scores", json!({}));
+        let response = agent.call(&sent).await.expect("the agent answers");
+        assert_eq!(
+            finish_output(&response),
+            &json!({"inputs_from": ["reasoning"]})
+        );
+        agent.shutdown().await;
+    }
+}

@@ -244,3 +244,32 @@ proptest! {
         }
     }
 }
+
+mod documented_examples {
+    use docket_engine::protocol::{AgentRequest, parse_response};
+    use docket_tests::{agent_protocol_doc, doc_example};
+
+    #[test]
+    fn the_documented_request_and_response_are_valid_and_belong_together() {
+        let doc = agent_protocol_doc();
+        let request_text = doc_example(&doc, "request").expect("the doc has a request example");
+        let response_text = doc_example(&doc, "response").expect("the doc has a response example");
+        let request: AgentRequest = serde_json::from_str(&request_text).expect("request parses");
+        assert_eq!(request.validate(), Ok(()));
+        assert_eq!(request.decision_inputs.len(), 1);
+        assert_eq!(request.context_inputs.len(), 1);
+        let response = parse_response(response_text.as_bytes()).expect("response parses");
+        assert_eq!(response.validate_for(&request), Ok(()));
+    }
+
+    #[test]
+    fn the_checked_in_schema_is_the_one_the_types_generate() {
+        let path = docket_tests::workspace_root().join("docs/agent-protocol.schema.json");
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            checked_in == docket_engine::protocol::json_schema_pretty(),
+            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-engine schema`",
+            path.display()
+        );
+    }
+}
