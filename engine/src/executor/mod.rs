@@ -95,3 +95,71 @@ fn log_outcome(outcome: &Result<AgentResponse, AgentCallError>) {
         Err(err) => tracing::warn!(code = err.code(), error = %err, "agent call failed"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{AgentResponse, Confidence};
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Collects what the fmt subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn each_call_is_traced_with_agent_request_id_and_attempt() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_max_level(tracing::Level::DEBUG)
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _guard = tracing::subscriber::set_default(subscriber);
+
+        let executor = InProcessExecutor::new(|_: &AgentRequest| {
+            AgentResponse::success("not-the-id", Confidence::High, Vec::new())
+        });
+        let mut request =
+            AgentRequest::new("req-9", "reasoning", "strategy", "S").in_run("run-3", "ep", "c");
+        request.attempt = 2;
+        let outcome = executor.call(&request).await;
+        assert!(matches!(
+            outcome,
+            Err(AgentCallError::RequestIdMismatch { .. })
+        ));
+
+        let text = String::from_utf8_lossy(
+            &captured
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+        .into_owned();
+        assert!(text.contains("agent_call{"), "{text}");
+        for field in [
+            "executor=\"in_process\"",
+            "agent=strategy",
+            "request_id=req-9",
+            "attempt=2",
+            "run_id=run-3",
+            "code=\"AGENT_REQUEST_ID_MISMATCH\"",
+        ] {
+            assert!(text.contains(field), "missing {field} in {text}");
+        }
+    }
+}
