@@ -320,6 +320,39 @@ mod stdio {
     }
 
     #[tokio::test]
+    async fn the_configured_environment_and_directory_reach_the_agent() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let agent = StdioExecutor::new(
+            StdioConfig::new(TEST_AGENT)
+                .env("DOCKET_TEST_VALUE", "from-the-workflow")
+                .current_dir(dir.path()),
+        );
+        let response = agent
+            .call(&request("r1", "environment"))
+            .await
+            .expect("answers");
+        let output = finish_output(&response);
+        assert_eq!(output["value"], "from-the-workflow");
+        let cwd = std::fs::canonicalize(output["cwd"].as_str().expect("a path")).expect("exists");
+        assert_eq!(cwd, std::fs::canonicalize(dir.path()).expect("exists"));
+        agent.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn the_stderr_tail_size_is_configurable() {
+        let agent = StdioExecutor::new(StdioConfig::new(TEST_AGENT).stderr_tail_bytes(64));
+        let err = agent
+            .call(&request("r1", "noisy_crash"))
+            .await
+            .expect_err("crashes");
+        let AgentCallError::Crashed { stderr_tail, .. } = err else {
+            panic!("expected Crashed, got {err:?}");
+        };
+        assert!(stderr_tail.len() <= 64, "{} bytes", stderr_tail.len());
+        assert!(stderr_tail.ends_with("handling r1\n"), "{stderr_tail:?}");
+    }
+
+    #[tokio::test]
     async fn blank_lines_before_the_response_are_skipped() {
         let agent = test_agent(&[]);
         let response = agent

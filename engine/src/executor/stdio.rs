@@ -72,10 +72,31 @@ impl StdioConfig {
         self
     }
 
+    /// Adds an environment variable.
+    #[must_use]
+    pub fn env(mut self, key: impl Into<OsString>, value: impl Into<OsString>) -> Self {
+        self.env.push((key.into(), value.into()));
+        self
+    }
+
+    /// Sets the working directory.
+    #[must_use]
+    pub fn current_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.current_dir = Some(dir.into());
+        self
+    }
+
     /// Sets the response size limit.
     #[must_use]
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
         self.max_response_bytes = limit;
+        self
+    }
+
+    /// Sets how many of the last stderr bytes are kept.
+    #[must_use]
+    pub fn stderr_tail_bytes(mut self, bytes: usize) -> Self {
+        self.stderr_tail_bytes = bytes;
         self
     }
 }

@@ -15,6 +15,7 @@
 //! - `invalid`: answers SUCCESS without a confidence_level;
 //! - `exit_after_answer`: answers, then exits with code 0;
 //! - `blank_lines`: writes blank lines before answering;
+//! - `environment`: answers with `DOCKET_TEST_VALUE` and the working directory;
 //! - `crash_on_start` (as MODE only): exits with code 7 before reading anything.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -36,6 +37,7 @@ const MODES: &[&str] = &[
     "invalid",
     "exit_after_answer",
     "blank_lines",
+    "environment",
 ];
 
 fn main() -> ExitCode {
@@ -138,6 +140,23 @@ fn main() -> ExitCode {
             "blank_lines" => {
                 let _ = write!(out, "\n  \n\r\n");
                 let _ = writeln!(out, "{}", answer(&request, served, &request.request_id));
+            }
+            "environment" => {
+                let response = AgentResponse::success(
+                    request.request_id.clone(),
+                    Confidence::High,
+                    vec![Action::Finish {
+                        output: json!({
+                            "value": std::env::var("DOCKET_TEST_VALUE").ok(),
+                            "cwd": std::env::current_dir().ok(),
+                        }),
+                    }],
+                );
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&response).unwrap_or_default()
+                );
             }
             _ => {
                 let _ = writeln!(out, "{}", answer(&request, served, &request.request_id));
