@@ -385,6 +385,43 @@ mod stdio {
     }
 
     #[tokio::test]
+    async fn time_queued_behind_another_call_counts_against_the_timeout() {
+        let agent = Arc::new(test_agent(&[]));
+        let hanging = {
+            let agent = Arc::clone(&agent);
+            tokio::spawn(async move {
+                agent
+                    .call(&request("r1", "hang").with_timeout_ms(2_000))
+                    .await
+                    .map(|_| ())
+            })
+        };
+        // Wait until the hanging call holds the process (it has started it).
+        while agent.start_count() == 0 {
+            tokio::task::yield_now().await;
+        }
+        let queued = agent
+            .call(&request("r2", "echo").with_timeout_ms(100))
+            .await
+            .expect_err("queued behind a call that hangs for 2 s");
+        assert!(
+            matches!(queued, AgentCallError::Timeout { timeout_ms: 100 }),
+            "{queued:?}"
+        );
+        let first = hanging.await.expect("task").expect_err("hangs");
+        assert!(
+            matches!(first, AgentCallError::Timeout { timeout_ms: 2_000 }),
+            "{first:?}"
+        );
+        // The queued call's timeout did not disturb the process; the hanging one's did.
+        assert_eq!(agent.start_count(), 1);
+        let after = agent.call(&request("r3", "echo")).await.expect("answers");
+        assert_eq!(process_of(&after).1, 1);
+        assert_eq!(agent.start_count(), 2);
+        agent.shutdown().await;
+    }
+
+    #[tokio::test]
     async fn an_abandoned_call_does_not_leak_its_answer_into_the_next() {
         let agent = test_agent(&[]);
         // The caller gives up on a slow call; whatever the process was doing, the next

@@ -164,8 +164,15 @@ impl StdioExecutor {
             .map_err(|err| AgentCallError::io("encoding the request", err.into()))?;
         line.push(b'\n');
 
-        let mut slot = self.process.lock().await;
+        // The deadline includes time spent queued behind other calls to this agent: the
+        // request's timeout is the longest the caller waits, whatever the reason.
         let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+        let timeout = || AgentCallError::Timeout {
+            timeout_ms: request.timeout_ms,
+        };
+        let Ok(mut slot) = tokio::time::timeout_at(deadline, self.process.lock()).await else {
+            return Err(timeout());
+        };
         match tokio::time::timeout_at(deadline, self.exchange(&mut slot, request, &line)).await {
             Ok(outcome) => outcome,
             Err(_elapsed) => {
@@ -176,9 +183,7 @@ impl StdioExecutor {
                     );
                     process.kill().await;
                 }
-                Err(AgentCallError::Timeout {
-                    timeout_ms: request.timeout_ms,
-                })
+                Err(timeout())
             }
         }
     }

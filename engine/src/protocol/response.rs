@@ -349,6 +349,19 @@ mod tests {
     }
 
     #[test]
+    fn optional_fields_may_be_null_or_absent() {
+        let response: AgentResponse = serde_json::from_value(json!({
+            "request_id": "r1", "status": "ERROR", "confidence_level": null,
+            "error_code": null, "error_message": "failed"
+        }))
+        .expect("nulls are accepted for optional fields");
+        assert_eq!(response.confidence_level, None);
+        assert_eq!(response.error_code, None);
+        assert_eq!(response.usage, Usage::default());
+        assert!(response.actions.is_empty() && response.warnings.is_empty());
+    }
+
+    #[test]
     fn confidence_orders_high_above_speculative() {
         assert!(Confidence::High > Confidence::Medium);
         assert!(Confidence::Medium > Confidence::Low);
