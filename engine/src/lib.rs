@@ -1,0 +1,14 @@
+//! docket's engine.
+//!
+//! For now this crate holds the two pieces every agent call goes through:
+//! - [`protocol`]: the request an agent receives and the response it answers with
+//!   (seed 003's contract, with decision and context inputs kept apart per seed 000's
+//!   Guardrail 2), their validation, and the JSON Schema generated from them;
+//! - [`executor`]: how a request reaches an agent and its response comes back, in-process,
+//!   over a child process's stdin/stdout as JSON lines, or over HTTP, with every failure
+//!   returned as an [`executor::AgentCallError`].
+//!
+//! The decider and the runtime are built on top of these.
+
+pub mod executor;
+pub mod protocol;

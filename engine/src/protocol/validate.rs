@@ -1,0 +1,498 @@
+//! The rules a parsed request or response must follow beyond its JSON shape (seed 003's
+//! "required for SUCCESS and PARTIAL", "required when status is ERROR", the echoed
+//! request_id...). Each failure names the field, as a path such as `actions[2].to`.
+
+use super::request::AgentRequest;
+use super::response::{Action, AgentResponse, ResponseStatus};
+
+/// A request or response that parsed but breaks a protocol rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct ValidationError {
+    /// The offending field, e.g. `confidence_level` or `actions[1].to`.
+    pub field: String,
+    /// What is wrong with it.
+    pub problem: ValidationProblem,
+}
+
+/// What is wrong with a field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ValidationProblem {
+    /// A string that must say something is empty or blank.
+    #[error("must not be empty")]
+    Empty,
+    /// A number that counts from 1 is 0.
+    #[error("must be at least 1")]
+    Zero,
+    /// The field is missing but the status requires it.
+    #[error("required when status is {status}")]
+    RequiredWith {
+        /// The response's status.
+        status: ResponseStatus,
+    },
+    /// The field is present but contradicts the status.
+    #[error("not allowed when status is {status}")]
+    NotAllowedWith {
+        /// The response's status.
+        status: ResponseStatus,
+    },
+    /// The response does not echo the request's request_id.
+    #[error("expected {expected:?} (the request's request_id), got {actual:?}")]
+    RequestIdMismatch {
+        /// The request's request_id.
+        expected: String,
+        /// What the response carried.
+        actual: String,
+    },
+    /// An error_code not of seed 003's CATEGORY_SPECIFIC_ERROR form.
+    #[error(
+        "{value:?} is not of the form CATEGORY_SPECIFIC_ERROR (upper-case words joined by `_`)"
+    )]
+    BadErrorCode {
+        /// The code as sent.
+        value: String,
+    },
+    /// A finish action followed by more actions.
+    #[error("finish must be the last action, but {following} action(s) follow it")]
+    FinishNotLast {
+        /// How many actions come after it.
+        following: usize,
+    },
+    /// usage.tool_calls counts fewer calls than tool_calls lists.
+    #[error("{reported} is less than the {listed} entries in tool_calls")]
+    UsageBelowListed {
+        /// usage.tool_calls.
+        reported: u32,
+        /// tool_calls.len().
+        listed: usize,
+    },
+}
+
+fn fail(field: impl Into<String>, problem: ValidationProblem) -> Result<(), ValidationError> {
+    Err(ValidationError {
+        field: field.into(),
+        problem,
+    })
+}
+
+fn non_empty(field: impl FnOnce() -> String, value: &str) -> Result<(), ValidationError> {
+    if value.trim().is_empty() {
+        fail(field(), ValidationProblem::Empty)
+    } else {
+        Ok(())
+    }
+}
+
+/// CATEGORY_SPECIFIC_ERROR: at least two upper-case words of letters and digits joined by
+/// single underscores, starting with a letter.
+fn is_error_code(code: &str) -> bool {
+    let words: Vec<&str> = code.split('_').collect();
+    words.len() >= 2
+        && code.starts_with(|c: char| c.is_ascii_uppercase())
+        && words.iter().all(|w| {
+            !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit())
+        })
+}
+
+impl AgentRequest {
+    /// Checks the request's own rules: ids and agents named, attempt and timeout at least 1,
+    /// every input labelled with its producing agent and output type.
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        for (field, value) in [
+            ("request_id", &self.request_id),
+            ("correlation_id", &self.correlation_id),
+            ("run_id", &self.run_id),
+            ("episode_id", &self.episode_id),
+            ("source_agent", &self.source_agent),
+            ("target_agent", &self.target_agent),
+            ("capability_code", &self.capability_code),
+        ] {
+            non_empty(|| field.to_owned(), value)?;
+        }
+        if self.attempt == 0 {
+            return fail("attempt", ValidationProblem::Zero);
+        }
+        if self.timeout_ms == 0 {
+            return fail("timeout_ms", ValidationProblem::Zero);
+        }
+        for (i, input) in self.decision_inputs.iter().enumerate() {
+            non_empty(
+                || format!("decision_inputs[{i}].source_agent"),
+                &input.source_agent,
+            )?;
+            non_empty(
+                || format!("decision_inputs[{i}].output_type"),
+                &input.output_type,
+            )?;
+        }
+        for (i, input) in self.context_inputs.iter().enumerate() {
+            non_empty(
+                || format!("context_inputs[{i}].source_agent"),
+                &input.source_agent,
+            )?;
+            non_empty(
+                || format!("context_inputs[{i}].output_type"),
+                &input.output_type,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl AgentResponse {
+    /// Checks the response against the request it answers: the request_id echo first,
+    /// then [`AgentResponse::validate`].
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    pub fn validate_for(&self, request: &AgentRequest) -> Result<(), ValidationError> {
+        if self.request_id != request.request_id {
+            return fail(
+                "request_id",
+                ValidationProblem::RequestIdMismatch {
+                    expected: request.request_id.clone(),
+                    actual: self.request_id.clone(),
+                },
+            );
+        }
+        self.validate()
+    }
+
+    /// Checks the response's own rules (seed 003 plus docket's action rules):
+    /// - SUCCESS and PARTIAL need `confidence_level` and carry no error fields;
+    /// - SUCCESS needs at least one action (the only way to say what was done);
+    /// - ERROR needs `error_message`, and carries no confidence and no actions;
+    /// - `error_code`, when present, is CATEGORY_SPECIFIC_ERROR;
+    /// - `usage.tool_calls` is at least the number of `tool_calls` listed;
+    /// - names in tool calls and actions are not empty, and `finish` comes last.
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    pub fn validate(&self) -> Result<(), ValidationError> {
+        use ResponseStatus::{Error, Partial, Success, Timeout};
+        let status = self.status;
+        non_empty(|| "request_id".to_owned(), &self.request_id)?;
+        match status {
+            Success | Partial => {
+                if self.confidence_level.is_none() {
+                    return fail(
+                        "confidence_level",
+                        ValidationProblem::RequiredWith { status },
+                    );
+                }
+                if self.error_code.is_some() {
+                    return fail("error_code", ValidationProblem::NotAllowedWith { status });
+                }
+                if self.error_message.is_some() {
+                    return fail(
+                        "error_message",
+                        ValidationProblem::NotAllowedWith { status },
+                    );
+                }
+                if status == Success && self.actions.is_empty() {
+                    return fail("actions", ValidationProblem::RequiredWith { status });
+                }
+            }
+            Error => {
+                match &self.error_message {
+                    None => {
+                        return fail("error_message", ValidationProblem::RequiredWith { status });
+                    }
+                    Some(message) => non_empty(|| "error_message".to_owned(), message)?,
+                }
+                if self.confidence_level.is_some() {
+                    return fail(
+                        "confidence_level",
+                        ValidationProblem::NotAllowedWith { status },
+                    );
+                }
+                if !self.actions.is_empty() {
+                    return fail("actions", ValidationProblem::NotAllowedWith { status });
+                }
+            }
+            Timeout => {}
+        }
+        if let Some(code) = &self.error_code
+            && !is_error_code(code)
+        {
+            return fail(
+                "error_code",
+                ValidationProblem::BadErrorCode {
+                    value: code.clone(),
+                },
+            );
+        }
+        for (i, warning) in self.warnings.iter().enumerate() {
+            non_empty(|| format!("warnings[{i}]"), warning)?;
+        }
+        for (i, call) in self.tool_calls.iter().enumerate() {
+            non_empty(|| format!("tool_calls[{i}].name"), &call.name)?;
+        }
+        if (self.usage.tool_calls as usize) < self.tool_calls.len() {
+            return fail(
+                "usage.tool_calls",
+                ValidationProblem::UsageBelowListed {
+                    reported: self.usage.tool_calls,
+                    listed: self.tool_calls.len(),
+                },
+            );
+        }
+        for (i, action) in self.actions.iter().enumerate() {
+            validate_action(i, action)?;
+            if matches!(action, Action::Finish { .. }) && i + 1 < self.actions.len() {
+                return fail(
+                    format!("actions[{i}]"),
+                    ValidationProblem::FinishNotLast {
+                        following: self.actions.len() - i - 1,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+}
+
+fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
+    match action {
+        Action::Handoff {
+            to, output_type, ..
+        } => {
+            non_empty(|| format!("actions[{i}].to"), to)?;
+            non_empty(|| format!("actions[{i}].output_type"), output_type)
+        }
+        Action::RequestCapability {
+            target_agent,
+            capability_code,
+            ..
+        } => {
+            non_empty(|| format!("actions[{i}].target_agent"), target_agent)?;
+            non_empty(|| format!("actions[{i}].capability_code"), capability_code)
+        }
+        Action::Escalate { reason } => non_empty(|| format!("actions[{i}].reason"), reason),
+        Action::Finish { .. } => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Confidence, ToolCall};
+    use serde_json::json;
+
+    fn request() -> AgentRequest {
+        AgentRequest::new("r1", "reasoning", "strategy", "STRATEGY_RECOMMEND")
+            .in_run("run-1", "ep-1", "c1")
+    }
+
+    fn finish() -> Action {
+        Action::Finish {
+            output: json!({"ok": true}),
+        }
+    }
+
+    fn field_of(result: Result<(), ValidationError>) -> (String, ValidationProblem) {
+        let err = result.expect_err("validation should fail");
+        (err.field, err.problem)
+    }
+
+    #[test]
+    fn a_well_formed_success_passes() {
+        let response = AgentResponse::success("r1", Confidence::High, vec![finish()]);
+        assert_eq!(response.validate_for(&request()), Ok(()));
+    }
+
+    #[test]
+    fn request_id_must_be_echoed() {
+        let response = AgentResponse::success("r2", Confidence::High, vec![finish()]);
+        let (field, problem) = field_of(response.validate_for(&request()));
+        assert_eq!(field, "request_id");
+        assert_eq!(
+            problem,
+            ValidationProblem::RequestIdMismatch {
+                expected: "r1".into(),
+                actual: "r2".into()
+            }
+        );
+    }
+
+    #[test]
+    fn success_and_partial_need_confidence() {
+        for status in [ResponseStatus::Success, ResponseStatus::Partial] {
+            let mut response = AgentResponse::success("r1", Confidence::High, vec![finish()]);
+            response.status = status;
+            response.confidence_level = None;
+            let err = response.validate().expect_err("confidence is required");
+            assert_eq!(err.field, "confidence_level");
+            assert_eq!(
+                err.to_string(),
+                format!("confidence_level: required when status is {status}")
+            );
+        }
+    }
+
+    #[test]
+    fn success_needs_an_action_partial_does_not() {
+        let mut response = AgentResponse::success("r1", Confidence::Low, vec![]);
+        assert_eq!(field_of(response.validate()).0, "actions");
+        response.status = ResponseStatus::Partial;
+        assert_eq!(response.validate(), Ok(()));
+    }
+
+    #[test]
+    fn error_needs_a_message_and_no_actions_or_confidence() {
+        let mut response = AgentResponse::error("r1", "DATA_MISSING_INPUT", "no gaps");
+        assert_eq!(response.validate(), Ok(()));
+
+        response.error_message = None;
+        assert_eq!(field_of(response.validate()).0, "error_message");
+        response.error_message = Some("  ".into());
+        assert_eq!(
+            field_of(response.validate()),
+            ("error_message".into(), ValidationProblem::Empty)
+        );
+        response.error_message = Some("no gaps".into());
+
+        response.actions = vec![finish()];
+        assert_eq!(field_of(response.validate()).0, "actions");
+        response.actions.clear();
+
+        response.confidence_level = Some(Confidence::High);
+        assert_eq!(field_of(response.validate()).0, "confidence_level");
+    }
+
+    #[test]
+    fn error_fields_are_not_allowed_with_success() {
+        let mut response = AgentResponse::success("r1", Confidence::High, vec![finish()]);
+        response.error_message = Some("oops".into());
+        assert_eq!(
+            field_of(response.validate()),
+            (
+                "error_message".into(),
+                ValidationProblem::NotAllowedWith {
+                    status: ResponseStatus::Success
+                }
+            )
+        );
+    }
+
+    #[test]
+    fn error_code_must_be_category_specific_error() {
+        for good in [
+            "DATA_MISSING_REQUIRED_INPUT",
+            "INPUT_VALIDATION_FAILED",
+            "HTTP_503",
+        ] {
+            assert!(is_error_code(good), "{good}");
+        }
+        for bad in [
+            "oops",
+            "DATA",
+            "DATA__X",
+            "_DATA_X",
+            "data_missing",
+            "DATA_X_",
+            "1_X",
+        ] {
+            assert!(!is_error_code(bad), "{bad}");
+            let response = AgentResponse::error("r1", bad, "message");
+            assert_eq!(field_of(response.validate()).0, "error_code");
+        }
+    }
+
+    #[test]
+    fn timeout_may_carry_partial_actions_and_error_fields() {
+        let mut response = AgentResponse::error("r1", "TIME_BUDGET_EXHAUSTED", "ran out");
+        response.status = ResponseStatus::Timeout;
+        response.actions = vec![finish()];
+        assert_eq!(response.validate(), Ok(()));
+    }
+
+    #[test]
+    fn action_fields_are_named_with_their_index() {
+        let response = AgentResponse::success(
+            "r1",
+            Confidence::High,
+            vec![
+                Action::Escalate {
+                    reason: "why".into(),
+                },
+                Action::Handoff {
+                    to: String::new(),
+                    output_type: "gaps".into(),
+                    payload: json!({}),
+                },
+            ],
+        );
+        let err = response.validate().expect_err("empty `to`");
+        assert_eq!(err.to_string(), "actions[1].to: must not be empty");
+
+        let response = AgentResponse::success(
+            "r1",
+            Confidence::High,
+            vec![Action::RequestCapability {
+                target_agent: "intelligence".into(),
+                capability_code: String::new(),
+                inputs: Default::default(),
+            }],
+        );
+        assert_eq!(
+            field_of(response.validate()).0,
+            "actions[0].capability_code"
+        );
+    }
+
+    #[test]
+    fn finish_must_be_last() {
+        let response = AgentResponse::success(
+            "r1",
+            Confidence::High,
+            vec![finish(), Action::Escalate { reason: "x".into() }],
+        );
+        assert_eq!(
+            field_of(response.validate()),
+            (
+                "actions[0]".into(),
+                ValidationProblem::FinishNotLast { following: 1 }
+            )
+        );
+    }
+
+    #[test]
+    fn usage_counts_at_least_the_listed_tool_calls() {
+        let mut response = AgentResponse::success("r1", Confidence::High, vec![finish()]);
+        response.tool_calls = vec![
+            ToolCall {
+                name: "Bash".into(),
+                arguments: "ls".into(),
+            };
+            2
+        ];
+        response.usage.tool_calls = 1;
+        assert_eq!(field_of(response.validate()).0, "usage.tool_calls");
+        response.usage.tool_calls = 2;
+        assert_eq!(response.validate(), Ok(()));
+        response.tool_calls[1].name.clear();
+        assert_eq!(field_of(response.validate()).0, "tool_calls[1].name");
+    }
+
+    #[test]
+    fn request_rules_name_the_field() {
+        assert_eq!(request().validate(), Ok(()));
+        let mut bad = request();
+        bad.attempt = 0;
+        assert_eq!(
+            field_of(bad.validate()),
+            ("attempt".into(), ValidationProblem::Zero)
+        );
+        let mut bad = request();
+        bad.run_id.clear();
+        assert_eq!(field_of(bad.validate()).0, "run_id");
+        let bad = request().with_context_input("", "geo_scores", json!({}));
+        assert_eq!(field_of(bad.validate()).0, "context_inputs[0].source_agent");
+    }
+}

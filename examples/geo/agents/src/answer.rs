@@ -1,0 +1,103 @@
+//! Building responses and reading inputs, shared by the five agents.
+
+use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Why an agent could not do its work: becomes an ERROR response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// A CATEGORY_SPECIFIC_ERROR code.
+    pub code: &'static str,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl Failure {
+    pub(crate) fn new(code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The payload of the decision input of `output_type`, parsed.
+pub(crate) fn decision_input<T: DeserializeOwned>(
+    request: &AgentRequest,
+    output_type: &str,
+) -> Result<T, Failure> {
+    let input = request
+        .decision_inputs
+        .iter()
+        .find(|input| input.output_type == output_type)
+        .ok_or_else(|| {
+            Failure::new(
+                "INPUT_MISSING_DECISION_INPUT",
+                format!("expected a decision input of output type {output_type}"),
+            )
+        })?;
+    T::deserialize(&input.payload).map_err(|err| {
+        Failure::new(
+            "INPUT_INVALID_PAYLOAD",
+            format!("the {output_type} decision input is malformed: {err}"),
+        )
+    })
+}
+
+/// The payload of a read-only context input of `output_type`, if present and well formed.
+pub(crate) fn context_input<T: DeserializeOwned>(
+    request: &AgentRequest,
+    output_type: &str,
+) -> Option<T> {
+    request
+        .context_inputs
+        .iter()
+        .find(|input| input.output_type == output_type)
+        .and_then(|input| T::deserialize(&input.payload).ok())
+}
+
+/// One handoff (or finish) action carrying `payload`.
+pub(crate) fn handoff<T: Serialize>(to: &str, output_type: &str, payload: &T) -> Action {
+    Action::Handoff {
+        to: to.to_owned(),
+        output_type: output_type.to_owned(),
+        payload: serde_json::to_value(payload).unwrap_or_default(),
+    }
+}
+
+/// The response: SUCCESS/HIGH, or PARTIAL/MEDIUM when there are warnings, or ERROR.
+pub(crate) fn respond(
+    request: &AgentRequest,
+    outcome: Result<(Action, Vec<String>), Failure>,
+) -> AgentResponse {
+    match outcome {
+        Ok((action, warnings)) => {
+            let mut response =
+                AgentResponse::success(request.request_id.clone(), Confidence::High, vec![action]);
+            if !warnings.is_empty() {
+                response.status = ResponseStatus::Partial;
+                response.confidence_level = Some(Confidence::Medium);
+                response.warnings = warnings;
+            }
+            response
+        }
+        Err(failure) => {
+            AgentResponse::error(request.request_id.clone(), failure.code, failure.message)
+        }
+    }
+}
+
+/// Rounds to 4 decimals, so scores print the same everywhere.
+pub(crate) fn round4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
+}
+
+/// `part / whole`, 0 when `whole` is 0, rounded to 4 decimals.
+pub(crate) fn ratio(part: u32, whole: u32) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        round4(f64::from(part) / f64::from(whole))
+    }
+}

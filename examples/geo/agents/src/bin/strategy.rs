@@ -1,0 +1,15 @@
+//! The geo example's strategy agent: one JSON request per line on stdin, one JSON response per
+//! line on stdout (docs/agent-protocol.md); diagnostics on stderr.
+#![allow(clippy::print_stderr)]
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    match docket_example_geo::serve::run(docket_example_geo::strategy::handle) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("strategy: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

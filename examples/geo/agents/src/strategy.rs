@@ -1,0 +1,185 @@
+//! Strategy: one recommendation per gap, in Reasoning's order and with Reasoning's
+//! priority. Intelligence's scores, when they arrive as read-only context, only colour the
+//! expected impact (Guardrail 2); no recommendation proposes questions to sample
+//! (Guardrail 3).
+
+use docket_engine::protocol::{Action, AgentRequest, AgentResponse};
+
+use crate::Failure;
+use crate::answer::{context_input, decision_input, handoff, respond};
+use crate::payloads::{
+    Gap, GapsAndOpportunities, GeoScores, Priority, Recommendation, Recommendations, agents,
+    output_types,
+};
+
+/// Writes the recommendations and hands them to Governance.
+pub fn handle(request: &AgentRequest) -> AgentResponse {
+    respond(request, plan(request))
+}
+
+fn plan(request: &AgentRequest) -> Result<(Action, Vec<String>), Failure> {
+    let analysis: GapsAndOpportunities =
+        decision_input(request, output_types::GAPS_AND_OPPORTUNITIES)?;
+    if analysis.gaps.is_empty() {
+        return Err(Failure::new(
+            "INPUT_NO_GAPS",
+            "reasoning reported no gaps to act on",
+        ));
+    }
+    let context: Option<GeoScores> = context_input(request, output_types::GEO_SCORES);
+    let recommendations = recommend(&analysis, context.as_ref());
+    Ok((
+        handoff(
+            agents::GOVERNANCE,
+            output_types::RECOMMENDATIONS,
+            &recommendations,
+        ),
+        Vec::new(),
+    ))
+}
+
+/// The recommendations for `analysis`'s gaps, in their order.
+#[must_use]
+pub fn recommend(analysis: &GapsAndOpportunities, context: Option<&GeoScores>) -> Recommendations {
+    let focus = &analysis.focus_brand;
+    let recommendations = analysis
+        .gaps
+        .iter()
+        .enumerate()
+        .map(|(i, gap)| Recommendation {
+            id: format!("rec-{}", i + 1),
+            gap_id: gap.id.clone(),
+            priority: gap.priority,
+            topic: gap.topic.clone(),
+            action: action(focus, gap),
+            rationale: format!(
+                "AI assistants mention {focus} in {} of answers on {:?}, {} in {}.",
+                percent(gap.focus_rate),
+                gap.topic,
+                gap.leader,
+                percent(gap.leader_rate)
+            ),
+            expected_impact: impact(focus, gap, context),
+        })
+        .collect();
+    Recommendations { recommendations }
+}
+
+fn action(focus: &str, gap: &Gap) -> String {
+    match gap.priority {
+        Priority::High => format!(
+            "Publish in-depth comparison and buying-guide content for {:?} that positions {focus} \
+             against {}, and get it cited by independent reviews.",
+            gap.topic, gap.leader
+        ),
+        Priority::Medium => format!(
+            "Strengthen {focus}'s documentation and case studies on {:?} so assistants have \
+             current sources to cite.",
+            gap.topic
+        ),
+        Priority::Low => format!(
+            "Keep {focus}'s pages on {:?} up to date and monitor; the gap to {} is small.",
+            gap.topic, gap.leader
+        ),
+    }
+}
+
+/// Uses Intelligence's scores only to describe the expected effect.
+fn impact(focus: &str, gap: &Gap, context: Option<&GeoScores>) -> String {
+    let closing = format!(
+        "Closing the gap would raise {focus}'s mention rate on {:?} by up to {} points",
+        gap.topic,
+        (gap.delta * 100.0).round()
+    );
+    match context.and_then(|scores| scores.brands.get(focus)) {
+        Some(overall) => format!(
+            "{closing} (overall GEO score today: {:.1}, share of voice {}).",
+            overall.geo_score,
+            percent(overall.share_of_voice)
+        ),
+        None => format!("{closing}."),
+    }
+}
+
+fn percent(rate: f64) -> String {
+    format!("{:.0}%", rate * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn gap(id: &str, topic: &str, delta: f64, priority: Priority) -> Gap {
+        Gap {
+            id: id.into(),
+            topic: topic.into(),
+            focus_rate: 0.25,
+            leader: "Globex".into(),
+            leader_rate: 0.25 + delta,
+            delta,
+            priority,
+        }
+    }
+
+    fn analysis() -> GapsAndOpportunities {
+        GapsAndOpportunities {
+            focus_brand: "Acme".into(),
+            gaps: vec![
+                gap("gap-1", "crm", 0.75, Priority::High),
+                gap("gap-2", "mail", 0.1, Priority::Low),
+            ],
+            opportunities: Vec::new(),
+            patterns: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn one_recommendation_per_gap_citing_it_with_its_priority() {
+        let recs = recommend(&analysis(), None).recommendations;
+        let cited: Vec<(&str, &str, Priority)> = recs
+            .iter()
+            .map(|r| (r.id.as_str(), r.gap_id.as_str(), r.priority))
+            .collect();
+        assert_eq!(
+            cited,
+            [
+                ("rec-1", "gap-1", Priority::High),
+                ("rec-2", "gap-2", Priority::Low)
+            ]
+        );
+        assert!(recs[0].rationale.contains("25%"), "{}", recs[0].rationale);
+        assert!(recs[0].expected_impact.contains("75 points"));
+    }
+
+    #[test]
+    fn context_scores_change_only_the_expected_impact() {
+        let context = GeoScores {
+            focus_brand: "Acme".into(),
+            answers: 10,
+            // Context that would rank topics differently if Strategy used it to decide.
+            brands: BTreeMap::from([(
+                "Acme".to_owned(),
+                crate::payloads::BrandScore {
+                    answers: 10,
+                    answers_mentioning: 9,
+                    mentions: 12,
+                    mention_rate: 0.9,
+                    share_of_voice: 0.6,
+                    geo_score: 78.0,
+                },
+            )]),
+            by_topic: BTreeMap::new(),
+            by_engine: BTreeMap::new(),
+        };
+        let without = recommend(&analysis(), None).recommendations;
+        let with = recommend(&analysis(), Some(&context)).recommendations;
+        for (a, b) in without.iter().zip(&with) {
+            assert_eq!(
+                (&a.id, &a.gap_id, a.priority, &a.action, &a.rationale),
+                (&b.id, &b.gap_id, b.priority, &b.action, &b.rationale)
+            );
+        }
+        assert!(with[0].expected_impact.contains("GEO score today: 78.0"));
+    }
+}

@@ -1,0 +1,196 @@
+//! A scriptable agent speaking docket's stdio protocol, for the executor tests.
+//!
+//! `test-agent [MODE] [--size BYTES]`. Each request is handled by the behaviour named by
+//! its `capability_code` when that is one of the modes below, otherwise by MODE (default
+//! `echo`):
+//! - `echo`: SUCCESS with a `finish` whose output repeats the request's inputs, plus this
+//!   process's pid and how many requests it has served;
+//! - `hang`: never answers;
+//! - `crash`: writes half a response and a message on stderr, then exits with code 3;
+//! - `noisy_crash`: writes 100 KiB to stderr, then crashes like `crash`;
+//! - `garbage`: answers with a line that is not JSON;
+//! - `oversized`: answers with a valid response line of `--size` bytes (default 2 MiB);
+//! - `flood`: writes bytes without a newline until it is killed;
+//! - `wrong_id`: answers with another request_id;
+//! - `invalid`: answers SUCCESS without a confidence_level;
+//! - `exit_after_answer`: answers, then exits with code 0;
+//! - `blank_lines`: writes blank lines before answering;
+//! - `environment`: answers with `DOCKET_TEST_VALUE` and the working directory;
+//! - `crash_on_start` (as MODE only): exits with code 7 before reading anything.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use serde_json::json;
+
+const MODES: &[&str] = &[
+    "echo",
+    "hang",
+    "crash",
+    "noisy_crash",
+    "garbage",
+    "oversized",
+    "flood",
+    "wrong_id",
+    "invalid",
+    "exit_after_answer",
+    "blank_lines",
+    "environment",
+];
+
+fn main() -> ExitCode {
+    let mut mode = "echo".to_owned();
+    let mut size: usize = 2 * 1024 * 1024;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--size" {
+            match args.next().and_then(|s| s.parse().ok()) {
+                Some(n) => size = n,
+                None => {
+                    eprintln!("test-agent: --size needs a number");
+                    return ExitCode::from(2);
+                }
+            }
+        } else {
+            mode = arg;
+        }
+    }
+    if mode == "crash_on_start" {
+        eprintln!("test-agent: refusing to start (crash_on_start)");
+        return ExitCode::from(7);
+    }
+
+    let stdin = std::io::stdin();
+    let mut served: u64 = 0;
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else {
+            return ExitCode::from(4);
+        };
+        let request: AgentRequest = match serde_json::from_str(&line) {
+            Ok(request) => request,
+            Err(err) => {
+                eprintln!("test-agent: bad request: {err}");
+                return ExitCode::from(5);
+            }
+        };
+        served += 1;
+        let behaviour = if MODES.contains(&request.capability_code.as_str()) {
+            request.capability_code.clone()
+        } else {
+            mode.clone()
+        };
+        let mut out = std::io::stdout().lock();
+        match behaviour.as_str() {
+            "hang" => loop {
+                std::thread::park();
+            },
+            "crash" | "noisy_crash" => {
+                if behaviour == "noisy_crash" {
+                    let noise = "noise ".repeat(100 * 1024 / 6);
+                    eprintln!("{noise}");
+                }
+                let _ = out.write_all(br#"{"request_id":"#);
+                let _ = out.flush();
+                eprintln!(
+                    "test-agent: crashing on purpose while handling {}",
+                    request.request_id
+                );
+                return ExitCode::from(3);
+            }
+            "garbage" => {
+                let _ = writeln!(out, "this is not json");
+            }
+            "oversized" => {
+                let head = format!(
+                    r#"{{"request_id":"{}","status":"SUCCESS","confidence_level":"HIGH","actions":[{{"type":"finish","output":""#,
+                    request.request_id
+                );
+                let tail = r#""}]}"#;
+                let filler = size.saturating_sub(head.len() + tail.len());
+                let _ = out.write_all(head.as_bytes());
+                let chunk = [b'x'; 8192];
+                let mut left = filler;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if out.write_all(&chunk[..n]).is_err() {
+                        return ExitCode::from(6);
+                    }
+                    left -= n;
+                }
+                let _ = writeln!(out, "{tail}");
+            }
+            "flood" => {
+                let chunk = [b'x'; 8192];
+                while out.write_all(&chunk).is_ok() {}
+                return ExitCode::from(6);
+            }
+            "wrong_id" => {
+                let response = answer(&request, served, &format!("{}-other", request.request_id));
+                let _ = writeln!(out, "{response}");
+            }
+            "invalid" => {
+                let mut response = answer_value(&request, served, &request.request_id);
+                if let Some(fields) = response.as_object_mut() {
+                    fields.remove("confidence_level");
+                }
+                let _ = writeln!(out, "{response}");
+            }
+            "blank_lines" => {
+                let _ = write!(out, "\n  \n\r\n");
+                let _ = writeln!(out, "{}", answer(&request, served, &request.request_id));
+            }
+            "environment" => {
+                let response = AgentResponse::success(
+                    request.request_id.clone(),
+                    Confidence::High,
+                    vec![Action::Finish {
+                        output: json!({
+                            "value": std::env::var("DOCKET_TEST_VALUE").ok(),
+                            "cwd": std::env::current_dir().ok(),
+                        }),
+                    }],
+                );
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&response).unwrap_or_default()
+                );
+            }
+            _ => {
+                let _ = writeln!(out, "{}", answer(&request, served, &request.request_id));
+                if behaviour == "exit_after_answer" {
+                    let _ = out.flush();
+                    return ExitCode::SUCCESS;
+                }
+            }
+        }
+        let _ = out.flush();
+    }
+    ExitCode::SUCCESS
+}
+
+fn answer_value(request: &AgentRequest, served: u64, request_id: &str) -> serde_json::Value {
+    let mut response = AgentResponse::success(
+        request_id,
+        Confidence::High,
+        vec![Action::Finish {
+            output: json!({
+                "capability_code": request.capability_code,
+                "attempt": request.attempt,
+                "decision_inputs": request.decision_inputs,
+                "context_inputs": request.context_inputs,
+            }),
+        }],
+    );
+    response
+        .metadata
+        .insert("pid".into(), json!(std::process::id()));
+    response.metadata.insert("served".into(), json!(served));
+    serde_json::to_value(&response).unwrap_or_default()
+}
+
+fn answer(request: &AgentRequest, served: u64, request_id: &str) -> String {
+    answer_value(request, served, request_id).to_string()
+}
