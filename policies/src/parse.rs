@@ -68,22 +68,22 @@ pub fn parse_spec(src: &str, source_name: &str, format: Format) -> Result<Bundle
 pub fn parse(src: &str, source_name: &str, format: Format) -> Result<PolicyBundle, BundleError> {
     let spec = parse_spec(src, source_name, format)?;
     PolicyBundle::from_spec(spec).map_err(|issues| {
-        BundleError::Invalid(
-            issues
-                .into_iter()
-                .map(|i| {
-                    let (line, column) = position(src, format, &i.pointer);
-                    Diagnostic {
-                        source: source_name.to_owned(),
-                        line,
-                        column,
-                        pointer: i.pointer.to_string(),
-                        code: i.code,
-                        message: i.message,
-                    }
-                })
-                .collect(),
-        )
+        let mut located: Vec<Diagnostic> = issues
+            .into_iter()
+            .map(|i| {
+                let (line, column) = position(src, format, &i.pointer);
+                Diagnostic {
+                    source: source_name.to_owned(),
+                    line,
+                    column,
+                    pointer: i.pointer.to_string(),
+                    code: i.code,
+                    message: i.message,
+                }
+            })
+            .collect();
+        located.sort_by_key(|d| (d.line, d.column));
+        BundleError::Invalid(located)
     })
 }
 

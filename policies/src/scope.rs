@@ -301,7 +301,10 @@ fn level_note(l: &Level<'_>) -> String {
         parts.push(format!("allows [{}]", a.join(", ")));
     }
     if !l.blocked.is_empty() {
-        parts.push(format!("blocks [{}]", l.blocked.join(", ")));
+        parts.push(format!(
+            "blocks [{}] (blocked fields apply at every level)",
+            l.blocked.join(", ")
+        ));
     }
     if l.translation.is_some() {
         parts.push("translation".to_owned());
