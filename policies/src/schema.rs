@@ -10,3 +10,16 @@ pub fn bundle_json_schema() -> String {
     s.push('\n');
     s
 }
+
+#[cfg(test)]
+mod tests {
+    /// Regenerate with `cargo run -p docket-cli -- policy schema > policies/bundle.schema.json`.
+    #[test]
+    fn checked_in_schema_matches_the_types() {
+        assert_eq!(
+            include_str!("../bundle.schema.json"),
+            super::bundle_json_schema(),
+            "bundle.schema.json is stale"
+        );
+    }
+}
