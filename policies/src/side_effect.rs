@@ -86,7 +86,7 @@ impl PolicyBundle {
                 chain,
             );
         };
-        if !agent.side_effects.iter().any(|s| *s == req.kind) {
+        if !agent.side_effects.contains(&req.kind) {
             let rule = format!("agents.{}.side_effects", req.agent);
             return deny(
                 &rule,

@@ -690,19 +690,31 @@ impl<'a> Checker<'a> {
     }
 
     fn escalation(&mut self) {
+        // The ladder is ordered by `after_failures`, not by how it was written.
         let ladder = &self.spec.escalation.ladder;
-        let mut last = 0;
+        let mut seen = BTreeSet::new();
         for (i, step) in ladder.iter().enumerate() {
-            if step.after_failures <= last {
+            if step.after_failures == 0 {
                 self.push(
                     ptr!["escalation", "ladder", i, "after_failures"],
                     Code::InvalidValue,
-                    "after_failures must increase along the ladder",
+                    "after_failures must be at least 1",
                 );
             }
-            last = step.after_failures;
+            if !seen.insert(step.after_failures) {
+                self.push(
+                    ptr!["escalation", "ladder", i, "after_failures"],
+                    Code::Duplicate,
+                    format!("two steps act after {} failures", step.after_failures),
+                );
+            }
         }
-        if ladder.last().map(|s| s.action) != Some(EscalationAction::Block) {
+        if ladder
+            .iter()
+            .max_by_key(|s| s.after_failures)
+            .map(|s| s.action)
+            != Some(EscalationAction::Block)
+        {
             self.push(
                 ptr!["escalation", "ladder"],
                 Code::Contradiction,

@@ -790,3 +790,321 @@ fn diff_reports_pairs_and_rules() {
     assert_eq!(pair.new.rule_id, "flow_order.reverse");
     assert!(docket_policies::diff(&old, &old).is_empty());
 }
+
+// ---- properties ----
+
+mod properties {
+    use docket_policies::scope::select;
+    use docket_policies::{InputKind, PolicyBundle};
+    use docket_tests::example;
+    use proptest::prelude::*;
+    use serde_json::{Map, Value, json};
+
+    const KEYS: [&str; 5] = ["a", "b", "c", "d", "e"];
+
+    fn payload() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            any::<i64>().prop_map(Value::from),
+            "[a-z ]{0,12}".prop_map(Value::from),
+            Just(Value::Null)
+        ];
+        leaf.prop_recursive(3, 40, 5, |inner| {
+            prop_oneof![
+                prop::collection::btree_map(
+                    prop::sample::select(KEYS.to_vec()),
+                    inner.clone(),
+                    0..5
+                )
+                .prop_map(|m| Value::Object(
+                    m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+                )),
+                prop::collection::vec(inner, 0..3).prop_map(Value::Array),
+            ]
+        })
+    }
+
+    fn path() -> impl Strategy<Value = String> {
+        prop::collection::vec(
+            prop_oneof![4 => prop::sample::select(KEYS.to_vec()), 1 => Just("*")],
+            1..4,
+        )
+        .prop_map(|s| s.join("."))
+    }
+
+    fn paths() -> impl Strategy<Value = Vec<String>> {
+        prop::collection::vec(path(), 0..4)
+    }
+
+    fn mode() -> impl Strategy<Value = Option<&'static str>> {
+        prop::option::of(prop::sample::select(vec!["full", "scoped", "minimal"]))
+    }
+
+    /// A rule body (mode, allow-list, block-list, translation) that validation accepts.
+    fn rule_body() -> impl Strategy<Value = Map<String, Value>> {
+        (
+            mode(),
+            prop::option::of(paths()),
+            paths(),
+            prop::option::of((any::<bool>(), paths())),
+        )
+            .prop_map(|(mode, allowed, blocked, tr)| {
+                let mut m = Map::new();
+                if let Some(mode) = mode {
+                    m.insert("handoff_mode".into(), json!(mode));
+                }
+                if let Some(allowed) = allowed.filter(|_| mode.is_none() || mode == Some("scoped"))
+                {
+                    let allowed: Vec<&String> =
+                        allowed.iter().filter(|p| !blocked.contains(p)).collect();
+                    m.insert("allowed_context_fields".into(), json!(allowed));
+                }
+                m.insert("blocked_context_fields".into(), json!(blocked));
+                if let Some((recast, extract)) = tr {
+                    m.insert(
+                        "conversation_translation".into(),
+                        json!({"recast_agent_outputs": recast, "extract_fields": extract}),
+                    );
+                }
+                m
+            })
+    }
+
+    fn sample_bundle() -> impl Strategy<Value = Value> {
+        let rules = prop::collection::vec(
+            (
+                prop::sample::select(vec![("x", "y"), ("x", "*"), ("*", "y"), ("*", "*")]),
+                rule_body(),
+            ),
+            0..4,
+        );
+        (rules, rule_body(), mode(), paths()).prop_map(
+            |(rules, receiver, default_mode, system_blocked)| {
+                let mut seen = std::collections::BTreeSet::new();
+                let rules: Vec<Value> = rules
+                    .into_iter()
+                    .filter(|(pair, _)| seen.insert(*pair))
+                    .enumerate()
+                    .map(|(i, ((from, to), mut body))| {
+                        body.insert("id".into(), json!(format!("r{i}")));
+                        body.insert("from_agent_id".into(), json!(from));
+                        body.insert("to_agent_id".into(), json!(to));
+                        Value::Object(body)
+                    })
+                    .collect();
+                json!({
+                    "bundle": {"id": "prop"},
+                    "agents": [{"id": "x"}, {"id": "y", "context_requirements": receiver}],
+                    "interactions": {"allowed": [{"from": "x", "to": "y"}]},
+                    "multi_agent_handoffs": {
+                        "default_handoff_mode": default_mode.unwrap_or("scoped"),
+                        "blocked_context_fields": system_blocked,
+                        "agent_handoff_rules": rules,
+                    }
+                })
+            },
+        )
+    }
+
+    /// Every blocked path that applies to x → y, by the seed's definition.
+    fn applicable_blocked(b: &Value) -> Vec<String> {
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|s| s.as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let mut out = strings(b.pointer("/multi_agent_handoffs/blocked_context_fields"));
+        out.extend(strings(
+            b.pointer("/agents/1/context_requirements/blocked_context_fields"),
+        ));
+        for r in b
+            .pointer("/multi_agent_handoffs/agent_handoff_rules")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.extend(strings(r.get("blocked_context_fields")));
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 128, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn a_blocked_field_never_appears_in_a_scoped_context(spec in sample_bundle(), p in payload()) {
+            let b = PolicyBundle::from_json_str(&spec.to_string(), "prop.json").map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let s = b.scope_context("x", "y", InputKind::Decision, &p);
+            let ctx = if s.context.get("role").is_some() { s.context.get("content").cloned().unwrap_or(Value::Null) } else { s.context.clone() };
+            for blocked in applicable_blocked(&spec) {
+                prop_assert_eq!(select(&ctx, &[blocked.as_str()]), json!({}), "blocked `{}` leaked: {}", blocked, ctx);
+                if !blocked.contains('*') {
+                    let leaked = s.audit.context_after_scoping.fields_included.iter().any(|f| *f == blocked || f.starts_with(&format!("{blocked}.")));
+                    prop_assert!(!leaked, "audit lists blocked `{}` as included", blocked);
+                }
+            }
+        }
+    }
+
+    // -- same bundle, any spelling --
+
+    /// Lists whose order the seeds give no meaning to (paths by key, indices skipped).
+    const ORDER_FREE: &[&str] = &[
+        "agents",
+        "output_types",
+        "domains",
+        "deny_patterns",
+        "review_patterns",
+        "responsibility_locks",
+        "side_effects",
+        "interactions.allowed",
+        "interactions.context",
+        "interactions.forbidden",
+        "interactions.context.permitted_uses",
+        "multi_agent_handoffs.agent_handoff_rules",
+        "multi_agent_handoffs.blocked_context_fields",
+        "multi_agent_handoffs.minimal_context_fields",
+        "multi_agent_handoffs.agent_handoff_rules.allowed_context_fields",
+        "multi_agent_handoffs.agent_handoff_rules.blocked_context_fields",
+        "multi_agent_handoffs.agent_handoff_rules.conversation_translation.extract_fields",
+        "agents.capabilities",
+        "agents.allowed_tools",
+        "agents.must_not_tools",
+        "agents.write_scopes",
+        "agents.read_scopes",
+        "agents.side_effects",
+        "agents.context_requirements.allowed_context_fields",
+        "agents.context_requirements.blocked_context_fields",
+        "agents.context_requirements.requires_prior_outputs",
+        "recursion.policies",
+        "recursion.policies.agents",
+        "recursion.policies.allowed_child_types",
+        "recursion.policies.forbidden_child_types",
+        "recursion.default.allowed_child_types",
+        "recursion.default.forbidden_child_types",
+        "escalation.ladder",
+        "escalation.non_retryable_errors",
+        "responsibility_locks.requesters",
+        "responsibility_locks.forbidden_requesters",
+    ];
+
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    fn shuffle_lists(v: &mut Value, path: &str, rng: &mut Rng) {
+        match v {
+            Value::Array(items) => {
+                if ORDER_FREE.contains(&path) {
+                    for i in (1..items.len()).rev() {
+                        items.swap(i, rng.below(i + 1));
+                    }
+                }
+                for item in items {
+                    shuffle_lists(item, path, rng);
+                }
+            }
+            Value::Object(m) => {
+                for (k, child) in m.iter_mut() {
+                    if k == "schema" || k == "input_schema" {
+                        continue;
+                    }
+                    let p = if path.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{path}.{k}")
+                    };
+                    shuffle_lists(child, &p, rng);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// JSON text with object keys in a random order and random whitespace.
+    fn emit(v: &Value, rng: &mut Rng, out: &mut String) {
+        let ws = |rng: &mut Rng| [" ", "", "\n  ", "\t"][rng.below(4)];
+        match v {
+            Value::Object(m) => {
+                let mut keys: Vec<&String> = m.keys().collect();
+                for i in (1..keys.len()).rev() {
+                    keys.swap(i, rng.below(i + 1));
+                }
+                out.push('{');
+                for (i, k) in keys.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(ws(rng));
+                    out.push_str(&Value::from(k.as_str()).to_string());
+                    out.push(':');
+                    out.push_str(ws(rng));
+                    emit(&m[*k], rng, out);
+                }
+                out.push_str(ws(rng));
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(ws(rng));
+                    emit(item, rng, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+
+    const EXAMPLES: [&str; 5] = ["geo", "claims", "software-team", "consulting", "social"];
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, failure_persistence: None, ..ProptestConfig::default() })]
+
+        #[test]
+        fn one_hash_and_the_same_decisions_whatever_the_spelling_or_order(which in 0..EXAMPLES.len(), seed in 1..u64::MAX) {
+            let name = EXAMPLES[which];
+            let src = std::fs::read_to_string(example(name)).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let original = PolicyBundle::from_toml_str(&src, name).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut value: Value = toml::from_str(&src).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut rng = Rng(seed);
+            shuffle_lists(&mut value, "", &mut rng);
+            let mut text = String::new();
+            emit(&value, &mut rng, &mut text);
+            let from_json = PolicyBundle::from_json_str(&text, "shuffled.json").map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let toml_text = toml::to_string(&value).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let from_toml = PolicyBundle::from_toml_str(&toml_text, "shuffled.toml").map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(original.hash(), from_json.hash());
+            prop_assert_eq!(original.hash(), from_toml.hash());
+            // Decisions do not depend on the order rules were declared in.
+            let agents: Vec<String> = original.agent_ids().map(str::to_owned).collect();
+            let payload = json!({"fraud_score": 1, "risk_level": "low", "internal_notes": "x", "scores": {"a": 1}, "task_id": 3, "summary": "s", "trigger": "t"});
+            for from in &agents {
+                for to in &agents {
+                    for input in [InputKind::Decision, InputKind::Context] {
+                        prop_assert_eq!(original.decide_handoff(from, to, input), from_json.decide_handoff(from, to, input));
+                    }
+                    prop_assert_eq!(
+                        original.scope_context(from, to, InputKind::Decision, &payload),
+                        from_json.scope_context(from, to, InputKind::Decision, &payload)
+                    );
+                }
+            }
+        }
+    }
+}
