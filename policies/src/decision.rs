@@ -30,6 +30,8 @@ pub enum DecisionKind {
     SideEffect,
     Escalation,
     ToolCall,
+    DataContract,
+    CircuitBreaker,
 }
 
 /// How a rule took part in a decision.

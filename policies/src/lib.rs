@@ -16,6 +16,7 @@
 pub mod canonical;
 pub mod capability;
 pub mod compiled;
+pub mod contract;
 pub mod decision;
 pub mod diff;
 pub mod domain;

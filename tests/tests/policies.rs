@@ -1108,3 +1108,39 @@ mod properties {
         }
     }
 }
+
+#[test]
+fn payloads_are_checked_against_the_edge_output_type() {
+    let b = bundle("geo");
+    let ok = b.check_output(
+        "strategy",
+        "governance",
+        InputKind::Decision,
+        &json!({"recommendations": []}),
+    );
+    assert_eq!(
+        (ok.verdict, &*ok.rule_id),
+        (Verdict::Allow, "output_types.recommendations@1")
+    );
+    let bad = b.check_output(
+        "strategy",
+        "governance",
+        InputKind::Decision,
+        &json!({"recommendations": [], "new_questions": ["q"]}),
+    );
+    assert_eq!(bad.verdict, Verdict::Deny);
+    assert!(bad.reason.contains("schema mismatch"), "{}", bad.reason);
+    assert_eq!(
+        b.check_output("strategy", "observation", InputKind::Decision, &json!({}))
+            .verdict,
+        Verdict::Deny
+    );
+}
+
+#[test]
+fn circuit_breaker_opens_after_the_threshold_and_probes_later() {
+    let b = bundle("consulting");
+    assert_eq!(b.decide_circuit("ANL", 4, 0).verdict, Verdict::Allow);
+    assert_eq!(b.decide_circuit("ANL", 5, 1_000).verdict, Verdict::Deny);
+    assert_eq!(b.decide_circuit("ANL", 5, 60_000).verdict, Verdict::Allow);
+}
