@@ -77,3 +77,21 @@ impl PolicyBundle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_ladder_is_retry_escalate_block() {
+        let b = PolicyBundle::from_toml_str("bundle = { id = \"t\" }", "t.toml").unwrap();
+        let actions: Vec<_> = (1..=4)
+            .map(|n| b.decide_escalation(n, None).action)
+            .collect();
+        use EscalationAction::*;
+        assert_eq!(
+            actions,
+            [Some(Retry), Some(Escalate), Some(Block), Some(Block)]
+        );
+    }
+}

@@ -212,3 +212,81 @@ impl PolicyBundle {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle() -> PolicyBundle {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b" }, { id = "c" }]
+            [interactions]
+            flow_order = ["a", "b", "c"]
+            allowed = [{ from = "a", to = "b", output_type = "o" }, { from = "b", to = "c" }]
+            context = [{ from = "a", to = "c" }]
+            forbidden = [{ from = "*", to = "a", reason = "a is the entry" }]
+            [[output_types]]
+            id = "o"
+            schema = { type = "object" }
+        "#;
+        PolicyBundle::from_toml_str(src, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn order_of_precedence_forbidden_allowed_flow_default() {
+        let b = bundle();
+        let d = b.decide_handoff("c", "a", InputKind::Decision).decision;
+        assert_eq!(
+            (d.verdict, &*d.rule_id, &*d.reason),
+            (Verdict::Deny, "forbid:*->a", "a is the entry")
+        );
+        let h = b.decide_handoff("a", "b", InputKind::Decision);
+        assert_eq!(
+            (h.decision.verdict, h.output_type.as_deref()),
+            (Verdict::Allow, Some("o"))
+        );
+        assert_eq!(
+            &*b.decide_handoff("a", "c", InputKind::Decision)
+                .decision
+                .rule_id,
+            "flow_order.skip"
+        );
+        assert_eq!(
+            &*b.decide_handoff("c", "b", InputKind::Decision)
+                .decision
+                .rule_id,
+            "flow_order.circular"
+        );
+        assert_eq!(
+            &*b.decide_handoff("a", "ghost", InputKind::Decision)
+                .decision
+                .rule_id,
+            "agents.unknown"
+        );
+    }
+
+    #[test]
+    fn context_edges_are_a_separate_non_decisive_kind() {
+        let b = bundle();
+        assert_eq!(
+            b.decide_handoff("a", "c", InputKind::Context)
+                .decision
+                .verdict,
+            Verdict::Allow
+        );
+        assert_eq!(
+            b.decide_handoff("a", "c", InputKind::Decision)
+                .decision
+                .verdict,
+            Verdict::Deny
+        );
+        // A decisive edge also carries context.
+        assert_eq!(
+            b.decide_handoff("b", "c", InputKind::Context)
+                .decision
+                .verdict,
+            Verdict::Allow
+        );
+    }
+}

@@ -279,3 +279,46 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_seed_004s() {
+        let b = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }]",
+            "t.toml",
+        )
+        .unwrap();
+        let p = b.recursion_policy("a");
+        assert_eq!(
+            (p.max_depth, p.max_children, p.max_total_episodes),
+            (2, 6, 12)
+        );
+        // Deny-by-default recursion: no allowed child types declared.
+        let req = SpawnRequest {
+            parent_agent: "a".into(),
+            child_type: "verify".into(),
+            parent_depth: 0,
+            children_spawned: 0,
+            total_episodes: 1,
+            parent_budget: BTreeMap::new(),
+            child_budget: BTreeMap::new(),
+            consecutive_no_delta: 0,
+            same_error_repeats: 0,
+            human_authorized: false,
+        };
+        assert_eq!(b.decide_spawn(&req).decision.verdict, Verdict::Deny);
+    }
+
+    #[test]
+    fn meters_cross_thresholds_without_overflow() {
+        let m = Meter {
+            limit: u64::MAX,
+            used: u64::MAX / 10 * 7 + 10,
+        };
+        assert!(m.crossed(70));
+        assert!(!Meter { limit: 10, used: 6 }.crossed(70));
+    }
+}

@@ -145,3 +145,29 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deny_pattern_beats_a_matching_allowed_tool() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a", allowed_tools = ["Bash"] }]
+            deny_patterns = [{ id = "no-rm", pattern = "Bash(rm -rf *)", reason = "never" }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert_eq!(
+            b.decide_tool_call("a", "Bash(ls)", &[]).verdict,
+            Verdict::Allow
+        );
+        let d = b.decide_tool_call("a", "Bash(rm -rf /)", &[]);
+        assert_eq!((d.verdict, &*d.rule_id), (Verdict::Deny, "no-rm"));
+        assert_eq!(d.chain.len(), 2, "the overridden allowed tool is shown");
+        assert_eq!(
+            b.decide_tool_call("a", "Bash(oops", &[]).verdict,
+            Verdict::Deny
+        );
+    }
+}
