@@ -32,6 +32,7 @@ pub enum DecisionKind {
     ToolCall,
     DataContract,
     CircuitBreaker,
+    Override,
 }
 
 /// How a rule took part in a decision.

@@ -13,6 +13,7 @@
 //! iteration order reaches them; the same bundle and input give the same decision, so an
 //! audit can replay it years later. The only I/O is [`load::load_file`].
 
+pub mod authority;
 pub mod canonical;
 pub mod capability;
 pub mod compiled;

@@ -224,7 +224,8 @@ fn scoped_fraud_to_recommendation_passes_only_the_three_fields() {
         .get("content")
         .cloned()
         .unwrap_or(s.context.clone());
-    let keys: Vec<&String> = content.as_object().expect("object").keys().collect();
+    let mut keys: Vec<&String> = content.as_object().expect("object").keys().collect();
+    keys.sort();
     assert_eq!(keys, ["fraud_indicators", "fraud_score", "risk_level"]);
     let a = &s.audit;
     assert_eq!(&*a.governance_rule_id, "fraud_to_recommendation_scoped");
