@@ -2,6 +2,8 @@
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+use std::fmt::Write as _;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -80,7 +82,16 @@ struct Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let Command::Policy { command } = cli.command;
-    match run(command) {
+    let mut out = String::new();
+    let result = run(command, &mut out);
+    // A closed pipe (`docket ... | head`) is not an error worth a message.
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write output: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
             eprintln!("error: {:#}", f.error);
@@ -96,17 +107,29 @@ fn load_bundle(path: &Path) -> Result<PolicyBundle, Failure> {
     })
 }
 
-fn print_json(v: &Value) {
-    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+/// Appends a line to the command's output (writing to a `String` cannot fail).
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
 }
 
-fn run(command: PolicyCommand) -> Result<u8, Failure> {
+fn print_json(out: &mut String, v: &Value) {
+    outln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    );
+}
+
+fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
     match command {
         PolicyCommand::Check { file, json } => {
             let b = match load::load_file(&file) {
                 Ok(b) => b,
                 Err(e) if json => {
                     print_json(
+                        out,
                         &json!({ "valid": false, "file": file.display().to_string(), "error": e.to_string(), "diagnostics": e.diagnostics() }),
                     );
                     return Ok(EXIT_INVALID);
@@ -120,16 +143,23 @@ fn run(command: PolicyCommand) -> Result<u8, Failure> {
             };
             if json {
                 print_json(
+                    out,
                     &json!({ "valid": true, "file": file.display().to_string(), "bundle": b.spec().bundle.id, "hash": b.hash() }),
                 );
             } else {
-                println!("ok {} ({} agents)", file.display(), b.agent_ids().count());
-                println!(
+                outln!(
+                    out,
+                    "ok {} ({} agents)",
+                    file.display(),
+                    b.agent_ids().count()
+                );
+                outln!(
+                    out,
                     "bundle {} version {}",
                     b.spec().bundle.id,
                     b.spec().bundle.version
                 );
-                println!("hash {}", b.hash());
+                outln!(out, "hash {}", b.hash());
             }
             Ok(0)
         }
@@ -159,10 +189,11 @@ fn run(command: PolicyCommand) -> Result<u8, Failure> {
                 .as_ref()
                 .map(|p| b.scope_context(&from, &to, input, p));
             if json {
-                print_json(&json!({ "handoff": decision, "scoped": scoped }));
+                print_json(out, &json!({ "handoff": decision, "scoped": scoped }));
             } else {
                 let d = &decision.decision;
-                println!(
+                outln!(
+                    out,
                     "{} → {} ({}): {}",
                     from,
                     to,
@@ -173,57 +204,71 @@ fn run(command: PolicyCommand) -> Result<u8, Failure> {
                     },
                     verdict(d.verdict)
                 );
-                println!("rule   {}", d.rule_id);
-                println!("reason {}", d.reason);
-                println!("chain:");
+                outln!(out, "rule   {}", d.rule_id);
+                outln!(out, "reason {}", d.reason);
+                outln!(out, "chain:");
                 for s in &d.chain {
-                    println!("  - {} [{:?}] {}", s.rule_id, s.outcome, s.note);
+                    outln!(out, "  - {} [{:?}] {}", s.rule_id, s.outcome, s.note);
                 }
                 if let Some(s) = scoped {
                     let a = &s.audit;
-                    println!(
+                    outln!(
+                        out,
                         "scoping: {:?} mode by {}",
-                        a.handoff_mode, a.governance_rule_id
+                        a.handoff_mode,
+                        a.governance_rule_id
                     );
                     for step in s.decision.chain.iter().skip(d.chain.len()) {
-                        println!("  - {} [{:?}] {}", step.rule_id, step.outcome, step.note);
+                        outln!(
+                            out,
+                            "  - {} [{:?}] {}",
+                            step.rule_id,
+                            step.outcome,
+                            step.note
+                        );
                     }
-                    println!(
+                    outln!(
+                        out,
                         "included: {}",
                         a.context_after_scoping.fields_included.join(", ")
                     );
-                    println!(
+                    outln!(
+                        out,
                         "excluded: {}",
                         a.context_after_scoping.fields_excluded.join(", ")
                     );
-                    println!(
+                    outln!(
+                        out,
                         "tokens: {} → {}",
-                        a.context_before_scoping.total_tokens, a.context_after_scoping.total_tokens
+                        a.context_before_scoping.total_tokens,
+                        a.context_after_scoping.total_tokens
                     );
-                    println!(
+                    outln!(
+                        out,
                         "context: {}",
                         serde_json::to_string_pretty(&s.context).unwrap_or_default()
                     );
                 }
-                println!("bundle {}", d.bundle_hash);
+                outln!(out, "bundle {}", d.bundle_hash);
             }
             Ok(0)
         }
         PolicyCommand::Schema => {
-            print!("{}", docket_policies::schema::bundle_json_schema());
+            out.push_str(&docket_policies::schema::bundle_json_schema());
             Ok(0)
         }
         PolicyCommand::Diff { old, new, json } => {
             let (a, b) = (load_bundle(&old)?, load_bundle(&new)?);
             let d = docket_policies::diff(&a, &b);
             if json {
-                print_json(&serde_json::to_value(&d).unwrap_or(Value::Null));
+                print_json(out, &serde_json::to_value(&d).unwrap_or(Value::Null));
             } else if d.is_empty() {
-                println!("no changes ({} → {})", d.old_hash, d.new_hash);
+                outln!(out, "no changes ({} → {})", d.old_hash, d.new_hash);
             } else {
-                println!("{} → {}", d.old_hash, d.new_hash);
+                outln!(out, "{} → {}", d.old_hash, d.new_hash);
                 for p in &d.pairs {
-                    println!(
+                    outln!(
+                        out,
                         "pair {} → {} ({:?}): {} by {} → {} by {}",
                         p.from,
                         p.to,
@@ -235,7 +280,7 @@ fn run(command: PolicyCommand) -> Result<u8, Failure> {
                     );
                 }
                 for r in &d.rules {
-                    println!("rule {:?} {} {}", r.change, r.section, r.id);
+                    outln!(out, "rule {:?} {} {}", r.change, r.section, r.id);
                 }
             }
             Ok(0)

@@ -44,6 +44,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     c.interactions();
     c.locks();
     c.handoffs();
+    c.receiver_field_paths();
     c.recursion();
     c.side_effects();
     c.escalation();
@@ -493,6 +494,61 @@ impl<'a> Checker<'a> {
         out
     }
 
+    /// A receiver's own allow/block lists must name fields some incoming edge can carry,
+    /// when every incoming edge declares its output type.
+    fn receiver_field_paths(&mut self) {
+        let spec = self.spec;
+        let m = &spec.interactions;
+        for (i, a) in spec.agents.iter().enumerate() {
+            let Some(ctx) = &a.context_requirements else {
+                continue;
+            };
+            let incoming: Vec<Option<&String>> = m
+                .allowed
+                .iter()
+                .filter(|e| e.to == a.id)
+                .map(|e| e.output_type.as_ref())
+                .chain(
+                    m.context
+                        .iter()
+                        .filter(|e| e.to == a.id)
+                        .map(|e| e.output_type.as_ref()),
+                )
+                .collect();
+            if incoming.is_empty() || incoming.iter().any(Option::is_none) {
+                continue;
+            }
+            let mut schemas = Vec::new();
+            for e in m.allowed.iter().filter(|e| e.to == a.id) {
+                schemas.extend(self.schemas_for(&e.from, &a.id));
+            }
+            for e in m.context.iter().filter(|e| e.to == a.id) {
+                schemas.extend(self.schemas_for(&e.from, &a.id));
+            }
+            let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
+            for (field, list) in [
+                ("allowed_context_fields", allowed),
+                (
+                    "blocked_context_fields",
+                    ctx.blocked_context_fields.as_slice(),
+                ),
+            ] {
+                for (j, path) in list.iter().enumerate() {
+                    let Ok(segs) = fieldpath::parse(path) else {
+                        continue;
+                    };
+                    if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
+                        self.push(
+                            ptr!["agents", i, "context_requirements", field, j],
+                            Code::ImpossibleFieldPath,
+                            format!("no handoff into `{}` can carry `{path}` (not in any incoming output type)", a.id),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
     fn handoffs(&mut self) {
         let spec = self.spec;
         let h = &spec.multi_agent_handoffs;
@@ -845,6 +901,24 @@ mod tests {
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert_eq!(issues[0].code, Code::UnknownReference);
         assert_eq!(issues[0].pointer.to_string(), "/interactions/allowed/0/to");
+    }
+
+    #[test]
+    fn receiver_fields_must_fit_some_incoming_output_type() {
+        let s = spec(
+            r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b", context_requirements = { allowed_context_fields = ["score", "scroe"] } }]
+            output_types = [{ id = "o", schema = { type = "object", properties = { score = { type = "number" } }, additionalProperties = false } }]
+            interactions.allowed = [{ from = "a", to = "b", output_type = "o" }]
+            "#,
+        );
+        let issues = validate(&s);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(
+            issues[0].pointer.to_string(),
+            "/agents/1/context_requirements/allowed_context_fields/1"
+        );
     }
 
     #[test]
