@@ -1145,3 +1145,51 @@ fn circuit_breaker_opens_after_the_threshold_and_probes_later() {
     assert_eq!(b.decide_circuit("ANL", 5, 1_000).verdict, Verdict::Deny);
     assert_eq!(b.decide_circuit("ANL", 5, 60_000).verdict, Verdict::Allow);
 }
+
+mod robustness {
+    use docket_policies::PolicyBundle;
+    use docket_tests::example;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    const EXAMPLES: [&str; 5] = ["geo", "claims", "software-team", "consulting", "social"];
+
+    /// `text` with `len` bytes from `start` replaced by `junk` (kept on char boundaries).
+    fn splice(text: &str, start: usize, len: usize, junk: &str) -> String {
+        let mut start = start.min(text.len());
+        while !text.is_char_boundary(start) {
+            start -= 1;
+        }
+        let mut end = (start + len).min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}{junk}{}", &text[..start], &text[end..])
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+        /// Damaged bundles get located errors, never a panic.
+        #[test]
+        fn damaged_bundles_get_located_errors_not_panics(which in 0..EXAMPLES.len(), cut in any::<prop::sample::Index>(), len in 1usize..40, junk in "[\\[\\]{}=\"a-z0-9 \n]{0,8}") {
+            let src = std::fs::read_to_string(example(EXAMPLES[which])).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let damaged = splice(&src, cut.index(src.len()), len, &junk);
+            let as_json = serde_json::to_string(&toml::from_str::<Value>(&src).map_err(|e| TestCaseError::fail(e.to_string()))?)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let damaged_json = splice(&as_json, cut.index(as_json.len()), len, &junk);
+            for (text, result) in [
+                (&damaged, PolicyBundle::from_toml_str(&damaged, "d.toml")),
+                (&damaged_json, PolicyBundle::from_json_str(&damaged_json, "d.json")),
+            ] {
+                if let Err(e) = result {
+                    let max_line = text.lines().count() + 1;
+                    for d in e.diagnostics() {
+                        prop_assert!(d.line >= 1 && d.line <= max_line, "{} (of {} lines)", d, max_line);
+                        prop_assert!(d.column >= 1);
+                    }
+                }
+            }
+        }
+    }
+}
