@@ -106,3 +106,31 @@ pub(crate) fn conclude(
         chain,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compiled::PolicyBundle;
+    use crate::handoff::InputKind;
+
+    #[test]
+    fn decisions_round_trip_through_json_for_the_event_log() {
+        let src = "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }, { id = \"b\" }]\ninteractions.allowed = [{ from = \"a\", to = \"b\" }]\n";
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        for (from, to) in [("a", "b"), ("b", "a")] {
+            let d = b.decide_handoff(from, to, InputKind::Decision);
+            let text = serde_json::to_string(&d).unwrap();
+            assert_eq!(
+                serde_json::from_str::<crate::handoff::HandoffDecision>(&text).unwrap(),
+                d
+            );
+        }
+    }
+
+    #[test]
+    fn a_bundle_can_be_shared_across_threads() {
+        fn shared<T: Send + Sync + 'static>() {}
+        shared::<PolicyBundle>();
+        shared::<PolicyDecision>();
+    }
+}
