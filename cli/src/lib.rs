@@ -13,9 +13,9 @@ use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
 /// Exit code for an invalid bundle (or one that cannot be read).
-const EXIT_INVALID: u8 = 2;
-/// Exit code for bad command-line input (e.g. a payload that is not JSON).
-const EXIT_USAGE: u8 = 3;
+const EXIT_INVALID: u8 = 1;
+/// Exit code for bad command-line input (e.g. a payload that is not JSON), as clap uses.
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser)]
 #[command(

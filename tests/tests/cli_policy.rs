@@ -52,7 +52,7 @@ fn invalid_bundle_exits_non_zero_with_file_line_column() {
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, "[bundle]\nid = \"t\"\n\n[[agents]]\nid = \"a\"\n\n[interactions]\nallowed = [{ from = \"a\", to = \"nobody\" }]\n").expect("write");
     let o = docket(&["policy", "check", bad.to_str().expect("utf-8 path")]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
     let err = stderr(&o);
     assert!(
         err.contains(&format!(
@@ -67,7 +67,7 @@ fn invalid_bundle_exits_non_zero_with_file_line_column() {
         bad.to_str().expect("utf-8 path"),
         "--json",
     ]);
-    assert_eq!(j.status.code(), Some(2));
+    assert_eq!(j.status.code(), Some(1));
     let v: Value = serde_json::from_slice(&j.stdout).expect("json");
     assert_eq!(v["valid"], false);
     assert_eq!(v["diagnostics"][0]["line"], 8);
@@ -80,7 +80,7 @@ fn invalid_bundle_exits_non_zero_with_file_line_column() {
     )
     .expect("write");
     let o = docket(&["policy", "check", syntax.to_str().expect("utf-8 path")]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
     assert!(
         stderr(&o).contains("syntax.json:4:1: syntax error"),
         "{}",
@@ -88,7 +88,7 @@ fn invalid_bundle_exits_non_zero_with_file_line_column() {
     );
 
     let o = docket(&["policy", "check", "/nonexistent/policy.toml"]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.status.code(), Some(1));
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn explain_shows_verdict_chain_and_scoped_context() {
         "--payload",
         "{not json",
     ]);
-    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(o.status.code(), Some(2));
 }
 
 #[test]
