@@ -1,0 +1,297 @@
+//! `docket`: the command line. For now, policy bundles: check, explain, diff, schema.
+//! This is the one crate that prints and chooses exit codes.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
+use serde_json::{Value, json};
+
+/// Exit code for an invalid bundle (or one that cannot be read).
+const EXIT_INVALID: u8 = 1;
+/// Exit code for bad command-line input (e.g. a payload that is not JSON), as clap uses.
+const EXIT_USAGE: u8 = 2;
+
+#[derive(Parser)]
+#[command(
+    name = "docket",
+    version,
+    about = "Durable, audited multi-agent workflows"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Policy bundles: the rules every handoff, spawn and side effect is decided by.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Validate a bundle and print its hash.
+    Check {
+        file: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Explain the decision for a handoff, and what context would cross it.
+    Explain {
+        file: PathBuf,
+        #[arg(long)]
+        from: String,
+        #[arg(long)]
+        to: String,
+        /// Decide a read-only context handoff instead of a decision handoff.
+        #[arg(long)]
+        context: bool,
+        /// A JSON payload to scope for this handoff.
+        #[arg(long)]
+        payload: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the JSON Schema of the bundle format (for editors).
+    Schema,
+    /// What changed between two bundles, per agent pair and per rule.
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// A failure with the exit code it maps to.
+struct Failure {
+    code: u8,
+    error: anyhow::Error,
+}
+
+/// Runs `docket` with the process arguments.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let Command::Policy { command } = cli.command;
+    let mut out = String::new();
+    let result = run(command, &mut out);
+    // A closed pipe (`docket ... | head`) is not an error worth a message.
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write output: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            eprintln!("error: {:#}", f.error);
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+fn load_bundle(path: &Path) -> Result<PolicyBundle, Failure> {
+    load::load_file(path).map_err(|e: BundleError| Failure {
+        code: EXIT_INVALID,
+        error: anyhow::Error::new(e),
+    })
+}
+
+/// Appends a line to the command's output (writing to a `String` cannot fail).
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+fn print_json(out: &mut String, v: &Value) {
+    outln!(
+        out,
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_default()
+    );
+}
+
+fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
+    match command {
+        PolicyCommand::Check { file, json } => {
+            let b = match load::load_file(&file) {
+                Ok(b) => b,
+                Err(e) if json => {
+                    print_json(
+                        out,
+                        &json!({ "valid": false, "file": file.display().to_string(), "error": e.to_string(), "diagnostics": e.diagnostics() }),
+                    );
+                    return Ok(EXIT_INVALID);
+                }
+                Err(e) => {
+                    return Err(Failure {
+                        code: EXIT_INVALID,
+                        error: anyhow::Error::new(e),
+                    });
+                }
+            };
+            if json {
+                print_json(
+                    out,
+                    &json!({ "valid": true, "file": file.display().to_string(), "bundle": b.spec().bundle.id, "hash": b.hash() }),
+                );
+            } else {
+                outln!(
+                    out,
+                    "ok {} ({} agents)",
+                    file.display(),
+                    b.agent_ids().count()
+                );
+                outln!(
+                    out,
+                    "bundle {} version {}",
+                    b.spec().bundle.id,
+                    b.spec().bundle.version
+                );
+                outln!(out, "hash {}", b.hash());
+            }
+            Ok(0)
+        }
+        PolicyCommand::Explain {
+            file,
+            from,
+            to,
+            context,
+            payload,
+            json,
+        } => {
+            let b = load_bundle(&file)?;
+            let input = if context {
+                InputKind::Context
+            } else {
+                InputKind::Decision
+            };
+            let payload: Option<Value> = payload
+                .map(|p| serde_json::from_str(&p).context("--payload is not valid JSON"))
+                .transpose()
+                .map_err(|error| Failure {
+                    code: EXIT_USAGE,
+                    error,
+                })?;
+            let decision = b.decide_handoff(&from, &to, input);
+            let scoped = payload
+                .as_ref()
+                .map(|p| b.scope_context(&from, &to, input, p));
+            if json {
+                print_json(out, &json!({ "handoff": decision, "scoped": scoped }));
+            } else {
+                let d = &decision.decision;
+                outln!(
+                    out,
+                    "{} → {} ({}): {}",
+                    from,
+                    to,
+                    if context {
+                        "read-only context"
+                    } else {
+                        "decision input"
+                    },
+                    verdict(d.verdict)
+                );
+                outln!(out, "rule   {}", d.rule_id);
+                outln!(out, "reason {}", d.reason);
+                outln!(out, "chain:");
+                for s in &d.chain {
+                    outln!(out, "  - {} [{:?}] {}", s.rule_id, s.outcome, s.note);
+                }
+                if let Some(s) = scoped {
+                    let a = &s.audit;
+                    outln!(
+                        out,
+                        "scoping: {:?} mode by {}",
+                        a.handoff_mode,
+                        a.governance_rule_id
+                    );
+                    for step in s.decision.chain.iter().skip(d.chain.len()) {
+                        outln!(
+                            out,
+                            "  - {} [{:?}] {}",
+                            step.rule_id,
+                            step.outcome,
+                            step.note
+                        );
+                    }
+                    outln!(
+                        out,
+                        "included: {}",
+                        a.context_after_scoping.fields_included.join(", ")
+                    );
+                    outln!(
+                        out,
+                        "excluded: {}",
+                        a.context_after_scoping.fields_excluded.join(", ")
+                    );
+                    outln!(
+                        out,
+                        "tokens: {} → {}",
+                        a.context_before_scoping.total_tokens,
+                        a.context_after_scoping.total_tokens
+                    );
+                    outln!(
+                        out,
+                        "context: {}",
+                        serde_json::to_string_pretty(&s.context).unwrap_or_default()
+                    );
+                }
+                outln!(out, "bundle {}", d.bundle_hash);
+            }
+            Ok(0)
+        }
+        PolicyCommand::Schema => {
+            out.push_str(&docket_policies::schema::bundle_json_schema());
+            Ok(0)
+        }
+        PolicyCommand::Diff { old, new, json } => {
+            let (a, b) = (load_bundle(&old)?, load_bundle(&new)?);
+            let d = docket_policies::diff(&a, &b);
+            if json {
+                print_json(out, &serde_json::to_value(&d).unwrap_or(Value::Null));
+            } else if d.is_empty() {
+                outln!(out, "no changes ({} → {})", d.old_hash, d.new_hash);
+            } else {
+                outln!(out, "{} → {}", d.old_hash, d.new_hash);
+                for p in &d.pairs {
+                    outln!(
+                        out,
+                        "pair {} → {} ({:?}): {} by {} → {} by {}",
+                        p.from,
+                        p.to,
+                        p.input,
+                        verdict(p.old.verdict),
+                        p.old.rule_id,
+                        verdict(p.new.verdict),
+                        p.new.rule_id
+                    );
+                }
+                for r in &d.rules {
+                    outln!(out, "rule {:?} {} {}", r.change, r.section, r.id);
+                }
+            }
+            Ok(0)
+        }
+    }
+}
+
+fn verdict(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Allow => "ALLOW",
+        Verdict::Deny => "DENY",
+        Verdict::NeedsApproval => "NEEDS APPROVAL",
+    }
+}

@@ -1,0 +1,238 @@
+//! Canonical encoding and the bundle hash. See `policies/HASHING.md` for the contract.
+//!
+//! The hash must not depend on how a bundle was written: TOML or JSON, key order,
+//! whitespace, the order of entries in lists whose order the seeds give no meaning to,
+//! or whether a default was spelled out. So: (1) parse into the typed model, which fills
+//! defaults; (2) normalise — fill derived edge ids, sort every order-free list by its id
+//! or value and remove duplicates; keep `flow_order` as written (its order is the rule);
+//! (3) encode as JSON with object keys sorted and no whitespace; (4) BLAKE3 over a
+//! domain-separation prefix and those bytes.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+use crate::model::{AgentSpec, BundleSpec, ConversationTranslation, RecursionPolicy};
+use crate::validate::edge_id;
+
+/// Prefix hashed before the canonical bytes, so a bundle hash never equals another
+/// kind of docket hash over the same bytes.
+pub const HASH_DOMAIN: &[u8] = b"docket.policy-bundle.v1\0";
+
+/// BLAKE3 hash of a bundle's canonical encoding; printed as 64 hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BundleHash(pub [u8; 32]);
+
+impl BundleHash {
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+    /// Parses 64 hex digits.
+    pub fn from_hex(s: &str) -> Option<Self> {
+        if s.len() != 64 {
+            return None;
+        }
+        let mut out = [0u8; 32];
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Self(out))
+    }
+}
+
+impl fmt::Display for BundleHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+impl fmt::Debug for BundleHash {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BundleHash({})", self.to_hex())
+    }
+}
+impl Serialize for BundleHash {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_hex())
+    }
+}
+impl<'de> Deserialize<'de> for BundleHash {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::from_hex(&s).ok_or_else(|| serde::de::Error::custom("expected 64 hex digits"))
+    }
+}
+
+fn sort_dedup(v: &mut Vec<String>) {
+    v.sort();
+    v.dedup();
+}
+
+fn translation(t: &mut ConversationTranslation) {
+    sort_dedup(&mut t.extract_fields);
+}
+
+fn agent(a: &mut AgentSpec) {
+    a.capabilities.sort_by(|x, y| x.code.cmp(&y.code));
+    for v in [
+        &mut a.allowed_tools,
+        &mut a.must_not_tools,
+        &mut a.write_scopes,
+        &mut a.read_scopes,
+        &mut a.side_effects,
+    ] {
+        sort_dedup(v);
+    }
+    if let Some(c) = &mut a.context_requirements {
+        sort_dedup(&mut c.requires_prior_outputs);
+        sort_dedup(&mut c.blocked_context_fields);
+        if let Some(f) = &mut c.allowed_context_fields {
+            sort_dedup(f);
+        }
+        if let Some(t) = &mut c.conversation_translation {
+            translation(t);
+        }
+    }
+}
+
+fn recursion(r: &mut RecursionPolicy) {
+    sort_dedup(&mut r.agents);
+    sort_dedup(&mut r.allowed_child_types);
+    sort_dedup(&mut r.forbidden_child_types);
+    r.stop_conditions.sort();
+    r.stop_conditions.dedup();
+}
+
+/// The normal form of a bundle: same meaning, one spelling.
+pub fn normalize(mut s: BundleSpec) -> BundleSpec {
+    s.agents.iter_mut().for_each(agent);
+    s.agents.sort_by(|a, b| a.id.cmp(&b.id));
+    s.output_types
+        .sort_by(|a, b| (&a.id, a.version).cmp(&(&b.id, b.version)));
+    s.domains.sort_by(|a, b| a.id.cmp(&b.id));
+    s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
+    s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
+    let m = &mut s.interactions;
+    for e in &mut m.allowed {
+        e.id = Some(edge_id(&e.id, "allow", &e.from, &e.to));
+    }
+    for e in &mut m.context {
+        e.id = Some(edge_id(&e.id, "context", &e.from, &e.to));
+        sort_dedup(&mut e.permitted_uses);
+    }
+    for e in &mut m.forbidden {
+        e.id = Some(edge_id(&e.id, "forbid", &e.from, &e.to));
+    }
+    m.allowed.sort_by(|a, b| a.id.cmp(&b.id));
+    m.context.sort_by(|a, b| a.id.cmp(&b.id));
+    m.forbidden.sort_by(|a, b| a.id.cmp(&b.id));
+    for l in &mut s.responsibility_locks {
+        if let Some(r) = &mut l.requesters {
+            sort_dedup(r);
+        }
+        sort_dedup(&mut l.forbidden_requesters);
+    }
+    s.responsibility_locks.sort_by(|a, b| a.id.cmp(&b.id));
+    let h = &mut s.multi_agent_handoffs;
+    sort_dedup(&mut h.minimal_context_fields);
+    sort_dedup(&mut h.blocked_context_fields);
+    for r in &mut h.agent_handoff_rules {
+        if let Some(f) = &mut r.allowed_context_fields {
+            sort_dedup(f);
+        }
+        sort_dedup(&mut r.blocked_context_fields);
+        if let Some(t) = &mut r.conversation_translation {
+            translation(t);
+        }
+    }
+    h.agent_handoff_rules.sort_by(|a, b| a.id.cmp(&b.id));
+    recursion(&mut s.recursion.default);
+    s.recursion.policies.iter_mut().for_each(recursion);
+    s.recursion.policies.sort_by(|a, b| a.id.cmp(&b.id));
+    s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
+    s.escalation.ladder.sort_by_key(|x| x.after_failures);
+    sort_dedup(&mut s.escalation.non_retryable_errors);
+    s
+}
+
+/// Canonical bytes of an already-normalised bundle: JSON, keys sorted, no whitespace.
+pub fn encode(normal: &BundleSpec) -> Vec<u8> {
+    // Serialising our own types to a Value cannot fail (no non-string map keys).
+    let value = serde_json::to_value(normal).unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    write_value(&value, &mut out);
+    out
+}
+
+/// The bundle hash of an already-normalised bundle.
+pub fn hash(normal: &BundleSpec) -> BundleHash {
+    let mut h = blake3::Hasher::new();
+    h.update(HASH_DOMAIN);
+    h.update(&encode(normal));
+    BundleHash(*h.finalize().as_bytes())
+}
+
+/// Compact JSON text of `v` with object keys sorted at every depth.
+pub fn json_text(v: &Value) -> String {
+    let mut out = Vec::new();
+    write_value(v, &mut out);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+fn write_value(v: &Value, out: &mut Vec<u8>) {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(Value::String(k.clone()).to_string().into_bytes());
+                out.push(b':');
+                if let Some(inner) = map.get(k) {
+                    write_value(inner, out);
+                }
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_value(item, out);
+            }
+            out.push(b']');
+        }
+        scalar => out.extend(scalar.to_string().into_bytes()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_at_every_depth() {
+        let mut out = Vec::new();
+        write_value(
+            &json!({"b": 1, "a": {"d": [true, null], "c": "x"}}),
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"a":{"c":"x","d":[true,null]},"b":1}"#
+        );
+    }
+
+    #[test]
+    fn hash_round_trips_through_hex() {
+        let h = BundleHash([7; 32]);
+        assert_eq!(BundleHash::from_hex(&h.to_hex()), Some(h));
+        assert_eq!(BundleHash::from_hex("zz"), None);
+    }
+}

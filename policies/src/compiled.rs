@@ -1,0 +1,224 @@
+//! The compiled, indexed form of a validated bundle: agent ids interned, every handoff
+//! verdict precomputed in a dense table, tool patterns and capability schemas parsed once.
+//! Built once per bundle; every decision afterwards is a pure lookup or a short walk.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use crate::canonical::{self, BundleHash};
+use crate::handoff::{self, HandoffDecision};
+use crate::locate::Pointer;
+use crate::model::BundleSpec;
+use crate::toolpattern::ToolPattern;
+use crate::validate::{self, Issue};
+
+/// A compiled tool pattern with the rule it comes from.
+#[derive(Debug, Clone)]
+pub(crate) struct PatternRule {
+    pub id: Arc<str>,
+    pub pattern: ToolPattern,
+    pub text: Arc<str>,
+    pub reason: Arc<str>,
+}
+
+/// A validated, normalised, hashed and indexed policy bundle. Immutable.
+pub struct PolicyBundle {
+    pub(crate) spec: BundleSpec,
+    pub(crate) hash: BundleHash,
+    pub(crate) agent_ids: Vec<Arc<str>>,
+    /// Lookup only (never iterated), so its order cannot leak into a decision.
+    pub(crate) index: HashMap<Arc<str>, usize>,
+    /// `decisive[from * n + to]`: the verdict for a decision-input handoff.
+    pub(crate) decisive: Vec<HandoffDecision>,
+    /// `context[from * n + to]`: the verdict for a read-only context handoff.
+    pub(crate) context: Vec<HandoffDecision>,
+    /// Handoff rule index by (from, to) pattern, `*` included.
+    pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
+    pub(crate) capability_schemas: BTreeMap<(usize, String), Arc<jsonschema::Validator>>,
+    /// Output-type validators by `id@version`.
+    pub(crate) output_schemas: BTreeMap<(String, u32), Arc<jsonschema::Validator>>,
+    pub(crate) deny_patterns: Vec<PatternRule>,
+    pub(crate) review_patterns: Vec<PatternRule>,
+    pub(crate) allowed_tools: Vec<Vec<ToolPattern>>,
+    pub(crate) must_not_tools: Vec<Vec<(Arc<str>, ToolPattern)>>,
+}
+
+impl std::fmt::Debug for PolicyBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyBundle")
+            .field("id", &self.spec.bundle.id)
+            .field("hash", &self.hash)
+            .finish_non_exhaustive()
+    }
+}
+
+fn patterns(rules: &[crate::model::ToolPatternRule]) -> Vec<PatternRule> {
+    rules
+        .iter()
+        .filter_map(|r| {
+            ToolPattern::parse(&r.pattern)
+                .ok()
+                .map(|pattern| PatternRule {
+                    id: r.id.as_str().into(),
+                    pattern,
+                    text: r.pattern.as_str().into(),
+                    reason: r.reason.as_str().into(),
+                })
+        })
+        .collect()
+}
+
+impl PolicyBundle {
+    /// Validates, normalises, hashes and compiles a parsed bundle.
+    pub fn from_spec(spec: BundleSpec) -> Result<Self, Vec<Issue>> {
+        let issues = validate::validate(&spec);
+        if !issues.is_empty() {
+            return Err(issues);
+        }
+        let spec = canonical::normalize(spec);
+        let hash = canonical::hash(&spec);
+        let agent_ids: Vec<Arc<str>> = spec
+            .agents
+            .iter()
+            .map(|a| Arc::from(a.id.as_str()))
+            .collect();
+        let index = agent_ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.clone(), i))
+            .collect();
+        let n = agent_ids.len();
+        let mut decisive = Vec::with_capacity(n * n);
+        let mut context = Vec::with_capacity(n * n);
+        for from in &agent_ids {
+            for to in &agent_ids {
+                decisive.push(handoff::compute(
+                    &spec,
+                    hash,
+                    from,
+                    to,
+                    handoff::InputKind::Decision,
+                ));
+                context.push(handoff::compute(
+                    &spec,
+                    hash,
+                    from,
+                    to,
+                    handoff::InputKind::Context,
+                ));
+            }
+        }
+        let handoff_rules = spec
+            .multi_agent_handoffs
+            .agent_handoff_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((r.from_agent_id.clone(), r.to_agent_id.clone()), i))
+            .collect();
+        let mut capability_schemas = BTreeMap::new();
+        for (i, a) in spec.agents.iter().enumerate() {
+            for c in &a.capabilities {
+                if let Some(schema) = &c.input_schema {
+                    let compiled = jsonschema::validator_for(schema).map_err(|e| {
+                        vec![Issue {
+                            pointer: Pointer::root().key("agents").index(i),
+                            code: crate::error::DiagnosticCode::InvalidValue,
+                            message: format!(
+                                "capability `{}`: not a valid JSON Schema: {e}",
+                                c.code
+                            ),
+                        }]
+                    })?;
+                    capability_schemas.insert((i, c.code.clone()), Arc::new(compiled));
+                }
+            }
+        }
+        let mut output_schemas = BTreeMap::new();
+        for (i, t) in spec.output_types.iter().enumerate() {
+            let compiled = jsonschema::validator_for(&t.schema).map_err(|e| {
+                vec![Issue {
+                    pointer: Pointer::root().key("output_types").index(i).key("schema"),
+                    code: crate::error::DiagnosticCode::InvalidValue,
+                    message: format!("not a valid JSON Schema: {e}"),
+                }]
+            })?;
+            output_schemas.insert((t.id.clone(), t.version), Arc::new(compiled));
+        }
+        let allowed_tools = spec
+            .agents
+            .iter()
+            .map(|a| {
+                a.allowed_tools
+                    .iter()
+                    .filter_map(|p| ToolPattern::parse(p).ok())
+                    .collect()
+            })
+            .collect();
+        let must_not_tools = spec
+            .agents
+            .iter()
+            .map(|a| {
+                a.must_not_tools
+                    .iter()
+                    .filter_map(|p| {
+                        ToolPattern::parse(p)
+                            .ok()
+                            .map(|t| (Arc::from(p.as_str()), t))
+                    })
+                    .collect()
+            })
+            .collect();
+        Ok(Self {
+            deny_patterns: patterns(&spec.deny_patterns),
+            review_patterns: patterns(&spec.review_patterns),
+            spec,
+            hash,
+            agent_ids,
+            index,
+            decisive,
+            context,
+            handoff_rules,
+            capability_schemas,
+            output_schemas,
+            allowed_tools,
+            must_not_tools,
+        })
+    }
+
+    /// The bundle's hash: the identity recorded with every decision.
+    pub fn hash(&self) -> BundleHash {
+        self.hash
+    }
+
+    /// The normalised bundle (defaults filled, order-free lists sorted).
+    pub fn spec(&self) -> &BundleSpec {
+        &self.spec
+    }
+
+    /// The canonical bytes the hash is computed over.
+    pub fn canonical_bytes(&self) -> Vec<u8> {
+        canonical::encode(&self.spec)
+    }
+
+    /// Agent ids in canonical (sorted) order.
+    pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
+        self.agent_ids.iter().map(|a| &**a)
+    }
+
+    /// Resolves `id` (highest version) or `id@version` to its validator.
+    pub(crate) fn output_schema(&self, type_ref: &str) -> Option<(String, &jsonschema::Validator)> {
+        let (id, version) = match type_ref.split_once('@') {
+            Some((id, v)) => (id, Some(v.parse::<u32>().ok()?)),
+            None => (type_ref, None),
+        };
+        self.output_schemas
+            .iter()
+            .filter(|((i, v), _)| i == id && version.is_none_or(|want| want == *v))
+            .max_by_key(|((_, v), _)| *v)
+            .map(|((i, v), val)| (format!("{i}@{v}"), &**val))
+    }
+
+    pub(crate) fn agent(&self, id: &str) -> Option<usize> {
+        self.index.get(id).copied()
+    }
+}

@@ -1,0 +1,666 @@
+//! The bundle as users write it (TOML or JSON): plain serde types whose field names and
+//! defaults follow the seed documents. Nothing here decides anything; `validate` checks it
+//! and `compiled` indexes it.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Recursion depth no bundle can raise (seed 004 §3.1: "default 2; hard max 4").
+pub const HARD_MAX_DEPTH: u32 = 4;
+
+/// A whole policy bundle: every governance rule of one multi-agent system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BundleSpec {
+    /// Name and version of the bundle.
+    pub bundle: BundleMeta,
+    /// Request defaults and circuit-breaker thresholds (seed 003).
+    #[serde(default)]
+    pub defaults: RequestDefaults,
+    /// The agent registry.
+    #[serde(default)]
+    pub agents: Vec<AgentSpec>,
+    /// Versioned output types that edges carry (seed 000, Data Contract Enforcement).
+    #[serde(default)]
+    pub output_types: Vec<OutputTypeSpec>,
+    /// Write domains (seed 004 §4).
+    #[serde(default)]
+    pub domains: Vec<DomainSpec>,
+    /// Tool-call patterns denied to every agent, whatever its allowed tools (seed 002 §2.1).
+    #[serde(default)]
+    pub deny_patterns: Vec<ToolPatternRule>,
+    /// Tool-call patterns that need a human's approval (seed 002 §4.2, REVIEW_REQUIRED).
+    #[serde(default)]
+    pub review_patterns: Vec<ToolPatternRule>,
+    /// Who may hand off to whom (seed 000).
+    #[serde(default)]
+    pub interactions: InteractionMatrix,
+    /// Capabilities owned exclusively by one agent (seed 000, Guardrail 3).
+    #[serde(default)]
+    pub responsibility_locks: Vec<ResponsibilityLock>,
+    /// What context crosses a handoff (seed 001, Task 2).
+    #[serde(default)]
+    pub multi_agent_handoffs: HandoffPolicy,
+    /// Recursion policies and budget rules (seed 004 §3, §7).
+    #[serde(default)]
+    pub recursion: RecursionSection,
+    /// Side-effect policies per effect kind and lane (seed 004 §1, §8).
+    #[serde(default)]
+    pub side_effects: Vec<SideEffectPolicy>,
+    /// Retry → escalate → block (seed 002 §7.3, seed 000 Guardrail 1).
+    #[serde(default)]
+    pub escalation: EscalationPolicy,
+}
+
+/// Identity of a bundle.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BundleMeta {
+    /// Stable name, e.g. `geo-pipeline`.
+    pub id: String,
+    /// Author-chosen version label; the hash is what identifies the content.
+    #[serde(default = "default_version")]
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+fn default_version() -> String {
+    "1".to_owned()
+}
+
+/// Request priority (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Priority {
+    High,
+    #[default]
+    Normal,
+    Low,
+}
+
+/// Seed 003 request defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RequestDefaults {
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub priority: Priority,
+    #[serde(default)]
+    pub circuit_breaker: CircuitBreaker,
+}
+
+impl Default for RequestDefaults {
+    fn default() -> Self {
+        Self {
+            timeout_ms: default_timeout_ms(),
+            priority: Priority::Normal,
+            circuit_breaker: CircuitBreaker::default(),
+        }
+    }
+}
+
+fn default_timeout_ms() -> u64 {
+    30_000
+}
+
+/// Seed 003 "Circuit Breaker Pattern": stop routing to an agent after repeated failures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CircuitBreaker {
+    /// Consecutive failures after which the circuit opens.
+    #[serde(default = "default_failure_threshold")]
+    pub failure_threshold: u32,
+    /// How long the circuit stays open before one probe request is let through.
+    #[serde(default = "default_probe_interval_ms")]
+    pub probe_interval_ms: u64,
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        Self {
+            failure_threshold: default_failure_threshold(),
+            probe_interval_ms: default_probe_interval_ms(),
+        }
+    }
+}
+
+fn default_failure_threshold() -> u32 {
+    5
+}
+fn default_probe_interval_ms() -> u64 {
+    60_000
+}
+
+/// Seed 002 §1 authority levels, highest first.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Authority {
+    Human,
+    GlobalRules,
+    SafetySkill,
+    Orchestrator,
+    CoordinationSkill,
+    #[default]
+    Specialist,
+}
+
+impl Authority {
+    /// 1 (highest, human) to 6 (lowest, specialist), as in seed 002.
+    pub fn level(self) -> u8 {
+        self as u8 + 1
+    }
+}
+
+/// One agent of the registry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentSpec {
+    pub id: String,
+    #[serde(default)]
+    pub role: String,
+    #[serde(default)]
+    pub authority: Authority,
+    /// Capabilities other agents may request of this one (seed 003).
+    #[serde(default)]
+    pub capabilities: Vec<CapabilitySpec>,
+    /// Tool patterns this agent may call, e.g. `Read`, `Bash(git *)`.
+    #[serde(default)]
+    pub allowed_tools: Vec<String>,
+    /// The agent's own MUST NOT tool patterns (seed 002 §2.1).
+    #[serde(default)]
+    pub must_not_tools: Vec<String>,
+    /// Domains this agent writes (seed 004 §9 `write_scopes`).
+    #[serde(default)]
+    pub write_scopes: Vec<String>,
+    /// Domains this agent reads (`*` for all).
+    #[serde(default)]
+    pub read_scopes: Vec<String>,
+    /// Side-effect kinds this agent may request; empty means read-only (seed 004 §9).
+    #[serde(default)]
+    pub side_effects: Vec<String>,
+    /// How this agent wants context handed to it (seed 001, Task 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_requirements: Option<ContextRequirements>,
+}
+
+/// A capability code with its input contract (seed 003).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CapabilitySpec {
+    /// e.g. `ANL_NPV`.
+    pub code: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Default timeout; the bundle's `defaults.timeout_ms` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// JSON Schema that `inputs_json` must satisfy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+}
+
+/// How much context a handoff carries (seed 001 §1).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffMode {
+    Full,
+    #[default]
+    Scoped,
+    Minimal,
+}
+
+/// Seed 001 Task 1 `context_requirements`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequirements {
+    #[serde(default)]
+    pub requires_prior_outputs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_scope: Option<HandoffMode>,
+    /// Default mode for handoffs this agent receives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_mode: Option<HandoffMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_translation: Option<ConversationTranslation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_context_fields: Option<Vec<String>>,
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+}
+
+/// Message role an output can be recast into (seed 001 Task 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// Conversation translation (seed 001 §3, Task 4). Filtering of blocked fields always
+/// applies and needs no switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationTranslation {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Condense the scoped context to `max_tokens` (deterministic, no LLM).
+    #[serde(default, alias = "summarize_prior_outputs")]
+    pub summarize: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Pull only these nested fields out of the scoped context.
+    #[serde(default)]
+    pub extract_fields: Vec<String>,
+    /// Present the output as a message of this role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recast_role: Option<MessageRole>,
+    /// Seed 001's switch: recast outputs (as `system` unless `recast_role` says otherwise).
+    #[serde(default)]
+    pub recast_agent_outputs: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// A versioned output type with its JSON Schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OutputTypeSpec {
+    pub id: String,
+    #[serde(default = "one")]
+    pub version: u32,
+    pub schema: Value,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A write domain (seed 004 §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DomainSpec {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Only one agent in the whole bundle may hold this domain in its `write_scopes`.
+    #[serde(default = "yes")]
+    pub exclusive: bool,
+}
+
+/// A tool-call pattern with its reason: `Tool` or `Tool(argument glob)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPatternRule {
+    pub id: String,
+    pub pattern: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Seed 000 interaction matrix.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InteractionMatrix {
+    /// Declared flow order; an agent may appear more than once (e.g. a checkpoint at entry
+    /// and exit). Skip, reverse and circular handoffs are derived from it as forbidden.
+    #[serde(default)]
+    pub flow_order: Vec<String>,
+    #[serde(default)]
+    pub allowed: Vec<AllowedEdge>,
+    /// Read-only, non-decisive context edges (Guardrail 2).
+    #[serde(default)]
+    pub context: Vec<ContextEdge>,
+    #[serde(default)]
+    pub forbidden: Vec<ForbiddenEdge>,
+}
+
+/// A decisive handoff that is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedEdge {
+    /// Defaults to `allow:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    /// `id` or `id@version` of an output type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+}
+
+/// A read-only context edge: the receiver may consult, never decide from, this input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextEdge {
+    /// Defaults to `context:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<String>,
+    /// What the receiver may use it for (e.g. impact estimation).
+    #[serde(default)]
+    pub permitted_uses: Vec<String>,
+}
+
+/// A forbidden handoff with its reason; `*` matches any agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForbiddenEdge {
+    /// Defaults to `forbid:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+}
+
+/// Guardrail 3: a capability that belongs exclusively to one agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResponsibilityLock {
+    pub id: String,
+    pub capability: String,
+    pub owner: String,
+    /// Agents that may request the capability of its owner; absent means any agent not
+    /// listed in `forbidden_requesters`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requesters: Option<Vec<String>>,
+    #[serde(default)]
+    pub forbidden_requesters: Vec<String>,
+    pub reason: String,
+}
+
+/// Seed 001 Task 2 `multi_agent_handoffs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffPolicy {
+    #[serde(default)]
+    pub default_handoff_mode: HandoffMode,
+    #[serde(default = "yes")]
+    pub enable_conversation_translation: bool,
+    #[serde(default = "yes")]
+    pub audit_all_handoffs: bool,
+    /// Top-level fields that minimal mode passes ("essential metadata and trigger").
+    #[serde(default = "default_minimal_fields")]
+    pub minimal_context_fields: Vec<String>,
+    /// Fields never passed on any handoff.
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+    #[serde(default)]
+    pub agent_handoff_rules: Vec<HandoffRule>,
+}
+
+impl Default for HandoffPolicy {
+    fn default() -> Self {
+        Self {
+            default_handoff_mode: HandoffMode::Scoped,
+            enable_conversation_translation: true,
+            audit_all_handoffs: true,
+            minimal_context_fields: default_minimal_fields(),
+            blocked_context_fields: Vec::new(),
+            agent_handoff_rules: Vec::new(),
+        }
+    }
+}
+
+fn default_minimal_fields() -> Vec<String> {
+    vec!["trigger".to_owned(), "metadata".to_owned()]
+}
+
+/// One per-pair handoff rule; `*` is a wildcard for either side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffRule {
+    pub id: String,
+    pub from_agent_id: String,
+    pub to_agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_mode: Option<HandoffMode>,
+    /// Nested field paths (`a.b.c`) passed in scoped mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_context_fields: Option<Vec<String>>,
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_translation: Option<ConversationTranslation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default = "yes")]
+    pub audit_enabled: bool,
+}
+
+/// Recursion policies: a default plus named policies for given parent agents.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecursionSection {
+    #[serde(default)]
+    pub default: RecursionPolicy,
+    #[serde(default)]
+    pub policies: Vec<RecursionPolicy>,
+    #[serde(default)]
+    pub budget: BudgetRules,
+}
+
+/// Seed 004 §3.1 RecursionPolicy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecursionPolicy {
+    #[serde(default = "default_recursion_id")]
+    pub id: String,
+    /// Parent agents this policy governs (empty for the default policy).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Default 2; never more than 4.
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
+    #[serde(default = "default_max_children")]
+    pub max_children: u32,
+    #[serde(default = "default_max_total_episodes")]
+    pub max_total_episodes: u32,
+    /// Deny by default: only these child types may be spawned.
+    #[serde(default)]
+    pub allowed_child_types: Vec<String>,
+    #[serde(default)]
+    pub forbidden_child_types: Vec<String>,
+    #[serde(default = "default_stop_conditions")]
+    pub stop_conditions: Vec<StopCondition>,
+    /// "No new information": this many consecutive children without delta stop recursion.
+    #[serde(default = "default_no_delta_limit")]
+    pub no_delta_limit: u32,
+    /// "Failure repeats": the same error class this many times stops recursion.
+    #[serde(default = "default_failure_repeat_limit")]
+    pub failure_repeat_limit: u32,
+}
+
+impl Default for RecursionPolicy {
+    fn default() -> Self {
+        Self {
+            id: default_recursion_id(),
+            agents: Vec::new(),
+            max_depth: default_max_depth(),
+            max_children: default_max_children(),
+            max_total_episodes: default_max_total_episodes(),
+            allowed_child_types: Vec::new(),
+            forbidden_child_types: Vec::new(),
+            stop_conditions: default_stop_conditions(),
+            no_delta_limit: default_no_delta_limit(),
+            failure_repeat_limit: default_failure_repeat_limit(),
+        }
+    }
+}
+
+fn default_recursion_id() -> String {
+    "recursion.default".to_owned()
+}
+fn default_max_depth() -> u32 {
+    2
+}
+fn default_max_children() -> u32 {
+    6
+}
+fn default_max_total_episodes() -> u32 {
+    12
+}
+fn default_no_delta_limit() -> u32 {
+    2
+}
+fn default_failure_repeat_limit() -> u32 {
+    3
+}
+fn default_stop_conditions() -> Vec<StopCondition> {
+    vec![
+        StopCondition::BudgetExhausted,
+        StopCondition::DepthExceeded,
+        StopCondition::NoNewInformation,
+        StopCondition::FailureRepeats,
+        StopCondition::PolicyBlocks,
+        StopCondition::SuccessAchieved,
+    ]
+}
+
+/// Seed 004 §6 stop conditions.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCondition {
+    BudgetExhausted,
+    DepthExceeded,
+    NoNewInformation,
+    FailureRepeats,
+    PolicyBlocks,
+    SuccessAchieved,
+}
+
+/// Seed 004 §7 budget rules.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRules {
+    /// A child may take at most this share of its parent's remaining budget.
+    #[serde(default = "default_child_share")]
+    pub child_max_share_percent: u8,
+    /// An episode past this share of its budget must finalize or escalate.
+    #[serde(default = "default_escalate_at")]
+    pub finalize_or_escalate_at_percent: u8,
+}
+
+impl Default for BudgetRules {
+    fn default() -> Self {
+        Self {
+            child_max_share_percent: default_child_share(),
+            finalize_or_escalate_at_percent: default_escalate_at(),
+        }
+    }
+}
+
+fn default_child_share() -> u8 {
+    50
+}
+fn default_escalate_at() -> u8 {
+    70
+}
+
+/// Seed 004 §1 and §8: what a side effect of one kind in one lane needs before it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideEffectPolicy {
+    pub id: String,
+    /// e.g. `publish`, `dm`, `like`, `comment`.
+    pub kind: String,
+    /// e.g. `api`, `browser`; `*` for every lane.
+    #[serde(default = "star")]
+    pub lane: String,
+    #[serde(default = "yes")]
+    pub dry_run_required: bool,
+    #[serde(default)]
+    pub human_approval_required: bool,
+    #[serde(default = "yes")]
+    pub idempotency_key_required: bool,
+    /// Attempts allowed per idempotency key (seed 004 §8.2: one send unless a human overrides).
+    #[serde(default = "one")]
+    pub retry_cap: u32,
+    /// Kill switch that stops this effect; defaults to the lane's own switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_switch_lane: Option<String>,
+}
+
+fn star() -> String {
+    "*".to_owned()
+}
+
+/// What the orchestrator does after an agent fails.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum EscalationAction {
+    Retry,
+    Escalate,
+    Block,
+}
+
+/// One rung of the ladder: from `after_failures` failures on, take `action`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationStep {
+    pub id: String,
+    pub after_failures: u32,
+    pub action: EscalationAction,
+}
+
+/// Seed 002 §7.3 and seed 000 Guardrail 1.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EscalationPolicy {
+    /// Must end in `block`: the hard stop that needs a human.
+    #[serde(default = "default_ladder")]
+    pub ladder: Vec<EscalationStep>,
+    /// Error classes that skip retrying and escalate at once ("non-recoverable").
+    #[serde(default)]
+    pub non_retryable_errors: Vec<String>,
+}
+
+impl Default for EscalationPolicy {
+    fn default() -> Self {
+        Self {
+            ladder: default_ladder(),
+            non_retryable_errors: Vec::new(),
+        }
+    }
+}
+
+fn default_ladder() -> Vec<EscalationStep> {
+    vec![
+        EscalationStep {
+            id: "retry".to_owned(),
+            after_failures: 1,
+            action: EscalationAction::Retry,
+        },
+        EscalationStep {
+            id: "escalate".to_owned(),
+            after_failures: 2,
+            action: EscalationAction::Escalate,
+        },
+        EscalationStep {
+            id: "block".to_owned(),
+            after_failures: 3,
+            action: EscalationAction::Block,
+        },
+    ]
+}

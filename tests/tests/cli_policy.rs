@@ -1,0 +1,204 @@
+//! The `docket policy` commands, driven as a user would drive them.
+
+use std::process::{Command, Output};
+
+use docket_tests::{docket_bin, example};
+use serde_json::Value;
+
+fn docket(args: &[&str]) -> Output {
+    Command::new(docket_bin())
+        .args(args)
+        .output()
+        .expect("run docket")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn path(name: &str) -> String {
+    example(name).display().to_string()
+}
+
+#[test]
+fn check_prints_the_bundle_hash_for_every_example() {
+    for name in ["geo", "claims", "software-team", "consulting", "social"] {
+        let o = docket(&["policy", "check", &path(name)]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let hash_line = stdout(&o)
+            .lines()
+            .find(|l| l.starts_with("hash "))
+            .map(str::to_owned)
+            .expect("hash line");
+        assert_eq!(hash_line.len(), "hash ".len() + 64);
+        let j = docket(&["policy", "check", &path(name), "--json"]);
+        let v: Value = serde_json::from_slice(&j.stdout).expect("json");
+        assert_eq!(v["valid"], true);
+        assert_eq!(
+            format!("hash {}", v["hash"].as_str().expect("hash")),
+            hash_line
+        );
+    }
+}
+
+#[test]
+fn invalid_bundle_exits_non_zero_with_file_line_column() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let bad = dir.join("bad.toml");
+    std::fs::write(&bad, "[bundle]\nid = \"t\"\n\n[[agents]]\nid = \"a\"\n\n[interactions]\nallowed = [{ from = \"a\", to = \"nobody\" }]\n").expect("write");
+    let o = docket(&["policy", "check", bad.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(
+        err.contains(&format!(
+            "{}:8:31: unknown reference: unknown agent `nobody`",
+            bad.display()
+        )),
+        "{err}"
+    );
+    let j = docket(&[
+        "policy",
+        "check",
+        bad.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    assert_eq!(j.status.code(), Some(1));
+    let v: Value = serde_json::from_slice(&j.stdout).expect("json");
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["diagnostics"][0]["line"], 8);
+    assert_eq!(v["diagnostics"][0]["code"], "unknown_reference");
+
+    let syntax = dir.join("syntax.json");
+    std::fs::write(
+        &syntax,
+        "{\n  \"bundle\": {\"id\": \"t\"},\n  \"agents\": [\n}",
+    )
+    .expect("write");
+    let o = docket(&["policy", "check", syntax.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("syntax.json:4:1: syntax error"),
+        "{}",
+        stderr(&o)
+    );
+
+    let o = docket(&["policy", "check", "/nonexistent/policy.toml"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn explain_shows_verdict_chain_and_scoped_context() {
+    let o = docket(&[
+        "policy",
+        "explain",
+        &path("geo"),
+        "--from",
+        "strategy",
+        "--to",
+        "observation",
+    ]);
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(
+        out.contains("DENY")
+            && out.contains("Reverse flow not allowed")
+            && out.contains("forbid:strategy->observation"),
+        "{out}"
+    );
+
+    let payload = r#"{"fraud_score":0.9,"fraud_indicators":["x"],"risk_level":"high","internal_notes":"secret"}"#;
+    let o = docket(&[
+        "policy",
+        "explain",
+        &path("claims"),
+        "--from",
+        "fraud_agent",
+        "--to",
+        "recommendation_agent",
+        "--payload",
+        payload,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["handoff"]["decision"]["verdict"], "allow");
+    let audit = &v["scoped"]["audit"];
+    assert_eq!(
+        audit["governance_rule_id"],
+        "fraud_to_recommendation_scoped"
+    );
+    assert_eq!(
+        audit["context_after_scoping"]["fields_excluded"],
+        serde_json::json!(["internal_notes"])
+    );
+    assert!(!v["scoped"]["context"].to_string().contains("secret"));
+
+    let o = docket(&[
+        "policy",
+        "explain",
+        &path("claims"),
+        "--from",
+        "fraud_agent",
+        "--to",
+        "recommendation_agent",
+        "--payload",
+        "{not json",
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn diff_lists_changed_pairs_and_rules() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path();
+    let src = std::fs::read_to_string(example("geo")).expect("read");
+    let changed = dir.join("geo.toml");
+    std::fs::write(
+        &changed,
+        src.replace(
+            "to = \"strategy\"\nreason = \"Must go through Reasoning\"",
+            "to = \"strategy\"\nreason = \"Reasoning first\"",
+        ),
+    )
+    .expect("write");
+    let o = docket(&[
+        "policy",
+        "diff",
+        &path("geo"),
+        changed.to_str().expect("utf-8 path"),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    let pairs = v["pairs"].as_array().expect("pairs");
+    assert!(
+        pairs.iter().any(|p| p["from"] == "intelligence"
+            && p["to"] == "strategy"
+            && p["new"]["reason"] == "Reasoning first"),
+        "{v}"
+    );
+    assert!(
+        v["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .any(|r| r["id"] == "forbid:intelligence->strategy" && r["change"] == "changed")
+    );
+    let same = docket(&["policy", "diff", &path("geo"), &path("geo")]);
+    assert!(stdout(&same).starts_with("no changes"));
+}
+
+#[test]
+fn schema_command_prints_the_checked_in_schema() {
+    let o = docket(&["policy", "schema"]);
+    assert!(o.status.success());
+    let checked_in =
+        std::fs::read_to_string(docket_tests::workspace_root().join("policies/bundle.schema.json"))
+            .expect("read");
+    assert_eq!(stdout(&o), checked_in);
+}
