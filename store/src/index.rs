@@ -1,0 +1,286 @@
+//! The sled index: everything here can be rebuilt from the log.
+//!
+//! One sled tree, keys prefixed by kind, so that each group commit's entries land in one atomic
+//! sled batch together with the log position they cover. sled's own flush is not a sync; after a
+//! crash it may have lost its last moments, and opening re-indexes from `covered` onwards.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+use crate::event::{Hash, StreamId};
+
+const COVERED: &[u8] = b"m:covered";
+const NEXT_STREAM: &[u8] = b"m:next_stream";
+const STREAM: u8 = b's';
+const EVENT: u8 = b'e';
+const SNAPSHOT: u8 = b'n';
+const BLOB: u8 = b'b';
+
+/// Where a record lives: segment number, byte offset of the record, record length.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Position {
+    pub segment: u64,
+    pub offset: u64,
+    pub len: u32,
+}
+
+impl Position {
+    fn to_bytes(self) -> [u8; 20] {
+        let mut b = [0u8; 20];
+        b[..8].copy_from_slice(&self.segment.to_be_bytes());
+        b[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        b[16..].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> Option<Position> {
+        if b.len() != 20 {
+            return None;
+        }
+        Some(Position {
+            segment: u64::from_be_bytes(b[..8].try_into().ok()?),
+            offset: u64::from_be_bytes(b[8..16].try_into().ok()?),
+            len: u32::from_be_bytes(b[16..].try_into().ok()?),
+        })
+    }
+}
+
+/// A stream's number (its short key in the index) and head.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct StreamState {
+    pub no: u64,
+    pub seq: u64,
+    pub hash: Hash,
+}
+
+pub(crate) struct Index {
+    db: sled::Db,
+    path: PathBuf,
+}
+
+/// Index entries of one commit, applied atomically.
+#[derive(Default)]
+pub(crate) struct IndexBatch(sled::Batch);
+
+fn key(prefix: u8, no: u64, seq: u64) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = prefix;
+    k[1..9].copy_from_slice(&no.to_be_bytes());
+    k[9..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn blob_key(hash: &Hash) -> [u8; 33] {
+    let mut k = [0u8; 33];
+    k[0] = BLOB;
+    k[1..].copy_from_slice(&hash.0);
+    k
+}
+
+impl IndexBatch {
+    pub(crate) fn event(&mut self, no: u64, seq: u64, pos: Position) {
+        self.0.insert(&key(EVENT, no, seq)[..], &pos.to_bytes()[..]);
+    }
+
+    pub(crate) fn stream(&mut self, id: &StreamId, st: &StreamState) {
+        let mut k = Vec::with_capacity(1 + id.as_str().len());
+        k.push(STREAM);
+        k.extend_from_slice(id.as_str().as_bytes());
+        let mut v = [0u8; 48];
+        v[..8].copy_from_slice(&st.no.to_be_bytes());
+        v[8..16].copy_from_slice(&st.seq.to_be_bytes());
+        v[16..].copy_from_slice(&st.hash.0);
+        self.0.insert(k, &v[..]);
+    }
+
+    pub(crate) fn blob(&mut self, hash: &Hash, pos: Position) {
+        self.0.insert(&blob_key(hash)[..], &pos.to_bytes()[..]);
+    }
+
+    /// The log is indexed up to (segment, offset); also records the next stream number.
+    pub(crate) fn covered(&mut self, segment: u64, offset: u64, next_stream: u64) {
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&segment.to_be_bytes());
+        v[8..].copy_from_slice(&offset.to_be_bytes());
+        self.0.insert(COVERED, &v[..]);
+        self.0.insert(NEXT_STREAM, &next_stream.to_be_bytes()[..]);
+    }
+}
+
+impl Index {
+    pub(crate) fn open(path: &Path) -> Result<Index, StoreError> {
+        let db = sled::Config::new()
+            .path(path)
+            .cache_capacity(64 * 1024 * 1024)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| StoreError::Index {
+                what: format!("opening: {e}"),
+                path: path.to_path_buf(),
+            })?;
+        Ok(Index {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Index {
+            what: format!("{what}: {e}"),
+            path: self.path.clone(),
+        }
+    }
+
+    fn damaged(&self, what: &str) -> StoreError {
+        StoreError::Index {
+            what: format!("damaged entry: {what}"),
+            path: self.path.clone(),
+        }
+    }
+
+    pub(crate) fn apply(&self, batch: IndexBatch) -> Result<(), StoreError> {
+        self.db
+            .apply_batch(batch.0)
+            .map_err(|e| self.err("writing", e))
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| self.err("flushing", e))
+    }
+
+    /// (segment, offset) up to which the log is indexed, and the next stream number.
+    pub(crate) fn covered(&self) -> Result<Option<(u64, u64, u64)>, StoreError> {
+        let Some(v) = self.db.get(COVERED).map_err(|e| self.err("reading", e))? else {
+            return Ok(None);
+        };
+        let n = self
+            .db
+            .get(NEXT_STREAM)
+            .map_err(|e| self.err("reading", e))?;
+        let (Ok(seg), Ok(off)) = (
+            v.get(..8)
+                .unwrap_or_default()
+                .try_into()
+                .map(u64::from_be_bytes),
+            v.get(8..16)
+                .unwrap_or_default()
+                .try_into()
+                .map(u64::from_be_bytes),
+        ) else {
+            return Err(self.damaged("covered position"));
+        };
+        let next = n
+            .and_then(|n| n.as_ref().try_into().ok().map(u64::from_be_bytes))
+            .ok_or_else(|| self.damaged("next stream number"))?;
+        Ok(Some((seg, off, next)))
+    }
+
+    /// Every stream and its head, in stream id order.
+    pub(crate) fn streams(&self) -> Result<Vec<(StreamId, StreamState)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.db.scan_prefix([STREAM]) {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let id = std::str::from_utf8(&k[1..])
+                .ok()
+                .and_then(|s| StreamId::new(s).ok())
+                .ok_or_else(|| self.damaged("stream id"))?;
+            if v.len() != 48 {
+                return Err(self.damaged("stream head"));
+            }
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&v[16..]);
+            let st = StreamState {
+                no: u64::from_be_bytes(v[..8].try_into().map_err(|_| self.damaged("stream"))?),
+                seq: u64::from_be_bytes(v[8..16].try_into().map_err(|_| self.damaged("stream"))?),
+                hash: Hash(hash),
+            };
+            out.push((id, st));
+        }
+        Ok(out)
+    }
+
+    /// Positions of events `from..=to` of stream `no`, at most `limit`, in sequence order.
+    pub(crate) fn positions(
+        &self,
+        no: u64,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<(u64, Position)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self
+            .db
+            .range(key(EVENT, no, from)..=key(EVENT, no, to))
+            .take(limit)
+        {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let seq = k
+                .get(9..17)
+                .and_then(|b| b.try_into().ok())
+                .map(u64::from_be_bytes)
+                .ok_or_else(|| self.damaged("event key"))?;
+            let pos = Position::from_bytes(&v).ok_or_else(|| self.damaged("event position"))?;
+            out.push((seq, pos));
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn blob(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {
+        match self
+            .db
+            .get(blob_key(hash))
+            .map_err(|e| self.err("reading", e))?
+        {
+            None => Ok(None),
+            Some(v) => Position::from_bytes(&v)
+                .map(Some)
+                .ok_or_else(|| self.damaged("blob position")),
+        }
+    }
+
+    pub(crate) fn put_snapshot(
+        &self,
+        no: u64,
+        seq: u64,
+        event_hash: &Hash,
+        state: &[u8],
+    ) -> Result<(), StoreError> {
+        let mut v = Vec::with_capacity(32 + state.len());
+        v.extend_from_slice(&event_hash.0);
+        v.extend_from_slice(state);
+        self.db
+            .insert(key(SNAPSHOT, no, seq), v)
+            .map(|_| ())
+            .map_err(|e| self.err("writing snapshot", e))
+    }
+
+    /// The latest snapshot of stream `no` at or before `seq`: (seq, event hash, state).
+    pub(crate) fn latest_snapshot(
+        &self,
+        no: u64,
+        seq: u64,
+    ) -> Result<Option<(u64, Hash, Vec<u8>)>, StoreError> {
+        let found = self
+            .db
+            .range(key(SNAPSHOT, no, 0)..=key(SNAPSHOT, no, seq))
+            .next_back();
+        let Some(item) = found else {
+            return Ok(None);
+        };
+        let (k, v) = item.map_err(|e| self.err("reading snapshot", e))?;
+        let at = k
+            .get(9..17)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| self.damaged("snapshot key"))?;
+        if v.len() < 32 {
+            return Err(self.damaged("snapshot value"));
+        }
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&v[..32]);
+        Ok(Some((at, Hash(hash), v[32..].to_vec())))
+    }
+}

@@ -1,0 +1,371 @@
+//! The single log writer: group commit.
+//!
+//! It takes every append waiting in its channel, checks expected versions in arrival order,
+//! writes them as one batch frame, issues one `fdatasync`, indexes them, and only then
+//! acknowledges each. After any I/O failure it rolls the file back to the last synced length
+//! and refuses all further work ("poisoned"): after a failed fsync the kernel may have dropped
+//! the dirty pages, so nothing is acknowledged that was not proven durable; reopening re-verifies.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::Receiver;
+
+use tokio::sync::oneshot;
+use tracing::{debug, error, info_span};
+
+use crate::api::Appended;
+use crate::codec::{TAG_BLOB, push_record};
+use crate::error::StoreError;
+use crate::event::{Hash, StreamId};
+use crate::index::{IndexBatch, Position, StreamState};
+use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
+use crate::shared::{Shared, lock};
+
+/// Stop draining the channel once a batch holds this much.
+const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+pub(crate) enum Request {
+    Append(AppendJob),
+    Blob {
+        hash: Hash,
+        bytes: Vec<u8>,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+}
+
+/// Events encoded and hashed by the appender, assuming the head it saw is still the head.
+pub(crate) struct AppendJob {
+    pub stream: StreamId,
+    pub expected: u64,
+    /// The hash the first event links to: the writer checks it is still the head's.
+    pub first_prev: Hash,
+    /// Framed event records, back to back.
+    pub records: Vec<u8>,
+    /// (offset in `records`, record length) of each event.
+    pub spans: Vec<(usize, u32)>,
+    pub hashes: Vec<Hash>,
+    pub blobs: Vec<(Hash, Vec<u8>)>,
+    pub reply: oneshot::Sender<Result<Appended, StoreError>>,
+}
+
+impl Request {
+    fn size(&self) -> usize {
+        match self {
+            Request::Append(j) => {
+                j.records.len() + j.blobs.iter().map(|b| b.1.len()).sum::<usize>()
+            }
+            Request::Blob { bytes, .. } => bytes.len(),
+        }
+    }
+}
+
+enum Accepted {
+    Append {
+        job: AppendJob,
+        state: StreamState,
+        /// Offset of the job's records within the frame.
+        at: usize,
+        blob_at: Vec<(Hash, usize, u32)>,
+    },
+    Blob {
+        reply: oneshot::Sender<Result<(), StoreError>>,
+        placed: Option<(Hash, usize, u32)>,
+    },
+}
+
+pub(crate) struct Writer {
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<Request>,
+    pub file: LogFile,
+    pub segment: u64,
+    /// Length of the current segment: everything before it is synced (or, unsynced mode, written).
+    pub len: u64,
+    pub next_stream: u64,
+    pub faults: Faults,
+    pub poisoned: Option<String>,
+}
+
+impl Writer {
+    pub(crate) fn run(mut self) {
+        while let Ok(first) = self.rx.recv() {
+            #[cfg(any(test, feature = "fault-injection"))]
+            if let Some(plan) = &self.faults {
+                plan.wait_while_held();
+            }
+            let mut bytes = first.size();
+            let mut batch = vec![first];
+            while bytes < MAX_BATCH_BYTES {
+                match self.rx.try_recv() {
+                    Ok(r) => {
+                        bytes += r.size();
+                        batch.push(r);
+                    }
+                    Err(_) => break,
+                }
+            }
+            self.shared
+                .stats
+                .queued
+                .fetch_sub(batch.len() as u64, Ordering::SeqCst);
+            self.commit(batch);
+        }
+        if let Err(e) = self.shared.index.flush() {
+            error!(error = %e, "flushing the index on close");
+        }
+    }
+
+    fn commit(&mut self, batch: Vec<Request>) {
+        if let Some(cause) = &self.poisoned {
+            for r in batch {
+                reject(r, || StoreError::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            return;
+        }
+        let span = info_span!("group_commit", requests = batch.len());
+        let _guard = span.enter();
+
+        let mut frame = vec![0u8; BATCH_HEADER_LEN];
+        let mut accepted = Vec::with_capacity(batch.len());
+        let mut pending: HashMap<StreamId, StreamState> = HashMap::new();
+        let mut placed_blobs: HashMap<Hash, (usize, u32)> = HashMap::new();
+        {
+            let heads = lock(&self.shared.heads);
+            for req in batch {
+                match req {
+                    Request::Append(job) => {
+                        let current = pending
+                            .get(&job.stream)
+                            .or_else(|| heads.get(&job.stream))
+                            .copied();
+                        let (actual, head_hash) =
+                            current.map_or((0, None), |s| (s.seq, Some(s.hash)));
+                        let links = head_hash.is_none_or(|h| h == job.first_prev);
+                        if actual != job.expected || !links {
+                            let _ = job.reply.send(Err(StoreError::Conflict {
+                                stream: job.stream.clone(),
+                                expected: job.expected,
+                                actual,
+                            }));
+                            continue;
+                        }
+                        let no = match current {
+                            Some(s) => s.no,
+                            None => {
+                                self.next_stream += 1;
+                                self.next_stream - 1
+                            }
+                        };
+                        let mut blob_at = Vec::new();
+                        for (hash, bytes) in &job.blobs {
+                            if let Some(&(at, len)) = placed_blobs.get(hash) {
+                                blob_at.push((*hash, at, len));
+                                continue;
+                            }
+                            if matches!(self.shared.index.blob(hash), Ok(Some(_))) {
+                                continue;
+                            }
+                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, bytes]);
+                            let len = (frame.len() - at) as u32;
+                            placed_blobs.insert(*hash, (at, len));
+                            blob_at.push((*hash, at, len));
+                        }
+                        let at = frame.len();
+                        frame.extend_from_slice(&job.records);
+                        let last = job.hashes.last().copied().unwrap_or(job.first_prev);
+                        let state = StreamState {
+                            no,
+                            seq: job.expected + job.hashes.len() as u64,
+                            hash: last,
+                        };
+                        pending.insert(job.stream.clone(), state);
+                        accepted.push(Accepted::Append {
+                            job,
+                            state,
+                            at,
+                            blob_at,
+                        });
+                    }
+                    Request::Blob { hash, bytes, reply } => {
+                        let known = placed_blobs.contains_key(&hash)
+                            || matches!(self.shared.index.blob(&hash), Ok(Some(_)));
+                        let placed = if known {
+                            None
+                        } else {
+                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, &bytes]);
+                            let len = (frame.len() - at) as u32;
+                            placed_blobs.insert(hash, (at, len));
+                            Some((hash, at, len))
+                        };
+                        accepted.push(Accepted::Blob { reply, placed });
+                    }
+                }
+            }
+        }
+        if frame.len() == BATCH_HEADER_LEN {
+            // Nothing new to write (conflicts, or blobs already stored).
+            for a in accepted {
+                if let Accepted::Blob { reply, .. } = a {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            return;
+        }
+        seal_batch(&mut frame);
+
+        if let Err(e) = self.write_durably(&frame) {
+            let cause = e.to_string();
+            error!(error = %cause, segment = %self.file.path.display(), "log write failed; writer poisoned");
+            self.poisoned = Some(cause.clone());
+            let mut first = Some(e);
+            for a in accepted {
+                let err = first.take().unwrap_or_else(|| StoreError::Poisoned {
+                    cause: cause.clone(),
+                });
+                match a {
+                    Accepted::Append { job, .. } => {
+                        let _ = job.reply.send(Err(err));
+                    }
+                    Accepted::Blob { reply, .. } => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+            }
+            return;
+        }
+
+        let base = self.len;
+        let end = base + frame.len() as u64;
+        let pos = |at: usize, len: u32| Position {
+            segment: self.segment,
+            offset: base + at as u64,
+            len,
+        };
+        let mut index = IndexBatch::default();
+        let mut events = 0u64;
+        for a in &accepted {
+            match a {
+                Accepted::Append {
+                    job,
+                    state,
+                    at,
+                    blob_at,
+                } => {
+                    for (hash, bat, blen) in blob_at {
+                        index.blob(hash, pos(*bat, *blen));
+                    }
+                    for (i, (rel, len)) in job.spans.iter().enumerate() {
+                        index.event(state.no, job.expected + 1 + i as u64, pos(at + rel, *len));
+                    }
+                    index.stream(&job.stream, state);
+                    events += job.hashes.len() as u64;
+                }
+                Accepted::Blob { placed, .. } => {
+                    if let Some((hash, at, len)) = placed {
+                        index.blob(hash, pos(*at, *len));
+                    }
+                }
+            }
+        }
+        index.covered(self.segment, end, self.next_stream);
+        self.len = end;
+        if let Err(e) = self.shared.index.apply(index) {
+            // The events are durable but unindexed: refuse to acknowledge; reopening re-indexes them.
+            let cause = e.to_string();
+            self.poisoned = Some(cause.clone());
+            for a in accepted {
+                reject_accepted(a, &cause);
+            }
+            return;
+        }
+        let stats = &self.shared.stats;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.events.fetch_add(events, Ordering::Relaxed);
+
+        let mut updated = Vec::with_capacity(accepted.len());
+        {
+            let mut heads = lock(&self.shared.heads);
+            for a in &accepted {
+                if let Accepted::Append { job, state, .. } = a {
+                    heads.insert(job.stream.clone(), *state);
+                    updated.push((job.stream.clone(), state.seq));
+                }
+            }
+        }
+        self.shared.notify(&updated);
+        debug!(events, bytes = frame.len(), "batch acknowledged");
+        for a in accepted {
+            match a {
+                Accepted::Append { job, .. } => {
+                    let _ = job.reply.send(Ok(Appended {
+                        stream: job.stream,
+                        first_seq: job.expected + 1,
+                        hashes: job.hashes,
+                    }));
+                }
+                Accepted::Blob { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    /// Writes the frame at the end of the log (starting a new segment if needed) and syncs it.
+    /// On failure, truncates back to the last durable length.
+    fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+        let max = self.shared.config.segment_max_bytes;
+        if self.len > SEGMENT_HEADER_LEN && self.len + frame.len() as u64 > max {
+            let next = LogFile::create(
+                &self.shared.log_dir,
+                self.segment + 1,
+                &self.faults,
+                self.shared.config.syncs(),
+            )?;
+            self.file = next;
+            self.segment += 1;
+            self.len = SEGMENT_HEADER_LEN;
+        }
+        let result = self.file.write_at(self.len, frame).and_then(|()| {
+            if self.shared.config.syncs() {
+                self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                self.file.sync()
+            } else {
+                Ok(())
+            }
+        });
+        if result.is_err() {
+            let rolled_back = self.file.truncate(self.len).and_then(|()| self.file.sync());
+            if let Err(e) = rolled_back {
+                error!(error = %e, "rolling back a failed batch also failed; reopen will truncate it");
+            }
+        }
+        result
+    }
+}
+
+fn reject(r: Request, err: impl Fn() -> StoreError) {
+    match r {
+        Request::Append(job) => {
+            let _ = job.reply.send(Err(err()));
+        }
+        Request::Blob { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+    }
+}
+
+fn reject_accepted(a: Accepted, cause: &str) {
+    let err = || StoreError::Poisoned {
+        cause: cause.to_owned(),
+    };
+    match a {
+        Accepted::Append { job, .. } => {
+            let _ = job.reply.send(Err(err()));
+        }
+        Accepted::Blob { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+    }
+}
