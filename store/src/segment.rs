@@ -87,6 +87,11 @@ pub(crate) fn check_segment_header(
     if crc != le_u32(&bytes[24..28]) {
         return Err(corrupt(Damage::BadSegmentHeader("checksum mismatch")));
     }
+    if le_u32(&bytes[12..16]) != 0 || le_u32(&bytes[28..32]) != 0 {
+        return Err(corrupt(Damage::BadSegmentHeader(
+            "reserved bytes are not zero",
+        )));
+    }
     let version = le_u32(&bytes[8..12]);
     if version != FORMAT_VERSION {
         return Err(StoreError::UnsupportedFormat {
