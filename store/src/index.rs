@@ -45,6 +45,39 @@ impl Position {
     }
 }
 
+/// Consecutive events of one stream stored back to back: the index keeps one entry per run,
+/// not per event, so appends of many events and long sequential reads touch sled rarely.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Run {
+    pub first_seq: u64,
+    pub count: u32,
+    /// Where the first record starts; `len` covers all the run's records.
+    pub pos: Position,
+}
+
+/// Longest run indexed as one entry: bounds what a read fetches to reach one event.
+pub(crate) const RUN_MAX_EVENTS: usize = 256;
+
+impl Run {
+    fn to_bytes(self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[..20].copy_from_slice(&self.pos.to_bytes());
+        b[20..].copy_from_slice(&self.count.to_be_bytes());
+        b
+    }
+
+    fn from_bytes(first_seq: u64, b: &[u8]) -> Option<Run> {
+        if b.len() != 24 {
+            return None;
+        }
+        Some(Run {
+            first_seq,
+            count: u32::from_be_bytes(b[20..].try_into().ok()?),
+            pos: Position::from_bytes(&b[..20])?,
+        })
+    }
+}
+
 /// A stream's number (its short key in the index) and head.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct StreamState {
@@ -78,8 +111,9 @@ fn blob_key(hash: &Hash) -> [u8; 33] {
 }
 
 impl IndexBatch {
-    pub(crate) fn event(&mut self, no: u64, seq: u64, pos: Position) {
-        self.0.insert(&key(EVENT, no, seq)[..], &pos.to_bytes()[..]);
+    pub(crate) fn run(&mut self, no: u64, run: Run) {
+        self.0
+            .insert(&key(EVENT, no, run.first_seq)[..], &run.to_bytes()[..]);
     }
 
     pub(crate) fn stream(&mut self, id: &StreamId, st: &StreamState) {
@@ -202,28 +236,49 @@ impl Index {
         Ok(out)
     }
 
-    /// Positions of events `from..=to` of stream `no`, at most `limit`, in sequence order.
-    pub(crate) fn positions(
+    fn parse_run(&self, k: &[u8], v: &[u8]) -> Result<Run, StoreError> {
+        let first = k
+            .get(9..17)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| self.damaged("event key"))?;
+        Run::from_bytes(first, v).ok_or_else(|| self.damaged("event run"))
+    }
+
+    /// Runs holding events `from..=to` of stream `no`, in order, holding at least `limit`
+    /// events (or all there are).
+    pub(crate) fn runs(
         &self,
         no: u64,
         from: u64,
         to: u64,
         limit: usize,
-    ) -> Result<Vec<(u64, Position)>, StoreError> {
-        let mut out = Vec::new();
-        for item in self
+    ) -> Result<Vec<Run>, StoreError> {
+        let mut out: Vec<Run> = Vec::new();
+        if let Some(item) = self
             .db
-            .range(key(EVENT, no, from)..=key(EVENT, no, to))
-            .take(limit)
+            .range(key(EVENT, no, 0)..=key(EVENT, no, from))
+            .next_back()
         {
             let (k, v) = item.map_err(|e| self.err("reading", e))?;
-            let seq = k
-                .get(9..17)
-                .and_then(|b| b.try_into().ok())
-                .map(u64::from_be_bytes)
-                .ok_or_else(|| self.damaged("event key"))?;
-            let pos = Position::from_bytes(&v).ok_or_else(|| self.damaged("event position"))?;
-            out.push((seq, pos));
+            let run = self.parse_run(&k, &v)?;
+            if run.first_seq + u64::from(run.count) > from {
+                out.push(run);
+            }
+        }
+        let mut events: usize = out.iter().map(|r| r.count as usize).sum();
+        let start = out.last().map_or(from, |r| r.first_seq + 1);
+        if events >= limit || start > to {
+            return Ok(out);
+        }
+        for item in self.db.range(key(EVENT, no, start)..=key(EVENT, no, to)) {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let run = self.parse_run(&k, &v)?;
+            events += run.count as usize;
+            out.push(run);
+            if events >= limit {
+                break;
+            }
         }
         Ok(out)
     }

@@ -7,7 +7,7 @@ use crate::chain::blob_hash;
 use crate::codec::{TAG_BLOB, decode_blob, parse_record};
 use crate::error::{ChainBreak, Damage, StoreError, io_err};
 use crate::event::{Event, Hash, Payload, StreamId};
-use crate::index::Position;
+use crate::index::{Position, Run};
 use crate::segment::segment_path;
 use crate::shared::Shared;
 
@@ -16,20 +16,22 @@ pub(crate) const READ_CHUNK: usize = 1024;
 /// Largest span of neighbouring records fetched in one read.
 const MAX_SPAN: u64 = 4 * 1024 * 1024;
 
-/// Calls `f` with each record's bytes (or why they cannot be read), in the order given.
+/// Calls `f` with each record of `runs` whose sequence is in `from..=to` (or why it cannot be
+/// read), in order; neighbouring runs are fetched with one positioned read.
 fn for_each_record(
     shared: &Shared,
-    entries: &[(u64, Position)],
+    runs: &[Run],
+    (from, to): (u64, u64),
     mut f: impl FnMut(u64, Position, Result<&[u8], String>) -> Result<bool, StoreError>,
 ) -> Result<(), StoreError> {
     let mut i = 0;
     let mut buf = Vec::new();
-    while i < entries.len() {
-        let first = entries[i].1;
+    while i < runs.len() {
+        let first = runs[i].pos;
         let mut j = i + 1;
         let mut end = first.offset + u64::from(first.len);
-        while j < entries.len() {
-            let p = entries[j].1;
+        while j < runs.len() {
+            let p = runs[j].pos;
             let p_end = p.offset + u64::from(p.len);
             if p.segment != first.segment || p.offset < end || p_end - first.offset > MAX_SPAN {
                 break;
@@ -43,16 +45,36 @@ fn for_each_record(
             "reading segment",
             segment_path(&shared.log_dir, first.segment),
         ))?;
-        for &(seq, pos) in &entries[i..j] {
-            let rel = (pos.offset - first.offset) as usize;
-            let rec_end = rel + pos.len as usize;
-            let bytes = if rec_end <= got {
-                Ok(&buf[rel..rec_end])
-            } else {
-                Err("the segment ends before this record".to_owned())
-            };
-            if !f(seq, pos, bytes)? {
-                return Ok(());
+        for run in &runs[i..j] {
+            let mut at = (run.pos.offset - first.offset) as usize;
+            let run_end = at + run.pos.len as usize;
+            for k in 0..u64::from(run.count) {
+                let seq = run.first_seq + k;
+                let len = buf
+                    .get(at..at + 4)
+                    .filter(|_| at + 4 <= got.min(run_end))
+                    .map(|b| 4 + u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+                let pos = Position {
+                    segment: first.segment,
+                    offset: first.offset + at as u64,
+                    len: len.unwrap_or(0) as u32,
+                };
+                let bytes = match len {
+                    Some(len) if at + len <= got.min(run_end) => Ok(&buf[at..at + len]),
+                    _ if got < run_end => Err("the segment ends before this record".to_owned()),
+                    _ => Err("the record overruns its indexed run".to_owned()),
+                };
+                let stop = bytes.is_err();
+                if seq >= from && seq <= to && !f(seq, pos, bytes)? {
+                    return Ok(());
+                }
+                if stop {
+                    return Ok(());
+                }
+                at += len.unwrap_or(0);
+                if seq >= to {
+                    return Ok(());
+                }
             }
         }
         i = j;
@@ -85,8 +107,8 @@ fn corrupt(shared: &Shared, pos: Position, stream: &StreamId, break_: ChainBreak
     }
 }
 
-/// Reads and checks events `from..=to` of a stream, at most [`READ_CHUNK`]; `prev` is the hash
-/// of event `from - 1` when known.
+/// Reads and checks events `from..=to` of a stream, about [`READ_CHUNK`] of them (callers
+/// continue from the last one returned); `prev` is the hash of event `from - 1` when known.
 pub(crate) fn read_chunk(
     shared: &Shared,
     stream: &StreamId,
@@ -112,11 +134,12 @@ pub(crate) fn read_chunk_into(
     mut prev: Option<Hash>,
     out: &mut Vec<Event>,
 ) -> Result<(), StoreError> {
-    let entries = shared.index.positions(no, from, to, READ_CHUNK)?;
-    out.reserve(entries.len());
+    let runs = shared.index.runs(no, from, to, READ_CHUNK)?;
     let mut expected = from;
-    let want = (to - from + 1).min(READ_CHUNK as u64) as usize;
-    for_each_record(shared, &entries, |seq, pos, bytes| {
+    let start_len = out.len();
+    let mut last = runs.first().map(|r| r.pos);
+    for_each_record(shared, &runs, (from, to), |seq, pos, bytes| {
+        last = Some(pos);
         if seq != expected {
             return Err(corrupt(
                 shared,
@@ -137,13 +160,14 @@ pub(crate) fn read_chunk_into(
         out.push(event);
         Ok(true)
     })?;
-    if out.len() < want {
+    // Nothing at all where the head says events are: the index lost them.
+    if out.len() == start_len && from <= to {
         return Err(StoreError::Corrupt {
-            segment: entries.last().map_or_else(
+            segment: last.map_or_else(
                 || shared.log_dir.clone(),
-                |e| segment_path(&shared.log_dir, e.1.segment),
+                |p| segment_path(&shared.log_dir, p.segment),
             ),
-            offset: entries.last().map_or(0, |e| e.1.offset),
+            offset: last.map_or(0, |p| p.offset),
             damage: Box::new(Damage::Chain {
                 stream: stream.clone(),
                 break_: ChainBreak::HeadMismatch {
@@ -172,17 +196,16 @@ pub(crate) fn verify_stream(
     let mut prev: Option<Hash> = None;
     let mut next = 1u64;
     while next <= head.seq && report.first_break.is_none() {
-        let entries = shared
-            .index
-            .positions(head.no, next, head.seq, READ_CHUNK)?;
-        if entries.is_empty() {
+        let runs = shared.index.runs(head.no, next, head.seq, READ_CHUNK)?;
+        if runs.is_empty() {
             report.first_break = Some(ChainBreak::HeadMismatch {
                 indexed: head.seq,
                 found: next - 1,
             });
             break;
         }
-        for_each_record(shared, &entries, |seq, _pos, bytes| {
+        let before = next;
+        for_each_record(shared, &runs, (next, head.seq), |seq, _pos, bytes| {
             if seq != next {
                 report.first_break = Some(ChainBreak::Missing {
                     expected: next,
@@ -212,6 +235,12 @@ pub(crate) fn verify_stream(
             report.verified = seq;
             Ok(true)
         })?;
+        if next == before && report.first_break.is_none() {
+            report.first_break = Some(ChainBreak::Missing {
+                expected: next,
+                found: runs.first().map_or(0, |r| r.first_seq),
+            });
+        }
     }
     if report.first_break.is_none() && prev != Some(head.hash) {
         report.first_break = Some(ChainBreak::HeadMismatch {
@@ -228,7 +257,12 @@ pub(crate) fn read_blob(shared: &Shared, hash: &Hash) -> Result<Option<Vec<u8>>,
         return Ok(None);
     };
     let mut out = None;
-    for_each_record(shared, &[(0, pos)], |_, _, bytes| {
+    let run = Run {
+        first_seq: 0,
+        count: 1,
+        pos,
+    };
+    for_each_record(shared, &[run], (0, 0), |_, _, bytes| {
         let damaged = |what: String| StoreError::Corrupt {
             segment: segment_path(&shared.log_dir, pos.segment),
             offset: pos.offset,

@@ -11,7 +11,7 @@ use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_even
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
 use crate::event::StreamId;
-use crate::index::{Index, IndexBatch, Position, StreamState};
+use crate::index::{Index, IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
     segment_header, segment_number, segment_path, sync_dir, valid_frame_after,
@@ -265,6 +265,8 @@ fn index_frame(
         .map_err(|(off, what)| corrupt(payload_at + off as u64, Damage::BadRecord(what)))?;
     let mut batch = IndexBatch::default();
     let mut events = 0;
+    // Back-to-back events of one stream are indexed as one run, as the writer does.
+    let mut open_run: Option<(u64, Run)> = None;
     for rec in records {
         let offset = payload_at + rec.offset as u64;
         let pos = Position {
@@ -312,7 +314,30 @@ fn index_frame(
                     seq,
                     hash: event.hash,
                 };
-                batch.event(no, seq, pos);
+                match &mut open_run {
+                    Some((run_no, run))
+                        if *run_no == no
+                            && run.first_seq + u64::from(run.count) == seq
+                            && run.pos.offset + u64::from(run.pos.len) == offset
+                            && (run.count as usize) < RUN_MAX_EVENTS =>
+                    {
+                        run.count += 1;
+                        run.pos.len += pos.len;
+                    }
+                    _ => {
+                        if let Some((run_no, run)) = open_run.take() {
+                            batch.run(run_no, run);
+                        }
+                        open_run = Some((
+                            no,
+                            Run {
+                                first_seq: seq,
+                                count: 1,
+                                pos,
+                            },
+                        ));
+                    }
+                }
                 batch.stream(&event.stream, &state);
                 heads.insert(event.stream, state);
                 events += 1;
@@ -324,6 +349,9 @@ fn index_frame(
                 ));
             }
         }
+    }
+    if let Some((run_no, run)) = open_run {
+        batch.run(run_no, run);
     }
     // Entries and the coverage they extend land in one atomic sled batch.
     batch.covered(seg, frame_end, *next_stream);

@@ -18,7 +18,7 @@ use crate::api::Appended;
 use crate::codec::{TAG_BLOB, push_record};
 use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
-use crate::index::{IndexBatch, Position, StreamState};
+use crate::index::{IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
 use crate::shared::{Shared, lock};
 
@@ -256,8 +256,18 @@ impl Writer {
                     for (hash, bat, blen) in blob_at {
                         index.blob(hash, pos(*bat, *blen));
                     }
-                    for (i, (rel, len)) in job.spans.iter().enumerate() {
-                        index.event(state.no, job.expected + 1 + i as u64, pos(at + rel, *len));
+                    for (k, chunk) in job.spans.chunks(RUN_MAX_EVENTS).enumerate() {
+                        let bytes: u32 = chunk.iter().map(|s| s.1).sum();
+                        let first_seq = job.expected + 1 + (k * RUN_MAX_EVENTS) as u64;
+                        let run_pos = pos(at + chunk[0].0, bytes);
+                        index.run(
+                            state.no,
+                            Run {
+                                first_seq,
+                                count: chunk.len() as u32,
+                                pos: run_pos,
+                            },
+                        );
                     }
                     index.stream(&job.stream, state);
                     events += job.hashes.len() as u64;
