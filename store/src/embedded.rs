@@ -78,11 +78,13 @@ impl EmbeddedStore {
     pub fn open_blocking(dir: &Path, config: StoreConfig) -> Result<EmbeddedStore, StoreError> {
         let rec = recovery::open(dir, &config)?;
         let faults = config.faults();
+        let log_heads = rec.heads.clone();
         let shared = Arc::new(Shared::new(dir.join("log"), config, rec.index, rec.heads));
         let (tx, rx) = mpsc::channel();
         let writer = Writer {
             shared: shared.clone(),
             rx,
+            log_heads,
             file: rec.file,
             segment: rec.segment,
             len: rec.len,

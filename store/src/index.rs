@@ -53,28 +53,36 @@ pub(crate) struct Run {
     pub count: u32,
     /// Where the first record starts; `len` covers all the run's records.
     pub pos: Position,
+    /// Hash of the run's last event: the last run of a stream gives its head.
+    pub last_hash: Hash,
 }
 
 /// Longest run indexed as one entry: bounds what a read fetches to reach one event.
 pub(crate) const RUN_MAX_EVENTS: usize = 256;
 
 impl Run {
-    fn to_bytes(self) -> [u8; 24] {
-        let mut b = [0u8; 24];
+    fn to_bytes(self) -> [u8; 56] {
+        let mut b = [0u8; 56];
         b[..20].copy_from_slice(&self.pos.to_bytes());
-        b[20..].copy_from_slice(&self.count.to_be_bytes());
+        b[20..24].copy_from_slice(&self.count.to_be_bytes());
+        b[24..].copy_from_slice(&self.last_hash.0);
         b
     }
 
     fn from_bytes(first_seq: u64, b: &[u8]) -> Option<Run> {
-        if b.len() != 24 {
+        if b.len() != 56 {
             return None;
         }
         Some(Run {
             first_seq,
-            count: u32::from_be_bytes(b[20..].try_into().ok()?),
+            count: u32::from_be_bytes(b[20..24].try_into().ok()?),
             pos: Position::from_bytes(&b[..20])?,
+            last_hash: Hash(b[24..].try_into().ok()?),
         })
+    }
+
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.count) - 1
     }
 }
 
@@ -116,15 +124,12 @@ impl IndexBatch {
             .insert(&key(EVENT, no, run.first_seq)[..], &run.to_bytes()[..]);
     }
 
-    pub(crate) fn stream(&mut self, id: &StreamId, st: &StreamState) {
+    /// Registers a new stream under its short number (its head comes from its last run).
+    pub(crate) fn new_stream(&mut self, id: &StreamId, no: u64) {
         let mut k = Vec::with_capacity(1 + id.as_str().len());
         k.push(STREAM);
         k.extend_from_slice(id.as_str().as_bytes());
-        let mut v = [0u8; 48];
-        v[..8].copy_from_slice(&st.no.to_be_bytes());
-        v[8..16].copy_from_slice(&st.seq.to_be_bytes());
-        v[16..].copy_from_slice(&st.hash.0);
-        self.0.insert(k, &v[..]);
+        self.0.insert(k, &no.to_be_bytes()[..]);
     }
 
     pub(crate) fn blob(&mut self, hash: &Hash, pos: Position) {
@@ -143,15 +148,28 @@ impl IndexBatch {
 
 impl Index {
     pub(crate) fn open(path: &Path) -> Result<Index, StoreError> {
-        let db = sled::Config::new()
+        let config = sled::Config::new()
             .path(path)
             .cache_capacity(64 * 1024 * 1024)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| StoreError::Index {
-                what: format!("opening: {e}"),
-                path: path.to_path_buf(),
-            })?;
+            .mode(sled::Mode::HighThroughput);
+        // sled 0.34 releases its file lock from its own I/O threads, shortly after the last
+        // handle is dropped; an in-process reopen right after a close can see it still held.
+        let mut attempts = 0;
+        let db = loop {
+            match config.open() {
+                Ok(db) => break db,
+                Err(e) if attempts < 300 && e.to_string().contains("could not acquire lock") => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => {
+                    return Err(StoreError::Index {
+                        what: format!("opening: {e}"),
+                        path: path.to_path_buf(),
+                    });
+                }
+            }
+        };
         Ok(Index {
             db,
             path: path.to_path_buf(),
@@ -221,17 +239,26 @@ impl Index {
                 .ok()
                 .and_then(|s| StreamId::new(s).ok())
                 .ok_or_else(|| self.damaged("stream id"))?;
-            if v.len() != 48 {
-                return Err(self.damaged("stream head"));
-            }
-            let mut hash = [0u8; 32];
-            hash.copy_from_slice(&v[16..]);
-            let st = StreamState {
-                no: u64::from_be_bytes(v[..8].try_into().map_err(|_| self.damaged("stream"))?),
-                seq: u64::from_be_bytes(v[8..16].try_into().map_err(|_| self.damaged("stream"))?),
-                hash: Hash(hash),
-            };
-            out.push((id, st));
+            let no = v
+                .as_ref()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| self.damaged("stream number"))?;
+            let last = self
+                .db
+                .range(key(EVENT, no, 0)..=key(EVENT, no, u64::MAX))
+                .next_back()
+                .ok_or_else(|| self.damaged("stream without events"))?;
+            let (k, v) = last.map_err(|e| self.err("reading", e))?;
+            let run = self.parse_run(&k, &v)?;
+            out.push((
+                id,
+                StreamState {
+                    no,
+                    seq: run.last_seq(),
+                    hash: run.last_hash,
+                },
+            ));
         }
         Ok(out)
     }

@@ -12,7 +12,7 @@ use crate::segment::segment_path;
 use crate::shared::Shared;
 
 /// Events read per index scan: bounds the memory a read holds.
-pub(crate) const READ_CHUNK: usize = 1024;
+pub(crate) const READ_CHUNK: usize = 4096;
 /// Largest span of neighbouring records fetched in one read.
 const MAX_SPAN: u64 = 4 * 1024 * 1024;
 
@@ -261,6 +261,7 @@ pub(crate) fn read_blob(shared: &Shared, hash: &Hash) -> Result<Option<Vec<u8>>,
         first_seq: 0,
         count: 1,
         pos,
+        last_hash: *hash,
     };
     for_each_record(shared, &[run], (0, 0), |_, _, bytes| {
         let damaged = |what: String| StoreError::Corrupt {

@@ -323,6 +323,7 @@ fn index_frame(
                     {
                         run.count += 1;
                         run.pos.len += pos.len;
+                        run.last_hash = event.hash;
                     }
                     _ => {
                         if let Some((run_no, run)) = open_run.take() {
@@ -334,11 +335,14 @@ fn index_frame(
                                 first_seq: seq,
                                 count: 1,
                                 pos,
+                                last_hash: event.hash,
                             },
                         ));
                     }
                 }
-                batch.stream(&event.stream, &state);
+                if head.is_none() {
+                    batch.new_stream(&event.stream, no);
+                }
                 heads.insert(event.stream, state);
                 events += 1;
             }

@@ -24,6 +24,8 @@ pub(crate) struct Shared {
     pub watchers: Mutex<HashMap<StreamId, watch::Sender<u64>>>,
     read_files: Mutex<HashMap<u64, Arc<File>>>,
     pub stats: Counters,
+    /// Set by the indexer when sled refuses a write: the writer then stops taking appends.
+    pub index_failed: Mutex<Option<String>>,
 }
 
 #[derive(Default)]
@@ -54,6 +56,7 @@ impl Shared {
             watchers: Mutex::new(HashMap::new()),
             read_files: Mutex::new(HashMap::new()),
             stats: Counters::default(),
+            index_failed: Mutex::new(None),
         }
     }
 

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::Receiver;
+use std::sync::mpsc::{self, Receiver};
 
 use tokio::sync::oneshot;
 use tracing::{debug, error, info_span};
@@ -74,9 +74,19 @@ enum Accepted {
     },
 }
 
+/// A durable batch on its way to the index, then to its appenders.
+struct Durable {
+    index: IndexBatch,
+    accepted: Vec<Accepted>,
+    events: u64,
+}
+
 pub(crate) struct Writer {
     pub shared: Arc<Shared>,
     pub rx: Receiver<Request>,
+    /// Heads as written to the log; acknowledged heads (`shared.heads`) may trail them while
+    /// the indexer catches up.
+    pub log_heads: HashMap<StreamId, StreamState>,
     pub file: LogFile,
     pub segment: u64,
     /// Length of the current segment: everything before it is synced (or, unsynced mode, written).
@@ -88,6 +98,20 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn run(mut self) {
+        // Indexing (sled) runs on its own thread, overlapping the next batch's write and sync.
+        let (to_indexer, from_writer) = mpsc::channel::<Durable>();
+        let shared = self.shared.clone();
+        let indexer = std::thread::Builder::new()
+            .name("docket-log-indexer".into())
+            .spawn(move || index_and_acknowledge(&shared, &from_writer));
+        let indexer = match indexer {
+            Ok(handle) => Some((to_indexer, handle)),
+            Err(e) => {
+                self.poisoned = Some(format!("starting the indexer: {e}"));
+                None
+            }
+        };
+        let sender = indexer.as_ref().map(|(tx, _)| tx.clone());
         while let Ok(first) = self.rx.recv() {
             #[cfg(any(test, feature = "fault-injection"))]
             if let Some(plan) = &self.faults {
@@ -108,14 +132,23 @@ impl Writer {
                 .stats
                 .queued
                 .fetch_sub(batch.len() as u64, Ordering::SeqCst);
-            self.commit(batch);
+            self.commit(batch, sender.as_ref());
         }
+        drop(sender);
+        if let Some((tx, handle)) = indexer {
+            drop(tx);
+            let _ = handle.join();
+        }
+        lock(&self.shared.watchers).clear();
         if let Err(e) = self.shared.index.flush() {
             error!(error = %e, "flushing the index on close");
         }
     }
 
-    fn commit(&mut self, batch: Vec<Request>) {
+    fn commit(&mut self, batch: Vec<Request>, indexer: Option<&mpsc::Sender<Durable>>) {
+        if self.poisoned.is_none() {
+            self.poisoned = lock(&self.shared.index_failed).clone();
+        }
         if let Some(cause) = &self.poisoned {
             for r in batch {
                 reject(r, || StoreError::Poisoned {
@@ -132,7 +165,7 @@ impl Writer {
         let mut pending: HashMap<StreamId, StreamState> = HashMap::new();
         let mut placed_blobs: HashMap<Hash, (usize, u32)> = HashMap::new();
         {
-            let heads = lock(&self.shared.heads);
+            let heads = &self.log_heads;
             for req in batch {
                 match req {
                     Request::Append(job) => {
@@ -258,18 +291,20 @@ impl Writer {
                     }
                     for (k, chunk) in job.spans.chunks(RUN_MAX_EVENTS).enumerate() {
                         let bytes: u32 = chunk.iter().map(|s| s.1).sum();
-                        let first_seq = job.expected + 1 + (k * RUN_MAX_EVENTS) as u64;
-                        let run_pos = pos(at + chunk[0].0, bytes);
+                        let first = k * RUN_MAX_EVENTS;
                         index.run(
                             state.no,
                             Run {
-                                first_seq,
+                                first_seq: job.expected + 1 + first as u64,
                                 count: chunk.len() as u32,
-                                pos: run_pos,
+                                pos: pos(at + chunk[0].0, bytes),
+                                last_hash: job.hashes[first + chunk.len() - 1],
                             },
                         );
                     }
-                    index.stream(&job.stream, state);
+                    if job.expected == 0 {
+                        index.new_stream(&job.stream, state.no);
+                    }
                     events += job.hashes.len() as u64;
                 }
                 Accepted::Blob { placed, .. } => {
@@ -281,43 +316,19 @@ impl Writer {
         }
         index.covered(self.segment, end, self.next_stream);
         self.len = end;
-        if let Err(e) = self.shared.index.apply(index) {
-            // The events are durable but unindexed: refuse to acknowledge; reopening re-indexes them.
-            let cause = e.to_string();
-            self.poisoned = Some(cause.clone());
-            for a in accepted {
-                reject_accepted(a, &cause);
-            }
-            return;
-        }
-        let stats = &self.shared.stats;
-        stats.batches.fetch_add(1, Ordering::Relaxed);
-        stats.events.fetch_add(events, Ordering::Relaxed);
-
-        let mut updated = Vec::with_capacity(accepted.len());
+        self.log_heads.extend(pending);
+        let durable = Durable {
+            index,
+            accepted,
+            events,
+        };
+        if let Some(tx) = indexer
+            && let Err(mpsc::SendError(lost)) = tx.send(durable)
         {
-            let mut heads = lock(&self.shared.heads);
-            for a in &accepted {
-                if let Accepted::Append { job, state, .. } = a {
-                    heads.insert(job.stream.clone(), *state);
-                    updated.push((job.stream.clone(), state.seq));
-                }
-            }
-        }
-        self.shared.notify(&updated);
-        debug!(events, bytes = frame.len(), "batch acknowledged");
-        for a in accepted {
-            match a {
-                Accepted::Append { job, .. } => {
-                    let _ = job.reply.send(Ok(Appended {
-                        stream: job.stream,
-                        first_seq: job.expected + 1,
-                        hashes: job.hashes,
-                    }));
-                }
-                Accepted::Blob { reply, .. } => {
-                    let _ = reply.send(Ok(()));
-                }
+            let cause = "the indexer stopped".to_owned();
+            self.poisoned = Some(cause.clone());
+            for a in lost.accepted {
+                reject_accepted(a, &cause);
             }
         }
     }
@@ -376,6 +387,62 @@ fn reject_accepted(a: Accepted, cause: &str) {
         }
         Accepted::Blob { reply, .. } => {
             let _ = reply.send(Err(err()));
+        }
+    }
+}
+
+/// The indexer thread: applies each durable batch's index entries, then advances the
+/// acknowledged heads, wakes tails and acknowledges, in batch order.
+fn index_and_acknowledge(shared: &Shared, rx: &Receiver<Durable>) {
+    let mut failed: Option<String> = None;
+    while let Ok(Durable {
+        index,
+        accepted,
+        events,
+    }) = rx.recv()
+    {
+        if failed.is_none()
+            && let Err(e) = shared.index.apply(index)
+        {
+            // The events are durable but unindexed: refuse to acknowledge; reopening re-indexes them.
+            let cause = e.to_string();
+            error!(error = %cause, "index write failed; writer poisoned");
+            *lock(&shared.index_failed) = Some(cause.clone());
+            failed = Some(cause);
+        }
+        if let Some(cause) = &failed {
+            for a in accepted {
+                reject_accepted(a, cause);
+            }
+            continue;
+        }
+        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        shared.stats.events.fetch_add(events, Ordering::Relaxed);
+        let mut updated = Vec::with_capacity(accepted.len());
+        {
+            let mut heads = lock(&shared.heads);
+            for a in &accepted {
+                if let Accepted::Append { job, state, .. } = a {
+                    heads.insert(job.stream.clone(), *state);
+                    updated.push((job.stream.clone(), state.seq));
+                }
+            }
+        }
+        shared.notify(&updated);
+        debug!(events, "batch acknowledged");
+        for a in accepted {
+            match a {
+                Accepted::Append { job, .. } => {
+                    let _ = job.reply.send(Ok(Appended {
+                        stream: job.stream,
+                        first_seq: job.expected + 1,
+                        hashes: job.hashes,
+                    }));
+                }
+                Accepted::Blob { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
         }
     }
 }
