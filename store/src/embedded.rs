@@ -22,7 +22,8 @@ use crate::recovery::{self, RecoveryReport};
 use crate::shared::{Shared, lock};
 use crate::writer::{AppendJob, Request, Writer};
 
-/// Largest payload or blob accepted, in bytes (records are framed with 32-bit lengths).
+/// Largest payload or blob, and largest whole append (events and blobs together), in bytes:
+/// records and batch frames carry 32-bit lengths.
 pub const MAX_PAYLOAD: usize = 1 << 30;
 
 /// Counters of the writer's work since the store was opened.
@@ -160,15 +161,24 @@ fn encode_job(
     let mut blobs = Vec::new();
     let mut body = Vec::with_capacity(256);
     let mut link = prev;
+    let total: usize = events
+        .iter()
+        .map(|e| {
+            e.payload
+                .len()
+                .saturating_add(e.kind.len())
+                .saturating_add(160)
+        })
+        .fold(0, usize::saturating_add);
+    if total > MAX_PAYLOAD {
+        return Err(StoreError::TooLarge {
+            stream: stream.clone(),
+            len: total,
+            max: MAX_PAYLOAD,
+        });
+    }
     for (i, event) in events.into_iter().enumerate() {
         check_name("event kind", &event.kind)?;
-        if event.payload.len() > MAX_PAYLOAD {
-            return Err(StoreError::TooLarge {
-                stream: stream.clone(),
-                len: event.payload.len(),
-                max: MAX_PAYLOAD,
-            });
-        }
         let blob = (event.payload.len() > blob_threshold).then(|| BlobRef {
             hash: blob_hash(&event.payload),
             len: event.payload.len() as u64,

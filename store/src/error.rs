@@ -64,7 +64,7 @@ pub enum StoreError {
     #[error("append to stream {stream} carries no events")]
     EmptyAppend { stream: StreamId },
 
-    #[error("an event of stream {stream} has a {len}-byte payload; the limit is {max}")]
+    #[error("an append to stream {stream} holds {len} bytes; the limit is {max}")]
     TooLarge {
         stream: StreamId,
         len: usize,
