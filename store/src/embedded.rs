@@ -478,7 +478,7 @@ impl EventStore for EmbeddedStore {
             });
         }
         let hash = blob_hash(&bytes);
-        if self.inner.shared.index.blob(&hash)?.is_some() {
+        if self.inner.shared.blob_position(&hash)?.is_some() {
             return Ok(hash);
         }
         let (tx, rx) = oneshot::channel();

@@ -19,6 +19,8 @@ pub struct FaultPlan {
     seen: AtomicU64,
     held: Mutex<bool>,
     released: Condvar,
+    indexer_held: Mutex<bool>,
+    indexer_released: Condvar,
 }
 
 impl FaultPlan {
@@ -52,6 +54,33 @@ impl FaultPlan {
             *held = false;
         }
         self.released.notify_all();
+    }
+
+    /// Makes the indexer wait before writing its next batch to sled, until
+    /// [`FaultPlan::release_indexer`]: acknowledged events then live only in the log and memory.
+    pub fn hold_indexer(&self) {
+        if let Ok(mut held) = self.indexer_held.lock() {
+            *held = true;
+        }
+    }
+
+    pub fn release_indexer(&self) {
+        if let Ok(mut held) = self.indexer_held.lock() {
+            *held = false;
+        }
+        self.indexer_released.notify_all();
+    }
+
+    pub(crate) fn wait_while_indexer_held(&self) {
+        let Ok(mut held) = self.indexer_held.lock() else {
+            return;
+        };
+        while *held {
+            held = match self.indexer_released.wait(held) {
+                Ok(h) => h,
+                Err(_) => return,
+            };
+        }
     }
 
     pub(crate) fn wait_while_held(&self) {

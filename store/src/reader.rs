@@ -134,7 +134,7 @@ pub(crate) fn read_chunk_into(
     mut prev: Option<Hash>,
     out: &mut Vec<Event>,
 ) -> Result<(), StoreError> {
-    let runs = shared.index.runs(no, from, to, READ_CHUNK)?;
+    let runs = shared.runs(no, from, to, READ_CHUNK)?;
     let mut expected = from;
     let start_len = out.len();
     let mut last = runs.first().map(|r| r.pos);
@@ -196,7 +196,7 @@ pub(crate) fn verify_stream(
     let mut prev: Option<Hash> = None;
     let mut next = 1u64;
     while next <= head.seq && report.first_break.is_none() {
-        let runs = shared.index.runs(head.no, next, head.seq, READ_CHUNK)?;
+        let runs = shared.runs(head.no, next, head.seq, READ_CHUNK)?;
         if runs.is_empty() {
             report.first_break = Some(ChainBreak::HeadMismatch {
                 indexed: head.seq,
@@ -253,7 +253,7 @@ pub(crate) fn verify_stream(
 
 /// A blob's bytes, checked against its address.
 pub(crate) fn read_blob(shared: &Shared, hash: &Hash) -> Result<Option<Vec<u8>>, StoreError> {
-    let Some(pos) = shared.index.blob(hash)? else {
+    let Some(pos) = shared.blob_position(hash)? else {
         return Ok(None);
     };
     let mut out = None;

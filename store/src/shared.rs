@@ -1,6 +1,6 @@
 //! State shared by appenders, the writer thread and readers of one open store.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
@@ -10,8 +10,8 @@ use tokio::sync::watch;
 
 use crate::config::StoreConfig;
 use crate::error::{StoreError, io_err};
-use crate::event::StreamId;
-use crate::index::{Index, StreamState};
+use crate::event::{Hash, StreamId};
+use crate::index::{Index, Position, Run, StreamState};
 use crate::segment::segment_path;
 
 pub(crate) struct Shared {
@@ -26,6 +26,10 @@ pub(crate) struct Shared {
     pub stats: Counters,
     /// Set by the indexer when sled refuses a write: the writer then stops taking appends.
     pub index_failed: Mutex<Option<String>>,
+    /// Runs and blobs acknowledged but not yet in sled: appends are acknowledged right after
+    /// their sync, and the indexer catches up behind them.
+    pub recent_runs: Mutex<BTreeMap<(u64, u64), Run>>,
+    pub recent_blobs: Mutex<HashMap<Hash, Position>>,
 }
 
 #[derive(Default)]
@@ -57,7 +61,55 @@ impl Shared {
             read_files: Mutex::new(HashMap::new()),
             stats: Counters::default(),
             index_failed: Mutex::new(None),
+            recent_runs: Mutex::new(BTreeMap::new()),
+            recent_blobs: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Runs holding events `from..=to` of stream `no`, from sled and from the not-yet-indexed
+    /// tail, contiguous from the first one found (a gap ends the list; the next call starting
+    /// there reports it if it is real).
+    pub(crate) fn runs(
+        &self,
+        no: u64,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        // The in-memory tail first: a run leaves it only after sled has it, so whatever is
+        // missing from this copy is found by the sled query that follows.
+        let recent: Vec<Run> = lock(&self.recent_runs)
+            .range((no, 0)..=(no, to))
+            .map(|(_, run)| *run)
+            .filter(|run| run.first_seq + u64::from(run.count) > from)
+            .collect();
+        let indexed = self.index.runs(no, from, to, limit)?;
+        if recent.is_empty() {
+            return Ok(indexed);
+        }
+        let mut merged: BTreeMap<u64, Run> =
+            indexed.into_iter().map(|r| (r.first_seq, r)).collect();
+        for run in recent {
+            merged.insert(run.first_seq, run);
+        }
+        let mut out: Vec<Run> = Vec::with_capacity(merged.len());
+        for run in merged.into_values() {
+            if let Some(prev) = out.last()
+                && prev.first_seq + u64::from(prev.count) != run.first_seq
+            {
+                break;
+            }
+            out.push(run);
+        }
+        Ok(out)
+    }
+
+    /// Where a blob's record is, if the store has it.
+    pub(crate) fn blob_position(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {
+        if let Some(pos) = lock(&self.recent_blobs).get(hash) {
+            return Ok(Some(*pos));
+        }
+        self.index.blob(hash)
     }
 
     pub(crate) fn head(&self, stream: &StreamId) -> Option<StreamState> {

@@ -1,10 +1,12 @@
 //! The single log writer: group commit.
 //!
 //! It takes every append waiting in its channel, checks expected versions in arrival order,
-//! writes them as one batch frame, issues one `fdatasync`, indexes them, and only then
-//! acknowledges each. After any I/O failure it rolls the file back to the last synced length
-//! and refuses all further work ("poisoned"): after a failed fsync the kernel may have dropped
-//! the dirty pages, so nothing is acknowledged that was not proven durable; reopening re-verifies.
+//! writes them as one batch frame, issues one `fdatasync`, and only then makes them readable
+//! and acknowledges each. Their sled index entries are written by a second thread behind it;
+//! until then reads find them in memory. After any I/O failure it rolls the file back to the
+//! last synced length and refuses all further work ("poisoned"): after a failed fsync the
+//! kernel may have dropped the dirty pages, so nothing is acknowledged that was not proven
+//! durable; reopening re-verifies.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -74,11 +76,12 @@ enum Accepted {
     },
 }
 
-/// A durable batch on its way to the index, then to its appenders.
+/// A durable, acknowledged batch on its way to the index.
 struct Durable {
     index: IndexBatch,
-    accepted: Vec<Accepted>,
-    events: u64,
+    /// What to drop from the in-memory tail once sled has it.
+    runs: Vec<(u64, Run)>,
+    blobs: Vec<(Hash, Position)>,
 }
 
 pub(crate) struct Writer {
@@ -103,7 +106,7 @@ impl Writer {
         let shared = self.shared.clone();
         let indexer = std::thread::Builder::new()
             .name("docket-log-indexer".into())
-            .spawn(move || index_and_acknowledge(&shared, &from_writer));
+            .spawn(move || index_batches(&shared, &from_writer));
         let indexer = match indexer {
             Ok(handle) => Some((to_indexer, handle)),
             Err(e) => {
@@ -197,7 +200,7 @@ impl Writer {
                                 blob_at.push((*hash, at, len));
                                 continue;
                             }
-                            if matches!(self.shared.index.blob(hash), Ok(Some(_))) {
+                            if matches!(self.shared.blob_position(hash), Ok(Some(_))) {
                                 continue;
                             }
                             let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, bytes]);
@@ -223,7 +226,7 @@ impl Writer {
                     }
                     Request::Blob { hash, bytes, reply } => {
                         let known = placed_blobs.contains_key(&hash)
-                            || matches!(self.shared.index.blob(&hash), Ok(Some(_)));
+                            || matches!(self.shared.blob_position(&hash), Ok(Some(_)));
                         let placed = if known {
                             None
                         } else {
@@ -277,6 +280,8 @@ impl Writer {
             len,
         };
         let mut index = IndexBatch::default();
+        let mut runs = Vec::new();
+        let mut blobs = Vec::new();
         let mut events = 0u64;
         for a in &accepted {
             match a {
@@ -287,20 +292,18 @@ impl Writer {
                     blob_at,
                 } => {
                     for (hash, bat, blen) in blob_at {
-                        index.blob(hash, pos(*bat, *blen));
+                        blobs.push((*hash, pos(*bat, *blen)));
                     }
                     for (k, chunk) in job.spans.chunks(RUN_MAX_EVENTS).enumerate() {
                         let bytes: u32 = chunk.iter().map(|s| s.1).sum();
                         let first = k * RUN_MAX_EVENTS;
-                        index.run(
-                            state.no,
-                            Run {
-                                first_seq: job.expected + 1 + first as u64,
-                                count: chunk.len() as u32,
-                                pos: pos(at + chunk[0].0, bytes),
-                                last_hash: job.hashes[first + chunk.len() - 1],
-                            },
-                        );
+                        let run = Run {
+                            first_seq: job.expected + 1 + first as u64,
+                            count: chunk.len() as u32,
+                            pos: pos(at + chunk[0].0, bytes),
+                            last_hash: job.hashes[first + chunk.len() - 1],
+                        };
+                        runs.push((state.no, run));
                     }
                     if job.expected == 0 {
                         index.new_stream(&job.stream, state.no);
@@ -309,27 +312,63 @@ impl Writer {
                 }
                 Accepted::Blob { placed, .. } => {
                     if let Some((hash, at, len)) = placed {
-                        index.blob(hash, pos(*at, *len));
+                        blobs.push((*hash, pos(*at, *len)));
                     }
                 }
             }
         }
+        for (no, run) in &runs {
+            index.run(*no, *run);
+        }
+        for (hash, p) in &blobs {
+            index.blob(hash, *p);
+        }
         index.covered(self.segment, end, self.next_stream);
         self.len = end;
         self.log_heads.extend(pending);
-        let durable = Durable {
-            index,
-            accepted,
-            events,
-        };
-        if let Some(tx) = indexer
-            && let Err(mpsc::SendError(lost)) = tx.send(durable)
+
+        // Durable: make the batch readable (until sled has it, from memory), then acknowledge.
         {
-            let cause = "the indexer stopped".to_owned();
-            self.poisoned = Some(cause.clone());
-            for a in lost.accepted {
-                reject_accepted(a, &cause);
+            let mut recent = lock(&self.shared.recent_runs);
+            for (no, run) in &runs {
+                recent.insert((*no, run.first_seq), *run);
             }
+        }
+        lock(&self.shared.recent_blobs).extend(blobs.iter().copied());
+        let stats = &self.shared.stats;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.events.fetch_add(events, Ordering::Relaxed);
+        let mut updated = Vec::with_capacity(accepted.len());
+        {
+            let mut heads = lock(&self.shared.heads);
+            for a in &accepted {
+                if let Accepted::Append { job, state, .. } = a {
+                    heads.insert(job.stream.clone(), *state);
+                    updated.push((job.stream.clone(), state.seq));
+                }
+            }
+        }
+        self.shared.notify(&updated);
+        debug!(events, bytes = frame.len(), "batch acknowledged");
+        for a in accepted {
+            match a {
+                Accepted::Append { job, .. } => {
+                    let _ = job.reply.send(Ok(Appended {
+                        stream: job.stream,
+                        first_seq: job.expected + 1,
+                        hashes: job.hashes,
+                    }));
+                }
+                Accepted::Blob { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+        let durable = Durable { index, runs, blobs };
+        if let Some(tx) = indexer
+            && tx.send(durable).is_err()
+        {
+            self.poisoned = Some("the indexer stopped".to_owned());
         }
     }
 
@@ -377,72 +416,35 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
     }
 }
 
-fn reject_accepted(a: Accepted, cause: &str) {
-    let err = || StoreError::Poisoned {
-        cause: cause.to_owned(),
-    };
-    match a {
-        Accepted::Append { job, .. } => {
-            let _ = job.reply.send(Err(err()));
+/// The indexer thread: applies each durable batch's index entries, in batch order, then drops
+/// them from the in-memory tail. If sled fails, the entries stay in memory (reads still work),
+/// and the writer stops taking appends: reopening re-indexes from the log.
+fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
+    let mut failed = false;
+    while let Ok(Durable { index, runs, blobs }) = rx.recv() {
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(plan) = &shared.config.faults {
+            plan.wait_while_indexer_held();
         }
-        Accepted::Blob { reply, .. } => {
-            let _ = reply.send(Err(err()));
-        }
-    }
-}
-
-/// The indexer thread: applies each durable batch's index entries, then advances the
-/// acknowledged heads, wakes tails and acknowledges, in batch order.
-fn index_and_acknowledge(shared: &Shared, rx: &Receiver<Durable>) {
-    let mut failed: Option<String> = None;
-    while let Ok(Durable {
-        index,
-        accepted,
-        events,
-    }) = rx.recv()
-    {
-        if failed.is_none()
-            && let Err(e) = shared.index.apply(index)
-        {
-            // The events are durable but unindexed: refuse to acknowledge; reopening re-indexes them.
-            let cause = e.to_string();
-            error!(error = %cause, "index write failed; writer poisoned");
-            *lock(&shared.index_failed) = Some(cause.clone());
-            failed = Some(cause);
-        }
-        if let Some(cause) = &failed {
-            for a in accepted {
-                reject_accepted(a, cause);
-            }
+        if failed {
             continue;
         }
-        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
-        shared.stats.events.fetch_add(events, Ordering::Relaxed);
-        let mut updated = Vec::with_capacity(accepted.len());
+        if let Err(e) = shared.index.apply(index) {
+            let cause = e.to_string();
+            error!(error = %cause, "index write failed; writer poisoned");
+            *lock(&shared.index_failed) = Some(cause);
+            failed = true;
+            continue;
+        }
         {
-            let mut heads = lock(&shared.heads);
-            for a in &accepted {
-                if let Accepted::Append { job, state, .. } = a {
-                    heads.insert(job.stream.clone(), *state);
-                    updated.push((job.stream.clone(), state.seq));
-                }
+            let mut recent = lock(&shared.recent_runs);
+            for (no, run) in &runs {
+                recent.remove(&(*no, run.first_seq));
             }
         }
-        shared.notify(&updated);
-        debug!(events, "batch acknowledged");
-        for a in accepted {
-            match a {
-                Accepted::Append { job, .. } => {
-                    let _ = job.reply.send(Ok(Appended {
-                        stream: job.stream,
-                        first_seq: job.expected + 1,
-                        hashes: job.hashes,
-                    }));
-                }
-                Accepted::Blob { reply, .. } => {
-                    let _ = reply.send(Ok(()));
-                }
-            }
+        let mut recent = lock(&shared.recent_blobs);
+        for (hash, _) in &blobs {
+            recent.remove(hash);
         }
     }
 }

@@ -358,3 +358,55 @@ async fn index_is_rebuilt_from_the_log_alone() {
     assert!(store.verify(&a).await.unwrap().is_sound());
     assert!(store.verify(&b).await.unwrap().is_sound());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acknowledged_events_are_readable_before_sled_has_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = crate::FaultPlan::new();
+    let config = StoreConfig {
+        blob_threshold: 16,
+        faults: Some(plan.clone()),
+        ..relaxed()
+    };
+    let s = sid("run");
+    let big = vec![9u8; 100];
+    let mut tail = {
+        let store = open(dir.path(), config.clone()).await;
+        store
+            .append(&s, 0, vec![ev("a", b"1"), ev("b", b"2")])
+            .await
+            .unwrap();
+        plan.hold_indexer();
+        let mut tail = Box::pin(store.tail(&s, 3));
+        let a = store
+            .append(&s, 2, vec![ev("c", b"3"), ev("big", &big)])
+            .await
+            .unwrap();
+        assert_eq!(a.last_seq(), 4);
+        // Served from the in-memory tail and sled together.
+        let events = read_all(&store, &s).await;
+        assert_eq!(
+            events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![1, 2, 3, 4]
+        );
+        assert_eq!(
+            store.get_blob(&crate::blob_hash(&big)).await.unwrap(),
+            Some(big.clone())
+        );
+        assert!(store.verify(&s).await.unwrap().is_sound());
+        assert_eq!(tail.next().await.unwrap().unwrap().seq, 3);
+        store.put_snapshot(&s, 4, b"four".to_vec()).await.unwrap();
+        plan.release_indexer();
+        assert_eq!(tail.next().await.unwrap().unwrap().seq, 4);
+        store.close().await;
+        tail
+    };
+    // The tail ends once the store is closed.
+    assert!(tail.next().await.is_none());
+    let store = open(dir.path(), config).await;
+    assert_eq!(read_all(&store, &s).await.len(), 4);
+    assert_eq!(
+        store.latest_snapshot(&s, 9).await.unwrap().map(|x| x.seq),
+        Some(4)
+    );
+}
