@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
 
 use tokio::sync::oneshot;
 use tracing::{debug, error, info_span};
@@ -78,10 +79,11 @@ enum Accepted {
 
 /// A durable, acknowledged batch on its way to the index.
 struct Durable {
-    index: IndexBatch,
-    /// What to drop from the in-memory tail once sled has it.
+    new_streams: Vec<(StreamId, u64)>,
     runs: Vec<(u64, Run)>,
     blobs: Vec<(Hash, Position)>,
+    /// (segment, end offset, next stream number) once this batch is indexed.
+    covered: (u64, u64, u64),
 }
 
 pub(crate) struct Writer {
@@ -279,7 +281,7 @@ impl Writer {
             offset: base + at as u64,
             len,
         };
-        let mut index = IndexBatch::default();
+        let mut new_streams = Vec::new();
         let mut runs = Vec::new();
         let mut blobs = Vec::new();
         let mut events = 0u64;
@@ -306,7 +308,7 @@ impl Writer {
                         runs.push((state.no, run));
                     }
                     if job.expected == 0 {
-                        index.new_stream(&job.stream, state.no);
+                        new_streams.push((job.stream.clone(), state.no));
                     }
                     events += job.hashes.len() as u64;
                 }
@@ -317,13 +319,6 @@ impl Writer {
                 }
             }
         }
-        for (no, run) in &runs {
-            index.run(*no, *run);
-        }
-        for (hash, p) in &blobs {
-            index.blob(hash, *p);
-        }
-        index.covered(self.segment, end, self.next_stream);
         self.len = end;
         self.log_heads.extend(pending);
 
@@ -364,7 +359,12 @@ impl Writer {
                 }
             }
         }
-        let durable = Durable { index, runs, blobs };
+        let durable = Durable {
+            new_streams,
+            runs,
+            blobs,
+            covered: (self.segment, end, self.next_stream),
+        };
         if let Some(tx) = indexer
             && tx.send(durable).is_err()
         {
@@ -416,18 +416,46 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
     }
 }
 
-/// The indexer thread: applies each durable batch's index entries, in batch order, then drops
-/// them from the in-memory tail. If sled fails, the entries stay in memory (reads still work),
-/// and the writer stops taking appends: reopening re-indexes from the log.
+/// How long the indexer gathers durable batches into one sled write: sled does I/O for every
+/// batch it applies, and reads are served from memory meanwhile.
+const INDEX_GATHER: Duration = Duration::from_millis(5);
+
+/// The indexer thread: writes durable batches' index entries to sled, several batches per sled
+/// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
+/// memory (reads still work) and the writer stops taking appends: reopening re-indexes.
 fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
     let mut failed = false;
-    while let Ok(Durable { index, runs, blobs }) = rx.recv() {
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        let deadline = Instant::now() + INDEX_GATHER;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(d) => group.push(d),
+                Err(_) => break,
+            }
+        }
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(plan) = &shared.config.faults {
             plan.wait_while_indexer_held();
         }
         if failed {
             continue;
+        }
+        let mut index = IndexBatch::default();
+        for d in &group {
+            for (id, no) in &d.new_streams {
+                index.new_stream(id, *no);
+            }
+            for (no, run) in &d.runs {
+                index.run(*no, *run);
+            }
+            for (hash, pos) in &d.blobs {
+                index.blob(hash, *pos);
+            }
+        }
+        if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
+            index.covered(segment, end, next_stream);
         }
         if let Err(e) = shared.index.apply(index) {
             let cause = e.to_string();
@@ -438,13 +466,17 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
         }
         {
             let mut recent = lock(&shared.recent_runs);
-            for (no, run) in &runs {
-                recent.remove(&(*no, run.first_seq));
+            for d in &group {
+                for (no, run) in &d.runs {
+                    recent.remove(&(*no, run.first_seq));
+                }
             }
         }
         let mut recent = lock(&shared.recent_blobs);
-        for (hash, _) in &blobs {
-            recent.remove(hash);
+        for d in &group {
+            for (hash, _) in &d.blobs {
+                recent.remove(hash);
+            }
         }
     }
 }
