@@ -25,6 +25,10 @@ use crate::index::{IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
 use crate::shared::{Shared, lock};
 
+/// How long the writer waits for more appends before a batch, when the previous batch held
+/// several (PostgreSQL's `commit_delay`): a fraction of one sync.
+const COMMIT_DELAY: Duration = Duration::from_micros(100);
+
 /// Stop draining the channel once a batch holds this much.
 const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
@@ -117,6 +121,7 @@ impl Writer {
             }
         };
         let sender = indexer.as_ref().map(|(tx, _)| tx.clone());
+        let mut last_batch = 0usize;
         while let Ok(first) = self.rx.recv() {
             #[cfg(any(test, feature = "fault-injection"))]
             if let Some(plan) = &self.faults {
@@ -124,15 +129,22 @@ impl Writer {
             }
             let mut bytes = first.size();
             let mut batch = vec![first];
+            // When appends are concurrent, wait a moment for those just acknowledged to come
+            // back, so concurrent appenders move as one group instead of alternating halves.
+            let gather = (last_batch > 1).then(|| Instant::now() + COMMIT_DELAY);
             while bytes < MAX_BATCH_BYTES {
-                match self.rx.try_recv() {
-                    Ok(r) => {
-                        bytes += r.size();
-                        batch.push(r);
-                    }
-                    Err(_) => break,
-                }
+                let next = match gather {
+                    Some(deadline) => self
+                        .rx
+                        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                        .ok(),
+                    None => self.rx.try_recv().ok(),
+                };
+                let Some(r) = next else { break };
+                bytes += r.size();
+                batch.push(r);
             }
+            last_batch = batch.len();
             self.shared
                 .stats
                 .queued
