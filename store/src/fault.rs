@@ -21,6 +21,7 @@ pub struct FaultPlan {
     released: Condvar,
     indexer_held: Mutex<bool>,
     indexer_released: Condvar,
+    fail_index: AtomicBool,
 }
 
 impl FaultPlan {
@@ -54,6 +55,15 @@ impl FaultPlan {
             *held = false;
         }
         self.released.notify_all();
+    }
+
+    /// Makes every later sled write of the indexer fail.
+    pub fn fail_index_writes(&self) {
+        self.fail_index.store(true, Ordering::SeqCst);
+    }
+
+    pub(crate) fn index_write_fails(&self) -> bool {
+        self.fail_index.load(Ordering::SeqCst)
     }
 
     /// Makes the indexer wait before writing its next batch to sled, until

@@ -469,7 +469,23 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
         if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
             index.covered(segment, end, next_stream);
         }
-        if let Err(e) = shared.index.apply(index) {
+        #[cfg(any(test, feature = "fault-injection"))]
+        let injected = shared
+            .config
+            .faults
+            .as_ref()
+            .is_some_and(|p| p.index_write_fails());
+        #[cfg(not(any(test, feature = "fault-injection")))]
+        let injected = false;
+        let applied = if injected {
+            Err(StoreError::Index {
+                what: "injected index write failure".into(),
+                path: std::path::PathBuf::from("index"),
+            })
+        } else {
+            shared.index.apply(index)
+        };
+        if let Err(e) = applied {
             let cause = e.to_string();
             error!(error = %cause, "index write failed; writer poisoned");
             *lock(&shared.index_failed) = Some(cause);

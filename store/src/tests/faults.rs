@@ -102,3 +102,58 @@ async fn a_fault_at_any_file_operation_leaves_a_reopenable_log() {
         op += 1;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_index_stops_appends_but_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = FaultPlan::new();
+    let s = sid("run");
+    let mut acked = Vec::new();
+    {
+        let store = open(dir.path(), config(Some(plan.clone()))).await;
+        acked.extend(
+            store
+                .append(&s, 0, vec![ev("a", b"1")])
+                .await
+                .unwrap()
+                .hashes,
+        );
+        plan.fail_index_writes();
+        // Appends are acknowledged once durable; the index failure then stops the writer.
+        let mut poisoned = false;
+        for _ in 0..5000 {
+            match store
+                .append(&s, acked.len() as u64, vec![ev("b", b"2")])
+                .await
+            {
+                Ok(a) => acked.extend(a.hashes),
+                Err(StoreError::Poisoned { cause }) => {
+                    assert!(cause.contains("injected index write failure"), "{cause}");
+                    poisoned = true;
+                    break;
+                }
+                Err(e) => panic!("{e}"),
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        assert!(
+            poisoned,
+            "the writer kept taking appends after the index failed"
+        );
+        // What was acknowledged is still readable, from memory.
+        let got: Vec<_> = read_all(&store, &s).await.iter().map(|e| e.hash).collect();
+        assert_eq!(got, acked);
+        store.close().await;
+    }
+    // Reopening re-indexes the log: everything acknowledged is there and sound.
+    let store = open(dir.path(), config(None)).await;
+    assert!(store.recovery_report().reindexed_events >= acked.len() as u64 - 1);
+    let got: Vec<_> = read_all(&store, &s).await.iter().map(|e| e.hash).collect();
+    assert_eq!(got, acked);
+    assert!(store.verify(&s).await.unwrap().is_sound());
+    let next = store
+        .append(&s, acked.len() as u64, vec![ev("c", b"3")])
+        .await
+        .unwrap();
+    assert_eq!(next.first_seq, acked.len() as u64 + 1);
+}
