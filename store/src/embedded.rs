@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::ops::RangeInclusive;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Weak, mpsc};
 use std::thread::JoinHandle;
 
 use futures::Stream;
@@ -123,7 +123,7 @@ impl EmbeddedStore {
     }
 
     /// Waits for queued appends, stops the writer and releases the directory (if this is the
-    /// last clone, and no `tail` stream is still alive).
+    /// last clone). Open `read` streams then yield [`StoreError::Closed`]; `tail` streams end.
     pub async fn close(self) {
         if let Ok(inner) = Arc::try_unwrap(self.inner) {
             let _ = tokio::task::spawn_blocking(move || drop(inner)).await;
@@ -228,9 +228,10 @@ async fn blocking<T: Send + 'static>(
         .map_err(|_| StoreError::Closed)?
 }
 
-/// State of a `read` or `tail` stream between chunks.
+/// State of a `read` or `tail` stream between chunks. It does not keep the store open: once the
+/// store is closed, a read yields `Closed` and a tail ends.
 struct Cursor {
-    shared: Arc<Shared>,
+    shared: Weak<Shared>,
     stream: StreamId,
     next: u64,
     /// Last sequence to read (`read`), or `None` to follow the head (`tail`).
@@ -246,7 +247,8 @@ struct Cursor {
 impl Cursor {
     /// Reads the next chunk, up to `last`, checking its link to what was read before.
     async fn fill(&mut self, last: u64) -> Result<(), StoreError> {
-        let Some(no) = self.shared.head(&self.stream).map(|h| h.no) else {
+        let shared = self.shared.upgrade().ok_or(StoreError::Closed)?;
+        let Some(no) = shared.head(&self.stream).map(|h| h.no) else {
             return Ok(());
         };
         // Start one early when the predecessor's hash is unknown, to check the first link too.
@@ -255,7 +257,7 @@ impl Cursor {
         } else {
             self.next
         };
-        let (shared, stream, prev) = (self.shared.clone(), self.stream.clone(), self.prev);
+        let (stream, prev) = (self.stream.clone(), self.prev);
         let (events, failed) = blocking(move || {
             let mut out = Vec::new();
             let failed = read_chunk_into(&shared, &stream, no, from, last, prev, &mut out).err();
@@ -360,7 +362,7 @@ impl EventStore for EmbeddedStore {
     ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
         let head = self.inner.shared.head(stream).map_or(0, |h| h.seq);
         let cursor = Cursor {
-            shared: self.inner.shared.clone(),
+            shared: Arc::downgrade(&self.inner.shared),
             stream: stream.clone(),
             next: (*range.start()).max(1),
             to: Some((*range.end()).min(head)),
@@ -379,7 +381,7 @@ impl EventStore for EmbeddedStore {
         from: u64,
     ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
         let cursor = Cursor {
-            shared: self.inner.shared.clone(),
+            shared: Arc::downgrade(&self.inner.shared),
             stream: stream.clone(),
             next: from.max(1),
             to: None,

@@ -410,3 +410,23 @@ async fn acknowledged_events_are_readable_before_sled_has_them() {
         Some(4)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_streams_do_not_keep_a_closed_store_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = sid("run");
+    let store = open(dir.path(), relaxed()).await;
+    store
+        .append(&s, 0, vec![ev("a", b"1"), ev("b", b"2")])
+        .await
+        .unwrap();
+    let mut read = Box::pin(store.read(&s, 1..=2));
+    let mut tail = Box::pin(store.tail(&s, 3));
+    store.close().await;
+    // The directory can be reopened at once, with both streams still alive.
+    let again = open(dir.path(), relaxed()).await;
+    assert!(matches!(read.next().await, Some(Err(StoreError::Closed))));
+    assert!(read.next().await.is_none());
+    assert!(tail.next().await.is_none());
+    assert_eq!(read_all(&again, &s).await.len(), 2);
+}
