@@ -1,0 +1,260 @@
+//! Canonical encoding of events and blobs (postcard), and of records inside a batch.
+//!
+//! An event record's body is `canonical body ‖ prev hash ‖ own hash`; the canonical body is
+//! exactly the bytes the chain hash covers (see FORMAT.md).
+
+use serde::{Deserialize, Serialize};
+
+use crate::event::{BlobRef, Event, Hash, Payload, StreamId, WallTime};
+
+/// Version of the on-disk format (directory marker, segment headers, records, hash inputs).
+pub const FORMAT_VERSION: u32 = 1;
+
+pub(crate) const TAG_EVENT: u8 = 1;
+pub(crate) const TAG_BLOB: u8 = 2;
+
+#[derive(Serialize)]
+struct BodyOut<'a> {
+    stream: &'a str,
+    seq: u64,
+    kind: &'a str,
+    kind_version: u32,
+    recorded_at: i64,
+    policy: Option<[u8; 32]>,
+    payload: PayloadOut<'a>,
+}
+
+#[derive(Serialize)]
+enum PayloadOut<'a> {
+    Inline(#[serde(with = "serde_bytes")] &'a [u8]),
+    Blob { hash: [u8; 32], len: u64 },
+}
+
+#[derive(Deserialize)]
+struct BodyIn<'a> {
+    stream: &'a str,
+    seq: u64,
+    kind: &'a str,
+    kind_version: u32,
+    recorded_at: i64,
+    policy: Option<[u8; 32]>,
+    #[serde(borrow)]
+    payload: PayloadIn<'a>,
+}
+
+#[derive(Deserialize)]
+enum PayloadIn<'a> {
+    Inline(#[serde(with = "serde_bytes")] &'a [u8]),
+    Blob { hash: [u8; 32], len: u64 },
+}
+
+/// The fields of an event that its hash covers, borrowed.
+pub(crate) struct BodyFields<'a> {
+    pub stream: &'a str,
+    pub seq: u64,
+    pub kind: &'a str,
+    pub kind_version: u32,
+    pub recorded_at: WallTime,
+    pub policy: Option<Hash>,
+    pub payload: PayloadView<'a>,
+}
+
+pub(crate) enum PayloadView<'a> {
+    Inline(&'a [u8]),
+    Blob(BlobRef),
+}
+
+/// Appends the canonical body encoding of `fields` to `out`.
+pub(crate) fn encode_body(fields: &BodyFields<'_>, out: &mut Vec<u8>) {
+    let body = BodyOut {
+        stream: fields.stream,
+        seq: fields.seq,
+        kind: fields.kind,
+        kind_version: fields.kind_version,
+        recorded_at: fields.recorded_at.0,
+        policy: fields.policy.map(|h| h.0),
+        payload: match fields.payload {
+            PayloadView::Inline(bytes) => PayloadOut::Inline(bytes),
+            PayloadView::Blob(r) => PayloadOut::Blob {
+                hash: r.hash.0,
+                len: r.len,
+            },
+        },
+    };
+    // Serializing into a Vec cannot fail for these types (no maps, no unsized sequences).
+    let taken = std::mem::take(out);
+    *out = match postcard::to_extend(&body, taken) {
+        Ok(v) => v,
+        Err(_) => unreachable_encoding(),
+    };
+}
+
+#[cold]
+fn unreachable_encoding() -> Vec<u8> {
+    // postcard only fails on sequences of unknown length or a failing writer; neither occurs here.
+    Vec::new()
+}
+
+/// Appends a framed record (`len u32 LE ‖ tag ‖ body`) to a batch buffer; returns its offset in `out`.
+pub(crate) fn push_record(out: &mut Vec<u8>, tag: u8, body_parts: &[&[u8]]) -> usize {
+    let start = out.len();
+    let body_len: usize = body_parts.iter().map(|p| p.len()).sum();
+    let len = u32::try_from(1 + body_len).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.push(tag);
+    for part in body_parts {
+        out.extend_from_slice(part);
+    }
+    start
+}
+
+/// One record inside a batch payload.
+pub(crate) struct RawRecord<'a> {
+    /// Offset of the record (its length prefix) within the batch payload.
+    pub offset: usize,
+    /// Whole record length including the 5-byte header.
+    pub len: usize,
+    pub tag: u8,
+    pub body: &'a [u8],
+}
+
+/// Splits a batch payload into records; `Err((offset, what))` on a malformed one.
+pub(crate) fn split_records(payload: &[u8]) -> Result<Vec<RawRecord<'_>>, (usize, String)> {
+    let mut out = Vec::new();
+    let mut at = 0usize;
+    while at < payload.len() {
+        let rec = parse_record(&payload[at..]).map_err(|what| (at, what))?;
+        let len = rec.len;
+        out.push(RawRecord { offset: at, ..rec });
+        at += len;
+    }
+    Ok(out)
+}
+
+/// Parses one record at the start of `bytes`.
+pub(crate) fn parse_record(bytes: &[u8]) -> Result<RawRecord<'_>, String> {
+    let Some(len_bytes) = bytes.get(..4) else {
+        return Err("record header is cut short".into());
+    };
+    let mut len4 = [0u8; 4];
+    len4.copy_from_slice(len_bytes);
+    let len = u32::from_le_bytes(len4) as usize;
+    if len == 0 {
+        return Err("record length is zero".into());
+    }
+    let Some(rest) = bytes.get(4..4 + len) else {
+        return Err(format!(
+            "record declares {len} bytes, only {} remain",
+            bytes.len() - 4
+        ));
+    };
+    Ok(RawRecord {
+        offset: 0,
+        len: 4 + len,
+        tag: rest[0],
+        body: &rest[1..],
+    })
+}
+
+/// Decodes an event record body into an [`Event`], returning also the canonical body bytes.
+pub(crate) fn decode_event(record_body: &[u8]) -> Result<(Event, &[u8]), String> {
+    if record_body.len() < 64 {
+        return Err(format!(
+            "event record is {} bytes, shorter than its two hashes",
+            record_body.len()
+        ));
+    }
+    let (body, hashes) = record_body.split_at(record_body.len() - 64);
+    let (wire, rest): (BodyIn<'_>, &[u8]) =
+        postcard::take_from_bytes(body).map_err(|e| format!("event body: {e}"))?;
+    if !rest.is_empty() {
+        return Err(format!(
+            "{} unexpected bytes after the event body",
+            rest.len()
+        ));
+    }
+    let stream = StreamId::new(wire.stream).map_err(|e| e.to_string())?;
+    let mut prev = [0u8; 32];
+    prev.copy_from_slice(&hashes[..32]);
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&hashes[32..]);
+    let payload = match wire.payload {
+        PayloadIn::Inline(bytes) => Payload::Inline(bytes.to_vec()),
+        PayloadIn::Blob { hash, len } => Payload::Blob(BlobRef {
+            hash: Hash(hash),
+            len,
+        }),
+    };
+    let event = Event {
+        stream,
+        seq: wire.seq,
+        kind: wire.kind.to_owned(),
+        kind_version: wire.kind_version,
+        recorded_at: WallTime(wire.recorded_at),
+        policy: wire.policy.map(Hash),
+        payload,
+        prev: Hash(prev),
+        hash: Hash(hash),
+    };
+    Ok((event, body))
+}
+
+/// Re-encodes an event's canonical body (used to check an event built elsewhere).
+pub(crate) fn body_of(event: &Event) -> Vec<u8> {
+    let payload = match &event.payload {
+        Payload::Inline(bytes) => PayloadView::Inline(bytes),
+        Payload::Blob(r) => PayloadView::Blob(*r),
+    };
+    let mut out = Vec::new();
+    encode_body(
+        &BodyFields {
+            stream: event.stream.as_str(),
+            seq: event.seq,
+            kind: &event.kind,
+            kind_version: event.kind_version,
+            recorded_at: event.recorded_at,
+            policy: event.policy,
+            payload,
+        },
+        &mut out,
+    );
+    out
+}
+
+/// Splits a blob record body into its hash and content.
+pub(crate) fn decode_blob(record_body: &[u8]) -> Result<(Hash, &[u8]), String> {
+    if record_body.len() < 32 {
+        return Err("blob record shorter than its hash".into());
+    }
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(&record_body[..32]);
+    Ok((Hash(hash), &record_body[32..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_split_rejects_cut_records() {
+        let mut batch = Vec::new();
+        push_record(&mut batch, TAG_BLOB, &[&[7u8; 40]]);
+        push_record(&mut batch, TAG_BLOB, &[&[8u8; 3]]);
+        let recs = split_records(&batch).map_err(|e| e.1).unwrap_or_default();
+        assert_eq!(recs.len(), 2);
+        assert_eq!(recs[1].offset, 45);
+        assert_eq!(recs[1].body, &[8u8; 3]);
+        let cut = &batch[..batch.len() - 1];
+        assert_eq!(split_records(cut).err().map(|e| e.0), Some(45));
+        assert!(decode_blob(&[0u8; 10]).is_err());
+    }
+
+    #[test]
+    fn garbage_event_bodies_are_errors_not_panics() {
+        for len in 0..200 {
+            let bytes: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
+            let _ = decode_event(&bytes);
+        }
+        assert!(decode_event(&[0u8; 10]).is_err());
+    }
+}

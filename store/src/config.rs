@@ -1,0 +1,52 @@
+//! How a store is opened.
+
+/// Whether an append waits for its bytes to reach stable storage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// `fdatasync` before acknowledging (group commit: concurrent appends share one sync).
+    #[default]
+    Sync,
+    /// Acknowledge after `write`, never sync. Loses acknowledged events on power loss:
+    /// for tests and throwaway data only.
+    UnsafeNoSync,
+}
+
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    pub durability: Durability,
+    /// Payloads longer than this many bytes are stored once as a content-addressed blob.
+    pub blob_threshold: usize,
+    /// A new segment file is started once the current one would grow past this size.
+    pub segment_max_bytes: u64,
+    /// Injects I/O faults into the log's file layer.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub faults: Option<std::sync::Arc<crate::fault::FaultPlan>>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            durability: Durability::Sync,
+            blob_threshold: 64 * 1024,
+            segment_max_bytes: 64 * 1024 * 1024,
+            #[cfg(any(test, feature = "fault-injection"))]
+            faults: None,
+        }
+    }
+}
+
+impl StoreConfig {
+    pub(crate) fn syncs(&self) -> bool {
+        self.durability == Durability::Sync
+    }
+
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(crate) fn faults(&self) -> crate::segment::Faults {
+        self.faults.clone()
+    }
+
+    #[cfg(not(any(test, feature = "fault-injection")))]
+    pub(crate) fn faults(&self) -> crate::segment::Faults {
+        crate::segment::Faults
+    }
+}

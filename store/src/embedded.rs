@@ -1,0 +1,500 @@
+//! The embedded store: segment files written by one group-commit writer, indexed in sled.
+
+use std::collections::VecDeque;
+use std::ops::RangeInclusive;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak, mpsc};
+use std::thread::JoinHandle;
+
+use futures::Stream;
+use tokio::sync::{oneshot, watch};
+use tracing::debug_span;
+
+use crate::api::{Appended, EventStore, Snapshot, StreamHead, VerifyReport};
+use crate::chain::{blob_hash, event_hash, genesis};
+use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, push_record};
+use crate::config::StoreConfig;
+use crate::error::StoreError;
+use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
+use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
+use crate::recovery::{self, RecoveryReport};
+use crate::shared::{Shared, lock};
+use crate::writer::{AppendJob, Request, Writer};
+
+/// Largest payload or blob, and largest whole append (events and blobs together), in bytes:
+/// records and batch frames carry 32-bit lengths.
+pub const MAX_PAYLOAD: usize = 1 << 30;
+
+/// Counters of the writer's work since the store was opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Group commits written.
+    pub batches: u64,
+    /// `fdatasync` calls made for them.
+    pub syncs: u64,
+    /// Events acknowledged.
+    pub events: u64,
+    /// Requests waiting for the writer right now.
+    pub queued: u64,
+}
+
+/// docket's embedded event log. Cheap to clone; the writer stops when the last clone is dropped.
+#[derive(Clone)]
+pub struct EmbeddedStore {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<Request>>,
+    writer: Option<JoinHandle<()>>,
+    report: RecoveryReport,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // Closing the channel lets the writer finish what is queued, flush the index and exit.
+        self.tx.take();
+        if let Some(handle) = self.writer.take() {
+            let _ = handle.join();
+        }
+    }
+}
+
+impl EmbeddedStore {
+    /// Opens (or creates, in an empty or absent directory) a store, repairing its index from the
+    /// log and cutting a torn unacknowledged tail.
+    pub async fn open(
+        dir: impl AsRef<Path>,
+        config: StoreConfig,
+    ) -> Result<EmbeddedStore, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        tokio::task::spawn_blocking(move || EmbeddedStore::open_blocking(&dir, config))
+            .await
+            .map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`EmbeddedStore::open`] for callers outside an async context.
+    pub fn open_blocking(dir: &Path, config: StoreConfig) -> Result<EmbeddedStore, StoreError> {
+        let rec = recovery::open(dir, &config)?;
+        let faults = config.faults();
+        let log_heads = rec.heads.clone();
+        let shared = Arc::new(Shared::new(dir.join("log"), config, rec.index, rec.heads));
+        let (tx, rx) = mpsc::channel();
+        let writer = Writer {
+            shared: shared.clone(),
+            rx,
+            log_heads,
+            file: rec.file,
+            segment: rec.segment,
+            len: rec.len,
+            next_stream: rec.next_stream,
+            faults,
+            poisoned: None,
+        };
+        let handle = std::thread::Builder::new()
+            .name("docket-log-writer".into())
+            .spawn(move || writer.run())
+            .map_err(crate::error::io_err("starting the log writer for", dir))?;
+        Ok(EmbeddedStore {
+            inner: Arc::new(Inner {
+                shared,
+                tx: Some(tx),
+                writer: Some(handle),
+                report: rec.report,
+            }),
+        })
+    }
+
+    /// What opening repaired.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.inner.report
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        let s = &self.inner.shared.stats;
+        WriterStats {
+            batches: s.batches.load(Ordering::Relaxed),
+            syncs: s.syncs.load(Ordering::Relaxed),
+            events: s.events.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::SeqCst),
+        }
+    }
+
+    /// Waits for queued appends, stops the writer and releases the directory (if this is the
+    /// last clone). Open `read` streams then yield [`StoreError::Closed`]; `tail` streams end.
+    pub async fn close(self) {
+        if let Ok(inner) = Arc::try_unwrap(self.inner) {
+            let _ = tokio::task::spawn_blocking(move || drop(inner)).await;
+        }
+    }
+
+    fn send(&self, request: Request) -> Result<(), StoreError> {
+        let tx = self.inner.tx.as_ref().ok_or(StoreError::Closed)?;
+        let stats = &self.inner.shared.stats;
+        stats.queued.fetch_add(1, Ordering::SeqCst);
+        tx.send(request).map_err(|_| {
+            stats.queued.fetch_sub(1, Ordering::SeqCst);
+            StoreError::Closed
+        })
+    }
+}
+
+/// Encodes and hashes `events` as the successors of (`expected`, `prev`), on the caller's task.
+fn encode_job(
+    stream: &StreamId,
+    expected: u64,
+    prev: Hash,
+    events: Vec<NewEvent>,
+    blob_threshold: usize,
+    reply: oneshot::Sender<Result<Appended, StoreError>>,
+) -> Result<AppendJob, StoreError> {
+    let mut records = Vec::with_capacity(
+        events
+            .iter()
+            .map(|e| e.payload.len().min(blob_threshold) + 160)
+            .sum(),
+    );
+    let mut spans = Vec::with_capacity(events.len());
+    let mut hashes = Vec::with_capacity(events.len());
+    let mut blobs = Vec::new();
+    let mut body = Vec::with_capacity(256);
+    let mut link = prev;
+    let total: usize = events
+        .iter()
+        .map(|e| {
+            e.payload
+                .len()
+                .saturating_add(e.kind.len())
+                .saturating_add(160)
+        })
+        .fold(0, usize::saturating_add);
+    if total > MAX_PAYLOAD {
+        return Err(StoreError::TooLarge {
+            stream: stream.clone(),
+            len: total,
+            max: MAX_PAYLOAD,
+        });
+    }
+    for (i, event) in events.into_iter().enumerate() {
+        check_name("event kind", &event.kind)?;
+        let blob = (event.payload.len() > blob_threshold).then(|| BlobRef {
+            hash: blob_hash(&event.payload),
+            len: event.payload.len() as u64,
+        });
+        body.clear();
+        encode_body(
+            &BodyFields {
+                stream: stream.as_str(),
+                seq: expected + 1 + i as u64,
+                kind: &event.kind,
+                kind_version: event.kind_version,
+                recorded_at: event.recorded_at,
+                policy: event.policy,
+                payload: match blob {
+                    Some(r) => PayloadView::Blob(r),
+                    None => PayloadView::Inline(&event.payload),
+                },
+            },
+            &mut body,
+        );
+        let hash = event_hash(&link, &body);
+        let at = push_record(&mut records, TAG_EVENT, &[&body, &link.0, &hash.0]);
+        spans.push((at, (records.len() - at) as u32));
+        hashes.push(hash);
+        link = hash;
+        if let Some(r) = blob {
+            blobs.push((r.hash, event.payload));
+        }
+    }
+    Ok(AppendJob {
+        stream: stream.clone(),
+        expected,
+        first_prev: prev,
+        records,
+        spans,
+        hashes,
+        blobs,
+        reply,
+    })
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| StoreError::Closed)?
+}
+
+/// State of a `read` or `tail` stream between chunks. It does not keep the store open: once the
+/// store is closed, a read yields `Closed` and a tail ends.
+struct Cursor {
+    shared: Weak<Shared>,
+    stream: StreamId,
+    next: u64,
+    /// Last sequence to read (`read`), or `None` to follow the head (`tail`).
+    to: Option<u64>,
+    prev: Option<Hash>,
+    buf: VecDeque<Event>,
+    watch: Option<watch::Receiver<u64>>,
+    /// Damage found after the events in `buf`: yielded once they are.
+    failed: Option<StoreError>,
+    done: bool,
+}
+
+impl Cursor {
+    /// Reads the next chunk, up to `last`, checking its link to what was read before.
+    async fn fill(&mut self, last: u64) -> Result<(), StoreError> {
+        let shared = self.shared.upgrade().ok_or(StoreError::Closed)?;
+        let Some(no) = shared.head(&self.stream).map(|h| h.no) else {
+            return Ok(());
+        };
+        // Start one early when the predecessor's hash is unknown, to check the first link too.
+        let from = if self.prev.is_none() && self.next > 1 {
+            self.next - 1
+        } else {
+            self.next
+        };
+        let (stream, prev) = (self.stream.clone(), self.prev);
+        let (events, failed) = blocking(move || {
+            let mut out = Vec::new();
+            let failed = read_chunk_into(&shared, &stream, no, from, last, prev, &mut out).err();
+            Ok((out, failed))
+        })
+        .await?;
+        self.failed = failed;
+        for e in events {
+            if e.seq >= self.next {
+                self.next = e.seq + 1;
+                self.prev = Some(e.hash);
+                self.buf.push_back(e);
+            } else {
+                self.prev = Some(e.hash);
+            }
+        }
+        Ok(())
+    }
+
+    async fn step(mut self) -> Option<(Result<Event, StoreError>, Cursor)> {
+        loop {
+            if let Some(e) = self.buf.pop_front() {
+                return Some((Ok(e), self));
+            }
+            if let Some(e) = self.failed.take() {
+                self.done = true;
+                return Some((Err(e), self));
+            }
+            if self.done {
+                return None;
+            }
+            let last = match (self.to, &mut self.watch) {
+                (Some(to), _) => {
+                    if self.next > to {
+                        return None;
+                    }
+                    to
+                }
+                (None, Some(rx)) => {
+                    let head = *rx.borrow_and_update();
+                    if self.next > head {
+                        if rx.changed().await.is_err() {
+                            return None;
+                        }
+                        continue;
+                    }
+                    head
+                }
+                (None, None) => return None,
+            };
+            if let Err(e) = self.fill(last).await {
+                self.done = true;
+                return Some((Err(e), self));
+            }
+        }
+    }
+}
+
+impl EventStore for EmbeddedStore {
+    async fn append(
+        &self,
+        stream: &StreamId,
+        expected_version: u64,
+        events: Vec<NewEvent>,
+    ) -> Result<Appended, StoreError> {
+        if events.is_empty() {
+            return Err(StoreError::EmptyAppend {
+                stream: stream.clone(),
+            });
+        }
+        let shared = &self.inner.shared;
+        let (actual, prev) = shared
+            .head(stream)
+            .map_or_else(|| (0, genesis(stream)), |h| (h.seq, h.hash));
+        if actual != expected_version {
+            return Err(StoreError::Conflict {
+                stream: stream.clone(),
+                expected: expected_version,
+                actual,
+            });
+        }
+        let (tx, rx) = oneshot::channel();
+        let job = {
+            let _span = debug_span!("encode", stream = %stream, events = events.len()).entered();
+            encode_job(
+                stream,
+                expected_version,
+                prev,
+                events,
+                shared.config.blob_threshold,
+                tx,
+            )?
+        };
+        self.send(Request::Append(job))?;
+        rx.await.map_err(|_| StoreError::Closed)?
+    }
+
+    fn read(
+        &self,
+        stream: &StreamId,
+        range: RangeInclusive<u64>,
+    ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
+        let head = self.inner.shared.head(stream).map_or(0, |h| h.seq);
+        let cursor = Cursor {
+            shared: Arc::downgrade(&self.inner.shared),
+            stream: stream.clone(),
+            next: (*range.start()).max(1),
+            to: Some((*range.end()).min(head)),
+            prev: None,
+            buf: VecDeque::new(),
+            watch: None,
+            failed: None,
+            done: false,
+        };
+        futures::stream::unfold(cursor, Cursor::step)
+    }
+
+    fn tail(
+        &self,
+        stream: &StreamId,
+        from: u64,
+    ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
+        let cursor = Cursor {
+            shared: Arc::downgrade(&self.inner.shared),
+            stream: stream.clone(),
+            next: from.max(1),
+            to: None,
+            prev: None,
+            buf: VecDeque::new(),
+            watch: Some(self.inner.shared.subscribe(stream)),
+            failed: None,
+            done: false,
+        };
+        futures::stream::unfold(cursor, Cursor::step)
+    }
+
+    async fn head(&self, stream: &StreamId) -> Result<Option<StreamHead>, StoreError> {
+        Ok(self.inner.shared.head(stream).map(|h| StreamHead {
+            stream: stream.clone(),
+            seq: h.seq,
+            hash: h.hash,
+        }))
+    }
+
+    async fn streams(&self) -> Result<Vec<StreamHead>, StoreError> {
+        let mut out: Vec<StreamHead> = lock(&self.inner.shared.heads)
+            .iter()
+            .map(|(id, h)| StreamHead {
+                stream: id.clone(),
+                seq: h.seq,
+                hash: h.hash,
+            })
+            .collect();
+        out.sort_by(|a, b| a.stream.cmp(&b.stream));
+        Ok(out)
+    }
+
+    async fn put_snapshot(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        state: Vec<u8>,
+    ) -> Result<(), StoreError> {
+        let shared = self.inner.shared.clone();
+        let head = shared.head(stream);
+        let Some(head) = head.filter(|h| seq >= 1 && seq <= h.seq) else {
+            return Err(StoreError::SnapshotBeyondHead {
+                stream: stream.clone(),
+                seq,
+                head: head.map_or(0, |h| h.seq),
+            });
+        };
+        let stream = stream.clone();
+        blocking(move || {
+            let events = read_chunk(&shared, &stream, head.no, seq, seq, None)?;
+            let hash = events
+                .first()
+                .map(|e| e.hash)
+                .ok_or(StoreError::SnapshotBeyondHead {
+                    stream: stream.clone(),
+                    seq,
+                    head: head.seq,
+                })?;
+            shared.index.put_snapshot(head.no, seq, &hash, &state)
+        })
+        .await
+    }
+
+    async fn latest_snapshot(
+        &self,
+        stream: &StreamId,
+        at_or_before: u64,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let Some(head) = self.inner.shared.head(stream) else {
+            return Ok(None);
+        };
+        let found = self
+            .inner
+            .shared
+            .index
+            .latest_snapshot(head.no, at_or_before)?;
+        Ok(found.map(|(seq, event_hash, state)| Snapshot {
+            stream: stream.clone(),
+            seq,
+            event_hash,
+            state,
+        }))
+    }
+
+    async fn verify(&self, stream: &StreamId) -> Result<VerifyReport, StoreError> {
+        let (shared, stream) = (self.inner.shared.clone(), stream.clone());
+        blocking(move || verify_stream(&shared, &stream)).await
+    }
+
+    async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {
+        if bytes.len() > MAX_PAYLOAD {
+            return Err(StoreError::BlobTooLarge {
+                len: bytes.len(),
+                max: MAX_PAYLOAD,
+            });
+        }
+        let hash = blob_hash(&bytes);
+        if self.inner.shared.blob_position(&hash)?.is_some() {
+            return Ok(hash);
+        }
+        let (tx, rx) = oneshot::channel();
+        self.send(Request::Blob {
+            hash,
+            bytes,
+            reply: tx,
+        })?;
+        rx.await.map_err(|_| StoreError::Closed)??;
+        Ok(hash)
+    }
+
+    async fn get_blob(&self, hash: &Hash) -> Result<Option<Vec<u8>>, StoreError> {
+        let (shared, hash) = (self.inner.shared.clone(), *hash);
+        blocking(move || read_blob(&shared, &hash)).await
+    }
+}

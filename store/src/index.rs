@@ -1,0 +1,368 @@
+//! The sled index: everything here can be rebuilt from the log.
+//!
+//! One sled tree, keys prefixed by kind, so that each group commit's entries land in one atomic
+//! sled batch together with the log position they cover. sled's own flush is not a sync; after a
+//! crash it may have lost its last moments, and opening re-indexes from `covered` onwards.
+
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+use crate::event::{Hash, StreamId};
+
+const COVERED: &[u8] = b"m:covered";
+const NEXT_STREAM: &[u8] = b"m:next_stream";
+const STREAM: u8 = b's';
+const EVENT: u8 = b'e';
+const SNAPSHOT: u8 = b'n';
+const BLOB: u8 = b'b';
+
+/// Where a record lives: segment number, byte offset of the record, record length.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Position {
+    pub segment: u64,
+    pub offset: u64,
+    pub len: u32,
+}
+
+impl Position {
+    fn to_bytes(self) -> [u8; 20] {
+        let mut b = [0u8; 20];
+        b[..8].copy_from_slice(&self.segment.to_be_bytes());
+        b[8..16].copy_from_slice(&self.offset.to_be_bytes());
+        b[16..].copy_from_slice(&self.len.to_be_bytes());
+        b
+    }
+
+    fn from_bytes(b: &[u8]) -> Option<Position> {
+        if b.len() != 20 {
+            return None;
+        }
+        Some(Position {
+            segment: u64::from_be_bytes(b[..8].try_into().ok()?),
+            offset: u64::from_be_bytes(b[8..16].try_into().ok()?),
+            len: u32::from_be_bytes(b[16..].try_into().ok()?),
+        })
+    }
+}
+
+/// Consecutive events of one stream stored back to back: the index keeps one entry per run,
+/// not per event, so appends of many events and long sequential reads touch sled rarely.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Run {
+    pub first_seq: u64,
+    pub count: u32,
+    /// Where the first record starts; `len` covers all the run's records.
+    pub pos: Position,
+    /// Hash of the run's last event: the last run of a stream gives its head.
+    pub last_hash: Hash,
+}
+
+/// Longest run indexed as one entry: bounds what a read fetches to reach one event.
+pub(crate) const RUN_MAX_EVENTS: usize = 256;
+
+impl Run {
+    fn to_bytes(self) -> [u8; 56] {
+        let mut b = [0u8; 56];
+        b[..20].copy_from_slice(&self.pos.to_bytes());
+        b[20..24].copy_from_slice(&self.count.to_be_bytes());
+        b[24..].copy_from_slice(&self.last_hash.0);
+        b
+    }
+
+    fn from_bytes(first_seq: u64, b: &[u8]) -> Option<Run> {
+        if b.len() != 56 {
+            return None;
+        }
+        Some(Run {
+            first_seq,
+            count: u32::from_be_bytes(b[20..24].try_into().ok()?),
+            pos: Position::from_bytes(&b[..20])?,
+            last_hash: Hash(b[24..].try_into().ok()?),
+        })
+    }
+
+    pub(crate) fn last_seq(&self) -> u64 {
+        self.first_seq + u64::from(self.count) - 1
+    }
+}
+
+/// A stream's number (its short key in the index) and head.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct StreamState {
+    pub no: u64,
+    pub seq: u64,
+    pub hash: Hash,
+}
+
+pub(crate) struct Index {
+    db: sled::Db,
+    path: PathBuf,
+}
+
+/// Index entries of one commit, applied atomically.
+#[derive(Default)]
+pub(crate) struct IndexBatch(sled::Batch);
+
+fn key(prefix: u8, no: u64, seq: u64) -> [u8; 17] {
+    let mut k = [0u8; 17];
+    k[0] = prefix;
+    k[1..9].copy_from_slice(&no.to_be_bytes());
+    k[9..].copy_from_slice(&seq.to_be_bytes());
+    k
+}
+
+fn blob_key(hash: &Hash) -> [u8; 33] {
+    let mut k = [0u8; 33];
+    k[0] = BLOB;
+    k[1..].copy_from_slice(&hash.0);
+    k
+}
+
+impl IndexBatch {
+    pub(crate) fn run(&mut self, no: u64, run: Run) {
+        self.0
+            .insert(&key(EVENT, no, run.first_seq)[..], &run.to_bytes()[..]);
+    }
+
+    /// Registers a new stream under its short number (its head comes from its last run).
+    pub(crate) fn new_stream(&mut self, id: &StreamId, no: u64) {
+        let mut k = Vec::with_capacity(1 + id.as_str().len());
+        k.push(STREAM);
+        k.extend_from_slice(id.as_str().as_bytes());
+        self.0.insert(k, &no.to_be_bytes()[..]);
+    }
+
+    pub(crate) fn blob(&mut self, hash: &Hash, pos: Position) {
+        self.0.insert(&blob_key(hash)[..], &pos.to_bytes()[..]);
+    }
+
+    /// The log is indexed up to (segment, offset); also records the next stream number.
+    pub(crate) fn covered(&mut self, segment: u64, offset: u64, next_stream: u64) {
+        let mut v = [0u8; 16];
+        v[..8].copy_from_slice(&segment.to_be_bytes());
+        v[8..].copy_from_slice(&offset.to_be_bytes());
+        self.0.insert(COVERED, &v[..]);
+        self.0.insert(NEXT_STREAM, &next_stream.to_be_bytes()[..]);
+    }
+}
+
+impl Index {
+    pub(crate) fn open(path: &Path) -> Result<Index, StoreError> {
+        let config = sled::Config::new()
+            .path(path)
+            .cache_capacity(64 * 1024 * 1024)
+            .mode(sled::Mode::HighThroughput);
+        // sled 0.34 releases its file lock from its own I/O threads, shortly after the last
+        // handle is dropped; an in-process reopen right after a close can see it still held.
+        let mut attempts = 0;
+        let db = loop {
+            match config.open() {
+                Ok(db) => break db,
+                Err(e) if attempts < 300 && e.to_string().contains("could not acquire lock") => {
+                    attempts += 1;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err(e) => {
+                    return Err(StoreError::Index {
+                        what: format!("opening: {e}"),
+                        path: path.to_path_buf(),
+                    });
+                }
+            }
+        };
+        Ok(Index {
+            db,
+            path: path.to_path_buf(),
+        })
+    }
+
+    fn err(&self, what: &str, e: impl std::fmt::Display) -> StoreError {
+        StoreError::Index {
+            what: format!("{what}: {e}"),
+            path: self.path.clone(),
+        }
+    }
+
+    fn damaged(&self, what: &str) -> StoreError {
+        StoreError::Index {
+            what: format!("damaged entry: {what}"),
+            path: self.path.clone(),
+        }
+    }
+
+    pub(crate) fn apply(&self, batch: IndexBatch) -> Result<(), StoreError> {
+        self.db
+            .apply_batch(batch.0)
+            .map_err(|e| self.err("writing", e))
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+        self.db
+            .flush()
+            .map(|_| ())
+            .map_err(|e| self.err("flushing", e))
+    }
+
+    /// (segment, offset) up to which the log is indexed, and the next stream number.
+    pub(crate) fn covered(&self) -> Result<Option<(u64, u64, u64)>, StoreError> {
+        let Some(v) = self.db.get(COVERED).map_err(|e| self.err("reading", e))? else {
+            return Ok(None);
+        };
+        let n = self
+            .db
+            .get(NEXT_STREAM)
+            .map_err(|e| self.err("reading", e))?;
+        let (Ok(seg), Ok(off)) = (
+            v.get(..8)
+                .unwrap_or_default()
+                .try_into()
+                .map(u64::from_be_bytes),
+            v.get(8..16)
+                .unwrap_or_default()
+                .try_into()
+                .map(u64::from_be_bytes),
+        ) else {
+            return Err(self.damaged("covered position"));
+        };
+        let next = n
+            .and_then(|n| n.as_ref().try_into().ok().map(u64::from_be_bytes))
+            .ok_or_else(|| self.damaged("next stream number"))?;
+        Ok(Some((seg, off, next)))
+    }
+
+    /// Every stream and its head, in stream id order.
+    pub(crate) fn streams(&self) -> Result<Vec<(StreamId, StreamState)>, StoreError> {
+        let mut out = Vec::new();
+        for item in self.db.scan_prefix([STREAM]) {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let id = std::str::from_utf8(&k[1..])
+                .ok()
+                .and_then(|s| StreamId::new(s).ok())
+                .ok_or_else(|| self.damaged("stream id"))?;
+            let no = v
+                .as_ref()
+                .try_into()
+                .map(u64::from_be_bytes)
+                .map_err(|_| self.damaged("stream number"))?;
+            let last = self
+                .db
+                .range(key(EVENT, no, 0)..=key(EVENT, no, u64::MAX))
+                .next_back()
+                .ok_or_else(|| self.damaged("stream without events"))?;
+            let (k, v) = last.map_err(|e| self.err("reading", e))?;
+            let run = self.parse_run(&k, &v)?;
+            out.push((
+                id,
+                StreamState {
+                    no,
+                    seq: run.last_seq(),
+                    hash: run.last_hash,
+                },
+            ));
+        }
+        Ok(out)
+    }
+
+    fn parse_run(&self, k: &[u8], v: &[u8]) -> Result<Run, StoreError> {
+        let first = k
+            .get(9..17)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| self.damaged("event key"))?;
+        Run::from_bytes(first, v).ok_or_else(|| self.damaged("event run"))
+    }
+
+    /// Runs holding events `from..=to` of stream `no`, in order, holding at least `limit`
+    /// events (or all there are).
+    pub(crate) fn runs(
+        &self,
+        no: u64,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        let mut out: Vec<Run> = Vec::new();
+        if let Some(item) = self
+            .db
+            .range(key(EVENT, no, 0)..=key(EVENT, no, from))
+            .next_back()
+        {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let run = self.parse_run(&k, &v)?;
+            if run.first_seq + u64::from(run.count) > from {
+                out.push(run);
+            }
+        }
+        let mut events: usize = out.iter().map(|r| r.count as usize).sum();
+        let start = out.last().map_or(from, |r| r.first_seq + 1);
+        if events >= limit || start > to {
+            return Ok(out);
+        }
+        for item in self.db.range(key(EVENT, no, start)..=key(EVENT, no, to)) {
+            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+            let run = self.parse_run(&k, &v)?;
+            events += run.count as usize;
+            out.push(run);
+            if events >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    pub(crate) fn blob(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {
+        match self
+            .db
+            .get(blob_key(hash))
+            .map_err(|e| self.err("reading", e))?
+        {
+            None => Ok(None),
+            Some(v) => Position::from_bytes(&v)
+                .map(Some)
+                .ok_or_else(|| self.damaged("blob position")),
+        }
+    }
+
+    pub(crate) fn put_snapshot(
+        &self,
+        no: u64,
+        seq: u64,
+        event_hash: &Hash,
+        state: &[u8],
+    ) -> Result<(), StoreError> {
+        let mut v = Vec::with_capacity(32 + state.len());
+        v.extend_from_slice(&event_hash.0);
+        v.extend_from_slice(state);
+        self.db
+            .insert(key(SNAPSHOT, no, seq), v)
+            .map(|_| ())
+            .map_err(|e| self.err("writing snapshot", e))
+    }
+
+    /// The latest snapshot of stream `no` at or before `seq`: (seq, event hash, state).
+    pub(crate) fn latest_snapshot(
+        &self,
+        no: u64,
+        seq: u64,
+    ) -> Result<Option<(u64, Hash, Vec<u8>)>, StoreError> {
+        let found = self
+            .db
+            .range(key(SNAPSHOT, no, 0)..=key(SNAPSHOT, no, seq))
+            .next_back();
+        let Some(item) = found else {
+            return Ok(None);
+        };
+        let (k, v) = item.map_err(|e| self.err("reading snapshot", e))?;
+        let at = k
+            .get(9..17)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_be_bytes)
+            .ok_or_else(|| self.damaged("snapshot key"))?;
+        if v.len() < 32 {
+            return Err(self.damaged("snapshot value"));
+        }
+        let mut hash = [0u8; 32];
+        hash.copy_from_slice(&v[..32]);
+        Ok(Some((at, Hash(hash), v[32..].to_vec())))
+    }
+}

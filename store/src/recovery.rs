@@ -1,0 +1,364 @@
+//! Opening a store: check the directory, repair the index from the log, cut a torn tail.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+
+use tracing::{info, info_span, warn};
+
+use crate::chain::blob_hash;
+use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
+use crate::config::StoreConfig;
+use crate::error::{Damage, StoreError, io_err};
+use crate::event::StreamId;
+use crate::index::{Index, IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::segment::{
+    BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
+    segment_header, segment_number, segment_path, sync_dir, valid_frame_after,
+};
+use crate::verify::check_link;
+
+pub(crate) const MARKER: &str = "DOCKET-STORE";
+const MARKER_PREFIX: &str = "docket-store format ";
+
+/// What opening had to repair.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// Events found in the log beyond what the index covered, now indexed.
+    pub reindexed_events: u64,
+    /// Bytes of an unacknowledged, torn last batch that were cut off.
+    pub truncated_bytes: u64,
+}
+
+pub(crate) struct Recovered {
+    pub index: Index,
+    pub heads: HashMap<StreamId, StreamState>,
+    pub file: LogFile,
+    pub segment: u64,
+    pub len: u64,
+    pub next_stream: u64,
+    pub report: RecoveryReport,
+}
+
+/// Checks the marker, creating a new store in an empty (or absent) directory.
+fn check_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER);
+    match fs::read(&marker) {
+        Ok(bytes) => {
+            let text = String::from_utf8_lossy(&bytes);
+            let version = text
+                .strip_prefix(MARKER_PREFIX)
+                .and_then(|v| v.trim_end().parse::<u32>().ok())
+                .ok_or_else(|| StoreError::ForeignDirectory {
+                    path: marker.clone(),
+                })?;
+            if version != FORMAT_VERSION {
+                return Err(StoreError::UnsupportedFormat {
+                    path: marker,
+                    found: version,
+                    supported: FORMAT_VERSION,
+                });
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            fs::create_dir_all(dir).map_err(io_err("creating store directory", dir))?;
+            let mut entries = fs::read_dir(dir).map_err(io_err("listing store directory", dir))?;
+            if entries.next().is_some() {
+                return Err(StoreError::ForeignDirectory {
+                    path: dir.to_path_buf(),
+                });
+            }
+            let log_dir = dir.join("log");
+            fs::create_dir(&log_dir).map_err(io_err("creating log directory", &log_dir))?;
+            let tmp = dir.join("DOCKET-STORE.tmp");
+            fs::write(&tmp, format!("{MARKER_PREFIX}{FORMAT_VERSION}\n"))
+                .map_err(io_err("writing marker", &tmp))?;
+            if sync {
+                fs::File::open(&tmp)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io_err("syncing marker", &tmp))?;
+            }
+            fs::rename(&tmp, &marker).map_err(io_err("renaming marker", &marker))?;
+            if sync {
+                sync_dir(dir)?;
+            }
+            Ok(())
+        }
+        Err(e) => Err(io_err("reading marker", &marker)(e)),
+    }
+}
+
+/// Segment numbers present, checked to run 1, 2, 3... without a gap.
+fn list_segments(log_dir: &Path) -> Result<Vec<u64>, StoreError> {
+    let mut numbers = Vec::new();
+    for entry in fs::read_dir(log_dir).map_err(io_err("listing log directory", log_dir))? {
+        let entry = entry.map_err(io_err("listing log directory", log_dir))?;
+        let name = entry.file_name();
+        let no = name
+            .to_str()
+            .and_then(segment_number)
+            .ok_or_else(|| StoreError::Corrupt {
+                segment: entry.path(),
+                offset: 0,
+                damage: Box::new(Damage::BadSegmentHeader("not a segment file name")),
+            })?;
+        numbers.push(no);
+    }
+    numbers.sort_unstable();
+    for (i, &no) in numbers.iter().enumerate() {
+        let expected = i as u64 + 1;
+        if no != expected {
+            return Err(StoreError::Corrupt {
+                segment: segment_path(log_dir, expected),
+                offset: 0,
+                damage: Box::new(Damage::MissingSegment(expected)),
+            });
+        }
+    }
+    Ok(numbers)
+}
+
+pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreError> {
+    let span = info_span!("open_store", dir = %dir.display());
+    let _guard = span.enter();
+    let sync = config.syncs();
+    check_marker(dir, sync)?;
+    let log_dir = dir.join("log");
+    let segments = list_segments(&log_dir)?;
+    let index = Index::open(&dir.join("index"))?;
+    let mut heads: HashMap<StreamId, StreamState> = index.streams()?.into_iter().collect();
+    let covered = index.covered()?;
+    let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
+    let mut report = RecoveryReport::default();
+
+    let Some(&last) = segments.last() else {
+        if covered.is_some() {
+            return Err(StoreError::LogShorterThanIndex {
+                segment: segment_path(&log_dir, covered_seg),
+                len: 0,
+                indexed_to: covered_off,
+            });
+        }
+        let file = LogFile::create(&log_dir, 1, &config.faults(), sync)?;
+        return Ok(Recovered {
+            index,
+            heads,
+            file,
+            segment: 1,
+            len: SEGMENT_HEADER_LEN,
+            next_stream,
+            report,
+        });
+    };
+    if covered_seg > last {
+        return Err(StoreError::LogShorterThanIndex {
+            segment: segment_path(&log_dir, covered_seg),
+            len: 0,
+            indexed_to: covered_off,
+        });
+    }
+
+    let mut last_len = SEGMENT_HEADER_LEN;
+    for seg in covered_seg..=last {
+        let path = segment_path(&log_dir, seg);
+        let is_last = seg == last;
+        let bytes = fs::read(&path).map_err(io_err("reading segment", &path))?;
+        let start = if seg == covered_seg {
+            covered_off
+        } else {
+            SEGMENT_HEADER_LEN
+        };
+        if start > bytes.len() as u64 && !(is_last && start == SEGMENT_HEADER_LEN) {
+            return Err(StoreError::LogShorterThanIndex {
+                segment: path,
+                len: bytes.len() as u64,
+                indexed_to: start,
+            });
+        }
+        if is_last && (bytes.len() as u64) < SEGMENT_HEADER_LEN {
+            // Torn while being created: it never held a batch.
+            warn!(segment = %path.display(), "rewriting the header of a segment torn at creation");
+            let file = LogFile::open(path.clone(), &config.faults())?;
+            file.truncate(0)?;
+            file.write_at(0, &segment_header(seg))?;
+            if sync {
+                file.sync()?;
+            }
+            last_len = SEGMENT_HEADER_LEN;
+            break;
+        }
+        check_segment_header(&bytes, seg, &path)?;
+        let mut at = start as usize;
+        while at < bytes.len() {
+            match check_batch(&bytes[at..]) {
+                Ok(payload) => {
+                    let end = at + BATCH_HEADER_LEN + payload.len();
+                    report.reindexed_events += index_frame(
+                        &index,
+                        &mut heads,
+                        &mut next_stream,
+                        &path,
+                        seg,
+                        (at as u64, end as u64),
+                        payload,
+                    )?;
+                    at = end;
+                }
+                Err(damage) => {
+                    if !is_last || valid_frame_after(&bytes, at).is_some() {
+                        return Err(StoreError::Corrupt {
+                            segment: path,
+                            offset: at as u64,
+                            damage: Box::new(damage),
+                        });
+                    }
+                    warn!(segment = %path.display(), offset = at, bytes = bytes.len() - at, %damage,
+                        "cutting a torn, unacknowledged last batch");
+                    let file = LogFile::open(path.clone(), &config.faults())?;
+                    file.truncate(at as u64)?;
+                    if sync {
+                        file.sync()?;
+                    }
+                    report.truncated_bytes = (bytes.len() - at) as u64;
+                    break;
+                }
+            }
+        }
+        if is_last {
+            last_len = at.min(bytes.len()) as u64;
+        }
+    }
+    let file = LogFile::open(segment_path(&log_dir, last), &config.faults())?;
+    if report != RecoveryReport::default() {
+        info!(?report, "recovered");
+    }
+    Ok(Recovered {
+        index,
+        heads,
+        file,
+        segment: last,
+        len: last_len,
+        next_stream,
+        report,
+    })
+}
+
+/// Indexes the records of one batch found beyond the index's coverage, checking each event
+/// against its stream's chain.
+fn index_frame(
+    index: &Index,
+    heads: &mut HashMap<StreamId, StreamState>,
+    next_stream: &mut u64,
+    path: &Path,
+    seg: u64,
+    (frame_at, frame_end): (u64, u64),
+    payload: &[u8],
+) -> Result<u64, StoreError> {
+    let payload_at = frame_at + BATCH_HEADER_LEN as u64;
+    let corrupt = |offset: u64, damage: Damage| StoreError::Corrupt {
+        segment: path.to_path_buf(),
+        offset,
+        damage: Box::new(damage),
+    };
+    let records = split_records(payload)
+        .map_err(|(off, what)| corrupt(payload_at + off as u64, Damage::BadRecord(what)))?;
+    let mut batch = IndexBatch::default();
+    let mut events = 0;
+    // Back-to-back events of one stream are indexed as one run, as the writer does.
+    let mut open_run: Option<(u64, Run)> = None;
+    for rec in records {
+        let offset = payload_at + rec.offset as u64;
+        let pos = Position {
+            segment: seg,
+            offset,
+            len: rec.len as u32,
+        };
+        match rec.tag {
+            TAG_BLOB => {
+                let (hash, content) =
+                    decode_blob(rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
+                if blob_hash(content) != hash {
+                    return Err(corrupt(
+                        offset,
+                        Damage::BadRecord(format!("blob {hash} does not match its content")),
+                    ));
+                }
+                batch.blob(&hash, pos);
+            }
+            TAG_EVENT => {
+                let (event, body) =
+                    decode_event(rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
+                let head = heads.get(&event.stream).copied();
+                let seq = head.map_or(1, |h| h.seq + 1);
+                check_link(&event.stream, seq, head.map(|h| h.hash), &event, body).map_err(
+                    |break_| {
+                        corrupt(
+                            offset,
+                            Damage::Chain {
+                                stream: event.stream.clone(),
+                                break_,
+                            },
+                        )
+                    },
+                )?;
+                let no = match head {
+                    Some(h) => h.no,
+                    None => {
+                        *next_stream += 1;
+                        *next_stream - 1
+                    }
+                };
+                let state = StreamState {
+                    no,
+                    seq,
+                    hash: event.hash,
+                };
+                match &mut open_run {
+                    Some((run_no, run))
+                        if *run_no == no
+                            && run.first_seq + u64::from(run.count) == seq
+                            && run.pos.offset + u64::from(run.pos.len) == offset
+                            && (run.count as usize) < RUN_MAX_EVENTS =>
+                    {
+                        run.count += 1;
+                        run.pos.len += pos.len;
+                        run.last_hash = event.hash;
+                    }
+                    _ => {
+                        if let Some((run_no, run)) = open_run.take() {
+                            batch.run(run_no, run);
+                        }
+                        open_run = Some((
+                            no,
+                            Run {
+                                first_seq: seq,
+                                count: 1,
+                                pos,
+                                last_hash: event.hash,
+                            },
+                        ));
+                    }
+                }
+                if head.is_none() {
+                    batch.new_stream(&event.stream, no);
+                }
+                heads.insert(event.stream, state);
+                events += 1;
+            }
+            other => {
+                return Err(corrupt(
+                    offset,
+                    Damage::BadRecord(format!("unknown record tag {other}")),
+                ));
+            }
+        }
+    }
+    if let Some((run_no, run)) = open_run {
+        batch.run(run_no, run);
+    }
+    // Entries and the coverage they extend land in one atomic sled batch.
+    batch.covered(seg, frame_end, *next_stream);
+    index.apply(batch)?;
+    Ok(events)
+}

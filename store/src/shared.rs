@@ -1,0 +1,159 @@
+//! State shared by appenders, the writer thread and readers of one open store.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+use crate::config::StoreConfig;
+use crate::error::{StoreError, io_err};
+use crate::event::{Hash, StreamId};
+use crate::index::{Index, Position, Run, StreamState};
+use crate::segment::segment_path;
+
+pub(crate) struct Shared {
+    pub log_dir: PathBuf,
+    pub config: StoreConfig,
+    pub index: Index,
+    /// Acknowledged heads; the writer updates them after a batch is durable and indexed.
+    pub heads: Mutex<HashMap<StreamId, StreamState>>,
+    /// Wakes tails: the latest acknowledged sequence per watched stream.
+    pub watchers: Mutex<HashMap<StreamId, watch::Sender<u64>>>,
+    read_files: Mutex<HashMap<u64, Arc<File>>>,
+    pub stats: Counters,
+    /// Set by the indexer when sled refuses a write: the writer then stops taking appends.
+    pub index_failed: Mutex<Option<String>>,
+    /// Runs and blobs acknowledged but not yet in sled: appends are acknowledged right after
+    /// their sync, and the indexer catches up behind them.
+    pub recent_runs: Mutex<BTreeMap<(u64, u64), Run>>,
+    pub recent_blobs: Mutex<HashMap<Hash, Position>>,
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub batches: AtomicU64,
+    pub syncs: AtomicU64,
+    pub events: AtomicU64,
+    pub queued: AtomicU64,
+}
+
+/// Locks a mutex, recovering the data if a thread panicked while holding it (the data are plain maps).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Shared {
+    pub(crate) fn new(
+        log_dir: PathBuf,
+        config: StoreConfig,
+        index: Index,
+        heads: HashMap<StreamId, StreamState>,
+    ) -> Shared {
+        Shared {
+            log_dir,
+            config,
+            index,
+            heads: Mutex::new(heads),
+            watchers: Mutex::new(HashMap::new()),
+            read_files: Mutex::new(HashMap::new()),
+            stats: Counters::default(),
+            index_failed: Mutex::new(None),
+            recent_runs: Mutex::new(BTreeMap::new()),
+            recent_blobs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Runs holding events `from..=to` of stream `no`, from sled and from the not-yet-indexed
+    /// tail, contiguous from the first one found (a gap ends the list; the next call starting
+    /// there reports it if it is real).
+    pub(crate) fn runs(
+        &self,
+        no: u64,
+        from: u64,
+        to: u64,
+        limit: usize,
+    ) -> Result<Vec<Run>, StoreError> {
+        // The in-memory tail first: a run leaves it only after sled has it, so whatever is
+        // missing from this copy is found by the sled query that follows.
+        let recent: Vec<Run> = lock(&self.recent_runs)
+            .range((no, 0)..=(no, to))
+            .map(|(_, run)| *run)
+            .filter(|run| run.first_seq + u64::from(run.count) > from)
+            .collect();
+        let indexed = self.index.runs(no, from, to, limit)?;
+        if recent.is_empty() {
+            return Ok(indexed);
+        }
+        let mut merged: BTreeMap<u64, Run> =
+            indexed.into_iter().map(|r| (r.first_seq, r)).collect();
+        for run in recent {
+            merged.insert(run.first_seq, run);
+        }
+        let mut out: Vec<Run> = Vec::with_capacity(merged.len());
+        for run in merged.into_values() {
+            if let Some(prev) = out.last()
+                && prev.first_seq + u64::from(prev.count) != run.first_seq
+            {
+                break;
+            }
+            out.push(run);
+        }
+        Ok(out)
+    }
+
+    /// Where a blob's record is, if the store has it.
+    pub(crate) fn blob_position(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {
+        if let Some(pos) = lock(&self.recent_blobs).get(hash) {
+            return Ok(Some(*pos));
+        }
+        self.index.blob(hash)
+    }
+
+    pub(crate) fn head(&self, stream: &StreamId) -> Option<StreamState> {
+        lock(&self.heads).get(stream).copied()
+    }
+
+    /// A read-only handle on a segment, kept open for later reads.
+    pub(crate) fn segment_file(&self, no: u64) -> Result<Arc<File>, StoreError> {
+        let mut files = lock(&self.read_files);
+        if let Some(f) = files.get(&no) {
+            return Ok(f.clone());
+        }
+        let path = segment_path(&self.log_dir, no);
+        let f = Arc::new(File::open(&path).map_err(io_err("opening segment for reading", &path))?);
+        files.insert(no, f.clone());
+        Ok(f)
+    }
+
+    /// A receiver of the stream's acknowledged head, created atomically with reading it.
+    pub(crate) fn subscribe(&self, stream: &StreamId) -> watch::Receiver<u64> {
+        let mut watchers = lock(&self.watchers);
+        if let Some(tx) = watchers.get(stream) {
+            return tx.subscribe();
+        }
+        let head = self.head(stream).map_or(0, |s| s.seq);
+        let (tx, rx) = watch::channel(head);
+        watchers.insert(stream.clone(), tx);
+        rx
+    }
+
+    /// Called by the writer after heads are updated.
+    pub(crate) fn notify(&self, updated: &[(StreamId, u64)]) {
+        let mut watchers = lock(&self.watchers);
+        if watchers.is_empty() {
+            return;
+        }
+        for (stream, seq) in updated {
+            if let Some(tx) = watchers.get(stream) {
+                if tx.receiver_count() == 0 {
+                    watchers.remove(stream);
+                } else {
+                    tx.send_replace(*seq);
+                }
+            }
+        }
+    }
+}

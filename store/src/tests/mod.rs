@@ -1,0 +1,48 @@
+//! Store-level tests: behaviour through the public API, plus damage done to the files.
+
+mod basic;
+mod corruption;
+mod faults;
+mod format_example;
+mod model;
+
+use std::path::Path;
+
+use futures::TryStreamExt;
+
+use crate::{
+    Durability, EmbeddedStore, Event, EventStore, NewEvent, StoreConfig, StreamId, WallTime,
+};
+
+pub(crate) fn sid(s: &str) -> StreamId {
+    StreamId::new(s).expect("valid stream id")
+}
+
+pub(crate) fn ev(kind: &str, payload: &[u8]) -> NewEvent {
+    NewEvent {
+        kind: kind.to_owned(),
+        kind_version: 1,
+        recorded_at: WallTime(1_700_000_000_000_000_000),
+        policy: None,
+        payload: payload.to_vec(),
+    }
+}
+
+pub(crate) fn relaxed() -> StoreConfig {
+    StoreConfig {
+        durability: Durability::UnsafeNoSync,
+        ..StoreConfig::default()
+    }
+}
+
+pub(crate) async fn open(dir: &Path, config: StoreConfig) -> EmbeddedStore {
+    EmbeddedStore::open(dir, config).await.expect("store opens")
+}
+
+pub(crate) async fn read_all(store: &EmbeddedStore, stream: &StreamId) -> Vec<Event> {
+    store
+        .read(stream, 1..=u64::MAX)
+        .try_collect()
+        .await
+        .expect("stream reads back")
+}

@@ -1,0 +1,79 @@
+//! Checking events against their chain: shared by reads, `verify` and recovery.
+
+use crate::chain::{event_hash, genesis};
+use crate::codec::{TAG_EVENT, decode_event, parse_record};
+use crate::error::ChainBreak;
+use crate::event::{Event, Hash, StreamId};
+
+/// Checks that `event` (whose canonical body is `body`) is event `seq` of `stream`, links to
+/// `prev` (when known) and hashes to what it records.
+pub(crate) fn check_link(
+    stream: &StreamId,
+    seq: u64,
+    prev: Option<Hash>,
+    event: &Event,
+    body: &[u8],
+) -> Result<(), ChainBreak> {
+    if &event.stream != stream {
+        return Err(ChainBreak::ForeignStream {
+            seq,
+            found: event.stream.clone(),
+        });
+    }
+    if event.seq != seq {
+        return Err(ChainBreak::Missing {
+            expected: seq,
+            found: event.seq,
+        });
+    }
+    let expected_prev = match prev {
+        Some(p) => Some(p),
+        None if seq == 1 => Some(genesis(stream)),
+        None => None,
+    };
+    if let Some(expected) = expected_prev
+        && event.prev != expected
+    {
+        return Err(ChainBreak::WrongPrev {
+            seq,
+            expected,
+            found: event.prev,
+        });
+    }
+    let computed = event_hash(&event.prev, body);
+    if computed != event.hash {
+        return Err(ChainBreak::WrongHash {
+            seq,
+            stored: event.hash,
+            computed,
+        });
+    }
+    Ok(())
+}
+
+/// Decodes a framed event record read from the log and checks it as event `seq` of `stream`.
+pub(crate) fn check_record(
+    stream: &StreamId,
+    seq: u64,
+    prev: Option<Hash>,
+    record: &[u8],
+) -> Result<Event, ChainBreak> {
+    let unreadable = |what: String| ChainBreak::Unreadable { seq, what };
+    let raw = parse_record(record).map_err(unreadable)?;
+    if raw.len != record.len() {
+        return Err(unreadable(format!(
+            "record is {} bytes, the index says {}",
+            raw.len,
+            record.len()
+        )));
+    }
+    if raw.tag != TAG_EVENT {
+        return Err(unreadable(format!(
+            "record tag {} is not an event",
+            raw.tag
+        )));
+    }
+    let (event, body) = decode_event(raw.body).map_err(unreadable)?;
+    check_link(stream, seq, prev, &event, body)?;
+    Ok(event)
+}

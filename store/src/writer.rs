@@ -1,0 +1,510 @@
+//! The single log writer: group commit.
+//!
+//! It takes every append waiting in its channel, checks expected versions in arrival order,
+//! writes them as one batch frame, issues one `fdatasync`, and only then makes them readable
+//! and acknowledges each. Their sled index entries are written by a second thread behind it;
+//! until then reads find them in memory. After any I/O failure it rolls the file back to the
+//! last synced length and refuses all further work ("poisoned"): after a failed fsync the
+//! kernel may have dropped the dirty pages, so nothing is acknowledged that was not proven
+//! durable; reopening re-verifies.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Receiver};
+use std::time::{Duration, Instant};
+
+use tokio::sync::oneshot;
+use tracing::{debug, error, info_span};
+
+use crate::api::Appended;
+use crate::codec::{TAG_BLOB, push_record};
+use crate::error::StoreError;
+use crate::event::{Hash, StreamId};
+use crate::index::{IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
+use crate::shared::{Shared, lock};
+
+/// How long the writer waits for more appends before a batch, when the previous batch held
+/// several (PostgreSQL's `commit_delay`): a fraction of one sync.
+const COMMIT_DELAY: Duration = Duration::from_micros(100);
+
+/// Stop draining the channel once a batch holds this much.
+const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
+
+pub(crate) enum Request {
+    Append(AppendJob),
+    Blob {
+        hash: Hash,
+        bytes: Vec<u8>,
+        reply: oneshot::Sender<Result<(), StoreError>>,
+    },
+}
+
+/// Events encoded and hashed by the appender, assuming the head it saw is still the head.
+pub(crate) struct AppendJob {
+    pub stream: StreamId,
+    pub expected: u64,
+    /// The hash the first event links to: the writer checks it is still the head's.
+    pub first_prev: Hash,
+    /// Framed event records, back to back.
+    pub records: Vec<u8>,
+    /// (offset in `records`, record length) of each event.
+    pub spans: Vec<(usize, u32)>,
+    pub hashes: Vec<Hash>,
+    pub blobs: Vec<(Hash, Vec<u8>)>,
+    pub reply: oneshot::Sender<Result<Appended, StoreError>>,
+}
+
+impl Request {
+    fn size(&self) -> usize {
+        match self {
+            Request::Append(j) => {
+                j.records.len() + j.blobs.iter().map(|b| b.1.len()).sum::<usize>()
+            }
+            Request::Blob { bytes, .. } => bytes.len(),
+        }
+    }
+}
+
+enum Accepted {
+    Append {
+        job: AppendJob,
+        state: StreamState,
+        /// Offset of the job's records within the frame.
+        at: usize,
+        blob_at: Vec<(Hash, usize, u32)>,
+    },
+    Blob {
+        reply: oneshot::Sender<Result<(), StoreError>>,
+        placed: Option<(Hash, usize, u32)>,
+    },
+}
+
+/// A durable, acknowledged batch on its way to the index.
+struct Durable {
+    new_streams: Vec<(StreamId, u64)>,
+    runs: Vec<(u64, Run)>,
+    blobs: Vec<(Hash, Position)>,
+    /// (segment, end offset, next stream number) once this batch is indexed.
+    covered: (u64, u64, u64),
+}
+
+pub(crate) struct Writer {
+    pub shared: Arc<Shared>,
+    pub rx: Receiver<Request>,
+    /// Heads as written to the log; acknowledged heads (`shared.heads`) may trail them while
+    /// the indexer catches up.
+    pub log_heads: HashMap<StreamId, StreamState>,
+    pub file: LogFile,
+    pub segment: u64,
+    /// Length of the current segment: everything before it is synced (or, unsynced mode, written).
+    pub len: u64,
+    pub next_stream: u64,
+    pub faults: Faults,
+    pub poisoned: Option<String>,
+}
+
+impl Writer {
+    pub(crate) fn run(mut self) {
+        // Indexing (sled) runs on its own thread, overlapping the next batch's write and sync.
+        let (to_indexer, from_writer) = mpsc::channel::<Durable>();
+        let shared = self.shared.clone();
+        let indexer = std::thread::Builder::new()
+            .name("docket-log-indexer".into())
+            .spawn(move || index_batches(&shared, &from_writer));
+        let indexer = match indexer {
+            Ok(handle) => Some((to_indexer, handle)),
+            Err(e) => {
+                self.poisoned = Some(format!("starting the indexer: {e}"));
+                None
+            }
+        };
+        let sender = indexer.as_ref().map(|(tx, _)| tx.clone());
+        let mut last_batch = 0usize;
+        while let Ok(first) = self.rx.recv() {
+            #[cfg(any(test, feature = "fault-injection"))]
+            if let Some(plan) = &self.faults {
+                plan.wait_while_held();
+            }
+            let mut bytes = first.size();
+            let mut batch = vec![first];
+            // When appends are concurrent, wait a moment for those just acknowledged to come
+            // back, so concurrent appenders move as one group instead of alternating halves.
+            let gather = (last_batch > 1).then(|| Instant::now() + COMMIT_DELAY);
+            while bytes < MAX_BATCH_BYTES {
+                let next = match gather {
+                    Some(deadline) => self
+                        .rx
+                        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                        .ok(),
+                    None => self.rx.try_recv().ok(),
+                };
+                let Some(r) = next else { break };
+                bytes += r.size();
+                batch.push(r);
+            }
+            last_batch = batch.len();
+            self.shared
+                .stats
+                .queued
+                .fetch_sub(batch.len() as u64, Ordering::SeqCst);
+            self.commit(batch, sender.as_ref());
+        }
+        drop(sender);
+        if let Some((tx, handle)) = indexer {
+            drop(tx);
+            let _ = handle.join();
+        }
+        lock(&self.shared.watchers).clear();
+        if let Err(e) = self.shared.index.flush() {
+            error!(error = %e, "flushing the index on close");
+        }
+    }
+
+    fn commit(&mut self, batch: Vec<Request>, indexer: Option<&mpsc::Sender<Durable>>) {
+        if self.poisoned.is_none() {
+            self.poisoned = lock(&self.shared.index_failed).clone();
+        }
+        if let Some(cause) = &self.poisoned {
+            for r in batch {
+                reject(r, || StoreError::Poisoned {
+                    cause: cause.clone(),
+                });
+            }
+            return;
+        }
+        let span = info_span!("group_commit", requests = batch.len());
+        let _guard = span.enter();
+
+        let mut frame = vec![0u8; BATCH_HEADER_LEN];
+        let mut accepted = Vec::with_capacity(batch.len());
+        let mut pending: HashMap<StreamId, StreamState> = HashMap::new();
+        let mut placed_blobs: HashMap<Hash, (usize, u32)> = HashMap::new();
+        {
+            let heads = &self.log_heads;
+            for req in batch {
+                match req {
+                    Request::Append(job) => {
+                        let current = pending
+                            .get(&job.stream)
+                            .or_else(|| heads.get(&job.stream))
+                            .copied();
+                        let (actual, head_hash) =
+                            current.map_or((0, None), |s| (s.seq, Some(s.hash)));
+                        let links = head_hash.is_none_or(|h| h == job.first_prev);
+                        if actual != job.expected || !links {
+                            let _ = job.reply.send(Err(StoreError::Conflict {
+                                stream: job.stream.clone(),
+                                expected: job.expected,
+                                actual,
+                            }));
+                            continue;
+                        }
+                        let no = match current {
+                            Some(s) => s.no,
+                            None => {
+                                self.next_stream += 1;
+                                self.next_stream - 1
+                            }
+                        };
+                        let mut blob_at = Vec::new();
+                        for (hash, bytes) in &job.blobs {
+                            if let Some(&(at, len)) = placed_blobs.get(hash) {
+                                blob_at.push((*hash, at, len));
+                                continue;
+                            }
+                            if matches!(self.shared.blob_position(hash), Ok(Some(_))) {
+                                continue;
+                            }
+                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, bytes]);
+                            let len = (frame.len() - at) as u32;
+                            placed_blobs.insert(*hash, (at, len));
+                            blob_at.push((*hash, at, len));
+                        }
+                        let at = frame.len();
+                        frame.extend_from_slice(&job.records);
+                        let last = job.hashes.last().copied().unwrap_or(job.first_prev);
+                        let state = StreamState {
+                            no,
+                            seq: job.expected + job.hashes.len() as u64,
+                            hash: last,
+                        };
+                        pending.insert(job.stream.clone(), state);
+                        accepted.push(Accepted::Append {
+                            job,
+                            state,
+                            at,
+                            blob_at,
+                        });
+                    }
+                    Request::Blob { hash, bytes, reply } => {
+                        let known = placed_blobs.contains_key(&hash)
+                            || matches!(self.shared.blob_position(&hash), Ok(Some(_)));
+                        let placed = if known {
+                            None
+                        } else {
+                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, &bytes]);
+                            let len = (frame.len() - at) as u32;
+                            placed_blobs.insert(hash, (at, len));
+                            Some((hash, at, len))
+                        };
+                        accepted.push(Accepted::Blob { reply, placed });
+                    }
+                }
+            }
+        }
+        if frame.len() == BATCH_HEADER_LEN {
+            // Nothing new to write (conflicts, or blobs already stored).
+            for a in accepted {
+                if let Accepted::Blob { reply, .. } = a {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+            return;
+        }
+        seal_batch(&mut frame);
+
+        if let Err(e) = self.write_durably(&frame) {
+            let cause = e.to_string();
+            error!(error = %cause, segment = %self.file.path.display(), "log write failed; writer poisoned");
+            self.poisoned = Some(cause.clone());
+            let mut first = Some(e);
+            for a in accepted {
+                let err = first.take().unwrap_or_else(|| StoreError::Poisoned {
+                    cause: cause.clone(),
+                });
+                match a {
+                    Accepted::Append { job, .. } => {
+                        let _ = job.reply.send(Err(err));
+                    }
+                    Accepted::Blob { reply, .. } => {
+                        let _ = reply.send(Err(err));
+                    }
+                }
+            }
+            return;
+        }
+
+        let base = self.len;
+        let end = base + frame.len() as u64;
+        let pos = |at: usize, len: u32| Position {
+            segment: self.segment,
+            offset: base + at as u64,
+            len,
+        };
+        let mut new_streams = Vec::new();
+        let mut runs = Vec::new();
+        let mut blobs = Vec::new();
+        let mut events = 0u64;
+        for a in &accepted {
+            match a {
+                Accepted::Append {
+                    job,
+                    state,
+                    at,
+                    blob_at,
+                } => {
+                    for (hash, bat, blen) in blob_at {
+                        blobs.push((*hash, pos(*bat, *blen)));
+                    }
+                    for (k, chunk) in job.spans.chunks(RUN_MAX_EVENTS).enumerate() {
+                        let bytes: u32 = chunk.iter().map(|s| s.1).sum();
+                        let first = k * RUN_MAX_EVENTS;
+                        let run = Run {
+                            first_seq: job.expected + 1 + first as u64,
+                            count: chunk.len() as u32,
+                            pos: pos(at + chunk[0].0, bytes),
+                            last_hash: job.hashes[first + chunk.len() - 1],
+                        };
+                        runs.push((state.no, run));
+                    }
+                    if job.expected == 0 {
+                        new_streams.push((job.stream.clone(), state.no));
+                    }
+                    events += job.hashes.len() as u64;
+                }
+                Accepted::Blob { placed, .. } => {
+                    if let Some((hash, at, len)) = placed {
+                        blobs.push((*hash, pos(*at, *len)));
+                    }
+                }
+            }
+        }
+        self.len = end;
+        self.log_heads.extend(pending);
+
+        // Durable: make the batch readable (until sled has it, from memory), then acknowledge.
+        {
+            let mut recent = lock(&self.shared.recent_runs);
+            for (no, run) in &runs {
+                recent.insert((*no, run.first_seq), *run);
+            }
+        }
+        lock(&self.shared.recent_blobs).extend(blobs.iter().copied());
+        let stats = &self.shared.stats;
+        stats.batches.fetch_add(1, Ordering::Relaxed);
+        stats.events.fetch_add(events, Ordering::Relaxed);
+        let mut updated = Vec::with_capacity(accepted.len());
+        {
+            let mut heads = lock(&self.shared.heads);
+            for a in &accepted {
+                if let Accepted::Append { job, state, .. } = a {
+                    heads.insert(job.stream.clone(), *state);
+                    updated.push((job.stream.clone(), state.seq));
+                }
+            }
+        }
+        self.shared.notify(&updated);
+        debug!(events, bytes = frame.len(), "batch acknowledged");
+        for a in accepted {
+            match a {
+                Accepted::Append { job, .. } => {
+                    let _ = job.reply.send(Ok(Appended {
+                        stream: job.stream,
+                        first_seq: job.expected + 1,
+                        hashes: job.hashes,
+                    }));
+                }
+                Accepted::Blob { reply, .. } => {
+                    let _ = reply.send(Ok(()));
+                }
+            }
+        }
+        let durable = Durable {
+            new_streams,
+            runs,
+            blobs,
+            covered: (self.segment, end, self.next_stream),
+        };
+        if let Some(tx) = indexer
+            && tx.send(durable).is_err()
+        {
+            self.poisoned = Some("the indexer stopped".to_owned());
+        }
+    }
+
+    /// Writes the frame at the end of the log (starting a new segment if needed) and syncs it.
+    /// On failure, truncates back to the last durable length.
+    fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+        let max = self.shared.config.segment_max_bytes;
+        if self.len > SEGMENT_HEADER_LEN && self.len + frame.len() as u64 > max {
+            let next = LogFile::create(
+                &self.shared.log_dir,
+                self.segment + 1,
+                &self.faults,
+                self.shared.config.syncs(),
+            )?;
+            self.file = next;
+            self.segment += 1;
+            self.len = SEGMENT_HEADER_LEN;
+        }
+        let result = self.file.write_at(self.len, frame).and_then(|()| {
+            if self.shared.config.syncs() {
+                self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+                self.file.sync()
+            } else {
+                Ok(())
+            }
+        });
+        if result.is_err() {
+            let rolled_back = self.file.truncate(self.len).and_then(|()| self.file.sync());
+            if let Err(e) = rolled_back {
+                error!(error = %e, "rolling back a failed batch also failed; reopen will truncate it");
+            }
+        }
+        result
+    }
+}
+
+fn reject(r: Request, err: impl Fn() -> StoreError) {
+    match r {
+        Request::Append(job) => {
+            let _ = job.reply.send(Err(err()));
+        }
+        Request::Blob { reply, .. } => {
+            let _ = reply.send(Err(err()));
+        }
+    }
+}
+
+/// How long the indexer gathers durable batches into one sled write: sled does I/O for every
+/// batch it applies, and reads are served from memory meanwhile.
+const INDEX_GATHER: Duration = Duration::from_millis(5);
+
+/// The indexer thread: writes durable batches' index entries to sled, several batches per sled
+/// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
+/// memory (reads still work) and the writer stops taking appends: reopening re-indexes.
+fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
+    let mut failed = false;
+    while let Ok(first) = rx.recv() {
+        let mut group = vec![first];
+        let deadline = Instant::now() + INDEX_GATHER;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(d) => group.push(d),
+                Err(_) => break,
+            }
+        }
+        #[cfg(any(test, feature = "fault-injection"))]
+        if let Some(plan) = &shared.config.faults {
+            plan.wait_while_indexer_held();
+        }
+        if failed {
+            continue;
+        }
+        let mut index = IndexBatch::default();
+        for d in &group {
+            for (id, no) in &d.new_streams {
+                index.new_stream(id, *no);
+            }
+            for (no, run) in &d.runs {
+                index.run(*no, *run);
+            }
+            for (hash, pos) in &d.blobs {
+                index.blob(hash, *pos);
+            }
+        }
+        if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
+            index.covered(segment, end, next_stream);
+        }
+        #[cfg(any(test, feature = "fault-injection"))]
+        let injected = shared
+            .config
+            .faults
+            .as_ref()
+            .is_some_and(|p| p.index_write_fails());
+        #[cfg(not(any(test, feature = "fault-injection")))]
+        let injected = false;
+        let applied = if injected {
+            Err(StoreError::Index {
+                what: "injected index write failure".into(),
+                path: std::path::PathBuf::from("index"),
+            })
+        } else {
+            shared.index.apply(index)
+        };
+        if let Err(e) = applied {
+            let cause = e.to_string();
+            error!(error = %cause, "index write failed; writer poisoned");
+            *lock(&shared.index_failed) = Some(cause);
+            failed = true;
+            continue;
+        }
+        {
+            let mut recent = lock(&shared.recent_runs);
+            for d in &group {
+                for (no, run) in &d.runs {
+                    recent.remove(&(*no, run.first_seq));
+                }
+            }
+        }
+        let mut recent = lock(&shared.recent_blobs);
+        for d in &group {
+            for (hash, _) in &d.blobs {
+                recent.remove(hash);
+            }
+        }
+    }
+}
