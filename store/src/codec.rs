@@ -157,7 +157,11 @@ pub(crate) fn parse_record(bytes: &[u8]) -> Result<RawRecord<'_>, String> {
 }
 
 /// Decodes an event record body into an [`Event`], returning also the canonical body bytes.
-pub(crate) fn decode_event(record_body: &[u8]) -> Result<(Event, &[u8]), String> {
+/// When the record belongs to `expected`, the event shares that id instead of a new one.
+pub(crate) fn decode_event<'a>(
+    record_body: &'a [u8],
+    expected: Option<&StreamId>,
+) -> Result<(Event, &'a [u8]), String> {
     if record_body.len() < 64 {
         return Err(format!(
             "event record is {} bytes, shorter than its two hashes",
@@ -173,7 +177,10 @@ pub(crate) fn decode_event(record_body: &[u8]) -> Result<(Event, &[u8]), String>
             rest.len()
         ));
     }
-    let stream = StreamId::new(wire.stream).map_err(|e| e.to_string())?;
+    let stream = match expected {
+        Some(id) if id.as_str() == wire.stream => id.clone(),
+        _ => StreamId::new(wire.stream).map_err(|e| e.to_string())?,
+    };
     let mut prev = [0u8; 32];
     prev.copy_from_slice(&hashes[..32]);
     let mut hash = [0u8; 32];
@@ -253,8 +260,8 @@ mod tests {
     fn garbage_event_bodies_are_errors_not_panics() {
         for len in 0..200 {
             let bytes: Vec<u8> = (0..len).map(|i| (i * 37 % 251) as u8).collect();
-            let _ = decode_event(&bytes);
+            let _ = decode_event(&bytes, None);
         }
-        assert!(decode_event(&[0u8; 10]).is_err());
+        assert!(decode_event(&[0u8; 10], None).is_err());
     }
 }

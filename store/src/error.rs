@@ -82,15 +82,6 @@ pub enum StoreError {
     },
 
     #[error(
-        "blob {hash} is referenced by stream {stream} at sequence {seq} but is not in the store"
-    )]
-    BlobMissing {
-        hash: Hash,
-        stream: StreamId,
-        seq: u64,
-    },
-
-    #[error(
         "the log writer stopped after an I/O failure ({cause}); nothing after it was acknowledged. \
          Reopen the store to re-verify the log"
     )]

@@ -1,6 +1,7 @@
 //! The event envelope: what the log records for every handoff, decision and side effect.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::error::StoreError;
 
@@ -46,15 +47,16 @@ impl fmt::Debug for Hash {
 }
 
 /// One stream per run: the unit of ordering, optimistic concurrency and chaining.
+/// Shared, so every event read back from a stream carries its id without a copy.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
-pub struct StreamId(String);
+pub struct StreamId(Arc<str>);
 
 impl StreamId {
     /// Accepts 1..=256 bytes of UTF-8 without control characters (ids appear in logs and paths of exports).
     pub fn new(id: impl Into<String>) -> Result<StreamId, StoreError> {
         let id = id.into();
         check_name("stream id", &id)?;
-        Ok(StreamId(id))
+        Ok(StreamId(id.into()))
     }
 
     pub fn as_str(&self) -> &str {

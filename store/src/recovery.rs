@@ -287,8 +287,8 @@ fn index_frame(
                 batch.blob(&hash, pos);
             }
             TAG_EVENT => {
-                let (event, body) =
-                    decode_event(rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
+                let (event, body) = decode_event(rec.body, None)
+                    .map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
                 let head = heads.get(&event.stream).copied();
                 let seq = head.map_or(1, |h| h.seq + 1);
                 check_link(&event.stream, seq, head.map(|h| h.hash), &event, body).map_err(

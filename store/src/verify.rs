@@ -73,7 +73,7 @@ pub(crate) fn check_record(
             raw.tag
         )));
     }
-    let (event, body) = decode_event(raw.body).map_err(unreadable)?;
+    let (event, body) = decode_event(raw.body, Some(stream)).map_err(unreadable)?;
     check_link(stream, seq, prev, &event, body)?;
     Ok(event)
 }
