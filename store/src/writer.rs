@@ -153,6 +153,7 @@ impl Writer {
         drop(sender);
         if let Some((tx, handle)) = indexer {
             drop(tx);
+            handle.thread().unpark();
             let _ = handle.join();
         }
         lock(&self.shared.watchers).clear();
@@ -453,9 +454,6 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
 /// batches, packed per stream into pages; reads are served from memory meanwhile.
 const INDEX_GATHER: Duration = Duration::from_millis(20);
 
-/// Stop gathering once this many runs wait (bounds the in-memory tail under heavy load).
-const INDEX_GATHER_RUNS: usize = 64 * 1024;
-
 /// The indexer thread: writes durable batches' index entries to sled, several batches per sled
 /// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
 /// memory (reads still work) and the writer stops taking appends: reopening re-indexes.
@@ -464,19 +462,12 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
     // Runs of the gathered batches per stream number, in log (so sequence) order.
     let mut per_stream: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
     while let Ok(first) = rx.recv() {
-        let mut runs = first.runs.len();
+        // Sleep rather than wait on the channel, so batches arriving meanwhile do not wake
+        // this thread one by one (the cores are the appenders' and the writer's).
+        // The writer unparks it when it stops, so closing does not wait out the gathering.
+        std::thread::park_timeout(INDEX_GATHER);
         let mut group = vec![first];
-        let deadline = Instant::now() + INDEX_GATHER;
-        while runs < INDEX_GATHER_RUNS {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(d) => {
-                    runs += d.runs.len();
-                    group.push(d);
-                }
-                Err(_) => break,
-            }
-        }
+        group.extend(rx.try_iter());
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(plan) = &shared.config.faults {
             plan.wait_while_indexer_held();
