@@ -57,6 +57,9 @@ async fn docket_append(dir: &Path, appenders: u64, per_appender: u64) -> (f64, D
     }
     let took = start.elapsed();
     let syncs = store.stats().syncs;
+    if std::env::var_os("DOCKET_BENCH_THREAD_CPU").is_some() {
+        print_thread_cpu(appenders * per_appender);
+    }
     store.close().await;
     let n = appenders * per_appender;
     (rate(n, took), took / (per_appender as u32), syncs)
@@ -168,6 +171,51 @@ async fn read_back(dir: &Path, total: u64) -> (f64, f64) {
     let verify_rate = rate(total, start.elapsed());
     store.close().await;
     (read_rate, verify_rate)
+}
+
+/// CPU time (user + system) each kind of thread of this process has used so far, per event:
+/// the store's writer and indexer, the runtime's workers (the appenders), sled's own threads.
+fn print_thread_cpu(events: u64) {
+    let tick = 100.0; // USER_HZ on Linux
+    let mut by_name: std::collections::BTreeMap<String, (f64, f64)> =
+        std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
+            continue;
+        };
+        // Fields after the ")" that closes the name: state is field 3, utime 14, stime 15.
+        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else {
+            continue;
+        };
+        let fields: Vec<f64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let [user, system] = fields[..] else { continue };
+        let name = comm
+            .trim()
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '-')
+            .to_owned();
+        let entry = by_name.entry(name).or_default();
+        entry.0 += user / tick;
+        entry.1 += system / tick;
+    }
+    for (name, (user, system)) in by_name {
+        let per = |secs: f64| secs * 1e6 / events as f64;
+        println!(
+            "  thread {name:<16} {:>6.2} us user + {:>6.2} us system CPU per event",
+            per(user),
+            per(system)
+        );
+    }
 }
 
 fn median(xs: &[f64]) -> f64 {
