@@ -1,7 +1,10 @@
-//! Durable append throughput of docket's event log, against sled and SQLite baselines measured
-//! in the same run, plus single-append latency against one raw fdatasync and read-back speed.
+//! Durable append throughput of docket's event log, against sled, SQLite and a raw group-commit
+//! ceiling measured in the same run, plus single-append latency against one raw fdatasync and
+//! read-back speed.
 //!
 //! Run: `cargo bench -p docket-bench --bench store_append` (optional argument: `quick`).
+//! `... --bench store_append -- profile APPENDERS EVENTS_EACH` runs docket's appends alone (for
+//! `valgrind --tool=callgrind`, which counts instructions repeatably on a shared machine).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
@@ -54,6 +57,9 @@ async fn docket_append(dir: &Path, appenders: u64, per_appender: u64) -> (f64, D
     }
     let took = start.elapsed();
     let syncs = store.stats().syncs;
+    if std::env::var_os("DOCKET_BENCH_THREAD_CPU").is_some() {
+        print_thread_cpu(appenders * per_appender);
+    }
     store.close().await;
     let n = appenders * per_appender;
     (rate(n, took), took / (per_appender as u32), syncs)
@@ -106,6 +112,22 @@ fn sqlite_baseline(dir: &Path, batch: u64, total: u64) -> f64 {
     rate(total, start.elapsed())
 }
 
+/// The ceiling: `total` events' worth of pre-encoded 260-byte records, `batch` per write, each
+/// write followed by one `fdatasync`, no framing, hashing, index or callers to wait for.
+fn raw_group_commit(dir: &Path, batch: u64, total: u64) -> f64 {
+    std::fs::create_dir_all(dir).expect("dir");
+    let mut f = std::fs::File::create_new(dir.join("raw-batches")).expect("raw file");
+    let buf = vec![7u8; 260 * batch as usize];
+    let start = Instant::now();
+    let mut i = 0;
+    while i < total {
+        f.write_all(&buf).expect("write");
+        f.sync_data().expect("fdatasync");
+        i += batch;
+    }
+    rate(total, start.elapsed())
+}
+
 /// Mean time of one 250-byte append plus `fdatasync` on a new plain file (what one durable
 /// single-event append cannot beat).
 fn raw_fdatasync(dir: &Path, n: u32) -> Duration {
@@ -151,9 +173,71 @@ async fn read_back(dir: &Path, total: u64) -> (f64, f64) {
     (read_rate, verify_rate)
 }
 
+/// CPU time (user + system) each kind of thread of this process has used so far, per event:
+/// the store's writer and indexer, the runtime's workers (the appenders), sled's own threads.
+fn print_thread_cpu(events: u64) {
+    let tick = 100.0; // USER_HZ on Linux
+    let mut by_name: std::collections::BTreeMap<String, (f64, f64)> =
+        std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return;
+    };
+    for task in tasks.flatten() {
+        let (Ok(comm), Ok(stat)) = (
+            std::fs::read_to_string(task.path().join("comm")),
+            std::fs::read_to_string(task.path().join("stat")),
+        ) else {
+            continue;
+        };
+        // Fields after the ")" that closes the name: state is field 3, utime 14, stime 15.
+        let Some(rest) = stat.rsplit_once(')').map(|r| r.1) else {
+            continue;
+        };
+        let fields: Vec<f64> = rest
+            .split_whitespace()
+            .skip(11)
+            .take(2)
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        let [user, system] = fields[..] else { continue };
+        let name = comm
+            .trim()
+            .trim_end_matches(|c: char| c.is_ascii_digit() || c == '-')
+            .to_owned();
+        let entry = by_name.entry(name).or_default();
+        entry.0 += user / tick;
+        entry.1 += system / tick;
+    }
+    for (name, (user, system)) in by_name {
+        let per = |secs: f64| secs * 1e6 / events as f64;
+        println!(
+            "  thread {name:<16} {:>6.2} us user + {:>6.2} us system CPU per event",
+            per(user),
+            per(system)
+        );
+    }
+}
+
+fn median(xs: &[f64]) -> f64 {
+    let mut v = xs.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// `median [min-max]` of a series.
+fn spread(xs: &[f64], digits: usize) -> String {
+    let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    format!("{:.digits$} [{lo:.digits$}-{hi:.digits$}]", median(xs))
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "quick");
-    let scale = if quick { 4 } else { 1 };
+    let args: Vec<String> = std::env::args().collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -162,50 +246,86 @@ fn main() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let dir = |name: &str| tmp.path().join(name);
 
+    if let Some(at) = args.iter().position(|a| a == "profile") {
+        let num = |k: usize, default: u64| {
+            args.get(at + k)
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(default)
+        };
+        let (appenders, per) = (num(1, 256), num(2, 20));
+        let (rate, _, syncs) = runtime.block_on(docket_append(&dir("profile"), appenders, per));
+        println!(
+            "profile: {appenders} appenders x {per} events: {rate:.0} ev/s, {:.1} events per sync",
+            (appenders * per) as f64 / syncs as f64
+        );
+        return;
+    }
+
+    let quick = args.iter().any(|a| a == "quick");
+    let scale = if quick { 4 } else { 1 };
+    let rounds = if quick { 3 } else { 7 };
+
     println!("docket store_append bench: {PAYLOAD}-byte payloads, durable (fdatasync) appends");
     println!(
-        "{:>10} {:>14} {:>14} {:>14} {:>9} {:>9} {:>8}",
-        "appenders", "docket ev/s", "sled ev/s", "sqlite ev/s", "x sled", "x sqlite", "ev/sync"
+        "{rounds} rounds per row, systems interleaved within each round; median [min-max] of the rounds"
     );
-    // The disk's sync latency drifts (other work shares it), so each configuration runs in two
-    // rounds with the systems interleaved, and the mean of each is reported.
-    let mut single = (Duration::ZERO, Duration::ZERO);
-    for (appenders, per) in [(1u64, 1000u64), (16, 250), (256, 200)] {
+    // The disk's sync latency drifts (other work shares it), so each configuration runs in several
+    // rounds with the systems interleaved; ratios are taken within a round, then their median.
+    let mut single_latency = Vec::new();
+    let mut single_raw = Vec::new();
+    for (appenders, per) in [(1u64, 600u64), (16, 300), (256, 200)] {
         let per = per / scale;
         let total = appenders * per;
-        let (mut docket, mut sled, mut sqlite, mut syncs) = (0.0, 0.0, 0.0, 0);
-        for round in 0..2 {
+        let (mut docket, mut sled, mut sqlite, mut raw) = (vec![], vec![], vec![], vec![]);
+        let (mut x_sled, mut x_sqlite, mut x_raw, mut per_sync) = (vec![], vec![], vec![], vec![]);
+        for round in 0..rounds {
             let tag = format!("{appenders}-{round}");
             if appenders == 1 {
-                single.1 += raw_fdatasync(&dir(&format!("raw-{round}")), 200 / scale as u32) / 2;
+                let d = raw_fdatasync(&dir(&format!("raw-{round}")), 200 / scale as u32);
+                single_raw.push(d.as_secs_f64() * 1e6);
             }
-            let (rate, latency, s) = runtime.block_on(docket_append(
+            let (rate, latency, syncs) = runtime.block_on(docket_append(
                 &dir(&format!("docket-{tag}")),
                 appenders,
                 per,
             ));
-            docket += rate / 2.0;
-            syncs += s;
             if appenders == 1 {
-                single.0 += latency / 2;
+                single_latency.push(latency.as_secs_f64() * 1e6);
             }
             let d = dir(&format!("sqlite-{tag}"));
             std::fs::create_dir_all(&d).expect("dir");
-            sqlite += sqlite_baseline(&d, appenders, total) / 2.0;
-            sled += sled_baseline(&dir(&format!("sled-{tag}")), appenders, total) / 2.0;
+            let q = sqlite_baseline(&d, appenders, total);
+            let s = sled_baseline(&dir(&format!("sled-{tag}")), appenders, total);
+            let r = raw_group_commit(&dir(&format!("rawgc-{tag}")), appenders, total);
+            docket.push(rate);
+            sqlite.push(q);
+            sled.push(s);
+            raw.push(r);
+            x_sled.push(rate / s);
+            x_sqlite.push(rate / q);
+            x_raw.push(rate / r);
+            per_sync.push(total as f64 / syncs as f64);
         }
-        println!(
-            "{appenders:>10} {docket:>14.0} {sled:>14.0} {sqlite:>14.0} {:>9.2} {:>9.2} {:>8.1}",
-            docket / sled,
-            docket / sqlite,
-            (2 * total) as f64 / syncs as f64
-        );
+        println!("{appenders} appenders ({per} events each, {total} per round):");
+        println!("  docket ev/s                 {}", spread(&docket, 0));
+        println!("  sled insert+flush ev/s      {}", spread(&sled, 0));
+        println!("  sqlite WAL FULL ev/s        {}", spread(&sqlite, 0));
+        println!("  raw write+fdatasync ev/s    {}", spread(&raw, 0));
+        println!("  docket / sled               {}", spread(&x_sled, 2));
+        println!("  docket / sqlite             {}", spread(&x_sqlite, 2));
+        println!("  docket / raw ceiling        {}", spread(&x_raw, 2));
+        println!("  events per fdatasync        {}", spread(&per_sync, 1));
     }
+    let ratios: Vec<f64> = single_latency
+        .iter()
+        .zip(&single_raw)
+        .map(|(l, r)| l / r)
+        .collect();
     println!(
-        "single appender: {:.1} us per durable append, raw write+fdatasync {:.1} us, ratio {:.2}",
-        single.0.as_secs_f64() * 1e6,
-        single.1.as_secs_f64() * 1e6,
-        single.0.as_secs_f64() / single.1.as_secs_f64()
+        "single appender: {} us per durable append; raw 250-byte write+fdatasync {} us; ratio {}",
+        spread(&single_latency, 1),
+        spread(&single_raw, 1),
+        spread(&ratios, 2)
     );
     let total = 1_000_000 / scale;
     let (read, verify) = runtime.block_on(read_back(&dir("read-back"), total));

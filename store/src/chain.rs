@@ -1,6 +1,8 @@
 //! The hash chain: BLAKE3 in derive-key mode, so event hashes cannot be confused with
 //! hashes made for any other purpose.
 
+use std::sync::LazyLock;
+
 use crate::event::{Hash, StreamId};
 
 /// Context string for event hashes: `hash = BLAKE3-derive-key(EVENT_CONTEXT, prev ‖ body)`.
@@ -18,7 +20,10 @@ pub fn genesis(stream: &StreamId) -> Hash {
 
 /// The hash of an event whose canonical body is `body` and whose predecessor hashed to `prev`.
 pub fn event_hash(prev: &Hash, body: &[u8]) -> Hash {
-    let mut hasher = blake3::Hasher::new_derive_key(EVENT_CONTEXT);
+    // Deriving the context key is one more compression per event: do it once and clone.
+    static EVENT_HASHER: LazyLock<blake3::Hasher> =
+        LazyLock::new(|| blake3::Hasher::new_derive_key(EVENT_CONTEXT));
+    let mut hasher = EVENT_HASHER.clone();
     hasher.update(&prev.0);
     hasher.update(body);
     Hash(*hasher.finalize().as_bytes())

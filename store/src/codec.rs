@@ -108,6 +108,14 @@ pub(crate) fn push_record(out: &mut Vec<u8>, tag: u8, body_parts: &[&[u8]]) -> u
     start
 }
 
+/// Fills in the 5-byte header (`len u32 LE ‖ tag`) of a record built in place: `record` is the
+/// whole record, header included.
+pub(crate) fn seal_record(record: &mut [u8], tag: u8) {
+    let len = u32::try_from(record.len() - 4).unwrap_or(u32::MAX);
+    record[..4].copy_from_slice(&len.to_le_bytes());
+    record[4] = tag;
+}
+
 /// One record inside a batch payload.
 pub(crate) struct RawRecord<'a> {
     /// Offset of the record (its length prefix) within the batch payload.

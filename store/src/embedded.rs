@@ -13,7 +13,7 @@ use tracing::debug_span;
 
 use crate::api::{Appended, EventStore, Snapshot, StreamHead, VerifyReport};
 use crate::chain::{blob_hash, event_hash, genesis};
-use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, push_record};
+use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record};
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
@@ -97,6 +97,7 @@ impl EmbeddedStore {
             .name("docket-log-writer".into())
             .spawn(move || writer.run())
             .map_err(crate::error::io_err("starting the log writer for", dir))?;
+        let _ = shared.writer_thread.set(handle.thread().clone());
         Ok(EmbeddedStore {
             inner: Arc::new(Inner {
                 shared,
@@ -133,11 +134,19 @@ impl EmbeddedStore {
     fn send(&self, request: Request) -> Result<(), StoreError> {
         let tx = self.inner.tx.as_ref().ok_or(StoreError::Closed)?;
         let stats = &self.inner.shared.stats;
-        stats.queued.fetch_add(1, Ordering::SeqCst);
+        let queued = stats.queued.fetch_add(1, Ordering::SeqCst) + 1;
         tx.send(request).map_err(|_| {
             stats.queued.fetch_sub(1, Ordering::SeqCst);
             StoreError::Closed
-        })
+        })?;
+        // A writer waiting in `recv` is woken by the channel; one gathering a batch sleeps until
+        // the request it waits for arrives (or its delay ends).
+        if queued == stats.gather_until.load(Ordering::SeqCst)
+            && let Some(writer) = self.inner.shared.writer_thread.get()
+        {
+            writer.unpark();
+        }
+        Ok(())
     }
 }
 
@@ -159,7 +168,6 @@ fn encode_job(
     let mut spans = Vec::with_capacity(events.len());
     let mut hashes = Vec::with_capacity(events.len());
     let mut blobs = Vec::new();
-    let mut body = Vec::with_capacity(256);
     let mut link = prev;
     let total: usize = events
         .iter()
@@ -183,7 +191,9 @@ fn encode_job(
             hash: blob_hash(&event.payload),
             len: event.payload.len() as u64,
         });
-        body.clear();
+        // The record is built in place: length and tag, then the body, then prev and hash.
+        let at = records.len();
+        records.extend_from_slice(&[0; 5]);
         encode_body(
             &BodyFields {
                 stream: stream.as_str(),
@@ -197,11 +207,14 @@ fn encode_job(
                     None => PayloadView::Inline(&event.payload),
                 },
             },
-            &mut body,
+            &mut records,
         );
-        let hash = event_hash(&link, &body);
-        let at = push_record(&mut records, TAG_EVENT, &[&body, &link.0, &hash.0]);
-        spans.push((at, (records.len() - at) as u32));
+        let hash = event_hash(&link, &records[at + 5..]);
+        records.extend_from_slice(&link.0);
+        records.extend_from_slice(&hash.0);
+        let len = records.len() - at;
+        seal_record(&mut records[at..], TAG_EVENT);
+        spans.push((at, len as u32));
         hashes.push(hash);
         link = hash;
         if let Some(r) = blob {

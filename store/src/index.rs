@@ -60,9 +60,17 @@ pub(crate) struct Run {
 /// Longest run indexed as one entry: bounds what a read fetches to reach one event.
 pub(crate) const RUN_MAX_EVENTS: usize = 256;
 
+/// Most runs stored under one sled key (a page). Concurrent appenders interleave their records,
+/// so a stream's runs are often one event long; sled costs about the same per insert whatever
+/// the value's size, so the indexer packs a stream's consecutive runs into one value.
+pub(crate) const PAGE_MAX_RUNS: usize = 64;
+
+/// Bytes of one run in a page value.
+const RUN_BYTES: usize = 56;
+
 impl Run {
-    fn to_bytes(self) -> [u8; 56] {
-        let mut b = [0u8; 56];
+    fn to_bytes(self) -> [u8; RUN_BYTES] {
+        let mut b = [0u8; RUN_BYTES];
         b[..20].copy_from_slice(&self.pos.to_bytes());
         b[20..24].copy_from_slice(&self.count.to_be_bytes());
         b[24..].copy_from_slice(&self.last_hash.0);
@@ -70,7 +78,7 @@ impl Run {
     }
 
     fn from_bytes(first_seq: u64, b: &[u8]) -> Option<Run> {
-        if b.len() != 56 {
+        if b.len() != RUN_BYTES {
             return None;
         }
         Some(Run {
@@ -120,8 +128,19 @@ fn blob_key(hash: &Hash) -> [u8; 33] {
 
 impl IndexBatch {
     pub(crate) fn run(&mut self, no: u64, run: Run) {
-        self.0
-            .insert(&key(EVENT, no, run.first_seq)[..], &run.to_bytes()[..]);
+        self.page(no, &[run]);
+    }
+
+    /// Stores consecutive runs of stream `no` (each starting where the previous ended) under one
+    /// key, the first run's sequence: the value is their 56-byte encodings back to back, and
+    /// each run's first sequence follows from the key and the counts before it.
+    pub(crate) fn page(&mut self, no: u64, runs: &[Run]) {
+        let Some(first) = runs.first() else { return };
+        let mut v = Vec::with_capacity(runs.len() * RUN_BYTES);
+        for run in runs {
+            v.extend_from_slice(&run.to_bytes());
+        }
+        self.0.insert(&key(EVENT, no, first.first_seq)[..], v);
     }
 
     /// Registers a new stream under its short number (its head comes from its last run).
@@ -250,7 +269,10 @@ impl Index {
                 .next_back()
                 .ok_or_else(|| self.damaged("stream without events"))?;
             let (k, v) = last.map_err(|e| self.err("reading", e))?;
-            let run = self.parse_run(&k, &v)?;
+            let run = *self
+                .parse_page(&k, &v)?
+                .last()
+                .ok_or_else(|| self.damaged("empty event page"))?;
             out.push((
                 id,
                 StreamState {
@@ -263,13 +285,26 @@ impl Index {
         Ok(out)
     }
 
-    fn parse_run(&self, k: &[u8], v: &[u8]) -> Result<Run, StoreError> {
-        let first = k
+    /// The runs of one page entry, in order (a page written before pages existed holds one).
+    fn parse_page(&self, k: &[u8], v: &[u8]) -> Result<Vec<Run>, StoreError> {
+        let mut seq = k
             .get(9..17)
             .and_then(|b| b.try_into().ok())
             .map(u64::from_be_bytes)
             .ok_or_else(|| self.damaged("event key"))?;
-        Run::from_bytes(first, v).ok_or_else(|| self.damaged("event run"))
+        if v.is_empty() || v.len() % RUN_BYTES != 0 {
+            return Err(self.damaged("event page length"));
+        }
+        let mut out = Vec::with_capacity(v.len() / RUN_BYTES);
+        for b in v.chunks_exact(RUN_BYTES) {
+            let run = Run::from_bytes(seq, b).ok_or_else(|| self.damaged("event run"))?;
+            if run.count == 0 {
+                return Err(self.damaged("empty event run"));
+            }
+            seq = run.first_seq + u64::from(run.count);
+            out.push(run);
+        }
+        Ok(out)
     }
 
     /// Runs holding events `from..=to` of stream `no`, in order, holding at least `limit`
@@ -288,10 +323,11 @@ impl Index {
             .next_back()
         {
             let (k, v) = item.map_err(|e| self.err("reading", e))?;
-            let run = self.parse_run(&k, &v)?;
-            if run.first_seq + u64::from(run.count) > from {
-                out.push(run);
-            }
+            out.extend(
+                self.parse_page(&k, &v)?
+                    .into_iter()
+                    .filter(|run| run.first_seq + u64::from(run.count) > from),
+            );
         }
         let mut events: usize = out.iter().map(|r| r.count as usize).sum();
         let start = out.last().map_or(from, |r| r.first_seq + 1);
@@ -300,9 +336,10 @@ impl Index {
         }
         for item in self.db.range(key(EVENT, no, start)..=key(EVENT, no, to)) {
             let (k, v) = item.map_err(|e| self.err("reading", e))?;
-            let run = self.parse_run(&k, &v)?;
-            events += run.count as usize;
-            out.push(run);
+            for run in self.parse_page(&k, &v)? {
+                events += run.count as usize;
+                out.push(run);
+            }
             if events >= limit {
                 break;
             }
@@ -364,5 +401,86 @@ impl Index {
         let mut hash = [0u8; 32];
         hash.copy_from_slice(&v[..32]);
         Ok(Some((at, Hash(hash), v[32..].to_vec())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(first_seq: u64, count: u32, offset: u64) -> Run {
+        Run {
+            first_seq,
+            count,
+            pos: Position {
+                segment: 1,
+                offset,
+                len: 100 * count,
+            },
+            last_hash: Hash([first_seq as u8; 32]),
+        }
+    }
+
+    #[test]
+    fn pages_of_runs_read_back_as_runs_from_any_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        // Stream 0: a page written one run per entry (as before pages existed), then a page
+        // of three runs, then a page of one run. Stream 1 sits after it in key order.
+        let mut batch = IndexBatch::default();
+        batch.new_stream(&StreamId::new("a").unwrap(), 0);
+        batch.new_stream(&StreamId::new("b").unwrap(), 1);
+        batch.run(0, run(1, 2, 32));
+        batch.page(0, &[run(3, 1, 1000), run(4, 3, 2000), run(7, 1, 3000)]);
+        batch.page(0, &[run(8, 5, 4000)]);
+        batch.page(1, &[run(1, 1, 5000), run(2, 1, 6000)]);
+        index.apply(batch).unwrap();
+
+        let firsts = |from, to, limit| {
+            index
+                .runs(0, from, to, limit)
+                .unwrap()
+                .iter()
+                .map(|r| (r.first_seq, r.count, r.pos.offset))
+                .collect::<Vec<_>>()
+        };
+        let all = vec![
+            (1, 2, 32),
+            (3, 1, 1000),
+            (4, 3, 2000),
+            (7, 1, 3000),
+            (8, 5, 4000),
+        ];
+        assert_eq!(firsts(1, 12, usize::MAX), all);
+        // Starting inside a page skips its runs that end before `from`.
+        assert_eq!(firsts(5, 12, usize::MAX), all[2..].to_vec());
+        assert_eq!(firsts(7, 7, usize::MAX), all[3..4].to_vec());
+        assert_eq!(firsts(9, 12, usize::MAX), all[4..].to_vec());
+        // `limit` stops after the entry that reaches it.
+        assert_eq!(firsts(1, 12, 2), all[..1].to_vec());
+        assert_eq!(firsts(1, 12, 3), all[..4].to_vec());
+
+        let heads = index.streams().unwrap();
+        assert_eq!(heads.len(), 2);
+        assert_eq!((heads[0].1.seq, heads[0].1.hash), (12, Hash([8; 32])));
+        assert_eq!((heads[1].1.seq, heads[1].1.hash), (2, Hash([2; 32])));
+    }
+
+    #[test]
+    fn a_damaged_page_is_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = Index::open(&dir.path().join("index")).unwrap();
+        index.db.insert(key(EVENT, 0, 1), &[0u8; 57][..]).unwrap();
+        assert!(matches!(
+            index.runs(0, 1, 10, usize::MAX),
+            Err(StoreError::Index { .. })
+        ));
+        let mut zero_count = run(1, 1, 32).to_bytes();
+        zero_count[20..24].copy_from_slice(&0u32.to_be_bytes());
+        index.db.insert(key(EVENT, 0, 1), &zero_count[..]).unwrap();
+        assert!(matches!(
+            index.runs(0, 1, 10, usize::MAX),
+            Err(StoreError::Index { .. })
+        ));
     }
 }

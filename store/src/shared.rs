@@ -1,10 +1,11 @@
 //! State shared by appenders, the writer thread and readers of one open store.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::Thread;
 
 use tokio::sync::watch;
 
@@ -27,9 +28,12 @@ pub(crate) struct Shared {
     /// Set by the indexer when sled refuses a write: the writer then stops taking appends.
     pub index_failed: Mutex<Option<String>>,
     /// Runs and blobs acknowledged but not yet in sled: appends are acknowledged right after
-    /// their sync, and the indexer catches up behind them.
-    pub recent_runs: Mutex<BTreeMap<(u64, u64), Run>>,
+    /// their sync, and the indexer catches up behind them. Runs are kept per stream number, in
+    /// sequence order: the writer pushes at the back, the indexer pops what sled has from the front.
+    pub recent_runs: Mutex<BTreeMap<u64, VecDeque<Run>>>,
     pub recent_blobs: Mutex<HashMap<Hash, Position>>,
+    /// The writer thread, for the wake-up that ends its gathering.
+    pub writer_thread: OnceLock<Thread>,
 }
 
 #[derive(Default)]
@@ -38,6 +42,10 @@ pub(crate) struct Counters {
     pub syncs: AtomicU64,
     pub events: AtomicU64,
     pub queued: AtomicU64,
+    /// While the writer gathers a batch: how many queued requests it waits for (0 otherwise).
+    /// The appender whose request makes `queued` reach it wakes the writer, so a gathering
+    /// writer is woken once per batch rather than once per request.
+    pub gather_until: AtomicU64,
 }
 
 /// Locks a mutex, recovering the data if a thread panicked while holding it (the data are plain maps).
@@ -63,6 +71,7 @@ impl Shared {
             index_failed: Mutex::new(None),
             recent_runs: Mutex::new(BTreeMap::new()),
             recent_blobs: Mutex::new(HashMap::new()),
+            writer_thread: OnceLock::new(),
         }
     }
 
@@ -79,10 +88,16 @@ impl Shared {
         // The in-memory tail first: a run leaves it only after sled has it, so whatever is
         // missing from this copy is found by the sled query that follows.
         let recent: Vec<Run> = lock(&self.recent_runs)
-            .range((no, 0)..=(no, to))
-            .map(|(_, run)| *run)
-            .filter(|run| run.first_seq + u64::from(run.count) > from)
-            .collect();
+            .get(&no)
+            .map(|runs| {
+                // Runs are in sequence order: skip those ending before `from` by binary search.
+                let start = runs.partition_point(|r| r.first_seq + u64::from(r.count) <= from);
+                runs.range(start..)
+                    .take_while(|r| r.first_seq <= to)
+                    .copied()
+                    .collect()
+            })
+            .unwrap_or_default();
         let indexed = self.index.runs(no, from, to, limit)?;
         if recent.is_empty() {
             return Ok(indexed);

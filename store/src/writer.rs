@@ -8,7 +8,7 @@
 //! kernel may have dropped the dirty pages, so nothing is acknowledged that was not proven
 //! durable; reopening re-verifies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, Receiver};
@@ -21,12 +21,13 @@ use crate::api::Appended;
 use crate::codec::{TAG_BLOB, push_record};
 use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
-use crate::index::{IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::index::{IndexBatch, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
 use crate::shared::{Shared, lock};
 
-/// How long the writer waits for more appends before a batch, when the previous batch held
-/// several (PostgreSQL's `commit_delay`): a fraction of one sync.
+/// Longest the writer waits for more appends before a batch, when the previous batch held
+/// several (PostgreSQL's `commit_delay`): a fraction of one sync. It stops waiting as soon as
+/// as many requests as the previous batch held have arrived.
 const COMMIT_DELAY: Duration = Duration::from_micros(100);
 
 /// Stop draining the channel once a batch holds this much.
@@ -130,16 +131,14 @@ impl Writer {
             let mut bytes = first.size();
             let mut batch = vec![first];
             // When appends are concurrent, wait a moment for those just acknowledged to come
-            // back, so concurrent appenders move as one group instead of alternating halves.
-            let gather = (last_batch > 1).then(|| Instant::now() + COMMIT_DELAY);
+            // back, so concurrent appenders move as one group instead of alternating halves;
+            // but only until as many requests as the previous batch held are queued (a lone
+            // appender never waits: its previous batch held one).
+            if last_batch > 1 {
+                self.gather(last_batch as u64);
+            }
             while bytes < MAX_BATCH_BYTES {
-                let next = match gather {
-                    Some(deadline) => self
-                        .rx
-                        .recv_timeout(deadline.saturating_duration_since(Instant::now()))
-                        .ok(),
-                    None => self.rx.try_recv().ok(),
-                };
+                let next = self.rx.try_recv().ok();
                 let Some(r) = next else { break };
                 bytes += r.size();
                 batch.push(r);
@@ -154,12 +153,32 @@ impl Writer {
         drop(sender);
         if let Some((tx, handle)) = indexer {
             drop(tx);
+            handle.thread().unpark();
             let _ = handle.join();
         }
         lock(&self.shared.watchers).clear();
         if let Err(e) = self.shared.index.flush() {
             error!(error = %e, "flushing the index on close");
         }
+    }
+
+    /// Sleeps until `want` requests are queued (counting the one in hand) or the commit delay
+    /// is over. The appender whose request completes the count unparks this thread.
+    fn gather(&self, want: u64) {
+        let stats = &self.shared.stats;
+        let deadline = Instant::now() + COMMIT_DELAY;
+        stats.gather_until.store(want, Ordering::SeqCst);
+        loop {
+            if stats.queued.load(Ordering::SeqCst) >= want {
+                break;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            std::thread::park_timeout(left);
+        }
+        stats.gather_until.store(0, Ordering::SeqCst);
     }
 
     fn commit(&mut self, batch: Vec<Request>, indexer: Option<&mpsc::Sender<Durable>>) {
@@ -179,17 +198,15 @@ impl Writer {
 
         let mut frame = vec![0u8; BATCH_HEADER_LEN];
         let mut accepted = Vec::with_capacity(batch.len());
-        let mut pending: HashMap<StreamId, StreamState> = HashMap::new();
         let mut placed_blobs: HashMap<Hash, (usize, u32)> = HashMap::new();
         {
-            let heads = &self.log_heads;
+            // `log_heads` advances as appends are accepted, before the batch is durable: if
+            // the write or sync fails, the writer is poisoned and never consults them again.
+            let heads = &mut self.log_heads;
             for req in batch {
                 match req {
                     Request::Append(job) => {
-                        let current = pending
-                            .get(&job.stream)
-                            .or_else(|| heads.get(&job.stream))
-                            .copied();
+                        let current = heads.get(&job.stream).copied();
                         let (actual, head_hash) =
                             current.map_or((0, None), |s| (s.seq, Some(s.hash)));
                         let links = head_hash.is_none_or(|h| h == job.first_prev);
@@ -230,7 +247,12 @@ impl Writer {
                             seq: job.expected + job.hashes.len() as u64,
                             hash: last,
                         };
-                        pending.insert(job.stream.clone(), state);
+                        match heads.get_mut(&job.stream) {
+                            Some(head) => *head = state,
+                            None => {
+                                heads.insert(job.stream.clone(), state);
+                            }
+                        }
                         accepted.push(Accepted::Append {
                             job,
                             state,
@@ -332,13 +354,12 @@ impl Writer {
             }
         }
         self.len = end;
-        self.log_heads.extend(pending);
 
         // Durable: make the batch readable (until sled has it, from memory), then acknowledge.
         {
             let mut recent = lock(&self.shared.recent_runs);
             for (no, run) in &runs {
-                recent.insert((*no, run.first_seq), *run);
+                recent.entry(*no).or_default().push_back(*run);
             }
         }
         lock(&self.shared.recent_blobs).extend(blobs.iter().copied());
@@ -428,25 +449,25 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
     }
 }
 
-/// How long the indexer gathers durable batches into one sled write: sled does I/O for every
-/// batch it applies, and reads are served from memory meanwhile.
-const INDEX_GATHER: Duration = Duration::from_millis(5);
+/// How long the indexer gathers durable batches into one sled write: sled costs about as much
+/// per key as a few thousand events' worth of log writing, so each write should carry many
+/// batches, packed per stream into pages; reads are served from memory meanwhile.
+const INDEX_GATHER: Duration = Duration::from_millis(20);
 
 /// The indexer thread: writes durable batches' index entries to sled, several batches per sled
 /// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
 /// memory (reads still work) and the writer stops taking appends: reopening re-indexes.
 fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
     let mut failed = false;
+    // Runs of the gathered batches per stream number, in log (so sequence) order.
+    let mut per_stream: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
     while let Ok(first) = rx.recv() {
+        // Sleep rather than wait on the channel, so batches arriving meanwhile do not wake
+        // this thread one by one (the cores are the appenders' and the writer's).
+        // The writer unparks it when it stops, so closing does not wait out the gathering.
+        std::thread::park_timeout(INDEX_GATHER);
         let mut group = vec![first];
-        let deadline = Instant::now() + INDEX_GATHER;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match rx.recv_timeout(left) {
-                Ok(d) => group.push(d),
-                Err(_) => break,
-            }
-        }
+        group.extend(rx.try_iter());
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(plan) = &shared.config.faults {
             plan.wait_while_indexer_held();
@@ -455,15 +476,21 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
             continue;
         }
         let mut index = IndexBatch::default();
+        per_stream.clear();
         for d in &group {
             for (id, no) in &d.new_streams {
                 index.new_stream(id, *no);
             }
             for (no, run) in &d.runs {
-                index.run(*no, *run);
+                per_stream.entry(*no).or_default().push(*run);
             }
             for (hash, pos) in &d.blobs {
                 index.blob(hash, *pos);
+            }
+        }
+        for (no, runs) in &per_stream {
+            for page in pages(runs) {
+                index.page(*no, page);
             }
         }
         if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
@@ -493,10 +520,14 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
             continue;
         }
         {
+            // sled now has these runs: they are the oldest of each stream's in-memory tail.
             let mut recent = lock(&shared.recent_runs);
-            for d in &group {
-                for (no, run) in &d.runs {
-                    recent.remove(&(*no, run.first_seq));
+            for (no, runs) in &per_stream {
+                if let Some(tail) = recent.get_mut(no) {
+                    tail.drain(..runs.len().min(tail.len()));
+                    if tail.is_empty() {
+                        recent.remove(no);
+                    }
                 }
             }
         }
@@ -506,5 +537,54 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
                 recent.remove(hash);
             }
         }
+    }
+}
+
+/// Splits one stream's runs (in sequence order) into pages: at most [`PAGE_MAX_RUNS`] runs,
+/// each starting where the previous one ended.
+fn pages(runs: &[Run]) -> impl Iterator<Item = &[Run]> {
+    let mut rest = runs;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut n = 1;
+        while n < rest.len().min(PAGE_MAX_RUNS)
+            && rest[n - 1].first_seq + u64::from(rest[n - 1].count) == rest[n].first_seq
+        {
+            n += 1;
+        }
+        let (page, tail) = rest.split_at(n);
+        rest = tail;
+        Some(page)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(first_seq: u64, count: u32) -> Run {
+        Run {
+            first_seq,
+            count,
+            pos: Position {
+                segment: 1,
+                offset: 32,
+                len: count,
+            },
+            last_hash: Hash([0; 32]),
+        }
+    }
+
+    #[test]
+    fn pages_hold_consecutive_runs_up_to_the_limit() {
+        let mut runs: Vec<Run> = (1..=PAGE_MAX_RUNS as u64 + 3).map(|s| run(s, 1)).collect();
+        // A gap (which the writer never produces) starts a new page rather than hiding it.
+        runs.push(run(PAGE_MAX_RUNS as u64 + 10, 2));
+        runs.push(run(PAGE_MAX_RUNS as u64 + 12, 1));
+        let sizes: Vec<usize> = pages(&runs).map(<[Run]>::len).collect();
+        assert_eq!(sizes, vec![PAGE_MAX_RUNS, 3, 2]);
+        assert_eq!(pages(&[]).count(), 0);
     }
 }
