@@ -93,7 +93,7 @@ fn the_seven_allowed_rows_of_seed_000_are_allowed() {
         ("governance", "observation", "validated_scope"),
         ("observation", "intelligence", "ai_answer_snapshots"),
         ("intelligence", "reasoning", "geo_scores"),
-        ("reasoning", "strategy", "gaps_opportunities"),
+        ("reasoning", "strategy", "gaps_and_opportunities"),
         ("strategy", "governance", "recommendations"),
         ("governance", "external", "validated_recommendations"),
     ] {
