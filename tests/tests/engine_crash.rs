@@ -5,6 +5,7 @@
 //!
 //! `DOCKET_ENGINE_CRASH_SEED` fixes the seed (it is printed on failure) and
 //! `DOCKET_ENGINE_CRASH_KILLS` the number of kills (default 100).
+#![allow(clippy::print_stdout)] // the seed and kill count, shown with --nocapture
 
 use std::collections::BTreeMap;
 use std::path::Path;
