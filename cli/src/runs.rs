@@ -358,6 +358,14 @@ fn describe(event: &RunEvent) -> String {
             "{subject}: {:?} {:?} by {}: {}",
             decision.kind, decision.verdict, decision.rule_id, decision.reason
         ),
+        RunEvent::RiskClassified {
+            request_id,
+            classifier,
+            verdict,
+            reason,
+        } => {
+            format!("{request_id} {verdict:?} by {classifier}: {reason}")
+        }
         RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
         RunEvent::HumanDecided {
             ticket,

@@ -42,6 +42,10 @@ pub struct AgentSpec {
     /// Per-request timeout; defaults to the bundle's `defaults.timeout_ms` (30 s).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// Risk classifiers (other agents of this workflow) every response of this agent is
+    /// passed through, in order, before its actions are accepted (seed 002 §4.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classifiers: Vec<String>,
 }
 
 /// How an agent is reached.
@@ -153,6 +157,15 @@ impl WorkflowSpec {
                     )));
                 }
                 _ => {}
+            }
+            if let Some(missing) = agent
+                .classifiers
+                .iter()
+                .find(|c| !spec.agents.contains_key(c.as_str()))
+            {
+                return Err(invalid(format!(
+                    "agents.{id}.classifiers names `{missing}`, which has no [agents.{missing}] section"
+                )));
             }
             if agent.timeout_ms == Some(0) {
                 return Err(invalid(format!("agents.{id}.timeout_ms must be positive")));

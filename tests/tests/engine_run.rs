@@ -514,3 +514,43 @@ fn usage_errors_exit_2_and_unknown_runs_exit_1() {
     assert_eq!(code(&out), 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run run-nope"));
 }
+
+/// Seed 002 §4.2: a risk classifier's verdict decides whether the output proceeds.
+#[test]
+fn risk_classifier_verdicts_proceed_wait_or_block() {
+    for (verdict, exit) in [("SAFE", 0), ("REVIEW_REQUIRED", 3), ("DANGEROUS", 4)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let workflow = small_workflow(dir.path(), &["finish"]);
+        let mut text = std::fs::read_to_string(&workflow).expect("read");
+        text.push_str("classifiers = [\"risk\"]\n[agents.risk]\n");
+        text.push_str(&test_agent(&[
+            "finish",
+            "--payload",
+            &format!(r#"{{"verdict": "{verdict}", "reason": "checked"}}"#),
+        ]));
+        text.push('\n');
+        std::fs::write(&workflow, text).expect("write");
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        assert_eq!(code(&out), exit, "{verdict}: {}", stdout(&out));
+        let log = events(&data, &run_id(&out));
+        let classified = of_kind(&log, "risk.classified");
+        assert_eq!(classified.len(), 1, "{verdict}");
+        assert_eq!(classified[0]["payload"]["verdict"], verdict);
+        if verdict == "REVIEW_REQUIRED" {
+            let out = docket(
+                &data,
+                &[
+                    "approve",
+                    &run_id(&out),
+                    "ticket-1",
+                    "--by",
+                    "ana",
+                    "--reason",
+                    "ok",
+                ],
+            );
+            assert_eq!(code(&out), 0, "{}", stdout(&out));
+        }
+    }
+}

@@ -12,6 +12,8 @@
 //! | Running | RecordResponse, escalate | WaitingForHuman | `escalate_action_waits_and_approval_proceeds` |
 //! | Running | RecordResponse, denied tool call | retry path | `denied_tool_call_is_a_boundary_violation` |
 //! | Running | RecordResponse, capability locked | Blocked | `guardrail_3_lock_blocks_capability_requests` |
+//! | Running | RecordResponse of a classified agent | Running (classifier call scheduled) | `risk_classifier_verdicts` |
+//! | Running | classifier SAFE / REVIEW_REQUIRED / DANGEROUS | actions proceed / WaitingForHuman / Blocked | `risk_classifier_verdicts` |
 //! | Running | RecordFailure | Running (retry) / WaitingForHuman (escalate) / Blocked (hard stop) | `failures_go_retry_escalate_block` |
 //! | WaitingForHuman | RecordHumanDecision approve | Running (retry or held actions) | `failures_go_retry_escalate_block`, `escalate_action_waits_and_approval_proceeds` |
 //! | WaitingForHuman | RecordHumanDecision deny | Blocked | `human_denial_blocks` |
@@ -25,7 +27,7 @@ use docket_policies::{
     StepOutcome, Verdict,
 };
 
-use super::event::{RunEvent, RunRequested, TicketSubject, seed_error};
+use super::event::{Classifies, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error};
 use super::state::{RunState, RunStatus};
 use crate::protocol::{Action, AgentRequest, AgentResponse, ContextInput, ResponseStatus};
 
@@ -366,7 +368,12 @@ impl Batch<'_> {
     }
 
     /// Schedules a call, unless the target has no executor or its circuit is open.
-    fn schedule(&mut self, request: AgentRequest, reply_to: Option<String>) {
+    fn schedule(
+        &mut self,
+        request: AgentRequest,
+        reply_to: Option<String>,
+        classifies: Option<Classifies>,
+    ) {
         let target = request.target_agent.clone();
         let known = self
             .state
@@ -405,7 +412,11 @@ impl Batch<'_> {
                 }
             }
         }
-        self.push(RunEvent::AgentCallScheduled { request, reply_to });
+        self.push(RunEvent::AgentCallScheduled {
+            request,
+            reply_to,
+            classifies,
+        });
     }
 
     fn deny_handoff(
@@ -515,7 +526,7 @@ impl Batch<'_> {
             request.priority = origin.priority;
         }
         request.context_inputs = self.context_inputs(to);
-        self.schedule(request, None);
+        self.schedule(request, None, None);
         !self.stopped()
     }
 
@@ -633,7 +644,128 @@ impl Batch<'_> {
             });
             return;
         }
+        if let Some(of) = call.classifies.clone() {
+            self.on_verdict(request_id, &agent, &of, response);
+            return;
+        }
+        if !response.actions.is_empty() && !self.classifiers_of(&agent).is_empty() {
+            self.classify(request_id, 0);
+            return;
+        }
         self.process_actions(&agent, request_id, &response.actions);
+    }
+
+    fn classifiers_of(&self, agent: &str) -> Vec<String> {
+        self.state
+            .run
+            .as_ref()
+            .and_then(|r| r.workflow.agents.get(agent))
+            .map(|a| a.classifiers.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sends a response to the agent's `index`-th risk classifier.
+    fn classify(&mut self, request_id: &str, index: usize) {
+        let Some(call) = self.state.calls.get(request_id).cloned() else {
+            return;
+        };
+        let agent = call.request.target_agent.clone();
+        let Some(classifier) = self.classifiers_of(&agent).get(index).cloned() else {
+            return;
+        };
+        let shown = serde_json::to_value(&call.response).unwrap_or(Value::Null);
+        let request = self
+            .new_request(&agent, &classifier, "risk_classification")
+            .with_decision_input(&agent, "agent_response", shown);
+        self.schedule(
+            request,
+            None,
+            Some(Classifies {
+                request_id: request_id.to_owned(),
+                index,
+            }),
+        );
+    }
+
+    /// A classifier answered: SAFE passes to the next classifier or lets the actions
+    /// proceed, REVIEW_REQUIRED waits for a human, DANGEROUS blocks (seed 002 §4.2).
+    fn on_verdict(
+        &mut self,
+        classifier_call: &str,
+        classifier: &str,
+        of: &Classifies,
+        response: &AgentResponse,
+    ) {
+        let output = response.actions.iter().find_map(|a| match a {
+            Action::Finish { output } => Some(output.clone()),
+            _ => None,
+        });
+        let verdict = output
+            .as_ref()
+            .and_then(|o| o.get("verdict"))
+            .and_then(|v| serde_json::from_value::<RiskVerdict>(v.clone()).ok());
+        let Some(verdict) = verdict else {
+            self.on_failure(
+                classifier_call,
+                "CLASSIFIER_INVALID_VERDICT",
+                "a risk classifier must finish with {\"verdict\": \"SAFE\" | \"REVIEW_REQUIRED\" | \"DANGEROUS\"}",
+            );
+            return;
+        };
+        let reason = output
+            .as_ref()
+            .and_then(|o| o.get("reason"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        self.push(RunEvent::RiskClassified {
+            request_id: of.request_id.clone(),
+            classifier: classifier.to_owned(),
+            verdict,
+            reason: reason.clone(),
+        });
+        let Some(classified) = self.state.calls.get(&of.request_id).cloned() else {
+            return;
+        };
+        let agent = classified.request.target_agent.clone();
+        let actions = classified.response.map(|r| r.actions).unwrap_or_default();
+        match verdict {
+            RiskVerdict::Safe => {
+                if of.index + 1 < self.classifiers_of(&agent).len() {
+                    self.classify(&of.request_id, of.index + 1);
+                } else {
+                    self.process_actions(&agent, &of.request_id, &actions);
+                }
+            }
+            RiskVerdict::ReviewRequired => {
+                let ticket = self.next_ticket();
+                self.push(RunEvent::Escalated {
+                    ticket,
+                    reason: format!(
+                        "{classifier} asks a human to review {agent}'s output: {reason}"
+                    ),
+                    subject: TicketSubject::Proceed {
+                        agent,
+                        request_id: of.request_id.clone(),
+                        actions,
+                    },
+                });
+            }
+            RiskVerdict::Dangerous => {
+                let rule = format!("risk_classifier.{classifier}");
+                let message =
+                    format!("{classifier} classified {agent}'s output DANGEROUS: {reason}");
+                let error = seed_error(
+                    &of.request_id,
+                    &agent,
+                    "dangerous_output",
+                    &message,
+                    json!({ "classifier": classifier, "ruleId": rule }),
+                    classified.request.attempt.saturating_sub(1),
+                );
+                self.block(&rule, message, error);
+            }
+        }
     }
 
     fn process_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
@@ -697,7 +829,7 @@ impl Batch<'_> {
                         .new_request(agent, target_agent, capability_code)
                         .with_decision_input(agent, capability_code, Value::Object(inputs.clone()));
                     request.timeout_ms = d.timeout_ms;
-                    self.schedule(request, Some(request_id.to_owned()));
+                    self.schedule(request, Some(request_id.to_owned()), None);
                 }
                 Action::Escalate { reason } => {
                     let ticket = self.next_ticket();
@@ -737,7 +869,7 @@ impl Batch<'_> {
                     output_type: call.request.capability_code.clone(),
                     payload: output.clone(),
                 });
-            self.schedule(request, asker.reply_to.clone());
+            self.schedule(request, asker.reply_to.clone(), None);
             return;
         }
         if !self.state.pending.is_empty() {
@@ -812,7 +944,7 @@ impl Batch<'_> {
         let mut request = call.request;
         request.request_id = self.next_request_id();
         request.attempt += 1;
-        self.schedule(request, call.reply_to);
+        self.schedule(request, call.reply_to, call.classifies);
     }
 
     fn on_human(&mut self, ticket: &str, approved: bool, by: &str, reason: &str) {

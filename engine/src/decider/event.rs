@@ -32,6 +32,28 @@ pub struct RunRequested {
     pub at_ms: i64,
 }
 
+/// Which response a classifier call classifies, and which classifier of the agent's list
+/// it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classifies {
+    /// The classified call.
+    pub request_id: String,
+    /// Position in the agent's `classifiers` list.
+    pub index: usize,
+}
+
+/// Seed 002 §4.2's risk-classifier outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RiskVerdict {
+    /// The output proceeds.
+    Safe,
+    /// A human reviews before the output proceeds.
+    ReviewRequired,
+    /// The output is blocked.
+    Dangerous,
+}
+
 /// What a human ticket waits for, and what approving it does.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
@@ -68,6 +90,9 @@ pub enum RunEvent {
         /// For a capability call: the request whose agent asked, which gets the answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<String>,
+        /// For a risk classifier call: the response it classifies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        classifies: Option<Classifies>,
     },
     /// Recorded input: the agent answered (any status).
     #[serde(rename = "agent.responded")]
@@ -135,6 +160,18 @@ pub enum RunEvent {
         subject: String,
         /// The decision.
         decision: PolicyDecision,
+    },
+    /// Decision: a risk classifier's verdict on a response, read from its answer.
+    #[serde(rename = "risk.classified")]
+    RiskClassified {
+        /// The classified call.
+        request_id: String,
+        /// The classifier agent.
+        classifier: String,
+        /// SAFE, REVIEW_REQUIRED or DANGEROUS.
+        verdict: RiskVerdict,
+        /// The classifier's reason.
+        reason: String,
     },
     /// Decision: the run waits for a human on this ticket.
     #[serde(rename = "human.escalated")]
@@ -206,6 +243,7 @@ impl RunEvent {
             Self::HandoffAllowed { .. } => "handoff.allowed",
             Self::HandoffDenied { .. } => "handoff.denied",
             Self::PolicyDecided { .. } => "policy.decided",
+            Self::RiskClassified { .. } => "risk.classified",
             Self::Escalated { .. } => "human.escalated",
             Self::HumanDecided { .. } => "human.decided",
             Self::RunCompleted { .. } => "run.completed",

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use docket_policies::InputKind;
 
-use super::event::{RunEvent, RunRequested, TicketSubject};
-use crate::protocol::{AgentRequest, ResponseStatus};
+use super::event::{Classifies, RunEvent, RunRequested, TicketSubject};
+use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -58,6 +58,10 @@ pub struct Call {
     pub request: AgentRequest,
     /// A capability call answers to this request's agent.
     pub reply_to: Option<String>,
+    /// A classifier call classifies this response.
+    pub classifies: Option<Classifies>,
+    /// The recorded response, once answered (classifiers are shown it).
+    pub response: Option<AgentResponse>,
     /// Whether a response or a failure is recorded.
     pub answered: bool,
 }
@@ -155,7 +159,11 @@ impl RunState {
                 self.run = Some(run.clone());
                 self.status = RunStatus::Running;
             }
-            RunEvent::AgentCallScheduled { request, reply_to } => {
+            RunEvent::AgentCallScheduled {
+                request,
+                reply_to,
+                classifies,
+            } => {
                 self.calls_scheduled += 1;
                 self.pending.insert(request.request_id.clone());
                 self.calls.insert(
@@ -163,6 +171,8 @@ impl RunState {
                     Call {
                         request: request.clone(),
                         reply_to: reply_to.clone(),
+                        classifies: classifies.clone(),
+                        response: None,
                         answered: false,
                     },
                 );
@@ -175,6 +185,9 @@ impl RunState {
                 let failed = matches!(response.status, ResponseStatus::Error)
                     || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
                 self.answer(request_id, failed, *at_ms);
+                if let Some(call) = self.calls.get_mut(request_id) {
+                    call.response = Some(response.clone());
+                }
             }
             RunEvent::AgentCallFailed {
                 request_id, at_ms, ..
@@ -219,7 +232,7 @@ impl RunState {
                 rule_id: decision.rule_id.to_string(),
                 reason: decision.reason.to_string(),
             }),
-            RunEvent::PolicyDecided { .. } => {}
+            RunEvent::PolicyDecided { .. } | RunEvent::RiskClassified { .. } => {}
             RunEvent::Escalated {
                 ticket,
                 reason,

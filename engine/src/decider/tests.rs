@@ -71,6 +71,7 @@ fn workflow() -> WorkflowSpec {
     let agent = || AgentSpec {
         executor: ExecutorSpec::InProcess { in_process: true },
         timeout_ms: None,
+        classifiers: Vec::new(),
     };
     WorkflowSpec {
         name: "t".into(),
@@ -686,5 +687,57 @@ proptest! {
                 }
             }
         }
+    }
+}
+
+#[test]
+fn risk_classifier_verdicts() {
+    for (verdict, expect) in [
+        ("SAFE", RunStatus::Running),
+        ("REVIEW_REQUIRED", RunStatus::WaitingForHuman),
+        ("DANGEROUS", RunStatus::Blocked),
+    ] {
+        let b = bundle();
+        let Command::Start(mut run) = start_command(&b) else {
+            unreachable!()
+        };
+        run.workflow.agents.insert(
+            "risk".into(),
+            AgentSpec {
+                executor: ExecutorSpec::InProcess { in_process: true },
+                timeout_ms: None,
+                classifiers: Vec::new(),
+            },
+        );
+        if let Some(a) = run.workflow.agents.get_mut("a") {
+            a.classifiers = vec!["risk".into()];
+        }
+        let mut state = RunState::default();
+        let mut log = step(&mut state, &b, Command::Start(run));
+        log.extend(respond(
+            &mut state,
+            &b,
+            vec![handoff("b", "ab", json!({"y": 1}))],
+        ));
+        let classifier_call = state.pending_requests()[0].clone();
+        assert_eq!(classifier_call.target_agent, "risk");
+        assert_eq!(
+            classifier_call.decision_inputs[0].payload["actions"][0]["to"], "b",
+            "the classifier is shown the response"
+        );
+        let events = respond(
+            &mut state,
+            &b,
+            vec![Action::Finish {
+                output: json!({"verdict": verdict, "reason": "because"}),
+            }],
+        );
+        assert_eq!(events[1].kind(), "risk.classified");
+        assert_eq!(state.status, expect, "{verdict}");
+        if verdict == "SAFE" {
+            assert_eq!(state.pending_requests()[0].target_agent, "b");
+        }
+        log.extend(events);
+        replay_check(&log, &b).expect("replays");
     }
 }
