@@ -71,6 +71,9 @@ pub(crate) enum RunCommand {
         run: String,
         /// The ticket (`ticket-N`).
         ticket: String,
+        /// On a conflict ticket: the number of the output to keep (default 1).
+        #[arg(long, value_name = "N")]
+        choose: Option<u32>,
         /// Who decides.
         #[arg(long)]
         by: String,
@@ -199,11 +202,14 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         RunCommand::Approve {
             run,
             ticket,
+            choose,
             by,
             reason,
         } => {
             let rt = open(data).await?;
-            let outcome = rt.decide_ticket(&run, &ticket, true, &by, &reason).await?;
+            let outcome = rt
+                .decide_ticket(&run, &ticket, true, &by, &reason, choose)
+                .await?;
             Ok(summary(out, &outcome))
         }
         RunCommand::Deny {
@@ -213,7 +219,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             reason,
         } => {
             let rt = open(data).await?;
-            let outcome = rt.decide_ticket(&run, &ticket, false, &by, &reason).await?;
+            let outcome = rt
+                .decide_ticket(&run, &ticket, false, &by, &reason, None)
+                .await?;
             Ok(summary(out, &outcome))
         }
         RunCommand::Runs => {
@@ -367,6 +375,38 @@ fn describe(event: &RunEvent) -> String {
             format!("{request_id} {verdict:?} by {classifier}: {reason}")
         }
         RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
+        RunEvent::OutputHeld { group, delivery } => format!(
+            "{} → {} {} held for fan-out {group}",
+            delivery.from, delivery.to, delivery.output_type
+        ),
+        RunEvent::ConflictDetected {
+            candidates,
+            resolution,
+            winner,
+            ..
+        } => format!(
+            "{} conflicting outputs for {}, {resolution}: {}",
+            candidates.len(),
+            candidates.first().map_or("?", |d| d.to.as_str()),
+            winner.map_or_else(
+                || "a human decides".to_owned(),
+                |w| format!("output {} wins", w + 1)
+            )
+        ),
+        RunEvent::OutputArchived {
+            delivery, reason, ..
+        } => {
+            format!(
+                "{}'s {} archived: {reason}",
+                delivery.from, delivery.output_type
+            )
+        }
+        RunEvent::FanoutJoined { group, deliveries } => {
+            format!(
+                "fan-out {group} joined, {} output(s) go on",
+                deliveries.len()
+            )
+        }
         RunEvent::HumanDecided {
             ticket,
             approved,

@@ -554,3 +554,96 @@ fn risk_classifier_verdicts_proceed_wait_or_block() {
         }
     }
 }
+
+/// Seed 002 §3.4 / seed 003: a parallel fan-out whose branches disagree (equal
+/// confidence, so the bundle's prefer-higher-confidence rule cannot decide) goes to a
+/// human; the chosen output proceeds, the other is archived, both stay in the log.
+#[test]
+fn a_conflict_between_parallel_branches_is_decided_by_a_human() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let bundle = dir.path().join("fan.toml");
+    std::fs::write(
+        &bundle,
+        r#"
+bundle = { id = "fan" }
+agents = [{ id = "external" }, { id = "hub" }, { id = "left" }, { id = "right" }, { id = "sink" }]
+[interactions]
+allowed = [
+  { from = "external", to = "hub" }, { from = "hub", to = "left" }, { from = "hub", to = "right" },
+  { from = "left", to = "sink" }, { from = "right", to = "sink" }, { from = "sink", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#,
+    )
+    .expect("write bundle");
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, "{}").expect("write input");
+    let workflow = dir.path().join("workflow.toml");
+    let agent = |args: &[&str]| test_agent(args);
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"fan\"\npolicy = {bundle:?}\nentry = \"hub\"\ninput = {input:?}\n\
+             [agents.hub]\n{}\n[agents.left]\n{}\n[agents.right]\n{}\n[agents.sink]\n{}\n",
+            agent(&["fanout", "--to", "left,right", "--output-type", "job"]),
+            agent(&[
+                "handoff",
+                "--to",
+                "sink",
+                "--output-type",
+                "verdict",
+                "--payload",
+                r#"{"v": "left"}"#
+            ]),
+            agent(&[
+                "handoff",
+                "--to",
+                "sink",
+                "--output-type",
+                "verdict",
+                "--payload",
+                r#"{"v": "right"}"#
+            ]),
+            agent(&["finish"]),
+        ),
+    )
+    .expect("write workflow");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 3, "{text}");
+    assert!(
+        text.contains("conflicting verdict outputs for sink"),
+        "{text}"
+    );
+    let run = run_id(&out);
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            &run,
+            "ticket-1",
+            "--choose",
+            "2",
+            "--by",
+            "ana",
+            "--reason",
+            "right is newer",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let log = events(&data, &run);
+    assert_eq!(of_kind(&log, "output.conflict_detected").len(), 1);
+    let archived = of_kind(&log, "output.archived");
+    assert_eq!(archived.len(), 1);
+    assert_eq!(
+        archived[0]["payload"]["delivery"]["payload"],
+        serde_json::json!({"v": "left"})
+    );
+    let done = of_kind(&log, "run.completed");
+    assert_eq!(
+        done[0]["payload"]["output"],
+        serde_json::json!({"v": "right"})
+    );
+}

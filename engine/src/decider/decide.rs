@@ -15,6 +15,8 @@
 //! | Running | RecordResponse of a classified agent | Running (classifier call scheduled) | `risk_classifier_verdicts` |
 //! | Running | classifier SAFE / REVIEW_REQUIRED / DANGEROUS | actions proceed / WaitingForHuman / Blocked | `risk_classifier_verdicts` |
 //! | Running | RecordFailure | Running (retry) / WaitingForHuman (escalate) / Blocked (hard stop) | `failures_go_retry_escalate_block` |
+//! | Running | RecordResponse with handoffs to several agents | Running (parallel branches) | `fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser` |
+//! | Running | last branch answers: outputs agree / conflict by confidence / conflict for a human | Running (joined) / Running (loser archived) / WaitingForHuman | `fan_out_with_agreeing_outputs_delivers_once`, `fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser`, `fan_out_conflicts_go_to_a_human_who_picks_the_output` |
 //! | WaitingForHuman | RecordHumanDecision approve | Running (retry or held actions) | `failures_go_retry_escalate_block`, `escalate_action_waits_and_approval_proceeds` |
 //! | WaitingForHuman | RecordHumanDecision deny | Blocked | `human_denial_blocks` |
 //! | Completed / Blocked / Failed | any | rejected | `final_runs_reject_commands` |
@@ -22,14 +24,19 @@
 
 use serde_json::{Value, json};
 
+use docket_policies::model::ConflictResolution;
 use docket_policies::{
     CapabilityRequest, DecisionKind, InputKind, PolicyBundle, PolicyDecision, RuleStep,
     StepOutcome, Verdict,
 };
 
-use super::event::{Classifies, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error};
+use super::event::{
+    Classifies, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
+};
 use super::state::{RunState, RunStatus};
-use crate::protocol::{Action, AgentRequest, AgentResponse, ContextInput, ResponseStatus};
+use crate::protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
+};
 
 /// The agent id that stands for the caller of the run (seed 000's External).
 pub const EXTERNAL: &str = "external";
@@ -69,6 +76,8 @@ pub enum Command {
         by: String,
         /// Why.
         reason: String,
+        /// For a conflict ticket: the chosen output (from 1).
+        choice: Option<u32>,
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
@@ -105,12 +114,14 @@ impl Command {
                 approved,
                 by,
                 reason,
+                choice,
                 at_ms,
             } => RunEvent::HumanDecided {
                 ticket,
                 approved,
                 by,
                 reason,
+                choice,
                 at_ms,
             },
         }
@@ -146,12 +157,14 @@ impl Command {
                 approved,
                 by,
                 reason,
+                choice,
                 at_ms,
             } => Self::RecordHumanDecision {
                 ticket,
                 approved,
                 by,
                 reason,
+                choice,
                 at_ms,
             },
             _ => return None,
@@ -192,6 +205,16 @@ pub enum Rejection {
     /// The ticket was already decided.
     #[error("ticket {0} was already decided")]
     TicketClosed(String),
+    /// A conflict ticket's choice is not one of its outputs.
+    #[error("ticket {ticket} offers outputs 1 to {count}; {choice} is not one of them")]
+    InvalidChoice {
+        /// The ticket.
+        ticket: String,
+        /// The choice given.
+        choice: u32,
+        /// How many outputs it offers.
+        count: usize,
+    },
     /// The bundle handed to `decide` is not the run's recorded bundle.
     #[error("the policy bundle's hash {actual} is not the run's recorded bundle {expected}")]
     BundleMismatch {
@@ -240,13 +263,24 @@ pub fn decide(
                 return Err(Rejection::AlreadyAnswered(request_id.clone()));
             }
         }
-        Command::RecordHumanDecision { ticket, .. } => {
+        Command::RecordHumanDecision { ticket, choice, .. } => {
             let t = state
                 .tickets
                 .get(ticket)
                 .ok_or_else(|| Rejection::UnknownTicket(ticket.clone()))?;
             if !t.open {
                 return Err(Rejection::TicketClosed(ticket.clone()));
+            }
+            if let (TicketSubject::Conflict { conflicts, .. }, Some(choice)) = (&t.subject, choice)
+            {
+                let count = conflicts.first().map_or(0, Vec::len);
+                if *choice == 0 || *choice as usize > count {
+                    return Err(Rejection::InvalidChoice {
+                        ticket: ticket.clone(),
+                        choice: *choice,
+                        count,
+                    });
+                }
             }
         }
         Command::Start(_) => {}
@@ -257,6 +291,8 @@ pub fn decide(
         bundle,
         now_ms: command.at_ms(),
         events: Vec::new(),
+        outbox: Vec::new(),
+        confidence: None,
     };
     batch.push(command.to_event());
     match command {
@@ -268,6 +304,10 @@ pub fn decide(
                     .map_or_else(|| "input".to_owned(), |t| t.to_string())
             });
             batch.handoff(EXTERNAL, &run.workflow.entry, &input_type, &run.input, None);
+            let deliveries = std::mem::take(&mut batch.outbox);
+            if !batch.stopped() {
+                batch.dispatch(None, deliveries);
+            }
         }
         Command::RecordResponse {
             request_id,
@@ -285,8 +325,9 @@ pub fn decide(
             approved,
             by,
             reason,
+            choice,
             ..
-        } => batch.on_human(&ticket, approved, &by, &reason),
+        } => batch.on_human(&ticket, approved, &by, &reason, choice),
     }
     batch.settle();
     Ok(batch.events)
@@ -298,6 +339,10 @@ struct Batch<'a> {
     bundle: &'a PolicyBundle,
     now_ms: i64,
     events: Vec<RunEvent>,
+    /// Handoffs governed in this batch, not yet dispatched.
+    outbox: Vec<Delivery>,
+    /// Confidence of the response being processed.
+    confidence: Option<Confidence>,
 }
 
 impl Batch<'_> {
@@ -373,6 +418,7 @@ impl Batch<'_> {
         request: AgentRequest,
         reply_to: Option<String>,
         classifies: Option<Classifies>,
+        branch_of: Option<String>,
     ) {
         let target = request.target_agent.clone();
         let known = self
@@ -416,6 +462,7 @@ impl Batch<'_> {
             request,
             reply_to,
             classifies,
+            branch_of,
         });
     }
 
@@ -517,17 +564,198 @@ impl Batch<'_> {
             self.push(RunEvent::RunCompleted { output: delivered });
             return false;
         }
-        let mut request = self.new_request(from, to, output_type).with_decision_input(
-            from,
-            output_type,
-            delivered,
-        );
-        if let Some(origin) = origin {
-            request.priority = origin.priority;
+        self.outbox.push(Delivery {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            output_type: output_type.to_owned(),
+            confidence: self.confidence,
+            payload: delivered,
+        });
+        true
+    }
+
+    /// Sends governed outputs on: one call per receiving agent, carrying every output for
+    /// it as a decision input plus its read-only context inputs. Several receivers make a
+    /// parallel fan-out whose branches are joined before anything goes further.
+    fn dispatch(&mut self, origin: Option<&str>, deliveries: Vec<Delivery>) {
+        let mut targets: Vec<(String, Vec<Delivery>)> = Vec::new();
+        for d in deliveries {
+            match targets.iter_mut().find(|(to, _)| *to == d.to) {
+                Some((_, list)) => list.push(d),
+                None => targets.push((d.to.clone(), vec![d])),
+            }
         }
-        request.context_inputs = self.context_inputs(to);
-        self.schedule(request, None, None);
-        !self.stopped()
+        let branch_of =
+            (targets.len() > 1).then(|| origin.map_or_else(|| self.run_id(), str::to_owned));
+        let priority = origin
+            .and_then(|o| self.state.calls.get(o))
+            .map(|c| c.request.priority);
+        for (to, list) in targets {
+            if self.stopped() {
+                return;
+            }
+            let Some(first) = list.first() else { continue };
+            let mut request = self.new_request(&first.from, &to, &first.output_type);
+            request.decision_inputs = list
+                .iter()
+                .map(|d| DecisionInput {
+                    source_agent: d.from.clone(),
+                    output_type: d.output_type.clone(),
+                    payload: d.payload.clone(),
+                })
+                .collect();
+            if let Some(priority) = priority {
+                request.priority = priority;
+            }
+            request.context_inputs = self.context_inputs(&to);
+            self.schedule(request, None, None, branch_of.clone());
+        }
+    }
+
+    /// After a response's actions: hold a branch's outputs until its fan-out's last
+    /// branch answers, then join; otherwise dispatch.
+    fn flush(&mut self, request_id: &str) {
+        let deliveries = std::mem::take(&mut self.outbox);
+        if self.stopped() && self.state.status != RunStatus::WaitingForHuman {
+            return;
+        }
+        let branch = self
+            .state
+            .calls
+            .get(request_id)
+            .and_then(|c| c.branch_of.clone());
+        let Some(group) = branch else {
+            self.dispatch(Some(request_id), deliveries);
+            return;
+        };
+        if self.branch_pending(&group) {
+            for delivery in deliveries {
+                self.push(RunEvent::OutputHeld {
+                    group: group.clone(),
+                    delivery,
+                });
+            }
+            return;
+        }
+        let mut all = self.state.held.get(&group).cloned().unwrap_or_default();
+        all.extend(deliveries);
+        if all.is_empty() {
+            self.push(RunEvent::FanoutJoined {
+                group,
+                deliveries: Vec::new(),
+            });
+            return;
+        }
+        self.join(&group, request_id, all);
+    }
+
+    fn branch_pending(&self, group: &str) -> bool {
+        self.state.pending.iter().any(|id| {
+            self.state
+                .calls
+                .get(id)
+                .is_some_and(|c| c.branch_of.as_deref() == Some(group))
+        })
+    }
+
+    /// Aggregates a fan-out's outputs: the same output type for the same agent with
+    /// different payloads is a conflict, resolved as the bundle says (seed 003: prefer the
+    /// higher confidence; seed 002 §3.4: a human decides), the losers archived.
+    fn join(&mut self, group: &str, origin: &str, all: Vec<Delivery>) {
+        let mut by_key: Vec<((String, String), Vec<Delivery>)> = Vec::new();
+        for d in all {
+            let key = (d.to.clone(), d.output_type.clone());
+            match by_key.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(d),
+                None => by_key.push((key, vec![d])),
+            }
+        }
+        let resolution = self.bundle.spec().multi_agent_handoffs.conflict_resolution;
+        let resolution_name = match resolution {
+            ConflictResolution::PreferHigherConfidence => "prefer_higher_confidence",
+            ConflictResolution::Human => "human",
+        };
+        let mut proceed = Vec::new();
+        let mut for_human = Vec::new();
+        for (_, list) in by_key {
+            let Some(first) = list.first().cloned() else {
+                continue;
+            };
+            if list.iter().all(|d| d.payload == first.payload) {
+                proceed.push(first);
+                continue;
+            }
+            let best = list.iter().filter_map(|d| d.confidence).max();
+            let top: Vec<usize> = (0..list.len())
+                .filter(|i| best.is_some() && list[*i].confidence == best)
+                .collect();
+            let winner = (resolution == ConflictResolution::PreferHigherConfidence
+                && top.len() == 1)
+                .then(|| top[0]);
+            self.push(RunEvent::ConflictDetected {
+                group: group.to_owned(),
+                candidates: list.clone(),
+                resolution: resolution_name.to_owned(),
+                winner,
+            });
+            match winner {
+                Some(w) => {
+                    for (i, d) in list.iter().enumerate() {
+                        if i != w {
+                            self.push(RunEvent::OutputArchived {
+                                group: group.to_owned(),
+                                delivery: d.clone(),
+                                reason: format!(
+                                    "conflict resolved for {}'s output (higher confidence)",
+                                    list[w].from
+                                ),
+                            });
+                        }
+                    }
+                    proceed.push(list[w].clone());
+                }
+                None => for_human.push(list),
+            }
+        }
+        self.resolve_or_ask(group, origin, for_human, proceed);
+    }
+
+    fn resolve_or_ask(
+        &mut self,
+        group: &str,
+        origin: &str,
+        conflicts: Vec<Vec<Delivery>>,
+        proceed: Vec<Delivery>,
+    ) {
+        if let Some(first) = conflicts.first() {
+            let options: Vec<String> = first
+                .iter()
+                .enumerate()
+                .map(|(i, d)| format!("{}: {}'s", i + 1, d.from))
+                .collect();
+            let ticket = self.next_ticket();
+            self.push(RunEvent::Escalated {
+                ticket,
+                reason: format!(
+                    "conflicting {} outputs for {} ({}); approve with the number of the one to keep",
+                    first[0].output_type,
+                    first[0].to,
+                    options.join(", ")
+                ),
+                subject: TicketSubject::Conflict {
+                    group: group.to_owned(),
+                    origin: origin.to_owned(),
+                    conflicts,
+                    proceed,
+                },
+            });
+            return;
+        }
+        self.push(RunEvent::FanoutJoined {
+            group: group.to_owned(),
+            deliveries: proceed.clone(),
+        });
+        self.dispatch(Some(origin), proceed);
     }
 
     /// Read-only context inputs for `to` from the bundle's context edges (Guardrail 2),
@@ -587,6 +815,7 @@ impl Batch<'_> {
             return;
         };
         let agent = call.request.target_agent.clone();
+        self.confidence = response.confidence_level;
         let failed = response.status == ResponseStatus::Error
             || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
         if failed {
@@ -684,6 +913,7 @@ impl Batch<'_> {
                 request_id: request_id.to_owned(),
                 index,
             }),
+            None,
         );
     }
 
@@ -769,6 +999,11 @@ impl Batch<'_> {
     }
 
     fn process_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
+        self.run_actions(agent, request_id, actions);
+        self.flush(request_id);
+    }
+
+    fn run_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
         let Some(origin) = self.state.calls.get(request_id).map(|c| c.request.clone()) else {
             return;
         };
@@ -829,7 +1064,7 @@ impl Batch<'_> {
                         .new_request(agent, target_agent, capability_code)
                         .with_decision_input(agent, capability_code, Value::Object(inputs.clone()));
                     request.timeout_ms = d.timeout_ms;
-                    self.schedule(request, Some(request_id.to_owned()), None);
+                    self.schedule(request, Some(request_id.to_owned()), None, None);
                 }
                 Action::Escalate { reason } => {
                     let ticket = self.next_ticket();
@@ -869,10 +1104,19 @@ impl Batch<'_> {
                     output_type: call.request.capability_code.clone(),
                     payload: output.clone(),
                 });
-            self.schedule(request, asker.reply_to.clone(), None);
+            self.schedule(
+                request,
+                asker.reply_to.clone(),
+                None,
+                asker.branch_of.clone(),
+            );
             return;
         }
-        if !self.state.pending.is_empty() {
+        let held = call
+            .branch_of
+            .as_ref()
+            .is_some_and(|g| self.state.held.get(g).is_some_and(|h| !h.is_empty()));
+        if !self.state.pending.is_empty() || !self.outbox.is_empty() || held {
             return;
         }
         let has_external = self.bundle.agent_ids().any(|a| a == EXTERNAL);
@@ -944,10 +1188,17 @@ impl Batch<'_> {
         let mut request = call.request;
         request.request_id = self.next_request_id();
         request.attempt += 1;
-        self.schedule(request, call.reply_to, call.classifies);
+        self.schedule(request, call.reply_to, call.classifies, call.branch_of);
     }
 
-    fn on_human(&mut self, ticket: &str, approved: bool, by: &str, reason: &str) {
+    fn on_human(
+        &mut self,
+        ticket: &str,
+        approved: bool,
+        by: &str,
+        reason: &str,
+        choice: Option<u32>,
+    ) {
         let Some(t) = self.state.tickets.get(ticket).cloned() else {
             return;
         };
@@ -974,7 +1225,40 @@ impl Batch<'_> {
                 agent,
                 request_id,
                 actions,
-            } => self.process_actions(&agent, &request_id, &actions),
+            } => {
+                self.confidence = self
+                    .state
+                    .calls
+                    .get(&request_id)
+                    .and_then(|c| c.response.as_ref())
+                    .and_then(|r| r.confidence_level);
+                self.process_actions(&agent, &request_id, &actions);
+            }
+            TicketSubject::Conflict {
+                group,
+                origin,
+                mut conflicts,
+                mut proceed,
+            } => {
+                let list = if conflicts.is_empty() {
+                    Vec::new()
+                } else {
+                    conflicts.remove(0)
+                };
+                let pick = choice.map_or(0, |c| c.saturating_sub(1) as usize);
+                for (i, d) in list.iter().enumerate() {
+                    if i == pick {
+                        proceed.push(d.clone());
+                    } else {
+                        self.push(RunEvent::OutputArchived {
+                            group: group.clone(),
+                            delivery: d.clone(),
+                            reason: format!("{by} chose output {} in {ticket}: {reason}", pick + 1),
+                        });
+                    }
+                }
+                self.resolve_or_ask(&group, &origin, conflicts, proceed);
+            }
         }
     }
 }

@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
 
-use crate::protocol::{Action, AgentRequest, AgentResponse};
+use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence};
 use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
@@ -30,6 +30,23 @@ pub struct RunRequested {
     pub input: Value,
     /// Wall time the run was requested, ms since the Unix epoch.
     pub at_ms: i64,
+}
+
+/// One output on its way to an agent: what a governed handoff delivers (already checked
+/// and scoped), with the sender's confidence for conflict resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Output type.
+    pub output_type: String,
+    /// The sender's confidence in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+    /// The scoped payload.
+    pub payload: Value,
 }
 
 /// Which response a classifier call classifies, and which classifier of the agent's list
@@ -63,6 +80,17 @@ pub enum TicketSubject {
         /// The failed call.
         request_id: String,
     },
+    /// Conflicting fan-out outputs: approving picks one (`choice`, from 1; default 1).
+    Conflict {
+        /// The fan-out group.
+        group: String,
+        /// The request whose answer completed the fan-out.
+        origin: String,
+        /// Unresolved conflicts; the ticket decides the first.
+        conflicts: Vec<Vec<Delivery>>,
+        /// Outputs already decided, which proceed with the winner.
+        proceed: Vec<Delivery>,
+    },
     /// An agent's remaining actions, held for review (an `escalate` action or a
     /// REVIEW_REQUIRED verdict): approving carries them out.
     Proceed {
@@ -93,6 +121,49 @@ pub enum RunEvent {
         /// For a risk classifier call: the response it classifies.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         classifies: Option<Classifies>,
+        /// For a branch of a parallel fan-out: the group (the request that fanned out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_of: Option<String>,
+    },
+    /// Decision: a branch's output waits for the other branches of its fan-out.
+    #[serde(rename = "output.held")]
+    OutputHeld {
+        /// The fan-out group.
+        group: String,
+        /// The output.
+        delivery: Delivery,
+    },
+    /// Decision: branches of a fan-out produced different outputs of the same type for
+    /// the same agent; never hidden.
+    #[serde(rename = "output.conflict_detected")]
+    ConflictDetected {
+        /// The fan-out group.
+        group: String,
+        /// The outputs, in branch order.
+        candidates: Vec<Delivery>,
+        /// `prefer_higher_confidence` or `human`, from the bundle.
+        resolution: String,
+        /// The winner's index, when decided without a human.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        winner: Option<usize>,
+    },
+    /// Decision: a losing output, archived (never deleted).
+    #[serde(rename = "output.archived")]
+    OutputArchived {
+        /// The fan-out group.
+        group: String,
+        /// The losing output.
+        delivery: Delivery,
+        /// Why it lost.
+        reason: String,
+    },
+    /// Decision: every branch of a fan-out answered; these outputs go on.
+    #[serde(rename = "fanout.joined")]
+    FanoutJoined {
+        /// The fan-out group.
+        group: String,
+        /// What proceeds.
+        deliveries: Vec<Delivery>,
     },
     /// Recorded input: the agent answered (any status).
     #[serde(rename = "agent.responded")]
@@ -194,6 +265,9 @@ pub enum RunEvent {
         by: String,
         /// Why.
         reason: String,
+        /// For a conflict ticket: the chosen output (from 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choice: Option<u32>,
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
@@ -243,6 +317,10 @@ impl RunEvent {
             Self::HandoffAllowed { .. } => "handoff.allowed",
             Self::HandoffDenied { .. } => "handoff.denied",
             Self::PolicyDecided { .. } => "policy.decided",
+            Self::OutputHeld { .. } => "output.held",
+            Self::ConflictDetected { .. } => "output.conflict_detected",
+            Self::OutputArchived { .. } => "output.archived",
+            Self::FanoutJoined { .. } => "fanout.joined",
             Self::RiskClassified { .. } => "risk.classified",
             Self::Escalated { .. } => "human.escalated",
             Self::HumanDecided { .. } => "human.decided",

@@ -25,8 +25,8 @@ mod tests;
 
 pub use decide::{Command, EXTERNAL, Rejection, decide};
 pub use event::{
-    Classifies, DecodeError, KIND_VERSION, RiskVerdict, RunEvent, RunRequested, TicketSubject,
-    seed_error,
+    Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, seed_error,
 };
 pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
 pub use state::{AgentHealth, Call, HandoffRecord, RunState, RunStatus, Ticket};

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use docket_policies::InputKind;
 
-use super::event::{Classifies, RunEvent, RunRequested, TicketSubject};
+use super::event::{Classifies, Delivery, RunEvent, RunRequested, TicketSubject};
 use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
 
 /// Where a run stands.
@@ -60,6 +60,8 @@ pub struct Call {
     pub reply_to: Option<String>,
     /// A classifier call classifies this response.
     pub classifies: Option<Classifies>,
+    /// A branch of this fan-out group.
+    pub branch_of: Option<String>,
     /// The recorded response, once answered (classifiers are shown it).
     pub response: Option<AgentResponse>,
     /// Whether a response or a failure is recorded.
@@ -127,6 +129,8 @@ pub struct RunState {
     pub outputs: BTreeMap<String, BTreeMap<String, Value>>,
     /// Every handoff decision, in order.
     pub handoffs: Vec<HandoffRecord>,
+    /// Fan-out outputs waiting for their group's other branches.
+    pub held: BTreeMap<String, Vec<Delivery>>,
     /// Human tickets, by id.
     pub tickets: BTreeMap<String, Ticket>,
     /// Per-agent failure counts.
@@ -163,6 +167,7 @@ impl RunState {
                 request,
                 reply_to,
                 classifies,
+                branch_of,
             } => {
                 self.calls_scheduled += 1;
                 self.pending.insert(request.request_id.clone());
@@ -172,6 +177,7 @@ impl RunState {
                         request: request.clone(),
                         reply_to: reply_to.clone(),
                         classifies: classifies.clone(),
+                        branch_of: branch_of.clone(),
                         response: None,
                         answered: false,
                     },
@@ -232,7 +238,19 @@ impl RunState {
                 rule_id: decision.rule_id.to_string(),
                 reason: decision.reason.to_string(),
             }),
-            RunEvent::PolicyDecided { .. } | RunEvent::RiskClassified { .. } => {}
+            RunEvent::PolicyDecided { .. }
+            | RunEvent::RiskClassified { .. }
+            | RunEvent::ConflictDetected { .. }
+            | RunEvent::OutputArchived { .. } => {}
+            RunEvent::OutputHeld { group, delivery } => {
+                self.held
+                    .entry(group.clone())
+                    .or_default()
+                    .push(delivery.clone());
+            }
+            RunEvent::FanoutJoined { group, .. } => {
+                self.held.remove(group);
+            }
             RunEvent::Escalated {
                 ticket,
                 reason,

@@ -318,6 +318,7 @@ fn failures_go_retry_escalate_block() {
             approved: true,
             by: "ana".into(),
             reason: "try once more".into(),
+            choice: None,
             at_ms: 3_000,
         },
     ));
@@ -351,6 +352,7 @@ fn human_denial_blocks() {
             approved: false,
             by: "ana".into(),
             reason: "agent is broken".into(),
+            choice: None,
             at_ms: 3_000,
         },
     );
@@ -381,6 +383,7 @@ fn escalate_action_waits_and_approval_proceeds() {
             approved: true,
             by: "ana".into(),
             reason: "fine".into(),
+            choice: None,
             at_ms: 3_000,
         },
     );
@@ -529,6 +532,7 @@ fn rejections_are_typed() {
         approved: true,
         by: "x".into(),
         reason: "x".into(),
+        choice: None,
         at_ms: 0,
     };
     assert_eq!(
@@ -636,7 +640,8 @@ proptest! {
             if state.status == RunStatus::WaitingForHuman {
                 let ticket = state.open_tickets().next().map(|(id, _)| id.clone()).unwrap_or_default();
                 log.extend(step(&mut state, &b, Command::RecordHumanDecision {
-                    ticket, approved: approvals.next().unwrap_or(true), by: "p".into(), reason: "r".into(), at_ms: 5,
+                    ticket, approved: approvals.next().unwrap_or(true), by: "p".into(), reason: "r".into(), choice: None,
+            at_ms: 5,
                 }));
             }
             if state.status != RunStatus::Running {
@@ -740,4 +745,201 @@ fn risk_classifier_verdicts() {
         log.extend(events);
         replay_check(&log, &b).expect("replays");
     }
+}
+
+fn fanout_bundle(resolution: &str) -> (PolicyBundle, String) {
+    let src = format!(
+        r#"
+bundle = {{ id = "fan" }}
+agents = [{{ id = "external" }}, {{ id = "hub" }}, {{ id = "left" }}, {{ id = "right" }}, {{ id = "sink" }}]
+[interactions]
+allowed = [
+  {{ from = "external", to = "hub" }}, {{ from = "hub", to = "left" }}, {{ from = "hub", to = "right" }},
+  {{ from = "left", to = "sink" }}, {{ from = "right", to = "sink" }}, {{ from = "sink", to = "external" }},
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+conflict_resolution = "{resolution}"
+"#
+    );
+    (
+        PolicyBundle::from_toml_str(&src, "fan.toml").expect("valid"),
+        src,
+    )
+}
+
+fn fanout_start(b: &PolicyBundle, src: &str) -> (RunState, Vec<RunEvent>) {
+    let agent = || AgentSpec {
+        executor: ExecutorSpec::InProcess { in_process: true },
+        timeout_ms: None,
+        classifiers: Vec::new(),
+    };
+    let workflow = WorkflowSpec {
+        name: "fan".into(),
+        policy: "fan.toml".into(),
+        entry: "hub".into(),
+        input_type: None,
+        input: None,
+        agents: ["hub", "left", "right", "sink"]
+            .into_iter()
+            .map(|a| (a.to_owned(), agent()))
+            .collect(),
+    };
+    let mut state = RunState::default();
+    let mut log = step(
+        &mut state,
+        b,
+        Command::Start(RunRequested {
+            run_id: "run-f".into(),
+            workflow,
+            bundle_source: src.into(),
+            bundle_source_name: "fan.toml".into(),
+            bundle_hash: b.hash().to_hex(),
+            input: json!({}),
+            at_ms: 0,
+        }),
+    );
+    log.extend(respond(
+        &mut state,
+        b,
+        vec![
+            handoff("left", "job", json!({"n": 1})),
+            handoff("right", "job", json!({"n": 1})),
+        ],
+    ));
+    (state, log)
+}
+
+fn answer_branch(
+    state: &mut RunState,
+    b: &PolicyBundle,
+    agent: &str,
+    confidence: Confidence,
+    payload: Value,
+) -> Vec<RunEvent> {
+    let id = state
+        .pending_requests()
+        .iter()
+        .find(|r| r.target_agent == agent)
+        .map(|r| r.request_id.clone())
+        .expect("branch pending");
+    let response = AgentResponse::success(
+        id.clone(),
+        confidence,
+        vec![handoff("sink", "verdict", payload)],
+    );
+    step(
+        state,
+        b,
+        Command::RecordResponse {
+            request_id: id,
+            response,
+            at_ms: 1,
+        },
+    )
+}
+
+#[test]
+fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser() {
+    let (b, src) = fanout_bundle("prefer_higher_confidence");
+    let (mut state, mut log) = fanout_start(&b, &src);
+    assert_eq!(state.pending.len(), 2, "two branches run in parallel");
+    let first = answer_branch(
+        &mut state,
+        &b,
+        "left",
+        Confidence::Low,
+        json!({"v": "left"}),
+    );
+    assert_eq!(
+        kinds(&first),
+        ["agent.responded", "handoff.allowed", "output.held"]
+    );
+    log.extend(first);
+    let second = answer_branch(
+        &mut state,
+        &b,
+        "right",
+        Confidence::High,
+        json!({"v": "right"}),
+    );
+    assert_eq!(
+        kinds(&second),
+        [
+            "agent.responded",
+            "handoff.allowed",
+            "output.conflict_detected",
+            "output.archived",
+            "fanout.joined",
+            "agent.call_scheduled"
+        ]
+    );
+    let sink = state.pending_requests()[0].clone();
+    assert_eq!(sink.target_agent, "sink");
+    assert_eq!(sink.decision_inputs.len(), 1);
+    assert_eq!(sink.decision_inputs[0].payload, json!({"v": "right"}));
+    let RunEvent::OutputArchived { delivery, .. } = &second[3] else {
+        panic!("archived")
+    };
+    assert_eq!(delivery.payload, json!({"v": "left"}));
+    log.extend(second);
+    replay_check(&log, &b).expect("replays");
+}
+
+#[test]
+fn fan_out_conflicts_go_to_a_human_who_picks_the_output() {
+    let (b, src) = fanout_bundle("human");
+    let (mut state, mut log) = fanout_start(&b, &src);
+    log.extend(answer_branch(
+        &mut state,
+        &b,
+        "left",
+        Confidence::High,
+        json!({"v": "left"}),
+    ));
+    log.extend(answer_branch(
+        &mut state,
+        &b,
+        "right",
+        Confidence::Low,
+        json!({"v": "right"}),
+    ));
+    assert_eq!(state.status, RunStatus::WaitingForHuman);
+    let bad = Command::RecordHumanDecision {
+        ticket: "ticket-1".into(),
+        approved: true,
+        by: "ana".into(),
+        reason: "r".into(),
+        choice: Some(3),
+        at_ms: 2,
+    };
+    assert!(matches!(
+        decide(&state, &b, bad),
+        Err(Rejection::InvalidChoice { count: 2, .. })
+    ));
+    log.extend(step(
+        &mut state,
+        &b,
+        Command::RecordHumanDecision {
+            ticket: "ticket-1".into(),
+            approved: true,
+            by: "ana".into(),
+            reason: "right is current".into(),
+            choice: Some(2),
+            at_ms: 2,
+        },
+    ));
+    let sink = state.pending_requests()[0].clone();
+    assert_eq!(sink.decision_inputs[0].payload, json!({"v": "right"}));
+    replay_check(&log, &b).expect("replays");
+}
+
+#[test]
+fn fan_out_with_agreeing_outputs_delivers_once() {
+    let (b, src) = fanout_bundle("human");
+    let (mut state, _) = fanout_start(&b, &src);
+    answer_branch(&mut state, &b, "left", Confidence::High, json!({"v": 1}));
+    let events = answer_branch(&mut state, &b, "right", Confidence::Low, json!({"v": 1}));
+    assert!(!kinds(&events).contains(&"output.conflict_detected"));
+    assert_eq!(state.pending_requests()[0].decision_inputs.len(), 1);
 }

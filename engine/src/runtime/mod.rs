@@ -257,7 +257,8 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.drive(state, bundle).await
     }
 
-    /// Records a human decision on a ticket and continues the run.
+    /// Records a human decision on a ticket and continues the run. `choice` picks the
+    /// output to keep on a conflict ticket (from 1).
     ///
     /// # Errors
     /// [`RuntimeError`], e.g. an unknown or already decided ticket.
@@ -268,6 +269,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         approved: bool,
         by: &str,
         reason: &str,
+        choice: Option<u32>,
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         let command = Command::RecordHumanDecision {
@@ -275,6 +277,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             approved,
             by: by.to_owned(),
             reason: reason.to_owned(),
+            choice,
             at_ms: now_ms(),
         };
         self.decide_and_append(&mut state, &bundle, command).await?;

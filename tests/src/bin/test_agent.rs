@@ -20,7 +20,8 @@
 //! - `handoff` (with `--to AGENT --output-type TYPE`): hands off the payload;
 //! - `finish`: finishes with the payload;
 //! - `escalate_then_finish`: asks a human, then (once approved) finishes with the payload;
-//! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability.
+//! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability;
+//! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
 //!
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
 //! `--record FILE` appends every request line received to FILE (what reached stdin).
@@ -49,6 +50,7 @@ const MODES: &[&str] = &[
     "finish",
     "escalate_then_finish",
     "request_capability",
+    "fanout",
 ];
 
 /// Options of the scripted (engine test) modes.
@@ -213,7 +215,7 @@ fn main() -> ExitCode {
                     serde_json::to_string(&response).unwrap_or_default()
                 );
             }
-            "handoff" | "finish" | "escalate_then_finish" | "request_capability" => {
+            "handoff" | "finish" | "escalate_then_finish" | "request_capability" | "fanout" => {
                 let payload = script.payload.clone().unwrap_or_else(|| {
                     request
                         .decision_inputs
@@ -227,6 +229,15 @@ fn main() -> ExitCode {
                         payload,
                     }],
                     "finish" => vec![Action::Finish { output: payload }],
+                    "fanout" => script
+                        .to
+                        .split(',')
+                        .map(|to| Action::Handoff {
+                            to: to.to_owned(),
+                            output_type: script.output_type.clone(),
+                            payload: payload.clone(),
+                        })
+                        .collect(),
                     "escalate_then_finish" => vec![
                         Action::Escalate {
                             reason: "needs a person's sign-off".into(),
