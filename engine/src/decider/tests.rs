@@ -943,3 +943,33 @@ fn fan_out_with_agreeing_outputs_delivers_once() {
     assert!(!kinds(&events).contains(&"output.conflict_detected"));
     assert_eq!(state.pending_requests()[0].decision_inputs.len(), 1);
 }
+
+#[test]
+fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
+    let src = format!(
+        "{BUNDLE}\n[defaults.circuit_breaker]\nfailure_threshold = 1\nprobe_interval_ms = 60000\n"
+    );
+    let b = PolicyBundle::from_toml_str(&src, "t.toml").expect("valid");
+    let Command::Start(mut run) = start_command(&b) else {
+        unreachable!()
+    };
+    run.bundle_source = src;
+    let mut state = RunState::default();
+    step(&mut state, &b, Command::Start(run));
+    let events = fail(&mut state, &b);
+    // The ladder says retry; the circuit (1 failure, threshold 1, probe after 60 s) says no.
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent.call_failed",
+            "policy.decided",
+            "policy.decided",
+            "run.blocked"
+        ]
+    );
+    let RunEvent::RunBlocked { rule_id, error, .. } = &events[3] else {
+        panic!("blocked");
+    };
+    assert_eq!(rule_id, "defaults.circuit_breaker");
+    assert_eq!(error["errorType"], "circuit_open");
+}

@@ -499,3 +499,100 @@ fn trace_decision(event: &RunEvent) {
         other => tracing::debug!(kind = other.kind(), "recorded"),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::InProcessExecutor;
+    use crate::protocol::{Action, AgentResponse, Confidence};
+    use crate::workflow::{AgentSpec, ExecutorSpec};
+    use docket_store::{EmbeddedStore, StoreConfig};
+
+    fn workflow() -> Workflow {
+        let bundle = "bundle = { id = \"w\" }\nagents = [{ id = \"external\" }, { id = \"worker\" }]\n\
+                      [interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n\
+                      [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+        let mut spec = WorkflowSpec {
+            name: "w".into(),
+            policy: "w.toml".into(),
+            entry: "worker".into(),
+            input_type: None,
+            input: None,
+            agents: Default::default(),
+        };
+        spec.agents.insert(
+            "worker".into(),
+            AgentSpec {
+                executor: ExecutorSpec::InProcess { in_process: true },
+                timeout_ms: None,
+                classifiers: Vec::new(),
+            },
+        );
+        Workflow {
+            spec,
+            bundle_source: bundle.into(),
+            bundle_source_name: "w.toml".into(),
+        }
+    }
+
+    /// A second writer decided from a state the first has moved past: its append fails
+    /// with a conflict naming both versions, and nothing of it is recorded.
+    #[tokio::test]
+    async fn a_second_writer_gets_a_conflict_and_records_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let runtime = Runtime::new(store);
+        let agent: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(|r: &AgentRequest| {
+            AgentResponse::success(
+                r.request_id.clone(),
+                Confidence::High,
+                vec![
+                    Action::Escalate {
+                        reason: "sign-off".into(),
+                    },
+                    Action::Finish {
+                        output: serde_json::json!({"ok": true}),
+                    },
+                ],
+            )
+        }));
+        runtime.register_agent("worker", agent);
+        let outcome = runtime
+            .start(&workflow(), serde_json::json!({}), Some("run-w".into()))
+            .await
+            .expect("starts");
+        assert_eq!(outcome.state.status, RunStatus::WaitingForHuman);
+
+        let (mut stale, bundle) = runtime.load_state("run-w").await.expect("loads");
+        let first = runtime
+            .decide_ticket("run-w", "ticket-1", true, "ana", "ok", None)
+            .await
+            .expect("first writer");
+        assert_eq!(first.state.status, RunStatus::Completed);
+        let before = runtime.events("run-w").await.expect("events").len();
+
+        let second = runtime
+            .decide_and_append(
+                &mut stale,
+                &bundle,
+                Command::RecordHumanDecision {
+                    ticket: "ticket-1".into(),
+                    approved: false,
+                    by: "bo".into(),
+                    reason: "no".into(),
+                    choice: None,
+                    at_ms: 0,
+                },
+            )
+            .await;
+        let err = second.expect_err("the stale writer conflicts");
+        assert!(matches!(err, RuntimeError::Conflict { .. }), "{err}");
+        assert!(
+            err.to_string().contains("only one process may drive a run"),
+            "{err}"
+        );
+        assert_eq!(runtime.events("run-w").await.expect("events").len(), before);
+    }
+}
