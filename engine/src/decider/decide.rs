@@ -19,6 +19,8 @@
 //! | Running | last branch answers: outputs agree / conflict by confidence / conflict for a human | Running (joined) / Running (loser archived) / WaitingForHuman | `fan_out_with_agreeing_outputs_delivers_once`, `fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser`, `fan_out_conflicts_go_to_a_human_who_picks_the_output` |
 //! | WaitingForHuman | RecordHumanDecision approve | Running (retry or held actions) | `failures_go_retry_escalate_block`, `escalate_action_waits_and_approval_proceeds` |
 //! | WaitingForHuman | RecordHumanDecision deny | Blocked | `human_denial_blocks` |
+//! | WaitingForHuman (2 tickets) | approve one | WaitingForHuman, its effect decided (calls wait) | `approving_one_of_two_open_tickets_is_not_lost` |
+//! | Running | RecordFailure, retry with the circuit open | Blocked | `an_open_circuit_blocks_the_next_call_to_a_failing_agent` |
 //! | Completed / Blocked / Failed | any | rejected | `final_runs_reject_commands` |
 //! | any | unknown call / ticket, bundle of another hash | rejected | `rejections_are_typed` |
 
@@ -355,8 +357,10 @@ impl Batch<'_> {
         self.state.run_id().unwrap_or_default().to_owned()
     }
 
+    /// Completed, blocked or failed. (A run waiting for a human is not stopped: what an
+    /// approval or a fan-out branch causes is still decided, and its calls wait with it.)
     fn stopped(&self) -> bool {
-        self.state.status != RunStatus::Running
+        self.state.status.is_final()
     }
 
     fn block(&mut self, rule_id: &str, reason: String, error: Value) {
@@ -616,7 +620,7 @@ impl Batch<'_> {
     /// branch answers, then join; otherwise dispatch.
     fn flush(&mut self, request_id: &str) {
         let deliveries = std::mem::take(&mut self.outbox);
-        if self.stopped() && self.state.status != RunStatus::WaitingForHuman {
+        if self.stopped() {
             return;
         }
         let branch = self
@@ -1153,7 +1157,10 @@ impl Batch<'_> {
         });
         use docket_policies::model::EscalationAction;
         match action {
-            None | Some(EscalationAction::Retry) => self.retry(request_id),
+            None | Some(EscalationAction::Retry) => self.retry(
+                request_id,
+                json!({ "request_id": request_id, "error_code": code, "error_message": message }),
+            ),
             Some(EscalationAction::Escalate) => {
                 let ticket = self.next_ticket();
                 self.push(RunEvent::Escalated {
@@ -1181,13 +1188,16 @@ impl Batch<'_> {
         }
     }
 
-    fn retry(&mut self, request_id: &str) {
+    /// Schedules the step again (new request id, attempt + 1) "with more context" (seed 002
+    /// §6.2): the request's `context.previous_attempt` says what happened to the last one.
+    fn retry(&mut self, request_id: &str, note: Value) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
         let mut request = call.request;
         request.request_id = self.next_request_id();
         request.attempt += 1;
+        request.context.insert("previous_attempt".to_owned(), note);
         self.schedule(request, call.reply_to, call.classifies, call.branch_of);
     }
 
@@ -1215,12 +1225,16 @@ impl Batch<'_> {
             self.block("human", message, error);
             return;
         }
-        if self.state.status != RunStatus::Running {
-            // Other tickets are still open; this approval's effect waits for them.
-            return;
-        }
         match t.subject {
-            TicketSubject::Retry { request_id } => self.retry(&request_id),
+            TicketSubject::Retry { request_id } => {
+                let note = json!({
+                    "request_id": request_id,
+                    "escalated": t.reason,
+                    "approved_by": by,
+                    "approval_reason": reason,
+                });
+                self.retry(&request_id, note);
+            }
             TicketSubject::Proceed {
                 agent,
                 request_id,

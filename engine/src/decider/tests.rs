@@ -302,6 +302,11 @@ fn failures_go_retry_escalate_block() {
     );
     assert_eq!(state.pending_requests()[0].attempt, 2);
     assert_eq!(state.pending_requests()[0].request_id, "run-1/call-2");
+    assert_eq!(
+        state.pending_requests()[0].context["previous_attempt"]["error_code"],
+        "AGENT_CRASHED",
+        "the retry carries what happened to the last attempt"
+    );
     log.extend(first);
     let second = fail(&mut state, &b);
     assert_eq!(
@@ -972,4 +977,62 @@ fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
     };
     assert_eq!(rule_id, "defaults.circuit_breaker");
     assert_eq!(error["errorType"], "circuit_open");
+}
+
+#[test]
+fn approving_one_of_two_open_tickets_is_not_lost() {
+    let (b, src) = fanout_bundle("human");
+    let (mut state, mut log) = fanout_start(&b, &src);
+    for agent in ["left", "right"] {
+        let id = state
+            .pending_requests()
+            .iter()
+            .find(|r| r.target_agent == agent)
+            .map(|r| r.request_id.clone())
+            .expect("branch pending");
+        let response = AgentResponse::success(
+            id.clone(),
+            Confidence::High,
+            vec![
+                Action::Escalate {
+                    reason: "check".into(),
+                },
+                handoff("sink", "verdict", json!({"v": agent})),
+            ],
+        );
+        log.extend(step(
+            &mut state,
+            &b,
+            Command::RecordResponse {
+                request_id: id,
+                response,
+                at_ms: 1,
+            },
+        ));
+    }
+    assert_eq!(state.open_tickets().count(), 2);
+    let approve = |ticket: &str| Command::RecordHumanDecision {
+        ticket: ticket.into(),
+        approved: true,
+        by: "ana".into(),
+        reason: "ok".into(),
+        choice: None,
+        at_ms: 2,
+    };
+    log.extend(step(&mut state, &b, approve("ticket-1")));
+    assert_eq!(
+        state.status,
+        RunStatus::WaitingForHuman,
+        "ticket-2 is still open"
+    );
+    assert!(
+        state
+            .calls
+            .values()
+            .any(|c| c.request.target_agent == "sink"),
+        "ticket-1's approval took effect"
+    );
+    log.extend(step(&mut state, &b, approve("ticket-2")));
+    assert_eq!(state.status, RunStatus::Running);
+    replay_check(&log, &b).expect("replays");
 }
