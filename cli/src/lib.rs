@@ -1,4 +1,5 @@
-//! `docket`: the command line. For now, policy bundles: check, explain, diff, schema.
+//! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
+//! `approve`, `deny`) and policy bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -12,6 +13,8 @@ use clap::{Parser, Subcommand};
 use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
+mod runs;
+
 /// Exit code for an invalid bundle (or one that cannot be read).
 const EXIT_INVALID: u8 = 1;
 /// Exit code for bad command-line input (e.g. a payload that is not JSON), as clap uses.
@@ -24,6 +27,9 @@ const EXIT_USAGE: u8 = 2;
     about = "Durable, audited multi-agent workflows"
 )]
 struct Cli {
+    /// Data directory holding the event log (default: $DOCKET_DATA, else ./.docket).
+    #[arg(long, global = true, value_name = "DIR")]
+    data: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -35,6 +41,8 @@ enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    #[command(flatten)]
+    Run(runs::RunCommand),
 }
 
 #[derive(Subcommand)]
@@ -81,7 +89,10 @@ struct Failure {
 /// Runs `docket` with the process arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let Command::Policy { command } = cli.command;
+    let command = match cli.command {
+        Command::Policy { command } => command,
+        Command::Run(command) => return runs::main(command, cli.data),
+    };
     let mut out = String::new();
     let result = run(command, &mut out);
     // A closed pipe (`docket ... | head`) is not an error worth a message.

@@ -8,7 +8,13 @@
 //!   over a child process's stdin/stdout as JSON lines, or over HTTP, with every failure
 //!   returned as an [`executor::AgentCallError`].
 //!
-//! The decider and the runtime are built on top of these.
+//! - [`decider`]: a run as a pure state machine (`decide`, `evolve`, `replay_check`);
+//! - [`runtime`]: the tokio shell that calls agents, records their answers, appends each
+//!   decided batch to the event log and resumes runs from it;
+//! - [`workflow`]: workflow files (bundle, entry agent, executors).
 
+pub mod decider;
 pub mod executor;
 pub mod protocol;
+pub mod runtime;
+pub mod workflow;

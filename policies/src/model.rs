@@ -404,6 +404,32 @@ pub struct HandoffPolicy {
     pub blocked_context_fields: Vec<String>,
     #[serde(default)]
     pub agent_handoff_rules: Vec<HandoffRule>,
+    /// How conflicting outputs of a parallel fan-out are resolved: seed 003 "prefer
+    /// higher-confidence source" (a tie goes to a human), or seed 002 §3.4 "present both
+    /// options to a human". Either way the conflict is recorded and the losing output
+    /// archived, never hidden or deleted. Left out of the canonical form when default, so
+    /// existing bundle hashes do not change.
+    #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
+    pub conflict_resolution: ConflictResolution,
+}
+
+/// Seed 003 "Conflict Resolution" / seed 002 §3.4.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictResolution {
+    /// The output with the higher `confidence_level` wins; equal confidence goes to a human.
+    #[default]
+    PreferHigherConfidence,
+    /// Always ask a human which output wins.
+    Human,
+}
+
+impl ConflictResolution {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 impl Default for HandoffPolicy {
@@ -415,6 +441,7 @@ impl Default for HandoffPolicy {
             minimal_context_fields: default_minimal_fields(),
             blocked_context_fields: Vec::new(),
             agent_handoff_rules: Vec::new(),
+            conflict_resolution: ConflictResolution::default(),
         }
     }
 }
@@ -663,4 +690,45 @@ fn default_ladder() -> Vec<EscalationStep> {
             action: EscalationAction::Block,
         },
     ]
+}
+
+#[cfg(test)]
+mod conflict_resolution_tests {
+    use crate::compiled::PolicyBundle;
+
+    use super::ConflictResolution;
+
+    #[test]
+    fn defaults_to_higher_confidence_and_keeps_the_hash() {
+        let plain = PolicyBundle::from_toml_str("bundle = { id = \"t\" }", "t.toml").unwrap();
+        let explicit = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"prefer_higher_confidence\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            plain.spec().multi_agent_handoffs.conflict_resolution,
+            ConflictResolution::PreferHigherConfidence
+        );
+        assert_eq!(plain.hash(), explicit.hash());
+    }
+
+    #[test]
+    fn human_is_accepted_and_unknown_values_are_rejected_with_a_location() {
+        let human = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"human\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            human.spec().multi_agent_handoffs.conflict_resolution,
+            ConflictResolution::Human
+        );
+        let err = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"coin_flip\"\n",
+            "t.toml",
+        )
+        .expect_err("not a resolution");
+        assert!(err.to_string().contains("coin_flip"), "{err}");
+    }
 }

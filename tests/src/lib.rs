@@ -88,6 +88,42 @@ pub fn docket_bin() -> &'static Path {
     })
 }
 
+/// Builds the geo example's agent binaries (once per test process) next to the `docket`
+/// binary, where a workflow's bare command names are looked up first.
+pub fn geo_agents_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let docket = docket_bin();
+        let profile_dir = docket.parent().expect("profile directory");
+        let target_dir = profile_dir.parent().expect("target directory");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let mut cmd = Command::new(cargo);
+        cmd.args([
+            "build",
+            "--quiet",
+            "-p",
+            "docket-example-geo",
+            "--bins",
+            "--target-dir",
+        ])
+        .arg(target_dir);
+        if profile_dir.file_name().is_some_and(|n| n == "release") {
+            cmd.arg("--release");
+        }
+        let status = cmd
+            .current_dir(workspace_root())
+            .status()
+            .expect("run cargo build for the geo agents");
+        assert!(status.success(), "building the geo agents failed");
+    });
+}
+
+/// The geo example's workflow file.
+#[must_use]
+pub fn geo_workflow() -> PathBuf {
+    workspace_root().join("examples/geo/workflow.toml")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,7 +93,7 @@ fn the_seven_allowed_rows_of_seed_000_are_allowed() {
         ("governance", "observation", "validated_scope"),
         ("observation", "intelligence", "ai_answer_snapshots"),
         ("intelligence", "reasoning", "geo_scores"),
-        ("reasoning", "strategy", "gaps_opportunities"),
+        ("reasoning", "strategy", "gaps_and_opportunities"),
         ("strategy", "governance", "recommendations"),
         ("governance", "external", "validated_recommendations"),
     ] {
@@ -119,14 +119,19 @@ fn intelligence_reaches_strategy_only_as_read_only_context() {
     assert_eq!(context.decision.verdict, Verdict::Allow);
     assert_eq!(&*context.decision.rule_id, "guardrail-2");
     assert!(context.decision.reason.contains("non-decisive"));
-    // And only the scores cross, never the aggregations.
+    // And only the overall scores cross, never the per-topic or per-assistant aggregations
+    // (the field names are the geo agents' `geo_scores` payload).
     let s = b.scope_context(
         "intelligence",
         "strategy",
         InputKind::Context,
-        &json!({"scores": {"brand": 0.4}, "aggregations": {"x": 1}}),
+        &json!({"focus_brand": "Acme", "answers": 15, "brands": {"Acme": {"geo_score": 35.4}},
+                "by_topic": {"crm": {}}, "by_engine": {"x": {}}}),
     );
-    assert_eq!(s.context, json!({"scores": {"brand": 0.4}}));
+    assert_eq!(
+        s.context,
+        json!({"focus_brand": "Acme", "answers": 15, "brands": {"Acme": {"geo_score": 35.4}}})
+    );
 }
 
 #[test]

@@ -16,7 +16,15 @@
 //! - `exit_after_answer`: answers, then exits with code 0;
 //! - `blank_lines`: writes blank lines before answering;
 //! - `environment`: answers with `DOCKET_TEST_VALUE` and the working directory;
-//! - `crash_on_start` (as MODE only): exits with code 7 before reading anything.
+//! - `crash_on_start` (as MODE only): exits with code 7 before reading anything;
+//! - `handoff` (with `--to AGENT --output-type TYPE`): hands off the payload;
+//! - `finish`: finishes with the payload;
+//! - `escalate_then_finish`: asks a human, then (once approved) finishes with the payload;
+//! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability;
+//! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
+//!
+//! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
+//! `--record FILE` appends every request line received to FILE (what reached stdin).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, Write};
@@ -38,14 +46,52 @@ const MODES: &[&str] = &[
     "exit_after_answer",
     "blank_lines",
     "environment",
+    "handoff",
+    "finish",
+    "escalate_then_finish",
+    "request_capability",
+    "fanout",
 ];
+
+/// Options of the scripted (engine test) modes.
+#[derive(Default)]
+struct Script {
+    to: String,
+    output_type: String,
+    capability: String,
+    payload: Option<serde_json::Value>,
+    record: Option<String>,
+}
 
 fn main() -> ExitCode {
     let mut mode = "echo".to_owned();
     let mut size: usize = 2 * 1024 * 1024;
+    let mut script = Script::default();
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
-        if arg == "--size" {
+        let mut value = |name: &str| {
+            args.next().unwrap_or_else(|| {
+                eprintln!("test-agent: {name} needs a value");
+                std::process::exit(2)
+            })
+        };
+        if arg == "--to" {
+            script.to = value("--to");
+        } else if arg == "--output-type" {
+            script.output_type = value("--output-type");
+        } else if arg == "--capability" {
+            script.capability = value("--capability");
+        } else if arg == "--record" {
+            script.record = Some(value("--record"));
+        } else if arg == "--payload" {
+            match serde_json::from_str(&value("--payload")) {
+                Ok(v) => script.payload = Some(v),
+                Err(err) => {
+                    eprintln!("test-agent: --payload is not JSON: {err}");
+                    return ExitCode::from(2);
+                }
+            }
+        } else if arg == "--size" {
             match args.next().and_then(|s| s.parse().ok()) {
                 Some(n) => size = n,
                 None => {
@@ -76,6 +122,17 @@ fn main() -> ExitCode {
             }
         };
         served += 1;
+        if let Some(path) = &script.record {
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| writeln!(f, "{line}"));
+            if let Err(err) = appended {
+                eprintln!("test-agent: cannot record to {path}: {err}");
+                return ExitCode::from(8);
+            }
+        }
         let behaviour = if MODES.contains(&request.capability_code.as_str()) {
             request.capability_code.clone()
         } else {
@@ -152,6 +209,49 @@ fn main() -> ExitCode {
                         }),
                     }],
                 );
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&response).unwrap_or_default()
+                );
+            }
+            "handoff" | "finish" | "escalate_then_finish" | "request_capability" | "fanout" => {
+                let payload = script.payload.clone().unwrap_or_else(|| {
+                    request
+                        .decision_inputs
+                        .first()
+                        .map_or_else(|| json!({}), |i| i.payload.clone())
+                });
+                let actions = match behaviour.as_str() {
+                    "handoff" => vec![Action::Handoff {
+                        to: script.to.clone(),
+                        output_type: script.output_type.clone(),
+                        payload,
+                    }],
+                    "finish" => vec![Action::Finish { output: payload }],
+                    "fanout" => script
+                        .to
+                        .split(',')
+                        .map(|to| Action::Handoff {
+                            to: to.to_owned(),
+                            output_type: script.output_type.clone(),
+                            payload: payload.clone(),
+                        })
+                        .collect(),
+                    "escalate_then_finish" => vec![
+                        Action::Escalate {
+                            reason: "needs a person's sign-off".into(),
+                        },
+                        Action::Finish { output: payload },
+                    ],
+                    _ => vec![Action::RequestCapability {
+                        target_agent: script.to.clone(),
+                        capability_code: script.capability.clone(),
+                        inputs: payload.as_object().cloned().unwrap_or_default(),
+                    }],
+                };
+                let response =
+                    AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
                 let _ = writeln!(
                     out,
                     "{}",

@@ -142,9 +142,11 @@ pub struct GeoScores {
     pub answers: u32,
     /// Per brand, over all answers.
     pub brands: BTreeMap<String, BrandScore>,
-    /// Per topic, per brand.
+    /// Per topic, per brand. (Absent when scoped away, e.g. in Strategy's read-only context.)
+    #[serde(default)]
     pub by_topic: BTreeMap<String, BTreeMap<String, BrandScore>>,
     /// Per engine (assistant), per brand.
+    #[serde(default)]
     pub by_engine: BTreeMap<String, BTreeMap<String, BrandScore>>,
 }
 

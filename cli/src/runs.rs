@@ -1,0 +1,522 @@
+//! The run commands: start, resume and inspect runs, and decide human tickets.
+//!
+//! Exit codes (documented in the README): 0 completed (or the command succeeded),
+//! 1 failed or an error, 2 bad command-line input (clap), 3 waiting for a human,
+//! 4 blocked by policy.
+
+use std::fmt::Write as _;
+use std::io::{Read, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, anyhow};
+use clap::Subcommand;
+use docket_engine::decider::{RunEvent, RunState, RunStatus};
+use docket_engine::runtime::{RunOutcome, Runtime};
+use docket_engine::workflow::Workflow;
+use docket_policies::InputKind;
+use docket_store::{EmbeddedStore, StoreConfig};
+use serde_json::{Value, json};
+
+/// The run completed.
+pub const EXIT_COMPLETED: u8 = 0;
+/// The run failed, or the command could not be carried out.
+pub const EXIT_FAILED: u8 = 1;
+/// The run waits for a human decision (`docket approve` / `docket deny`).
+pub const EXIT_WAITING: u8 = 3;
+/// A policy stopped the run.
+pub const EXIT_BLOCKED: u8 = 4;
+
+#[derive(Subcommand)]
+pub(crate) enum RunCommand {
+    /// Start a run of a workflow and drive it until it completes, is blocked, fails or
+    /// waits for a human.
+    Run {
+        /// The workflow file (TOML, see docs/workflow.md).
+        workflow: PathBuf,
+        /// The run's input as JSON: a file, or `-` for stdin (default: the workflow's
+        /// `input` file).
+        #[arg(long, value_name = "FILE|-")]
+        input: Option<String>,
+        /// Use this run id instead of a generated one (fails if it exists).
+        #[arg(long, value_name = "ID")]
+        run_id: Option<String>,
+    },
+    /// Continue a run from its log: calls without a recorded answer are made again.
+    Resume {
+        /// The run id.
+        run: String,
+    },
+    /// List the runs in the data directory.
+    Runs,
+    /// Show where a run stands.
+    Status {
+        /// The run id.
+        run: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's events.
+    Events {
+        /// The run id.
+        run: String,
+        /// One JSON object per line (envelope and payload).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve a human ticket and continue the run.
+    Approve {
+        /// The run id.
+        run: String,
+        /// The ticket (`ticket-N`).
+        ticket: String,
+        /// On a conflict ticket: the number of the output to keep (default 1).
+        #[arg(long, value_name = "N")]
+        choose: Option<u32>,
+        /// Who decides.
+        #[arg(long)]
+        by: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+    /// Refuse a human ticket: the run stops, blocked.
+    Deny {
+        /// The run id.
+        run: String,
+        /// The ticket (`ticket-N`).
+        ticket: String,
+        /// Who decides.
+        #[arg(long)]
+        by: String,
+        /// Why.
+        #[arg(long)]
+        reason: String,
+    },
+}
+
+/// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
+fn data_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("DOCKET_DATA").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".docket"))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
+    init_tracing();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    let mut out = String::new();
+    let result = runtime.block_on(execute(command, &data_dir(data), &mut out));
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write output: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    }
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    let store = EmbeddedStore::open(dir, StoreConfig::default())
+        .await
+        .with_context(|| format!("cannot open the data directory {}", dir.display()))?;
+    Ok(Runtime::new(store))
+}
+
+fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
+    let (text, name) = match arg {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .context("cannot read the input from stdin")?;
+            (text, "stdin".to_owned())
+        }
+        Some(path) => (
+            std::fs::read_to_string(path).with_context(|| format!("cannot read input {path}"))?,
+            path.to_owned(),
+        ),
+        None => {
+            let path = workflow.spec.input.as_deref().ok_or_else(|| {
+                anyhow!("no --input given and the workflow names no `input` file")
+            })?;
+            (
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("cannot read the workflow's input {path}"))?,
+                path.to_owned(),
+            )
+        }
+    };
+    serde_json::from_str(&text).with_context(|| format!("the input {name} is not valid JSON"))
+}
+
+async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
+    match command {
+        RunCommand::Run {
+            workflow,
+            input,
+            run_id,
+        } => {
+            let wf = Workflow::load(&workflow)?;
+            let input = read_input(input.as_deref(), &wf)?;
+            let rt = open(data).await?;
+            let outcome = rt.start(&wf, input, run_id).await?;
+            Ok(summary(out, &outcome))
+        }
+        RunCommand::Resume { run } => {
+            let rt = open(data).await?;
+            let outcome = rt.resume(&run).await?;
+            Ok(summary(out, &outcome))
+        }
+        RunCommand::Approve {
+            run,
+            ticket,
+            choose,
+            by,
+            reason,
+        } => {
+            let rt = open(data).await?;
+            let outcome = rt
+                .decide_ticket(&run, &ticket, true, &by, &reason, choose)
+                .await?;
+            Ok(summary(out, &outcome))
+        }
+        RunCommand::Deny {
+            run,
+            ticket,
+            by,
+            reason,
+        } => {
+            let rt = open(data).await?;
+            let outcome = rt
+                .decide_ticket(&run, &ticket, false, &by, &reason, None)
+                .await?;
+            Ok(summary(out, &outcome))
+        }
+        RunCommand::Runs => {
+            let rt = open(data).await?;
+            for run in rt.runs().await? {
+                let name = run
+                    .state
+                    .run
+                    .as_ref()
+                    .map_or("?", |r| r.workflow.name.as_str());
+                outln!(
+                    out,
+                    "{}\t{}\t{}\t{} events",
+                    run.run_id,
+                    name,
+                    run.state.status.as_str(),
+                    run.state.version
+                );
+            }
+            Ok(EXIT_COMPLETED)
+        }
+        RunCommand::Status { run, json } => {
+            let rt = open(data).await?;
+            let state = rt.state(&run).await?;
+            let outcome = RunOutcome { run_id: run, state };
+            if json {
+                outln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&status_json(&outcome)).unwrap_or_default()
+                );
+                Ok(EXIT_COMPLETED)
+            } else {
+                summary(out, &outcome);
+                Ok(EXIT_COMPLETED)
+            }
+        }
+        RunCommand::Events { run, json } => {
+            let rt = open(data).await?;
+            for e in rt.events(&run).await? {
+                if json {
+                    let line = json!({
+                        "seq": e.seq,
+                        "kind": e.event.kind(),
+                        "recorded_at_ns": e.recorded_at_ns,
+                        "policy": e.policy,
+                        "hash": e.hash,
+                        "payload": e.event.to_value(),
+                    });
+                    outln!(out, "{line}");
+                } else {
+                    outln!(
+                        out,
+                        "{:>4} {:<22} {}",
+                        e.seq,
+                        e.event.kind(),
+                        describe(&e.event)
+                    );
+                }
+            }
+            Ok(EXIT_COMPLETED)
+        }
+    }
+}
+
+/// The exit code for a run's status.
+fn exit_code(status: RunStatus) -> u8 {
+    match status {
+        RunStatus::Completed => EXIT_COMPLETED,
+        RunStatus::WaitingForHuman => EXIT_WAITING,
+        RunStatus::Blocked => EXIT_BLOCKED,
+        RunStatus::Failed | RunStatus::NotStarted | RunStatus::Running => EXIT_FAILED,
+    }
+}
+
+fn status_json(outcome: &RunOutcome) -> Value {
+    let s = &outcome.state;
+    json!({
+        "run_id": outcome.run_id,
+        "status": s.status,
+        "events": s.version,
+        "handoffs": s.handoffs,
+        "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
+        "pending_calls": s.pending.iter().collect::<Vec<_>>(),
+        "output": s.output,
+        "stop_reason": s.stop_reason,
+    })
+}
+
+/// One line about an event, for `docket events`.
+fn describe(event: &RunEvent) -> String {
+    match event {
+        RunEvent::RunRequested(r) => format!(
+            "workflow {} entry {} bundle {}",
+            r.workflow.name,
+            r.workflow.entry,
+            &r.bundle_hash[..12.min(r.bundle_hash.len())]
+        ),
+        RunEvent::AgentCallScheduled { request, .. } => format!(
+            "{} → {} {} attempt {}",
+            request.request_id, request.target_agent, request.capability_code, request.attempt
+        ),
+        RunEvent::AgentResponded {
+            request_id,
+            response,
+            ..
+        } => format!(
+            "{request_id} {} ({} action(s))",
+            response.status,
+            response.actions.len()
+        ),
+        RunEvent::AgentCallFailed {
+            request_id,
+            code,
+            message,
+            ..
+        } => {
+            format!("{request_id} {code}: {message}")
+        }
+        RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            input,
+            decision,
+            ..
+        } => format!(
+            "{from} → {to} {output_type}{} by {}",
+            if *input == InputKind::Context {
+                " (read-only context)"
+            } else {
+                ""
+            },
+            decision.rule_id
+        ),
+        RunEvent::HandoffDenied {
+            from, to, decision, ..
+        } => {
+            format!("{from} → {to}: {} [{}]", decision.reason, decision.rule_id)
+        }
+        RunEvent::PolicyDecided { subject, decision } => format!(
+            "{subject}: {:?} {:?} by {}: {}",
+            decision.kind, decision.verdict, decision.rule_id, decision.reason
+        ),
+        RunEvent::RiskClassified {
+            request_id,
+            classifier,
+            verdict,
+            reason,
+        } => {
+            format!("{request_id} {verdict:?} by {classifier}: {reason}")
+        }
+        RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
+        RunEvent::OutputHeld { group, delivery } => format!(
+            "{} → {} {} held for fan-out {group}",
+            delivery.from, delivery.to, delivery.output_type
+        ),
+        RunEvent::ConflictDetected {
+            candidates,
+            resolution,
+            winner,
+            ..
+        } => format!(
+            "{} conflicting outputs for {}, {resolution}: {}",
+            candidates.len(),
+            candidates.first().map_or("?", |d| d.to.as_str()),
+            winner.map_or_else(
+                || "a human decides".to_owned(),
+                |w| format!("output {} wins", w + 1)
+            )
+        ),
+        RunEvent::OutputArchived {
+            delivery, reason, ..
+        } => {
+            format!(
+                "{}'s {} archived: {reason}",
+                delivery.from, delivery.output_type
+            )
+        }
+        RunEvent::FanoutJoined { group, deliveries } => {
+            format!(
+                "fan-out {group} joined, {} output(s) go on",
+                deliveries.len()
+            )
+        }
+        RunEvent::HumanDecided {
+            ticket,
+            approved,
+            by,
+            reason,
+            ..
+        } => format!(
+            "{ticket} {} by {by}: {reason}",
+            if *approved { "approved" } else { "denied" }
+        ),
+        RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
+        RunEvent::RunBlocked {
+            rule_id, reason, ..
+        } => format!("{reason} [{rule_id}]"),
+        RunEvent::RunFailed { reason } => reason.clone(),
+    }
+}
+
+/// The summary a person reads after `run`, `resume`, `approve`, `deny` and `status`;
+/// returns the exit code for the run's status.
+fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
+    let s: &RunState = &outcome.state;
+    let name = s.run.as_ref().map_or("?", |r| r.workflow.name.as_str());
+    outln!(
+        out,
+        "run {} ({name}): {}",
+        outcome.run_id,
+        s.status.as_str()
+    );
+    if !s.handoffs.is_empty() {
+        outln!(out, "handoffs:");
+        for h in &s.handoffs {
+            let what = if h.input == InputKind::Context {
+                format!("{} (read-only context)", h.output_type)
+            } else {
+                h.output_type.clone()
+            };
+            if h.allowed {
+                outln!(
+                    out,
+                    "  allowed  {} → {}  {}  [{}]",
+                    h.from,
+                    h.to,
+                    what,
+                    h.rule_id
+                );
+            } else {
+                outln!(
+                    out,
+                    "  DENIED   {} → {}  {}  [{}]: {}",
+                    h.from,
+                    h.to,
+                    what,
+                    h.rule_id,
+                    h.reason
+                );
+            }
+        }
+    }
+    for (id, t) in s.open_tickets() {
+        outln!(out, "waiting for a human on {id}: {}", t.reason);
+        outln!(
+            out,
+            "  decide with: docket approve {} {id} --by NAME --reason TEXT  (or docket deny ...)",
+            outcome.run_id
+        );
+    }
+    if let Some(reason) = &s.stop_reason {
+        outln!(out, "stopped: {reason}");
+    }
+    if let Some(output) = &s.output {
+        print_output(out, output);
+    }
+    exit_code(s.status)
+}
+
+fn print_output(out: &mut String, output: &Value) {
+    let Some(recs) = output.get("recommendations").and_then(Value::as_array) else {
+        outln!(out, "output:");
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(output).unwrap_or_default()
+        );
+        return;
+    };
+    let status = output.get("status").and_then(Value::as_str).unwrap_or("?");
+    outln!(out, "recommendations ({status}):");
+    let field = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    for r in recs {
+        outln!(
+            out,
+            "  {} [{}] {}: {}",
+            field(r, "id"),
+            field(r, "priority"),
+            field(r, "topic"),
+            field(r, "action")
+        );
+        let why = field(r, "rationale");
+        if !why.is_empty() {
+            outln!(out, "      why: {why} (cites {})", field(r, "gap_id"));
+        }
+        let impact = field(r, "expected_impact");
+        if !impact.is_empty() {
+            outln!(out, "      expected impact: {impact}");
+        }
+    }
+    if let Some(warnings) = output.get("warnings").and_then(Value::as_array) {
+        for w in warnings {
+            outln!(out, "  warning: {}", w.as_str().unwrap_or_default());
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The events of a run (`docs/events.md` describes each for users), and their encoding:
+//! JSON with keys in sorted order, so an event's bytes never depend on how the binary
+//! was built (serde_json's `preserve_order` may be unified on in some workspace builds).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
+
+use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use crate::workflow::WorkflowSpec;
+
+/// Version of every event kind's payload.
+pub const KIND_VERSION: u32 = 1;
+
+/// The run's first event: everything needed to run, resume and audit it without any file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequested {
+    /// Chosen by the runtime; the log stream's id.
+    pub run_id: String,
+    /// The workflow as loaded.
+    pub workflow: WorkflowSpec,
+    /// The policy bundle's source text, as read when the run started.
+    pub bundle_source: String,
+    /// The bundle's file name (its extension picks TOML or JSON).
+    pub bundle_source_name: String,
+    /// The compiled bundle's hash (hex), checked whenever the bundle is rebuilt.
+    pub bundle_hash: String,
+    /// The run's input, handed from `external` to the entry agent.
+    pub input: Value,
+    /// Wall time the run was requested, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// One output on its way to an agent: what a governed handoff delivers (already checked
+/// and scoped), with the sender's confidence for conflict resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Output type.
+    pub output_type: String,
+    /// The sender's confidence in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+    /// The scoped payload.
+    pub payload: Value,
+}
+
+/// Which response a classifier call classifies, and which classifier of the agent's list
+/// it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classifies {
+    /// The classified call.
+    pub request_id: String,
+    /// Position in the agent's `classifiers` list.
+    pub index: usize,
+}
+
+/// Seed 002 §4.2's risk-classifier outcomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RiskVerdict {
+    /// The output proceeds.
+    Safe,
+    /// A human reviews before the output proceeds.
+    ReviewRequired,
+    /// The output is blocked.
+    Dangerous,
+}
+
+/// What a human ticket waits for, and what approving it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TicketSubject {
+    /// A failed step the escalation ladder sent to a human: approving retries it.
+    Retry {
+        /// The failed call.
+        request_id: String,
+    },
+    /// Conflicting fan-out outputs: approving picks one (`choice`, from 1; default 1).
+    Conflict {
+        /// The fan-out group.
+        group: String,
+        /// The request whose answer completed the fan-out.
+        origin: String,
+        /// Unresolved conflicts; the ticket decides the first.
+        conflicts: Vec<Vec<Delivery>>,
+        /// Outputs already decided, which proceed with the winner.
+        proceed: Vec<Delivery>,
+    },
+    /// An agent's remaining actions, held for review (an `escalate` action or a
+    /// REVIEW_REQUIRED verdict): approving carries them out.
+    Proceed {
+        /// The agent whose actions wait.
+        agent: String,
+        /// The call that produced them.
+        request_id: String,
+        /// The actions, in order.
+        actions: Vec<Action>,
+    },
+}
+
+/// One event of a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+pub enum RunEvent {
+    /// Recorded input: a run was started.
+    #[serde(rename = "run.requested")]
+    RunRequested(RunRequested),
+    /// Decision: the engine will send this exact request to its target agent.
+    #[serde(rename = "agent.call_scheduled")]
+    AgentCallScheduled {
+        /// The request, as the agent receives it.
+        request: AgentRequest,
+        /// For a capability call: the request whose agent asked, which gets the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<String>,
+        /// For a risk classifier call: the response it classifies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        classifies: Option<Classifies>,
+        /// For a branch of a parallel fan-out: the group (the request that fanned out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_of: Option<String>,
+    },
+    /// Decision: a branch's output waits for the other branches of its fan-out.
+    #[serde(rename = "output.held")]
+    OutputHeld {
+        /// The fan-out group.
+        group: String,
+        /// The output.
+        delivery: Delivery,
+    },
+    /// Decision: branches of a fan-out produced different outputs of the same type for
+    /// the same agent; never hidden.
+    #[serde(rename = "output.conflict_detected")]
+    ConflictDetected {
+        /// The fan-out group.
+        group: String,
+        /// The outputs, in branch order.
+        candidates: Vec<Delivery>,
+        /// `prefer_higher_confidence` or `human`, from the bundle.
+        resolution: String,
+        /// The winner's index, when decided without a human.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        winner: Option<usize>,
+    },
+    /// Decision: a losing output, archived (never deleted).
+    #[serde(rename = "output.archived")]
+    OutputArchived {
+        /// The fan-out group.
+        group: String,
+        /// The losing output.
+        delivery: Delivery,
+        /// Why it lost.
+        reason: String,
+    },
+    /// Decision: every branch of a fan-out answered; these outputs go on.
+    #[serde(rename = "fanout.joined")]
+    FanoutJoined {
+        /// The fan-out group.
+        group: String,
+        /// What proceeds.
+        deliveries: Vec<Delivery>,
+    },
+    /// Recorded input: the agent answered (any status).
+    #[serde(rename = "agent.responded")]
+    AgentResponded {
+        /// The call answered.
+        request_id: String,
+        /// The response as parsed and checked by the executor.
+        response: AgentResponse,
+        /// Wall time it was received, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Recorded input: the call failed without a usable response (timeout, crash,
+    /// malformed, oversized...).
+    #[serde(rename = "agent.call_failed")]
+    AgentCallFailed {
+        /// The call that failed.
+        request_id: String,
+        /// The executor's stable error code (`AGENT_TIMEOUT`...).
+        code: String,
+        /// What went wrong, for people.
+        message: String,
+        /// Wall time of the failure, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision: a handoff passed the interaction matrix and the data contract, and was
+    /// scoped; `delivered` is exactly what the receiver gets.
+    #[serde(rename = "handoff.allowed")]
+    HandoffAllowed {
+        /// Sender.
+        from: String,
+        /// Receiver.
+        to: String,
+        /// The output type carried.
+        output_type: String,
+        /// Decision input or read-only context input (Guardrail 2).
+        input: InputKind,
+        /// The interaction-matrix decision.
+        decision: PolicyDecision,
+        /// The output-type contract check.
+        contract: PolicyDecision,
+        /// The scoping audit record (seed 001 Task 6).
+        audit: HandoffAudit,
+        /// The scoped payload the receiver gets.
+        delivered: Value,
+    },
+    /// Decision: a handoff was refused; the flow stops.
+    #[serde(rename = "handoff.denied")]
+    HandoffDenied {
+        /// Sender.
+        from: String,
+        /// Intended receiver.
+        to: String,
+        /// The output type it claimed.
+        output_type: String,
+        /// The deciding rule and reason (matrix or contract).
+        decision: PolicyDecision,
+        /// Seed 000's error object.
+        error: Value,
+    },
+    /// Decision: any other policy decision (tool calls, capability requests, escalation
+    /// ladder steps, circuit breaker).
+    #[serde(rename = "policy.decided")]
+    PolicyDecided {
+        /// What was decided about (a request id, usually).
+        subject: String,
+        /// The decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: a risk classifier's verdict on a response, read from its answer.
+    #[serde(rename = "risk.classified")]
+    RiskClassified {
+        /// The classified call.
+        request_id: String,
+        /// The classifier agent.
+        classifier: String,
+        /// SAFE, REVIEW_REQUIRED or DANGEROUS.
+        verdict: RiskVerdict,
+        /// The classifier's reason.
+        reason: String,
+    },
+    /// Decision: the run waits for a human on this ticket.
+    #[serde(rename = "human.escalated")]
+    Escalated {
+        /// `ticket-N`, unique in the run.
+        ticket: String,
+        /// What the person is asked, and why.
+        reason: String,
+        /// What approving does.
+        subject: TicketSubject,
+    },
+    /// Recorded input: a human approved or refused a ticket.
+    #[serde(rename = "human.decided")]
+    HumanDecided {
+        /// The ticket.
+        ticket: String,
+        /// Approved (true) or denied.
+        approved: bool,
+        /// Who decided.
+        by: String,
+        /// Why.
+        reason: String,
+        /// For a conflict ticket: the chosen output (from 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choice: Option<u32>,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision: the run finished with this output.
+    #[serde(rename = "run.completed")]
+    RunCompleted {
+        /// The final output (the exit agent's `finish` output or its handoff to `external`).
+        output: Value,
+    },
+    /// Decision: a policy stopped the run; it needs a human (a new run or a new bundle).
+    #[serde(rename = "run.blocked")]
+    RunBlocked {
+        /// The deciding rule.
+        rule_id: String,
+        /// Why.
+        reason: String,
+        /// Seed 000's error object.
+        error: Value,
+    },
+    /// Decision: the run cannot go on for a reason that is not a policy.
+    #[serde(rename = "run.failed")]
+    RunFailed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// An event payload that could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("event of kind {kind:?} is not a valid docket run event: {message}")]
+pub struct DecodeError {
+    /// The envelope's kind.
+    pub kind: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl RunEvent {
+    /// The event kind stored in the envelope (`run.requested`...).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunRequested(_) => "run.requested",
+            Self::AgentCallScheduled { .. } => "agent.call_scheduled",
+            Self::AgentResponded { .. } => "agent.responded",
+            Self::AgentCallFailed { .. } => "agent.call_failed",
+            Self::HandoffAllowed { .. } => "handoff.allowed",
+            Self::HandoffDenied { .. } => "handoff.denied",
+            Self::PolicyDecided { .. } => "policy.decided",
+            Self::OutputHeld { .. } => "output.held",
+            Self::ConflictDetected { .. } => "output.conflict_detected",
+            Self::OutputArchived { .. } => "output.archived",
+            Self::FanoutJoined { .. } => "fanout.joined",
+            Self::RiskClassified { .. } => "risk.classified",
+            Self::Escalated { .. } => "human.escalated",
+            Self::HumanDecided { .. } => "human.decided",
+            Self::RunCompleted { .. } => "run.completed",
+            Self::RunBlocked { .. } => "run.blocked",
+            Self::RunFailed { .. } => "run.failed",
+        }
+    }
+
+    /// Whether this event is a recorded input (it opens a batch) rather than a decision.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            Self::RunRequested(_)
+                | Self::AgentResponded { .. }
+                | Self::AgentCallFailed { .. }
+                | Self::HumanDecided { .. }
+        )
+    }
+
+    /// The payload as JSON with keys sorted at every level.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The canonical payload bytes (sorted keys, no whitespace).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        docket_policies::canonical::json_text(&self.to_value()).into_bytes()
+    }
+
+    /// Decodes a payload; `kind` is the envelope's kind, checked against the payload's.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when the bytes are not this kind of event.
+    pub fn decode(kind: &str, bytes: &[u8]) -> Result<Self, DecodeError> {
+        let err = |message: String| DecodeError {
+            kind: kind.to_owned(),
+            message,
+        };
+        let event: RunEvent = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        if event.kind() != kind {
+            return Err(err(format!("payload is a {} event", event.kind())));
+        }
+        Ok(event)
+    }
+}
+
+/// Seed 000's error object (`Error Format`).
+#[must_use]
+pub fn seed_error(
+    request_id: &str,
+    agent: &str,
+    error_type: &str,
+    message: &str,
+    details: Value,
+    retry_count: u32,
+) -> Value {
+    serde_json::json!({
+        "error": true,
+        "requestId": request_id,
+        "agent": agent,
+        "errorType": error_type,
+        "message": message,
+        "details": details,
+        "retryCount": retry_count,
+    })
+}

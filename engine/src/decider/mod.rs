@@ -1,0 +1,32 @@
+//! The decider: a run as a pure state machine.
+//!
+//! - [`decide`]`(&RunState, &PolicyBundle, Command) -> Result<Vec<RunEvent>, Rejection>`:
+//!   a recorded input (run requested, agent responded, agent call failed, human decided)
+//!   and the current state in; out comes a batch whose first event records the input and
+//!   whose other events are the decisions it caused (handoffs allowed with their scoping
+//!   audit or denied with seed 000's error object, calls scheduled with their exact
+//!   request, escalation steps, tickets, completion, block, failure).
+//! - [`RunState::apply`] / [`RunState::evolve`]: fold one event.
+//! - [`replay_check`]: re-decide every batch of a log and compare.
+//!
+//! Invariants: no tokio, clock, store, I/O, randomness or hash-map iteration order in here
+//! (BTreeMap and Vec only). Time enters only inside recorded inputs (`at_ms`); request ids
+//! (`{run}/call-N`) and ticket ids (`ticket-N`) come from counters in the state; the run id
+//! is chosen by the runtime and recorded in `run.requested`. The transition table, with
+//! the tests covering each row, is at the top of `decide.rs`.
+
+mod decide;
+mod event;
+mod replay;
+mod state;
+
+#[cfg(test)]
+mod tests;
+
+pub use decide::{Command, EXTERNAL, Rejection, decide};
+pub use event::{
+    Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, seed_error,
+};
+pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
+pub use state::{AgentHealth, Call, HandoffRecord, RunState, RunStatus, Ticket};

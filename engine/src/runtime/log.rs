@@ -1,0 +1,59 @@
+//! Reading a run's events back from the store.
+
+use futures::StreamExt;
+
+use docket_store::{EventStore, Payload, StreamId};
+
+use super::RuntimeError;
+use crate::decider::RunEvent;
+
+/// An event as recorded, with its envelope.
+#[derive(Debug, Clone)]
+pub struct RecordedEvent {
+    /// Position in the run's log, from 1.
+    pub seq: u64,
+    /// Wall time it was appended, ns since the Unix epoch.
+    pub recorded_at_ns: i64,
+    /// Its hash in the chain (hex).
+    pub hash: String,
+    /// The policy bundle hash in force (hex), if any.
+    pub policy: Option<String>,
+    /// The decoded event.
+    pub event: RunEvent,
+}
+
+pub(super) async fn read_run<S: EventStore>(
+    store: &S,
+    stream: &StreamId,
+    run_id: &str,
+) -> Result<Vec<RecordedEvent>, RuntimeError> {
+    let Some(head) = store.head(stream).await.map_err(RuntimeError::Store)? else {
+        return Err(RuntimeError::UnknownRun(run_id.to_owned()));
+    };
+    let mut reader = Box::pin(store.read(stream, 1..=head.seq));
+    let mut out = Vec::new();
+    while let Some(event) = reader.next().await {
+        let event = event.map_err(RuntimeError::Store)?;
+        let bytes = match &event.payload {
+            Payload::Inline(bytes) => bytes.clone(),
+            Payload::Blob(blob) => store
+                .get_blob(&blob.hash)
+                .await
+                .map_err(RuntimeError::Store)?
+                .unwrap_or_default(),
+        };
+        let decoded =
+            RunEvent::decode(&event.kind, &bytes).map_err(|source| RuntimeError::Decode {
+                run: run_id.to_owned(),
+                source,
+            })?;
+        out.push(RecordedEvent {
+            seq: event.seq,
+            recorded_at_ns: event.recorded_at.0,
+            hash: event.hash.to_hex(),
+            policy: event.policy.map(|h| h.to_hex()),
+            event: decoded,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,272 @@
+//! Workflow files: which policy bundle governs a run, which agent receives the input, and
+//! how each agent is reached. Documented for users in `docs/workflow.md`.
+//!
+//! A [`WorkflowSpec`] is recorded in the run's first event, so resuming, approving and
+//! auditing a run need no file besides the log.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// A workflow as recorded in `run.requested`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowSpec {
+    /// A name for people (`geo`).
+    pub name: String,
+    /// The policy bundle file, relative to the workflow file.
+    pub policy: String,
+    /// The agent that receives the run's input, from `external`.
+    pub entry: String,
+    /// The output type of the run's input (e.g. `analysis_request`); when absent, the
+    /// output type declared on the `external → entry` edge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_type: Option<String>,
+    /// A JSON file used as the run's input when none is given, relative to the workflow
+    /// file (made absolute when loaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
+    /// How each agent is reached, by agent id.
+    #[serde(default)]
+    pub agents: BTreeMap<String, AgentSpec>,
+}
+
+/// One agent of a workflow. (serde cannot deny unknown fields next to a flattened enum,
+/// so a misspelt optional field here is ignored.)
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentSpec {
+    /// How requests reach the agent.
+    #[serde(flatten)]
+    pub executor: ExecutorSpec,
+    /// Per-request timeout; defaults to the bundle's `defaults.timeout_ms` (30 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Risk classifiers (other agents of this workflow) every response of this agent is
+    /// passed through, in order, before its actions are accepted (seed 002 §4.3).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub classifiers: Vec<String>,
+}
+
+/// How an agent is reached.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ExecutorSpec {
+    /// A child process speaking JSON lines on stdin/stdout. A program without a `/` is
+    /// looked up next to the running executable first, then on `PATH`.
+    Command {
+        /// Program to start.
+        command: String,
+        /// Its arguments.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        args: Vec<String>,
+        /// Extra environment variables.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        env: BTreeMap<String, String>,
+    },
+    /// An HTTP endpoint answering POSTed requests.
+    Http {
+        /// `http://host:port/path`.
+        http: String,
+    },
+    /// A Rust agent registered with the runtime under this agent's id (embedding only).
+    InProcess {
+        /// Must be `true`.
+        in_process: bool,
+    },
+}
+
+/// A workflow file that could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkflowError {
+    /// The file could not be read.
+    #[error("cannot read workflow file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is invalid or has unknown or missing fields.
+    #[error("invalid workflow file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What and where.
+        message: String,
+    },
+    /// The file parses but does not make sense.
+    #[error("invalid workflow file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The policy bundle could not be read.
+    #[error("cannot read policy bundle {path} named by the workflow: {source}")]
+    ReadBundle {
+        /// The bundle file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A workflow read from disk with its bundle's source text, ready to start runs.
+#[derive(Debug, Clone)]
+pub struct Workflow {
+    /// The workflow, with relative command paths made absolute.
+    pub spec: WorkflowSpec,
+    /// The bundle's source text, recorded in the run.
+    pub bundle_source: String,
+    /// The bundle's file name (its extension picks TOML or JSON).
+    pub bundle_source_name: String,
+}
+
+impl WorkflowSpec {
+    /// Parses a workflow file's text; `path` is used in messages.
+    ///
+    /// # Errors
+    /// [`WorkflowError::Parse`] or [`WorkflowError::Invalid`].
+    pub fn parse(text: &str, path: &Path) -> Result<Self, WorkflowError> {
+        let spec: WorkflowSpec = toml::from_str(text).map_err(|err| WorkflowError::Parse {
+            path: path.to_owned(),
+            message: err.to_string(),
+        })?;
+        let invalid = |message: String| WorkflowError::Invalid {
+            path: path.to_owned(),
+            message,
+        };
+        if !spec.agents.contains_key(&spec.entry) {
+            return Err(invalid(format!(
+                "the entry agent `{}` has no [agents.{}] section",
+                spec.entry, spec.entry
+            )));
+        }
+        for (id, agent) in &spec.agents {
+            match &agent.executor {
+                ExecutorSpec::Command { command, .. } if command.is_empty() => {
+                    return Err(invalid(format!("agents.{id}.command is empty")));
+                }
+                ExecutorSpec::InProcess { in_process: false } => {
+                    return Err(invalid(format!(
+                        "agents.{id}.in_process must be true (or give `command` or `http`)"
+                    )));
+                }
+                _ => {}
+            }
+            if let Some(missing) = agent
+                .classifiers
+                .iter()
+                .find(|c| !spec.agents.contains_key(c.as_str()))
+            {
+                return Err(invalid(format!(
+                    "agents.{id}.classifiers names `{missing}`, which has no [agents.{missing}] section"
+                )));
+            }
+            if agent.timeout_ms == Some(0) {
+                return Err(invalid(format!("agents.{id}.timeout_ms must be positive")));
+            }
+        }
+        Ok(spec)
+    }
+}
+
+impl Workflow {
+    /// Reads a workflow file and the bundle it names. Command paths containing a `/` are
+    /// made absolute against the workflow file's directory; bare names are kept as written.
+    ///
+    /// # Errors
+    /// [`WorkflowError`] naming the file.
+    pub fn load(path: &Path) -> Result<Self, WorkflowError> {
+        let text = std::fs::read_to_string(path).map_err(|source| WorkflowError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut spec = WorkflowSpec::parse(&text, path)?;
+        let dir = path.parent().unwrap_or_else(|| Path::new("."));
+        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        for agent in spec.agents.values_mut() {
+            if let ExecutorSpec::Command { command, .. } = &mut agent.executor {
+                if command.contains('/') && Path::new(command.as_str()).is_relative() {
+                    *command = dir.join(command.as_str()).to_string_lossy().into_owned();
+                }
+            }
+        }
+        if let Some(input) = &mut spec.input {
+            *input = dir.join(input.as_str()).to_string_lossy().into_owned();
+        }
+        let bundle_path = dir.join(&spec.policy);
+        let bundle_source =
+            std::fs::read_to_string(&bundle_path).map_err(|source| WorkflowError::ReadBundle {
+                path: bundle_path.clone(),
+                source,
+            })?;
+        let bundle_source_name = bundle_path.to_string_lossy().into_owned();
+        Ok(Self {
+            spec,
+            bundle_source,
+            bundle_source_name,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_executor_kind() {
+        let text = r#"
+            name = "t"
+            policy = "policy.toml"
+            entry = "a"
+            [agents.a]
+            command = "agent-a"
+            args = ["--fast"]
+            env = { K = "v" }
+            timeout_ms = 500
+            [agents.b]
+            http = "http://127.0.0.1:9/b"
+            [agents.c]
+            in_process = true
+        "#;
+        let spec = WorkflowSpec::parse(text, Path::new("w.toml")).expect("valid");
+        assert_eq!(spec.agents["a"].timeout_ms, Some(500));
+        assert!(matches!(
+            &spec.agents["a"].executor,
+            ExecutorSpec::Command { command, args, env } if command == "agent-a" && args == &["--fast"] && env["K"] == "v"
+        ));
+        assert!(matches!(
+            &spec.agents["b"].executor,
+            ExecutorSpec::Http { .. }
+        ));
+        assert!(matches!(
+            &spec.agents["c"].executor,
+            ExecutorSpec::InProcess { in_process: true }
+        ));
+    }
+
+    #[test]
+    fn entry_without_agent_section_is_rejected() {
+        let err = WorkflowSpec::parse(
+            "name = \"t\"\npolicy = \"p.toml\"\nentry = \"x\"\n",
+            Path::new("w.toml"),
+        )
+        .expect_err("no agents.x");
+        assert!(err.to_string().contains("`x`"), "{err}");
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected_naming_them() {
+        let err = WorkflowSpec::parse(
+            "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\nentyr = 1\n[agents.a]\ncommand = \"x\"\n",
+            Path::new("w.toml"),
+        )
+        .expect_err("typo");
+        assert!(err.to_string().contains("entyr"), "{err}");
+    }
+}

@@ -1,0 +1,649 @@
+//! Governed runs through the `docket` binary, with command agents: the geo pipeline end to
+//! end, seed 000's forbidden interactions, scoping as it reaches an agent's stdin, agents
+//! that hang, crash, print garbage or too much, and human approvals across processes.
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use docket_tests::{docket_bin, geo_agents_built, geo_workflow, workspace_root};
+use serde_json::Value;
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+fn docket(data: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(docket_bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("docket runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// The run id from the summary's first line (`run ID (name): status`).
+fn run_id(output: &Output) -> String {
+    stdout(output)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn events(data: &Path, run: &str) -> Vec<Value> {
+    let out = docket(data, &["events", run, "--json"]);
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+/// A workflow over the geo bundle: the real geo binaries, except the agents overridden
+/// with the given TOML bodies.
+fn geo_with(dir: &Path, overrides: &[(&str, String)], extra: &str) -> PathBuf {
+    let mut text = format!(
+        "name = \"geo-test\"\npolicy = {:?}\nentry = \"governance\"\ninput_type = \"analysis_request\"\ninput = {:?}\n{extra}\n",
+        workspace_root().join("examples/geo/policy.toml"),
+        workspace_root().join("examples/geo/input.json"),
+    );
+    for agent in [
+        "governance",
+        "observation",
+        "intelligence",
+        "reasoning",
+        "strategy",
+    ] {
+        let body = overrides
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map_or_else(|| format!("command = {agent:?}"), |(_, b)| b.clone());
+        text.push_str(&format!("[agents.{agent}]\n{body}\n"));
+    }
+    let path = dir.join("workflow.toml");
+    std::fs::write(&path, text).expect("write workflow");
+    path
+}
+
+fn test_agent(args: &[&str]) -> String {
+    format!("command = {TEST_AGENT:?}\nargs = {args:?}")
+}
+
+#[test]
+fn the_geo_pipeline_runs_governed_and_prints_a_readable_summary() {
+    geo_agents_built();
+    let data = tempfile::tempdir().expect("tempdir");
+    let out = docket(
+        data.path(),
+        &["run", geo_workflow().to_str().expect("utf-8")],
+    );
+    let text = stdout(&out);
+    assert_eq!(
+        code(&out),
+        0,
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("(geo): completed"), "{text}");
+    for line in [
+        "allowed  external → governance  analysis_request",
+        "allowed  reasoning → strategy  gaps_and_opportunities",
+        "allowed  intelligence → strategy  geo_scores (read-only context)  [guardrail-2]",
+        "allowed  governance → external  validated_recommendations",
+        "recommendations (validated):",
+        "(cites gap-1)",
+    ] {
+        assert!(text.contains(line), "missing {line:?} in\n{text}");
+    }
+    let run = run_id(&out);
+    let log = events(data.path(), &run);
+    assert_eq!(log[0]["kind"], "run.requested");
+    assert_eq!(of_kind(&log, "agent.responded").len(), 6);
+    assert_eq!(of_kind(&log, "run.completed").len(), 1);
+    // Every event carries the bundle hash recorded in run.requested.
+    let hash = log[0]["payload"]["bundle_hash"]
+        .as_str()
+        .expect("hash")
+        .to_owned();
+    assert!(log.iter().all(|e| e["policy"] == hash.as_str()));
+
+    let status = docket(data.path(), &["status", &run, "--json"]);
+    let status: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+    assert_eq!(status["status"], "completed");
+    let runs = stdout(&docket(data.path(), &["runs"]));
+    assert!(runs.contains(&run) && runs.contains("completed"), "{runs}");
+    // Resuming a completed run calls nobody and records nothing.
+    let again = docket(data.path(), &["resume", &run]);
+    assert_eq!(code(&again), 0);
+    assert_eq!(events(data.path(), &run).len(), log.len());
+}
+
+/// Seed 000's forbidden table, row by row, each in a real run: the agents before `from`
+/// are the real geo agents, `from` is a test agent attempting the forbidden step.
+#[test]
+fn each_forbidden_interaction_of_seed_000_is_denied_with_its_reason() {
+    geo_agents_built();
+    let rows: [(&str, &str, &str, &str); 8] = [
+        (
+            "observation",
+            "reasoning",
+            "ai_answer_snapshots",
+            "Must go through Intelligence",
+        ),
+        (
+            "observation",
+            "strategy",
+            "ai_answer_snapshots",
+            "Must go through Intelligence + Reasoning",
+        ),
+        (
+            "intelligence",
+            "strategy",
+            "geo_scores",
+            "Must go through Reasoning",
+        ),
+        (
+            "intelligence",
+            "governance",
+            "geo_scores",
+            "Must go through Reasoning + Strategy",
+        ),
+        (
+            "reasoning",
+            "governance",
+            "gaps_and_opportunities",
+            "Must go through Strategy",
+        ),
+        (
+            "reasoning",
+            "observation",
+            "gaps_and_opportunities",
+            "Circular dependency",
+        ),
+        (
+            "strategy",
+            "intelligence",
+            "recommendations",
+            "Reverse flow not allowed",
+        ),
+        (
+            "strategy",
+            "observation",
+            "recommendations",
+            "Reverse flow not allowed",
+        ),
+    ];
+    for (from, to, output_type, reason) in rows {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workflow = geo_with(
+            dir.path(),
+            &[(
+                from,
+                test_agent(&["handoff", "--to", to, "--output-type", output_type]),
+            )],
+            "",
+        );
+        let out = docket(
+            &dir.path().join("data"),
+            &["run", workflow.to_str().expect("utf-8")],
+        );
+        let text = stdout(&out);
+        assert_eq!(code(&out), 4, "{from} → {to}: {text}");
+        assert!(
+            text.contains(&format!("DENIED   {from} → {to}")) && text.contains(reason),
+            "{from} → {to} should be denied with {reason:?}:\n{text}"
+        );
+        let log = events(&dir.path().join("data"), &run_id(&out));
+        let denied = of_kind(&log, "handoff.denied");
+        assert_eq!(denied.len(), 1);
+        assert_eq!(denied[0]["payload"]["error"]["message"], reason);
+        assert_eq!(denied[0]["payload"]["error"]["agent"], from);
+        // Nothing was scheduled after the denial: one call per agent up to `from`.
+        let order = [
+            "governance",
+            "observation",
+            "intelligence",
+            "reasoning",
+            "strategy",
+        ];
+        let position = order.iter().position(|a| *a == from).expect("a geo agent") + 1;
+        assert_eq!(
+            of_kind(&log, "agent.call_scheduled").len(),
+            position,
+            "{from} → {to}"
+        );
+    }
+
+    // Guardrail 3: Strategy may not obtain question generation from Observation.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workflow = geo_with(
+        dir.path(),
+        &[(
+            "strategy",
+            test_agent(&[
+                "request_capability",
+                "--to",
+                "observation",
+                "--capability",
+                "question_generation",
+                "--payload",
+                r#"{"topics": ["new question"]}"#,
+            ]),
+        )],
+        "",
+    );
+    let out = docket(
+        &dir.path().join("data"),
+        &["run", workflow.to_str().expect("utf-8")],
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 4, "{text}");
+    assert!(text.contains("Guardrail 3"), "{text}");
+
+    // No skipping: Governance straight to Reasoning.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workflow = geo_with(
+        dir.path(),
+        &[(
+            "governance",
+            test_agent(&[
+                "handoff",
+                "--to",
+                "reasoning",
+                "--output-type",
+                "validated_scope",
+            ]),
+        )],
+        "",
+    );
+    let out = docket(
+        &dir.path().join("data"),
+        &["run", workflow.to_str().expect("utf-8")],
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 4, "{text}");
+    assert!(text.contains("DENIED   governance → reasoning"), "{text}");
+}
+
+fn recorded_requests(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("the agent recorded its requests")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a request line"))
+        .collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+/// What reaches an agent's stdin is exactly the scoped context: Strategy's scoped mode
+/// (decision input) and the Guardrail 2 context edge; Observation's full mode.
+#[test]
+fn scoped_and_full_handoffs_deliver_exactly_the_configured_fields_on_stdin() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let strategy_log = dir.path().join("strategy.jsonl");
+    let observation_log = dir.path().join("observation.jsonl");
+    let observation = format!(
+        "command = {TEST_AGENT:?}\nargs = [\"handoff\", \"--to\", \"intelligence\", \"--output-type\", \"ai_answer_snapshots\", \"--record\", {:?}, \"--payload\", {:?}]",
+        observation_log,
+        r#"{"focus_brand": "Acme", "brands": ["Acme", "Globex"], "snapshots": [{"id": "s1", "topic": "crm for startups", "region": "US", "question": "q", "engine": "e", "captured_on": "2025-01-01", "answer": "Acme", "mentions": {"Acme": 1, "Globex": 0}}]}"#
+    );
+    let workflow = geo_with(
+        dir.path(),
+        &[
+            ("observation", observation),
+            (
+                "strategy",
+                format!(
+                    "command = {TEST_AGENT:?}\nargs = [\"handoff\", \"--to\", \"governance\", \"--output-type\", \"recommendations\", \"--record\", {:?}, \"--payload\", {:?}]",
+                    strategy_log, r#"{"recommendations": []}"#
+                ),
+            ),
+        ],
+        "",
+    );
+    let out = docket(
+        &dir.path().join("data"),
+        &["run", workflow.to_str().expect("utf-8")],
+    );
+    let text = stdout(&out);
+    assert!(text.contains("allowed  strategy → governance"), "{text}");
+
+    let strategy = recorded_requests(&strategy_log);
+    assert_eq!(strategy.len(), 1);
+    let decision = &strategy[0]["decision_inputs"][0];
+    assert_eq!(decision["source_agent"], "reasoning");
+    let mut got = keys(&decision["payload"]);
+    got.sort();
+    assert_eq!(got, ["focus_brand", "gaps", "opportunities", "patterns"]);
+    let context = &strategy[0]["context_inputs"];
+    assert_eq!(context.as_array().map(Vec::len), Some(1));
+    assert_eq!(context[0]["source_agent"], "intelligence");
+    let mut got = keys(&context[0]["payload"]);
+    got.sort();
+    assert_eq!(
+        got,
+        ["answers", "brands", "focus_brand"],
+        "by_topic and by_engine never cross"
+    );
+
+    let observation = recorded_requests(&observation_log);
+    let mut got = keys(&observation[0]["decision_inputs"][0]["payload"]);
+    got.sort();
+    assert_eq!(
+        got,
+        ["constraints", "validatedScope"],
+        "full mode passes everything"
+    );
+    assert_eq!(observation[0]["context_inputs"], serde_json::json!([]));
+}
+
+/// Each way an agent can fail goes through the geo bundle's ladder (retry, retry, hard
+/// stop: Guardrail 1) with the executor's error code recorded.
+#[test]
+fn hanging_crashing_garbage_and_oversized_agents_are_retried_then_blocked() {
+    for (mode, code_expected) in [
+        ("hang", "AGENT_TIMEOUT"),
+        ("crash", "AGENT_CRASHED"),
+        ("garbage", "AGENT_MALFORMED_RESPONSE"),
+        ("oversized", "AGENT_OVERSIZED_RESPONSE"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let body = format!("{}\ntimeout_ms = 400", test_agent(&[mode]));
+        let workflow = geo_with(dir.path(), &[("governance", body)], "");
+        let out = docket(
+            &dir.path().join("data"),
+            &["run", workflow.to_str().expect("utf-8")],
+        );
+        let text = stdout(&out);
+        assert_eq!(code(&out), 4, "{mode}: {text}");
+        assert!(
+            text.contains("hard stop after 3 failures"),
+            "{mode}: {text}"
+        );
+        let log = events(&dir.path().join("data"), &run_id(&out));
+        let failed = of_kind(&log, "agent.call_failed");
+        assert_eq!(failed.len(), 3, "{mode}");
+        assert!(
+            failed.iter().all(|e| e["payload"]["code"] == code_expected),
+            "{mode}: {failed:?}"
+        );
+        let attempts: Vec<&Value> = of_kind(&log, "agent.call_scheduled")
+            .iter()
+            .map(|e| &e["payload"]["request"]["attempt"])
+            .collect();
+        assert_eq!(attempts, [1, 2, 3], "{mode}");
+        let blocked = of_kind(&log, "run.blocked");
+        assert_eq!(blocked[0]["payload"]["rule_id"], "guardrail-1");
+        assert_eq!(
+            blocked[0]["payload"]["error"]["errorType"],
+            "retry_limit_exceeded"
+        );
+    }
+}
+
+fn small_bundle(dir: &Path) -> PathBuf {
+    let path = dir.join("policy.toml");
+    std::fs::write(
+        &path,
+        r#"
+bundle = { id = "small" }
+agents = [{ id = "external" }, { id = "worker" }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#,
+    )
+    .expect("write bundle");
+    path
+}
+
+fn small_workflow(dir: &Path, args: &[&str]) -> PathBuf {
+    let bundle = small_bundle(dir);
+    let input = dir.join("input.json");
+    std::fs::write(&input, r#"{"task": "x"}"#).expect("write input");
+    let path = dir.join("workflow.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"small\"\npolicy = {bundle:?}\nentry = \"worker\"\ninput = {input:?}\n[agents.worker]\n{}\n",
+            test_agent(args)
+        ),
+    )
+    .expect("write workflow");
+    path
+}
+
+/// The default ladder: retry, escalate to a human (the process exits waiting), and after
+/// the human's approval in another process, the hard stop.
+#[test]
+fn retry_escalate_block_with_an_approval_across_processes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let workflow = small_workflow(dir.path(), &["crash"]);
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 3, "{text}");
+    assert!(text.contains("waiting for a human on ticket-1"), "{text}");
+    let run = run_id(&out);
+
+    let out = docket(&data, &["status", &run]);
+    assert!(stdout(&out).contains("waiting for a human"));
+
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            &run,
+            "ticket-1",
+            "--by",
+            "ana",
+            "--reason",
+            "one more try",
+        ],
+    );
+    let text = stdout(&out);
+    assert_eq!(code(&out), 4, "{text}");
+    let log = events(&data, &run);
+    let decided = of_kind(&log, "human.decided");
+    assert_eq!(decided[0]["payload"]["by"], "ana");
+    assert_eq!(decided[0]["payload"]["reason"], "one more try");
+    assert_eq!(decided[0]["payload"]["approved"], true);
+    assert_eq!(of_kind(&log, "agent.call_failed").len(), 3);
+
+    // A decided ticket cannot be decided again.
+    let out = docket(
+        &data,
+        &["deny", &run, "ticket-1", "--by", "bo", "--reason", "late"],
+    );
+    assert_eq!(code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("blocked"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn an_escalation_approved_in_a_new_process_completes_the_run_and_a_denial_blocks() {
+    for (verb, exit) in [("approve", 0), ("deny", 4)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let workflow = small_workflow(dir.path(), &["escalate_then_finish"]);
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        assert_eq!(code(&out), 3, "{}", stdout(&out));
+        let run = run_id(&out);
+        let out = docket(
+            &data,
+            &[verb, &run, "ticket-1", "--by", "ana", "--reason", "checked"],
+        );
+        assert_eq!(code(&out), exit, "{verb}: {}", stdout(&out));
+        let log = events(&data, &run);
+        // The agent was called once: approval carries out its held actions.
+        assert_eq!(of_kind(&log, "agent.call_scheduled").len(), 1);
+        if verb == "approve" {
+            let done = of_kind(&log, "run.completed");
+            assert_eq!(
+                done[0]["payload"]["output"],
+                serde_json::json!({"task": "x"})
+            );
+        }
+    }
+}
+
+#[test]
+fn usage_errors_exit_2_and_unknown_runs_exit_1() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = docket(dir.path(), &["approve", "run-x", "ticket-1"]);
+    assert_eq!(code(&out), 2);
+    let out = docket(dir.path(), &["resume", "run-nope"]);
+    assert_eq!(code(&out), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no run run-nope"));
+}
+
+/// Seed 002 §4.2: a risk classifier's verdict decides whether the output proceeds.
+#[test]
+fn risk_classifier_verdicts_proceed_wait_or_block() {
+    for (verdict, exit) in [("SAFE", 0), ("REVIEW_REQUIRED", 3), ("DANGEROUS", 4)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let workflow = small_workflow(dir.path(), &["finish"]);
+        let mut text = std::fs::read_to_string(&workflow).expect("read");
+        text.push_str("classifiers = [\"risk\"]\n[agents.risk]\n");
+        text.push_str(&test_agent(&[
+            "finish",
+            "--payload",
+            &format!(r#"{{"verdict": "{verdict}", "reason": "checked"}}"#),
+        ]));
+        text.push('\n');
+        std::fs::write(&workflow, text).expect("write");
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        assert_eq!(code(&out), exit, "{verdict}: {}", stdout(&out));
+        let log = events(&data, &run_id(&out));
+        let classified = of_kind(&log, "risk.classified");
+        assert_eq!(classified.len(), 1, "{verdict}");
+        assert_eq!(classified[0]["payload"]["verdict"], verdict);
+        if verdict == "REVIEW_REQUIRED" {
+            let out = docket(
+                &data,
+                &[
+                    "approve",
+                    &run_id(&out),
+                    "ticket-1",
+                    "--by",
+                    "ana",
+                    "--reason",
+                    "ok",
+                ],
+            );
+            assert_eq!(code(&out), 0, "{}", stdout(&out));
+        }
+    }
+}
+
+/// Seed 002 §3.4 / seed 003: a parallel fan-out whose branches disagree (equal
+/// confidence, so the bundle's prefer-higher-confidence rule cannot decide) goes to a
+/// human; the chosen output proceeds, the other is archived, both stay in the log.
+#[test]
+fn a_conflict_between_parallel_branches_is_decided_by_a_human() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let bundle = dir.path().join("fan.toml");
+    std::fs::write(
+        &bundle,
+        r#"
+bundle = { id = "fan" }
+agents = [{ id = "external" }, { id = "hub" }, { id = "left" }, { id = "right" }, { id = "sink" }]
+[interactions]
+allowed = [
+  { from = "external", to = "hub" }, { from = "hub", to = "left" }, { from = "hub", to = "right" },
+  { from = "left", to = "sink" }, { from = "right", to = "sink" }, { from = "sink", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#,
+    )
+    .expect("write bundle");
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, "{}").expect("write input");
+    let workflow = dir.path().join("workflow.toml");
+    let agent = |args: &[&str]| test_agent(args);
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"fan\"\npolicy = {bundle:?}\nentry = \"hub\"\ninput = {input:?}\n\
+             [agents.hub]\n{}\n[agents.left]\n{}\n[agents.right]\n{}\n[agents.sink]\n{}\n",
+            agent(&["fanout", "--to", "left,right", "--output-type", "job"]),
+            agent(&[
+                "handoff",
+                "--to",
+                "sink",
+                "--output-type",
+                "verdict",
+                "--payload",
+                r#"{"v": "left"}"#
+            ]),
+            agent(&[
+                "handoff",
+                "--to",
+                "sink",
+                "--output-type",
+                "verdict",
+                "--payload",
+                r#"{"v": "right"}"#
+            ]),
+            agent(&["finish"]),
+        ),
+    )
+    .expect("write workflow");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 3, "{text}");
+    assert!(
+        text.contains("conflicting verdict outputs for sink"),
+        "{text}"
+    );
+    let run = run_id(&out);
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            &run,
+            "ticket-1",
+            "--choose",
+            "2",
+            "--by",
+            "ana",
+            "--reason",
+            "right is newer",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let log = events(&data, &run);
+    assert_eq!(of_kind(&log, "output.conflict_detected").len(), 1);
+    let archived = of_kind(&log, "output.archived");
+    assert_eq!(archived.len(), 1);
+    assert_eq!(
+        archived[0]["payload"]["delivery"]["payload"],
+        serde_json::json!({"v": "left"})
+    );
+    let done = of_kind(&log, "run.completed");
+    assert_eq!(
+        done[0]["payload"]["output"],
+        serde_json::json!({"v": "right"})
+    );
+}
