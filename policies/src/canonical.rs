@@ -152,6 +152,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
     s.escalation.ladder.sort_by_key(|x| x.after_failures);
     sort_dedup(&mut s.escalation.non_retryable_errors);
+    s.provenance.sort_by(|a, b| a.id.cmp(&b.id));
     s
 }
 

@@ -33,6 +33,7 @@ pub enum DecisionKind {
     DataContract,
     CircuitBreaker,
     Override,
+    Provenance,
 }
 
 /// How a rule took part in a decision.

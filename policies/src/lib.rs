@@ -6,7 +6,8 @@
 //! text ──parse──▶ BundleSpec ──validate──▶ normalize ──hash──▶ PolicyBundle (indexed)
 //!                                                                  │
 //!        decide_handoff / scope_context / decide_spawn / decide_domain_write /
-//!        decide_capability / decide_side_effect / decide_escalation / decide_tool_call
+//!        decide_capability / decide_side_effect / decide_escalation / decide_tool_call /
+//!        decide_provenance
 //! ```
 //!
 //! Invariant: decisions are pure. No clock, I/O, randomness, environment or hash-map
@@ -30,6 +31,7 @@ pub mod load;
 pub mod locate;
 pub mod model;
 pub mod parse;
+pub mod provenance;
 pub mod schema;
 pub mod scope;
 pub mod side_effect;

@@ -647,3 +647,280 @@ default_handoff_mode = "full"
         serde_json::json!({"v": "right"})
     );
 }
+
+/// Guardrail 2 at the exit checkpoint: Strategy's recommendations must cite gaps Reasoning
+/// delivered in this run. One citing a gap that does not exist, one citing an Intelligence
+/// metric: the handoff to Governance is denied by `guardrail-2-provenance` and the run is
+/// blocked before Governance is called again.
+#[test]
+fn recommendations_citing_gaps_reasoning_never_produced_are_refused_at_the_exit_checkpoint() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let payload = r#"{"recommendations": [
+        {"id": "rec-1", "gap_id": "gap-1", "topic": "crm"},
+        {"id": "rec-2", "gap_id": "gap-99", "topic": "crm"},
+        {"id": "rec-3", "gap_id": "geo_score", "topic": "crm"}
+    ]}"#;
+    let workflow = geo_with(
+        dir.path(),
+        &[(
+            "strategy",
+            test_agent(&[
+                "handoff",
+                "--to",
+                "governance",
+                "--output-type",
+                "recommendations",
+                "--payload",
+                payload,
+            ]),
+        )],
+        "",
+    );
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    let text = stdout(&out);
+    assert_eq!(code(&out), 4, "blocked by policy: {text}");
+    assert!(
+        text.contains("DENIED   strategy → governance") && text.contains("guardrail-2-provenance"),
+        "{text}"
+    );
+    let log = events(&data, &run_id(&out));
+    let denied = of_kind(&log, "handoff.denied");
+    assert_eq!(denied.len(), 1);
+    let payload = &denied[0]["payload"];
+    assert_eq!(payload["decision"]["rule_id"], "guardrail-2-provenance");
+    assert_eq!(payload["decision"]["kind"], "provenance");
+    let error = &payload["error"];
+    assert_eq!(error["error"], true);
+    assert_eq!(error["agent"], "strategy");
+    assert_eq!(error["errorType"], "validation_error");
+    assert_eq!(error["details"]["ruleId"], "guardrail-2-provenance");
+    let message = error["message"].as_str().expect("message");
+    for want in [
+        "/recommendations/1 cites gap_id `gap-99`",
+        "/recommendations/2 cites gap_id `geo_score`",
+        "gap-1",
+    ] {
+        assert!(message.contains(want), "missing {want:?} in {message}");
+    }
+    assert!(!message.contains("/recommendations/0"), "{message}");
+    // Governance ran once, at entry; the exit checkpoint never received the payload.
+    let governance_calls = of_kind(&log, "agent.call_scheduled")
+        .into_iter()
+        .filter(|e| e["payload"]["request"]["target_agent"] == "governance")
+        .count();
+    assert_eq!(governance_calls, 1);
+    assert_eq!(of_kind(&log, "run.blocked").len(), 1);
+}
+
+/// A two-agent chain `external → first → second → external` under `policy` (TOML after
+/// the agents and edges); both agents record what reaches their stdin. `first` hands
+/// `payload` to `second`, which finishes with what it got.
+fn chain_workflow(
+    dir: &Path,
+    policy: &str,
+    input: &str,
+    payload: &str,
+) -> (PathBuf, PathBuf, PathBuf) {
+    let bundle = dir.join("policy.toml");
+    std::fs::write(
+        &bundle,
+        format!(
+            "bundle = {{ id = \"chain\" }}\nagents = [{{ id = \"external\" }}, {{ id = \"first\" }}, {{ id = \"second\" }}]\n[interactions]\nallowed = [{{ from = \"external\", to = \"first\" }}, {{ from = \"first\", to = \"second\" }}, {{ from = \"second\", to = \"external\" }}]\n{policy}\n"
+        ),
+    )
+    .expect("write bundle");
+    let input_path = dir.join("input.json");
+    std::fs::write(&input_path, input).expect("write input");
+    let first_log = dir.join("first.jsonl");
+    let second_log = dir.join("second.jsonl");
+    let first = [
+        "handoff",
+        "--to",
+        "second",
+        "--output-type",
+        "work",
+        "--payload",
+        payload,
+        "--record",
+        first_log.to_str().expect("utf-8"),
+    ];
+    let second = ["finish", "--record", second_log.to_str().expect("utf-8")];
+    let path = dir.join("workflow.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"chain\"\npolicy = {bundle:?}\nentry = \"first\"\ninput = {input_path:?}\n[agents.first]\n{}\n[agents.second]\n{}\n",
+            test_agent(&first),
+            test_agent(&second)
+        ),
+    )
+    .expect("write workflow");
+    (path, first_log, second_log)
+}
+
+/// Minimal mode (seed 001 §1): only the essential trigger and metadata cross; no prior
+/// output — neither the run's input nor the sender's analysis — reaches the receiver.
+#[test]
+fn a_minimal_handoff_delivers_only_trigger_and_metadata_on_stdin() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = r#"
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "first-to-second-minimal"
+from_agent_id = "first"
+to_agent_id = "second"
+handoff_mode = "minimal"
+"#;
+    let (workflow, first_log, second_log) = chain_workflow(
+        dir.path(),
+        policy,
+        r#"{"task": "INPUT-MARKER", "history": ["INPUT-HISTORY"]}"#,
+        r#"{"trigger": "analysis complete", "metadata": {"run": "m1"}, "analysis": {"score": "PRIOR-OUTPUT"}, "transcript": ["PRIOR-TRANSCRIPT"]}"#,
+    );
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+
+    // `first` got the run's input in full (the default), so the markers are real.
+    let first = std::fs::read_to_string(&first_log).expect("first recorded");
+    assert!(first.contains("INPUT-MARKER"), "{first}");
+
+    let raw = std::fs::read_to_string(&second_log).expect("second recorded");
+    for marker in [
+        "INPUT-MARKER",
+        "INPUT-HISTORY",
+        "PRIOR-OUTPUT",
+        "PRIOR-TRANSCRIPT",
+    ] {
+        assert!(
+            !raw.contains(marker),
+            "{marker} reached second's stdin: {raw}"
+        );
+    }
+    let requests = recorded_requests(&second_log);
+    assert_eq!(requests.len(), 1);
+    let inputs = requests[0]["decision_inputs"].as_array().expect("inputs");
+    assert_eq!(inputs.len(), 1, "one decision input: first's handoff");
+    assert_eq!(inputs[0]["source_agent"], "first");
+    assert_eq!(
+        inputs[0]["payload"],
+        serde_json::json!({"trigger": "analysis complete", "metadata": {"run": "m1"}})
+    );
+    assert_eq!(requests[0]["context_inputs"], serde_json::json!([]));
+
+    let log = events(&data, &run_id(&out));
+    let audit = of_kind(&log, "handoff.allowed")
+        .into_iter()
+        .find(|e| e["payload"]["to"] == "second")
+        .map(|e| e["payload"]["audit"].clone())
+        .expect("first → second recorded");
+    assert_eq!(audit["handoff_mode"], "minimal");
+    assert_eq!(audit["governance_rule_id"], "first-to-second-minimal");
+}
+
+/// A random payload over a few plain fields plus blocked ones (`secret`, blocked on every
+/// handoff; `profile.ssn` and any plain fields the case picks, blocked on `first →
+/// second`). Every blocked value is a distinct `BLOCKED-` marker.
+fn payload_with_blocked_fields() -> impl proptest::strategy::Strategy<Value = (Value, Vec<String>)>
+{
+    use proptest::prelude::*;
+    let plain = ["alpha", "beta", "gamma", "delta"];
+    (
+        proptest::sample::subsequence(plain.to_vec(), 0..=4),
+        proptest::sample::subsequence(plain.to_vec(), 0..=2),
+        any::<bool>(),
+        "[a-z]{1,8}",
+    )
+        .prop_map(move |(present, extra_blocked, nested, text)| {
+            let mut map = serde_json::Map::new();
+            for key in &present {
+                let value = if extra_blocked.contains(key) {
+                    format!("BLOCKED-{key}")
+                } else {
+                    format!("{text}-{key}")
+                };
+                map.insert((*key).to_owned(), Value::String(value));
+            }
+            map.insert("secret".into(), Value::String("BLOCKED-secret".into()));
+            if nested {
+                map.insert(
+                    "profile".into(),
+                    serde_json::json!({"name": text, "ssn": "BLOCKED-ssn", "tags": ["BLOCKED-ssn-inner"]}),
+                );
+            }
+            let blocked = extra_blocked.iter().map(|k| (*k).to_owned()).collect();
+            (Value::Object(map), blocked)
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 10, ..Default::default() })]
+
+    /// Whatever the payload and the mode (full, scoped with every field allowed, or
+    /// minimal), no blocked field reaches an agent over stdio: the run's input to `first`
+    /// and `first`'s handoff to `second` are recorded line by line as the agents read them.
+    #[test]
+    fn no_blocked_field_ever_reaches_an_agents_stdin(
+        (payload, blocked) in payload_with_blocked_fields(),
+        (input, _) in payload_with_blocked_fields(),
+        mode in proptest::sample::select(vec!["full", "scoped", "minimal"]),
+    ) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut rule_blocked = vec!["profile.ssn".to_owned(), "profile.tags".to_owned()];
+        rule_blocked.extend(blocked.iter().cloned());
+        // Scoped mode allows every field the rule does not itself block (a rule that both
+        // allows and blocks a field is refused): the global block must still win.
+        let allowed = if mode == "scoped" {
+            let fields: Vec<&str> = ["alpha", "beta", "gamma", "delta", "secret", "profile"]
+                .into_iter()
+                .filter(|f| !blocked.iter().any(|b| b == f))
+                .collect();
+            format!("allowed_context_fields = {fields:?}\n")
+        } else {
+            String::new()
+        };
+        let policy = format!(
+            "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]\nminimal_context_fields = [\"alpha\", \"secret\", \"profile\"]\n[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"first-to-second\"\nfrom_agent_id = \"first\"\nto_agent_id = \"second\"\nhandoff_mode = {mode:?}\nblocked_context_fields = {rule_blocked:?}\n{allowed}"
+        );
+        // The run's input crosses `external → first`, where only `secret` is blocked: its
+        // other fields may reach `first`, so they carry no blocked marker.
+        let input = serde_json::to_string(&input)
+            .expect("json")
+            .replace("BLOCKED-", "seen-")
+            .replace("seen-secret", "BLOCKED-secret");
+        let (workflow, first_log, second_log) = chain_workflow(
+            dir.path(),
+            &policy,
+            &input,
+            &serde_json::to_string(&payload).expect("json"),
+        );
+        let data = dir.path().join("data");
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        proptest::prop_assert_eq!(code(&out), 0, "{}{}", stdout(&out), String::from_utf8_lossy(&out.stderr));
+        let first = std::fs::read_to_string(&first_log).expect("first recorded");
+        let second = std::fs::read_to_string(&second_log).expect("second recorded");
+        proptest::prop_assert_eq!(first.lines().count(), 1);
+        proptest::prop_assert_eq!(second.lines().count(), 1);
+        for (agent, line) in first.lines().map(|l| ("first", l)).chain(second.lines().map(|l| ("second", l))) {
+            proptest::prop_assert!(!line.contains("BLOCKED-"), "a blocked field crossed ({mode}): {line}");
+            let request: Value = serde_json::from_str(line).expect("a request line");
+            for input in request["decision_inputs"].as_array().expect("inputs") {
+                proptest::prop_assert!(input["payload"].get("secret").is_none());
+                if agent == "second" {
+                    proptest::prop_assert!(input["payload"].pointer("/profile/ssn").is_none());
+                }
+            }
+        }
+        // What is not blocked still crosses in full mode (the check is not vacuous).
+        if mode == "full" {
+            if let Some(Value::String(beta)) = payload.get("beta") {
+                if !beta.starts_with("BLOCKED-") {
+                    proptest::prop_assert!(second.contains(beta.as_str()), "{second}");
+                }
+            }
+        }
+    }
+}

@@ -8,6 +8,8 @@
 //! | NotStarted | Start | Running (entry call scheduled) or Blocked (entry handoff denied) | `start_schedules_the_entry_call`, `forbidden_handoffs_block_with_the_seed_reason` |
 //! | Running | RecordResponse, handoff allowed | Running (next call scheduled, context inputs attached) | `a_pipeline_runs_to_completion`, `context_edges_arrive_as_context_inputs` |
 //! | Running | RecordResponse, handoff denied / contract mismatch | Blocked | `forbidden_handoffs_block_with_the_seed_reason`, `contract_mismatch_stops_the_flow` |
+//! | Running | RecordResponse, provenance rule: every item cites an id the producer delivered | Running (next call scheduled, decisions recorded on `handoff.allowed`) | `provenance_allows_citations_of_delivered_ids` |
+//! | Running | RecordResponse, provenance rule: an unproduced id, or the producer never delivered | Blocked (`handoff.denied` naming the rule, the item and the id) | `provenance_denies_an_unproduced_id_naming_the_item`, `provenance_denies_when_the_producer_never_delivered` |
 //! | Running | RecordResponse, finish (exit) | Completed | `a_pipeline_runs_to_completion` |
 //! | Running | RecordResponse, escalate | WaitingForHuman | `escalate_action_waits_and_approval_proceeds` |
 //! | Running | RecordResponse, denied tool call | retry path | `denied_tool_call_is_a_boundary_violation` |
@@ -501,7 +503,7 @@ impl Batch<'_> {
         self.block(&rule, format!("{from} → {to} denied: {reason}"), error);
     }
 
-    /// A governed handoff: matrix, data contract, scoping, context edges, then the call
+    /// A governed handoff: matrix, data contract, provenance rules, scoping, context edges, then the call
     /// (or the run's completion for a handoff to `external`). Returns false when the flow
     /// stopped.
     fn handoff(
@@ -552,6 +554,19 @@ impl Batch<'_> {
             self.deny_handoff(from, to, output_type, contract, "validation_error", origin);
             return false;
         }
+        let mut provenance = Vec::new();
+        for rule in bundle.provenance_rules(from, to) {
+            let produced = self
+                .state
+                .delivered_output(&rule.produced_by.agent, &rule.produced_by.output_type)
+                .map(|output| rule.produced_ids(output));
+            let d = bundle.decide_provenance(rule, payload, produced.as_ref());
+            if !d.is_allowed() {
+                self.deny_handoff(from, to, output_type, d, "validation_error", origin);
+                return false;
+            }
+            provenance.push(d);
+        }
         let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
         let delivered = scoped.context.clone();
         self.push(RunEvent::HandoffAllowed {
@@ -563,6 +578,7 @@ impl Batch<'_> {
             contract,
             audit: scoped.audit,
             delivered: delivered.clone(),
+            provenance,
         });
         if to == EXTERNAL {
             self.push(RunEvent::RunCompleted { output: delivered });
@@ -808,6 +824,7 @@ impl Batch<'_> {
                     contract,
                     audit: scoped.audit,
                     delivered: scoped.context,
+                    provenance: Vec::new(),
                 });
             }
         }

@@ -208,6 +208,9 @@ pub enum RunEvent {
         audit: HandoffAudit,
         /// The scoped payload the receiver gets.
         delivered: Value,
+        /// The provenance rules checked on this handoff (Guardrail 2), all allowed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        provenance: Vec<PolicyDecision>,
     },
     /// Decision: a handoff was refused; the flow stops.
     #[serde(rename = "handoff.denied")]
@@ -218,7 +221,7 @@ pub enum RunEvent {
         to: String,
         /// The output type it claimed.
         output_type: String,
-        /// The deciding rule and reason (matrix or contract).
+        /// The deciding rule and reason (matrix, contract or provenance).
         decision: PolicyDecision,
         /// Seed 000's error object.
         error: Value,

@@ -320,6 +320,20 @@ impl RunState {
         state
     }
 
+    /// What `agent` last delivered as a decision input of `output_type` (`id` or
+    /// `id@version`; versions are not told apart), as its receiver got it. Provenance
+    /// rules read citable ids from it.
+    #[must_use]
+    pub fn delivered_output(&self, agent: &str, output_type: &str) -> Option<&Value> {
+        let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
+        let want = base(output_type);
+        self.outputs
+            .get(agent)?
+            .iter()
+            .find(|(t, _)| base(t) == want)
+            .map(|(_, v)| v)
+    }
+
     /// Calls scheduled but not answered, in request-id order of scheduling.
     #[must_use]
     pub fn pending_requests(&self) -> Vec<&AgentRequest> {

@@ -1036,3 +1036,129 @@ fn approving_one_of_two_open_tickets_is_not_lost() {
     assert_eq!(state.status, RunStatus::Running);
     replay_check(&log, &b).expect("replays");
 }
+
+const PROVENANCE_BUNDLE: &str = r#"
+bundle = { id = "p" }
+agents = [{ id = "external" }, { id = "a" }, { id = "b" }, { id = "c" }]
+output_types = [
+  { id = "req", schema = { type = "object" } },
+  { id = "gaps", schema = { type = "object" } },
+  { id = "recs", schema = { type = "object" } },
+]
+[interactions]
+allowed = [
+  { from = "external", to = "a", output_type = "req" },
+  { from = "external", to = "b", output_type = "req" },
+  { from = "a", to = "b", output_type = "gaps" },
+  { from = "b", to = "c", output_type = "recs" },
+  { from = "c", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[provenance]]
+id = "guardrail-2-provenance"
+at = { from = "b", to = "c" }
+items = "/recommendations"
+cites = "gap_id"
+produced_by = { agent = "a", output_type = "gaps", ids = "/gaps/*/id" }
+"#;
+
+/// A run of the provenance bundle entered at `entry`, with `a` delivering `gaps` first
+/// when the entry is `a`.
+fn provenance_run(entry: &str) -> (RunState, PolicyBundle, Vec<RunEvent>) {
+    let b = PolicyBundle::from_toml_str(PROVENANCE_BUNDLE, "p.toml").expect("valid");
+    let mut wf = workflow();
+    wf.entry = entry.into();
+    let mut state = RunState::default();
+    let mut log = step(
+        &mut state,
+        &b,
+        Command::Start(RunRequested {
+            run_id: "run-1".into(),
+            workflow: wf,
+            bundle_source: PROVENANCE_BUNDLE.into(),
+            bundle_source_name: "p.toml".into(),
+            bundle_hash: b.hash().to_hex(),
+            input: json!({}),
+            at_ms: 1_000,
+        }),
+    );
+    if entry == "a" {
+        let gaps = json!({"gaps": [{"id": "gap-1"}, {"id": "gap-2"}]});
+        log.extend(respond(&mut state, &b, vec![handoff("b", "gaps", gaps)]));
+    }
+    (state, b, log)
+}
+
+fn recs(cited: &[&str]) -> Action {
+    let items: Vec<Value> = cited.iter().map(|g| json!({"gap_id": g})).collect();
+    handoff("c", "recs", json!({"recommendations": items}))
+}
+
+#[test]
+fn provenance_allows_citations_of_delivered_ids() {
+    let (mut state, b, mut log) = provenance_run("a");
+    let events = respond(&mut state, &b, vec![recs(&["gap-2", "gap-1"])]);
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded", "handoff.allowed", "agent.call_scheduled"]
+    );
+    let RunEvent::HandoffAllowed { provenance, .. } = &events[1] else {
+        panic!("allowed");
+    };
+    assert_eq!(provenance.len(), 1);
+    assert_eq!(&*provenance[0].rule_id, "guardrail-2-provenance");
+    assert!(provenance[0].is_allowed());
+    log.extend(events);
+    replay_check(&log, &b).expect("the log replays");
+}
+
+#[test]
+fn provenance_denies_an_unproduced_id_naming_the_item() {
+    let (mut state, b, mut log) = provenance_run("a");
+    let events = respond(&mut state, &b, vec![recs(&["gap-1", "geo_score"])]);
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded", "handoff.denied", "run.blocked"]
+    );
+    let RunEvent::HandoffDenied {
+        decision, error, ..
+    } = &events[1]
+    else {
+        panic!("denied");
+    };
+    assert_eq!(&*decision.rule_id, "guardrail-2-provenance");
+    assert!(
+        decision
+            .reason
+            .contains("/recommendations/1 cites gap_id `geo_score`"),
+        "{}",
+        decision.reason
+    );
+    assert_eq!(error["errorType"], "validation_error");
+    assert_eq!(error["agent"], "b");
+    assert_eq!(error["details"]["ruleId"], "guardrail-2-provenance");
+    assert_eq!(state.status, RunStatus::Blocked);
+    assert!(state.pending_requests().is_empty(), "c is never called");
+    log.extend(events);
+    replay_check(&log, &b).expect("the log replays");
+}
+
+#[test]
+fn provenance_denies_when_the_producer_never_delivered() {
+    let (mut state, b, _) = provenance_run("b");
+    let events = respond(&mut state, &b, vec![recs(&["gap-1"])]);
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded", "handoff.denied", "run.blocked"]
+    );
+    let RunEvent::HandoffDenied { decision, .. } = &events[1] else {
+        panic!("denied");
+    };
+    assert!(
+        decision.reason.contains("a never delivered gaps"),
+        "{}",
+        decision.reason
+    );
+    assert_eq!(state.status, RunStatus::Blocked);
+}
