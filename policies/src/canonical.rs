@@ -190,7 +190,7 @@ fn write_value(v: &Value, out: &mut Vec<u8>) {
                 if i > 0 {
                     out.push(b',');
                 }
-                out.extend(Value::String(k.clone()).to_string().into_bytes());
+                write_json(k.as_str(), out);
                 out.push(b':');
                 if let Some(inner) = map.get(k) {
                     write_value(inner, out);
@@ -208,7 +208,16 @@ fn write_value(v: &Value, out: &mut Vec<u8>) {
             }
             out.push(b']');
         }
-        scalar => out.extend(scalar.to_string().into_bytes()),
+        scalar => write_json(scalar, out),
+    }
+}
+
+/// Appends serde_json's compact rendering of a string or scalar (the same bytes as its
+/// `to_string()`, without the intermediate allocations).
+fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
+    if serde_json::to_writer(&mut *out, v).is_err() {
+        // Strings and scalars always serialise; this keeps the function total.
+        out.extend_from_slice(b"null");
     }
 }
 

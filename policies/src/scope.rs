@@ -82,9 +82,21 @@ impl PolicyBundle {
     ) -> ScopedContext {
         let handoff = self.decide_handoff(from, to, input);
         let h = &self.spec.multi_agent_handoffs;
+        // BPE counting dominates scoping: count each distinct text once (the context
+        // handed on is often the payload itself, byte for byte).
+        let before_text = tokens::render(payload);
         let before = ContextBefore {
             prior_outputs_count: prior_outputs(payload),
-            total_tokens: tokens::count_value(payload),
+            total_tokens: tokens::count_text(&before_text),
+        };
+        let before_tokens = before.total_tokens;
+        let count = move |context: &Value| {
+            let text = tokens::render(context);
+            if text == before_text {
+                before_tokens
+            } else {
+                tokens::count_text(&text)
+            }
         };
         let all_leaves = leaves(payload);
         let levels = self.levels(from, to);
@@ -206,9 +218,11 @@ impl PolicyBundle {
                 "conversation translation",
             ));
         }
+        let mut context_tokens = count(&context);
         if let Some(max) = receiver_budget {
-            if tokens::count_value(&context) > max as usize {
+            if context_tokens > max as usize {
                 context = translate::summarize(&context, max as usize);
+                context_tokens = count(&context);
                 translated = true;
                 chain.push(RuleStep::new(
                     format!("agents.{to}.context_requirements.max_context_tokens"),
@@ -220,7 +234,7 @@ impl PolicyBundle {
 
         let after = ContextAfter {
             prior_outputs_count: prior_outputs(&context),
-            total_tokens: tokens::count_value(&context),
+            total_tokens: context_tokens,
             fields_included: included,
             fields_excluded: excluded,
         };

@@ -239,8 +239,31 @@ pub fn decide(
     bundle: &PolicyBundle,
     command: Command,
 ) -> Result<Vec<RunEvent>, Rejection> {
+    check(state, bundle, &command)?;
+    Ok(decide_batch(state.clone(), bundle, command).0)
+}
+
+/// [`decide`] without copying the state: on success `state` is left as it is after the
+/// returned batch (the runtime's hot path, which would otherwise clone the whole run per
+/// batch and then fold the batch a second time). A rejection leaves `state` untouched.
+///
+/// # Errors
+/// [`Rejection`] when the command does not apply to this state.
+pub fn decide_in_place(
+    state: &mut RunState,
+    bundle: &PolicyBundle,
+    command: Command,
+) -> Result<Vec<RunEvent>, Rejection> {
+    check(state, bundle, &command)?;
+    let (events, after) = decide_batch(std::mem::take(state), bundle, command);
+    *state = after;
+    Ok(events)
+}
+
+/// Whether `command` applies to `state` under `bundle`.
+fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(), Rejection> {
     let hash = bundle.hash().to_hex();
-    let recorded_hash = match (&command, &state.run) {
+    let recorded_hash = match (command, &state.run) {
         (Command::Start(run), None) => run.bundle_hash.clone(),
         (Command::Start(_), Some(run)) => {
             return Err(Rejection::AlreadyStarted(run.run_id.clone()));
@@ -257,7 +280,7 @@ pub fn decide(
     if state.status.is_final() {
         return Err(Rejection::Finished(state.status.as_str()));
     }
-    match &command {
+    match command {
         Command::RecordResponse { request_id, .. } | Command::RecordFailure { request_id, .. } => {
             let call = state
                 .calls
@@ -289,9 +312,17 @@ pub fn decide(
         }
         Command::Start(_) => {}
     }
+    Ok(())
+}
 
+/// The batch `command` causes from `state`, and the state after it.
+fn decide_batch(
+    state: RunState,
+    bundle: &PolicyBundle,
+    command: Command,
+) -> (Vec<RunEvent>, RunState) {
     let mut batch = Batch {
-        state: state.clone(),
+        state,
         bundle,
         now_ms: command.at_ms(),
         events: Vec::new(),
@@ -334,7 +365,7 @@ pub fn decide(
         } => batch.on_human(&ticket, approved, &by, &reason, choice),
     }
     batch.settle();
-    Ok(batch.events)
+    (batch.events, batch.state)
 }
 
 /// The batch being built, with the state as it will be after it (so counters advance).

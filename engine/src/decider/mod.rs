@@ -23,7 +23,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use decide::{Command, EXTERNAL, Rejection, decide};
+pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
     Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
     TicketSubject, seed_error,

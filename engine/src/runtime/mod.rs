@@ -20,7 +20,7 @@ use docket_store::{EventStore, Hash, NewEvent, StoreError, StreamId, WallTime};
 
 use crate::decider::{
     Command, DecodeError, KIND_VERSION, Rejection, RunEvent, RunRequested, RunState, RunStatus,
-    decide, recorded_bundle,
+    decide_in_place,
 };
 use crate::executor::{AgentCallError, AgentExecutor};
 use crate::protocol::{AgentRequest, AgentResponse};
@@ -179,7 +179,14 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     fn bundle_for(&self, run: &RunRequested) -> Result<Arc<PolicyBundle>, RuntimeError> {
-        let key = format!("{}:{}", run.bundle_hash, run.bundle_source.len());
+        self.compiled(&run.bundle_source, &run.bundle_source_name)
+    }
+
+    /// The bundle compiled from `source`, compiled once per distinct source text (parsing
+    /// and compiling is a pure function of the text and its name, and costs far more than
+    /// a run's decisions).
+    fn compiled(&self, source: &str, name: &str) -> Result<Arc<PolicyBundle>, RuntimeError> {
+        let key = format!("{name}\0{source}");
         let mut cache = self
             .inner
             .bundles
@@ -188,10 +195,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         if let Some(b) = cache.get(&key) {
             return Ok(b.clone());
         }
-        let bundle = recorded_bundle(run).map_err(|e| RuntimeError::Bundle {
-            name: run.bundle_source_name.clone(),
-            message: e.to_string(),
-        })?;
+        let format =
+            docket_policies::Format::from_name(name).unwrap_or(docket_policies::Format::Toml);
+        let bundle =
+            docket_policies::parse(source, name, format).map_err(|e| RuntimeError::Bundle {
+                name: name.to_owned(),
+                message: e.to_string(),
+            })?;
         let bundle = Arc::new(bundle);
         cache.insert(key, bundle.clone());
         Ok(bundle)
@@ -210,17 +220,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
-        let format = docket_policies::Format::from_name(&workflow.bundle_source_name)
-            .unwrap_or(docket_policies::Format::Toml);
-        let compiled = docket_policies::parse(
-            &workflow.bundle_source,
-            &workflow.bundle_source_name,
-            format,
-        )
-        .map_err(|e| RuntimeError::Bundle {
-            name: workflow.bundle_source_name.clone(),
-            message: e.to_string(),
-        })?;
+        let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
         if self
             .inner
             .store
@@ -236,11 +236,10 @@ impl<S: EventStore + 'static> Runtime<S> {
             workflow: workflow.spec.clone(),
             bundle_source: workflow.bundle_source.clone(),
             bundle_source_name: workflow.bundle_source_name.clone(),
-            bundle_hash: compiled.hash().to_hex(),
+            bundle_hash: bundle.hash().to_hex(),
             input,
             at_ms: now_ms(),
         };
-        let bundle = self.bundle_for(&request)?;
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
             .await?;
@@ -337,7 +336,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         Ok((state, bundle))
     }
 
-    /// Decides `command` and appends the batch at the state's version; folds it on success.
+    /// Decides `command` in place and appends the batch at the version it was decided
+    /// from. On an error the state may be past what is recorded: drop it (every caller
+    /// returns the error), and fold the log again to go on.
     async fn decide_and_append(
         &self,
         state: &mut RunState,
@@ -348,11 +349,13 @@ impl<S: EventStore + 'static> Runtime<S> {
             Command::Start(r) => r.run_id.clone(),
             _ => state.run_id().unwrap_or_default().to_owned(),
         };
-        let events =
-            decide(state, bundle, command).map_err(|rejection| RuntimeError::Rejected {
+        let version = state.version;
+        let events = decide_in_place(state, bundle, command).map_err(|rejection| {
+            RuntimeError::Rejected {
                 run: run_id.clone(),
                 rejection,
-            })?;
+            }
+        })?;
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = now_wall();
@@ -368,7 +371,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             .collect();
         self.inner
             .store
-            .append(&stream, state.version, batch)
+            .append(&stream, version, batch)
             .await
             .map_err(|e| match e {
                 StoreError::Conflict {
@@ -382,7 +385,6 @@ impl<S: EventStore + 'static> Runtime<S> {
             })?;
         for event in &events {
             trace_decision(event);
-            state.apply(event);
         }
         Ok(())
     }
@@ -533,6 +535,42 @@ mod tests {
             bundle_source: bundle.into(),
             bundle_source_name: "w.toml".into(),
         }
+    }
+
+    /// Deciding in place yields the same batch, and the same state, as deciding from a
+    /// copy and folding the batch (the runtime relies on it instead of folding twice).
+    #[test]
+    fn deciding_in_place_equals_deciding_from_a_copy_then_folding() {
+        let wf = workflow();
+        let bundle = recorded_bundle_of(&wf);
+        let start = Command::Start(RunRequested {
+            run_id: "run-p".into(),
+            workflow: wf.spec.clone(),
+            bundle_source: wf.bundle_source.clone(),
+            bundle_source_name: wf.bundle_source_name.clone(),
+            bundle_hash: bundle.hash().to_hex(),
+            input: serde_json::json!({"n": 1}),
+            at_ms: 5,
+        });
+        let before = RunState::default();
+        let copied = crate::decider::decide(&before, &bundle, start.clone()).expect("decides");
+        let mut in_place = before.clone();
+        let events = decide_in_place(&mut in_place, &bundle, start.clone()).expect("decides");
+        assert_eq!(events, copied);
+        assert_eq!(in_place, RunState::fold(copied.iter()));
+        // A rejection leaves the state as it was.
+        let kept = in_place.clone();
+        assert!(decide_in_place(&mut in_place, &bundle, start).is_err());
+        assert_eq!(in_place, kept);
+    }
+
+    fn recorded_bundle_of(wf: &Workflow) -> PolicyBundle {
+        docket_policies::parse(
+            &wf.bundle_source,
+            &wf.bundle_source_name,
+            docket_policies::Format::Toml,
+        )
+        .expect("bundle")
     }
 
     /// A second writer decided from a state the first has moved past: its append fails
