@@ -11,9 +11,12 @@
 //! - [`decider`]: a run as a pure state machine (`decide`, `evolve`, `replay_check`);
 //! - [`runtime`]: the tokio shell that calls agents, records their answers, appends each
 //!   decided batch to the event log and resumes runs from it;
+//! - [`effect`]: side-effect executors (once per idempotency key, verified after a crash)
+//!   and the kill switches read before every execution;
 //! - [`workflow`]: workflow files (bundle, entry agent, executors).
 
 pub mod decider;
+pub mod effect;
 pub mod executor;
 pub mod protocol;
 pub mod runtime;
