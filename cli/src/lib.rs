@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
+mod episodes;
 mod runs;
 
 /// Exit code for an invalid bundle (or one that cannot be read).

@@ -256,6 +256,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 Ok(EXIT_COMPLETED)
             } else {
                 summary(out, &outcome);
+                crate::episodes::tree_text(out, &outcome.state.episodes);
                 Ok(EXIT_COMPLETED)
             }
         }
@@ -308,11 +309,15 @@ fn status_json(outcome: &RunOutcome) -> Value {
         "pending_calls": s.pending.iter().collect::<Vec<_>>(),
         "output": s.output,
         "stop_reason": s.stop_reason,
+        "episodes": crate::episodes::tree_json(&s.episodes),
     })
 }
 
 /// One line about an event, for `docket events`.
 fn describe(event: &RunEvent) -> String {
+    if let Some(line) = crate::episodes::describe(event) {
+        return line;
+    }
     match event {
         RunEvent::RunRequested(r) => format!(
             "workflow {} entry {} bundle {}",
@@ -422,6 +427,7 @@ fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
+        _ => String::new(),
     }
 }
 

@@ -30,6 +30,64 @@ pub struct WorkflowSpec {
     /// How each agent is reached, by agent id.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentSpec>,
+    /// The root episode's goal (seed 004 §0); when absent, a summary of the run's input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    /// The root episode's budget (seed 004 §7); left out of the record when it is the
+    /// default, so runs recorded before budgets existed read back unchanged.
+    #[serde(default, skip_serializing_if = "WorkflowBudget::is_default")]
+    pub budget: WorkflowBudget,
+}
+
+/// `[budget]`: what the run's root episode may consume. Child episodes get their budgets
+/// from their spawn requests, at most the bundle's `child_max_share_percent` (50%) of
+/// their parent's remaining budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowBudget {
+    /// Model tokens (input + output, as agents report them in `usage`). Default 1,000,000.
+    #[serde(default = "default_budget_tokens")]
+    pub tokens: u64,
+    /// Tool invocations (`usage.tool_calls`). Default 1,000.
+    #[serde(default = "default_budget_tool_calls")]
+    pub tool_calls: u64,
+    /// Recorded wall time since the episode started, not counting time the run waits for
+    /// a human. Default 3,600,000 (one hour).
+    #[serde(default = "default_budget_wall_time_ms")]
+    pub wall_time_ms: u64,
+}
+
+/// Default `[budget] tokens`.
+pub const DEFAULT_BUDGET_TOKENS: u64 = 1_000_000;
+/// Default `[budget] tool_calls`.
+pub const DEFAULT_BUDGET_TOOL_CALLS: u64 = 1_000;
+/// Default `[budget] wall_time_ms`.
+pub const DEFAULT_BUDGET_WALL_TIME_MS: u64 = 3_600_000;
+
+fn default_budget_tokens() -> u64 {
+    DEFAULT_BUDGET_TOKENS
+}
+fn default_budget_tool_calls() -> u64 {
+    DEFAULT_BUDGET_TOOL_CALLS
+}
+fn default_budget_wall_time_ms() -> u64 {
+    DEFAULT_BUDGET_WALL_TIME_MS
+}
+
+impl Default for WorkflowBudget {
+    fn default() -> Self {
+        Self {
+            tokens: DEFAULT_BUDGET_TOKENS,
+            tool_calls: DEFAULT_BUDGET_TOOL_CALLS,
+            wall_time_ms: DEFAULT_BUDGET_WALL_TIME_MS,
+        }
+    }
+}
+
+impl WorkflowBudget {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// One agent of a workflow. (serde cannot deny unknown fields next to a flattened enum,
@@ -171,6 +229,16 @@ impl WorkflowSpec {
                 return Err(invalid(format!("agents.{id}.timeout_ms must be positive")));
             }
         }
+        let b = spec.budget;
+        for (name, value) in [
+            ("tokens", b.tokens),
+            ("tool_calls", b.tool_calls),
+            ("wall_time_ms", b.wall_time_ms),
+        ] {
+            if value == 0 {
+                return Err(invalid(format!("budget.{name} must be positive")));
+            }
+        }
         Ok(spec)
     }
 }
@@ -258,6 +326,37 @@ mod tests {
         )
         .expect_err("no agents.x");
         assert!(err.to_string().contains("`x`"), "{err}");
+    }
+
+    #[test]
+    fn budget_defaults_and_overrides() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n";
+        let spec = WorkflowSpec::parse(
+            &format!("{base}[agents.a]\ncommand = \"x\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect("valid");
+        assert_eq!(spec.budget, WorkflowBudget::default());
+        assert_eq!(spec.budget.tokens, 1_000_000);
+        let spec = WorkflowSpec::parse(
+            &format!("{base}goal = \"g\"\n[budget]\ntokens = 500\n[agents.a]\ncommand = \"x\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect("valid");
+        assert_eq!((spec.budget.tokens, spec.budget.tool_calls), (500, 1_000));
+        assert_eq!(spec.goal.as_deref(), Some("g"));
+        let err = WorkflowSpec::parse(
+            &format!("{base}[budget]\ntool_calls = 0\n[agents.a]\ncommand = \"x\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect_err("zero budget");
+        assert!(err.to_string().contains("budget.tool_calls"), "{err}");
+        let err = WorkflowSpec::parse(
+            &format!("{base}[budget]\ntokenz = 1\n[agents.a]\ncommand = \"x\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect_err("typo");
+        assert!(err.to_string().contains("tokenz"), "{err}");
     }
 
     #[test]

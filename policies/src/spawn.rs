@@ -61,6 +61,11 @@ pub struct SpawnDecision {
     pub child_depth: u32,
     /// Most the child may take per dimension (the share of the parent's remaining budget).
     pub max_child_budget: BTreeMap<String, u64>,
+    /// On a denial: the seed 004 §6 stop condition it stands for (`depth_exceeded`,
+    /// `budget_exhausted`, `no_new_information`, `failure_repeats`; every other refusal
+    /// is `policy_blocks`). `None` when allowed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_condition: Option<StopCondition>,
 }
 
 impl PolicyBundle {
@@ -98,9 +103,16 @@ impl PolicyBundle {
                 decision: conclude(DecisionKind::Spawn, v, self.hash, rule, reason, chain),
                 child_depth,
                 max_child_budget: max_child_budget.clone(),
+                stop_condition: None,
             }
         };
-        let deny = |rule: &str, reason: String, chain| verdict(Verdict::Deny, rule, reason, chain);
+        let stop = |condition: StopCondition, rule: &str, reason: String, chain| SpawnDecision {
+            stop_condition: Some(condition),
+            ..verdict(Verdict::Deny, rule, reason, chain)
+        };
+        let deny = |rule: &str, reason: String, chain| {
+            stop(StopCondition::PolicyBlocks, rule, reason, chain)
+        };
 
         if self.agent(&req.parent_agent).is_none() {
             return deny(
@@ -116,7 +128,8 @@ impl PolicyBundle {
             } else {
                 String::new()
             };
-            return deny(
+            return stop(
+                StopCondition::DepthExceeded,
                 pid,
                 format!("depth exceeded: child depth {child_depth} > max_depth {max_depth}{cap}"),
                 chain,
@@ -140,7 +153,8 @@ impl PolicyBundle {
         if stops.contains(&StopCondition::NoNewInformation)
             && req.consecutive_no_delta >= policy.no_delta_limit
         {
-            return deny(
+            return stop(
+                StopCondition::NoNewInformation,
                 pid,
                 format!(
                     "stop: no new information ({} consecutive children without delta)",
@@ -152,7 +166,8 @@ impl PolicyBundle {
         if stops.contains(&StopCondition::FailureRepeats)
             && req.same_error_repeats >= policy.failure_repeat_limit
         {
-            return deny(
+            return stop(
+                StopCondition::FailureRepeats,
                 pid,
                 format!(
                     "stop: the same failure repeated {} times",
@@ -163,7 +178,12 @@ impl PolicyBundle {
         }
         if stops.contains(&StopCondition::BudgetExhausted) {
             if let Some((dim, _)) = req.parent_budget.iter().find(|(_, m)| m.remaining() == 0) {
-                return deny(pid, format!("stop: budget exhausted ({dim})"), chain);
+                return stop(
+                    StopCondition::BudgetExhausted,
+                    pid,
+                    format!("stop: budget exhausted ({dim})"),
+                    chain,
+                );
             }
         }
         let at = budget.finalize_or_escalate_at_percent;
@@ -309,7 +329,85 @@ mod tests {
             same_error_repeats: 0,
             human_authorized: false,
         };
-        assert_eq!(b.decide_spawn(&req).decision.verdict, Verdict::Deny);
+        let d = b.decide_spawn(&req);
+        assert_eq!(d.decision.verdict, Verdict::Deny);
+        assert_eq!(d.stop_condition, Some(StopCondition::PolicyBlocks));
+    }
+
+    #[test]
+    fn denials_name_their_stop_condition() {
+        let b = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }]\n[recursion.default]\nallowed_child_types = [\"verify\"]\n",
+            "t.toml",
+        )
+        .unwrap();
+        let base = SpawnRequest {
+            parent_agent: "a".into(),
+            child_type: "verify".into(),
+            parent_depth: 0,
+            children_spawned: 0,
+            total_episodes: 1,
+            parent_budget: BTreeMap::from([(
+                "tokens".to_owned(),
+                Meter {
+                    limit: 100,
+                    used: 0,
+                },
+            )]),
+            child_budget: BTreeMap::new(),
+            consecutive_no_delta: 0,
+            same_error_repeats: 0,
+            human_authorized: false,
+        };
+        assert_eq!(b.decide_spawn(&base).stop_condition, None);
+        let deep = SpawnRequest {
+            parent_depth: 2,
+            ..base.clone()
+        };
+        assert_eq!(
+            b.decide_spawn(&deep).stop_condition,
+            Some(StopCondition::DepthExceeded)
+        );
+        let spent = SpawnRequest {
+            parent_budget: BTreeMap::from([(
+                "tokens".to_owned(),
+                Meter {
+                    limit: 100,
+                    used: 100,
+                },
+            )]),
+            ..base.clone()
+        };
+        assert_eq!(
+            b.decide_spawn(&spent).stop_condition,
+            Some(StopCondition::BudgetExhausted)
+        );
+        let same = SpawnRequest {
+            consecutive_no_delta: 2,
+            ..base.clone()
+        };
+        assert_eq!(
+            b.decide_spawn(&same).stop_condition,
+            Some(StopCondition::NoNewInformation)
+        );
+        let failing = SpawnRequest {
+            same_error_repeats: 3,
+            ..base.clone()
+        };
+        assert_eq!(
+            b.decide_spawn(&failing).stop_condition,
+            Some(StopCondition::FailureRepeats)
+        );
+        let greedy = SpawnRequest {
+            child_budget: BTreeMap::from([("tokens".to_owned(), 51)]),
+            ..base
+        };
+        let d = b.decide_spawn(&greedy);
+        assert_eq!(d.stop_condition, Some(StopCondition::PolicyBlocks));
+        assert_eq!(
+            &*d.decision.rule_id,
+            "recursion.budget.child_max_share_percent"
+        );
     }
 
     #[test]

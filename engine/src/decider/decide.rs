@@ -28,6 +28,10 @@
 
 use serde_json::{Value, json};
 
+// Episodes (seed 004): spawn, domain writes, results, stop conditions.
+#[path = "episode_decide.rs"]
+mod episode_decide;
+
 use docket_policies::model::ConflictResolution;
 use docket_policies::{
     CapabilityRequest, DecisionKind, InputKind, PolicyBundle, PolicyDecision, RuleStep,
@@ -328,8 +332,10 @@ fn decide_batch(
         events: Vec::new(),
         outbox: Vec::new(),
         confidence: None,
+        episode: super::episode::ROOT_EPISODE.to_owned(),
     };
     batch.push(command.to_event());
+    batch.enter(&command);
     match command {
         Command::Start(run) => {
             let input_type = run.workflow.input_type.clone().unwrap_or_else(|| {
@@ -348,13 +354,21 @@ fn decide_batch(
             request_id,
             response,
             ..
-        } => batch.on_response(&request_id, &response),
+        } => {
+            if batch.episode_admits(&request_id) {
+                batch.on_response(&request_id, &response);
+            }
+        }
         Command::RecordFailure {
             request_id,
             code,
             message,
             ..
-        } => batch.on_failure(&request_id, &code, &message),
+        } => {
+            if batch.episode_admits(&request_id) {
+                batch.on_failure(&request_id, &code, &message);
+            }
+        }
         Command::RecordHumanDecision {
             ticket,
             approved,
@@ -378,12 +392,39 @@ struct Batch<'a> {
     outbox: Vec<Delivery>,
     /// Confidence of the response being processed.
     confidence: Option<Confidence>,
+    /// The episode new requests belong to: that of the call being answered.
+    episode: String,
 }
 
 impl Batch<'_> {
     fn push(&mut self, event: RunEvent) {
         self.state.apply(&event);
         self.events.push(event);
+    }
+
+    /// Sets the episode new requests belong to, from the call the command is about.
+    fn enter(&mut self, command: &Command) {
+        let call = match command {
+            Command::RecordResponse { request_id, .. }
+            | Command::RecordFailure { request_id, .. } => Some(request_id.clone()),
+            Command::RecordHumanDecision { ticket, .. } => {
+                self.state
+                    .tickets
+                    .get(ticket)
+                    .and_then(|t| match &t.subject {
+                        TicketSubject::Retry { request_id }
+                        | TicketSubject::Proceed { request_id, .. }
+                        | TicketSubject::EpisodeReview { request_id, .. } => {
+                            Some(request_id.clone())
+                        }
+                        TicketSubject::Conflict { origin, .. } => Some(origin.clone()),
+                    })
+            }
+            Command::Start(_) => None,
+        };
+        if let Some(call) = call {
+            self.episode = self.episode_of_call(&call);
+        }
     }
 
     fn run_id(&self) -> String {
@@ -438,7 +479,7 @@ impl Batch<'_> {
     fn new_request(&self, from: &str, to: &str, capability: &str) -> AgentRequest {
         let run = self.run_id();
         let mut request = AgentRequest::new(self.next_request_id(), from, to, capability)
-            .in_run(run.clone(), format!("{run}/main"), run)
+            .in_run(run.clone(), self.episode.clone(), run)
             .with_timeout_ms(self.timeout_for(to));
         if let Some(r) = &self.state.run {
             request.context.insert(
@@ -452,7 +493,7 @@ impl Batch<'_> {
     /// Schedules a call, unless the target has no executor or its circuit is open.
     fn schedule(
         &mut self,
-        request: AgentRequest,
+        mut request: AgentRequest,
         reply_to: Option<String>,
         classifies: Option<Classifies>,
         branch_of: Option<String>,
@@ -495,6 +536,7 @@ impl Batch<'_> {
                 }
             }
         }
+        self.attach_domain_reads(&mut request);
         self.push(RunEvent::AgentCallScheduled {
             request,
             reply_to,
@@ -1131,7 +1173,36 @@ impl Batch<'_> {
                     });
                     return;
                 }
-                Action::Finish { output } => self.finish(agent, request_id, output),
+                Action::Finish { output } => {
+                    if !self.episode_plain_finish(agent, request_id, output) {
+                        self.finish(agent, request_id, output);
+                    }
+                }
+                // Episodes (seed 004)
+                Action::Spawn {
+                    agent: child,
+                    episode_type,
+                    goal,
+                    budget,
+                    inputs,
+                } => {
+                    let spawn = episode_decide::Spawn {
+                        agent: child,
+                        episode_type,
+                        goal,
+                        budget,
+                        inputs,
+                    };
+                    if !self.episode_spawn(agent, request_id, &spawn) {
+                        return;
+                    }
+                }
+                Action::WriteDomain { domain, content } => {
+                    if !self.episode_write_domain(agent, request_id, domain, content) {
+                        return;
+                    }
+                }
+                Action::FinishEpisode { result } => self.episode_finish(agent, request_id, result),
             }
         }
     }
@@ -1261,6 +1332,7 @@ impl Batch<'_> {
             return;
         };
         if !approved {
+            self.episode_review_denied(&t.subject, by, reason);
             let message = format!("{by} denied {ticket} ({}): {reason}", t.reason);
             let error = seed_error(
                 &self.run_id(),
@@ -1321,6 +1393,13 @@ impl Batch<'_> {
                 }
                 self.resolve_or_ask(&group, &origin, conflicts, proceed);
             }
+            TicketSubject::EpisodeReview {
+                episode_id,
+                agent,
+                request_id,
+                result,
+                ..
+            } => self.episode_review_approved(&episode_id, &agent, &request_id, &result),
         }
     }
 }

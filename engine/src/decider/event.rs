@@ -7,7 +7,12 @@ use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
 
-use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use std::collections::BTreeMap;
+
+use docket_policies::Meter;
+use docket_policies::model::StopCondition;
+
+use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
 use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
@@ -100,6 +105,24 @@ pub enum TicketSubject {
         request_id: String,
         /// The actions, in order.
         actions: Vec<Action>,
+    },
+    // Episodes (seed 004)
+    /// Seed 004 §11.6 handoff ticket: an episode finished `needs_review`. Approving
+    /// accepts its result as ok (the human is the reviewer); denying stops the episode
+    /// (`policy_blocks`) and blocks the run.
+    EpisodeReview {
+        /// The episode.
+        episode_id: String,
+        /// The agent that ran it.
+        agent: String,
+        /// The call whose `finish_episode` asked for review.
+        request_id: String,
+        /// Its summary.
+        summary: String,
+        /// What the person is asked to do.
+        asked: String,
+        /// The result awaiting review.
+        result: EpisodeResult,
     },
 }
 
@@ -296,6 +319,101 @@ pub enum RunEvent {
         /// Why.
         reason: String,
     },
+    // Episodes (seed 004)
+    /// Decision: a spawn was allowed; the child episode starts (its first call follows).
+    #[serde(rename = "episode.started")]
+    EpisodeStarted {
+        /// `ep-N`, unique in the run (the root is `ep-1`).
+        episode_id: String,
+        /// The spawning episode.
+        parent: String,
+        /// The root is 0.
+        depth: u32,
+        /// The child type (`verify`...).
+        episode_type: String,
+        /// The agent that runs it.
+        agent: String,
+        /// Its goal.
+        goal: String,
+        /// Its budget per dimension (`tokens`, `tool_calls`, `wall_time_ms`).
+        budget: BTreeMap<String, u64>,
+        /// The call whose `spawn` started it; its agent gets the result.
+        spawned_by: String,
+        /// Recorded time of the input that caused it (the child's wall-time origin).
+        at_ms: i64,
+        /// The spawn decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: an episode action was refused (a spawn by the recursion policy or the
+    /// budget rules, a `finish_episode` whose verification has not passed).
+    #[serde(rename = "episode.action_denied")]
+    EpisodeActionDenied {
+        /// The acting agent's episode.
+        episode_id: String,
+        /// The acting agent.
+        agent: String,
+        /// `spawn` or `finish_episode`.
+        action: String,
+        /// What was asked (child type, agent, goal, budget; or the result).
+        detail: Value,
+        /// The deciding rule and reason.
+        decision: PolicyDecision,
+        /// The stop condition the refusal stands for.
+        condition: StopCondition,
+    },
+    /// Decision: an episode's agent finished it with a result.
+    #[serde(rename = "episode.finished")]
+    EpisodeFinished {
+        /// The episode.
+        episode_id: String,
+        /// Its agent.
+        agent: String,
+        /// The result.
+        result: EpisodeResult,
+    },
+    /// Decision: an episode stopped on one of seed 004 §6's conditions.
+    #[serde(rename = "episode.stopped")]
+    EpisodeStopped {
+        /// The episode.
+        episode_id: String,
+        /// Which condition.
+        condition: StopCondition,
+        /// The deciding rule.
+        rule_id: String,
+        /// Why, with the numbers.
+        reason: String,
+        /// Its budget and usage when it stopped.
+        usage: BTreeMap<String, Meter>,
+    },
+    /// Decision: a new version of a domain (append-only; earlier versions stay).
+    #[serde(rename = "domain.written")]
+    DomainWritten {
+        /// The domain.
+        domain: String,
+        /// 1 for the first write, then n+1.
+        version: u32,
+        /// The owning agent that wrote it.
+        agent: String,
+        /// The writer's episode.
+        episode_id: String,
+        /// The content.
+        content: Value,
+        /// The write decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: a domain write was refused (not the owner, or another agent already
+    /// writes the domain in this episode).
+    #[serde(rename = "domain.write_denied")]
+    DomainWriteDenied {
+        /// The domain.
+        domain: String,
+        /// The agent that tried.
+        agent: String,
+        /// Its episode.
+        episode_id: String,
+        /// The deciding rule and reason.
+        decision: PolicyDecision,
+    },
 }
 
 /// An event payload that could not be decoded.
@@ -330,6 +448,13 @@ impl RunEvent {
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
+            // Episodes (seed 004)
+            Self::EpisodeStarted { .. } => "episode.started",
+            Self::EpisodeActionDenied { .. } => "episode.action_denied",
+            Self::EpisodeFinished { .. } => "episode.finished",
+            Self::EpisodeStopped { .. } => "episode.stopped",
+            Self::DomainWritten { .. } => "domain.written",
+            Self::DomainWriteDenied { .. } => "domain.write_denied",
         }
     }
 

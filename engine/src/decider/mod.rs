@@ -16,14 +16,20 @@
 //! the tests covering each row, is at the top of `decide.rs`.
 
 mod decide;
+mod episode;
 mod event;
 mod replay;
 mod state;
 
 #[cfg(test)]
+mod episode_tests;
+#[cfg(test)]
 mod tests;
 
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
+pub use episode::{
+    DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
+};
 pub use event::{
     Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
     TicketSubject, seed_error,

@@ -139,6 +139,10 @@ pub struct RunState {
     pub output: Option<Value>,
     /// Why the run was blocked or failed.
     pub stop_reason: Option<String>,
+    // Episodes (seed 004)
+    /// The episode tree: budgets, usage, results, stop counters, domain versions.
+    #[serde(default)]
+    pub episodes: super::episode::EpisodeTree,
 }
 
 impl RunState {
@@ -289,7 +293,15 @@ impl RunState {
                 self.stop_reason = Some(reason.clone());
                 self.status = RunStatus::Failed;
             }
+            // Episodes (seed 004): folded below.
+            RunEvent::EpisodeStarted { .. }
+            | RunEvent::EpisodeActionDenied { .. }
+            | RunEvent::EpisodeFinished { .. }
+            | RunEvent::EpisodeStopped { .. }
+            | RunEvent::DomainWritten { .. }
+            | RunEvent::DomainWriteDenied { .. } => {}
         }
+        super::episode::fold(self, event);
     }
 
     fn answer(&mut self, request_id: &str, failed: bool, at_ms: i64) {

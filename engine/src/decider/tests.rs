@@ -78,6 +78,8 @@ fn workflow() -> WorkflowSpec {
         policy: "t.toml".into(),
         entry: "a".into(),
         input_type: None,
+        goal: None,
+        budget: Default::default(),
         input: None,
         agents: ["a", "b", "c"]
             .into_iter()
@@ -784,6 +786,8 @@ fn fanout_start(b: &PolicyBundle, src: &str) -> (RunState, Vec<RunEvent>) {
         policy: "fan.toml".into(),
         entry: "hub".into(),
         input_type: None,
+        goal: None,
+        budget: Default::default(),
         input: None,
         agents: ["hub", "left", "right", "sink"]
             .into_iter()

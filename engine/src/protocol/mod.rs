@@ -5,12 +5,14 @@
 //! authors; `docs/agent-protocol.schema.json` is generated from these types by
 //! [`json_schema`].
 
+mod episode;
 mod parse;
 mod request;
 mod response;
 mod schema;
 mod validate;
 
+pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
 pub use parse::{MalformedResponse, parse_response};
 pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
 pub use response::{Action, AgentResponse, Confidence, ResponseStatus, ToolCall, Usage};

@@ -194,6 +194,38 @@ pub enum Action {
         #[serde(default)]
         output: Value,
     },
+    // Episodes (seed 004)
+    /// Start a child episode run by `agent`, as the spawning agent's recursion policy
+    /// allows (depth, children, total episodes, child types, budget shares). Its
+    /// `EpisodeResult` comes back to this agent in a new request.
+    Spawn {
+        /// The agent that runs the child episode.
+        agent: String,
+        /// The child's type (`verify`, `retrieve`, `summarize`, `rewrite`, `tool_probe`...),
+        /// checked against allowed and forbidden child types.
+        episode_type: String,
+        /// The child's single goal.
+        goal: String,
+        /// What the child may consume; omitted dimensions get the most allowed.
+        #[serde(default)]
+        budget: crate::protocol::BudgetRequest,
+        /// Inputs for the child, delivered as its decision input with the goal.
+        #[serde(default)]
+        inputs: Map<String, Value>,
+    },
+    /// Write a new version of a domain this agent owns (seed 004 §4); history is never
+    /// changed. Other agents with the domain in their read scopes see the latest version.
+    WriteDomain {
+        /// The domain id, as declared in the bundle.
+        domain: String,
+        /// The new version's content.
+        content: Value,
+    },
+    /// End this agent's episode with a result (seed 004 §10).
+    FinishEpisode {
+        /// The episode's result.
+        result: crate::protocol::EpisodeResult,
+    },
 }
 
 impl Action {
@@ -205,6 +237,10 @@ impl Action {
             Self::RequestCapability { .. } => "request_capability",
             Self::Escalate { .. } => "escalate",
             Self::Finish { .. } => "finish",
+            // Episodes (seed 004)
+            Self::Spawn { .. } => "spawn",
+            Self::WriteDomain { .. } => "write_domain",
+            Self::FinishEpisode { .. } => "finish_episode",
         }
     }
 }
@@ -326,7 +362,7 @@ mod tests {
             "request_id": "r1", "status": "SUCCESS", "confidence_level": "HIGH",
             "actions": [{"type": "spawn_episode", "goal": "x"}]
         }))
-        .expect_err("spawn_episode is not an action yet");
+        .expect_err("spawn_episode is not an action (spawn is)");
         let message = err.to_string();
         assert!(message.contains("spawn_episode"), "{message}");
         assert!(message.contains("handoff"), "{message}");

@@ -244,7 +244,9 @@ impl AgentResponse {
         }
         for (i, action) in self.actions.iter().enumerate() {
             validate_action(i, action)?;
-            if matches!(action, Action::Finish { .. }) && i + 1 < self.actions.len() {
+            if matches!(action, Action::Finish { .. } | Action::FinishEpisode { .. })
+                && i + 1 < self.actions.len()
+            {
                 return fail(
                     format!("actions[{i}]"),
                     ValidationProblem::FinishNotLast {
@@ -275,6 +277,19 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
         }
         Action::Escalate { reason } => non_empty(|| format!("actions[{i}].reason"), reason),
         Action::Finish { .. } => Ok(()),
+        // Episodes (seed 004)
+        Action::Spawn {
+            agent,
+            episode_type,
+            goal,
+            ..
+        } => {
+            non_empty(|| format!("actions[{i}].agent"), agent)?;
+            non_empty(|| format!("actions[{i}].episode_type"), episode_type)?;
+            non_empty(|| format!("actions[{i}].goal"), goal)
+        }
+        Action::WriteDomain { domain, .. } => non_empty(|| format!("actions[{i}].domain"), domain),
+        Action::FinishEpisode { .. } => Ok(()),
     }
 }
 

@@ -519,6 +519,8 @@ mod tests {
             policy: "w.toml".into(),
             entry: "worker".into(),
             input_type: None,
+            goal: None,
+            budget: Default::default(),
             input: None,
             agents: Default::default(),
         };

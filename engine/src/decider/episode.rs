@@ -1,0 +1,613 @@
+//! The episode tree of a run (seed 004), folded from its events: each episode's budget
+//! and charged usage, its children and results, the counters behind the stop conditions,
+//! and the versions of every domain.
+//!
+//! The root episode `ep-1` is the run's main flow; it is made from `run.requested` (the
+//! workflow's name as its type, its `goal` or a summary of the input, its `[budget]`).
+//! Children come from `episode.started`. Usage reported in `agent.responded` is charged
+//! to the call's episode and every ancestor; wall time is the recorded time since the
+//! episode started, less the time the run waited for a human.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use docket_policies::model::StopCondition;
+use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
+
+use super::event::{RunEvent, RunRequested, TicketSubject};
+use super::state::RunState;
+use crate::protocol::{EpisodeResult, EpisodeStatus};
+
+/// The root episode's id.
+pub const ROOT_EPISODE: &str = "ep-1";
+
+/// Budget dimensions, as named in meters and events.
+pub const TOKENS: &str = "tokens";
+/// Tool invocations.
+pub const TOOL_CALLS: &str = "tool_calls";
+/// Wall time in milliseconds.
+pub const WALL_TIME_MS: &str = "wall_time_ms";
+
+/// Where an episode stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EpisodePhase {
+    /// Its agent is working (or it waits for a child).
+    #[default]
+    Running,
+    /// It finished `needs_review`; a handoff ticket is open.
+    Review,
+    /// It finished with a result.
+    Finished,
+    /// A stop condition ended it.
+    Stopped,
+    /// The run ended around it (completed by a plain `finish`, blocked or failed).
+    Ended,
+}
+
+impl EpisodePhase {
+    /// The word shown to users.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Review => "waiting for review",
+            Self::Finished => "finished",
+            Self::Stopped => "stopped",
+            Self::Ended => "ended with the run",
+        }
+    }
+}
+
+/// One episode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Episode {
+    /// `ep-N`.
+    pub id: String,
+    /// The spawning episode (`None` for the root).
+    pub parent: Option<String>,
+    /// The root is 0.
+    pub depth: u32,
+    /// The workflow's name for the root, the child type otherwise.
+    pub episode_type: String,
+    /// The agent that runs it (the entry agent for the root).
+    pub agent: String,
+    /// Its goal.
+    pub goal: String,
+    /// Limit and charged usage per dimension.
+    pub budget: BTreeMap<String, Meter>,
+    /// Recorded time it started.
+    pub started_at_ms: i64,
+    /// The run's total human-wait time when it started (subtracted from wall time).
+    pub wait_at_start_ms: i64,
+    /// The call whose `spawn` started it.
+    pub spawned_by: Option<String>,
+    /// Child episode ids, in spawn order.
+    pub children: Vec<String>,
+    /// Where it stands.
+    pub phase: EpisodePhase,
+    /// Its result, once finished.
+    pub result: Option<EpisodeResult>,
+    /// The condition that stopped it.
+    pub stop_condition: Option<StopCondition>,
+    /// Why it stopped or ended.
+    pub stop_reason: Option<String>,
+    /// Consecutive child results without delta (`EpisodeResult::is_no_delta`).
+    pub consecutive_no_delta: u32,
+    /// The summary of the last child result it received.
+    pub last_child_summary: Option<String>,
+    /// Failures counted per error class: failed child results (their `error_class`, the
+    /// stop condition of a stopped child, else `failed`) and refused finishes
+    /// (`verification_missing`).
+    pub error_classes: BTreeMap<String, u32>,
+    /// A `verify` child episode finished ok.
+    pub verified: bool,
+    /// Which agent writes each domain in this episode (single-owner rule).
+    pub writers: BTreeMap<String, String>,
+}
+
+impl Episode {
+    /// The highest count of one error class.
+    #[must_use]
+    pub fn same_error_repeats(&self) -> u32 {
+        self.error_classes.values().copied().max().unwrap_or(0)
+    }
+
+    /// The first dimension whose usage reached its limit.
+    #[must_use]
+    pub fn exhausted(&self) -> Option<(&String, &Meter)> {
+        self.budget.iter().find(|(_, m)| m.used >= m.limit)
+    }
+}
+
+/// One version of a domain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DomainVersion {
+    /// From 1.
+    pub version: u32,
+    /// The writer.
+    pub agent: String,
+    /// The writer's episode.
+    pub episode_id: String,
+    /// The content.
+    pub content: Value,
+}
+
+/// Every episode of a run, the domains' versions, and the human-wait clock.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct EpisodeTree {
+    /// By id.
+    pub episodes: BTreeMap<String, Episode>,
+    /// Each domain's versions, oldest first (append-only).
+    pub domains: BTreeMap<String, Vec<DomainVersion>>,
+    /// Recorded time the run spent waiting for humans (closed waits).
+    pub human_wait_ms: i64,
+    /// Recorded time the current wait began.
+    pub waiting_since: Option<i64>,
+    /// Recorded time of the last input.
+    pub last_input_ms: i64,
+}
+
+impl EpisodeTree {
+    /// An episode by id.
+    #[must_use]
+    pub fn get(&self, id: &str) -> Option<&Episode> {
+        self.episodes.get(id)
+    }
+
+    /// The id the next child gets.
+    #[must_use]
+    pub fn next_id(&self) -> String {
+        format!("ep-{}", self.episodes.len() + 1)
+    }
+
+    /// `id` and its ancestors, root first.
+    #[must_use]
+    pub fn chain(&self, id: &str) -> Vec<&Episode> {
+        let mut chain = Vec::new();
+        let mut next = self.episodes.get(id);
+        while let Some(e) = next {
+            chain.push(e);
+            if chain.len() > self.episodes.len() {
+                break;
+            }
+            next = e.parent.as_deref().and_then(|p| self.episodes.get(p));
+        }
+        chain.reverse();
+        chain
+    }
+
+    /// `id`'s descendants still running, parents before children.
+    #[must_use]
+    pub fn running_descendants(&self, id: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut stack = vec![id.to_owned()];
+        while let Some(at) = stack.pop() {
+            let Some(e) = self.episodes.get(&at) else {
+                continue;
+            };
+            for c in e.children.iter().rev() {
+                if self
+                    .episodes
+                    .get(c)
+                    .is_some_and(|x| x.phase == EpisodePhase::Running)
+                {
+                    out.push(c.clone());
+                }
+                stack.push(c.clone());
+            }
+        }
+        out
+    }
+
+    /// Episodes in id order (`ep-2` before `ep-10`).
+    #[must_use]
+    pub fn in_order(&self) -> Vec<&Episode> {
+        let mut all: Vec<&Episode> = self.episodes.values().collect();
+        all.sort_by_key(|e| {
+            e.id.strip_prefix("ep-")
+                .and_then(|n| n.parse::<u64>().ok())
+                .unwrap_or(u64::MAX)
+        });
+        all
+    }
+
+    fn effective_wait(&self, at_ms: i64) -> i64 {
+        self.human_wait_ms + self.waiting_since.map_or(0, |w| (at_ms - w).max(0))
+    }
+
+    fn charge(&mut self, episode_id: &str, tokens: u64, tool_calls: u64, at_ms: i64) {
+        let running = self
+            .episodes
+            .get(episode_id)
+            .is_some_and(|e| e.phase == EpisodePhase::Running);
+        if !running {
+            return;
+        }
+        let wait = self.effective_wait(at_ms);
+        let ids: Vec<String> = self
+            .chain(episode_id)
+            .iter()
+            .map(|e| e.id.clone())
+            .collect();
+        for id in ids {
+            let Some(e) = self.episodes.get_mut(&id) else {
+                continue;
+            };
+            let wall =
+                u64::try_from(at_ms - e.started_at_ms - (wait - e.wait_at_start_ms)).unwrap_or(0);
+            for (dim, add) in [(TOKENS, tokens), (TOOL_CALLS, tool_calls)] {
+                if let Some(m) = e.budget.get_mut(dim) {
+                    m.used = m.used.saturating_add(add);
+                }
+            }
+            if let Some(m) = e.budget.get_mut(WALL_TIME_MS) {
+                m.used = m.used.max(wall);
+            }
+        }
+    }
+
+    fn start_root(&mut self, run: &RunRequested) {
+        let b = run.workflow.budget;
+        let goal = run
+            .workflow
+            .goal
+            .clone()
+            .unwrap_or_else(|| input_summary(&run.input));
+        self.last_input_ms = run.at_ms;
+        self.episodes.insert(
+            ROOT_EPISODE.to_owned(),
+            Episode {
+                id: ROOT_EPISODE.to_owned(),
+                parent: None,
+                depth: 0,
+                episode_type: run.workflow.name.clone(),
+                agent: run.workflow.entry.clone(),
+                goal,
+                budget: meters(&[
+                    (TOKENS, b.tokens),
+                    (TOOL_CALLS, b.tool_calls),
+                    (WALL_TIME_MS, b.wall_time_ms),
+                ]),
+                started_at_ms: run.at_ms,
+                wait_at_start_ms: 0,
+                spawned_by: None,
+                children: Vec::new(),
+                phase: EpisodePhase::Running,
+                result: None,
+                stop_condition: None,
+                stop_reason: None,
+                consecutive_no_delta: 0,
+                last_child_summary: None,
+                error_classes: BTreeMap::new(),
+                verified: false,
+                writers: BTreeMap::new(),
+            },
+        );
+    }
+
+    /// A child's result (or its stop) reaches its parent's counters.
+    fn count_child_result(&mut self, child_id: &str, result: &EpisodeResult) {
+        let Some(child) = self.episodes.get(child_id) else {
+            return;
+        };
+        let is_verify = child.episode_type == "verify";
+        let Some(parent) = child.parent.clone().and_then(|p| self.episodes.get_mut(&p)) else {
+            return;
+        };
+        if result.is_no_delta(parent.last_child_summary.as_deref()) {
+            parent.consecutive_no_delta += 1;
+        } else {
+            parent.consecutive_no_delta = 0;
+        }
+        parent.last_child_summary = Some(result.summary.clone());
+        match result.status {
+            EpisodeStatus::Failed => {
+                let class = result
+                    .error_class
+                    .clone()
+                    .unwrap_or_else(|| "failed".into());
+                *parent.error_classes.entry(class).or_default() += 1;
+            }
+            EpisodeStatus::Ok if is_verify => parent.verified = true,
+            _ => {}
+        }
+    }
+}
+
+/// A short, deterministic summary of the run's input, as the root episode's goal.
+fn input_summary(input: &Value) -> String {
+    let text = docket_policies::canonical::json_text(input);
+    let mut out: String = text.chars().take(200).collect();
+    if out.len() < text.len() {
+        out.push('…');
+    }
+    format!("the run's input: {out}")
+}
+
+/// Meters with nothing used.
+#[must_use]
+pub fn meters(limits: &[(&str, u64)]) -> BTreeMap<String, Meter> {
+    limits
+        .iter()
+        .map(|(k, limit)| {
+            (
+                (*k).to_owned(),
+                Meter {
+                    limit: *limit,
+                    used: 0,
+                },
+            )
+        })
+        .collect()
+}
+
+/// The name of a stop condition, as written in bundles and events.
+#[must_use]
+pub fn condition_name(c: StopCondition) -> &'static str {
+    match c {
+        StopCondition::BudgetExhausted => "budget_exhausted",
+        StopCondition::DepthExceeded => "depth_exceeded",
+        StopCondition::NoNewInformation => "no_new_information",
+        StopCondition::FailureRepeats => "failure_repeats",
+        StopCondition::PolicyBlocks => "policy_blocks",
+        StopCondition::SuccessAchieved => "success_achieved",
+    }
+}
+
+/// Folds the episode side of one event (called by [`RunState::apply`] after its own fold).
+pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
+    let tree = &mut state.episodes;
+    match event {
+        RunEvent::RunRequested(run) => tree.start_root(run),
+        RunEvent::AgentResponded {
+            request_id,
+            response,
+            at_ms,
+        } => {
+            tree.last_input_ms = *at_ms;
+            if let Some(call) = state.calls.get(request_id) {
+                let u = response.usage;
+                let tokens = u.input_tokens.saturating_add(u.output_tokens);
+                tree.charge(
+                    &call.request.episode_id,
+                    tokens,
+                    u64::from(u.tool_calls),
+                    *at_ms,
+                );
+            }
+        }
+        RunEvent::AgentCallFailed {
+            request_id, at_ms, ..
+        } => {
+            tree.last_input_ms = *at_ms;
+            if let Some(call) = state.calls.get(request_id) {
+                tree.charge(&call.request.episode_id, 0, 0, *at_ms);
+            }
+        }
+        RunEvent::Escalated { .. } => {
+            if tree.waiting_since.is_none() {
+                tree.waiting_since = Some(tree.last_input_ms);
+            }
+        }
+        RunEvent::HumanDecided {
+            ticket,
+            approved,
+            at_ms,
+            ..
+        } => {
+            tree.last_input_ms = *at_ms;
+            if !state.tickets.values().any(|t| t.open) {
+                if let Some(since) = tree.waiting_since.take() {
+                    tree.human_wait_ms += (*at_ms - since).max(0);
+                }
+            }
+            if let Some(TicketSubject::EpisodeReview { episode_id, .. }) =
+                state.tickets.get(ticket).map(|t| &t.subject)
+            {
+                if *approved {
+                    if let Some(e) = tree.episodes.get_mut(episode_id) {
+                        e.phase = EpisodePhase::Finished;
+                        if let Some(r) = &mut e.result {
+                            r.status = EpisodeStatus::Ok;
+                        }
+                    }
+                    let result = tree.episodes.get(episode_id).and_then(|e| e.result.clone());
+                    let verify = tree
+                        .episodes
+                        .get(episode_id)
+                        .is_some_and(|e| e.episode_type == "verify");
+                    let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
+                    if let (true, Some(_), Some(p)) = (verify, result, parent) {
+                        if let Some(p) = tree.episodes.get_mut(&p) {
+                            p.verified = true;
+                        }
+                    }
+                }
+            }
+        }
+        RunEvent::RunCompleted { .. }
+        | RunEvent::RunBlocked { .. }
+        | RunEvent::RunFailed { .. } => {
+            let reason = state.stop_reason.clone();
+            for e in tree.episodes.values_mut() {
+                if matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review) {
+                    e.phase = EpisodePhase::Ended;
+                    e.stop_reason.clone_from(&reason);
+                }
+            }
+        }
+        RunEvent::EpisodeStarted {
+            episode_id,
+            parent,
+            depth,
+            episode_type,
+            agent,
+            goal,
+            budget,
+            spawned_by,
+            at_ms,
+            ..
+        } => {
+            let wait = tree.effective_wait(*at_ms);
+            if let Some(p) = tree.episodes.get_mut(parent) {
+                p.children.push(episode_id.clone());
+            }
+            tree.episodes.insert(
+                episode_id.clone(),
+                Episode {
+                    id: episode_id.clone(),
+                    parent: Some(parent.clone()),
+                    depth: *depth,
+                    episode_type: episode_type.clone(),
+                    agent: agent.clone(),
+                    goal: goal.clone(),
+                    budget: budget
+                        .iter()
+                        .map(|(k, limit)| {
+                            (
+                                k.clone(),
+                                Meter {
+                                    limit: *limit,
+                                    used: 0,
+                                },
+                            )
+                        })
+                        .collect(),
+                    started_at_ms: *at_ms,
+                    wait_at_start_ms: wait,
+                    spawned_by: Some(spawned_by.clone()),
+                    children: Vec::new(),
+                    phase: EpisodePhase::Running,
+                    result: None,
+                    stop_condition: None,
+                    stop_reason: None,
+                    consecutive_no_delta: 0,
+                    last_child_summary: None,
+                    error_classes: BTreeMap::new(),
+                    verified: false,
+                    writers: BTreeMap::new(),
+                },
+            );
+        }
+        RunEvent::EpisodeActionDenied {
+            episode_id, action, ..
+        } => {
+            if action == "finish_episode" {
+                if let Some(e) = tree.episodes.get_mut(episode_id) {
+                    *e.error_classes
+                        .entry("verification_missing".to_owned())
+                        .or_default() += 1;
+                }
+            }
+        }
+        RunEvent::EpisodeFinished {
+            episode_id, result, ..
+        } => {
+            if let Some(e) = tree.episodes.get_mut(episode_id) {
+                e.phase = if result.status == EpisodeStatus::NeedsReview {
+                    EpisodePhase::Review
+                } else {
+                    EpisodePhase::Finished
+                };
+                e.result = Some(result.clone());
+            }
+            tree.count_child_result(episode_id, result);
+        }
+        RunEvent::EpisodeStopped {
+            episode_id,
+            condition,
+            reason,
+            ..
+        } => {
+            let was_running = tree
+                .episodes
+                .get(episode_id)
+                .is_some_and(|e| e.phase == EpisodePhase::Running);
+            if let Some(e) = tree.episodes.get_mut(episode_id) {
+                e.phase = EpisodePhase::Stopped;
+                e.stop_condition = Some(*condition);
+                e.stop_reason = Some(reason.clone());
+            }
+            if was_running && *condition != StopCondition::SuccessAchieved {
+                let result = stopped_result(*condition, reason);
+                tree.count_child_result(episode_id, &result);
+            }
+        }
+        RunEvent::DomainWritten {
+            domain,
+            version,
+            agent,
+            episode_id,
+            content,
+            ..
+        } => {
+            tree.domains
+                .entry(domain.clone())
+                .or_default()
+                .push(DomainVersion {
+                    version: *version,
+                    agent: agent.clone(),
+                    episode_id: episode_id.clone(),
+                    content: content.clone(),
+                });
+            if let Some(e) = tree.episodes.get_mut(episode_id) {
+                e.writers.insert(domain.clone(), agent.clone());
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The result a stopped child hands its parent.
+#[must_use]
+pub fn stopped_result(condition: StopCondition, reason: &str) -> EpisodeResult {
+    let name = condition_name(condition);
+    let mut r = EpisodeResult::new(EpisodeStatus::Failed, format!("stopped ({name}): {reason}"));
+    r.error_class = Some(name.to_owned());
+    r
+}
+
+impl RunState {
+    /// Whether `episode_id` may still act with effects: `Some(deny)` when it (or an
+    /// ancestor) is no longer running, has exhausted a budget dimension, or has crossed
+    /// `finalize_or_escalate_at_percent` (70%) of one — naming the rule and the numbers;
+    /// `None` when it may go on. (The side-effect decider calls this before every effect.)
+    #[must_use]
+    pub fn episode_gate(&self, bundle: &PolicyBundle, episode_id: &str) -> Option<PolicyDecision> {
+        let chain = self.episodes.chain(episode_id);
+        let deny = |rule: &str, reason: String| PolicyDecision {
+            kind: DecisionKind::Budget,
+            verdict: Verdict::Deny,
+            rule_id: rule.into(),
+            reason: reason.into(),
+            bundle_hash: bundle.hash(),
+            chain: Vec::new(),
+        };
+        if chain.is_empty() {
+            return Some(deny(
+                "episodes.unknown",
+                format!("no episode {episode_id} in this run"),
+            ));
+        }
+        for e in chain {
+            if e.phase != EpisodePhase::Running {
+                return Some(deny(
+                    "episodes.not_running",
+                    format!("episode {} is {}", e.id, e.phase.as_str()),
+                ));
+            }
+            let d = bundle.decide_budget(&e.budget);
+            if !d.is_allowed() {
+                return Some(PolicyDecision {
+                    verdict: Verdict::Deny,
+                    reason: format!("episode {}: {}", e.id, d.reason).into(),
+                    ..d
+                });
+            }
+        }
+        None
+    }
+}

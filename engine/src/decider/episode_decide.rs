@@ -1,0 +1,662 @@
+//! Episode decisions (seed 004), as `Batch` methods the transition code dispatches to:
+//! spawning children under the recursion policy and budget rules, domain writes, episode
+//! results (back to the parent's agent, or the run's result for the root), needs_review
+//! handoff tickets, and the six stop conditions.
+//!
+//! What a stop does: the episode and its running descendants get `episode.stopped`
+//! naming the condition. A stopped child hands its parent a `failed` result
+//! (`error_class` = the condition). The root stopping ends the run: `success_achieved`
+//! completes it, `no_new_information` and `failure_repeats` fail it, the others
+//! (`budget_exhausted`, `depth_exceeded`, `policy_blocks`) block it. A refusal whose
+//! condition is not in the episode's `stop_conditions` does not stop anything: the agent
+//! is called again with an `action_denied` decision input saying what was refused.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use docket_policies::model::StopCondition;
+use docket_policies::{
+    DecisionKind, InputKind, PolicyDecision, RuleStep, SpawnRequest, StepOutcome, Verdict,
+};
+
+use super::super::episode::{
+    Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
+    stopped_result,
+};
+use super::super::event::{RunEvent, TicketSubject, seed_error};
+use super::{Batch, EXTERNAL};
+use crate::protocol::{BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus};
+
+/// `source_agent` of the decision inputs the engine itself adds (refusals).
+const ENGINE: &str = "docket";
+
+/// A `spawn` action's fields.
+pub(super) struct Spawn<'a> {
+    pub agent: &'a str,
+    pub episode_type: &'a str,
+    pub goal: &'a str,
+    pub budget: &'a BudgetRequest,
+    pub inputs: &'a Map<String, Value>,
+}
+
+impl Batch<'_> {
+    /// The episode a call belongs to (the root for calls recorded before episodes).
+    pub(super) fn episode_of_call(&self, request_id: &str) -> String {
+        self.state
+            .calls
+            .get(request_id)
+            .map(|c| c.request.episode_id.clone())
+            .filter(|e| self.state.episodes.get(e).is_some())
+            .unwrap_or_else(|| ROOT_EPISODE.to_owned())
+    }
+
+    fn episode(&self, id: &str) -> Option<Episode> {
+        self.state.episodes.get(id).cloned()
+    }
+
+    fn listed(&self, episode: &Episode, condition: StopCondition) -> bool {
+        self.bundle
+            .recursion_policy(&episode.agent)
+            .stop_conditions
+            .contains(&condition)
+    }
+
+    /// Before a call's answer is acted on: false when its episode (or an ancestor) is no
+    /// longer running (the answer is recorded, its actions are not carried out), or when
+    /// the usage just charged exhausted a budget and `budget_exhausted` stopped it.
+    pub(super) fn episode_admits(&mut self, request_id: &str) -> bool {
+        let id = self.episode_of_call(request_id);
+        let chain: Vec<Episode> = self
+            .state
+            .episodes
+            .chain(&id)
+            .into_iter()
+            .cloned()
+            .collect();
+        if chain.iter().any(|e| e.phase != EpisodePhase::Running) {
+            return false;
+        }
+        for e in &chain {
+            if !self.listed(e, StopCondition::BudgetExhausted) {
+                continue;
+            }
+            if let Some((dim, m)) = e.exhausted() {
+                let reason = format!("{dim}: used {} of {}", m.used, m.limit);
+                self.stop_episode(
+                    &e.id,
+                    StopCondition::BudgetExhausted,
+                    "stop_conditions.budget_exhausted",
+                    &reason,
+                );
+                return false;
+            }
+        }
+        true
+    }
+
+    /// A `spawn`: allowed → `episode.started` and the child's first call; refused →
+    /// `episode.action_denied` and a stop or a note to the agent. Returns whether the
+    /// agent's remaining actions go on.
+    pub(super) fn episode_spawn(&mut self, agent: &str, request_id: &str, s: &Spawn<'_>) -> bool {
+        let parent_id = self.episode_of_call(request_id);
+        let Some(parent) = self.episode(&parent_id) else {
+            return false;
+        };
+        let detail = json!({
+            "agent": s.agent, "episode_type": s.episode_type, "goal": s.goal,
+            "budget": s.budget, "inputs": s.inputs,
+        });
+        if let Some(d) = self.state.episode_gate(self.bundle, &parent_id) {
+            let condition = if &*d.rule_id == "stop_conditions.budget_exhausted" {
+                StopCondition::BudgetExhausted
+            } else {
+                StopCondition::PolicyBlocks
+            };
+            self.refuse(&parent, agent, request_id, "spawn", detail, d, condition);
+            return false;
+        }
+        let mut child_budget = BTreeMap::new();
+        for (dim, want) in [
+            (TOKENS, s.budget.tokens),
+            (TOOL_CALLS, s.budget.tool_calls),
+            (WALL_TIME_MS, s.budget.wall_time_ms),
+        ] {
+            if let Some(want) = want {
+                child_budget.insert(dim.to_owned(), want);
+            }
+        }
+        let req = SpawnRequest {
+            parent_agent: agent.to_owned(),
+            child_type: s.episode_type.to_owned(),
+            parent_depth: parent.depth,
+            children_spawned: u32::try_from(parent.children.len()).unwrap_or(u32::MAX),
+            total_episodes: u32::try_from(self.state.episodes.episodes.len()).unwrap_or(u32::MAX),
+            parent_budget: parent.budget.clone(),
+            child_budget: child_budget.clone(),
+            consecutive_no_delta: parent.consecutive_no_delta,
+            same_error_repeats: parent.same_error_repeats(),
+            human_authorized: false,
+        };
+        let d = self.bundle.decide_spawn(&req);
+        if !d.decision.is_allowed() {
+            let condition = d.stop_condition.unwrap_or(StopCondition::PolicyBlocks);
+            self.refuse(
+                &parent, agent, request_id, "spawn", detail, d.decision, condition,
+            );
+            return false;
+        }
+        let budget: BTreeMap<String, u64> = d
+            .max_child_budget
+            .iter()
+            .map(|(dim, cap)| (dim.clone(), child_budget.get(dim).copied().unwrap_or(*cap)))
+            .collect();
+        let child_id = self.state.episodes.next_id();
+        self.push(RunEvent::EpisodeStarted {
+            episode_id: child_id.clone(),
+            parent: parent_id,
+            depth: d.child_depth,
+            episode_type: s.episode_type.to_owned(),
+            agent: s.agent.to_owned(),
+            goal: s.goal.to_owned(),
+            budget: budget.clone(),
+            spawned_by: request_id.to_owned(),
+            at_ms: self.now_ms,
+            decision: d.decision,
+        });
+        let mut request = self.new_request(agent, s.agent, s.episode_type);
+        request.episode_id = child_id.clone();
+        request.decision_inputs.push(DecisionInput {
+            source_agent: agent.to_owned(),
+            output_type: "episode_goal".to_owned(),
+            payload: json!({
+                "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
+                "budget": budget, "inputs": s.inputs,
+            }),
+        });
+        self.schedule(request, None, None, None);
+        true
+    }
+
+    /// A `write_domain`: a new version when the bundle allows it; refused → recorded,
+    /// then a `policy_blocks` stop (or a note to the agent). Returns whether the agent's
+    /// remaining actions go on.
+    pub(super) fn episode_write_domain(
+        &mut self,
+        agent: &str,
+        request_id: &str,
+        domain: &str,
+        content: &Value,
+    ) -> bool {
+        let episode_id = self.episode_of_call(request_id);
+        let Some(episode) = self.episode(&episode_id) else {
+            return false;
+        };
+        let writer = episode.writers.get(domain).map(String::as_str);
+        let d = self.bundle.decide_domain_write(agent, domain, writer);
+        if d.is_allowed() {
+            let version = self
+                .state
+                .episodes
+                .domains
+                .get(domain)
+                .map_or(0, Vec::len)
+                .saturating_add(1);
+            self.push(RunEvent::DomainWritten {
+                domain: domain.to_owned(),
+                version: u32::try_from(version).unwrap_or(u32::MAX),
+                agent: agent.to_owned(),
+                episode_id,
+                content: content.clone(),
+                decision: d,
+            });
+            return true;
+        }
+        self.push(RunEvent::DomainWriteDenied {
+            domain: domain.to_owned(),
+            agent: agent.to_owned(),
+            episode_id,
+            decision: d.clone(),
+        });
+        self.stop_or_tell(
+            &episode,
+            agent,
+            request_id,
+            "write_domain",
+            &d,
+            StopCondition::PolicyBlocks,
+        );
+        false
+    }
+
+    /// A plain `finish` in a child episode ends it with an ok result whose summary is the
+    /// output's JSON text. Returns false when the finish is not an episode's (the root,
+    /// a capability answer, a classifier verdict): the usual finish applies.
+    pub(super) fn episode_plain_finish(
+        &mut self,
+        agent: &str,
+        request_id: &str,
+        output: &Value,
+    ) -> bool {
+        let Some(call) = self.state.calls.get(request_id) else {
+            return false;
+        };
+        if call.reply_to.is_some() || call.classifies.is_some() {
+            return false;
+        }
+        if self.episode_of_call(request_id) == ROOT_EPISODE {
+            return false;
+        }
+        let summary = docket_policies::canonical::json_text(output);
+        self.episode_finish(
+            agent,
+            request_id,
+            &EpisodeResult::new(EpisodeStatus::Ok, summary),
+        );
+        true
+    }
+
+    /// A `finish_episode`.
+    pub(super) fn episode_finish(&mut self, agent: &str, request_id: &str, result: &EpisodeResult) {
+        let episode_id = self.episode_of_call(request_id);
+        let Some(episode) = self.episode(&episode_id) else {
+            return;
+        };
+        if result.status == EpisodeStatus::Ok
+            && result.verification_needed
+            && !episode.verified
+            && self.listed(&episode, StopCondition::SuccessAchieved)
+        {
+            let rule = "stop_conditions.success_achieved";
+            let reason = format!(
+                "{episode_id} finished ok with verification_needed, but no `verify` child episode has passed: spawn one first (success needs the verifier to pass)"
+            );
+            let decision = self.engine_decision(rule, &reason);
+            self.push(RunEvent::EpisodeActionDenied {
+                episode_id: episode_id.clone(),
+                agent: agent.to_owned(),
+                action: "finish_episode".to_owned(),
+                detail: serde_json::to_value(result).unwrap_or(Value::Null),
+                decision: decision.clone(),
+                condition: StopCondition::SuccessAchieved,
+            });
+            let Some(after) = self.episode(&episode_id) else {
+                return;
+            };
+            if self.failure_repeats(&after) {
+                return;
+            }
+            self.tell(
+                agent,
+                request_id,
+                "finish_episode",
+                &decision,
+                StopCondition::SuccessAchieved,
+            );
+            return;
+        }
+        self.push(RunEvent::EpisodeFinished {
+            episode_id: episode_id.clone(),
+            agent: agent.to_owned(),
+            result: result.clone(),
+        });
+        match result.status {
+            EpisodeStatus::NeedsReview => {
+                let ticket = self.next_ticket();
+                let asked = if result.next_actions.is_empty() {
+                    "review the result; approve to accept it, deny to stop the episode".to_owned()
+                } else {
+                    format!(
+                        "review the result and its next actions {}; approve to accept it, deny to stop the episode",
+                        docket_policies::canonical::json_text(&Value::Array(
+                            result.next_actions.clone()
+                        ))
+                    )
+                };
+                self.push(RunEvent::Escalated {
+                    ticket,
+                    reason: format!(
+                        "episode {episode_id} ({}, run by {agent}) needs review: {}",
+                        episode.episode_type, result.summary
+                    ),
+                    subject: TicketSubject::EpisodeReview {
+                        episode_id,
+                        agent: agent.to_owned(),
+                        request_id: request_id.to_owned(),
+                        summary: result.summary.clone(),
+                        asked,
+                        result: result.clone(),
+                    },
+                });
+            }
+            EpisodeStatus::Ok => self.episode_succeeded(&episode_id, agent, request_id, result),
+            EpisodeStatus::Failed => {
+                if episode.parent.is_none() {
+                    self.push(RunEvent::RunFailed {
+                        reason: format!("episode {episode_id} failed: {}", result.summary),
+                    });
+                } else {
+                    self.return_to_parent(&episode_id, result);
+                }
+            }
+        }
+    }
+
+    /// A human approved a needs_review result: it counts as ok.
+    pub(super) fn episode_review_approved(
+        &mut self,
+        episode_id: &str,
+        agent: &str,
+        request_id: &str,
+        result: &EpisodeResult,
+    ) {
+        let mut accepted = result.clone();
+        accepted.status = EpisodeStatus::Ok;
+        self.episode_succeeded(episode_id, agent, request_id, &accepted);
+    }
+
+    /// A human denied a ticket: a needs_review episode stops (`policy_blocks`) before the
+    /// run is blocked.
+    pub(super) fn episode_review_denied(
+        &mut self,
+        subject: &TicketSubject,
+        by: &str,
+        reason: &str,
+    ) {
+        if let TicketSubject::EpisodeReview { episode_id, .. } = subject {
+            let usage = self
+                .episode(episode_id)
+                .map(|e| e.budget)
+                .unwrap_or_default();
+            self.push(RunEvent::EpisodeStopped {
+                episode_id: episode_id.clone(),
+                condition: StopCondition::PolicyBlocks,
+                rule_id: "human".to_owned(),
+                reason: format!("{by} denied its result: {reason}"),
+                usage,
+            });
+        }
+    }
+
+    /// Objective satisfied (and verified when asked): `success_achieved`, then the
+    /// result goes to the parent's agent, or becomes the run's output for the root.
+    fn episode_succeeded(
+        &mut self,
+        episode_id: &str,
+        agent: &str,
+        request_id: &str,
+        result: &EpisodeResult,
+    ) {
+        let Some(episode) = self.episode(episode_id) else {
+            return;
+        };
+        if self.listed(&episode, StopCondition::SuccessAchieved) {
+            let how = if result.verification_needed {
+                "objective satisfied and the verifier passed"
+            } else {
+                "objective satisfied (no verification needed)"
+            };
+            self.push(RunEvent::EpisodeStopped {
+                episode_id: episode_id.to_owned(),
+                condition: StopCondition::SuccessAchieved,
+                rule_id: "stop_conditions.success_achieved".to_owned(),
+                reason: how.to_owned(),
+                usage: episode.budget.clone(),
+            });
+        }
+        if episode.parent.is_some() {
+            self.return_to_parent(episode_id, result);
+            return;
+        }
+        let output = serde_json::to_value(result).unwrap_or(Value::Null);
+        if self.bundle.agent_ids().any(|a| a == EXTERNAL) {
+            let Some(call) = self.state.calls.get(request_id).cloned() else {
+                return;
+            };
+            let output_type = self
+                .bundle
+                .decide_handoff(agent, EXTERNAL, InputKind::Decision)
+                .output_type
+                .map_or_else(|| "episode_result".to_owned(), |t| t.to_string());
+            self.handoff(agent, EXTERNAL, &output_type, &output, Some(&call.request));
+        } else {
+            self.push(RunEvent::RunCompleted { output });
+        }
+    }
+
+    /// A child's result reaches its parent: the parent stops on `no_new_information` or
+    /// `failure_repeats` when the counters (already folded) say so, else its agent gets a
+    /// new call carrying the result.
+    fn return_to_parent(&mut self, child_id: &str, result: &EpisodeResult) {
+        let Some(child) = self.episode(child_id) else {
+            return;
+        };
+        let Some(parent) = child.parent.as_deref().and_then(|p| self.episode(p)) else {
+            return;
+        };
+        if parent.phase != EpisodePhase::Running {
+            return;
+        }
+        let policy = self.bundle.recursion_policy(&parent.agent);
+        if self.listed(&parent, StopCondition::NoNewInformation)
+            && parent.consecutive_no_delta >= policy.no_delta_limit
+        {
+            let reason = format!(
+                "{} consecutive children returned no delta (limit {}; no delta = no artifacts_created and an empty or repeated summary)",
+                parent.consecutive_no_delta, policy.no_delta_limit
+            );
+            self.stop_episode(
+                &parent.id,
+                StopCondition::NoNewInformation,
+                "stop_conditions.no_new_information",
+                &reason,
+            );
+            return;
+        }
+        if self.failure_repeats(&parent) {
+            return;
+        }
+        let Some(spawner) = child
+            .spawned_by
+            .as_deref()
+            .and_then(|r| self.state.calls.get(r))
+            .cloned()
+        else {
+            return;
+        };
+        let mut request = spawner.request.clone();
+        request.request_id = self.next_request_id();
+        request.decision_inputs.push(DecisionInput {
+            source_agent: child.agent.clone(),
+            output_type: "episode_result".to_owned(),
+            payload: json!({
+                "episode_id": child.id, "episode_type": child.episode_type, "result": result,
+            }),
+        });
+        self.schedule(
+            request,
+            spawner.reply_to.clone(),
+            None,
+            spawner.branch_of.clone(),
+        );
+    }
+
+    /// Stops `episode` on `failure_repeats` when one error class reached the limit.
+    fn failure_repeats(&mut self, episode: &Episode) -> bool {
+        if !self.listed(episode, StopCondition::FailureRepeats) {
+            return false;
+        }
+        let limit = self
+            .bundle
+            .recursion_policy(&episode.agent)
+            .failure_repeat_limit;
+        let Some((class, n)) = episode.error_classes.iter().find(|(_, n)| **n >= limit) else {
+            return false;
+        };
+        let reason = format!("error class `{class}` repeated {n} times (limit {limit})");
+        self.stop_episode(
+            &episode.id,
+            StopCondition::FailureRepeats,
+            "stop_conditions.failure_repeats",
+            &reason,
+        );
+        true
+    }
+
+    /// Records a refused episode action and stops the episode or tells its agent.
+    #[allow(clippy::too_many_arguments)]
+    fn refuse(
+        &mut self,
+        episode: &Episode,
+        agent: &str,
+        request_id: &str,
+        action: &str,
+        detail: Value,
+        decision: PolicyDecision,
+        condition: StopCondition,
+    ) {
+        self.push(RunEvent::EpisodeActionDenied {
+            episode_id: episode.id.clone(),
+            agent: agent.to_owned(),
+            action: action.to_owned(),
+            detail,
+            decision: decision.clone(),
+            condition,
+        });
+        self.stop_or_tell(episode, agent, request_id, action, &decision, condition);
+    }
+
+    fn stop_or_tell(
+        &mut self,
+        episode: &Episode,
+        agent: &str,
+        request_id: &str,
+        action: &str,
+        decision: &PolicyDecision,
+        condition: StopCondition,
+    ) {
+        if self.listed(episode, condition) {
+            let reason = format!("{agent}'s {action} was refused: {}", decision.reason);
+            self.stop_episode(&episode.id, condition, &decision.rule_id, &reason);
+        } else {
+            self.tell(agent, request_id, action, decision, condition);
+        }
+    }
+
+    /// The agent is called again with an `action_denied` decision input.
+    fn tell(
+        &mut self,
+        agent: &str,
+        request_id: &str,
+        action: &str,
+        decision: &PolicyDecision,
+        condition: StopCondition,
+    ) {
+        let Some(call) = self.state.calls.get(request_id).cloned() else {
+            return;
+        };
+        let mut request = call.request;
+        request.request_id = self.next_request_id();
+        request.decision_inputs.push(DecisionInput {
+            source_agent: ENGINE.to_owned(),
+            output_type: "action_denied".to_owned(),
+            payload: json!({
+                "agent": agent, "action": action, "rule_id": &*decision.rule_id,
+                "reason": &*decision.reason, "condition": condition_name(condition),
+            }),
+        });
+        self.schedule(request, call.reply_to, None, call.branch_of);
+    }
+
+    /// `episode.stopped` for the episode and its running descendants, then what the stop
+    /// means: a failed result for the parent, or the end of the run for the root.
+    fn stop_episode(
+        &mut self,
+        episode_id: &str,
+        condition: StopCondition,
+        rule_id: &str,
+        reason: &str,
+    ) {
+        let Some(episode) = self.episode(episode_id) else {
+            return;
+        };
+        let descendants = self.state.episodes.running_descendants(episode_id);
+        self.push(RunEvent::EpisodeStopped {
+            episode_id: episode_id.to_owned(),
+            condition,
+            rule_id: rule_id.to_owned(),
+            reason: reason.to_owned(),
+            usage: episode.budget.clone(),
+        });
+        for d in descendants {
+            let usage = self.episode(&d).map(|e| e.budget).unwrap_or_default();
+            self.push(RunEvent::EpisodeStopped {
+                episode_id: d,
+                condition,
+                rule_id: rule_id.to_owned(),
+                reason: format!("its ancestor {episode_id} stopped: {reason}"),
+                usage,
+            });
+        }
+        if episode.parent.is_some() {
+            self.return_to_parent(episode_id, &stopped_result(condition, reason));
+            return;
+        }
+        let name = condition_name(condition);
+        let message = format!("episode {episode_id} stopped ({name}): {reason}");
+        match condition {
+            StopCondition::SuccessAchieved => {}
+            StopCondition::NoNewInformation | StopCondition::FailureRepeats => {
+                self.push(RunEvent::RunFailed { reason: message });
+            }
+            StopCondition::BudgetExhausted
+            | StopCondition::DepthExceeded
+            | StopCondition::PolicyBlocks => {
+                let error = seed_error(
+                    &self.run_id(),
+                    &episode.agent,
+                    "episode_stopped",
+                    &message,
+                    json!({ "episode": episode_id, "condition": name, "ruleId": rule_id }),
+                    0,
+                );
+                self.block(rule_id, message, error);
+            }
+        }
+    }
+
+    fn engine_decision(&self, rule: &str, reason: &str) -> PolicyDecision {
+        PolicyDecision {
+            kind: DecisionKind::Spawn,
+            verdict: Verdict::Deny,
+            rule_id: rule.into(),
+            reason: reason.into(),
+            bundle_hash: self.bundle.hash(),
+            chain: vec![RuleStep::new(rule, StepOutcome::Applied, reason)],
+        }
+    }
+
+    /// Read-only context inputs: the latest version of every domain the target may read
+    /// (`domain:{id}@v{n}`), replacing any carried over from a copied request.
+    pub(super) fn attach_domain_reads(&self, request: &mut crate::protocol::AgentRequest) {
+        request
+            .context_inputs
+            .retain(|c| !c.output_type.starts_with("domain:"));
+        for (domain, versions) in &self.state.episodes.domains {
+            let Some(last) = versions.last() else {
+                continue;
+            };
+            if self
+                .bundle
+                .decide_domain_read(&request.target_agent, domain)
+                .is_allowed()
+            {
+                request.context_inputs.push(ContextInput {
+                    source_agent: last.agent.clone(),
+                    output_type: format!("domain:{domain}@v{}", last.version),
+                    payload: last.content.clone(),
+                });
+            }
+        }
+    }
+}
