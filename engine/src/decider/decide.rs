@@ -408,17 +408,12 @@ impl Batch<'_> {
             Command::RecordResponse { request_id, .. }
             | Command::RecordFailure { request_id, .. } => Some(request_id.clone()),
             Command::RecordHumanDecision { ticket, .. } => {
-                self.state
-                    .tickets
-                    .get(ticket)
-                    .and_then(|t| match &t.subject {
-                        TicketSubject::Retry { request_id }
-                        | TicketSubject::Proceed { request_id, .. }
-                        | TicketSubject::EpisodeReview { request_id, .. } => {
-                            Some(request_id.clone())
-                        }
-                        TicketSubject::Conflict { origin, .. } => Some(origin.clone()),
-                    })
+                self.state.tickets.get(ticket).map(|t| match &t.subject {
+                    TicketSubject::Retry { request_id }
+                    | TicketSubject::Proceed { request_id, .. }
+                    | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
+                    TicketSubject::Conflict { origin, .. } => origin.clone(),
+                })
             }
             Command::Start(_) => None,
         };

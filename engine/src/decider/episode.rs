@@ -219,19 +219,14 @@ impl EpisodeTree {
     }
 
     fn charge(&mut self, episode_id: &str, tokens: u64, tool_calls: u64, at_ms: i64) {
-        let running = self
-            .episodes
-            .get(episode_id)
-            .is_some_and(|e| e.phase == EpisodePhase::Running);
-        if !running {
+        // Only a call whose episode and ancestors all still run is charged: a stopped or
+        // finished episode is never charged again.
+        let chain = self.chain(episode_id);
+        if chain.is_empty() || chain.iter().any(|e| e.phase != EpisodePhase::Running) {
             return;
         }
+        let ids: Vec<String> = chain.iter().map(|e| e.id.clone()).collect();
         let wait = self.effective_wait(at_ms);
-        let ids: Vec<String> = self
-            .chain(episode_id)
-            .iter()
-            .map(|e| e.id.clone())
-            .collect();
         for id in ids {
             let Some(e) = self.episodes.get_mut(&id) else {
                 continue;
@@ -387,10 +382,8 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 tree.charge(&call.request.episode_id, 0, 0, *at_ms);
             }
         }
-        RunEvent::Escalated { .. } => {
-            if tree.waiting_since.is_none() {
-                tree.waiting_since = Some(tree.last_input_ms);
-            }
+        RunEvent::Escalated { .. } if tree.waiting_since.is_none() => {
+            tree.waiting_since = Some(tree.last_input_ms);
         }
         RunEvent::HumanDecided {
             ticket,
@@ -494,13 +487,11 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }
         RunEvent::EpisodeActionDenied {
             episode_id, action, ..
-        } => {
-            if action == "finish_episode" {
-                if let Some(e) = tree.episodes.get_mut(episode_id) {
-                    *e.error_classes
-                        .entry("verification_missing".to_owned())
-                        .or_default() += 1;
-                }
+        } if action == "finish_episode" => {
+            if let Some(e) = tree.episodes.get_mut(episode_id) {
+                *e.error_classes
+                    .entry("verification_missing".to_owned())
+                    .or_default() += 1;
             }
         }
         RunEvent::EpisodeFinished {
