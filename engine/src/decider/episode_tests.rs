@@ -994,9 +994,9 @@ enum Move {
 
 fn a_move() -> impl Strategy<Value = Move> {
     prop_oneof![
-        4 => (0..3usize, 0..5usize, proptest::option::of(0..600u64))
+        6 => (0..3usize, 0..8usize, proptest::option::of(0..600u64))
             .prop_map(|(agent, child_type, tokens)| Move::Spawn { agent, child_type, tokens }),
-        3 => (0..3usize, 0..3usize, any::<bool>(), 0..2usize, any::<bool>()).prop_map(
+        2 => (0..3usize, 0..3usize, any::<bool>(), 0..2usize, any::<bool>()).prop_map(
             |(status, summary, artifacts, class, verify)| Move::Finish { status, summary, artifacts, class, verify }
         ),
         1 => (0..2usize).prop_map(|class| Move::Fail { class }),
@@ -1006,7 +1006,16 @@ fn a_move() -> impl Strategy<Value = Move> {
 }
 
 fn to_actions(m: &Move) -> Vec<Action> {
-    const TYPES: [&str; 5] = ["verify", "retrieve", "summarize", "publish", "rewrite"];
+    const TYPES: [&str; 8] = [
+        "verify",
+        "retrieve",
+        "summarize",
+        "retrieve",
+        "verify",
+        "summarize",
+        "publish",
+        "rewrite",
+    ];
     match m {
         Move::Spawn {
             agent,
@@ -1123,10 +1132,16 @@ proptest! {
     /// and never charged again). And the log replays.
     #[test]
     fn random_agents_never_exceed_a_limit(
-        moves in proptest::collection::vec((a_move(), 0..400u64, 0..8u32, 0..5_000i64), 1..60),
-        strict in any::<bool>(),
+        moves in proptest::collection::vec((a_move(), 0..150u64, 0..4u32, 0..3_000i64), 1..80),
+        variant in 0..3usize,
     ) {
-        let policy = if strict { "max_depth = 3\nmax_children = 3\nmax_total_episodes = 7" } else { "" };
+        // The defaults; tighter limits; and refusals that tell the agent instead of
+        // stopping (no policy_blocks), so runs go on and reach deeper trees.
+        let policy = [
+            "",
+            "max_depth = 3\nmax_children = 3\nmax_total_episodes = 7",
+            "max_depth = 4\nstop_conditions = [\"budget_exhausted\", \"depth_exceeded\", \"no_new_information\", \"failure_repeats\", \"success_achieved\"]",
+        ][variant];
         let (log, b) = drive(policy, &moves);
         replay_check(&log, &b).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let p = b.recursion_policy("orch").clone();
