@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use docket_engine::decider::{RunEvent, recorded_bundle, replay_check};
 use docket_tests::docket_bin;
 use serde_json::{Value, json};
 
@@ -78,13 +79,31 @@ impl Ran {
     }
 }
 
+/// The run's events as `docket events --json` prints them, after checking that the log
+/// replays: every batch re-decided with the recorded bundle gives the recorded events.
 fn events(data: &Path, run: &str) -> Vec<Value> {
     let out = docket(data, &["events", run, "--json"]);
     assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    stdout(&out)
+    let lines: Vec<Value> = stdout(&out)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
+        .collect();
+    let decoded: Vec<RunEvent> = lines
+        .iter()
+        .map(|l| {
+            RunEvent::decode(
+                l["kind"].as_str().expect("kind"),
+                l["payload"].to_string().as_bytes(),
+            )
+            .expect("each payload decodes")
+        })
+        .collect();
+    let RunEvent::RunRequested(requested) = &decoded[0] else {
+        panic!("the log starts with run.requested");
+    };
+    let bundle = recorded_bundle(requested).expect("the recorded bundle compiles");
+    replay_check(&decoded, &bundle).expect("the log replays");
+    lines
 }
 
 /// Runs the episode workflow: `policy` is appended to the bundle's default recursion
