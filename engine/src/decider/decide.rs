@@ -25,6 +25,14 @@
 //! | Running | RecordFailure, retry with the circuit open | Blocked | `an_open_circuit_blocks_the_next_call_to_a_failing_agent` |
 //! | Completed / Blocked / Failed | any | rejected | `final_runs_reject_commands` |
 //! | any | unknown call / ticket, bundle of another hash | rejected | `rejections_are_typed` |
+//! | Running | RecordResponse, `spawn` allowed | Running (`episode.started`, the child's call scheduled in `ep-N`) | `an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent` |
+//! | Running | RecordResponse, `spawn` refused (depth, children, total, child type, 50%, 70%) | Running (spawner stopped, failed result to its parent), Blocked (root stopped) or Running (agent told, condition not listed) | `a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded`, `max_children_and_max_total_episodes_are_enforced`, `forbidden_and_unlisted_child_types_are_refused`, `a_child_gets_at_most_half_of_the_parents_remaining_budget`, `past_70_percent_a_spawn_is_refused_finalize_or_escalate`, `a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping` |
+//! | Running | RecordResponse, usage exhausts a budget | Running (episode stopped, `budget_exhausted`) or Blocked (root) | `an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out` |
+//! | Running | RecordResponse, `finish_episode` ok / failed in a child | Running (result to the parent's agent; parent may stop: `no_new_information`, `failure_repeats`) | `two_children_without_delta_stop_the_parent_no_new_information`, `the_same_error_class_n_times_stops_failure_repeats` |
+//! | Running | RecordResponse, root `finish_episode` ok (verified when asked) | Completed (`success_achieved`) | `success_needs_a_passing_verifier_when_verification_is_needed` |
+//! | Running | RecordResponse, `finish_episode` needs_review | WaitingForHuman (`episode_review` ticket); approve → as ok, deny → Blocked | `needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks` |
+//! | Running | RecordResponse, `write_domain` | Running (`domain.written` vN+1) or episode stopped (`domain.write_denied`) | `only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others` |
+//! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
 
 use serde_json::{Value, json};
 
