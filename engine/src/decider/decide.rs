@@ -32,6 +32,7 @@
 //! | Running | RecordResponse, root `finish_episode` ok (verified when asked) | Completed (`success_achieved`) | `success_needs_a_passing_verifier_when_verification_is_needed` |
 //! | Running | RecordResponse, `finish_episode` needs_review | WaitingForHuman (`episode_review` ticket); approve → as ok, deny → Blocked | `needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks` |
 //! | Running | RecordResponse, `write_domain` | Running (`domain.written` vN+1) or episode stopped (`domain.write_denied`) | `only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others` |
+//! | Running | RecordFailure in a child episode, ladder's hard stop | Running (child stopped, `failure_repeats`; failed result to the parent) | `a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run` |
 //! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
 
 use serde_json::{Value, json};
@@ -1297,6 +1298,9 @@ impl Batch<'_> {
             }
             Some(EscalationAction::Block) => {
                 let reason = format!("{agent}: {ladder_reason} (last error {code}: {message})");
+                if self.episode_hard_stop(request_id, &rule, &reason) {
+                    return;
+                }
                 let error = seed_error(
                     request_id,
                     &agent,

@@ -95,6 +95,22 @@ impl Batch<'_> {
         true
     }
 
+    /// The escalation ladder's hard stop for a call in a child episode: the child stops
+    /// (`failure_repeats`: its step failed as often as the ladder allows) and its parent
+    /// gets a failed result, instead of the whole run being blocked. Returns false for
+    /// the root, or when `failure_repeats` is not listed (the run is blocked as before).
+    pub(super) fn episode_hard_stop(&mut self, request_id: &str, rule: &str, reason: &str) -> bool {
+        let id = self.episode_of_call(request_id);
+        let Some(episode) = self.episode(&id) else {
+            return false;
+        };
+        if episode.parent.is_none() || !self.listed(&episode, StopCondition::FailureRepeats) {
+            return false;
+        }
+        self.stop_episode(&id, StopCondition::FailureRepeats, rule, reason);
+        true
+    }
+
     /// A `spawn`: allowed → `episode.started` and the child's first call; refused →
     /// `episode.action_denied` and a stop or a note to the agent. Returns whether the
     /// agent's remaining actions go on.

@@ -710,6 +710,69 @@ fn the_same_error_class_n_times_stops_failure_repeats() {
 }
 
 #[test]
+fn a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run() {
+    let (mut state, b, mut log) = started();
+    log.extend(answer(
+        &mut state,
+        &b,
+        0,
+        2_000,
+        vec![spawn("worker", "retrieve", None)],
+    ));
+    let fail = |state: &mut RunState, at_ms| {
+        let request_id = pending(state).request_id;
+        step(
+            state,
+            &b,
+            Command::RecordFailure {
+                request_id,
+                code: "AGENT_TIMEOUT".into(),
+                message: "no answer".into(),
+                at_ms,
+            },
+        )
+    };
+    log.extend(fail(&mut state, 3_000)); // retry
+    log.extend(fail(&mut state, 4_000)); // escalate to a human
+    log.extend(step(
+        &mut state,
+        &b,
+        Command::RecordHumanDecision {
+            ticket: "ticket-1".into(),
+            approved: true,
+            by: "ana".into(),
+            reason: "once more".into(),
+            choice: None,
+            at_ms: 5_000,
+        },
+    ));
+    let events = fail(&mut state, 6_000); // the ladder's hard stop
+    assert_eq!(
+        stops(&events),
+        [("ep-2".to_owned(), StopCondition::FailureRepeats)]
+    );
+    assert!(
+        !kinds(&events).contains(&"run.blocked"),
+        "{:?}",
+        kinds(&events)
+    );
+    assert_eq!(state.status, RunStatus::Running);
+    let back = pending(&state);
+    assert_eq!(back.target_agent, "orch");
+    let result = &back.decision_inputs.last().expect("result").payload["result"];
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap_or("")
+            .contains("AGENT_TIMEOUT"),
+        "{result}"
+    );
+    log.extend(events);
+    replays(&log, &b);
+}
+
+#[test]
 fn success_needs_a_passing_verifier_when_verification_is_needed() {
     let (mut state, b, mut log) = started();
     let mut needs = EpisodeResult::new(EpisodeStatus::Ok, "done");
