@@ -326,8 +326,12 @@ fn describe(event: &RunEvent) -> String {
             &r.bundle_hash[..12.min(r.bundle_hash.len())]
         ),
         RunEvent::AgentCallScheduled { request, .. } => format!(
-            "{} → {} {} attempt {}",
-            request.request_id, request.target_agent, request.capability_code, request.attempt
+            "{} → {} {} attempt {} in {}",
+            request.request_id,
+            request.target_agent,
+            request.capability_code,
+            request.attempt,
+            request.episode_id
         ),
         RunEvent::AgentResponded {
             request_id,
