@@ -37,6 +37,9 @@ use docket_policies::{
 use super::event::{
     Classifies, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
 };
+// Side effects (seed 004 §1, §8): a child module, so it extends `Batch` in place.
+#[path = "effect.rs"]
+pub(super) mod effect;
 use super::state::{RunState, RunStatus};
 use crate::protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
@@ -85,6 +88,9 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    // Side effects (seed 004 §1, §8)
+    /// The runtime's answer from an effect executor or the kill switches.
+    RecordEffect(effect::EffectInput),
 }
 
 impl Command {
@@ -128,6 +134,8 @@ impl Command {
                 choice,
                 at_ms,
             },
+            // Side effects (seed 004 §1, §8)
+            Self::RecordEffect(input) => input.to_event(),
         }
     }
 
@@ -171,7 +179,8 @@ impl Command {
                 choice,
                 at_ms,
             },
-            _ => return None,
+            // Side effects (seed 004 §1, §8)
+            other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
     }
 
@@ -181,6 +190,8 @@ impl Command {
             Self::RecordResponse { at_ms, .. }
             | Self::RecordFailure { at_ms, .. }
             | Self::RecordHumanDecision { at_ms, .. } => *at_ms,
+            // Side effects (seed 004 §1, §8)
+            Self::RecordEffect(input) => input.at_ms(),
         }
     }
 }
@@ -226,6 +237,20 @@ pub enum Rejection {
         expected: String,
         /// Given.
         actual: String,
+    },
+    // Side effects (seed 004 §1, §8)
+    /// No effect with this id was requested in this run.
+    #[error("no effect {0} was requested in this run")]
+    UnknownEffect(String),
+    /// The effect is not at the step this input answers.
+    #[error("effect {effect_id} is {phase}; a {input} input does not apply to it")]
+    EffectNotAwaiting {
+        /// The effect.
+        effect_id: String,
+        /// The input's event kind.
+        input: &'static str,
+        /// Where the effect stands.
+        phase: &'static str,
     },
 }
 
@@ -311,6 +336,8 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             }
         }
         Command::Start(_) => {}
+        // Side effects (seed 004 §1, §8)
+        Command::RecordEffect(input) => effect::check_input(state, input)?,
     }
     Ok(())
 }
@@ -363,6 +390,8 @@ fn decide_batch(
             choice,
             ..
         } => batch.on_human(&ticket, approved, &by, &reason, choice),
+        // Side effects (seed 004 §1, §8)
+        Command::RecordEffect(input) => batch.on_effect_input(&input),
     }
     batch.settle();
     (batch.events, batch.state)
@@ -409,6 +438,7 @@ impl Batch<'_> {
         if self.state.status == RunStatus::Running
             && self.state.pending.is_empty()
             && self.state.open_tickets().next().is_none()
+            && !self.state.effects_in_flight()
         {
             self.push(RunEvent::RunFailed {
                 reason: "no call is scheduled and no human decision is awaited: the last agent \
@@ -868,6 +898,12 @@ impl Batch<'_> {
         };
         let agent = call.request.target_agent.clone();
         self.confidence = response.confidence_level;
+        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let failure = response.error_message.clone();
+            self.on_verifier_answer(&effect_id, &agent, Some(response), failure.as_deref());
+            return;
+        }
         let failed = response.status == ResponseStatus::Error
             || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
         if failed {
@@ -1132,6 +1168,8 @@ impl Batch<'_> {
                     return;
                 }
                 Action::Finish { output } => self.finish(agent, request_id, output),
+                // Side effects (seed 004 §1, §8)
+                Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
             }
         }
     }
@@ -1168,7 +1206,11 @@ impl Batch<'_> {
             .branch_of
             .as_ref()
             .is_some_and(|g| self.state.held.get(g).is_some_and(|h| !h.is_empty()));
-        if !self.state.pending.is_empty() || !self.outbox.is_empty() || held {
+        if !self.state.pending.is_empty()
+            || !self.outbox.is_empty()
+            || held
+            || self.state.effects_in_flight()
+        {
             return;
         }
         let has_external = self.bundle.agent_ids().any(|a| a == EXTERNAL);
@@ -1191,6 +1233,13 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
+        // Side effects (seed 004 §1, §8): a verifier that fails sends the effect to a human.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let failure = format!("{code}: {message}");
+            let verifier = call.request.target_agent.clone();
+            self.on_verifier_answer(&effect_id, &verifier, None, Some(&failure));
+            return;
+        }
         let agent = call.request.target_agent.clone();
         let failures = call.request.attempt;
         let esc = self
@@ -1260,6 +1309,11 @@ impl Batch<'_> {
         let Some(t) = self.state.tickets.get(ticket).cloned() else {
             return;
         };
+        // Side effects (seed 004 §1, §8): approving or denying continues the effect's path.
+        if let TicketSubject::Effect { effect_id, step } = &t.subject {
+            self.on_effect_ticket(effect_id, *step, approved, by, reason);
+            return;
+        }
         if !approved {
             let message = format!("{by} denied {ticket} ({}): {reason}", t.reason);
             let error = seed_error(
@@ -1321,6 +1375,8 @@ impl Batch<'_> {
                 }
                 self.resolve_or_ask(&group, &origin, conflicts, proceed);
             }
+            // Side effects (seed 004 §1, §8): decided above (a denial does not block).
+            TicketSubject::Effect { .. } => {}
         }
     }
 }

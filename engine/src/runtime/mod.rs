@@ -6,6 +6,7 @@
 //! Generic over the store (`EventStore` uses `impl Future` returns, so no `dyn`); many runs
 //! can be driven at once from one `Runtime` (it is cheap to clone).
 
+mod effects;
 mod executors;
 mod log;
 
@@ -119,6 +120,9 @@ struct Inner<S> {
     executors: executors::Executors,
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
+    // Side effects (seed 004 §1, §8)
+    effects: crate::effect::EffectExecutors,
+    kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
 }
 
 fn now_ms() -> i64 {
@@ -144,6 +148,10 @@ impl<S: EventStore + 'static> Runtime<S> {
                 executors: executors::Executors::default(),
                 bundles: std::sync::Mutex::default(),
                 counter: std::sync::atomic::AtomicU64::new(0),
+                effects: crate::effect::EffectExecutors::default(),
+                kill_switch: std::sync::RwLock::new(Arc::new(
+                    crate::effect::InMemoryKillSwitch::default(),
+                )),
             }),
         }
     }
@@ -405,6 +413,10 @@ impl<S: EventStore + 'static> Runtime<S> {
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
             while state.status == RunStatus::Running {
+                // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
+                if self.effect_step(&mut state, &bundle, &workflow).await? {
+                    continue;
+                }
                 let pending: Vec<AgentRequest> =
                     state.pending_requests().into_iter().cloned().collect();
                 if pending.is_empty() {
