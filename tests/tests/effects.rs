@@ -13,8 +13,8 @@ use tokio::sync::Notify;
 
 use docket_engine::decider::{RunEvent, RunStatus, TicketSubject, recorded_bundle, replay_check};
 use docket_engine::effect::{
-    DryRunReport, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest, InMemoryKillSwitch,
-    Verification,
+    DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
+    InMemoryKillSwitch, KillSwitchError, KillSwitchSource, Verification,
 };
 use docket_engine::executor::InProcessExecutor;
 use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
@@ -29,6 +29,8 @@ id = "external"
 [[agents]]
 id = "publisher"
 side_effects = ["publish"]
+[[agents]]
+id = "checker"
 
 [[side_effects]]
 id = "publish-api"
@@ -36,6 +38,13 @@ kind = "publish"
 lane = "api"
 dry_run_required = true
 retry_cap = 1
+
+[[side_effects]]
+id = "publish-feed"
+kind = "publish"
+lane = "feed"
+dry_run_required = false
+verifier = "checker"
 
 [[side_effects]]
 id = "publish-browser"
@@ -58,6 +67,8 @@ name = "effects"
 policy = "effects.toml"
 entry = "publisher"
 [agents.publisher]
+in_process = true
+[agents.checker]
 in_process = true
 "#;
 
@@ -119,6 +130,8 @@ enum Execute {
     HangBeforeApplying,
     /// Applies, signals, then never answers (a crash after the platform call).
     HangAfterApplying,
+    /// The first call answers a timeout without applying; later calls apply.
+    TimeOutFirst,
 }
 
 /// An in-process publish executor over a [`Ledger`]. It applies on every `execute` call
@@ -176,6 +189,21 @@ impl EffectExecutor for Publisher {
                     self.entered.notify_one();
                     std::future::pending::<()>().await;
                 }
+                Execute::TimeOutFirst => {
+                    let executions = self
+                        .ledger
+                        .calls()
+                        .iter()
+                        .filter(|(op, _)| op == "execute")
+                        .count();
+                    if executions == 1 {
+                        return Err(EffectCallError::Timeout {
+                            effect_id: request.effect_id.clone(),
+                            timeout_ms: request.timeout_ms,
+                        });
+                    }
+                    self.ledger.apply(&key);
+                }
             }
             Ok(EffectReceipt {
                 result: json!({ "post_id": format!("post-{key}") }),
@@ -187,6 +215,12 @@ impl EffectExecutor for Publisher {
         Box::pin(async move {
             let key = request.idempotency_key.clone();
             self.ledger.note("verify", &key);
+            // The feed lane cannot be checked by the executor: a verifier agent must look.
+            if request.lane == "feed" {
+                return Ok(Verification::Unknown {
+                    message: "the feed API does not list posts".into(),
+                });
+            }
             Ok(if self.ledger.applied(&key) > 0 {
                 Verification::Applied {
                     result: json!({ "post_id": format!("post-{key}") }),
@@ -528,4 +562,117 @@ async fn a_denied_effect_is_refused_and_the_agent_goes_on() {
     assert_eq!(output["results"][0]["status"], "refused");
     assert_eq!(output["results"][0]["rule_id"], "human");
     replays(&log(&runtime, "run-deny").await);
+}
+
+#[tokio::test]
+async fn an_execute_call_without_an_answer_is_verified_before_executing_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = Runtime::new(store(dir.path()).await);
+    let ledger = Arc::new(Ledger::default());
+    let mut publisher = Publisher::new(&ledger);
+    publisher.execute = Execute::TimeOutFirst;
+    runtime.register_effect("publish", Arc::new(publisher));
+    runtime.register_agent("publisher", agent(vec![("api", "post-1")]));
+    let outcome = runtime
+        .start(&workflow(), json!({}), Some("run-timeout".into()))
+        .await
+        .expect("runs");
+    assert_eq!(outcome.state.status, RunStatus::Completed);
+    let ops: Vec<String> = ledger.calls().into_iter().map(|(op, _)| op).collect();
+    assert_eq!(ops, ["dry_run", "execute", "verify", "execute", "verify"]);
+    assert_eq!(ledger.applied("post-1"), 1);
+    let events = log(&runtime, "run-timeout").await;
+    let cause = events.iter().find_map(|e| match e {
+        RunEvent::EffectRecovered(r) => r.cause.clone(),
+        _ => None,
+    });
+    assert!(
+        cause
+            .as_deref()
+            .is_some_and(|c| c.contains("EFFECT_TIMEOUT") || c.contains("did not answer")),
+        "{cause:?}"
+    );
+    replays(&events);
+}
+
+/// Kill switches that cannot be read.
+struct Unreadable;
+
+impl KillSwitchSource for Unreadable {
+    fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
+        Err(KillSwitchError {
+            location: "/var/lib/docket/kill-switches".into(),
+            message: "permission denied".into(),
+        })
+    }
+}
+
+#[tokio::test]
+async fn unreadable_kill_switches_stop_every_effect() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = Runtime::new(store(dir.path()).await);
+    let ledger = Arc::new(Ledger::default());
+    runtime.set_kill_switch(Arc::new(Unreadable));
+    runtime.register_effect("publish", Arc::new(Publisher::new(&ledger)));
+    runtime.register_agent("publisher", agent(vec![("api", "post-1")]));
+    let outcome = runtime
+        .start(&workflow(), json!({}), Some("run-unreadable".into()))
+        .await
+        .expect("runs");
+    assert_eq!(ledger.applied("post-1"), 0);
+    let output = outcome.state.output.expect("output");
+    assert_eq!(output["results"][0]["rule_id"], "kill_switch.global");
+    let events = log(&runtime, "run-unreadable").await;
+    let error = events.iter().find_map(|e| match e {
+        RunEvent::EffectKillSwitchChecked(c) => c.error.clone(),
+        _ => None,
+    });
+    assert!(
+        error
+            .as_deref()
+            .is_some_and(|m| m.contains("permission denied")),
+        "{error:?}"
+    );
+    replays(&events);
+}
+
+#[tokio::test]
+async fn an_unverifiable_effect_is_rechecked_by_the_verifier_never_republished() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let runtime = Runtime::new(store(dir.path()).await);
+    let ledger = Arc::new(Ledger::default());
+    runtime.register_effect("publish", Arc::new(Publisher::new(&ledger)));
+    runtime.register_agent("publisher", agent(vec![("feed", "post-f")]));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let checker_saw = seen.clone();
+    runtime.register_agent(
+        "checker",
+        Arc::new(InProcessExecutor::new(move |r: &AgentRequest| {
+            checker_saw.lock().expect("seen").push((
+                r.capability_code.clone(),
+                r.decision_inputs[0].payload.clone(),
+            ));
+            AgentResponse::success(
+                r.request_id.clone(),
+                Confidence::High,
+                vec![Action::Finish {
+                    output: json!({ "verified": true, "reason": "post visible on the feed" }),
+                }],
+            )
+        })),
+    );
+    let outcome = runtime
+        .start(&workflow(), json!({}), Some("run-verifier".into()))
+        .await
+        .expect("runs");
+    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(ledger.applied("post-f"), 1);
+    let seen = seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 1, "the verifier was called once");
+    assert_eq!(seen[0].0, "verify_effect");
+    assert_eq!(seen[0].1["receipt"]["result"]["post_id"], "post-post-f");
+    let output = outcome.state.output.expect("output");
+    assert_eq!(output["results"][0]["status"], "applied");
+    assert_eq!(output["results"][0]["verified_by"], "verifier");
+    replays(&log(&runtime, "run-verifier").await);
 }

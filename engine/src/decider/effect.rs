@@ -67,7 +67,7 @@ pub struct EffectRequested {
     /// As the agent gave them.
     #[serde(default)]
     pub params: Value,
-    /// 1 + the executions of this key in the run that failed.
+    /// 1 + the executions of this key in the run that ended without applying.
     pub attempt: u32,
 }
 
@@ -687,12 +687,13 @@ impl Batch<'_> {
         let same_key = |e: &&EffectRecord| {
             idempotency_key.is_some() && e.requested.idempotency_key == *idempotency_key
         };
+        // Executions of this key that ended without applying (failed, or given up).
         let failed_before = self
             .state
             .effects
             .values()
             .filter(same_key)
-            .filter(|e| e.phase == EffectPhase::Failed && e.starts > 0)
+            .filter(|e| e.phase.is_final() && e.starts > 0 && e.receipt.is_none())
             .count();
         let applied = self
             .state
@@ -841,10 +842,21 @@ impl Batch<'_> {
                     SettledBy::Executor,
                     "recovered: the executor says it applied".to_owned(),
                 ),
-                Verification::NotApplied => self.push(RunEvent::EffectReady(EffectReady {
-                    effect_id,
-                    because: ReadyBecause::NotAppliedOnResume,
-                })),
+                // Executed once more, through the kill switch again; an effect whose
+                // execution went unanswered twice is given up, not retried forever.
+                Verification::NotApplied if self.state.effects.get(&effect_id).is_some_and(|r| r.starts < 2) => {
+                    self.push(RunEvent::EffectReady(EffectReady {
+                        effect_id,
+                        because: ReadyBecause::NotAppliedOnResume,
+                    }));
+                }
+                Verification::NotApplied => self.refuse_effect(
+                    &effect_id,
+                    "execution_unanswered",
+                    "its execution went unanswered twice and the executor says it did not apply; \
+                     a new request with the same key is a new attempt under the retry cap"
+                        .to_owned(),
+                ),
                 Verification::Unknown { message } => self.effect_ticket(
                     &effect_id,
                     EffectTicketStep::Review,

@@ -680,6 +680,31 @@ fn resume_with_a_started_effect_not_applied_executes_it_once_more() {
 }
 
 #[test]
+fn an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt() {
+    let mut run = Run::start("publisher");
+    run.respond(vec![effect("like", "api", Some("like-1"))]);
+    run.switches(E1, &[]);
+    run.recovered(E1, Verification::NotApplied);
+    run.switches(E1, &[]);
+    let events = run.recovered(E1, Verification::NotApplied);
+    assert_eq!(
+        kinds(&events),
+        ["effect.recovered", "effect.refused", "agent.call_scheduled"]
+    );
+    assert_eq!(run.result()["rule_id"], "execution_unanswered");
+    let events = run.respond(vec![effect("like", "api", Some("like-1"))]);
+    let RunEvent::EffectRequested(requested) = &events[1] else {
+        panic!("effect.requested");
+    };
+    assert_eq!(requested.attempt, 2);
+    assert_eq!(
+        decisions(&events),
+        [(docket_policies::Verdict::NeedsApproval, "like-api".into())]
+    );
+    run.replays();
+}
+
+#[test]
 fn resume_with_a_started_effect_unknown_needs_review() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
