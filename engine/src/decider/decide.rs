@@ -736,7 +736,7 @@ impl Batch<'_> {
                 .calls
                 .get(id)
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
-        })
+        }) || self.state.effects_in_flight_in(group) // Side effects (seed 004 §1, §8)
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with

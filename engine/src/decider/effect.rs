@@ -523,6 +523,19 @@ impl RunState {
         self.effects.values().any(|e| !e.phase.is_final())
     }
 
+    /// Some effect asked by a branch of fan-out `group` is not over (the branch will be
+    /// called again with its result, so the group is not joined yet).
+    #[must_use]
+    pub fn effects_in_flight_in(&self, group: &str) -> bool {
+        self.effects.values().any(|e| {
+            !e.phase.is_final()
+                && self
+                    .calls
+                    .get(&e.requested.request_id)
+                    .is_some_and(|c| c.branch_of.as_deref() == Some(group))
+        })
+    }
+
     /// Folds an effect event (`apply` dispatches every `effect.*` kind here).
     pub(in crate::decider) fn apply_effect(&mut self, event: &RunEvent) {
         let id = match event {

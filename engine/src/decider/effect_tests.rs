@@ -23,6 +23,9 @@ side_effects = ["publish", "dm", "like"]
 id = "reader"
 [[agents]]
 id = "checker"
+[[agents]]
+id = "liker"
+side_effects = ["like"]
 
 [[side_effects]]
 id = "publish-api"
@@ -57,6 +60,10 @@ allowed = [
   { from = "external", to = "publisher" },
   { from = "publisher", to = "external" },
   { from = "external", to = "reader" },
+  { from = "reader", to = "liker" },
+  { from = "reader", to = "checker" },
+  { from = "liker", to = "external" },
+  { from = "checker", to = "external" },
 ]
 [multi_agent_handoffs]
 default_handoff_mode = "full"
@@ -84,7 +91,7 @@ impl Run {
             entry: entry.into(),
             input_type: None,
             input: None,
-            agents: ["publisher", "reader", "checker"]
+            agents: ["publisher", "reader", "checker", "liker"]
                 .into_iter()
                 .map(|a| (a.to_owned(), agent()))
                 .collect::<BTreeMap<_, _>>(),
@@ -853,4 +860,62 @@ fn effect_events_round_trip_through_their_encoding() {
         assert_eq!(&back, event);
         assert!(describe_effect_event(event).is_some() || !event.kind().starts_with("effect."));
     }
+}
+
+#[test]
+fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
+    let mut run = Run::start("reader");
+    run.respond(vec![
+        Action::Handoff {
+            to: "liker".into(),
+            output_type: "task".into(),
+            payload: json!({"n": 1}),
+        },
+        Action::Handoff {
+            to: "checker".into(),
+            output_type: "task".into(),
+            payload: json!({"n": 2}),
+        },
+    ]);
+    let calls = run.state.pending_requests();
+    assert_eq!(calls.len(), 2, "two branches");
+    let (liker, checker) = (calls[0].request_id.clone(), calls[1].request_id.clone());
+    let at_ms = run.now();
+    run.step(Command::RecordResponse {
+        request_id: liker.clone(),
+        response: AgentResponse::success(
+            liker,
+            Confidence::High,
+            vec![effect("like", "api", Some("l"))],
+        ),
+        at_ms,
+    });
+    let at_ms = run.now();
+    let events = run.step(Command::RecordResponse {
+        request_id: checker.clone(),
+        response: AgentResponse::success(
+            checker,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({"checked": true}),
+            }],
+        ),
+        at_ms,
+    });
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded"],
+        "the liker branch waits for its effect: not joined, not completed"
+    );
+    assert_eq!(run.state.status, RunStatus::Running);
+    run.switches(E1, &[]);
+    run.applied(E1, "l-1");
+    run.verified(E1, Verification::Applied { result: json!({}) });
+    let reply = run.pending();
+    assert!(
+        run.state.calls[&reply].branch_of.is_some(),
+        "the reply stays in its branch"
+    );
+    run.finish();
+    run.replays();
 }
