@@ -919,3 +919,170 @@ fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
     run.finish();
     run.replays();
 }
+
+/// Drives a run with random agent requests, executor answers, kill switches and human
+/// decisions, taking each choice from `dice`.
+fn random_run(dice: &[u8]) -> Run {
+    let mut run = Run::start("publisher");
+    let mut dice = dice.iter().copied().cycle();
+    let mut roll = move |n: u8| dice.next().unwrap_or(0) % n;
+    for _ in 0..60 {
+        if run.state.status.is_final() {
+            break;
+        }
+        if run.state.status == RunStatus::WaitingForHuman {
+            run.human(roll(2) == 0);
+            continue;
+        }
+        let due = run
+            .state
+            .pending_effects()
+            .first()
+            .map(|(e, w)| (e.requested.effect_id.clone(), e.requested.lane.clone(), *w));
+        if let Some((id, lane, work)) = due {
+            match work {
+                EffectWork::DryRun => {
+                    let outcome = match roll(4) {
+                        0 => DryRunOutcome::Unsupported,
+                        1 => DryRunOutcome::Report {
+                            report: DryRunReport {
+                                ok: false,
+                                preview: Value::Null,
+                                message: None,
+                            },
+                        },
+                        _ => DryRunOutcome::Report {
+                            report: DryRunReport {
+                                ok: true,
+                                preview: Value::Null,
+                                message: None,
+                            },
+                        },
+                    };
+                    run.dry_run(&id, outcome);
+                }
+                EffectWork::Execute => {
+                    let engaged: &[&str] = match roll(5) {
+                        0 => &["global"],
+                        1 => &[lane.as_str()],
+                        2 => &["elsewhere"],
+                        _ => &[],
+                    };
+                    run.switches(&id, engaged);
+                    if run.phase(&id) == EffectPhase::Started {
+                        match roll(4) {
+                            0 => {
+                                let at_ms = run.now();
+                                run.input(EffectInput::Failed(EffectFailed {
+                                    effect_id: id,
+                                    code: "PLATFORM_DOWN".into(),
+                                    message: "503".into(),
+                                    at_ms,
+                                }));
+                            }
+                            // The process dies here: the next step recovers it.
+                            1 => {}
+                            _ => {
+                                run.applied(&id, "p");
+                            }
+                        }
+                    }
+                }
+                EffectWork::Verify | EffectWork::Recover => {
+                    let verification = match roll(3) {
+                        0 => Verification::NotApplied,
+                        1 => Verification::Unknown {
+                            message: "?".into(),
+                        },
+                        _ => Verification::Applied { result: json!({}) },
+                    };
+                    if work == EffectWork::Verify {
+                        run.verified(&id, verification);
+                    } else {
+                        run.recovered(&id, verification);
+                    }
+                }
+            }
+            continue;
+        }
+        if run.state.pending_requests().is_empty() {
+            break;
+        }
+        let pending = run.state.pending_requests()[0].clone();
+        let action = if pending.target_agent == "checker" {
+            Action::Finish {
+                output: json!({ "verified": roll(2) == 0 }),
+            }
+        } else {
+            match roll(6) {
+                0 => Action::Finish {
+                    output: json!({"done": true}),
+                },
+                n => {
+                    let (kind, lane) = [
+                        ("publish", "api"),
+                        ("publish", "browser"),
+                        ("like", "api"),
+                        ("dm", "api"),
+                        ("follow", "api"),
+                    ][usize::from(n - 1)];
+                    let key = ["k1", "k2", "k3"][usize::from(roll(3))];
+                    effect(kind, lane, (roll(8) != 0).then_some(key))
+                }
+            }
+        };
+        let at_ms = run.now();
+        let id = pending.request_id.clone();
+        run.step(Command::RecordResponse {
+            request_id: id.clone(),
+            response: AgentResponse::success(id, Confidence::High, vec![action]),
+            at_ms,
+        });
+    }
+    run
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Whatever agents, executors, kill switches and humans do: the log replays; no
+    /// idempotency key gets a receipt from more than one execution; and every
+    /// `effect.started` directly follows an allowing decision taken on a kill-switch read
+    /// that engaged neither `global` nor the effect's lane.
+    #[test]
+    fn effects_apply_each_key_at_most_once_and_only_past_the_kill_switch(
+        dice in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..64),
+    ) {
+        let run = random_run(&dice);
+        run.replays();
+        let mut applied: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (i, event) in run.log.iter().enumerate() {
+            let receipt_of = match event {
+                RunEvent::EffectApplied(e) => Some(&e.effect_id),
+                RunEvent::EffectRecovered(e)
+                    if matches!(e.verification, Verification::Applied { .. }) => Some(&e.effect_id),
+                _ => None,
+            };
+            if let Some(id) = receipt_of {
+                let rec = &run.state.effects[id];
+                let ids = applied.entry(rec.key()).or_default();
+                if !ids.contains(id) {
+                    ids.push(id.clone());
+                }
+            }
+            if let RunEvent::EffectStarted(started) = event {
+                let RunEvent::PolicyDecided { decision, .. } = &run.log[i - 1] else {
+                    panic!("effect.started must follow its decision");
+                };
+                proptest::prop_assert!(decision.is_allowed());
+                let RunEvent::EffectKillSwitchChecked(check) = &run.log[i - 2] else {
+                    panic!("the decision must follow a kill-switch read");
+                };
+                proptest::prop_assert_eq!(&check.effect_id, &started.effect_id);
+                proptest::prop_assert!(!check.engaged.iter().any(|s| s == "global" || *s == started.request.lane));
+            }
+        }
+        for (key, ids) in &applied {
+            proptest::prop_assert!(ids.len() <= 1, "key {} applied by {:?}", key, ids);
+        }
+    }
+}
