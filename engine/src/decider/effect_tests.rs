@@ -1086,3 +1086,57 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review() {
+    for verifier_says in [
+        AgentResponse::error("x", "PLATFORM_DOWN", "cannot reach the feed"),
+        AgentResponse::success(
+            "x",
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({"verified": false, "reason": "post not found"}),
+            }],
+        ),
+    ] {
+        let mut run = Run::start("publisher");
+        run.respond(vec![effect("publish", "browser", Some("post-1"))]);
+        run.passed(E1);
+        run.switches(E1, &[]);
+        run.human(true);
+        run.switches(E1, &[]);
+        run.applied(E1, "p-1");
+        run.verified(E1, Verification::NotApplied);
+        let id = run.pending();
+        let mut response = verifier_says.clone();
+        response.request_id = id.clone();
+        let at_ms = run.now();
+        let events = run.step(Command::RecordResponse {
+            request_id: id,
+            response,
+            at_ms,
+        });
+        assert_eq!(
+            kinds(&events).last(),
+            Some(&"human.escalated"),
+            "{:?}",
+            kinds(&events)
+        );
+        let RunEvent::Escalated {
+            subject, reason, ..
+        } = events.last().expect("ticket")
+        else {
+            panic!("ticket");
+        };
+        assert!(reason.contains("checker could not confirm"), "{reason}");
+        assert!(matches!(
+            subject,
+            TicketSubject::Effect {
+                step: EffectTicketStep::Review,
+                ..
+            }
+        ));
+        assert_eq!(run.state.effects[E1].starts, 1, "never executed again");
+        run.replays();
+    }
+}
