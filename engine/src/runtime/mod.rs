@@ -364,6 +364,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.append_decided(&run_id, version, bundle, &events).await
+    }
+
+    /// Appends decided events (one batch, or several decided one after the other) at
+    /// `version`, in one durable write.
+    async fn append_decided(
+        &self,
+        run_id: &str,
+        version: u64,
+        bundle: &PolicyBundle,
+        events: &[RunEvent],
+    ) -> Result<(), RuntimeError> {
+        let run_id = run_id.to_owned();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = now_wall();
@@ -391,7 +404,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 },
                 other => RuntimeError::Store(other),
             })?;
-        for event in &events {
+        for event in events {
             trace_decision(event);
         }
         Ok(())
