@@ -112,6 +112,43 @@ impl<S: EventStore + 'static> Runtime<S> {
         Ok(())
     }
 
+    /// Decides an agent's answer; when it leaves effect work due, returns its batch
+    /// unwritten, to share the effect step's first write (the answer is re-asked after a
+    /// crash before it, with the same request id, as for any unrecorded answer).
+    /// Otherwise appends it at once.
+    pub(super) async fn stage_answer(
+        &self,
+        state: &mut RunState,
+        bundle: &PolicyBundle,
+        command: Command,
+    ) -> Result<Option<Staged>, RuntimeError> {
+        let mut staged = Staged::new(state);
+        let events = decide_in_place(state, bundle, command).map_err(|rejection| {
+            RuntimeError::Rejected {
+                run: staged.run_id.clone(),
+                rejection,
+            }
+        })?;
+        staged.events.extend(events);
+        if state.pending_effects().is_empty() {
+            self.commit(bundle, staged).await?;
+            return Ok(None);
+        }
+        Ok(Some(staged))
+    }
+
+    /// Writes an answer [`Runtime::stage_answer`] held back, if any.
+    pub(super) async fn commit_carried(
+        &self,
+        bundle: &PolicyBundle,
+        carried: Option<Staged>,
+    ) -> Result<(), RuntimeError> {
+        match carried {
+            Some(staged) => self.commit(bundle, staged).await,
+            None => Ok(()),
+        }
+    }
+
     async fn commit(&self, bundle: &PolicyBundle, staged: Staged) -> Result<(), RuntimeError> {
         if staged.events.is_empty() {
             return Ok(());
@@ -217,20 +254,23 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// Does the first piece of due effect work and records its answer; false when none
-    /// is due. A passing dry run, the kill-switch read and `effect.started` go to the log
-    /// in one write, and so do the receipt and its verification: two durable writes per
-    /// effect on the common path, each holding whole batches.
+    /// is due. The agent's answer asking for the effect (`carried`), a passing dry run,
+    /// the kill-switch read and `effect.started` go to the log in one write, and so do the
+    /// receipt and its verification: two durable writes per effect on the common path,
+    /// each holding whole batches.
     pub(super) async fn effect_step(
         &self,
         state: &mut RunState,
         bundle: &PolicyBundle,
         workflow: &WorkflowSpec,
+        carried: Option<Staged>,
     ) -> Result<bool, RuntimeError> {
         let Some((record, work)) = state
             .pending_effects()
             .first()
             .map(|(r, w)| ((*r).clone(), *w))
         else {
+            self.commit_carried(bundle, carried).await?;
             return Ok(false);
         };
         let run_id = state.run_id().unwrap_or_default().to_owned();
@@ -241,7 +281,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             .effects
             .get(workflow, &record.requested.effect_kind);
         let timeout_ms = bundle.spec().defaults.timeout_ms;
-        let mut staged = Staged::new(state);
+        let mut staged = carried.unwrap_or_else(|| Staged::new(state));
         match (work, executor) {
             (EffectWork::DryRun, executor) => {
                 let request = record.executor_request(&run_id, timeout_ms);
@@ -333,7 +373,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 }
 
 /// Batches decided one after the other, waiting to be appended together at `version`.
-struct Staged {
+pub(super) struct Staged {
     run_id: String,
     version: u64,
     events: Vec<RunEvent>,

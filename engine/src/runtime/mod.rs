@@ -425,9 +425,15 @@ impl<S: EventStore + 'static> Runtime<S> {
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
+            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // together with the effect's dry run and start (see `effects.rs`).
+            let mut carried = None;
             while state.status == RunStatus::Running {
                 // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
-                if self.effect_step(&mut state, &bundle, &workflow).await? {
+                if self
+                    .effect_step(&mut state, &bundle, &workflow, carried.take())
+                    .await?
+                {
                     continue;
                 }
                 let pending: Vec<AgentRequest> =
@@ -439,7 +445,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
                 .await;
-                for (request, answer) in pending.iter().zip(answers) {
+                let last = pending.len().saturating_sub(1);
+                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
                     if state.status.is_final() {
                         break;
                     }
@@ -457,9 +464,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                             at_ms,
                         },
                     };
-                    self.decide_and_append(&mut state, &bundle, command).await?;
+                    if i == last {
+                        // Side effects (seed 004 §1, §8)
+                        carried = self.stage_answer(&mut state, &bundle, command).await?;
+                    } else {
+                        self.decide_and_append(&mut state, &bundle, command).await?;
+                    }
                 }
             }
+            self.commit_carried(&bundle, carried).await?;
             tracing::info!(status = state.status.as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
