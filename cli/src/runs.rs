@@ -431,7 +431,8 @@ fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
-        _ => String::new(),
+        // Side effects (seed 004 §1, §8)
+        other => docket_engine::decider::describe_effect_event(other).unwrap_or_default(),
     }
 }
 

@@ -680,6 +680,11 @@ pub struct SideEffectPolicy {
     /// Kill switch that stops this effect; defaults to the lane's own switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill_switch_lane: Option<String>,
+    /// The agent that re-checks an applied effect whose verification failed or is unknown
+    /// (seed 004 §8.1: the Verifier recurses, not the publisher); without one the effect
+    /// goes to a human for review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<String>,
 }
 
 fn star() -> String {

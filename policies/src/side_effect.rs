@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+use crate::model::SideEffectPolicy;
 
 /// The kill switch that stops every lane.
 pub const GLOBAL_KILL_SWITCH: &str = "global";
@@ -34,26 +35,49 @@ pub struct SideEffectRequest {
 impl PolicyBundle {
     /// May this side effect execute now?
     pub fn decide_side_effect(&self, req: &SideEffectRequest) -> PolicyDecision {
+        self.side_effect_decision(req, false)
+    }
+
+    /// May this side effect go on to its dry run and execution gate? The same rules as
+    /// [`PolicyBundle::decide_side_effect`] (policy for the kind and lane, the agent's
+    /// permission, the idempotency key, the attempt cap per key), except the three that
+    /// belong to the moment of execution: the kill switch, the dry run and human
+    /// approval, which the chain names as still to come. The engine takes this decision
+    /// when an agent asks, and the full one just before executing.
+    pub fn decide_side_effect_admission(&self, req: &SideEffectRequest) -> PolicyDecision {
+        self.side_effect_decision(req, true)
+    }
+
+    /// The side-effect policy for `kind` in `lane` (an exact lane first, then `*`).
+    pub fn side_effect_policy(&self, kind: &str, lane: &str) -> Option<&SideEffectPolicy> {
+        self.spec
+            .side_effects
+            .iter()
+            .find(|p| p.kind == kind && p.lane == lane)
+            .or_else(|| {
+                self.spec
+                    .side_effects
+                    .iter()
+                    .find(|p| p.kind == kind && p.lane == "*")
+            })
+    }
+
+    fn side_effect_decision(&self, req: &SideEffectRequest, admission: bool) -> PolicyDecision {
         let k = DecisionKind::SideEffect;
         let deny = |rule: &str, reason: String, chain| {
             conclude(k, Verdict::Deny, self.hash, rule, reason, chain)
         };
         let mut chain = Vec::new();
-        let policy = self
-            .spec
-            .side_effects
-            .iter()
-            .find(|p| p.kind == req.kind && p.lane == req.lane)
-            .or_else(|| {
-                self.spec
-                    .side_effects
-                    .iter()
-                    .find(|p| p.kind == req.kind && p.lane == "*")
-            });
+        let policy = self.side_effect_policy(&req.kind, &req.lane);
         let switch = policy
             .and_then(|p| p.kill_switch_lane.clone())
             .unwrap_or_else(|| req.lane.clone());
-        for s in [GLOBAL_KILL_SWITCH, switch.as_str()] {
+        let checked_now: &[&str] = if admission {
+            &[]
+        } else {
+            &[GLOBAL_KILL_SWITCH, switch.as_str()]
+        };
+        for &s in checked_now {
             if req.engaged_kill_switches.iter().any(|e| e == s) {
                 let rule = format!("kill_switch.{s}");
                 chain.push(RuleStep::new(
@@ -119,6 +143,41 @@ impl PolicyBundle {
                 "retry cap overridden by a human",
             ));
         }
+        if admission {
+            let later = [
+                (
+                    true,
+                    format!("kill_switch.{switch}"),
+                    "read immediately before execution",
+                ),
+                (
+                    p.dry_run_required,
+                    pid.to_owned(),
+                    "a passing dry run is required before execution",
+                ),
+                (
+                    p.human_approval_required,
+                    pid.to_owned(),
+                    "a human approves before execution",
+                ),
+            ];
+            for (required, rule, note) in later {
+                if required {
+                    chain.push(RuleStep::new(rule, StepOutcome::NotApplicable, note));
+                }
+            }
+            return conclude(
+                k,
+                Verdict::Allow,
+                self.hash,
+                pid,
+                format!(
+                    "`{}` may request `{}` in lane `{}`; execution is decided at its gate",
+                    req.agent, p.kind, p.lane
+                ),
+                chain,
+            );
+        }
         if p.dry_run_required && !req.dry_run_passed {
             return deny(
                 pid,
@@ -147,5 +206,76 @@ impl PolicyBundle {
             ),
             chain,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BUNDLE: &str = r#"
+bundle = { id = "t" }
+[[agents]]
+id = "publisher"
+side_effects = ["publish"]
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+dry_run_required = true
+human_approval_required = true
+retry_cap = 1
+"#;
+
+    fn request() -> SideEffectRequest {
+        SideEffectRequest {
+            agent: "publisher".into(),
+            kind: "publish".into(),
+            lane: "api".into(),
+            idempotency_key: Some("post-1".into()),
+            dry_run_passed: false,
+            human_approved: false,
+            attempt: 1,
+            engaged_kill_switches: vec!["api".into()],
+        }
+    }
+
+    /// Admission leaves the kill switch, the dry run and the approval to the execution
+    /// gate (naming them in the chain), but still applies the other rules.
+    #[test]
+    fn admission_defers_execution_time_rules_and_keeps_the_others() {
+        let b = PolicyBundle::from_toml_str(BUNDLE, "t.toml").expect("valid");
+        let d = b.decide_side_effect_admission(&request());
+        assert_eq!(d.verdict, Verdict::Allow, "{d:?}");
+        let deferred: Vec<&str> = d
+            .chain
+            .iter()
+            .filter(|s| s.outcome == StepOutcome::NotApplicable)
+            .map(|s| &*s.rule_id)
+            .collect();
+        assert_eq!(deferred, ["kill_switch.api", "publish-api", "publish-api"]);
+        // The full decision still stops at the kill switch.
+        assert_eq!(
+            &*b.decide_side_effect(&request()).rule_id,
+            "kill_switch.api"
+        );
+        let mut r = request();
+        r.attempt = 2;
+        assert_eq!(
+            b.decide_side_effect_admission(&r).verdict,
+            Verdict::NeedsApproval
+        );
+        r.attempt = 1;
+        r.idempotency_key = None;
+        assert_eq!(b.decide_side_effect_admission(&r).verdict, Verdict::Deny);
+        r.idempotency_key = Some("k".into());
+        r.agent = "nobody".into();
+        assert_eq!(b.decide_side_effect_admission(&r).verdict, Verdict::Deny);
+        assert!(b.side_effect_policy("publish", "browser").is_none());
+        assert_eq!(
+            b.side_effect_policy("publish", "api")
+                .map(|p| p.id.as_str()),
+            Some("publish-api")
+        );
     }
 }

@@ -732,6 +732,15 @@ impl<'a> Checker<'a> {
                     "retry_cap counts attempts and must be at least 1",
                 );
             }
+            if let Some(v) = &s.verifier
+                && !spec.agents.iter().any(|a| &a.id == v)
+            {
+                self.push(
+                    p.key("verifier"),
+                    Code::UnknownReference,
+                    format!("verifier `{v}` is not an agent of this bundle"),
+                );
+            }
         }
         for (i, a) in spec.agents.iter().enumerate() {
             for (j, k) in a.side_effects.iter().enumerate() {

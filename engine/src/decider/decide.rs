@@ -50,6 +50,9 @@ use docket_policies::{
 use super::event::{
     Classifies, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
 };
+// Side effects (seed 004 §1, §8): a child module, so it extends `Batch` in place.
+#[path = "effect.rs"]
+pub(super) mod effect;
 use super::state::{RunState, RunStatus};
 use crate::protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
@@ -98,6 +101,9 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    // Side effects (seed 004 §1, §8)
+    /// The runtime's answer from an effect executor or the kill switches.
+    RecordEffect(effect::EffectInput),
 }
 
 impl Command {
@@ -141,6 +147,8 @@ impl Command {
                 choice,
                 at_ms,
             },
+            // Side effects (seed 004 §1, §8)
+            Self::RecordEffect(input) => input.to_event(),
         }
     }
 
@@ -184,7 +192,8 @@ impl Command {
                 choice,
                 at_ms,
             },
-            _ => return None,
+            // Side effects (seed 004 §1, §8)
+            other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
     }
 
@@ -194,6 +203,8 @@ impl Command {
             Self::RecordResponse { at_ms, .. }
             | Self::RecordFailure { at_ms, .. }
             | Self::RecordHumanDecision { at_ms, .. } => *at_ms,
+            // Side effects (seed 004 §1, §8)
+            Self::RecordEffect(input) => input.at_ms(),
         }
     }
 }
@@ -239,6 +250,20 @@ pub enum Rejection {
         expected: String,
         /// Given.
         actual: String,
+    },
+    // Side effects (seed 004 §1, §8)
+    /// No effect with this id was requested in this run.
+    #[error("no effect {0} was requested in this run")]
+    UnknownEffect(String),
+    /// The effect is not at the step this input answers.
+    #[error("effect {effect_id} is {phase}; a {input} input does not apply to it")]
+    EffectNotAwaiting {
+        /// The effect.
+        effect_id: String,
+        /// The input's event kind.
+        input: &'static str,
+        /// Where the effect stands.
+        phase: &'static str,
     },
 }
 
@@ -324,6 +349,8 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             }
         }
         Command::Start(_) => {}
+        // Side effects (seed 004 §1, §8)
+        Command::RecordEffect(input) => effect::check_input(state, input)?,
     }
     Ok(())
 }
@@ -386,6 +413,8 @@ fn decide_batch(
             choice,
             ..
         } => batch.on_human(&ticket, approved, &by, &reason, choice),
+        // Side effects (seed 004 §1, §8)
+        Command::RecordEffect(input) => batch.on_effect_input(&input),
     }
     batch.settle();
     (batch.events, batch.state)
@@ -422,10 +451,31 @@ impl Batch<'_> {
                     | TicketSubject::Proceed { request_id, .. }
                     | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
                     TicketSubject::Conflict { origin, .. } => origin.clone(),
+                    // Side effects (seed 004 §1, §8): the effect's own episode, below.
+                    TicketSubject::Effect { .. } => String::new(),
                 })
             }
-            Command::Start(_) => None,
+            Command::Start(_) | Command::RecordEffect(_) => None,
         };
+        // Side effects (seed 004 §1, §8): what an effect causes belongs to the episode
+        // that asked for it.
+        let effect = match command {
+            Command::RecordEffect(input) => Some(input.effect_id().to_owned()),
+            Command::RecordHumanDecision { ticket, .. } => {
+                self.state
+                    .tickets
+                    .get(ticket)
+                    .and_then(|t| match &t.subject {
+                        TicketSubject::Effect { effect_id, .. } => Some(effect_id.clone()),
+                        _ => None,
+                    })
+            }
+            _ => None,
+        };
+        if let Some(rec) = effect.and_then(|id| self.state.effects.get(&id)) {
+            self.episode = rec.requested.episode_id.clone();
+            return;
+        }
         if let Some(call) = call {
             self.episode = self.episode_of_call(&call);
         }
@@ -454,6 +504,7 @@ impl Batch<'_> {
         if self.state.status == RunStatus::Running
             && self.state.pending.is_empty()
             && self.state.open_tickets().next().is_none()
+            && !self.state.effects_in_flight()
         {
             self.push(RunEvent::RunFailed {
                 reason: "no call is scheduled and no human decision is awaited: the last agent \
@@ -752,7 +803,7 @@ impl Batch<'_> {
                 .calls
                 .get(id)
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
-        })
+        }) || self.state.effects_in_flight_in(group) // Side effects (seed 004 §1, §8)
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with
@@ -949,6 +1000,14 @@ impl Batch<'_> {
                 subject: request_id.to_owned(),
                 decision: d,
             });
+        }
+        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect; a denied
+        // or reviewable tool call in it sends the effect to a human instead.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let doubt = violation.or(review);
+            let answer = doubt.is_none().then_some(response);
+            self.on_verifier_answer(&effect_id, &agent, answer, doubt.as_deref());
+            return;
         }
         if let Some(reason) = violation {
             self.on_failure(
@@ -1207,6 +1266,8 @@ impl Batch<'_> {
                     }
                 }
                 Action::FinishEpisode { result } => self.episode_finish(agent, request_id, result),
+                // Side effects (seed 004 §1, §8)
+                Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
             }
         }
     }
@@ -1243,7 +1304,11 @@ impl Batch<'_> {
             .branch_of
             .as_ref()
             .is_some_and(|g| self.state.held.get(g).is_some_and(|h| !h.is_empty()));
-        if !self.state.pending.is_empty() || !self.outbox.is_empty() || held {
+        if !self.state.pending.is_empty()
+            || !self.outbox.is_empty()
+            || held
+            || self.state.effects_in_flight()
+        {
             return;
         }
         let has_external = self.bundle.agent_ids().any(|a| a == EXTERNAL);
@@ -1266,6 +1331,13 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
+        // Side effects (seed 004 §1, §8): a verifier that fails sends the effect to a human.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let failure = format!("{code}: {message}");
+            let verifier = call.request.target_agent.clone();
+            self.on_verifier_answer(&effect_id, &verifier, None, Some(&failure));
+            return;
+        }
         let agent = call.request.target_agent.clone();
         let failures = call.request.attempt;
         let esc = self
@@ -1338,6 +1410,11 @@ impl Batch<'_> {
         let Some(t) = self.state.tickets.get(ticket).cloned() else {
             return;
         };
+        // Side effects (seed 004 §1, §8): approving or denying continues the effect's path.
+        if let TicketSubject::Effect { effect_id, step } = &t.subject {
+            self.on_effect_ticket(effect_id, *step, approved, by, reason);
+            return;
+        }
         if !approved {
             self.episode_review_denied(&t.subject, by, reason);
             let message = format!("{by} denied {ticket} ({}): {reason}", t.reason);
@@ -1407,6 +1484,8 @@ impl Batch<'_> {
                 result,
                 ..
             } => self.episode_review_approved(&episode_id, &agent, &request_id, &result),
+            // Side effects (seed 004 §1, §8): decided above (a denial does not block).
+            TicketSubject::Effect { .. } => {}
         }
     }
 }

@@ -12,6 +12,11 @@ use std::collections::BTreeMap;
 use docket_policies::Meter;
 use docket_policies::model::StopCondition;
 
+use super::decide::effect::{
+    EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
+    EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
+    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
+};
 use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
 use crate::workflow::WorkflowSpec;
 
@@ -123,6 +128,14 @@ pub enum TicketSubject {
         asked: String,
         /// The result awaiting review.
         result: EpisodeResult,
+    },
+    // Side effects (seed 004 §1, §8)
+    /// A side effect waits for a human: approving continues its path (see `step`).
+    Effect {
+        /// The effect (`{run}/effect-N`).
+        effect_id: String,
+        /// What the person is asked.
+        step: EffectTicketStep,
     },
 }
 
@@ -414,6 +427,50 @@ pub enum RunEvent {
         /// The deciding rule and reason.
         decision: PolicyDecision,
     },
+    // Side effects (seed 004 §1, §8)
+    /// Decision: an agent's `request_effect`, numbered and with its attempt for the key.
+    #[serde(rename = "effect.requested")]
+    EffectRequested(EffectRequested),
+    /// Decision: the key was already applied in this run; the recorded receipt is the result.
+    #[serde(rename = "effect.deduplicated")]
+    EffectDeduplicated(EffectDeduplicated),
+    /// Decision: the effect passed admission and goes to its dry run or execution gate.
+    #[serde(rename = "effect.admitted")]
+    EffectAdmitted(EffectAdmitted),
+    /// Decision: the effect will not be executed (policy, kill switch, dry run, human).
+    #[serde(rename = "effect.refused")]
+    EffectRefused(EffectRefused),
+    /// Decision: the effect may go to its execution gate (kill switch, full decision).
+    #[serde(rename = "effect.ready")]
+    EffectReady(EffectReady),
+    /// Decision: the effect is executed now; durable before the executor is called.
+    #[serde(rename = "effect.started")]
+    EffectStarted(EffectStarted),
+    /// Decision: a verifier agent re-checks an applied effect (Class D before Class C).
+    #[serde(rename = "effect.verifier_called")]
+    EffectVerifierCalled(EffectVerifierCalled),
+    /// Decision: the effect's path is over (verified or not); the agent gets the result.
+    #[serde(rename = "effect.settled")]
+    EffectSettled(EffectSettled),
+    /// Recorded input: the executor's dry run.
+    #[serde(rename = "effect.dry_run")]
+    EffectDryRun(EffectDryRun),
+    /// Recorded input: the kill switches as read immediately before execution.
+    #[serde(rename = "effect.kill_switch_checked")]
+    EffectKillSwitchChecked(EffectKillSwitchChecked),
+    /// Recorded input: the executor applied the effect; its receipt.
+    #[serde(rename = "effect.applied")]
+    EffectApplied(EffectApplied),
+    /// Recorded input: the executor failed the effect.
+    #[serde(rename = "effect.failed")]
+    EffectFailed(EffectFailed),
+    /// Recorded input: the executor's verification of an applied effect.
+    #[serde(rename = "effect.verified")]
+    EffectVerified(EffectVerification),
+    /// Recorded input: the executor's verification of an effect started without a
+    /// recorded result (after a crash, or an execute call that gave no answer).
+    #[serde(rename = "effect.recovered")]
+    EffectRecovered(EffectVerification),
 }
 
 /// An event payload that could not be decoded.
@@ -455,6 +512,21 @@ impl RunEvent {
             Self::EpisodeStopped { .. } => "episode.stopped",
             Self::DomainWritten { .. } => "domain.written",
             Self::DomainWriteDenied { .. } => "domain.write_denied",
+            // Side effects (seed 004 §1, §8)
+            Self::EffectRequested(_) => "effect.requested",
+            Self::EffectDeduplicated(_) => "effect.deduplicated",
+            Self::EffectAdmitted(_) => "effect.admitted",
+            Self::EffectRefused(_) => "effect.refused",
+            Self::EffectReady(_) => "effect.ready",
+            Self::EffectStarted(_) => "effect.started",
+            Self::EffectVerifierCalled(_) => "effect.verifier_called",
+            Self::EffectSettled(_) => "effect.settled",
+            Self::EffectDryRun(_) => "effect.dry_run",
+            Self::EffectKillSwitchChecked(_) => "effect.kill_switch_checked",
+            Self::EffectApplied(_) => "effect.applied",
+            Self::EffectFailed(_) => "effect.failed",
+            Self::EffectVerified(_) => "effect.verified",
+            Self::EffectRecovered(_) => "effect.recovered",
         }
     }
 
@@ -467,6 +539,13 @@ impl RunEvent {
                 | Self::AgentResponded { .. }
                 | Self::AgentCallFailed { .. }
                 | Self::HumanDecided { .. }
+                // Side effects (seed 004 §1, §8)
+                | Self::EffectDryRun(_)
+                | Self::EffectKillSwitchChecked(_)
+                | Self::EffectApplied(_)
+                | Self::EffectFailed(_)
+                | Self::EffectVerified(_)
+                | Self::EffectRecovered(_)
         )
     }
 

@@ -25,7 +25,17 @@ mod state;
 mod episode_tests;
 #[cfg(test)]
 mod tests;
+// Side effects (seed 004 §1, §8)
+#[cfg(test)]
+mod effect_tests;
 
+pub use decide::effect::{
+    DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
+    EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
+    EffectPhase, EffectReady, EffectRecord, EffectRefused, EffectRequested, EffectSettled,
+    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled, EffectWork,
+    ReadyBecause, SettledBy, SettledStatus, VERIFY_EFFECT_CAPABILITY, describe_effect_event,
+};
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,

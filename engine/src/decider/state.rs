@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use docket_policies::InputKind;
 
+use super::decide::effect::EffectRecord;
 use super::event::{Classifies, Delivery, RunEvent, RunRequested, TicketSubject};
 use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
 
@@ -143,6 +144,13 @@ pub struct RunState {
     /// The episode tree: budgets, usage, results, stop counters, domain versions.
     #[serde(default)]
     pub episodes: super::episode::EpisodeTree,
+    // Side effects (seed 004 §1, §8)
+    /// Effects requested so far (the next id is `{run}/effect-{effects_requested+1}`).
+    pub effects_requested: u32,
+    /// Every side effect, by id.
+    pub effects: BTreeMap<String, EffectRecord>,
+    /// Verifier calls in flight: request id → the effect they re-check.
+    pub verifier_calls: BTreeMap<String, String>,
 }
 
 impl RunState {
@@ -260,6 +268,8 @@ impl RunState {
                 reason,
                 subject,
             } => {
+                // Side effects (seed 004 §1, §8): an effect ticket holds its effect.
+                self.apply_effect(event);
                 self.tickets_opened += 1;
                 self.tickets.insert(
                     ticket.clone(),
@@ -300,6 +310,21 @@ impl RunState {
             | RunEvent::EpisodeStopped { .. }
             | RunEvent::DomainWritten { .. }
             | RunEvent::DomainWriteDenied { .. } => {}
+            // Side effects (seed 004 §1, §8)
+            RunEvent::EffectRequested(_)
+            | RunEvent::EffectDeduplicated(_)
+            | RunEvent::EffectAdmitted(_)
+            | RunEvent::EffectRefused(_)
+            | RunEvent::EffectReady(_)
+            | RunEvent::EffectStarted(_)
+            | RunEvent::EffectVerifierCalled(_)
+            | RunEvent::EffectSettled(_)
+            | RunEvent::EffectDryRun(_)
+            | RunEvent::EffectKillSwitchChecked(_)
+            | RunEvent::EffectApplied(_)
+            | RunEvent::EffectFailed(_)
+            | RunEvent::EffectVerified(_)
+            | RunEvent::EffectRecovered(_) => self.apply_effect(event),
         }
         super::episode::fold(self, event);
     }

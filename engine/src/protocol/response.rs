@@ -226,6 +226,24 @@ pub enum Action {
         /// The episode's result.
         result: crate::protocol::EpisodeResult,
     },
+    // Side effects (seed 004 §1, §8)
+    /// Ask docket to carry out a side effect (a publish, a DM...). docket decides it under
+    /// the bundle's side-effect policy, dry-runs it where required, checks the kill
+    /// switch, executes it at most once per idempotency key, verifies it, and calls this
+    /// agent again with the result as a decision input of type `effect_result`.
+    RequestEffect {
+        /// The effect kind, as the bundle's `[[side_effects]]` names it (`publish`...).
+        kind: String,
+        /// The lane (`api`, `browser`...).
+        lane: String,
+        /// Applied at most once in the run; a second request with a key already applied
+        /// gets the recorded receipt back. Required when the policy says so (the default).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
+        /// What the executor needs (the post's text, the recipient...).
+        #[serde(default)]
+        params: Value,
+    },
 }
 
 impl Action {
@@ -241,6 +259,8 @@ impl Action {
             Self::Spawn { .. } => "spawn",
             Self::WriteDomain { .. } => "write_domain",
             Self::FinishEpisode { .. } => "finish_episode",
+            // Side effects (seed 004 §1, §8)
+            Self::RequestEffect { .. } => "request_effect",
         }
     }
 }

@@ -290,6 +290,20 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
         }
         Action::WriteDomain { domain, .. } => non_empty(|| format!("actions[{i}].domain"), domain),
         Action::FinishEpisode { .. } => Ok(()),
+        // Side effects (seed 004 §1, §8)
+        Action::RequestEffect {
+            kind,
+            lane,
+            idempotency_key,
+            ..
+        } => {
+            non_empty(|| format!("actions[{i}].kind"), kind)?;
+            non_empty(|| format!("actions[{i}].lane"), lane)?;
+            match idempotency_key {
+                Some(key) => non_empty(|| format!("actions[{i}].idempotency_key"), key),
+                None => Ok(()),
+            }
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! Generic over the store (`EventStore` uses `impl Future` returns, so no `dyn`); many runs
 //! can be driven at once from one `Runtime` (it is cheap to clone).
 
+mod effects;
 mod executors;
 mod log;
 
@@ -119,6 +120,9 @@ struct Inner<S> {
     executors: executors::Executors,
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
+    // Side effects (seed 004 §1, §8)
+    effects: crate::effect::EffectExecutors,
+    kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
 }
 
 fn now_ms() -> i64 {
@@ -144,6 +148,10 @@ impl<S: EventStore + 'static> Runtime<S> {
                 executors: executors::Executors::default(),
                 bundles: std::sync::Mutex::default(),
                 counter: std::sync::atomic::AtomicU64::new(0),
+                effects: crate::effect::EffectExecutors::default(),
+                kill_switch: std::sync::RwLock::new(Arc::new(
+                    crate::effect::InMemoryKillSwitch::default(),
+                )),
             }),
         }
     }
@@ -356,6 +364,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.append_decided(&run_id, version, bundle, &events).await
+    }
+
+    /// Appends decided events (one batch, or several decided one after the other) at
+    /// `version`, in one durable write.
+    async fn append_decided(
+        &self,
+        run_id: &str,
+        version: u64,
+        bundle: &PolicyBundle,
+        events: &[RunEvent],
+    ) -> Result<(), RuntimeError> {
+        let run_id = run_id.to_owned();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = now_wall();
@@ -383,7 +404,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 },
                 other => RuntimeError::Store(other),
             })?;
-        for event in &events {
+        for event in events {
             trace_decision(event);
         }
         Ok(())
@@ -404,7 +425,17 @@ impl<S: EventStore + 'static> Runtime<S> {
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
+            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // together with the effect's dry run and start (see `effects.rs`).
+            let mut carried = None;
             while state.status == RunStatus::Running {
+                // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
+                if self
+                    .effect_step(&mut state, &bundle, &workflow, carried.take())
+                    .await?
+                {
+                    continue;
+                }
                 let pending: Vec<AgentRequest> =
                     state.pending_requests().into_iter().cloned().collect();
                 if pending.is_empty() {
@@ -414,7 +445,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
                 .await;
-                for (request, answer) in pending.iter().zip(answers) {
+                let last = pending.len().saturating_sub(1);
+                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
                     if state.status.is_final() {
                         break;
                     }
@@ -432,9 +464,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                             at_ms,
                         },
                     };
-                    self.decide_and_append(&mut state, &bundle, command).await?;
+                    if i == last {
+                        // Side effects (seed 004 §1, §8)
+                        carried = self.stage_answer(&mut state, &bundle, command).await?;
+                    } else {
+                        self.decide_and_append(&mut state, &bundle, command).await?;
+                    }
                 }
             }
+            self.commit_carried(&bundle, carried).await?;
             tracing::info!(status = state.status.as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
