@@ -533,6 +533,7 @@ mod tests {
             input_type: None,
             input: None,
             agents: Default::default(),
+            effects: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),
