@@ -741,3 +741,30 @@ mod kill_switch {
         );
     }
 }
+
+mod doc {
+    use super::*;
+    use docket_engine::effect::wire::accept_answer;
+    use docket_tests::{doc_example, workspace_root};
+
+    #[test]
+    fn the_documented_call_and_answers_are_what_docket_sends_and_accepts() {
+        let doc = std::fs::read_to_string(workspace_root().join("docs/effect-protocol.md"))
+            .expect("docs/effect-protocol.md");
+        let call: EffectCall =
+            serde_json::from_str(&doc_example(&doc, "call").expect("call example"))
+                .expect("the call parses");
+        assert_eq!(call.op, EffectOp::Execute);
+        let request = &call.request;
+        let answer = |name: &str| doc_example(&doc, name).expect(name).into_bytes();
+        let report: DryRunReport =
+            accept_answer(request, EffectOp::DryRun, &answer("dry_run_answer")).expect("dry run");
+        assert!(report.ok);
+        let receipt: EffectReceipt =
+            accept_answer(request, EffectOp::Execute, &answer("execute_answer")).expect("receipt");
+        assert_eq!(receipt.result["post_id"], "1789");
+        let verification: Verification =
+            accept_answer(request, EffectOp::Verify, &answer("verify_answer")).expect("verify");
+        assert!(matches!(verification, Verification::Applied { .. }));
+    }
+}
