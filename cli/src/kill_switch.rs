@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
+use anyhow::Context as _;
 use clap::Subcommand;
 use docket_engine::effect::FileKillSwitch;
 use docket_policies::side_effect::GLOBAL_KILL_SWITCH;
@@ -142,6 +143,7 @@ fn flip(
     out: &mut String,
 ) -> anyhow::Result<()> {
     let switch = lane.unwrap_or_else(|| GLOBAL_KILL_SWITCH.to_owned());
+    initialise_store(switches.dir())?;
     let flip = switches.set(&switch, on, &who(by), reason, now_ms())?;
     let state = match (flip.on, flip.changed) {
         (true, true) => "engaged",
@@ -151,4 +153,24 @@ fn flip(
     };
     let _ = writeln!(out, "kill switch {switch} {state} (by {})", flip.by);
     Ok(())
+}
+
+/// Makes `dir` a docket store before the first switch file lands in it: the store refuses
+/// to initialise a directory that is not empty, so switches engaged before the first run
+/// would otherwise keep every later `docket run` out. A directory that is already a store
+/// (possibly held by a running `docket run`) is left alone.
+fn initialise_store(dir: &Path) -> anyhow::Result<()> {
+    if dir.join("DOCKET-STORE").exists() {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        docket_store::EmbeddedStore::open(dir, docket_store::StoreConfig::default())
+            .await
+            .map(drop)
+            .with_context(|| format!("cannot open the data directory {}", dir.display()))
+    })
 }

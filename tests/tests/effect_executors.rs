@@ -768,3 +768,181 @@ mod doc {
         assert!(matches!(verification, Verification::Applied { .. }));
     }
 }
+
+/// `docket run` reads the data directory's kill-switch file before executing an effect.
+mod run_reads_the_kill_switch {
+    use super::*;
+
+    const AGENT: &str = env!("CARGO_BIN_EXE_effect-agent");
+
+    const BUNDLE: &str = r#"
+bundle = { id = "kill" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "publisher"
+side_effects = ["publish"]
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+dry_run_required = false
+[interactions]
+allowed = [{ from = "external", to = "publisher" }, { from = "publisher", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+    /// Runs the one-publish workflow in `data`; the run's output and its
+    /// `effect.kill_switch_checked` payloads.
+    fn run(root: &Path, data: &Path, run: &str) -> (Value, Vec<Value>) {
+        run_with(root, data, run, 1, "")
+    }
+
+    /// Like [`run`], with `count` publishes and extra `[effects.publish]` lines.
+    fn run_with(
+        root: &Path,
+        data: &Path,
+        run: &str,
+        count: u32,
+        effect_extra: &str,
+    ) -> (Value, Vec<Value>) {
+        std::fs::write(root.join("bundle.toml"), BUNDLE).expect("bundle");
+        std::fs::write(root.join("input.json"), "{}").expect("input");
+        let workflow = root.join("workflow.toml");
+        std::fs::write(
+            &workflow,
+            format!(
+                "name = \"kill\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
+                 [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"{run}\", \"--count\", \"{count}\", \"--lane\", \"api\"]\n\
+                 [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}]\n{effect_extra}\n",
+                root.join("ledger.tsv")
+            ),
+        )
+        .expect("workflow");
+        let out = Command::new(docket_bin())
+            .args([
+                "run",
+                workflow.to_str().expect("utf-8"),
+                "--run-id",
+                run,
+                "--data",
+            ])
+            .arg(data)
+            .output()
+            .expect("docket run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out = Command::new(docket_bin())
+            .args(["events", run, "--json", "--data"])
+            .arg(data)
+            .output()
+            .expect("docket events");
+        let mut output = Value::Null;
+        let mut checked = Vec::new();
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let e: Value = serde_json::from_str(line).expect("JSON");
+            match e["kind"].as_str() {
+                Some("run.completed") => output = e["payload"]["output"].clone(),
+                Some("effect.kill_switch_checked") => checked.push(e["payload"].clone()),
+                _ => {}
+            }
+        }
+        (output, checked)
+    }
+
+    #[test]
+    fn an_engaged_lane_refuses_the_effect_and_a_released_one_lets_it_through() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let switches = FileKillSwitch::new(&data);
+        // Through the binary first: engaging a switch in a fresh data directory must not
+        // keep the first `docket run` out of it.
+        let out = Command::new(docket_bin())
+            .args([
+                "kill-switch",
+                "on",
+                "--lane",
+                "api",
+                "--by",
+                "ops",
+                "--data",
+            ])
+            .arg(&data)
+            .output()
+            .expect("docket kill-switch");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (output, checked) = run(dir.path(), &data, "r1");
+        assert_eq!(output["results"][0]["status"], "refused", "{output}");
+        assert_eq!(checked.len(), 1);
+        assert_eq!(checked[0]["engaged"], json!(["api"]));
+        assert!(
+            std::fs::read_to_string(dir.path().join("ledger.tsv"))
+                .unwrap_or_default()
+                .is_empty()
+        );
+
+        switches
+            .set("api", false, "ops", "resolved", 2)
+            .expect("off");
+        let (output, checked) = run(dir.path(), &data, "r2");
+        assert_eq!(output["results"][0]["status"], "applied", "{output}");
+        assert_eq!(checked[0]["engaged"], json!([]));
+
+        // An unreadable file stops effects, and the run's log says why.
+        std::fs::write(switches.path(), "{").expect("corrupt");
+        let (output, checked) = run(dir.path(), &data, "r3");
+        assert_eq!(output["results"][0]["status"], "refused", "{output}");
+        assert_eq!(checked[0]["engaged"], json!(["api", "global"]));
+        assert!(
+            checked[0]["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("corrupt")),
+            "{}",
+            checked[0]
+        );
+    }
+
+    #[test]
+    fn a_switch_engaged_by_another_process_mid_run_stops_the_next_effect() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        // The executor engages the api lane through `docket kill-switch` right after
+        // applying the first publish, while `docket run` holds the data directory.
+        let engage = serde_json::to_string(&json!([
+            docket_bin(),
+            "kill-switch",
+            "on",
+            "--lane",
+            "api",
+            "--by",
+            "operator",
+            "--data",
+            data
+        ]))
+        .expect("json");
+        let extra = format!("env = {{ EFFECT_LEDGER_ON_EXECUTE = {engage:?} }}");
+        let (output, checked) = run_with(dir.path(), &data, "mid", 2, &extra);
+        let statuses: Vec<&Value> = output["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| &r["status"])
+            .collect();
+        assert_eq!(statuses, [&json!("applied"), &json!("refused")], "{output}");
+        assert_eq!(checked[0]["engaged"], json!([]));
+        assert_eq!(checked[1]["engaged"], json!(["api"]));
+        let ledger = std::fs::read_to_string(dir.path().join("ledger.tsv")).expect("ledger");
+        assert_eq!(ledger.lines().count(), 1, "only the first publish applied");
+        let history = FileKillSwitch::new(&data).history().expect("history");
+        assert_eq!(history.len(), 1);
+        assert_eq!(history[0].by, "operator");
+    }
+}

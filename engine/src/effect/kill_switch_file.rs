@@ -112,6 +112,12 @@ impl FileKillSwitch {
         }
     }
 
+    /// The data directory.
+    #[must_use]
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// The state file's path.
     #[must_use]
     pub fn path(&self) -> PathBuf {

@@ -20,7 +20,9 @@
 //! (`dry_run`, `execute`, `verify`); `EFFECT_LEDGER_CRASH_EXECUTE=N` exits with code 3 at
 //! this process's Nth execute, after the append when `EFFECT_LEDGER_CRASH_AFTER_APPEND=1`
 //! (else before it); `EFFECT_LEDGER_ANSWER=garbage|oversized|wrong_id` answers every call
-//! with that kind of broken line.
+//! with that kind of broken line; `EFFECT_LEDGER_ON_EXECUTE='["prog", "arg"...]'` runs
+//! that command (and waits for it) after this process's first applied execute, before
+//! answering (an operator acting while a run goes).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::fs::{File, OpenOptions};
@@ -41,6 +43,7 @@ struct Options {
     crash_after_append: bool,
     hang: Option<String>,
     answer: Option<String>,
+    on_execute: Option<Vec<String>>,
 }
 
 fn env_number(name: &str) -> Option<u64> {
@@ -67,6 +70,12 @@ fn options() -> Result<Options, String> {
             .is_ok_and(|v| v == "1"),
         hang: std::env::var("EFFECT_LEDGER_HANG").ok(),
         answer: std::env::var("EFFECT_LEDGER_ANSWER").ok(),
+        on_execute: match std::env::var("EFFECT_LEDGER_ON_EXECUTE") {
+            Ok(json) => Some(serde_json::from_str(&json).map_err(|e| {
+                format!("EFFECT_LEDGER_ON_EXECUTE is not a JSON list of strings: {e}")
+            })?),
+            Err(_) => None,
+        },
     })
 }
 
@@ -222,6 +231,17 @@ fn main() -> ExitCode {
                                 if crash {
                                     eprintln!("effect-ledger: crashing after the append of {key}");
                                     return ExitCode::from(3);
+                                }
+                                if let (true, Some([program, args @ ..])) =
+                                    (fresh && executes == 1, options.on_execute.as_deref())
+                                {
+                                    let status = std::process::Command::new(program)
+                                        .args(args)
+                                        .stdout(std::process::Stdio::null())
+                                        .status();
+                                    if !status.as_ref().is_ok_and(|s| s.success()) {
+                                        eprintln!("effect-ledger: {program} failed: {status:?}");
+                                    }
                                 }
                                 answer_line(&EffectAnswer::ok(
                                     request.effect_id.clone(),
