@@ -364,6 +364,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.append_decided(&run_id, version, bundle, &events).await
+    }
+
+    /// Appends decided events (one batch, or several decided one after the other) at
+    /// `version`, in one durable write.
+    async fn append_decided(
+        &self,
+        run_id: &str,
+        version: u64,
+        bundle: &PolicyBundle,
+        events: &[RunEvent],
+    ) -> Result<(), RuntimeError> {
+        let run_id = run_id.to_owned();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = now_wall();
@@ -391,7 +404,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 },
                 other => RuntimeError::Store(other),
             })?;
-        for event in &events {
+        for event in events {
             trace_decision(event);
         }
         Ok(())
@@ -412,9 +425,15 @@ impl<S: EventStore + 'static> Runtime<S> {
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
+            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // together with the effect's dry run and start (see `effects.rs`).
+            let mut carried = None;
             while state.status == RunStatus::Running {
                 // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
-                if self.effect_step(&mut state, &bundle, &workflow).await? {
+                if self
+                    .effect_step(&mut state, &bundle, &workflow, carried.take())
+                    .await?
+                {
                     continue;
                 }
                 let pending: Vec<AgentRequest> =
@@ -426,7 +445,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
                 .await;
-                for (request, answer) in pending.iter().zip(answers) {
+                let last = pending.len().saturating_sub(1);
+                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
                     if state.status.is_final() {
                         break;
                     }
@@ -444,9 +464,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                             at_ms,
                         },
                     };
-                    self.decide_and_append(&mut state, &bundle, command).await?;
+                    if i == last {
+                        // Side effects (seed 004 §1, §8)
+                        carried = self.stage_answer(&mut state, &bundle, command).await?;
+                    } else {
+                        self.decide_and_append(&mut state, &bundle, command).await?;
+                    }
                 }
             }
+            self.commit_carried(&bundle, carried).await?;
             tracing::info!(status = state.status.as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
