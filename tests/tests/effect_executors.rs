@@ -767,6 +767,24 @@ mod doc {
             accept_answer(request, EffectOp::Verify, &answer("verify_answer")).expect("verify");
         assert!(matches!(verification, Verification::Applied { .. }));
     }
+
+    #[test]
+    fn the_checked_in_effect_schema_is_the_one_the_types_generate() {
+        let path = workspace_root().join("docs/effect-protocol.schema.json");
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        // As JSON values: key order follows serde_json's `preserve_order`.
+        let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
+        assert!(
+            parse(&checked_in).is_some()
+                && parse(&checked_in) == parse(&docket_engine::effect::wire::json_schema_pretty()),
+            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-engine schema`",
+            path.display()
+        );
+        let defs = &parse(&checked_in).unwrap_or_default()["$defs"];
+        for name in ["EffectCall", "EffectOp", "EffectRequest", "Verification"] {
+            assert!(defs[name].is_object(), "the schema defines {name}");
+        }
+    }
 }
 
 /// `docket run` reads the data directory's kill-switch file before executing an effect.

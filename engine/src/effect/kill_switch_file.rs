@@ -363,6 +363,22 @@ mod tests {
     }
 
     #[test]
+    fn a_torn_last_history_line_is_skipped_but_a_bad_earlier_one_is_corrupt() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let switches = FileKillSwitch::new(dir.path());
+        switches.set("api", true, "ops", "", 1).expect("on");
+        let mut text = std::fs::read_to_string(switches.history_path()).expect("history");
+        std::fs::write(switches.history_path(), format!("{text}{{\"switch\":\"ap")).expect("torn");
+        assert_eq!(switches.history().expect("readable").len(), 1);
+        text.insert_str(0, "not json\n");
+        std::fs::write(switches.history_path(), text).expect("bad");
+        assert!(matches!(
+            switches.history(),
+            Err(KillSwitchFileError::Corrupt { message, .. }) if message.starts_with("line 1")
+        ));
+    }
+
+    #[test]
     fn bad_switch_names_are_refused() {
         let dir = tempfile::tempdir().expect("tempdir");
         let switches = FileKillSwitch::new(dir.path());
