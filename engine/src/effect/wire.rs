@@ -58,6 +58,7 @@ pub struct EffectErrorBody {
 /// (whose shape depends on the operation) or `error`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(rename = "EffectAnswer_for_{T}")]
 pub struct EffectAnswer<T> {
     /// The `request.effect_id` of the call answered.
     pub effect_id: String,
