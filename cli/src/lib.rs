@@ -1,5 +1,5 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`) and policy bundles (`policy check | explain | diff | schema`).
+//! `approve`, `deny`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -14,6 +14,7 @@ use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
 mod episodes;
+mod kill_switch;
 mod runs;
 
 /// Exit code for an invalid bundle (or one that cannot be read).
@@ -44,6 +45,13 @@ enum Command {
     },
     #[command(flatten)]
     Run(runs::RunCommand),
+    /// Kill switches for side effects: engaged, no effect of the lane (or none at all)
+    /// executes, in any run, from its next effect on.
+    #[command(name = "kill-switch")]
+    KillSwitch {
+        #[command(subcommand)]
+        command: kill_switch::KillSwitchCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -93,6 +101,9 @@ pub fn main() -> ExitCode {
     let command = match cli.command {
         Command::Policy { command } => command,
         Command::Run(command) => return runs::main(command, cli.data),
+        Command::KillSwitch { command } => {
+            return kill_switch::main(command, &runs::data_dir(cli.data));
+        }
     };
     let mut out = String::new();
     let result = run(command, &mut out);

@@ -97,7 +97,7 @@ pub(crate) enum RunCommand {
 }
 
 /// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
-fn data_dir(flag: Option<PathBuf>) -> PathBuf {
+pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("DOCKET_DATA").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".docket"))
 }
@@ -151,7 +151,13 @@ async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     let store = EmbeddedStore::open(dir, StoreConfig::default())
         .await
         .with_context(|| format!("cannot open the data directory {}", dir.display()))?;
-    Ok(Runtime::new(store))
+    let runtime = Runtime::new(store);
+    // Read before every effect execution, so `docket kill-switch on` from another
+    // process stops this run's next effect.
+    runtime.set_kill_switch(std::sync::Arc::new(
+        docket_engine::effect::FileKillSwitch::new(dir),
+    ));
+    Ok(runtime)
 }
 
 fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {

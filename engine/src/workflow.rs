@@ -37,6 +37,10 @@ pub struct WorkflowSpec {
     /// default, so runs recorded before budgets existed read back unchanged.
     #[serde(default, skip_serializing_if = "WorkflowBudget::is_default")]
     pub budget: WorkflowBudget,
+    // Side effects (seed 004 §1, §8)
+    /// How each side-effect kind is carried out, by kind (`[effects.publish]`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub effects: BTreeMap<String, EffectSpec>,
 }
 
 /// `[budget]`: what the run's root episode may consume. Child episodes get their budgets
@@ -87,6 +91,83 @@ impl Default for WorkflowBudget {
 impl WorkflowBudget {
     fn is_default(&self) -> bool {
         *self == Self::default()
+    }
+}
+
+/// The default time an effect call may take when `[effects.<kind>]` gives no `timeout_ms`.
+pub const DEFAULT_EFFECT_TIMEOUT_MS: u64 = 30_000;
+
+/// One `[effects.<kind>]` section: exactly one of `command` (with optional `args` and
+/// `env`), `http` or `in_process = true`. Kept flat (not an untagged enum like agents) so
+/// a misspelt key is rejected by name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectSpec {
+    /// A program speaking the effect protocol as JSON lines on stdin/stdout; a bare name
+    /// is looked up next to the running executable first, then on `PATH`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra environment variables.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: BTreeMap<String, String>,
+    /// An HTTP endpoint (`http://host:port/path`) every call is POSTed to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// `true`: an executor registered in code with the runtime (embedding only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_process: Option<bool>,
+    /// How long one call (dry run, execute, verify) may take; default 30 000 ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Whether the executor implements `dry_run` (default true). When false, an effect
+    /// whose policy requires a dry run waits for a human instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub supports_dry_run: Option<bool>,
+}
+
+impl EffectSpec {
+    /// The call timeout in force.
+    #[must_use]
+    pub fn timeout_ms(&self) -> u64 {
+        self.timeout_ms.unwrap_or(DEFAULT_EFFECT_TIMEOUT_MS)
+    }
+
+    /// What is wrong with the section, if anything.
+    fn problem(&self) -> Option<String> {
+        let declared = [
+            self.command.is_some(),
+            self.http.is_some(),
+            self.in_process.is_some(),
+        ]
+        .into_iter()
+        .filter(|d| *d)
+        .count();
+        if declared != 1 {
+            return Some(format!(
+                "needs exactly one of `command`, `http` or `in_process = true` ({declared} given)"
+            ));
+        }
+        if self.command.as_deref() == Some("") {
+            return Some("`command` is empty".to_owned());
+        }
+        if self.in_process == Some(false) {
+            return Some("`in_process` must be true (or give `command` or `http`)".to_owned());
+        }
+        if self.command.is_none() && (!self.args.is_empty() || !self.env.is_empty()) {
+            return Some("`args` and `env` go with `command` only".to_owned());
+        }
+        if let Some(url) = &self.http {
+            if let Err(e) = crate::effect::HttpEffectExecutor::new(url) {
+                return Some(e.to_string());
+            }
+        }
+        if self.timeout_ms == Some(0) {
+            return Some("`timeout_ms` must be positive".to_owned());
+        }
+        None
     }
 }
 
@@ -239,6 +320,11 @@ impl WorkflowSpec {
                 return Err(invalid(format!("budget.{name} must be positive")));
             }
         }
+        for (kind, effect) in &spec.effects {
+            if let Some(problem) = effect.problem() {
+                return Err(invalid(format!("[effects.{kind}] {problem}")));
+            }
+        }
         Ok(spec)
     }
 }
@@ -259,6 +345,13 @@ impl Workflow {
         let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
         for agent in spec.agents.values_mut() {
             if let ExecutorSpec::Command { command, .. } = &mut agent.executor {
+                if command.contains('/') && Path::new(command.as_str()).is_relative() {
+                    *command = dir.join(command.as_str()).to_string_lossy().into_owned();
+                }
+            }
+        }
+        for effect in spec.effects.values_mut() {
+            if let Some(command) = &mut effect.command {
                 if command.contains('/') && Path::new(command.as_str()).is_relative() {
                     *command = dir.join(command.as_str()).to_string_lossy().into_owned();
                 }
@@ -316,6 +409,67 @@ mod tests {
             &spec.agents["c"].executor,
             ExecutorSpec::InProcess { in_process: true }
         ));
+    }
+
+    const AGENT: &str =
+        "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n[agents.a]\ncommand = \"x\"\n";
+
+    #[test]
+    fn effect_sections_parse_with_defaults() {
+        let text = format!(
+            "{AGENT}[effects.publish]\ncommand = \"ledger\"\nargs = [\"--x\"]\nenv = {{ A = \"1\" }}\n\
+             [effects.dm]\nhttp = \"http://127.0.0.1:9/e\"\ntimeout_ms = 500\nsupports_dry_run = false\n\
+             [effects.pay]\nin_process = true\n"
+        );
+        let spec = WorkflowSpec::parse(&text, Path::new("w.toml")).expect("valid");
+        let publish = &spec.effects["publish"];
+        assert_eq!(publish.command.as_deref(), Some("ledger"));
+        assert_eq!(publish.args, ["--x"]);
+        assert_eq!(publish.timeout_ms(), DEFAULT_EFFECT_TIMEOUT_MS);
+        assert_eq!(spec.effects["dm"].timeout_ms(), 500);
+        assert_eq!(spec.effects["dm"].supports_dry_run, Some(false));
+        assert_eq!(spec.effects["pay"].in_process, Some(true));
+    }
+
+    #[test]
+    fn bad_effect_sections_are_rejected_naming_file_section_and_problem() {
+        for (section, expected) in [
+            (
+                "[effects.publish]\n",
+                "exactly one of `command`, `http` or `in_process = true` (0 given)",
+            ),
+            (
+                "[effects.publish]\ncommand = \"x\"\nhttp = \"http://h/\"\n",
+                "(2 given)",
+            ),
+            ("[effects.publish]\ncommand = \"\"\n", "`command` is empty"),
+            ("[effects.publish]\nin_process = false\n", "must be true"),
+            ("[effects.publish]\nhttp = \"https://h/\"\n", "only http://"),
+            (
+                "[effects.publish]\nhttp = \"http://h/\"\nargs = [\"a\"]\n",
+                "with `command` only",
+            ),
+            (
+                "[effects.publish]\ncommand = \"x\"\ntimeout_ms = 0\n",
+                "must be positive",
+            ),
+            (
+                "[effects.publish]\ncommand = \"x\"\ntimeuot_ms = 5\n",
+                "timeuot_ms",
+            ),
+        ] {
+            let err = WorkflowSpec::parse(&format!("{AGENT}{section}"), Path::new("dir/w.toml"))
+                .expect_err(section);
+            let text = err.to_string();
+            assert!(text.contains("dir/w.toml"), "{text}");
+            assert!(text.contains(expected), "{section}: {text}");
+            if !expected.contains("timeuot") {
+                assert!(text.contains("[effects.publish]"), "{text}");
+            } else {
+                // serde's message names the key and the TOML parser shows its line.
+                assert!(text.contains("line 8"), "{text}");
+            }
+        }
     }
 
     #[test]

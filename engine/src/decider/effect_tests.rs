@@ -97,6 +97,7 @@ impl Run {
                 .into_iter()
                 .map(|a| (a.to_owned(), agent()))
                 .collect::<BTreeMap<_, _>>(),
+            effects: Default::default(),
         };
         let start = Command::Start(RunRequested {
             run_id: "run-1".into(),

@@ -65,6 +65,7 @@ fn start(policy: &str, budget: WorkflowBudget) -> (RunState, PolicyBundle, Vec<R
         input: None,
         goal: Some("answer the question".into()),
         budget,
+        effects: Default::default(),
         agents: AGENTS
             .into_iter()
             .map(|a| (a.to_owned(), agent()))

@@ -85,6 +85,7 @@ fn workflow() -> WorkflowSpec {
             .into_iter()
             .map(|a| (a.to_owned(), agent()))
             .collect::<BTreeMap<_, _>>(),
+        effects: Default::default(),
     }
 }
 
@@ -793,6 +794,7 @@ fn fanout_start(b: &PolicyBundle, src: &str) -> (RunState, Vec<RunEvent>) {
             .into_iter()
             .map(|a| (a.to_owned(), agent()))
             .collect(),
+        effects: Default::default(),
     };
     let mut state = RunState::default();
     let mut log = step(

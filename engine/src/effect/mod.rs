@@ -10,8 +10,22 @@
 //! Like agents, effects are held as `Arc<dyn EffectExecutor>` (in-process, a command
 //! speaking JSON lines, HTTP), one boxed future per call.
 
+mod command;
+mod http;
+mod in_process;
+mod kill_switch_file;
+pub mod wire;
+
 use std::future::Future;
 use std::pin::Pin;
+
+pub use command::CommandEffectExecutor;
+pub use http::HttpEffectExecutor;
+pub use in_process::{InProcessEffect, InProcessEffectExecutor};
+pub use kill_switch_file::{
+    Engagement, FileKillSwitch, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchFileError,
+    KillSwitchFlip, KillSwitchState,
+};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -223,6 +237,9 @@ impl KillSwitchSource for InMemoryKillSwitch {
 pub struct EffectExecutors {
     registered:
         std::sync::Mutex<std::collections::BTreeMap<String, std::sync::Arc<dyn EffectExecutor>>>,
+    /// Executors built from workflows' `[effects]` sections, by kind and section (a
+    /// command's process is kept between calls and runs).
+    built: std::sync::Mutex<std::collections::BTreeMap<String, std::sync::Arc<dyn EffectExecutor>>>,
 }
 
 impl EffectExecutors {
@@ -240,16 +257,86 @@ impl EffectExecutors {
     /// [`EffectCallError::NoExecutor`] when none is registered or declared.
     pub fn get(
         &self,
-        _workflow: &crate::workflow::WorkflowSpec,
+        workflow: &crate::workflow::WorkflowSpec,
         kind: &str,
     ) -> Result<std::sync::Arc<dyn EffectExecutor>, EffectCallError> {
-        self.registered
+        let registered = self
+            .registered
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get(kind)
-            .cloned()
-            .ok_or_else(|| EffectCallError::NoExecutor {
-                kind: kind.to_owned(),
-            })
+            .cloned();
+        if let Some(executor) = registered {
+            return Ok(executor);
+        }
+        let no_executor = || EffectCallError::NoExecutor {
+            kind: kind.to_owned(),
+        };
+        let spec = workflow.effects.get(kind).ok_or_else(no_executor)?;
+        let key = format!(
+            "{kind}\u{0}{}",
+            serde_json::to_string(spec).unwrap_or_default()
+        );
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(executor) = built.get(&key) {
+            return Ok(executor.clone());
+        }
+        let executor = build_declared(kind, spec)?;
+        built.insert(key, executor.clone());
+        Ok(executor)
+    }
+}
+
+/// Builds the executor an `[effects.<kind>]` section declares (`in_process` ones are
+/// registered in code, so reaching here without one is an error).
+fn build_declared(
+    kind: &str,
+    spec: &crate::workflow::EffectSpec,
+) -> Result<std::sync::Arc<dyn EffectExecutor>, EffectCallError> {
+    let supports_dry_run = spec.supports_dry_run.unwrap_or(true);
+    if let Some(command) = &spec.command {
+        let mut config =
+            crate::executor::StdioConfig::new(crate::runtime::resolve_program(command))
+                .args(&spec.args);
+        for (k, v) in &spec.env {
+            config = config.env(k, v);
+        }
+        return Ok(std::sync::Arc::new(
+            CommandEffectExecutor::new(config)
+                .supports_dry_run(supports_dry_run)
+                .timeout_ms(spec.timeout_ms()),
+        ));
+    }
+    if let Some(url) = &spec.http {
+        let executor = HttpEffectExecutor::new(url).map_err(|e| EffectCallError::Unavailable {
+            effect_id: String::new(),
+            message: format!("[effects.{kind}]: {e}"),
+        })?;
+        return Ok(std::sync::Arc::new(
+            executor
+                .supports_dry_run(supports_dry_run)
+                .timeout_ms(spec.timeout_ms()),
+        ));
+    }
+    Err(EffectCallError::NoExecutor {
+        kind: kind.to_owned(),
+    })
+}
+
+/// `request` with its `timeout_ms` replaced by `timeout_ms`, when given.
+fn with_timeout(
+    request: &EffectRequest,
+    timeout_ms: Option<u64>,
+) -> std::borrow::Cow<'_, EffectRequest> {
+    match timeout_ms {
+        Some(timeout_ms) if timeout_ms != request.timeout_ms => {
+            let mut request = request.clone();
+            request.timeout_ms = timeout_ms;
+            std::borrow::Cow::Owned(request)
+        }
+        _ => std::borrow::Cow::Borrowed(request),
     }
 }

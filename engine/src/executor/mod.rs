@@ -13,7 +13,7 @@
 mod error;
 mod http;
 mod in_process;
-mod stdio;
+pub(crate) mod stdio;
 
 use std::future::Future;
 use std::pin::Pin;

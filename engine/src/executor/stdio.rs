@@ -109,20 +109,21 @@ pub struct StdioExecutor {
     starts: AtomicU64,
 }
 
-/// A running agent process.
-struct AgentProcess {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+/// A running child process speaking JSON lines (an agent, or an effect executor: see
+/// `crate::effect::command`, which shares this plumbing).
+pub(crate) struct AgentProcess {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
+    pub(crate) stdout: BufReader<ChildStdout>,
     stderr: StderrTail,
     /// Set while a request is written but its response not fully read: if the caller gave
     /// up on the call (dropped its future), the process's output is out of step with the
     /// requests and it must not be reused.
-    in_flight: bool,
+    pub(crate) in_flight: bool,
 }
 
 /// What reading one response line produced.
-enum LineRead {
+pub(crate) enum LineRead {
     Line(Vec<u8>),
     /// stdout ended, after `partial` bytes of an unfinished line.
     Ended {
@@ -294,36 +295,11 @@ impl StdioExecutor {
     }
 
     fn spawn(&self) -> Result<AgentProcess, AgentCallError> {
-        let config = &self.config;
-        let mut command = Command::new(&config.program);
-        command
-            .args(&config.args)
-            .envs(config.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        if let Some(dir) = &config.current_dir {
-            command.current_dir(dir);
-        }
-        let during = || format!("starting {}", config.program.display());
-        let mut child = command
-            .spawn()
-            .map_err(|err| AgentCallError::io(during(), err))?;
-        let missing =
-            || AgentCallError::io(during(), std::io::Error::other("a pipe was not set up"));
-        let stdin = child.stdin.take().ok_or_else(missing)?;
-        let stdout = child.stdout.take().ok_or_else(missing)?;
-        let stderr = child.stderr.take().ok_or_else(missing)?;
+        let process = AgentProcess::spawn(&self.config).map_err(|err| {
+            AgentCallError::io(format!("starting {}", self.config.program.display()), err)
+        })?;
         self.starts.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(pid = child.id(), program = %config.program.display(), "agent process started");
-        Ok(AgentProcess {
-            child,
-            stdin,
-            stdout: BufReader::new(stdout),
-            stderr: StderrTail::start(stderr, config.stderr_tail_bytes),
-            in_flight: false,
-        })
+        Ok(process)
     }
 }
 
@@ -345,13 +321,14 @@ async fn write_line(slot: &mut Option<AgentProcess>, line: &[u8]) -> std::io::Re
     let Some(process) = slot.as_mut() else {
         return Err(std::io::ErrorKind::NotConnected.into());
     };
-    process.in_flight = true;
-    process.stdin.write_all(line).await?;
-    process.stdin.flush().await
+    process.write_line(line).await
 }
 
 /// Reads one non-blank line, holding at most `limit` bytes of it (plus one read buffer).
-async fn read_line(stdout: &mut BufReader<ChildStdout>, limit: usize) -> std::io::Result<LineRead> {
+pub(crate) async fn read_line(
+    stdout: &mut BufReader<ChildStdout>,
+    limit: usize,
+) -> std::io::Result<LineRead> {
     let mut line = Vec::new();
     loop {
         let buffer = stdout.fill_buf().await?;
@@ -384,7 +361,7 @@ async fn read_line(stdout: &mut BufReader<ChildStdout>, limit: usize) -> std::io
 /// The process ended (or stopped reading) before answering: collect how it ended and what
 /// it last said on stderr.
 async fn crashed(slot: &mut Option<AgentProcess>) -> AgentCallError {
-    let Some(mut process) = slot.take() else {
+    let Some(process) = slot.take() else {
         return AgentCallError::Crashed {
             exit: ExitReport {
                 code: None,
@@ -393,21 +370,67 @@ async fn crashed(slot: &mut Option<AgentProcess>) -> AgentCallError {
             stderr_tail: String::new(),
         };
     };
-    // Closing stdin lets an agent that is still alive (it closed stdout only) see EOF.
-    drop(process.stdin);
-    let exit = match process.child.wait().await {
-        Ok(status) => ExitReport::from_status(status),
-        Err(_) => ExitReport {
-            code: None,
-            signal: None,
-        },
-    };
-    let stderr_tail = process.stderr.finish().await;
+    let (exit, stderr_tail) = process.ended().await;
     AgentCallError::Crashed { exit, stderr_tail }
 }
 
 impl AgentProcess {
-    async fn kill(mut self) {
+    /// Starts the process described by `config`, with piped stdin, stdout and stderr.
+    pub(crate) fn spawn(config: &StdioConfig) -> std::io::Result<Self> {
+        let mut command = Command::new(&config.program);
+        command
+            .args(&config.args)
+            .envs(config.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(dir) = &config.current_dir {
+            command.current_dir(dir);
+        }
+        let mut child = command.spawn()?;
+        let missing = || std::io::Error::other("a pipe was not set up");
+        let stdin = child.stdin.take().ok_or_else(missing)?;
+        let stdout = child.stdout.take().ok_or_else(missing)?;
+        let stderr = child.stderr.take().ok_or_else(missing)?;
+        tracing::info!(pid = child.id(), program = %config.program.display(), "process started");
+        Ok(Self {
+            child,
+            stdin,
+            stdout: BufReader::new(stdout),
+            stderr: StderrTail::start(stderr, config.stderr_tail_bytes),
+            in_flight: false,
+        })
+    }
+
+    /// Writes one line, marking the process in flight until its answer is read.
+    pub(crate) async fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.in_flight = true;
+        self.stdin.write_all(line).await?;
+        self.stdin.flush().await
+    }
+
+    /// Waits for a process that stopped answering to end; how it ended and its stderr tail.
+    pub(crate) async fn ended(self) -> (ExitReport, String) {
+        let Self {
+            mut child,
+            stdin,
+            stderr,
+            ..
+        } = self;
+        // Closing stdin lets a process that is still alive (it closed stdout only) see EOF.
+        drop(stdin);
+        let exit = match child.wait().await {
+            Ok(status) => ExitReport::from_status(status),
+            Err(_) => ExitReport {
+                code: None,
+                signal: None,
+            },
+        };
+        (exit, stderr.finish().await)
+    }
+
+    pub(crate) async fn kill(mut self) {
         if let Err(err) = self.child.kill().await {
             tracing::warn!(error = %err, "could not kill the agent process");
         }

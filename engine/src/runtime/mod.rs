@@ -561,6 +561,7 @@ mod tests {
             budget: Default::default(),
             input: None,
             agents: Default::default(),
+            effects: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),

@@ -1,0 +1,176 @@
+//! `docket kill-switch on|off|status`: the emergency stop for side effects. The switches
+//! live in a file of the data directory (`kill-switches.json`, with a history beside it),
+//! not in the event log, so they reach a `docket run` going on in another process: every
+//! run reads them before each effect execution.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use docket_engine::effect::FileKillSwitch;
+use docket_policies::side_effect::GLOBAL_KILL_SWITCH;
+use serde_json::json;
+
+#[derive(Subcommand)]
+pub(crate) enum KillSwitchCommand {
+    /// Engage a switch: no effect of the lane (or, without --lane, none at all) executes
+    /// until it is released.
+    On {
+        /// The lane (`api`, `browser`...); the global switch when absent.
+        #[arg(long)]
+        lane: Option<String>,
+        /// Who engages it (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Release a switch.
+    Off {
+        /// The lane; the global switch when absent.
+        #[arg(long)]
+        lane: Option<String>,
+        /// Who releases it (default: $USER).
+        #[arg(long)]
+        by: Option<String>,
+        /// Why.
+        #[arg(long, default_value = "")]
+        reason: String,
+    },
+    /// Show the engaged switches (and, with --history, every flip).
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Include every flip so far.
+        #[arg(long)]
+        history: bool,
+    },
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn who(by: Option<String>) -> String {
+    by.or_else(|| std::env::var("USER").ok())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
+    let mut out = String::new();
+    let result = execute(command, data, &mut out);
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            eprintln!("error: cannot write output: {e}");
+            return ExitCode::from(crate::runs::EXIT_FAILED);
+        }
+    }
+    match result {
+        Ok(()) => ExitCode::from(crate::runs::EXIT_COMPLETED),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(crate::runs::EXIT_FAILED)
+        }
+    }
+}
+
+fn execute(command: KillSwitchCommand, data: &Path, out: &mut String) -> anyhow::Result<()> {
+    let switches = FileKillSwitch::new(data);
+    match command {
+        KillSwitchCommand::On { lane, by, reason } => flip(&switches, lane, true, by, &reason, out),
+        KillSwitchCommand::Off { lane, by, reason } => {
+            flip(&switches, lane, false, by, &reason, out)
+        }
+        KillSwitchCommand::Status { json, history } => {
+            let state = switches.state()?;
+            let flips = if history {
+                switches.history()?
+            } else {
+                Vec::new()
+            };
+            if json {
+                let mut doc = json!({ "file": switches.path().display().to_string(), "engaged": state.engaged });
+                if history {
+                    doc["history"] = json!(flips);
+                }
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                );
+            } else {
+                if state.engaged.is_empty() {
+                    let _ = writeln!(out, "no kill switch engaged");
+                }
+                for (switch, e) in &state.engaged {
+                    let _ = writeln!(
+                        out,
+                        "{switch} engaged by {} at {} ms: {}",
+                        e.by, e.at_ms, e.reason
+                    );
+                }
+                for flip in &flips {
+                    let _ = writeln!(
+                        out,
+                        "{} {} {} by {}: {}",
+                        flip.at_ms,
+                        flip.switch,
+                        if flip.on { "on" } else { "off" },
+                        flip.by,
+                        flip.reason
+                    );
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+fn flip(
+    switches: &FileKillSwitch,
+    lane: Option<String>,
+    on: bool,
+    by: Option<String>,
+    reason: &str,
+    out: &mut String,
+) -> anyhow::Result<()> {
+    let switch = lane.unwrap_or_else(|| GLOBAL_KILL_SWITCH.to_owned());
+    initialise_store(switches.dir())?;
+    let flip = switches.set(&switch, on, &who(by), reason, now_ms())?;
+    let state = match (flip.on, flip.changed) {
+        (true, true) => "engaged",
+        (true, false) => "was already engaged",
+        (false, true) => "released",
+        (false, false) => "was not engaged",
+    };
+    let _ = writeln!(out, "kill switch {switch} {state} (by {})", flip.by);
+    Ok(())
+}
+
+/// Makes `dir` a docket store before the first switch file lands in it: the store refuses
+/// to initialise a directory that is not empty, so switches engaged before the first run
+/// would otherwise keep every later `docket run` out. A directory that is already a store
+/// (possibly held by a running `docket run`) is left alone.
+fn initialise_store(dir: &Path) -> anyhow::Result<()> {
+    if dir.join("DOCKET-STORE").exists() {
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        docket_store::EmbeddedStore::open(dir, docket_store::StoreConfig::default())
+            .await
+            .map(drop)
+            .with_context(|| format!("cannot open the data directory {}", dir.display()))
+    })
+}

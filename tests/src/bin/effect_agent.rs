@@ -1,0 +1,96 @@
+//! An agent (docket's stdio agent protocol) that asks for side effects, for the effect
+//! crash test: `effect-agent --prefix P --count N --lane L [--to AGENT]`.
+//!
+//! Each request: when fewer than N `effect_result` inputs have come back, ask for the next
+//! publish (`request_effect`, kind `publish`, key `P-i`, params `{"text": "hello P-i"}`);
+//! otherwise hand `{"results": [...], "input": FIRST_INPUT}` to AGENT (output type
+//! `posts`), or finish with it when no `--to` is given. Each result is kept as its key,
+//! status and receipt only, so an interrupted run's output can equal an uninterrupted one.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use serde_json::{Value, json};
+
+fn main() -> ExitCode {
+    let (mut prefix, mut count, mut lane, mut to) =
+        ("post".to_owned(), 1usize, "api".to_owned(), None::<String>);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let value = args.next().unwrap_or_default();
+        match arg.as_str() {
+            "--prefix" => prefix = value,
+            "--count" => count = value.parse().unwrap_or(1),
+            "--lane" => lane = value,
+            "--to" => to = Some(value),
+            other => {
+                eprintln!("effect-agent: unknown argument {other:?}");
+                return ExitCode::from(2);
+            }
+        }
+    }
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let request: AgentRequest = match serde_json::from_str(&line) {
+            Ok(request) => request,
+            Err(e) => {
+                eprintln!("effect-agent: bad request: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        let results: Vec<Value> = request
+            .decision_inputs
+            .iter()
+            .filter(|i| i.output_type == "effect_result")
+            .map(|i| {
+                let p = &i.payload;
+                json!({
+                    "key": p["idempotency_key"],
+                    "status": p["status"],
+                    "receipt": p["receipt"],
+                })
+            })
+            .collect();
+        let input = request
+            .decision_inputs
+            .iter()
+            .find(|i| i.output_type != "effect_result")
+            .map_or(Value::Null, |i| i.payload.clone());
+        let action = if results.len() < count {
+            let key = format!("{prefix}-{}", results.len() + 1);
+            Action::RequestEffect {
+                kind: "publish".into(),
+                lane: lane.clone(),
+                params: json!({ "text": format!("hello {key}") }),
+                idempotency_key: Some(key),
+            }
+        } else {
+            let output = json!({ "results": results, "input": input });
+            match &to {
+                Some(to) => Action::Handoff {
+                    to: to.clone(),
+                    output_type: "posts".into(),
+                    payload: output,
+                },
+                None => Action::Finish { output },
+            }
+        };
+        let response =
+            AgentResponse::success(request.request_id.clone(), Confidence::High, vec![action]);
+        let text = serde_json::to_string(&response).unwrap_or_default();
+        if writeln!(stdout, "{text}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            break;
+        }
+    }
+    ExitCode::SUCCESS
+}
