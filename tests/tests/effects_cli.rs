@@ -1,0 +1,210 @@
+//! Side effects through the `docket` binary, as a user runs them: an agent asks for a
+//! publish, a command executor (`effect-ledger`, which keeps its own ledger) carries it
+//! out. The log must show the whole path in order, and the executor's ledger must hold the
+//! key exactly once.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use docket_tests::docket_bin;
+use serde_json::Value;
+
+const AGENT: &str = env!("CARGO_BIN_EXE_effect-agent");
+const LEDGER_BIN: &str = env!("CARGO_BIN_EXE_effect-ledger");
+
+fn bundle(approval: bool) -> String {
+    format!(
+        r#"
+bundle = {{ id = "publish" }}
+[[agents]]
+id = "external"
+[[agents]]
+id = "publisher"
+side_effects = ["publish"]
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+dry_run_required = true
+human_approval_required = {approval}
+[interactions]
+allowed = [{{ from = "external", to = "publisher" }}, {{ from = "publisher", to = "external" }}]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#
+    )
+}
+
+/// Writes the workflow (one publisher asking for one publish, served by the ledger
+/// executor) and returns its path.
+fn workflow(root: &Path, approval: bool) -> String {
+    std::fs::write(root.join("bundle.toml"), bundle(approval)).expect("bundle");
+    std::fs::write(root.join("input.json"), "{}").expect("input");
+    let path = root.join("workflow.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"publish\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
+             [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"launch\", \"--count\", \"1\", \"--lane\", \"api\"]\n\
+             [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}]\n",
+            root.join("ledger.tsv")
+        ),
+    )
+    .expect("workflow");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+fn docket(data: &Path, args: &[&str]) -> Output {
+    Command::new(docket_bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("docket runs")
+}
+
+/// The run's events as `(kind, payload)`, in log order.
+fn events(data: &Path, run: &str) -> Vec<(String, Value)> {
+    let out = docket(data, &["events", run, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|line| {
+            let e: Value = serde_json::from_str(line).expect("an event per line");
+            (
+                e["kind"].as_str().unwrap_or_default().to_owned(),
+                e["payload"].clone(),
+            )
+        })
+        .collect()
+}
+
+/// The keys in the executor's own ledger, one per applied execution.
+fn ledger_keys(root: &Path) -> Vec<String> {
+    std::fs::read_to_string(root.join("ledger.tsv"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split('\t').next().map(str::to_owned))
+        .collect()
+}
+
+fn position(events: &[(String, Value)], kind: &str) -> usize {
+    events
+        .iter()
+        .position(|(k, _)| k == kind)
+        .unwrap_or_else(|| panic!("no {kind} in {:?}", kinds(events)))
+}
+
+fn kinds(events: &[(String, Value)]) -> Vec<&str> {
+    events.iter().map(|(k, _)| k.as_str()).collect()
+}
+
+#[test]
+fn a_publish_is_dry_run_then_executed_once_then_verified() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let wf = workflow(dir.path(), false);
+    let out = docket(&data, &["run", &wf, "--run-id", "pub-1"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let log = events(&data, "pub-1");
+    let order: Vec<usize> = [
+        "effect.requested",
+        "effect.admitted",
+        "effect.dry_run",
+        "effect.kill_switch_checked",
+        "effect.started",
+        "effect.applied",
+        "effect.verified",
+        "effect.settled",
+        "run.completed",
+    ]
+    .iter()
+    .map(|k| position(&log, k))
+    .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "out of order: {:?}",
+        kinds(&log)
+    );
+    let (_, dry_run) = &log[position(&log, "effect.dry_run")];
+    assert_eq!(dry_run["outcome"]["report"]["ok"], true, "{dry_run}");
+    let (_, verified) = &log[position(&log, "effect.verified")];
+    assert_eq!(verified["verification"]["status"], "applied", "{verified}");
+    let (_, completed) = &log[position(&log, "run.completed")];
+    assert_eq!(completed["output"]["results"][0]["status"], "applied");
+    assert_eq!(
+        completed["output"]["results"][0]["key"], "launch-1",
+        "{completed}"
+    );
+    // Exactly one execution, by the executor's own account.
+    assert_eq!(ledger_keys(dir.path()), vec!["launch-1".to_owned()]);
+    assert_eq!(log.iter().filter(|(k, _)| k == "effect.started").count(), 1);
+}
+
+#[test]
+fn an_effect_needing_approval_waits_across_processes_and_runs_once_approved() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let wf = workflow(dir.path(), true);
+    let out = docket(&data, &["run", &wf, "--run-id", "pub-2"]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "waits for a human: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nothing ran: the dry run may have, the execution must not.
+    assert!(ledger_keys(dir.path()).is_empty());
+    let log = events(&data, "pub-2");
+    assert!(
+        !kinds(&log).contains(&"effect.started"),
+        "{:?}",
+        kinds(&log)
+    );
+    let (_, escalated) = &log[position(&log, "human.escalated")];
+    let ticket = escalated["ticket"].as_str().expect("a ticket").to_owned();
+    assert_eq!(escalated["subject"]["type"], "effect", "{escalated}");
+
+    // A later process approves; the effect runs once and the run completes.
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            "pub-2",
+            &ticket,
+            "--by",
+            "ana",
+            "--reason",
+            "copy reviewed",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(ledger_keys(dir.path()), vec!["launch-1".to_owned()]);
+    let log = events(&data, "pub-2");
+    assert!(position(&log, "human.decided") < position(&log, "effect.started"));
+    let (_, decided) = &log[position(&log, "human.decided")];
+    assert_eq!(decided["by"], "ana");
+    let (_, completed) = &log[position(&log, "run.completed")];
+    assert_eq!(completed["output"]["results"][0]["status"], "applied");
+
+    // Resuming the finished run executes nothing more.
+    let out = docket(&data, &["resume", "pub-2"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(ledger_keys(dir.path()).len(), 1);
+}
