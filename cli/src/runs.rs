@@ -226,19 +226,15 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         }
         RunCommand::Runs => {
             let rt = open(data).await?;
-            for run in rt.runs().await? {
-                let name = run
-                    .state
-                    .run
-                    .as_ref()
-                    .map_or("?", |r| r.workflow.name.as_str());
+            // Summaries read event kinds; folding every run would load each whole.
+            for run in rt.run_summaries().await? {
                 outln!(
                     out,
                     "{}\t{}\t{}\t{} events",
                     run.run_id,
-                    name,
-                    run.state.status.as_str(),
-                    run.state.version
+                    run.workflow,
+                    run.status.as_str(),
+                    run.events
                 );
             }
             Ok(EXIT_COMPLETED)

@@ -9,6 +9,10 @@
 mod effects;
 mod executors;
 mod log;
+// Listing runs without folding them (issue 5 point 7)
+mod summary;
+// Holding batches back across read-only effect steps (issue 5 point 7)
+mod write_behind;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +33,7 @@ use crate::workflow::{Workflow, WorkflowSpec};
 
 pub use executors::resolve_program;
 pub use log::RecordedEvent;
+pub use summary::RunSummary;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
@@ -123,6 +128,8 @@ struct Inner<S> {
     // Side effects (seed 004 §1, §8)
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
+    // Write-behind across read-only effect steps (issue 5 point 7)
+    held: write_behind::WriteBehind,
 }
 
 fn now_ms() -> i64 {
@@ -152,6 +159,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
+                held: write_behind::WriteBehind::default(),
             }),
         }
     }
@@ -377,24 +385,60 @@ impl<S: EventStore + 'static> Runtime<S> {
                 payload: e.encode(),
             })
             .collect();
+        // Held back while the next step only reads (write_behind.rs); appended with the
+        // next batch that must be durable.
+        let holder = write_behind::holder(&run_id);
+        let (version, batch) = match &holder {
+            Some(h) => self.inner.held.with_held(h, version, batch),
+            None => (version, batch),
+        };
+        if let Some(h) = holder.filter(|_| write_behind::next_step_only_reads(state)) {
+            self.inner.held.hold(h, version, state.version, batch);
+        } else {
+            self.append_batch(&run_id, &stream, version, batch).await?;
+        }
+        for event in &events {
+            trace_decision(event);
+        }
+        Ok(())
+    }
+
+    /// Appends what is held for the run at `state`, if anything (a safety net: the last
+    /// batch before the runtime stops driving is never held).
+    async fn flush_held(&self, state: &RunState) -> Result<(), RuntimeError> {
+        let run_id = state.run_id().unwrap_or_default();
+        let held =
+            write_behind::holder(run_id).and_then(|h| self.inner.held.take(&h, state.version));
+        if let Some((version, batch)) = held {
+            self.append_batch(run_id, &Self::stream(run_id)?, version, batch)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Appends a batch at `version`, a conflict naming the run.
+    async fn append_batch(
+        &self,
+        run_id: &str,
+        stream: &StreamId,
+        version: u64,
+        batch: Vec<NewEvent>,
+    ) -> Result<(), RuntimeError> {
         self.inner
             .store
-            .append(&stream, version, batch)
+            .append(stream, version, batch)
             .await
             .map_err(|e| match e {
                 StoreError::Conflict {
                     expected, actual, ..
                 } => RuntimeError::Conflict {
-                    run: run_id.clone(),
+                    run: run_id.to_owned(),
                     expected,
                     actual,
                 },
                 other => RuntimeError::Store(other),
-            })?;
-        for event in &events {
-            trace_decision(event);
-        }
-        Ok(())
+            })
+            .map(|_| ())
     }
 
     /// Calls every pending agent (concurrently, for a fan-out), records each answer and
@@ -411,7 +455,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             .map(|r| r.workflow.clone())
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
-        async {
+        let outcome = async {
             while state.status == RunStatus::Running {
                 // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
                 if self.effect_step(&mut state, &bundle, &workflow).await? {
@@ -447,6 +491,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     self.decide_and_append(&mut state, &bundle, command).await?;
                 }
             }
+            self.flush_held(&state).await?;
             tracing::info!(status = state.status.as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
@@ -454,7 +499,12 @@ impl<S: EventStore + 'static> Runtime<S> {
             })
         }
         .instrument(span)
-        .await
+        .await;
+        if outcome.is_err() {
+            // What this drive held is not in the log and never will be.
+            let _ = write_behind::holder(&run_id).map(|h| self.inner.held.take(&h, u64::MAX));
+        }
+        outcome
     }
 
     async fn call(
