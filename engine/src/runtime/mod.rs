@@ -388,12 +388,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         // Held back while the next step only reads (write_behind.rs); appended with the
         // next batch that must be durable.
         let holder = write_behind::holder(&run_id);
-        let (version, batch) = match &holder {
-            Some(h) => self.inner.held.with_held(h, version, batch),
-            None => (version, batch),
-        };
-        if let Some(h) = holder.filter(|_| write_behind::next_step_only_reads(state)) {
-            self.inner.held.hold(h, version, state.version, batch);
+        let (version, batch) = self.inner.held.with_held(&holder, version, batch);
+        if write_behind::next_step_only_reads(state) {
+            self.inner.held.hold(holder, version, state.version, batch);
         } else {
             self.append_batch(&run_id, &stream, version, batch).await?;
         }
@@ -407,8 +404,10 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// batch before the runtime stops driving is never held).
     async fn flush_held(&self, state: &RunState) -> Result<(), RuntimeError> {
         let run_id = state.run_id().unwrap_or_default();
-        let held =
-            write_behind::holder(run_id).and_then(|h| self.inner.held.take(&h, state.version));
+        let held = self
+            .inner
+            .held
+            .take(&write_behind::holder(run_id), state.version);
         if let Some((version, batch)) = held {
             self.append_batch(run_id, &Self::stream(run_id)?, version, batch)
                 .await?;
@@ -502,7 +501,10 @@ impl<S: EventStore + 'static> Runtime<S> {
         .await;
         if outcome.is_err() {
             // What this drive held is not in the log and never will be.
-            let _ = write_behind::holder(&run_id).map(|h| self.inner.held.take(&h, u64::MAX));
+            let _ = self
+                .inner
+                .held
+                .take(&write_behind::holder(&run_id), u64::MAX);
         }
         outcome
     }

@@ -10,11 +10,12 @@
 //! What is never held: a batch after which the runtime calls an agent, executes an effect
 //! (so `effect.started` is durable before `execute`), or stops driving the run.
 //!
-//! Held batches belong to the task driving the run (keyed by run id and tokio task id):
+//! Held batches belong to the task driving the run (keyed by run id and tokio task id, or
+//! thread outside a task):
 //! another task driving the same run never sees them, so its appends and this one's still
 //! meet at the store's expected-version check, as without holding.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::Mutex;
 
 use docket_store::NewEvent;
@@ -29,20 +30,30 @@ struct Held {
     events: Vec<NewEvent>,
 }
 
-/// Who holds: a run as driven by one tokio task.
-type Holder = (String, tokio::task::Id);
+/// What drives a run: a tokio task (which may move between threads), or, outside any task
+/// (the future given to `block_on`), the thread.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(super) enum Driver {
+    Task(tokio::task::Id),
+    Thread(std::thread::ThreadId),
+}
 
-/// The held batches of every run being driven.
+/// Who holds: a run as driven by one task or thread.
+pub(super) type Holder = (String, Driver);
+
+/// The held batches of every run being driven (looked up, never iterated).
 #[derive(Default)]
-pub(super) struct WriteBehind(Mutex<BTreeMap<Holder, Held>>);
+pub(super) struct WriteBehind(Mutex<HashMap<Holder, Held>>);
 
-/// The current task's key for `run`; `None` outside a task (nothing is held then).
-pub(super) fn holder(run: &str) -> Option<Holder> {
-    tokio::task::try_id().map(|task| (run.to_owned(), task))
+/// The current driver's key for `run`.
+pub(super) fn holder(run: &str) -> Holder {
+    let driver = tokio::task::try_id()
+        .map_or_else(|| Driver::Thread(std::thread::current().id()), Driver::Task);
+    (run.to_owned(), driver)
 }
 
 impl WriteBehind {
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<Holder, Held>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Holder, Held>> {
         self.0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -112,7 +123,7 @@ mod tests {
     #[tokio::test]
     async fn held_batches_go_first_only_for_their_task_and_when_they_end_where_the_next_begins() {
         let wb = std::sync::Arc::new(WriteBehind::default());
-        let r = holder("r").expect("inside a task");
+        let r = holder("r");
         wb.hold(r.clone(), 3, 5, vec![event("a"), event("b")]);
         let (base, events) = wb.with_held(&r, 5, vec![event("c")]);
         assert_eq!((base, kinds(&events)), (3, vec!["a", "b", "c"]));
@@ -127,11 +138,11 @@ mod tests {
 
         // Another run, or the same run driven by another task, never sees them.
         wb.hold(r.clone(), 1, 2, vec![event("a")]);
-        let s = holder("s").expect("inside a task");
+        let s = holder("s");
         assert_eq!(wb.with_held(&s, 2, vec![event("b")]).0, 2);
         let other = wb.clone();
         let (base, len) = tokio::spawn(async move {
-            let r_elsewhere = holder("r").expect("inside a task");
+            let r_elsewhere = holder("r");
             let (base, events) = other.with_held(&r_elsewhere, 2, vec![event("b")]);
             (base, events.len())
         })
