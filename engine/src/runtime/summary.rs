@@ -63,21 +63,57 @@ fn decode(run: &str, event: &Event, bytes: &[u8]) -> Result<RunEvent, RuntimeErr
     })
 }
 
+/// The workflow's name from `run.requested`, without decoding the rest.
+fn workflow_name(run: &str, event: &Event, bytes: &[u8]) -> Result<String, RuntimeError> {
+    serde_json::from_slice::<Requested>(bytes)
+        .map(|r| r.workflow.name)
+        .map_err(|e| RuntimeError::Decode {
+            run: run.to_owned(),
+            source: crate::decider::DecodeError {
+                kind: event.kind.clone(),
+                message: e.to_string(),
+            },
+        })
+}
+
 /// The run's summary, or `None` when the stream is not a run (no `run.requested` first).
 /// With `only_waiting`, a run whose last event ends it is skipped after reading that one
-/// event, so finished runs cost one read.
+/// event, so finished runs cost one read; a run whose last event opened its first ticket
+/// costs two (that one and `run.requested`); other runs are read through.
 pub(super) async fn summarize<S: EventStore>(
     store: &S,
     head: &StreamHead,
     only_waiting: bool,
 ) -> Result<Option<RunSummary>, RuntimeError> {
     let run_id = head.stream.as_str();
-    if only_waiting {
-        let mut last = Box::pin(store.read(&head.stream, head.seq..=head.seq));
-        if let Some(event) = last.next().await {
-            let event = event.map_err(RuntimeError::Store)?;
-            if is_final_kind(&event.kind) {
-                return Ok(None);
+    let mut last = Box::pin(store.read(&head.stream, head.seq..=head.seq));
+    if let Some(event) = last.next().await {
+        let event = event.map_err(RuntimeError::Store)?;
+        if only_waiting && is_final_kind(&event.kind) {
+            return Ok(None);
+        }
+        // The common waiting run: its last event opened its first ticket. An escalation
+        // sets the status to waiting and nothing after it changed that; tickets are
+        // numbered from 1 in order, so this is the run's only ticket and it is open: no
+        // need to read the rest.
+        if event.kind == "human.escalated"
+            && let RunEvent::Escalated { ticket, .. } =
+                decode(run_id, &event, &payload(store, &event).await?)?
+            && ticket == "ticket-1"
+            && head.seq > 1
+        {
+            let mut first = Box::pin(store.read(&head.stream, 1..=1));
+            if let Some(first) = first.next().await {
+                let first = first.map_err(RuntimeError::Store)?;
+                if first.kind == "run.requested" {
+                    return Ok(Some(RunSummary {
+                        run_id: run_id.to_owned(),
+                        workflow: workflow_name(run_id, &first, &payload(store, &first).await?)?,
+                        status: RunStatus::WaitingForHuman,
+                        events: head.seq,
+                        open_tickets: vec![ticket],
+                    }));
+                }
             }
         }
     }
@@ -94,16 +130,7 @@ pub(super) async fn summarize<S: EventStore>(
         summary.events = event.seq;
         match event.kind.as_str() {
             "run.requested" if event.seq == 1 => {
-                let bytes = payload(store, &event).await?;
-                let requested: Requested =
-                    serde_json::from_slice(&bytes).map_err(|e| RuntimeError::Decode {
-                        run: run_id.to_owned(),
-                        source: crate::decider::DecodeError {
-                            kind: event.kind.clone(),
-                            message: e.to_string(),
-                        },
-                    })?;
-                summary.workflow = requested.workflow.name;
+                summary.workflow = workflow_name(run_id, &event, &payload(store, &event).await?)?;
                 summary.status = RunStatus::Running;
             }
             _ if event.seq == 1 => return Ok(None),
