@@ -335,6 +335,26 @@ async fn dry_run_then_execute_then_verify_applies_once() {
         ]
     );
     replays(&events);
+
+    // Two durable writes for the effect: the agent's answer asking for it, the dry run,
+    // the kill-switch read and the start together (before execute), then the receipt
+    // with its verification.
+    let recorded = runtime.events("run-e1").await.expect("events");
+    let written_with = |kind: &str| {
+        recorded
+            .iter()
+            .find(|e| e.event.kind() == kind)
+            .map(|e| e.recorded_at_ns)
+            .expect("event present")
+    };
+    let start_write = written_with("effect.dry_run");
+    assert_eq!(written_with("agent.responded"), start_write);
+    assert_eq!(written_with("effect.kill_switch_checked"), start_write);
+    assert_eq!(written_with("effect.started"), start_write);
+    let result_write = written_with("effect.applied");
+    assert_eq!(written_with("effect.verified"), result_write);
+    assert_eq!(written_with("effect.settled"), result_write);
+    assert_ne!(start_write, result_write);
 }
 
 #[tokio::test]

@@ -736,7 +736,7 @@ impl Batch<'_> {
                 .calls
                 .get(id)
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
-        })
+        }) || self.state.effects_in_flight_in(group) // Side effects (seed 004 §1, §8)
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with
@@ -898,12 +898,6 @@ impl Batch<'_> {
         };
         let agent = call.request.target_agent.clone();
         self.confidence = response.confidence_level;
-        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect.
-        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
-            let failure = response.error_message.clone();
-            self.on_verifier_answer(&effect_id, &agent, Some(response), failure.as_deref());
-            return;
-        }
         let failed = response.status == ResponseStatus::Error
             || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
         if failed {
@@ -939,6 +933,14 @@ impl Batch<'_> {
                 subject: request_id.to_owned(),
                 decision: d,
             });
+        }
+        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect; a denied
+        // or reviewable tool call in it sends the effect to a human instead.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let doubt = violation.or(review);
+            let answer = doubt.is_none().then_some(response);
+            self.on_verifier_answer(&effect_id, &agent, answer, doubt.as_deref());
+            return;
         }
         if let Some(reason) = violation {
             self.on_failure(

@@ -23,6 +23,9 @@ side_effects = ["publish", "dm", "like"]
 id = "reader"
 [[agents]]
 id = "checker"
+[[agents]]
+id = "liker"
+side_effects = ["like"]
 
 [[side_effects]]
 id = "publish-api"
@@ -57,6 +60,10 @@ allowed = [
   { from = "external", to = "publisher" },
   { from = "publisher", to = "external" },
   { from = "external", to = "reader" },
+  { from = "reader", to = "liker" },
+  { from = "reader", to = "checker" },
+  { from = "liker", to = "external" },
+  { from = "checker", to = "external" },
 ]
 [multi_agent_handoffs]
 default_handoff_mode = "full"
@@ -84,7 +91,7 @@ impl Run {
             entry: entry.into(),
             input_type: None,
             input: None,
-            agents: ["publisher", "reader", "checker"]
+            agents: ["publisher", "reader", "checker", "liker"]
                 .into_iter()
                 .map(|a| (a.to_owned(), agent()))
                 .collect::<BTreeMap<_, _>>(),
@@ -852,5 +859,284 @@ fn effect_events_round_trip_through_their_encoding() {
         let back = RunEvent::decode(event.kind(), &event.encode()).expect("decodes");
         assert_eq!(&back, event);
         assert!(describe_effect_event(event).is_some() || !event.kind().starts_with("effect."));
+    }
+}
+
+#[test]
+fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
+    let mut run = Run::start("reader");
+    run.respond(vec![
+        Action::Handoff {
+            to: "liker".into(),
+            output_type: "task".into(),
+            payload: json!({"n": 1}),
+        },
+        Action::Handoff {
+            to: "checker".into(),
+            output_type: "task".into(),
+            payload: json!({"n": 2}),
+        },
+    ]);
+    let calls = run.state.pending_requests();
+    assert_eq!(calls.len(), 2, "two branches");
+    let (liker, checker) = (calls[0].request_id.clone(), calls[1].request_id.clone());
+    let at_ms = run.now();
+    run.step(Command::RecordResponse {
+        request_id: liker.clone(),
+        response: AgentResponse::success(
+            liker,
+            Confidence::High,
+            vec![effect("like", "api", Some("l"))],
+        ),
+        at_ms,
+    });
+    let at_ms = run.now();
+    let events = run.step(Command::RecordResponse {
+        request_id: checker.clone(),
+        response: AgentResponse::success(
+            checker,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({"checked": true}),
+            }],
+        ),
+        at_ms,
+    });
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded"],
+        "the liker branch waits for its effect: not joined, not completed"
+    );
+    assert_eq!(run.state.status, RunStatus::Running);
+    run.switches(E1, &[]);
+    run.applied(E1, "l-1");
+    run.verified(E1, Verification::Applied { result: json!({}) });
+    let reply = run.pending();
+    assert!(
+        run.state.calls[&reply].branch_of.is_some(),
+        "the reply stays in its branch"
+    );
+    run.finish();
+    run.replays();
+}
+
+/// Drives a run with random agent requests, executor answers, kill switches and human
+/// decisions, taking each choice from `dice`.
+fn random_run(dice: &[u8]) -> Run {
+    let mut run = Run::start("publisher");
+    let mut dice = dice.iter().copied().cycle();
+    let mut roll = move |n: u8| dice.next().unwrap_or(0) % n;
+    for _ in 0..60 {
+        if run.state.status.is_final() {
+            break;
+        }
+        if run.state.status == RunStatus::WaitingForHuman {
+            run.human(roll(2) == 0);
+            continue;
+        }
+        let due = run
+            .state
+            .pending_effects()
+            .first()
+            .map(|(e, w)| (e.requested.effect_id.clone(), e.requested.lane.clone(), *w));
+        if let Some((id, lane, work)) = due {
+            match work {
+                EffectWork::DryRun => {
+                    let outcome = match roll(4) {
+                        0 => DryRunOutcome::Unsupported,
+                        1 => DryRunOutcome::Report {
+                            report: DryRunReport {
+                                ok: false,
+                                preview: Value::Null,
+                                message: None,
+                            },
+                        },
+                        _ => DryRunOutcome::Report {
+                            report: DryRunReport {
+                                ok: true,
+                                preview: Value::Null,
+                                message: None,
+                            },
+                        },
+                    };
+                    run.dry_run(&id, outcome);
+                }
+                EffectWork::Execute => {
+                    let engaged: &[&str] = match roll(5) {
+                        0 => &["global"],
+                        1 => &[lane.as_str()],
+                        2 => &["elsewhere"],
+                        _ => &[],
+                    };
+                    run.switches(&id, engaged);
+                    if run.phase(&id) == EffectPhase::Started {
+                        match roll(4) {
+                            0 => {
+                                let at_ms = run.now();
+                                run.input(EffectInput::Failed(EffectFailed {
+                                    effect_id: id,
+                                    code: "PLATFORM_DOWN".into(),
+                                    message: "503".into(),
+                                    at_ms,
+                                }));
+                            }
+                            // The process dies here: the next step recovers it.
+                            1 => {}
+                            _ => {
+                                run.applied(&id, "p");
+                            }
+                        }
+                    }
+                }
+                EffectWork::Verify | EffectWork::Recover => {
+                    let verification = match roll(3) {
+                        0 => Verification::NotApplied,
+                        1 => Verification::Unknown {
+                            message: "?".into(),
+                        },
+                        _ => Verification::Applied { result: json!({}) },
+                    };
+                    if work == EffectWork::Verify {
+                        run.verified(&id, verification);
+                    } else {
+                        run.recovered(&id, verification);
+                    }
+                }
+            }
+            continue;
+        }
+        if run.state.pending_requests().is_empty() {
+            break;
+        }
+        let pending = run.state.pending_requests()[0].clone();
+        let action = if pending.target_agent == "checker" {
+            Action::Finish {
+                output: json!({ "verified": roll(2) == 0 }),
+            }
+        } else {
+            match roll(6) {
+                0 => Action::Finish {
+                    output: json!({"done": true}),
+                },
+                n => {
+                    let (kind, lane) = [
+                        ("publish", "api"),
+                        ("publish", "browser"),
+                        ("like", "api"),
+                        ("dm", "api"),
+                        ("follow", "api"),
+                    ][usize::from(n - 1)];
+                    let key = ["k1", "k2", "k3"][usize::from(roll(3))];
+                    effect(kind, lane, (roll(8) != 0).then_some(key))
+                }
+            }
+        };
+        let at_ms = run.now();
+        let id = pending.request_id.clone();
+        run.step(Command::RecordResponse {
+            request_id: id.clone(),
+            response: AgentResponse::success(id, Confidence::High, vec![action]),
+            at_ms,
+        });
+    }
+    run
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+    /// Whatever agents, executors, kill switches and humans do: the log replays; no
+    /// idempotency key gets a receipt from more than one execution; and every
+    /// `effect.started` directly follows an allowing decision taken on a kill-switch read
+    /// that engaged neither `global` nor the effect's lane.
+    #[test]
+    fn effects_apply_each_key_at_most_once_and_only_past_the_kill_switch(
+        dice in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..64),
+    ) {
+        let run = random_run(&dice);
+        run.replays();
+        let mut applied: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (i, event) in run.log.iter().enumerate() {
+            let receipt_of = match event {
+                RunEvent::EffectApplied(e) => Some(&e.effect_id),
+                RunEvent::EffectRecovered(e)
+                    if matches!(e.verification, Verification::Applied { .. }) => Some(&e.effect_id),
+                _ => None,
+            };
+            if let Some(id) = receipt_of {
+                let rec = &run.state.effects[id];
+                let ids = applied.entry(rec.key()).or_default();
+                if !ids.contains(id) {
+                    ids.push(id.clone());
+                }
+            }
+            if let RunEvent::EffectStarted(started) = event {
+                let RunEvent::PolicyDecided { decision, .. } = &run.log[i - 1] else {
+                    panic!("effect.started must follow its decision");
+                };
+                proptest::prop_assert!(decision.is_allowed());
+                let RunEvent::EffectKillSwitchChecked(check) = &run.log[i - 2] else {
+                    panic!("the decision must follow a kill-switch read");
+                };
+                proptest::prop_assert_eq!(&check.effect_id, &started.effect_id);
+                proptest::prop_assert!(!check.engaged.iter().any(|s| s == "global" || *s == started.request.lane));
+            }
+        }
+        for (key, ids) in &applied {
+            proptest::prop_assert!(ids.len() <= 1, "key {} applied by {:?}", key, ids);
+        }
+    }
+}
+
+#[test]
+fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review() {
+    for verifier_says in [
+        AgentResponse::error("x", "PLATFORM_DOWN", "cannot reach the feed"),
+        AgentResponse::success(
+            "x",
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({"verified": false, "reason": "post not found"}),
+            }],
+        ),
+    ] {
+        let mut run = Run::start("publisher");
+        run.respond(vec![effect("publish", "browser", Some("post-1"))]);
+        run.passed(E1);
+        run.switches(E1, &[]);
+        run.human(true);
+        run.switches(E1, &[]);
+        run.applied(E1, "p-1");
+        run.verified(E1, Verification::NotApplied);
+        let id = run.pending();
+        let mut response = verifier_says.clone();
+        response.request_id = id.clone();
+        let at_ms = run.now();
+        let events = run.step(Command::RecordResponse {
+            request_id: id,
+            response,
+            at_ms,
+        });
+        assert_eq!(
+            kinds(&events).last(),
+            Some(&"human.escalated"),
+            "{:?}",
+            kinds(&events)
+        );
+        let RunEvent::Escalated {
+            subject, reason, ..
+        } = events.last().expect("ticket")
+        else {
+            panic!("ticket");
+        };
+        assert!(reason.contains("checker could not confirm"), "{reason}");
+        assert!(matches!(
+            subject,
+            TicketSubject::Effect {
+                step: EffectTicketStep::Review,
+                ..
+            }
+        ));
+        assert_eq!(run.state.effects[E1].starts, 1, "never executed again");
+        run.replays();
     }
 }

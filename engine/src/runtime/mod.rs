@@ -11,8 +11,6 @@ mod executors;
 mod log;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
-// Holding batches back across read-only effect steps (issue 5 point 7)
-mod write_behind;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -128,8 +126,6 @@ struct Inner<S> {
     // Side effects (seed 004 §1, §8)
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
-    // Write-behind across read-only effect steps (issue 5 point 7)
-    held: write_behind::WriteBehind,
 }
 
 fn now_ms() -> i64 {
@@ -159,7 +155,6 @@ impl<S: EventStore + 'static> Runtime<S> {
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
-                held: write_behind::WriteBehind::default(),
             }),
         }
     }
@@ -372,6 +367,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.append_decided(&run_id, version, bundle, &events).await
+    }
+
+    /// Appends decided events (one batch, or several decided one after the other) at
+    /// `version`, in one durable write.
+    async fn append_decided(
+        &self,
+        run_id: &str,
+        version: u64,
+        bundle: &PolicyBundle,
+        events: &[RunEvent],
+    ) -> Result<(), RuntimeError> {
+        let run_id = run_id.to_owned();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = now_wall();
@@ -385,59 +393,24 @@ impl<S: EventStore + 'static> Runtime<S> {
                 payload: e.encode(),
             })
             .collect();
-        // Held back while the next step only reads (write_behind.rs); appended with the
-        // next batch that must be durable.
-        let holder = write_behind::holder(&run_id);
-        let (version, batch) = self.inner.held.with_held(&holder, version, batch);
-        if write_behind::next_step_only_reads(state) {
-            self.inner.held.hold(holder, version, state.version, batch);
-        } else {
-            self.append_batch(&run_id, &stream, version, batch).await?;
-        }
-        for event in &events {
-            trace_decision(event);
-        }
-        Ok(())
-    }
-
-    /// Appends what is held for the run at `state`, if anything (a safety net: the last
-    /// batch before the runtime stops driving is never held).
-    async fn flush_held(&self, state: &RunState) -> Result<(), RuntimeError> {
-        let run_id = state.run_id().unwrap_or_default();
-        let held = self
-            .inner
-            .held
-            .take(&write_behind::holder(run_id), state.version);
-        if let Some((version, batch)) = held {
-            self.append_batch(run_id, &Self::stream(run_id)?, version, batch)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// Appends a batch at `version`, a conflict naming the run.
-    async fn append_batch(
-        &self,
-        run_id: &str,
-        stream: &StreamId,
-        version: u64,
-        batch: Vec<NewEvent>,
-    ) -> Result<(), RuntimeError> {
         self.inner
             .store
-            .append(stream, version, batch)
+            .append(&stream, version, batch)
             .await
             .map_err(|e| match e {
                 StoreError::Conflict {
                     expected, actual, ..
                 } => RuntimeError::Conflict {
-                    run: run_id.to_owned(),
+                    run: run_id.clone(),
                     expected,
                     actual,
                 },
                 other => RuntimeError::Store(other),
-            })
-            .map(|_| ())
+            })?;
+        for event in events {
+            trace_decision(event);
+        }
+        Ok(())
     }
 
     /// Calls every pending agent (concurrently, for a fan-out), records each answer and
@@ -454,10 +427,16 @@ impl<S: EventStore + 'static> Runtime<S> {
             .map(|r| r.workflow.clone())
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
-        let outcome = async {
+        async {
+            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // together with the effect's dry run and start (see `effects.rs`).
+            let mut carried = None;
             while state.status == RunStatus::Running {
                 // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
-                if self.effect_step(&mut state, &bundle, &workflow).await? {
+                if self
+                    .effect_step(&mut state, &bundle, &workflow, carried.take())
+                    .await?
+                {
                     continue;
                 }
                 let pending: Vec<AgentRequest> =
@@ -469,7 +448,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
                 .await;
-                for (request, answer) in pending.iter().zip(answers) {
+                let last = pending.len().saturating_sub(1);
+                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
                     if state.status.is_final() {
                         break;
                     }
@@ -487,10 +467,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                             at_ms,
                         },
                     };
-                    self.decide_and_append(&mut state, &bundle, command).await?;
+                    if i == last {
+                        // Side effects (seed 004 §1, §8)
+                        carried = self.stage_answer(&mut state, &bundle, command).await?;
+                    } else {
+                        self.decide_and_append(&mut state, &bundle, command).await?;
+                    }
                 }
             }
-            self.flush_held(&state).await?;
+            self.commit_carried(&bundle, carried).await?;
             tracing::info!(status = state.status.as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
@@ -498,15 +483,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             })
         }
         .instrument(span)
-        .await;
-        if outcome.is_err() {
-            // What this drive held is not in the log and never will be.
-            let _ = self
-                .inner
-                .held
-                .take(&write_behind::holder(&run_id), u64::MAX);
-        }
-        outcome
+        .await
     }
 
     async fn call(

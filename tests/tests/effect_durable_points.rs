@@ -1,8 +1,8 @@
-//! Batches held back across read-only effect steps (issue 5 point 7): the batch recording
-//! an agent's effect request and the dry run's are appended together with
-//! `effect.started`, which is durable before `execute`; the result is appended with its
-//! verification. A crash while something is held loses only what a resume decides again,
-//! and every idempotency key is still applied exactly once by the executor's own ledger.
+//! Where an effect's path becomes durable (issue 5 point 7: two writes per effect), seen by
+//! the executor itself: during the dry run the agent's answer is not yet acknowledged; when
+//! `execute` is called everything up to `effect.started` is; the result is acknowledged
+//! with its verification. A crash before a write loses only what a resume decides again,
+//! and the key is still applied exactly once by the executor's own ledger.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -220,7 +220,7 @@ fn replays(events: &[RunEvent]) {
 }
 
 #[tokio::test]
-async fn started_is_durable_before_execute_and_read_only_steps_hold_their_batches() {
+async fn started_is_durable_before_execute_and_the_read_only_steps_share_its_write() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
         .await
@@ -273,7 +273,7 @@ async fn a_crash_during_the_dry_run_loses_only_what_resume_decides_again() {
     assert_eq!(
         cut.iter().map(RunEvent::kind).collect::<Vec<_>>(),
         ["run.requested", "handoff.allowed", "agent.call_scheduled"],
-        "the agent's answer was held, never acknowledged"
+        "the agent's answer was not yet written"
     );
 
     let second = setup(&store, Hang::Never, applied.clone());
@@ -312,7 +312,7 @@ async fn a_crash_after_execute_before_the_result_is_durable_is_verified_not_re_e
             .last()
             .map(RunEvent::kind),
         Some("effect.started"),
-        "applied, but the result was held with the verification"
+        "applied, but the result is written with the verification"
     );
 
     let second = setup(&store, Hang::Never, applied.clone());
