@@ -1,6 +1,7 @@
 //! Listing runs without folding them (issue 5 point 7): `run_summaries()` and
 //! `waiting_runs()` read event kinds only, and must agree with the full fold (`runs()`) on
-//! every run's status, size and workflow, whatever state the runs are in.
+//! every run's status, size and workflow, whatever state the runs are in; `docket runs
+//! [--waiting]` prints them.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -197,4 +198,73 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     assert_eq!(done.state.status, RunStatus::Completed);
     let waiting = runtime.waiting_runs().await.expect("waiting runs");
     assert_eq!(waiting.len(), 1);
+}
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+fn docket(data: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(docket_tests::docket_bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("docket runs")
+}
+
+/// `docket runs --waiting` lists a waiting run with its ticket, and no longer once the
+/// ticket is approved; `docket runs` lists both runs with their statuses.
+#[test]
+fn docket_runs_waiting_lists_open_tickets_through_the_binary() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    std::fs::write(dir.path().join("policy.toml"), BUNDLE).expect("write bundle");
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"task": "x"}"#).expect("write input");
+    let policy = dir.path().join("policy.toml");
+    let workflow = |name: &str, agent_args: &[&str]| {
+        let path = dir.path().join(format!("{name}.workflow.toml"));
+        std::fs::write(
+            &path,
+            format!(
+                "name = {name:?}\npolicy = {policy:?}\nentry = \"worker\"\ninput = {input:?}\n[agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {agent_args:?}\n"
+            ),
+        )
+        .expect("write workflow");
+        path
+    };
+    let waits = workflow("waits", &["escalate_then_finish"]);
+    let done = workflow("done", &["finish"]);
+    let run = |path: &Path, id: &str| {
+        let out = docket(
+            &data,
+            &["run", path.to_str().expect("utf-8"), "--run-id", id],
+        );
+        out.status.code()
+    };
+    assert_eq!(run(&waits, "run-a"), Some(3));
+    assert_eq!(run(&done, "run-b"), Some(0));
+
+    let listed = |args: &[&str]| String::from_utf8_lossy(&docket(&data, args).stdout).into_owned();
+    let all = listed(&["runs"]);
+    let lines: Vec<&str> = all.lines().collect();
+    assert_eq!(lines.len(), 2, "{all}");
+    assert!(
+        lines[0].starts_with("run-a\twaits\twaiting for a human\t"),
+        "{all}"
+    );
+    assert!(lines[0].ends_with("\tticket-1"), "{all}");
+    assert!(lines[1].starts_with("run-b\tdone\tcompleted\t"), "{all}");
+
+    let waiting = listed(&["runs", "--waiting"]);
+    assert_eq!(waiting.lines().count(), 1, "{waiting}");
+    assert!(waiting.starts_with("run-a\t"), "{waiting}");
+
+    let out = docket(
+        &data,
+        &[
+            "approve", "run-a", "ticket-1", "--by", "ana", "--reason", "ok",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(listed(&["runs", "--waiting"]), "");
 }
