@@ -48,7 +48,11 @@ pub(crate) enum RunCommand {
         run: String,
     },
     /// List the runs in the data directory.
-    Runs,
+    Runs {
+        /// Only the runs waiting for a human, with their open tickets.
+        #[arg(long)]
+        waiting: bool,
+    },
     /// Show where a run stands.
     Status {
         /// The run id.
@@ -230,21 +234,27 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .await?;
             Ok(summary(out, &outcome))
         }
-        RunCommand::Runs => {
+        RunCommand::Runs { waiting } => {
             let rt = open(data).await?;
-            for run in rt.runs().await? {
-                let name = run
-                    .state
-                    .run
-                    .as_ref()
-                    .map_or("?", |r| r.workflow.name.as_str());
+            // Summaries read event kinds; folding every run would load each whole.
+            let runs = if waiting {
+                rt.waiting_runs().await?
+            } else {
+                rt.run_summaries().await?
+            };
+            for run in runs {
+                let tickets = if run.open_tickets.is_empty() {
+                    String::new()
+                } else {
+                    format!("\t{}", run.open_tickets.join(" "))
+                };
                 outln!(
                     out,
-                    "{}\t{}\t{}\t{} events",
+                    "{}\t{}\t{}\t{} events{tickets}",
                     run.run_id,
-                    name,
-                    run.state.status.as_str(),
-                    run.state.version
+                    run.workflow,
+                    run.status.as_str(),
+                    run.events
                 );
             }
             Ok(EXIT_COMPLETED)

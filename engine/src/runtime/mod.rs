@@ -9,6 +9,8 @@
 mod effects;
 mod executors;
 mod log;
+// Listing runs without folding them (issue 5 point 7)
+mod summary;
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,6 +31,7 @@ use crate::workflow::{Workflow, WorkflowSpec};
 
 pub use executors::resolve_program;
 pub use log::RecordedEvent;
+pub use summary::RunSummary;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
