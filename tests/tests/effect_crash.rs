@@ -1,15 +1,19 @@
 //! The side-effect crash test (issue 5): `docket run` of a workflow whose agents ask for
 //! side effects, served by the `effect-ledger` command executor, is killed with SIGKILL at
-//! seeded random points (and so are the `docket resume`s that follow), then resumed until
-//! it completes. Then, by the executor's OWN ledger (written by `effect-ledger`, never by
-//! docket), every idempotency key was applied exactly once, and the run's output and
-//! handoffs equal those of an uninterrupted run; every log replays.
+//! seeded random points (and so are the `docket resume`s that follow) together with the
+//! agent and executor processes it started, as in a machine crash; then resumed until it
+//! completes. Then, by the executor's OWN ledger (written by `effect-ledger`, never by
+//! docket), every idempotency key was applied exactly once, and by its call log docket
+//! never asked to execute a key already applied; the run's output (the root episode's
+//! EpisodeResult), its handoffs and its episodes' results and stops equal those of an
+//! uninterrupted run; every log replays.
 //!
 //! `DOCKET_EFFECT_CRASH_SEED` fixes the seed (it is printed on failure) and
 //! `DOCKET_EFFECT_CRASH_KILLS` the number of kills (default 100).
 #![allow(clippy::print_stdout)] // the seed and counts, shown with --nocapture
 
 use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -100,7 +104,7 @@ fn run_files(root: &Path, run: &str) -> RunFiles {
          [agents.writer]\ncommand = {AGENT:?}\n\
          args = [\"--prefix\", \"w\", \"--count\", \"3\", \"--lane\", \"api\", \"--to\", \"announcer\"]\n\
          [agents.announcer]\ncommand = {AGENT:?}\n\
-         args = [\"--prefix\", \"a\", \"--count\", \"2\", \"--lane\", \"feed\"]\n\
+         args = [\"--prefix\", \"a\", \"--count\", \"2\", \"--lane\", \"feed\", \"--episode-result\"]\n\
          [effects.publish]\ncommand = {LEDGER:?}\nargs = [\"--ledger\", {:?}, \"--calls\", {:?}]\n\
          timeout_ms = 10000\n",
         root.join("input.json"),
@@ -117,11 +121,35 @@ fn docket(data: &Path, args: &[&str]) -> Command {
         .arg("--data")
         .arg(data)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        .stderr(Stdio::piped())
+        // Its own process group: the agents and the effect executor docket starts share
+        // it, so a kill takes them all down at once, as a machine crash would.
+        .process_group(0);
     cmd
 }
 
-/// What must not change: each handoff and how the run ended (with its output).
+/// SIGKILL to docket and every process it started (its process group), so no executor
+/// outlives it to finish an execution the next docket cannot know about. False when
+/// docket had already exited (nothing to kill).
+fn kill_group(child: &mut std::process::Child) -> bool {
+    let killed = Command::new("sh")
+        .args(["-c", &format!("kill -KILL -{}", child.id())])
+        .stderr(Stdio::null())
+        .status()
+        .expect("sh runs kill")
+        .success();
+    if !killed {
+        assert!(
+            child.try_wait().expect("try_wait").is_some(),
+            "cannot kill process group {}",
+            child.id()
+        );
+    }
+    killed
+}
+
+/// What must not change: each handoff, each episode's result and stop, and how the run
+/// ended (with its output).
 fn outcome(data: &Path, run: &str) -> (Vec<Value>, Value) {
     let out = Command::new(docket_bin())
         .args(["events", run, "--json", "--data"])
@@ -145,6 +173,15 @@ fn outcome(data: &Path, run: &str) -> (Vec<Value>, Value) {
                 p["to"],
                 p["output_type"],
                 p["delivered"]
+            ])),
+            // The EpisodeResults and how each episode stopped (not its usage: wall time
+            // is recorded time, which a kill and resume stretch).
+            "episode.finished" => handoffs.push(json!([e["kind"], p["episode_id"], p["result"]])),
+            "episode.stopped" => handoffs.push(json!([
+                e["kind"],
+                p["episode_id"],
+                p["condition"],
+                p["rule_id"]
             ])),
             "run.completed" | "run.blocked" | "run.failed" => {
                 end = json!([e["kind"], p["output"]]);
@@ -210,9 +247,20 @@ fn killed_runs_apply_every_effect_exactly_once_and_end_as_the_uninterrupted_run(
     );
     let reference = outcome(&data, "reference");
     assert_eq!(reference.1[0], "run.completed");
+    assert!(
+        reference
+            .0
+            .iter()
+            .any(|s| s[0] == "episode.stopped" && s[1] == "ep-1" && s[2] == "success_achieved"),
+        "the root episode ends with success_achieved: {:?}",
+        reference.0
+    );
+    // The run's output is the root episode's EpisodeResult, naming the announcer's two
+    // publishes (the writer's three are in its decisions).
+    assert_eq!(reference.1[1]["status"], "ok", "{}", reference.1);
     assert_eq!(
-        reference.1[1]["results"].as_array().map(Vec::len),
-        Some(2),
+        reference.1[1]["artifacts_created"],
+        json!(["post-a-1", "post-a-2"]),
         "the announcer's two publishes: {}",
         reference.1
     );
@@ -245,8 +293,7 @@ fn killed_runs_apply_every_effect_exactly_once_and_end_as_the_uninterrupted_run(
                 // Effects run all along the run: kill anywhere in its first three quarters.
                 let delay = rng.below((reference_ms * 3 / 4).max(20));
                 std::thread::sleep(Duration::from_millis(delay));
-                if child.try_wait().expect("try_wait").is_none() {
-                    child.kill().expect("SIGKILL");
+                if child.try_wait().expect("try_wait").is_none() && kill_group(&mut child) {
                     let _ = child.wait();
                     kills += 1;
                     continue;
@@ -270,7 +317,15 @@ fn killed_runs_apply_every_effect_exactly_once_and_end_as_the_uninterrupted_run(
             expected,
             "seed {seed}: {run}: every key applied exactly once, by the executor's ledger"
         );
-        duplicates += duplicate_executes(&files.calls);
+        // The executor's ledger absorbs a second execute of an applied key, so the ledger
+        // alone cannot show docket asking twice; its call log can. With nothing outliving
+        // a kill, docket executes again only after `verify` said the key was not applied.
+        let duplicated = duplicate_executes(&files.calls);
+        assert_eq!(
+            duplicated, 0,
+            "seed {seed}: {run}: docket executed an already applied key {duplicated} times"
+        );
+        duplicates += duplicated;
         let got = outcome(&data, &run);
         assert_eq!(
             got, reference,

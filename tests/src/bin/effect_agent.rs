@@ -1,10 +1,12 @@
 //! An agent (docket's stdio agent protocol) that asks for side effects, for the effect
-//! crash test: `effect-agent --prefix P --count N --lane L [--to AGENT]`.
+//! crash test: `effect-agent --prefix P --count N --lane L [--to AGENT] [--episode-result]`.
 //!
 //! Each request: when fewer than N `effect_result` inputs have come back, ask for the next
 //! publish (`request_effect`, kind `publish`, key `P-i`, params `{"text": "hello P-i"}`);
 //! otherwise hand `{"results": [...], "input": FIRST_INPUT}` to AGENT (output type
-//! `posts`), or finish with it when no `--to` is given. Each result is kept as its key,
+//! `posts`), or finish with it when no `--to` is given (with `--episode-result`: end the
+//! episode with an EpisodeResult, status ok, the output as its decisions and the post ids
+//! as its artifacts). Each result is kept as its key,
 //! status and receipt only, so an interrupted run's output can equal an uninterrupted one.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -17,8 +19,13 @@ use serde_json::{Value, json};
 fn main() -> ExitCode {
     let (mut prefix, mut count, mut lane, mut to) =
         ("post".to_owned(), 1usize, "api".to_owned(), None::<String>);
+    let mut episode_result = false;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
+        if arg == "--episode-result" {
+            episode_result = true;
+            continue;
+        }
         let value = args.next().unwrap_or_default();
         match arg.as_str() {
             "--prefix" => prefix = value,
@@ -79,6 +86,26 @@ fn main() -> ExitCode {
                     output_type: "posts".into(),
                     payload: output,
                 },
+                None if episode_result => {
+                    let artifacts: Vec<Value> = results
+                        .iter()
+                        .filter_map(|r| r["receipt"]["result"]["post_id"].as_str())
+                        .map(|id| Value::String(id.to_owned()))
+                        .collect();
+                    let result = json!({
+                        "status": "ok",
+                        "summary": format!("{} posts published", artifacts.len()),
+                        "artifacts_created": artifacts,
+                        "decisions": [output],
+                    });
+                    match serde_json::from_value(result) {
+                        Ok(result) => Action::FinishEpisode { result },
+                        Err(e) => {
+                            eprintln!("effect-agent: EpisodeResult: {e}");
+                            return ExitCode::FAILURE;
+                        }
+                    }
+                }
                 None => Action::Finish { output },
             }
         };
