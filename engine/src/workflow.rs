@@ -266,6 +266,16 @@ pub struct Workflow {
 }
 
 impl WorkflowSpec {
+    /// How long one call to the executor of effect `kind` may take: its `[effects.<kind>]`
+    /// `timeout_ms` when declared, else `default` (the bundle's request default).
+    #[must_use]
+    pub fn effect_timeout_ms(&self, kind: &str, default: u64) -> u64 {
+        self.effects
+            .get(kind)
+            .and_then(|e| e.timeout_ms)
+            .unwrap_or(default)
+    }
+
     /// Parses a workflow file's text; `path` is used in messages.
     ///
     /// # Errors

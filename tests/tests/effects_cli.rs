@@ -46,7 +46,7 @@ fn workflow(root: &Path, approval: bool) -> String {
         format!(
             "name = \"publish\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
              [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"launch\", \"--count\", \"1\", \"--lane\", \"api\"]\n\
-             [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}]\n",
+             [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}]\ntimeout_ms = 45000\n",
             root.join("ledger.tsv")
         ),
     )
@@ -138,6 +138,10 @@ fn a_publish_is_dry_run_then_executed_once_then_verified() {
     );
     let (_, dry_run) = &log[position(&log, "effect.dry_run")];
     assert_eq!(dry_run["outcome"]["report"]["ok"], true, "{dry_run}");
+    // The executor is given the workflow's `[effects.publish] timeout_ms`, which is
+    // longer than the bundle's request default (30 s), and the runtime waits that long.
+    let (_, started) = &log[position(&log, "effect.started")];
+    assert_eq!(started["request"]["timeout_ms"], 45000, "{started}");
     let (_, verified) = &log[position(&log, "effect.verified")];
     assert_eq!(verified["verification"]["status"], "applied", "{verified}");
     let (_, completed) = &log[position(&log, "run.completed")];

@@ -905,7 +905,12 @@ impl Batch<'_> {
         let decision = self
             .bundle
             .decide_side_effect(&side_effect_request(rec, engaged.to_vec()));
-        let request = rec.executor_request(&self.run_id(), self.bundle.spec().defaults.timeout_ms);
+        let default_ms = self.bundle.spec().defaults.timeout_ms;
+        let timeout_ms = self.state.run.as_ref().map_or(default_ms, |run| {
+            run.workflow
+                .effect_timeout_ms(&rec.requested.effect_kind, default_ms)
+        });
+        let request = rec.executor_request(&self.run_id(), timeout_ms);
         let verdict = decision.verdict;
         let rule = decision.rule_id.to_string();
         let reason = decision.reason.to_string();

@@ -280,7 +280,10 @@ impl<S: EventStore + 'static> Runtime<S> {
             .inner
             .effects
             .get(workflow, &record.requested.effect_kind);
-        let timeout_ms = bundle.spec().defaults.timeout_ms;
+        let timeout_ms = workflow.effect_timeout_ms(
+            &record.requested.effect_kind,
+            bundle.spec().defaults.timeout_ms,
+        );
         let mut staged = carried.unwrap_or_else(|| Staged::new(state));
         match (work, executor) {
             (EffectWork::DryRun, executor) => {
