@@ -7,10 +7,9 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
+use http_body_util::Full;
 use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
-use hyper::{Method, Request, Response, Uri};
+use hyper::{Method, Request, Uri};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -21,6 +20,7 @@ use super::{
     DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
     Verification,
 };
+use crate::executor::http::{BodyError, plain_http_url, read_limited_body};
 use crate::executor::{DEFAULT_MAX_RESPONSE_BYTES, ExecutorConfigError};
 
 /// How many body bytes of a non-2xx answer are quoted in the error.
@@ -36,29 +36,13 @@ pub struct HttpEffectExecutor {
     timeout_ms: Option<u64>,
 }
 
-/// Why reading a body stopped.
-enum BodyError {
-    TooLong { received: u64 },
-    Broken(String),
-}
-
 impl HttpEffectExecutor {
     /// An executor POSTing to `url` (`http://...`), with a 1 MiB answer limit.
     ///
     /// # Errors
     /// [`ExecutorConfigError`] when the URL does not parse or is not plain HTTP.
     pub fn new(url: &str) -> Result<Self, ExecutorConfigError> {
-        let parsed: Uri = url.parse().map_err(|err: hyper::http::uri::InvalidUri| {
-            ExecutorConfigError::InvalidUrl {
-                url: url.to_owned(),
-                message: err.to_string(),
-            }
-        })?;
-        if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
-            return Err(ExecutorConfigError::UnsupportedScheme {
-                url: url.to_owned(),
-            });
-        }
+        let parsed = plain_http_url(url)?;
         Ok(Self {
             url: parsed,
             client: Client::builder(TokioExecutor::new()).build_http(),
@@ -134,7 +118,7 @@ impl HttpEffectExecutor {
             .map_err(|e| unavailable(e.to_string()))?;
         let status = answer.status();
         if !status.is_success() {
-            let excerpt = match read_body(answer, STATUS_BODY_EXCERPT_BYTES, true).await {
+            let excerpt = match read_limited_body(answer, STATUS_BODY_EXCERPT_BYTES, true).await {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(_) => String::new(),
             };
@@ -168,41 +152,13 @@ impl HttpEffectExecutor {
         {
             return Err(oversized(length));
         }
-        let bytes = match read_body(answer, limit, false).await {
+        let bytes = match read_limited_body(answer, limit, false).await {
             Ok(bytes) => bytes,
             Err(BodyError::TooLong { received }) => return Err(oversized(received)),
             Err(BodyError::Broken(message)) => return Err(unavailable(message)),
         };
         accept_answer(request, op, &bytes)
     }
-}
-
-/// Reads at most `limit` bytes of the body: past it, the bytes so far when `truncate`.
-async fn read_body(
-    answer: Response<Incoming>,
-    limit: usize,
-    truncate: bool,
-) -> Result<Vec<u8>, BodyError> {
-    let mut body = answer.into_body();
-    let mut bytes = Vec::new();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| BodyError::Broken(format!("reading the body: {e}")))?;
-        let Ok(data) = frame.into_data() else {
-            continue; // trailers
-        };
-        if bytes.len() + data.len() > limit {
-            if truncate {
-                let room = limit - bytes.len();
-                bytes.extend_from_slice(&data[..room]);
-                return Ok(bytes);
-            }
-            return Err(BodyError::TooLong {
-                received: (bytes.len() + data.len()) as u64,
-            });
-        }
-        bytes.extend_from_slice(&data);
-    }
-    Ok(bytes)
 }
 
 impl EffectExecutor for HttpEffectExecutor {

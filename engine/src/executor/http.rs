@@ -37,17 +37,7 @@ impl HttpExecutor {
     /// # Errors
     /// [`ExecutorConfigError`] when the URL does not parse or is not plain HTTP.
     pub fn new(url: &str) -> Result<Self, ExecutorConfigError> {
-        let parsed: Uri = url.parse().map_err(|err: hyper::http::uri::InvalidUri| {
-            ExecutorConfigError::InvalidUrl {
-                url: url.to_owned(),
-                message: err.to_string(),
-            }
-        })?;
-        if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
-            return Err(ExecutorConfigError::UnsupportedScheme {
-                url: url.to_owned(),
-            });
-        }
+        let parsed = plain_http_url(url)?;
         Ok(Self {
             url: parsed,
             client: Client::builder(TokioExecutor::new()).build_http(),
@@ -108,19 +98,44 @@ impl HttpExecutor {
     }
 }
 
+/// Parses `url`, which must be plain `http://` with a host (no TLS is linked).
+///
+/// # Errors
+/// [`ExecutorConfigError::InvalidUrl`] or [`ExecutorConfigError::UnsupportedScheme`].
+pub(crate) fn plain_http_url(url: &str) -> Result<Uri, ExecutorConfigError> {
+    let parsed: Uri = url.parse().map_err(|err: hyper::http::uri::InvalidUri| {
+        ExecutorConfigError::InvalidUrl {
+            url: url.to_owned(),
+            message: err.to_string(),
+        }
+    })?;
+    if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
+        return Err(ExecutorConfigError::UnsupportedScheme {
+            url: url.to_owned(),
+        });
+    }
+    Ok(parsed)
+}
+
+/// Why a body could not be read whole.
+pub(crate) enum BodyError {
+    /// Past the limit: this many bytes had arrived.
+    TooLong { received: u64 },
+    /// The connection broke while reading.
+    Broken(String),
+}
+
 /// Reads at most `limit` bytes of the body. Past the limit: the bytes so far when
-/// `truncate`, an [`AgentCallError::Oversized`] otherwise.
-async fn read_body(
+/// `truncate`, [`BodyError::TooLong`] otherwise.
+pub(crate) async fn read_limited_body(
     answer: Response<Incoming>,
     limit: usize,
     truncate: bool,
-) -> Result<Vec<u8>, AgentCallError> {
+) -> Result<Vec<u8>, BodyError> {
     let mut body = answer.into_body();
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|err| {
-            AgentCallError::io("reading the response body", std::io::Error::other(err))
-        })?;
+        let frame = frame.map_err(|e| BodyError::Broken(format!("reading the body: {e}")))?;
         let Ok(data) = frame.into_data() else {
             continue; // trailers
         };
@@ -130,14 +145,29 @@ async fn read_body(
                 bytes.extend_from_slice(&data[..room]);
                 return Ok(bytes);
             }
-            return Err(AgentCallError::Oversized {
-                limit,
+            return Err(BodyError::TooLong {
                 received: (bytes.len() + data.len()) as u64,
             });
         }
         bytes.extend_from_slice(&data);
     }
     Ok(bytes)
+}
+
+/// [`read_limited_body`] with its errors as agent call errors.
+async fn read_body(
+    answer: Response<Incoming>,
+    limit: usize,
+    truncate: bool,
+) -> Result<Vec<u8>, AgentCallError> {
+    read_limited_body(answer, limit, truncate)
+        .await
+        .map_err(|e| match e {
+            BodyError::TooLong { received } => AgentCallError::Oversized { limit, received },
+            BodyError::Broken(message) => {
+                AgentCallError::io("reading the response body", std::io::Error::other(message))
+            }
+        })
 }
 
 impl AgentExecutor for HttpExecutor {

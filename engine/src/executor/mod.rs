@@ -11,7 +11,7 @@
 //! the protocol's rules. Every failure is an [`AgentCallError`]; none panics.
 
 mod error;
-mod http;
+pub(crate) mod http;
 mod in_process;
 pub(crate) mod stdio;
 
