@@ -124,6 +124,25 @@ pub fn geo_workflow() -> PathBuf {
     workspace_root().join("examples/geo/workflow.toml")
 }
 
+/// xorshift64*: a tiny seeded generator, so the kill points of the crash tests are
+/// reproducible from the seed they print.
+pub struct SeededRng(pub u64);
+
+impl SeededRng {
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// A value in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next_u64() % n }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use docket_engine::decider::{RunEvent, recorded_bundle, replay_check};
 use docket_engine::runtime::Runtime;
 use docket_store::{EmbeddedStore, StoreConfig};
-use docket_tests::docket_bin;
+use docket_tests::{SeededRng, docket_bin};
 use serde_json::{Value, json};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_effect-agent");
@@ -63,21 +63,6 @@ allowed = [
 [multi_agent_handoffs]
 default_handoff_mode = "full"
 "#;
-
-/// xorshift64*: a tiny seeded generator, so the kill points are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-}
 
 /// One run's files: its workflow, and the ledger its executor keeps.
 struct RunFiles {
@@ -266,7 +251,7 @@ fn killed_runs_apply_every_effect_exactly_once_and_end_as_the_uninterrupted_run(
     );
     assert_eq!(ledger_counts(&reference_files.ledger), expected);
 
-    let mut rng = Rng(seed);
+    let mut rng = SeededRng(seed);
     let (mut kills, mut runs, mut duplicates) = (0u32, 0u32, 0usize);
     let mut run_ids = vec!["reference".to_owned()];
     while kills < target_kills {

@@ -12,23 +12,8 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use docket_tests::{docket_bin, geo_agents_built, geo_workflow};
+use docket_tests::{SeededRng, docket_bin, geo_agents_built, geo_workflow};
 use serde_json::Value;
-
-/// xorshift64*: a tiny seeded generator, so the kill points are reproducible.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
-    }
-}
 
 fn docket(data: &Path, args: &[&str]) -> Command {
     let mut cmd = Command::new(docket_bin());
@@ -115,7 +100,7 @@ fn killed_runs_resume_to_the_same_handoffs_and_outcome() {
     let reference = outcome(data, "reference");
     assert_eq!(reference.1[0], "run.completed");
 
-    let mut rng = Rng(seed);
+    let mut rng = SeededRng(seed);
     let mut kills = 0u32;
     let mut runs = 0u32;
     while kills < target_kills {
