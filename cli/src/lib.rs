@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
+mod effects;
 mod episodes;
 mod kill_switch;
 mod runs;

@@ -273,6 +273,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             } else {
                 summary(out, &outcome);
                 crate::episodes::tree_text(out, &outcome.state.episodes);
+                crate::effects::list_text(out, &outcome.state);
                 Ok(EXIT_COMPLETED)
             }
         }
@@ -326,6 +327,7 @@ fn status_json(outcome: &RunOutcome) -> Value {
         "output": s.output,
         "stop_reason": s.stop_reason,
         "episodes": crate::episodes::tree_json(&s.episodes),
+        "effects": crate::effects::list_json(s),
     })
 }
 

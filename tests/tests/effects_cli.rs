@@ -152,6 +152,23 @@ fn a_publish_is_dry_run_then_executed_once_then_verified() {
     );
     // Exactly one execution, by the executor's own account.
     assert_eq!(ledger_keys(dir.path()), vec!["launch-1".to_owned()]);
+    // `docket status` lists the effect with its key, where it stands and its receipt.
+    let out = docket(&data, &["status", "pub-1", "--json"]);
+    let status: Value = serde_json::from_slice(&out.stdout).expect("status JSON");
+    let effects = status["effects"].as_array().expect("effects listed");
+    assert_eq!(effects.len(), 1, "{status}");
+    assert_eq!(effects[0]["idempotency_key"], "launch-1");
+    assert_eq!(effects[0]["phase"], "settled");
+    assert_eq!(
+        effects[0]["receipt"]["post_id"], "post-launch-1",
+        "{status}"
+    );
+    let out = docket(&data, &["status", "pub-1"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("effects:") && text.contains("key launch-1: settled"),
+        "{text}"
+    );
     assert_eq!(log.iter().filter(|(k, _)| k == "effect.started").count(), 1);
 }
 
@@ -174,6 +191,12 @@ fn an_effect_needing_approval_waits_across_processes_and_runs_once_approved() {
         !kinds(&log).contains(&"effect.started"),
         "{:?}",
         kinds(&log)
+    );
+    let out = docket(&data, &["status", "pub-2"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("key launch-1: waiting for a human"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
     let (_, escalated) = &log[position(&log, "human.escalated")];
     let ticket = escalated["ticket"].as_str().expect("a ticket").to_owned();
