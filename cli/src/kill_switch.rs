@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use clap::Subcommand;
+use clap::{Args, Subcommand};
 use docket_engine::effect::FileKillSwitch;
 use docket_policies::side_effect::GLOBAL_KILL_SWITCH;
 use serde_json::json;
@@ -18,29 +18,9 @@ use serde_json::json;
 pub(crate) enum KillSwitchCommand {
     /// Engage a switch: no effect of the lane (or, without --lane, none at all) executes
     /// until it is released.
-    On {
-        /// The lane (`api`, `browser`...); the global switch when absent.
-        #[arg(long)]
-        lane: Option<String>,
-        /// Who engages it (default: $USER).
-        #[arg(long)]
-        by: Option<String>,
-        /// Why.
-        #[arg(long, default_value = "")]
-        reason: String,
-    },
+    On(Flip),
     /// Release a switch.
-    Off {
-        /// The lane; the global switch when absent.
-        #[arg(long)]
-        lane: Option<String>,
-        /// Who releases it (default: $USER).
-        #[arg(long)]
-        by: Option<String>,
-        /// Why.
-        #[arg(long, default_value = "")]
-        reason: String,
-    },
+    Off(Flip),
     /// Show the engaged switches (and, with --history, every flip).
     Status {
         /// Print JSON.
@@ -50,6 +30,20 @@ pub(crate) enum KillSwitchCommand {
         #[arg(long)]
         history: bool,
     },
+}
+
+/// Which switch to flip, by whom and why.
+#[derive(Args)]
+pub(crate) struct Flip {
+    /// The lane (`api`, `browser`...); the global switch when absent.
+    #[arg(long)]
+    lane: Option<String>,
+    /// Who flips it (default: $USER).
+    #[arg(long)]
+    by: Option<String>,
+    /// Why.
+    #[arg(long, default_value = "")]
+    reason: String,
 }
 
 fn now_ms() -> i64 {
@@ -85,10 +79,8 @@ pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
 fn execute(command: KillSwitchCommand, data: &Path, out: &mut String) -> anyhow::Result<()> {
     let switches = FileKillSwitch::new(data);
     match command {
-        KillSwitchCommand::On { lane, by, reason } => flip(&switches, lane, true, by, &reason, out),
-        KillSwitchCommand::Off { lane, by, reason } => {
-            flip(&switches, lane, false, by, &reason, out)
-        }
+        KillSwitchCommand::On(f) => flip(&switches, f.lane, true, f.by, &f.reason, out),
+        KillSwitchCommand::Off(f) => flip(&switches, f.lane, false, f.by, &f.reason, out),
         KillSwitchCommand::Status { json, history } => {
             let state = switches.state()?;
             let flips = if history {
@@ -160,7 +152,7 @@ fn flip(
 /// would otherwise keep every later `docket run` out. A directory that is already a store
 /// (possibly held by a running `docket run`) is left alone.
 fn initialise_store(dir: &Path) -> anyhow::Result<()> {
-    if dir.join("DOCKET-STORE").exists() {
+    if docket_store::EmbeddedStore::exists_in(dir) {
         return Ok(());
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

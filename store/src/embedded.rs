@@ -63,6 +63,13 @@ impl Drop for Inner {
 }
 
 impl EmbeddedStore {
+    /// Whether `dir` already holds a store (its marker file is there), without opening it:
+    /// a store held by another process can be recognised too.
+    #[must_use]
+    pub fn exists_in(dir: &std::path::Path) -> bool {
+        dir.join(crate::recovery::MARKER).exists()
+    }
+
     /// Opens (or creates, in an empty or absent directory) a store, repairing its index from the
     /// log and cutting a torn unacknowledged tail.
     pub async fn open(

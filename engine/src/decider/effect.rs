@@ -787,6 +787,17 @@ impl Batch<'_> {
 
     /// Records an admission decision and acts on it.
     fn decided(&mut self, effect_id: &str, decision: PolicyDecision) {
+        self.record_effect_decision(effect_id, decision, |b| b.admit(effect_id, false));
+    }
+
+    /// Records a decision about an effect; then `allowed`, or the refusal, or an approval
+    /// ticket, as the verdict says.
+    fn record_effect_decision(
+        &mut self,
+        effect_id: &str,
+        decision: PolicyDecision,
+        allowed: impl FnOnce(&mut Self),
+    ) {
         let verdict = decision.verdict;
         let rule = decision.rule_id.to_string();
         let reason = decision.reason.to_string();
@@ -795,10 +806,10 @@ impl Batch<'_> {
             decision,
         });
         match verdict {
-            Verdict::Allow => self.admit(effect_id, false),
+            Verdict::Allow => allowed(self),
             Verdict::Deny => self.refuse_effect(effect_id, &rule, reason),
             Verdict::NeedsApproval => {
-                self.effect_ticket(effect_id, EffectTicketStep::Approval, reason)
+                self.effect_ticket(effect_id, EffectTicketStep::Approval, reason);
             }
         }
     }
@@ -911,23 +922,12 @@ impl Batch<'_> {
                 .effect_timeout_ms(&rec.requested.effect_kind, default_ms)
         });
         let request = rec.executor_request(&self.run_id(), timeout_ms);
-        let verdict = decision.verdict;
-        let rule = decision.rule_id.to_string();
-        let reason = decision.reason.to_string();
-        self.push(RunEvent::PolicyDecided {
-            subject: effect_id.to_owned(),
-            decision,
-        });
-        match verdict {
-            Verdict::Allow => self.push(RunEvent::EffectStarted(EffectStarted {
+        self.record_effect_decision(effect_id, decision, |b| {
+            b.push(RunEvent::EffectStarted(EffectStarted {
                 effect_id: effect_id.to_owned(),
                 request,
-            })),
-            Verdict::Deny => self.refuse_effect(effect_id, &rule, reason),
-            Verdict::NeedsApproval => {
-                self.effect_ticket(effect_id, EffectTicketStep::Approval, reason);
-            }
-        }
+            }));
+        });
     }
 
     /// Verification failed or is unknown: Class D before Class C (seed 004 §8.1). The

@@ -61,8 +61,9 @@ impl EpisodePhase {
     }
 }
 
-/// One episode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One episode. (`Default` is a running episode with nothing counted yet, for filling in
+/// everything but its identity, budget and start.)
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Episode {
     /// `ep-N`.
     pub id: String,
@@ -267,18 +268,7 @@ impl EpisodeTree {
                     (WALL_TIME_MS, b.wall_time_ms),
                 ]),
                 started_at_ms: run.at_ms,
-                wait_at_start_ms: 0,
-                spawned_by: None,
-                children: Vec::new(),
-                phase: EpisodePhase::Running,
-                result: None,
-                stop_condition: None,
-                stop_reason: None,
-                consecutive_no_delta: 0,
-                last_child_summary: None,
-                error_classes: BTreeMap::new(),
-                verified: false,
-                writers: BTreeMap::new(),
+                ..Episode::default()
             },
         );
     }
@@ -457,31 +447,16 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                     episode_type: episode_type.clone(),
                     agent: agent.clone(),
                     goal: goal.clone(),
-                    budget: budget
-                        .iter()
-                        .map(|(k, limit)| {
-                            (
-                                k.clone(),
-                                Meter {
-                                    limit: *limit,
-                                    used: 0,
-                                },
-                            )
-                        })
-                        .collect(),
+                    budget: meters(
+                        &budget
+                            .iter()
+                            .map(|(k, limit)| (k.as_str(), *limit))
+                            .collect::<Vec<_>>(),
+                    ),
                     started_at_ms: *at_ms,
                     wait_at_start_ms: wait,
                     spawned_by: Some(spawned_by.clone()),
-                    children: Vec::new(),
-                    phase: EpisodePhase::Running,
-                    result: None,
-                    stop_condition: None,
-                    stop_reason: None,
-                    consecutive_no_delta: 0,
-                    last_child_summary: None,
-                    error_classes: BTreeMap::new(),
-                    verified: false,
-                    writers: BTreeMap::new(),
+                    ..Episode::default()
                 },
             );
         }

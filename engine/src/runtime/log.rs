@@ -2,7 +2,7 @@
 
 use futures::StreamExt;
 
-use docket_store::{EventStore, Payload, StreamId};
+use docket_store::{Event, EventStore, Payload, StreamId};
 
 use super::RuntimeError;
 use crate::decider::RunEvent;
@@ -34,19 +34,8 @@ pub(super) async fn read_run<S: EventStore>(
     let mut out = Vec::new();
     while let Some(event) = reader.next().await {
         let event = event.map_err(RuntimeError::Store)?;
-        let bytes = match &event.payload {
-            Payload::Inline(bytes) => bytes.clone(),
-            Payload::Blob(blob) => store
-                .get_blob(&blob.hash)
-                .await
-                .map_err(RuntimeError::Store)?
-                .unwrap_or_default(),
-        };
-        let decoded =
-            RunEvent::decode(&event.kind, &bytes).map_err(|source| RuntimeError::Decode {
-                run: run_id.to_owned(),
-                source,
-            })?;
+        let bytes = payload(store, &event).await?;
+        let decoded = decode(run_id, &event, &bytes)?;
         out.push(RecordedEvent {
             seq: event.seq,
             recorded_at_ns: event.recorded_at.0,
@@ -56,4 +45,27 @@ pub(super) async fn read_run<S: EventStore>(
         });
     }
     Ok(out)
+}
+
+/// An event's payload bytes, fetched from the blob store when it was stored apart.
+pub(super) async fn payload<S: EventStore>(
+    store: &S,
+    event: &Event,
+) -> Result<Vec<u8>, RuntimeError> {
+    Ok(match &event.payload {
+        Payload::Inline(bytes) => bytes.clone(),
+        Payload::Blob(blob) => store
+            .get_blob(&blob.hash)
+            .await
+            .map_err(RuntimeError::Store)?
+            .unwrap_or_default(),
+    })
+}
+
+/// An event of run `run` decoded, or an error naming the run and the event kind.
+pub(super) fn decode(run: &str, event: &Event, bytes: &[u8]) -> Result<RunEvent, RuntimeError> {
+    RunEvent::decode(&event.kind, bytes).map_err(|source| RuntimeError::Decode {
+        run: run.to_owned(),
+        source,
+    })
 }

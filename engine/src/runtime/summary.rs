@@ -9,9 +9,10 @@
 use futures::StreamExt;
 use serde::Deserialize;
 
-use docket_store::{Event, EventStore, Payload, StreamHead};
+use docket_store::{Event, EventStore, StreamHead};
 
 use super::RuntimeError;
+use super::log::{decode, payload};
 use crate::decider::{RunEvent, RunStatus};
 
 /// A run as `docket runs` lists it.
@@ -43,24 +44,6 @@ struct Named {
 /// The kinds that end a run: nothing is appended after them.
 fn is_final_kind(kind: &str) -> bool {
     matches!(kind, "run.completed" | "run.blocked" | "run.failed")
-}
-
-async fn payload<S: EventStore>(store: &S, event: &Event) -> Result<Vec<u8>, RuntimeError> {
-    Ok(match &event.payload {
-        Payload::Inline(bytes) => bytes.clone(),
-        Payload::Blob(blob) => store
-            .get_blob(&blob.hash)
-            .await
-            .map_err(RuntimeError::Store)?
-            .unwrap_or_default(),
-    })
-}
-
-fn decode(run: &str, event: &Event, bytes: &[u8]) -> Result<RunEvent, RuntimeError> {
-    RunEvent::decode(&event.kind, bytes).map_err(|source| RuntimeError::Decode {
-        run: run.to_owned(),
-        source,
-    })
 }
 
 /// The workflow's name from `run.requested`, without decoding the rest.
