@@ -16,6 +16,8 @@ use serde_json::Value;
 use crate::model::{AgentSpec, BundleSpec, ConversationTranslation, RecursionPolicy};
 use crate::validate::edge_id;
 
+pub mod writer;
+
 /// Prefix hashed before the canonical bytes, so a bundle hash never equals another
 /// kind of docket hash over the same bytes.
 pub const HASH_DOMAIN: &[u8] = b"docket.policy-bundle.v1\0";
@@ -158,11 +160,8 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
 
 /// Canonical bytes of an already-normalised bundle: JSON, keys sorted, no whitespace.
 pub fn encode(normal: &BundleSpec) -> Vec<u8> {
-    // Serialising our own types to a Value cannot fail (no non-string map keys).
-    let value = serde_json::to_value(normal).unwrap_or(Value::Null);
-    let mut out = Vec::new();
-    write_value(&value, &mut out);
-    out
+    // Our own types have string keys only, so this never falls back to `null`.
+    to_json_bytes(normal)
 }
 
 /// The bundle hash of an already-normalised bundle.
@@ -175,50 +174,59 @@ pub fn hash(normal: &BundleSpec) -> BundleHash {
 
 /// Compact JSON text of `v` with object keys sorted at every depth.
 pub fn json_text(v: &Value) -> String {
-    let mut out = Vec::new();
-    write_value(v, &mut out);
-    String::from_utf8(out).unwrap_or_default()
+    String::from_utf8(to_json_bytes(v)).unwrap_or_default()
 }
 
-fn write_value(v: &Value, out: &mut Vec<u8>) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push(b'{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_json(k.as_str(), out);
-                out.push(b':');
-                if let Some(inner) = map.get(k) {
-                    write_value(inner, out);
-                }
-            }
-            out.push(b'}');
-        }
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(item, out);
-            }
-            out.push(b']');
-        }
-        scalar => write_json(scalar, out),
-    }
-}
-
-/// Appends serde_json's compact rendering of a string or scalar (the same bytes as its
-/// `to_string()`, without the intermediate allocations).
-fn write_json<T: serde::Serialize + ?Sized>(v: &T, out: &mut Vec<u8>) {
-    if serde_json::to_writer(&mut *out, v).is_err() {
-        // Strings and scalars always serialise; this keeps the function total.
+/// The canonical JSON bytes of any serialisable value: what `serde_json::to_value`
+/// followed by [`json_text`] gives, written directly ([`writer`]); `null` for a value
+/// `to_value` would refuse.
+pub fn to_json_bytes<T: Serialize + ?Sized>(v: &T) -> Vec<u8> {
+    let mut out = Vec::with_capacity(256);
+    if writer::write(v, &mut out).is_err() {
+        out.clear();
         out.extend_from_slice(b"null");
     }
+    out
+}
+
+/// The reference rendering the direct writer is checked against: walk a `Value` tree,
+/// sorting each object's keys.
+#[cfg(test)]
+pub(crate) fn json_text_of_tree(v: &Value) -> String {
+    fn write_value(v: &Value, out: &mut String) {
+        match v {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                out.push('{');
+                for (i, k) in keys.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&Value::String(k.clone()).to_string());
+                    out.push(':');
+                    if let Some(inner) = map.get(k) {
+                        write_value(inner, out);
+                    }
+                }
+                out.push('}');
+            }
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_value(item, out);
+                }
+                out.push(']');
+            }
+            scalar => out.push_str(&scalar.to_string()),
+        }
+    }
+    let mut out = String::new();
+    write_value(v, &mut out);
+    out
 }
 
 #[cfg(test)]
@@ -228,13 +236,10 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys_at_every_depth() {
-        let mut out = Vec::new();
-        write_value(
-            &json!({"b": 1, "a": {"d": [true, null], "c": "x"}}),
-            &mut out,
-        );
+        let value = json!({"b": 1, "a": {"d": [true, null], "c": "x"}});
+        assert_eq!(json_text_of_tree(&value), json_text(&value));
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            json_text(&value),
             r#"{"a":{"c":"x","d":[true,null]},"b":1}"#
         );
     }

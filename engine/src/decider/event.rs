@@ -558,7 +558,7 @@ impl RunEvent {
     /// The canonical payload bytes (sorted keys, no whitespace).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        docket_policies::canonical::json_text(&self.to_value()).into_bytes()
+        docket_policies::canonical::to_json_bytes(self)
     }
 
     /// Decodes a payload; `kind` is the envelope's kind, checked against the payload's.
