@@ -248,6 +248,15 @@ async fn blocking<T: Send + 'static>(
         .map_err(|_| StoreError::Closed)?
 }
 
+/// What one chunk read returns: the sound events, and the damage found after them.
+type Chunk = (Vec<Event>, Option<StoreError>);
+
+/// Most events one chunk of a `read` or `tail` holds.
+const CHUNK_EVENTS: u64 = 4096;
+/// Chunks of a `read` checked ahead, on blocking threads, while the caller consumes one: the
+/// hash checks dominate reading, and this spreads them over the cores.
+const READ_AHEAD: usize = 2;
+
 /// State of a `read` or `tail` stream between chunks. It does not keep the store open: once the
 /// store is closed, a read yields `Closed` and a tail ends.
 struct Cursor {
@@ -262,39 +271,103 @@ struct Cursor {
     /// Damage found after the events in `buf`: yielded once they are.
     failed: Option<StoreError>,
     done: bool,
+    /// A `read`'s next chunks, being read on blocking threads: (first sequence, the read).
+    ahead: VecDeque<(u64, tokio::task::JoinHandle<Result<Chunk, StoreError>>)>,
+    /// The first sequence no chunk in `ahead` covers.
+    planned: u64,
 }
 
 impl Cursor {
-    /// Reads the next chunk, up to `last`, checking its link to what was read before.
-    async fn fill(&mut self, last: u64) -> Result<(), StoreError> {
-        let shared = self.shared.upgrade().ok_or(StoreError::Closed)?;
-        let Some(no) = shared.head(&self.stream).map(|h| h.no) else {
-            return Ok(());
-        };
-        // Start one early when the predecessor's hash is unknown, to check the first link too.
-        let from = if self.prev.is_none() && self.next > 1 {
-            self.next - 1
+    /// Starts reading events `from..=to` on a blocking thread. Without `prev` (the hash of event
+    /// `from - 1`), the read starts one event early, so the first link is checked too.
+    fn start_read(
+        &self,
+        from: u64,
+        to: u64,
+        prev: Option<Hash>,
+    ) -> tokio::task::JoinHandle<Result<Chunk, StoreError>> {
+        let weak = self.shared.clone();
+        let start = if prev.is_none() && from > 1 {
+            from - 1
         } else {
-            self.next
+            from
         };
-        let (stream, prev) = (self.stream.clone(), self.prev);
-        let (events, failed) = blocking(move || {
+        let stream = self.stream.clone();
+        tokio::task::spawn_blocking(move || {
+            let shared = weak.upgrade().ok_or(StoreError::Closed)?;
+            let Some(no) = shared.head(&stream).map(|h| h.no) else {
+                return Ok((Vec::new(), None));
+            };
             let mut out = Vec::new();
-            let failed = read_chunk_into(&shared, &stream, no, from, last, prev, &mut out).err();
+            let failed = read_chunk_into(&shared, &stream, no, start, to, prev, &mut out).err();
             Ok((out, failed))
         })
-        .await?;
-        self.failed = failed;
-        for e in events {
-            if e.seq >= self.next {
-                self.next = e.seq + 1;
-                self.prev = Some(e.hash);
-                self.buf.push_back(e);
-            } else {
-                self.prev = Some(e.hash);
-            }
+    }
+
+    /// Queues reads of the chunks after `planned`, up to `last`, until `depth` are in flight.
+    fn plan(&mut self, last: u64, depth: usize) {
+        while self.ahead.len() < depth && self.planned <= last {
+            let from = self.planned;
+            let to = last.min(from.saturating_add(CHUNK_EVENTS - 1));
+            // The first chunk links to what this cursor read; later ones start one event
+            // early and are stitched on when they arrive.
+            let prev = if from == self.next { self.prev } else { None };
+            let read = self.start_read(from, to, prev);
+            self.ahead.push_back((from, read));
+            self.planned = to + 1;
         }
-        Ok(())
+    }
+
+    /// Reads the next chunk, up to `last`, checking its link to what was read before.
+    async fn fill(&mut self, last: u64) -> Result<(), StoreError> {
+        loop {
+            // Reads queued for a chunk that no longer starts where this cursor stands (the
+            // previous chunk ended short) are dropped.
+            if self
+                .ahead
+                .front()
+                .is_some_and(|(from, _)| *from != self.next)
+            {
+                self.ahead.clear();
+            }
+            if self.ahead.is_empty() {
+                self.planned = self.next;
+                self.plan(last, 1);
+            }
+            let Some((_, read)) = self.ahead.pop_front() else {
+                return Ok(());
+            };
+            // A read's end is fixed: check the following chunks while this one is consumed.
+            if self.to.is_some() {
+                self.plan(last, READ_AHEAD);
+            }
+            let (events, failed) = read.await.map_err(|_| StoreError::Closed)??;
+            // A chunk read ahead starts with the event before it: it must be the one this
+            // cursor read last. If not, read again in order from here (which names any damage).
+            if let (Some(first), Some(prev)) = (events.first(), self.prev)
+                && first.seq < self.next
+                && first.hash != prev
+            {
+                self.ahead.clear();
+                self.planned = self.next;
+                self.plan(last, 1);
+                continue;
+            }
+            self.failed = failed;
+            for e in events {
+                if e.seq >= self.next {
+                    self.next = e.seq + 1;
+                    self.prev = Some(e.hash);
+                    self.buf.push_back(e);
+                } else {
+                    self.prev = Some(e.hash);
+                }
+            }
+            if self.failed.is_some() {
+                self.ahead.clear();
+            }
+            return Ok(());
+        }
     }
 
     async fn step(mut self) -> Option<(Result<Event, StoreError>, Cursor)> {
@@ -391,6 +464,8 @@ impl EventStore for EmbeddedStore {
             watch: None,
             failed: None,
             done: false,
+            ahead: VecDeque::new(),
+            planned: 0,
         };
         futures::stream::unfold(cursor, Cursor::step)
     }
@@ -410,6 +485,8 @@ impl EventStore for EmbeddedStore {
             watch: Some(self.inner.shared.subscribe(stream)),
             failed: None,
             done: false,
+            ahead: VecDeque::new(),
+            planned: 0,
         };
         futures::stream::unfold(cursor, Cursor::step)
     }

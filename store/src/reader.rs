@@ -11,7 +11,7 @@ use crate::index::{Position, Run};
 use crate::segment::segment_path;
 use crate::shared::Shared;
 
-/// Events read per index scan: bounds the memory a read holds.
+/// Most runs fetched per index scan (callers also bound the events of a read by its range).
 pub(crate) const READ_CHUNK: usize = 4096;
 /// Largest span of neighbouring records fetched in one read.
 const MAX_SPAN: u64 = 4 * 1024 * 1024;

@@ -4,6 +4,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use super::*;
+use futures::StreamExt;
+
 use crate::{ChainBreak, Damage, StoreError};
 
 fn seg(dir: &Path, no: u64) -> PathBuf {
@@ -287,4 +289,71 @@ async fn random_damage_never_panics() {
             store.close().await;
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
+    // Reads check chunks of a long range ahead, on other threads, and stitch them on: every
+    // event must come back once, in order, and damage in a later chunk must end the read at
+    // the damaged event, after every sound one before it.
+    let dir = tempfile::tempdir().unwrap();
+    let n = 13_000u64;
+    let store = open(dir.path(), relaxed()).await;
+    let s = sid("long");
+    let mut seq = 0;
+    while seq < n {
+        let events = (seq..(seq + 700).min(n))
+            .map(|i| ev("e", format!("payload {i:08}").as_bytes()))
+            .collect::<Vec<_>>();
+        let k = events.len() as u64;
+        store.append(&s, seq, events).await.unwrap();
+        seq += k;
+    }
+    for (from, to) in [(1, n), (4095, 8193), (4097, n), (12_999, 20_000)] {
+        let got: Vec<Event> = store.read(&s, from..=to).try_collect().await.unwrap();
+        let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
+        assert_eq!(seqs, (from..=to.min(n)).collect::<Vec<_>>());
+        for w in got.windows(2) {
+            assert_eq!(w[1].prev, w[0].hash);
+        }
+    }
+    store.close().await;
+
+    // Damage event 9,000's payload (a later chunk): the read yields 1..=8,999, then the break.
+    let path = seg(dir.path(), 1);
+    let mut bytes = fs::read(&path).unwrap();
+    let needle = b"payload 00008999";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .unwrap();
+    bytes[at + 8] ^= 0x01;
+    fs::write(&path, &bytes).unwrap();
+    let store = open(dir.path(), relaxed()).await;
+    let mut read = Box::pin(store.read(&s, 1..=n));
+    let mut next = 1;
+    loop {
+        match read.next().await {
+            Some(Ok(e)) => {
+                assert_eq!(e.seq, next);
+                next += 1;
+            }
+            Some(Err(StoreError::Corrupt { damage, .. })) => {
+                assert!(
+                    matches!(
+                        &*damage,
+                        Damage::Chain {
+                            break_: ChainBreak::WrongHash { seq: 9_000, .. },
+                            ..
+                        }
+                    ),
+                    "{damage}"
+                );
+                break;
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(next, 9_000);
+    assert!(read.next().await.is_none());
 }
