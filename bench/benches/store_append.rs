@@ -4,14 +4,17 @@
 //!
 //! Run: `cargo bench -p docket-bench --bench store_append` (optional argument: `quick`).
 //! `... --bench store_append -- profile APPENDERS EVENTS_EACH` runs docket's appends alone (for
-//! `valgrind --tool=callgrind`, which counts instructions repeatably on a shared machine).
+//! `valgrind --tool=callgrind`, which counts instructions repeatably on a shared machine);
+//! `... -- profile-read EVENTS` appends and reads back one stream three times (for `perf`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime};
+use docket_store::{
+    Durability, EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime,
+};
 use futures::StreamExt;
 
 const PAYLOAD: usize = 200;
@@ -34,9 +37,20 @@ fn rate(events: u64, took: Duration) -> f64 {
 
 /// `appenders` tasks, each appending one event at a time to its own stream.
 async fn docket_append(dir: &Path, appenders: u64, per_appender: u64) -> (f64, Duration, u64) {
-    let store = EmbeddedStore::open(dir, StoreConfig::default())
-        .await
-        .expect("open");
+    docket_append_with(dir, appenders, per_appender, Durability::Sync).await
+}
+
+async fn docket_append_with(
+    dir: &Path,
+    appenders: u64,
+    per_appender: u64,
+    durability: Durability,
+) -> (f64, Duration, u64) {
+    let config = StoreConfig {
+        durability,
+        ..StoreConfig::default()
+    };
+    let store = EmbeddedStore::open(dir, config).await.expect("open");
     let start = Instant::now();
     let tasks: Vec<_> = (0..appenders)
         .map(|t| {
@@ -140,6 +154,14 @@ fn raw_fdatasync(dir: &Path, n: u32) -> Duration {
         f.sync_data().expect("fdatasync");
     }
     start.elapsed() / n
+}
+
+/// Mean latency of one single-event append with `Durability::UnsafeNoSync` (no `fdatasync`):
+/// what the hand-offs between the appending task and the log writer cost on their own.
+async fn docket_nosync_latency(dir: &Path, n: u64) -> Duration {
+    docket_append_with(dir, 1, n, Durability::UnsafeNoSync)
+        .await
+        .1
 }
 
 async fn read_back(dir: &Path, total: u64) -> (f64, f64) {
@@ -260,6 +282,38 @@ fn main() {
         );
         return;
     }
+    if let Some(at) = args.iter().position(|a| a == "latency") {
+        let rounds = args.get(at + 1).and_then(|a| a.parse().ok()).unwrap_or(7);
+        let (mut durable, mut raw, mut nosync) = (vec![], vec![], vec![]);
+        for round in 0..rounds {
+            raw.push(raw_fdatasync(&dir(&format!("lraw-{round}")), 200).as_secs_f64() * 1e6);
+            let (_, d, _) = runtime.block_on(docket_append(&dir(&format!("ld-{round}")), 1, 300));
+            durable.push(d.as_secs_f64() * 1e6);
+            let d = runtime.block_on(docket_nosync_latency(&dir(&format!("ln-{round}")), 3000));
+            nosync.push(d.as_secs_f64() * 1e6);
+        }
+        let ratios: Vec<f64> = durable.iter().zip(&raw).map(|(l, r)| l / r).collect();
+        println!(
+            "latency: durable {} us, raw sync {} us, ratio {}; no-sync {} us",
+            spread(&durable, 1),
+            spread(&raw, 1),
+            spread(&ratios, 2),
+            spread(&nosync, 1)
+        );
+        return;
+    }
+    if let Some(at) = args.iter().position(|a| a == "profile-read") {
+        let total = args
+            .get(at + 1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(1_000_000);
+        for _ in 0..3 {
+            let (read, verify) = runtime.block_on(read_back(&dir("profile-read"), total));
+            std::fs::remove_dir_all(dir("profile-read")).expect("clean");
+            println!("profile-read: {total} events: read {read:.0} ev/s, verify {verify:.0} ev/s");
+        }
+        return;
+    }
 
     let quick = args.iter().any(|a| a == "quick");
     let scale = if quick { 4 } else { 1 };
@@ -273,6 +327,7 @@ fn main() {
     // rounds with the systems interleaved; ratios are taken within a round, then their median.
     let mut single_latency = Vec::new();
     let mut single_raw = Vec::new();
+    let mut single_nosync = Vec::new();
     for (appenders, per) in [(1u64, 600u64), (16, 300), (256, 200)] {
         let per = per / scale;
         let total = appenders * per;
@@ -291,6 +346,11 @@ fn main() {
             ));
             if appenders == 1 {
                 single_latency.push(latency.as_secs_f64() * 1e6);
+                let d = runtime.block_on(docket_nosync_latency(
+                    &dir(&format!("nosync-{round}")),
+                    2000 / scale,
+                ));
+                single_nosync.push(d.as_secs_f64() * 1e6);
             }
             let d = dir(&format!("sqlite-{tag}"));
             std::fs::create_dir_all(&d).expect("dir");
@@ -326,6 +386,10 @@ fn main() {
         spread(&single_latency, 1),
         spread(&single_raw, 1),
         spread(&ratios, 2)
+    );
+    println!(
+        "single appender, Durability::UnsafeNoSync (no fdatasync): {} us per append",
+        spread(&single_nosync, 1)
     );
     let total = 1_000_000 / scale;
     let (read, verify) = runtime.block_on(read_back(&dir("read-back"), total));
