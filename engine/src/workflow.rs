@@ -171,8 +171,8 @@ impl EffectSpec {
     }
 }
 
-/// One agent of a workflow. (serde cannot deny unknown fields next to a flattened enum,
-/// so a misspelt optional field here is ignored.)
+/// One agent of a workflow. (serde cannot deny unknown fields next to a flattened enum:
+/// `WorkflowSpec::parse` checks the section's keys on the TOML text before this is read.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AgentSpec {
     /// How requests reach the agent.
@@ -235,6 +235,25 @@ pub enum WorkflowError {
         /// What and where.
         message: String,
     },
+    /// A key the workflow format does not have (a misspelling, usually): named with the
+    /// line and column it is at and the section it is in.
+    #[error(
+        "invalid workflow file {path}:{line}:{column}: unknown key `{key}` in {section} (known keys: {known})"
+    )]
+    UnknownKey {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the key.
+        line: usize,
+        /// 1-based column of the key, in characters.
+        column: usize,
+        /// The key as written.
+        key: String,
+        /// Where: `the top level`, `[agents.scorer]`, `[budget]`, `[effects.publish]`.
+        section: String,
+        /// The keys that section accepts.
+        known: String,
+    },
     /// The file parses but does not make sense.
     #[error("invalid workflow file {path}: {message}")]
     Invalid {
@@ -281,6 +300,7 @@ impl WorkflowSpec {
     /// # Errors
     /// [`WorkflowError::Parse`] or [`WorkflowError::Invalid`].
     pub fn parse(text: &str, path: &Path) -> Result<Self, WorkflowError> {
+        check_keys(text, path)?;
         let spec: WorkflowSpec = toml::from_str(text).map_err(|err| WorkflowError::Parse {
             path: path.to_owned(),
             message: err.to_string(),
@@ -337,6 +357,138 @@ impl WorkflowSpec {
         }
         Ok(spec)
     }
+}
+
+/// The keys of each section of a workflow file (`env` tables take any key).
+const TOP_KEYS: &[&str] = &[
+    "name",
+    "policy",
+    "entry",
+    "input_type",
+    "input",
+    "goal",
+    "budget",
+    "agents",
+    "effects",
+];
+const AGENT_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "http",
+    "in_process",
+    "timeout_ms",
+    "classifiers",
+];
+const BUDGET_KEYS: &[&str] = &["tokens", "tool_calls", "wall_time_ms"];
+const EFFECT_KEYS: &[&str] = &[
+    "command",
+    "args",
+    "env",
+    "http",
+    "in_process",
+    "timeout_ms",
+    "supports_dry_run",
+];
+
+/// Rejects any key a section of the workflow format does not have, naming it with its
+/// line, column and section, before the text is deserialized (serde cannot deny unknown
+/// fields next to an agent's flattened executor, so without this a misspelt agent key
+/// would be ignored). Syntax errors are left to the deserializer's message.
+fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
+    use toml::de::{DeTable, DeValue};
+    let Ok(doc) = DeTable::parse(text) else {
+        return Ok(());
+    };
+    let unknown = |table: &DeTable<'_>, section: &str, known: &[&str]| {
+        table.iter().find_map(|(key, _)| {
+            let name: &str = key.get_ref().as_ref();
+            (!known.contains(&name)).then(|| {
+                let (line, column) = line_col(text, key.span().start);
+                WorkflowError::UnknownKey {
+                    path: path.to_owned(),
+                    line,
+                    column,
+                    key: name.to_owned(),
+                    section: section.to_owned(),
+                    known: known.join(", "),
+                }
+            })
+        })
+    };
+    let top = doc.get_ref();
+    if let Some(err) = unknown(top, "the top level", TOP_KEYS) {
+        return Err(err);
+    }
+    let table = |name: &str| {
+        top.iter()
+            .find(|(k, _)| AsRef::<str>::as_ref(k.get_ref()) == name)
+            .and_then(|(_, v)| match v.get_ref() {
+                DeValue::Table(t) => Some(t),
+                _ => None,
+            })
+    };
+    if let Some(budget) = table("budget") {
+        if let Some(err) = unknown(budget, "[budget]", BUDGET_KEYS) {
+            return Err(err);
+        }
+    }
+    for (group, known) in [("agents", AGENT_KEYS), ("effects", EFFECT_KEYS)] {
+        let Some(sections) = table(group) else {
+            continue;
+        };
+        for (id, section) in sections.iter() {
+            if let DeValue::Table(t) = section.get_ref() {
+                let name = format!("[{group}.{}]", AsRef::<str>::as_ref(id.get_ref()));
+                if let Some(err) = unknown(t, &name, known) {
+                    return Err(err);
+                }
+                if group == "agents" {
+                    agent_executor_keys(t, &name, path)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// An `[agents.ID]` section names exactly one way to reach the agent, and `args` / `env`
+/// only with `command` (otherwise the other keys would be silently ignored).
+fn agent_executor_keys(
+    table: &toml::de::DeTable<'_>,
+    section: &str,
+    path: &Path,
+) -> Result<(), WorkflowError> {
+    let has = |name: &str| {
+        table
+            .iter()
+            .any(|(k, _)| AsRef::<str>::as_ref(k.get_ref()) == name)
+    };
+    let declared = ["command", "http", "in_process"]
+        .into_iter()
+        .filter(|k| has(k))
+        .count();
+    let message = if declared != 1 {
+        format!(
+            "{section} needs exactly one of `command`, `http` or `in_process = true` ({declared} given)"
+        )
+    } else if !has("command") && (has("args") || has("env")) {
+        format!("{section}: `args` and `env` go with `command` only")
+    } else {
+        return Ok(());
+    };
+    Err(WorkflowError::Invalid {
+        path: path.to_owned(),
+        message,
+    })
+}
+
+/// 1-based line and column (in characters) of a byte offset of `text`.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[start..].chars().count() + 1)
 }
 
 impl Workflow {
@@ -473,11 +625,9 @@ mod tests {
             let text = err.to_string();
             assert!(text.contains("dir/w.toml"), "{text}");
             assert!(text.contains(expected), "{section}: {text}");
-            if !expected.contains("timeuot") {
-                assert!(text.contains("[effects.publish]"), "{text}");
-            } else {
-                // serde's message names the key and the TOML parser shows its line.
-                assert!(text.contains("line 8"), "{text}");
+            assert!(text.contains("[effects.publish]"), "{text}");
+            if expected.contains("timeuot") {
+                assert!(text.contains("dir/w.toml:8:1:"), "{text}");
             }
         }
     }
@@ -521,6 +671,111 @@ mod tests {
         )
         .expect_err("typo");
         assert!(err.to_string().contains("tokenz"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_anywhere_are_rejected_with_line_column_and_section() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n";
+        for (body, line, column, key, section) in [
+            (
+                "[agents.a]\ncommand = \"x\"\ntimeout_mss = 5\n",
+                6,
+                1,
+                "timeout_mss",
+                "[agents.a]",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\n  clasifiers = [\"a\"]\n",
+                6,
+                3,
+                "clasifiers",
+                "[agents.a]",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\n[agents.b]\nhttp = \"http://h/\"\nretries = 2\n",
+                8,
+                1,
+                "retries",
+                "[agents.b]",
+            ),
+            (
+                "agents.a = { command = \"x\", argz = [] }\n",
+                4,
+                29,
+                "argz",
+                "[agents.a]",
+            ),
+            (
+                "[budget]\ntokenz = 1\n[agents.a]\ncommand = \"x\"\n",
+                5,
+                1,
+                "tokenz",
+                "[budget]",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\n[effects.e]\ncommand = \"y\"\nretry = true\n",
+                8,
+                1,
+                "retry",
+                "[effects.e]",
+            ),
+            (
+                "[agent.a]\ncommand = \"x\"\n",
+                4,
+                2,
+                "agent",
+                "the top level",
+            ),
+        ] {
+            let err = WorkflowSpec::parse(&format!("{base}{body}"), Path::new("dir/w.toml"))
+                .expect_err(body);
+            let text = err.to_string();
+            assert!(
+                text.starts_with(&format!("invalid workflow file dir/w.toml:{line}:{column}: unknown key `{key}` in {section}")),
+                "{body}: {text}"
+            );
+            assert!(text.contains("known keys: "), "{text}");
+        }
+        // `env` tables take any key.
+        WorkflowSpec::parse(
+            &format!("{base}[agents.a]\ncommand = \"x\"\nenv = {{ ANYTHING = \"1\" }}\n"),
+            Path::new("w.toml"),
+        )
+        .expect("env keys are free");
+    }
+
+    #[test]
+    fn an_agent_names_exactly_one_executor() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n[agents.a]\n";
+        for (body, expected) in [
+            (
+                "command = \"x\"\nhttp = \"http://h/\"\n",
+                "[agents.a] needs exactly one of `command`, `http` or `in_process = true` (2 given)",
+            ),
+            ("timeout_ms = 5\n", "(0 given)"),
+            (
+                "http = \"http://h/\"\nargs = [\"--x\"]\n",
+                "[agents.a]: `args` and `env` go with `command` only",
+            ),
+        ] {
+            let err =
+                WorkflowSpec::parse(&format!("{base}{body}"), Path::new("w.toml")).expect_err(body);
+            assert!(err.to_string().contains(expected), "{body}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_example_workflows_load() {
+        let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut loaded = 0;
+        for entry in std::fs::read_dir(&examples).expect("examples/") {
+            let path = entry.expect("entry").path().join("workflow.toml");
+            if path.exists() {
+                Workflow::load(&path).unwrap_or_else(|e| panic!("{e}"));
+                loaded += 1;
+            }
+        }
+        assert!(loaded >= 1);
     }
 
     #[test]

@@ -515,6 +515,39 @@ fn usage_errors_exit_2_and_unknown_runs_exit_1() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no run run-nope"));
 }
 
+/// A misspelt key anywhere in the workflow file, an agent's section included, is an error
+/// naming the file, line, column, key and section; nothing is started or recorded.
+#[test]
+fn a_misspelt_workflow_key_is_an_error_naming_it_and_nothing_runs() {
+    for (typo, line, section) in [
+        ("timeout_mss = 500", 8, "[agents.worker]"),
+        ("clasifiers = [\"worker\"]", 8, "[agents.worker]"),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let workflow = small_workflow(dir.path(), &["finish"]);
+        let mut text = std::fs::read_to_string(&workflow).expect("read");
+        text.push_str(typo);
+        text.push('\n');
+        std::fs::write(&workflow, text).expect("write");
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(code(&out), 1, "{typo}: {stderr}");
+        let key = typo.split(' ').next().expect("key");
+        let expected = format!(
+            "invalid workflow file {}:{line}:1: unknown key `{key}` in {section}",
+            workflow.display()
+        );
+        assert!(stderr.contains(&expected), "{typo}: {stderr}");
+        let runs = docket(&data, &["runs"]);
+        assert!(
+            !stdout(&runs).contains("run-"),
+            "no run was started: {}",
+            stdout(&runs)
+        );
+    }
+}
+
 /// Seed 002 §4.2: a risk classifier's verdict decides whether the output proceeds.
 #[test]
 fn risk_classifier_verdicts_proceed_wait_or_block() {
