@@ -548,6 +548,63 @@ fn a_misspelt_workflow_key_is_an_error_naming_it_and_nothing_runs() {
     }
 }
 
+/// Seed 004 §6: however a run ends, its root episode's end is in the log just before the
+/// run's end: a plain handoff to `external` finishes it ok and stops it
+/// `success_achieved`; a forbidden handoff stops it `policy_blocks`.
+#[test]
+fn every_run_records_the_end_of_its_root_episode() {
+    for (args, exit, ends, last) in [
+        (
+            &["handoff", "--to", "external", "--output-type", "result"][..],
+            0,
+            &[
+                ("episode.finished", "ok"),
+                ("episode.stopped", "success_achieved"),
+            ][..],
+            "run.completed",
+        ),
+        (
+            &["handoff", "--to", "worker", "--output-type", "result"][..],
+            4,
+            &[("episode.stopped", "policy_blocks")][..],
+            "run.blocked",
+        ),
+    ] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let workflow = small_workflow(dir.path(), args);
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        assert_eq!(code(&out), exit, "{args:?}: {}", stdout(&out));
+        let log = events(&data, &run_id(&out));
+        let tail: Vec<(String, String)> = log[log.len() - ends.len() - 1..]
+            .iter()
+            .map(|e| {
+                let p = &e["payload"];
+                assert!(e["kind"] == last || p["episode_id"] == "ep-1", "{e}");
+                let what = p["result"]["status"]
+                    .as_str()
+                    .or(p["condition"].as_str())
+                    .unwrap_or_default();
+                (
+                    e["kind"].as_str().unwrap_or_default().to_owned(),
+                    what.to_owned(),
+                )
+            })
+            .collect();
+        let mut expected: Vec<(String, String)> = ends
+            .iter()
+            .map(|(k, w)| ((*k).to_owned(), (*w).to_owned()))
+            .collect();
+        expected.push((last.to_owned(), String::new()));
+        assert_eq!(tail, expected, "{args:?}");
+        assert_eq!(
+            of_kind(&log, "episode.finished").len() + of_kind(&log, "episode.stopped").len(),
+            ends.len(),
+            "{args:?}: the root's end is recorded once"
+        );
+    }
+}
+
 /// Seed 002 §4.2: a risk classifier's verdict decides whether the output proceeds.
 #[test]
 fn risk_classifier_verdicts_proceed_wait_or_block() {

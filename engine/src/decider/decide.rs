@@ -33,6 +33,7 @@
 //! | Running | RecordResponse, `finish_episode` needs_review | WaitingForHuman (`episode_review` ticket); approve → as ok, deny → Blocked | `needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks` |
 //! | Running | RecordResponse, `write_domain` | Running (`domain.written` vN+1) or episode stopped (`domain.write_denied`) | `only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others` |
 //! | Running | RecordFailure in a child episode, ladder's hard stop | Running (child stopped, `failure_repeats`; failed result to the parent) | `a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run` |
+//! | Running | any input that ends the run (completed / blocked / failed) with episodes still open | Completed / Blocked / Failed, each open episode's end recorded first (root finished ok + `success_achieved` / `policy_blocks` / finished failed `run_failed`) | `a_run_completed_by_a_plain_handoff_records_the_root_episodes_success`, `a_blocked_or_failed_run_records_the_end_of_every_open_episode`, `random_agents_never_exceed_a_limit` |
 //! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
 
 use serde_json::{Value, json};
@@ -492,11 +493,22 @@ impl Batch<'_> {
     }
 
     fn block(&mut self, rule_id: &str, reason: String, error: Value) {
-        self.push(RunEvent::RunBlocked {
-            rule_id: rule_id.to_owned(),
-            reason,
-            error,
-        });
+        self.end_run(
+            RunEvent::RunBlocked {
+                rule_id: rule_id.to_owned(),
+                reason,
+                error,
+            },
+            None,
+        );
+    }
+
+    /// Ends the run with `event` (`run.completed`, `run.blocked` or `run.failed`), first
+    /// recording the end of every episode still open, so the tree is closed in the log.
+    /// `by`: the agent whose output completed the run.
+    fn end_run(&mut self, event: RunEvent, by: Option<&str>) {
+        self.close_open_episodes(&event, by);
+        self.push(event);
     }
 
     /// A run with nothing scheduled and nothing waiting cannot go on.
@@ -506,11 +518,14 @@ impl Batch<'_> {
             && self.state.open_tickets().next().is_none()
             && !self.state.effects_in_flight()
         {
-            self.push(RunEvent::RunFailed {
-                reason: "no call is scheduled and no human decision is awaited: the last agent \
-                         ended without a handoff or a finish"
-                    .to_owned(),
-            });
+            self.end_run(
+                RunEvent::RunFailed {
+                    reason: "no call is scheduled and no human decision is awaited: the last \
+                             agent ended without a handoff or a finish"
+                        .to_owned(),
+                },
+                None,
+            );
         }
     }
 
@@ -560,9 +575,12 @@ impl Batch<'_> {
             .as_ref()
             .is_some_and(|r| r.workflow.agents.contains_key(&target));
         if !known {
-            self.push(RunEvent::RunFailed {
-                reason: format!("the workflow names no executor for agent `{target}`"),
-            });
+            self.end_run(
+                RunEvent::RunFailed {
+                    reason: format!("the workflow names no executor for agent `{target}`"),
+                },
+                None,
+            );
             return;
         }
         if let Some(health) = self.state.health.get(&target).copied() {
@@ -709,7 +727,7 @@ impl Batch<'_> {
             provenance,
         });
         if to == EXTERNAL {
-            self.push(RunEvent::RunCompleted { output: delivered });
+            self.end_run(RunEvent::RunCompleted { output: delivered }, Some(from));
             return false;
         }
         self.outbox.push(Delivery {
@@ -1320,9 +1338,12 @@ impl Batch<'_> {
                 .map_or_else(|| "output".to_owned(), |t| t.to_string());
             self.handoff(agent, EXTERNAL, &output_type, output, Some(&call.request));
         } else {
-            self.push(RunEvent::RunCompleted {
-                output: output.clone(),
-            });
+            self.end_run(
+                RunEvent::RunCompleted {
+                    output: output.clone(),
+                },
+                Some(agent),
+            );
         }
     }
 

@@ -10,6 +10,10 @@
 //! (`budget_exhausted`, `depth_exceeded`, `policy_blocks`) block it. A refusal whose
 //! condition is not in the episode's `stop_conditions` does not stop anything: the agent
 //! is called again with an `action_denied` decision input saying what was refused.
+//!
+//! When the run ends otherwise (a plain handoff to `external`, a block, a failure), every
+//! episode still open gets its end recorded first (`close_open_episodes`), so each run's
+//! episode tree is closed in its log.
 
 use std::collections::BTreeMap;
 
@@ -348,9 +352,12 @@ impl Batch<'_> {
             EpisodeStatus::Ok => self.episode_succeeded(&episode_id, agent, request_id, result),
             EpisodeStatus::Failed => {
                 if episode.parent.is_none() {
-                    self.push(RunEvent::RunFailed {
-                        reason: format!("episode {episode_id} failed: {}", result.summary),
-                    });
+                    self.end_run(
+                        RunEvent::RunFailed {
+                            reason: format!("episode {episode_id} failed: {}", result.summary),
+                        },
+                        None,
+                    );
                 } else {
                     self.return_to_parent(&episode_id, result);
                 }
@@ -436,7 +443,7 @@ impl Batch<'_> {
                 .map_or_else(|| "episode_result".to_owned(), |t| t.to_string());
             self.handoff(agent, EXTERNAL, &output_type, &output, Some(&call.request));
         } else {
-            self.push(RunEvent::RunCompleted { output });
+            self.end_run(RunEvent::RunCompleted { output }, Some(agent));
         }
     }
 
@@ -623,7 +630,7 @@ impl Batch<'_> {
         match condition {
             StopCondition::SuccessAchieved => {}
             StopCondition::NoNewInformation | StopCondition::FailureRepeats => {
-                self.push(RunEvent::RunFailed { reason: message });
+                self.end_run(RunEvent::RunFailed { reason: message }, None);
             }
             StopCondition::BudgetExhausted
             | StopCondition::DepthExceeded
@@ -637,6 +644,78 @@ impl Batch<'_> {
                     0,
                 );
                 self.block(rule_id, message, error);
+            }
+        }
+    }
+
+    /// The run is ending with `ending`: every episode still running (or waiting for
+    /// review) gets its end recorded, parents before children. Completed: the root
+    /// finishes ok (its result's summary is the run's output; `by` is the agent whose
+    /// output completed it) and, when listed, stops `success_achieved`; blocked: each
+    /// stops `policy_blocks` with the block's rule and reason; failed: each finishes
+    /// `failed` (`error_class` `run_failed`). Episodes below the root end the same way,
+    /// naming the root. (Episodes a stop condition already ended are left as they are.)
+    pub(super) fn close_open_episodes(&mut self, ending: &RunEvent, by: Option<&str>) {
+        let open: Vec<Episode> = self
+            .state
+            .episodes
+            .in_order()
+            .into_iter()
+            .filter(|e| matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review))
+            .cloned()
+            .collect();
+        for e in open {
+            let root = e.parent.is_none();
+            let why = |reason: &str| {
+                if root {
+                    reason.to_owned()
+                } else {
+                    format!("the run ended around it ({ROOT_EPISODE}): {reason}")
+                }
+            };
+            match ending {
+                RunEvent::RunCompleted { output } => {
+                    let reason = "the run completed: its output was handed to external";
+                    if root {
+                        let summary = docket_policies::canonical::json_text(output);
+                        self.push(RunEvent::EpisodeFinished {
+                            episode_id: e.id.clone(),
+                            agent: by.unwrap_or(&e.agent).to_owned(),
+                            result: EpisodeResult::new(EpisodeStatus::Ok, summary),
+                        });
+                    }
+                    if !root || self.listed(&e, StopCondition::SuccessAchieved) {
+                        self.push(RunEvent::EpisodeStopped {
+                            episode_id: e.id.clone(),
+                            condition: StopCondition::SuccessAchieved,
+                            rule_id: "stop_conditions.success_achieved".to_owned(),
+                            reason: why(reason),
+                            usage: e.budget.clone(),
+                        });
+                    }
+                }
+                RunEvent::RunBlocked {
+                    rule_id, reason, ..
+                } => self.push(RunEvent::EpisodeStopped {
+                    episode_id: e.id.clone(),
+                    condition: StopCondition::PolicyBlocks,
+                    rule_id: rule_id.clone(),
+                    reason: why(&format!("the run was blocked: {reason}")),
+                    usage: e.budget.clone(),
+                }),
+                RunEvent::RunFailed { reason } => {
+                    let mut result = EpisodeResult::new(
+                        EpisodeStatus::Failed,
+                        why(&format!("the run failed: {reason}")),
+                    );
+                    result.error_class = Some("run_failed".to_owned());
+                    self.push(RunEvent::EpisodeFinished {
+                        episode_id: e.id.clone(),
+                        agent: e.agent.clone(),
+                        result,
+                    });
+                }
+                _ => {}
             }
         }
     }

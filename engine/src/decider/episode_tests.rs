@@ -964,6 +964,221 @@ fn a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping()
     replays(&log, &b);
 }
 
+fn ends(events: &[RunEvent]) -> Vec<(String, &'static str, String)> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::EpisodeFinished {
+                episode_id, result, ..
+            } => Some((
+                episode_id.clone(),
+                "finished",
+                format!(
+                    "{}:{}",
+                    serde_json::to_value(result.status).expect("status"),
+                    result.error_class.clone().unwrap_or_default()
+                ),
+            )),
+            RunEvent::EpisodeStopped {
+                episode_id,
+                condition,
+                ..
+            } => Some((
+                episode_id.clone(),
+                "stopped",
+                condition_name(*condition).to_owned(),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+fn to_external(payload: Value) -> Action {
+    Action::Handoff {
+        to: "external".into(),
+        output_type: "answer".into(),
+        payload,
+    }
+}
+
+#[test]
+fn a_run_completed_by_a_plain_handoff_records_the_root_episodes_success() {
+    let (mut state, b, mut log) = started();
+    let events = answer(
+        &mut state,
+        &b,
+        10,
+        2_000,
+        vec![to_external(json!({"a": 1}))],
+    );
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent.responded",
+            "handoff.allowed",
+            "episode.finished",
+            "episode.stopped",
+            "run.completed"
+        ]
+    );
+    assert_eq!(
+        ends(&events),
+        [
+            ("ep-1".to_owned(), "finished", "\"ok\":".to_owned()),
+            ("ep-1".to_owned(), "stopped", "success_achieved".to_owned())
+        ]
+    );
+    let RunEvent::EpisodeFinished { agent, result, .. } = &events[2] else {
+        panic!("episode.finished");
+    };
+    assert_eq!(
+        (agent.as_str(), result.summary.as_str()),
+        ("orch", "{\"a\":1}")
+    );
+    let RunEvent::EpisodeStopped { usage, .. } = &events[3] else {
+        panic!("episode.stopped");
+    };
+    assert_eq!(usage["tokens"].used, 10);
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(ep(&state, "ep-1").phase, EpisodePhase::Stopped);
+    log.extend(events);
+    replays(&log, &b);
+
+    // A child still running when the run completes ends with it, after the root.
+    let (mut state, b, mut log) = started();
+    let events = answer(
+        &mut state,
+        &b,
+        0,
+        2_000,
+        vec![spawn("worker", "retrieve", None), to_external(json!({}))],
+    );
+    assert_eq!(
+        ends(&events),
+        [
+            ("ep-1".to_owned(), "finished", "\"ok\":".to_owned()),
+            ("ep-1".to_owned(), "stopped", "success_achieved".to_owned()),
+            ("ep-2".to_owned(), "stopped", "success_achieved".to_owned())
+        ]
+    );
+    assert_eq!(ep(&state, "ep-2").phase, EpisodePhase::Stopped);
+    log.extend(events);
+    replays(&log, &b);
+
+    // Without success_achieved listed, the root's result is recorded, no stop.
+    let (mut state, b, _) = start("stop_conditions = [\"budget_exhausted\"]", budget(1_000));
+    let events = answer(&mut state, &b, 0, 2_000, vec![to_external(json!({}))]);
+    assert_eq!(
+        ends(&events),
+        [("ep-1".to_owned(), "finished", "\"ok\":".to_owned())]
+    );
+    assert_eq!(ep(&state, "ep-1").phase, EpisodePhase::Finished);
+}
+
+#[test]
+fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
+    // Blocked: orch may not hand off to worker; the root and its running child stop
+    // `policy_blocks`, naming the block's rule.
+    let (mut state, b, mut log) = started();
+    log.extend(answer(
+        &mut state,
+        &b,
+        0,
+        2_000,
+        vec![spawn("worker", "retrieve", None)],
+    ));
+    let worker = pending(&state).request_id;
+    let child_call = state.calls[&worker].request.clone();
+    assert_eq!(child_call.episode_id, "ep-2");
+    let events = step(
+        &mut state,
+        &b,
+        Command::RecordResponse {
+            request_id: worker.clone(),
+            response: AgentResponse::success(
+                worker,
+                Confidence::High,
+                vec![Action::Handoff {
+                    to: "orch".into(),
+                    output_type: "x".into(),
+                    payload: json!({}),
+                }],
+            ),
+            at_ms: 3_000,
+        },
+    );
+    assert_eq!(
+        kinds(&events),
+        [
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "episode.stopped",
+            "run.blocked"
+        ]
+    );
+    assert_eq!(
+        stops(&events),
+        [
+            ("ep-1".to_owned(), StopCondition::PolicyBlocks),
+            ("ep-2".to_owned(), StopCondition::PolicyBlocks)
+        ]
+    );
+    let Some(RunEvent::RunBlocked { rule_id, .. }) = events.last() else {
+        panic!("run.blocked");
+    };
+    for e in &events[2..4] {
+        let RunEvent::EpisodeStopped {
+            rule_id: r, reason, ..
+        } = e
+        else {
+            panic!("episode.stopped");
+        };
+        assert_eq!(r, rule_id);
+        assert!(reason.contains("the run was blocked"), "{reason}");
+    }
+    log.extend(events);
+    replays(&log, &b);
+
+    // Failed: the last agent ended without a handoff or a finish.
+    let (mut state, b, mut log) = started();
+    let events = answer(&mut state, &b, 0, 2_000, Vec::new());
+    assert_eq!(
+        kinds(&events),
+        ["agent.responded", "episode.finished", "run.failed"]
+    );
+    assert_eq!(
+        ends(&events),
+        [(
+            "ep-1".to_owned(),
+            "finished",
+            "\"failed\":run_failed".to_owned()
+        )]
+    );
+    assert_eq!(state.status, RunStatus::Failed);
+    log.extend(events);
+    replays(&log, &b);
+
+    // A root that already ended (its agent finished the episode) is not ended twice.
+    let (mut state, _, _) = started();
+    let b = bundle_with("").0;
+    let events = answer(
+        &mut state,
+        &b,
+        0,
+        2_000,
+        vec![finish(EpisodeStatus::Ok, "done")],
+    );
+    assert_eq!(
+        ends(&events),
+        [
+            ("ep-1".to_owned(), "finished", "\"ok\":".to_owned()),
+            ("ep-1".to_owned(), "stopped", "success_achieved".to_owned())
+        ]
+    );
+    assert_eq!(state.status, RunStatus::Completed);
+}
+
 #[test]
 fn answers_from_a_stopped_episode_are_recorded_but_not_acted_on() {
     let workers = "[[recursion.policies]]\nid = \"workers\"\nagents = [\"worker\"]\n\
@@ -1214,6 +1429,15 @@ proptest! {
         for event in &log {
             let before = state.episodes.clone();
             state.apply(event);
+            // Every run's episode tree is closed in the log before the run ends.
+            if matches!(event, RunEvent::RunCompleted { .. } | RunEvent::RunBlocked { .. } | RunEvent::RunFailed { .. }) {
+                for e in before.episodes.values() {
+                    prop_assert!(
+                        !matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review),
+                        "{} still {} when the run ended", e.id, e.phase.as_str()
+                    );
+                }
+            }
             if let RunEvent::EpisodeStarted { parent, budget, .. } = event {
                 let parent = &before.episodes[parent];
                 for (dim, limit) in budget {

@@ -204,7 +204,13 @@ fn a_pipeline_runs_to_completion() {
     );
     assert_eq!(
         kinds(&last),
-        ["agent.responded", "handoff.allowed", "run.completed"]
+        [
+            "agent.responded",
+            "handoff.allowed",
+            "episode.finished",
+            "episode.stopped",
+            "run.completed"
+        ]
     );
     log.extend(last);
     assert_eq!(state.status, RunStatus::Completed);
@@ -255,7 +261,12 @@ fn forbidden_handoffs_block_with_the_seed_reason() {
     let events = respond(&mut state, &b, vec![handoff("a", "ca", json!({}))]);
     assert_eq!(
         kinds(&events),
-        ["agent.responded", "handoff.denied", "run.blocked"]
+        [
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
     let RunEvent::HandoffDenied {
         error, decision, ..
@@ -282,7 +293,12 @@ fn contract_mismatch_stops_the_flow() {
     let events = step(&mut state, &b, Command::Start(run));
     assert_eq!(
         kinds(&events),
-        ["run.requested", "handoff.denied", "run.blocked"]
+        [
+            "run.requested",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
     let RunEvent::HandoffDenied { error, .. } = &events[1] else {
         panic!("denied");
@@ -335,9 +351,14 @@ fn failures_go_retry_escalate_block() {
     let third = fail(&mut state, &b);
     assert_eq!(
         kinds(&third),
-        ["agent.call_failed", "policy.decided", "run.blocked"]
+        [
+            "agent.call_failed",
+            "policy.decided",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
-    let RunEvent::RunBlocked { error, .. } = &third[2] else {
+    let RunEvent::RunBlocked { error, .. } = &third[3] else {
         panic!("blocked");
     };
     assert_eq!(error["errorType"], "retry_limit_exceeded");
@@ -364,7 +385,10 @@ fn human_denial_blocks() {
             at_ms: 3_000,
         },
     );
-    assert_eq!(kinds(&events), ["human.decided", "run.blocked"]);
+    assert_eq!(
+        kinds(&events),
+        ["human.decided", "episode.stopped", "run.blocked"]
+    );
     assert_eq!(state.status, RunStatus::Blocked);
 }
 
@@ -458,9 +482,14 @@ fn guardrail_3_lock_blocks_capability_requests() {
     );
     assert_eq!(
         kinds(&events),
-        ["agent.responded", "policy.decided", "run.blocked"]
+        [
+            "agent.responded",
+            "policy.decided",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
-    let RunEvent::RunBlocked { rule_id, .. } = &events[2] else {
+    let RunEvent::RunBlocked { rule_id, .. } = &events[3] else {
         panic!("blocked");
     };
     assert_eq!(rule_id, "lock");
@@ -975,10 +1004,11 @@ fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
             "agent.call_failed",
             "policy.decided",
             "policy.decided",
+            "episode.stopped",
             "run.blocked"
         ]
     );
-    let RunEvent::RunBlocked { rule_id, error, .. } = &events[3] else {
+    let RunEvent::RunBlocked { rule_id, error, .. } = &events[4] else {
         panic!("blocked");
     };
     assert_eq!(rule_id, "defaults.circuit_breaker");
@@ -1125,7 +1155,12 @@ fn provenance_denies_an_unproduced_id_naming_the_item() {
     let events = respond(&mut state, &b, vec![recs(&["gap-1", "geo_score"])]);
     assert_eq!(
         kinds(&events),
-        ["agent.responded", "handoff.denied", "run.blocked"]
+        [
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
     let RunEvent::HandoffDenied {
         decision, error, ..
@@ -1156,7 +1191,12 @@ fn provenance_denies_when_the_producer_never_delivered() {
     let events = respond(&mut state, &b, vec![recs(&["gap-1"])]);
     assert_eq!(
         kinds(&events),
-        ["agent.responded", "handoff.denied", "run.blocked"]
+        [
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked"
+        ]
     );
     let RunEvent::HandoffDenied { decision, .. } = &events[1] else {
         panic!("denied");
