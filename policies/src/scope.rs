@@ -90,12 +90,11 @@ impl PolicyBundle {
             total_tokens: tokens::count_text(&before_text),
         };
         let before_tokens = before.total_tokens;
-        let count = move |context: &Value| {
-            let text = tokens::render(context);
-            if text == before_text {
+        let count = |context: &Value| {
+            if context == payload {
                 before_tokens
             } else {
-                tokens::count_text(&text)
+                tokens::count_text(&tokens::render(context))
             }
         };
         let all_leaves = leaves(payload);
@@ -174,13 +173,19 @@ impl PolicyBundle {
             HandoffMode::Minimal => select(payload, &h.minimal_context_fields),
         };
         let filtered = remove(selected, &blocked);
-        let included = leaves(&filtered);
-        let kept: BTreeSet<&String> = included.iter().collect();
-        let excluded: Vec<String> = all_leaves
-            .iter()
-            .filter(|p| !kept.contains(p))
-            .cloned()
-            .collect();
+        // Most handoffs pass the payload whole: then nothing is excluded.
+        let (included, excluded) = if filtered == *payload {
+            (all_leaves.clone(), Vec::new())
+        } else {
+            let included = leaves(&filtered);
+            let kept: BTreeSet<&String> = included.iter().collect();
+            let excluded: Vec<String> = all_leaves
+                .iter()
+                .filter(|p| !kept.contains(p))
+                .cloned()
+                .collect();
+            (included, excluded)
+        };
 
         // Translation: the first level that configures one, if translation is enabled.
         let translation = if h.enable_conversation_translation {
@@ -436,25 +441,26 @@ pub fn remove<S: AsRef<str>>(payload: Value, paths: &[S]) -> Value {
     remove_in(payload, &trie)
 }
 
-fn remove_in(v: Value, t: &Trie) -> Value {
+/// In place: objects none of whose keys the trie names are left as they are (rebuilding
+/// every object of a large payload was most of a handoff's scoping time).
+fn remove_in(mut v: Value, t: &Trie) -> Value {
+    prune(&mut v, t);
+    v
+}
+
+fn prune(v: &mut Value, t: &Trie) {
     match v {
-        Value::Object(m) => {
-            let mut out = Map::new();
-            for (k, child) in m {
-                let subs: Vec<&Trie> = t.child(&k).collect();
-                if subs.iter().any(|s| s.terminal) {
-                    continue;
-                }
-                let mut c = child;
-                for s in subs {
-                    c = remove_in(c, s);
-                }
-                out.insert(k, c);
+        Value::Object(m) => m.retain(|k, child| {
+            if t.child(k).any(|s| s.terminal) {
+                return false;
             }
-            Value::Object(out)
-        }
-        Value::Array(items) => Value::Array(items.into_iter().map(|i| remove_in(i, t)).collect()),
-        other => other,
+            for s in t.child(k) {
+                prune(child, s);
+            }
+            true
+        }),
+        Value::Array(items) => items.iter_mut().for_each(|i| prune(i, t)),
+        _ => {}
     }
 }
 

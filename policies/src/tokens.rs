@@ -4,14 +4,52 @@
 //! counts recorded in audit events stay the same whichever counted them; it is several
 //! times faster, and counting sits on every handoff. The tokenizer is built once per
 //! process; counting is a pure function of the text.
+//!
+//! JSON payloads repeat the same short pieces (keys, quotes and colons, common words), so
+//! each thread remembers the count of the pre-tokenizer's short pieces: a piece's count
+//! depends on the piece alone, so the cache changes no result, only the time.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
 use crate::canonical;
 
-/// Tokens in `text`.
+/// Pieces longer than this are counted each time (they rarely repeat).
+const CACHED_PIECE_BYTES: usize = 24;
+/// The per-thread cache is emptied when it holds this many pieces.
+const CACHED_PIECES: usize = 1 << 16;
+
+thread_local! {
+    /// Looked up only, never iterated: its order cannot reach a result.
+    static PIECE_TOKENS: RefCell<HashMap<Box<str>, u32>> = RefCell::new(HashMap::new());
+}
+
+/// Tokens in `text`: the sum over the pre-tokenizer's pieces of each piece's BPE count,
+/// as `bpe_openai::Tokenizer::count` computes it (cl100k does no normalisation).
 pub fn count_text(text: &str) -> usize {
-    bpe_openai::cl100k_base().count(text)
+    let tokenizer = bpe_openai::cl100k_base();
+    PIECE_TOKENS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        tokenizer
+            .split(text)
+            .map(|piece| {
+                if piece.len() > CACHED_PIECE_BYTES {
+                    return tokenizer.bpe.count(piece.as_bytes());
+                }
+                if let Some(n) = cache.get(piece) {
+                    return *n as usize;
+                }
+                let n = tokenizer.bpe.count(piece.as_bytes());
+                if cache.len() >= CACHED_PIECES {
+                    cache.clear();
+                }
+                cache.insert(piece.into(), u32::try_from(n).unwrap_or(u32::MAX));
+                n
+            })
+            .sum()
+    })
 }
 
 /// Tokens in the compact, key-sorted JSON rendering of `value`.
@@ -41,6 +79,14 @@ mod tests {
         assert_eq!(count_text("hello world"), 2);
         assert_eq!(count_text(""), 0);
         assert!(count_value(&serde_json::json!({"fraud_score": 0.92})) > 3);
+    }
+
+    #[test]
+    fn the_piece_cache_changes_no_count() {
+        let text = r#"{"gap_id":"g-1","gaps":[{"gap_id":"g-2"}]} hello hello"#;
+        let cold = bpe_openai::cl100k_base().count(text);
+        assert_eq!(count_text(text), cold);
+        assert_eq!(count_text(text), cold, "second count, from the cache");
     }
 
     #[test]

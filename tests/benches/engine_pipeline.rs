@@ -31,6 +31,17 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, clock ticks
+/// of 10 ms): CPU per run holds still when other work shares the machine, wall time does not.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at `) `.
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
 fn workflow() -> Workflow {
     let mut wf = Workflow::load(&geo_workflow()).expect("geo workflow loads");
     for agent in wf.spec.agents.values_mut() {
@@ -215,10 +226,13 @@ fn main() {
         println!("1 run at a time:   30 runs in {:.2} s: {:.1} runs/s, {:.0} events/s ({} events/run)",
             secs, 30.0 / secs, events as f64 / secs, events / 30);
 
+        let cpu_before = process_cpu();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
+        let cpu = process_cpu().saturating_sub(cpu_before);
         let secs = elapsed.as_secs_f64();
-        println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s",
-            secs, concurrent as f64 / secs, events as f64 / secs);
+        println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
+            secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6 / concurrent as f64);
         let stats = store.stats();
         println!("store: {} batches, {} syncs, {} events so far", stats.batches, stats.syncs, stats.events);
 

@@ -3,10 +3,12 @@
 //! the `Value` tree (every event and every scoped context is encoded this way, so the
 //! tree's allocations and string copies were a large share of a handoff's CPU).
 //!
-//! Objects (structs, maps, struct variants) are buffered entry by entry and written in
-//! byte order of their keys; a key given twice keeps its last value, as a `Value` map
-//! would. Scalars are rendered by `serde_json` itself, so numbers and string escapes are
+//! Objects (structs, maps, struct variants) come out in byte order of their keys; a key
+//! given twice keeps its last value, as a `Value` map would. Scalars are rendered by `serde_json` itself, so numbers and string escapes are
 //! exactly its own.
+
+use std::borrow::Cow;
+use std::ops::Range;
 
 use serde::ser::{self, Impossible, Serialize};
 
@@ -47,40 +49,58 @@ struct Canonical<'a> {
     out: &'a mut Vec<u8>,
 }
 
-/// An object being written: entries buffered as (key text, value bytes) until the end.
+/// An object being written. Entries go straight to `out` in the order they come; most
+/// arrive sorted already (a `Value` map iterates in key order), and then nothing more is
+/// done. Otherwise `finish` rewrites the object's bytes once, in key order.
 struct Object<'a> {
     out: &'a mut Vec<u8>,
     /// For a struct or tuple variant: the outer `{"variant":` already written, to close.
     wrapped: bool,
-    entries: Vec<(String, Vec<u8>)>,
+    /// Where the object's `{` is in `out`.
+    start: usize,
+    /// Each entry's key and the range of its `"key":value` bytes in `out`.
+    entries: Vec<(Cow<'static, str>, Range<usize>)>,
+    /// Entries came in strictly increasing key order so far.
+    in_order: bool,
     pending_key: Option<String>,
 }
 
 impl Object<'_> {
-    fn entry<T: Serialize + ?Sized>(&mut self, key: String, value: &T) -> Result<(), Error> {
-        let mut bytes = Vec::new();
-        write(value, &mut bytes)?;
-        self.entries.push((key, bytes));
+    fn entry<T: Serialize + ?Sized>(
+        &mut self,
+        key: Cow<'static, str>,
+        value: &T,
+    ) -> Result<(), Error> {
+        if let Some((last, _)) = self.entries.last() {
+            self.in_order &= *last < key;
+            self.out.push(b',');
+        }
+        let from = self.out.len();
+        scalar(key.as_ref(), self.out)?;
+        self.out.push(b':');
+        write(value, self.out)?;
+        self.entries.push((key, from..self.out.len()));
         Ok(())
     }
 
-    fn finish(self) -> Result<(), Error> {
-        let mut entries = self.entries;
-        // Stable: among equal keys the last written stays last; keep only it.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        self.out.push(b'{');
-        let mut first = true;
-        for (i, (key, bytes)) in entries.iter().enumerate() {
-            if entries.get(i + 1).is_some_and(|next| next.0 == *key) {
-                continue;
+    fn finish(mut self) -> Result<(), Error> {
+        if !self.in_order {
+            let written = self.out.split_off(self.start);
+            // Stable: among equal keys the last written stays last; keep only it.
+            self.entries.sort_by(|a, b| a.0.cmp(&b.0));
+            self.out.push(b'{');
+            let mut first = true;
+            for (i, (key, range)) in self.entries.iter().enumerate() {
+                if self.entries.get(i + 1).is_some_and(|next| next.0 == *key) {
+                    continue;
+                }
+                if !first {
+                    self.out.push(b',');
+                }
+                first = false;
+                let range = range.start - self.start..range.end - self.start;
+                self.out.extend_from_slice(&written[range]);
             }
-            if !first {
-                self.out.push(b',');
-            }
-            first = false;
-            scalar(key.as_str(), self.out)?;
-            self.out.push(b':');
-            self.out.extend_from_slice(bytes);
         }
         self.out.push(b'}');
         if self.wrapped {
@@ -117,10 +137,14 @@ impl Array<'_> {
 
 impl<'a> Canonical<'a> {
     fn object(self, wrapped: bool, len: Option<usize>) -> Object<'a> {
+        let start = self.out.len();
+        self.out.push(b'{');
         Object {
             out: self.out,
             wrapped,
+            start,
             entries: Vec::with_capacity(len.unwrap_or(0)),
+            in_order: true,
             pending_key: None,
         }
     }
@@ -344,7 +368,7 @@ impl ser::SerializeMap for Object<'_> {
             .pending_key
             .take()
             .ok_or_else(|| Error("a map value came without its key".to_owned()))?;
-        self.entry(key, value)
+        self.entry(Cow::Owned(key), value)
     }
     fn end(self) -> Result<(), Error> {
         self.finish()
@@ -359,7 +383,7 @@ impl ser::SerializeStruct for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Error> {
-        self.entry(key.to_owned(), value)
+        self.entry(Cow::Borrowed(key), value)
     }
     fn end(self) -> Result<(), Error> {
         self.finish()
@@ -374,7 +398,7 @@ impl ser::SerializeStructVariant for Object<'_> {
         key: &'static str,
         value: &T,
     ) -> Result<(), Error> {
-        self.entry(key.to_owned(), value)
+        self.entry(Cow::Borrowed(key), value)
     }
     fn end(self) -> Result<(), Error> {
         self.finish()
