@@ -595,3 +595,38 @@ fn a_needs_review_result_waits_for_approve_in_a_later_process() {
                 && e["payload"]["condition"] == "success_achieved")
     );
 }
+
+/// Seed 004 §6 "failure repeats": an agent that keeps asking for what is refused (here a
+/// forbidden child type, with `policy_blocks` not listed, so it is only told), reporting
+/// no usage, is stopped at the third refusal instead of looping until a budget runs out:
+/// `failure_repeats` names the refusal's class, and the run fails (exit 1).
+#[test]
+fn an_agent_repeating_a_refused_action_stops_failure_repeats() {
+    let r = run(
+        "stop_conditions = [\"budget_exhausted\", \"failure_repeats\", \"success_achieved\"]",
+        BUDGET,
+        &json!({ "orch": [step(&[spawn("worker", "publish")])] }),
+    );
+    assert_eq!(code(&r.out), 1, "{}", r.text());
+    assert_eq!(
+        r.of_kind("episode.action_denied").len(),
+        3,
+        "{:?}",
+        r.kinds()
+    );
+    assert_eq!(
+        r.stops(),
+        [("ep-1".to_owned(), "failure_repeats".to_owned())]
+    );
+    let stopped = &r.of_kind("episode.stopped")[0]["payload"];
+    assert_eq!(stopped["rule_id"], "stop_conditions.failure_repeats");
+    assert!(
+        stopped["reason"]
+            .as_str()
+            .is_some_and(|t| t.contains("`spawn_refused` repeated 3 times (limit 3)")),
+        "{stopped}"
+    );
+    assert_eq!(r.kinds().last().map(String::as_str), Some("run.failed"));
+    // The agent was told twice, then not again.
+    assert_eq!(r.of_kind("agent.call_scheduled").len(), 3);
+}

@@ -34,6 +34,7 @@
 //! | Running | RecordResponse, `write_domain` | Running (`domain.written` vN+1) or episode stopped (`domain.write_denied`) | `only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others` |
 //! | Running | RecordFailure in a child episode, ladder's hard stop | Running (child stopped, `failure_repeats`; failed result to the parent) | `a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run` |
 //! | Running | any input that ends the run (completed / blocked / failed) with episodes still open | Completed / Blocked / Failed, each open episode's end recorded first (root finished ok + `success_achieved` / `policy_blocks` / finished failed `run_failed`) | `a_run_completed_by_a_plain_handoff_records_the_root_episodes_success`, `a_blocked_or_failed_run_records_the_end_of_every_open_episode`, `random_agents_never_exceed_a_limit` |
+//! | Running | RecordResponse, a spawn / write / effect refused for the `failure_repeat_limit`-th time (condition not listed, so the agent was told before) | Running (episode stopped `failure_repeats`, failed result to its parent) or Failed (root) | `repeated_refusals_stop_the_episode_failure_repeats`, `repeated_effect_refusals_stop_the_episode_failure_repeats` |
 //! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
 
 use serde_json::{Value, json};

@@ -1072,6 +1072,16 @@ impl Batch<'_> {
             rule_id: rule_id.to_owned(),
             reason: reason.clone(),
         }));
+        // Seed 004 §6: refusals count as failures of their class (`effect_refused`); at
+        // the limit the asking episode stops `failure_repeats` instead of being told.
+        let episode = self
+            .state
+            .effects
+            .get(effect_id)
+            .map(|e| e.requested.episode_id.clone());
+        if episode.is_some_and(|id| self.refusals_repeat(&id)) {
+            return;
+        }
         self.reply_effect(
             effect_id,
             "refused",

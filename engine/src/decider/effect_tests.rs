@@ -342,6 +342,69 @@ fn denied_by_policy_without_permission_kind_or_key() {
     run.replays();
 }
 
+/// Seed 004 §6 "failure repeats": an agent that keeps asking for effects it is refused
+/// (reporting no usage, so no budget would ever stop it) is told twice; the third refusal
+/// of the same class stops its episode `failure_repeats` (the root: the run fails), and
+/// the refusal is not handed back again.
+#[test]
+fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
+    let mut run = Run::start("reader");
+    for i in 1..=3 {
+        let events = run.respond(vec![effect("publish", "api", Some(&format!("k{i}")))]);
+        let stopped: Vec<_> = events
+            .iter()
+            .filter_map(|e| match e {
+                RunEvent::EpisodeStopped {
+                    episode_id,
+                    condition,
+                    rule_id,
+                    reason,
+                    ..
+                } => Some((
+                    episode_id.clone(),
+                    *condition,
+                    rule_id.clone(),
+                    reason.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        if i < 3 {
+            assert!(stopped.is_empty(), "{stopped:?}");
+            assert_eq!(run.result()["status"], "refused");
+            assert_eq!(run.state.status, RunStatus::Running);
+            continue;
+        }
+        assert_eq!(
+            kinds(&events),
+            [
+                "agent.responded",
+                "effect.requested",
+                "policy.decided",
+                "effect.refused",
+                "episode.stopped",
+                "run.failed"
+            ]
+        );
+        let (episode, condition, rule, reason) = &stopped[0];
+        assert_eq!(
+            (episode.as_str(), *condition, rule.as_str()),
+            (
+                "ep-1",
+                docket_policies::model::StopCondition::FailureRepeats,
+                "stop_conditions.failure_repeats"
+            )
+        );
+        assert!(
+            reason.contains("`effect_refused` repeated 3 times (limit 3)"),
+            "{reason}"
+        );
+    }
+    assert_eq!(run.state.status, RunStatus::Failed);
+    assert!(run.state.pending_requests().is_empty());
+    run.replays();
+}
+
 #[test]
 fn dry_run_then_execute_then_verify() {
     let mut run = Run::start("publisher");

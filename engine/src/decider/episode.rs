@@ -100,8 +100,9 @@ pub struct Episode {
     /// The summary of the last child result it received.
     pub last_child_summary: Option<String>,
     /// Failures counted per error class: failed child results (their `error_class`, the
-    /// stop condition of a stopped child, else `failed`) and refused finishes
-    /// (`verification_missing`).
+    /// stop condition of a stopped child, else `failed`), refused finishes
+    /// (`verification_missing`) and the agent's refused actions (`spawn_refused`,
+    /// `write_domain_refused`, `effect_refused`).
     pub error_classes: BTreeMap<String, u32>,
     /// A `verify` child episode finished ok.
     pub verified: bool,
@@ -271,6 +272,14 @@ impl EpisodeTree {
                 ..Episode::default()
             },
         );
+    }
+
+    /// A refused action of `episode_id`'s agent counts as a failure of its class (seed 004
+    /// §6 "failure repeats"), so an agent that keeps asking for what is refused stops.
+    fn count_refusal(&mut self, episode_id: &str, class: String) {
+        if let Some(e) = self.episodes.get_mut(episode_id) {
+            *e.error_classes.entry(class).or_default() += 1;
+        }
     }
 
     /// A child's result (or its stop) reaches its parent's counters.
@@ -462,11 +471,23 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }
         RunEvent::EpisodeActionDenied {
             episode_id, action, ..
-        } if action == "finish_episode" => {
-            if let Some(e) = tree.episodes.get_mut(episode_id) {
-                *e.error_classes
-                    .entry("verification_missing".to_owned())
-                    .or_default() += 1;
+        } => {
+            let class = if action == "finish_episode" {
+                "verification_missing".to_owned()
+            } else {
+                format!("{action}_refused")
+            };
+            tree.count_refusal(episode_id, class);
+        }
+        RunEvent::DomainWriteDenied { episode_id, .. } => {
+            tree.count_refusal(episode_id, "write_domain_refused".to_owned());
+        }
+        // Side effects (seed 004 §1, §8): a refused effect counts in the episode that
+        // asked for it.
+        RunEvent::EffectRefused(refused) => {
+            if let Some(rec) = state.effects.get(&refused.effect_id) {
+                let episode_id = rec.requested.episode_id.clone();
+                tree.count_refusal(&episode_id, "effect_refused".to_owned());
             }
         }
         RunEvent::EpisodeFinished {

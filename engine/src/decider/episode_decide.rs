@@ -561,8 +561,19 @@ impl Batch<'_> {
         if self.listed(episode, condition) {
             let reason = format!("{agent}'s {action} was refused: {}", decision.reason);
             self.stop_episode(&episode.id, condition, &decision.rule_id, &reason);
-        } else {
+        } else if !self.refusals_repeat(&episode.id) {
             self.tell(agent, request_id, action, decision, condition);
+        }
+    }
+
+    /// After a refusal was counted (the fold counts it as its error class): stops the
+    /// episode on `failure_repeats` when that class reached the limit, so an agent that
+    /// keeps asking for what is refused does not loop until a budget runs out. Returns
+    /// whether it stopped.
+    pub(super) fn refusals_repeat(&mut self, episode_id: &str) -> bool {
+        match self.episode(episode_id) {
+            Some(e) if e.phase == EpisodePhase::Running => self.failure_repeats(&e),
+            _ => false,
         }
     }
 

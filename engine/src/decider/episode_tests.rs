@@ -1179,6 +1179,107 @@ fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
     assert_eq!(state.status, RunStatus::Completed);
 }
 
+/// Seed 004 §6 "failure repeats": refusals that only tell the agent (their condition is
+/// not listed) count as failures of their class; at the recursion policy's
+/// `failure_repeat_limit` (3) the episode stops `failure_repeats` instead of looping until
+/// a budget runs out. In a child, the parent gets the failed result.
+#[test]
+fn repeated_refusals_stop_the_episode_failure_repeats() {
+    let listed = "stop_conditions = [\"budget_exhausted\", \"failure_repeats\"]";
+    // The root: refused spawns (a forbidden child type), no usage reported.
+    let (mut state, b, mut log) = start(listed, budget(1_000));
+    for i in 1..=3 {
+        let events = answer(
+            &mut state,
+            &b,
+            0,
+            2_000,
+            vec![spawn("worker", "publish", None)],
+        );
+        if i < 3 {
+            assert!(stops(&events).is_empty());
+            assert_eq!(
+                pending(&state)
+                    .decision_inputs
+                    .last()
+                    .expect("note")
+                    .output_type,
+                "action_denied"
+            );
+        } else {
+            assert_eq!(
+                kinds(&events),
+                [
+                    "agent.responded",
+                    "episode.action_denied",
+                    "episode.stopped",
+                    "run.failed"
+                ]
+            );
+            assert_eq!(
+                stops(&events),
+                [("ep-1".to_owned(), StopCondition::FailureRepeats)]
+            );
+        }
+        log.extend(events);
+    }
+    assert_eq!(state.status, RunStatus::Failed);
+    assert_eq!(ep(&state, "ep-1").error_classes["spawn_refused"], 3);
+    assert!(
+        state
+            .stop_reason
+            .as_deref()
+            .unwrap_or("")
+            .contains("`spawn_refused` repeated 3 times (limit 3)"),
+        "{:?}",
+        state.stop_reason
+    );
+    replays(&log, &b);
+
+    // A child whose agent keeps writing a domain it does not own: the child stops, the
+    // parent's agent gets its failed result.
+    let (mut state, b, mut log) = start(listed, budget(1_000));
+    log.extend(answer(
+        &mut state,
+        &b,
+        0,
+        2_000,
+        vec![spawn("worker", "retrieve", None)],
+    ));
+    for i in 1..=3 {
+        let events = answer(
+            &mut state,
+            &b,
+            0,
+            2_000,
+            vec![Action::WriteDomain {
+                domain: "plan".into(),
+                content: json!({"step": i}),
+            }],
+        );
+        assert_eq!(kinds(&events)[1], "domain.write_denied");
+        if i < 3 {
+            assert!(stops(&events).is_empty());
+        } else {
+            assert_eq!(
+                stops(&events),
+                [("ep-2".to_owned(), StopCondition::FailureRepeats)]
+            );
+        }
+        log.extend(events);
+    }
+    assert_eq!(state.status, RunStatus::Running);
+    let back = pending(&state);
+    assert_eq!(back.episode_id, "ep-1");
+    let result = &back
+        .decision_inputs
+        .last()
+        .expect("the child's result")
+        .payload;
+    assert_eq!(result["result"]["error_class"], "failure_repeats");
+    replays(&log, &b);
+}
+
 #[test]
 fn answers_from_a_stopped_episode_are_recorded_but_not_acted_on() {
     let workers = "[[recursion.policies]]\nid = \"workers\"\nagents = [\"worker\"]\n\
