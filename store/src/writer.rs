@@ -30,11 +30,11 @@ use crate::shared::{Shared, lock};
 /// as many requests as the previous batch held have arrived.
 const COMMIT_DELAY: Duration = Duration::from_micros(100);
 
-/// How long the writer keeps polling its channel after a batch before it blocks on it. A
-/// blocked writer costs every request that finds it asleep a thread wake-up (tens of µs on a
-/// busy VM), which is most of a lone appender's non-sync latency; a closed-loop appender's
+/// How long the writer keeps polling its channel after a batch of one request before it blocks
+/// on it. A blocked writer costs the request that finds it asleep a thread wake-up (tens of µs
+/// on a busy VM), which is much of a lone appender's non-sync latency; a closed-loop appender's
 /// next request arrives within this time of its acknowledgement. The writer yields the core
-/// between polls, so appenders that need it run first.
+/// between polls, so threads that need it run first.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
 /// Stop draining the channel once a batch holds this much.
@@ -130,7 +130,7 @@ impl Writer {
         };
         let sender = indexer.as_ref().map(|(tx, _)| tx.clone());
         let mut last_batch = 0usize;
-        while let Some(first) = self.next_request() {
+        while let Some(first) = self.next_request(last_batch <= 1) {
             #[cfg(any(test, feature = "fault-injection"))]
             if let Some(plan) = &self.faults {
                 plan.wait_while_held();
@@ -169,9 +169,13 @@ impl Writer {
         }
     }
 
-    /// The next request: polled for [`IDLE_SPIN`] (yielding the core in between), then waited for.
-    /// `None` once every sender is gone.
-    fn next_request(&self) -> Option<Request> {
+    /// The next request: after a batch of one, polled for [`IDLE_SPIN`] (yielding the core in
+    /// between) before it is waited for. Concurrent appenders are gathered by [`Self::gather`]
+    /// instead, and a polling writer would take CPU they need. `None` once every sender is gone.
+    fn next_request(&self, poll: bool) -> Option<Request> {
+        if !poll {
+            return self.rx.recv().ok();
+        }
         let start = Instant::now();
         loop {
             match self.rx.try_recv() {
