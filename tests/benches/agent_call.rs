@@ -10,6 +10,10 @@ use docket_engine::executor::{AgentExecutor, InProcessExecutor, StdioConfig, Std
 use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence, parse_response};
 use serde_json::json;
 
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn request(i: u64) -> AgentRequest {
     AgentRequest::new(
         format!("req-{i}"),

@@ -26,6 +26,10 @@ use docket_engine::runtime::Runtime;
 use docket_engine::workflow::{Workflow, WorkflowSpec};
 use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime};
 
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BUNDLE: &str = r#"
 bundle = { id = "effect-cost" }
 [[agents]]

@@ -36,6 +36,10 @@ use docket_store::{
     Durability, EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime,
 };
 
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BUNDLE: &str = r#"
 bundle = { id = "effect-cost" }
 [[agents]]

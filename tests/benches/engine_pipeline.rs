@@ -23,6 +23,10 @@ use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, W
 use docket_tests::{geo_workflow, workspace_root};
 use serde_json::Value;
 
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;

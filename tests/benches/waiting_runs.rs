@@ -24,6 +24,10 @@ use docket_engine::runtime::Runtime;
 use docket_engine::workflow::{Workflow, WorkflowSpec};
 use docket_store::{EmbeddedStore, StoreConfig};
 
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const BUNDLE: &str = r#"
 bundle = { id = "approvals" }
 agents = [{ id = "external" }, { id = "worker" }]
