@@ -30,8 +30,8 @@ use crate::shared::{Shared, lock};
 /// as many requests as the previous batch held have arrived.
 const COMMIT_DELAY: Duration = Duration::from_micros(100);
 
-/// How long the writer keeps polling its channel after a batch of one request before it blocks
-/// on it. A blocked writer costs the request that finds it asleep a thread wake-up (tens of µs
+/// How long the writer keeps polling its channel after a batch of one request (when the request
+/// before came back within this time too) before it blocks on it. A blocked writer costs the request that finds it asleep a thread wake-up (tens of µs
 /// on a busy VM), which is much of a lone appender's non-sync latency; a closed-loop appender's
 /// next request arrives within this time of its acknowledgement. The writer yields the core
 /// between polls, so threads that need it run first.
@@ -130,7 +130,12 @@ impl Writer {
         };
         let sender = indexer.as_ref().map(|(tx, _)| tx.clone());
         let mut last_batch = 0usize;
-        while let Some(first) = self.next_request(last_batch <= 1) {
+        // Whether the last request came within [`IDLE_SPIN`] of the batch before it: only then
+        // is polling for the next one likely to pay (an appender that appends now and then
+        // would only cost the writer CPU).
+        let mut came_back = true;
+        while let Some((first, quick)) = self.next_request(last_batch <= 1 && came_back) {
+            came_back = quick;
             #[cfg(any(test, feature = "fault-injection"))]
             if let Some(plan) = &self.faults {
                 plan.wait_while_held();
@@ -169,25 +174,28 @@ impl Writer {
         }
     }
 
-    /// The next request: after a batch of one, polled for [`IDLE_SPIN`] (yielding the core in
-    /// between) before it is waited for. Concurrent appenders are gathered by [`Self::gather`]
-    /// instead, and a polling writer would take CPU they need. `None` once every sender is gone.
-    fn next_request(&self, poll: bool) -> Option<Request> {
-        if !poll {
-            return self.rx.recv().ok();
-        }
+    /// The next request, and whether it came within [`IDLE_SPIN`]. With `poll` (after a batch of
+    /// one, when the previous request came back that quickly) the queue is polled for
+    /// [`IDLE_SPIN`], yielding the core in between, before it is waited for. Concurrent
+    /// appenders are gathered by [`Self::gather`] instead, and a polling writer would take CPU
+    /// they need. `None` once every sender is gone.
+    fn next_request(&self, poll: bool) -> Option<(Request, bool)> {
         let start = Instant::now();
-        loop {
-            match self.rx.try_recv() {
-                Ok(r) => return Some(r),
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                Err(mpsc::TryRecvError::Empty) => {}
+        if poll {
+            loop {
+                match self.rx.try_recv() {
+                    Ok(r) => return Some((r, true)),
+                    Err(mpsc::TryRecvError::Disconnected) => return None,
+                    Err(mpsc::TryRecvError::Empty) => {}
+                }
+                if start.elapsed() >= IDLE_SPIN {
+                    break;
+                }
+                std::thread::yield_now();
             }
-            if start.elapsed() >= IDLE_SPIN {
-                return self.rx.recv().ok();
-            }
-            std::thread::yield_now();
         }
+        let r = self.rx.recv().ok()?;
+        Some((r, start.elapsed() < IDLE_SPIN))
     }
 
     /// Sleeps until `want` requests are queued (counting the one in hand) or the commit delay
