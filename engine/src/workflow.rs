@@ -404,7 +404,7 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
         table.iter().find_map(|(key, _)| {
             let name: &str = key.get_ref().as_ref();
             (!known.contains(&name)).then(|| {
-                let (line, column) = line_col(text, key.span().start);
+                let (line, column) = docket_policies::locate::line_col(text, key.span().start);
                 WorkflowError::UnknownKey {
                     path: path.to_owned(),
                     line,
@@ -481,14 +481,6 @@ fn agent_executor_keys(
         path: path.to_owned(),
         message,
     })
-}
-
-/// 1-based line and column (in characters) of a byte offset of `text`.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = text.get(..offset.min(text.len())).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, before[start..].chars().count() + 1)
 }
 
 impl Workflow {
