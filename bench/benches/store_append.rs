@@ -19,6 +19,11 @@ use futures::StreamExt;
 
 const PAYLOAD: usize = 200;
 
+/// The `docket` binary's allocator, so figures are the product's (the baselines run in the
+/// same process with it too).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn event(i: u64) -> NewEvent {
     let mut payload = vec![b'x'; PAYLOAD];
     payload[..8].copy_from_slice(&i.to_le_bytes());
@@ -156,6 +161,24 @@ fn raw_fdatasync(dir: &Path, n: u32) -> Duration {
     start.elapsed() / n
 }
 
+/// [`raw_fdatasync`] into a file already written with zeros and synced, as docket's log keeps
+/// ahead of its end: no sync has to commit a new file size.
+fn raw_fdatasync_in_place(dir: &Path, n: u32) -> Duration {
+    use std::os::unix::fs::FileExt;
+    std::fs::create_dir_all(dir).expect("dir");
+    let f = std::fs::File::create_new(dir.join("raw-in-place")).expect("raw file");
+    f.write_all_at(&vec![0u8; 250 * n as usize + 4096], 0)
+        .expect("zeros");
+    f.sync_all().expect("fsync");
+    let buf = [7u8; 250];
+    let start = Instant::now();
+    for i in 0..u64::from(n) {
+        f.write_all_at(&buf, i * 250).expect("write");
+        f.sync_data().expect("fdatasync");
+    }
+    start.elapsed() / n
+}
+
 /// Mean latency of one single-event append with `Durability::UnsafeNoSync` (no `fdatasync`):
 /// what the hand-offs between the appending task and the log writer cost on their own.
 async fn docket_nosync_latency(dir: &Path, n: u64) -> Duration {
@@ -284,20 +307,26 @@ fn main() {
     }
     if let Some(at) = args.iter().position(|a| a == "latency") {
         let rounds = args.get(at + 1).and_then(|a| a.parse().ok()).unwrap_or(7);
-        let (mut durable, mut raw, mut nosync) = (vec![], vec![], vec![]);
+        let (mut durable, mut raw, mut zeroed, mut nosync) = (vec![], vec![], vec![], vec![]);
         for round in 0..rounds {
             raw.push(raw_fdatasync(&dir(&format!("lraw-{round}")), 200).as_secs_f64() * 1e6);
+            zeroed.push(
+                raw_fdatasync_in_place(&dir(&format!("lrawz-{round}")), 200).as_secs_f64() * 1e6,
+            );
             let (_, d, _) = runtime.block_on(docket_append(&dir(&format!("ld-{round}")), 1, 300));
             durable.push(d.as_secs_f64() * 1e6);
             let d = runtime.block_on(docket_nosync_latency(&dir(&format!("ln-{round}")), 3000));
             nosync.push(d.as_secs_f64() * 1e6);
         }
         let ratios: Vec<f64> = durable.iter().zip(&raw).map(|(l, r)| l / r).collect();
+        let in_place: Vec<f64> = durable.iter().zip(&zeroed).map(|(l, r)| l / r).collect();
         println!(
-            "latency: durable {} us, raw sync {} us, ratio {}; no-sync {} us",
+            "latency: durable {} us, raw sync {} us, ratio {}; raw sync over zeros {} us, ratio {}; no-sync {} us",
             spread(&durable, 1),
             spread(&raw, 1),
             spread(&ratios, 2),
+            spread(&zeroed, 1),
+            spread(&in_place, 2),
             spread(&nosync, 1)
         );
         return;
@@ -327,6 +356,7 @@ fn main() {
     // rounds with the systems interleaved; ratios are taken within a round, then their median.
     let mut single_latency = Vec::new();
     let mut single_raw = Vec::new();
+    let mut single_in_place = Vec::new();
     let mut single_nosync = Vec::new();
     for (appenders, per) in [(1u64, 600u64), (16, 300), (256, 200)] {
         let per = per / scale;
@@ -338,6 +368,8 @@ fn main() {
             if appenders == 1 {
                 let d = raw_fdatasync(&dir(&format!("raw-{round}")), 200 / scale as u32);
                 single_raw.push(d.as_secs_f64() * 1e6);
+                let d = raw_fdatasync_in_place(&dir(&format!("rawz-{round}")), 200 / scale as u32);
+                single_in_place.push(d.as_secs_f64() * 1e6);
             }
             let (rate, latency, syncs) = runtime.block_on(docket_append(
                 &dir(&format!("docket-{tag}")),
@@ -381,11 +413,19 @@ fn main() {
         .zip(&single_raw)
         .map(|(l, r)| l / r)
         .collect();
+    let in_place: Vec<f64> = single_latency
+        .iter()
+        .zip(&single_in_place)
+        .map(|(l, r)| l / r)
+        .collect();
     println!(
-        "single appender: {} us per durable append; raw 250-byte write+fdatasync {} us; ratio {}",
+        "single appender: {} us per durable append; raw 250-byte write+fdatasync {} us \
+         (growing file), ratio {}; {} us (overwriting zeros), ratio {}",
         spread(&single_latency, 1),
         spread(&single_raw, 1),
-        spread(&ratios, 2)
+        spread(&ratios, 2),
+        spread(&single_in_place, 1),
+        spread(&in_place, 2)
     );
     println!(
         "single appender, Durability::UnsafeNoSync (no fdatasync): {} us per append",

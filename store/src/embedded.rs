@@ -96,6 +96,7 @@ impl EmbeddedStore {
             file: rec.file,
             segment: rec.segment,
             len: rec.len,
+            zeroed_to: rec.zeroed_to,
             next_stream: rec.next_stream,
             faults,
             poisoned: None,

@@ -14,7 +14,7 @@ use crate::event::StreamId;
 use crate::index::{Index, IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
-    segment_header, segment_number, segment_path, sync_dir, valid_frame_after,
+    segment_header, segment_number, segment_path, sync_dir, valid_frame_after, zero_runway,
 };
 use crate::verify::check_link;
 
@@ -26,7 +26,8 @@ const MARKER_PREFIX: &str = "docket-store format ";
 pub struct RecoveryReport {
     /// Events found in the log beyond what the index covered, now indexed.
     pub reindexed_events: u64,
-    /// Bytes of an unacknowledged, torn last batch that were cut off.
+    /// Bytes of an unacknowledged, torn last batch that were cut off (with any zero runway
+    /// after it).
     pub truncated_bytes: u64,
 }
 
@@ -36,6 +37,8 @@ pub(crate) struct Recovered {
     pub file: LogFile,
     pub segment: u64,
     pub len: u64,
+    /// The last segment's file length: zeros from `len` on (a durable log's runway).
+    pub zeroed_to: u64,
     pub next_stream: u64,
     pub report: RecoveryReport,
 }
@@ -147,6 +150,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
             file,
             segment: 1,
             len: SEGMENT_HEADER_LEN,
+            zeroed_to: SEGMENT_HEADER_LEN,
             next_stream,
             report,
         });
@@ -160,6 +164,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
     }
 
     let mut last_len = SEGMENT_HEADER_LEN;
+    let mut zeroed_to = SEGMENT_HEADER_LEN;
     for seg in covered_seg..=last {
         let path = segment_path(&log_dir, seg);
         let is_last = seg == last;
@@ -186,10 +191,12 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
                 file.sync()?;
             }
             last_len = SEGMENT_HEADER_LEN;
+            zeroed_to = SEGMENT_HEADER_LEN;
             break;
         }
         check_segment_header(&bytes, seg, &path)?;
         let mut at = start as usize;
+        let mut file_len = bytes.len();
         while at < bytes.len() {
             match check_batch(&bytes[at..]) {
                 Ok(payload) => {
@@ -204,6 +211,10 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
                         payload,
                     )?;
                     at = end;
+                }
+                Err(_) if is_last && zero_runway(&bytes, at) => {
+                    // The runway a durable writer keeps ahead of the log: its end, not damage.
+                    break;
                 }
                 Err(damage) => {
                     if !is_last || valid_frame_after(&bytes, at).is_some() {
@@ -221,12 +232,14 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
                         file.sync()?;
                     }
                     report.truncated_bytes = (bytes.len() - at) as u64;
+                    file_len = at;
                     break;
                 }
             }
         }
         if is_last {
-            last_len = at.min(bytes.len()) as u64;
+            last_len = at.min(file_len) as u64;
+            zeroed_to = file_len as u64;
         }
     }
     let file = LogFile::open(segment_path(&log_dir, last), &config.faults())?;
@@ -239,6 +252,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         file,
         segment: last,
         len: last_len,
+        zeroed_to,
         next_stream,
         report,
     })

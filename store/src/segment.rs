@@ -2,7 +2,9 @@
 //!
 //! A batch frame is `magic "DKTB" ‖ payload length u32 LE ‖ CRC-32 of payload u32 LE ‖ payload`.
 //! The writer syncs a batch before it writes the next, so only the last frame of the last
-//! segment can be torn; damage anywhere else is corruption.
+//! segment can be torn; damage anywhere else is corruption. A durable log's last segment may
+//! end in zero bytes (the runway, see `writer::RUNWAY`): a zero where a frame would start is
+//! the end of the log.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -144,6 +146,14 @@ pub(crate) fn check_batch(bytes: &[u8]) -> Result<&[u8], Damage> {
     Ok(payload)
 }
 
+/// Whether everything from `from` on is zero: the unused runway of a durable log's last
+/// segment, not a torn batch (a batch frame starts with a non-zero magic).
+pub(crate) fn zero_runway(bytes: &[u8], from: usize) -> bool {
+    bytes
+        .get(from..)
+        .is_some_and(|rest| rest.iter().all(|&b| b == 0))
+}
+
 /// Whether any valid batch frame starts after `from` (then damage at `from` is not a torn tail).
 pub(crate) fn valid_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
     let mut at = from + 1;
@@ -251,6 +261,12 @@ impl LogFile {
         self.file
             .sync_data()
             .map_err(io_err("syncing segment", &self.path))
+    }
+
+    /// Writes `len` zero bytes at `offset`: the runway a durable log overwrites in place (see
+    /// `writer::RUNWAY`).
+    pub(crate) fn write_zeros(&self, offset: u64, len: u64) -> Result<(), StoreError> {
+        self.write_at(offset, &vec![0u8; len as usize])
     }
 
     pub(crate) fn truncate(&self, len: u64) -> Result<(), StoreError> {

@@ -37,6 +37,14 @@ const COMMIT_DELAY: Duration = Duration::from_micros(100);
 /// between polls, so threads that need it run first.
 const IDLE_SPIN: Duration = Duration::from_micros(100);
 
+/// How far past a durable log's end the writer keeps the segment file written with zeros and
+/// synced (PostgreSQL zero-fills its WAL segments for the same reason). Appending into a file
+/// that grows makes every `fdatasync` commit the file's new size to the file system's journal
+/// too; overwriting bytes already there does not. Measured here (ext4): 250-byte appends
+/// 190 µs per sync against 245 µs growing; 80 KB appends 305 µs against 466 µs. The runway is
+/// extended in steps of this size, in the same write and sync as the batch that reaches its end.
+pub(crate) const RUNWAY: u64 = 1024 * 1024;
+
 /// Stop draining the channel once a batch holds this much.
 const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
@@ -108,6 +116,8 @@ pub(crate) struct Writer {
     pub segment: u64,
     /// Length of the current segment: everything before it is synced (or, unsynced mode, written).
     pub len: u64,
+    /// The segment file's length: from `len` to here it holds zeros (the runway; durable mode only).
+    pub zeroed_to: u64,
     pub next_stream: u64,
     pub faults: Faults,
     pub poisoned: Option<String>,
@@ -445,7 +455,16 @@ impl Writer {
     /// On failure, truncates back to the last durable length.
     fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
         let max = self.shared.config.segment_max_bytes;
+        let syncs = self.shared.config.syncs();
         if self.len > SEGMENT_HEADER_LEN && self.len + frame.len() as u64 > max {
+            if self.zeroed_to > self.len {
+                // Only the last segment may end in a runway: recovery reads zeros anywhere
+                // else as damage.
+                self.file.truncate(self.len)?;
+                if syncs {
+                    self.file.sync()?;
+                }
+            }
             let next = LogFile::create(
                 &self.shared.log_dir,
                 self.segment + 1,
@@ -455,22 +474,39 @@ impl Writer {
             self.file = next;
             self.segment += 1;
             self.len = SEGMENT_HEADER_LEN;
+            self.zeroed_to = SEGMENT_HEADER_LEN;
         }
-        let result = self.file.write_at(self.len, frame).and_then(|()| {
-            if self.shared.config.syncs() {
+        let end = self.len + frame.len() as u64;
+        let result = self.extend_runway(end, max).and_then(|()| {
+            self.file.write_at(self.len, frame)?;
+            if syncs {
                 self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-                self.file.sync()
-            } else {
-                Ok(())
+                self.file.sync()?;
             }
+            Ok(())
         });
         if result.is_err() {
+            self.zeroed_to = self.len;
             let rolled_back = self.file.truncate(self.len).and_then(|()| self.file.sync());
             if let Err(e) = rolled_back {
                 error!(error = %e, "rolling back a failed batch also failed; reopen will truncate it");
             }
         }
         result
+    }
+
+    /// In durable mode, makes sure the file holds zeros up to `end` and a runway beyond it
+    /// (within the segment's size limit), written before the batch and synced with it.
+    fn extend_runway(&mut self, end: u64, max: u64) -> Result<(), StoreError> {
+        if !self.shared.config.syncs() || end <= self.zeroed_to {
+            return Ok(());
+        }
+        let to = (end + RUNWAY).min(max.max(end));
+        if to > end {
+            self.file.write_zeros(end, to - end)?;
+        }
+        self.zeroed_to = to;
+        Ok(())
     }
 }
 

@@ -5,6 +5,7 @@ mod corruption;
 mod faults;
 mod format_example;
 mod model;
+mod runway;
 
 use std::path::Path;
 

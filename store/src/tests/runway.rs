@@ -1,0 +1,150 @@
+//! A durable log keeps zeros written ahead of its end (the runway): reopening reads them as
+//! the end of the log, torn batches in them are still cut, and only the last segment has one.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::writer::RUNWAY;
+use crate::{RecoveryReport, StoreError};
+
+fn seg(dir: &Path, no: u64) -> PathBuf {
+    dir.join("log").join(format!("{no:020}.seg"))
+}
+
+/// Where the log's frames end in a segment file (the first offset not starting a frame).
+fn logical_end(bytes: &[u8]) -> usize {
+    let mut at = 32;
+    while at + 12 <= bytes.len() && &bytes[at..at + 4] == b"DKTB" {
+        at += 12 + u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap()) as usize;
+    }
+    at
+}
+
+async fn durable_store_with(dir: &Path, batches: u8) {
+    let store = open(dir, StoreConfig::default()).await;
+    for i in 0..batches {
+        store
+            .append(&sid("a"), u64::from(i), vec![ev("e", &[i; 40])])
+            .await
+            .unwrap();
+    }
+    store.close().await;
+}
+
+#[tokio::test]
+async fn the_runway_is_zeros_after_the_log_and_appends_overwrite_it_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    durable_store_with(dir.path(), 3).await;
+    let path = seg(dir.path(), 1);
+    let bytes = fs::read(&path).unwrap();
+    let end = logical_end(&bytes);
+    assert!(
+        bytes.len() as u64 > RUNWAY && bytes.len() > end,
+        "{} bytes",
+        bytes.len()
+    );
+    assert!(bytes[end..].iter().all(|&b| b == 0));
+
+    let store = open(dir.path(), StoreConfig::default()).await;
+    assert_eq!(store.recovery_report(), &RecoveryReport::default());
+    store
+        .append(&sid("a"), 3, vec![ev("e", b"fourth")])
+        .await
+        .unwrap();
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 4);
+    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+    store.close().await;
+    let after = fs::read(&path).unwrap();
+    assert_eq!(
+        after.len(),
+        bytes.len(),
+        "the fourth batch was written into the runway"
+    );
+    assert!(logical_end(&after) > end);
+    assert_eq!(after[..end], bytes[..end]);
+}
+
+#[tokio::test]
+async fn a_torn_batch_in_the_runway_is_cut_and_the_log_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    durable_store_with(dir.path(), 3).await;
+    let path = seg(dir.path(), 1);
+    let mut bytes = fs::read(&path).unwrap();
+    let end = logical_end(&bytes);
+    // The first bytes of a fourth batch frame, the rest never written.
+    bytes[end..end + 10].copy_from_slice(b"DKTB\x40\0\0\0\x01\x02");
+    fs::write(&path, &bytes).unwrap();
+    fs::remove_dir_all(dir.path().join("index")).unwrap();
+
+    let store = open(dir.path(), StoreConfig::default()).await;
+    assert_eq!(store.recovery_report().reindexed_events, 3);
+    assert!(store.recovery_report().truncated_bytes >= 10);
+    store
+        .append(&sid("a"), 3, vec![ev("e", b"fourth")])
+        .await
+        .unwrap();
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 4);
+    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+}
+
+#[tokio::test]
+async fn a_frame_after_zeros_is_damage_not_runway() {
+    let dir = tempfile::tempdir().unwrap();
+    durable_store_with(dir.path(), 3).await;
+    let path = seg(dir.path(), 1);
+    let mut bytes = fs::read(&path).unwrap();
+    let end = logical_end(&bytes);
+    // Zero the second batch: acknowledged events gone, with the third still after them.
+    let second = {
+        let first_len = u32::from_le_bytes(bytes[36..40].try_into().unwrap()) as usize;
+        32 + 12 + first_len
+    };
+    let second_len = 12 + u32::from_le_bytes(bytes[second + 4..second + 8].try_into().unwrap());
+    bytes[second..second + second_len as usize].fill(0);
+    assert!(end > second + second_len as usize);
+    fs::write(&path, &bytes).unwrap();
+    fs::remove_dir_all(dir.path().join("index")).unwrap();
+
+    match EmbeddedStore::open(dir.path(), StoreConfig::default()).await {
+        Ok(_) => panic!("a zeroed batch before a sound one was taken for the end of the log"),
+        Err(StoreError::Corrupt { offset, .. }) => assert_eq!(offset, second as u64),
+        Err(other) => panic!("{other}"),
+    }
+}
+
+#[tokio::test]
+async fn only_the_last_segment_keeps_a_runway() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || StoreConfig {
+        segment_max_bytes: 4096,
+        ..StoreConfig::default()
+    };
+    let store = open(dir.path(), config()).await;
+    for i in 0..40u8 {
+        store
+            .append(&sid("a"), u64::from(i), vec![ev("e", &[i; 300])])
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    let segments = fs::read_dir(dir.path().join("log")).unwrap().count() as u64;
+    assert!(segments >= 3, "{segments} segments");
+    for no in 1..segments {
+        let bytes = fs::read(seg(dir.path(), no)).unwrap();
+        assert_eq!(
+            logical_end(&bytes),
+            bytes.len(),
+            "segment {no} ends with its last batch"
+        );
+    }
+    // The runway of the last segment stops at the segment size limit.
+    let last = fs::read(seg(dir.path(), segments)).unwrap();
+    assert!(last.len() as u64 <= 4096 && logical_end(&last) < last.len());
+
+    fs::remove_dir_all(dir.path().join("index")).unwrap();
+    let store = open(dir.path(), config()).await;
+    assert_eq!(store.recovery_report().truncated_bytes, 0);
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 40);
+    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+}
