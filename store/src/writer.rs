@@ -523,8 +523,10 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
 
 /// How long the indexer gathers durable batches into one sled write: sled costs about as much
 /// per key as a few thousand events' worth of log writing, so each write should carry many
-/// batches, packed per stream into pages; reads are served from memory meanwhile.
-const INDEX_GATHER: Duration = Duration::from_millis(20);
+/// batches, packed per stream into pages; reads are served from memory meanwhile. With 256
+/// streams appended concurrently, 100 ms (against 20) took the process from about 5.9 to 5.3 µs
+/// of CPU per event, the index's catching up included (`store_append -- profile 256 400`).
+const INDEX_GATHER: Duration = Duration::from_millis(100);
 
 /// The indexer thread: writes durable batches' index entries to sled, several batches per sled
 /// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
