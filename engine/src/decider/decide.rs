@@ -37,6 +37,8 @@
 //! | Running | RecordResponse, a spawn / write / effect refused for the `failure_repeat_limit`-th time (condition not listed, so the agent was told before) | Running (episode stopped `failure_repeats`, failed result to its parent) or Failed (root) | `repeated_refusals_stop_the_episode_failure_repeats`, `repeated_effect_refusals_stop_the_episode_failure_repeats` |
 //! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 // Episodes (seed 004): spawn, domain writes, results, stop conditions.
@@ -113,14 +115,14 @@ impl Command {
     #[must_use]
     pub fn to_event(&self) -> RunEvent {
         match self.clone() {
-            Self::Start(run) => RunEvent::RunRequested(run),
+            Self::Start(run) => RunEvent::RunRequested(Arc::new(run)),
             Self::RecordResponse {
                 request_id,
                 response,
                 at_ms,
             } => RunEvent::AgentResponded {
                 request_id,
-                response,
+                response: Arc::new(response),
                 at_ms,
             },
             Self::RecordFailure {
@@ -158,14 +160,14 @@ impl Command {
     #[must_use]
     pub fn from_event(event: &RunEvent) -> Option<Self> {
         Some(match event.clone() {
-            RunEvent::RunRequested(run) => Self::Start(run),
+            RunEvent::RunRequested(run) => Self::Start(Arc::unwrap_or_clone(run)),
             RunEvent::AgentResponded {
                 request_id,
                 response,
                 at_ms,
             } => Self::RecordResponse {
                 request_id,
-                response,
+                response: Arc::unwrap_or_clone(response),
                 at_ms,
             },
             RunEvent::AgentCallFailed {
@@ -372,10 +374,12 @@ fn decide_batch(
         confidence: None,
         episode: super::episode::ROOT_EPISODE.to_owned(),
     };
-    batch.push(command.to_event());
-    batch.enter(&command);
+    // The input's own event opens the batch. A run request or a response goes into it
+    // behind an `Arc`, shared with the state and with the decisions below, not copied.
     match command {
         Command::Start(run) => {
+            let run = Arc::new(run);
+            batch.push(RunEvent::RunRequested(run.clone()));
             let input_type = run.workflow.input_type.clone().unwrap_or_else(|| {
                 bundle
                     .decide_handoff(EXTERNAL, &run.workflow.entry, InputKind::Decision)
@@ -391,32 +395,20 @@ fn decide_batch(
         Command::RecordResponse {
             request_id,
             response,
-            ..
+            at_ms,
         } => {
+            let response = Arc::new(response);
+            batch.push(RunEvent::AgentResponded {
+                request_id: request_id.clone(),
+                response: response.clone(),
+                at_ms,
+            });
+            batch.enter(&request_id);
             if batch.episode_admits(&request_id) {
                 batch.on_response(&request_id, &response);
             }
         }
-        Command::RecordFailure {
-            request_id,
-            code,
-            message,
-            ..
-        } => {
-            if batch.episode_admits(&request_id) {
-                batch.on_failure(&request_id, &code, &message);
-            }
-        }
-        Command::RecordHumanDecision {
-            ticket,
-            approved,
-            by,
-            reason,
-            choice,
-            ..
-        } => batch.on_human(&ticket, approved, &by, &reason, choice),
-        // Side effects (seed 004 §1, §8)
-        Command::RecordEffect(input) => batch.on_effect_input(&input),
+        command => batch.on_other_input(command),
     }
     batch.settle();
     (batch.events, batch.state)
@@ -442,8 +434,43 @@ impl Batch<'_> {
         self.events.push(event);
     }
 
+    /// A failure, a human decision or an effect input: its event opens the batch, then
+    /// what it causes. (A start and a response are decided in [`decide_batch`].)
+    fn on_other_input(&mut self, command: Command) {
+        self.push(command.to_event());
+        self.enter_for(&command);
+        match command {
+            Command::RecordFailure {
+                request_id,
+                code,
+                message,
+                ..
+            } => {
+                if self.episode_admits(&request_id) {
+                    self.on_failure(&request_id, &code, &message);
+                }
+            }
+            Command::RecordHumanDecision {
+                ticket,
+                approved,
+                by,
+                reason,
+                choice,
+                ..
+            } => self.on_human(&ticket, approved, &by, &reason, choice),
+            // Side effects (seed 004 §1, §8)
+            Command::RecordEffect(input) => self.on_effect_input(&input),
+            Command::Start(_) | Command::RecordResponse { .. } => {}
+        }
+    }
+
+    /// Sets the episode new requests belong to: that of the call being answered.
+    fn enter(&mut self, request_id: &str) {
+        self.episode = self.episode_of_call(request_id);
+    }
+
     /// Sets the episode new requests belong to, from the call the command is about.
-    fn enter(&mut self, command: &Command) {
+    fn enter_for(&mut self, command: &Command) {
         let call = match command {
             Command::RecordResponse { request_id, .. }
             | Command::RecordFailure { request_id, .. } => Some(request_id.clone()),
@@ -479,7 +506,7 @@ impl Batch<'_> {
             return;
         }
         if let Some(call) = call {
-            self.episode = self.episode_of_call(&call);
+            self.enter(&call);
         }
     }
 
@@ -612,7 +639,7 @@ impl Batch<'_> {
         }
         self.attach_domain_reads(&mut request);
         self.push(RunEvent::AgentCallScheduled {
-            request,
+            request: Arc::new(request),
             reply_to,
             classifies,
             branch_of,
@@ -715,7 +742,7 @@ impl Batch<'_> {
             provenance.push(d);
         }
         let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
-        let delivered = scoped.context.clone();
+        let delivered = Arc::new(scoped.context);
         self.push(RunEvent::HandoffAllowed {
             from: from.to_owned(),
             to: to.to_owned(),
@@ -728,7 +755,8 @@ impl Batch<'_> {
             provenance,
         });
         if to == EXTERNAL {
-            self.end_run(RunEvent::RunCompleted { output: delivered }, Some(from));
+            let output = Value::clone(&delivered);
+            self.end_run(RunEvent::RunCompleted { output }, Some(from));
             return false;
         }
         self.outbox.push(Delivery {
@@ -768,7 +796,7 @@ impl Batch<'_> {
                 .map(|d| DecisionInput {
                     source_agent: d.from.clone(),
                     output_type: d.output_type.clone(),
-                    payload: d.payload.clone(),
+                    payload: Value::clone(&d.payload),
                 })
                 .collect();
             if let Some(priority) = priority {
@@ -962,6 +990,7 @@ impl Batch<'_> {
                     output_type: output_type.clone(),
                     payload: scoped.context.clone(),
                 });
+                let delivered = Arc::new(scoped.context);
                 self.push(RunEvent::HandoffAllowed {
                     from: edge.from.clone(),
                     to: to.to_owned(),
@@ -970,7 +999,7 @@ impl Batch<'_> {
                     decision: matrix.decision,
                     contract,
                     audit: scoped.audit,
-                    delivered: scoped.context,
+                    delivered,
                     provenance: Vec::new(),
                 });
             }
@@ -1134,7 +1163,10 @@ impl Batch<'_> {
             return;
         };
         let agent = classified.request.target_agent.clone();
-        let actions = classified.response.map(|r| r.actions).unwrap_or_default();
+        let actions = classified
+            .response
+            .map(|r| r.actions.clone())
+            .unwrap_or_default();
         match verdict {
             RiskVerdict::Safe => {
                 if of.index + 1 < self.classifiers_of(&agent).len() {
@@ -1193,7 +1225,7 @@ impl Batch<'_> {
                     output_type,
                     payload,
                 } => {
-                    if !self.handoff(agent, to, output_type, payload, Some(&origin)) {
+                    if !self.handoff(agent, to, output_type, payload, Some(&*origin)) {
                         return;
                     }
                 }
@@ -1302,7 +1334,7 @@ impl Batch<'_> {
             let Some(asker) = self.state.calls.get(asker_id).cloned() else {
                 return;
             };
-            let mut request = asker.request.clone();
+            let mut request = AgentRequest::clone(&asker.request);
             request.request_id = self.next_request_id();
             request
                 .decision_inputs
@@ -1337,7 +1369,7 @@ impl Batch<'_> {
                 .decide_handoff(agent, EXTERNAL, InputKind::Decision)
                 .output_type
                 .map_or_else(|| "output".to_owned(), |t| t.to_string());
-            self.handoff(agent, EXTERNAL, &output_type, output, Some(&call.request));
+            self.handoff(agent, EXTERNAL, &output_type, output, Some(&*call.request));
         } else {
             self.end_run(
                 RunEvent::RunCompleted {
@@ -1414,7 +1446,7 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let mut request = call.request;
+        let mut request = AgentRequest::clone(&call.request);
         request.request_id = self.next_request_id();
         request.attempt += 1;
         request.context.insert("previous_attempt".to_owned(), note);

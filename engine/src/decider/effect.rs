@@ -52,7 +52,7 @@ use super::super::event::{RunEvent, TicketSubject};
 use super::super::state::RunState;
 use super::{Batch, Rejection};
 use crate::effect::{DryRunReport, EffectReceipt, EffectRequest, Verification};
-use crate::protocol::{Action, AgentResponse, DecisionInput};
+use crate::protocol::{Action, AgentRequest, AgentResponse, DecisionInput};
 
 /// The `source_agent` of the decision inputs docket adds about effects.
 pub const EFFECTS_SOURCE: &str = "effects";
@@ -1155,7 +1155,7 @@ impl Batch<'_> {
         if let (Some(map), Value::Object(more)) = (result.as_object_mut(), extra) {
             map.extend(more);
         }
-        let mut request = asker.request.clone();
+        let mut request = AgentRequest::clone(&asker.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
             source_agent: EFFECTS_SOURCE.to_owned(),

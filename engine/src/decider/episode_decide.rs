@@ -30,7 +30,9 @@ use super::super::episode::{
 };
 use super::super::event::{RunEvent, TicketSubject, seed_error};
 use super::{Batch, EXTERNAL};
-use crate::protocol::{BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus};
+use crate::protocol::{
+    AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
+};
 
 /// `source_agent` of the decision inputs the engine itself adds (refusals).
 const ENGINE: &str = "docket";
@@ -487,7 +489,7 @@ impl Batch<'_> {
         else {
             return;
         };
-        let mut request = spawner.request.clone();
+        let mut request = AgentRequest::clone(&spawner.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
             source_agent: child.agent.clone(),
@@ -589,7 +591,7 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let mut request = call.request;
+        let mut request = AgentRequest::clone(&call.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
             source_agent: ENGINE.to_owned(),
@@ -744,7 +746,7 @@ impl Batch<'_> {
 
     /// Read-only context inputs: the latest version of every domain the target may read
     /// (`domain:{id}@v{n}`), replacing any carried over from a copied request.
-    pub(super) fn attach_domain_reads(&self, request: &mut crate::protocol::AgentRequest) {
+    pub(super) fn attach_domain_reads(&self, request: &mut AgentRequest) {
         request
             .context_inputs
             .retain(|c| !c.output_type.starts_with("domain:"));

@@ -8,6 +8,7 @@ use serde_json::Value;
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use docket_policies::Meter;
 use docket_policies::model::StopCondition;
@@ -55,8 +56,9 @@ pub struct Delivery {
     /// The sender's confidence in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub confidence: Option<Confidence>,
-    /// The scoped payload.
-    pub payload: Value,
+    /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
+    /// run state's outputs).
+    pub payload: Arc<Value>,
 }
 
 /// Which response a classifier call classifies, and which classifier of the agent's list
@@ -145,12 +147,12 @@ pub enum TicketSubject {
 pub enum RunEvent {
     /// Recorded input: a run was started.
     #[serde(rename = "run.requested")]
-    RunRequested(RunRequested),
+    RunRequested(Arc<RunRequested>),
     /// Decision: the engine will send this exact request to its target agent.
     #[serde(rename = "agent.call_scheduled")]
     AgentCallScheduled {
-        /// The request, as the agent receives it.
-        request: AgentRequest,
+        /// The request, as the agent receives it (shared with the run state's call).
+        request: Arc<AgentRequest>,
         /// For a capability call: the request whose agent asked, which gets the answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reply_to: Option<String>,
@@ -206,8 +208,9 @@ pub enum RunEvent {
     AgentResponded {
         /// The call answered.
         request_id: String,
-        /// The response as parsed and checked by the executor.
-        response: AgentResponse,
+        /// The response as parsed and checked by the executor (shared with the run
+        /// state's call).
+        response: Arc<AgentResponse>,
         /// Wall time it was received, ms since the Unix epoch.
         at_ms: i64,
     },
@@ -242,8 +245,9 @@ pub enum RunEvent {
         contract: PolicyDecision,
         /// The scoping audit record (seed 001 Task 6).
         audit: HandoffAudit,
-        /// The scoped payload the receiver gets.
-        delivered: Value,
+        /// The scoped payload the receiver gets (shared with its delivery and the run
+        /// state's outputs).
+        delivered: Arc<Value>,
         /// The provenance rules checked on this handoff (Guardrail 2), all allowed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         provenance: Vec<PolicyDecision>,

@@ -2,6 +2,7 @@
 //! two folds of the same log are equal and so are the decisions taken from them.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -55,8 +56,8 @@ impl RunStatus {
 /// One scheduled agent call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Call {
-    /// The exact request.
-    pub request: AgentRequest,
+    /// The exact request (shared with its `agent.call_scheduled` event and the runtime).
+    pub request: Arc<AgentRequest>,
     /// A capability call answers to this request's agent.
     pub reply_to: Option<String>,
     /// A classifier call classifies this response.
@@ -64,7 +65,7 @@ pub struct Call {
     /// A branch of this fan-out group.
     pub branch_of: Option<String>,
     /// The recorded response, once answered (classifiers are shown it).
-    pub response: Option<AgentResponse>,
+    pub response: Option<Arc<AgentResponse>>,
     /// Whether a response or a failure is recorded.
     pub answered: bool,
 }
@@ -115,7 +116,7 @@ pub struct RunState {
     /// Events folded so far.
     pub version: u64,
     /// The recorded request (workflow, bundle, input).
-    pub run: Option<RunRequested>,
+    pub run: Option<Arc<RunRequested>>,
     /// Where the run stands.
     pub status: RunStatus,
     /// Calls scheduled so far (the next request id is `{run}/call-{calls_scheduled+1}`).
@@ -127,7 +128,7 @@ pub struct RunState {
     /// Calls scheduled and not yet answered.
     pub pending: BTreeSet<String>,
     /// The last delivered output of each agent by output type, for context edges.
-    pub outputs: BTreeMap<String, BTreeMap<String, Value>>,
+    pub outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub handoffs: Vec<HandoffRecord>,
     /// Fan-out outputs waiting for their group's other branches.
@@ -368,19 +369,30 @@ impl RunState {
             .get(agent)?
             .iter()
             .find(|(t, _)| base(t) == want)
-            .map(|(_, v)| v)
+            .map(|(_, v)| &**v)
     }
 
     /// Calls scheduled but not answered, in request-id order of scheduling.
     #[must_use]
     pub fn pending_requests(&self) -> Vec<&AgentRequest> {
+        self.pending_calls().map(|c| &*c.request).collect()
+    }
+
+    /// [`Self::pending_requests`] as shared handles, which the runtime holds across its
+    /// agent calls without copying the requests.
+    #[must_use]
+    pub fn pending_requests_shared(&self) -> Vec<Arc<AgentRequest>> {
+        self.pending_calls().map(|c| c.request.clone()).collect()
+    }
+
+    fn pending_calls(&self) -> impl Iterator<Item = &Call> {
         let mut calls: Vec<&Call> = self
             .pending
             .iter()
             .filter_map(|id| self.calls.get(id))
             .collect();
         calls.sort_by_key(|c| call_number(&c.request.request_id));
-        calls.into_iter().map(|c| &c.request).collect()
+        calls.into_iter()
     }
 
     /// Open tickets, by id.

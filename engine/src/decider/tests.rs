@@ -631,7 +631,7 @@ fn replay_check_finds_a_changed_decision() {
     log.extend(respond(&mut state, &b, vec![handoff("b", "ab", json!({}))]));
     let mut tampered = log.clone();
     if let Some(RunEvent::AgentCallScheduled { request, .. }) = tampered.last_mut() {
-        request.target_agent = "c".into();
+        std::sync::Arc::make_mut(request).target_agent = "c".into();
     }
     assert!(matches!(
         replay_check(&tampered, &b),
@@ -921,7 +921,7 @@ fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser() {
     let RunEvent::OutputArchived { delivery, .. } = &second[3] else {
         panic!("archived")
     };
-    assert_eq!(delivery.payload, json!({"v": "left"}));
+    assert_eq!(*delivery.payload, json!({"v": "left"}));
     log.extend(second);
     replay_check(&log, &b).expect("replays");
 }

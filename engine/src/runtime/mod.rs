@@ -439,8 +439,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 {
                     continue;
                 }
-                let pending: Vec<AgentRequest> =
-                    state.pending_requests().into_iter().cloned().collect();
+                let pending = state.pending_requests_shared();
                 if pending.is_empty() {
                     break;
                 }
