@@ -1,6 +1,5 @@
 //! Opening a store: check the directory, repair the index from the log, cut a torn tail.
 
-use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 
@@ -10,12 +9,12 @@ use crate::chain::blob_hash;
 use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
-use crate::event::StreamId;
 use crate::index::{Index, IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
     segment_header, segment_number, segment_path, sync_dir, valid_frame_after, zero_runway,
 };
+use crate::shared::StreamMap;
 use crate::verify::check_link;
 
 pub(crate) const MARKER: &str = "DOCKET-STORE";
@@ -33,7 +32,7 @@ pub struct RecoveryReport {
 
 pub(crate) struct Recovered {
     pub index: Index,
-    pub heads: HashMap<StreamId, StreamState>,
+    pub heads: StreamMap<StreamState>,
     pub file: LogFile,
     pub segment: u64,
     pub len: u64,
@@ -130,7 +129,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
     let log_dir = dir.join("log");
     let segments = list_segments(&log_dir)?;
     let index = Index::open(&dir.join("index"))?;
-    let mut heads: HashMap<StreamId, StreamState> = index.streams()?.into_iter().collect();
+    let mut heads: StreamMap<StreamState> = index.streams()?.into_iter().collect();
     let covered = index.covered()?;
     let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
     let mut report = RecoveryReport::default();
@@ -262,7 +261,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
 /// against its stream's chain.
 fn index_frame(
     index: &Index,
-    heads: &mut HashMap<StreamId, StreamState>,
+    heads: &mut StreamMap<StreamState>,
     next_stream: &mut u64,
     path: &Path,
     seg: u64,

@@ -15,14 +15,19 @@ use crate::event::{Hash, StreamId};
 use crate::index::{Index, Position, Run, StreamState};
 use crate::segment::segment_path;
 
+/// A map keyed by stream id. Looked up several times per appended event (heads, the writer's
+/// heads, watchers), so it uses a fast hasher rather than SipHash (stream ids are not
+/// attacker-chosen keys of a public table); nothing iterates it in an order that matters.
+pub(crate) type StreamMap<V> = HashMap<StreamId, V, foldhash::fast::RandomState>;
+
 pub(crate) struct Shared {
     pub log_dir: PathBuf,
     pub config: StoreConfig,
     pub index: Index,
     /// Acknowledged heads; the writer updates them after a batch is durable and indexed.
-    pub heads: Mutex<HashMap<StreamId, StreamState>>,
+    pub heads: Mutex<StreamMap<StreamState>>,
     /// Wakes tails: the latest acknowledged sequence per watched stream.
-    pub watchers: Mutex<HashMap<StreamId, watch::Sender<u64>>>,
+    pub watchers: Mutex<StreamMap<watch::Sender<u64>>>,
     read_files: Mutex<HashMap<u64, Arc<File>>>,
     pub stats: Counters,
     /// Set by the indexer when sled refuses a write: the writer then stops taking appends.
@@ -58,14 +63,14 @@ impl Shared {
         log_dir: PathBuf,
         config: StoreConfig,
         index: Index,
-        heads: HashMap<StreamId, StreamState>,
+        heads: StreamMap<StreamState>,
     ) -> Shared {
         Shared {
             log_dir,
             config,
             index,
             heads: Mutex::new(heads),
-            watchers: Mutex::new(HashMap::new()),
+            watchers: Mutex::new(StreamMap::default()),
             read_files: Mutex::new(HashMap::new()),
             stats: Counters::default(),
             index_failed: Mutex::new(None),

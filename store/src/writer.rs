@@ -23,7 +23,7 @@ use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
 use crate::index::{IndexBatch, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState};
 use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
-use crate::shared::{Shared, lock};
+use crate::shared::{Shared, StreamMap, lock};
 
 /// Longest the writer waits for more appends before a batch, when the previous batch held
 /// several (PostgreSQL's `commit_delay`): a fraction of one sync. It stops waiting as soon as
@@ -111,7 +111,7 @@ pub(crate) struct Writer {
     pub rx: Receiver<Request>,
     /// Heads as written to the log; acknowledged heads (`shared.heads`) may trail them while
     /// the indexer catches up.
-    pub log_heads: HashMap<StreamId, StreamState>,
+    pub log_heads: StreamMap<StreamState>,
     pub file: LogFile,
     pub segment: u64,
     /// Length of the current segment: everything before it is synced (or, unsynced mode, written).
