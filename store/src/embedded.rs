@@ -1,10 +1,13 @@
 //! The embedded store: segment files written by one group-commit writer, indexed in sled.
 
 use std::collections::VecDeque;
+use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak, mpsc};
+use std::task::{Context, Poll};
 use std::thread::JoinHandle;
 
 use futures::Stream;
@@ -410,6 +413,54 @@ impl Cursor {
     }
 }
 
+type Fetch = Pin<Box<dyn Future<Output = Option<(Result<Event, StoreError>, Cursor)>> + Send>>;
+
+/// A `read` or `tail` as a stream. Events already read and checked are handed out straight from
+/// the cursor's buffer; only fetching the next chunk (or waiting for an append) runs as a
+/// future, so a long read does not build and move a future per event.
+struct Events {
+    cursor: Option<Cursor>,
+    fetch: Option<Fetch>,
+}
+
+impl Events {
+    fn new(cursor: Cursor) -> Events {
+        Events {
+            cursor: Some(cursor),
+            fetch: None,
+        }
+    }
+}
+
+impl Stream for Events {
+    type Item = Result<Event, StoreError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let fetch = match (&mut this.fetch, &mut this.cursor) {
+            (Some(fetch), _) => fetch,
+            (None, Some(cursor)) => {
+                if let Some(e) = cursor.buf.pop_front() {
+                    return Poll::Ready(Some(Ok(e)));
+                }
+                let Some(cursor) = this.cursor.take() else {
+                    return Poll::Ready(None);
+                };
+                this.fetch.insert(Box::pin(cursor.step()))
+            }
+            (None, None) => return Poll::Ready(None),
+        };
+        let Poll::Ready(out) = fetch.as_mut().poll(cx) else {
+            return Poll::Pending;
+        };
+        this.fetch = None;
+        Poll::Ready(out.map(|(item, cursor)| {
+            this.cursor = Some(cursor);
+            item
+        }))
+    }
+}
+
 impl EventStore for EmbeddedStore {
     async fn append(
         &self,
@@ -468,7 +519,7 @@ impl EventStore for EmbeddedStore {
             ahead: VecDeque::new(),
             planned: 0,
         };
-        futures::stream::unfold(cursor, Cursor::step)
+        Events::new(cursor)
     }
 
     fn tail(
@@ -489,7 +540,7 @@ impl EventStore for EmbeddedStore {
             ahead: VecDeque::new(),
             planned: 0,
         };
-        futures::stream::unfold(cursor, Cursor::step)
+        Events::new(cursor)
     }
 
     async fn head(&self, stream: &StreamId) -> Result<Option<StreamHead>, StoreError> {
