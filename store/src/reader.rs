@@ -135,6 +135,8 @@ pub(crate) fn read_chunk_into(
     out: &mut Vec<Event>,
 ) -> Result<(), StoreError> {
     let runs = shared.runs(no, from, to, READ_CHUNK)?;
+    let events: u64 = runs.iter().map(|r| u64::from(r.count)).sum();
+    out.reserve(events.min(to.saturating_sub(from) + 1) as usize);
     let mut expected = from;
     let start_len = out.len();
     let mut last = runs.first().map(|r| r.pos);
