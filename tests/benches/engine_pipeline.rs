@@ -3,7 +3,11 @@
 //! - pipeline runs/s and events/s with 1 run at a time and with 1000 concurrent runs;
 //! - p50/p99 of one governed handoff (decision + data contract + scoping with its token
 //!   counts + durable append of the batch), against a plain durable append of one event of
-//!   the same size measured in the same run on the same store.
+//!   the same size measured in the same run on the same store;
+//! - the floor: for one recorded run of the pipeline, the CPU time of only the work any
+//!   implementation of it must do (exact token counts of what it hands off, the data
+//!   contracts, canonical rendering and BLAKE3 chaining of its events, the agents' own
+//!   computation), each with the runs/s it would allow on this machine's cores.
 //!
 //! Run with `cargo bench -p docket-tests --bench engine_pipeline`
 //! (`DOCKET_BENCH_CONCURRENT` changes the 1000).
@@ -12,14 +16,16 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docket_engine::decider::{Command, RunEvent, RunRequested, RunState, decide};
+use docket_engine::decider::{Command, EXTERNAL, RunEvent, RunRequested, RunState, decide};
 use docket_engine::executor::{AgentExecutor, InProcessExecutor};
-use docket_engine::protocol::AgentRequest;
+use docket_engine::protocol::{Action, AgentRequest, AgentResponse};
 use docket_engine::runtime::Runtime;
 use docket_engine::workflow::{ExecutorSpec, Workflow};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
-use docket_policies::PolicyBundle;
-use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime};
+use docket_policies::{InputKind, PolicyBundle, tokens};
+use docket_store::{
+    EmbeddedStore, EventStore, Hash, NewEvent, StoreConfig, StreamId, WallTime, event_hash, genesis,
+};
 use docket_tests::{geo_workflow, workspace_root};
 use serde_json::Value;
 
@@ -54,16 +60,18 @@ fn workflow() -> Workflow {
     wf
 }
 
+type Handler = fn(&AgentRequest) -> AgentResponse;
+
+const AGENTS: [(&str, Handler); 5] = [
+    ("governance", governance::handle),
+    ("observation", observation::handle),
+    ("intelligence", intelligence::handle),
+    ("reasoning", reasoning::handle),
+    ("strategy", strategy::handle),
+];
+
 fn register(runtime: &Runtime<EmbeddedStore>) {
-    type Handler = fn(&AgentRequest) -> docket_engine::protocol::AgentResponse;
-    let agents: [(&str, Handler); 5] = [
-        ("governance", governance::handle),
-        ("observation", observation::handle),
-        ("intelligence", intelligence::handle),
-        ("reasoning", reasoning::handle),
-        ("strategy", strategy::handle),
-    ];
-    for (name, handle) in agents {
+    for (name, handle) in AGENTS {
         let executor: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(handle));
         runtime.register_agent(name, executor);
     }
@@ -206,6 +214,213 @@ async fn append(store: &EmbeddedStore, stream: &StreamId, version: u64, events: 
     store.append(stream, version, batch).await.expect("append");
 }
 
+/// One handoff of a recorded run: the payload as the sender handed it over, and as the
+/// receiver got it.
+struct Handed<'a> {
+    from: &'a str,
+    to: &'a str,
+    input: InputKind,
+    before: &'a Value,
+    delivered: &'a Value,
+}
+
+/// Every handoff of a recorded run with the payload it started from: a decision handoff's
+/// payload is in the sender's response (or is the run's input), a context edge's is the
+/// producer's last delivered decision output of that type. Checked against the token counts
+/// its audit recorded, so these are the texts the run's scoping counted.
+fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
+    let mut out = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        let RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            input,
+            audit,
+            delivered,
+            ..
+        } = event
+        else {
+            continue;
+        };
+        let earlier = events[..i].iter().rev();
+        let before = match input {
+            InputKind::Context => earlier
+                .filter_map(|e| match e {
+                    RunEvent::HandoffAllowed {
+                        from: f,
+                        output_type: t,
+                        input: InputKind::Decision,
+                        delivered,
+                        ..
+                    } if f == from && t == output_type => Some(&**delivered),
+                    _ => None,
+                })
+                .next(),
+            InputKind::Decision if from == EXTERNAL => events.iter().find_map(|e| match e {
+                RunEvent::RunRequested(run) => Some(&run.input),
+                _ => None,
+            }),
+            InputKind::Decision => earlier
+                .filter_map(|e| match e {
+                    RunEvent::AgentResponded { response, .. } => {
+                        response.actions.iter().find_map(|a| match a {
+                            Action::Handoff {
+                                to: t,
+                                output_type: o,
+                                payload,
+                            } if t == to && o == output_type => Some(payload),
+                            Action::Finish { output } if to == EXTERNAL => Some(output),
+                            _ => None,
+                        })
+                    }
+                    _ => None,
+                })
+                .next(),
+        };
+        let before = before.expect("the payload a recorded handoff started from");
+        assert_eq!(
+            tokens::count_value(before),
+            audit.context_before_scoping.total_tokens,
+            "{from} → {to}: the payload found is the one its scoping counted"
+        );
+        assert_eq!(
+            tokens::count_value(delivered),
+            audit.context_after_scoping.total_tokens
+        );
+        out.push(Handed {
+            from,
+            to,
+            input: *input,
+            before,
+            delivered,
+        });
+    }
+    out
+}
+
+/// The least time per repetition of `work` over `rounds` rounds of `reps` repetitions: the
+/// round least disturbed by the other work on the machine (caches warm, as for a floor).
+fn per_run(rounds: usize, reps: usize, mut work: impl FnMut() -> usize) -> Duration {
+    let mut sink = 0usize;
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..reps {
+                sink = sink.wrapping_add(std::hint::black_box(work()));
+            }
+            t.elapsed() / reps as u32
+        })
+        .collect();
+    std::hint::black_box(sink);
+    times.sort();
+    times[0]
+}
+
+/// The floor: the CPU time of only the work one pipeline run cannot do without, timed on
+/// the real functions over the payloads and `events` of one run as its log recorded them.
+fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let handed = handoffs(events);
+    let encoded: Vec<Vec<u8>> = events.iter().map(RunEvent::encode).collect();
+    let requests: Vec<(&AgentRequest, Handler)> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::AgentCallScheduled { request, .. } => AGENTS
+                .iter()
+                .find(|(name, _)| *name == request.target_agent)
+                .map(|(_, handle)| (&**request, *handle)),
+            _ => None,
+        })
+        .collect();
+    let (rounds, reps) = (15, 40);
+    // Scoping renders the payload and counts its tokens, and the scoped context's too when
+    // it differs (the per-thread cache of short pieces is warm, as in a busy engine).
+    let count = per_run(rounds, reps, || {
+        handed
+            .iter()
+            .map(|h| {
+                let before = tokens::render(h.before);
+                let mut n = tokens::count_text(&before);
+                if h.delivered != h.before {
+                    n += tokens::count_text(&tokens::render(h.delivered));
+                }
+                n
+            })
+            .sum()
+    });
+    let contracts = per_run(rounds, reps, || {
+        handed
+            .iter()
+            .filter(|h| h.input == InputKind::Decision)
+            .map(|h| {
+                usize::from(
+                    bundle
+                        .check_output(h.from, h.to, h.input, h.before)
+                        .is_allowed(),
+                )
+            })
+            .sum()
+    });
+    let render = per_run(rounds, reps, || {
+        events.iter().map(|e| e.encode().len()).sum()
+    });
+    let stream = StreamId::new("floor").expect("stream id");
+    let hash = per_run(rounds, reps, || {
+        let mut prev: Hash = genesis(&stream);
+        for bytes in &encoded {
+            prev = event_hash(&prev, bytes);
+        }
+        usize::from(prev.0[0])
+    });
+    let agents = per_run(rounds, reps, || {
+        requests
+            .iter()
+            .map(|(request, handle)| handle(request).actions.len())
+            .sum()
+    });
+    let bytes: usize = encoded.iter().map(Vec::len).sum();
+    let texts: usize = handed.iter().map(|h| tokens::render(h.before).len()).sum();
+    let total = count + contracts + render + hash + agents;
+    let ceiling = |d: Duration| cores as f64 / d.as_secs_f64().max(1e-12);
+    println!(
+        "floor of one run ({} events, {bytes} B; {} handoffs, {texts} B handed over; {} agent calls), \
+         fastest of {rounds} rounds of {reps} runs' worth, on {cores} cores:",
+        events.len(),
+        handed.len(),
+        requests.len()
+    );
+    for (what, d) in [
+        (
+            "exact token counts of what it hands off (render + cl100k BPE)",
+            count,
+        ),
+        (
+            "data contracts (JSON Schema of each decision handoff)",
+            contracts,
+        ),
+        ("canonical JSON of its events", render),
+        (
+            "BLAKE3 chain over its events (store's event_hash, payload bytes)",
+            hash,
+        ),
+        ("the agents' own computation (in-process handlers)", agents),
+        ("all of the above", total),
+    ] {
+        println!(
+            "  {what:<66} {:>8.1} µs/run  ceiling {:>9.0} runs/s",
+            d.as_secs_f64() * 1e6,
+            ceiling(d)
+        );
+    }
+    println!(
+        "  measured above: {:.0} µs CPU per run, {:.1}x the floor; 10,000 runs/s on {cores} cores needs ≤ {:.0} µs per run",
+        cpu_per_run.as_secs_f64() * 1e6,
+        cpu_per_run.as_secs_f64() / total.as_secs_f64().max(1e-12),
+        cores as f64 / 10_000.0 * 1e6
+    );
+}
+
 fn main() {
     let concurrent: usize = std::env::var("DOCKET_BENCH_CONCURRENT")
         .ok()
@@ -237,6 +452,9 @@ fn main() {
         println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
             secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / concurrent as f64);
+        let cpu_per_run = cpu / concurrent as u32;
+        let recorded: Vec<RunEvent> = runtime.events("conc-0").await.expect("events")
+            .into_iter().map(|e| e.event).collect();
         let stats = store.stats();
         println!("store: {} batches, {} syncs, {} events so far", stats.batches, stats.syncs, stats.events);
 
@@ -266,5 +484,7 @@ fn main() {
         }
         cpu.sort();
         println!("decide alone (no I/O): p50 {:?} p99 {:?}", percentile(&cpu, 0.5), percentile(&cpu, 0.99));
+
+        floor(&recorded, &bundle, cpu_per_run);
     });
 }
