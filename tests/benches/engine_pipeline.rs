@@ -214,6 +214,16 @@ async fn append(store: &EmbeddedStore, stream: &StreamId, version: u64, events: 
     store.append(stream, version, batch).await.expect("append");
 }
 
+// Plain or behind an `Arc`, as the engine holds them (so the same bench source builds
+// against earlier versions, for before/after comparisons).
+fn as_value(v: &Value) -> &Value {
+    v
+}
+
+fn as_request(r: &AgentRequest) -> &AgentRequest {
+    r
+}
+
 /// One handoff of a recorded run: the payload as the sender handed it over, and as the
 /// receiver got it.
 struct Handed<'a> {
@@ -253,7 +263,7 @@ fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
                         input: InputKind::Decision,
                         delivered,
                         ..
-                    } if f == from && t == output_type => Some(&**delivered),
+                    } if f == from && t == output_type => Some(as_value(delivered)),
                     _ => None,
                 })
                 .next(),
@@ -329,7 +339,7 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
             RunEvent::AgentCallScheduled { request, .. } => AGENTS
                 .iter()
                 .find(|(name, _)| *name == request.target_agent)
-                .map(|(_, handle)| (&**request, *handle)),
+                .map(|(_, handle)| (as_request(request), *handle)),
             _ => None,
         })
         .collect();
