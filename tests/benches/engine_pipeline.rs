@@ -344,19 +344,19 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
         })
         .collect();
     let (rounds, reps) = (15, 40);
-    // Scoping renders the payload and counts its tokens, and the scoped context's too when
-    // it differs (the per-thread cache of short pieces is warm, as in a busy engine).
+    // Every distinct payload the run hands over, before and after scoping, rendered as
+    // scoping measures it and counted once (a context edge carries a payload already counted
+    // when it was delivered; the per-thread cache of short pieces is warm, as in a busy engine).
+    let mut counted: Vec<&Value> = Vec::new();
+    for v in handed.iter().flat_map(|h| [h.before, h.delivered]) {
+        if !counted.contains(&v) {
+            counted.push(v);
+        }
+    }
     let count = per_run(rounds, reps, || {
-        handed
+        counted
             .iter()
-            .map(|h| {
-                let before = tokens::render(h.before);
-                let mut n = tokens::count_text(&before);
-                if h.delivered != h.before {
-                    n += tokens::count_text(&tokens::render(h.delivered));
-                }
-                n
-            })
+            .map(|v| tokens::count_text(&tokens::render(v)))
             .sum()
     });
     let contracts = per_run(rounds, reps, || {
@@ -390,19 +390,20 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
             .sum()
     });
     let bytes: usize = encoded.iter().map(Vec::len).sum();
-    let texts: usize = handed.iter().map(|h| tokens::render(h.before).len()).sum();
+    let texts: usize = counted.iter().map(|v| tokens::render(v).len()).sum();
     let total = count + contracts + render + hash + agents;
     let ceiling = |d: Duration| cores as f64 / d.as_secs_f64().max(1e-12);
     println!(
-        "floor of one run ({} events, {bytes} B; {} handoffs, {texts} B handed over; {} agent calls), \
+        "floor of one run ({} events, {bytes} B; {} handoffs carrying {} distinct payloads, {texts} B; {} agent calls), \
          fastest of {rounds} rounds of {reps} runs' worth, on {cores} cores:",
         events.len(),
         handed.len(),
+        counted.len(),
         requests.len()
     );
     for (what, d) in [
         (
-            "exact token counts of what it hands off (render + cl100k BPE)",
+            "exact token counts, each distinct payload once (render + cl100k BPE)",
             count,
         ),
         (
