@@ -5,10 +5,11 @@ use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::Path;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak, mpsc};
 use std::task::{Context, Poll};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use futures::Stream;
 use tokio::sync::{oneshot, watch};
@@ -242,6 +243,51 @@ fn encode_job(
         blobs,
         reply,
     })
+}
+
+/// How long an appender with no other append in flight polls for its acknowledgement, yielding
+/// its worker between polls, before it waits to be woken. A worker that sleeps through the
+/// sync pays a wake-up when the acknowledgement comes (on this virtual machine 30-100 µs, a
+/// third of a sync); one that keeps polling does not. Bounded, and never done by concurrent
+/// appenders, whose polling would take the cores the writer and the others need.
+const ACK_POLL: Duration = Duration::from_micros(500);
+
+/// Counts an append in flight for as long as its caller waits for it.
+struct InFlight<'a> {
+    counter: &'a AtomicU64,
+    /// No other append was in flight when this one was sent.
+    alone: bool,
+}
+
+impl<'a> InFlight<'a> {
+    fn enter(counter: &'a AtomicU64) -> InFlight<'a> {
+        let alone = counter.fetch_add(1, Ordering::SeqCst) == 0;
+        InFlight { counter, alone }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.counter.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// The acknowledgement, if it comes within [`ACK_POLL`].
+async fn poll_reply(
+    rx: &mut oneshot::Receiver<Result<Appended, StoreError>>,
+) -> Option<Result<Appended, StoreError>> {
+    let start = Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(reply) => return Some(reply),
+            Err(oneshot::error::TryRecvError::Closed) => return Some(Err(StoreError::Closed)),
+            Err(oneshot::error::TryRecvError::Empty) => {}
+        }
+        if start.elapsed() >= ACK_POLL {
+            return None;
+        }
+        tokio::task::yield_now().await;
+    }
 }
 
 async fn blocking<T: Send + 'static>(
@@ -484,7 +530,7 @@ impl EventStore for EmbeddedStore {
                 actual,
             });
         }
-        let (tx, rx) = oneshot::channel();
+        let (tx, mut rx) = oneshot::channel();
         let job = {
             let _span = debug_span!("encode", stream = %stream, events = events.len()).entered();
             encode_job(
@@ -496,7 +542,13 @@ impl EventStore for EmbeddedStore {
                 tx,
             )?
         };
+        let in_flight = InFlight::enter(&shared.stats.in_flight);
         self.send(Request::Append(job))?;
+        if in_flight.alone
+            && let Some(reply) = poll_reply(&mut rx).await
+        {
+            return reply;
+        }
         rx.await.map_err(|_| StoreError::Closed)?
     }
 

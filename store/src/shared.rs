@@ -51,6 +51,8 @@ pub(crate) struct Counters {
     /// The appender whose request makes `queued` reach it wakes the writer, so a gathering
     /// writer is woken once per batch rather than once per request.
     pub gather_until: AtomicU64,
+    /// Appends sent and not yet answered (or given up by their caller).
+    pub in_flight: AtomicU64,
 }
 
 /// Locks a mutex, recovering the data if a thread panicked while holding it (the data are plain maps).
