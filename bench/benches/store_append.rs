@@ -378,7 +378,7 @@ fn main() {
     let mut single_raw = Vec::new();
     let mut single_in_place = Vec::new();
     let mut single_nosync = Vec::new();
-    for (appenders, per) in [(1u64, 600u64), (16, 300), (256, 400)] {
+    for (appenders, per) in [(1u64, 600u64), (16, 300), (256, 200)] {
         let per = per / scale;
         let total = appenders * per;
         let (mut docket, mut sled, mut sqlite, mut raw) = (vec![], vec![], vec![], vec![]);
