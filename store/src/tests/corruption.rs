@@ -1,16 +1,12 @@
 //! Damaged, foreign and future directories: a typed error that says what and where, never a panic.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::*;
 use futures::StreamExt;
 
 use crate::{ChainBreak, Damage, StoreError};
-
-fn seg(dir: &Path, no: u64) -> PathBuf {
-    dir.join("log").join(format!("{no:020}.seg"))
-}
 
 /// (offset, length) of each batch frame in a segment file.
 fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
@@ -22,18 +18,6 @@ fn frames(bytes: &[u8]) -> Vec<(usize, usize)> {
         at += 12 + len;
     }
     out
-}
-
-/// A store with stream "a" appended one event per batch, closed cleanly.
-async fn one_event_per_batch(dir: &Path, n: u8) {
-    let store = open(dir, relaxed()).await;
-    for i in 0..n {
-        store
-            .append(&sid("a"), u64::from(i), vec![ev("e", &[i; 20])])
-            .await
-            .unwrap();
-    }
-    store.close().await;
 }
 
 fn drop_index(dir: &Path) {
@@ -79,7 +63,7 @@ async fn foreign_and_future_directories_are_refused() {
 #[tokio::test]
 async fn future_segment_version_names_the_segment() {
     let dir = tempfile::tempdir().unwrap();
-    one_event_per_batch(dir.path(), 2).await;
+    one_event_per_batch(dir.path(), relaxed(), 2, 20).await;
     drop_index(dir.path());
     let path = seg(dir.path(), 1);
     let mut bytes = fs::read(&path).unwrap();
@@ -99,7 +83,7 @@ async fn future_segment_version_names_the_segment() {
 #[tokio::test]
 async fn torn_tail_is_cut_when_unindexed_and_refused_when_indexed() {
     let dir = tempfile::tempdir().unwrap();
-    one_event_per_batch(dir.path(), 4).await;
+    one_event_per_batch(dir.path(), relaxed(), 4, 20).await;
     let path = seg(dir.path(), 1);
     let len = fs::metadata(&path).unwrap().len();
     fs::OpenOptions::new()
@@ -133,7 +117,7 @@ async fn torn_tail_is_cut_when_unindexed_and_refused_when_indexed() {
 #[tokio::test]
 async fn flipped_byte_before_the_tail_is_corruption_with_its_offset() {
     let dir = tempfile::tempdir().unwrap();
-    one_event_per_batch(dir.path(), 4).await;
+    one_event_per_batch(dir.path(), relaxed(), 4, 20).await;
     drop_index(dir.path());
     let path = seg(dir.path(), 1);
     let mut bytes = fs::read(&path).unwrap();
@@ -167,7 +151,7 @@ async fn flipped_byte_before_the_tail_is_corruption_with_its_offset() {
 #[tokio::test]
 async fn missing_event_is_named_by_stream_and_sequence() {
     let dir = tempfile::tempdir().unwrap();
-    one_event_per_batch(dir.path(), 4).await;
+    one_event_per_batch(dir.path(), relaxed(), 4, 20).await;
     drop_index(dir.path());
     let path = seg(dir.path(), 1);
     let bytes = fs::read(&path).unwrap();
@@ -267,7 +251,7 @@ async fn random_damage_never_panics() {
     // Flip each byte of a small log in turn (index dropped): open either succeeds with a sound
     // prefix (torn tail) or reports a typed error.
     let dir = tempfile::tempdir().unwrap();
-    one_event_per_batch(dir.path(), 3).await;
+    one_event_per_batch(dir.path(), relaxed(), 3, 20).await;
     drop_index(dir.path());
     let path = seg(dir.path(), 1);
     let original = fs::read(&path).unwrap();

@@ -7,7 +7,7 @@ mod format_example;
 mod model;
 mod runway;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use futures::TryStreamExt;
 
@@ -46,4 +46,22 @@ pub(crate) async fn read_all(store: &EmbeddedStore, stream: &StreamId) -> Vec<Ev
         .try_collect()
         .await
         .expect("stream reads back")
+}
+
+/// The path of segment `no` of the store in `dir`.
+pub(crate) fn seg(dir: &Path, no: u64) -> PathBuf {
+    dir.join("log").join(format!("{no:020}.seg"))
+}
+
+/// Appends `n` batches of one event each to stream "a" (event `i`'s payload: `len` bytes of
+/// value `i`), then closes the store.
+pub(crate) async fn one_event_per_batch(dir: &Path, config: StoreConfig, n: u8, len: usize) {
+    let store = open(dir, config).await;
+    for i in 0..n {
+        store
+            .append(&sid("a"), u64::from(i), vec![ev("e", &vec![i; len])])
+            .await
+            .unwrap();
+    }
+    store.close().await;
 }

@@ -2,15 +2,11 @@
 //! the end of the log, torn batches in them are still cut, and only the last segment has one.
 
 use std::fs;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::*;
 use crate::writer::RUNWAY;
 use crate::{RecoveryReport, StoreError};
-
-fn seg(dir: &Path, no: u64) -> PathBuf {
-    dir.join("log").join(format!("{no:020}.seg"))
-}
 
 /// Where the log's frames end in a segment file (the first offset not starting a frame).
 fn logical_end(bytes: &[u8]) -> usize {
@@ -21,24 +17,30 @@ fn logical_end(bytes: &[u8]) -> usize {
     at
 }
 
-async fn durable_store_with(dir: &Path, batches: u8) {
-    let store = open(dir, StoreConfig::default()).await;
-    for i in 0..batches {
-        store
-            .append(&sid("a"), u64::from(i), vec![ev("e", &[i; 40])])
-            .await
-            .unwrap();
-    }
-    store.close().await;
+/// A durable store with three one-event batches, closed: its directory, its segment's path,
+/// the segment's bytes and where its frames end.
+async fn three_durable_batches() -> (tempfile::TempDir, PathBuf, Vec<u8>, usize) {
+    let dir = tempfile::tempdir().unwrap();
+    one_event_per_batch(dir.path(), StoreConfig::default(), 3, 40).await;
+    let path = seg(dir.path(), 1);
+    let bytes = fs::read(&path).unwrap();
+    let end = logical_end(&bytes);
+    (dir, path, bytes, end)
+}
+
+/// A fourth event appends after the three, and the stream reads and verifies whole.
+async fn the_log_goes_on(store: &EmbeddedStore) {
+    store
+        .append(&sid("a"), 3, vec![ev("e", b"fourth")])
+        .await
+        .unwrap();
+    assert_eq!(read_all(store, &sid("a")).await.len(), 4);
+    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
 }
 
 #[tokio::test]
 async fn the_runway_is_zeros_after_the_log_and_appends_overwrite_it_in_place() {
-    let dir = tempfile::tempdir().unwrap();
-    durable_store_with(dir.path(), 3).await;
-    let path = seg(dir.path(), 1);
-    let bytes = fs::read(&path).unwrap();
-    let end = logical_end(&bytes);
+    let (dir, path, bytes, end) = three_durable_batches().await;
     assert!(
         bytes.len() as u64 > RUNWAY && bytes.len() > end,
         "{} bytes",
@@ -48,12 +50,7 @@ async fn the_runway_is_zeros_after_the_log_and_appends_overwrite_it_in_place() {
 
     let store = open(dir.path(), StoreConfig::default()).await;
     assert_eq!(store.recovery_report(), &RecoveryReport::default());
-    store
-        .append(&sid("a"), 3, vec![ev("e", b"fourth")])
-        .await
-        .unwrap();
-    assert_eq!(read_all(&store, &sid("a")).await.len(), 4);
-    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+    the_log_goes_on(&store).await;
     store.close().await;
     let after = fs::read(&path).unwrap();
     assert_eq!(
@@ -67,11 +64,7 @@ async fn the_runway_is_zeros_after_the_log_and_appends_overwrite_it_in_place() {
 
 #[tokio::test]
 async fn a_torn_batch_in_the_runway_is_cut_and_the_log_goes_on() {
-    let dir = tempfile::tempdir().unwrap();
-    durable_store_with(dir.path(), 3).await;
-    let path = seg(dir.path(), 1);
-    let mut bytes = fs::read(&path).unwrap();
-    let end = logical_end(&bytes);
+    let (dir, path, mut bytes, end) = three_durable_batches().await;
     // The first bytes of a fourth batch frame, the rest never written.
     bytes[end..end + 10].copy_from_slice(b"DKTB\x40\0\0\0\x01\x02");
     fs::write(&path, &bytes).unwrap();
@@ -80,21 +73,12 @@ async fn a_torn_batch_in_the_runway_is_cut_and_the_log_goes_on() {
     let store = open(dir.path(), StoreConfig::default()).await;
     assert_eq!(store.recovery_report().reindexed_events, 3);
     assert!(store.recovery_report().truncated_bytes >= 10);
-    store
-        .append(&sid("a"), 3, vec![ev("e", b"fourth")])
-        .await
-        .unwrap();
-    assert_eq!(read_all(&store, &sid("a")).await.len(), 4);
-    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+    the_log_goes_on(&store).await;
 }
 
 #[tokio::test]
 async fn a_frame_after_zeros_is_damage_not_runway() {
-    let dir = tempfile::tempdir().unwrap();
-    durable_store_with(dir.path(), 3).await;
-    let path = seg(dir.path(), 1);
-    let mut bytes = fs::read(&path).unwrap();
-    let end = logical_end(&bytes);
+    let (dir, path, mut bytes, end) = three_durable_batches().await;
     // Zero the second batch: acknowledged events gone, with the third still after them.
     let second = {
         let first_len = u32::from_le_bytes(bytes[36..40].try_into().unwrap()) as usize;
@@ -120,14 +104,7 @@ async fn only_the_last_segment_keeps_a_runway() {
         segment_max_bytes: 4096,
         ..StoreConfig::default()
     };
-    let store = open(dir.path(), config()).await;
-    for i in 0..40u8 {
-        store
-            .append(&sid("a"), u64::from(i), vec![ev("e", &[i; 300])])
-            .await
-            .unwrap();
-    }
-    store.close().await;
+    one_event_per_batch(dir.path(), config(), 40, 300).await;
     let segments = fs::read_dir(dir.path().join("log")).unwrap().count() as u64;
     assert!(segments >= 3, "{segments} segments");
     for no in 1..segments {
