@@ -160,6 +160,19 @@ fn finish(status: EpisodeStatus, summary: &str) -> Action {
     }
 }
 
+/// `events` stop `episode` on `failure_repeats` when `last` (the repetition that reaches the
+/// limit), and stop nothing before.
+fn assert_failure_repeats_stop(events: &[RunEvent], last: bool, episode: &str) {
+    if last {
+        assert_eq!(
+            stops(events),
+            [(episode.to_owned(), StopCondition::FailureRepeats)]
+        );
+    } else {
+        assert!(stops(events).is_empty(), "{:?}", stops(events));
+    }
+}
+
 fn stops(events: &[RunEvent]) -> Vec<(String, StopCondition)> {
     events
         .iter()
@@ -689,14 +702,7 @@ fn the_same_error_class_n_times_stops_failure_repeats() {
             2_000,
             vec![Action::FinishEpisode { result: failed }],
         );
-        if i < 2 {
-            assert!(stops(&events).is_empty(), "{:?}", stops(&events));
-        } else {
-            assert_eq!(
-                stops(&events),
-                [("ep-1".to_owned(), StopCondition::FailureRepeats)]
-            );
-        }
+        assert_failure_repeats_stop(&events, i == 2, "ep-1");
         log.extend(events);
     }
     assert_eq!(state.status, RunStatus::Failed);
@@ -1258,14 +1264,7 @@ fn repeated_refusals_stop_the_episode_failure_repeats() {
             }],
         );
         assert_eq!(kinds(&events)[1], "domain.write_denied");
-        if i < 3 {
-            assert!(stops(&events).is_empty());
-        } else {
-            assert_eq!(
-                stops(&events),
-                [("ep-2".to_owned(), StopCondition::FailureRepeats)]
-            );
-        }
+        assert_failure_repeats_stop(&events, i == 3, "ep-2");
         log.extend(events);
     }
     assert_eq!(state.status, RunStatus::Running);
