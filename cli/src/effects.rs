@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use docket_engine::decider::RunState;
+use docket_decider::RunState;
 
 /// The effects section of `docket status` (nothing when the run asked for none).
 pub(crate) fn list_text(out: &mut String, state: &RunState) {

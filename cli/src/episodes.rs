@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use docket_engine::decider::{EpisodeTree, RunEvent, condition_name};
+use docket_decider::{EpisodeTree, RunEvent, condition_name};
 use docket_policies::Meter;
 use serde_json::{Value, json};
 

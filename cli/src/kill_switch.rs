@@ -10,8 +10,8 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use docket_engine::effect::FileKillSwitch;
 use docket_policies::side_effect::GLOBAL_KILL_SWITCH;
+use docket_runtime::FileKillSwitch;
 use serde_json::json;
 
 #[derive(Subcommand)]

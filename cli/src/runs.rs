@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_engine::decider::{RunEvent, RunState, RunStatus};
-use docket_engine::runtime::{RunOutcome, Runtime};
-use docket_engine::workflow::Workflow;
+use docket_decider::{RunEvent, RunState, RunStatus};
 use docket_policies::InputKind;
+use docket_runtime::Workflow;
+use docket_runtime::{RunOutcome, Runtime};
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
 
@@ -158,9 +158,9 @@ async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     let runtime = Runtime::new(store);
     // Read before every effect execution, so `docket kill-switch on` from another
     // process stops this run's next effect.
-    runtime.set_kill_switch(std::sync::Arc::new(
-        docket_engine::effect::FileKillSwitch::new(dir),
-    ));
+    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
+        dir,
+    )));
     Ok(runtime)
 }
 
@@ -450,7 +450,7 @@ fn describe(event: &RunEvent) -> String {
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
         // Side effects (seed 004 §1, §8)
-        other => docket_engine::decider::describe_effect_event(other).unwrap_or_default(),
+        other => docket_decider::describe_effect_event(other).unwrap_or_default(),
     }
 }
 

@@ -50,42 +50,48 @@ pub fn example(name: &str) -> PathBuf {
 /// already up to date this is a quick no-op.
 pub fn docket_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable path");
-        // <target>/<profile>/deps/<test-binary>
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("profile directory")
-            .to_path_buf();
-        let target_dir = profile_dir
-            .parent()
-            .expect("target directory")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "docket-cli",
-            "--bin",
-            "docket",
-            "--target-dir",
-        ])
-        .arg(&target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build for the docket binary");
-        assert!(status.success(), "building the docket binary failed");
-        let bin = profile_dir.join(format!("docket{}", std::env::consts::EXE_SUFFIX));
-        assert!(bin.exists(), "{} was not built", bin.display());
-        bin
-    })
+    BIN.get_or_init(|| workspace_bin("docket-cli", "docket"))
+}
+
+/// Builds binary `bin` of workspace package `package` into the same target directory and
+/// profile as the running test or bench, and returns its path (for benches and tests
+/// outside the package that defines the binary, where `CARGO_BIN_EXE_*` is not set).
+#[must_use]
+pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // <target>/<profile>/deps/<test-binary>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("profile directory")
+        .to_path_buf();
+    let target_dir = profile_dir
+        .parent()
+        .expect("target directory")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args([
+        "build",
+        "--quiet",
+        "-p",
+        package,
+        "--bin",
+        bin,
+        "--target-dir",
+    ])
+    .arg(&target_dir);
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd
+        .current_dir(workspace_root())
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build for {bin}: {e}"));
+    assert!(status.success(), "building {bin} failed");
+    let path = profile_dir.join(format!("{bin}{}", std::env::consts::EXE_SUFFIX));
+    assert!(path.exists(), "{} was not built", path.display());
+    path
 }
 
 /// Builds the geo example's agent binaries (once per test process) next to the `docket`

@@ -3,10 +3,8 @@
 
 use std::sync::Arc;
 
-use docket_engine::executor::{
-    AgentCallError, AgentExecutor, HttpExecutor, StdioConfig, StdioExecutor,
-};
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, ResponseStatus};
+use docket_decider::{Action, AgentRequest, AgentResponse, ResponseStatus};
+use docket_runtime::{AgentCallError, AgentExecutor, HttpExecutor, StdioConfig, StdioExecutor};
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -672,7 +670,7 @@ mod http {
 /// The Python agents of docs/agent-protocol.md, run when `python3` is on PATH.
 mod python {
     use super::*;
-    use docket_engine::protocol::parse_response;
+    use docket_decider::parse_response;
     use docket_tests::{agent_protocol_doc, doc_example, workspace_root};
 
     fn python3_available() -> bool {

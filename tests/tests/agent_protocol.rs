@@ -1,7 +1,7 @@
 //! Properties of the agent protocol's wire format: every valid request and response
 //! survives JSON unchanged, and no input bytes make parsing panic.
 
-use docket_engine::protocol::{
+use docket_decider::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, Priority,
     ResponseStatus, ToolCall, Usage, parse_response,
 };
@@ -255,7 +255,7 @@ proptest! {
 }
 
 mod documented_examples {
-    use docket_engine::protocol::{AgentRequest, parse_response};
+    use docket_decider::{AgentRequest, parse_response};
     use docket_tests::{agent_protocol_doc, doc_example};
 
     #[test]
@@ -280,8 +280,8 @@ mod documented_examples {
         let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
         assert!(
             parse(&checked_in).is_some()
-                && parse(&checked_in) == parse(&docket_engine::protocol::json_schema_pretty()),
-            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-engine schema`",
+                && parse(&checked_in) == parse(&docket_decider::agent_protocol_schema_pretty()),
+            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-decider schema`",
             path.display()
         );
     }

@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use docket_engine::decider::{RunEvent, recorded_bundle, replay_check};
-use docket_engine::runtime::Runtime;
+use docket_decider::{RunEvent, recorded_bundle, replay_check};
+use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, StoreConfig};
 use docket_tests::{SeededRng, docket_bin};
 use serde_json::{Value, json};

@@ -10,14 +10,14 @@ use std::sync::{Arc, Mutex};
 use serde_json::json;
 use tokio::sync::Notify;
 
-use docket_engine::decider::{RunEvent, RunStatus, recorded_bundle, replay_check};
-use docket_engine::effect::{
-    DryRunReport, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest, Verification,
-};
-use docket_engine::executor::InProcessExecutor;
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
-use docket_engine::runtime::Runtime;
-use docket_engine::workflow::{Workflow, WorkflowSpec};
+use docket_decider::WorkflowSpec;
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_decider::{DryRunReport, EffectReceipt, EffectRequest, Verification};
+use docket_decider::{RunEvent, RunStatus, recorded_bundle, replay_check};
+use docket_runtime::InProcessExecutor;
+use docket_runtime::Runtime;
+use docket_runtime::Workflow;
+use docket_runtime::{EffectExecutor, EffectFuture};
 use docket_store::{EmbeddedStore, EventStore, StoreConfig, StreamId};
 use futures::StreamExt;
 

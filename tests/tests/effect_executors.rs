@@ -10,14 +10,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use docket_engine::effect::wire::{EffectAnswer, EffectCall, EffectOp};
-use docket_engine::effect::{
-    CommandEffectExecutor, DryRunReport, EffectCallError, EffectExecutor, EffectExecutors,
-    EffectReceipt, EffectRequest, FileKillSwitch, HttpEffectExecutor, InProcessEffectExecutor,
-    KillSwitchSource, Verification,
+use docket_decider::WorkflowSpec;
+use docket_decider::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+use docket_decider::{EffectAnswer, EffectCall, EffectOp};
+use docket_runtime::StdioConfig;
+use docket_runtime::{
+    CommandEffectExecutor, EffectExecutor, EffectExecutors, FileKillSwitch, HttpEffectExecutor,
+    InProcessEffectExecutor, KillSwitchSource,
 };
-use docket_engine::executor::StdioConfig;
-use docket_engine::workflow::WorkflowSpec;
 use docket_tests::docket_bin;
 use serde_json::{Value, json};
 
@@ -744,7 +744,7 @@ mod kill_switch {
 
 mod doc {
     use super::*;
-    use docket_engine::effect::wire::accept_answer;
+    use docket_decider::accept_effect_answer as accept_answer;
     use docket_tests::{doc_example, workspace_root};
 
     #[test]
@@ -776,8 +776,8 @@ mod doc {
         let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
         assert!(
             parse(&checked_in).is_some()
-                && parse(&checked_in) == parse(&docket_engine::effect::wire::json_schema_pretty()),
-            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-engine schema`",
+                && parse(&checked_in) == parse(&docket_decider::effect_protocol_schema_pretty()),
+            "{} is stale: run `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-decider schema`",
             path.display()
         );
         let defs = &parse(&checked_in).unwrap_or_default()["$defs"];

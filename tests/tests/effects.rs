@@ -11,15 +11,16 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use docket_engine::decider::{RunEvent, RunStatus, TicketSubject, recorded_bundle, replay_check};
-use docket_engine::effect::{
-    DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
-    InMemoryKillSwitch, KillSwitchError, KillSwitchSource, Verification,
+use docket_decider::WorkflowSpec;
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_decider::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+use docket_decider::{RunEvent, RunStatus, TicketSubject, recorded_bundle, replay_check};
+use docket_runtime::InProcessExecutor;
+use docket_runtime::Runtime;
+use docket_runtime::Workflow;
+use docket_runtime::{
+    EffectExecutor, EffectFuture, InMemoryKillSwitch, KillSwitchError, KillSwitchSource,
 };
-use docket_engine::executor::InProcessExecutor;
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
-use docket_engine::runtime::Runtime;
-use docket_engine::workflow::{Workflow, WorkflowSpec};
 use docket_store::{EmbeddedStore, StoreConfig};
 
 const BUNDLE: &str = r#"
@@ -472,7 +473,7 @@ async fn a_crash_before_the_platform_applied_executes_once_after_verify_says_not
     assert!(events.iter().any(|e| matches!(
         e,
         RunEvent::EffectReady(r)
-            if r.because == docket_engine::decider::ReadyBecause::NotAppliedOnResume
+            if r.because == docket_decider::ReadyBecause::NotAppliedOnResume
     )));
     assert_eq!(kinds_of(&events, "effect.started").len(), 2);
 }

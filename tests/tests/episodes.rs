@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use docket_engine::decider::{RunEvent, recorded_bundle, replay_check};
+use docket_decider::{RunEvent, recorded_bundle, replay_check};
 use docket_tests::docket_bin;
 use serde_json::{Value, json};
 

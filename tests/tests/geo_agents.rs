@@ -9,12 +9,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use docket_engine::executor::{AgentExecutor, InProcessExecutor, StdioConfig, StdioExecutor};
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, ResponseStatus};
+use docket_decider::{Action, AgentRequest, AgentResponse, ResponseStatus};
 use docket_example_geo::payloads::{
     GapsAndOpportunities, Priority, ValidatedRecommendations, agents, output_types,
 };
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
+use docket_runtime::{AgentExecutor, InProcessExecutor, StdioConfig, StdioExecutor};
 use serde_json::{Value, json};
 
 type Executors = BTreeMap<&'static str, Arc<dyn AgentExecutor>>;

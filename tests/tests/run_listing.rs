@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use serde_json::json;
 
-use docket_engine::decider::RunStatus;
-use docket_engine::executor::InProcessExecutor;
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
-use docket_engine::runtime::Runtime;
-use docket_engine::workflow::{Workflow, WorkflowSpec};
+use docket_decider::RunStatus;
+use docket_decider::WorkflowSpec;
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_runtime::InProcessExecutor;
+use docket_runtime::Runtime;
+use docket_runtime::Workflow;
 use docket_store::{EmbeddedStore, StoreConfig};
 
 const BUNDLE: &str = r#"

@@ -13,7 +13,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
 use serde_json::{Value, json};
 
 fn main() -> ExitCode {

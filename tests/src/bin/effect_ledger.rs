@@ -30,8 +30,8 @@ use std::io::{BufRead, Read as _, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use docket_engine::effect::wire::{EffectAnswer, EffectCall, EffectOp};
-use docket_engine::effect::{DryRunReport, EffectReceipt, Verification};
+use docket_decider::{DryRunReport, EffectReceipt, Verification};
+use docket_decider::{EffectAnswer, EffectCall, EffectOp};
 use serde::Serialize;
 use serde_json::{Value, json};
 

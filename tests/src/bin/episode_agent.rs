@@ -13,7 +13,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use docket_engine::protocol::AgentRequest;
+use docket_decider::AgentRequest;
 use serde_json::{Value, json};
 
 fn main() -> ExitCode {

@@ -30,7 +30,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
 use serde_json::json;
 
 const MODES: &[&str] = &[

@@ -1,7 +1,7 @@
 //! Governance: checkpoint 1 (validate the analysis request, hand a validated scope to
 //! Observation) and checkpoint 2 (validate Strategy's recommendations, finish the run).
 
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse};
+use docket_decider::{Action, AgentRequest, AgentResponse};
 
 use crate::Failure;
 use crate::answer::{decision_input, handoff, respond};
@@ -137,7 +137,7 @@ fn validate_recommendations(request: &AgentRequest) -> Result<(Action, Vec<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use docket_engine::protocol::ResponseStatus;
+    use docket_decider::ResponseStatus;
     use serde_json::json;
 
     fn entry(payload: serde_json::Value) -> AgentRequest {

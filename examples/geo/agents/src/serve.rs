@@ -2,7 +2,7 @@
 
 use std::io::{BufRead, Write};
 
-use docket_engine::protocol::{AgentRequest, AgentResponse};
+use docket_decider::{AgentRequest, AgentResponse};
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]
@@ -52,7 +52,7 @@ pub fn run(handle: fn(&AgentRequest) -> AgentResponse) -> Result<(), ServeError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use docket_engine::protocol::{Action, Confidence, parse_response};
+    use docket_decider::{Action, Confidence, parse_response};
     use serde_json::json;
 
     fn echo(request: &AgentRequest) -> AgentResponse {

@@ -3,7 +3,7 @@
 //! expected impact (Guardrail 2); no recommendation proposes questions to sample
 //! (Guardrail 3).
 
-use docket_engine::protocol::{Action, AgentRequest, AgentResponse};
+use docket_decider::{Action, AgentRequest, AgentResponse};
 
 use crate::Failure;
 use crate::answer::{context_input, decision_input, handoff, respond};

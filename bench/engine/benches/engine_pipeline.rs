@@ -1,0 +1,502 @@
+//! Seed 000's 5-agent GEO pipeline with in-process agents on the durable default store
+//! (every batch `fdatasync`ed before it is acknowledged):
+//! - pipeline runs/s and events/s with 1 run at a time and with 1000 concurrent runs;
+//! - p50/p99 of one governed handoff (decision + data contract + scoping with its token
+//!   counts + durable append of the batch), against a plain durable append of one event of
+//!   the same size measured in the same run on the same store;
+//! - the floor: for one recorded run of the pipeline, the CPU time of only the work any
+//!   implementation of it must do (exact token counts of what it hands off, the data
+//!   contracts, canonical rendering and BLAKE3 chaining of its events, the agents' own
+//!   computation), each with the runs/s it would allow on this machine's cores.
+//!
+//! Run with `cargo bench -p docket-tests --bench engine_pipeline`
+//! (`DOCKET_BENCH_CONCURRENT` changes the 1000).
+#![allow(clippy::print_stdout)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use docket_decider::ExecutorSpec;
+use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_decider::{Command, EXTERNAL, RunEvent, RunRequested, RunState, decide};
+use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
+use docket_policies::{InputKind, PolicyBundle, tokens};
+use docket_runtime::Runtime;
+use docket_runtime::Workflow;
+use docket_runtime::{AgentExecutor, InProcessExecutor};
+use docket_store::{
+    EmbeddedStore, EventStore, Hash, NewEvent, StoreConfig, StreamId, WallTime, event_hash, genesis,
+};
+use docket_tests::{geo_workflow, workspace_root};
+use serde_json::Value;
+
+/// The `docket` binary's allocator, so figures are the product's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// User + system CPU time of this process so far (Linux `/proc/self/stat`, clock ticks
+/// of 10 ms): CPU per run holds still when other work shares the machine, wall time does not.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at `) `.
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
+    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+fn workflow() -> Workflow {
+    let mut wf = Workflow::load(&geo_workflow()).expect("geo workflow loads");
+    for agent in wf.spec.agents.values_mut() {
+        agent.executor = ExecutorSpec::InProcess { in_process: true };
+    }
+    wf
+}
+
+type Handler = fn(&AgentRequest) -> AgentResponse;
+
+const AGENTS: [(&str, Handler); 5] = [
+    ("governance", governance::handle),
+    ("observation", observation::handle),
+    ("intelligence", intelligence::handle),
+    ("reasoning", reasoning::handle),
+    ("strategy", strategy::handle),
+];
+
+fn register(runtime: &Runtime<EmbeddedStore>) {
+    for (name, handle) in AGENTS {
+        let executor: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(handle));
+        runtime.register_agent(name, executor);
+    }
+}
+
+fn input() -> Value {
+    let text = std::fs::read_to_string(workspace_root().join("examples/geo/input.json"))
+        .expect("geo input");
+    serde_json::from_str(&text).expect("input JSON")
+}
+
+async fn pipelines(
+    runtime: &Runtime<EmbeddedStore>,
+    wf: &Workflow,
+    runs: usize,
+    prefix: &str,
+) -> (Duration, u64) {
+    let input = input();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..runs)
+        .map(|i| {
+            let runtime = runtime.clone();
+            let wf = wf.clone();
+            let input = input.clone();
+            let id = format!("{prefix}-{i}");
+            tokio::spawn(async move { runtime.start(&wf, input, Some(id)).await })
+        })
+        .collect();
+    let mut events = 0;
+    for task in tasks {
+        let outcome = task.await.expect("task").expect("run");
+        assert_eq!(outcome.state.status.as_str(), "completed");
+        events += outcome.state.version;
+    }
+    (started.elapsed(), events)
+}
+
+async fn sequential(
+    runtime: &Runtime<EmbeddedStore>,
+    wf: &Workflow,
+    runs: usize,
+    prefix: &str,
+) -> (Duration, u64) {
+    let input = input();
+    let started = Instant::now();
+    let mut events = 0;
+    for i in 0..runs {
+        let outcome = runtime
+            .start(wf, input.clone(), Some(format!("{prefix}-{i}")))
+            .await
+            .expect("run");
+        events += outcome.state.version;
+    }
+    (started.elapsed(), events)
+}
+
+/// One governed handoff: Governance's validated scope handed to Observation, decided and
+/// durably appended; against a plain durable append of the same number of bytes.
+async fn handoff_latency(
+    store: &EmbeddedStore,
+    wf: &Workflow,
+    samples: usize,
+) -> (Vec<Duration>, Vec<Duration>, usize) {
+    let bundle =
+        PolicyBundle::from_toml_str(&wf.bundle_source, &wf.bundle_source_name).expect("bundle");
+    let mut governed = Vec::with_capacity(samples);
+    let mut plain = Vec::with_capacity(samples);
+    let mut batch_bytes = 0;
+    for i in 0..samples {
+        let run_id = format!("lat-{i}");
+        let stream = StreamId::new(run_id.clone()).expect("stream id");
+        let mut state = RunState::default();
+        let start = Command::Start(RunRequested {
+            run_id: run_id.clone(),
+            workflow: wf.spec.clone(),
+            bundle_source: wf.bundle_source.clone(),
+            bundle_source_name: wf.bundle_source_name.clone(),
+            bundle_hash: bundle.hash().to_hex(),
+            input: input(),
+            at_ms: 0,
+        });
+        let events = decide(&state, &bundle, start).expect("start");
+        append(store, &stream, state.version, &events).await;
+        for e in &events {
+            state.apply(e);
+        }
+        let request = state.pending_requests()[0].clone();
+        let response = governance::handle(&request);
+        let command = Command::RecordResponse {
+            request_id: request.request_id.clone(),
+            response,
+            at_ms: 1,
+        };
+        let t = Instant::now();
+        let events = decide(&state, &bundle, command).expect("handoff");
+        append(store, &stream, state.version, &events).await;
+        governed.push(t.elapsed());
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, RunEvent::HandoffAllowed { .. }))
+        );
+        batch_bytes = events.iter().map(|e| e.encode().len()).sum();
+
+        let plain_stream = StreamId::new(format!("plain-{i}")).expect("stream id");
+        let payload = vec![b'x'; batch_bytes];
+        let t = Instant::now();
+        store
+            .append(
+                &plain_stream,
+                0,
+                vec![NewEvent {
+                    kind: "plain".into(),
+                    kind_version: 1,
+                    recorded_at: WallTime(0),
+                    policy: None,
+                    payload,
+                }],
+            )
+            .await
+            .expect("plain append");
+        plain.push(t.elapsed());
+    }
+    governed.sort();
+    plain.sort();
+    (governed, plain, batch_bytes)
+}
+
+async fn append(store: &EmbeddedStore, stream: &StreamId, version: u64, events: &[RunEvent]) {
+    let batch = events
+        .iter()
+        .map(|e| NewEvent {
+            kind: e.kind().to_owned(),
+            kind_version: 1,
+            recorded_at: WallTime(0),
+            policy: None,
+            payload: e.encode(),
+        })
+        .collect();
+    store.append(stream, version, batch).await.expect("append");
+}
+
+// Plain or behind an `Arc`, as the engine holds them (so the same bench source builds
+// against earlier versions, for before/after comparisons).
+fn as_value(v: &Value) -> &Value {
+    v
+}
+
+fn as_request(r: &AgentRequest) -> &AgentRequest {
+    r
+}
+
+/// One handoff of a recorded run: the payload as the sender handed it over, and as the
+/// receiver got it.
+struct Handed<'a> {
+    from: &'a str,
+    to: &'a str,
+    input: InputKind,
+    before: &'a Value,
+    delivered: &'a Value,
+}
+
+/// Every handoff of a recorded run with the payload it started from: a decision handoff's
+/// payload is in the sender's response (or is the run's input), a context edge's is the
+/// producer's last delivered decision output of that type. Checked against the token counts
+/// its audit recorded, so these are the texts the run's scoping counted.
+fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
+    let mut out = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        let RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            input,
+            audit,
+            delivered,
+            ..
+        } = event
+        else {
+            continue;
+        };
+        let earlier = events[..i].iter().rev();
+        let before = match input {
+            InputKind::Context => earlier
+                .filter_map(|e| match e {
+                    RunEvent::HandoffAllowed {
+                        from: f,
+                        output_type: t,
+                        input: InputKind::Decision,
+                        delivered,
+                        ..
+                    } if f == from && t == output_type => Some(as_value(delivered)),
+                    _ => None,
+                })
+                .next(),
+            InputKind::Decision if from == EXTERNAL => events.iter().find_map(|e| match e {
+                RunEvent::RunRequested(run) => Some(&run.input),
+                _ => None,
+            }),
+            InputKind::Decision => earlier
+                .filter_map(|e| match e {
+                    RunEvent::AgentResponded { response, .. } => {
+                        response.actions.iter().find_map(|a| match a {
+                            Action::Handoff {
+                                to: t,
+                                output_type: o,
+                                payload,
+                            } if t == to && o == output_type => Some(payload),
+                            Action::Finish { output } if to == EXTERNAL => Some(output),
+                            _ => None,
+                        })
+                    }
+                    _ => None,
+                })
+                .next(),
+        };
+        let before = before.expect("the payload a recorded handoff started from");
+        assert_eq!(
+            tokens::count_value(before),
+            audit.context_before_scoping.total_tokens,
+            "{from} → {to}: the payload found is the one its scoping counted"
+        );
+        assert_eq!(
+            tokens::count_value(delivered),
+            audit.context_after_scoping.total_tokens
+        );
+        out.push(Handed {
+            from,
+            to,
+            input: *input,
+            before,
+            delivered,
+        });
+    }
+    out
+}
+
+/// The least time per repetition of `work` over `rounds` rounds of `reps` repetitions: the
+/// round least disturbed by the other work on the machine (caches warm, as for a floor).
+fn per_run(rounds: usize, reps: usize, mut work: impl FnMut() -> usize) -> Duration {
+    let mut sink = 0usize;
+    let mut times: Vec<Duration> = (0..rounds)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..reps {
+                sink = sink.wrapping_add(std::hint::black_box(work()));
+            }
+            t.elapsed() / reps as u32
+        })
+        .collect();
+    std::hint::black_box(sink);
+    times.sort();
+    times[0]
+}
+
+/// The floor: the CPU time of only the work one pipeline run cannot do without, timed on
+/// the real functions over the payloads and `events` of one run as its log recorded them.
+fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let handed = handoffs(events);
+    let encoded: Vec<Vec<u8>> = events.iter().map(RunEvent::encode).collect();
+    let requests: Vec<(&AgentRequest, Handler)> = events
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::AgentCallScheduled { request, .. } => AGENTS
+                .iter()
+                .find(|(name, _)| *name == request.target_agent)
+                .map(|(_, handle)| (as_request(request), *handle)),
+            _ => None,
+        })
+        .collect();
+    let (rounds, reps) = (15, 40);
+    // Every distinct payload the run hands over, before and after scoping, rendered as
+    // scoping measures it and counted once (a context edge carries a payload already counted
+    // when it was delivered; the per-thread cache of short pieces is warm, as in a busy engine).
+    let mut counted: Vec<&Value> = Vec::new();
+    for v in handed.iter().flat_map(|h| [h.before, h.delivered]) {
+        if !counted.contains(&v) {
+            counted.push(v);
+        }
+    }
+    let count = per_run(rounds, reps, || {
+        counted
+            .iter()
+            .map(|v| tokens::count_text(&tokens::render(v)))
+            .sum()
+    });
+    let contracts = per_run(rounds, reps, || {
+        handed
+            .iter()
+            .filter(|h| h.input == InputKind::Decision)
+            .map(|h| {
+                usize::from(
+                    bundle
+                        .check_output(h.from, h.to, h.input, h.before)
+                        .is_allowed(),
+                )
+            })
+            .sum()
+    });
+    let render = per_run(rounds, reps, || {
+        events.iter().map(|e| e.encode().len()).sum()
+    });
+    let stream = StreamId::new("floor").expect("stream id");
+    let hash = per_run(rounds, reps, || {
+        let mut prev: Hash = genesis(&stream);
+        for bytes in &encoded {
+            prev = event_hash(&prev, bytes);
+        }
+        usize::from(prev.0[0])
+    });
+    let agents = per_run(rounds, reps, || {
+        requests
+            .iter()
+            .map(|(request, handle)| handle(request).actions.len())
+            .sum()
+    });
+    let bytes: usize = encoded.iter().map(Vec::len).sum();
+    let texts: usize = counted.iter().map(|v| tokens::render(v).len()).sum();
+    let total = count + contracts + render + hash + agents;
+    let ceiling = |d: Duration| cores as f64 / d.as_secs_f64().max(1e-12);
+    println!(
+        "floor of one run ({} events, {bytes} B; {} handoffs carrying {} distinct payloads, {texts} B; {} agent calls), \
+         fastest of {rounds} rounds of {reps} runs' worth, on {cores} cores:",
+        events.len(),
+        handed.len(),
+        counted.len(),
+        requests.len()
+    );
+    for (what, d) in [
+        (
+            "exact token counts, each distinct payload once (render + cl100k BPE)",
+            count,
+        ),
+        (
+            "data contracts (JSON Schema of each decision handoff)",
+            contracts,
+        ),
+        ("canonical JSON of its events", render),
+        (
+            "BLAKE3 chain over its events (store's event_hash, payload bytes)",
+            hash,
+        ),
+        ("the agents' own computation (in-process handlers)", agents),
+        ("all of the above", total),
+    ] {
+        println!(
+            "  {what:<66} {:>8.1} µs/run  ceiling {:>9.0} runs/s",
+            d.as_secs_f64() * 1e6,
+            ceiling(d)
+        );
+    }
+    println!(
+        "  measured above: {:.0} µs CPU per run, {:.1}x the floor; 10,000 runs/s on {cores} cores needs ≤ {:.0} µs per run",
+        cpu_per_run.as_secs_f64() * 1e6,
+        cpu_per_run.as_secs_f64() / total.as_secs_f64().max(1e-12),
+        cores as f64 / 10_000.0 * 1e6
+    );
+}
+
+fn main() {
+    let concurrent: usize = std::env::var("DOCKET_BENCH_CONCURRENT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(1000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    rt.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default()).await.expect("store");
+        let runtime = Runtime::new(store.clone());
+        register(&runtime);
+        let wf = workflow();
+        // Warm up (compile the bundle once, fault in pages).
+        sequential(&runtime, &wf, 3, "warm").await;
+
+        let (elapsed, events) = sequential(&runtime, &wf, 30, "seq").await;
+        let secs = elapsed.as_secs_f64();
+        println!("1 run at a time:   30 runs in {:.2} s: {:.1} runs/s, {:.0} events/s ({} events/run)",
+            secs, 30.0 / secs, events as f64 / secs, events / 30);
+
+        let cpu_before = process_cpu();
+        let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
+        let cpu = process_cpu().saturating_sub(cpu_before);
+        let secs = elapsed.as_secs_f64();
+        println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
+            secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
+            cpu.as_secs_f64() * 1e6 / concurrent as f64);
+        let cpu_per_run = cpu / concurrent as u32;
+        let recorded: Vec<RunEvent> = runtime.events("conc-0").await.expect("events")
+            .into_iter().map(|e| e.event).collect();
+        let stats = store.stats();
+        println!("store: {} batches, {} syncs, {} events so far", stats.batches, stats.syncs, stats.events);
+
+        let (governed, plain, bytes) = handoff_latency(&store, &wf, 200).await;
+        let (g50, g99) = (percentile(&governed, 0.5), percentile(&governed, 0.99));
+        let (p50, p99) = (percentile(&plain, 0.5), percentile(&plain, 0.99));
+        println!("governed handoff (decide + contract + scoping + durable append, {bytes} B batch): p50 {:?} p99 {:?}", g50, g99);
+        println!("plain durable append of {bytes} B:                                              p50 {:?} p99 {:?}", p50, p99);
+        println!("ratio governed / plain: p50 {:.2}x, p99 {:.2}x",
+            g50.as_secs_f64() / p50.as_secs_f64().max(1e-9), g99.as_secs_f64() / p99.as_secs_f64().max(1e-9));
+
+        // Where the handoff time goes without the disk: the decision alone.
+        let bundle = PolicyBundle::from_toml_str(&wf.bundle_source, &wf.bundle_source_name).expect("bundle");
+        let mut state = RunState::default();
+        let events = decide(&state, &bundle, Command::Start(RunRequested {
+            run_id: "cpu".into(), workflow: wf.spec.clone(), bundle_source: wf.bundle_source.clone(),
+            bundle_source_name: wf.bundle_source_name.clone(), bundle_hash: bundle.hash().to_hex(), input: input(), at_ms: 0,
+        })).expect("start");
+        for e in &events { state.apply(e); }
+        let request = state.pending_requests()[0].clone();
+        let response = governance::handle(&request);
+        let mut cpu = Vec::new();
+        for _ in 0..200 {
+            let t = Instant::now();
+            let _ = decide(&state, &bundle, Command::RecordResponse { request_id: request.request_id.clone(), response: response.clone(), at_ms: 1 });
+            cpu.push(t.elapsed());
+        }
+        cpu.sort();
+        println!("decide alone (no I/O): p50 {:?} p99 {:?}", percentile(&cpu, 0.5), percentile(&cpu, 0.99));
+
+        floor(&recorded, &bundle, cpu_per_run);
+    });
+}

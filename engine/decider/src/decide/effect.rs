@@ -1,0 +1,1266 @@
+//! Side effects in the decider (seed 004 §1, §8): the path of one `request_effect`, each
+//! step a recorded event.
+//!
+//! ```text
+//! effect.requested ─▶ key applied before? ─yes─▶ effect.deduplicated (the recorded receipt)
+//!        │ budget gate, admission decision (kind/lane policy, permission, key, attempt cap)
+//!        ▼
+//! effect.admitted ─▶ [dry run required] effect.dry_run (input) ─▶ effect.ready
+//!        ▼                       (unsupported: a human decides; failed: effect.refused)
+//! effect.kill_switch_checked (input) ─▶ full decision (kill switch first, dry run,
+//!        │                               approval) ─▶ effect.refused | ticket
+//!        ▼
+//! effect.started (durable before the executor runs) ─▶ effect.applied | effect.failed
+//!        ▼
+//! effect.verified (input) ─▶ applied: effect.settled
+//!                            not applied / unknown: the bundle's verifier agent is called
+//!                            (never the publisher), else a needs_review ticket
+//! ```
+//!
+//! An effect started without a recorded result (a crash, an execute call that gave no
+//! answer) is never executed blindly: the runtime asks the executor and records
+//! `effect.recovered`; applied → settled, not applied → `effect.ready` (executed once
+//! more, through the kill switch again), unknown → needs_review ticket.
+//!
+//! Every effect ends with one call back to the agent that asked, carrying an
+//! `effect_result` decision input (applied, deduplicated, refused, failed, unverified).
+//!
+//! | step | outcome | covered by (`effect_tests.rs`) |
+//! |---|---|---|
+//! | admission | denied (no permission, no policy, no key) | `denied_by_policy_without_permission_kind_or_key` |
+//! | dry run | passed → gate → started → applied → verified | `dry_run_then_execute_then_verify` |
+//! | dry run | failed → refused; unsupported → ticket → waived | `a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human` |
+//! | execution gate | needs approval → approved / denied | `approval_needed_then_approved`, `approval_needed_then_denied` |
+//! | execution gate | kill switch engaged (lane, global) → refused | `kill_switch_engaged_at_check_time_refuses_the_effect` |
+//! | request | key already applied → deduplicated; key in flight → refused | `dedup_by_key_returns_the_recorded_receipt` |
+//! | result | failed → attempt 2 over the cap → approval | `failure_with_retry_cap_needs_a_human_to_try_again` |
+//! | recovery | applied / not applied / unknown | `resume_with_a_started_effect_applied_is_recovered_without_executing`, `resume_with_a_started_effect_not_applied_executes_it_once_more`, `resume_with_a_started_effect_unknown_needs_review` |
+//! | recovery | not applied twice → given up | `an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt` |
+//! | verification | not applied → verifier confirms; fails or doubts → review; no verifier → review | `failed_verification_calls_the_verifier_not_the_publisher`, `a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review`, `failed_verification_without_a_verifier_needs_review` |
+//! | fan-out | a branch waiting for its effect is not joined | `a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early` |
+//! | any | random behaviour: replays, one application per key, no start past an engaged switch | `effects_apply_each_key_at_most_once_and_only_past_the_kill_switch` |
+//!
+//! This module is a child of `decide` (declared there with `#[path]`) so that it extends
+//! `Batch` without widening what `decide` exposes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
+
+use super::super::event::{RunEvent, TicketSubject};
+use super::super::state::RunState;
+use super::{Batch, Rejection};
+use crate::protocol::{Action, AgentRequest, AgentResponse, DecisionInput};
+use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
+
+/// The `source_agent` of the decision inputs docket adds about effects.
+pub const EFFECTS_SOURCE: &str = "effects";
+/// The output type of an effect's result, handed back to the agent that asked.
+pub const EFFECT_RESULT_TYPE: &str = "effect_result";
+/// The capability a verifier agent is called with.
+pub const VERIFY_EFFECT_CAPABILITY: &str = "verify_effect";
+
+/// `effect.requested`: an agent's `request_effect`, numbered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRequested {
+    /// `{run}/effect-N`.
+    pub effect_id: String,
+    /// The call whose response asked (its agent gets the result).
+    pub request_id: String,
+    /// The asking agent.
+    pub agent: String,
+    /// The asking call's episode.
+    pub episode_id: String,
+    /// The effect kind (`publish`...). Not `kind`: that is the event's own tag.
+    pub effect_kind: String,
+    /// The lane.
+    pub lane: String,
+    /// As the agent gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+    /// As the agent gave them.
+    #[serde(default)]
+    pub params: Value,
+    /// 1 + the executions of this key in the run that ended without applying.
+    pub attempt: u32,
+}
+
+/// `effect.deduplicated`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectDeduplicated {
+    /// The new request.
+    pub effect_id: String,
+    /// The effect that applied the key.
+    pub of: String,
+    /// The key.
+    pub idempotency_key: String,
+    /// Its recorded receipt.
+    pub receipt: EffectReceipt,
+}
+
+/// `effect.admitted`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectAdmitted {
+    /// The effect.
+    pub effect_id: String,
+    /// Whether a dry run comes next (the policy requires one).
+    pub dry_run: bool,
+    /// Whether a human approved it on the way (an attempt over the cap).
+    pub human_approved: bool,
+}
+
+/// `effect.refused`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRefused {
+    /// The effect.
+    pub effect_id: String,
+    /// The deciding rule (`kill_switch.api`, `publish-api`, `dry_run`, `human`...).
+    pub rule_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// Why an effect may go to its execution gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReadyBecause {
+    /// Its dry run passed.
+    DryRunPassed,
+    /// A human approved it.
+    Approved,
+    /// The policy requires a dry run the executor cannot do; a human approved without.
+    DryRunWaived,
+    /// It was started before, and the executor says it was not applied.
+    NotAppliedOnResume,
+}
+
+/// `effect.ready`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectReady {
+    /// The effect.
+    pub effect_id: String,
+    /// Why.
+    pub because: ReadyBecause,
+}
+
+/// `effect.started`: recorded, durably, before the executor is called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectStarted {
+    /// The effect.
+    pub effect_id: String,
+    /// Exactly what the executor is given (and given again to `verify`).
+    pub request: EffectRequest,
+}
+
+/// `effect.verifier_called`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectVerifierCalled {
+    /// The effect.
+    pub effect_id: String,
+    /// The verifier's call.
+    pub request_id: String,
+    /// The verifier agent (the bundle's `verifier` for the effect's policy).
+    pub verifier: String,
+}
+
+/// How an effect's path ended after it was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledStatus {
+    /// Verified applied (by the executor, the verifier or a human).
+    Verified,
+    /// A human reviewing it did not confirm it.
+    Unverified,
+}
+
+/// Who settled an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SettledBy {
+    /// The executor's `verify`.
+    Executor,
+    /// The verifier agent.
+    Verifier,
+    /// A human on a review ticket.
+    Human,
+}
+
+/// `effect.settled`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectSettled {
+    /// The effect.
+    pub effect_id: String,
+    /// Verified or not.
+    pub status: SettledStatus,
+    /// By whom.
+    pub by: SettledBy,
+    /// What they said.
+    pub reason: String,
+}
+
+/// What a dry run gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum DryRunOutcome {
+    /// The executor's report (`ok` says whether it passed).
+    Report {
+        /// The report.
+        report: DryRunReport,
+    },
+    /// The executor does not do dry runs.
+    Unsupported,
+    /// The call gave no usable answer (or no executor serves the kind).
+    Error {
+        /// `EFFECT_TIMEOUT`, `EFFECT_NO_EXECUTOR`...
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// `effect.dry_run` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectDryRun {
+    /// The effect.
+    pub effect_id: String,
+    /// What came back.
+    pub outcome: DryRunOutcome,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `effect.kill_switch_checked` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectKillSwitchChecked {
+    /// The effect about to execute.
+    pub effect_id: String,
+    /// The switches engaged (`global`, lane names), as read; every switch when the read
+    /// failed.
+    pub engaged: Vec<String>,
+    /// Why the switches could not be read, when they could not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `effect.applied` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectApplied {
+    /// The effect.
+    pub effect_id: String,
+    /// The executor's receipt.
+    pub receipt: EffectReceipt,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `effect.failed` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectFailed {
+    /// The effect.
+    pub effect_id: String,
+    /// The executor's error code.
+    pub code: String,
+    /// What it said.
+    pub message: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `effect.verified` and `effect.recovered` (inputs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectVerification {
+    /// The effect.
+    pub effect_id: String,
+    /// The executor's answer (`unknown` when `verify` itself failed).
+    pub verification: Verification,
+    /// For `effect.recovered`: why the result was missing (a resume, or the execute
+    /// call's error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// What a human effect ticket asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectTicketStep {
+    /// The policy needs a human's approval (or an attempt over the retry cap):
+    /// approving continues the path, denying refuses the effect.
+    Approval,
+    /// A dry run is required and the executor cannot do one: approving executes without
+    /// it, denying refuses the effect.
+    DryRunUnsupported,
+    /// needs_review: nobody could confirm whether the effect applied. Approving records
+    /// it verified (a human checked), denying records it unverified; never re-executed.
+    Review,
+}
+
+/// A recorded effect input, handed to `decide` as [`super::Command::RecordEffect`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum EffectInput {
+    /// `effect.dry_run`.
+    DryRun(EffectDryRun),
+    /// `effect.kill_switch_checked`.
+    KillSwitchChecked(EffectKillSwitchChecked),
+    /// `effect.applied`.
+    Applied(EffectApplied),
+    /// `effect.failed`.
+    Failed(EffectFailed),
+    /// `effect.verified`.
+    Verified(EffectVerification),
+    /// `effect.recovered`.
+    Recovered(EffectVerification),
+}
+
+impl EffectInput {
+    /// The effect it is about.
+    #[must_use]
+    pub fn effect_id(&self) -> &str {
+        match self {
+            Self::DryRun(e) => &e.effect_id,
+            Self::KillSwitchChecked(e) => &e.effect_id,
+            Self::Applied(e) => &e.effect_id,
+            Self::Failed(e) => &e.effect_id,
+            Self::Verified(e) | Self::Recovered(e) => &e.effect_id,
+        }
+    }
+
+    pub(crate) fn at_ms(&self) -> i64 {
+        match self {
+            Self::DryRun(e) => e.at_ms,
+            Self::KillSwitchChecked(e) => e.at_ms,
+            Self::Applied(e) => e.at_ms,
+            Self::Failed(e) => e.at_ms,
+            Self::Verified(e) | Self::Recovered(e) => e.at_ms,
+        }
+    }
+
+    pub(crate) fn to_event(&self) -> RunEvent {
+        match self.clone() {
+            Self::DryRun(e) => RunEvent::EffectDryRun(e),
+            Self::KillSwitchChecked(e) => RunEvent::EffectKillSwitchChecked(e),
+            Self::Applied(e) => RunEvent::EffectApplied(e),
+            Self::Failed(e) => RunEvent::EffectFailed(e),
+            Self::Verified(e) => RunEvent::EffectVerified(e),
+            Self::Recovered(e) => RunEvent::EffectRecovered(e),
+        }
+    }
+
+    pub(crate) fn from_event(event: &RunEvent) -> Option<Self> {
+        Some(match event.clone() {
+            RunEvent::EffectDryRun(e) => Self::DryRun(e),
+            RunEvent::EffectKillSwitchChecked(e) => Self::KillSwitchChecked(e),
+            RunEvent::EffectApplied(e) => Self::Applied(e),
+            RunEvent::EffectFailed(e) => Self::Failed(e),
+            RunEvent::EffectVerified(e) => Self::Verified(e),
+            RunEvent::EffectRecovered(e) => Self::Recovered(e),
+            _ => return None,
+        })
+    }
+
+    /// The phases in which this input can be recorded.
+    fn expected(&self) -> &'static [EffectPhase] {
+        match self {
+            Self::DryRun(_) => &[EffectPhase::DryRun],
+            Self::KillSwitchChecked(_) => &[EffectPhase::Ready],
+            Self::Applied(_) | Self::Recovered(_) => &[EffectPhase::Started],
+            // A kind no executor serves fails before it starts.
+            Self::Failed(_) => &[EffectPhase::Ready, EffectPhase::Started],
+            Self::Verified(_) => &[EffectPhase::Applied],
+        }
+    }
+}
+
+/// Where an effect stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectPhase {
+    /// Requested, being decided in its batch.
+    Requested,
+    /// Its dry run is due.
+    DryRun,
+    /// Due at its execution gate (kill switch, full decision).
+    Ready,
+    /// A ticket is open for it.
+    AwaitingHuman,
+    /// Started: the executor was (or is being) called, no result recorded.
+    Started,
+    /// Applied; its verification is due.
+    Applied,
+    /// A verifier agent is re-checking it.
+    Verifying,
+    /// Final: verified or not after it applied.
+    Settled,
+    /// Final: its key was already applied; the recorded receipt was returned.
+    Deduplicated,
+    /// Final: not executed.
+    Refused,
+    /// Final: the executor failed it.
+    Failed,
+}
+
+impl EffectPhase {
+    /// Nothing more will happen to the effect.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Self::Settled | Self::Deduplicated | Self::Refused | Self::Failed
+        )
+    }
+
+    /// The word used in messages.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Requested => "requested",
+            Self::DryRun => "waiting for its dry run",
+            Self::Ready => "waiting for its execution gate",
+            Self::AwaitingHuman => "waiting for a human",
+            Self::Started => "started",
+            Self::Applied => "applied, not verified",
+            Self::Verifying => "being verified",
+            Self::Settled => "settled",
+            Self::Deduplicated => "deduplicated",
+            Self::Refused => "refused",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// One side effect of a run, folded from its events.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectRecord {
+    /// The request as recorded.
+    pub requested: EffectRequested,
+    /// Where it stands.
+    pub phase: EffectPhase,
+    /// Passed admission.
+    pub admitted: bool,
+    /// A dry run passed (or a human waived an impossible one).
+    pub dry_run_passed: bool,
+    /// A human approved it.
+    pub human_approved: bool,
+    /// The dry run's report.
+    pub dry_run: Option<DryRunReport>,
+    /// What the executor was given, once started.
+    pub started: Option<EffectRequest>,
+    /// How many times it was started (more than once only after a not-applied recovery).
+    pub starts: u32,
+    /// The receipt, once applied.
+    pub receipt: Option<EffectReceipt>,
+    /// The last refusal or failure (rule or code, and reason).
+    pub outcome: Option<(String, String)>,
+}
+
+impl EffectRecord {
+    /// The idempotency key the executor applies at most once: the agent's, or the effect
+    /// id when it gave none (so a resumed run still never applies the effect twice).
+    #[must_use]
+    pub fn key(&self) -> String {
+        self.requested
+            .idempotency_key
+            .clone()
+            .unwrap_or_else(|| self.requested.effect_id.clone())
+    }
+
+    /// What the executor is given (dry run and execution alike).
+    #[must_use]
+    pub fn executor_request(&self, run_id: &str, timeout_ms: u64) -> EffectRequest {
+        EffectRequest {
+            run_id: run_id.to_owned(),
+            episode_id: self.requested.episode_id.clone(),
+            effect_id: self.requested.effect_id.clone(),
+            kind: self.requested.effect_kind.clone(),
+            lane: self.requested.lane.clone(),
+            idempotency_key: self.key(),
+            params: self.requested.params.clone(),
+            attempt: self.requested.attempt,
+            timeout_ms,
+        }
+    }
+}
+
+/// The next thing the runtime must do for an effect.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EffectWork {
+    /// Call `dry_run` and record `effect.dry_run`.
+    DryRun,
+    /// Read the kill switches, record them, and execute if `effect.started` follows.
+    Execute,
+    /// Call `verify` on an applied effect and record `effect.verified`.
+    Verify,
+    /// Started without a recorded result: call `verify` and record `effect.recovered`
+    /// (never `execute`).
+    Recover,
+}
+
+/// The counter at the end of `{run}/effect-N`, for ordering.
+fn effect_number(effect_id: &str) -> u64 {
+    effect_id
+        .rsplit("effect-")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}
+
+impl RunState {
+    /// Effect work due now, in request order. An effect found `Started` here was started
+    /// by a process that did not record its result: the runtime executes in the same
+    /// step as it records `effect.started`.
+    #[must_use]
+    pub fn pending_effects(&self) -> Vec<(&EffectRecord, EffectWork)> {
+        let mut due: Vec<(&EffectRecord, EffectWork)> = self
+            .effects
+            .values()
+            .filter_map(|e| {
+                let work = match e.phase {
+                    EffectPhase::DryRun => EffectWork::DryRun,
+                    EffectPhase::Ready => EffectWork::Execute,
+                    EffectPhase::Applied => EffectWork::Verify,
+                    EffectPhase::Started => EffectWork::Recover,
+                    _ => return None,
+                };
+                Some((e, work))
+            })
+            .collect();
+        due.sort_by_key(|(e, _)| effect_number(&e.requested.effect_id));
+        due
+    }
+
+    /// Some effect's path is not over.
+    #[must_use]
+    pub fn effects_in_flight(&self) -> bool {
+        self.effects.values().any(|e| !e.phase.is_final())
+    }
+
+    /// Some effect asked by a branch of fan-out `group` is not over (the branch will be
+    /// called again with its result, so the group is not joined yet).
+    #[must_use]
+    pub fn effects_in_flight_in(&self, group: &str) -> bool {
+        self.effects.values().any(|e| {
+            !e.phase.is_final()
+                && self
+                    .calls
+                    .get(&e.requested.request_id)
+                    .is_some_and(|c| c.branch_of.as_deref() == Some(group))
+        })
+    }
+
+    /// Folds an effect event (`apply` dispatches every `effect.*` kind here).
+    pub(crate) fn apply_effect(&mut self, event: &RunEvent) {
+        let id = match event {
+            RunEvent::EffectRequested(e) => {
+                self.effects_requested += 1;
+                self.effects.insert(
+                    e.effect_id.clone(),
+                    EffectRecord {
+                        requested: e.clone(),
+                        phase: EffectPhase::Requested,
+                        admitted: false,
+                        dry_run_passed: false,
+                        human_approved: false,
+                        dry_run: None,
+                        started: None,
+                        starts: 0,
+                        receipt: None,
+                        outcome: None,
+                    },
+                );
+                return;
+            }
+            RunEvent::EffectDeduplicated(e) => &e.effect_id,
+            RunEvent::EffectAdmitted(e) => &e.effect_id,
+            RunEvent::EffectRefused(e) => &e.effect_id,
+            RunEvent::EffectReady(e) => &e.effect_id,
+            RunEvent::EffectStarted(e) => &e.effect_id,
+            RunEvent::EffectVerifierCalled(e) => {
+                self.verifier_calls
+                    .insert(e.request_id.clone(), e.effect_id.clone());
+                &e.effect_id
+            }
+            RunEvent::EffectSettled(e) => &e.effect_id,
+            RunEvent::EffectDryRun(e) => &e.effect_id,
+            RunEvent::EffectKillSwitchChecked(e) => &e.effect_id,
+            RunEvent::EffectApplied(e) => &e.effect_id,
+            RunEvent::EffectFailed(e) => &e.effect_id,
+            RunEvent::EffectVerified(e) | RunEvent::EffectRecovered(e) => &e.effect_id,
+            RunEvent::Escalated {
+                subject: TicketSubject::Effect { effect_id, .. },
+                ..
+            } => effect_id,
+            _ => return,
+        };
+        let Some(rec) = self.effects.get_mut(id) else {
+            return;
+        };
+        match event {
+            RunEvent::EffectDeduplicated(e) => {
+                rec.phase = EffectPhase::Deduplicated;
+                rec.receipt = Some(e.receipt.clone());
+            }
+            RunEvent::EffectAdmitted(e) => {
+                rec.admitted = true;
+                rec.human_approved |= e.human_approved;
+                rec.phase = if e.dry_run {
+                    EffectPhase::DryRun
+                } else {
+                    EffectPhase::Ready
+                };
+            }
+            RunEvent::EffectRefused(e) => {
+                rec.phase = EffectPhase::Refused;
+                rec.outcome = Some((e.rule_id.clone(), e.reason.clone()));
+            }
+            RunEvent::EffectReady(e) => {
+                rec.phase = EffectPhase::Ready;
+                match e.because {
+                    ReadyBecause::DryRunPassed => rec.dry_run_passed = true,
+                    ReadyBecause::Approved => rec.human_approved = true,
+                    ReadyBecause::DryRunWaived => {
+                        rec.dry_run_passed = true;
+                        rec.human_approved = true;
+                    }
+                    ReadyBecause::NotAppliedOnResume => {}
+                }
+            }
+            RunEvent::EffectStarted(e) => {
+                rec.phase = EffectPhase::Started;
+                rec.started = Some(e.request.clone());
+                rec.starts += 1;
+            }
+            RunEvent::EffectVerifierCalled(_) => rec.phase = EffectPhase::Verifying,
+            RunEvent::EffectSettled(_) => rec.phase = EffectPhase::Settled,
+            RunEvent::EffectDryRun(e) => {
+                if let DryRunOutcome::Report { report } = &e.outcome {
+                    rec.dry_run = Some(report.clone());
+                }
+            }
+            RunEvent::EffectApplied(e) => {
+                rec.phase = EffectPhase::Applied;
+                rec.receipt = Some(e.receipt.clone());
+            }
+            RunEvent::EffectFailed(e) => {
+                rec.phase = EffectPhase::Failed;
+                rec.outcome = Some((e.code.clone(), e.message.clone()));
+            }
+            RunEvent::EffectRecovered(e) => {
+                if let Verification::Applied { result } = &e.verification {
+                    rec.receipt = Some(EffectReceipt {
+                        result: result.clone(),
+                    });
+                }
+            }
+            RunEvent::Escalated { .. } => rec.phase = EffectPhase::AwaitingHuman,
+            _ => {}
+        }
+    }
+}
+
+/// Whether an effect input applies to the run as it stands.
+pub(super) fn check_input(state: &RunState, input: &EffectInput) -> Result<(), Rejection> {
+    let id = input.effect_id();
+    let rec = state
+        .effects
+        .get(id)
+        .ok_or_else(|| Rejection::UnknownEffect(id.to_owned()))?;
+    if input.expected().contains(&rec.phase) {
+        Ok(())
+    } else {
+        Err(Rejection::EffectNotAwaiting {
+            effect_id: id.to_owned(),
+            input: input.to_event().kind(),
+            phase: rec.phase.as_str(),
+        })
+    }
+}
+
+/// The episode budget gate (seed 004 §7: an episode past 70% of its budget must finalize
+/// or escalate, so a further effect is refused with that reason; so is an effect asked for
+/// from an episode that has stopped).
+fn budget_gate(
+    state: &RunState,
+    bundle: &PolicyBundle,
+    episode_id: &str,
+) -> Option<PolicyDecision> {
+    state.episode_gate(bundle, episode_id)
+}
+
+impl Batch<'_> {
+    /// An agent's `request_effect`: number it, deduplicate by key, gate it on the budget
+    /// and admit or refuse it (or ask a human).
+    pub(super) fn request_effect(&mut self, agent: &str, request_id: &str, action: &Action) {
+        let Action::RequestEffect {
+            kind,
+            lane,
+            idempotency_key,
+            params,
+        } = action
+        else {
+            return;
+        };
+        let Some(asker) = self.state.calls.get(request_id) else {
+            return;
+        };
+        let episode_id = asker.request.episode_id.clone();
+        let effect_id = format!(
+            "{}/effect-{}",
+            self.run_id(),
+            self.state.effects_requested + 1
+        );
+        let same_key = |e: &&EffectRecord| {
+            idempotency_key.is_some() && e.requested.idempotency_key == *idempotency_key
+        };
+        // Executions of this key that ended without applying (failed, or given up).
+        let failed_before = self
+            .state
+            .effects
+            .values()
+            .filter(same_key)
+            .filter(|e| e.phase.is_final() && e.starts > 0 && e.receipt.is_none())
+            .count();
+        let applied = self
+            .state
+            .effects
+            .values()
+            .filter(same_key)
+            .filter_map(|e| {
+                e.receipt
+                    .clone()
+                    .map(|r| (e.requested.effect_id.clone(), r))
+            })
+            .min_by_key(|(id, _)| effect_number(id));
+        let in_flight = self
+            .state
+            .effects
+            .values()
+            .filter(same_key)
+            .find(|e| !e.phase.is_final() && e.receipt.is_none())
+            .map(|e| e.requested.effect_id.clone());
+        self.push(RunEvent::EffectRequested(EffectRequested {
+            effect_id: effect_id.clone(),
+            request_id: request_id.to_owned(),
+            agent: agent.to_owned(),
+            episode_id: episode_id.clone(),
+            effect_kind: kind.clone(),
+            lane: lane.clone(),
+            idempotency_key: idempotency_key.clone(),
+            params: params.clone(),
+            attempt: u32::try_from(failed_before)
+                .unwrap_or(u32::MAX)
+                .saturating_add(1),
+        }));
+        if let (Some((of, receipt)), Some(key)) = (applied, idempotency_key) {
+            self.push(RunEvent::EffectDeduplicated(EffectDeduplicated {
+                effect_id: effect_id.clone(),
+                of: of.clone(),
+                idempotency_key: key.clone(),
+                receipt,
+            }));
+            self.reply_effect(&effect_id, "deduplicated", json!({ "of": of }));
+            return;
+        }
+        if let Some(other) = in_flight {
+            self.refuse_effect(
+                &effect_id,
+                "idempotency.in_flight",
+                format!("effect {other} with the same idempotency key is still in progress"),
+            );
+            return;
+        }
+        if let Some(decision) = budget_gate(&self.state, self.bundle, &episode_id) {
+            self.decided(&effect_id, decision);
+            return;
+        }
+        let Some(rec) = self.state.effects.get(&effect_id) else {
+            return;
+        };
+        let decision = self
+            .bundle
+            .decide_side_effect_admission(&side_effect_request(rec, Vec::new()));
+        self.decided(&effect_id, decision);
+    }
+
+    /// Records an admission decision and acts on it.
+    fn decided(&mut self, effect_id: &str, decision: PolicyDecision) {
+        self.record_effect_decision(effect_id, decision, |b| b.admit(effect_id, false));
+    }
+
+    /// Records a decision about an effect; then `allowed`, or the refusal, or an approval
+    /// ticket, as the verdict says.
+    fn record_effect_decision(
+        &mut self,
+        effect_id: &str,
+        decision: PolicyDecision,
+        allowed: impl FnOnce(&mut Self),
+    ) {
+        let verdict = decision.verdict;
+        let rule = decision.rule_id.to_string();
+        let reason = decision.reason.to_string();
+        self.push(RunEvent::PolicyDecided {
+            subject: effect_id.to_owned(),
+            decision,
+        });
+        match verdict {
+            Verdict::Allow => allowed(self),
+            Verdict::Deny => self.refuse_effect(effect_id, &rule, reason),
+            Verdict::NeedsApproval => {
+                self.effect_ticket(effect_id, EffectTicketStep::Approval, reason);
+            }
+        }
+    }
+
+    fn admit(&mut self, effect_id: &str, human_approved: bool) {
+        let Some(rec) = self.state.effects.get(effect_id) else {
+            return;
+        };
+        let dry_run = self
+            .bundle
+            .side_effect_policy(&rec.requested.effect_kind, &rec.requested.lane)
+            .is_some_and(|p| p.dry_run_required);
+        self.push(RunEvent::EffectAdmitted(EffectAdmitted {
+            effect_id: effect_id.to_owned(),
+            dry_run,
+            human_approved,
+        }));
+    }
+
+    /// A recorded effect input: what follows from it.
+    pub(super) fn on_effect_input(&mut self, input: &EffectInput) {
+        let effect_id = input.effect_id().to_owned();
+        match input {
+            EffectInput::DryRun(e) => match &e.outcome {
+                DryRunOutcome::Report { report } if report.ok => {
+                    self.push(RunEvent::EffectReady(EffectReady {
+                        effect_id,
+                        because: ReadyBecause::DryRunPassed,
+                    }));
+                }
+                DryRunOutcome::Report { report } => {
+                    let why = report.message.clone().unwrap_or_default();
+                    self.refuse_effect(&effect_id, "dry_run", format!("the dry run failed: {why}"));
+                }
+                DryRunOutcome::Unsupported => self.effect_ticket(
+                    &effect_id,
+                    EffectTicketStep::DryRunUnsupported,
+                    "the policy requires a dry run and this effect's executor cannot do one; \
+                     approve to execute without it, deny to refuse the effect"
+                        .to_owned(),
+                ),
+                DryRunOutcome::Error { code, message } => self.refuse_effect(
+                    &effect_id,
+                    "dry_run",
+                    format!("the dry run gave no answer ({code}): {message}"),
+                ),
+            },
+            EffectInput::KillSwitchChecked(e) => self.execution_gate(&effect_id, &e.engaged),
+            // Recorded; the runtime verifies next.
+            EffectInput::Applied(_) => {}
+            EffectInput::Failed(e) => self.reply_effect(
+                &effect_id,
+                "failed",
+                json!({ "code": e.code, "message": e.message }),
+            ),
+            EffectInput::Verified(e) => match &e.verification {
+                Verification::Applied { .. } => self.settle_effect(
+                    &effect_id,
+                    SettledStatus::Verified,
+                    SettledBy::Executor,
+                    "the executor verified it applied".to_owned(),
+                ),
+                other => self.verification_failed(&effect_id, other),
+            },
+            EffectInput::Recovered(e) => match &e.verification {
+                Verification::Applied { .. } => self.settle_effect(
+                    &effect_id,
+                    SettledStatus::Verified,
+                    SettledBy::Executor,
+                    "recovered: the executor says it applied".to_owned(),
+                ),
+                // Executed once more, through the kill switch again; an effect whose
+                // execution went unanswered twice is given up, not retried forever.
+                Verification::NotApplied if self.state.effects.get(&effect_id).is_some_and(|r| r.starts < 2) => {
+                    self.push(RunEvent::EffectReady(EffectReady {
+                        effect_id,
+                        because: ReadyBecause::NotAppliedOnResume,
+                    }));
+                }
+                Verification::NotApplied => self.refuse_effect(
+                    &effect_id,
+                    "execution_unanswered",
+                    "its execution went unanswered twice and the executor says it did not apply; \
+                     a new request with the same key is a new attempt under the retry cap"
+                        .to_owned(),
+                ),
+                Verification::Unknown { message } => self.effect_ticket(
+                    &effect_id,
+                    EffectTicketStep::Review,
+                    format!(
+                        "needs_review: the effect was started but its result is unknown ({message}); \
+                         approve if it is in place, deny if not (it is never executed again)"
+                    ),
+                ),
+            },
+        }
+    }
+
+    /// The full decision, immediately before execution, with the kill switches as read.
+    fn execution_gate(&mut self, effect_id: &str, engaged: &[String]) {
+        let Some(rec) = self.state.effects.get(effect_id) else {
+            return;
+        };
+        let decision = self
+            .bundle
+            .decide_side_effect(&side_effect_request(rec, engaged.to_vec()));
+        let default_ms = self.bundle.spec().defaults.timeout_ms;
+        let timeout_ms = self.state.run.as_ref().map_or(default_ms, |run| {
+            run.workflow
+                .effect_timeout_ms(&rec.requested.effect_kind, default_ms)
+        });
+        let request = rec.executor_request(&self.run_id(), timeout_ms);
+        self.record_effect_decision(effect_id, decision, |b| {
+            b.push(RunEvent::EffectStarted(EffectStarted {
+                effect_id: effect_id.to_owned(),
+                request,
+            }));
+        });
+    }
+
+    /// Verification failed or is unknown: Class D before Class C (seed 004 §8.1). The
+    /// policy's verifier agent re-checks (never the publisher); without one, a human.
+    fn verification_failed(&mut self, effect_id: &str, verification: &Verification) {
+        let Some(rec) = self.state.effects.get(effect_id).cloned() else {
+            return;
+        };
+        let said = match verification {
+            Verification::NotApplied => "not applied".to_owned(),
+            Verification::Unknown { message } => format!("unknown ({message})"),
+            Verification::Applied { .. } => "applied".to_owned(),
+        };
+        let verifier = self
+            .bundle
+            .side_effect_policy(&rec.requested.effect_kind, &rec.requested.lane)
+            .and_then(|p| p.verifier.clone());
+        let Some(verifier) = verifier else {
+            self.effect_ticket(
+                effect_id,
+                EffectTicketStep::Review,
+                format!(
+                    "needs_review: the executor reported the effect applied, but its verification says {said}; \
+                     approve if it is in place, deny if not (it is never executed again)"
+                ),
+            );
+            return;
+        };
+        let payload = json!({
+            "effect_id": effect_id,
+            "kind": rec.requested.effect_kind,
+            "lane": rec.requested.lane,
+            "idempotency_key": rec.key(),
+            "params": rec.requested.params,
+            "receipt": rec.receipt,
+            "verification": verification,
+        });
+        let request = self
+            .new_request(&rec.requested.agent, &verifier, VERIFY_EFFECT_CAPABILITY)
+            .with_decision_input(EFFECTS_SOURCE, "effect_receipt", payload);
+        self.push(RunEvent::EffectVerifierCalled(EffectVerifierCalled {
+            effect_id: effect_id.to_owned(),
+            request_id: request.request_id.clone(),
+            verifier,
+        }));
+        self.schedule(request, None, None, None);
+    }
+
+    /// The verifier's answer: `finish` with `{"verified": true}` settles the effect;
+    /// anything else (false, no verdict, an error) goes to a human.
+    pub(super) fn on_verifier_answer(
+        &mut self,
+        effect_id: &str,
+        verifier: &str,
+        response: Option<&AgentResponse>,
+        failure: Option<&str>,
+    ) {
+        let output = response.and_then(|r| {
+            r.actions.iter().find_map(|a| match a {
+                Action::Finish { output } => Some(output.clone()),
+                _ => None,
+            })
+        });
+        let verified = output
+            .as_ref()
+            .and_then(|o| o.get("verified"))
+            .and_then(Value::as_bool);
+        let said = output
+            .as_ref()
+            .and_then(|o| o.get("reason"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .or_else(|| failure.map(str::to_owned))
+            .unwrap_or_default();
+        if verified == Some(true) {
+            self.settle_effect(
+                effect_id,
+                SettledStatus::Verified,
+                SettledBy::Verifier,
+                format!("{verifier}: {said}"),
+            );
+        } else {
+            self.effect_ticket(
+                effect_id,
+                EffectTicketStep::Review,
+                format!(
+                    "needs_review: verifier {verifier} could not confirm the effect ({said}); \
+                     approve if it is in place, deny if not (it is never executed again)"
+                ),
+            );
+        }
+    }
+
+    /// A human decided an effect ticket.
+    pub(super) fn on_effect_ticket(
+        &mut self,
+        effect_id: &str,
+        step: EffectTicketStep,
+        approved: bool,
+        by: &str,
+        reason: &str,
+    ) {
+        let admitted = self
+            .state
+            .effects
+            .get(effect_id)
+            .is_some_and(|e| e.admitted);
+        match (step, approved) {
+            (EffectTicketStep::Approval, true) if !admitted => self.admit(effect_id, true),
+            (EffectTicketStep::Approval, true) => self.push(RunEvent::EffectReady(EffectReady {
+                effect_id: effect_id.to_owned(),
+                because: ReadyBecause::Approved,
+            })),
+            (EffectTicketStep::DryRunUnsupported, true) => {
+                self.push(RunEvent::EffectReady(EffectReady {
+                    effect_id: effect_id.to_owned(),
+                    because: ReadyBecause::DryRunWaived,
+                }));
+            }
+            (EffectTicketStep::Approval | EffectTicketStep::DryRunUnsupported, false) => self
+                .refuse_effect(
+                    effect_id,
+                    "human",
+                    format!("{by} denied the effect: {reason}"),
+                ),
+            (EffectTicketStep::Review, approved) => self.settle_effect(
+                effect_id,
+                if approved {
+                    SettledStatus::Verified
+                } else {
+                    SettledStatus::Unverified
+                },
+                SettledBy::Human,
+                format!("{by}: {reason}"),
+            ),
+        }
+    }
+
+    fn refuse_effect(&mut self, effect_id: &str, rule_id: &str, reason: String) {
+        self.push(RunEvent::EffectRefused(EffectRefused {
+            effect_id: effect_id.to_owned(),
+            rule_id: rule_id.to_owned(),
+            reason: reason.clone(),
+        }));
+        // Seed 004 §6: refusals count as failures of their class (`effect_refused`); at
+        // the limit the asking episode stops `failure_repeats` instead of being told.
+        let episode = self
+            .state
+            .effects
+            .get(effect_id)
+            .map(|e| e.requested.episode_id.clone());
+        if episode.is_some_and(|id| self.refusals_repeat(&id)) {
+            return;
+        }
+        self.reply_effect(
+            effect_id,
+            "refused",
+            json!({ "rule_id": rule_id, "reason": reason }),
+        );
+    }
+
+    fn settle_effect(
+        &mut self,
+        effect_id: &str,
+        status: SettledStatus,
+        by: SettledBy,
+        reason: String,
+    ) {
+        self.push(RunEvent::EffectSettled(EffectSettled {
+            effect_id: effect_id.to_owned(),
+            status,
+            by,
+            reason: reason.clone(),
+        }));
+        let word = match status {
+            SettledStatus::Verified => "applied",
+            SettledStatus::Unverified => "unverified",
+        };
+        self.reply_effect(
+            effect_id,
+            word,
+            json!({ "verified_by": by, "reason": reason }),
+        );
+    }
+
+    fn effect_ticket(&mut self, effect_id: &str, step: EffectTicketStep, reason: String) {
+        let Some(rec) = self.state.effects.get(effect_id) else {
+            return;
+        };
+        let what = format!(
+            "{} asks for `{}` in lane `{}` (key {}, {effect_id})",
+            rec.requested.agent,
+            rec.requested.effect_kind,
+            rec.requested.lane,
+            rec.key()
+        );
+        let ticket = self.next_ticket();
+        self.push(RunEvent::Escalated {
+            ticket,
+            reason: format!("{what}: {reason}"),
+            subject: TicketSubject::Effect {
+                effect_id: effect_id.to_owned(),
+                step,
+            },
+        });
+    }
+
+    /// Calls the asking agent again with the effect's result as a decision input, the way
+    /// a capability's answer comes back.
+    fn reply_effect(&mut self, effect_id: &str, status: &str, extra: Value) {
+        let Some(rec) = self.state.effects.get(effect_id).cloned() else {
+            return;
+        };
+        let Some(asker) = self.state.calls.get(&rec.requested.request_id).cloned() else {
+            return;
+        };
+        let mut result = json!({
+            "effect_id": effect_id,
+            "kind": rec.requested.effect_kind,
+            "lane": rec.requested.lane,
+            "idempotency_key": rec.key(),
+            "status": status,
+            "receipt": rec.receipt,
+        });
+        if let (Some(map), Value::Object(more)) = (result.as_object_mut(), extra) {
+            map.extend(more);
+        }
+        let mut request = AgentRequest::clone(&asker.request);
+        request.request_id = self.next_request_id();
+        request.decision_inputs.push(DecisionInput {
+            source_agent: EFFECTS_SOURCE.to_owned(),
+            output_type: EFFECT_RESULT_TYPE.to_owned(),
+            payload: result,
+        });
+        self.schedule(request, asker.reply_to, None, asker.branch_of);
+    }
+}
+
+/// The policy question for an effect as it stands.
+fn side_effect_request(rec: &EffectRecord, engaged: Vec<String>) -> SideEffectRequest {
+    SideEffectRequest {
+        agent: rec.requested.agent.clone(),
+        kind: rec.requested.effect_kind.clone(),
+        lane: rec.requested.lane.clone(),
+        idempotency_key: rec.requested.idempotency_key.clone(),
+        dry_run_passed: rec.dry_run_passed,
+        human_approved: rec.human_approved,
+        attempt: rec.requested.attempt,
+        engaged_kill_switches: engaged,
+    }
+}
+
+/// One line about an effect event, for `docket events` (`None` for other kinds).
+#[must_use]
+pub fn describe_effect_event(event: &RunEvent) -> Option<String> {
+    Some(match event {
+        RunEvent::EffectRequested(e) => format!(
+            "{} {} asks for {} in lane {} (key {}, attempt {})",
+            e.effect_id,
+            e.agent,
+            e.effect_kind,
+            e.lane,
+            e.idempotency_key.as_deref().unwrap_or("none"),
+            e.attempt
+        ),
+        RunEvent::EffectDeduplicated(e) => format!(
+            "{} key {} already applied by {}: its receipt is returned",
+            e.effect_id, e.idempotency_key, e.of
+        ),
+        RunEvent::EffectAdmitted(e) => format!(
+            "{} admitted{}",
+            e.effect_id,
+            if e.dry_run { ", dry run next" } else { "" }
+        ),
+        RunEvent::EffectRefused(e) => {
+            format!("{} refused: {} [{}]", e.effect_id, e.reason, e.rule_id)
+        }
+        RunEvent::EffectReady(e) => format!("{} ready to execute ({:?})", e.effect_id, e.because),
+        RunEvent::EffectStarted(e) => format!(
+            "{} started: {} in lane {} key {} attempt {}",
+            e.effect_id,
+            e.request.kind,
+            e.request.lane,
+            e.request.idempotency_key,
+            e.request.attempt
+        ),
+        RunEvent::EffectVerifierCalled(e) => {
+            format!(
+                "{} re-checked by {} ({})",
+                e.effect_id, e.verifier, e.request_id
+            )
+        }
+        RunEvent::EffectSettled(e) => {
+            format!("{} {:?} by {:?}: {}", e.effect_id, e.status, e.by, e.reason)
+        }
+        RunEvent::EffectDryRun(e) => match &e.outcome {
+            DryRunOutcome::Report { report } => format!(
+                "{} dry run {}{}",
+                e.effect_id,
+                if report.ok { "passed" } else { "failed" },
+                report
+                    .message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+            DryRunOutcome::Unsupported => {
+                format!("{} dry run unsupported by the executor", e.effect_id)
+            }
+            DryRunOutcome::Error { code, message } => {
+                format!("{} dry run {code}: {message}", e.effect_id)
+            }
+        },
+        RunEvent::EffectKillSwitchChecked(e) => format!(
+            "{} kill switches engaged: [{}]{}",
+            e.effect_id,
+            e.engaged.join(", "),
+            e.error
+                .as_deref()
+                .map(|m| format!(" (unreadable: {m})"))
+                .unwrap_or_default()
+        ),
+        RunEvent::EffectApplied(e) => format!("{} applied: {}", e.effect_id, e.receipt.result),
+        RunEvent::EffectFailed(e) => format!("{} failed {}: {}", e.effect_id, e.code, e.message),
+        RunEvent::EffectVerified(e) | RunEvent::EffectRecovered(e) => format!(
+            "{} verification: {}{}",
+            e.effect_id,
+            serde_json::to_string(&e.verification).unwrap_or_default(),
+            e.cause
+                .as_deref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default()
+        ),
+        _ => return None,
+    })
+}

@@ -1,0 +1,71 @@
+//! docket's pure core: a governed multi-agent run as a state machine.
+//!
+//! This crate holds everything a run's decisions depend on, and nothing that does I/O, so
+//! that audit replay links it without an async runtime, a network stack or the store:
+//! - the agent protocol (what an agent is sent and what it may answer) and the effect
+//!   protocol (what an effect executor is asked and answers), with their validation and
+//!   generated JSON Schemas;
+//! - workflows as data ([`WorkflowSpec`], parsed from a workflow file's text);
+//!
+//! - [`decide`]`(&RunState, &PolicyBundle, Command) -> Result<Vec<RunEvent>, Rejection>`:
+//!   a recorded input (run requested, agent responded, agent call failed, human decided)
+//!   and the current state in; out comes a batch whose first event records the input and
+//!   whose other events are the decisions it caused (handoffs allowed with their scoping
+//!   audit or denied with seed 000's error object, calls scheduled with their exact
+//!   request, escalation steps, tickets, completion, block, failure).
+//! - [`RunState::apply`] / [`RunState::evolve`]: fold one event.
+//! - [`replay_check`]: re-decide every batch of a log and compare.
+//!
+//! Invariants: no tokio, clock, store, I/O, randomness or hash-map iteration order in here
+//! (BTreeMap and Vec only). Time enters only inside recorded inputs (`at_ms`); request ids
+//! (`{run}/call-N`) and ticket ids (`ticket-N`) come from counters in the state; the run id
+//! is chosen by the runtime and recorded in `run.requested`. The transition table, with
+//! the tests covering each row, is at the top of `decide.rs`.
+
+mod decide;
+mod episode;
+mod event;
+mod protocol;
+mod replay;
+mod state;
+mod workflow;
+
+#[cfg(test)]
+mod episode_tests;
+#[cfg(test)]
+mod tests;
+// Side effects (seed 004 §1, §8)
+#[cfg(test)]
+mod effect_tests;
+
+pub use decide::effect::{
+    DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
+    EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
+    EffectPhase, EffectReady, EffectRecord, EffectRefused, EffectRequested, EffectSettled,
+    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled, EffectWork,
+    ReadyBecause, SettledBy, SettledStatus, VERIFY_EFFECT_CAPABILITY, describe_effect_event,
+};
+pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
+pub use episode::{
+    DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
+};
+pub use event::{
+    Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, seed_error,
+};
+pub use protocol::{
+    Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
+    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
+    EffectErrorBody, EffectOp, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
+    MalformedResponse, Priority, ResponseStatus, ToolCall, Usage, ValidationError,
+    ValidationProblem, Verification, accept_effect_answer, agent_protocol_schema,
+    agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
+    parse_response,
+};
+pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
+pub use state::{AgentHealth, Call, HandoffRecord, RunState, RunStatus, Ticket};
+pub use workflow::{
+    AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
+    DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, WorkflowBudget, WorkflowError,
+    WorkflowSpec,
+};

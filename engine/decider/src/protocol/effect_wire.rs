@@ -1,0 +1,330 @@
+//! The effect protocol on the wire (command and HTTP executors): one call document in, one
+//! answer document out. Documented for executor authors in `docs/effect-protocol.md`; the
+//! JSON Schema `docs/effect-protocol.schema.json` is generated from these types.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+
+/// Which of the three operations a call asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectOp {
+    /// Check what executing would do, changing nothing; answers a [`DryRunReport`].
+    DryRun,
+    /// Apply the effect at most once per idempotency key; answers an [`EffectReceipt`].
+    Execute,
+    /// Say whether the key's effect was applied; answers a [`Verification`].
+    Verify,
+}
+
+impl EffectOp {
+    /// The wire name (`dry_run`, `execute`, `verify`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::DryRun => "dry_run",
+            Self::Execute => "execute",
+            Self::Verify => "verify",
+        }
+    }
+}
+
+/// One call to an effect executor: a JSON line on stdin, or an HTTP POST body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EffectCall {
+    /// The operation.
+    pub op: EffectOp,
+    /// The effect.
+    pub request: EffectRequest,
+}
+
+/// The executor refused or failed the operation (becomes [`EffectCallError::Failed`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EffectErrorBody {
+    /// A stable code for the record (`RATE_LIMITED`, `INVALID_PARAMS`...).
+    pub code: String,
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+/// The answer to one call: the call's `effect_id` echoed, and exactly one of `result`
+/// (whose shape depends on the operation) or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(rename = "EffectAnswer_for_{T}")]
+pub struct EffectAnswer<T> {
+    /// The `request.effect_id` of the call answered.
+    pub effect_id: String,
+    /// The outcome, when the operation succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<T>,
+    /// Why it failed, otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<EffectErrorBody>,
+}
+
+impl<T> EffectAnswer<T> {
+    /// A successful answer.
+    pub fn ok(effect_id: impl Into<String>, result: T) -> Self {
+        Self {
+            effect_id: effect_id.into(),
+            result: Some(result),
+            error: None,
+        }
+    }
+
+    /// A failed answer.
+    pub fn failed(
+        effect_id: impl Into<String>,
+        code: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Self {
+            effect_id: effect_id.into(),
+            result: None,
+            error: Some(EffectErrorBody {
+                code: code.into(),
+                message: message.into(),
+            }),
+        }
+    }
+}
+
+/// Checks an answer that arrived as bytes against the request it answers: JSON, the same
+/// `effect_id`, exactly one of `result` / `error`, a `result` of the operation's shape.
+///
+/// # Errors
+/// [`EffectCallError::Malformed`] naming what was wrong, or [`EffectCallError::Failed`]
+/// when the executor answered an error.
+pub fn accept_answer<T: DeserializeOwned>(
+    request: &EffectRequest,
+    op: EffectOp,
+    bytes: &[u8],
+) -> Result<T, EffectCallError> {
+    let malformed = |message: String| EffectCallError::Malformed {
+        effect_id: request.effect_id.clone(),
+        message,
+    };
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| malformed(format!("the {} answer is not JSON: {e}", op.name())))?;
+    let Value::Object(mut fields) = value else {
+        return Err(malformed(format!(
+            "the {} answer is not a JSON object",
+            op.name()
+        )));
+    };
+    match fields.get("effect_id") {
+        Some(Value::String(id)) if *id == request.effect_id => {}
+        Some(Value::String(id)) => {
+            return Err(malformed(format!(
+                "the answer's effect_id {id:?} is not the request's {:?}",
+                request.effect_id
+            )));
+        }
+        Some(_) => return Err(malformed("effect_id is not a string".to_owned())),
+        None => return Err(malformed("the answer has no effect_id".to_owned())),
+    }
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "effect_id" | "result" | "error"))
+    {
+        return Err(malformed(format!(
+            "unknown field `{unknown}` in the answer"
+        )));
+    }
+    match (fields.remove("result"), fields.remove("error")) {
+        (Some(result), None) => decode(result)
+            .map_err(|e| malformed(format!("the {} result is invalid: {e}", op.name()))),
+        (None, Some(error)) => {
+            let body: EffectErrorBody =
+                decode(error).map_err(|e| malformed(format!("the error is invalid: {e}")))?;
+            Err(EffectCallError::Failed {
+                effect_id: request.effect_id.clone(),
+                code: body.code,
+                message: body.message,
+            })
+        }
+        (Some(_), Some(_)) => Err(malformed(
+            "the answer has both `result` and `error`".to_owned(),
+        )),
+        (None, None) => Err(malformed(
+            "the answer has neither `result` nor `error`".to_owned(),
+        )),
+    }
+}
+
+/// Decodes with the path of the offending field in the message (`preview.x: ...`).
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}
+
+/// The JSON Schema (draft 2020-12) of the effect protocol: `#/$defs/EffectCall` for a call,
+/// and one answer definition per operation.
+#[must_use]
+pub fn json_schema() -> Value {
+    let mut generator = SchemaSettings::draft2020_12().into_generator();
+    let call = generator.subschema_for::<EffectCall>();
+    let dry_run = generator.subschema_for::<EffectAnswer<DryRunReport>>();
+    let execute = generator.subschema_for::<EffectAnswer<EffectReceipt>>();
+    let verify = generator.subschema_for::<EffectAnswer<Verification>>();
+    let definitions = generator.take_definitions(true);
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "docket effect protocol",
+        "description": "A call docket sends to an effect executor and the answer to each \
+            operation (dry_run, execute, verify). See docs/effect-protocol.md. Generated \
+            from the docket-decider crate's Rust types; do not edit by hand.",
+        "oneOf": [call, dry_run, execute, verify],
+        "$defs": definitions,
+    })
+}
+
+/// [`json_schema`] pretty-printed with a trailing newline, as checked in at
+/// `docs/effect-protocol.schema.json`.
+#[must_use]
+pub fn json_schema_pretty() -> String {
+    let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn request() -> EffectRequest {
+        EffectRequest {
+            run_id: "run".into(),
+            episode_id: "ep".into(),
+            effect_id: "run/effect-1".into(),
+            kind: "publish".into(),
+            lane: "api".into(),
+            idempotency_key: "k1".into(),
+            params: json!({"text": "hi"}),
+            attempt: 1,
+            timeout_ms: 1000,
+        }
+    }
+
+    fn answer<T: DeserializeOwned>(op: EffectOp, text: &str) -> Result<T, EffectCallError> {
+        accept_answer(&request(), op, text.as_bytes())
+    }
+
+    fn malformed_message<T: DeserializeOwned + std::fmt::Debug>(
+        op: EffectOp,
+        text: &str,
+    ) -> String {
+        match answer::<T>(op, text) {
+            Err(EffectCallError::Malformed { message, .. }) => message,
+            other => panic!("expected malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn results_of_each_operation_are_accepted() {
+        let report: DryRunReport = answer(
+            EffectOp::DryRun,
+            r#"{"effect_id":"run/effect-1","result":{"ok":true,"preview":{"x":1}}}"#,
+        )
+        .expect("dry run");
+        assert!(report.ok);
+        let receipt: EffectReceipt = answer(
+            EffectOp::Execute,
+            r#"{"effect_id":"run/effect-1","result":{"result":{"post_id":"p"}}}"#,
+        )
+        .expect("execute");
+        assert_eq!(receipt.result["post_id"], "p");
+        let verification: Verification = answer(
+            EffectOp::Verify,
+            r#"{"effect_id":"run/effect-1","result":{"status":"not_applied"}}"#,
+        )
+        .expect("verify");
+        assert_eq!(verification, Verification::NotApplied);
+    }
+
+    #[test]
+    fn an_error_answer_is_a_failure_with_its_code() {
+        let err = answer::<EffectReceipt>(
+            EffectOp::Execute,
+            r#"{"effect_id":"run/effect-1","error":{"code":"RATE_LIMITED","message":"slow down"}}"#,
+        )
+        .expect_err("failed");
+        assert_eq!(err.code(), "RATE_LIMITED");
+    }
+
+    #[test]
+    fn malformed_answers_say_what_is_wrong() {
+        for (text, expected) in [
+            ("not json", "not JSON"),
+            ("[1]", "not a JSON object"),
+            (r#"{"result":{}}"#, "no effect_id"),
+            (r#"{"effect_id":"other","result":{}}"#, "\"other\""),
+            (r#"{"effect_id":"run/effect-1"}"#, "neither"),
+            (
+                r#"{"effect_id":"run/effect-1","result":{},"error":{"code":"a","message":"b"}}"#,
+                "both",
+            ),
+            (
+                r#"{"effect_id":"run/effect-1","result":{"status":"maybe"}}"#,
+                "verify result is invalid",
+            ),
+            (r#"{"effect_id":"run/effect-1","reslt":{}}"#, "`reslt`"),
+        ] {
+            let message = malformed_message::<Verification>(EffectOp::Verify, text);
+            assert!(message.contains(expected), "{text}: {message}");
+        }
+        let message = malformed_message::<DryRunReport>(
+            EffectOp::DryRun,
+            r#"{"effect_id":"run/effect-1","result":{"ok":"yes"}}"#,
+        );
+        assert!(message.contains("ok:"), "{message}");
+    }
+
+    #[test]
+    fn calls_round_trip() {
+        let call = EffectCall {
+            op: EffectOp::Execute,
+            request: request(),
+        };
+        let text = serde_json::to_string(&call).expect("encodes");
+        assert!(text.starts_with(r#"{"op":"execute","request":{"#), "{text}");
+        assert_eq!(
+            serde_json::from_str::<EffectCall>(&text).expect("decodes"),
+            call
+        );
+    }
+
+    /// Set DOCKET_BLESS_SCHEMA=1 to rewrite the checked-in file after changing the types.
+    #[test]
+    fn checked_in_effect_schema_equals_the_generated_one() {
+        let generated = json_schema_pretty();
+        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("../../docs/effect-protocol.schema.json");
+        if std::env::var_os("DOCKET_BLESS_SCHEMA").is_some() {
+            std::fs::write(&path, &generated).expect("write the schema");
+        }
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
+        let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
+        assert!(
+            parse(&checked_in).is_some() && parse(&checked_in) == parse(&generated),
+            "{} is out of date; regenerate it with \
+             `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-decider schema` and commit it",
+            path.display()
+        );
+    }
+}

@@ -1,0 +1,30 @@
+//! The wire contracts: what the engine sends an agent and what the agent answers, and
+//! what an effect executor is asked and answers.
+//!
+//! The wire format is JSON with snake_case field names and the seed's upper-case enum
+//! values (`SUCCESS`, `HIGH`, ...). `docs/agent-protocol.md` describes it for agent
+//! authors; `docs/agent-protocol.schema.json` is generated from these types by
+//! [`json_schema`].
+
+mod effect;
+mod effect_wire;
+mod episode;
+mod parse;
+mod request;
+mod response;
+mod schema;
+mod validate;
+
+pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+pub use effect_wire::{
+    EffectAnswer, EffectCall, EffectErrorBody, EffectOp, accept_answer as accept_effect_answer,
+    json_schema as effect_protocol_schema, json_schema_pretty as effect_protocol_schema_pretty,
+};
+pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
+pub use parse::{MalformedResponse, parse_response};
+pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
+pub use response::{Action, AgentResponse, Confidence, ResponseStatus, ToolCall, Usage};
+pub use schema::{
+    json_schema as agent_protocol_schema, json_schema_pretty as agent_protocol_schema_pretty,
+};
+pub use validate::{ValidationError, ValidationProblem};

@@ -1,0 +1,150 @@
+//! How an agent call can fail. Each failure is recorded as an agent error and goes through
+//! the retry path; none is a panic.
+
+use std::fmt;
+
+use docket_decider::{MalformedResponse, ValidationError};
+
+/// An agent call that produced no acceptable response.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentCallError {
+    /// No response within the request's `timeout_ms`. A child process is killed and
+    /// started again on the next call.
+    #[error("the agent did not answer within {timeout_ms} ms")]
+    Timeout {
+        /// The limit that was exceeded.
+        timeout_ms: u64,
+    },
+    /// The agent process ended before answering.
+    #[error("the agent process ended ({exit}) before answering; last stderr: {stderr_tail:?}")]
+    Crashed {
+        /// How it ended.
+        exit: ExitReport,
+        /// The last bytes it wrote to stderr (bounded), for diagnosis.
+        stderr_tail: String,
+    },
+    /// An in-process agent panicked.
+    #[error("the in-process agent panicked: {message}")]
+    Panicked {
+        /// The panic message, when it was a string.
+        message: String,
+    },
+    /// The response is not a well-formed response document.
+    #[error("the agent sent a {0}")]
+    Malformed(#[from] MalformedResponse),
+    /// The response is larger than the executor accepts; reading stopped at the limit.
+    #[error(
+        "the agent's response exceeds the limit of {limit} bytes (reading stopped after \
+         {received} bytes)"
+    )]
+    Oversized {
+        /// The configured limit in bytes.
+        limit: usize,
+        /// How many bytes had arrived when reading stopped (more than `limit`).
+        received: u64,
+    },
+    /// The response answers another request.
+    #[error("the response's request_id {actual:?} does not echo the request's {expected:?}")]
+    RequestIdMismatch {
+        /// The request's request_id.
+        expected: String,
+        /// The one in the response.
+        actual: String,
+    },
+    /// The response parsed but breaks a protocol rule.
+    #[error("the agent's response breaks the protocol: {0}")]
+    Invalid(ValidationError),
+    /// An HTTP agent answered with a status other than 2xx.
+    #[error("the agent answered HTTP {status}; body began with {body_excerpt:?}")]
+    HttpStatus {
+        /// The HTTP status code.
+        status: u16,
+        /// The first bytes of the body.
+        body_excerpt: String,
+    },
+    /// Starting the process, writing the request or reading the response failed.
+    #[error("I/O error while {during}: {source}")]
+    Io {
+        /// What the executor was doing, e.g. `starting ./agent`.
+        during: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl AgentCallError {
+    /// A stable CATEGORY_SPECIFIC_ERROR code for recording the failure in an event.
+    #[must_use]
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::Timeout { .. } => "AGENT_TIMEOUT",
+            Self::Crashed { .. } => "AGENT_CRASHED",
+            Self::Panicked { .. } => "AGENT_PANICKED",
+            Self::Malformed(_) => "AGENT_MALFORMED_RESPONSE",
+            Self::Oversized { .. } => "AGENT_OVERSIZED_RESPONSE",
+            Self::RequestIdMismatch { .. } => "AGENT_REQUEST_ID_MISMATCH",
+            Self::Invalid(_) => "AGENT_INVALID_RESPONSE",
+            Self::HttpStatus { .. } => "AGENT_HTTP_STATUS",
+            Self::Io { .. } => "AGENT_IO_ERROR",
+        }
+    }
+
+    pub(crate) fn io(during: impl Into<String>, source: std::io::Error) -> Self {
+        Self::Io {
+            during: during.into(),
+            source,
+        }
+    }
+}
+
+/// How a child process ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExitReport {
+    /// The exit code, if it exited normally.
+    pub code: Option<i32>,
+    /// The signal that ended it, on Unix.
+    pub signal: Option<i32>,
+}
+
+impl ExitReport {
+    pub(crate) fn from_status(status: std::process::ExitStatus) -> Self {
+        #[cfg(unix)]
+        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
+        #[cfg(not(unix))]
+        let signal = None;
+        Self {
+            code: status.code(),
+            signal,
+        }
+    }
+}
+
+impl fmt::Display for ExitReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit code {code}"),
+            (None, Some(signal)) => write!(f, "killed by signal {signal}"),
+            (None, None) => f.write_str("exit status unknown"),
+        }
+    }
+}
+
+/// An executor that cannot be built from its configuration.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExecutorConfigError {
+    /// The URL does not parse.
+    #[error("invalid agent URL {url:?}: {message}")]
+    InvalidUrl {
+        /// The URL as given.
+        url: String,
+        /// Why it does not parse.
+        message: String,
+    },
+    /// Only plain `http://` URLs are supported (no TLS stack is linked).
+    #[error("unsupported scheme in agent URL {url:?}: only http:// is supported")]
+    UnsupportedScheme {
+        /// The URL as given.
+        url: String,
+    },
+}

@@ -1,0 +1,100 @@
+//! Executors for a workflow's agents, built once and shared by every run of the runtime
+//! (a stdio agent process is kept between calls).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use crate::agent::{AgentCallError, AgentExecutor, HttpExecutor, StdioConfig, StdioExecutor};
+use docket_decider::{ExecutorSpec, WorkflowSpec};
+
+#[derive(Default)]
+pub(super) struct Executors {
+    registered: Mutex<BTreeMap<String, Arc<dyn AgentExecutor>>>,
+    built: Mutex<BTreeMap<String, Arc<dyn AgentExecutor>>>,
+}
+
+/// Where a workflow's `command` is started from: a path with a `/` as written; a bare
+/// name next to the running executable when such a file exists there, else as given (so
+/// the OS looks it up on `PATH`).
+#[must_use]
+pub fn resolve_program(command: &str) -> PathBuf {
+    if command.contains('/') {
+        return PathBuf::from(command);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(PathBuf::from))
+    {
+        let candidate = dir.join(format!("{command}{}", std::env::consts::EXE_SUFFIX));
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    PathBuf::from(command)
+}
+
+fn config_error(message: String) -> AgentCallError {
+    AgentCallError::Io {
+        during: "setting up the agent's executor".to_owned(),
+        source: std::io::Error::other(message),
+    }
+}
+
+impl Executors {
+    pub(super) fn register(&self, agent: &str, executor: Arc<dyn AgentExecutor>) {
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(agent.to_owned(), executor);
+    }
+
+    pub(super) fn get(
+        &self,
+        workflow: &WorkflowSpec,
+        agent: &str,
+    ) -> Result<Arc<dyn AgentExecutor>, AgentCallError> {
+        let spec = workflow
+            .agents
+            .get(agent)
+            .ok_or_else(|| config_error(format!("the workflow has no agent `{agent}`")))?;
+        if let ExecutorSpec::InProcess { .. } = spec.executor {
+            return self
+                .registered
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get(agent)
+                .cloned()
+                .ok_or_else(|| {
+                    config_error(format!(
+                        "agent `{agent}` is in-process but no Rust agent was registered for it"
+                    ))
+                });
+        }
+        let key = format!(
+            "{agent}\u{0}{}",
+            serde_json::to_string(&spec.executor).unwrap_or_default()
+        );
+        let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(executor) = built.get(&key) {
+            return Ok(executor.clone());
+        }
+        let executor: Arc<dyn AgentExecutor> = match &spec.executor {
+            ExecutorSpec::Command { command, args, env } => {
+                let mut config = StdioConfig::new(resolve_program(command)).args(args);
+                for (k, v) in env {
+                    config = config.env(k, v);
+                }
+                Arc::new(StdioExecutor::new(config))
+            }
+            ExecutorSpec::Http { http } => {
+                Arc::new(HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?)
+            }
+            ExecutorSpec::InProcess { .. } => {
+                return Err(config_error(format!("agent `{agent}` is in-process")));
+            }
+        };
+        built.insert(key, executor.clone());
+        Ok(executor)
+    }
+}

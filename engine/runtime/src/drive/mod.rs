@@ -1,0 +1,680 @@
+//! The runtime: the imperative shell around the decider. It reads the clock, chooses run
+//! ids, calls agents through their executors, records every answer as an event, asks the
+//! decider what follows, and appends each batch atomically with the expected version of
+//! the state it was decided from (so a second writer of the same run gets a conflict).
+//!
+//! Generic over the store (`EventStore` uses `impl Future` returns, so no `dyn`); many runs
+//! can be driven at once from one `Runtime` (it is cheap to clone).
+
+mod effects;
+mod executors;
+mod log;
+// Listing runs without folding them (issue 5 point 7)
+mod summary;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use tracing::Instrument;
+
+use docket_policies::PolicyBundle;
+use docket_store::{EventStore, Hash, NewEvent, StoreError, StreamId, WallTime};
+
+use crate::agent::{AgentCallError, AgentExecutor};
+use crate::workflow::Workflow;
+use docket_decider::WorkflowSpec;
+use docket_decider::{AgentRequest, AgentResponse};
+use docket_decider::{
+    Command, DecodeError, KIND_VERSION, Rejection, RunEvent, RunRequested, RunState, RunStatus,
+    decide_in_place,
+};
+
+pub use executors::resolve_program;
+pub use log::RecordedEvent;
+pub use summary::RunSummary;
+
+/// Why the runtime could not go on (agent failures are not errors: they are recorded).
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Another writer appended to the run first.
+    #[error(
+        "run {run} was written by someone else meanwhile (expected version {expected}, found \
+         {actual}): only one process may drive a run at a time; nothing was recorded by this one"
+    )]
+    Conflict {
+        /// The run.
+        run: String,
+        /// The version this process decided from.
+        expected: u64,
+        /// The version found.
+        actual: u64,
+    },
+    /// The event log failed.
+    #[error("event log: {0}")]
+    Store(StoreError),
+    /// No run with this id in the log.
+    #[error("no run {0} in this data directory")]
+    UnknownRun(String),
+    /// A run id is already taken.
+    #[error("run {0} already exists (use `docket resume {0}`)")]
+    RunExists(String),
+    /// A recorded event could not be decoded.
+    #[error("run {run}: {source}")]
+    Decode {
+        /// The run.
+        run: String,
+        /// What.
+        #[source]
+        source: DecodeError,
+    },
+    /// The log does not begin with `run.requested`.
+    #[error("run {0}: the log does not begin with run.requested")]
+    NoRequest(String),
+    /// The bundle (given or recorded) does not compile.
+    #[error("policy bundle {name}: {message}")]
+    Bundle {
+        /// Its source name.
+        name: String,
+        /// The bundle error.
+        message: String,
+    },
+    /// The decider refused the command.
+    #[error("run {run}: {rejection}")]
+    Rejected {
+        /// The run.
+        run: String,
+        /// Why.
+        rejection: Rejection,
+    },
+    /// A run id the store does not accept.
+    #[error("invalid run id {id:?}: {message}")]
+    InvalidRunId {
+        /// The id.
+        id: String,
+        /// Why.
+        message: String,
+    },
+}
+
+/// Where a run stands after the runtime stopped driving it.
+#[derive(Debug, Clone)]
+pub struct RunOutcome {
+    /// The run.
+    pub run_id: String,
+    /// Its folded state (status, handoffs, tickets, output...).
+    pub state: RunState,
+}
+
+/// Drives runs over an event store. Clones share executors and compiled bundles.
+pub struct Runtime<S> {
+    inner: Arc<Inner<S>>,
+}
+
+impl<S> Clone for Runtime<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+struct Inner<S> {
+    store: S,
+    executors: executors::Executors,
+    bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
+    counter: std::sync::atomic::AtomicU64,
+    // Side effects (seed 004 §1, §8)
+    effects: crate::effect::EffectExecutors,
+    kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn now_wall() -> WallTime {
+    WallTime(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+    )
+}
+
+impl<S: EventStore + 'static> Runtime<S> {
+    /// A runtime over `store`.
+    pub fn new(store: S) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                store,
+                executors: executors::Executors::default(),
+                bundles: std::sync::Mutex::default(),
+                counter: std::sync::atomic::AtomicU64::new(0),
+                effects: crate::effect::EffectExecutors::default(),
+                kill_switch: std::sync::RwLock::new(Arc::new(
+                    crate::effect::InMemoryKillSwitch::default(),
+                )),
+            }),
+        }
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// Registers a Rust agent for workflow agents declared `in_process = true`.
+    pub fn register_agent(&self, agent: &str, executor: Arc<dyn AgentExecutor>) {
+        self.inner.executors.register(agent, executor);
+    }
+
+    fn new_run_id(&self) -> String {
+        let n = self
+            .inner
+            .counter
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let nanos = now_wall().0;
+        format!(
+            "run-{:x}-{:x}{n:x}",
+            nanos / 1_000_000,
+            (nanos % 1_000_000) ^ i64::from(std::process::id())
+        )
+    }
+
+    fn stream(run_id: &str) -> Result<StreamId, RuntimeError> {
+        StreamId::new(run_id).map_err(|e| RuntimeError::InvalidRunId {
+            id: run_id.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    fn bundle_for(&self, run: &RunRequested) -> Result<Arc<PolicyBundle>, RuntimeError> {
+        self.compiled(&run.bundle_source, &run.bundle_source_name)
+    }
+
+    /// The bundle compiled from `source`, compiled once per distinct source text (parsing
+    /// and compiling is a pure function of the text and its name, and costs far more than
+    /// a run's decisions).
+    fn compiled(&self, source: &str, name: &str) -> Result<Arc<PolicyBundle>, RuntimeError> {
+        let key = format!("{name}\0{source}");
+        let mut cache = self
+            .inner
+            .bundles
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(b) = cache.get(&key) {
+            return Ok(b.clone());
+        }
+        let format =
+            docket_policies::Format::from_name(name).unwrap_or(docket_policies::Format::Toml);
+        let bundle =
+            docket_policies::parse(source, name, format).map_err(|e| RuntimeError::Bundle {
+                name: name.to_owned(),
+                message: e.to_string(),
+            })?;
+        let bundle = Arc::new(bundle);
+        cache.insert(key, bundle.clone());
+        Ok(bundle)
+    }
+
+    /// Starts a run of `workflow` with `input` and drives it until it completes, is
+    /// blocked, fails or waits for a human. `run_id` is chosen when `None`.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] for log, bundle and id problems.
+    pub async fn start(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        run_id: Option<String>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let run_id = run_id.unwrap_or_else(|| self.new_run_id());
+        let stream = Self::stream(&run_id)?;
+        let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
+        if self
+            .inner
+            .store
+            .head(&stream)
+            .await
+            .map_err(RuntimeError::Store)?
+            .is_some()
+        {
+            return Err(RuntimeError::RunExists(run_id));
+        }
+        let request = RunRequested {
+            run_id: run_id.clone(),
+            workflow: workflow.spec.clone(),
+            bundle_source: workflow.bundle_source.clone(),
+            bundle_source_name: workflow.bundle_source_name.clone(),
+            bundle_hash: bundle.hash().to_hex(),
+            input,
+            at_ms: now_ms(),
+        };
+        let mut state = RunState::default();
+        self.decide_and_append(&mut state, &bundle, Command::Start(request))
+            .await?;
+        self.drive(state, bundle).await
+    }
+
+    /// Folds a run's log and continues it: calls with no recorded answer are made again
+    /// (same request, same request id), answered ones never.
+    ///
+    /// # Errors
+    /// [`RuntimeError`].
+    pub async fn resume(&self, run_id: &str) -> Result<RunOutcome, RuntimeError> {
+        let (state, bundle) = self.load_state(run_id).await?;
+        self.drive(state, bundle).await
+    }
+
+    /// Records a human decision on a ticket and continues the run. `choice` picks the
+    /// output to keep on a conflict ticket (from 1).
+    ///
+    /// # Errors
+    /// [`RuntimeError`], e.g. an unknown or already decided ticket.
+    pub async fn decide_ticket(
+        &self,
+        run_id: &str,
+        ticket: &str,
+        approved: bool,
+        by: &str,
+        reason: &str,
+        choice: Option<u32>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let (mut state, bundle) = self.load_state(run_id).await?;
+        let command = Command::RecordHumanDecision {
+            ticket: ticket.to_owned(),
+            approved,
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            choice,
+            at_ms: now_ms(),
+        };
+        self.decide_and_append(&mut state, &bundle, command).await?;
+        self.drive(state, bundle).await
+    }
+
+    /// A run's recorded events with their envelopes.
+    ///
+    /// # Errors
+    /// [`RuntimeError`].
+    pub async fn events(&self, run_id: &str) -> Result<Vec<RecordedEvent>, RuntimeError> {
+        log::read_run(&self.inner.store, &Self::stream(run_id)?, run_id).await
+    }
+
+    /// A run's folded state.
+    ///
+    /// # Errors
+    /// [`RuntimeError`].
+    pub async fn state(&self, run_id: &str) -> Result<RunState, RuntimeError> {
+        let events = self.events(run_id).await?;
+        Ok(RunState::fold(events.iter().map(|e| &e.event)))
+    }
+
+    /// Every run in the store with its state, in id order.
+    ///
+    /// # Errors
+    /// [`RuntimeError`].
+    pub async fn runs(&self) -> Result<Vec<RunOutcome>, RuntimeError> {
+        let mut heads = self
+            .inner
+            .store
+            .streams()
+            .await
+            .map_err(RuntimeError::Store)?;
+        heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
+        let mut runs = Vec::new();
+        for head in heads {
+            let run_id = head.stream.as_str().to_owned();
+            let state = self.state(&run_id).await?;
+            if state.run.is_some() {
+                runs.push(RunOutcome { run_id, state });
+            }
+        }
+        Ok(runs)
+    }
+
+    async fn load_state(
+        &self,
+        run_id: &str,
+    ) -> Result<(RunState, Arc<PolicyBundle>), RuntimeError> {
+        let state = self.state(run_id).await?;
+        let run = state
+            .run
+            .clone()
+            .ok_or_else(|| RuntimeError::NoRequest(run_id.to_owned()))?;
+        let bundle = self.bundle_for(&run)?;
+        Ok((state, bundle))
+    }
+
+    /// Decides `command` in place and appends the batch at the version it was decided
+    /// from. On an error the state may be past what is recorded: drop it (every caller
+    /// returns the error), and fold the log again to go on.
+    async fn decide_and_append(
+        &self,
+        state: &mut RunState,
+        bundle: &PolicyBundle,
+        command: Command,
+    ) -> Result<(), RuntimeError> {
+        let run_id = match &command {
+            Command::Start(r) => r.run_id.clone(),
+            _ => state.run_id().unwrap_or_default().to_owned(),
+        };
+        let version = state.version;
+        let events = decide_in_place(state, bundle, command).map_err(|rejection| {
+            RuntimeError::Rejected {
+                run: run_id.clone(),
+                rejection,
+            }
+        })?;
+        self.append_decided(&run_id, version, bundle, &events).await
+    }
+
+    /// Appends decided events (one batch, or several decided one after the other) at
+    /// `version`, in one durable write.
+    async fn append_decided(
+        &self,
+        run_id: &str,
+        version: u64,
+        bundle: &PolicyBundle,
+        events: &[RunEvent],
+    ) -> Result<(), RuntimeError> {
+        let run_id = run_id.to_owned();
+        let stream = Self::stream(&run_id)?;
+        let policy = Some(Hash(bundle.hash().0));
+        let recorded_at = now_wall();
+        let batch = events
+            .iter()
+            .map(|e| NewEvent {
+                kind: e.kind().to_owned(),
+                kind_version: KIND_VERSION,
+                recorded_at,
+                policy,
+                payload: e.encode(),
+            })
+            .collect();
+        self.inner
+            .store
+            .append(&stream, version, batch)
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict {
+                    expected, actual, ..
+                } => RuntimeError::Conflict {
+                    run: run_id.clone(),
+                    expected,
+                    actual,
+                },
+                other => RuntimeError::Store(other),
+            })?;
+        for event in events {
+            trace_decision(event);
+        }
+        Ok(())
+    }
+
+    /// Calls every pending agent (concurrently, for a fan-out), records each answer and
+    /// what it causes, until the run is no longer running.
+    async fn drive(
+        &self,
+        mut state: RunState,
+        bundle: Arc<PolicyBundle>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let run_id = state.run_id().unwrap_or_default().to_owned();
+        let workflow = state
+            .run
+            .as_ref()
+            .map(|r| r.workflow.clone())
+            .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
+        let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
+        async {
+            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // together with the effect's dry run and start (see `effects.rs`).
+            let mut carried = None;
+            while state.status == RunStatus::Running {
+                // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
+                if self
+                    .effect_step(&mut state, &bundle, &workflow, carried.take())
+                    .await?
+                {
+                    continue;
+                }
+                let pending = state.pending_requests_shared();
+                if pending.is_empty() {
+                    break;
+                }
+                let answers = futures::future::join_all(
+                    pending.iter().map(|request| self.call(&workflow, request)),
+                )
+                .await;
+                let last = pending.len().saturating_sub(1);
+                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
+                    if state.status.is_final() {
+                        break;
+                    }
+                    let at_ms = now_ms();
+                    let command = match answer {
+                        Ok(response) => Command::RecordResponse {
+                            request_id: request.request_id.clone(),
+                            response,
+                            at_ms,
+                        },
+                        Err(err) => Command::RecordFailure {
+                            request_id: request.request_id.clone(),
+                            code: err.code().to_owned(),
+                            message: err.to_string(),
+                            at_ms,
+                        },
+                    };
+                    if i == last {
+                        // Side effects (seed 004 §1, §8)
+                        carried = self.stage_answer(&mut state, &bundle, command).await?;
+                    } else {
+                        self.decide_and_append(&mut state, &bundle, command).await?;
+                    }
+                }
+            }
+            self.commit_carried(&bundle, carried).await?;
+            tracing::info!(status = state.status.as_str(), "run stopped");
+            Ok(RunOutcome {
+                run_id: run_id.clone(),
+                state,
+            })
+        }
+        .instrument(span)
+        .await
+    }
+
+    async fn call(
+        &self,
+        workflow: &WorkflowSpec,
+        request: &AgentRequest,
+    ) -> Result<AgentResponse, AgentCallError> {
+        let executor = self.inner.executors.get(workflow, &request.target_agent)?;
+        // The executors enforce the timeout themselves (the stdio one kills the process);
+        // this bound only catches an executor that does not.
+        let bound = Duration::from_millis(request.timeout_ms.saturating_add(1_000));
+        match tokio::time::timeout(bound, executor.call(request)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(AgentCallError::Timeout {
+                timeout_ms: request.timeout_ms,
+            }),
+        }
+    }
+}
+
+/// One tracing event per decision, inside a `handoff` span for handoffs.
+fn trace_decision(event: &RunEvent) {
+    match event {
+        RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            decision,
+            ..
+        } => {
+            let _span =
+                tracing::info_span!("handoff", from = %from, to = %to, output_type = %output_type)
+                    .entered();
+            tracing::info!(rule = %decision.rule_id, "handoff allowed");
+        }
+        RunEvent::HandoffDenied {
+            from,
+            to,
+            output_type,
+            decision,
+            ..
+        } => {
+            let _span =
+                tracing::info_span!("handoff", from = %from, to = %to, output_type = %output_type)
+                    .entered();
+            tracing::warn!(rule = %decision.rule_id, reason = %decision.reason, "handoff denied");
+        }
+        RunEvent::Escalated { ticket, reason, .. } => {
+            tracing::warn!(ticket = %ticket, reason = %reason, "waiting for a human");
+        }
+        RunEvent::RunBlocked {
+            rule_id, reason, ..
+        } => {
+            tracing::warn!(rule = %rule_id, reason = %reason, "run blocked");
+        }
+        other => tracing::debug!(kind = other.kind(), "recorded"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::InProcessExecutor;
+    use docket_decider::{Action, AgentResponse, Confidence};
+    use docket_decider::{AgentSpec, ExecutorSpec};
+    use docket_store::{EmbeddedStore, StoreConfig};
+
+    fn workflow() -> Workflow {
+        let bundle = "bundle = { id = \"w\" }\nagents = [{ id = \"external\" }, { id = \"worker\" }]\n\
+                      [interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n\
+                      [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+        let mut spec = WorkflowSpec {
+            name: "w".into(),
+            policy: "w.toml".into(),
+            entry: "worker".into(),
+            input_type: None,
+            goal: None,
+            budget: Default::default(),
+            input: None,
+            agents: Default::default(),
+            effects: Default::default(),
+        };
+        spec.agents.insert(
+            "worker".into(),
+            AgentSpec {
+                executor: ExecutorSpec::InProcess { in_process: true },
+                timeout_ms: None,
+                classifiers: Vec::new(),
+            },
+        );
+        Workflow {
+            spec,
+            bundle_source: bundle.into(),
+            bundle_source_name: "w.toml".into(),
+        }
+    }
+
+    /// Deciding in place yields the same batch, and the same state, as deciding from a
+    /// copy and folding the batch (the runtime relies on it instead of folding twice).
+    #[test]
+    fn deciding_in_place_equals_deciding_from_a_copy_then_folding() {
+        let wf = workflow();
+        let bundle = recorded_bundle_of(&wf);
+        let start = Command::Start(RunRequested {
+            run_id: "run-p".into(),
+            workflow: wf.spec.clone(),
+            bundle_source: wf.bundle_source.clone(),
+            bundle_source_name: wf.bundle_source_name.clone(),
+            bundle_hash: bundle.hash().to_hex(),
+            input: serde_json::json!({"n": 1}),
+            at_ms: 5,
+        });
+        let before = RunState::default();
+        let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");
+        let mut in_place = before.clone();
+        let events = decide_in_place(&mut in_place, &bundle, start.clone()).expect("decides");
+        assert_eq!(events, copied);
+        assert_eq!(in_place, RunState::fold(copied.iter()));
+        // A rejection leaves the state as it was.
+        let kept = in_place.clone();
+        assert!(decide_in_place(&mut in_place, &bundle, start).is_err());
+        assert_eq!(in_place, kept);
+    }
+
+    fn recorded_bundle_of(wf: &Workflow) -> PolicyBundle {
+        docket_policies::parse(
+            &wf.bundle_source,
+            &wf.bundle_source_name,
+            docket_policies::Format::Toml,
+        )
+        .expect("bundle")
+    }
+
+    /// A second writer decided from a state the first has moved past: its append fails
+    /// with a conflict naming both versions, and nothing of it is recorded.
+    #[tokio::test]
+    async fn a_second_writer_gets_a_conflict_and_records_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let runtime = Runtime::new(store);
+        let agent: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(|r: &AgentRequest| {
+            AgentResponse::success(
+                r.request_id.clone(),
+                Confidence::High,
+                vec![
+                    Action::Escalate {
+                        reason: "sign-off".into(),
+                    },
+                    Action::Finish {
+                        output: serde_json::json!({"ok": true}),
+                    },
+                ],
+            )
+        }));
+        runtime.register_agent("worker", agent);
+        let outcome = runtime
+            .start(&workflow(), serde_json::json!({}), Some("run-w".into()))
+            .await
+            .expect("starts");
+        assert_eq!(outcome.state.status, RunStatus::WaitingForHuman);
+
+        let (mut stale, bundle) = runtime.load_state("run-w").await.expect("loads");
+        let first = runtime
+            .decide_ticket("run-w", "ticket-1", true, "ana", "ok", None)
+            .await
+            .expect("first writer");
+        assert_eq!(first.state.status, RunStatus::Completed);
+        let before = runtime.events("run-w").await.expect("events").len();
+
+        let second = runtime
+            .decide_and_append(
+                &mut stale,
+                &bundle,
+                Command::RecordHumanDecision {
+                    ticket: "ticket-1".into(),
+                    approved: false,
+                    by: "bo".into(),
+                    reason: "no".into(),
+                    choice: None,
+                    at_ms: 0,
+                },
+            )
+            .await;
+        let err = second.expect_err("the stale writer conflicts");
+        assert!(matches!(err, RuntimeError::Conflict { .. }), "{err}");
+        assert!(
+            err.to_string().contains("only one process may drive a run"),
+            "{err}"
+        );
+        assert_eq!(runtime.events("run-w").await.expect("events").len(), before);
+    }
+}

@@ -1,0 +1,219 @@
+//! Side-effect executors: how an approved side effect (a publish, a DM, a payment) reaches
+//! the outside world, and how the engine learns whether it happened.
+//!
+//! An effect is executed at most once per idempotency key. The runtime records
+//! `effect.started` durably before it calls [`EffectExecutor::execute`], so after a crash
+//! it knows which effects may have happened; for those it asks [`EffectExecutor::verify`]
+//! instead of executing again. An executor therefore keeps (or can look up) what each key
+//! did: that ledger is the executor's, not docket's.
+//!
+//! Like agents, effects are held as `Arc<dyn EffectExecutor>` (in-process, a command
+//! speaking JSON lines, HTTP), one boxed future per call.
+
+mod command;
+mod http;
+mod in_process;
+mod kill_switch_file;
+
+use std::future::Future;
+use std::pin::Pin;
+
+pub use command::CommandEffectExecutor;
+pub use http::HttpEffectExecutor;
+pub use in_process::{InProcessEffect, InProcessEffectExecutor};
+pub use kill_switch_file::{
+    Engagement, FileKillSwitch, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchFileError,
+    KillSwitchFlip, KillSwitchState,
+};
+
+// The effect protocol's types, for this module's executors.
+use crate::agent::StdioConfig;
+use crate::drive::resolve_program;
+pub(crate) use docket_decider::{
+    DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification, WorkflowSpec,
+};
+
+/// The future an effect executor returns for one call.
+pub type EffectFuture<'a, T> =
+    Pin<Box<dyn Future<Output = Result<T, EffectCallError>> + Send + 'a>>;
+
+/// Carries out side effects of some kinds, once per idempotency key.
+pub trait EffectExecutor: Send + Sync {
+    /// Whether [`EffectExecutor::dry_run`] does anything. When it does not, an effect whose
+    /// policy requires a dry run is recorded as dry-run-unsupported and waits for a human.
+    fn supports_dry_run(&self) -> bool;
+
+    /// Checks what executing would do, changing nothing.
+    fn dry_run<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, DryRunReport>;
+
+    /// Applies the effect. Must apply it at most once per `idempotency_key`: a second
+    /// call with a key already applied returns the first receipt without applying again.
+    fn execute<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, EffectReceipt>;
+
+    /// Says whether the effect behind `request.idempotency_key` was applied.
+    fn verify<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, Verification>;
+}
+
+/// Where the runtime reads the kill switches before every effect execution. The switches
+/// are flipped by another process (`docket kill-switch on`) while runs are going, so a
+/// source reads their current state on every call; the runtime records what it read.
+pub trait KillSwitchSource: Send + Sync {
+    /// The switches engaged now: `global` and/or lane names, sorted.
+    ///
+    /// # Errors
+    /// When the state cannot be read; the runtime then treats every switch as engaged
+    /// (an unreadable kill switch must stop effects, not let them through).
+    fn engaged(&self) -> Result<Vec<String>, KillSwitchError>;
+}
+
+/// The kill switches could not be read.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("cannot read the kill switches at {location}: {message}")]
+pub struct KillSwitchError {
+    /// Where they live (a file path...).
+    pub location: String,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Kill switches held in memory: none engaged unless a test or an embedding program
+/// engages them.
+#[derive(Debug, Default)]
+pub struct InMemoryKillSwitch {
+    engaged: std::sync::Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl InMemoryKillSwitch {
+    /// Engages (`on = true`) or releases a switch (`global` or a lane).
+    pub fn set(&self, switch: &str, on: bool) {
+        let mut engaged = self
+            .engaged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if on {
+            engaged.insert(switch.to_owned());
+        } else {
+            engaged.remove(switch);
+        }
+    }
+}
+
+impl KillSwitchSource for InMemoryKillSwitch {
+    fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
+        Ok(self
+            .engaged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect())
+    }
+}
+
+/// The effect executors a runtime knows, by effect kind. Executors registered in code
+/// (in-process) come first; otherwise the workflow's `[effects.<kind>]` section names one.
+#[derive(Default)]
+pub struct EffectExecutors {
+    registered:
+        std::sync::Mutex<std::collections::BTreeMap<String, std::sync::Arc<dyn EffectExecutor>>>,
+    /// Executors built from workflows' `[effects]` sections, by kind and section (a
+    /// command's process is kept between calls and runs).
+    built: std::sync::Mutex<std::collections::BTreeMap<String, std::sync::Arc<dyn EffectExecutor>>>,
+}
+
+impl EffectExecutors {
+    /// Registers an in-process executor for `kind`.
+    pub fn register(&self, kind: &str, executor: std::sync::Arc<dyn EffectExecutor>) {
+        self.registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(kind.to_owned(), executor);
+    }
+
+    /// The executor for `kind` in a run of `workflow`.
+    ///
+    /// # Errors
+    /// [`EffectCallError::NoExecutor`] when none is registered or declared.
+    pub fn get(
+        &self,
+        workflow: &WorkflowSpec,
+        kind: &str,
+    ) -> Result<std::sync::Arc<dyn EffectExecutor>, EffectCallError> {
+        let registered = self
+            .registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(kind)
+            .cloned();
+        if let Some(executor) = registered {
+            return Ok(executor);
+        }
+        let no_executor = || EffectCallError::NoExecutor {
+            kind: kind.to_owned(),
+        };
+        let spec = workflow.effects.get(kind).ok_or_else(no_executor)?;
+        let key = format!(
+            "{kind}\u{0}{}",
+            serde_json::to_string(spec).unwrap_or_default()
+        );
+        let mut built = self
+            .built
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(executor) = built.get(&key) {
+            return Ok(executor.clone());
+        }
+        let executor = build_declared(kind, spec)?;
+        built.insert(key, executor.clone());
+        Ok(executor)
+    }
+}
+
+/// Builds the executor an `[effects.<kind>]` section declares (`in_process` ones are
+/// registered in code, so reaching here without one is an error).
+fn build_declared(
+    kind: &str,
+    spec: &docket_decider::EffectSpec,
+) -> Result<std::sync::Arc<dyn EffectExecutor>, EffectCallError> {
+    let supports_dry_run = spec.supports_dry_run.unwrap_or(true);
+    if let Some(command) = &spec.command {
+        let mut config = StdioConfig::new(resolve_program(command)).args(&spec.args);
+        for (k, v) in &spec.env {
+            config = config.env(k, v);
+        }
+        return Ok(std::sync::Arc::new(
+            CommandEffectExecutor::new(config)
+                .supports_dry_run(supports_dry_run)
+                .timeout_ms(spec.timeout_ms()),
+        ));
+    }
+    if let Some(url) = &spec.http {
+        let executor = HttpEffectExecutor::new(url).map_err(|e| EffectCallError::Unavailable {
+            effect_id: String::new(),
+            message: format!("[effects.{kind}]: {e}"),
+        })?;
+        return Ok(std::sync::Arc::new(
+            executor
+                .supports_dry_run(supports_dry_run)
+                .timeout_ms(spec.timeout_ms()),
+        ));
+    }
+    Err(EffectCallError::NoExecutor {
+        kind: kind.to_owned(),
+    })
+}
+
+/// `request` with its `timeout_ms` replaced by `timeout_ms`, when given.
+fn with_timeout(
+    request: &EffectRequest,
+    timeout_ms: Option<u64>,
+) -> std::borrow::Cow<'_, EffectRequest> {
+    match timeout_ms {
+        Some(timeout_ms) if timeout_ms != request.timeout_ms => {
+            let mut request = request.clone();
+            request.timeout_ms = timeout_ms;
+            std::borrow::Cow::Owned(request)
+        }
+        _ => std::borrow::Cow::Borrowed(request),
+    }
+}

@@ -1,0 +1,29 @@
+//! docket's imperative shell around the pure decider (`docket-decider`).
+//!
+//! It reads the clock, chooses run ids, calls agents and effect executors, records every
+//! answer as an event, asks the decider what follows, and appends each decided batch to
+//! the event log; it resumes runs by folding their logs.
+//! - [`Runtime`]: starting, resuming and listing runs, deciding tickets;
+//! - agents reached in-process, as a child process speaking JSON lines, or over HTTP
+//!   ([`AgentExecutor`] and its implementations), every failure an [`AgentCallError`];
+//! - side-effect executors (once per idempotency key, verified after a crash) and the
+//!   kill switches read before every execution;
+//! - [`Workflow::load`]: workflow files and the bundles they name.
+
+mod agent;
+mod drive;
+mod effect;
+mod workflow;
+
+pub use agent::{
+    AgentCallError, AgentExecutor, CallFuture, DEFAULT_MAX_RESPONSE_BYTES, ExecutorConfigError,
+    ExitReport, HttpExecutor, InProcessAgent, InProcessExecutor, StdioConfig, StdioExecutor,
+};
+pub use drive::{RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program};
+pub use effect::{
+    CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,
+    FileKillSwitch, HttpEffectExecutor, InMemoryKillSwitch, InProcessEffect,
+    InProcessEffectExecutor, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchError,
+    KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
+};
+pub use workflow::{Workflow, WorkflowLoadError};

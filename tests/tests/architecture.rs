@@ -1,0 +1,106 @@
+//! The crate boundaries ARCHITECTURE.md promises, checked on the real dependency graph:
+//! the pure core (`docket-decider`, `docket-policies`) links no async runtime, network
+//! stack, file lock or store, so audit replay can link it alone and nothing in it can
+//! reach the outside world.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use docket_tests::workspace_root;
+
+/// The packages of `package`'s normal (non-dev, non-build) dependency tree.
+fn normal_dependencies(package: &str) -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            package,
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-f",
+            "{p}",
+        ])
+        .current_dir(workspace_root())
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        output.status.success(),
+        "cargo tree -p {package} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Crates that do I/O or schedule work: none may enter the pure core.
+const FORBIDDEN_IN_THE_CORE: &[&str] = &[
+    "tokio",
+    "mio",
+    "hyper",
+    "hyper-util",
+    "h2",
+    "reqwest",
+    "sled",
+    "fs2",
+    "rusqlite",
+    "docket-store",
+    "docket-runtime",
+    "futures",
+    "futures-util",
+];
+
+#[test]
+fn the_decider_and_policies_link_no_io_runtime_and_no_store() {
+    for package in ["docket-decider", "docket-policies"] {
+        let deps = normal_dependencies(package);
+        assert!(
+            deps.contains(package),
+            "cargo tree printed no {package}: {deps:?}"
+        );
+        let found: Vec<&str> = FORBIDDEN_IN_THE_CORE
+            .iter()
+            .copied()
+            .filter(|forbidden| deps.contains(*forbidden))
+            .collect();
+        assert!(
+            found.is_empty(),
+            "{package} depends on {found:?}; the pure core must stay free of I/O (ARCHITECTURE.md, invariants)"
+        );
+    }
+}
+
+#[test]
+fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
+    for (package, allowed) in [
+        ("docket-policies", &["docket-policies"][..]),
+        ("docket-store", &["docket-store"][..]),
+        ("docket-decider", &["docket-decider", "docket-policies"][..]),
+    ] {
+        let docket: Vec<String> = normal_dependencies(package)
+            .into_iter()
+            .filter(|d| d.starts_with("docket-") && !allowed.contains(&d.as_str()))
+            .collect();
+        assert!(
+            docket.is_empty(),
+            "{package} depends on {docket:?}, across a boundary ARCHITECTURE.md forbids"
+        );
+    }
+}
+
+#[test]
+fn the_check_sees_a_forbidden_dependency_where_there_is_one() {
+    // The runtime links tokio and the store: if this did not show them, the checks above
+    // would pass for the wrong reason.
+    let deps = normal_dependencies("docket-runtime");
+    assert!(
+        deps.contains("tokio") && deps.contains("docket-store"),
+        "{deps:?}"
+    );
+}
