@@ -107,6 +107,7 @@ impl Run {
             bundle_hash: b.hash().to_hex(),
             input: json!({"post": "hello"}),
             at_ms: 1_000,
+            decider_version: DECIDER_VERSION,
         });
         let mut run = Self {
             b,

@@ -80,6 +80,7 @@ fn start(policy: &str, budget: WorkflowBudget) -> (RunState, PolicyBundle, Vec<R
         bundle_hash: b.hash().to_hex(),
         input: json!({"q": "why"}),
         at_ms: 1_000,
+        decider_version: DECIDER_VERSION,
     });
     let log = step(&mut state, &b, command);
     (state, b, log)

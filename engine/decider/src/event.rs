@@ -41,7 +41,20 @@ pub struct RunRequested {
     pub input: Value,
     /// Wall time the run was requested, ms since the Unix epoch.
     pub at_ms: i64,
+    /// The version of the decider that recorded the run ([`DECIDER_VERSION`] then): replay
+    /// decides with that version's behaviour. 0 in runs recorded before versions were
+    /// recorded, which replay as version 1.
+    #[serde(default)]
+    pub decider_version: u32,
 }
+
+/// The decider's behaviour version, recorded in every run's `run.requested`.
+///
+/// A change to what `decide` makes of a recorded input (a new event, another verdict, a
+/// field more in a payload) raises it, and keeps the old behaviour for runs whose
+/// recorded version is lower, so that every recorded log replays by any later build. A
+/// golden log of each version is checked in under `tests/golden/`.
+pub const DECIDER_VERSION: u32 = 1;
 
 /// One output on its way to an agent: what a governed handoff delivers (already checked
 /// and scoped), with the sender's confidence for conflict resolution.

@@ -50,8 +50,8 @@ pub use episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use event::{
-    Classifies, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent, RunRequested,
-    TicketSubject, seed_error,
+    Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent,
+    RunRequested, TicketSubject, seed_error,
 };
 pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,

@@ -4,7 +4,7 @@
 use docket_policies::{BundleError, Format, PolicyBundle};
 
 use super::decide::{Command, Rejection, decide};
-use super::event::{RunEvent, RunRequested};
+use super::event::{DECIDER_VERSION, RunEvent, RunRequested};
 use super::state::RunState;
 
 /// Where a log and a fresh decision disagree.
@@ -26,6 +26,16 @@ pub enum ReplayMismatch {
         index: usize,
         /// Why.
         rejection: Rejection,
+    },
+    /// The run was recorded by a decider newer than this build's.
+    #[error(
+        "the run was recorded by decider version {recorded}; this build decides up to version {supported}: replay it with a newer docket"
+    )]
+    NewerDecider {
+        /// The version in `run.requested`.
+        recorded: u32,
+        /// [`DECIDER_VERSION`].
+        supported: u32,
     },
     /// `decide` produced other events than the log holds.
     #[error(
@@ -55,6 +65,14 @@ pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), Re
             index: start,
             kind: first.kind(),
         })?;
+        if let Command::Start(run) = &command {
+            if run.decider_version > DECIDER_VERSION {
+                return Err(ReplayMismatch::NewerDecider {
+                    recorded: run.decider_version,
+                    supported: DECIDER_VERSION,
+                });
+            }
+        }
         let end = events[start + 1..]
             .iter()
             .position(RunEvent::is_input)

@@ -98,6 +98,7 @@ fn start_command(b: &PolicyBundle) -> Command {
         bundle_hash: b.hash().to_hex(),
         input: json!({"x": 1}),
         at_ms: 1_000,
+        decider_version: DECIDER_VERSION,
     })
 }
 
@@ -640,6 +641,39 @@ fn replay_check_finds_a_changed_decision() {
     replay_check(&log, &b).expect("untampered log replays");
 }
 
+#[test]
+fn a_run_recorded_by_a_newer_decider_is_refused_on_replay_naming_both_versions() {
+    let (_, b, mut log) = started();
+    if let Some(RunEvent::RunRequested(run)) = log.first_mut() {
+        std::sync::Arc::make_mut(run).decider_version = DECIDER_VERSION + 1;
+    }
+    let err = replay_check(&log, &b).expect_err("newer decider");
+    assert_eq!(
+        err,
+        ReplayMismatch::NewerDecider {
+            recorded: DECIDER_VERSION + 1,
+            supported: DECIDER_VERSION
+        }
+    );
+    assert!(err.to_string().contains("replay it with a newer docket"));
+}
+
+#[test]
+fn runs_recorded_before_decider_versions_read_as_version_0_and_replay() {
+    let (_, b, log) = started();
+    let Some(RunEvent::RunRequested(run)) = log.first() else {
+        panic!("a run starts with run.requested");
+    };
+    let mut value = serde_json::to_value(&**run).expect("serializes");
+    value.as_object_mut().expect("object").remove("decider_version");
+    let old: RunRequested = serde_json::from_value(value).expect("old shape reads");
+    assert_eq!(old.decider_version, 0);
+    let mut old_log = log.clone();
+    old_log[0] = RunEvent::RunRequested(std::sync::Arc::new(old));
+    // The batch re-decided from an old `run.requested` is the old one, version included.
+    replay_check(&old_log, &b).expect("a pre-version log replays");
+}
+
 /// One random agent behaviour.
 #[derive(Debug, Clone)]
 enum Behaviour {
@@ -837,6 +871,7 @@ fn fanout_start(b: &PolicyBundle, src: &str) -> (RunState, Vec<RunEvent>) {
             bundle_hash: b.hash().to_hex(),
             input: json!({}),
             at_ms: 0,
+            decider_version: DECIDER_VERSION,
         }),
     );
     log.extend(respond(
@@ -1117,6 +1152,7 @@ fn provenance_run(entry: &str) -> (RunState, PolicyBundle, Vec<RunEvent>) {
             bundle_hash: b.hash().to_hex(),
             input: json!({}),
             at_ms: 1_000,
+            decider_version: DECIDER_VERSION,
         }),
     );
     if entry == "a" {

@@ -11,6 +11,7 @@
 //! - [`Workflow::load`]: workflow files and the bundles they name.
 
 mod agent;
+mod clock;
 mod drive;
 mod effect;
 mod workflow;
@@ -19,6 +20,7 @@ pub use agent::{
     AgentCallError, AgentExecutor, CallFuture, DEFAULT_MAX_RESPONSE_BYTES, ExecutorConfigError,
     ExitReport, HttpExecutor, InProcessAgent, InProcessExecutor, StdioConfig, StdioExecutor,
 };
+pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program};
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,

@@ -18,7 +18,7 @@ use tracing::Instrument;
 use docket_policies::PolicyBundle;
 use docket_store::EventStore;
 
-use super::{Runtime, RuntimeError, now_ms};
+use super::{Runtime, RuntimeError};
 use crate::effect::{
     EffectCallError, EffectExecutor, EffectFuture, EffectRequest, KillSwitchSource, Verification,
 };
@@ -182,7 +182,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             effect_id: effect_id.to_owned(),
             engaged,
             error,
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         });
         Self::stage(state, bundle, staged, input)
     }
@@ -217,7 +217,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 let applied = EffectInput::Applied(EffectApplied {
                     effect_id: effect_id.clone(),
                     receipt,
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, applied)?;
                 // Verified at once, recorded in the same write: a crash before it leaves
@@ -226,7 +226,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id,
                     verification: verification(executor, &request).await,
                     cause: None,
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, verified)?;
             }
@@ -235,7 +235,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id,
                     code,
                     message,
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, failed)?;
             }
@@ -245,7 +245,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id,
                     verification: verification(executor, &request).await,
                     cause: Some(format!("execute gave no usable answer: {other}")),
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, recovered)?;
             }
@@ -308,7 +308,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 let input = EffectInput::DryRun(EffectDryRun {
                     effect_id: effect_id.clone(),
                     outcome,
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, input)?;
                 let ready = state
@@ -334,7 +334,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id,
                     code: e.code().to_owned(),
                     message: e.to_string(),
-                    at_ms: now_ms(),
+                    at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, input)?;
                 self.commit(bundle, staged).await?;
@@ -355,7 +355,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                         effect_id,
                         verification,
                         cause: None,
-                        at_ms: now_ms(),
+                        at_ms: self.now_ms(),
                     })
                 } else {
                     EffectInput::Recovered(EffectVerification {
@@ -364,7 +364,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                         cause: Some(
                             "started without a recorded result (the run was resumed)".to_owned(),
                         ),
-                        at_ms: now_ms(),
+                        at_ms: self.now_ms(),
                     })
                 };
                 Self::stage(state, bundle, &mut staged, input)?;

@@ -13,7 +13,7 @@ mod log;
 mod summary;
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use serde_json::Value;
 use tracing::Instrument;
@@ -22,6 +22,7 @@ use docket_policies::PolicyBundle;
 use docket_store::{EventStore, Hash, NewEvent, StoreError, StreamId, WallTime};
 
 use crate::agent::{AgentCallError, AgentExecutor};
+use crate::clock::{Clock, SystemClock};
 use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
@@ -124,31 +125,25 @@ struct Inner<S> {
     executors: executors::Executors,
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
+    clock: Arc<dyn Clock>,
     // Side effects (seed 004 §1, §8)
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
 }
 
-fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-fn now_wall() -> WallTime {
-    WallTime(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
-    )
-}
-
 impl<S: EventStore + 'static> Runtime<S> {
-    /// A runtime over `store`.
+    /// A runtime over `store`, reading the system clock.
     pub fn new(store: S) -> Self {
+        Self::with_clock(store, Arc::new(SystemClock))
+    }
+
+    /// A runtime over `store` reading the time from `clock` (a [`crate::SteppingClock`]
+    /// makes a recording reproducible to the byte).
+    pub fn with_clock(store: S, clock: Arc<dyn Clock>) -> Self {
         Self {
             inner: Arc::new(Inner {
                 store,
+                clock,
                 executors: executors::Executors::default(),
                 bundles: std::sync::Mutex::default(),
                 counter: std::sync::atomic::AtomicU64::new(0),
@@ -170,12 +165,17 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.inner.executors.register(agent, executor);
     }
 
+    /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms`.
+    fn now_ms(&self) -> i64 {
+        self.inner.clock.now_ms()
+    }
+
     fn new_run_id(&self) -> String {
         let n = self
             .inner
             .counter
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let nanos = now_wall().0;
+        let nanos = self.inner.clock.now_ns();
         format!(
             "run-{:x}-{:x}{n:x}",
             nanos / 1_000_000,
@@ -250,7 +250,8 @@ impl<S: EventStore + 'static> Runtime<S> {
             bundle_source_name: workflow.bundle_source_name.clone(),
             bundle_hash: bundle.hash().to_hex(),
             input,
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
+            decider_version: docket_decider::DECIDER_VERSION,
         };
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
@@ -289,7 +290,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             by: by.to_owned(),
             reason: reason.to_owned(),
             choice,
-            at_ms: now_ms(),
+            at_ms: self.now_ms(),
         };
         self.decide_and_append(&mut state, &bundle, command).await?;
         self.drive(state, bundle).await
@@ -383,7 +384,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let run_id = run_id.to_owned();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
-        let recorded_at = now_wall();
+        let recorded_at = WallTime(self.inner.clock.now_ns());
         let batch = events
             .iter()
             .map(|e| NewEvent {
@@ -453,7 +454,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     if state.status.is_final() {
                         break;
                     }
-                    let at_ms = now_ms();
+                    let at_ms = self.now_ms();
                     let command = match answer {
                         Ok(response) => Command::RecordResponse {
                             request_id: request.request_id.clone(),
@@ -595,6 +596,7 @@ mod tests {
             bundle_hash: bundle.hash().to_hex(),
             input: serde_json::json!({"n": 1}),
             at_ms: 5,
+            decider_version: docket_decider::DECIDER_VERSION,
         });
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");
