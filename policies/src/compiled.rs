@@ -2,7 +2,7 @@
 //! verdict precomputed in a dense table, tool patterns and capability schemas parsed once.
 //! Built once per bundle; every decision afterwards is a pure lookup or a short walk.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::canonical::{self, BundleHash};
@@ -11,6 +11,14 @@ use crate::locate::Pointer;
 use crate::model::BundleSpec;
 use crate::toolpattern::ToolPattern;
 use crate::validate::{self, Issue};
+
+/// Agent id → position, looked up on every decision and never iterated, so its order
+/// cannot reach a decision; hashing keeps the lookup off the handoff path's profile.
+#[expect(
+    clippy::disallowed_types,
+    reason = "looked up only, never iterated: no order can reach a decision"
+)]
+pub(crate) type AgentIndex = std::collections::HashMap<Arc<str>, usize>;
 
 /// A compiled tool pattern with the rule it comes from.
 #[derive(Debug, Clone)]
@@ -27,7 +35,7 @@ pub struct PolicyBundle {
     pub(crate) hash: BundleHash,
     pub(crate) agent_ids: Vec<Arc<str>>,
     /// Lookup only (never iterated), so its order cannot leak into a decision.
-    pub(crate) index: HashMap<Arc<str>, usize>,
+    pub(crate) index: AgentIndex,
     /// `decisive[from * n + to]`: the verdict for a decision-input handoff.
     pub(crate) decisive: Vec<HandoffDecision>,
     /// `context[from * n + to]`: the verdict for a read-only context handoff.

@@ -14,6 +14,10 @@
 //! iteration order reaches them; the same bundle and input give the same decision, so an
 //! audit can replay it years later. The only I/O is [`load::load_file`].
 
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller. (Tests are exempt: see clippy.toml.)
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 pub mod authority;
 pub mod canonical;
 pub mod capability;

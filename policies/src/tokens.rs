@@ -10,7 +10,6 @@
 //! depends on the piece alone, so the cache changes no result, only the time.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -21,9 +20,15 @@ const CACHED_PIECE_BYTES: usize = 24;
 /// The per-thread cache is emptied when it holds this many pieces.
 const CACHED_PIECES: usize = 1 << 16;
 
+/// Piece → count, looked up only and never iterated: its order cannot reach a result.
+#[expect(
+    clippy::disallowed_types,
+    reason = "looked up only, never iterated: no order can reach a count"
+)]
+type PieceCounts = std::collections::HashMap<Box<str>, u32>;
+
 thread_local! {
-    /// Looked up only, never iterated: its order cannot reach a result.
-    static PIECE_TOKENS: RefCell<HashMap<Box<str>, u32>> = RefCell::new(HashMap::new());
+    static PIECE_TOKENS: RefCell<PieceCounts> = RefCell::new(PieceCounts::new());
 }
 
 /// Tokens in `text`: the sum over the pre-tokenizer's pieces of each piece's BPE count,
@@ -90,6 +95,10 @@ mod tests {
     }
 
     #[test]
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a test reading the example files"
+    )]
     fn equals_tiktoken_on_the_bundled_examples() {
         // Every JSON file the examples ship (inputs, snapshots, fixtures): real payloads.
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");

@@ -7,6 +7,10 @@
 //!
 //! The store knows nothing of policies, agents or workflows: it stores opaque payloads.
 
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller. (Tests are exempt: see clippy.toml.)
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod api;
 mod chain;
 mod codec;

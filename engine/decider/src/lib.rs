@@ -22,8 +22,11 @@
 //! is chosen by the runtime and recorded in `run.requested`. The transition table, with
 //! the tests covering each row, is at the top of `decide.rs`.
 
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller. (Tests are exempt: see clippy.toml.)
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod decide;
-mod episode;
 mod event;
 mod protocol;
 mod replay;
@@ -41,14 +44,11 @@ mod effect_tests;
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
     EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
-    EffectPhase, EffectReady, EffectRecord, EffectRefused, EffectRequested, EffectSettled,
-    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled, EffectWork,
-    ReadyBecause, SettledBy, SettledStatus, VERIFY_EFFECT_CAPABILITY, describe_effect_event,
+    EffectReady, EffectRefused, EffectRequested, EffectSettled, EffectStarted, EffectTicketStep,
+    EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
+    VERIFY_EFFECT_CAPABILITY, describe_effect_event,
 };
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
-pub use episode::{
-    DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
-};
 pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent,
     RunRequested, TicketSubject, seed_error,
@@ -63,7 +63,13 @@ pub use protocol::{
     parse_response,
 };
 pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
-pub use state::{AgentHealth, Call, HandoffRecord, RunState, RunStatus, Ticket};
+pub use state::episode::{
+    DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
+};
+pub use state::{
+    AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, RunState, RunStatus,
+    Ticket,
+};
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
     DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, WorkflowBudget, WorkflowError,

@@ -665,7 +665,10 @@ fn runs_recorded_before_decider_versions_read_as_version_0_and_replay() {
         panic!("a run starts with run.requested");
     };
     let mut value = serde_json::to_value(&**run).expect("serializes");
-    value.as_object_mut().expect("object").remove("decider_version");
+    value
+        .as_object_mut()
+        .expect("object")
+        .remove("decider_version");
     let old: RunRequested = serde_json::from_value(value).expect("old shape reads");
     assert_eq!(old.decider_version, 0);
     let mut old_log = log.clone();

@@ -10,6 +10,10 @@
 //!   kill switches read before every execution;
 //! - [`Workflow::load`]: workflow files and the bundles they name.
 
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller. (Tests are exempt: see clippy.toml.)
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 mod agent;
 mod clock;
 mod drive;

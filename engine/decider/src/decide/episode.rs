@@ -24,14 +24,14 @@ use docket_policies::{
     DecisionKind, InputKind, PolicyDecision, RuleStep, SpawnRequest, StepOutcome, Verdict,
 };
 
-use super::super::episode::{
-    Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
-    stopped_result,
-};
 use super::super::event::{RunEvent, TicketSubject, seed_error};
 use super::{Batch, EXTERNAL};
 use crate::protocol::{
     AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
+};
+use crate::state::episode::{
+    Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
+    stopped_result,
 };
 
 /// `source_agent` of the decision inputs the engine itself adds (refusals).

@@ -3,12 +3,13 @@
 //! JSON Schema `docs/effect-protocol.schema.json` is generated from these types.
 
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use super::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+#[cfg(doc)]
+use super::{DryRunReport, EffectReceipt, Verification};
+use super::{EffectCallError, EffectRequest};
 
 /// Which of the three operations a call asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -172,40 +173,11 @@ fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
     })
 }
 
-/// The JSON Schema (draft 2020-12) of the effect protocol: `#/$defs/EffectCall` for a call,
-/// and one answer definition per operation.
-#[must_use]
-pub fn json_schema() -> Value {
-    let mut generator = SchemaSettings::draft2020_12().into_generator();
-    let call = generator.subschema_for::<EffectCall>();
-    let dry_run = generator.subschema_for::<EffectAnswer<DryRunReport>>();
-    let execute = generator.subschema_for::<EffectAnswer<EffectReceipt>>();
-    let verify = generator.subschema_for::<EffectAnswer<Verification>>();
-    let definitions = generator.take_definitions(true);
-    json!({
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "docket effect protocol",
-        "description": "A call docket sends to an effect executor and the answer to each \
-            operation (dry_run, execute, verify). See docs/effect-protocol.md. Generated \
-            from the docket-decider crate's Rust types; do not edit by hand.",
-        "oneOf": [call, dry_run, execute, verify],
-        "$defs": definitions,
-    })
-}
-
-/// [`json_schema`] pretty-printed with a trailing newline, as checked in at
-/// `docs/effect-protocol.schema.json`.
-#[must_use]
-pub fn json_schema_pretty() -> String {
-    let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();
-    text.push('\n');
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::protocol::{DryRunReport, EffectReceipt, Verification};
+    use serde_json::json;
 
     fn request() -> EffectRequest {
         EffectRequest {
@@ -306,25 +278,6 @@ mod tests {
         assert_eq!(
             serde_json::from_str::<EffectCall>(&text).expect("decodes"),
             call
-        );
-    }
-
-    /// Set DOCKET_BLESS_SCHEMA=1 to rewrite the checked-in file after changing the types.
-    #[test]
-    fn checked_in_effect_schema_equals_the_generated_one() {
-        let generated = json_schema_pretty();
-        let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../docs/effect-protocol.schema.json");
-        if std::env::var_os("DOCKET_BLESS_SCHEMA").is_some() {
-            std::fs::write(&path, &generated).expect("write the schema");
-        }
-        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-        let parse = |text: &str| serde_json::from_str::<Value>(text).ok();
-        assert!(
-            parse(&checked_in).is_some() && parse(&checked_in) == parse(&generated),
-            "{} is out of date; regenerate it with \
-             `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-decider schema` and commit it",
-            path.display()
         );
     }
 }

@@ -18,13 +18,13 @@ mod validate;
 pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
 pub use effect_wire::{
     EffectAnswer, EffectCall, EffectErrorBody, EffectOp, accept_answer as accept_effect_answer,
-    json_schema as effect_protocol_schema, json_schema_pretty as effect_protocol_schema_pretty,
 };
 pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
 pub use parse::{MalformedResponse, parse_response};
 pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
 pub use response::{Action, AgentResponse, Confidence, ResponseStatus, ToolCall, Usage};
 pub use schema::{
-    json_schema as agent_protocol_schema, json_schema_pretty as agent_protocol_schema_pretty,
+    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    effect_protocol_schema_pretty,
 };
 pub use validate::{ValidationError, ValidationProblem};

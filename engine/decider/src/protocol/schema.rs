@@ -1,10 +1,15 @@
-//! The JSON Schema of the protocol, generated from the Rust types so the two cannot drift
-//! apart. `docs/agent-protocol.schema.json` is this function's output, checked in; a test
-//! fails when they differ.
+//! The JSON Schemas of the two protocols (agents; effect executors), generated from the
+//! Rust types so the documents and the code cannot drift apart. They are checked in at
+//! `docs/agent-protocol.schema.json` and `docs/effect-protocol.schema.json`; the
+//! integration tests fail when a checked-in file differs from what these functions make
+//! (`DOCKET_BLESS_SCHEMA=1 cargo test -p docket-tests schema` rewrites them).
 
-use schemars::generate::SchemaSettings;
+use schemars::generate::{SchemaGenerator, SchemaSettings};
+use schemars::{JsonSchema, Schema};
 use serde_json::{Value, json};
 
+use super::effect::{DryRunReport, EffectReceipt, Verification};
+use super::effect_wire::{EffectAnswer, EffectCall};
 use super::request::AgentRequest;
 use super::response::AgentResponse;
 
@@ -13,82 +18,78 @@ use super::response::AgentResponse;
 /// `#/$defs/AgentResponse` validate one kind alone. Describes what the engine accepts
 /// (the deserialising side): fields with defaults are optional.
 #[must_use]
-pub fn json_schema() -> Value {
+pub fn agent_protocol_schema() -> Value {
+    document(
+        "docket agent protocol",
+        "The request docket sends to an agent and the response the agent answers with. \
+         See docs/agent-protocol.md.",
+        |generator| {
+            vec![
+                one::<AgentRequest>(generator),
+                one::<AgentResponse>(generator),
+            ]
+        },
+    )
+}
+
+/// The JSON Schema (draft 2020-12) of the effect protocol: `#/$defs/EffectCall` for a
+/// call, and one answer definition per operation.
+#[must_use]
+pub fn effect_protocol_schema() -> Value {
+    document(
+        "docket effect protocol",
+        "A call docket sends to an effect executor and the answer to each operation \
+         (dry_run, execute, verify). See docs/effect-protocol.md.",
+        |generator| {
+            vec![
+                one::<EffectCall>(generator),
+                one::<EffectAnswer<DryRunReport>>(generator),
+                one::<EffectAnswer<EffectReceipt>>(generator),
+                one::<EffectAnswer<Verification>>(generator),
+            ]
+        },
+    )
+}
+
+/// [`agent_protocol_schema`] as the pretty-printed text checked in (trailing newline).
+#[must_use]
+pub fn agent_protocol_schema_pretty() -> String {
+    pretty(&agent_protocol_schema())
+}
+
+/// [`effect_protocol_schema`] as the pretty-printed text checked in (trailing newline).
+#[must_use]
+pub fn effect_protocol_schema_pretty() -> String {
+    pretty(&effect_protocol_schema())
+}
+
+fn one<T: JsonSchema>(generator: &mut SchemaGenerator) -> Schema {
+    generator.subschema_for::<T>()
+}
+
+/// A document whose instances are one of `documents`, with every definition they use.
+fn document(
+    title: &str,
+    description: &str,
+    documents: impl FnOnce(&mut SchemaGenerator) -> Vec<Schema>,
+) -> Value {
     let mut generator = SchemaSettings::draft2020_12().into_generator();
-    let request = generator.subschema_for::<AgentRequest>();
-    let response = generator.subschema_for::<AgentResponse>();
+    let one_of = documents(&mut generator);
     let definitions = generator.take_definitions(true);
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "title": "docket agent protocol",
-        "description": "The request docket sends to an agent and the response the agent \
-            answers with. See docs/agent-protocol.md. Generated from the docket-decider \
-            crate's Rust types; do not edit by hand.",
-        "oneOf": [request, response],
+        "title": title,
+        "description": format!(
+            "{description} Generated from the docket-decider crate's Rust types; do not edit by hand."
+        ),
+        "oneOf": one_of,
         "$defs": definitions,
     })
 }
 
-/// [`json_schema`] as the pretty-printed text checked in at
-/// `docs/agent-protocol.schema.json` (with a trailing newline).
-#[must_use]
-pub fn json_schema_pretty() -> String {
+fn pretty(schema: &Value) -> String {
     // Serialising a `Value` cannot fail: its keys are strings.
-    let mut text = serde_json::to_string_pretty(&json_schema()).unwrap_or_default();
+    let mut text = serde_json::to_string_pretty(schema).unwrap_or_default();
     text.push('\n');
     text
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::path::PathBuf;
-
-    fn checked_in_path() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../docs/agent-protocol.schema.json")
-    }
-
-    /// Set DOCKET_BLESS_SCHEMA=1 to rewrite the checked-in file after changing the types.
-    #[test]
-    fn checked_in_schema_equals_the_generated_one() {
-        let generated = json_schema_pretty();
-        let path = checked_in_path();
-        if std::env::var_os("DOCKET_BLESS_SCHEMA").is_some() {
-            std::fs::write(&path, &generated).expect("write the schema");
-        }
-        let checked_in = std::fs::read_to_string(&path).unwrap_or_default();
-        // Compared as JSON values: key order depends on serde_json's `preserve_order`,
-        // which workspace-wide builds unify on (the bench crate's Cedar enables it).
-        let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
-        assert!(
-            parse(&checked_in).is_some() && parse(&checked_in) == parse(&generated),
-            "{} is out of date; regenerate it with \
-             `DOCKET_BLESS_SCHEMA=1 cargo test -p docket-decider schema` and commit it",
-            path.display()
-        );
-    }
-
-    #[test]
-    fn schema_names_both_documents_and_every_action() {
-        let schema = json_schema();
-        let defs = &schema["$defs"];
-        assert!(defs["AgentRequest"].is_object());
-        assert!(defs["AgentResponse"].is_object());
-        let text = serde_json::to_string(defs).expect("serialises");
-        for name in [
-            "handoff",
-            "request_capability",
-            "escalate",
-            "finish",
-            "SPECULATIVE",
-        ] {
-            assert!(text.contains(name), "schema lacks {name}");
-        }
-        let required = defs["AgentResponse"]["required"]
-            .as_array()
-            .expect("required list");
-        assert!(required.contains(&json!("request_id")));
-        assert!(required.contains(&json!("status")));
-        assert!(!required.contains(&json!("warnings")));
-    }
 }

@@ -16,8 +16,8 @@ use serde_json::Value;
 use docket_policies::model::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
-use super::event::{RunEvent, RunRequested, TicketSubject};
-use super::state::RunState;
+use super::RunState;
+use crate::event::{RunEvent, RunRequested, TicketSubject};
 use crate::protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.

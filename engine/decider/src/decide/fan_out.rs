@@ -1,0 +1,191 @@
+//! Fan-out and join: handoffs to several agents at once run as parallel branches; their
+//! outputs are held until the last branch answers, then delivered once (agreeing),
+//! resolved by confidence, or put to a human (conflicting).
+
+use super::*;
+
+impl Batch<'_> {
+    /// Sends governed outputs on: one call per receiving agent, carrying every output for
+    /// it as a decision input plus its read-only context inputs. Several receivers make a
+    /// parallel fan-out whose branches are joined before anything goes further.
+    pub(super) fn dispatch(&mut self, origin: Option<&str>, deliveries: Vec<Delivery>) {
+        let mut targets: Vec<(String, Vec<Delivery>)> = Vec::new();
+        for d in deliveries {
+            match targets.iter_mut().find(|(to, _)| *to == d.to) {
+                Some((_, list)) => list.push(d),
+                None => targets.push((d.to.clone(), vec![d])),
+            }
+        }
+        let branch_of =
+            (targets.len() > 1).then(|| origin.map_or_else(|| self.run_id(), str::to_owned));
+        let priority = origin
+            .and_then(|o| self.state.calls.get(o))
+            .map(|c| c.request.priority);
+        for (to, list) in targets {
+            if self.stopped() {
+                return;
+            }
+            let Some(first) = list.first() else { continue };
+            let mut request = self.new_request(&first.from, &to, &first.output_type);
+            request.decision_inputs = list
+                .iter()
+                .map(|d| DecisionInput {
+                    source_agent: d.from.clone(),
+                    output_type: d.output_type.clone(),
+                    payload: Value::clone(&d.payload),
+                })
+                .collect();
+            if let Some(priority) = priority {
+                request.priority = priority;
+            }
+            request.context_inputs = self.context_inputs(&to);
+            self.schedule(request, None, None, branch_of.clone());
+        }
+    }
+
+    /// After a response's actions: hold a branch's outputs until its fan-out's last
+    /// branch answers, then join; otherwise dispatch.
+    pub(super) fn flush(&mut self, request_id: &str) {
+        let deliveries = std::mem::take(&mut self.outbox);
+        if self.stopped() {
+            return;
+        }
+        let branch = self
+            .state
+            .calls
+            .get(request_id)
+            .and_then(|c| c.branch_of.clone());
+        let Some(group) = branch else {
+            self.dispatch(Some(request_id), deliveries);
+            return;
+        };
+        if self.branch_pending(&group) {
+            for delivery in deliveries {
+                self.push(RunEvent::OutputHeld {
+                    group: group.clone(),
+                    delivery,
+                });
+            }
+            return;
+        }
+        let mut all = self.state.held.get(&group).cloned().unwrap_or_default();
+        all.extend(deliveries);
+        if all.is_empty() {
+            self.push(RunEvent::FanoutJoined {
+                group,
+                deliveries: Vec::new(),
+            });
+            return;
+        }
+        self.join(&group, request_id, all);
+    }
+
+    pub(super) fn branch_pending(&self, group: &str) -> bool {
+        self.state.pending.iter().any(|id| {
+            self.state
+                .calls
+                .get(id)
+                .is_some_and(|c| c.branch_of.as_deref() == Some(group))
+        }) || self.state.effects_in_flight_in(group) // Side effects (seed 004 §1, §8)
+    }
+
+    /// Aggregates a fan-out's outputs: the same output type for the same agent with
+    /// different payloads is a conflict, resolved as the bundle says (seed 003: prefer the
+    /// higher confidence; seed 002 §3.4: a human decides), the losers archived.
+    pub(super) fn join(&mut self, group: &str, origin: &str, all: Vec<Delivery>) {
+        let mut by_key: Vec<((String, String), Vec<Delivery>)> = Vec::new();
+        for d in all {
+            let key = (d.to.clone(), d.output_type.clone());
+            match by_key.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, list)) => list.push(d),
+                None => by_key.push((key, vec![d])),
+            }
+        }
+        let resolution = self.bundle.spec().multi_agent_handoffs.conflict_resolution;
+        let resolution_name = match resolution {
+            ConflictResolution::PreferHigherConfidence => "prefer_higher_confidence",
+            ConflictResolution::Human => "human",
+        };
+        let mut proceed = Vec::new();
+        let mut for_human = Vec::new();
+        for (_, list) in by_key {
+            let Some(first) = list.first().cloned() else {
+                continue;
+            };
+            if list.iter().all(|d| d.payload == first.payload) {
+                proceed.push(first);
+                continue;
+            }
+            let best = list.iter().filter_map(|d| d.confidence).max();
+            let top: Vec<usize> = (0..list.len())
+                .filter(|i| best.is_some() && list[*i].confidence == best)
+                .collect();
+            let winner = (resolution == ConflictResolution::PreferHigherConfidence
+                && top.len() == 1)
+                .then(|| top[0]);
+            self.push(RunEvent::ConflictDetected {
+                group: group.to_owned(),
+                candidates: list.clone(),
+                resolution: resolution_name.to_owned(),
+                winner,
+            });
+            match winner {
+                Some(w) => {
+                    for (i, d) in list.iter().enumerate() {
+                        if i != w {
+                            self.push(RunEvent::OutputArchived {
+                                group: group.to_owned(),
+                                delivery: d.clone(),
+                                reason: format!(
+                                    "conflict resolved for {}'s output (higher confidence)",
+                                    list[w].from
+                                ),
+                            });
+                        }
+                    }
+                    proceed.push(list[w].clone());
+                }
+                None => for_human.push(list),
+            }
+        }
+        self.resolve_or_ask(group, origin, for_human, proceed);
+    }
+
+    pub(super) fn resolve_or_ask(
+        &mut self,
+        group: &str,
+        origin: &str,
+        conflicts: Vec<Vec<Delivery>>,
+        proceed: Vec<Delivery>,
+    ) {
+        if let Some(first) = conflicts.first() {
+            let options: Vec<String> = first
+                .iter()
+                .enumerate()
+                .map(|(i, d)| format!("{}: {}'s", i + 1, d.from))
+                .collect();
+            let ticket = self.next_ticket();
+            self.push(RunEvent::Escalated {
+                ticket,
+                reason: format!(
+                    "conflicting {} outputs for {} ({}); approve with the number of the one to keep",
+                    first[0].output_type,
+                    first[0].to,
+                    options.join(", ")
+                ),
+                subject: TicketSubject::Conflict {
+                    group: group.to_owned(),
+                    origin: origin.to_owned(),
+                    conflicts,
+                    proceed,
+                },
+            });
+            return;
+        }
+        self.push(RunEvent::FanoutJoined {
+            group: group.to_owned(),
+            deliveries: proceed.clone(),
+        });
+        self.dispatch(Some(origin), proceed);
+    }
+}

@@ -1,0 +1,185 @@
+//! Handoffs: an agent's output offered to another agent, decided by the interaction
+//! matrix and the data contract, scoped by the handoff rules, and recorded as
+//! `handoff.allowed` (with what crossed) or `handoff.denied` (which blocks the run).
+//! See docs/governance.md#interaction-matrix and #handoff-modes.
+
+use super::*;
+
+impl Batch<'_> {
+    pub(super) fn deny_handoff(
+        &mut self,
+        from: &str,
+        to: &str,
+        output_type: &str,
+        decision: PolicyDecision,
+        error_type: &str,
+        origin: Option<&AgentRequest>,
+    ) {
+        let request_id = origin.map_or_else(|| self.run_id(), |r| r.request_id.clone());
+        let retry_count = origin.map_or(0, |r| r.attempt.saturating_sub(1));
+        let reason = decision.reason.to_string();
+        let rule = decision.rule_id.to_string();
+        let error = seed_error(
+            &request_id,
+            from,
+            error_type,
+            &reason,
+            json!({ "from": from, "to": to, "outputType": output_type, "ruleId": rule }),
+            retry_count,
+        );
+        self.push(RunEvent::HandoffDenied {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            output_type: output_type.to_owned(),
+            decision,
+            error: error.clone(),
+        });
+        self.block(&rule, format!("{from} → {to} denied: {reason}"), error);
+    }
+
+    /// A governed handoff: matrix, data contract, provenance rules, scoping, context edges, then the call
+    /// (or the run's completion for a handoff to `external`). Returns false when the flow
+    /// stopped.
+    pub(super) fn handoff(
+        &mut self,
+        from: &str,
+        to: &str,
+        output_type: &str,
+        payload: &Value,
+        origin: Option<&AgentRequest>,
+    ) -> bool {
+        let bundle = self.bundle;
+        let matrix = bundle.decide_handoff(from, to, InputKind::Decision);
+        if !matrix.decision.is_allowed() {
+            self.deny_handoff(
+                from,
+                to,
+                output_type,
+                matrix.decision,
+                "policy_violation",
+                origin,
+            );
+            return false;
+        }
+        if let Some(declared) = matrix.output_type.as_deref() {
+            if declared != output_type {
+                let rule: std::sync::Arc<str> = format!("output_types.{declared}").into();
+                let decision = PolicyDecision {
+                    kind: DecisionKind::DataContract,
+                    verdict: Verdict::Deny,
+                    rule_id: rule.clone(),
+                    reason: format!(
+                        "{from} → {to} carries {declared}, not {output_type}: the flow stops"
+                    )
+                    .into(),
+                    bundle_hash: bundle.hash(),
+                    chain: vec![RuleStep::new(
+                        rule,
+                        StepOutcome::Applied,
+                        "output type mismatch",
+                    )],
+                };
+                self.deny_handoff(from, to, output_type, decision, "validation_error", origin);
+                return false;
+            }
+        }
+        let contract = bundle.check_output(from, to, InputKind::Decision, payload);
+        if !contract.is_allowed() {
+            self.deny_handoff(from, to, output_type, contract, "validation_error", origin);
+            return false;
+        }
+        let mut provenance = Vec::new();
+        for rule in bundle.provenance_rules(from, to) {
+            let produced = self
+                .state
+                .delivered_output(&rule.produced_by.agent, &rule.produced_by.output_type)
+                .map(|output| rule.produced_ids(output));
+            let d = bundle.decide_provenance(rule, payload, produced.as_ref());
+            if !d.is_allowed() {
+                self.deny_handoff(from, to, output_type, d, "validation_error", origin);
+                return false;
+            }
+            provenance.push(d);
+        }
+        let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
+        let delivered = Arc::new(scoped.context);
+        self.push(RunEvent::HandoffAllowed {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            output_type: output_type.to_owned(),
+            input: InputKind::Decision,
+            decision: matrix.decision,
+            contract,
+            audit: scoped.audit,
+            delivered: delivered.clone(),
+            provenance,
+        });
+        if to == EXTERNAL {
+            let output = Value::clone(&delivered);
+            self.end_run(RunEvent::RunCompleted { output }, Some(from));
+            return false;
+        }
+        self.outbox.push(Delivery {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            output_type: output_type.to_owned(),
+            confidence: self.confidence,
+            payload: delivered,
+        });
+        true
+    }
+
+    /// Read-only context inputs for `to` from the bundle's context edges (Guardrail 2),
+    /// each scoped and recorded.
+    pub(super) fn context_inputs(&mut self, to: &str) -> Vec<ContextInput> {
+        let bundle = self.bundle;
+        let mut inputs = Vec::new();
+        for edge in bundle
+            .spec()
+            .interactions
+            .context
+            .iter()
+            .filter(|e| e.to == to)
+        {
+            let Some(outputs) = self.state.outputs.get(&edge.from).cloned() else {
+                continue;
+            };
+            for (output_type, payload) in outputs {
+                if edge.output_type.as_ref().is_some_and(|t| *t != output_type) {
+                    continue;
+                }
+                let scoped = bundle.scope_context(&edge.from, to, InputKind::Context, &payload);
+                if !scoped.decision.is_allowed() {
+                    self.push(RunEvent::PolicyDecided {
+                        subject: format!("context {} → {to}", edge.from),
+                        decision: scoped.decision,
+                    });
+                    continue;
+                }
+                let matrix = bundle.decide_handoff(&edge.from, to, InputKind::Context);
+                let contract = PolicyDecision {
+                    kind: DecisionKind::DataContract,
+                    ..scoped.decision.clone()
+                };
+                inputs.push(ContextInput {
+                    source_agent: edge.from.clone(),
+                    output_type: output_type.clone(),
+                    payload: scoped.context.clone(),
+                });
+                let delivered = Arc::new(scoped.context);
+                self.push(RunEvent::HandoffAllowed {
+                    from: edge.from.clone(),
+                    to: to.to_owned(),
+                    output_type,
+                    input: InputKind::Context,
+                    decision: matrix.decision,
+                    contract,
+                    audit: scoped.audit,
+                    delivered,
+                    provenance: Vec::new(),
+                });
+            }
+        }
+        inputs
+    }
+}

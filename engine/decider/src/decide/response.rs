@@ -1,0 +1,263 @@
+//! An agent's response: its checks (status, tool calls, locks), then its actions in
+//! order (handoffs, capability requests, escalations, spawns, domain writes, effects,
+//! finish).
+
+use super::*;
+
+impl Batch<'_> {
+    pub(super) fn on_response(&mut self, request_id: &str, response: &AgentResponse) {
+        let Some(call) = self.state.calls.get(request_id).cloned() else {
+            return;
+        };
+        let agent = call.request.target_agent.clone();
+        self.confidence = response.confidence_level;
+        let failed = response.status == ResponseStatus::Error
+            || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
+        if failed {
+            let code = response.error_code.clone().unwrap_or_else(|| {
+                if response.status == ResponseStatus::Timeout {
+                    "AGENT_TIMEOUT".to_owned()
+                } else {
+                    "AGENT_ERROR".to_owned()
+                }
+            });
+            let message = response
+                .error_message
+                .clone()
+                .unwrap_or_else(|| format!("{agent} answered {}", response.status));
+            self.on_failure(request_id, &code, &message);
+            return;
+        }
+        // Boundary validation (seed 002 §4.3): every tool the agent ran, against deny
+        // patterns and its allowed tools.
+        let mut violation = None;
+        let mut review = None;
+        for tool in &response.tool_calls {
+            let d = self
+                .bundle
+                .decide_tool_call(&agent, &tool.invocation(), &[]);
+            match d.verdict {
+                Verdict::Allow => {}
+                Verdict::Deny if violation.is_none() => violation = Some(d.reason.to_string()),
+                Verdict::NeedsApproval if review.is_none() => review = Some(d.reason.to_string()),
+                _ => {}
+            }
+            self.push(RunEvent::PolicyDecided {
+                subject: request_id.to_owned(),
+                decision: d,
+            });
+        }
+        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect; a denied
+        // or reviewable tool call in it sends the effect to a human instead.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let doubt = violation.or(review);
+            let answer = doubt.is_none().then_some(response);
+            self.on_verifier_answer(&effect_id, &agent, answer, doubt.as_deref());
+            return;
+        }
+        if let Some(reason) = violation {
+            self.on_failure(
+                request_id,
+                "BOUNDARY_VIOLATION",
+                &format!("output rejected: {reason}"),
+            );
+            return;
+        }
+        if let Some(reason) = review {
+            let ticket = self.next_ticket();
+            self.push(RunEvent::Escalated {
+                ticket,
+                reason: format!("{agent}'s tool call needs review: {reason}"),
+                subject: TicketSubject::Proceed {
+                    agent,
+                    request_id: request_id.to_owned(),
+                    actions: response.actions.clone(),
+                },
+            });
+            return;
+        }
+        if let Some(of) = call.classifies.clone() {
+            self.on_verdict(request_id, &agent, &of, response);
+            return;
+        }
+        if !response.actions.is_empty() && !self.classifiers_of(&agent).is_empty() {
+            self.classify(request_id, 0);
+            return;
+        }
+        self.process_actions(&agent, request_id, &response.actions);
+    }
+
+    pub(super) fn process_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
+        self.run_actions(agent, request_id, actions);
+        self.flush(request_id);
+    }
+
+    pub(super) fn run_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
+        let Some(origin) = self.state.calls.get(request_id).map(|c| c.request.clone()) else {
+            return;
+        };
+        for (i, action) in actions.iter().enumerate() {
+            if self.stopped() {
+                return;
+            }
+            match action {
+                Action::Handoff {
+                    to,
+                    output_type,
+                    payload,
+                } => {
+                    if !self.handoff(agent, to, output_type, payload, Some(&*origin)) {
+                        return;
+                    }
+                }
+                Action::RequestCapability {
+                    target_agent,
+                    capability_code,
+                    inputs,
+                } => {
+                    let d = self.bundle.decide_capability(&CapabilityRequest {
+                        source_agent: agent.to_owned(),
+                        target_agent: target_agent.clone(),
+                        capability_code: capability_code.clone(),
+                        inputs_json: Value::Object(inputs.clone()),
+                        priority: None,
+                        timeout_ms: None,
+                    });
+                    let allowed = d.decision.is_allowed();
+                    let rule = d.decision.rule_id.to_string();
+                    let mut reason = d.decision.reason.to_string();
+                    if !d.input_errors.is_empty() {
+                        reason = format!("{reason}: {}", d.input_errors.join("; "));
+                    }
+                    self.push(RunEvent::PolicyDecided {
+                        subject: request_id.to_owned(),
+                        decision: d.decision,
+                    });
+                    if !allowed {
+                        let error = seed_error(
+                            request_id,
+                            agent,
+                            "policy_violation",
+                            &reason,
+                            json!({ "capability": capability_code, "target": target_agent, "ruleId": rule }),
+                            origin.attempt.saturating_sub(1),
+                        );
+                        self.block(
+                            &rule,
+                            format!("{agent} may not obtain {capability_code} from {target_agent}: {reason}"),
+                            error,
+                        );
+                        return;
+                    }
+                    let mut request = self
+                        .new_request(agent, target_agent, capability_code)
+                        .with_decision_input(agent, capability_code, Value::Object(inputs.clone()));
+                    request.timeout_ms = d.timeout_ms;
+                    self.schedule(request, Some(request_id.to_owned()), None, None);
+                }
+                Action::Escalate { reason } => {
+                    let ticket = self.next_ticket();
+                    self.push(RunEvent::Escalated {
+                        ticket,
+                        reason: format!("{agent} asks a human: {reason}"),
+                        subject: TicketSubject::Proceed {
+                            agent: agent.to_owned(),
+                            request_id: request_id.to_owned(),
+                            actions: actions[i + 1..].to_vec(),
+                        },
+                    });
+                    return;
+                }
+                Action::Finish { output } => {
+                    if !self.episode_plain_finish(agent, request_id, output) {
+                        self.finish(agent, request_id, output);
+                    }
+                }
+                // Episodes (seed 004)
+                Action::Spawn {
+                    agent: child,
+                    episode_type,
+                    goal,
+                    budget,
+                    inputs,
+                } => {
+                    let spawn = episode::Spawn {
+                        agent: child,
+                        episode_type,
+                        goal,
+                        budget,
+                        inputs,
+                    };
+                    if !self.episode_spawn(agent, request_id, &spawn) {
+                        return;
+                    }
+                }
+                Action::WriteDomain { domain, content } => {
+                    if !self.episode_write_domain(agent, request_id, domain, content) {
+                        return;
+                    }
+                }
+                Action::FinishEpisode { result } => self.episode_finish(agent, request_id, result),
+                // Side effects (seed 004 §1, §8)
+                Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
+            }
+        }
+    }
+
+    /// A `finish`: a capability call's answer goes back to the agent that asked; the last
+    /// agent's finish passes the exit checkpoint (its handoff to `external`, when the
+    /// bundle has that agent) and completes the run.
+    pub(super) fn finish(&mut self, agent: &str, request_id: &str, output: &Value) {
+        let Some(call) = self.state.calls.get(request_id).cloned() else {
+            return;
+        };
+        if let Some(asker_id) = &call.reply_to {
+            let Some(asker) = self.state.calls.get(asker_id).cloned() else {
+                return;
+            };
+            let mut request = AgentRequest::clone(&asker.request);
+            request.request_id = self.next_request_id();
+            request
+                .decision_inputs
+                .push(crate::protocol::DecisionInput {
+                    source_agent: agent.to_owned(),
+                    output_type: call.request.capability_code.clone(),
+                    payload: output.clone(),
+                });
+            self.schedule(
+                request,
+                asker.reply_to.clone(),
+                None,
+                asker.branch_of.clone(),
+            );
+            return;
+        }
+        let held = call
+            .branch_of
+            .as_ref()
+            .is_some_and(|g| self.state.held.get(g).is_some_and(|h| !h.is_empty()));
+        if !self.state.pending.is_empty()
+            || !self.outbox.is_empty()
+            || held
+            || self.state.effects_in_flight()
+        {
+            return;
+        }
+        let has_external = self.bundle.agent_ids().any(|a| a == EXTERNAL);
+        if has_external {
+            let output_type = self
+                .bundle
+                .decide_handoff(agent, EXTERNAL, InputKind::Decision)
+                .output_type
+                .map_or_else(|| "output".to_owned(), |t| t.to_string());
+            self.handoff(agent, EXTERNAL, &output_type, output, Some(&*call.request));
+        } else {
+            self.end_run(
+                RunEvent::RunCompleted {
+                    output: output.clone(),
+                },
+                Some(agent),
+            );
+        }
+    }
+}

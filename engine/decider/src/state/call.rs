@@ -1,0 +1,130 @@
+//! Agent calls: scheduled with their exact request, answered by a response or a
+//! failure, and each agent's consecutive failures for its circuit breaker
+//! (docs/governance.md#circuit-breaker).
+
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::RunState;
+use crate::event::{Classifies, RunEvent};
+use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
+
+/// One scheduled agent call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    /// The exact request (shared with its `agent.call_scheduled` event and the runtime).
+    pub request: Arc<AgentRequest>,
+    /// A capability call answers to this request's agent.
+    pub reply_to: Option<String>,
+    /// A classifier call classifies this response.
+    pub classifies: Option<Classifies>,
+    /// A branch of this fan-out group.
+    pub branch_of: Option<String>,
+    /// The recorded response, once answered (classifiers are shown it).
+    pub response: Option<Arc<AgentResponse>>,
+    /// Whether a response or a failure is recorded.
+    pub answered: bool,
+}
+
+/// Consecutive failures of one agent in this run (for its circuit breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AgentHealth {
+    /// Failures since its last successful response.
+    pub consecutive_failures: u32,
+    /// Recorded time of the last failure, ms since the Unix epoch.
+    pub last_failure_ms: i64,
+}
+
+impl RunState {
+    pub(super) fn apply_call(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::AgentCallScheduled {
+                request,
+                reply_to,
+                classifies,
+                branch_of,
+            } => {
+                self.calls_scheduled += 1;
+                self.pending.insert(request.request_id.clone());
+                self.calls.insert(
+                    request.request_id.clone(),
+                    Call {
+                        request: request.clone(),
+                        reply_to: reply_to.clone(),
+                        classifies: classifies.clone(),
+                        branch_of: branch_of.clone(),
+                        response: None,
+                        answered: false,
+                    },
+                );
+            }
+            RunEvent::AgentResponded {
+                request_id,
+                response,
+                at_ms,
+            } => {
+                let failed = matches!(response.status, ResponseStatus::Error)
+                    || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
+                self.answer(request_id, failed, *at_ms);
+                if let Some(call) = self.calls.get_mut(request_id) {
+                    call.response = Some(response.clone());
+                }
+            }
+            RunEvent::AgentCallFailed {
+                request_id, at_ms, ..
+            } => self.answer(request_id, true, *at_ms),
+            _ => {}
+        }
+    }
+
+    fn answer(&mut self, request_id: &str, failed: bool, at_ms: i64) {
+        self.pending.remove(request_id);
+        let Some(call) = self.calls.get_mut(request_id) else {
+            return;
+        };
+        call.answered = true;
+        let health = self
+            .health
+            .entry(call.request.target_agent.clone())
+            .or_default();
+        if failed {
+            health.consecutive_failures += 1;
+            health.last_failure_ms = at_ms;
+        } else {
+            health.consecutive_failures = 0;
+        }
+    }
+
+    /// Calls scheduled but not answered, in request-id order of scheduling.
+    #[must_use]
+    pub fn pending_requests(&self) -> Vec<&AgentRequest> {
+        self.pending_calls().map(|c| &*c.request).collect()
+    }
+
+    /// [`Self::pending_requests`] as shared handles, which the runtime holds across its
+    /// agent calls without copying the requests.
+    #[must_use]
+    pub fn pending_requests_shared(&self) -> Vec<Arc<AgentRequest>> {
+        self.pending_calls().map(|c| c.request.clone()).collect()
+    }
+
+    fn pending_calls(&self) -> impl Iterator<Item = &Call> {
+        let mut calls: Vec<&Call> = self
+            .pending
+            .iter()
+            .filter_map(|id| self.calls.get(id))
+            .collect();
+        calls.sort_by_key(|c| call_number(&c.request.request_id));
+        calls.into_iter()
+    }
+}
+
+/// The counter at the end of `{run}/call-N`, for ordering.
+fn call_number(request_id: &str) -> u64 {
+    request_id
+        .rsplit("call-")
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
+}

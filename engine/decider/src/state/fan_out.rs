@@ -1,0 +1,21 @@
+//! Fan-out groups: branch outputs held until the group's last branch answers.
+
+use super::RunState;
+use crate::event::RunEvent;
+
+impl RunState {
+    pub(super) fn apply_fan_out(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::OutputHeld { group, delivery } => {
+                self.held
+                    .entry(group.clone())
+                    .or_default()
+                    .push(delivery.clone());
+            }
+            RunEvent::FanoutJoined { group, .. } => {
+                self.held.remove(group);
+            }
+            _ => {}
+        }
+    }
+}

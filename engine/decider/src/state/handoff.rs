@@ -1,0 +1,75 @@
+//! Handoffs as decided: every decision in order, and each agent's last delivered
+//! decision output by type (what context edges and provenance rules read).
+
+use docket_policies::InputKind;
+use serde::{Deserialize, Serialize};
+
+use super::RunState;
+use crate::event::RunEvent;
+
+/// One handoff as decided (allowed or denied).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandoffRecord {
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Output type.
+    pub output_type: String,
+    /// Decision or context input.
+    pub input: InputKind,
+    /// Allowed or denied.
+    pub allowed: bool,
+    /// The deciding rule.
+    pub rule_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+impl RunState {
+    pub(super) fn apply_handoff(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::HandoffAllowed {
+                from,
+                to,
+                output_type,
+                input,
+                decision,
+                delivered,
+                ..
+            } => {
+                if *input == InputKind::Decision {
+                    self.outputs
+                        .entry(from.clone())
+                        .or_default()
+                        .insert(output_type.clone(), delivered.clone());
+                }
+                self.handoffs.push(HandoffRecord {
+                    from: from.clone(),
+                    to: to.clone(),
+                    output_type: output_type.clone(),
+                    input: *input,
+                    allowed: true,
+                    rule_id: decision.rule_id.to_string(),
+                    reason: decision.reason.to_string(),
+                });
+            }
+            RunEvent::HandoffDenied {
+                from,
+                to,
+                output_type,
+                decision,
+                ..
+            } => self.handoffs.push(HandoffRecord {
+                from: from.clone(),
+                to: to.clone(),
+                output_type: output_type.clone(),
+                input: InputKind::Decision,
+                allowed: false,
+                rule_id: decision.rule_id.to_string(),
+                reason: decision.reason.to_string(),
+            }),
+            _ => {}
+        }
+    }
+}

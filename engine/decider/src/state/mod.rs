@@ -1,0 +1,223 @@
+//! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
+//! two folds of the same log are equal and so are the decisions taken from them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+mod call;
+pub(crate) mod effect;
+pub(crate) mod episode;
+mod fan_out;
+mod handoff;
+mod ticket;
+
+pub use call::{AgentHealth, Call};
+pub use effect::{EffectPhase, EffectRecord, EffectWork};
+pub use handoff::HandoffRecord;
+pub use ticket::Ticket;
+
+use super::event::{Delivery, RunEvent, RunRequested};
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// No `run.requested` yet.
+    #[default]
+    NotStarted,
+    /// Calls are scheduled or being answered.
+    Running,
+    /// A human ticket is open; nothing proceeds until it is decided.
+    WaitingForHuman,
+    /// Finished with an output.
+    Completed,
+    /// Stopped by a policy.
+    Blocked,
+    /// Stopped for another reason.
+    Failed,
+}
+
+impl RunStatus {
+    /// Completed, blocked or failed: nothing more will happen.
+    #[must_use]
+    pub fn is_final(self) -> bool {
+        matches!(self, Self::Completed | Self::Blocked | Self::Failed)
+    }
+
+    /// The word shown to users.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::NotStarted => "not started",
+            Self::Running => "running",
+            Self::WaitingForHuman => "waiting for a human",
+            Self::Completed => "completed",
+            Self::Blocked => "blocked by policy",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// The state of one run. `version` is the number of events folded, which is the log
+/// sequence the next batch must be appended after.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct RunState {
+    /// Events folded so far.
+    pub version: u64,
+    /// The recorded request (workflow, bundle, input).
+    pub run: Option<Arc<RunRequested>>,
+    /// Where the run stands.
+    pub status: RunStatus,
+    /// Calls scheduled so far (the next request id is `{run}/call-{calls_scheduled+1}`).
+    pub calls_scheduled: u32,
+    /// Tickets opened so far.
+    pub tickets_opened: u32,
+    /// Every call, by request id.
+    pub calls: BTreeMap<String, Call>,
+    /// Calls scheduled and not yet answered.
+    pub pending: BTreeSet<String>,
+    /// The last delivered output of each agent by output type, for context edges.
+    pub outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    /// Every handoff decision, in order.
+    pub handoffs: Vec<HandoffRecord>,
+    /// Fan-out outputs waiting for their group's other branches.
+    pub held: BTreeMap<String, Vec<Delivery>>,
+    /// Human tickets, by id.
+    pub tickets: BTreeMap<String, Ticket>,
+    /// Per-agent failure counts.
+    pub health: BTreeMap<String, AgentHealth>,
+    /// The final output, once completed.
+    pub output: Option<Value>,
+    /// Why the run was blocked or failed.
+    pub stop_reason: Option<String>,
+    // Episodes (seed 004)
+    /// The episode tree: budgets, usage, results, stop counters, domain versions.
+    #[serde(default)]
+    pub episodes: episode::EpisodeTree,
+    // Side effects (seed 004 §1, §8)
+    /// Effects requested so far (the next id is `{run}/effect-{effects_requested+1}`).
+    pub effects_requested: u32,
+    /// Every side effect, by id.
+    pub effects: BTreeMap<String, EffectRecord>,
+    /// Verifier calls in flight: request id → the effect they re-check.
+    pub verifier_calls: BTreeMap<String, String>,
+}
+
+impl RunState {
+    /// The run id, once requested.
+    #[must_use]
+    pub fn run_id(&self) -> Option<&str> {
+        self.run.as_ref().map(|r| r.run_id.as_str())
+    }
+
+    /// Folds one event.
+    #[must_use]
+    pub fn evolve(mut self, event: &RunEvent) -> Self {
+        self.apply(event);
+        self
+    }
+
+    /// Folds one event in place: each concern folds the events it owns (one file each
+    /// under `state/`), so the match below only routes.
+    pub fn apply(&mut self, event: &RunEvent) {
+        self.version += 1;
+        match event {
+            RunEvent::RunRequested(_)
+            | RunEvent::RunCompleted { .. }
+            | RunEvent::RunBlocked { .. }
+            | RunEvent::RunFailed { .. } => self.apply_run(event),
+            RunEvent::AgentCallScheduled { .. }
+            | RunEvent::AgentResponded { .. }
+            | RunEvent::AgentCallFailed { .. } => self.apply_call(event),
+            RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. } => {
+                self.apply_handoff(event);
+            }
+            RunEvent::OutputHeld { .. } | RunEvent::FanoutJoined { .. } => {
+                self.apply_fan_out(event);
+            }
+            RunEvent::Escalated { .. } => {
+                // An effect ticket holds its effect.
+                self.apply_effect(event);
+                self.apply_ticket(event);
+            }
+            RunEvent::HumanDecided { .. } => self.apply_ticket(event),
+            // Recorded for the audit; nothing later decisions read.
+            RunEvent::PolicyDecided { .. }
+            | RunEvent::RiskClassified { .. }
+            | RunEvent::ConflictDetected { .. }
+            | RunEvent::OutputArchived { .. } => {}
+            // Episodes: folded below, after every other concern.
+            RunEvent::EpisodeStarted { .. }
+            | RunEvent::EpisodeActionDenied { .. }
+            | RunEvent::EpisodeFinished { .. }
+            | RunEvent::EpisodeStopped { .. }
+            | RunEvent::DomainWritten { .. }
+            | RunEvent::DomainWriteDenied { .. } => {}
+            RunEvent::EffectRequested(_)
+            | RunEvent::EffectDeduplicated(_)
+            | RunEvent::EffectAdmitted(_)
+            | RunEvent::EffectRefused(_)
+            | RunEvent::EffectReady(_)
+            | RunEvent::EffectStarted(_)
+            | RunEvent::EffectVerifierCalled(_)
+            | RunEvent::EffectSettled(_)
+            | RunEvent::EffectDryRun(_)
+            | RunEvent::EffectKillSwitchChecked(_)
+            | RunEvent::EffectApplied(_)
+            | RunEvent::EffectFailed(_)
+            | RunEvent::EffectVerified(_)
+            | RunEvent::EffectRecovered(_) => self.apply_effect(event),
+        }
+        episode::fold(self, event);
+    }
+
+    /// The run's own lifecycle: requested, then completed, blocked or failed.
+    fn apply_run(&mut self, event: &RunEvent) {
+        match event {
+            RunEvent::RunRequested(run) => {
+                self.run = Some(run.clone());
+                self.status = RunStatus::Running;
+            }
+            RunEvent::RunCompleted { output } => {
+                self.output = Some(output.clone());
+                self.status = RunStatus::Completed;
+            }
+            RunEvent::RunBlocked { reason, .. } => {
+                self.stop_reason = Some(reason.clone());
+                self.status = RunStatus::Blocked;
+            }
+            RunEvent::RunFailed { reason } => {
+                self.stop_reason = Some(reason.clone());
+                self.status = RunStatus::Failed;
+            }
+            _ => {}
+        }
+    }
+
+    /// Folds a whole log.
+    #[must_use]
+    pub fn fold<'a>(events: impl IntoIterator<Item = &'a RunEvent>) -> Self {
+        let mut state = Self::default();
+        for event in events {
+            state.apply(event);
+        }
+        state
+    }
+
+    /// What `agent` last delivered as a decision input of `output_type` (`id` or
+    /// `id@version`; versions are not told apart), as its receiver got it. Provenance
+    /// rules read citable ids from it.
+    #[must_use]
+    pub fn delivered_output(&self, agent: &str, output_type: &str) -> Option<&Value> {
+        let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
+        let want = base(output_type);
+        self.outputs
+            .get(agent)?
+            .iter()
+            .find(|(t, _)| base(t) == want)
+            .map(|(_, v)| &**v)
+    }
+}
