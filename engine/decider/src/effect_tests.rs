@@ -298,7 +298,7 @@ const E1: &str = "run-1/effect-1";
 const E2: &str = "run-1/effect-2";
 
 #[test]
-fn denied_by_policy_without_permission_kind_or_key() {
+pub(crate) fn denied_by_policy_without_permission_kind_or_key() {
     // An agent without the permission.
     let mut run = Run::start("reader");
     let events = run.respond(vec![effect("publish", "api", Some("k"))]);
@@ -348,7 +348,7 @@ fn denied_by_policy_without_permission_kind_or_key() {
 /// of the same class stops its episode `failure_repeats` (the root: the run fails), and
 /// the refusal is not handed back again.
 #[test]
-fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
+pub(crate) fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
     let mut run = Run::start("reader");
     for i in 1..=3 {
         let events = run.respond(vec![effect("publish", "api", Some(&format!("k{i}")))]);
@@ -407,7 +407,7 @@ fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
 }
 
 #[test]
-fn dry_run_then_execute_then_verify() {
+pub(crate) fn dry_run_then_execute_then_verify() {
     let mut run = Run::start("publisher");
     let events = run.respond(vec![effect("publish", "api", Some("post-1"))]);
     assert_eq!(
@@ -477,7 +477,7 @@ fn dry_run_then_execute_then_verify() {
 }
 
 #[test]
-fn a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human() {
+pub(crate) fn a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "api", Some("post-1"))]);
     let failed = DryRunOutcome::Report {
@@ -510,7 +510,7 @@ fn a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human() {
 }
 
 #[test]
-fn approval_needed_then_approved() {
+pub(crate) fn approval_needed_then_approved() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "browser", Some("post-1"))]);
     run.passed(E1);
@@ -566,7 +566,7 @@ fn approval_needed_then_approved() {
 }
 
 #[test]
-fn approval_needed_then_denied() {
+pub(crate) fn approval_needed_then_denied() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "browser", Some("post-1"))]);
     run.passed(E1);
@@ -584,7 +584,7 @@ fn approval_needed_then_denied() {
 }
 
 #[test]
-fn kill_switch_engaged_at_check_time_refuses_the_effect() {
+pub(crate) fn kill_switch_engaged_at_check_time_refuses_the_effect() {
     for (engaged, rule) in [("api", "kill_switch.api"), ("global", "kill_switch.global")] {
         let mut run = Run::start("publisher");
         run.respond(vec![effect("publish", "api", Some("post-1"))]);
@@ -614,7 +614,7 @@ fn kill_switch_engaged_at_check_time_refuses_the_effect() {
 }
 
 #[test]
-fn dedup_by_key_returns_the_recorded_receipt() {
+pub(crate) fn dedup_by_key_returns_the_recorded_receipt() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -663,7 +663,7 @@ fn dedup_by_key_returns_the_recorded_receipt() {
 }
 
 #[test]
-fn failure_with_retry_cap_needs_a_human_to_try_again() {
+pub(crate) fn failure_with_retry_cap_needs_a_human_to_try_again() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -709,7 +709,7 @@ fn failure_with_retry_cap_needs_a_human_to_try_again() {
 }
 
 #[test]
-fn resume_with_a_started_effect_applied_is_recovered_without_executing() {
+pub(crate) fn resume_with_a_started_effect_applied_is_recovered_without_executing() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -732,7 +732,7 @@ fn resume_with_a_started_effect_applied_is_recovered_without_executing() {
 }
 
 #[test]
-fn resume_with_a_started_effect_not_applied_executes_it_once_more() {
+pub(crate) fn resume_with_a_started_effect_not_applied_executes_it_once_more() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -754,7 +754,7 @@ fn resume_with_a_started_effect_not_applied_executes_it_once_more() {
 }
 
 #[test]
-fn an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt() {
+pub(crate) fn an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -779,7 +779,7 @@ fn an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt() {
 }
 
 #[test]
-fn resume_with_a_started_effect_unknown_needs_review() {
+pub(crate) fn resume_with_a_started_effect_unknown_needs_review() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -819,7 +819,7 @@ fn resume_with_a_started_effect_unknown_needs_review() {
 }
 
 #[test]
-fn failed_verification_calls_the_verifier_not_the_publisher() {
+pub(crate) fn failed_verification_calls_the_verifier_not_the_publisher() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "browser", Some("post-1"))]);
     run.passed(E1);
@@ -862,7 +862,7 @@ fn failed_verification_calls_the_verifier_not_the_publisher() {
 }
 
 #[test]
-fn failed_verification_without_a_verifier_needs_review() {
+pub(crate) fn failed_verification_without_a_verifier_needs_review() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("like", "api", Some("like-1"))]);
     run.switches(E1, &[]);
@@ -885,7 +885,7 @@ fn failed_verification_without_a_verifier_needs_review() {
 }
 
 #[test]
-fn inputs_for_the_wrong_step_are_rejected() {
+pub(crate) fn inputs_for_the_wrong_step_are_rejected() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "api", Some("post-1"))]);
     let at_ms = run.now();
@@ -914,7 +914,7 @@ fn inputs_for_the_wrong_step_are_rejected() {
 }
 
 #[test]
-fn effect_events_round_trip_through_their_encoding() {
+pub(crate) fn effect_events_round_trip_through_their_encoding() {
     let mut run = Run::start("publisher");
     run.respond(vec![effect("publish", "api", Some("post-1"))]);
     run.passed(E1);
@@ -930,7 +930,7 @@ fn effect_events_round_trip_through_their_encoding() {
 }
 
 #[test]
-fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
+pub(crate) fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
     let mut run = Run::start("reader");
     run.respond(vec![
         Action::Handoff {
@@ -1155,7 +1155,7 @@ proptest::proptest! {
 }
 
 #[test]
-fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review() {
+pub(crate) fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review() {
     for verifier_says in [
         AgentResponse::error("x", "PLATFORM_DOWN", "cannot reach the feed"),
         AgentResponse::success(
@@ -1211,7 +1211,7 @@ fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review() {
 /// Seed 004 §7: an episode past 70% of its budget must finalize or escalate, so an effect
 /// it asks for is refused with that rule (and the numbers), and nothing is admitted.
 #[test]
-fn an_episode_past_70_percent_of_its_budget_gets_no_effect() {
+pub(crate) fn an_episode_past_70_percent_of_its_budget_gets_no_effect() {
     let mut run = Run::start("publisher");
     let id = run.pending();
     let at_ms = run.now();

@@ -215,7 +215,7 @@ fn ep(state: &RunState, id: &str) -> Episode {
 }
 
 #[test]
-fn the_root_episode_is_the_main_flow_and_requests_carry_its_id() {
+pub(crate) fn the_root_episode_is_the_main_flow_and_requests_carry_its_id() {
     let (state, _, _) = started();
     let root = ep(&state, "ep-1");
     assert_eq!(
@@ -232,7 +232,7 @@ fn the_root_episode_is_the_main_flow_and_requests_carry_its_id() {
 }
 
 #[test]
-fn an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent() {
+pub(crate) fn an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent() {
     let (mut state, b, mut log) = started();
     let events = answer(
         &mut state,
@@ -306,7 +306,7 @@ fn an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent() {
 }
 
 #[test]
-fn a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded() {
+pub(crate) fn a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded() {
     let (mut state, b, mut log) = started();
     log.extend(answer(
         &mut state,
@@ -348,7 +348,7 @@ fn a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded() {
 }
 
 #[test]
-fn max_children_and_max_total_episodes_are_enforced() {
+pub(crate) fn max_children_and_max_total_episodes_are_enforced() {
     let (mut state, b, mut log) = start("max_children = 1", budget(1_000));
     log.extend(answer(
         &mut state,
@@ -406,7 +406,7 @@ fn max_children_and_max_total_episodes_are_enforced() {
 }
 
 #[test]
-fn forbidden_and_unlisted_child_types_are_refused() {
+pub(crate) fn forbidden_and_unlisted_child_types_are_refused() {
     for (child_type, expected) in [
         ("publish", "forbidden unless a human"),
         ("engage", "not in allowed_child_types"),
@@ -434,7 +434,7 @@ fn forbidden_and_unlisted_child_types_are_refused() {
 }
 
 #[test]
-fn a_child_gets_at_most_half_of_the_parents_remaining_budget() {
+pub(crate) fn a_child_gets_at_most_half_of_the_parents_remaining_budget() {
     let (mut state, b, _) = started();
     // 200 of 1000 tokens used by this very response: 800 remain, so at most 400.
     let events = answer(
@@ -463,7 +463,7 @@ fn a_child_gets_at_most_half_of_the_parents_remaining_budget() {
 }
 
 #[test]
-fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
+pub(crate) fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
     let (mut state, b, _) = started();
     assert_eq!(state.episode_gate(&b, "ep-1"), None);
     let events = answer(
@@ -500,7 +500,7 @@ fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
 }
 
 #[test]
-fn usage_is_charged_to_the_episode_and_every_ancestor() {
+pub(crate) fn usage_is_charged_to_the_episode_and_every_ancestor() {
     let (mut state, b, _) = started();
     answer(
         &mut state,
@@ -533,7 +533,7 @@ fn usage_is_charged_to_the_episode_and_every_ancestor() {
 }
 
 #[test]
-fn time_waiting_for_a_human_is_not_wall_time() {
+pub(crate) fn time_waiting_for_a_human_is_not_wall_time() {
     let (mut state, b, mut log) = started();
     log.extend(answer(
         &mut state,
@@ -572,7 +572,7 @@ fn time_waiting_for_a_human_is_not_wall_time() {
 }
 
 #[test]
-fn an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out() {
+pub(crate) fn an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out() {
     let (mut state, b, mut log) = started();
     log.extend(answer(
         &mut state,
@@ -631,7 +631,7 @@ fn an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out() {
 }
 
 #[test]
-fn two_children_without_delta_stop_the_parent_no_new_information() {
+pub(crate) fn two_children_without_delta_stop_the_parent_no_new_information() {
     let (mut state, b, mut log) = started();
     log.extend(answer(
         &mut state,
@@ -683,7 +683,7 @@ fn two_children_without_delta_stop_the_parent_no_new_information() {
 }
 
 #[test]
-fn the_same_error_class_n_times_stops_failure_repeats() {
+pub(crate) fn the_same_error_class_n_times_stops_failure_repeats() {
     let (mut state, b, mut log) = started();
     for i in 0..3 {
         log.extend(answer(
@@ -718,7 +718,7 @@ fn the_same_error_class_n_times_stops_failure_repeats() {
 }
 
 #[test]
-fn a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run() {
+pub(crate) fn a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run() {
     let (mut state, b, mut log) = started();
     log.extend(answer(
         &mut state,
@@ -781,7 +781,7 @@ fn a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run() {
 }
 
 #[test]
-fn success_needs_a_passing_verifier_when_verification_is_needed() {
+pub(crate) fn success_needs_a_passing_verifier_when_verification_is_needed() {
     let (mut state, b, mut log) = started();
     let mut needs = EpisodeResult::new(EpisodeStatus::Ok, "done");
     needs.verification_needed = true;
@@ -841,7 +841,7 @@ fn success_needs_a_passing_verifier_when_verification_is_needed() {
 }
 
 #[test]
-fn needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks() {
+pub(crate) fn needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks() {
     for approved in [true, false] {
         let (mut state, b, mut log) = started();
         let mut review = EpisodeResult::new(EpisodeStatus::NeedsReview, "draft ready");
@@ -901,7 +901,7 @@ fn needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks() {
 }
 
 #[test]
-fn only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others() {
+pub(crate) fn only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others() {
     let (mut state, b, mut log) = started();
     let write = |v: u32| Action::WriteDomain {
         domain: "plan".into(),
@@ -949,7 +949,7 @@ fn only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others() {
 }
 
 #[test]
-fn a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping() {
+pub(crate) fn a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping() {
     let (mut state, b, mut log) = start("stop_conditions = [\"budget_exhausted\"]", budget(1_000));
     let events = answer(
         &mut state,
@@ -1009,7 +1009,7 @@ fn to_external(payload: Value) -> Action {
 }
 
 #[test]
-fn a_run_completed_by_a_plain_handoff_records_the_root_episodes_success() {
+pub(crate) fn a_run_completed_by_a_plain_handoff_records_the_root_episodes_success() {
     let (mut state, b, mut log) = started();
     let events = answer(
         &mut state,
@@ -1083,7 +1083,7 @@ fn a_run_completed_by_a_plain_handoff_records_the_root_episodes_success() {
 }
 
 #[test]
-fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
+pub(crate) fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
     // Blocked: orch may not hand off to worker; the root and its running child stop
     // `policy_blocks`, naming the block's rule.
     let (mut state, b, mut log) = started();
@@ -1191,7 +1191,7 @@ fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
 /// `failure_repeat_limit` (3) the episode stops `failure_repeats` instead of looping until
 /// a budget runs out. In a child, the parent gets the failed result.
 #[test]
-fn repeated_refusals_stop_the_episode_failure_repeats() {
+pub(crate) fn repeated_refusals_stop_the_episode_failure_repeats() {
     let listed = "stop_conditions = [\"budget_exhausted\", \"failure_repeats\"]";
     // The root: refused spawns (a forbidden child type), no usage reported.
     let (mut state, b, mut log) = start(listed, budget(1_000));
@@ -1281,7 +1281,7 @@ fn repeated_refusals_stop_the_episode_failure_repeats() {
 }
 
 #[test]
-fn answers_from_a_stopped_episode_are_recorded_but_not_acted_on() {
+pub(crate) fn answers_from_a_stopped_episode_are_recorded_but_not_acted_on() {
     let workers = "[[recursion.policies]]\nid = \"workers\"\nagents = [\"worker\"]\n\
                    allowed_child_types = [\"retrieve\", \"summarize\"]\nfailure_repeat_limit = 1";
     let (mut state, b, mut log) = start(workers, budget(1_000));
@@ -1567,7 +1567,7 @@ proptest! {
 }
 
 #[test]
-fn the_json_of_the_tree_round_trips() {
+pub(crate) fn the_json_of_the_tree_round_trips() {
     let (mut state, b, _) = started();
     answer(
         &mut state,

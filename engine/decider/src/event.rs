@@ -501,6 +501,47 @@ pub struct DecodeError {
 }
 
 impl RunEvent {
+    /// Every event kind, in the order of [`RunEvent::kind`]'s match.
+    pub const KINDS: &'static [&'static str] = &[
+        "run.requested",
+        "agent.call_scheduled",
+        "agent.responded",
+        "agent.call_failed",
+        "handoff.allowed",
+        "handoff.denied",
+        "policy.decided",
+        "output.held",
+        "output.conflict_detected",
+        "output.archived",
+        "fanout.joined",
+        "risk.classified",
+        "human.escalated",
+        "human.decided",
+        "run.completed",
+        "run.blocked",
+        "run.failed",
+        "episode.started",
+        "episode.action_denied",
+        "episode.finished",
+        "episode.stopped",
+        "domain.written",
+        "domain.write_denied",
+        "effect.requested",
+        "effect.deduplicated",
+        "effect.admitted",
+        "effect.refused",
+        "effect.ready",
+        "effect.started",
+        "effect.verifier_called",
+        "effect.settled",
+        "effect.dry_run",
+        "effect.kill_switch_checked",
+        "effect.applied",
+        "effect.failed",
+        "effect.verified",
+        "effect.recovered",
+    ];
+
     /// The event kind stored in the envelope (`run.requested`...).
     #[must_use]
     pub fn kind(&self) -> &'static str {

@@ -37,6 +37,8 @@ mod workflow;
 mod episode_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod transitions;
 // Side effects (seed 004 §1, §8)
 #[cfg(test)]
 mod effect_tests;

@@ -165,7 +165,7 @@ fn started() -> (RunState, PolicyBundle, Vec<RunEvent>) {
 }
 
 #[test]
-fn start_schedules_the_entry_call() {
+pub(crate) fn start_schedules_the_entry_call() {
     let (state, _, events) = started();
     assert_eq!(
         kinds(&events),
@@ -184,7 +184,7 @@ fn start_schedules_the_entry_call() {
 }
 
 #[test]
-fn a_pipeline_runs_to_completion() {
+pub(crate) fn a_pipeline_runs_to_completion() {
     let (mut state, b, mut log) = started();
     log.extend(respond(
         &mut state,
@@ -230,7 +230,7 @@ fn a_pipeline_runs_to_completion() {
 }
 
 #[test]
-fn context_edges_arrive_as_context_inputs() {
+pub(crate) fn context_edges_arrive_as_context_inputs() {
     let (mut state, b, _) = started();
     respond(
         &mut state,
@@ -255,7 +255,7 @@ fn context_edges_arrive_as_context_inputs() {
 }
 
 #[test]
-fn forbidden_handoffs_block_with_the_seed_reason() {
+pub(crate) fn forbidden_handoffs_block_with_the_seed_reason() {
     let (mut state, b, _) = started();
     respond(&mut state, &b, vec![handoff("b", "ab", json!({}))]);
     respond(&mut state, &b, vec![handoff("c", "bc", json!({}))]);
@@ -284,7 +284,7 @@ fn forbidden_handoffs_block_with_the_seed_reason() {
 }
 
 #[test]
-fn contract_mismatch_stops_the_flow() {
+pub(crate) fn contract_mismatch_stops_the_flow() {
     let b = bundle();
     let mut state = RunState::default();
     let Command::Start(mut run) = start_command(&b) else {
@@ -309,7 +309,7 @@ fn contract_mismatch_stops_the_flow() {
 }
 
 #[test]
-fn failures_go_retry_escalate_block() {
+pub(crate) fn failures_go_retry_escalate_block() {
     let (mut state, b, mut log) = started();
     let first = fail(&mut state, &b);
     assert_eq!(
@@ -370,7 +370,7 @@ fn failures_go_retry_escalate_block() {
 }
 
 #[test]
-fn human_denial_blocks() {
+pub(crate) fn human_denial_blocks() {
     let (mut state, b, _) = started();
     fail(&mut state, &b);
     fail(&mut state, &b);
@@ -394,7 +394,7 @@ fn human_denial_blocks() {
 }
 
 #[test]
-fn escalate_action_waits_and_approval_proceeds() {
+pub(crate) fn escalate_action_waits_and_approval_proceeds() {
     let (mut state, b, _) = started();
     let events = respond(
         &mut state,
@@ -428,7 +428,7 @@ fn escalate_action_waits_and_approval_proceeds() {
 }
 
 #[test]
-fn denied_tool_call_is_a_boundary_violation() {
+pub(crate) fn denied_tool_call_is_a_boundary_violation() {
     let (mut state, b, _) = started();
     let id = only_pending(&state);
     let mut response = AgentResponse::success(
@@ -468,7 +468,7 @@ fn denied_tool_call_is_a_boundary_violation() {
 }
 
 #[test]
-fn guardrail_3_lock_blocks_capability_requests() {
+pub(crate) fn guardrail_3_lock_blocks_capability_requests() {
     let (mut state, b, _) = started();
     respond(&mut state, &b, vec![handoff("b", "ab", json!({}))]);
     respond(&mut state, &b, vec![handoff("c", "bc", json!({}))]);
@@ -497,7 +497,7 @@ fn guardrail_3_lock_blocks_capability_requests() {
 }
 
 #[test]
-fn allowed_capability_answer_returns_to_the_asker() {
+pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
     let (mut state, b, _) = started();
     let mut inputs = serde_json::Map::new();
     inputs.insert("topics".into(), json!(["t"]));
@@ -529,7 +529,7 @@ fn allowed_capability_answer_returns_to_the_asker() {
 }
 
 #[test]
-fn final_runs_reject_commands() {
+pub(crate) fn final_runs_reject_commands() {
     let (mut state, b, _) = started();
     let id = only_pending(&state);
     respond(&mut state, &b, vec![handoff("c", "ac", json!({}))]); // a → c is a skip
@@ -549,7 +549,7 @@ fn final_runs_reject_commands() {
 }
 
 #[test]
-fn rejections_are_typed() {
+pub(crate) fn rejections_are_typed() {
     let (state, b, _) = started();
     let unknown = Command::RecordFailure {
         request_id: "run-1/call-9".into(),
@@ -611,7 +611,7 @@ fn rejections_are_typed() {
 }
 
 #[test]
-fn events_encode_with_sorted_keys_and_decode_back() {
+pub(crate) fn events_encode_with_sorted_keys_and_decode_back() {
     let (_, _, events) = started();
     for event in &events {
         let bytes = event.encode();
@@ -627,7 +627,7 @@ fn events_encode_with_sorted_keys_and_decode_back() {
 }
 
 #[test]
-fn replay_check_finds_a_changed_decision() {
+pub(crate) fn replay_check_finds_a_changed_decision() {
     let (mut state, b, mut log) = started();
     log.extend(respond(&mut state, &b, vec![handoff("b", "ab", json!({}))]));
     let mut tampered = log.clone();
@@ -642,7 +642,7 @@ fn replay_check_finds_a_changed_decision() {
 }
 
 #[test]
-fn a_run_recorded_by_a_newer_decider_is_refused_on_replay_naming_both_versions() {
+pub(crate) fn a_run_recorded_by_a_newer_decider_is_refused_on_replay_naming_both_versions() {
     let (_, b, mut log) = started();
     if let Some(RunEvent::RunRequested(run)) = log.first_mut() {
         std::sync::Arc::make_mut(run).decider_version = DECIDER_VERSION + 1;
@@ -659,7 +659,7 @@ fn a_run_recorded_by_a_newer_decider_is_refused_on_replay_naming_both_versions()
 }
 
 #[test]
-fn runs_recorded_before_decider_versions_read_as_version_0_and_replay() {
+pub(crate) fn runs_recorded_before_decider_versions_read_as_version_0_and_replay() {
     let (_, b, log) = started();
     let Some(RunEvent::RunRequested(run)) = log.first() else {
         panic!("a run starts with run.requested");
@@ -770,7 +770,7 @@ proptest! {
 }
 
 #[test]
-fn risk_classifier_verdicts() {
+pub(crate) fn risk_classifier_verdicts() {
     for (verdict, expect) in [
         ("SAFE", RunStatus::Running),
         ("REVIEW_REQUIRED", RunStatus::WaitingForHuman),
@@ -918,7 +918,7 @@ fn answer_branch(
 }
 
 #[test]
-fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser() {
+pub(crate) fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser() {
     let (b, src) = fanout_bundle("prefer_higher_confidence");
     let (mut state, mut log) = fanout_start(&b, &src);
     assert_eq!(state.pending.len(), 2, "two branches run in parallel");
@@ -965,7 +965,7 @@ fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser() {
 }
 
 #[test]
-fn fan_out_conflicts_go_to_a_human_who_picks_the_output() {
+pub(crate) fn fan_out_conflicts_go_to_a_human_who_picks_the_output() {
     let (b, src) = fanout_bundle("human");
     let (mut state, mut log) = fanout_start(&b, &src);
     log.extend(answer_branch(
@@ -1013,7 +1013,7 @@ fn fan_out_conflicts_go_to_a_human_who_picks_the_output() {
 }
 
 #[test]
-fn fan_out_with_agreeing_outputs_delivers_once() {
+pub(crate) fn fan_out_with_agreeing_outputs_delivers_once() {
     let (b, src) = fanout_bundle("human");
     let (mut state, _) = fanout_start(&b, &src);
     answer_branch(&mut state, &b, "left", Confidence::High, json!({"v": 1}));
@@ -1023,7 +1023,7 @@ fn fan_out_with_agreeing_outputs_delivers_once() {
 }
 
 #[test]
-fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
+pub(crate) fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
     let src = format!(
         "{BUNDLE}\n[defaults.circuit_breaker]\nfailure_threshold = 1\nprobe_interval_ms = 60000\n"
     );
@@ -1054,7 +1054,7 @@ fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
 }
 
 #[test]
-fn approving_one_of_two_open_tickets_is_not_lost() {
+pub(crate) fn approving_one_of_two_open_tickets_is_not_lost() {
     let (b, src) = fanout_bundle("human");
     let (mut state, mut log) = fanout_start(&b, &src);
     for agent in ["left", "right"] {
@@ -1171,7 +1171,7 @@ fn recs(cited: &[&str]) -> Action {
 }
 
 #[test]
-fn provenance_allows_citations_of_delivered_ids() {
+pub(crate) fn provenance_allows_citations_of_delivered_ids() {
     let (mut state, b, mut log) = provenance_run("a");
     let events = respond(&mut state, &b, vec![recs(&["gap-2", "gap-1"])]);
     assert_eq!(
@@ -1189,7 +1189,7 @@ fn provenance_allows_citations_of_delivered_ids() {
 }
 
 #[test]
-fn provenance_denies_an_unproduced_id_naming_the_item() {
+pub(crate) fn provenance_denies_an_unproduced_id_naming_the_item() {
     let (mut state, b, mut log) = provenance_run("a");
     let events = respond(&mut state, &b, vec![recs(&["gap-1", "geo_score"])]);
     assert_eq!(
@@ -1225,7 +1225,7 @@ fn provenance_denies_an_unproduced_id_naming_the_item() {
 }
 
 #[test]
-fn provenance_denies_when_the_producer_never_delivered() {
+pub(crate) fn provenance_denies_when_the_producer_never_delivered() {
     let (mut state, b, _) = provenance_run("b");
     let events = respond(&mut state, &b, vec![recs(&["gap-1"])]);
     assert_eq!(

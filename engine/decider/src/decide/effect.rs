@@ -1,4 +1,4 @@
-//! Side effects in the decider (seed 004 §1, §8): the path of one `request_effect`, each
+//! Side effects in the decider (docs/governance.md#side-effects): the path of one `request_effect`, each
 //! step a recorded event.
 //!
 //! ```text
@@ -25,23 +25,8 @@
 //! Every effect ends with one call back to the agent that asked, carrying an
 //! `effect_result` decision input (applied, deduplicated, refused, failed, unverified).
 //!
-//! | step | outcome | covered by (`effect_tests.rs`) |
-//! |---|---|---|
-//! | admission | denied (no permission, no policy, no key) | `denied_by_policy_without_permission_kind_or_key` |
-//! | dry run | passed → gate → started → applied → verified | `dry_run_then_execute_then_verify` |
-//! | dry run | failed → refused; unsupported → ticket → waived | `a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human` |
-//! | execution gate | needs approval → approved / denied | `approval_needed_then_approved`, `approval_needed_then_denied` |
-//! | execution gate | kill switch engaged (lane, global) → refused | `kill_switch_engaged_at_check_time_refuses_the_effect` |
-//! | request | key already applied → deduplicated; key in flight → refused | `dedup_by_key_returns_the_recorded_receipt` |
-//! | result | failed → attempt 2 over the cap → approval | `failure_with_retry_cap_needs_a_human_to_try_again` |
-//! | recovery | applied / not applied / unknown | `resume_with_a_started_effect_applied_is_recovered_without_executing`, `resume_with_a_started_effect_not_applied_executes_it_once_more`, `resume_with_a_started_effect_unknown_needs_review` |
-//! | recovery | not applied twice → given up | `an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt` |
-//! | verification | not applied → verifier confirms; fails or doubts → review; no verifier → review | `failed_verification_calls_the_verifier_not_the_publisher`, `a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review`, `failed_verification_without_a_verifier_needs_review` |
-//! | fan-out | a branch waiting for its effect is not joined | `a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early` |
-//! | any | random behaviour: replays, one application per key, no start past an engaged switch | `effects_apply_each_key_at_most_once_and_only_past_the_kill_switch` |
-//!
-//! This module is a child of `decide` (declared there with `#[path]`) so that it extends
-//! `Batch` without widening what `decide` exposes.
+//! Each step's rows of the transition table, with the tests covering them, are in
+//! `transitions.rs` at the crate root.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

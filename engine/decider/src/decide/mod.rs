@@ -10,41 +10,9 @@
 //! conditions) and `effect.rs` (side effects). What each event does to the state is
 //! folded in the file of the same name under `state/`.
 //!
-//! Transitions (status before → command → status after):
-//!
-//! | from | command | to | covered by |
-//! |---|---|---|---|
-//! | NotStarted | Start | Running (entry call scheduled) or Blocked (entry handoff denied) | `start_schedules_the_entry_call`, `forbidden_handoffs_block_with_the_seed_reason` |
-//! | Running | RecordResponse, handoff allowed | Running (next call scheduled, context inputs attached) | `a_pipeline_runs_to_completion`, `context_edges_arrive_as_context_inputs` |
-//! | Running | RecordResponse, handoff denied / contract mismatch | Blocked | `forbidden_handoffs_block_with_the_seed_reason`, `contract_mismatch_stops_the_flow` |
-//! | Running | RecordResponse, provenance rule: every item cites an id the producer delivered | Running (next call scheduled, decisions recorded on `handoff.allowed`) | `provenance_allows_citations_of_delivered_ids` |
-//! | Running | RecordResponse, provenance rule: an unproduced id, or the producer never delivered | Blocked (`handoff.denied` naming the rule, the item and the id) | `provenance_denies_an_unproduced_id_naming_the_item`, `provenance_denies_when_the_producer_never_delivered` |
-//! | Running | RecordResponse, finish (exit) | Completed | `a_pipeline_runs_to_completion` |
-//! | Running | RecordResponse, escalate | WaitingForHuman | `escalate_action_waits_and_approval_proceeds` |
-//! | Running | RecordResponse, denied tool call | retry path | `denied_tool_call_is_a_boundary_violation` |
-//! | Running | RecordResponse, capability locked | Blocked | `guardrail_3_lock_blocks_capability_requests` |
-//! | Running | RecordResponse of a classified agent | Running (classifier call scheduled) | `risk_classifier_verdicts` |
-//! | Running | classifier SAFE / REVIEW_REQUIRED / DANGEROUS | actions proceed / WaitingForHuman / Blocked | `risk_classifier_verdicts` |
-//! | Running | RecordFailure | Running (retry) / WaitingForHuman (escalate) / Blocked (hard stop) | `failures_go_retry_escalate_block` |
-//! | Running | RecordResponse with handoffs to several agents | Running (parallel branches) | `fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser` |
-//! | Running | last branch answers: outputs agree / conflict by confidence / conflict for a human | Running (joined) / Running (loser archived) / WaitingForHuman | `fan_out_with_agreeing_outputs_delivers_once`, `fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser`, `fan_out_conflicts_go_to_a_human_who_picks_the_output` |
-//! | WaitingForHuman | RecordHumanDecision approve | Running (retry or held actions) | `failures_go_retry_escalate_block`, `escalate_action_waits_and_approval_proceeds` |
-//! | WaitingForHuman | RecordHumanDecision deny | Blocked | `human_denial_blocks` |
-//! | WaitingForHuman (2 tickets) | approve one | WaitingForHuman, its effect decided (calls wait) | `approving_one_of_two_open_tickets_is_not_lost` |
-//! | Running | RecordFailure, retry with the circuit open | Blocked | `an_open_circuit_blocks_the_next_call_to_a_failing_agent` |
-//! | Completed / Blocked / Failed | any | rejected | `final_runs_reject_commands` |
-//! | any | unknown call / ticket, bundle of another hash | rejected | `rejections_are_typed` |
-//! | Running | RecordResponse, `spawn` allowed | Running (`episode.started`, the child's call scheduled in `ep-N`) | `an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent` |
-//! | Running | RecordResponse, `spawn` refused (depth, children, total, child type, 50%, 70%) | Running (spawner stopped, failed result to its parent), Blocked (root stopped) or Running (agent told, condition not listed) | `a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded`, `max_children_and_max_total_episodes_are_enforced`, `forbidden_and_unlisted_child_types_are_refused`, `a_child_gets_at_most_half_of_the_parents_remaining_budget`, `past_70_percent_a_spawn_is_refused_finalize_or_escalate`, `a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping` |
-//! | Running | RecordResponse, usage exhausts a budget | Running (episode stopped, `budget_exhausted`) or Blocked (root) | `an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out` |
-//! | Running | RecordResponse, `finish_episode` ok / failed in a child | Running (result to the parent's agent; parent may stop: `no_new_information`, `failure_repeats`) | `two_children_without_delta_stop_the_parent_no_new_information`, `the_same_error_class_n_times_stops_failure_repeats` |
-//! | Running | RecordResponse, root `finish_episode` ok (verified when asked) | Completed (`success_achieved`) | `success_needs_a_passing_verifier_when_verification_is_needed` |
-//! | Running | RecordResponse, `finish_episode` needs_review | WaitingForHuman (`episode_review` ticket); approve → as ok, deny → Blocked | `needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks` |
-//! | Running | RecordResponse, `write_domain` | Running (`domain.written` vN+1) or episode stopped (`domain.write_denied`) | `only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others` |
-//! | Running | RecordFailure in a child episode, ladder's hard stop | Running (child stopped, `failure_repeats`; failed result to the parent) | `a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run` |
-//! | Running | any input that ends the run (completed / blocked / failed) with episodes still open | Completed / Blocked / Failed, each open episode's end recorded first (root finished ok + `success_achieved` / `policy_blocks` / finished failed `run_failed`) | `a_run_completed_by_a_plain_handoff_records_the_root_episodes_success`, `a_blocked_or_failed_run_records_the_end_of_every_open_episode`, `random_agents_never_exceed_a_limit` |
-//! | Running | RecordResponse, a spawn / write / effect refused for the `failure_repeat_limit`-th time (condition not listed, so the agent was told before) | Running (episode stopped `failure_repeats`, failed result to its parent) or Failed (root) | `repeated_refusals_stop_the_episode_failure_repeats`, `repeated_effect_refusals_stop_the_episode_failure_repeats` |
-//! | Running | RecordResponse of a call whose episode stopped | Running (recorded, not charged, not acted on) | `answers_from_a_stopped_episode_are_recorded_but_not_acted_on` |
+//! The transition table (state before, recorded input, state after, the events recorded,
+//! the file deciding it and the tests covering it) is code, checked by its tests:
+//! `transitions.rs` at the crate root.
 
 use std::sync::Arc;
 
@@ -424,6 +392,8 @@ fn decide_batch(
         command => batch.on_other_input(command),
     }
     batch.settle();
+    #[cfg(test)]
+    crate::transitions::observe(&batch.events);
     (batch.events, batch.state)
 }
 

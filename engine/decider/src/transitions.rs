@@ -1,0 +1,650 @@
+//! The transition table of `decide`, as code: for each recorded input in each state, the
+//! state it leads to, the events it records, the decide file that takes the decision, and
+//! the tests that cover it. The tests below run each covering test and check that it
+//! records every event its row lists, that every event kind is listed by some row, and
+//! that every covering test exists (a renamed test does not compile).
+
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+
+use crate::RunEvent;
+use crate::effect_tests as fx;
+use crate::episode_tests as ep;
+use crate::tests as run;
+
+thread_local! {
+    /// The kinds `decide` recorded on this thread while a covering test ran.
+    static OBSERVED: RefCell<Option<BTreeSet<&'static str>>> = const { RefCell::new(None) };
+}
+
+/// Called by `decide` (in tests only) with every batch it makes.
+pub(crate) fn observe(events: &[RunEvent]) {
+    OBSERVED.with(|observed| {
+        if let Some(kinds) = observed.borrow_mut().as_mut() {
+            kinds.extend(events.iter().map(RunEvent::kind));
+        }
+    });
+}
+
+/// The event kinds `decide` records while `test` runs.
+fn recorded_by(test: fn()) -> BTreeSet<&'static str> {
+    OBSERVED.with(|observed| *observed.borrow_mut() = Some(BTreeSet::new()));
+    test();
+    OBSERVED.with(|observed| observed.borrow_mut().take().unwrap_or_default())
+}
+
+/// A test that covers a transition: a plain test is run again by the table's check; a
+/// property test is named only (it runs with its own random inputs).
+enum Cover {
+    Test(fn()),
+    Property(&'static str),
+}
+
+/// One row of the table.
+struct Transition {
+    /// The file under `decide/` that takes the decision.
+    concern: &'static str,
+    from: &'static str,
+    input: &'static str,
+    to: &'static str,
+    /// Event kinds the transition records (after its input's own event).
+    records: &'static [&'static str],
+    covered_by: &'static [Cover],
+}
+
+use Cover::{Property, Test};
+
+const TRANSITIONS: &[Transition] = &[
+    Transition {
+        concern: "mod",
+        from: "NotStarted",
+        input: "Start",
+        to: "Running (entry call scheduled) or Blocked (entry handoff denied)",
+        records: &[
+            "agent.call_scheduled",
+            "handoff.allowed",
+            "handoff.denied",
+            "run.blocked",
+        ],
+        covered_by: &[
+            Test(run::start_schedules_the_entry_call),
+            Test(run::forbidden_handoffs_block_with_the_seed_reason),
+        ],
+    },
+    Transition {
+        concern: "handoff",
+        from: "Running",
+        input: "RecordResponse, handoff allowed",
+        to: "Running (next call scheduled, context inputs attached)",
+        records: &["handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(run::a_pipeline_runs_to_completion),
+            Test(run::context_edges_arrive_as_context_inputs),
+        ],
+    },
+    Transition {
+        concern: "handoff",
+        from: "Running",
+        input: "RecordResponse, handoff denied / contract mismatch",
+        to: "Blocked",
+        records: &["handoff.denied", "run.blocked"],
+        covered_by: &[
+            Test(run::forbidden_handoffs_block_with_the_seed_reason),
+            Test(run::contract_mismatch_stops_the_flow),
+        ],
+    },
+    Transition {
+        concern: "handoff",
+        from: "Running",
+        input: "RecordResponse, provenance rule: every item cites an id the producer delivered",
+        to: "Running (next call scheduled, decisions recorded on handoff.allowed)",
+        records: &["handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[Test(run::provenance_allows_citations_of_delivered_ids)],
+    },
+    Transition {
+        concern: "handoff",
+        from: "Running",
+        input: "RecordResponse, provenance rule: an unproduced id, or the producer never delivered",
+        to: "Blocked (handoff.denied naming the rule, the item and the id)",
+        records: &["handoff.denied", "run.blocked"],
+        covered_by: &[
+            Test(run::provenance_denies_an_unproduced_id_naming_the_item),
+            Test(run::provenance_denies_when_the_producer_never_delivered),
+        ],
+    },
+    Transition {
+        concern: "response",
+        from: "Running",
+        input: "RecordResponse, finish (exit)",
+        to: "Completed",
+        records: &["handoff.allowed", "run.completed"],
+        covered_by: &[Test(run::a_pipeline_runs_to_completion)],
+    },
+    Transition {
+        concern: "response",
+        from: "Running",
+        input: "RecordResponse, escalate",
+        to: "WaitingForHuman",
+        records: &["human.escalated"],
+        covered_by: &[Test(run::escalate_action_waits_and_approval_proceeds)],
+    },
+    Transition {
+        concern: "response",
+        from: "Running",
+        input: "RecordResponse, denied tool call",
+        to: "the failure ladder (retry)",
+        records: &["policy.decided", "agent.call_scheduled"],
+        covered_by: &[Test(run::denied_tool_call_is_a_boundary_violation)],
+    },
+    Transition {
+        concern: "response",
+        from: "Running",
+        input: "RecordResponse, capability locked",
+        to: "Blocked",
+        records: &["policy.decided", "run.blocked"],
+        covered_by: &[Test(run::guardrail_3_lock_blocks_capability_requests)],
+    },
+    Transition {
+        concern: "classification",
+        from: "Running",
+        input: "RecordResponse of a classified agent; then the classifier's SAFE / REVIEW_REQUIRED / DANGEROUS",
+        to: "Running (classifier call scheduled); then actions proceed / WaitingForHuman / Blocked",
+        records: &[
+            "agent.call_scheduled",
+            "risk.classified",
+            "human.escalated",
+            "run.blocked",
+        ],
+        covered_by: &[Test(run::risk_classifier_verdicts)],
+    },
+    Transition {
+        concern: "failure",
+        from: "Running",
+        input: "RecordFailure",
+        to: "Running (retry) / WaitingForHuman (escalate) / Blocked (hard stop)",
+        records: &[
+            "policy.decided",
+            "agent.call_scheduled",
+            "human.escalated",
+            "run.blocked",
+        ],
+        covered_by: &[Test(run::failures_go_retry_escalate_block)],
+    },
+    Transition {
+        concern: "failure",
+        from: "Running",
+        input: "RecordFailure, retry with the circuit open",
+        to: "Blocked",
+        records: &["policy.decided", "run.blocked"],
+        covered_by: &[Test(
+            run::an_open_circuit_blocks_the_next_call_to_a_failing_agent,
+        )],
+    },
+    Transition {
+        concern: "fan_out",
+        from: "Running",
+        input: "RecordResponse with handoffs to several agents; the last branch answers: outputs agree / conflict by confidence / conflict for a human",
+        to: "Running (parallel branches); Running (joined) / Running (loser archived) / WaitingForHuman",
+        records: &[
+            "output.held",
+            "fanout.joined",
+            "output.conflict_detected",
+            "output.archived",
+            "human.escalated",
+        ],
+        covered_by: &[
+            Test(run::fan_out_with_agreeing_outputs_delivers_once),
+            Test(run::fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser),
+            Test(run::fan_out_conflicts_go_to_a_human_who_picks_the_output),
+        ],
+    },
+    Transition {
+        concern: "ticket",
+        from: "WaitingForHuman",
+        input: "RecordHumanDecision approve",
+        to: "Running (retry or held actions)",
+        records: &["human.decided", "agent.call_scheduled"],
+        covered_by: &[
+            Test(run::failures_go_retry_escalate_block),
+            Test(run::escalate_action_waits_and_approval_proceeds),
+        ],
+    },
+    Transition {
+        concern: "ticket",
+        from: "WaitingForHuman",
+        input: "RecordHumanDecision deny",
+        to: "Blocked",
+        records: &["human.decided", "run.blocked"],
+        covered_by: &[Test(run::human_denial_blocks)],
+    },
+    Transition {
+        concern: "ticket",
+        from: "WaitingForHuman (2 tickets)",
+        input: "approve one",
+        to: "WaitingForHuman, its effect decided (calls wait)",
+        records: &["human.decided", "human.escalated"],
+        covered_by: &[Test(run::approving_one_of_two_open_tickets_is_not_lost)],
+    },
+    Transition {
+        concern: "mod",
+        from: "Completed / Blocked / Failed; any",
+        input: "any; an unknown call or ticket, a bundle of another hash",
+        to: "rejected (nothing recorded)",
+        records: &[],
+        covered_by: &[
+            Test(run::final_runs_reject_commands),
+            Test(run::rejections_are_typed),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, spawn allowed",
+        to: "Running (the child's call scheduled in ep-N)",
+        records: &[
+            "episode.started",
+            "agent.call_scheduled",
+            "episode.finished",
+        ],
+        covered_by: &[Test(
+            ep::an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, spawn refused (depth, children, total, child type, 50%, 70%)",
+        to: "Running (spawner stopped, failed result to its parent), Blocked (root stopped) or Running (agent told, condition not listed)",
+        records: &["episode.action_denied", "episode.stopped", "run.blocked"],
+        covered_by: &[
+            Test(ep::a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded),
+            Test(ep::max_children_and_max_total_episodes_are_enforced),
+            Test(ep::forbidden_and_unlisted_child_types_are_refused),
+            Test(ep::a_child_gets_at_most_half_of_the_parents_remaining_budget),
+            Test(ep::past_70_percent_a_spawn_is_refused_finalize_or_escalate),
+            Test(ep::a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, usage exhausts a budget",
+        to: "Running (episode stopped, budget_exhausted) or Blocked (root)",
+        records: &["episode.stopped", "run.blocked"],
+        covered_by: &[Test(
+            ep::an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, finish_episode ok / failed in a child",
+        to: "Running (result to the parent's agent; the parent may stop: no_new_information, failure_repeats)",
+        records: &["episode.finished", "episode.stopped", "run.failed"],
+        covered_by: &[
+            Test(ep::two_children_without_delta_stop_the_parent_no_new_information),
+            Test(ep::the_same_error_class_n_times_stops_failure_repeats),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, root finish_episode ok (verified when asked)",
+        to: "Completed (success_achieved)",
+        records: &["episode.finished", "episode.stopped", "run.completed"],
+        covered_by: &[Test(
+            ep::success_needs_a_passing_verifier_when_verification_is_needed,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, finish_episode needs_review",
+        to: "WaitingForHuman (episode_review ticket); approve: as ok, deny: Blocked",
+        records: &[
+            "episode.finished",
+            "human.escalated",
+            "human.decided",
+            "run.completed",
+            "run.blocked",
+        ],
+        covered_by: &[Test(
+            ep::needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, write_domain",
+        to: "Running (domain.written vN+1) or episode stopped (domain.write_denied)",
+        records: &["domain.written", "domain.write_denied"],
+        covered_by: &[Test(
+            ep::only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordFailure in a child episode, the ladder's hard stop",
+        to: "Running (child stopped, failure_repeats; failed result to the parent)",
+        records: &["agent.call_failed", "policy.decided", "episode.stopped"],
+        covered_by: &[Test(
+            ep::a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run,
+        )],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "any input that ends the run with episodes still open",
+        to: "Completed / Blocked / Failed, each open episode's end recorded first",
+        records: &[
+            "episode.finished",
+            "episode.stopped",
+            "run.completed",
+            "run.blocked",
+            "run.failed",
+        ],
+        covered_by: &[
+            Test(ep::a_run_completed_by_a_plain_handoff_records_the_root_episodes_success),
+            Test(ep::a_blocked_or_failed_run_records_the_end_of_every_open_episode),
+            Property("random_agents_never_exceed_a_limit"),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse, a spawn / write / effect refused for the failure_repeat_limit-th time",
+        to: "Running (episode stopped failure_repeats, failed result to its parent) or Failed (root)",
+        records: &[
+            "episode.action_denied",
+            "domain.write_denied",
+            "effect.refused",
+            "episode.stopped",
+            "run.failed",
+        ],
+        covered_by: &[
+            Test(ep::repeated_refusals_stop_the_episode_failure_repeats),
+            Test(fx::repeated_effect_refusals_stop_the_episode_failure_repeats),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
+        input: "RecordResponse of a call whose episode stopped",
+        to: "Running (recorded, not charged, not acted on)",
+        records: &["agent.responded"],
+        covered_by: &[Test(
+            ep::answers_from_a_stopped_episode_are_recorded_but_not_acted_on,
+        )],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "RecordResponse, request_effect not admitted (no permission, no policy, no key)",
+        to: "Running (the agent is told)",
+        records: &["effect.requested", "policy.decided", "effect.refused"],
+        covered_by: &[Test(fx::denied_by_policy_without_permission_kind_or_key)],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "request_effect admitted; dry run passed; kill switches read; executed; verified",
+        to: "Running (the result goes back to the asking agent)",
+        records: &[
+            "effect.requested",
+            "effect.admitted",
+            "effect.dry_run",
+            "effect.ready",
+            "effect.kill_switch_checked",
+            "effect.started",
+            "effect.applied",
+            "effect.verified",
+            "effect.settled",
+        ],
+        covered_by: &[Test(fx::dry_run_then_execute_then_verify)],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "a failed dry run; a dry run the executor does not support",
+        to: "Running (refused); WaitingForHuman (waived on approval)",
+        records: &[
+            "effect.dry_run",
+            "effect.refused",
+            "human.escalated",
+            "human.decided",
+            "effect.ready",
+        ],
+        covered_by: &[Test(
+            fx::a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human,
+        )],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "execution gate: approval needed, then approved / denied",
+        to: "WaitingForHuman, then executed / refused",
+        records: &[
+            "effect.kill_switch_checked",
+            "human.escalated",
+            "human.decided",
+            "effect.started",
+            "effect.refused",
+        ],
+        covered_by: &[
+            Test(fx::approval_needed_then_approved),
+            Test(fx::approval_needed_then_denied),
+        ],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "execution gate: a kill switch engaged (lane, global)",
+        to: "Running (refused)",
+        records: &[
+            "effect.kill_switch_checked",
+            "policy.decided",
+            "effect.refused",
+        ],
+        covered_by: &[Test(
+            fx::kill_switch_engaged_at_check_time_refuses_the_effect,
+        )],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "request_effect with a key already applied / in flight",
+        to: "Running (deduplicated with the recorded receipt / refused)",
+        records: &["effect.deduplicated", "effect.refused"],
+        covered_by: &[Test(fx::dedup_by_key_returns_the_recorded_receipt)],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "effect failed, the next attempt over the cap",
+        to: "WaitingForHuman (approval to try again)",
+        records: &["effect.failed", "human.escalated"],
+        covered_by: &[Test(fx::failure_with_retry_cap_needs_a_human_to_try_again)],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running (resumed)",
+        input: "an effect started without a result, recovered: applied / not applied / unknown; not applied twice",
+        to: "Running (settled / executed once more / review ticket / given up)",
+        records: &[
+            "effect.recovered",
+            "effect.settled",
+            "effect.ready",
+            "human.escalated",
+            "effect.refused",
+        ],
+        covered_by: &[
+            Test(fx::resume_with_a_started_effect_applied_is_recovered_without_executing),
+            Test(fx::resume_with_a_started_effect_not_applied_executes_it_once_more),
+            Test(fx::resume_with_a_started_effect_unknown_needs_review),
+            Test(fx::an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt),
+        ],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "verification: not applied, then the verifier confirms / fails or doubts; no verifier",
+        to: "Running (settled) / WaitingForHuman (review)",
+        records: &[
+            "effect.verified",
+            "effect.verifier_called",
+            "effect.settled",
+            "human.escalated",
+        ],
+        covered_by: &[
+            Test(fx::failed_verification_calls_the_verifier_not_the_publisher),
+            Test(fx::a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review),
+            Test(fx::failed_verification_without_a_verifier_needs_review),
+        ],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running (fan-out)",
+        input: "a branch waiting for its effect",
+        to: "Running (the group is not joined until the effect settles)",
+        records: &["effect.started", "effect.applied", "effect.settled"],
+        covered_by: &[
+            Test(fx::a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early),
+            Property("effects_apply_each_key_at_most_once_and_only_past_the_kill_switch"),
+        ],
+    },
+];
+
+/// The decide files a row may name (each exists: `include_str!` fails the build if not).
+const CONCERN_FILES: &[(&str, &str)] = &[
+    ("mod", include_str!("decide/mod.rs")),
+    ("response", include_str!("decide/response.rs")),
+    ("handoff", include_str!("decide/handoff.rs")),
+    ("fan_out", include_str!("decide/fan_out.rs")),
+    ("classification", include_str!("decide/classification.rs")),
+    ("failure", include_str!("decide/failure.rs")),
+    ("ticket", include_str!("decide/ticket.rs")),
+    ("episode", include_str!("decide/episode.rs")),
+    ("effect", include_str!("decide/effect.rs")),
+];
+
+/// The test sources, where property tests are looked up by name.
+const TEST_SOURCES: &[&str] = &[
+    include_str!("tests.rs"),
+    include_str!("episode_tests.rs"),
+    include_str!("effect_tests.rs"),
+];
+
+#[test]
+fn each_transition_records_the_events_its_row_lists() {
+    for t in TRANSITIONS {
+        let mut recorded = BTreeSet::new();
+        for cover in t.covered_by {
+            if let Test(test) = cover {
+                recorded.extend(recorded_by(*test));
+            }
+        }
+        let not_a_kind: Vec<&&str> = recorded
+            .iter()
+            .filter(|k| !RunEvent::KINDS.contains(k))
+            .collect();
+        assert!(
+            not_a_kind.is_empty(),
+            "RunEvent::KINDS misses {not_a_kind:?}"
+        );
+        let missing: Vec<&str> = t
+            .records
+            .iter()
+            .copied()
+            .filter(|kind| !recorded.contains(kind))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "{} --[{}]--> {}: the covering tests never record {missing:?} (they record {recorded:?})",
+            t.from,
+            t.input,
+            t.to
+        );
+    }
+}
+
+#[test]
+fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
+    let listed: BTreeSet<&str> = TRANSITIONS
+        .iter()
+        .flat_map(|t| t.records.iter().copied())
+        .collect();
+    let kinds: BTreeSet<&str> = RunEvent::KINDS.iter().copied().collect();
+    let unknown: Vec<&&str> = listed.difference(&kinds).collect();
+    assert!(
+        unknown.is_empty(),
+        "rows list kinds that do not exist: {unknown:?}"
+    );
+    // Inputs open batches: their events are the commands themselves.
+    let inputs = [
+        "run.requested",
+        "agent.responded",
+        "agent.call_failed",
+        "human.decided",
+        "effect.dry_run",
+        "effect.kill_switch_checked",
+        "effect.applied",
+        "effect.failed",
+        "effect.verified",
+        "effect.recovered",
+    ];
+    let unlisted: Vec<&&str> = kinds
+        .difference(&listed)
+        .filter(|k| !inputs.contains(k))
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "no transition records {unlisted:?}: add the row that does"
+    );
+}
+
+#[test]
+fn every_row_names_a_decide_file_and_existing_tests() {
+    for t in TRANSITIONS {
+        assert!(
+            CONCERN_FILES
+                .iter()
+                .any(|(name, text)| *name == t.concern && !text.is_empty()),
+            "{}: no decide/{}.rs",
+            t.input,
+            t.concern
+        );
+        for cover in t.covered_by {
+            if let Property(name) = cover {
+                let defined = format!("fn {name}(");
+                assert!(
+                    TEST_SOURCES.iter().any(|src| src.contains(&defined)),
+                    "{}: no property test {name}",
+                    t.input
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn the_kinds_list_matches_what_events_say_they_are() {
+    let unknown_variant = |kind: &str| {
+        let payload = serde_json::json!({ "kind": kind }).to_string();
+        // An unknown kind fails as "unknown variant"; a known one on its missing fields.
+        match RunEvent::decode(kind, payload.as_bytes()) {
+            Ok(_) => false,
+            Err(err) => err.message.contains("unknown variant"),
+        }
+    };
+    assert!(
+        unknown_variant("run.misspelt"),
+        "the check tells an unknown kind"
+    );
+    for kind in RunEvent::KINDS {
+        assert!(
+            !unknown_variant(kind),
+            "{kind} is not a kind RunEvent decodes"
+        );
+    }
+}
