@@ -26,7 +26,7 @@ pub(crate) enum KillSwitchCommand {
         /// Print JSON.
         #[arg(long)]
         json: bool,
-        /// Include every flip so far.
+        /// Include every flip so far, with its time (UTC), who and why.
         #[arg(long)]
         history: bool,
     },
@@ -36,13 +36,18 @@ pub(crate) enum KillSwitchCommand {
 #[derive(Args)]
 pub(crate) struct Flip {
     /// The lane (`api`, `browser`...); the global switch when absent.
-    #[arg(long)]
+    #[arg(long, value_name = "LANE")]
     lane: Option<String>,
     /// Who flips it (default: $USER).
-    #[arg(long)]
+    #[arg(long, value_name = "NAME")]
     by: Option<String>,
-    /// Why.
-    #[arg(long, default_value = "")]
+    /// Why (kept in the switches' history).
+    #[arg(
+        long,
+        value_name = "TEXT",
+        default_value = "",
+        hide_default_value = true
+    )]
     reason: String,
 }
 
@@ -70,7 +75,7 @@ pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
     match result {
         Ok(()) => ExitCode::from(crate::runs::EXIT_COMPLETED),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::errors::error_text(&e));
             ExitCode::from(crate::runs::EXIT_FAILED)
         }
     }
@@ -105,24 +110,35 @@ fn execute(command: KillSwitchCommand, data: &Path, out: &mut String) -> anyhow:
                 for (switch, e) in &state.engaged {
                     let _ = writeln!(
                         out,
-                        "{switch} engaged by {} at {} ms: {}",
-                        e.by, e.at_ms, e.reason
+                        "{switch} engaged by {} at {}{}",
+                        e.by,
+                        crate::words::date_ms(e.at_ms),
+                        because(&e.reason)
                     );
                 }
                 for flip in &flips {
                     let _ = writeln!(
                         out,
-                        "{} {} {} by {}: {}",
-                        flip.at_ms,
+                        "{} {} {} by {}{}",
+                        crate::words::date_ms(flip.at_ms),
                         flip.switch,
                         if flip.on { "on" } else { "off" },
                         flip.by,
-                        flip.reason
+                        because(&flip.reason)
                     );
                 }
             }
             Ok(())
         }
+    }
+}
+
+/// `: reason`, or nothing when no reason was given.
+fn because(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(": {reason}")
     }
 }
 

@@ -8,15 +8,18 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::{Parser, Subcommand};
 use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
 use serde_json::{Value, json};
 
+use crate::words::{input_kind, word};
+
 mod effects;
 mod episodes;
+mod errors;
 mod kill_switch;
 mod runs;
+mod words;
 
 /// Exit code for an invalid bundle (or one that cannot be read).
 const EXIT_INVALID: u8 = 1;
@@ -27,7 +30,11 @@ const EXIT_USAGE: u8 = 2;
 #[command(
     name = "docket",
     version,
-    about = "Durable, audited multi-agent workflows"
+    about = "Durable, audited multi-agent workflows",
+    after_help = "Exit codes: 0 completed or success, 1 failed or could not be carried out, \
+                  2 bad command-line usage, 3 waiting for a human, 4 blocked by policy.\n\
+                  RUST_LOG filters the trace written on stderr (e.g. RUST_LOG=docket_runtime=info); \
+                  NO_COLOR turns its colours off."
 )]
 struct Cli {
     /// Data directory holding the event log (default: $DOCKET_DATA, else ./.docket).
@@ -59,23 +66,31 @@ enum Command {
 enum PolicyCommand {
     /// Validate a bundle and print its hash.
     Check {
+        /// The policy bundle (a .toml or .json file).
+        #[arg(value_name = "BUNDLE")]
         file: PathBuf,
+        /// Print JSON (with every diagnostic, located, when the bundle is invalid).
         #[arg(long)]
         json: bool,
     },
     /// Explain the decision for a handoff, and what context would cross it.
     Explain {
+        /// The policy bundle (a .toml or .json file).
+        #[arg(value_name = "BUNDLE")]
         file: PathBuf,
-        #[arg(long)]
+        /// The sending agent (an agent the bundle declares).
+        #[arg(long, value_name = "AGENT")]
         from: String,
-        #[arg(long)]
+        /// The receiving agent (an agent the bundle declares).
+        #[arg(long, value_name = "AGENT")]
         to: String,
         /// Decide a read-only context handoff instead of a decision handoff.
         #[arg(long)]
         context: bool,
-        /// A JSON payload to scope for this handoff.
-        #[arg(long)]
+        /// A JSON payload to scope for this handoff: prints what the receiver would get.
+        #[arg(long, value_name = "JSON")]
         payload: Option<String>,
+        /// Print JSON (the decision with its rule chain, and the scoping audit).
         #[arg(long)]
         json: bool,
     },
@@ -83,8 +98,13 @@ enum PolicyCommand {
     Schema,
     /// What changed between two bundles, per agent pair and per rule.
     Diff {
+        /// The bundle before the change.
+        #[arg(value_name = "OLD")]
         old: PathBuf,
+        /// The bundle after the change.
+        #[arg(value_name = "NEW")]
         new: PathBuf,
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
@@ -118,7 +138,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {:#}", f.error);
+            eprintln!("error: {}", errors::error_text(&f.error));
             ExitCode::from(f.code)
         }
     }
@@ -201,8 +221,24 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
             } else {
                 InputKind::Decision
             };
+            for (flag, agent) in [("--from", &from), ("--to", &to)] {
+                if !b.agent_ids().any(|a| a == agent) {
+                    return Err(Failure {
+                        code: EXIT_USAGE,
+                        error: anyhow::anyhow!(
+                            "{flag} {agent}: the bundle {} declares no agent `{agent}` (its agents: {})",
+                            file.display(),
+                            b.agent_ids().collect::<Vec<_>>().join(", ")
+                        ),
+                    });
+                }
+            }
             let payload: Option<Value> = payload
-                .map(|p| serde_json::from_str(&p).context("--payload is not valid JSON"))
+                .map(|p| {
+                    serde_json::from_str(&p).map_err(|e| {
+                        anyhow::anyhow!("--payload is not valid JSON: {}", errors::json_error(&e))
+                    })
+                })
                 .transpose()
                 .map_err(|error| Failure {
                     code: EXIT_USAGE,
@@ -221,33 +257,29 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     "{} → {} ({}): {}",
                     from,
                     to,
-                    if context {
-                        "read-only context"
-                    } else {
-                        "decision input"
-                    },
+                    input_kind(input),
                     verdict(d.verdict)
                 );
                 outln!(out, "rule   {}", d.rule_id);
                 outln!(out, "reason {}", d.reason);
                 outln!(out, "chain:");
                 for s in &d.chain {
-                    outln!(out, "  - {} [{:?}] {}", s.rule_id, s.outcome, s.note);
+                    outln!(out, "  - {} [{}] {}", s.rule_id, word(&s.outcome), s.note);
                 }
                 if let Some(s) = scoped {
                     let a = &s.audit;
                     outln!(
                         out,
-                        "scoping: {:?} mode by {}",
-                        a.handoff_mode,
+                        "scoping: {} mode by {}",
+                        word(&a.handoff_mode),
                         a.governance_rule_id
                     );
                     for step in s.decision.chain.iter().skip(d.chain.len()) {
                         outln!(
                             out,
-                            "  - {} [{:?}] {}",
+                            "  - {} [{}] {}",
                             step.rule_id,
-                            step.outcome,
+                            word(&step.outcome),
                             step.note
                         );
                     }
@@ -293,10 +325,10 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                 for p in &d.pairs {
                     outln!(
                         out,
-                        "pair {} → {} ({:?}): {} by {} → {} by {}",
+                        "pair {} → {} ({}): {} by {} → {} by {}",
                         p.from,
                         p.to,
-                        p.input,
+                        input_kind(p.input),
                         verdict(p.old.verdict),
                         p.old.rule_id,
                         verdict(p.new.verdict),
@@ -304,7 +336,7 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     );
                 }
                 for r in &d.rules {
-                    outln!(out, "rule {:?} {} {}", r.change, r.section, r.id);
+                    outln!(out, "rule {} {} {}", word(&r.change), r.section, r.id);
                 }
             }
             Ok(0)

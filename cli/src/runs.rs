@@ -18,6 +18,8 @@ use docket_runtime::{RunOutcome, Runtime};
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
 
+use crate::words::{date_ns, word};
+
 /// The run completed.
 pub const EXIT_COMPLETED: u8 = 0;
 /// The run failed, or the command could not be carried out.
@@ -57,11 +59,11 @@ pub(crate) enum RunCommand {
     Status {
         /// The run id.
         run: String,
-        /// Print JSON.
+        /// Print JSON (status, handoffs, open tickets, episodes, effects, output).
         #[arg(long)]
         json: bool,
     },
-    /// Print a run's events.
+    /// Print a run's events, one per line: sequence, recorded time (UTC), kind, summary.
     Events {
         /// The run id.
         run: String,
@@ -73,29 +75,29 @@ pub(crate) enum RunCommand {
     Approve {
         /// The run id.
         run: String,
-        /// The ticket (`ticket-N`).
+        /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
         /// On a conflict ticket: the number of the output to keep (default 1).
         #[arg(long, value_name = "N")]
         choose: Option<u32>,
-        /// Who decides.
-        #[arg(long)]
+        /// Who decides (recorded in the run's log).
+        #[arg(long, value_name = "NAME")]
         by: String,
-        /// Why.
-        #[arg(long)]
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
         reason: String,
     },
     /// Refuse a human ticket: the run stops, blocked.
     Deny {
         /// The run id.
         run: String,
-        /// The ticket (`ticket-N`).
+        /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
-        /// Who decides.
-        #[arg(long)]
+        /// Who decides (recorded in the run's log).
+        #[arg(long, value_name = "NAME")]
         by: String,
-        /// Why.
-        #[arg(long)]
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
         reason: String,
     },
 }
@@ -112,6 +114,7 @@ fn init_tracing() {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(crate::words::stderr_colour())
         .try_init();
 }
 
@@ -139,7 +142,7 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", crate::errors::error_text(&e));
             ExitCode::from(EXIT_FAILED)
         }
     }
@@ -152,6 +155,12 @@ macro_rules! outln {
 }
 
 async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "cannot open the data directory {}: it is a file, not a directory (give another with --data DIR)",
+            dir.display()
+        );
+    }
     let store = EmbeddedStore::open(dir, StoreConfig::default())
         .await
         .with_context(|| format!("cannot open the data directory {}", dir.display()))?;
@@ -188,7 +197,12 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
             )
         }
     };
-    serde_json::from_str(&text).with_context(|| format!("the input {name} is not valid JSON"))
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "the input {name} is not valid JSON: {}",
+            crate::errors::json_error(&e)
+        )
+    })
 }
 
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
@@ -293,8 +307,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 } else {
                     outln!(
                         out,
-                        "{:>4} {:<22} {}",
+                        "{:>4} {} {:<22} {}",
                         e.seq,
+                        date_ns(e.recorded_at_ns),
                         e.event.kind(),
                         describe(&e.event)
                     );
@@ -390,8 +405,11 @@ fn describe(event: &RunEvent) -> String {
             format!("{from} → {to}: {} [{}]", decision.reason, decision.rule_id)
         }
         RunEvent::PolicyDecided { subject, decision } => format!(
-            "{subject}: {:?} {:?} by {}: {}",
-            decision.kind, decision.verdict, decision.rule_id, decision.reason
+            "{subject}: {} {} by {}: {}",
+            word(&decision.kind),
+            word(&decision.verdict),
+            decision.rule_id,
+            decision.reason
         ),
         RunEvent::RiskClassified {
             request_id,
@@ -399,7 +417,7 @@ fn describe(event: &RunEvent) -> String {
             verdict,
             reason,
         } => {
-            format!("{request_id} {verdict:?} by {classifier}: {reason}")
+            format!("{request_id} {} by {classifier}: {reason}", word(verdict))
         }
         RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
         RunEvent::OutputHeld { group, delivery } => format!(
@@ -449,7 +467,18 @@ fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
-        // Side effects (seed 004 §1, §8)
+        // Side effects (seed 004 §1, §8): the library's lines, except where it would print
+        // Rust names.
+        RunEvent::EffectReady(e) => {
+            format!("{} ready to execute ({})", e.effect_id, word(&e.because))
+        }
+        RunEvent::EffectSettled(e) => format!(
+            "{} {} by {}: {}",
+            e.effect_id,
+            word(&e.status),
+            word(&e.by),
+            e.reason
+        ),
         other => docket_decider::describe_effect_event(other).unwrap_or_default(),
     }
 }
