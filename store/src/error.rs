@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::event::{Hash, StreamId};
 
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     #[error("I/O error while {op} {path}: {source}")]
     Io {
@@ -96,6 +97,7 @@ pub enum StoreError {
 
 /// What is wrong with a damaged part of the log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Damage {
     #[error("bad segment header ({0})")]
     BadSegmentHeader(&'static str),
@@ -122,6 +124,7 @@ pub enum Damage {
 
 /// The first thing wrong with a stream's chain.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ChainBreak {
     #[error("sequence {expected} is missing (found {found} next)")]
     Missing { expected: u64, found: u64 },

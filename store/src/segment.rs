@@ -20,6 +20,7 @@ use crate::fault::FaultPlan;
 
 /// The kinds of file operation the log performs (what a fault plan counts).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FileOp {
     Write,
     Sync,
