@@ -1,6 +1,6 @@
-//! Authority (seed 002 §1, §3.4): who may override whom. Levels run from 1 (human) to 6
-//! (specialist); only a strictly higher level overrides a lower one, so conflicts between
-//! peers go up (to the orchestrator, then a human) instead of being settled between them.
+//! Authority (docs/governance.md#authority-and-precedence): who may override whom. Levels run from
+//! 1 (human) to 6 (specialist); only a strictly higher level overrides a lower one, so conflicts
+//! between peers go up (to the orchestrator, then a human) instead of being settled between them.
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};

@@ -1,12 +1,12 @@
 //! Canonical encoding and the bundle hash. See `policies/HASHING.md` for the contract.
 //!
 //! The hash must not depend on how a bundle was written: TOML or JSON, key order,
-//! whitespace, the order of entries in lists whose order the seeds give no meaning to,
-//! or whether a default was spelled out. So: (1) parse into the typed model, which fills
-//! defaults; (2) normalise — fill derived edge ids, sort every order-free list by its id
-//! or value and remove duplicates; keep `flow_order` as written (its order is the rule);
-//! (3) encode as JSON with object keys sorted and no whitespace; (4) BLAKE3 over a
-//! domain-separation prefix and those bytes.
+//! whitespace, the order of entries in lists whose order carries no meaning, or whether a
+//! default was spelled out. So: (1) parse into the typed model, which fills defaults;
+//! (2) normalise — fill derived edge ids, sort every order-free list by its id or value and
+//! remove duplicates; keep `flow_order` as written (its order is the rule); (3) encode as
+//! JSON with object keys sorted and no whitespace; (4) BLAKE3 over a domain-separation
+//! prefix and those bytes.
 
 use std::fmt;
 

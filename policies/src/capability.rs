@@ -1,7 +1,7 @@
-//! Capability requests between agents (seed 003) and responsibility locks (seed 000
-//! Guardrail 3): the capability must be registered to the target, a locked capability may
-//! only be obtained from its owner by permitted requesters, and `inputs_json` must satisfy
-//! the capability's input schema.
+//! Capability requests between agents (docs/governance.md#capability-requests) and responsibility
+//! locks (docs/governance.md#guardrail-3-responsibility-locks): the capability must be registered
+//! to the target, a locked capability may only be obtained from its owner by permitted requesters,
+//! and `inputs_json` must satisfy the capability's input schema.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,7 +10,7 @@ use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
 use crate::model::Priority;
 
-/// Seed 003 request fields that policy looks at.
+/// The request fields that policy looks at (docs/agent-protocol.md#the-request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapabilityRequest {
     pub source_agent: String,

@@ -1,5 +1,5 @@
-//! Data contracts (seed 000, "Data Contract Enforcement") and the circuit breaker
-//! (seed 003, "Cascade Failure Prevention").
+//! Data contracts (docs/governance.md#data-contracts) and the circuit breaker, which keeps
+//! one failing agent from cascading into others (docs/governance.md#circuit-breaker).
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};

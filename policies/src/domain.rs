@@ -1,5 +1,5 @@
-//! Domain reads and writes (seed 004 §1.2, §4): only the designated writer may write a
-//! domain, and only one agent may write it per episode. Writes are append-only versions.
+//! Domain reads and writes (docs/governance.md#write-domains): only the designated writer may write
+//! a domain, and only one agent may write it per episode. Writes are append-only versions.
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};

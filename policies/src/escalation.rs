@@ -1,5 +1,5 @@
-//! Retry → escalate → block (seed 002 §7.3) with a hard stop that needs a human
-//! (seed 000 Guardrail 1).
+//! Retry → escalate → block (docs/governance.md#failure-ladder) with a hard stop that needs
+//! a human (docs/governance.md#guardrail-1-retry-hard-stop).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,5 @@
-//! What the declared flow order (seed 000 Rules 1-3) says about a pair of agents.
+//! What the declared flow order says about a pair of agents: next, skip, circular, reverse
+//! or unrelated (docs/governance.md#flow-order-skip-reverse-circular).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,6 @@
-//! The interaction matrix (seed 000): may `from` hand off to `to`? Explicit forbidden
-//! edges first, then allowed edges, then what the flow order forbids (skip, reverse,
-//! circular), then deny by default. Read-only context edges (Guardrail 2) are a separate
+//! The interaction matrix (docs/governance.md#interaction-matrix): may `from` hand off to `to`?
+//! Explicit forbidden edges first, then allowed edges, then what the flow order forbids (skip,
+//! reverse, circular), then deny by default. Read-only context edges (Guardrail 2) are a separate
 //! kind of input that never counts as a decision input.
 
 use std::sync::Arc;

@@ -1,12 +1,13 @@
 //! The bundle as users write it (TOML or JSON): plain serde types whose field names and
-//! defaults follow the seed documents. Nothing here decides anything; `validate` checks it
-//! and `compiled` indexes it.
+//! defaults are those of the governance model (docs/governance.md). Nothing here decides
+//! anything; `validate` checks it and `compiled` indexes it.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// Recursion depth no bundle can raise (seed 004 §3.1: "default 2; hard max 4").
+/// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
+/// (docs/governance.md#recursion-limits).
 pub const HARD_MAX_DEPTH: u32 = 4;
 
 /// A whole policy bundle: every governance rule of one multi-agent system.
@@ -15,45 +16,51 @@ pub const HARD_MAX_DEPTH: u32 = 4;
 pub struct BundleSpec {
     /// Name and version of the bundle.
     pub bundle: BundleMeta,
-    /// Request defaults and circuit-breaker thresholds (seed 003).
+    /// Request defaults and circuit-breaker thresholds (docs/agent-protocol.md#the-request,
+    /// docs/governance.md#circuit-breaker).
     #[serde(default)]
     pub defaults: RequestDefaults,
     /// The agent registry.
     #[serde(default)]
     pub agents: Vec<AgentSpec>,
-    /// Versioned output types that edges carry (seed 000, Data Contract Enforcement).
+    /// Versioned output types that edges carry (docs/governance.md#data-contracts).
     #[serde(default)]
     pub output_types: Vec<OutputTypeSpec>,
-    /// Write domains (seed 004 §4).
+    /// Write domains (docs/governance.md#write-domains).
     #[serde(default)]
     pub domains: Vec<DomainSpec>,
-    /// Tool-call patterns denied to every agent, whatever its allowed tools (seed 002 §2.1).
+    /// Tool-call patterns denied to every agent, whatever its allowed tools
+    /// (docs/governance.md#tools).
     #[serde(default)]
     pub deny_patterns: Vec<ToolPatternRule>,
-    /// Tool-call patterns that need a human's approval (seed 002 §4.2, REVIEW_REQUIRED).
+    /// Tool-call patterns that need a human's approval (REVIEW_REQUIRED,
+    /// docs/governance.md#tools).
     #[serde(default)]
     pub review_patterns: Vec<ToolPatternRule>,
-    /// Who may hand off to whom (seed 000).
+    /// Who may hand off to whom (docs/governance.md#interaction-matrix).
     #[serde(default)]
     pub interactions: InteractionMatrix,
-    /// Capabilities owned exclusively by one agent (seed 000, Guardrail 3).
+    /// Capabilities owned exclusively by one agent
+    /// (docs/governance.md#guardrail-3-responsibility-locks).
     #[serde(default)]
     pub responsibility_locks: Vec<ResponsibilityLock>,
-    /// What context crosses a handoff (seed 001, Task 2).
+    /// What context crosses a handoff (docs/governance.md#handoff-modes).
     #[serde(default)]
     pub multi_agent_handoffs: HandoffPolicy,
-    /// Recursion policies and budget rules (seed 004 §3, §7).
+    /// Recursion policies and budget rules (docs/governance.md#recursion-limits,
+    /// docs/governance.md#budgets).
     #[serde(default)]
     pub recursion: RecursionSection,
-    /// Side-effect policies per effect kind and lane (seed 004 §1, §8).
+    /// Side-effect policies per effect kind and lane (docs/governance.md#side-effects).
     #[serde(default)]
     pub side_effects: Vec<SideEffectPolicy>,
-    /// Retry → escalate → block (seed 002 §7.3, seed 000 Guardrail 1).
+    /// Retry → escalate → block (docs/governance.md#failure-ladder), ending in the hard stop
+    /// of docs/governance.md#guardrail-1-retry-hard-stop.
     #[serde(default)]
     pub escalation: EscalationPolicy,
-    /// Checkpoint rules on where cited ids come from (seed 000 Guardrail 2: every
-    /// recommendation cites a gap Reasoning produced). Left out of the canonical form when
-    /// empty, so the hash of a bundle without any is unchanged.
+    /// Checkpoint rules on where cited ids come from (docs/governance.md#provenance-rules:
+    /// e.g. every recommendation cites a gap Reasoning produced). Left out of the canonical
+    /// form when empty, so the hash of a bundle without any is unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provenance: Vec<ProvenanceRule>,
 }
@@ -125,7 +132,7 @@ fn default_version() -> String {
     "1".to_owned()
 }
 
-/// Request priority (seed 003).
+/// Request priority (docs/agent-protocol.md#the-request).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Priority {
@@ -135,7 +142,7 @@ pub enum Priority {
     Low,
 }
 
-/// Seed 003 request defaults.
+/// Request defaults: timeout, priority, circuit breaker (docs/agent-protocol.md#the-request).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RequestDefaults {
@@ -161,7 +168,8 @@ fn default_timeout_ms() -> u64 {
     30_000
 }
 
-/// Seed 003 "Circuit Breaker Pattern": stop routing to an agent after repeated failures.
+/// The circuit breaker: stop routing to an agent after repeated failures
+/// (docs/governance.md#circuit-breaker).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CircuitBreaker {
@@ -189,7 +197,7 @@ fn default_probe_interval_ms() -> u64 {
     60_000
 }
 
-/// Seed 002 §1 authority levels, highest first.
+/// Authority levels, highest first (docs/governance.md#authority-and-precedence).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
 )]
@@ -205,7 +213,8 @@ pub enum Authority {
 }
 
 impl Authority {
-    /// 1 (highest, human) to 6 (lowest, specialist), as in seed 002.
+    /// 1 (highest, human) to 6 (lowest, specialist), as in
+    /// docs/governance.md#authority-and-precedence.
     pub fn level(self) -> u8 {
         self as u8 + 1
     }
@@ -220,30 +229,33 @@ pub struct AgentSpec {
     pub role: String,
     #[serde(default)]
     pub authority: Authority,
-    /// Capabilities other agents may request of this one (seed 003).
+    /// Capabilities other agents may request of this one
+    /// (docs/governance.md#capability-requests).
     #[serde(default)]
     pub capabilities: Vec<CapabilitySpec>,
     /// Tool patterns this agent may call, e.g. `Read`, `Bash(git *)`.
     #[serde(default)]
     pub allowed_tools: Vec<String>,
-    /// The agent's own MUST NOT tool patterns (seed 002 §2.1).
+    /// The agent's own MUST NOT tool patterns (docs/governance.md#tools).
     #[serde(default)]
     pub must_not_tools: Vec<String>,
-    /// Domains this agent writes (seed 004 §9 `write_scopes`).
+    /// Domains this agent writes (docs/governance.md#write-domains).
     #[serde(default)]
     pub write_scopes: Vec<String>,
     /// Domains this agent reads (`*` for all).
     #[serde(default)]
     pub read_scopes: Vec<String>,
-    /// Side-effect kinds this agent may request; empty means read-only (seed 004 §9).
+    /// Side-effect kinds this agent may request; empty means read-only
+    /// (docs/governance.md#side-effects).
     #[serde(default)]
     pub side_effects: Vec<String>,
-    /// How this agent wants context handed to it (seed 001, Task 1).
+    /// How this agent wants context handed to it
+    /// (docs/governance.md#handoff-rules-and-blocked-fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_requirements: Option<ContextRequirements>,
 }
 
-/// A capability code with its input contract (seed 003).
+/// A capability code with its input contract (docs/governance.md#capability-requests).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CapabilitySpec {
@@ -259,7 +271,7 @@ pub struct CapabilitySpec {
     pub input_schema: Option<Value>,
 }
 
-/// How much context a handoff carries (seed 001 §1).
+/// How much context a handoff carries (docs/governance.md#handoff-modes).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
 )]
@@ -271,7 +283,8 @@ pub enum HandoffMode {
     Minimal,
 }
 
-/// Seed 001 Task 1 `context_requirements`.
+/// A receiving agent's own context defaults, `context_requirements`
+/// (docs/governance.md#handoff-rules-and-blocked-fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ContextRequirements {
@@ -292,7 +305,7 @@ pub struct ContextRequirements {
     pub blocked_context_fields: Vec<String>,
 }
 
-/// Message role an output can be recast into (seed 001 Task 4).
+/// Message role an output can be recast into (docs/governance.md#translation-and-token-budgets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum MessageRole {
@@ -301,8 +314,8 @@ pub enum MessageRole {
     Assistant,
 }
 
-/// Conversation translation (seed 001 §3, Task 4). Filtering of blocked fields always
-/// applies and needs no switch.
+/// Conversation translation (docs/governance.md#translation-and-token-budgets). Filtering of
+/// blocked fields always applies and needs no switch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ConversationTranslation {
@@ -319,7 +332,7 @@ pub struct ConversationTranslation {
     /// Present the output as a message of this role.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recast_role: Option<MessageRole>,
-    /// Seed 001's switch: recast outputs (as `system` unless `recast_role` says otherwise).
+    /// Recast agent outputs as a message (as `system` unless `recast_role` says otherwise).
     #[serde(default)]
     pub recast_agent_outputs: bool,
 }
@@ -342,7 +355,7 @@ fn one() -> u32 {
     1
 }
 
-/// A write domain (seed 004 §4).
+/// A write domain (docs/governance.md#write-domains).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DomainSpec {
@@ -364,7 +377,7 @@ pub struct ToolPatternRule {
     pub reason: String,
 }
 
-/// Seed 000 interaction matrix.
+/// The interaction matrix (docs/governance.md#interaction-matrix).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InteractionMatrix {
@@ -441,7 +454,8 @@ pub struct ResponsibilityLock {
     pub reason: String,
 }
 
-/// Seed 001 Task 2 `multi_agent_handoffs`.
+/// The `multi_agent_handoffs` section: what context crosses a handoff
+/// (docs/governance.md#handoff-modes, docs/governance.md#handoff-rules-and-blocked-fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HandoffPolicy {
@@ -459,16 +473,17 @@ pub struct HandoffPolicy {
     pub blocked_context_fields: Vec<String>,
     #[serde(default)]
     pub agent_handoff_rules: Vec<HandoffRule>,
-    /// How conflicting outputs of a parallel fan-out are resolved: seed 003 "prefer
-    /// higher-confidence source" (a tie goes to a human), or seed 002 §3.4 "present both
-    /// options to a human". Either way the conflict is recorded and the losing output
-    /// archived, never hidden or deleted. Left out of the canonical form when default, so
-    /// existing bundle hashes do not change.
+    /// How conflicting outputs of a parallel fan-out are resolved: prefer the output of
+    /// higher confidence (a tie goes to a human), or present both to a human
+    /// (docs/governance.md#escalation-and-tickets). Either way the conflict is recorded and
+    /// the losing output archived, never hidden or deleted. Left out of the canonical form
+    /// when default, so existing bundle hashes do not change.
     #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
     pub conflict_resolution: ConflictResolution,
 }
 
-/// Seed 003 "Conflict Resolution" / seed 002 §3.4.
+/// How conflicting outputs of parallel branches are resolved
+/// (docs/governance.md#escalation-and-tickets).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
 )]
@@ -539,7 +554,7 @@ pub struct RecursionSection {
     pub budget: BudgetRules,
 }
 
-/// Seed 004 §3.1 RecursionPolicy.
+/// A recursion policy (docs/governance.md#recursion-limits).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RecursionPolicy {
@@ -616,7 +631,7 @@ fn default_stop_conditions() -> Vec<StopCondition> {
     ]
 }
 
-/// Seed 004 §6 stop conditions.
+/// The six stop conditions of an episode (docs/governance.md#stop-conditions).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -630,7 +645,7 @@ pub enum StopCondition {
     SuccessAchieved,
 }
 
-/// Seed 004 §7 budget rules.
+/// Budget rules (docs/governance.md#budgets).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BudgetRules {
@@ -658,7 +673,8 @@ fn default_escalate_at() -> u8 {
     70
 }
 
-/// Seed 004 §1 and §8: what a side effect of one kind in one lane needs before it runs.
+/// What a side effect of one kind in one lane needs before it runs
+/// (docs/governance.md#side-effects).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SideEffectPolicy {
@@ -674,15 +690,16 @@ pub struct SideEffectPolicy {
     pub human_approval_required: bool,
     #[serde(default = "yes")]
     pub idempotency_key_required: bool,
-    /// Attempts allowed per idempotency key (seed 004 §8.2: one send unless a human overrides).
+    /// Attempts allowed per idempotency key (by default one attempt unless a human overrides;
+    /// docs/governance.md#side-effects).
     #[serde(default = "one")]
     pub retry_cap: u32,
     /// Kill switch that stops this effect; defaults to the lane's own switch.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kill_switch_lane: Option<String>,
     /// The agent that re-checks an applied effect whose verification failed or is unknown
-    /// (seed 004 §8.1: the Verifier recurses, not the publisher); without one the effect
-    /// goes to a human for review.
+    /// (the verifier re-checks it, never the agent that asked: docs/governance.md#side-effects);
+    /// without one the effect goes to a human for review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<String>,
 }
@@ -711,7 +728,8 @@ pub struct EscalationStep {
     pub action: EscalationAction,
 }
 
-/// Seed 002 §7.3 and seed 000 Guardrail 1.
+/// The failure ladder, retry → escalate → block (docs/governance.md#failure-ladder), whose
+/// last rung is the hard stop of docs/governance.md#guardrail-1-retry-hard-stop.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EscalationPolicy {

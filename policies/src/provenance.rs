@@ -1,7 +1,7 @@
-//! Provenance checkpoint rules (seed 000 Guardrail 2): what a handoff's items cite must
-//! have been produced by a named agent earlier in the run — every recommendation cites a
-//! gap Reasoning found, never an Intelligence metric. The caller supplies the ids that
-//! agent produced (plain data); nothing here reads a log.
+//! Provenance checkpoint rules (docs/governance.md#provenance-rules): what a handoff's items cite
+//! must have been produced by a named agent earlier in the run — every recommendation cites a gap
+//! Reasoning found, never an Intelligence metric. The caller supplies the ids that agent produced
+//! (plain data); nothing here reads a log.
 
 use std::collections::BTreeSet;
 

@@ -1,4 +1,6 @@
-//! Context scoping (seed 001): which fields of a payload cross a handoff, and in what form.
+//! Context scoping (docs/governance.md#handoff-modes,
+//! docs/governance.md#handoff-rules-and-blocked-fields): which fields of a payload cross a handoff,
+//! and in what form.
 //!
 //! Resolution, highest precedence first: the rule for the exact pair, `FROM → *`,
 //! `* → TO`, `* → *`, the receiving agent's `context_requirements`, the system default.
@@ -20,14 +22,14 @@ use crate::handoff::InputKind;
 use crate::model::{ConversationTranslation, HandoffMode, MessageRole};
 use crate::{tokens, translate};
 
-/// Seed 001 Task 6 `context_before_scoping`.
+/// The context before scoping, as the handoff audit records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextBefore {
     pub prior_outputs_count: usize,
     pub total_tokens: usize,
 }
 
-/// Seed 001 Task 6 `context_after_scoping`.
+/// The context after scoping, as the handoff audit records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextAfter {
     pub prior_outputs_count: usize,
@@ -38,8 +40,8 @@ pub struct ContextAfter {
     pub fields_excluded: Vec<String>,
 }
 
-/// The audit record of one scoping decision (seed 001 Task 6 `context_handoff`; the
-/// engine adds session id and timestamp when it records it).
+/// The audit record of one scoping decision (the `audit` of `handoff.allowed`,
+/// docs/events.md; the engine adds session id and timestamp when it records it).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HandoffAudit {
     pub from_agent_id: String,

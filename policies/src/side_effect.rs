@@ -1,5 +1,5 @@
-//! Side effects (seed 004 §1, §6, §8): kill switch first, then a policy for the effect's
-//! kind and lane (none means deny), the agent's permission, the idempotency key, the
+//! Side effects (docs/governance.md#side-effects): kill switch first, then a policy for the
+//! effect's kind and lane (none means deny), the agent's permission, the idempotency key, the
 //! attempt cap per key, the dry run, and human approval.
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ pub struct SideEffectRequest {
     /// A dry run of this effect passed.
     #[serde(default)]
     pub dry_run_passed: bool,
-    /// A human approved this execution (also overrides the attempt cap, seed 004 §8.2).
+    /// A human approved this execution (also overrides the attempt cap).
     #[serde(default)]
     pub human_approved: bool,
     /// Which attempt this is for the idempotency key, from 1.

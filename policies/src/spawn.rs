@@ -1,6 +1,7 @@
-//! Spawning a child episode (seed 004 §3, §6, §7): recursion limits, child types, stop
-//! conditions and the budget rules (a child gets at most 50% of its parent's remaining
-//! budget; past 70% an episode must finalize or escalate, not recurse).
+//! Spawning a child episode (docs/governance.md#recursion-limits,
+//! docs/governance.md#stop-conditions, docs/governance.md#budgets): recursion limits, child types,
+//! stop conditions and the budget rules (a child gets at most 50% of its parent's remaining budget;
+//! past 70% an episode must finalize or escalate, not recurse).
 
 use std::collections::BTreeMap;
 
@@ -61,7 +62,7 @@ pub struct SpawnDecision {
     pub child_depth: u32,
     /// Most the child may take per dimension (the share of the parent's remaining budget).
     pub max_child_budget: BTreeMap<String, u64>,
-    /// On a denial: the seed 004 §6 stop condition it stands for (`depth_exceeded`,
+    /// On a denial: the stop condition it stands for (`depth_exceeded`,
     /// `budget_exhausted`, `no_new_information`, `failure_repeats`; every other refusal
     /// is `policy_blocks`). `None` when allowed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -1,4 +1,4 @@
-//! Tool-call patterns as in seed 002's settings: `Read`, `Bash(git *)`, `Bash(rm -rf *)`.
+//! Tool-call patterns (docs/governance.md#tools): `Read`, `Bash(git *)`, `Bash(rm -rf *)`.
 //! A pattern without parentheses matches every call of that tool; the part in parentheses
 //! is an anchored glob where `*` matches any run of characters.
 

@@ -1,7 +1,7 @@
-//! Tool calls (seed 002 §2.1, §8.1): absolute deny patterns > the agent's MUST NOT rules >
-//! task restrictions > the agent's allowed tools (deny when none matches) > review
-//! patterns (need a human). A deny pattern blocks every agent whatever it is allowed;
-//! only a new bundle (a human editing policy) can lift it.
+//! Tool calls (docs/governance.md#tools): absolute deny patterns > the agent's MUST NOT rules >
+//! task restrictions > the agent's allowed tools (deny when none matches) > review patterns (need a
+//! human). A deny pattern blocks every agent whatever it is allowed; only a new bundle (a human
+//! editing policy) can lift it.
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};

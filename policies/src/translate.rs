@@ -1,6 +1,7 @@
-//! Conversation translation (seed 001 Task 4) without an LLM, so it is deterministic and
-//! replayable: summarising renders leaf fields as `path: value` lines in sorted path order
-//! and keeps as many as fit the token budget; recasting wraps the context as a message.
+//! Conversation translation (docs/governance.md#translation-and-token-budgets) without an LLM, so
+//! it is deterministic and replayable: summarising renders leaf fields as `path: value` lines in
+//! sorted path order and keeps as many as fit the token budget; recasting wraps the context as a
+//! message.
 
 use serde_json::{Map, Value, json};
 

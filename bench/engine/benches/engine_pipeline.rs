@@ -1,5 +1,5 @@
-//! Seed 000's 5-agent GEO pipeline with in-process agents on the durable default store
-//! (every batch `fdatasync`ed before it is acknowledged):
+//! The 5-agent GEO pipeline of `examples/geo` with in-process agents on the durable default
+//! store (every batch `fdatasync`ed before it is acknowledged):
 //! - pipeline runs/s and events/s with 1 run at a time and with 1000 concurrent runs;
 //! - p50/p99 of one governed handoff (decision + data contract + scoping with its token
 //!   counts + durable append of the batch), against a plain durable append of one event of

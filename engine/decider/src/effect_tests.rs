@@ -1,5 +1,5 @@
 //! Unit tests of the side-effect path in the decider: one test per row of the path
-//! (`effect.rs`'s module docs), each log checked with `replay_check`.
+//! (`decide/effect.rs`'s module docs), each log checked with `replay_check`.
 
 use std::collections::BTreeMap;
 
@@ -343,10 +343,10 @@ pub(crate) fn denied_by_policy_without_permission_kind_or_key() {
     run.replays();
 }
 
-/// Seed 004 §6 "failure repeats": an agent that keeps asking for effects it is refused
-/// (reporting no usage, so no budget would ever stop it) is told twice; the third refusal
-/// of the same class stops its episode `failure_repeats` (the root: the run fails), and
-/// the refusal is not handed back again.
+/// The `failure_repeats` stop condition (docs/governance.md#stop-conditions): an agent that
+/// keeps asking for effects it is refused (reporting no usage, so no budget would ever stop
+/// it) is told twice; the third refusal of the same class stops its episode
+/// `failure_repeats` (the root: the run fails), and the refusal is not handed back again.
 #[test]
 pub(crate) fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
     let mut run = Run::start("reader");
@@ -1208,8 +1208,9 @@ pub(crate) fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review
     }
 }
 
-/// Seed 004 §7: an episode past 70% of its budget must finalize or escalate, so an effect
-/// it asks for is refused with that rule (and the numbers), and nothing is admitted.
+/// The finalize-or-escalate threshold (docs/governance.md#budgets): an episode past 70% of
+/// its budget must finalize or escalate, so an effect it asks for is refused with that rule
+/// (and the numbers), and nothing is admitted.
 #[test]
 pub(crate) fn an_episode_past_70_percent_of_its_budget_gets_no_effect() {
     let mut run = Run::start("publisher");

@@ -1,6 +1,7 @@
-//! Unit tests of the episode rules (seed 004): spawn limits, budget shares and the 70%
-//! line, usage charged up the tree, domain writes, results returning to the parent,
-//! needs_review tickets, each stop condition, and a property test over random agents.
+//! Unit tests of the episode rules (docs/governance.md#episodes): spawn limits, budget
+//! shares and the 70% line, usage charged up the tree, domain writes, results returning to
+//! the parent, needs_review tickets, each stop condition, and a property test over random
+//! agents.
 
 use std::collections::BTreeMap;
 
@@ -1186,10 +1187,11 @@ pub(crate) fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
     assert_eq!(state.status, RunStatus::Completed);
 }
 
-/// Seed 004 §6 "failure repeats": refusals that only tell the agent (their condition is
-/// not listed) count as failures of their class; at the recursion policy's
-/// `failure_repeat_limit` (3) the episode stops `failure_repeats` instead of looping until
-/// a budget runs out. In a child, the parent gets the failed result.
+/// The `failure_repeats` stop condition (docs/governance.md#stop-conditions): refusals that
+/// only tell the agent (their condition is not listed) count as failures of their class; at
+/// the recursion policy's `failure_repeat_limit` (3) the episode stops `failure_repeats`
+/// instead of looping until a budget runs out. In a child, the parent gets the failed
+/// result.
 #[test]
 pub(crate) fn repeated_refusals_stop_the_episode_failure_repeats() {
     let listed = "stop_conditions = [\"budget_exhausted\", \"failure_repeats\"]";

@@ -84,7 +84,7 @@ pub struct Classifies {
     pub index: usize,
 }
 
-/// Seed 002 §4.2's risk-classifier outcomes.
+/// A risk classifier's verdict (docs/governance.md#output-validation).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum RiskVerdict {
@@ -126,10 +126,11 @@ pub enum TicketSubject {
         /// The actions, in order.
         actions: Vec<Action>,
     },
-    // Episodes (seed 004)
-    /// Seed 004 §11.6 handoff ticket: an episode finished `needs_review`. Approving
-    /// accepts its result as ok (the human is the reviewer); denying stops the episode
-    /// (`policy_blocks`) and blocks the run.
+    // Episodes
+    /// A review ticket: an episode finished `needs_review`
+    /// (docs/governance.md#escalation-and-tickets). Approving accepts its result as ok (the
+    /// human is the reviewer); denying stops the episode (`policy_blocks`) and blocks the
+    /// run.
     EpisodeReview {
         /// The episode.
         episode_id: String,
@@ -144,7 +145,7 @@ pub enum TicketSubject {
         /// The result awaiting review.
         result: EpisodeResult,
     },
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// A side effect waits for a human: approving continues its path (see `step`).
     Effect {
         /// The effect (`{run}/effect-N`).
@@ -256,7 +257,7 @@ pub enum RunEvent {
         decision: PolicyDecision,
         /// The output-type contract check.
         contract: PolicyDecision,
-        /// The scoping audit record (seed 001 Task 6).
+        /// The scoping audit record (docs/governance.md#handoff-modes).
         audit: HandoffAudit,
         /// The scoped payload the receiver gets (shared with its delivery and the run
         /// state's outputs).
@@ -276,7 +277,7 @@ pub enum RunEvent {
         output_type: String,
         /// The deciding rule and reason (matrix, contract or provenance).
         decision: PolicyDecision,
-        /// Seed 000's error object.
+        /// The error object (docs/events.md#the-error-object).
         error: Value,
     },
     /// Decision: any other policy decision (tool calls, capability requests, escalation
@@ -340,7 +341,7 @@ pub enum RunEvent {
         rule_id: String,
         /// Why.
         reason: String,
-        /// Seed 000's error object.
+        /// The error object (docs/events.md#the-error-object).
         error: Value,
     },
     /// Decision: the run cannot go on for a reason that is not a policy.
@@ -349,7 +350,7 @@ pub enum RunEvent {
         /// Why.
         reason: String,
     },
-    // Episodes (seed 004)
+    // Episodes
     /// Decision: a spawn was allowed; the child episode starts (its first call follows).
     #[serde(rename = "episode.started")]
     EpisodeStarted {
@@ -401,7 +402,8 @@ pub enum RunEvent {
         /// The result.
         result: EpisodeResult,
     },
-    /// Decision: an episode stopped on one of seed 004 §6's conditions.
+    /// Decision: an episode stopped on one of the six stop conditions
+    /// (docs/governance.md#stop-conditions).
     #[serde(rename = "episode.stopped")]
     EpisodeStopped {
         /// The episode.
@@ -444,7 +446,7 @@ pub enum RunEvent {
         /// The deciding rule and reason.
         decision: PolicyDecision,
     },
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// Decision: an agent's `request_effect`, numbered and with its attempt for the key.
     #[serde(rename = "effect.requested")]
     EffectRequested(EffectRequested),
@@ -563,14 +565,14 @@ impl RunEvent {
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
-            // Episodes (seed 004)
+            // Episodes
             Self::EpisodeStarted { .. } => "episode.started",
             Self::EpisodeActionDenied { .. } => "episode.action_denied",
             Self::EpisodeFinished { .. } => "episode.finished",
             Self::EpisodeStopped { .. } => "episode.stopped",
             Self::DomainWritten { .. } => "domain.written",
             Self::DomainWriteDenied { .. } => "domain.write_denied",
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             Self::EffectRequested(_) => "effect.requested",
             Self::EffectDeduplicated(_) => "effect.deduplicated",
             Self::EffectAdmitted(_) => "effect.admitted",
@@ -597,7 +599,7 @@ impl RunEvent {
                 | Self::AgentResponded { .. }
                 | Self::AgentCallFailed { .. }
                 | Self::HumanDecided { .. }
-                // Side effects (seed 004 §1, §8)
+                // Side effects
                 | Self::EffectDryRun(_)
                 | Self::EffectKillSwitchChecked(_)
                 | Self::EffectApplied(_)
@@ -636,7 +638,7 @@ impl RunEvent {
     }
 }
 
-/// Seed 000's error object (`Error Format`).
+/// The error object of `handoff.denied` and `run.blocked` (docs/events.md#the-error-object).
 #[must_use]
 pub fn seed_error(
     request_id: &str,

@@ -11,7 +11,7 @@
 //!   a recorded input (run requested, agent responded, agent call failed, human decided)
 //!   and the current state in; out comes a batch whose first event records the input and
 //!   whose other events are the decisions it caused (handoffs allowed with their scoping
-//!   audit or denied with seed 000's error object, calls scheduled with their exact
+//!   audit or denied with their error object, calls scheduled with their exact
 //!   request, escalation steps, tickets, completion, block, failure).
 //! - [`RunState::apply`] / [`RunState::evolve`]: fold one event.
 //! - [`replay_check`]: re-decide every batch of a log and compare.
@@ -20,7 +20,7 @@
 //! (BTreeMap and Vec only). Time enters only inside recorded inputs (`at_ms`); request ids
 //! (`{run}/call-N`) and ticket ids (`ticket-N`) come from counters in the state; the run id
 //! is chosen by the runtime and recorded in `run.requested`. The transition table, with
-//! the tests covering each row, is at the top of `decide.rs`.
+//! the tests covering each row, is code: `transitions.rs`.
 
 // A library reports every failure as an error value naming what and where; it never
 // aborts its caller. (Tests are exempt: see clippy.toml.)
@@ -39,7 +39,7 @@ mod episode_tests;
 mod tests;
 #[cfg(test)]
 mod transitions;
-// Side effects (seed 004 §1, §8)
+// Side effects
 #[cfg(test)]
 mod effect_tests;
 

@@ -1,5 +1,5 @@
-//! Unit tests of the decider's transitions (the table at the top of `decide.rs` names
-//! which test covers which row) and the replay property.
+//! Unit tests of the decider's transitions (the table in `transitions.rs` names which test
+//! covers which row) and the replay property.
 
 use std::collections::BTreeMap;
 

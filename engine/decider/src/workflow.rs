@@ -31,14 +31,15 @@ pub struct WorkflowSpec {
     /// How each agent is reached, by agent id.
     #[serde(default)]
     pub agents: BTreeMap<String, AgentSpec>,
-    /// The root episode's goal (seed 004 §0); when absent, a summary of the run's input.
+    /// The root episode's goal (docs/workflow.md#goal-and-budget-episodes); when absent, a
+    /// summary of the run's input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal: Option<String>,
-    /// The root episode's budget (seed 004 §7); left out of the record when it is the
-    /// default, so runs recorded before budgets existed read back unchanged.
+    /// The root episode's budget (docs/governance.md#budgets); left out of the record when
+    /// it is the default, so runs recorded before budgets existed read back unchanged.
     #[serde(default, skip_serializing_if = "WorkflowBudget::is_default")]
     pub budget: WorkflowBudget,
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// How each side-effect kind is carried out, by kind (`[effects.publish]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub effects: BTreeMap<String, EffectSpec>,
@@ -209,7 +210,8 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
     /// Risk classifiers (other agents of this workflow) every response of this agent is
-    /// passed through, in order, before its actions are accepted (seed 002 §4.3).
+    /// passed through, in order, before its actions are accepted
+    /// (docs/governance.md#output-validation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classifiers: Vec<String>,
 }

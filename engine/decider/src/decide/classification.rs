@@ -39,7 +39,8 @@ impl Batch<'_> {
     }
 
     /// A classifier answered: SAFE passes to the next classifier or lets the actions
-    /// proceed, REVIEW_REQUIRED waits for a human, DANGEROUS blocks (seed 002 §4.2).
+    /// proceed, REVIEW_REQUIRED waits for a human, DANGEROUS blocks
+    /// (docs/governance.md#output-validation).
     pub(super) fn on_verdict(
         &mut self,
         classifier_call: &str,

@@ -1,5 +1,5 @@
-//! Side effects in the decider (docs/governance.md#side-effects): the path of one `request_effect`, each
-//! step a recorded event.
+//! Side effects in the decider (docs/governance.md#side-effects): the path of one
+//! `request_effect`, each step a recorded event.
 //!
 //! ```text
 //! effect.requested ─▶ key applied before? ─yes─▶ effect.deduplicated (the recorded receipt)
@@ -379,9 +379,9 @@ pub(super) fn check_input(state: &RunState, input: &EffectInput) -> Result<(), R
     }
 }
 
-/// The episode budget gate (seed 004 §7: an episode past 70% of its budget must finalize
-/// or escalate, so a further effect is refused with that reason; so is an effect asked for
-/// from an episode that has stopped).
+/// The episode budget gate (docs/governance.md#budgets: an episode past 70% of its budget
+/// must finalize or escalate, so a further effect is refused with that reason; so is an
+/// effect asked for from an episode that has stopped).
 fn budget_gate(
     state: &RunState,
     bundle: &PolicyBundle,
@@ -630,8 +630,9 @@ impl Batch<'_> {
         });
     }
 
-    /// Verification failed or is unknown: Class D before Class C (seed 004 §8.1). The
-    /// policy's verifier agent re-checks (never the publisher); without one, a human.
+    /// Verification failed or is unknown: an agent re-checks before a human is asked
+    /// (docs/governance.md#side-effects). The policy's verifier agent re-checks (never the
+    /// publisher); without one, a human.
     fn verification_failed(&mut self, effect_id: &str, verification: &Verification) {
         let Some(rec) = self.state.effects.get(effect_id).cloned() else {
             return;
@@ -772,8 +773,9 @@ impl Batch<'_> {
             rule_id: rule_id.to_owned(),
             reason: reason.clone(),
         }));
-        // Seed 004 §6: refusals count as failures of their class (`effect_refused`); at
-        // the limit the asking episode stops `failure_repeats` instead of being told.
+        // Refusals count as failures of their class (`effect_refused`,
+        // docs/governance.md#stop-conditions); at the limit the asking episode stops
+        // `failure_repeats` instead of being told.
         let episode = self
             .state
             .effects

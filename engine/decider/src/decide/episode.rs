@@ -1,7 +1,7 @@
-//! Episode decisions (seed 004), as `Batch` methods the transition code dispatches to:
-//! spawning children under the recursion policy and budget rules, domain writes, episode
-//! results (back to the parent's agent, or the run's result for the root), needs_review
-//! handoff tickets, and the six stop conditions.
+//! Episode decisions (docs/governance.md#episodes), as `Batch` methods the transition code
+//! dispatches to: spawning children under the recursion policy and budget rules, domain
+//! writes, episode results (back to the parent's agent, or the run's result for the root),
+//! needs_review handoff tickets, and the six stop conditions.
 //!
 //! What a stop does: the episode and its running descendants get `episode.stopped`
 //! naming the condition. A stopped child hands its parent a `failed` result

@@ -10,7 +10,7 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        // Side effects (seed 004 §1, §8): a verifier that fails sends the effect to a human.
+        // Side effects: a verifier that fails sends the effect to a human.
         if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
             let failure = format!("{code}: {message}");
             let verifier = call.request.target_agent.clone();
@@ -65,8 +65,9 @@ impl Batch<'_> {
         }
     }
 
-    /// Schedules the step again (new request id, attempt + 1) "with more context" (seed 002
-    /// §6.2): the request's `context.previous_attempt` says what happened to the last one.
+    /// Schedules the step again (new request id, attempt + 1) with more context
+    /// (docs/governance.md#failure-ladder): the request's `context.previous_attempt` says
+    /// what happened to the last one.
     pub(super) fn retry(&mut self, request_id: &str, note: Value) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;

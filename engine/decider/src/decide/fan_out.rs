@@ -86,12 +86,13 @@ impl Batch<'_> {
                 .calls
                 .get(id)
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
-        }) || self.state.effects_in_flight_in(group) // Side effects (seed 004 §1, §8)
+        }) || self.state.effects_in_flight_in(group) // Side effects
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with
-    /// different payloads is a conflict, resolved as the bundle says (seed 003: prefer the
-    /// higher confidence; seed 002 §3.4: a human decides), the losers archived.
+    /// different payloads is a conflict, resolved as the bundle says (prefer the higher
+    /// confidence, or a human decides: docs/governance.md#escalation-and-tickets), the
+    /// losers archived.
     pub(super) fn join(&mut self, group: &str, origin: &str, all: Vec<Delivery>) {
         let mut by_key: Vec<((String, String), Vec<Delivery>)> = Vec::new();
         for d in all {

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 mod classification;
-// Side effects: a child module, so it extends `Batch` in place.
+// Side effects: `pub(super)` because the crate root re-exports its event and input types.
 pub(super) mod effect;
 // Episodes: spawn, domain writes, results, stop conditions.
 mod episode;
@@ -43,7 +43,7 @@ use crate::protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
 };
 
-/// The agent id that stands for the caller of the run (seed 000's External).
+/// The agent id that stands for the caller of the run (docs/governance.md#the-external-agent).
 pub const EXTERNAL: &str = "external";
 
 /// A recorded input, handed to [`decide`].
@@ -86,7 +86,7 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
     RecordEffect(effect::EffectInput),
 }
@@ -132,7 +132,7 @@ impl Command {
                 choice,
                 at_ms,
             },
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             Self::RecordEffect(input) => input.to_event(),
         }
     }
@@ -177,7 +177,7 @@ impl Command {
                 choice,
                 at_ms,
             },
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
     }
@@ -188,7 +188,7 @@ impl Command {
             Self::RecordResponse { at_ms, .. }
             | Self::RecordFailure { at_ms, .. }
             | Self::RecordHumanDecision { at_ms, .. } => *at_ms,
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             Self::RecordEffect(input) => input.at_ms(),
         }
     }
@@ -236,7 +236,7 @@ pub enum Rejection {
         /// Given.
         actual: String,
     },
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// No effect with this id was requested in this run.
     #[error("no effect {0} was requested in this run")]
     UnknownEffect(String),
@@ -334,7 +334,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             }
         }
         Command::Start(_) => {}
-        // Side effects (seed 004 §1, §8)
+        // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
     }
     Ok(())
@@ -441,7 +441,7 @@ impl Batch<'_> {
                 choice,
                 ..
             } => self.on_human(&ticket, approved, &by, &reason, choice),
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::Start(_) | Command::RecordResponse { .. } => {}
         }
@@ -463,14 +463,13 @@ impl Batch<'_> {
                     | TicketSubject::Proceed { request_id, .. }
                     | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
                     TicketSubject::Conflict { origin, .. } => origin.clone(),
-                    // Side effects (seed 004 §1, §8): the effect's own episode, below.
+                    // Side effects: the effect's own episode, below.
                     TicketSubject::Effect { .. } => String::new(),
                 })
             }
             Command::Start(_) | Command::RecordEffect(_) => None,
         };
-        // Side effects (seed 004 §1, §8): what an effect causes belongs to the episode
-        // that asked for it.
+        // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {
             Command::RecordEffect(input) => Some(input.effect_id().to_owned()),
             Command::RecordHumanDecision { ticket, .. } => {

@@ -28,8 +28,8 @@ impl Batch<'_> {
             self.on_failure(request_id, &code, &message);
             return;
         }
-        // Boundary validation (seed 002 §4.3): every tool the agent ran, against deny
-        // patterns and its allowed tools.
+        // Boundary validation (docs/governance.md#output-validation): every tool the agent
+        // ran, against deny patterns and its allowed tools.
         let mut violation = None;
         let mut review = None;
         for tool in &response.tool_calls {
@@ -47,8 +47,8 @@ impl Batch<'_> {
                 decision: d,
             });
         }
-        // Side effects (seed 004 §1, §8): a verifier's answer settles its effect; a denied
-        // or reviewable tool call in it sends the effect to a human instead.
+        // Side effects: a verifier's answer settles its effect; a denied or reviewable tool
+        // call in it sends the effect to a human instead.
         if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
             let doubt = violation.or(review);
             let answer = doubt.is_none().then_some(response);
@@ -173,7 +173,7 @@ impl Batch<'_> {
                         self.finish(agent, request_id, output);
                     }
                 }
-                // Episodes (seed 004)
+                // Episodes
                 Action::Spawn {
                     agent: child,
                     episode_type,
@@ -198,7 +198,7 @@ impl Batch<'_> {
                     }
                 }
                 Action::FinishEpisode { result } => self.episode_finish(agent, request_id, result),
-                // Side effects (seed 004 §1, §8)
+                // Side effects
                 Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
             }
         }

@@ -16,7 +16,7 @@ impl Batch<'_> {
         let Some(t) = self.state.tickets.get(ticket).cloned() else {
             return;
         };
-        // Side effects (seed 004 §1, §8): approving or denying continues the effect's path.
+        // Side effects: approving or denying continues the effect's path.
         if let TicketSubject::Effect { effect_id, step } = &t.subject {
             self.on_effect_ticket(effect_id, *step, approved, by, reason);
             return;
@@ -90,7 +90,7 @@ impl Batch<'_> {
                 result,
                 ..
             } => self.episode_review_approved(&episode_id, &agent, &request_id, &result),
-            // Side effects (seed 004 §1, §8): decided above (a denial does not block).
+            // Side effects: decided above (a denial does not block).
             TicketSubject::Effect { .. } => {}
         }
     }

@@ -1,5 +1,5 @@
-//! What agents send about episodes (seed 004): the budget a spawn asks for, and the
-//! `EpisodeResult` every episode ends with (§10).
+//! What agents send about episodes (docs/governance.md#episodes): the budget a spawn asks
+//! for, and the `EpisodeResult` every episode ends with.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,7 @@ pub struct BudgetRequest {
     pub wall_time_ms: Option<u64>,
 }
 
-/// Seed 004 §10's episode outcomes.
+/// How an episode ended (docs/agent-protocol.md#episode-actions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EpisodeStatus {
@@ -45,7 +45,7 @@ impl EpisodeStatus {
     }
 }
 
-/// What an episode hands back when it ends (seed 004 §10).
+/// What an episode hands back when it ends (docs/agent-protocol.md#episode-actions).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EpisodeResult {
@@ -87,8 +87,9 @@ impl EpisodeResult {
         }
     }
 
-    /// Seed 004 §6 "no delta": nothing created and nothing new said. A result has no
-    /// delta when `artifacts_created` is empty and its summary is empty or equal to
+    /// No delta (the `no_new_information` stop condition,
+    /// docs/governance.md#stop-conditions): nothing created and nothing new said. A result
+    /// has no delta when `artifacts_created` is empty and its summary is empty or equal to
     /// `previous` (the summary of the child result its parent received before it).
     #[must_use]
     pub fn is_no_delta(&self, previous: Option<&str>) -> bool {

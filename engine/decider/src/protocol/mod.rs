@@ -1,7 +1,7 @@
 //! The wire contracts: what the engine sends an agent and what the agent answers, and
 //! what an effect executor is asked and answers.
 //!
-//! The wire format is JSON with snake_case field names and the seed's upper-case enum
+//! The wire format is JSON with snake_case field names and upper-case enum
 //! values (`SUCCESS`, `HIGH`, ...). `docs/agent-protocol.md` describes it for agent
 //! authors; `docs/agent-protocol.schema.json` is generated from these types by
 //! [`json_schema`].

@@ -1,11 +1,12 @@
-//! The request the engine sends to an agent (seed 003's request format, plus the run,
-//! episode and attempt it belongs to, and seed 000's split of decision and context inputs).
+//! The request the engine sends to an agent (docs/agent-protocol.md#the-request): what is
+//! asked, the run, episode and attempt it belongs to, and its inputs split into decision
+//! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-/// Seed 003: "Default: 30000 (30 seconds)".
+/// How long the engine waits for an answer when nothing says otherwise: 30,000 ms (30 s).
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 
 fn default_timeout_ms() -> u64 {
@@ -46,17 +47,18 @@ pub struct AgentRequest {
     #[serde(default)]
     pub context: Map<String, Value>,
     /// What the agent may decide from: prioritise, rank and choose only from these
-    /// (seed 000, Context vs. Decision Inputs).
+    /// (docs/governance.md#guardrail-2-decision-inputs-and-context).
     #[serde(default)]
     pub decision_inputs: Vec<DecisionInput>,
-    /// Read-only, non-decisive references (seed 000, Guardrail 2): usable for impact
+    /// Read-only, non-decisive references
+    /// (docs/governance.md#guardrail-2-decision-inputs-and-context): usable for impact
     /// estimation, timeline planning and reference, never for prioritisation, ranking or
     /// decisions.
     #[serde(default)]
     pub context_inputs: Vec<ContextInput>,
 }
 
-/// Seed 003's request priority.
+/// The request's priority (docs/agent-protocol.md#the-request).
 #[derive(
     Debug,
     Clone,
@@ -107,8 +109,9 @@ pub struct ContextInput {
 }
 
 impl AgentRequest {
-    /// A request with the seed's defaults (timeout 30 s, NORMAL priority, empty context and
-    /// inputs); the remaining fields are set with struct update syntax or the builders below.
+    /// A request with the protocol's defaults (timeout 30 s, NORMAL priority, empty context
+    /// and inputs); the remaining fields are set with struct update syntax or the builders
+    /// below.
     #[must_use]
     pub fn new(
         request_id: impl Into<String>,

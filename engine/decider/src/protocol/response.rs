@@ -1,6 +1,6 @@
-//! The response an agent answers with: seed 003's status, confidence, warnings and error
-//! fields, the usage it reports, the tool calls it made, and the actions it asks the engine
-//! to take.
+//! The response an agent answers with (docs/agent-protocol.md#the-response): its status,
+//! confidence, warnings and error fields, the usage it reports, the tool calls it made, and
+//! the actions it asks the engine to take.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -47,7 +47,7 @@ pub struct AgentResponse {
     pub metadata: Map<String, Value>,
 }
 
-/// Seed 003's response status.
+/// The response status (docs/agent-protocol.md#the-response).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResponseStatus {
@@ -80,8 +80,9 @@ impl fmt::Display for ResponseStatus {
     }
 }
 
-/// Seed 003's confidence levels. Ordered so that `High > Medium > Low > Speculative`,
-/// which is what "prefer the higher-confidence source" compares.
+/// Confidence levels (docs/agent-protocol.md#the-response). Ordered so that
+/// `High > Medium > Low > Speculative`, which is what preferring the higher-confidence
+/// output compares (docs/governance.md#escalation-and-tickets).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Confidence {
@@ -173,7 +174,7 @@ pub enum Action {
         payload: Value,
     },
     /// Ask another agent for one of its capabilities. The engine makes the call (agents
-    /// never call each other directly, seed 002 §3) and brings the answer back.
+    /// never call each other directly) and brings the answer back.
     RequestCapability {
         /// The agent that owns the capability.
         target_agent: String,
@@ -190,11 +191,11 @@ pub enum Action {
     },
     /// The work asked of this agent is done; `output` is its result.
     Finish {
-        /// The result (seed 003's result_json).
+        /// The result, any JSON.
         #[serde(default)]
         output: Value,
     },
-    // Episodes (seed 004)
+    // Episodes (docs/governance.md#episodes)
     /// Start a child episode run by `agent`, as the spawning agent's recursion policy
     /// allows (depth, children, total episodes, child types, budget shares). Its
     /// `EpisodeResult` comes back to this agent in a new request.
@@ -213,20 +214,21 @@ pub enum Action {
         #[serde(default)]
         inputs: Map<String, Value>,
     },
-    /// Write a new version of a domain this agent owns (seed 004 §4); history is never
-    /// changed. Other agents with the domain in their read scopes see the latest version.
+    /// Write a new version of a domain this agent owns (docs/governance.md#write-domains);
+    /// history is never changed. Other agents with the domain in their read scopes see the
+    /// latest version.
     WriteDomain {
         /// The domain id, as declared in the bundle.
         domain: String,
         /// The new version's content.
         content: Value,
     },
-    /// End this agent's episode with a result (seed 004 §10).
+    /// End this agent's episode with a result (docs/governance.md#episodes).
     FinishEpisode {
         /// The episode's result.
         result: crate::protocol::EpisodeResult,
     },
-    // Side effects (seed 004 §1, §8)
+    // Side effects (docs/governance.md#side-effects)
     /// Ask docket to carry out a side effect (a publish, a DM...). docket decides it under
     /// the bundle's side-effect policy, dry-runs it where required, checks the kill
     /// switch, executes it at most once per idempotency key, verifies it, and calls this
@@ -255,11 +257,11 @@ impl Action {
             Self::RequestCapability { .. } => "request_capability",
             Self::Escalate { .. } => "escalate",
             Self::Finish { .. } => "finish",
-            // Episodes (seed 004)
+            // Episodes
             Self::Spawn { .. } => "spawn",
             Self::WriteDomain { .. } => "write_domain",
             Self::FinishEpisode { .. } => "finish_episode",
-            // Side effects (seed 004 §1, §8)
+            // Side effects
             Self::RequestEffect { .. } => "request_effect",
         }
     }

@@ -1,6 +1,7 @@
-//! The rules a parsed request or response must follow beyond its JSON shape (seed 003's
-//! "required for SUCCESS and PARTIAL", "required when status is ERROR", the echoed
-//! request_id...). Each failure names the field, as a path such as `actions[2].to`.
+//! The rules a parsed request or response must follow beyond its JSON shape
+//! (docs/agent-protocol.md#rules-a-response-must-follow: a confidence level with SUCCESS
+//! and PARTIAL, an error message with ERROR, the echoed request_id...). Each failure names
+//! the field, as a path such as `actions[2].to`.
 
 use super::request::AgentRequest;
 use super::response::{Action, AgentResponse, ResponseStatus};
@@ -44,7 +45,7 @@ pub enum ValidationProblem {
         /// What the response carried.
         actual: String,
     },
-    /// An error_code not of seed 003's CATEGORY_SPECIFIC_ERROR form.
+    /// An error_code not of the CATEGORY_SPECIFIC_ERROR form.
     #[error(
         "{value:?} is not of the form CATEGORY_SPECIFIC_ERROR (upper-case words joined by `_`)"
     )]
@@ -163,7 +164,7 @@ impl AgentResponse {
         self.validate()
     }
 
-    /// Checks the response's own rules (seed 003 plus docket's action rules):
+    /// Checks the response's own rules (docs/agent-protocol.md#rules-a-response-must-follow):
     /// - SUCCESS and PARTIAL need `confidence_level` and carry no error fields;
     /// - SUCCESS needs at least one action (the only way to say what was done);
     /// - ERROR needs `error_message`, and carries no confidence and no actions;
@@ -277,7 +278,7 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
         }
         Action::Escalate { reason } => non_empty(|| format!("actions[{i}].reason"), reason),
         Action::Finish { .. } => Ok(()),
-        // Episodes (seed 004)
+        // Episodes
         Action::Spawn {
             agent,
             episode_type,
@@ -290,7 +291,7 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
         }
         Action::WriteDomain { domain, .. } => non_empty(|| format!("actions[{i}].domain"), domain),
         Action::FinishEpisode { .. } => Ok(()),
-        // Side effects (seed 004 §1, §8)
+        // Side effects
         Action::RequestEffect {
             kind,
             lane,

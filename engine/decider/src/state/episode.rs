@@ -1,6 +1,6 @@
-//! The episode tree of a run (seed 004), folded from its events: each episode's budget
-//! and charged usage, its children and results, the counters behind the stop conditions,
-//! and the versions of every domain.
+//! The episode tree of a run (docs/governance.md#episodes), folded from its events: each
+//! episode's budget and charged usage, its children and results, the counters behind the
+//! stop conditions, and the versions of every domain.
 //!
 //! The root episode `ep-1` is the run's main flow; it is made from `run.requested` (the
 //! workflow's name as its type, its `goal` or a summary of the input, its `[budget]`).
@@ -274,8 +274,9 @@ impl EpisodeTree {
         );
     }
 
-    /// A refused action of `episode_id`'s agent counts as a failure of its class (seed 004
-    /// §6 "failure repeats"), so an agent that keeps asking for what is refused stops.
+    /// A refused action of `episode_id`'s agent counts as a failure of its class (the
+    /// `failure_repeats` stop condition, docs/governance.md#stop-conditions), so an agent
+    /// that keeps asking for what is refused stops.
     fn count_refusal(&mut self, episode_id: &str, class: String) {
         if let Some(e) = self.episodes.get_mut(episode_id) {
             *e.error_classes.entry(class).or_default() += 1;
@@ -482,8 +483,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         RunEvent::DomainWriteDenied { episode_id, .. } => {
             tree.count_refusal(episode_id, "write_domain_refused".to_owned());
         }
-        // Side effects (seed 004 §1, §8): a refused effect counts in the episode that
-        // asked for it.
+        // Side effects: a refused effect counts in the episode that asked for it.
         RunEvent::EffectRefused(refused) => {
             if let Some(rec) = state.effects.get(&refused.effect_id) {
                 let episode_id = rec.requested.episode_id.clone();

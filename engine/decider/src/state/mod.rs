@@ -93,11 +93,11 @@ pub struct RunState {
     pub output: Option<Value>,
     /// Why the run was blocked or failed.
     pub stop_reason: Option<String>,
-    // Episodes (seed 004)
+    // Episodes
     /// The episode tree: budgets, usage, results, stop counters, domain versions.
     #[serde(default)]
     pub episodes: episode::EpisodeTree,
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     /// Effects requested so far (the next id is `{run}/effect-{effects_requested+1}`).
     pub effects_requested: u32,
     /// Every side effect, by id.

@@ -1,4 +1,4 @@
-//! The agents of docket's geo example (seed 000's pipeline): Governance validates the
+//! The agents of docket's geo example (the GEO analysis pipeline): Governance validates the
 //! analysis request and, at the end, the recommendations; Observation collects AI-answer
 //! snapshots (from a bundled data set) and detects brand mentions; Intelligence computes
 //! GEO scores (mention rate, share of voice); Reasoning finds the focus brand's gaps and

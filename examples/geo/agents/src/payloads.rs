@@ -1,6 +1,7 @@
-//! The payloads handed between the geo agents (seed 000's output types), and the agent and
-//! output type names the policy bundle refers to. Top-level field names follow seed 000
-//! where it gives them (`validatedScope`, `timeRange`).
+//! The payloads handed between the geo agents (the output types of
+//! `examples/geo/policy.toml`), and the agent and output type names the policy bundle
+//! refers to. Top-level field names are the pipeline's established camelCase names where
+//! it has them (`validatedScope`, `timeRange`).
 
 use std::collections::BTreeMap;
 
