@@ -1,16 +1,16 @@
-//! The agent executors against real agents: the `test-agent` binary over stdio, an HTTP
+//! The agent executors against real agents: the `test-agent` binary as a command, an HTTP
 //! server on 127.0.0.1, and the Python example agent when `python3` is available.
 
 use std::sync::Arc;
 
 use docket_decider::{Action, AgentRequest, AgentResponse, ResponseStatus};
-use docket_runtime::{AgentCallError, AgentExecutor, HttpExecutor, StdioConfig, StdioExecutor};
+use docket_runtime::{AgentCallError, AgentExecutor, CommandConfig, CommandExecutor, HttpExecutor};
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
-fn test_agent(args: &[&str]) -> StdioExecutor {
-    StdioExecutor::new(StdioConfig::new(TEST_AGENT).args(args.iter().copied()))
+fn test_agent(args: &[&str]) -> CommandExecutor {
+    CommandExecutor::new(CommandConfig::new(TEST_AGENT).args(args.iter().copied()))
 }
 
 /// A request whose capability_code picks the test agent's behaviour.
@@ -34,7 +34,7 @@ fn finish_output(response: &AgentResponse) -> &Value {
     }
 }
 
-mod stdio {
+mod command {
     use super::*;
 
     #[tokio::test]
@@ -159,7 +159,7 @@ mod stdio {
 
     #[tokio::test]
     async fn a_missing_program_is_an_io_error_naming_it() {
-        let agent = StdioExecutor::new(StdioConfig::new("/nonexistent/docket-agent"));
+        let agent = CommandExecutor::new(CommandConfig::new("/nonexistent/docket-agent"));
         let err = agent
             .call(&request("r1", "echo"))
             .await
@@ -199,8 +199,8 @@ mod stdio {
     #[tokio::test]
     async fn an_oversized_line_is_refused_at_the_limit_and_the_agent_restarted() {
         let limit = 64 * 1024;
-        let agent = StdioExecutor::new(
-            StdioConfig::new(TEST_AGENT)
+        let agent = CommandExecutor::new(
+            CommandConfig::new(TEST_AGENT)
                 .args(["--size", "2097152"])
                 .max_response_bytes(limit),
         );
@@ -228,8 +228,8 @@ mod stdio {
     #[tokio::test]
     async fn a_response_just_under_the_limit_is_accepted() {
         let limit = 64 * 1024;
-        let agent = StdioExecutor::new(
-            StdioConfig::new(TEST_AGENT)
+        let agent = CommandExecutor::new(
+            CommandConfig::new(TEST_AGENT)
                 .args(["--size", &limit.to_string()])
                 .max_response_bytes(limit),
         );
@@ -243,7 +243,8 @@ mod stdio {
 
     #[tokio::test]
     async fn an_endless_line_is_oversized_not_a_timeout() {
-        let agent = StdioExecutor::new(StdioConfig::new(TEST_AGENT).max_response_bytes(256 * 1024));
+        let agent =
+            CommandExecutor::new(CommandConfig::new(TEST_AGENT).max_response_bytes(256 * 1024));
         let err = agent
             .call(&request("r1", "flood"))
             .await
@@ -320,8 +321,8 @@ mod stdio {
     #[tokio::test]
     async fn the_configured_environment_and_directory_reach_the_agent() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let agent = StdioExecutor::new(
-            StdioConfig::new(TEST_AGENT)
+        let agent = CommandExecutor::new(
+            CommandConfig::new(TEST_AGENT)
                 .env("DOCKET_TEST_VALUE", "from-the-workflow")
                 .current_dir(dir.path()),
         );
@@ -338,7 +339,7 @@ mod stdio {
 
     #[tokio::test]
     async fn the_stderr_tail_size_is_configurable() {
-        let agent = StdioExecutor::new(StdioConfig::new(TEST_AGENT).stderr_tail_bytes(64));
+        let agent = CommandExecutor::new(CommandConfig::new(TEST_AGENT).stderr_tail_bytes(64));
         let err = agent
             .call(&request("r1", "noisy_crash"))
             .await
@@ -687,8 +688,8 @@ mod python {
         found
     }
 
-    fn python_agent(script: &std::path::Path) -> StdioExecutor {
-        StdioExecutor::new(StdioConfig::new("python3").args([script.as_os_str()]))
+    fn python_agent(script: &std::path::Path) -> CommandExecutor {
+        CommandExecutor::new(CommandConfig::new("python3").args([script.as_os_str()]))
     }
 
     #[tokio::test]

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use docket_decider::WorkflowSpec;
 use docket_decider::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
 use docket_decider::{EffectAnswer, EffectCall, EffectOp};
-use docket_runtime::StdioConfig;
+use docket_runtime::CommandConfig;
 use docket_runtime::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, FileKillSwitch, HttpEffectExecutor,
     InProcessEffectExecutor, KillSwitchSource,
@@ -151,8 +151,8 @@ mod command {
             }
         }
 
-        fn config(&self) -> StdioConfig {
-            StdioConfig::new(LEDGER_BIN)
+        fn config(&self) -> CommandConfig {
+            CommandConfig::new(LEDGER_BIN)
                 .args(["--ledger", self.file.to_str().expect("utf-8")])
                 .env("EFFECT_LEDGER_CALLS", &self.calls)
         }
@@ -346,7 +346,7 @@ mod command {
 
     #[tokio::test]
     async fn a_missing_program_is_unavailable() {
-        let executor = CommandEffectExecutor::new(StdioConfig::new("/nonexistent/effect-exec"));
+        let executor = CommandEffectExecutor::new(CommandConfig::new("/nonexistent/effect-exec"));
         let err = executor.execute(&request("k1")).await.expect_err("missing");
         assert!(
             matches!(&err, EffectCallError::Unavailable { message, .. } if message.contains("cannot start")),

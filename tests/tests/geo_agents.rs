@@ -14,7 +14,7 @@ use docket_example_geo::payloads::{
     GapsAndOpportunities, Priority, ValidatedRecommendations, agents, output_types,
 };
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
-use docket_runtime::{AgentExecutor, InProcessExecutor, StdioConfig, StdioExecutor};
+use docket_runtime::{AgentExecutor, CommandConfig, CommandExecutor, InProcessExecutor};
 use serde_json::{Value, json};
 
 type Executors = BTreeMap<&'static str, Arc<dyn AgentExecutor>>;
@@ -58,7 +58,7 @@ fn binaries() -> Option<Executors> {
             return None;
         }
         let executor: Arc<dyn AgentExecutor> =
-            Arc::new(StdioExecutor::new(StdioConfig::new(program)));
+            Arc::new(CommandExecutor::new(CommandConfig::new(program)));
         executors.insert(name, executor);
     }
     Some(executors)

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, parse_response};
-use docket_runtime::{AgentExecutor, InProcessExecutor, StdioConfig, StdioExecutor};
+use docket_runtime::{AgentExecutor, CommandConfig, CommandExecutor, InProcessExecutor};
 use serde_json::json;
 
 /// The `docket` binary's allocator, so figures are the product's.
@@ -98,7 +98,7 @@ fn main() {
         baseline,
     );
 
-    // The JSON work the stdio and HTTP executors add on docket's side.
+    // The JSON work the command and HTTP executors add on docket's side.
     let calls = 50_000_u64;
     let start = Instant::now();
     for i in 0..calls {
@@ -116,26 +116,29 @@ fn main() {
     );
 
     // A child process over stdin/stdout (the test agent, echoing).
-    let stdio = StdioExecutor::new(StdioConfig::new(docket_tests::workspace_bin(
+    let command = CommandExecutor::new(CommandConfig::new(docket_tests::workspace_bin(
         "docket-tests",
         "test-agent",
     )));
     let calls = 5_000_u64;
     let start = runtime.block_on(async {
-        stdio.call(&requests[0]).await.expect("starts and answers");
+        command
+            .call(&requests[0])
+            .await
+            .expect("starts and answers");
         let start = Instant::now();
         for i in 0..calls {
             let mut req = requests[(i % 1000) as usize].clone();
             req.capability_code = "echo".into();
-            stdio.call(&req).await.expect("answers");
+            command.call(&req).await.expect("answers");
         }
         start
     });
     report(
-        "stdio executor (test-agent, one process)",
+        "command executor (test-agent, one process)",
         calls,
         start.elapsed(),
         baseline,
     );
-    runtime.block_on(stdio.shutdown());
+    runtime.block_on(command.shutdown());
 }

@@ -18,11 +18,12 @@ mod agent;
 mod clock;
 mod drive;
 mod effect;
+mod transport;
 mod workflow;
 
 pub use agent::{
-    AgentCallError, AgentExecutor, CallFuture, DEFAULT_MAX_RESPONSE_BYTES, ExecutorConfigError,
-    ExitReport, HttpExecutor, InProcessAgent, InProcessExecutor, StdioConfig, StdioExecutor,
+    AgentCallError, AgentExecutor, CallFuture, CommandExecutor, ExecutorConfigError, HttpExecutor,
+    InProcessAgent, InProcessExecutor,
 };
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program};
@@ -32,4 +33,5 @@ pub use effect::{
     InProcessEffectExecutor, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchError,
     KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
 };
+pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport};
 pub use workflow::{Workflow, WorkflowLoadError};

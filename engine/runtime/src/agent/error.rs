@@ -1,9 +1,9 @@
 //! How an agent call can fail. Each failure is recorded as an agent error and goes through
 //! the retry path; none is a panic.
 
-use std::fmt;
-
 use docket_decider::{MalformedResponse, ValidationError};
+
+use crate::transport::{ExitReport, TransportError};
 
 /// An agent call that produced no acceptable response.
 #[derive(Debug, thiserror::Error)]
@@ -96,36 +96,43 @@ impl AgentCallError {
             source,
         }
     }
-}
 
-/// How a child process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ExitReport {
-    /// The exit code, if it exited normally.
-    pub code: Option<i32>,
-    /// The signal that ended it, on Unix.
-    pub signal: Option<i32>,
-}
-
-impl ExitReport {
-    pub(crate) fn from_status(status: std::process::ExitStatus) -> Self {
-        #[cfg(unix)]
-        let signal = std::os::unix::process::ExitStatusExt::signal(&status);
-        #[cfg(not(unix))]
-        let signal = None;
-        Self {
-            code: status.code(),
-            signal,
-        }
-    }
-}
-
-impl fmt::Display for ExitReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.code, self.signal) {
-            (Some(code), _) => write!(f, "exit code {code}"),
-            (None, Some(signal)) => write!(f, "killed by signal {signal}"),
-            (None, None) => f.write_str("exit status unknown"),
+    /// What a transport failure means for an agent call whose request allowed
+    /// `timeout_ms`.
+    pub(crate) fn from_transport(err: TransportError, timeout_ms: u64) -> Self {
+        match err {
+            TransportError::TimedOut => Self::Timeout { timeout_ms },
+            TransportError::CannotStart { program, source } => {
+                Self::io(format!("starting {}", program.display()), source)
+            }
+            TransportError::Ended {
+                exit, stderr_tail, ..
+            } => Self::Crashed { exit, stderr_tail },
+            TransportError::LineTooLong { limit, received }
+            | TransportError::BodyTooLong { limit, received } => {
+                Self::Oversized { limit, received }
+            }
+            TransportError::Stdout(source) => Self::io("reading the agent's stdout", source),
+            TransportError::Post { url, source } => Self::io(format!("POSTing to {url}"), source),
+            TransportError::Body(source) => Self::io(
+                "reading the response body",
+                std::io::Error::other(format!("reading the body: {source}")),
+            ),
+            TransportError::HttpStatus {
+                status,
+                body_excerpt,
+            } => Self::HttpStatus {
+                status,
+                body_excerpt,
+            },
+            // Found when the executor is built, never by a call.
+            err
+            @ (TransportError::InvalidUrl { .. } | TransportError::UnsupportedScheme { .. }) => {
+                Self::io(
+                    "setting up the agent's executor",
+                    std::io::Error::other(err.to_string()),
+                )
+            }
         }
     }
 }
@@ -147,4 +154,18 @@ pub enum ExecutorConfigError {
         /// The URL as given.
         url: String,
     },
+}
+
+impl ExecutorConfigError {
+    /// Why an HTTP transport could not be set up for `url`.
+    pub(crate) fn from_transport(err: TransportError, url: &str) -> Self {
+        match err {
+            TransportError::InvalidUrl { url, message } => Self::InvalidUrl { url, message },
+            TransportError::UnsupportedScheme { url } => Self::UnsupportedScheme { url },
+            other => Self::InvalidUrl {
+                url: url.to_owned(),
+                message: other.to_string(),
+            },
+        }
+    }
 }

@@ -1,17 +1,13 @@
 //! Agents written in Rust and run inside the engine's process: no serialisation, no
 //! process, but the same checks on what they answer, and a panic becomes an error.
 
-use std::any::Any;
 use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tracing::Instrument;
-
-use super::{AgentCallError, AgentExecutor, CallFuture, call_span, check_response, log_outcome};
+use super::{AgentCallError, AgentExecutor, CallFuture, check_response, traced};
+use crate::transport::{CatchPanic, catch_panic};
 use docket_decider::{AgentRequest, AgentResponse};
 
 /// An agent implemented in Rust. Closures `Fn(&AgentRequest) -> AgentResponse` are agents.
@@ -66,55 +62,23 @@ impl InProcessExecutor {
 
 impl AgentExecutor for InProcessExecutor {
     fn call<'a>(&'a self, request: &'a AgentRequest) -> CallFuture<'a> {
-        let span = call_span("in_process", request);
-        Box::pin(
-            async move {
-                let answered = match &self.handler {
-                    Handler::Sync(agent) => {
-                        catch_unwind(AssertUnwindSafe(|| agent.handle(request))).map_err(panicked)
+        traced("in_process", request, async move {
+            let panicked = |message| AgentCallError::Panicked { message };
+            let answered = match &self.handler {
+                Handler::Sync(agent) => catch_panic(|| agent.handle(request)).map_err(panicked),
+                Handler::Async(agent) => {
+                    let running = CatchPanic(agent(request.clone()));
+                    let limit = Duration::from_millis(request.timeout_ms);
+                    match tokio::time::timeout(limit, running).await {
+                        Ok(answered) => answered.map_err(panicked),
+                        Err(_) => Err(AgentCallError::Timeout {
+                            timeout_ms: request.timeout_ms,
+                        }),
                     }
-                    Handler::Async(agent) => {
-                        let running = CatchUnwind(agent(request.clone()));
-                        let limit = Duration::from_millis(request.timeout_ms);
-                        match tokio::time::timeout(limit, running).await {
-                            Ok(answered) => answered.map_err(panicked),
-                            Err(_) => Err(AgentCallError::Timeout {
-                                timeout_ms: request.timeout_ms,
-                            }),
-                        }
-                    }
-                };
-                let outcome = answered.and_then(|response| check_response(request, response));
-                log_outcome(&outcome);
-                outcome
-            }
-            .instrument(span),
-        )
-    }
-}
-
-fn panicked(payload: Box<dyn Any + Send>) -> AgentCallError {
-    let message = payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with a non-string payload".to_owned());
-    AgentCallError::Panicked { message }
-}
-
-/// Polls a boxed future, turning a panic inside it into an `Err`.
-struct CatchUnwind(Pin<Box<dyn Future<Output = AgentResponse> + Send>>);
-
-impl Future for CatchUnwind {
-    type Output = Result<AgentResponse, Box<dyn Any + Send>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.get_mut().0;
-        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(response)) => Poll::Ready(Ok(response)),
-            Err(payload) => Poll::Ready(Err(payload)),
-        }
+                }
+            };
+            answered.and_then(|response| check_response(request, response))
+        })
     }
 }
 

@@ -1,32 +1,36 @@
 //! Agent executors: how a request reaches an agent and how its response comes back.
 //!
 //! The engine holds executors as `Arc<dyn AgentExecutor>`: a workflow names a different
-//! kind of executor per agent (a Rust agent in-process, a Python agent over stdio, a
+//! kind of executor per agent (a Rust agent in-process, a Python agent as a command, a
 //! service over HTTP, a fault-injecting one in tests), so the engine needs one map from
 //! agent to executor over an open set of types. The price is one boxed future per call,
 //! small next to any agent's work.
 //!
-//! Every executor checks what comes back the same way ([`accept_response`]): the bytes
-//! must parse as a response, the response must echo the request's request_id and follow
-//! the protocol's rules. Every failure is an [`AgentCallError`]; none panics.
+//! The executors put the agent protocol on a transport (`crate::transport`): they encode
+//! the request, hand it over with the request's deadline, and check what comes back the
+//! same way ([`accept_response`]): the bytes must parse as a response, the response must
+//! echo the request's request_id and follow the protocol's rules. Every failure is an
+//! [`AgentCallError`]; none panics.
 
+mod command;
 mod error;
-pub(crate) mod http;
+mod http;
 mod in_process;
-pub(crate) mod stdio;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
 
-pub use error::{AgentCallError, ExecutorConfigError, ExitReport};
+pub use command::CommandExecutor;
+pub use error::{AgentCallError, ExecutorConfigError};
 pub use http::HttpExecutor;
 pub use in_process::{InProcessAgent, InProcessExecutor};
-pub use stdio::{StdioConfig, StdioExecutor};
 
 use docket_decider::{AgentRequest, AgentResponse, ValidationProblem, parse_response};
+use tokio::time::Instant;
+use tracing::Instrument;
 
-/// The default limit on one response: 1 MiB.
-pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+use crate::transport::TransportError;
 
 /// The future an executor returns for one call.
 pub type CallFuture<'a> =
@@ -40,16 +44,51 @@ pub trait AgentExecutor: Send + Sync {
     fn call<'a>(&'a self, request: &'a AgentRequest) -> CallFuture<'a>;
 }
 
-/// The tracing span of one agent call.
-fn call_span(executor: &'static str, request: &AgentRequest) -> tracing::Span {
-    tracing::info_span!(
+/// Runs one call inside its tracing span (`executor` names the transport) and logs how it
+/// ended.
+fn traced<'a>(
+    executor: &'static str,
+    request: &'a AgentRequest,
+    call: impl Future<Output = Result<AgentResponse, AgentCallError>> + Send + 'a,
+) -> CallFuture<'a> {
+    let span = tracing::info_span!(
         "agent_call",
         executor,
         agent = %request.target_agent,
         request_id = %request.request_id,
         attempt = request.attempt,
         run_id = %request.run_id,
+    );
+    Box::pin(
+        async move {
+            let outcome = call.await;
+            log_outcome(&outcome);
+            outcome
+        }
+        .instrument(span),
     )
+}
+
+/// One call over a transport: encodes the request (followed by `\n` when `line`), lets
+/// `send` carry it before the request's deadline, and checks the answer.
+async fn exchange<Sent>(
+    request: &AgentRequest,
+    line: bool,
+    send: impl FnOnce(Vec<u8>, Instant) -> Sent,
+) -> Result<AgentResponse, AgentCallError>
+where
+    Sent: Future<Output = Result<Vec<u8>, TransportError>>,
+{
+    let mut document = serde_json::to_vec(request)
+        .map_err(|err| AgentCallError::io("encoding the request", err.into()))?;
+    if line {
+        document.push(b'\n');
+    }
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    let answer = send(document, deadline)
+        .await
+        .map_err(|err| AgentCallError::from_transport(err, request.timeout_ms))?;
+    accept_response(request, &answer)
 }
 
 /// Checks a response that arrived as bytes: parse, then [`check_response`].

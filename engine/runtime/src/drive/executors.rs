@@ -1,11 +1,12 @@
 //! Executors for a workflow's agents, built once and shared by every run of the runtime
-//! (a stdio agent process is kept between calls).
+//! (a command agent's process is kept between calls).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use crate::agent::{AgentCallError, AgentExecutor, HttpExecutor, StdioConfig, StdioExecutor};
+use crate::agent::{AgentCallError, AgentExecutor, CommandExecutor, HttpExecutor};
+use crate::transport::CommandConfig;
 use docket_decider::{ExecutorSpec, WorkflowSpec};
 
 #[derive(Default)]
@@ -81,11 +82,11 @@ impl Executors {
         }
         let executor: Arc<dyn AgentExecutor> = match &spec.executor {
             ExecutorSpec::Command { command, args, env } => {
-                let mut config = StdioConfig::new(resolve_program(command)).args(args);
+                let mut config = CommandConfig::new(resolve_program(command)).args(args);
                 for (k, v) in env {
                     config = config.env(k, v);
                 }
-                Arc::new(StdioExecutor::new(config))
+                Arc::new(CommandExecutor::new(config))
             }
             ExecutorSpec::Http { http } => {
                 Arc::new(HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?)

@@ -493,7 +493,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         request: &AgentRequest,
     ) -> Result<AgentResponse, AgentCallError> {
         let executor = self.inner.executors.get(workflow, &request.target_agent)?;
-        // The executors enforce the timeout themselves (the stdio one kills the process);
+        // The executors enforce the timeout themselves (the command one kills the process);
         // this bound only catches an executor that does not.
         let bound = Duration::from_millis(request.timeout_ms.saturating_add(1_000));
         match tokio::time::timeout(bound, executor.call(request)).await {

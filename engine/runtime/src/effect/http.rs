@@ -4,33 +4,21 @@
 //! than a path per operation, so a service is configured by a single address and the two
 //! transports carry identical documents. Plain `http://` only, like agents.
 
-use std::time::Duration;
-
-use bytes::Bytes;
-use http_body_util::Full;
-use hyper::header::{ACCEPT, CONTENT_LENGTH, CONTENT_TYPE};
-use hyper::{Method, Request, Uri};
-use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde::de::DeserializeOwned;
 
 use super::{
     DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
-    Verification,
+    Verification, exchange,
 };
-use crate::agent::http::{BodyError, plain_http_url, read_limited_body};
-use crate::agent::{DEFAULT_MAX_RESPONSE_BYTES, ExecutorConfigError};
-use docket_decider::{EffectCall, EffectOp, accept_effect_answer as accept_answer};
-
-/// How many body bytes of a non-2xx answer are quoted in the error.
-const STATUS_BODY_EXCERPT_BYTES: usize = 512;
+use crate::agent::ExecutorConfigError;
+use crate::transport::HttpTransport;
+use docket_decider::EffectOp;
 
 /// An effect executor behind an HTTP endpoint. Connections are pooled between calls.
 pub struct HttpEffectExecutor {
-    url: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
-    max_response_bytes: usize,
+    transport: HttpTransport,
+    /// `POST {url}`, naming the executor in errors.
+    endpoint: String,
     supports_dry_run: bool,
     /// Replaces each request's `timeout_ms` (the workflow's `[effects]` value).
     timeout_ms: Option<u64>,
@@ -42,11 +30,11 @@ impl HttpEffectExecutor {
     /// # Errors
     /// [`ExecutorConfigError`] when the URL does not parse or is not plain HTTP.
     pub fn new(url: &str) -> Result<Self, ExecutorConfigError> {
-        let parsed = plain_http_url(url)?;
+        let transport =
+            HttpTransport::new(url).map_err(|err| ExecutorConfigError::from_transport(err, url))?;
         Ok(Self {
-            url: parsed,
-            client: Client::builder(TokioExecutor::new()).build_http(),
-            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            endpoint: format!("POST {}", transport.url()),
+            transport,
             supports_dry_run: true,
             timeout_ms: None,
         })
@@ -55,7 +43,7 @@ impl HttpEffectExecutor {
     /// Sets the largest answer body accepted, in bytes.
     #[must_use]
     pub fn max_response_bytes(mut self, limit: usize) -> Self {
-        self.max_response_bytes = limit;
+        self.transport.set_max_response_bytes(limit);
         self
     }
 
@@ -80,84 +68,10 @@ impl HttpEffectExecutor {
         request: &EffectRequest,
     ) -> Result<T, EffectCallError> {
         let request = &*super::with_timeout(request, self.timeout_ms);
-        let limit = Duration::from_millis(request.timeout_ms);
-        match tokio::time::timeout(limit, self.post(op, request)).await {
-            Ok(outcome) => outcome,
-            Err(_) => Err(EffectCallError::Timeout {
-                effect_id: request.effect_id.clone(),
-                timeout_ms: request.timeout_ms,
-            }),
-        }
-    }
-
-    async fn post<T: DeserializeOwned>(
-        &self,
-        op: EffectOp,
-        request: &EffectRequest,
-    ) -> Result<T, EffectCallError> {
-        let unavailable = |message: String| EffectCallError::Unavailable {
-            effect_id: request.effect_id.clone(),
-            message: format!("POST {}: {message}", self.url),
-        };
-        let call = EffectCall {
-            op,
-            request: request.clone(),
-        };
-        let body = serde_json::to_vec(&call).map_err(|e| unavailable(e.to_string()))?;
-        let http_request = Request::builder()
-            .method(Method::POST)
-            .uri(self.url.clone())
-            .header(CONTENT_TYPE, "application/json")
-            .header(ACCEPT, "application/json")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| unavailable(e.to_string()))?;
-        let answer = self
-            .client
-            .request(http_request)
-            .await
-            .map_err(|e| unavailable(e.to_string()))?;
-        let status = answer.status();
-        if !status.is_success() {
-            let excerpt = match read_limited_body(answer, STATUS_BODY_EXCERPT_BYTES, true).await {
-                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-                Err(_) => String::new(),
-            };
-            let message = format!("HTTP {}; body began with {excerpt:?}", status.as_u16());
-            // A 4xx is a refusal: nothing was applied. Anything else (5xx, a redirect)
-            // says nothing about whether the effect happened, so the runtime verifies.
-            return Err(if status.is_client_error() {
-                EffectCallError::Failed {
-                    effect_id: request.effect_id.clone(),
-                    code: format!("EFFECT_HTTP_{}", status.as_u16()),
-                    message,
-                }
-            } else {
-                unavailable(message)
-            });
-        }
-        let limit = self.max_response_bytes;
-        let oversized = |received: u64| EffectCallError::Malformed {
-            effect_id: request.effect_id.clone(),
-            message: format!(
-                "the answer exceeds the limit of {limit} bytes ({received} bytes received or declared)"
-            ),
-        };
-        let declared = answer
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if let Some(length) = declared
-            && length > limit as u64
-        {
-            return Err(oversized(length));
-        }
-        let bytes = match read_limited_body(answer, limit, false).await {
-            Ok(bytes) => bytes,
-            Err(BodyError::TooLong { received }) => return Err(oversized(received)),
-            Err(BodyError::Broken(message)) => return Err(unavailable(message)),
-        };
-        accept_answer(request, op, &bytes)
+        exchange(op, request, false, &self.endpoint, |body, deadline| {
+            self.transport.post(body, deadline)
+        })
+        .await
     }
 }
 

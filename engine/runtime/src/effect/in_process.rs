@@ -3,14 +3,13 @@
 //! [`EffectCallError::Unavailable`]: the effect may or may not have been applied before
 //! the panic, so the runtime asks `verify` rather than recording a failure.
 
-use std::any::Any;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::{
     DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
     Verification,
 };
+use crate::transport::catch_panic;
 
 /// An effect implemented in Rust. Runs on the engine's task, so it should not block for
 /// long: the request's timeout cannot interrupt synchronous code.
@@ -123,24 +122,13 @@ impl InProcessEffectExecutor {
         operation: &str,
         call: impl FnOnce() -> Result<T, EffectCallError>,
     ) -> Result<T, EffectCallError> {
-        catch_unwind(AssertUnwindSafe(call)).unwrap_or_else(|payload| {
+        catch_panic(call).unwrap_or_else(|message| {
             Err(EffectCallError::Unavailable {
                 effect_id: request.effect_id.clone(),
-                message: format!(
-                    "the in-process executor panicked during {operation}: {}",
-                    panic_message(payload.as_ref())
-                ),
+                message: format!("the in-process executor panicked during {operation}: {message}"),
             })
         })
     }
-}
-
-fn panic_message(payload: &(dyn Any + Send)) -> String {
-    payload
-        .downcast_ref::<&str>()
-        .map(|s| (*s).to_owned())
-        .or_else(|| payload.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic with a non-string payload".to_owned())
 }
 
 impl EffectExecutor for InProcessEffectExecutor {

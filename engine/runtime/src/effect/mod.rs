@@ -8,7 +8,8 @@
 //! did: that ledger is the executor's, not docket's.
 //!
 //! Like agents, effects are held as `Arc<dyn EffectExecutor>` (in-process, a command
-//! speaking JSON lines, HTTP), one boxed future per call.
+//! speaking JSON lines, HTTP), one boxed future per call; the command and HTTP executors
+//! put the effect protocol on a transport (`crate::transport`).
 
 mod command;
 mod http;
@@ -17,6 +18,10 @@ mod kill_switch_file;
 
 use std::future::Future;
 use std::pin::Pin;
+use std::time::Duration;
+
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
 
 pub use command::CommandEffectExecutor;
 pub use http::HttpEffectExecutor;
@@ -27,11 +32,12 @@ pub use kill_switch_file::{
 };
 
 // The effect protocol's types, for this module's executors.
-use crate::agent::StdioConfig;
 use crate::drive::resolve_program;
+use crate::transport::{CommandConfig, Interrupted, TransportError};
 pub(crate) use docket_decider::{
     DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification, WorkflowSpec,
 };
+use docket_decider::{EffectCall, EffectOp, accept_effect_answer};
 
 /// The future an effect executor returns for one call.
 pub type EffectFuture<'a, T> =
@@ -177,7 +183,7 @@ fn build_declared(
 ) -> Result<std::sync::Arc<dyn EffectExecutor>, EffectCallError> {
     let supports_dry_run = spec.supports_dry_run.unwrap_or(true);
     if let Some(command) = &spec.command {
-        let mut config = StdioConfig::new(resolve_program(command)).args(&spec.args);
+        let mut config = CommandConfig::new(resolve_program(command)).args(&spec.args);
         for (k, v) in &spec.env {
             config = config.env(k, v);
         }
@@ -215,5 +221,104 @@ fn with_timeout(
             std::borrow::Cow::Owned(request)
         }
         _ => std::borrow::Cow::Borrowed(request),
+    }
+}
+
+/// One call over a transport: the `{"op", "request"}` document (followed by `\n` when
+/// `line`), carried by `send` before the request's deadline, its answer checked.
+/// `endpoint` names the executor in the messages of [`EffectCallError::Unavailable`].
+async fn exchange<T, Sent>(
+    op: EffectOp,
+    request: &EffectRequest,
+    line: bool,
+    endpoint: &str,
+    send: impl FnOnce(Vec<u8>, Instant) -> Sent,
+) -> Result<T, EffectCallError>
+where
+    T: DeserializeOwned,
+    Sent: Future<Output = Result<Vec<u8>, TransportError>>,
+{
+    let call = EffectCall {
+        op,
+        request: request.clone(),
+    };
+    let mut document = serde_json::to_vec(&call).map_err(|err| EffectCallError::Unavailable {
+        effect_id: request.effect_id.clone(),
+        message: format!("{endpoint}: {err}"),
+    })?;
+    if line {
+        document.push(b'\n');
+    }
+    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
+    let answer = send(document, deadline)
+        .await
+        .map_err(|err| effect_error(err, request, endpoint))?;
+    accept_effect_answer(request, op, &answer)
+}
+
+/// What a transport failure means for an effect call. A refusal (HTTP 4xx) is a failure:
+/// nothing was applied. Anything else says nothing about whether the effect happened, so
+/// it is a timeout, a malformed answer or an unavailable executor, after which the
+/// runtime verifies.
+fn effect_error(err: TransportError, request: &EffectRequest, endpoint: &str) -> EffectCallError {
+    let effect_id = request.effect_id.clone();
+    let unavailable = |detail: String| EffectCallError::Unavailable {
+        effect_id: request.effect_id.clone(),
+        message: format!("{endpoint}: {detail}"),
+    };
+    match err {
+        TransportError::TimedOut => EffectCallError::Timeout {
+            effect_id,
+            timeout_ms: request.timeout_ms,
+        },
+        TransportError::CannotStart { source, .. } => {
+            unavailable(format!("cannot start it: {source}"))
+        }
+        TransportError::Ended {
+            exit,
+            stderr_tail,
+            during,
+        } => {
+            let what = match during {
+                Interrupted::Writing(err) => format!("writing the call: {err}"),
+                reading @ Interrupted::Reading { .. } => reading.to_string(),
+            };
+            unavailable(format!(
+                "the process ended ({exit}) without answering ({what}); last stderr: {stderr_tail:?}"
+            ))
+        }
+        TransportError::LineTooLong { limit, received } => EffectCallError::Malformed {
+            effect_id,
+            message: format!(
+                "the answer exceeds the limit of {limit} bytes (reading stopped after {received} bytes)"
+            ),
+        },
+        TransportError::BodyTooLong { limit, received } => EffectCallError::Malformed {
+            effect_id,
+            message: format!(
+                "the answer exceeds the limit of {limit} bytes ({received} bytes received or declared)"
+            ),
+        },
+        TransportError::Stdout(err) => unavailable(format!("reading its stdout: {err}")),
+        TransportError::Post { source, .. } => unavailable(source.to_string()),
+        TransportError::Body(err) => unavailable(format!("reading the body: {err}")),
+        TransportError::HttpStatus {
+            status,
+            body_excerpt,
+        } => {
+            let message = format!("HTTP {status}; body began with {body_excerpt:?}");
+            if (400..500).contains(&status) {
+                EffectCallError::Failed {
+                    effect_id,
+                    code: format!("EFFECT_HTTP_{status}"),
+                    message,
+                }
+            } else {
+                unavailable(message)
+            }
+        }
+        err @ (TransportError::InvalidUrl { .. } | TransportError::UnsupportedScheme { .. }) => {
+            unavailable(err.to_string())
+        }
     }
 }
