@@ -9,11 +9,11 @@ use docket_decider::RunState;
 
 /// The effects section of `docket status` (nothing when the run asked for none).
 pub(crate) fn list_text(out: &mut String, state: &RunState) {
-    if state.effects.is_empty() {
+    if state.effects().is_empty() {
         return;
     }
     let _ = writeln!(out, "effects:");
-    for (id, rec) in &state.effects {
+    for (id, rec) in state.effects() {
         let r = &rec.requested;
         let detail = match (&rec.receipt, &rec.outcome) {
             (Some(receipt), _) => format!(" receipt {}", receipt.result),
@@ -37,7 +37,7 @@ pub(crate) fn list_text(out: &mut String, state: &RunState) {
 pub(crate) fn list_json(state: &RunState) -> Value {
     Value::Array(
         state
-            .effects
+            .effects()
             .iter()
             .map(|(id, rec)| {
                 let r = &rec.requested;

@@ -286,7 +286,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 Ok(EXIT_COMPLETED)
             } else {
                 summary(out, &outcome);
-                crate::episodes::tree_text(out, &outcome.state.episodes);
+                crate::episodes::tree_text(out, outcome.state.episodes());
                 crate::effects::list_text(out, &outcome.state);
                 Ok(EXIT_COMPLETED)
             }
@@ -334,14 +334,14 @@ fn status_json(outcome: &RunOutcome) -> Value {
     let s = &outcome.state;
     json!({
         "run_id": outcome.run_id,
-        "status": s.status,
-        "events": s.version,
-        "handoffs": s.handoffs,
+        "status": s.status(),
+        "events": s.version(),
+        "handoffs": s.handoffs(),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
-        "pending_calls": s.pending.iter().collect::<Vec<_>>(),
-        "output": s.output,
-        "stop_reason": s.stop_reason,
-        "episodes": crate::episodes::tree_json(&s.episodes),
+        "pending_calls": s.pending_requests().iter().map(|r| &r.request_id).collect::<Vec<_>>(),
+        "output": s.output(),
+        "stop_reason": s.stop_reason(),
+        "episodes": crate::episodes::tree_json(s.episodes()),
         "effects": crate::effects::list_json(s),
     })
 }
@@ -487,16 +487,16 @@ fn describe(event: &RunEvent) -> String {
 /// returns the exit code for the run's status.
 fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
     let s: &RunState = &outcome.state;
-    let name = s.run.as_ref().map_or("?", |r| r.workflow.name.as_str());
+    let name = s.request().map_or("?", |r| r.workflow.name.as_str());
     outln!(
         out,
         "run {} ({name}): {}",
         outcome.run_id,
-        s.status.as_str()
+        s.status().as_str()
     );
-    if !s.handoffs.is_empty() {
+    if !s.handoffs().is_empty() {
         outln!(out, "handoffs:");
-        for h in &s.handoffs {
+        for h in s.handoffs() {
             let what = if h.input == InputKind::Context {
                 format!("{} (read-only context)", h.output_type)
             } else {
@@ -532,13 +532,13 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
             outcome.run_id
         );
     }
-    if let Some(reason) = &s.stop_reason {
+    if let Some(reason) = s.stop_reason() {
         outln!(out, "stopped: {reason}");
     }
-    if let Some(output) = &s.output {
+    if let Some(output) = s.output() {
         print_output(out, output);
     }
-    exit_code(s.status)
+    exit_code(s.status())
 }
 
 fn print_output(out: &mut String, output: &Value) {

@@ -231,7 +231,7 @@ async fn started_is_durable_before_execute_and_the_read_only_steps_share_its_wri
         .start(&workflow(), json!({}), Some("run-h".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(*s.applied.lock().expect("ledger"), 1);
     let seen = s.seen.lock().expect("seen").clone();
     let at = |op: &str| {
@@ -264,7 +264,7 @@ async fn a_crash_during_the_dry_run_loses_only_what_resume_decides_again() {
         driving
             .start(&workflow(), json!({}), Some("run-d".into()))
             .await
-            .map(|o| o.state.status)
+            .map(|o| o.state.status())
     });
     first.entered.notified().await;
     task.abort();
@@ -278,7 +278,7 @@ async fn a_crash_during_the_dry_run_loses_only_what_resume_decides_again() {
 
     let second = setup(&store, Hang::Never, applied.clone());
     let outcome = second.runtime.resume("run-d").await.expect("resumes");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(*applied.lock().expect("ledger"), 1, "applied exactly once");
     // The unrecorded call was made again with the same request id.
     let first_calls = first.calls.lock().expect("calls").clone();
@@ -301,7 +301,7 @@ async fn a_crash_after_execute_before_the_result_is_durable_is_verified_not_re_e
         driving
             .start(&workflow(), json!({}), Some("run-v".into()))
             .await
-            .map(|o| o.state.status)
+            .map(|o| o.state.status())
     });
     first.entered.notified().await;
     task.abort();
@@ -317,7 +317,7 @@ async fn a_crash_after_execute_before_the_result_is_durable_is_verified_not_re_e
 
     let second = setup(&store, Hang::Never, applied.clone());
     let outcome = second.runtime.resume("run-v").await.expect("resumes");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(*applied.lock().expect("ledger"), 1, "never executed again");
     let ops: Vec<String> = second
         .seen

@@ -303,7 +303,7 @@ async fn dry_run_then_execute_then_verify_applies_once() {
         .start(&workflow(), json!({}), Some("run-e1".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(
         ledger.calls(),
         [
@@ -313,7 +313,7 @@ async fn dry_run_then_execute_then_verify_applies_once() {
         ]
     );
     assert_eq!(ledger.applied("post-1"), 1);
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][0]["status"], "applied");
     assert_eq!(
         output["results"][0]["receipt"]["result"]["post_id"],
@@ -372,7 +372,7 @@ async fn a_second_request_with_an_applied_key_gets_the_recorded_receipt() {
         .start(&workflow(), json!({}), Some("run-dedup".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(ledger.applied("post-1"), 1);
     let executions = ledger
         .calls()
@@ -380,7 +380,7 @@ async fn a_second_request_with_an_applied_key_gets_the_recorded_receipt() {
         .filter(|(op, _)| op == "execute")
         .count();
     assert_eq!(executions, 1, "never a second execution");
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][1]["status"], "deduplicated");
     assert_eq!(
         output["results"][1]["receipt"],
@@ -408,7 +408,7 @@ async fn crash_during_execute(how: Execute, run: &str) -> (Arc<Ledger>, Vec<RunE
             driving
                 .start(&workflow(), json!({}), Some(run_id))
                 .await
-                .map(|o| o.state.status)
+                .map(|o| o.state.status())
         });
         entered.notified().await;
         task.abort();
@@ -428,7 +428,7 @@ async fn crash_during_execute(how: Execute, run: &str) -> (Arc<Ledger>, Vec<RunE
     runtime.register_effect("publish", Arc::new(Publisher::new(&ledger)));
     runtime.register_agent("publisher", agent(vec![("api", "post-1")]));
     let outcome = runtime.resume(run).await.expect("resumes");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(
         ledger.applied("post-1"),
         1,
@@ -497,7 +497,7 @@ async fn the_kill_switch_engaged_mid_run_blocks_the_next_publish() {
         .start(&workflow(), json!({}), Some("run-kill".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(ledger.applied("post-1"), 1);
     assert_eq!(ledger.applied("post-2"), 0, "the second publish never ran");
     assert!(
@@ -506,7 +506,7 @@ async fn the_kill_switch_engaged_mid_run_blocks_the_next_publish() {
             .contains(&("execute".to_owned(), "post-2".to_owned())),
         "the executor was never asked"
     );
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][1]["status"], "refused");
     assert_eq!(output["results"][1]["rule_id"], "kill_switch.api");
 
@@ -535,7 +535,7 @@ async fn an_effect_needing_approval_waits_durably_and_runs_once_approved() {
         .start(&workflow(), json!({}), Some("run-approve".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::WaitingForHuman);
+    assert_eq!(outcome.state.status(), RunStatus::WaitingForHuman);
     assert_eq!(
         ledger.applied("post-b"),
         0,
@@ -555,9 +555,9 @@ async fn an_effect_needing_approval_waits_durably_and_runs_once_approved() {
         .decide_ticket("run-approve", &ticket, true, "ana", "copy checked", None)
         .await
         .expect("approves");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(ledger.applied("post-b"), 1);
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][0]["status"], "applied");
     replays(&log(&runtime, "run-approve").await);
 }
@@ -577,9 +577,9 @@ async fn a_denied_effect_is_refused_and_the_agent_goes_on() {
         .decide_ticket("run-deny", "ticket-1", false, "ana", "off-brand", None)
         .await
         .expect("denies");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(ledger.applied("post-b"), 0);
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][0]["status"], "refused");
     assert_eq!(output["results"][0]["rule_id"], "human");
     replays(&log(&runtime, "run-deny").await);
@@ -598,7 +598,7 @@ async fn an_execute_call_without_an_answer_is_verified_before_executing_again() 
         .start(&workflow(), json!({}), Some("run-timeout".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     let ops: Vec<String> = ledger.calls().into_iter().map(|(op, _)| op).collect();
     assert_eq!(ops, ["dry_run", "execute", "verify", "execute", "verify"]);
     assert_eq!(ledger.applied("post-1"), 1);
@@ -641,7 +641,7 @@ async fn unreadable_kill_switches_stop_every_effect() {
         .await
         .expect("runs");
     assert_eq!(ledger.applied("post-1"), 0);
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][0]["rule_id"], "kill_switch.global");
     let events = log(&runtime, "run-unreadable").await;
     let error = events.iter().find_map(|e| match e {
@@ -686,13 +686,13 @@ async fn an_unverifiable_effect_is_rechecked_by_the_verifier_never_republished()
         .start(&workflow(), json!({}), Some("run-verifier".into()))
         .await
         .expect("runs");
-    assert_eq!(outcome.state.status, RunStatus::Completed);
+    assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(ledger.applied("post-f"), 1);
     let seen = seen.lock().expect("seen").clone();
     assert_eq!(seen.len(), 1, "the verifier was called once");
     assert_eq!(seen[0].0, "verify_effect");
     assert_eq!(seen[0].1["receipt"]["result"]["post_id"], "post-post-f");
-    let output = outcome.state.output.expect("output");
+    let output = outcome.state.output().expect("output");
     assert_eq!(output["results"][0]["status"], "applied");
     assert_eq!(output["results"][0]["verified_by"], "verifier");
     replays(&log(&runtime, "run-verifier").await);

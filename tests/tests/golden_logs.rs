@@ -512,7 +512,7 @@ async fn record_with(
             .start(workflow, input, Some(shape.run_id()))
             .await
             .expect("the run is recorded");
-        outcome.state.status
+        outcome.state.status()
     };
     store.close().await;
     status
@@ -846,10 +846,10 @@ async fn check(fixture: &Fixture) -> Result<Loaded, String> {
     let bundle = recorded_bundle(requested).map_err(|e| format!("recorded bundle: {e}"))?;
     replay_check(&loaded.run, &bundle).map_err(|e| format!("replay: {e}"))?;
     let state = RunState::fold(loaded.run.iter());
-    if state.status != fixture.shape.status() || status_word(state.status) != m.status {
+    if state.status() != fixture.shape.status() || status_word(state.status()) != m.status {
         return Err(format!(
             "the run ends {:?}; shape {} ends {:?} and the manifest says {}",
-            state.status,
+            state.status(),
             m.shape,
             fixture.shape.status(),
             m.status

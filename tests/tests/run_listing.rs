@@ -84,37 +84,47 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     };
 
     assert_eq!(
-        start("r-done", json!({})).await.state.status,
+        start("r-done", json!({})).await.state.status(),
         RunStatus::Completed
     );
     // A failing agent escalates (approve to retry); denying the retry stops the run.
     let failing = start("r-failed", json!({ "fail": true })).await;
-    assert_eq!(failing.state.status, RunStatus::WaitingForHuman);
+    assert_eq!(failing.state.status(), RunStatus::WaitingForHuman);
     let failed = runtime
         .decide_ticket("r-failed", "ticket-1", false, "ana", "stop", None)
         .await
         .expect("denies the retry");
-    assert!(failed.state.status.is_final(), "{:?}", failed.state.status);
+    assert!(
+        failed.state.status().is_final(),
+        "{:?}",
+        failed.state.status()
+    );
     assert_eq!(
-        start("r-wait", json!({ "escalate": 1 })).await.state.status,
+        start("r-wait", json!({ "escalate": 1 }))
+            .await
+            .state
+            .status(),
         RunStatus::WaitingForHuman
     );
     assert_eq!(
-        start("r-two", json!({ "escalate": 2 })).await.state.status,
+        start("r-two", json!({ "escalate": 2 }))
+            .await
+            .state
+            .status(),
         RunStatus::WaitingForHuman
     );
     assert_eq!(
         start("r-approved", json!({ "escalate": 1 }))
             .await
             .state
-            .status,
+            .status(),
         RunStatus::WaitingForHuman
     );
     let approved = runtime
         .decide_ticket("r-approved", "ticket-1", true, "ana", "ok", None)
         .await
         .expect("approves");
-    assert_eq!(approved.state.status, RunStatus::Completed);
+    assert_eq!(approved.state.status(), RunStatus::Completed);
     start("r-denied", json!({ "escalate": 1 })).await;
     let denied = runtime
         .decide_ticket("r-denied", "ticket-1", false, "ana", "no", None)
@@ -144,12 +154,12 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     assert_eq!(folded.len(), summaries.len());
     for (full, summary) in folded.iter().zip(&summaries) {
         assert_eq!(full.run_id, summary.run_id);
-        assert_eq!(full.state.status, summary.status, "{}", summary.run_id);
-        assert_eq!(full.state.version, summary.events, "{}", summary.run_id);
+        assert_eq!(full.state.status(), summary.status, "{}", summary.run_id);
+        assert_eq!(full.state.version(), summary.events, "{}", summary.run_id);
         assert_eq!(summary.workflow, "listing");
         let open: Vec<&String> = full
             .state
-            .tickets
+            .tickets()
             .iter()
             .filter(|(_, t)| t.open)
             .map(|(id, _)| id)
@@ -161,8 +171,8 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
             summary.run_id
         );
     }
-    assert_eq!(denied.state.status, folded[1].state.status);
-    assert_eq!(half.state.status, RunStatus::WaitingForHuman);
+    assert_eq!(denied.state.status(), folded[1].state.status());
+    assert_eq!(half.state.status(), RunStatus::WaitingForHuman);
 
     let waiting = runtime.waiting_runs().await.expect("waiting runs");
     let listed: Vec<(&str, Vec<&str>)> = waiting
@@ -196,7 +206,7 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         )
         .await
         .expect("approves");
-    assert_eq!(done.state.status, RunStatus::Completed);
+    assert_eq!(done.state.status(), RunStatus::Completed);
     let waiting = runtime.waiting_runs().await.expect("waiting runs");
     assert_eq!(waiting.len(), 1);
 }

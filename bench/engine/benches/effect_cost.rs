@@ -150,7 +150,7 @@ fn main() {
                     .expect("run");
                 let elapsed = t.elapsed();
                 assert_eq!(
-                    outcome.state.output.as_ref().map(|o| o["published"].clone()),
+                    outcome.state.output().map(|o| o["published"].clone()),
                     Some(json!(effects))
                 );
                 (elapsed, store.stats().syncs - syncs)

@@ -200,7 +200,7 @@ async fn measure(durability: Durability, samples: usize) -> Measured {
         .start(&wf, json!({}), Some("probe".into()))
         .await
         .expect("probe run");
-    assert_eq!(probe.state.status, RunStatus::Completed);
+    assert_eq!(probe.state.status(), RunStatus::Completed);
     let events = runtime.events("probe").await.expect("events");
     let effect_events: Vec<usize> = events
         .iter()
@@ -220,7 +220,7 @@ async fn measure(durability: Durability, samples: usize) -> Measured {
             .start(&wf, json!({}), Some(format!("effect-{i}")))
             .await
             .expect("run");
-        assert_eq!(outcome.state.status, RunStatus::Completed);
+        assert_eq!(outcome.state.status(), RunStatus::Completed);
         let c = std::mem::take(&mut *clock.lock().expect("clock"));
         let (Some((t0, s0)), Some((t1, s1))) = (c.asked, c.answered) else {
             panic!("the agent was not called twice");

@@ -104,8 +104,8 @@ async fn pipelines(
     let mut events = 0;
     for task in tasks {
         let outcome = task.await.expect("task").expect("run");
-        assert_eq!(outcome.state.status.as_str(), "completed");
-        events += outcome.state.version;
+        assert_eq!(outcome.state.status().as_str(), "completed");
+        events += outcome.state.version();
     }
     (started.elapsed(), events)
 }
@@ -124,7 +124,7 @@ async fn sequential(
             .start(wf, input.clone(), Some(format!("{prefix}-{i}")))
             .await
             .expect("run");
-        events += outcome.state.version;
+        events += outcome.state.version();
     }
     (started.elapsed(), events)
 }
@@ -156,7 +156,7 @@ async fn handoff_latency(
             decider_version: docket_decider::DECIDER_VERSION,
         });
         let events = decide(&state, &bundle, start).expect("start");
-        append(store, &stream, state.version, &events).await;
+        append(store, &stream, state.version(), &events).await;
         for e in &events {
             state.apply(e);
         }
@@ -169,7 +169,7 @@ async fn handoff_latency(
         };
         let t = Instant::now();
         let events = decide(&state, &bundle, command).expect("handoff");
-        append(store, &stream, state.version, &events).await;
+        append(store, &stream, state.version(), &events).await;
         governed.push(t.elapsed());
         assert!(
             events

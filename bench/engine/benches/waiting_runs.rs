@@ -130,7 +130,7 @@ async fn start_waiting(runtime: &Runtime<EmbeddedStore>, runs: usize, concurrent
                 .await
                 .expect("run starts")
                 .state
-                .status
+                .status()
         });
     }
     while let Some(done) = tasks.join_next().await {
@@ -226,7 +226,7 @@ fn main() {
                 .decide_ticket(&run_id(i), "ticket-1", true, "bench", "approved", None)
                 .await
                 .expect("approve");
-            assert_eq!(outcome.state.status, RunStatus::Completed);
+            assert_eq!(outcome.state.status(), RunStatus::Completed);
         }
         println!(
             "approved {} sampled runs: all completed ({:.1} ms each)",

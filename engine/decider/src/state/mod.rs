@@ -66,47 +66,113 @@ impl RunStatus {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RunState {
     /// Events folded so far.
-    pub version: u64,
+    pub(crate) version: u64,
     /// The recorded request (workflow, bundle, input).
-    pub run: Option<Arc<RunRequested>>,
+    pub(crate) run: Option<Arc<RunRequested>>,
     /// Where the run stands.
-    pub status: RunStatus,
+    pub(crate) status: RunStatus,
     /// Calls scheduled so far (the next request id is `{run}/call-{calls_scheduled+1}`).
-    pub calls_scheduled: u32,
+    pub(crate) calls_scheduled: u32,
     /// Tickets opened so far.
-    pub tickets_opened: u32,
+    pub(crate) tickets_opened: u32,
     /// Every call, by request id.
-    pub calls: BTreeMap<String, Call>,
+    pub(crate) calls: BTreeMap<String, Call>,
     /// Calls scheduled and not yet answered.
-    pub pending: BTreeSet<String>,
+    pub(crate) pending: BTreeSet<String>,
     /// The last delivered output of each agent by output type, for context edges.
-    pub outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    pub(crate) outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
-    pub handoffs: Vec<HandoffRecord>,
+    pub(crate) handoffs: Vec<HandoffRecord>,
     /// Fan-out outputs waiting for their group's other branches.
-    pub held: BTreeMap<String, Vec<Delivery>>,
+    pub(crate) held: BTreeMap<String, Vec<Delivery>>,
     /// Human tickets, by id.
-    pub tickets: BTreeMap<String, Ticket>,
+    pub(crate) tickets: BTreeMap<String, Ticket>,
     /// Per-agent failure counts.
-    pub health: BTreeMap<String, AgentHealth>,
+    pub(crate) health: BTreeMap<String, AgentHealth>,
     /// The final output, once completed.
-    pub output: Option<Value>,
+    pub(crate) output: Option<Value>,
     /// Why the run was blocked or failed.
-    pub stop_reason: Option<String>,
+    pub(crate) stop_reason: Option<String>,
     // Episodes
     /// The episode tree: budgets, usage, results, stop counters, domain versions.
     #[serde(default)]
-    pub episodes: episode::EpisodeTree,
+    pub(crate) episodes: episode::EpisodeTree,
     // Side effects
     /// Effects requested so far (the next id is `{run}/effect-{effects_requested+1}`).
-    pub effects_requested: u32,
+    pub(crate) effects_requested: u32,
     /// Every side effect, by id.
-    pub effects: BTreeMap<String, EffectRecord>,
+    pub(crate) effects: BTreeMap<String, EffectRecord>,
     /// Verifier calls in flight: request id → the effect they re-check.
-    pub verifier_calls: BTreeMap<String, String>,
+    pub(crate) verifier_calls: BTreeMap<String, String>,
 }
 
 impl RunState {
+    /// Events folded so far: the log sequence the next batch is appended after.
+    #[must_use]
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The recorded request (workflow, bundle, input), once the run is requested.
+    #[must_use]
+    pub fn request(&self) -> Option<&RunRequested> {
+        self.run.as_deref()
+    }
+
+    /// Where the run stands.
+    #[must_use]
+    pub fn status(&self) -> RunStatus {
+        self.status
+    }
+
+    /// Every scheduled call, by request id.
+    #[must_use]
+    pub fn calls(&self) -> &BTreeMap<String, Call> {
+        &self.calls
+    }
+
+    /// Every handoff decision, in order.
+    #[must_use]
+    pub fn handoffs(&self) -> &[HandoffRecord] {
+        &self.handoffs
+    }
+
+    /// Human tickets, by id (open and decided).
+    #[must_use]
+    pub fn tickets(&self) -> &BTreeMap<String, Ticket> {
+        &self.tickets
+    }
+
+    /// An agent's consecutive failures (its circuit breaker's count).
+    #[must_use]
+    pub fn health(&self, agent: &str) -> AgentHealth {
+        self.health.get(agent).copied().unwrap_or_default()
+    }
+
+    /// The run's output, once completed.
+    #[must_use]
+    pub fn output(&self) -> Option<&Value> {
+        self.output.as_ref()
+    }
+
+    /// Why the run was blocked or failed.
+    #[must_use]
+    pub fn stop_reason(&self) -> Option<&str> {
+        self.stop_reason.as_deref()
+    }
+
+    /// The episode tree: budgets, usage, results, stop counters, domain versions.
+    #[must_use]
+    pub fn episodes(&self) -> &episode::EpisodeTree {
+        &self.episodes
+    }
+
+    /// Every side effect, by id.
+    #[must_use]
+    pub fn effects(&self) -> &BTreeMap<String, EffectRecord> {
+        &self.effects
+    }
+
     /// The run id, once requested.
     #[must_use]
     pub fn run_id(&self) -> Option<&str> {

@@ -199,7 +199,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<(), RuntimeError> {
         self.commit(bundle, staged).await?;
         let started = state
-            .effects
+            .effects()
             .get(effect_id)
             .filter(|e| e.phase == EffectPhase::Started)
             .and_then(|e| e.started.clone());
@@ -312,7 +312,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 });
                 Self::stage(state, bundle, &mut staged, input)?;
                 let ready = state
-                    .effects
+                    .effects()
                     .get(&effect_id)
                     .is_some_and(|e| e.phase == EffectPhase::Ready);
                 match executor {
@@ -386,7 +386,7 @@ impl Staged {
     fn new(state: &RunState) -> Self {
         Self {
             run_id: state.run_id().unwrap_or_default().to_owned(),
-            version: state.version,
+            version: state.version(),
             events: Vec::new(),
         }
     }

@@ -329,7 +329,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         for head in heads {
             let run_id = head.stream.as_str().to_owned();
             let state = self.state(&run_id).await?;
-            if state.run.is_some() {
+            if state.request().is_some() {
                 runs.push(RunOutcome { run_id, state });
             }
         }
@@ -342,10 +342,9 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<(RunState, Arc<PolicyBundle>), RuntimeError> {
         let state = self.state(run_id).await?;
         let run = state
-            .run
-            .clone()
+            .request()
             .ok_or_else(|| RuntimeError::NoRequest(run_id.to_owned()))?;
-        let bundle = self.bundle_for(&run)?;
+        let bundle = self.bundle_for(run)?;
         Ok((state, bundle))
     }
 
@@ -362,7 +361,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             Command::Start(r) => r.run_id.clone(),
             _ => state.run_id().unwrap_or_default().to_owned(),
         };
-        let version = state.version;
+        let version = state.version();
         let events = decide_in_place(state, bundle, command).map_err(|rejection| {
             RuntimeError::Rejected {
                 run: run_id.clone(),
@@ -424,8 +423,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = state.run_id().unwrap_or_default().to_owned();
         let workflow = state
-            .run
-            .as_ref()
+            .request()
             .map(|r| r.workflow.clone())
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
@@ -433,7 +431,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             // Side effects (seed 004 §1, §8): an answer asking for an effect is written
             // together with the effect's dry run and start (see `effects.rs`).
             let mut carried = None;
-            while state.status == RunStatus::Running {
+            while state.status() == RunStatus::Running {
                 // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
                 if self
                     .effect_step(&mut state, &bundle, &workflow, carried.take())
@@ -451,7 +449,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 .await;
                 let last = pending.len().saturating_sub(1);
                 for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
-                    if state.status.is_final() {
+                    if state.status().is_final() {
                         break;
                     }
                     let at_ms = self.now_ms();
@@ -477,7 +475,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             }
             self.commit_carried(&bundle, carried).await?;
-            tracing::info!(status = state.status.as_str(), "run stopped");
+            tracing::info!(status = state.status().as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
                 state,
@@ -647,14 +645,14 @@ mod tests {
             .start(&workflow(), serde_json::json!({}), Some("run-w".into()))
             .await
             .expect("starts");
-        assert_eq!(outcome.state.status, RunStatus::WaitingForHuman);
+        assert_eq!(outcome.state.status(), RunStatus::WaitingForHuman);
 
         let (mut stale, bundle) = runtime.load_state("run-w").await.expect("loads");
         let first = runtime
             .decide_ticket("run-w", "ticket-1", true, "ana", "ok", None)
             .await
             .expect("first writer");
-        assert_eq!(first.state.status, RunStatus::Completed);
+        assert_eq!(first.state.status(), RunStatus::Completed);
         let before = runtime.events("run-w").await.expect("events").len();
 
         let second = runtime
