@@ -1,4 +1,4 @@
-//! Episodes in `docket events` and `docket status` (seed 004): one line per episode
+//! Episodes in `docket events` and `docket status` (docs/governance.md#episodes): one line per episode
 //! event, and the episode tree with each episode's usage against its budget.
 
 use std::fmt::Write as _;

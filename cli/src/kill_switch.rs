@@ -10,7 +10,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use docket_policies::side_effect::GLOBAL_KILL_SWITCH;
+use docket_policies::GLOBAL_KILL_SWITCH;
 use docket_runtime::FileKillSwitch;
 use serde_json::json;
 

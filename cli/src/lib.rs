@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load};
+use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load_file};
 use serde_json::{Value, json};
 
 use crate::words::{input_kind, word};
@@ -145,7 +145,7 @@ pub fn main() -> ExitCode {
 }
 
 fn load_bundle(path: &Path) -> Result<PolicyBundle, Failure> {
-    load::load_file(path).map_err(|e: BundleError| Failure {
+    load_file(path).map_err(|e: BundleError| Failure {
         code: EXIT_INVALID,
         error: anyhow::Error::new(e),
     })
@@ -169,7 +169,7 @@ fn print_json(out: &mut String, v: &Value) {
 fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
     match command {
         PolicyCommand::Check { file, json } => {
-            let b = match load::load_file(&file) {
+            let b = match load_file(&file) {
                 Ok(b) => b,
                 Err(e) if json => {
                     print_json(
@@ -310,7 +310,7 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
             Ok(0)
         }
         PolicyCommand::Schema => {
-            out.push_str(&docket_policies::schema::bundle_json_schema());
+            out.push_str(&docket_policies::bundle_json_schema());
             Ok(0)
         }
         PolicyCommand::Diff { old, new, json } => {

@@ -467,7 +467,7 @@ fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
-        // Side effects (seed 004 §1, §8): the library's lines, except where it would print
+        // Side effects: the library's lines, except where it would print
         // Rust names.
         RunEvent::EffectReady(e) => {
             format!("{} ready to execute ({})", e.effect_id, word(&e.because))

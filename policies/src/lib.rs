@@ -12,50 +12,60 @@
 //!
 //! Invariant: decisions are pure. No clock, I/O, randomness, environment or hash-map
 //! iteration order reaches them; the same bundle and input give the same decision, so an
-//! audit can replay it years later. The only I/O is [`load::load_file`].
+//! audit can replay it years later. The only I/O is [`load_file`].
+//!
+//! The modules are private; what other crates use is re-exported here.
 
 // A library reports every failure as an error value naming what and where; it never
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-pub mod authority;
-pub mod canonical;
-pub mod capability;
-pub mod compiled;
-pub mod contract;
-pub mod decision;
-pub mod diff;
-pub mod domain;
-pub mod error;
-pub mod escalation;
-pub mod fieldpath;
-pub mod flow;
-pub mod handoff;
-pub mod load;
-pub mod locate;
-pub mod model;
-pub mod parse;
-pub mod provenance;
-pub mod schema;
-pub mod scope;
-pub mod side_effect;
-pub mod spawn;
-pub mod tokens;
-pub mod toolpattern;
-pub mod tools;
-pub mod translate;
-pub mod validate;
+mod authority;
+mod canonical;
+mod capability;
+mod compiled;
+mod contract;
+mod decision;
+mod diff;
+mod domain;
+mod error;
+mod escalation;
+mod fieldpath;
+mod flow;
+mod handoff;
+mod load;
+mod locate;
+mod model;
+mod parse;
+mod provenance;
+mod schema;
+mod scope;
+mod side_effect;
+mod spawn;
+mod tokens;
+mod toolpattern;
+mod tools;
+mod translate;
+mod validate;
 
-pub use canonical::BundleHash;
+pub use canonical::{
+    BundleHash, json_text as canonical_json_text, to_json_bytes as canonical_json_bytes,
+};
 pub use capability::{CapabilityDecision, CapabilityRequest};
 pub use compiled::PolicyBundle;
 pub use decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict};
-pub use diff::{BundleDiff, diff};
+pub use diff::{BundleDiff, RuleChangeKind, diff};
 pub use error::{BundleError, Diagnostic, DiagnosticCode};
 pub use escalation::EscalationDecision;
 pub use handoff::{HandoffDecision, InputKind};
-pub use model::BundleSpec;
+pub use load::load_file;
+pub use locate::line_col;
+pub use model::{
+    BundleSpec, ConflictResolution, EscalationAction, HandoffMode, Priority, StopCondition,
+};
 pub use parse::{Format, parse};
-pub use scope::{HandoffAudit, ScopedContext};
-pub use side_effect::SideEffectRequest;
+pub use schema::bundle_json_schema;
+pub use scope::{HandoffAudit, ScopedContext, select as select_fields};
+pub use side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use spawn::{Meter, SpawnDecision, SpawnRequest};
+pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};

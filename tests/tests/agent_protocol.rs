@@ -105,7 +105,7 @@ fn non_finish_action() -> impl Strategy<Value = Action> {
             }
         ),
         "[a-z ]{0,20}[a-z]".prop_map(|reason| Action::Escalate { reason }),
-        // Side effects (seed 004 §1, §8)
+        // Side effects
         (name(), name(), prop::option::of(name()), json_value()).prop_map(
             |(kind, lane, idempotency_key, params)| Action::RequestEffect {
                 kind,

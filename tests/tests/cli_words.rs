@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use docket_decider::{ReadyBecause, RiskVerdict, SettledBy, SettledStatus};
-use docket_policies::diff::RuleChangeKind;
-use docket_policies::model::HandoffMode;
+use docket_policies::HandoffMode;
+use docket_policies::RuleChangeKind;
 use docket_policies::{DecisionKind, InputKind, StepOutcome, Verdict};
 use docket_tests::{docket_bin, example, geo_agents_built, geo_workflow};
 

@@ -1,4 +1,4 @@
-//! Side effects through the public API (seed 004 §1, §8): an in-process executor that keeps
+//! Side effects through the public API (docs/governance.md#side-effects): an in-process executor that keeps
 //! its own ledger (written by the executor, not by docket) shows the path dry run →
 //! execute → verify, exactly one application per idempotency key across a crash between
 //! `effect.started` and the result, the kill switch stopping a publish mid-run, and an

@@ -1,5 +1,5 @@
 //! Governed runs through the `docket` binary, with command agents: the geo pipeline end to
-//! end, seed 000's forbidden interactions, scoping as it reaches an agent's stdin, agents
+//! end, the geo bundle's forbidden interactions, scoping as it reaches an agent's stdin, agents
 //! that hang, crash, print garbage or too much, and human approvals across processes.
 
 use std::path::{Path, PathBuf};
@@ -128,7 +128,7 @@ fn the_geo_pipeline_runs_governed_and_prints_a_readable_summary() {
     assert_eq!(events(data.path(), &run).len(), log.len());
 }
 
-/// Seed 000's forbidden table, row by row, each in a real run: the agents before `from`
+/// The geo bundle's forbidden interactions, row by row, each in a real run: the agents before `from`
 /// are the real geo agents, `from` is a test agent attempting the forbidden step.
 #[test]
 fn each_forbidden_interaction_of_seed_000_is_denied_with_its_reason() {
@@ -548,7 +548,7 @@ fn a_misspelt_workflow_key_is_an_error_naming_it_and_nothing_runs() {
     }
 }
 
-/// Seed 004 §6: however a run ends, its root episode's end is in the log just before the
+/// docs/governance.md#stop-conditions: however a run ends, its root episode's end is in the log just before the
 /// run's end: a plain handoff to `external` finishes it ok and stops it
 /// `success_achieved`; a forbidden handoff stops it `policy_blocks`.
 #[test]
@@ -605,7 +605,7 @@ fn every_run_records_the_end_of_its_root_episode() {
     }
 }
 
-/// Seed 002 §4.2: a risk classifier's verdict decides whether the output proceeds.
+/// docs/governance.md#escalation-and-tickets: a risk classifier's verdict decides whether the output proceeds.
 #[test]
 fn risk_classifier_verdicts_proceed_wait_or_block() {
     for (verdict, exit) in [("SAFE", 0), ("REVIEW_REQUIRED", 3), ("DANGEROUS", 4)] {
@@ -645,7 +645,7 @@ fn risk_classifier_verdicts_proceed_wait_or_block() {
     }
 }
 
-/// Seed 002 §3.4 / seed 003: a parallel fan-out whose branches disagree (equal
+/// Conflict resolution (docs/governance.md#authority-and-precedence): a parallel fan-out whose branches disagree (equal
 /// confidence, so the bundle's prefer-higher-confidence rule cannot decide) goes to a
 /// human; the chosen output proceeds, the other is archived, both stay in the log.
 #[test]
@@ -850,7 +850,7 @@ fn chain_workflow(
     (path, first_log, second_log)
 }
 
-/// Minimal mode (seed 001 §1): only the essential trigger and metadata cross; no prior
+/// Minimal mode (docs/governance.md#handoff-modes): only the essential trigger and metadata cross; no prior
 /// output — neither the run's input nor the sender's analysis — reaches the receiver.
 #[test]
 fn a_minimal_handoff_delivers_only_trigger_and_metadata_on_stdin() {

@@ -1,4 +1,4 @@
-//! Episodes through the `docket` binary (seed 004): one scripted agent binary plays the
+//! Episodes through the `docket` binary (docs/governance.md#episodes): one scripted agent binary plays the
 //! orchestrator, the workers and the verifier; each recursion limit and each stop
 //! condition is reached and found by name in `docket events --json`; the 50% and 70%
 //! budget rules; domain versions and a non-owner's write; a needs_review result waiting
@@ -596,7 +596,7 @@ fn a_needs_review_result_waits_for_approve_in_a_later_process() {
     );
 }
 
-/// Seed 004 §6 "failure repeats": an agent that keeps asking for what is refused (here a
+/// The `failure_repeats` stop condition (docs/governance.md#stop-conditions): an agent that keeps asking for what is refused (here a
 /// forbidden child type, with `policy_blocks` not listed, so it is only told), reporting
 /// no usage, is stopped at the third refusal instead of looping until a budget runs out:
 /// `failure_repeats` names the refusal's class, and the run fails (exit 1).

@@ -1,4 +1,4 @@
-//! The geo example's five agents, chained the way seed 000's pipeline runs them
+//! The geo example's five agents, chained the way the geo pipeline runs them
 //! (Governance → Observation → Intelligence → Reasoning → Strategy → Governance), over the
 //! bundled snapshots. The engine's decider will do this chaining under the policy bundle;
 //! here a minimal driver follows the handoffs so the agents' computations and contracts
@@ -167,7 +167,7 @@ fn check_run(run: &Run) {
             ("reasoning", "strategy", "gaps_and_opportunities"),
             ("strategy", "governance", "recommendations"),
         ],
-        "seed 000's allowed interactions, in order"
+        "the geo bundle's allowed interactions, in order"
     );
     // Observation is PARTIAL: snapshot s12 has no answer text.
     assert_eq!(run.statuses[1], ResponseStatus::Partial);

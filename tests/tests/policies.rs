@@ -1,17 +1,17 @@
-//! Policy bundles through the public API: the seeds' rules, decided.
+//! Policy bundles through the public API: the governance rules of docs/governance.md, decided.
 
 use std::collections::BTreeMap;
 
-use docket_policies::model::EscalationAction;
+use docket_policies::EscalationAction;
 use docket_policies::{
     BundleError, CapabilityRequest, DiagnosticCode, InputKind, Meter, PolicyBundle,
-    SideEffectRequest, SpawnRequest, Verdict, load,
+    SideEffectRequest, SpawnRequest, Verdict, load_file,
 };
 use docket_tests::example;
 use serde_json::{Value, json};
 
 fn bundle(name: &str) -> PolicyBundle {
-    load::load_file(&example(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+    load_file(&example(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 #[test]
@@ -22,7 +22,7 @@ fn every_example_bundle_validates() {
     }
 }
 
-// ---- seed 000: the interaction matrix ----
+// ---- the interaction matrix (docs/governance.md#interaction-matrix) ----
 
 #[test]
 fn every_forbidden_row_of_seed_000_is_denied_with_its_reason() {
@@ -157,7 +157,7 @@ fn strategy_cannot_obtain_question_generation() {
             .verdict,
         Verdict::Deny
     );
-    // Governance (a new Analysis Request) may, with valid inputs, and gets seed 003 defaults.
+    // Governance (a new Analysis Request) may, with valid inputs, and gets the request defaults.
     let ok = b.decide_capability(&req("governance", json!({"topics": ["crm"]})));
     assert_eq!(
         ok.decision.verdict,
@@ -166,7 +166,7 @@ fn strategy_cannot_obtain_question_generation() {
         ok.decision.reason
     );
     assert_eq!(ok.timeout_ms, 30_000);
-    assert_eq!(ok.priority, docket_policies::model::Priority::Normal);
+    assert_eq!(ok.priority, docket_policies::Priority::Normal);
     // The input schema is enforced.
     let bad = b.decide_capability(&req("governance", json!({"topics": "crm"})));
     assert_eq!(bad.decision.verdict, Verdict::Deny);
@@ -201,7 +201,7 @@ fn guardrail_1_retry_then_hard_stop() {
     );
 }
 
-// ---- seed 001: context scoping ----
+// ---- context scoping (docs/governance.md#handoff-modes) ----
 
 fn fraud_output() -> Value {
     json!({
@@ -261,10 +261,7 @@ fn minimal_mode_passes_no_prior_outputs() {
         InputKind::Decision,
         &payload,
     );
-    assert_eq!(
-        s.audit.handoff_mode,
-        docket_policies::model::HandoffMode::Minimal
-    );
+    assert_eq!(s.audit.handoff_mode, docket_policies::HandoffMode::Minimal);
     assert_eq!(
         s.context,
         json!({"trigger": {"event": "claim_ready"}, "metadata": {"claim_id": "c-1"}})
@@ -285,10 +282,7 @@ fn seed_001_precedence_pair_over_wildcard_over_agent_over_system() {
         &p,
     );
     assert_eq!(&*s.audit.governance_rule_id, "intake_to_any_full");
-    assert_eq!(
-        s.audit.handoff_mode,
-        docket_policies::model::HandoffMode::Full
-    );
+    assert_eq!(s.audit.handoff_mode, docket_policies::HandoffMode::Full);
     // ...but the receiver's blocked field is never passed, whatever allows it.
     let content = s.context.get("content").expect("recast as a message");
     assert!(content.get("internal_notes").is_none());
@@ -371,7 +365,7 @@ fn summarize_respects_the_token_budget() {
     );
 }
 
-// ---- seed 002: precedence ----
+// ---- precedence (docs/governance.md#authority-and-precedence) ----
 
 #[test]
 fn seed_002_deny_patterns_override_allowed_tools_and_must_not_overrides_allowed() {
@@ -462,7 +456,7 @@ fn seed_002_agents_never_talk_directly_and_failures_escalate() {
     );
 }
 
-// ---- seed 004: recursion, domains, side effects ----
+// ---- recursion, domains, side effects (docs/governance.md#episodes) ----
 
 fn spawn(parent: &str, child: &str, depth: u32) -> SpawnRequest {
     SpawnRequest {
@@ -800,7 +794,7 @@ fn diff_reports_pairs_and_rules() {
 // ---- properties ----
 
 mod properties {
-    use docket_policies::scope::select;
+    use docket_policies::select_fields as select;
     use docket_policies::{InputKind, PolicyBundle};
     use docket_tests::example;
     use proptest::prelude::*;
@@ -911,7 +905,7 @@ mod properties {
         )
     }
 
-    /// Every blocked path that applies to x → y, by the seed's definition.
+    /// Every blocked path that applies to x → y, as docs/governance.md#flow-order-skip-reverse-circular defines them.
     fn applicable_blocked(b: &Value) -> Vec<String> {
         let strings = |v: Option<&Value>| -> Vec<String> {
             v.and_then(Value::as_array)

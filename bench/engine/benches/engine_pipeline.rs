@@ -20,7 +20,9 @@ use docket_decider::ExecutorSpec;
 use docket_decider::{Action, AgentRequest, AgentResponse};
 use docket_decider::{Command, EXTERNAL, RunEvent, RunRequested, RunState, decide};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
-use docket_policies::{InputKind, PolicyBundle, tokens};
+use docket_policies::{
+    InputKind, PolicyBundle, canonical_json_text, count_tokens, count_value_tokens,
+};
 use docket_runtime::Runtime;
 use docket_runtime::Workflow;
 use docket_runtime::{AgentExecutor, InProcessExecutor};
@@ -292,12 +294,12 @@ fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
         };
         let before = before.expect("the payload a recorded handoff started from");
         assert_eq!(
-            tokens::count_value(before),
+            count_value_tokens(before),
             audit.context_before_scoping.total_tokens,
             "{from} → {to}: the payload found is the one its scoping counted"
         );
         assert_eq!(
-            tokens::count_value(delivered),
+            count_value_tokens(delivered),
             audit.context_after_scoping.total_tokens
         );
         out.push(Handed {
@@ -358,7 +360,7 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
     let count = per_run(rounds, reps, || {
         counted
             .iter()
-            .map(|v| tokens::count_text(&tokens::render(v)))
+            .map(|v| count_tokens(&canonical_json_text(v)))
             .sum()
     });
     let contracts = per_run(rounds, reps, || {
@@ -392,7 +394,7 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
             .sum()
     });
     let bytes: usize = encoded.iter().map(Vec::len).sum();
-    let texts: usize = counted.iter().map(|v| tokens::render(v).len()).sum();
+    let texts: usize = counted.iter().map(|v| canonical_json_text(v).len()).sum();
     let total = count + contracts + render + hash + agents;
     let ceiling = |d: Duration| cores as f64 / d.as_secs_f64().max(1e-12);
     println!(

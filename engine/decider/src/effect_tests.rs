@@ -392,7 +392,7 @@ pub(crate) fn repeated_effect_refusals_stop_the_episode_failure_repeats() {
             (episode.as_str(), *condition, rule.as_str()),
             (
                 "ep-1",
-                docket_policies::model::StopCondition::FailureRepeats,
+                docket_policies::StopCondition::FailureRepeats,
                 "stop_conditions.failure_repeats"
             )
         );

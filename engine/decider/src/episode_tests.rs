@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use docket_policies::PolicyBundle;
-use docket_policies::model::StopCondition;
+use docket_policies::StopCondition;
 
 use super::*;
 use crate::protocol::{

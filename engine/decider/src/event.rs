@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use docket_policies::Meter;
-use docket_policies::model::StopCondition;
+use docket_policies::StopCondition;
 
 use super::decide::effect::{
     EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
@@ -618,7 +618,7 @@ impl RunEvent {
     /// The canonical payload bytes (sorted keys, no whitespace).
     #[must_use]
     pub fn encode(&self) -> Vec<u8> {
-        docket_policies::canonical::to_json_bytes(self)
+        docket_policies::canonical_json_bytes(self)
     }
 
     /// Decodes a payload; `kind` is the envelope's kind, checked against the payload's.

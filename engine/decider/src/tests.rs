@@ -617,7 +617,7 @@ pub(crate) fn events_encode_with_sorted_keys_and_decode_back() {
         let bytes = event.encode();
         let text = String::from_utf8(bytes.clone()).expect("utf-8");
         let value: Value = serde_json::from_str(&text).expect("json");
-        assert_eq!(docket_policies::canonical::json_text(&value), text);
+        assert_eq!(docket_policies::canonical_json_text(&value), text);
         assert_eq!(
             &RunEvent::decode(event.kind(), &bytes).expect("decodes"),
             event

@@ -404,7 +404,7 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
         table.iter().find_map(|(key, _)| {
             let name: &str = key.get_ref().as_ref();
             (!known.contains(&name)).then(|| {
-                let (line, column) = docket_policies::locate::line_col(text, key.span().start);
+                let (line, column) = docket_policies::line_col(text, key.span().start);
                 WorkflowError::UnknownKey {
                     path: path.to_owned(),
                     line,

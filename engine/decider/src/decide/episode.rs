@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 
-use docket_policies::model::StopCondition;
+use docket_policies::StopCondition;
 use docket_policies::{
     DecisionKind, InputKind, PolicyDecision, RuleStep, SpawnRequest, StepOutcome, Verdict,
 };
@@ -269,7 +269,7 @@ impl Batch<'_> {
         if self.episode_of_call(request_id) == ROOT_EPISODE {
             return false;
         }
-        let summary = docket_policies::canonical::json_text(output);
+        let summary = docket_policies::canonical_json_text(output);
         self.episode_finish(
             agent,
             request_id,
@@ -330,7 +330,7 @@ impl Batch<'_> {
                 } else {
                     format!(
                         "review the result and its next actions {}; approve to accept it, deny to stop the episode",
-                        docket_policies::canonical::json_text(&Value::Array(
+                        docket_policies::canonical_json_text(&Value::Array(
                             result.next_actions.clone()
                         ))
                     )
@@ -690,7 +690,7 @@ impl Batch<'_> {
                 RunEvent::RunCompleted { output } => {
                     let reason = "the run completed: its output was handed to external";
                     if root {
-                        let summary = docket_policies::canonical::json_text(output);
+                        let summary = docket_policies::canonical_json_text(output);
                         self.push(RunEvent::EpisodeFinished {
                             episode_id: e.id.clone(),
                             agent: by.unwrap_or(&e.agent).to_owned(),

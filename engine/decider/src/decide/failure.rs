@@ -29,7 +29,7 @@ impl Batch<'_> {
             subject: request_id.to_owned(),
             decision: esc.decision,
         });
-        use docket_policies::model::EscalationAction;
+        use docket_policies::EscalationAction;
         match action {
             None | Some(EscalationAction::Retry) => self.retry(
                 request_id,

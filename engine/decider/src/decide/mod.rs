@@ -29,7 +29,7 @@ mod handoff;
 mod response;
 mod ticket;
 
-use docket_policies::model::ConflictResolution;
+use docket_policies::ConflictResolution;
 use docket_policies::{
     CapabilityRequest, DecisionKind, InputKind, PolicyBundle, PolicyDecision, RuleStep,
     StepOutcome, Verdict,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use docket_policies::model::StopCondition;
+use docket_policies::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
 use super::RunState;
@@ -314,7 +314,7 @@ impl EpisodeTree {
 
 /// A short, deterministic summary of the run's input, as the root episode's goal.
 fn input_summary(input: &Value) -> String {
-    let text = docket_policies::canonical::json_text(input);
+    let text = docket_policies::canonical_json_text(input);
     let mut out: String = text.chars().take(200).collect();
     if out.len() < text.len() {
         out.push('…');

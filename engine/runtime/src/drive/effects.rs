@@ -1,4 +1,4 @@
-//! The runtime's side of side effects (seed 004 §1, §8): the effect work the decider left
+//! The runtime's side of side effects (docs/governance.md#side-effects): the effect work the decider left
 //! due (dry runs, execution gates, verifications, recoveries), done one step at a time
 //! with the registered executors, each answer recorded as an input before anything else
 //! happens.
@@ -171,7 +171,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             Ok(engaged) => (engaged, None),
             Err(e) => {
                 let mut all = vec![
-                    docket_policies::side_effect::GLOBAL_KILL_SWITCH.to_owned(),
+                    docket_policies::GLOBAL_KILL_SWITCH.to_owned(),
                     lane.to_owned(),
                 ];
                 all.sort();

@@ -126,7 +126,7 @@ struct Inner<S> {
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
-    // Side effects (seed 004 §1, §8)
+    // Side effects
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
 }
@@ -428,11 +428,11 @@ impl<S: EventStore + 'static> Runtime<S> {
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
-            // Side effects (seed 004 §1, §8): an answer asking for an effect is written
+            // Side effects: an answer asking for an effect is written
             // together with the effect's dry run and start (see `effects.rs`).
             let mut carried = None;
             while state.status() == RunStatus::Running {
-                // Side effects (seed 004 §1, §8): due effect work first, one step at a time.
+                // Side effects: due effect work first, one step at a time.
                 if self
                     .effect_step(&mut state, &bundle, &workflow, carried.take())
                     .await?
@@ -467,7 +467,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                         },
                     };
                     if i == last {
-                        // Side effects (seed 004 §1, §8)
+                        // Side effects
                         carried = self.stage_answer(&mut state, &bundle, command).await?;
                     } else {
                         self.decide_and_append(&mut state, &bundle, command).await?;
