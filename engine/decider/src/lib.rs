@@ -69,8 +69,8 @@ pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use state::{
-    AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, RunState, RunStatus,
-    Ticket,
+    AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep, RunState,
+    RunStatus, Ticket,
 };
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,

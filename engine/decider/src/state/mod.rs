@@ -12,11 +12,13 @@ pub(crate) mod effect;
 pub(crate) mod episode;
 mod fan_out;
 mod handoff;
+mod next;
 mod ticket;
 
 pub use call::{AgentHealth, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
+pub use next::NextStep;
 pub use ticket::Ticket;
 
 use super::event::{Delivery, RunEvent, RunRequested};

@@ -25,8 +25,8 @@ use crate::effect::{
 use docket_decider::WorkflowSpec;
 use docket_decider::{
     Command, DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectInput,
-    EffectKillSwitchChecked, EffectPhase, EffectVerification, EffectWork, RunEvent, RunState,
-    decide_in_place,
+    EffectKillSwitchChecked, EffectPhase, EffectRecord, EffectVerification, EffectWork, RunEvent,
+    RunState, decide_in_place,
 };
 
 /// Waits for an executor call, at most its `timeout_ms` plus a second (executors enforce
@@ -253,26 +253,21 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.commit(bundle, staged).await
     }
 
-    /// Does the first piece of due effect work and records its answer; false when none
-    /// is due. The agent's answer asking for the effect (`carried`), a passing dry run,
-    /// the kill-switch read and `effect.started` go to the log in one write, and so do the
-    /// receipt and its verification: two durable writes per effect on the common path,
-    /// each holding whole batches.
+    /// Does one piece of due effect work (the decider's [`NextStep::Effect`]) and records
+    /// its answer. The agent's answer asking for the effect (`carried`), a passing dry
+    /// run, the kill-switch read and `effect.started` go to the log in one write, and so
+    /// do the receipt and its verification: two durable writes per effect on the common
+    /// path, each holding whole batches.
+    ///
+    /// [`NextStep::Effect`]: docket_decider::NextStep::Effect
     pub(super) async fn effect_step(
         &self,
         state: &mut RunState,
         bundle: &PolicyBundle,
         workflow: &WorkflowSpec,
         carried: Option<Staged>,
-    ) -> Result<bool, RuntimeError> {
-        let Some((record, work)) = state
-            .pending_effects()
-            .first()
-            .map(|(r, w)| ((*r).clone(), *w))
-        else {
-            self.commit_carried(bundle, carried).await?;
-            return Ok(false);
-        };
+        (record, work): (EffectRecord, EffectWork),
+    ) -> Result<(), RuntimeError> {
         let run_id = state.run_id().unwrap_or_default().to_owned();
         let effect_id = record.requested.effect_id.clone();
         let lane = record.requested.lane.clone();
@@ -371,7 +366,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 self.commit(bundle, staged).await?;
             }
         }
-        Ok(true)
+        Ok(())
     }
 }
 

@@ -27,7 +27,7 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, Rejection, RunEvent, RunRequested, RunState, RunStatus,
+    Command, DecodeError, KIND_VERSION, NextStep, Rejection, RunEvent, RunRequested, RunState,
     decide_in_place,
 };
 
@@ -428,21 +428,20 @@ impl<S: EventStore + 'static> Runtime<S> {
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
-            // Side effects: an answer asking for an effect is written
-            // together with the effect's dry run and start (see `effects.rs`).
             let mut carried = None;
-            while state.status() == RunStatus::Running {
-                // Side effects: due effect work first, one step at a time.
-                if self
-                    .effect_step(&mut state, &bundle, &workflow, carried.take())
-                    .await?
-                {
-                    continue;
-                }
-                let pending = state.pending_requests_shared();
-                if pending.is_empty() {
-                    break;
-                }
+            loop {
+                let pending = match state.next_step() {
+                    // Side effects: due effect work first, one step at a time.
+                    NextStep::Effect(record, work) => {
+                        let work = (record.clone(), work);
+                        self.effect_step(&mut state, &bundle, &workflow, carried.take(), work)
+                            .await?;
+                        continue;
+                    }
+                    NextStep::Call(pending) => pending,
+                    _ => break,
+                };
+                self.commit_carried(&bundle, carried.take()).await?;
                 let answers = futures::future::join_all(
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
@@ -467,7 +466,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                         },
                     };
                     if i == last {
-                        // Side effects
+                        // Side effects: an answer asking for an effect is written together
+                        // with the effect's dry run and start (see `effects.rs`).
                         carried = self.stage_answer(&mut state, &bundle, command).await?;
                     } else {
                         self.decide_and_append(&mut state, &bundle, command).await?;
@@ -547,7 +547,7 @@ mod tests {
     use super::*;
     use crate::agent::InProcessExecutor;
     use docket_decider::{Action, AgentResponse, Confidence};
-    use docket_decider::{AgentSpec, ExecutorSpec};
+    use docket_decider::{AgentSpec, ExecutorSpec, RunStatus};
     use docket_store::{EmbeddedStore, StoreConfig};
 
     fn workflow() -> Workflow {

@@ -1,0 +1,47 @@
+//! What the runtime must do next for a run, as the decider sees it: the shell asks this
+//! instead of reading the state's fields, so the order of work (effects before calls,
+//! nothing while a human is asked) is decided in one place.
+
+use std::sync::Arc;
+
+use super::{EffectRecord, EffectWork, RunState, RunStatus};
+use crate::protocol::AgentRequest;
+
+/// The next thing the runtime must do for a run.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum NextStep<'a> {
+    /// Carry out this piece of effect work and record its result (effects first: their
+    /// results are what the waiting agents are called back with).
+    Effect(&'a EffectRecord, EffectWork),
+    /// Call these agents, in the order their calls were scheduled, and record each answer.
+    Call(Vec<Arc<AgentRequest>>),
+    /// Nothing until a human decides an open ticket (`docket approve` / `docket deny`).
+    WaitForHuman,
+    /// The run is over: completed, blocked or failed.
+    Done(RunStatus),
+    /// Running, with no call pending and no effect due: nothing the runtime can do; the
+    /// run stays resumable as it is.
+    Idle,
+}
+
+impl RunState {
+    /// What the runtime must do next.
+    #[must_use]
+    pub fn next_step(&self) -> NextStep<'_> {
+        match self.status {
+            RunStatus::Running => {}
+            RunStatus::WaitingForHuman => return NextStep::WaitForHuman,
+            status => return NextStep::Done(status),
+        }
+        if let Some((record, work)) = self.pending_effects().first() {
+            return NextStep::Effect(record, *work);
+        }
+        let calls = self.pending_requests_shared();
+        if calls.is_empty() {
+            NextStep::Idle
+        } else {
+            NextStep::Call(calls)
+        }
+    }
+}
