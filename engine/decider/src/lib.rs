@@ -34,14 +34,9 @@ mod state;
 mod workflow;
 
 #[cfg(test)]
-mod episode_tests;
-#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod transitions;
-// Side effects
-#[cfg(test)]
-mod effect_tests;
 
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,

@@ -2,15 +2,15 @@
 //! state it leads to, the events it records, the decide file that takes the decision, and
 //! the tests that cover it. The tests below run each covering test and check that it
 //! records every event its row lists, that every event kind is listed by some row, and
-//! that every covering test exists (a renamed test does not compile).
+//! that every covering test exists (a renamed test does not compile). The covering tests
+//! are canned histories under `tests/`, each in the file of the concern it tests.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use crate::RunEvent;
-use crate::effect_tests as fx;
-use crate::episode_tests as ep;
-use crate::tests as run;
+use crate::tests;
+use crate::tests::{classification, effect, episode, failure, fan_out, handoff, response, ticket};
 
 thread_local! {
     /// The kinds `decide` recorded on this thread while a covering test ran.
@@ -67,8 +67,8 @@ const TRANSITIONS: &[Transition] = &[
             "run.blocked",
         ],
         covered_by: &[
-            Test(run::start_schedules_the_entry_call),
-            Test(run::forbidden_handoffs_block_with_the_seed_reason),
+            Test(tests::start_schedules_the_entry_call),
+            Test(handoff::forbidden_handoffs_block_with_the_seed_reason),
         ],
     },
     Transition {
@@ -78,8 +78,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (next call scheduled, context inputs attached)",
         records: &["handoff.allowed", "agent.call_scheduled"],
         covered_by: &[
-            Test(run::a_pipeline_runs_to_completion),
-            Test(run::context_edges_arrive_as_context_inputs),
+            Test(handoff::a_pipeline_runs_to_completion),
+            Test(handoff::context_edges_arrive_as_context_inputs),
         ],
     },
     Transition {
@@ -89,8 +89,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "Blocked",
         records: &["handoff.denied", "run.blocked"],
         covered_by: &[
-            Test(run::forbidden_handoffs_block_with_the_seed_reason),
-            Test(run::contract_mismatch_stops_the_flow),
+            Test(handoff::forbidden_handoffs_block_with_the_seed_reason),
+            Test(handoff::contract_mismatch_stops_the_flow),
         ],
     },
     Transition {
@@ -99,7 +99,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, provenance rule: every item cites an id the producer delivered",
         to: "Running (next call scheduled, decisions recorded on handoff.allowed)",
         records: &["handoff.allowed", "agent.call_scheduled"],
-        covered_by: &[Test(run::provenance_allows_citations_of_delivered_ids)],
+        covered_by: &[Test(handoff::provenance_allows_citations_of_delivered_ids)],
     },
     Transition {
         concern: "handoff",
@@ -108,8 +108,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "Blocked (handoff.denied naming the rule, the item and the id)",
         records: &["handoff.denied", "run.blocked"],
         covered_by: &[
-            Test(run::provenance_denies_an_unproduced_id_naming_the_item),
-            Test(run::provenance_denies_when_the_producer_never_delivered),
+            Test(handoff::provenance_denies_an_unproduced_id_naming_the_item),
+            Test(handoff::provenance_denies_when_the_producer_never_delivered),
         ],
     },
     Transition {
@@ -118,7 +118,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, finish (exit)",
         to: "Completed",
         records: &["handoff.allowed", "run.completed"],
-        covered_by: &[Test(run::a_pipeline_runs_to_completion)],
+        covered_by: &[Test(handoff::a_pipeline_runs_to_completion)],
     },
     Transition {
         concern: "response",
@@ -126,7 +126,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, escalate",
         to: "WaitingForHuman",
         records: &["human.escalated"],
-        covered_by: &[Test(run::escalate_action_waits_and_approval_proceeds)],
+        covered_by: &[Test(response::escalate_action_waits_and_approval_proceeds)],
     },
     Transition {
         concern: "response",
@@ -134,7 +134,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, denied tool call",
         to: "the failure ladder (retry)",
         records: &["policy.decided", "agent.call_scheduled"],
-        covered_by: &[Test(run::denied_tool_call_is_a_boundary_violation)],
+        covered_by: &[Test(response::denied_tool_call_is_a_boundary_violation)],
     },
     Transition {
         concern: "response",
@@ -142,7 +142,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, capability locked",
         to: "Blocked",
         records: &["policy.decided", "run.blocked"],
-        covered_by: &[Test(run::guardrail_3_lock_blocks_capability_requests)],
+        covered_by: &[Test(response::guardrail_3_lock_blocks_capability_requests)],
     },
     Transition {
         concern: "classification",
@@ -155,7 +155,7 @@ const TRANSITIONS: &[Transition] = &[
             "human.escalated",
             "run.blocked",
         ],
-        covered_by: &[Test(run::risk_classifier_verdicts)],
+        covered_by: &[Test(classification::risk_classifier_verdicts)],
     },
     Transition {
         concern: "failure",
@@ -168,7 +168,7 @@ const TRANSITIONS: &[Transition] = &[
             "human.escalated",
             "run.blocked",
         ],
-        covered_by: &[Test(run::failures_go_retry_escalate_block)],
+        covered_by: &[Test(failure::failures_go_retry_escalate_block)],
     },
     Transition {
         concern: "failure",
@@ -177,7 +177,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Blocked",
         records: &["policy.decided", "run.blocked"],
         covered_by: &[Test(
-            run::an_open_circuit_blocks_the_next_call_to_a_failing_agent,
+            failure::an_open_circuit_blocks_the_next_call_to_a_failing_agent,
         )],
     },
     Transition {
@@ -193,9 +193,9 @@ const TRANSITIONS: &[Transition] = &[
             "human.escalated",
         ],
         covered_by: &[
-            Test(run::fan_out_with_agreeing_outputs_delivers_once),
-            Test(run::fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser),
-            Test(run::fan_out_conflicts_go_to_a_human_who_picks_the_output),
+            Test(fan_out::fan_out_with_agreeing_outputs_delivers_once),
+            Test(fan_out::fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser),
+            Test(fan_out::fan_out_conflicts_go_to_a_human_who_picks_the_output),
         ],
     },
     Transition {
@@ -205,8 +205,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (retry or held actions)",
         records: &["human.decided", "agent.call_scheduled"],
         covered_by: &[
-            Test(run::failures_go_retry_escalate_block),
-            Test(run::escalate_action_waits_and_approval_proceeds),
+            Test(failure::failures_go_retry_escalate_block),
+            Test(response::escalate_action_waits_and_approval_proceeds),
         ],
     },
     Transition {
@@ -215,7 +215,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordHumanDecision deny",
         to: "Blocked",
         records: &["human.decided", "run.blocked"],
-        covered_by: &[Test(run::human_denial_blocks)],
+        covered_by: &[Test(ticket::human_denial_blocks)],
     },
     Transition {
         concern: "ticket",
@@ -223,7 +223,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "approve one",
         to: "WaitingForHuman, its effect decided (calls wait)",
         records: &["human.decided", "human.escalated"],
-        covered_by: &[Test(run::approving_one_of_two_open_tickets_is_not_lost)],
+        covered_by: &[Test(ticket::approving_one_of_two_open_tickets_is_not_lost)],
     },
     Transition {
         concern: "mod",
@@ -232,8 +232,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "rejected (nothing recorded)",
         records: &[],
         covered_by: &[
-            Test(run::final_runs_reject_commands),
-            Test(run::rejections_are_typed),
+            Test(tests::final_runs_reject_commands),
+            Test(tests::rejections_are_typed),
         ],
     },
     Transition {
@@ -247,7 +247,7 @@ const TRANSITIONS: &[Transition] = &[
             "episode.finished",
         ],
         covered_by: &[Test(
-            ep::an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent,
+            episode::an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent,
         )],
     },
     Transition {
@@ -257,12 +257,12 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (spawner stopped, failed result to its parent), Blocked (root stopped) or Running (agent told, condition not listed)",
         records: &["episode.action_denied", "episode.stopped", "run.blocked"],
         covered_by: &[
-            Test(ep::a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded),
-            Test(ep::max_children_and_max_total_episodes_are_enforced),
-            Test(ep::forbidden_and_unlisted_child_types_are_refused),
-            Test(ep::a_child_gets_at_most_half_of_the_parents_remaining_budget),
-            Test(ep::past_70_percent_a_spawn_is_refused_finalize_or_escalate),
-            Test(ep::a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping),
+            Test(episode::a_spawn_beyond_max_depth_stops_the_spawner_depth_exceeded),
+            Test(episode::max_children_and_max_total_episodes_are_enforced),
+            Test(episode::forbidden_and_unlisted_child_types_are_refused),
+            Test(episode::a_child_gets_at_most_half_of_the_parents_remaining_budget),
+            Test(episode::past_70_percent_a_spawn_is_refused_finalize_or_escalate),
+            Test(episode::a_refusal_whose_condition_is_not_listed_tells_the_agent_instead_of_stopping),
         ],
     },
     Transition {
@@ -272,7 +272,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (episode stopped, budget_exhausted) or Blocked (root)",
         records: &["episode.stopped", "run.blocked"],
         covered_by: &[Test(
-            ep::an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out,
+            episode::an_exhausted_budget_stops_the_episode_and_its_actions_are_not_carried_out,
         )],
     },
     Transition {
@@ -282,8 +282,8 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (result to the parent's agent; the parent may stop: no_new_information, failure_repeats)",
         records: &["episode.finished", "episode.stopped", "run.failed"],
         covered_by: &[
-            Test(ep::two_children_without_delta_stop_the_parent_no_new_information),
-            Test(ep::the_same_error_class_n_times_stops_failure_repeats),
+            Test(episode::two_children_without_delta_stop_the_parent_no_new_information),
+            Test(episode::the_same_error_class_n_times_stops_failure_repeats),
         ],
     },
     Transition {
@@ -293,7 +293,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Completed (success_achieved)",
         records: &["episode.finished", "episode.stopped", "run.completed"],
         covered_by: &[Test(
-            ep::success_needs_a_passing_verifier_when_verification_is_needed,
+            episode::success_needs_a_passing_verifier_when_verification_is_needed,
         )],
     },
     Transition {
@@ -309,7 +309,7 @@ const TRANSITIONS: &[Transition] = &[
             "run.blocked",
         ],
         covered_by: &[Test(
-            ep::needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks,
+            episode::needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks,
         )],
     },
     Transition {
@@ -319,7 +319,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (domain.written vN+1) or episode stopped (domain.write_denied)",
         records: &["domain.written", "domain.write_denied"],
         covered_by: &[Test(
-            ep::only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others,
+            episode::only_the_owner_writes_a_domain_each_write_a_new_version_read_by_others,
         )],
     },
     Transition {
@@ -329,7 +329,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (child stopped, failure_repeats; failed result to the parent)",
         records: &["agent.call_failed", "policy.decided", "episode.stopped"],
         covered_by: &[Test(
-            ep::a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run,
+            episode::a_child_agent_failing_past_the_ladder_stops_its_episode_not_the_run,
         )],
     },
     Transition {
@@ -345,8 +345,8 @@ const TRANSITIONS: &[Transition] = &[
             "run.failed",
         ],
         covered_by: &[
-            Test(ep::a_run_completed_by_a_plain_handoff_records_the_root_episodes_success),
-            Test(ep::a_blocked_or_failed_run_records_the_end_of_every_open_episode),
+            Test(episode::a_run_completed_by_a_plain_handoff_records_the_root_episodes_success),
+            Test(episode::a_blocked_or_failed_run_records_the_end_of_every_open_episode),
             Property("random_agents_never_exceed_a_limit"),
         ],
     },
@@ -363,8 +363,8 @@ const TRANSITIONS: &[Transition] = &[
             "run.failed",
         ],
         covered_by: &[
-            Test(ep::repeated_refusals_stop_the_episode_failure_repeats),
-            Test(fx::repeated_effect_refusals_stop_the_episode_failure_repeats),
+            Test(episode::repeated_refusals_stop_the_episode_failure_repeats),
+            Test(episode::repeated_effect_refusals_stop_the_episode_failure_repeats),
         ],
     },
     Transition {
@@ -374,7 +374,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (recorded, not charged, not acted on)",
         records: &["agent.responded"],
         covered_by: &[Test(
-            ep::answers_from_a_stopped_episode_are_recorded_but_not_acted_on,
+            episode::answers_from_a_stopped_episode_are_recorded_but_not_acted_on,
         )],
     },
     Transition {
@@ -383,7 +383,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordResponse, request_effect not admitted (no permission, no policy, no key)",
         to: "Running (the agent is told)",
         records: &["effect.requested", "policy.decided", "effect.refused"],
-        covered_by: &[Test(fx::denied_by_policy_without_permission_kind_or_key)],
+        covered_by: &[Test(effect::denied_by_policy_without_permission_kind_or_key)],
     },
     Transition {
         concern: "effect",
@@ -401,7 +401,7 @@ const TRANSITIONS: &[Transition] = &[
             "effect.verified",
             "effect.settled",
         ],
-        covered_by: &[Test(fx::dry_run_then_execute_then_verify)],
+        covered_by: &[Test(effect::dry_run_then_execute_then_verify)],
     },
     Transition {
         concern: "effect",
@@ -416,7 +416,7 @@ const TRANSITIONS: &[Transition] = &[
             "effect.ready",
         ],
         covered_by: &[Test(
-            fx::a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human,
+            effect::a_failed_dry_run_refuses_and_an_unsupported_one_waits_for_a_human,
         )],
     },
     Transition {
@@ -432,8 +432,8 @@ const TRANSITIONS: &[Transition] = &[
             "effect.refused",
         ],
         covered_by: &[
-            Test(fx::approval_needed_then_approved),
-            Test(fx::approval_needed_then_denied),
+            Test(effect::approval_needed_then_approved),
+            Test(effect::approval_needed_then_denied),
         ],
     },
     Transition {
@@ -447,7 +447,7 @@ const TRANSITIONS: &[Transition] = &[
             "effect.refused",
         ],
         covered_by: &[Test(
-            fx::kill_switch_engaged_at_check_time_refuses_the_effect,
+            effect::kill_switch_engaged_at_check_time_refuses_the_effect,
         )],
     },
     Transition {
@@ -456,7 +456,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "request_effect with a key already applied / in flight",
         to: "Running (deduplicated with the recorded receipt / refused)",
         records: &["effect.deduplicated", "effect.refused"],
-        covered_by: &[Test(fx::dedup_by_key_returns_the_recorded_receipt)],
+        covered_by: &[Test(effect::dedup_by_key_returns_the_recorded_receipt)],
     },
     Transition {
         concern: "effect",
@@ -464,7 +464,7 @@ const TRANSITIONS: &[Transition] = &[
         input: "effect failed, the next attempt over the cap",
         to: "WaitingForHuman (approval to try again)",
         records: &["effect.failed", "human.escalated"],
-        covered_by: &[Test(fx::failure_with_retry_cap_needs_a_human_to_try_again)],
+        covered_by: &[Test(effect::failure_with_retry_cap_needs_a_human_to_try_again)],
     },
     Transition {
         concern: "effect",
@@ -479,10 +479,10 @@ const TRANSITIONS: &[Transition] = &[
             "effect.refused",
         ],
         covered_by: &[
-            Test(fx::resume_with_a_started_effect_applied_is_recovered_without_executing),
-            Test(fx::resume_with_a_started_effect_not_applied_executes_it_once_more),
-            Test(fx::resume_with_a_started_effect_unknown_needs_review),
-            Test(fx::an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt),
+            Test(effect::resume_with_a_started_effect_applied_is_recovered_without_executing),
+            Test(effect::resume_with_a_started_effect_not_applied_executes_it_once_more),
+            Test(effect::resume_with_a_started_effect_unknown_needs_review),
+            Test(effect::an_execution_unanswered_twice_is_given_up_and_counts_as_an_attempt),
         ],
     },
     Transition {
@@ -497,9 +497,9 @@ const TRANSITIONS: &[Transition] = &[
             "human.escalated",
         ],
         covered_by: &[
-            Test(fx::failed_verification_calls_the_verifier_not_the_publisher),
-            Test(fx::a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review),
-            Test(fx::failed_verification_without_a_verifier_needs_review),
+            Test(effect::failed_verification_calls_the_verifier_not_the_publisher),
+            Test(effect::a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review),
+            Test(effect::failed_verification_without_a_verifier_needs_review),
         ],
     },
     Transition {
@@ -509,7 +509,7 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (the group is not joined until the effect settles)",
         records: &["effect.started", "effect.applied", "effect.settled"],
         covered_by: &[
-            Test(fx::a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early),
+            Test(effect::a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early),
             Property("effects_apply_each_key_at_most_once_and_only_past_the_kill_switch"),
         ],
     },
@@ -530,9 +530,16 @@ const CONCERN_FILES: &[(&str, &str)] = &[
 
 /// The test sources, where property tests are looked up by name.
 const TEST_SOURCES: &[&str] = &[
-    include_str!("tests.rs"),
-    include_str!("episode_tests.rs"),
-    include_str!("effect_tests.rs"),
+    include_str!("tests/mod.rs"),
+    include_str!("tests/handoff.rs"),
+    include_str!("tests/response.rs"),
+    include_str!("tests/classification.rs"),
+    include_str!("tests/failure.rs"),
+    include_str!("tests/fan_out.rs"),
+    include_str!("tests/ticket.rs"),
+    include_str!("tests/episode.rs"),
+    include_str!("tests/effect.rs"),
+    include_str!("tests/replay.rs"),
 ];
 
 #[test]

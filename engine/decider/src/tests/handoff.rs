@@ -1,0 +1,256 @@
+//! `decide/handoff.rs`: the interaction matrix, scoping and context edges, contracts,
+//! provenance rules.
+
+use serde_json::{Value, json};
+
+use docket_policies::{InputKind, PolicyBundle};
+
+use super::*;
+use crate::protocol::Action;
+use crate::{DECIDER_VERSION, RunEvent, RunRequested, RunStatus};
+
+#[test]
+pub(crate) fn a_pipeline_runs_to_completion() {
+    let mut run = started();
+    run.when(respond(vec![handoff("b", "ab", json!({"y": 2}))]));
+    run.when(respond(vec![handoff(
+        "c",
+        "bc",
+        json!({"keep": 1, "drop": 2}),
+    )]));
+    run.when(respond(vec![Action::Finish {
+        output: json!({"done": true}),
+    }]))
+    .then_kinds(&[
+        "agent.responded",
+        "handoff.allowed",
+        "episode.finished",
+        "episode.stopped",
+        "run.completed",
+    ]);
+    assert_eq!(run.state.status, RunStatus::Completed);
+    assert_eq!(run.state.output, Some(json!({"done": true})));
+    let path: Vec<(&str, &str)> = run
+        .state
+        .handoffs
+        .iter()
+        .filter(|h| h.input == InputKind::Decision)
+        .map(|h| (h.from.as_str(), h.to.as_str()))
+        .collect();
+    assert_eq!(
+        path,
+        [("external", "a"), ("a", "b"), ("b", "c"), ("c", "external")]
+    );
+    run.replays();
+}
+
+#[test]
+pub(crate) fn context_edges_arrive_as_context_inputs() {
+    let mut run = started();
+    run.when(respond(vec![handoff(
+        "b",
+        "ab",
+        json!({"keep": 1, "secret": 2}),
+    )]));
+    run.when(respond(vec![handoff(
+        "c",
+        "bc",
+        json!({"keep": 3, "drop": 4}),
+    )]))
+    .then(|events| {
+        assert!(events.iter().any(|e| matches!(
+            e,
+            RunEvent::HandoffAllowed { from, input: InputKind::Context, .. } if from == "a"
+        )));
+    });
+    let request = run.state.pending_requests()[0].clone();
+    // c's scoped mode keeps only `keep`, for the decision input and the context input.
+    assert_eq!(request.decision_inputs[0].payload, json!({"keep": 3}));
+    assert_eq!(request.context_inputs.len(), 1);
+    assert_eq!(request.context_inputs[0].source_agent, "a");
+    assert_eq!(request.context_inputs[0].payload, json!({"keep": 1}));
+}
+
+#[test]
+pub(crate) fn forbidden_handoffs_block_with_the_seed_reason() {
+    let mut run = started();
+    run.when(respond(vec![handoff("b", "ab", json!({}))]));
+    run.when(respond(vec![handoff("c", "bc", json!({}))]));
+    run.when(respond(vec![handoff("a", "ca", json!({}))]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::HandoffDenied {
+                error, decision, ..
+            } = &events[1]
+            else {
+                panic!("denied");
+            };
+            assert_eq!(decision.reason.as_ref(), "Reverse flow not allowed");
+            assert_eq!(error["error"], true);
+            assert_eq!(error["agent"], "c");
+            assert_eq!(error["errorType"], "policy_violation");
+            assert_eq!(error["message"], "Reverse flow not allowed");
+        });
+    assert_eq!(run.state.status, RunStatus::Blocked);
+}
+
+#[test]
+pub(crate) fn contract_mismatch_stops_the_flow() {
+    let b = bundle();
+    let mut request = run_requested(&b);
+    request.input = json!({"no_x": true});
+    let mut run = History::new(b);
+    run.when(Command::Start(request))
+        .then_kinds(&[
+            "run.requested",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::HandoffDenied { error, .. } = &events[1] else {
+                panic!("denied");
+            };
+            assert_eq!(error["errorType"], "validation_error");
+        });
+    assert_eq!(run.state.status, RunStatus::Blocked);
+}
+
+// ---------------------------------------------------------------------------------------
+// Provenance rules: b's recommendations to c must cite gaps a delivered.
+
+const PROVENANCE_BUNDLE: &str = r#"
+bundle = { id = "p" }
+agents = [{ id = "external" }, { id = "a" }, { id = "b" }, { id = "c" }]
+output_types = [
+  { id = "req", schema = { type = "object" } },
+  { id = "gaps", schema = { type = "object" } },
+  { id = "recs", schema = { type = "object" } },
+]
+[interactions]
+allowed = [
+  { from = "external", to = "a", output_type = "req" },
+  { from = "external", to = "b", output_type = "req" },
+  { from = "a", to = "b", output_type = "gaps" },
+  { from = "b", to = "c", output_type = "recs" },
+  { from = "c", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[provenance]]
+id = "guardrail-2-provenance"
+at = { from = "b", to = "c" }
+items = "/recommendations"
+cites = "gap_id"
+produced_by = { agent = "a", output_type = "gaps", ids = "/gaps/*/id" }
+"#;
+
+/// Given a run of the provenance bundle entered at `entry`, with `a` delivering `gaps`
+/// first when the entry is `a`.
+fn provenance_run(entry: &str) -> History {
+    let b = PolicyBundle::from_toml_str(PROVENANCE_BUNDLE, "p.toml").expect("valid");
+    let mut wf = workflow();
+    wf.entry = entry.into();
+    let given = start_events(
+        &b,
+        RunRequested {
+            run_id: "run-1".into(),
+            workflow: wf,
+            bundle_source: PROVENANCE_BUNDLE.into(),
+            bundle_source_name: "p.toml".into(),
+            bundle_hash: b.hash().to_hex(),
+            input: json!({}),
+            at_ms: 1_000,
+            decider_version: DECIDER_VERSION,
+        },
+    );
+    let mut run = History::new(b).given(&given).clock(2_000, 0);
+    if entry == "a" {
+        let gaps = json!({"gaps": [{"id": "gap-1"}, {"id": "gap-2"}]});
+        run.when(respond(vec![handoff("b", "gaps", gaps)]));
+    }
+    run
+}
+
+fn recs(cited: &[&str]) -> Action {
+    let items: Vec<Value> = cited.iter().map(|g| json!({"gap_id": g})).collect();
+    handoff("c", "recs", json!({"recommendations": items}))
+}
+
+#[test]
+pub(crate) fn provenance_allows_citations_of_delivered_ids() {
+    let mut run = provenance_run("a");
+    run.when(respond(vec![recs(&["gap-2", "gap-1"])]))
+        .then_kinds(&["agent.responded", "handoff.allowed", "agent.call_scheduled"])
+        .then(|events| {
+            let RunEvent::HandoffAllowed { provenance, .. } = &events[1] else {
+                panic!("allowed");
+            };
+            assert_eq!(provenance.len(), 1);
+            assert_eq!(&*provenance[0].rule_id, "guardrail-2-provenance");
+            assert!(provenance[0].is_allowed());
+        });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn provenance_denies_an_unproduced_id_naming_the_item() {
+    let mut run = provenance_run("a");
+    run.when(respond(vec![recs(&["gap-1", "geo_score"])]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::HandoffDenied {
+                decision, error, ..
+            } = &events[1]
+            else {
+                panic!("denied");
+            };
+            assert_eq!(&*decision.rule_id, "guardrail-2-provenance");
+            assert!(
+                decision
+                    .reason
+                    .contains("/recommendations/1 cites gap_id `geo_score`"),
+                "{}",
+                decision.reason
+            );
+            assert_eq!(error["errorType"], "validation_error");
+            assert_eq!(error["agent"], "b");
+            assert_eq!(error["details"]["ruleId"], "guardrail-2-provenance");
+        });
+    assert_eq!(run.state.status, RunStatus::Blocked);
+    assert!(run.state.pending_requests().is_empty(), "c is never called");
+    run.replays();
+}
+
+#[test]
+pub(crate) fn provenance_denies_when_the_producer_never_delivered() {
+    let mut run = provenance_run("b");
+    run.when(respond(vec![recs(&["gap-1"])]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::HandoffDenied { decision, .. } = &events[1] else {
+                panic!("denied");
+            };
+            assert!(
+                decision.reason.contains("a never delivered gaps"),
+                "{}",
+                decision.reason
+            );
+        });
+    assert_eq!(run.state.status, RunStatus::Blocked);
+}
