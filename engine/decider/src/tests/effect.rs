@@ -12,8 +12,8 @@ use crate::protocol::{Action, AgentResponse, Confidence};
 use crate::protocol::{DryRunReport, EffectReceipt, Verification};
 use crate::{
     DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
-    EffectPhase, EffectTicketStep, EffectVerification, EffectWork, Rejection, RunEvent, RunState,
-    RunStatus, TicketSubject, VERIFY_EFFECT_CAPABILITY, describe_effect_event,
+    EffectPhase, EffectTicketStep, EffectVerification, EffectWork, NextStep, Rejection, RunEvent,
+    RunState, RunStatus, TicketSubject, VERIFY_EFFECT_CAPABILITY, describe_effect_event,
 };
 
 const E1: &str = "run-1/effect-1";
@@ -958,4 +958,51 @@ pub(crate) fn an_episode_past_70_percent_of_its_budget_gets_no_effect() {
         });
     assert_eq!(effect_result(&run.state)["status"], "refused");
     run.replays();
+}
+
+/// What the runtime is told to do next follows the run: the entry call, then the effect's
+/// work before any call (its result is what the asking agent is called back with), then
+/// that call, and nothing while a human is asked or after the run ended.
+#[test]
+pub(crate) fn the_next_step_is_due_effect_work_before_calls_and_nothing_while_waiting() {
+    let mut run = effects_run("publisher");
+    let NextStep::Call(calls) = run.state.next_step() else {
+        panic!("the entry call is next: {:?}", run.state.next_step());
+    };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].target_agent, "publisher");
+
+    run.when(respond(vec![effect("publish", "api", Some("post-1"))]));
+    assert!(matches!(
+        run.state.next_step(),
+        NextStep::Effect(record, EffectWork::DryRun) if record.requested.effect_id == E1
+    ));
+    run.when(passed(E1));
+    assert!(matches!(
+        run.state.next_step(),
+        NextStep::Effect(_, EffectWork::Execute)
+    ));
+    run.when(switches(E1, &[]));
+    run.when(applied(E1, "p-1"));
+    assert!(matches!(
+        run.state.next_step(),
+        NextStep::Effect(_, EffectWork::Verify)
+    ));
+}
+
+#[test]
+pub(crate) fn the_next_step_waits_for_a_human_and_ends_with_the_run() {
+    let mut run = started();
+    run.when(respond(vec![Action::Escalate {
+        reason: "unsure".into(),
+    }]));
+    assert_eq!(run.state.next_step(), NextStep::WaitForHuman);
+    run.when(deny("ticket-1").because("no"));
+    assert_eq!(
+        run.state.next_step(),
+        NextStep::Done(run.state.status),
+        "{:?}",
+        run.state.status
+    );
+    assert!(run.state.status.is_final());
 }
