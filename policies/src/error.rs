@@ -7,6 +7,7 @@ use serde::Serialize;
 /// What kind of mistake a diagnostic reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum DiagnosticCode {
     /// The text is not valid TOML or JSON.
     Syntax,
@@ -76,6 +77,7 @@ impl fmt::Display for Diagnostic {
 
 /// Why a bundle could not be loaded.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum BundleError {
     /// The text could not be parsed or does not have the bundle's shape.
     #[error("{0}")]

@@ -158,6 +158,7 @@ pub enum TicketSubject {
 /// One event of a run's log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind")]
+#[non_exhaustive]
 pub enum RunEvent {
     /// Recorded input: a run was started.
     #[serde(rename = "run.requested")]

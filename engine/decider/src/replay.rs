@@ -9,6 +9,7 @@ use super::state::RunState;
 
 /// Where a log and a fresh decision disagree.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReplayMismatch {
     /// The log does not start with `run.requested`, or a batch does not start with a
     /// recorded input.

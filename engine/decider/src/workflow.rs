@@ -246,6 +246,7 @@ pub enum ExecutorSpec {
 
 /// A workflow file that could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkflowError {
     /// The TOML is invalid or has unknown or missing fields.
     #[error("invalid workflow file {path}: {message}")]

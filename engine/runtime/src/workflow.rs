@@ -8,6 +8,7 @@ use docket_decider::{ExecutorSpec, WorkflowError, WorkflowSpec};
 
 /// A workflow file that could not be used.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum WorkflowLoadError {
     /// The file could not be read.
     #[error("cannot read workflow file {path}: {source}")]

@@ -196,6 +196,7 @@ impl Command {
 
 /// Why a command cannot be applied to a run. Nothing is recorded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum Rejection {
     /// `Start` on a run that already has a `run.requested`.
     #[error("run {0} was already started")]

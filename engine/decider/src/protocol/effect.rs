@@ -72,6 +72,7 @@ pub enum Verification {
 
 /// An effect call that produced no usable answer.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum EffectCallError {
     /// The executor refused or failed the effect and said why.
     #[error("effect executor failed `{effect_id}` with {code}: {message}")]

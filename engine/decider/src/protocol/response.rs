@@ -162,6 +162,7 @@ impl ToolCall {
 // `match` in the decider must be made to handle them.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+#[non_exhaustive]
 pub enum Action {
     /// Hand the work to the next agent, as the interaction matrix allows.
     Handoff {

@@ -7,6 +7,7 @@ use crate::transport::{ExitReport, TransportError};
 
 /// An agent call that produced no acceptable response.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AgentCallError {
     /// No response within the request's `timeout_ms`. A child process is killed and
     /// started again on the next call.
@@ -139,6 +140,7 @@ impl AgentCallError {
 
 /// An executor that cannot be built from its configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ExecutorConfigError {
     /// The URL does not parse.
     #[error("invalid agent URL {url:?}: {message}")]

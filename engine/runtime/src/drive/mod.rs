@@ -37,6 +37,7 @@ pub use summary::RunSummary;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum RuntimeError {
     /// Another writer appended to the run first.
     #[error(

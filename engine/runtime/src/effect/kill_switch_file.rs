@@ -67,6 +67,7 @@ pub struct KillSwitchFlip {
 
 /// A kill-switch file that could not be read or written.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum KillSwitchFileError {
     /// Reading or writing a file failed.
     #[error("kill switches: cannot {during} {path}: {source}")]
