@@ -1,11 +1,14 @@
-//! Side effects in `docket status`: each effect of the run, where it stands, and its
-//! receipt or the reason it did not run.
+//! Side effects in `docket status` (each effect of the run, where it stands, and its
+//! receipt or the reason it did not run) and in `docket events` (one line per effect
+//! event).
 
 use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use docket_decider::RunState;
+use docket_decider::{DryRunOutcome, RunEvent, RunState};
+
+use crate::words::word;
 
 /// The effects section of `docket status` (nothing when the run asked for none).
 pub(crate) fn list_text(out: &mut String, state: &RunState) {
@@ -55,4 +58,115 @@ pub(crate) fn list_json(state: &RunState) -> Value {
             })
             .collect(),
     )
+}
+
+/// One line about an effect event, for `docket events` (`None` for other kinds).
+pub(crate) fn describe(event: &RunEvent) -> Option<String> {
+    Some(match event {
+        RunEvent::EffectRequested(e) => format!(
+            "{} {} asks for {} in lane {} (key {}, attempt {})",
+            e.effect_id,
+            e.agent,
+            e.effect_kind,
+            e.lane,
+            e.idempotency_key.as_deref().unwrap_or("none"),
+            e.attempt
+        ),
+        RunEvent::EffectDeduplicated(e) => format!(
+            "{} key {} already applied by {}: its receipt is returned",
+            e.effect_id, e.idempotency_key, e.of
+        ),
+        RunEvent::EffectAdmitted(e) => format!(
+            "{} admitted{}",
+            e.effect_id,
+            if e.dry_run { ", dry run next" } else { "" }
+        ),
+        RunEvent::EffectRefused(e) => {
+            format!("{} refused: {} [{}]", e.effect_id, e.reason, e.rule_id)
+        }
+        RunEvent::EffectReady(e) => {
+            format!("{} ready to execute ({})", e.effect_id, word(&e.because))
+        }
+        RunEvent::EffectStarted(e) => format!(
+            "{} started: {} in lane {} key {} attempt {}",
+            e.effect_id,
+            e.request.kind,
+            e.request.lane,
+            e.request.idempotency_key,
+            e.request.attempt
+        ),
+        RunEvent::EffectVerifierCalled(e) => {
+            format!(
+                "{} re-checked by {} ({})",
+                e.effect_id, e.verifier, e.request_id
+            )
+        }
+        RunEvent::EffectSettled(e) => {
+            format!(
+                "{} {} by {}: {}",
+                e.effect_id,
+                word(&e.status),
+                word(&e.by),
+                e.reason
+            )
+        }
+        RunEvent::EffectDryRun(e) => match &e.outcome {
+            DryRunOutcome::Report { report } => format!(
+                "{} dry run {}{}",
+                e.effect_id,
+                if report.ok { "passed" } else { "failed" },
+                report
+                    .message
+                    .as_deref()
+                    .map(|m| format!(": {m}"))
+                    .unwrap_or_default()
+            ),
+            DryRunOutcome::Unsupported => {
+                format!("{} dry run unsupported by the executor", e.effect_id)
+            }
+            DryRunOutcome::Error { code, message } => {
+                format!("{} dry run {code}: {message}", e.effect_id)
+            }
+        },
+        RunEvent::EffectKillSwitchChecked(e) => format!(
+            "{} kill switches engaged: [{}]{}",
+            e.effect_id,
+            e.engaged.join(", "),
+            e.error
+                .as_deref()
+                .map(|m| format!(" (unreadable: {m})"))
+                .unwrap_or_default()
+        ),
+        RunEvent::EffectApplied(e) => format!("{} applied: {}", e.effect_id, e.receipt.result),
+        RunEvent::EffectFailed(e) => format!("{} failed {}: {}", e.effect_id, e.code, e.message),
+        RunEvent::EffectVerified(e) | RunEvent::EffectRecovered(e) => format!(
+            "{} verification: {}{}",
+            e.effect_id,
+            serde_json::to_string(&e.verification).unwrap_or_default(),
+            e.cause
+                .as_deref()
+                .map(|c| format!(" ({c})"))
+                .unwrap_or_default()
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn effect_events_get_a_line_and_other_events_none() {
+        let failed = RunEvent::decode(
+            "effect.failed",
+            br#"{"kind":"effect.failed","effect_id":"r/effect-1","code":"X","message":"m","at_ms":1}"#,
+        )
+        .expect("an effect.failed event");
+        assert_eq!(describe(&failed).as_deref(), Some("r/effect-1 failed X: m"));
+        let completed =
+            RunEvent::decode("run.completed", br#"{"kind":"run.completed","output":{}}"#)
+                .expect("a run.completed event");
+        assert_eq!(describe(&completed), None);
+    }
 }

@@ -467,19 +467,7 @@ fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
-        // Side effects: the library's lines, except where it would print
-        // Rust names.
-        RunEvent::EffectReady(e) => {
-            format!("{} ready to execute ({})", e.effect_id, word(&e.because))
-        }
-        RunEvent::EffectSettled(e) => format!(
-            "{} {} by {}: {}",
-            e.effect_id,
-            word(&e.status),
-            word(&e.by),
-            e.reason
-        ),
-        other => docket_decider::describe_effect_event(other).unwrap_or_default(),
+        other => crate::effects::describe(other).unwrap_or_default(),
     }
 }
 

@@ -43,7 +43,7 @@ pub use decide::effect::{
     EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
     EffectReady, EffectRefused, EffectRequested, EffectSettled, EffectStarted, EffectTicketStep,
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
-    VERIFY_EFFECT_CAPABILITY, describe_effect_event,
+    VERIFY_EFFECT_CAPABILITY,
 };
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
