@@ -73,7 +73,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
             decision_inputs,
             context_inputs,
         )| AgentRequest {
-            request_id,
+            request_id: request_id.into(),
             correlation_id,
             run_id,
             episode_id,
@@ -199,7 +199,7 @@ fn valid_response() -> impl Strategy<Value = AgentResponse> {
                     });
                 }
                 AgentResponse {
-                    request_id,
+                    request_id: request_id.into(),
                     status,
                     confidence_level,
                     warnings,

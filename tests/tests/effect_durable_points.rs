@@ -149,7 +149,7 @@ impl EffectExecutor for Publisher {
 /// Asks for one publish, then finishes with its result; notes every request id it gets.
 fn agent(calls: Arc<Mutex<Vec<String>>>) -> Arc<InProcessExecutor> {
     Arc::new(InProcessExecutor::new(move |r: &AgentRequest| {
-        calls.lock().expect("calls").push(r.request_id.clone());
+        calls.lock().expect("calls").push(r.request_id.to_string());
         let done = r
             .decision_inputs
             .iter()

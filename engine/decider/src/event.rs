@@ -3,6 +3,8 @@
 //! was built (serde_json's `preserve_order` may be unified on in some workspace builds).
 
 use serde::{Deserialize, Serialize};
+
+use crate::ids::CallId;
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -79,7 +81,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Classifies {
     /// The classified call.
-    pub request_id: String,
+    pub request_id: CallId,
     /// Position in the agent's `classifiers` list.
     pub index: usize,
 }
@@ -103,14 +105,14 @@ pub enum TicketSubject {
     /// A failed step the escalation ladder sent to a human: approving retries it.
     Retry {
         /// The failed call.
-        request_id: String,
+        request_id: CallId,
     },
     /// Conflicting fan-out outputs: approving picks one (`choice`, from 1; default 1).
     Conflict {
         /// The fan-out group.
         group: String,
         /// The request whose answer completed the fan-out.
-        origin: String,
+        origin: CallId,
         /// Unresolved conflicts; the ticket decides the first.
         conflicts: Vec<Vec<Delivery>>,
         /// Outputs already decided, which proceed with the winner.
@@ -122,7 +124,7 @@ pub enum TicketSubject {
         /// The agent whose actions wait.
         agent: String,
         /// The call that produced them.
-        request_id: String,
+        request_id: CallId,
         /// The actions, in order.
         actions: Vec<Action>,
     },
@@ -137,7 +139,7 @@ pub enum TicketSubject {
         /// The agent that ran it.
         agent: String,
         /// The call whose `finish_episode` asked for review.
-        request_id: String,
+        request_id: CallId,
         /// Its summary.
         summary: String,
         /// What the person is asked to do.
@@ -170,7 +172,7 @@ pub enum RunEvent {
         request: Arc<AgentRequest>,
         /// For a capability call: the request whose agent asked, which gets the answer.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        reply_to: Option<String>,
+        reply_to: Option<CallId>,
         /// For a risk classifier call: the response it classifies.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         classifies: Option<Classifies>,
@@ -222,7 +224,7 @@ pub enum RunEvent {
     #[serde(rename = "agent.responded")]
     AgentResponded {
         /// The call answered.
-        request_id: String,
+        request_id: CallId,
         /// The response as parsed and checked by the executor (shared with the run
         /// state's call).
         response: Arc<AgentResponse>,
@@ -234,7 +236,7 @@ pub enum RunEvent {
     #[serde(rename = "agent.call_failed")]
     AgentCallFailed {
         /// The call that failed.
-        request_id: String,
+        request_id: CallId,
         /// The executor's stable error code (`AGENT_TIMEOUT`...).
         code: String,
         /// What went wrong, for people.
@@ -294,7 +296,7 @@ pub enum RunEvent {
     #[serde(rename = "risk.classified")]
     RiskClassified {
         /// The classified call.
-        request_id: String,
+        request_id: CallId,
         /// The classifier agent.
         classifier: String,
         /// SAFE, REVIEW_REQUIRED or DANGEROUS.
@@ -370,7 +372,7 @@ pub enum RunEvent {
         /// Its budget per dimension (`tokens`, `tool_calls`, `wall_time_ms`).
         budget: BTreeMap<String, u64>,
         /// The call whose `spawn` started it; its agent gets the result.
-        spawned_by: String,
+        spawned_by: CallId,
         /// Recorded time of the input that caused it (the child's wall-time origin).
         at_ms: i64,
         /// The spawn decision.

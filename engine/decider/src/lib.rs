@@ -28,6 +28,7 @@
 
 mod decide;
 mod event;
+mod ids;
 mod protocol;
 mod replay;
 mod state;
@@ -50,6 +51,7 @@ pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent,
     RunRequested, TicketSubject, seed_error,
 };
+pub use ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId};
 pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,

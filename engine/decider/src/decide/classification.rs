@@ -3,6 +3,7 @@
 //! waits for a human, DANGEROUS blocks). See docs/governance.md#escalation-and-tickets.
 
 use super::*;
+use crate::ids::CallId;
 
 impl Batch<'_> {
     pub(super) fn classifiers_of(&self, agent: &str) -> Vec<String> {
@@ -15,7 +16,7 @@ impl Batch<'_> {
     }
 
     /// Sends a response to the agent's `index`-th risk classifier.
-    pub(super) fn classify(&mut self, request_id: &str, index: usize) {
+    pub(super) fn classify(&mut self, request_id: &CallId, index: usize) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
@@ -31,7 +32,7 @@ impl Batch<'_> {
             request,
             None,
             Some(Classifies {
-                request_id: request_id.to_owned(),
+                request_id: request_id.clone(),
                 index,
             }),
             None,
@@ -43,7 +44,7 @@ impl Batch<'_> {
     /// (docs/governance.md#output-validation).
     pub(super) fn on_verdict(
         &mut self,
-        classifier_call: &str,
+        classifier_call: &CallId,
         classifier: &str,
         of: &Classifies,
         response: &AgentResponse,

@@ -28,6 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
+use crate::ids::CallId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -53,7 +54,7 @@ pub struct EffectRequested {
     /// `{run}/effect-N`.
     pub effect_id: String,
     /// The call whose response asked (its agent gets the result).
-    pub request_id: String,
+    pub request_id: CallId,
     /// The asking agent.
     pub agent: String,
     /// The asking call's episode.
@@ -145,7 +146,7 @@ pub struct EffectVerifierCalled {
     /// The effect.
     pub effect_id: String,
     /// The verifier's call.
-    pub request_id: String,
+    pub request_id: CallId,
     /// The verifier agent (the bundle's `verifier` for the effect's policy).
     pub verifier: String,
 }
@@ -393,7 +394,7 @@ fn budget_gate(
 impl Batch<'_> {
     /// An agent's `request_effect`: number it, deduplicate by key, gate it on the budget
     /// and admit or refuse it (or ask a human).
-    pub(super) fn request_effect(&mut self, agent: &str, request_id: &str, action: &Action) {
+    pub(super) fn request_effect(&mut self, agent: &str, request_id: &CallId, action: &Action) {
         let Action::RequestEffect {
             kind,
             lane,
@@ -443,7 +444,7 @@ impl Batch<'_> {
             .map(|e| e.requested.effect_id.clone());
         self.push(RunEvent::EffectRequested(EffectRequested {
             effect_id: effect_id.clone(),
-            request_id: request_id.to_owned(),
+            request_id: request_id.clone(),
             agent: agent.to_owned(),
             episode_id: episode_id.clone(),
             effect_kind: kind.clone(),

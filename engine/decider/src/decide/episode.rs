@@ -15,6 +15,7 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
+use crate::ids::CallId;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -48,7 +49,7 @@ pub(super) struct Spawn<'a> {
 
 impl Batch<'_> {
     /// The episode a call belongs to (the root for calls recorded before episodes).
-    pub(super) fn episode_of_call(&self, request_id: &str) -> String {
+    pub(super) fn episode_of_call(&self, request_id: &CallId) -> String {
         self.state
             .calls
             .get(request_id)
@@ -71,7 +72,7 @@ impl Batch<'_> {
     /// Before a call's answer is acted on: false when its episode (or an ancestor) is no
     /// longer running (the answer is recorded, its actions are not carried out), or when
     /// the usage just charged exhausted a budget and `budget_exhausted` stopped it.
-    pub(super) fn episode_admits(&mut self, request_id: &str) -> bool {
+    pub(super) fn episode_admits(&mut self, request_id: &CallId) -> bool {
         let id = self.episode_of_call(request_id);
         let chain: Vec<Episode> = self
             .state
@@ -105,7 +106,12 @@ impl Batch<'_> {
     /// (`failure_repeats`: its step failed as often as the ladder allows) and its parent
     /// gets a failed result, instead of the whole run being blocked. Returns false for
     /// the root, or when `failure_repeats` is not listed (the run is blocked as before).
-    pub(super) fn episode_hard_stop(&mut self, request_id: &str, rule: &str, reason: &str) -> bool {
+    pub(super) fn episode_hard_stop(
+        &mut self,
+        request_id: &CallId,
+        rule: &str,
+        reason: &str,
+    ) -> bool {
         let id = self.episode_of_call(request_id);
         let Some(episode) = self.episode(&id) else {
             return false;
@@ -120,7 +126,12 @@ impl Batch<'_> {
     /// A `spawn`: allowed → `episode.started` and the child's first call; refused →
     /// `episode.action_denied` and a stop or a note to the agent. Returns whether the
     /// agent's remaining actions go on.
-    pub(super) fn episode_spawn(&mut self, agent: &str, request_id: &str, s: &Spawn<'_>) -> bool {
+    pub(super) fn episode_spawn(
+        &mut self,
+        agent: &str,
+        request_id: &CallId,
+        s: &Spawn<'_>,
+    ) -> bool {
         let parent_id = self.episode_of_call(request_id);
         let Some(parent) = self.episode(&parent_id) else {
             return false;
@@ -182,7 +193,7 @@ impl Batch<'_> {
             agent: s.agent.to_owned(),
             goal: s.goal.to_owned(),
             budget: budget.clone(),
-            spawned_by: request_id.to_owned(),
+            spawned_by: request_id.clone(),
             at_ms: self.now_ms,
             decision: d.decision,
         });
@@ -206,7 +217,7 @@ impl Batch<'_> {
     pub(super) fn episode_write_domain(
         &mut self,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         domain: &str,
         content: &Value,
     ) -> bool {
@@ -257,7 +268,7 @@ impl Batch<'_> {
     pub(super) fn episode_plain_finish(
         &mut self,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         output: &Value,
     ) -> bool {
         let Some(call) = self.state.calls.get(request_id) else {
@@ -279,7 +290,12 @@ impl Batch<'_> {
     }
 
     /// A `finish_episode`.
-    pub(super) fn episode_finish(&mut self, agent: &str, request_id: &str, result: &EpisodeResult) {
+    pub(super) fn episode_finish(
+        &mut self,
+        agent: &str,
+        request_id: &CallId,
+        result: &EpisodeResult,
+    ) {
         let episode_id = self.episode_of_call(request_id);
         let Some(episode) = self.episode(&episode_id) else {
             return;
@@ -344,7 +360,7 @@ impl Batch<'_> {
                     subject: TicketSubject::EpisodeReview {
                         episode_id,
                         agent: agent.to_owned(),
-                        request_id: request_id.to_owned(),
+                        request_id: request_id.clone(),
                         summary: result.summary.clone(),
                         asked,
                         result: result.clone(),
@@ -372,7 +388,7 @@ impl Batch<'_> {
         &mut self,
         episode_id: &str,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         result: &EpisodeResult,
     ) {
         let mut accepted = result.clone();
@@ -409,7 +425,7 @@ impl Batch<'_> {
         &mut self,
         episode_id: &str,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         result: &EpisodeResult,
     ) {
         let Some(episode) = self.episode(episode_id) else {
@@ -483,7 +499,7 @@ impl Batch<'_> {
         }
         let Some(spawner) = child
             .spawned_by
-            .as_deref()
+            .as_ref()
             .and_then(|r| self.state.calls.get(r))
             .cloned()
         else {
@@ -534,7 +550,7 @@ impl Batch<'_> {
         &mut self,
         episode: &Episode,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         action: &str,
         detail: Value,
         decision: PolicyDecision,
@@ -555,7 +571,7 @@ impl Batch<'_> {
         &mut self,
         episode: &Episode,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         action: &str,
         decision: &PolicyDecision,
         condition: StopCondition,
@@ -583,7 +599,7 @@ impl Batch<'_> {
     fn tell(
         &mut self,
         agent: &str,
-        request_id: &str,
+        request_id: &CallId,
         action: &str,
         decision: &PolicyDecision,
         condition: StopCondition,

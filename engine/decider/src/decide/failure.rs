@@ -3,10 +3,11 @@
 //! See docs/governance.md#failure-ladder and #guardrail-1-retry-hard-stop.
 
 use super::*;
+use crate::ids::CallId;
 
 impl Batch<'_> {
     /// Retry → escalate → block, as the bundle's escalation ladder says (Guardrail 1).
-    pub(super) fn on_failure(&mut self, request_id: &str, code: &str, message: &str) {
+    pub(super) fn on_failure(&mut self, request_id: &CallId, code: &str, message: &str) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
@@ -26,7 +27,7 @@ impl Batch<'_> {
         let rule = esc.decision.rule_id.to_string();
         let ladder_reason = esc.decision.reason.to_string();
         self.push(RunEvent::PolicyDecided {
-            subject: request_id.to_owned(),
+            subject: request_id.to_string(),
             decision: esc.decision,
         });
         use docket_policies::EscalationAction;
@@ -43,7 +44,7 @@ impl Batch<'_> {
                         "{agent} failed {failures} time(s), last with {code}: {message}; approve to retry, deny to stop"
                     ),
                     subject: TicketSubject::Retry {
-                        request_id: request_id.to_owned(),
+                        request_id: request_id.clone(),
                     },
                 });
             }
@@ -68,7 +69,7 @@ impl Batch<'_> {
     /// Schedules the step again (new request id, attempt + 1) with more context
     /// (docs/governance.md#failure-ladder): the request's `context.previous_attempt` says
     /// what happened to the last one.
-    pub(super) fn retry(&mut self, request_id: &str, note: Value) {
+    pub(super) fn retry(&mut self, request_id: &CallId, note: Value) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };

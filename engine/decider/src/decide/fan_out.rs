@@ -3,12 +3,13 @@
 //! resolved by confidence, or put to a human (conflicting).
 
 use super::*;
+use crate::ids::CallId;
 
 impl Batch<'_> {
     /// Sends governed outputs on: one call per receiving agent, carrying every output for
     /// it as a decision input plus its read-only context inputs. Several receivers make a
     /// parallel fan-out whose branches are joined before anything goes further.
-    pub(super) fn dispatch(&mut self, origin: Option<&str>, deliveries: Vec<Delivery>) {
+    pub(super) fn dispatch(&mut self, origin: Option<&CallId>, deliveries: Vec<Delivery>) {
         let mut targets: Vec<(String, Vec<Delivery>)> = Vec::new();
         for d in deliveries {
             match targets.iter_mut().find(|(to, _)| *to == d.to) {
@@ -17,7 +18,7 @@ impl Batch<'_> {
             }
         }
         let branch_of =
-            (targets.len() > 1).then(|| origin.map_or_else(|| self.run_id(), str::to_owned));
+            (targets.len() > 1).then(|| origin.map_or_else(|| self.run_id(), CallId::to_string));
         let priority = origin
             .and_then(|o| self.state.calls.get(o))
             .map(|c| c.request.priority);
@@ -45,7 +46,7 @@ impl Batch<'_> {
 
     /// After a response's actions: hold a branch's outputs until its fan-out's last
     /// branch answers, then join; otherwise dispatch.
-    pub(super) fn flush(&mut self, request_id: &str) {
+    pub(super) fn flush(&mut self, request_id: &CallId) {
         let deliveries = std::mem::take(&mut self.outbox);
         if self.stopped() {
             return;
@@ -93,7 +94,7 @@ impl Batch<'_> {
     /// different payloads is a conflict, resolved as the bundle says (prefer the higher
     /// confidence, or a human decides: docs/governance.md#escalation-and-tickets), the
     /// losers archived.
-    pub(super) fn join(&mut self, group: &str, origin: &str, all: Vec<Delivery>) {
+    pub(super) fn join(&mut self, group: &str, origin: &CallId, all: Vec<Delivery>) {
         let mut by_key: Vec<((String, String), Vec<Delivery>)> = Vec::new();
         for d in all {
             let key = (d.to.clone(), d.output_type.clone());
@@ -155,7 +156,7 @@ impl Batch<'_> {
     pub(super) fn resolve_or_ask(
         &mut self,
         group: &str,
-        origin: &str,
+        origin: &CallId,
         conflicts: Vec<Vec<Delivery>>,
         proceed: Vec<Delivery>,
     ) {
@@ -176,7 +177,7 @@ impl Batch<'_> {
                 ),
                 subject: TicketSubject::Conflict {
                     group: group.to_owned(),
-                    origin: origin.to_owned(),
+                    origin: origin.clone(),
                     conflicts,
                     proceed,
                 },

@@ -14,6 +14,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
+use crate::ids::CallId;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -54,7 +55,7 @@ pub enum Command {
     /// An agent answered.
     RecordResponse {
         /// The call.
-        request_id: String,
+        request_id: CallId,
         /// The answer.
         response: AgentResponse,
         /// When, ms since the Unix epoch.
@@ -63,7 +64,7 @@ pub enum Command {
     /// A call failed without a usable answer.
     RecordFailure {
         /// The call.
-        request_id: String,
+        request_id: CallId,
         /// The executor's error code.
         code: String,
         /// What went wrong.
@@ -309,9 +310,9 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             let call = state
                 .calls
                 .get(request_id)
-                .ok_or_else(|| Rejection::UnknownCall(request_id.clone()))?;
+                .ok_or_else(|| Rejection::UnknownCall(request_id.to_string()))?;
             if call.answered {
-                return Err(Rejection::AlreadyAnswered(request_id.clone()));
+                return Err(Rejection::AlreadyAnswered(request_id.to_string()));
             }
         }
         Command::RecordHumanDecision { ticket, choice, .. } => {
@@ -449,7 +450,7 @@ impl Batch<'_> {
     }
 
     /// Sets the episode new requests belong to: that of the call being answered.
-    fn enter(&mut self, request_id: &str) {
+    fn enter(&mut self, request_id: &CallId) {
         self.episode = self.episode_of_call(request_id);
     }
 
@@ -465,7 +466,7 @@ impl Batch<'_> {
                     | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
                     TicketSubject::Conflict { origin, .. } => origin.clone(),
                     // Side effects: the effect's own episode, below.
-                    TicketSubject::Effect { .. } => String::new(),
+                    TicketSubject::Effect { .. } => CallId::default(),
                 })
             }
             Command::Start(_) | Command::RecordEffect(_) => None,
@@ -540,8 +541,12 @@ impl Batch<'_> {
         }
     }
 
-    fn next_request_id(&self) -> String {
-        format!("{}/call-{}", self.run_id(), self.state.calls_scheduled + 1)
+    fn next_request_id(&self) -> CallId {
+        CallId::from(format!(
+            "{}/call-{}",
+            self.run_id(),
+            self.state.calls_scheduled + 1
+        ))
     }
 
     fn next_ticket(&self) -> String {
@@ -575,7 +580,7 @@ impl Batch<'_> {
     fn schedule(
         &mut self,
         mut request: AgentRequest,
-        reply_to: Option<String>,
+        reply_to: Option<CallId>,
         classifies: Option<Classifies>,
         branch_of: Option<String>,
     ) {
@@ -612,7 +617,7 @@ impl Batch<'_> {
                         request.attempt.saturating_sub(1),
                     );
                     self.push(RunEvent::PolicyDecided {
-                        subject: request.request_id.clone(),
+                        subject: request.request_id.to_string(),
                         decision: d,
                     });
                     self.block(&rule, reason, error);

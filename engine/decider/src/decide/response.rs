@@ -3,9 +3,10 @@
 //! finish).
 
 use super::*;
+use crate::ids::CallId;
 
 impl Batch<'_> {
-    pub(super) fn on_response(&mut self, request_id: &str, response: &AgentResponse) {
+    pub(super) fn on_response(&mut self, request_id: &CallId, response: &AgentResponse) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
@@ -43,7 +44,7 @@ impl Batch<'_> {
                 _ => {}
             }
             self.push(RunEvent::PolicyDecided {
-                subject: request_id.to_owned(),
+                subject: request_id.to_string(),
                 decision: d,
             });
         }
@@ -70,7 +71,7 @@ impl Batch<'_> {
                 reason: format!("{agent}'s tool call needs review: {reason}"),
                 subject: TicketSubject::Proceed {
                     agent,
-                    request_id: request_id.to_owned(),
+                    request_id: request_id.clone(),
                     actions: response.actions.clone(),
                 },
             });
@@ -87,12 +88,12 @@ impl Batch<'_> {
         self.process_actions(&agent, request_id, &response.actions);
     }
 
-    pub(super) fn process_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
+    pub(super) fn process_actions(&mut self, agent: &str, request_id: &CallId, actions: &[Action]) {
         self.run_actions(agent, request_id, actions);
         self.flush(request_id);
     }
 
-    pub(super) fn run_actions(&mut self, agent: &str, request_id: &str, actions: &[Action]) {
+    pub(super) fn run_actions(&mut self, agent: &str, request_id: &CallId, actions: &[Action]) {
         let Some(origin) = self.state.calls.get(request_id).map(|c| c.request.clone()) else {
             return;
         };
@@ -130,7 +131,7 @@ impl Batch<'_> {
                         reason = format!("{reason}: {}", d.input_errors.join("; "));
                     }
                     self.push(RunEvent::PolicyDecided {
-                        subject: request_id.to_owned(),
+                        subject: request_id.to_string(),
                         decision: d.decision,
                     });
                     if !allowed {
@@ -153,7 +154,7 @@ impl Batch<'_> {
                         .new_request(agent, target_agent, capability_code)
                         .with_decision_input(agent, capability_code, Value::Object(inputs.clone()));
                     request.timeout_ms = d.timeout_ms;
-                    self.schedule(request, Some(request_id.to_owned()), None, None);
+                    self.schedule(request, Some(request_id.clone()), None, None);
                 }
                 Action::Escalate { reason } => {
                     let ticket = self.next_ticket();
@@ -162,7 +163,7 @@ impl Batch<'_> {
                         reason: format!("{agent} asks a human: {reason}"),
                         subject: TicketSubject::Proceed {
                             agent: agent.to_owned(),
-                            request_id: request_id.to_owned(),
+                            request_id: request_id.clone(),
                             actions: actions[i + 1..].to_vec(),
                         },
                     });
@@ -207,7 +208,7 @@ impl Batch<'_> {
     /// A `finish`: a capability call's answer goes back to the agent that asked; the last
     /// agent's finish passes the exit checkpoint (its handoff to `external`, when the
     /// bundle has that agent) and completes the run.
-    pub(super) fn finish(&mut self, agent: &str, request_id: &str, output: &Value) {
+    pub(super) fn finish(&mut self, agent: &str, request_id: &CallId, output: &Value) {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };

@@ -2,6 +2,7 @@
 //! asked, the run, episode and attempt it belongs to, and its inputs split into decision
 //! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
+use crate::ids::CallId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -19,7 +20,7 @@ fn default_timeout_ms() -> u64 {
 pub struct AgentRequest {
     /// Unique id of this request; the response must echo it exactly. A retry of the same
     /// step gets a new request_id and a higher `attempt`.
-    pub request_id: String,
+    pub request_id: CallId,
     /// Links every request of one workflow (the same for the whole run), for debugging
     /// and audit.
     pub correlation_id: String,
@@ -114,14 +115,14 @@ impl AgentRequest {
     /// below.
     #[must_use]
     pub fn new(
-        request_id: impl Into<String>,
+        request_id: impl Into<CallId>,
         source_agent: impl Into<String>,
         target_agent: impl Into<String>,
         capability_code: impl Into<String>,
     ) -> Self {
         let request_id = request_id.into();
         Self {
-            correlation_id: request_id.clone(),
+            correlation_id: request_id.to_string(),
             run_id: String::new(),
             episode_id: String::new(),
             request_id,

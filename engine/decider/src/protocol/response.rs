@@ -2,6 +2,7 @@
 //! confidence, warnings and error fields, the usage it reports, the tool calls it made, and
 //! the actions it asks the engine to take.
 
+use crate::ids::CallId;
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -15,7 +16,7 @@ use serde_json::{Map, Value};
 #[serde(deny_unknown_fields)]
 pub struct AgentResponse {
     /// The request's `request_id`, echoed exactly; a mismatch is an agent error.
-    pub request_id: String,
+    pub request_id: CallId,
     /// The outcome.
     pub status: ResponseStatus,
     /// Confidence in the result; required when status is SUCCESS or PARTIAL.
@@ -272,7 +273,7 @@ impl AgentResponse {
     /// A SUCCESS response with the given confidence and actions.
     #[must_use]
     pub fn success(
-        request_id: impl Into<String>,
+        request_id: impl Into<CallId>,
         confidence: Confidence,
         actions: Vec<Action>,
     ) -> Self {
@@ -293,7 +294,7 @@ impl AgentResponse {
     /// An ERROR response with a code and a message.
     #[must_use]
     pub fn error(
-        request_id: impl Into<String>,
+        request_id: impl Into<CallId>,
         error_code: impl Into<String>,
         error_message: impl Into<String>,
     ) -> Self {

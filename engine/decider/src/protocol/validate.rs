@@ -105,13 +105,13 @@ impl AgentRequest {
     /// The first rule broken, naming the field.
     pub fn validate(&self) -> Result<(), ValidationError> {
         for (field, value) in [
-            ("request_id", &self.request_id),
-            ("correlation_id", &self.correlation_id),
-            ("run_id", &self.run_id),
-            ("episode_id", &self.episode_id),
-            ("source_agent", &self.source_agent),
-            ("target_agent", &self.target_agent),
-            ("capability_code", &self.capability_code),
+            ("request_id", self.request_id.as_str()),
+            ("correlation_id", self.correlation_id.as_str()),
+            ("run_id", self.run_id.as_str()),
+            ("episode_id", self.episode_id.as_str()),
+            ("source_agent", self.source_agent.as_str()),
+            ("target_agent", self.target_agent.as_str()),
+            ("capability_code", self.capability_code.as_str()),
         ] {
             non_empty(|| field.to_owned(), value)?;
         }
@@ -156,8 +156,8 @@ impl AgentResponse {
             return fail(
                 "request_id",
                 ValidationProblem::RequestIdMismatch {
-                    expected: request.request_id.clone(),
-                    actual: self.request_id.clone(),
+                    expected: request.request_id.to_string(),
+                    actual: self.request_id.to_string(),
                 },
             );
         }

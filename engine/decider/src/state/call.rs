@@ -2,6 +2,7 @@
 //! failure, and each agent's consecutive failures for its circuit breaker
 //! (docs/governance.md#circuit-breaker).
 
+use crate::ids::CallId;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -16,7 +17,7 @@ pub struct Call {
     /// The exact request (shared with its `agent.call_scheduled` event and the runtime).
     pub request: Arc<AgentRequest>,
     /// A capability call answers to this request's agent.
-    pub reply_to: Option<String>,
+    pub reply_to: Option<CallId>,
     /// A classifier call classifies this response.
     pub classifies: Option<Classifies>,
     /// A branch of this fan-out group.
@@ -78,7 +79,7 @@ impl RunState {
         }
     }
 
-    fn answer(&mut self, request_id: &str, failed: bool, at_ms: i64) {
+    fn answer(&mut self, request_id: &CallId, failed: bool, at_ms: i64) {
         self.pending.remove(request_id);
         let Some(call) = self.calls.get_mut(request_id) else {
             return;
@@ -110,21 +111,6 @@ impl RunState {
     }
 
     fn pending_calls(&self) -> impl Iterator<Item = &Call> {
-        let mut calls: Vec<&Call> = self
-            .pending
-            .iter()
-            .filter_map(|id| self.calls.get(id))
-            .collect();
-        calls.sort_by_key(|c| call_number(&c.request.request_id));
-        calls.into_iter()
+        self.pending.iter().filter_map(|id| self.calls.get(id))
     }
-}
-
-/// The counter at the end of `{run}/call-N`, for ordering.
-fn call_number(request_id: &str) -> u64 {
-    request_id
-        .rsplit("call-")
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u64::MAX)
 }

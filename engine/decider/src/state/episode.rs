@@ -8,6 +8,7 @@
 //! to the call's episode and every ancestor; wall time is the recorded time since the
 //! episode started, less the time the run waited for a human.
 
+use crate::ids::CallId;
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -84,7 +85,7 @@ pub struct Episode {
     /// The run's total human-wait time when it started (subtracted from wall time).
     pub wait_at_start_ms: i64,
     /// The call whose `spawn` started it.
-    pub spawned_by: Option<String>,
+    pub spawned_by: Option<CallId>,
     /// Child episode ids, in spawn order.
     pub children: Vec<String>,
     /// Where it stands.

@@ -1,6 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
+use crate::ids::CallId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -78,9 +79,9 @@ pub struct RunState {
     /// Tickets opened so far.
     pub(crate) tickets_opened: u32,
     /// Every call, by request id.
-    pub(crate) calls: BTreeMap<String, Call>,
+    pub(crate) calls: BTreeMap<CallId, Call>,
     /// Calls scheduled and not yet answered.
-    pub(crate) pending: BTreeSet<String>,
+    pub(crate) pending: BTreeSet<CallId>,
     /// The last delivered output of each agent by output type, for context edges.
     pub(crate) outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
@@ -105,7 +106,7 @@ pub struct RunState {
     /// Every side effect, by id.
     pub(crate) effects: BTreeMap<String, EffectRecord>,
     /// Verifier calls in flight: request id → the effect they re-check.
-    pub(crate) verifier_calls: BTreeMap<String, String>,
+    pub(crate) verifier_calls: BTreeMap<CallId, String>,
 }
 
 impl RunState {
@@ -129,7 +130,7 @@ impl RunState {
 
     /// Every scheduled call, by request id.
     #[must_use]
-    pub fn calls(&self) -> &BTreeMap<String, Call> {
+    pub fn calls(&self) -> &BTreeMap<CallId, Call> {
         &self.calls
     }
 

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 
 use docket_policies::PolicyBundle;
 
+use crate::ids::CallId;
 use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, ToolCall, Usage};
 use crate::workflow::{AgentSpec, ExecutorSpec, WorkflowSpec};
 use crate::{
@@ -176,7 +177,7 @@ enum Answering {
 }
 
 impl Answering {
-    fn request_id(self, history: &History) -> String {
+    fn request_id(self, history: &History) -> CallId {
         match self {
             Self::OnlyPending => history.pending().request_id,
             Self::Agent(agent) => history
@@ -186,7 +187,7 @@ impl Answering {
                 .find(|r| r.target_agent == agent)
                 .map(|r| r.request_id.clone())
                 .expect("branch pending"),
-            Self::Call(id) => id,
+            Self::Call(id) => id.into(),
         }
     }
 }
