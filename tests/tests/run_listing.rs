@@ -157,16 +157,20 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         assert_eq!(full.state.status(), summary.status, "{}", summary.run_id);
         assert_eq!(full.state.version(), summary.events, "{}", summary.run_id);
         assert_eq!(summary.workflow, "listing");
-        let open: Vec<&String> = full
+        let open: Vec<&str> = full
             .state
             .tickets()
             .iter()
             .filter(|(_, t)| t.open)
-            .map(|(id, _)| id)
+            .map(|(id, _)| id.as_str())
             .collect();
         assert_eq!(
             open,
-            summary.open_tickets.iter().collect::<Vec<_>>(),
+            summary
+                .open_tickets
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>(),
             "{}",
             summary.run_id
         );

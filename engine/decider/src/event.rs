@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::CallId;
+use crate::ids::{CallId, TicketId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -308,7 +308,7 @@ pub enum RunEvent {
     #[serde(rename = "human.escalated")]
     Escalated {
         /// `ticket-N`, unique in the run.
-        ticket: String,
+        ticket: TicketId,
         /// What the person is asked, and why.
         reason: String,
         /// What approving does.
@@ -318,7 +318,7 @@ pub enum RunEvent {
     #[serde(rename = "human.decided")]
     HumanDecided {
         /// The ticket.
-        ticket: String,
+        ticket: TicketId,
         /// Approved (true) or denied.
         approved: bool,
         /// Who decided.

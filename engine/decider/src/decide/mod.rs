@@ -14,7 +14,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
-use crate::ids::CallId;
+use crate::ids::{CallId, TicketId};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -75,7 +75,7 @@ pub enum Command {
     /// A human decided a ticket.
     RecordHumanDecision {
         /// The ticket.
-        ticket: String,
+        ticket: TicketId,
         /// Approve (true) or deny.
         approved: bool,
         /// Who.
@@ -319,16 +319,16 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             let t = state
                 .tickets
                 .get(ticket)
-                .ok_or_else(|| Rejection::UnknownTicket(ticket.clone()))?;
+                .ok_or_else(|| Rejection::UnknownTicket(ticket.to_string()))?;
             if !t.open {
-                return Err(Rejection::TicketClosed(ticket.clone()));
+                return Err(Rejection::TicketClosed(ticket.to_string()));
             }
             if let (TicketSubject::Conflict { conflicts, .. }, Some(choice)) = (&t.subject, choice)
             {
                 let count = conflicts.first().map_or(0, Vec::len);
                 if *choice == 0 || *choice as usize > count {
                     return Err(Rejection::InvalidChoice {
-                        ticket: ticket.clone(),
+                        ticket: ticket.to_string(),
                         choice: *choice,
                         count,
                     });
@@ -549,8 +549,8 @@ impl Batch<'_> {
         ))
     }
 
-    fn next_ticket(&self) -> String {
-        format!("ticket-{}", self.state.tickets_opened + 1)
+    fn next_ticket(&self) -> TicketId {
+        TicketId::from(format!("ticket-{}", self.state.tickets_opened + 1))
     }
 
     fn timeout_for(&self, agent: &str) -> u64 {

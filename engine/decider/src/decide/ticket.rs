@@ -3,11 +3,12 @@
 //! See docs/governance.md#escalation-and-tickets.
 
 use super::*;
+use crate::ids::TicketId;
 
 impl Batch<'_> {
     pub(super) fn on_human(
         &mut self,
-        ticket: &str,
+        ticket: &TicketId,
         approved: bool,
         by: &str,
         reason: &str,

@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::CallId;
+use crate::ids::{CallId, TicketId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -89,7 +89,7 @@ pub struct RunState {
     /// Fan-out outputs waiting for their group's other branches.
     pub(crate) held: BTreeMap<String, Vec<Delivery>>,
     /// Human tickets, by id.
-    pub(crate) tickets: BTreeMap<String, Ticket>,
+    pub(crate) tickets: BTreeMap<TicketId, Ticket>,
     /// Per-agent failure counts.
     pub(crate) health: BTreeMap<String, AgentHealth>,
     /// The final output, once completed.
@@ -142,7 +142,7 @@ impl RunState {
 
     /// Human tickets, by id (open and decided).
     #[must_use]
-    pub fn tickets(&self) -> &BTreeMap<String, Ticket> {
+    pub fn tickets(&self) -> &BTreeMap<TicketId, Ticket> {
         &self.tickets
     }
 

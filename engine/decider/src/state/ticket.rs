@@ -1,6 +1,7 @@
 //! Human tickets: opened by an escalation, closed by a human decision; the run waits
 //! while any is open (docs/governance.md#escalation-and-tickets).
 
+use crate::ids::TicketId;
 use serde::{Deserialize, Serialize};
 
 use super::{RunState, RunStatus};
@@ -51,7 +52,7 @@ impl RunState {
     }
 
     /// Open tickets, by id.
-    pub fn open_tickets(&self) -> impl Iterator<Item = (&String, &Ticket)> {
+    pub fn open_tickets(&self) -> impl Iterator<Item = (&TicketId, &Ticket)> {
         self.tickets.iter().filter(|(_, t)| t.open)
     }
 }

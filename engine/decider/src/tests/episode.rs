@@ -578,7 +578,11 @@ pub(crate) fn needs_review_opens_a_handoff_ticket_approval_completes_denial_bloc
         review.next_actions.push(json!({"task": "publish"}));
         run.when(respond(vec![Action::FinishEpisode { result: review }]));
         assert_eq!(run.state.status, RunStatus::WaitingForHuman);
-        let ticket = run.state.tickets.get("ticket-1").expect("ticket");
+        let ticket = run
+            .state
+            .tickets
+            .get(&crate::TicketId::from("ticket-1"))
+            .expect("ticket");
         let TicketSubject::EpisodeReview {
             episode_id,
             summary,

@@ -390,11 +390,11 @@ impl Input for Decision {
                 .state
                 .open_tickets()
                 .next()
-                .map(|(t, _)| t.clone())
+                .map(|(t, _)| t.to_string())
                 .expect("a ticket is open")
         });
         Command::RecordHumanDecision {
-            ticket,
+            ticket: ticket.into(),
             approved: self.approved,
             by: self.by,
             reason: self.reason,

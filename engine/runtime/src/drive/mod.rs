@@ -286,7 +286,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         let command = Command::RecordHumanDecision {
-            ticket: ticket.to_owned(),
+            ticket: ticket.into(),
             approved,
             by: by.to_owned(),
             reason: reason.to_owned(),

@@ -94,7 +94,7 @@ pub(super) async fn summarize<S: EventStore>(
                         workflow: workflow_name(run_id, &first, &payload(store, &first).await?)?,
                         status: RunStatus::WaitingForHuman,
                         events: head.seq,
-                        open_tickets: vec![ticket],
+                        open_tickets: vec![ticket.into()],
                     }));
                 }
             }
@@ -121,7 +121,7 @@ pub(super) async fn summarize<S: EventStore>(
                 if let RunEvent::Escalated { ticket, .. } =
                     decode(run_id, &event, &payload(store, &event).await?)?
                 {
-                    summary.open_tickets.push(ticket);
+                    summary.open_tickets.push(ticket.into());
                 }
                 summary.status = RunStatus::WaitingForHuman;
             }
