@@ -27,7 +27,7 @@ fn request(key: &str) -> EffectRequest {
     EffectRequest {
         run_id: "run-1".into(),
         episode_id: "ep-1".into(),
-        effect_id: format!("run-1/effect-{key}"),
+        effect_id: format!("run-1/effect-{key}").into(),
         kind: "publish".into(),
         lane: "api".into(),
         idempotency_key: key.into(),

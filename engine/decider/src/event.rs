@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CallId, TicketId};
+use crate::ids::{CallId, EffectId, TicketId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -151,7 +151,7 @@ pub enum TicketSubject {
     /// A side effect waits for a human: approving continues its path (see `step`).
     Effect {
         /// The effect (`{run}/effect-N`).
-        effect_id: String,
+        effect_id: EffectId,
         /// What the person is asked.
         step: EffectTicketStep,
     },

@@ -28,7 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
-use crate::ids::CallId;
+use crate::ids::{CallId, EffectId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -39,7 +39,6 @@ use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
 use crate::protocol::{Action, AgentRequest, AgentResponse, DecisionInput};
 use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
-use crate::state::effect::effect_number;
 
 /// The `source_agent` of the decision inputs docket adds about effects.
 pub const EFFECTS_SOURCE: &str = "effects";
@@ -52,7 +51,7 @@ pub const VERIFY_EFFECT_CAPABILITY: &str = "verify_effect";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectRequested {
     /// `{run}/effect-N`.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The call whose response asked (its agent gets the result).
     pub request_id: CallId,
     /// The asking agent.
@@ -77,9 +76,9 @@ pub struct EffectRequested {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectDeduplicated {
     /// The new request.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The effect that applied the key.
-    pub of: String,
+    pub of: EffectId,
     /// The key.
     pub idempotency_key: String,
     /// Its recorded receipt.
@@ -90,7 +89,7 @@ pub struct EffectDeduplicated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectAdmitted {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// Whether a dry run comes next (the policy requires one).
     pub dry_run: bool,
     /// Whether a human approved it on the way (an attempt over the cap).
@@ -101,7 +100,7 @@ pub struct EffectAdmitted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectRefused {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The deciding rule (`kill_switch.api`, `publish-api`, `dry_run`, `human`...).
     pub rule_id: String,
     /// Why.
@@ -126,7 +125,7 @@ pub enum ReadyBecause {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectReady {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// Why.
     pub because: ReadyBecause,
 }
@@ -135,7 +134,7 @@ pub struct EffectReady {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectStarted {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// Exactly what the executor is given (and given again to `verify`).
     pub request: EffectRequest,
 }
@@ -144,7 +143,7 @@ pub struct EffectStarted {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectVerifierCalled {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The verifier's call.
     pub request_id: CallId,
     /// The verifier agent (the bundle's `verifier` for the effect's policy).
@@ -177,7 +176,7 @@ pub enum SettledBy {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectSettled {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// Verified or not.
     pub status: SettledStatus,
     /// By whom.
@@ -210,7 +209,7 @@ pub enum DryRunOutcome {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectDryRun {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// What came back.
     pub outcome: DryRunOutcome,
     /// When, ms since the Unix epoch.
@@ -221,7 +220,7 @@ pub struct EffectDryRun {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectKillSwitchChecked {
     /// The effect about to execute.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The switches engaged (`global`, lane names), as read; every switch when the read
     /// failed.
     pub engaged: Vec<String>,
@@ -236,7 +235,7 @@ pub struct EffectKillSwitchChecked {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectApplied {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The executor's receipt.
     pub receipt: EffectReceipt,
     /// When, ms since the Unix epoch.
@@ -247,7 +246,7 @@ pub struct EffectApplied {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectFailed {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The executor's error code.
     pub code: String,
     /// What it said.
@@ -260,7 +259,7 @@ pub struct EffectFailed {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EffectVerification {
     /// The effect.
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// The executor's answer (`unknown` when `verify` itself failed).
     pub verification: Verification,
     /// For `effect.recovered`: why the result was missing (a resume, or the execute
@@ -306,7 +305,7 @@ pub enum EffectInput {
 impl EffectInput {
     /// The effect it is about.
     #[must_use]
-    pub fn effect_id(&self) -> &str {
+    pub fn effect_id(&self) -> &EffectId {
         match self {
             Self::DryRun(e) => &e.effect_id,
             Self::KillSwitchChecked(e) => &e.effect_id,
@@ -368,12 +367,12 @@ pub(super) fn check_input(state: &RunState, input: &EffectInput) -> Result<(), R
     let rec = state
         .effects
         .get(id)
-        .ok_or_else(|| Rejection::UnknownEffect(id.to_owned()))?;
+        .ok_or_else(|| Rejection::UnknownEffect(id.to_string()))?;
     if input.expected().contains(&rec.phase) {
         Ok(())
     } else {
         Err(Rejection::EffectNotAwaiting {
-            effect_id: id.to_owned(),
+            effect_id: id.clone(),
             input: input.to_event().kind(),
             phase: rec.phase.as_str(),
         })
@@ -408,11 +407,11 @@ impl Batch<'_> {
             return;
         };
         let episode_id = asker.request.episode_id.clone();
-        let effect_id = format!(
+        let effect_id = EffectId::from(format!(
             "{}/effect-{}",
             self.run_id(),
             self.state.effects_requested + 1
-        );
+        ));
         let same_key = |e: &&EffectRecord| {
             idempotency_key.is_some() && e.requested.idempotency_key == *idempotency_key
         };
@@ -434,7 +433,9 @@ impl Batch<'_> {
                     .clone()
                     .map(|r| (e.requested.effect_id.clone(), r))
             })
-            .min_by_key(|(id, _)| effect_number(id));
+            // The effects map lists effects in the order they were requested: the first
+            // applied one with this key.
+            .next();
         let in_flight = self
             .state
             .effects
@@ -487,7 +488,7 @@ impl Batch<'_> {
     }
 
     /// Records an admission decision and acts on it.
-    fn decided(&mut self, effect_id: &str, decision: PolicyDecision) {
+    fn decided(&mut self, effect_id: &EffectId, decision: PolicyDecision) {
         self.record_effect_decision(effect_id, decision, |b| b.admit(effect_id, false));
     }
 
@@ -495,7 +496,7 @@ impl Batch<'_> {
     /// ticket, as the verdict says.
     fn record_effect_decision(
         &mut self,
-        effect_id: &str,
+        effect_id: &EffectId,
         decision: PolicyDecision,
         allowed: impl FnOnce(&mut Self),
     ) {
@@ -503,7 +504,7 @@ impl Batch<'_> {
         let rule = decision.rule_id.to_string();
         let reason = decision.reason.to_string();
         self.push(RunEvent::PolicyDecided {
-            subject: effect_id.to_owned(),
+            subject: effect_id.to_string(),
             decision,
         });
         match verdict {
@@ -515,7 +516,7 @@ impl Batch<'_> {
         }
     }
 
-    fn admit(&mut self, effect_id: &str, human_approved: bool) {
+    fn admit(&mut self, effect_id: &EffectId, human_approved: bool) {
         let Some(rec) = self.state.effects.get(effect_id) else {
             return;
         };
@@ -532,7 +533,7 @@ impl Batch<'_> {
 
     /// A recorded effect input: what follows from it.
     pub(super) fn on_effect_input(&mut self, input: &EffectInput) {
-        let effect_id = input.effect_id().to_owned();
+        let effect_id = input.effect_id().clone();
         match input {
             EffectInput::DryRun(e) => match &e.outcome {
                 DryRunOutcome::Report { report } if report.ok => {
@@ -610,7 +611,7 @@ impl Batch<'_> {
     }
 
     /// The full decision, immediately before execution, with the kill switches as read.
-    fn execution_gate(&mut self, effect_id: &str, engaged: &[String]) {
+    fn execution_gate(&mut self, effect_id: &EffectId, engaged: &[String]) {
         let Some(rec) = self.state.effects.get(effect_id) else {
             return;
         };
@@ -634,7 +635,7 @@ impl Batch<'_> {
     /// Verification failed or is unknown: an agent re-checks before a human is asked
     /// (docs/governance.md#side-effects). The policy's verifier agent re-checks (never the
     /// publisher); without one, a human.
-    fn verification_failed(&mut self, effect_id: &str, verification: &Verification) {
+    fn verification_failed(&mut self, effect_id: &EffectId, verification: &Verification) {
         let Some(rec) = self.state.effects.get(effect_id).cloned() else {
             return;
         };
@@ -682,7 +683,7 @@ impl Batch<'_> {
     /// anything else (false, no verdict, an error) goes to a human.
     pub(super) fn on_verifier_answer(
         &mut self,
-        effect_id: &str,
+        effect_id: &EffectId,
         verifier: &str,
         response: Option<&AgentResponse>,
         failure: Option<&str>,
@@ -726,7 +727,7 @@ impl Batch<'_> {
     /// A human decided an effect ticket.
     pub(super) fn on_effect_ticket(
         &mut self,
-        effect_id: &str,
+        effect_id: &EffectId,
         step: EffectTicketStep,
         approved: bool,
         by: &str,
@@ -768,7 +769,7 @@ impl Batch<'_> {
         }
     }
 
-    fn refuse_effect(&mut self, effect_id: &str, rule_id: &str, reason: String) {
+    fn refuse_effect(&mut self, effect_id: &EffectId, rule_id: &str, reason: String) {
         self.push(RunEvent::EffectRefused(EffectRefused {
             effect_id: effect_id.to_owned(),
             rule_id: rule_id.to_owned(),
@@ -794,7 +795,7 @@ impl Batch<'_> {
 
     fn settle_effect(
         &mut self,
-        effect_id: &str,
+        effect_id: &EffectId,
         status: SettledStatus,
         by: SettledBy,
         reason: String,
@@ -816,7 +817,7 @@ impl Batch<'_> {
         );
     }
 
-    fn effect_ticket(&mut self, effect_id: &str, step: EffectTicketStep, reason: String) {
+    fn effect_ticket(&mut self, effect_id: &EffectId, step: EffectTicketStep, reason: String) {
         let Some(rec) = self.state.effects.get(effect_id) else {
             return;
         };
@@ -840,7 +841,7 @@ impl Batch<'_> {
 
     /// Calls the asking agent again with the effect's result as a decision input, the way
     /// a capability's answer comes back.
-    fn reply_effect(&mut self, effect_id: &str, status: &str, extra: Value) {
+    fn reply_effect(&mut self, effect_id: &EffectId, status: &str, extra: Value) {
         let Some(rec) = self.state.effects.get(effect_id).cloned() else {
             return;
         };

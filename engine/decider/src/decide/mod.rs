@@ -14,7 +14,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, TicketId};
+use crate::ids::{CallId, EffectId, TicketId};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -246,7 +246,7 @@ pub enum Rejection {
     #[error("effect {effect_id} is {phase}; a {input} input does not apply to it")]
     EffectNotAwaiting {
         /// The effect.
-        effect_id: String,
+        effect_id: EffectId,
         /// The input's event kind.
         input: &'static str,
         /// Where the effect stands.

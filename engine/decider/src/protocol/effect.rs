@@ -3,6 +3,8 @@
 //! usable answer. Documented for executor authors in `docs/effect-protocol.md`.
 
 use schemars::JsonSchema;
+
+use crate::ids::EffectId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,7 +16,7 @@ pub struct EffectRequest {
     /// The episode that asked for it.
     pub episode_id: String,
     /// Unique in the run (`{run}/effect-N`).
-    pub effect_id: String,
+    pub effect_id: EffectId,
     /// Effect kind, as the bundle's `[[side_effects]]` names it (`publish`, `dm`...).
     pub kind: String,
     /// Lane (`api`, `browser`...).
@@ -78,7 +80,7 @@ pub enum EffectCallError {
     #[error("effect executor failed `{effect_id}` with {code}: {message}")]
     Failed {
         /// The effect.
-        effect_id: String,
+        effect_id: EffectId,
         /// The executor's error code.
         code: String,
         /// What it said.
@@ -88,7 +90,7 @@ pub enum EffectCallError {
     #[error("effect executor did not answer `{effect_id}` within {timeout_ms} ms")]
     Timeout {
         /// The effect.
-        effect_id: String,
+        effect_id: EffectId,
         /// The limit.
         timeout_ms: u64,
     },
@@ -96,7 +98,7 @@ pub enum EffectCallError {
     #[error("effect executor answered `{effect_id}` with something malformed: {message}")]
     Malformed {
         /// The effect.
-        effect_id: String,
+        effect_id: EffectId,
         /// What was wrong.
         message: String,
     },
@@ -104,7 +106,7 @@ pub enum EffectCallError {
     #[error("effect executor for `{effect_id}` is unavailable: {message}")]
     Unavailable {
         /// The effect.
-        effect_id: String,
+        effect_id: EffectId,
         /// What happened.
         message: String,
     },

@@ -99,7 +99,7 @@ impl EffectRecord {
         self.requested
             .idempotency_key
             .clone()
-            .unwrap_or_else(|| self.requested.effect_id.clone())
+            .unwrap_or_else(|| self.requested.effect_id.to_string())
     }
 
     /// What the executor is given (dry run and execution alike).
@@ -133,23 +133,13 @@ pub enum EffectWork {
     Recover,
 }
 
-/// The counter at the end of `{run}/effect-N`, for ordering.
-pub(crate) fn effect_number(effect_id: &str) -> u64 {
-    effect_id
-        .rsplit("effect-")
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(u64::MAX)
-}
-
 impl RunState {
     /// Effect work due now, in request order. An effect found `Started` here was started
     /// by a process that did not record its result: the runtime executes in the same
     /// step as it records `effect.started`.
     #[must_use]
     pub fn pending_effects(&self) -> Vec<(&EffectRecord, EffectWork)> {
-        let mut due: Vec<(&EffectRecord, EffectWork)> = self
-            .effects
+        self.effects
             .values()
             .filter_map(|e| {
                 let work = match e.phase {
@@ -161,9 +151,7 @@ impl RunState {
                 };
                 Some((e, work))
             })
-            .collect();
-        due.sort_by_key(|(e, _)| effect_number(&e.requested.effect_id));
-        due
+            .collect()
     }
 
     /// Some effect's path is not over.

@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{CallId, TicketId};
+use crate::ids::{CallId, EffectId, TicketId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 mod call;
-pub(crate) mod effect;
+mod effect;
 pub(crate) mod episode;
 mod fan_out;
 mod handoff;
@@ -104,9 +104,9 @@ pub struct RunState {
     /// Effects requested so far (the next id is `{run}/effect-{effects_requested+1}`).
     pub(crate) effects_requested: u32,
     /// Every side effect, by id.
-    pub(crate) effects: BTreeMap<String, EffectRecord>,
+    pub(crate) effects: BTreeMap<EffectId, EffectRecord>,
     /// Verifier calls in flight: request id → the effect they re-check.
-    pub(crate) verifier_calls: BTreeMap<CallId, String>,
+    pub(crate) verifier_calls: BTreeMap<CallId, EffectId>,
 }
 
 impl RunState {
@@ -172,7 +172,7 @@ impl RunState {
 
     /// Every side effect, by id.
     #[must_use]
-    pub fn effects(&self) -> &BTreeMap<String, EffectRecord> {
+    pub fn effects(&self) -> &BTreeMap<EffectId, EffectRecord> {
         &self.effects
     }
 

@@ -11,9 +11,9 @@ use super::*;
 use crate::protocol::{Action, AgentResponse, Confidence};
 use crate::protocol::{DryRunReport, EffectReceipt, Verification};
 use crate::{
-    DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
-    EffectPhase, EffectTicketStep, EffectVerification, EffectWork, NextStep, Rejection, RunEvent,
-    RunState, RunStatus, TicketSubject, VERIFY_EFFECT_CAPABILITY,
+    DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectId, EffectInput,
+    EffectKillSwitchChecked, EffectPhase, EffectTicketStep, EffectVerification, EffectWork,
+    NextStep, Rejection, RunEvent, RunState, RunStatus, TicketSubject, VERIFY_EFFECT_CAPABILITY,
 };
 
 const E1: &str = "run-1/effect-1";
@@ -30,7 +30,7 @@ fn dry_run(id: &str, outcome: DryRunOutcome) -> impl Input {
     let effect_id = id.to_owned();
     recorded(move |at_ms| {
         EffectInput::DryRun(EffectDryRun {
-            effect_id,
+            effect_id: effect_id.into(),
             outcome,
             at_ms,
         })
@@ -57,7 +57,7 @@ fn switches(id: &str, engaged: &[&str]) -> impl Input {
     let engaged: Vec<String> = engaged.iter().map(|s| (*s).to_owned()).collect();
     recorded(move |at_ms| {
         EffectInput::KillSwitchChecked(EffectKillSwitchChecked {
-            effect_id,
+            effect_id: effect_id.into(),
             engaged,
             error: None,
             at_ms,
@@ -73,7 +73,7 @@ fn applied(id: &str, post: &str) -> impl Input {
     };
     recorded(move |at_ms| {
         EffectInput::Applied(EffectApplied {
-            effect_id,
+            effect_id: effect_id.into(),
             receipt,
             at_ms,
         })
@@ -85,7 +85,7 @@ fn failed(id: &str, code: &str, message: &str) -> impl Input {
     let (effect_id, code, message) = (id.to_owned(), code.to_owned(), message.to_owned());
     recorded(move |at_ms| {
         EffectInput::Failed(EffectFailed {
-            effect_id,
+            effect_id: effect_id.into(),
             code,
             message,
             at_ms,
@@ -98,7 +98,7 @@ fn verified(id: &str, verification: Verification) -> impl Input {
     let effect_id = id.to_owned();
     recorded(move |at_ms| {
         EffectInput::Verified(EffectVerification {
-            effect_id,
+            effect_id: effect_id.into(),
             verification,
             cause: None,
             at_ms,
@@ -111,7 +111,7 @@ fn recovered(id: &str, verification: Verification) -> impl Input {
     let effect_id = id.to_owned();
     recorded(move |at_ms| {
         EffectInput::Recovered(EffectVerification {
-            effect_id,
+            effect_id: effect_id.into(),
             verification,
             cause: Some("resumed".into()),
             at_ms,
@@ -130,7 +130,11 @@ fn human(approved: bool) -> Decision {
 }
 
 fn phase(state: &RunState, id: &str) -> EffectPhase {
-    state.effects.get(id).expect("effect exists").phase
+    state
+        .effects
+        .get(&EffectId::from(id))
+        .expect("effect exists")
+        .phase
 }
 
 /// When the agent finishes, then the run is completed.
@@ -387,7 +391,10 @@ pub(crate) fn kill_switch_engaged_at_check_time_refuses_the_effect() {
                 );
             });
         assert_eq!(effect_result(&run.state)["rule_id"], rule);
-        assert!(run.state.effects[E1].started.is_none(), "never started");
+        assert!(
+            run.state.effects[&EffectId::from(E1)].started.is_none(),
+            "never started"
+        );
         // Another lane's switch does not stop this lane.
         run.when(respond(vec![effect("like", "api", Some("like-1"))]));
         run.when(switches(E2, &["browser"]))
@@ -433,7 +440,7 @@ pub(crate) fn dedup_by_key_returns_the_recorded_receipt() {
     assert_eq!(phase(&run.state, "run-1/effect-3"), EffectPhase::Ready);
     assert_eq!(phase(&run.state, "run-1/effect-4"), EffectPhase::Refused);
     assert_eq!(
-        run.state.effects["run-1/effect-4"]
+        run.state.effects[&EffectId::from("run-1/effect-4")]
             .outcome
             .as_ref()
             .map(|o| o.0.as_str()),
@@ -501,7 +508,11 @@ pub(crate) fn resume_with_a_started_effect_applied_is_recovered_without_executin
         effect_result(&run.state)["receipt"]["result"]["post_id"],
         "l-1"
     );
-    assert_eq!(run.state.effects[E1].starts, 1, "never started again");
+    assert_eq!(
+        run.state.effects[&EffectId::from(E1)].starts,
+        1,
+        "never started again"
+    );
     finish(&mut run);
     run.replays();
 }
@@ -525,7 +536,7 @@ pub(crate) fn resume_with_a_started_effect_not_applied_executes_it_once_more() {
         assert_eq!(started.request.idempotency_key, "like-1");
     });
     run.when(applied(E1, "l-1"));
-    assert_eq!(run.state.effects[E1].starts, 2);
+    assert_eq!(run.state.effects[&EffectId::from(E1)].starts, 2);
     run.replays();
 }
 
@@ -626,7 +637,11 @@ pub(crate) fn failed_verification_calls_the_verifier_not_the_publisher() {
     }]))
     .then_kinds(&["agent.responded", "effect.settled", "agent.call_scheduled"]);
     assert_eq!(effect_result(&run.state)["verified_by"], "verifier");
-    assert_eq!(run.state.effects[E1].starts, 1, "never published again");
+    assert_eq!(
+        run.state.effects[&EffectId::from(E1)].starts,
+        1,
+        "never published again"
+    );
     finish(&mut run);
     run.replays();
 }
@@ -865,8 +880,8 @@ proptest::proptest! {
             if let Some(id) = receipt_of {
                 let rec = &run.state.effects[id];
                 let ids = applied.entry(rec.key()).or_default();
-                if !ids.contains(id) {
-                    ids.push(id.clone());
+                if !ids.iter().any(|known| known == id) {
+                    ids.push(id.to_string());
                 }
             }
             if let RunEvent::EffectStarted(started) = event {
@@ -930,7 +945,11 @@ pub(crate) fn a_verifier_that_fails_or_cannot_confirm_sends_the_effect_to_review
                     }
                 ));
             });
-        assert_eq!(run.state.effects[E1].starts, 1, "never executed again");
+        assert_eq!(
+            run.state.effects[&EffectId::from(E1)].starts,
+            1,
+            "never executed again"
+        );
         run.replays();
     }
 }

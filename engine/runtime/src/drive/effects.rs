@@ -24,7 +24,7 @@ use crate::effect::{
 };
 use docket_decider::WorkflowSpec;
 use docket_decider::{
-    Command, DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectInput,
+    Command, DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectId, EffectInput,
     EffectKillSwitchChecked, EffectPhase, EffectRecord, EffectVerification, EffectWork, RunEvent,
     RunState, decide_in_place,
 };
@@ -164,7 +164,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         state: &mut RunState,
         bundle: &PolicyBundle,
         staged: &mut Staged,
-        effect_id: &str,
+        effect_id: &EffectId,
         lane: &str,
     ) -> Result<(), RuntimeError> {
         let (engaged, error) = match self.kill_switch().engaged() {
@@ -179,7 +179,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             }
         };
         let input = EffectInput::KillSwitchChecked(EffectKillSwitchChecked {
-            effect_id: effect_id.to_owned(),
+            effect_id: effect_id.clone(),
             engaged,
             error,
             at_ms: self.now_ms(),
@@ -195,7 +195,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         bundle: &PolicyBundle,
         staged: Staged,
         executor: &dyn EffectExecutor,
-        effect_id: &str,
+        effect_id: &EffectId,
     ) -> Result<(), RuntimeError> {
         self.commit(bundle, staged).await?;
         let started = state
@@ -211,7 +211,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             .instrument(effect_span(&request))
             .await;
         let mut staged = Staged::new(state);
-        let effect_id = effect_id.to_owned();
+        let effect_id = effect_id.clone();
         match answer {
             Ok(receipt) => {
                 let applied = EffectInput::Applied(EffectApplied {

@@ -160,7 +160,7 @@ mod tests {
         EffectRequest {
             run_id: "run".into(),
             episode_id: "ep".into(),
-            effect_id: format!("run/{key}"),
+            effect_id: format!("run/{key}").into(),
             kind: "publish".into(),
             lane: "api".into(),
             idempotency_key: key.into(),

@@ -37,7 +37,7 @@ use crate::transport::{CommandConfig, Interrupted, TransportError};
 pub(crate) use docket_decider::{
     DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification, WorkflowSpec,
 };
-use docket_decider::{EffectCall, EffectOp, accept_effect_answer};
+use docket_decider::{EffectCall, EffectId, EffectOp, accept_effect_answer};
 
 /// The future an effect executor returns for one call.
 pub type EffectFuture<'a, T> =
@@ -195,7 +195,7 @@ fn build_declared(
     }
     if let Some(url) = &spec.http {
         let executor = HttpEffectExecutor::new(url).map_err(|e| EffectCallError::Unavailable {
-            effect_id: String::new(),
+            effect_id: EffectId::default(),
             message: format!("[effects.{kind}]: {e}"),
         })?;
         return Ok(std::sync::Arc::new(
