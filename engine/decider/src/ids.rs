@@ -1,8 +1,9 @@
 //! Typed ids. Each is recorded as the text it always was (`run-1/call-10`, `ticket-3`,
-//! `run-1/effect-2`, `ep-4`), so no recorded byte changes; in memory the type says which
+//! `run-1/effect-2`), so no recorded byte changes; in memory the type says which
 //! kind of id a value is, and numbered ids order by their number (`call-10` after
-//! `call-9`), so maps keyed by them list calls, tickets, effects and episodes in the
-//! order they were made without parsing numbers back out of text.
+//! `call-9`), so maps keyed by them list calls, tickets and effects in the
+//! order they were made without parsing numbers back out of text. Episode, run and
+//! agent ids are still plain strings.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -133,10 +134,6 @@ macro_rules! id_type {
 }
 
 id_type!(
-    /// A run: the log stream's id, chosen by the runtime (or the user) and recorded.
-    RunId
-);
-id_type!(
     /// One agent call: `{run}/call-N`, numbered in the order calls were scheduled. Agents
     /// see it as `request_id` and treat it as an idempotency key.
     CallId
@@ -148,14 +145,6 @@ id_type!(
 id_type!(
     /// A side effect: `{run}/effect-N`, numbered in the order effects were requested.
     EffectId
-);
-id_type!(
-    /// An episode: `ep-N` (`ep-1` is the run's root), numbered in the order they started.
-    EpisodeId
-);
-id_type!(
-    /// An agent of the policy bundle (`governance`, `external`...).
-    AgentId
 );
 
 #[cfg(test)]
