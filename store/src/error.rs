@@ -91,6 +91,10 @@ pub enum StoreError {
     #[error("index error ({what}) in {path}")]
     Index { what: String, path: PathBuf },
 
+    /// The index's own files are damaged; opening a store rebuilds it from the log.
+    #[error("the index in {path} is damaged ({what}); opening the store rebuilds it from the log")]
+    IndexDamaged { what: String, path: PathBuf },
+
     #[error("the store is closed")]
     Closed,
 }

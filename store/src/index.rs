@@ -181,6 +181,12 @@ impl Index {
                     attempts += 1;
                     std::thread::sleep(std::time::Duration::from_millis(10));
                 }
+                Err(e @ (sled::Error::Corruption { .. } | sled::Error::ReportableBug(_))) => {
+                    return Err(StoreError::IndexDamaged {
+                        what: e.to_string(),
+                        path: path.to_path_buf(),
+                    });
+                }
                 Err(e) => {
                     return Err(StoreError::Index {
                         what: format!("opening: {e}"),
@@ -193,6 +199,33 @@ impl Index {
             db,
             path: path.to_path_buf(),
         })
+    }
+
+    /// Opens the index, or, when sled finds its own files damaged (a crash can leave them so),
+    /// moves them aside to `index.damaged` and starts an empty index: everything in it can be
+    /// rebuilt from the log, which the caller then re-indexes from its start. Returns whether
+    /// it was rebuilt.
+    pub(crate) fn open_or_rebuild(path: &Path) -> Result<(Index, bool), StoreError> {
+        match Index::open(path) {
+            Ok(index) => Ok((index, false)),
+            Err(StoreError::IndexDamaged { what, .. }) => {
+                let aside = path.with_extension("damaged");
+                tracing::warn!(index = %path.display(), aside = %aside.display(), damage = %what,
+                    "the index is damaged; moving it aside and rebuilding it from the log");
+                if aside.exists() {
+                    std::fs::remove_dir_all(&aside).map_err(|e| StoreError::Index {
+                        what: format!("removing an older damaged index: {e}"),
+                        path: aside.clone(),
+                    })?;
+                }
+                std::fs::rename(path, &aside).map_err(|e| StoreError::Index {
+                    what: format!("moving the damaged index aside: {e}"),
+                    path: path.to_path_buf(),
+                })?;
+                Ok((Index::open(path)?, true))
+            }
+            Err(other) => Err(other),
+        }
     }
 
     fn err(&self, what: &str, e: impl std::fmt::Display) -> StoreError {

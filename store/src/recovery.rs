@@ -28,6 +28,9 @@ pub struct RecoveryReport {
     /// Bytes of an unacknowledged, torn last batch that were cut off (with any zero runway
     /// after it).
     pub truncated_bytes: u64,
+    /// The index's files were damaged (moved aside to `index.damaged`) and the index was
+    /// rebuilt from the whole log.
+    pub index_rebuilt: bool,
 }
 
 pub(crate) struct Recovered {
@@ -128,11 +131,14 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
     check_marker(dir, sync)?;
     let log_dir = dir.join("log");
     let segments = list_segments(&log_dir)?;
-    let index = Index::open(&dir.join("index"))?;
+    let (index, index_rebuilt) = Index::open_or_rebuild(&dir.join("index"))?;
     let mut heads: StreamMap<StreamState> = index.streams()?.into_iter().collect();
     let covered = index.covered()?;
     let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
-    let mut report = RecoveryReport::default();
+    let mut report = RecoveryReport {
+        index_rebuilt,
+        ..RecoveryReport::default()
+    };
 
     let Some(&last) = segments.last() else {
         if covered.is_some() {

@@ -341,3 +341,32 @@ async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
     assert_eq!(next, 9_000);
     assert!(read.next().await.is_none());
 }
+
+#[tokio::test]
+async fn a_damaged_index_is_moved_aside_and_rebuilt_from_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    one_event_per_batch(dir.path(), relaxed(), 4, 20).await;
+    // A crash can leave sled's own configuration torn: sled then refuses to open at all.
+    let conf = dir.path().join("index").join("conf");
+    let bytes = fs::read(&conf).unwrap();
+    fs::write(&conf, &bytes[..bytes.len() / 2]).unwrap();
+
+    let store = open(dir.path(), relaxed()).await;
+    let report = store.recovery_report();
+    assert!(report.index_rebuilt, "{report:?}");
+    assert_eq!(report.reindexed_events, 4);
+    assert!(dir.path().join("index.damaged").join("conf").exists());
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 4);
+    let next = store
+        .append(&sid("a"), 4, vec![ev("e", b"after the rebuild")])
+        .await
+        .unwrap();
+    assert_eq!(next.first_seq, 5);
+    assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+    store.close().await;
+
+    // The rebuilt index is an ordinary one: the next open needs no rebuild.
+    let store = open(dir.path(), relaxed()).await;
+    assert!(!store.recovery_report().index_rebuilt);
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 5);
+}
