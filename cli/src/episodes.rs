@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use docket_decider::{EpisodeTree, RunEvent, condition_name};
+use docket_decider::{EpisodeId, EpisodeTree, RunEvent, condition_name};
 use docket_policies::Meter;
 use serde_json::{Value, json};
 
@@ -82,11 +82,11 @@ fn usage(budget: &std::collections::BTreeMap<String, Meter>) -> String {
 /// The tree, indented by depth, for `docket status`.
 pub(crate) fn tree_text(out: &mut String, tree: &EpisodeTree) {
     let _ = writeln!(out, "episodes:");
-    let mut stack: Vec<&str> = tree
+    let mut stack: Vec<&EpisodeId> = tree
         .in_order()
         .into_iter()
         .filter(|e| e.parent.is_none())
-        .map(|e| e.id.as_str())
+        .map(|e| &e.id)
         .collect();
     stack.reverse();
     while let Some(id) = stack.pop() {

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_decider::{RunEvent, RunState, RunStatus};
+use docket_decider::{RunEvent, RunId, RunState, RunStatus};
 use docket_policies::InputKind;
 use docket_runtime::Workflow;
 use docket_runtime::{RunOutcome, Runtime};
@@ -40,14 +40,15 @@ pub(crate) enum RunCommand {
         /// `input` file).
         #[arg(long, value_name = "FILE|-")]
         input: Option<String>,
-        /// Use this run id instead of a generated one (fails if it exists).
-        #[arg(long, value_name = "ID")]
-        run_id: Option<String>,
+        /// Use this run id instead of a generated one (fails if it exists): letters,
+        /// digits, '.', '_' and '-', at most 128.
+        #[arg(long, value_name = "ID", value_parser = |id: &str| RunId::parse(id))]
+        run_id: Option<RunId>,
     },
     /// Continue a run from its log: calls without a recorded answer are made again.
     Resume {
         /// The run id.
-        run: String,
+        run: RunId,
     },
     /// List the runs in the data directory.
     Runs {
@@ -58,7 +59,7 @@ pub(crate) enum RunCommand {
     /// Show where a run stands.
     Status {
         /// The run id.
-        run: String,
+        run: RunId,
         /// Print JSON (status, handoffs, open tickets, episodes, effects, output).
         #[arg(long)]
         json: bool,
@@ -66,7 +67,7 @@ pub(crate) enum RunCommand {
     /// Print a run's events, one per line: sequence, recorded time (UTC), kind, summary.
     Events {
         /// The run id.
-        run: String,
+        run: RunId,
         /// One JSON object per line (envelope and payload).
         #[arg(long)]
         json: bool,
@@ -74,7 +75,7 @@ pub(crate) enum RunCommand {
     /// Approve a human ticket and continue the run.
     Approve {
         /// The run id.
-        run: String,
+        run: RunId,
         /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
         /// On a conflict ticket: the number of the output to keep (default 1).
@@ -90,7 +91,7 @@ pub(crate) enum RunCommand {
     /// Refuse a human ticket: the run stops, blocked.
     Deny {
         /// The run id.
-        run: String,
+        run: RunId,
         /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
         /// Who decides (recorded in the run's log).

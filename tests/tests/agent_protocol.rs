@@ -75,8 +75,8 @@ fn request() -> impl Strategy<Value = AgentRequest> {
         )| AgentRequest {
             request_id: request_id.into(),
             correlation_id,
-            run_id,
-            episode_id,
+            run_id: run_id.into(),
+            episode_id: episode_id.into(),
             attempt,
             source_agent,
             target_agent,

@@ -632,6 +632,23 @@ fn errors_say_what_and_where_once_in_user_words() {
         data,
     ]);
     assert_plain_error("bad input", &o, 1, &["bad-input.json", "line 2"]);
+    // A run id that could not name a run in a path or a call id.
+    for bad in ["a b", "x/y", ""] {
+        let o = docket_plain(&[
+            "run",
+            good.to_str().expect("utf-8"),
+            "--run-id",
+            bad,
+            "--data",
+            data,
+        ]);
+        assert_plain_error(
+            "bad run id",
+            &o,
+            2,
+            &["--run-id", "letters, digits", &format!("{bad:?}")],
+        );
+    }
     // A --data that is a file, and one that cannot be created.
     let file = dir.path().join("a-file");
     std::fs::write(&file, "").expect("write");

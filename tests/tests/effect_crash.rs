@@ -338,7 +338,7 @@ fn replay_all(data: &Path, runs: &[String], seed: u64) {
         let runtime = Runtime::new(store);
         for run in runs {
             let events: Vec<RunEvent> = runtime
-                .events(run)
+                .events(&run.into())
                 .await
                 .expect("events")
                 .into_iter()

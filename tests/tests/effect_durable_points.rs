@@ -203,7 +203,7 @@ fn setup(store: &EmbeddedStore, hang: Hang, applied: Arc<Mutex<u32>>) -> Setup {
 
 async fn log(runtime: &Runtime<EmbeddedStore>, run: &str) -> Vec<RunEvent> {
     runtime
-        .events(run)
+        .events(&run.into())
         .await
         .expect("events")
         .into_iter()
@@ -277,7 +277,11 @@ async fn a_crash_during_the_dry_run_loses_only_what_resume_decides_again() {
     );
 
     let second = setup(&store, Hang::Never, applied.clone());
-    let outcome = second.runtime.resume("run-d").await.expect("resumes");
+    let outcome = second
+        .runtime
+        .resume(&"run-d".into())
+        .await
+        .expect("resumes");
     assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(*applied.lock().expect("ledger"), 1, "applied exactly once");
     // The unrecorded call was made again with the same request id.
@@ -316,7 +320,11 @@ async fn a_crash_after_execute_before_the_result_is_durable_is_verified_not_re_e
     );
 
     let second = setup(&store, Hang::Never, applied.clone());
-    let outcome = second.runtime.resume("run-v").await.expect("resumes");
+    let outcome = second
+        .runtime
+        .resume(&"run-v".into())
+        .await
+        .expect("resumes");
     assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(*applied.lock().expect("ledger"), 1, "never executed again");
     let ops: Vec<String> = second

@@ -266,7 +266,7 @@ async fn store(dir: &Path) -> EmbeddedStore {
 
 async fn log(runtime: &Runtime<EmbeddedStore>, run: &str) -> Vec<RunEvent> {
     runtime
-        .events(run)
+        .events(&run.into())
         .await
         .expect("events")
         .into_iter()
@@ -340,7 +340,7 @@ async fn dry_run_then_execute_then_verify_applies_once() {
     // Two durable writes for the effect: the agent's answer asking for it, the dry run,
     // the kill-switch read and the start together (before execute), then the receipt
     // with its verification.
-    let recorded = runtime.events("run-e1").await.expect("events");
+    let recorded = runtime.events(&"run-e1".into()).await.expect("events");
     let written_with = |kind: &str| {
         recorded
             .iter()
@@ -406,7 +406,7 @@ async fn crash_during_execute(how: Execute, run: &str) -> (Arc<Ledger>, Vec<RunE
         let run_id = run.to_owned();
         let task = tokio::spawn(async move {
             driving
-                .start(&workflow(), json!({}), Some(run_id))
+                .start(&workflow(), json!({}), Some(run_id.into()))
                 .await
                 .map(|o| o.state.status())
         });
@@ -427,7 +427,7 @@ async fn crash_during_execute(how: Execute, run: &str) -> (Arc<Ledger>, Vec<RunE
     let runtime = Runtime::new(store);
     runtime.register_effect("publish", Arc::new(Publisher::new(&ledger)));
     runtime.register_agent("publisher", agent(vec![("api", "post-1")]));
-    let outcome = runtime.resume(run).await.expect("resumes");
+    let outcome = runtime.resume(&run.into()).await.expect("resumes");
     assert_eq!(outcome.state.status(), RunStatus::Completed);
     assert_eq!(
         ledger.applied("post-1"),
@@ -552,7 +552,14 @@ async fn an_effect_needing_approval_waits_durably_and_runs_once_approved() {
     runtime.register_effect("publish", Arc::new(Publisher::new(&ledger)));
     runtime.register_agent("publisher", agent(vec![("browser", "post-b")]));
     let outcome = runtime
-        .decide_ticket("run-approve", &ticket, true, "ana", "copy checked", None)
+        .decide_ticket(
+            &"run-approve".into(),
+            &ticket,
+            true,
+            "ana",
+            "copy checked",
+            None,
+        )
         .await
         .expect("approves");
     assert_eq!(outcome.state.status(), RunStatus::Completed);
@@ -574,7 +581,14 @@ async fn a_denied_effect_is_refused_and_the_agent_goes_on() {
         .await
         .expect("runs");
     let outcome = runtime
-        .decide_ticket("run-deny", "ticket-1", false, "ana", "off-brand", None)
+        .decide_ticket(
+            &"run-deny".into(),
+            "ticket-1",
+            false,
+            "ana",
+            "off-brand",
+            None,
+        )
         .await
         .expect("denies");
     assert_eq!(outcome.state.status(), RunStatus::Completed);

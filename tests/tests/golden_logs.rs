@@ -509,7 +509,7 @@ async fn record_with(
         let runtime = Runtime::with_clock(store.clone(), clock);
         shape.register(&runtime);
         let outcome = runtime
-            .start(workflow, input, Some(shape.run_id()))
+            .start(workflow, input, Some(shape.run_id().into()))
             .await
             .expect("the run is recorded");
         outcome.state.status()

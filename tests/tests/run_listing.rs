@@ -80,7 +80,12 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         let runtime = runtime.clone();
         let wf = wf.clone();
         let id = id.to_owned();
-        async move { runtime.start(&wf, input, Some(id)).await.expect("starts") }
+        async move {
+            runtime
+                .start(&wf, input, Some(id.into()))
+                .await
+                .expect("starts")
+        }
     };
 
     assert_eq!(
@@ -91,7 +96,7 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     let failing = start("r-failed", json!({ "fail": true })).await;
     assert_eq!(failing.state.status(), RunStatus::WaitingForHuman);
     let failed = runtime
-        .decide_ticket("r-failed", "ticket-1", false, "ana", "stop", None)
+        .decide_ticket(&"r-failed".into(), "ticket-1", false, "ana", "stop", None)
         .await
         .expect("denies the retry");
     assert!(
@@ -121,18 +126,18 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         RunStatus::WaitingForHuman
     );
     let approved = runtime
-        .decide_ticket("r-approved", "ticket-1", true, "ana", "ok", None)
+        .decide_ticket(&"r-approved".into(), "ticket-1", true, "ana", "ok", None)
         .await
         .expect("approves");
     assert_eq!(approved.state.status(), RunStatus::Completed);
     start("r-denied", json!({ "escalate": 1 })).await;
     let denied = runtime
-        .decide_ticket("r-denied", "ticket-1", false, "ana", "no", None)
+        .decide_ticket(&"r-denied".into(), "ticket-1", false, "ana", "no", None)
         .await
         .expect("denies");
     // Approving the first sign-off reaches the second: still waiting, on ticket-2.
     let half = runtime
-        .decide_ticket("r-two", "ticket-1", true, "ana", "ok", None)
+        .decide_ticket(&"r-two".into(), "ticket-1", true, "ana", "ok", None)
         .await
         .expect("decides one");
     let folded = runtime.runs().await.expect("runs");
@@ -201,7 +206,7 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     // Approving what the listing names completes the run.
     let done = runtime
         .decide_ticket(
-            "r-wait",
+            &"r-wait".into(),
             &waiting[1].open_tickets[0],
             true,
             "ana",

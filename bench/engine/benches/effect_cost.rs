@@ -145,7 +145,7 @@ fn main() {
                 let syncs = store.stats().syncs;
                 let t = Instant::now();
                 let outcome = runtime
-                    .start(&wf, json!({ "effects": effects }), Some(id))
+                    .start(&wf, json!({ "effects": effects }), Some(id.into()))
                     .await
                     .expect("run");
                 let elapsed = t.elapsed();
@@ -160,7 +160,7 @@ fn main() {
         run(1, "warm".into()).await;
 
         let largest_write = {
-            let events = runtime.events("warm").await.expect("events");
+            let events = runtime.events(&"warm".into()).await.expect("events");
             let mut sizes = std::collections::BTreeMap::<i64, usize>::new();
             for e in &events {
                 *sizes.entry(e.recorded_at_ns).or_default() += e.event.encode().len();

@@ -201,7 +201,7 @@ async fn measure(durability: Durability, samples: usize) -> Measured {
         .await
         .expect("probe run");
     assert_eq!(probe.state.status(), RunStatus::Completed);
-    let events = runtime.events("probe").await.expect("events");
+    let events = runtime.events(&"probe".into()).await.expect("events");
     let effect_events: Vec<usize> = events
         .iter()
         .filter(|e| e.event.kind().starts_with("effect."))
@@ -217,7 +217,7 @@ async fn measure(durability: Durability, samples: usize) -> Measured {
     let mut syncs = Vec::with_capacity(samples);
     for i in 0..samples {
         let outcome = runtime
-            .start(&wf, json!({}), Some(format!("effect-{i}")))
+            .start(&wf, json!({}), Some(format!("effect-{i}").into()))
             .await
             .expect("run");
         assert_eq!(outcome.state.status(), RunStatus::Completed);

@@ -100,7 +100,7 @@ async fn pipelines(
             let wf = wf.clone();
             let input = input.clone();
             let id = format!("{prefix}-{i}");
-            tokio::spawn(async move { runtime.start(&wf, input, Some(id)).await })
+            tokio::spawn(async move { runtime.start(&wf, input, Some(id.into())).await })
         })
         .collect();
     let mut events = 0;
@@ -123,7 +123,7 @@ async fn sequential(
     let mut events = 0;
     for i in 0..runs {
         let outcome = runtime
-            .start(wf, input.clone(), Some(format!("{prefix}-{i}")))
+            .start(wf, input.clone(), Some(format!("{prefix}-{i}").into()))
             .await
             .expect("run");
         events += outcome.state.version();
@@ -148,7 +148,7 @@ async fn handoff_latency(
         let stream = StreamId::new(run_id.clone()).expect("stream id");
         let mut state = RunState::default();
         let start = Command::Start(RunRequested {
-            run_id: run_id.clone(),
+            run_id: run_id.clone().into(),
             workflow: wf.spec.clone(),
             bundle_source: wf.bundle_source.clone(),
             bundle_source_name: wf.bundle_source_name.clone(),
@@ -468,7 +468,7 @@ fn main() {
             secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / concurrent as f64);
         let cpu_per_run = cpu / concurrent as u32;
-        let recorded: Vec<RunEvent> = runtime.events("conc-0").await.expect("events")
+        let recorded: Vec<RunEvent> = runtime.events(&"conc-0".into()).await.expect("events")
             .into_iter().map(|e| e.event).collect();
         let stats = store.stats();
         println!("store: {} batches, {} syncs, {} events so far", stats.batches, stats.syncs, stats.events);

@@ -103,8 +103,8 @@ fn env_or(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-fn run_id(i: usize) -> String {
-    format!("order-{i:07}")
+fn run_id(i: usize) -> docket_decider::RunId {
+    format!("order-{i:07}").into()
 }
 
 async fn start_waiting(runtime: &Runtime<EmbeddedStore>, runs: usize, concurrent: usize) {

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CallId, EffectId, TicketId};
+use crate::ids::{CallId, EffectId, EpisodeId, RunId, TicketId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -30,7 +30,7 @@ pub const KIND_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunRequested {
     /// Chosen by the runtime; the log stream's id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The workflow as loaded.
     pub workflow: WorkflowSpec,
     /// The policy bundle's source text, as read when the run started.
@@ -135,7 +135,7 @@ pub enum TicketSubject {
     /// run.
     EpisodeReview {
         /// The episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// The agent that ran it.
         agent: String,
         /// The call whose `finish_episode` asked for review.
@@ -358,9 +358,9 @@ pub enum RunEvent {
     #[serde(rename = "episode.started")]
     EpisodeStarted {
         /// `ep-N`, unique in the run (the root is `ep-1`).
-        episode_id: String,
+        episode_id: EpisodeId,
         /// The spawning episode.
-        parent: String,
+        parent: EpisodeId,
         /// The root is 0.
         depth: u32,
         /// The child type (`verify`...).
@@ -383,7 +383,7 @@ pub enum RunEvent {
     #[serde(rename = "episode.action_denied")]
     EpisodeActionDenied {
         /// The acting agent's episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// The acting agent.
         agent: String,
         /// `spawn` or `finish_episode`.
@@ -399,7 +399,7 @@ pub enum RunEvent {
     #[serde(rename = "episode.finished")]
     EpisodeFinished {
         /// The episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// Its agent.
         agent: String,
         /// The result.
@@ -410,7 +410,7 @@ pub enum RunEvent {
     #[serde(rename = "episode.stopped")]
     EpisodeStopped {
         /// The episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// Which condition.
         condition: StopCondition,
         /// The deciding rule.
@@ -430,7 +430,7 @@ pub enum RunEvent {
         /// The owning agent that wrote it.
         agent: String,
         /// The writer's episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// The content.
         content: Value,
         /// The write decision.
@@ -445,7 +445,7 @@ pub enum RunEvent {
         /// The agent that tried.
         agent: String,
         /// Its episode.
-        episode_id: String,
+        episode_id: EpisodeId,
         /// The deciding rule and reason.
         decision: PolicyDecision,
     },

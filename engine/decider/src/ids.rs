@@ -2,8 +2,7 @@
 //! `run-1/effect-2`), so no recorded byte changes; in memory the type says which
 //! kind of id a value is, and numbered ids order by their number (`call-10` after
 //! `call-9`), so maps keyed by them list calls, tickets and effects in the
-//! order they were made without parsing numbers back out of text. Episode, run and
-//! agent ids are still plain strings.
+//! order they were made without parsing numbers back out of text.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -146,6 +145,84 @@ id_type!(
     /// A side effect: `{run}/effect-N`, numbered in the order effects were requested.
     EffectId
 );
+id_type!(
+    /// A run: chosen by the runtime (or the user) and recorded in `run.requested`.
+    RunId
+);
+id_type!(
+    /// An episode of the run's tree: `ep-1` is the root, children are numbered in the
+    /// order they were spawned.
+    EpisodeId
+);
+id_type!(
+    /// An agent, by the name the policy bundle gives it.
+    AgentId
+);
+
+impl EpisodeId {
+    /// The root episode, `ep-1`: the run's own.
+    #[must_use]
+    pub fn root() -> Self {
+        Self(ROOT_EPISODE.to_owned())
+    }
+
+    /// The `n`th episode of a run, `ep-n` (the root is the first).
+    #[must_use]
+    pub fn numbered(n: usize) -> Self {
+        Self(format!("ep-{n}"))
+    }
+}
+
+/// Why a new run id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "run id {id:?} {why}; use letters, digits, '.', '_' or '-' (at most 128, starting with a letter or digit)"
+)]
+pub struct InvalidRunId {
+    /// The id as given.
+    pub id: String,
+    /// What is wrong with it.
+    pub why: String,
+}
+
+impl RunId {
+    /// Longest run id accepted for a new run.
+    pub const MAX_LEN: usize = 128;
+
+    /// A run id for a new run, checked: 1 to 128 ASCII letters, digits, `.`, `_` or `-`,
+    /// starting with a letter or digit. Call ids are `{run}/call-N` and the id names the
+    /// run in paths and URLs, so spaces, slashes and other punctuation are refused. (Ids
+    /// of runs already recorded are read as they are.)
+    ///
+    /// # Errors
+    /// [`InvalidRunId`] saying what is wrong.
+    pub fn parse(id: &str) -> Result<Self, InvalidRunId> {
+        let other = id
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')));
+        let why = if id.is_empty() {
+            Some("is empty".to_owned())
+        } else if id.len() > Self::MAX_LEN {
+            Some("is longer than 128 characters".to_owned())
+        } else if let Some(c) = other {
+            Some(format!("has {c:?}"))
+        } else if !id.starts_with(|c: char| c.is_ascii_alphanumeric()) {
+            Some("does not start with a letter or digit".to_owned())
+        } else {
+            None
+        };
+        match why {
+            Some(why) => Err(InvalidRunId {
+                id: id.to_owned(),
+                why,
+            }),
+            None => Ok(Self(id.to_owned())),
+        }
+    }
+}
+
+/// The root episode's id as recorded.
+pub const ROOT_EPISODE: &str = "ep-1";
 
 #[cfg(test)]
 mod tests {
@@ -165,6 +242,21 @@ mod tests {
         );
         let back: CallId = serde_json::from_str("\"run-1/call-10\"").expect("decodes");
         assert_eq!(back, calls[2]);
+    }
+
+    #[test]
+    fn new_run_ids_are_checked() {
+        assert_eq!(RunId::parse("geo-1.b_2").expect("fine"), "geo-1.b_2");
+        for (bad, why) in [
+            ("", "empty"),
+            ("a b", "has ' '"),
+            ("x/y", "has '/'"),
+            ("-x", "start with"),
+            (&"r".repeat(129), "longer"),
+        ] {
+            let err = RunId::parse(bad).expect_err(bad);
+            assert!(err.to_string().contains(why), "{bad:?}: {err}");
+        }
     }
 
     #[test]

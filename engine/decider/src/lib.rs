@@ -51,7 +51,7 @@ pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent,
     RunRequested, TicketSubject, seed_error,
 };
-pub use ids::{CallId, EffectId, TicketId};
+pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId};
 pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,

@@ -28,7 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, EffectId};
+use crate::ids::{CallId, EffectId, EpisodeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -57,7 +57,7 @@ pub struct EffectRequested {
     /// The asking agent.
     pub agent: String,
     /// The asking call's episode.
-    pub episode_id: String,
+    pub episode_id: EpisodeId,
     /// The effect kind (`publish`...). Not `kind`: that is the event's own tag.
     pub effect_kind: String,
     /// The lane.
@@ -385,7 +385,7 @@ pub(super) fn check_input(state: &RunState, input: &EffectInput) -> Result<(), R
 fn budget_gate(
     state: &RunState,
     bundle: &PolicyBundle,
-    episode_id: &str,
+    episode_id: &EpisodeId,
 ) -> Option<PolicyDecision> {
     state.episode_gate(bundle, episode_id)
 }

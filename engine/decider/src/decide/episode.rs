@@ -15,7 +15,7 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
-use crate::ids::CallId;
+use crate::ids::{CallId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -49,16 +49,16 @@ pub(super) struct Spawn<'a> {
 
 impl Batch<'_> {
     /// The episode a call belongs to (the root for calls recorded before episodes).
-    pub(super) fn episode_of_call(&self, request_id: &CallId) -> String {
+    pub(super) fn episode_of_call(&self, request_id: &CallId) -> EpisodeId {
         self.state
             .calls
             .get(request_id)
             .map(|c| c.request.episode_id.clone())
             .filter(|e| self.state.episodes.get(e).is_some())
-            .unwrap_or_else(|| ROOT_EPISODE.to_owned())
+            .unwrap_or_else(EpisodeId::root)
     }
 
-    fn episode(&self, id: &str) -> Option<Episode> {
+    fn episode(&self, id: &EpisodeId) -> Option<Episode> {
         self.state.episodes.get(id).cloned()
     }
 
@@ -386,7 +386,7 @@ impl Batch<'_> {
     /// A human approved a needs_review result: it counts as ok.
     pub(super) fn episode_review_approved(
         &mut self,
-        episode_id: &str,
+        episode_id: &EpisodeId,
         agent: &str,
         request_id: &CallId,
         result: &EpisodeResult,
@@ -423,7 +423,7 @@ impl Batch<'_> {
     /// result goes to the parent's agent, or becomes the run's output for the root.
     fn episode_succeeded(
         &mut self,
-        episode_id: &str,
+        episode_id: &EpisodeId,
         agent: &str,
         request_id: &CallId,
         result: &EpisodeResult,
@@ -438,7 +438,7 @@ impl Batch<'_> {
                 "objective satisfied (no verification needed)"
             };
             self.push(RunEvent::EpisodeStopped {
-                episode_id: episode_id.to_owned(),
+                episode_id: episode_id.clone(),
                 condition: StopCondition::SuccessAchieved,
                 rule_id: "stop_conditions.success_achieved".to_owned(),
                 reason: how.to_owned(),
@@ -468,11 +468,11 @@ impl Batch<'_> {
     /// A child's result reaches its parent: the parent stops on `no_new_information` or
     /// `failure_repeats` when the counters (already folded) say so, else its agent gets a
     /// new call carrying the result.
-    fn return_to_parent(&mut self, child_id: &str, result: &EpisodeResult) {
+    fn return_to_parent(&mut self, child_id: &EpisodeId, result: &EpisodeResult) {
         let Some(child) = self.episode(child_id) else {
             return;
         };
-        let Some(parent) = child.parent.as_deref().and_then(|p| self.episode(p)) else {
+        let Some(parent) = child.parent.as_ref().and_then(|p| self.episode(p)) else {
             return;
         };
         if parent.phase != EpisodePhase::Running {
@@ -588,7 +588,7 @@ impl Batch<'_> {
     /// episode on `failure_repeats` when that class reached the limit, so an agent that
     /// keeps asking for what is refused does not loop until a budget runs out. Returns
     /// whether it stopped.
-    pub(super) fn refusals_repeat(&mut self, episode_id: &str) -> bool {
+    pub(super) fn refusals_repeat(&mut self, episode_id: &EpisodeId) -> bool {
         match self.episode(episode_id) {
             Some(e) if e.phase == EpisodePhase::Running => self.failure_repeats(&e),
             _ => false,
@@ -624,7 +624,7 @@ impl Batch<'_> {
     /// means: a failed result for the parent, or the end of the run for the root.
     fn stop_episode(
         &mut self,
-        episode_id: &str,
+        episode_id: &EpisodeId,
         condition: StopCondition,
         rule_id: &str,
         reason: &str,
@@ -634,7 +634,7 @@ impl Batch<'_> {
         };
         let descendants = self.state.episodes.running_descendants(episode_id);
         self.push(RunEvent::EpisodeStopped {
-            episode_id: episode_id.to_owned(),
+            episode_id: episode_id.clone(),
             condition,
             rule_id: rule_id.to_owned(),
             reason: reason.to_owned(),

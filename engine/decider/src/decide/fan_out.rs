@@ -17,8 +17,8 @@ impl Batch<'_> {
                 None => targets.push((d.to.clone(), vec![d])),
             }
         }
-        let branch_of =
-            (targets.len() > 1).then(|| origin.map_or_else(|| self.run_id(), CallId::to_string));
+        let branch_of = (targets.len() > 1)
+            .then(|| origin.map_or_else(|| self.run_id().to_string(), CallId::to_string));
         let priority = origin
             .and_then(|o| self.state.calls.get(o))
             .map(|c| c.request.priority);

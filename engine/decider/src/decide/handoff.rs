@@ -15,7 +15,8 @@ impl Batch<'_> {
         error_type: &str,
         origin: Option<&AgentRequest>,
     ) {
-        let request_id = origin.map_or_else(|| self.run_id(), |r| r.request_id.to_string());
+        let request_id =
+            origin.map_or_else(|| self.run_id().to_string(), |r| r.request_id.to_string());
         let retry_count = origin.map_or(0, |r| r.attempt.saturating_sub(1));
         let reason = decision.reason.to_string();
         let rule = decision.rule_id.to_string();

@@ -14,7 +14,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, EffectId, TicketId};
+use crate::ids::{CallId, EffectId, EpisodeId, RunId, TicketId};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -201,7 +201,7 @@ impl Command {
 pub enum Rejection {
     /// `Start` on a run that already has a `run.requested`.
     #[error("run {0} was already started")]
-    AlreadyStarted(String),
+    AlreadyStarted(RunId),
     /// Anything but `Start` before the run exists.
     #[error("the run has not been started")]
     NotStarted,
@@ -355,7 +355,7 @@ fn decide_batch(
         events: Vec::new(),
         outbox: Vec::new(),
         confidence: None,
-        episode: crate::state::episode::ROOT_EPISODE.to_owned(),
+        episode: EpisodeId::root(),
     };
     // The input's own event opens the batch. A run request or a response goes into it
     // behind an `Arc`, shared with the state and with the decisions below, not copied.
@@ -410,7 +410,7 @@ struct Batch<'a> {
     /// Confidence of the response being processed.
     confidence: Option<Confidence>,
     /// The episode new requests belong to: that of the call being answered.
-    episode: String,
+    episode: EpisodeId,
 }
 
 impl Batch<'_> {
@@ -494,8 +494,8 @@ impl Batch<'_> {
         }
     }
 
-    fn run_id(&self) -> String {
-        self.state.run_id().unwrap_or_default().to_owned()
+    fn run_id(&self) -> RunId {
+        self.state.run_id().cloned().unwrap_or_default()
     }
 
     /// Completed, blocked or failed. (A run waiting for a human is not stopped: what an

@@ -4,7 +4,7 @@
 
 use schemars::JsonSchema;
 
-use crate::ids::EffectId;
+use crate::ids::{EffectId, EpisodeId, RunId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -12,9 +12,9 @@ use serde_json::Value;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EffectRequest {
     /// The run the effect belongs to.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The episode that asked for it.
-    pub episode_id: String,
+    pub episode_id: EpisodeId,
     /// Unique in the run (`{run}/effect-N`).
     pub effect_id: EffectId,
     /// Effect kind, as the bundle's `[[side_effects]]` names it (`publish`, `dm`...).

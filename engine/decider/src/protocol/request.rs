@@ -2,7 +2,7 @@
 //! asked, the run, episode and attempt it belongs to, and its inputs split into decision
 //! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
-use crate::ids::CallId;
+use crate::ids::{CallId, EpisodeId, RunId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -25,9 +25,9 @@ pub struct AgentRequest {
     /// and audit.
     pub correlation_id: String,
     /// The run this call belongs to.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The episode (a bounded agent run with its own budget) this call belongs to.
-    pub episode_id: String,
+    pub episode_id: EpisodeId,
     /// 1 for the first call of a step, 2 for its first retry, and so on.
     pub attempt: u32,
     /// The agent the work comes from (`external` for the run's input).
@@ -123,8 +123,8 @@ impl AgentRequest {
         let request_id = request_id.into();
         Self {
             correlation_id: request_id.to_string(),
-            run_id: String::new(),
-            episode_id: String::new(),
+            run_id: RunId::default(),
+            episode_id: EpisodeId::default(),
             request_id,
             attempt: 1,
             source_agent: source_agent.into(),
@@ -142,8 +142,8 @@ impl AgentRequest {
     #[must_use]
     pub fn in_run(
         mut self,
-        run_id: impl Into<String>,
-        episode_id: impl Into<String>,
+        run_id: impl Into<RunId>,
+        episode_id: impl Into<EpisodeId>,
         correlation_id: impl Into<String>,
     ) -> Self {
         self.run_id = run_id.into();

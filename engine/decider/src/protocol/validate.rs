@@ -311,6 +311,7 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ids::RunId;
     use crate::protocol::{Confidence, ToolCall};
     use serde_json::json;
 
@@ -520,7 +521,7 @@ mod tests {
             ("attempt".into(), ValidationProblem::Zero)
         );
         let mut bad = request();
-        bad.run_id.clear();
+        bad.run_id = RunId::default();
         assert_eq!(field_of(bad.validate()).0, "run_id");
         let bad = request().with_context_input("", "geo_scores", json!({}));
         assert_eq!(field_of(bad.validate()).0, "context_inputs[0].source_agent");

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decide::effect::*;
 use crate::event::{RunEvent, TicketSubject};
+use crate::ids::RunId;
 use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 
 /// Where an effect stands.
@@ -104,9 +105,9 @@ impl EffectRecord {
 
     /// What the executor is given (dry run and execution alike).
     #[must_use]
-    pub fn executor_request(&self, run_id: &str, timeout_ms: u64) -> EffectRequest {
+    pub fn executor_request(&self, run_id: &RunId, timeout_ms: u64) -> EffectRequest {
         EffectRequest {
-            run_id: run_id.to_owned(),
+            run_id: run_id.clone(),
             episode_id: self.requested.episode_id.clone(),
             effect_id: self.requested.effect_id.clone(),
             kind: self.requested.effect_kind.clone(),

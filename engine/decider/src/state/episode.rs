@@ -8,7 +8,7 @@
 //! to the call's episode and every ancestor; wall time is the recorded time since the
 //! episode started, less the time the run waited for a human.
 
-use crate::ids::CallId;
+use crate::ids::{CallId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ use crate::event::{RunEvent, RunRequested, TicketSubject};
 use crate::protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.
-pub const ROOT_EPISODE: &str = "ep-1";
+pub use crate::ids::ROOT_EPISODE;
 
 /// Budget dimensions, as named in meters and events.
 pub const TOKENS: &str = "tokens";
@@ -67,9 +67,9 @@ impl EpisodePhase {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Episode {
     /// `ep-N`.
-    pub id: String,
+    pub id: EpisodeId,
     /// The spawning episode (`None` for the root).
-    pub parent: Option<String>,
+    pub parent: Option<EpisodeId>,
     /// The root is 0.
     pub depth: u32,
     /// The workflow's name for the root, the child type otherwise.
@@ -87,7 +87,7 @@ pub struct Episode {
     /// The call whose `spawn` started it.
     pub spawned_by: Option<CallId>,
     /// Child episode ids, in spawn order.
-    pub children: Vec<String>,
+    pub children: Vec<EpisodeId>,
     /// Where it stands.
     pub phase: EpisodePhase,
     /// Its result, once finished.
@@ -133,7 +133,7 @@ pub struct DomainVersion {
     /// The writer.
     pub agent: String,
     /// The writer's episode.
-    pub episode_id: String,
+    pub episode_id: EpisodeId,
     /// The content.
     pub content: Value,
 }
@@ -142,7 +142,7 @@ pub struct DomainVersion {
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct EpisodeTree {
     /// By id.
-    pub episodes: BTreeMap<String, Episode>,
+    pub episodes: BTreeMap<EpisodeId, Episode>,
     /// Each domain's versions, oldest first (append-only).
     pub domains: BTreeMap<String, Vec<DomainVersion>>,
     /// Recorded time the run spent waiting for humans (closed waits).
@@ -156,19 +156,19 @@ pub struct EpisodeTree {
 impl EpisodeTree {
     /// An episode by id.
     #[must_use]
-    pub fn get(&self, id: &str) -> Option<&Episode> {
+    pub fn get(&self, id: &EpisodeId) -> Option<&Episode> {
         self.episodes.get(id)
     }
 
     /// The id the next child gets.
     #[must_use]
-    pub fn next_id(&self) -> String {
-        format!("ep-{}", self.episodes.len() + 1)
+    pub fn next_id(&self) -> EpisodeId {
+        EpisodeId::numbered(self.episodes.len() + 1)
     }
 
     /// `id` and its ancestors, root first.
     #[must_use]
-    pub fn chain(&self, id: &str) -> Vec<&Episode> {
+    pub fn chain(&self, id: &EpisodeId) -> Vec<&Episode> {
         let mut chain = Vec::new();
         let mut next = self.episodes.get(id);
         while let Some(e) = next {
@@ -176,7 +176,7 @@ impl EpisodeTree {
             if chain.len() > self.episodes.len() {
                 break;
             }
-            next = e.parent.as_deref().and_then(|p| self.episodes.get(p));
+            next = e.parent.as_ref().and_then(|p| self.episodes.get(p));
         }
         chain.reverse();
         chain
@@ -184,9 +184,9 @@ impl EpisodeTree {
 
     /// `id`'s descendants still running, parents before children.
     #[must_use]
-    pub fn running_descendants(&self, id: &str) -> Vec<String> {
+    pub fn running_descendants(&self, id: &EpisodeId) -> Vec<EpisodeId> {
         let mut out = Vec::new();
-        let mut stack = vec![id.to_owned()];
+        let mut stack = vec![id.clone()];
         while let Some(at) = stack.pop() {
             let Some(e) = self.episodes.get(&at) else {
                 continue;
@@ -208,27 +208,22 @@ impl EpisodeTree {
     /// Episodes in id order (`ep-2` before `ep-10`).
     #[must_use]
     pub fn in_order(&self) -> Vec<&Episode> {
-        let mut all: Vec<&Episode> = self.episodes.values().collect();
-        all.sort_by_key(|e| {
-            e.id.strip_prefix("ep-")
-                .and_then(|n| n.parse::<u64>().ok())
-                .unwrap_or(u64::MAX)
-        });
-        all
+        // Episode ids order by their number.
+        self.episodes.values().collect()
     }
 
     fn effective_wait(&self, at_ms: i64) -> i64 {
         self.human_wait_ms + self.waiting_since.map_or(0, |w| (at_ms - w).max(0))
     }
 
-    fn charge(&mut self, episode_id: &str, tokens: u64, tool_calls: u64, at_ms: i64) {
+    fn charge(&mut self, episode_id: &EpisodeId, tokens: u64, tool_calls: u64, at_ms: i64) {
         // Only a call whose episode and ancestors all still run is charged: a stopped or
         // finished episode is never charged again.
         let chain = self.chain(episode_id);
         if chain.is_empty() || chain.iter().any(|e| e.phase != EpisodePhase::Running) {
             return;
         }
-        let ids: Vec<String> = chain.iter().map(|e| e.id.clone()).collect();
+        let ids: Vec<EpisodeId> = chain.iter().map(|e| e.id.clone()).collect();
         let wait = self.effective_wait(at_ms);
         for id in ids {
             let Some(e) = self.episodes.get_mut(&id) else {
@@ -256,9 +251,9 @@ impl EpisodeTree {
             .unwrap_or_else(|| input_summary(&run.input));
         self.last_input_ms = run.at_ms;
         self.episodes.insert(
-            ROOT_EPISODE.to_owned(),
+            EpisodeId::root(),
             Episode {
-                id: ROOT_EPISODE.to_owned(),
+                id: EpisodeId::root(),
                 parent: None,
                 depth: 0,
                 episode_type: run.workflow.name.clone(),
@@ -278,14 +273,14 @@ impl EpisodeTree {
     /// A refused action of `episode_id`'s agent counts as a failure of its class (the
     /// `failure_repeats` stop condition, docs/governance.md#stop-conditions), so an agent
     /// that keeps asking for what is refused stops.
-    fn count_refusal(&mut self, episode_id: &str, class: String) {
+    fn count_refusal(&mut self, episode_id: &EpisodeId, class: String) {
         if let Some(e) = self.episodes.get_mut(episode_id) {
             *e.error_classes.entry(class).or_default() += 1;
         }
     }
 
     /// A child's result (or its stop) reaches its parent's counters.
-    fn count_child_result(&mut self, child_id: &str, result: &EpisodeResult) {
+    fn count_child_result(&mut self, child_id: &EpisodeId, result: &EpisodeResult) {
         let Some(child) = self.episodes.get(child_id) else {
             return;
         };
@@ -564,7 +559,11 @@ impl RunState {
     /// `finalize_or_escalate_at_percent` (70%) of one — naming the rule and the numbers;
     /// `None` when it may go on. (The side-effect decider calls this before every effect.)
     #[must_use]
-    pub fn episode_gate(&self, bundle: &PolicyBundle, episode_id: &str) -> Option<PolicyDecision> {
+    pub fn episode_gate(
+        &self,
+        bundle: &PolicyBundle,
+        episode_id: &EpisodeId,
+    ) -> Option<PolicyDecision> {
         let chain = self.episodes.chain(episode_id);
         let deny = |rule: &str, reason: String| PolicyDecision {
             kind: DecisionKind::Budget,

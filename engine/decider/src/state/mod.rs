@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{CallId, EffectId, TicketId};
+use crate::ids::{CallId, EffectId, RunId, TicketId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -178,8 +178,8 @@ impl RunState {
 
     /// The run id, once requested.
     #[must_use]
-    pub fn run_id(&self) -> Option<&str> {
-        self.run.as_ref().map(|r| r.run_id.as_str())
+    pub fn run_id(&self) -> Option<&RunId> {
+        self.run.as_ref().map(|r| &r.run_id)
     }
 
     /// Folds one event.

@@ -16,8 +16,8 @@ use crate::protocol::{
 };
 use crate::workflow::{WorkflowBudget, WorkflowSpec};
 use crate::{
-    DECIDER_VERSION, Episode, EpisodePhase, EpisodeTree, RunEvent, RunRequested, RunState,
-    RunStatus, TicketSubject, condition_name, replay_check,
+    DECIDER_VERSION, Episode, EpisodeId, EpisodePhase, EpisodeTree, RunEvent, RunRequested,
+    RunState, RunStatus, TicketSubject, condition_name, replay_check,
 };
 
 const AGENTS: [&str; 3] = ["orch", "worker", "verifier"];
@@ -140,7 +140,7 @@ fn stops(events: &[RunEvent]) -> Vec<(String, StopCondition)> {
                 episode_id,
                 condition,
                 ..
-            } => Some((episode_id.clone(), *condition)),
+            } => Some((episode_id.to_string(), *condition)),
             _ => None,
         })
         .collect()
@@ -165,7 +165,11 @@ fn denial(events: &[RunEvent]) -> (StopCondition, String, String) {
 }
 
 fn ep(state: &RunState, id: &str) -> Episode {
-    state.episodes.get(id).cloned().expect("episode exists")
+    state
+        .episodes
+        .get(&EpisodeId::from(id))
+        .cloned()
+        .expect("episode exists")
 }
 
 #[test]
@@ -335,7 +339,10 @@ pub(crate) fn a_child_gets_at_most_half_of_the_parents_remaining_budget() {
 #[test]
 pub(crate) fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
     let mut run = research();
-    assert_eq!(run.state.episode_gate(&run.bundle, "ep-1"), None);
+    assert_eq!(
+        run.state.episode_gate(&run.bundle, &EpisodeId::root()),
+        None
+    );
     run.when(respond(vec![spawn("worker", "retrieve", Some(10))]).tokens(700))
         .then(|events| {
             let (condition, rule, reason) = denial(events);
@@ -354,7 +361,7 @@ pub(crate) fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
     );
     let gate = fresh
         .state
-        .episode_gate(&fresh.bundle, "ep-1")
+        .episode_gate(&fresh.bundle, &EpisodeId::root())
         .expect("gated");
     assert_eq!(
         &*gate.rule_id,
@@ -363,7 +370,7 @@ pub(crate) fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
     assert!(gate.reason.contains("700/1000 tokens"), "{}", gate.reason);
     let stopped = run
         .state
-        .episode_gate(&run.bundle, "ep-1")
+        .episode_gate(&run.bundle, &EpisodeId::root())
         .expect("stopped");
     assert_eq!(&*stopped.rule_id, "episodes.not_running");
 }
@@ -693,7 +700,7 @@ fn ends(events: &[RunEvent]) -> Vec<(String, &'static str, String)> {
             RunEvent::EpisodeFinished {
                 episode_id, result, ..
             } => Some((
-                episode_id.clone(),
+                episode_id.to_string(),
                 "finished",
                 format!(
                     "{}:{}",
@@ -706,7 +713,7 @@ fn ends(events: &[RunEvent]) -> Vec<(String, &'static str, String)> {
                 condition,
                 ..
             } => Some((
-                episode_id.clone(),
+                episode_id.to_string(),
                 "stopped",
                 condition_name(*condition).to_owned(),
             )),
@@ -1221,7 +1228,7 @@ proptest! {
         replay_check(&log, &b).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let p = b.recursion_policy("orch").clone();
         let mut state = RunState::default();
-        let mut last_charge: BTreeMap<(String, String), u64> = BTreeMap::new();
+        let mut last_charge: BTreeMap<(EpisodeId, String), u64> = BTreeMap::new();
         for event in &log {
             let before = state.episodes.clone();
             state.apply(event);

@@ -26,7 +26,7 @@ use docket_decider::WorkflowSpec;
 use docket_decider::{
     Command, DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectId, EffectInput,
     EffectKillSwitchChecked, EffectPhase, EffectRecord, EffectVerification, EffectWork, RunEvent,
-    RunState, decide_in_place,
+    RunId, RunState, decide_in_place,
 };
 
 /// Waits for an executor call, at most its `timeout_ms` plus a second (executors enforce
@@ -268,7 +268,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         carried: Option<Staged>,
         (record, work): (EffectRecord, EffectWork),
     ) -> Result<(), RuntimeError> {
-        let run_id = state.run_id().unwrap_or_default().to_owned();
+        let run_id = state.run_id().cloned().unwrap_or_default();
         let effect_id = record.requested.effect_id.clone();
         let lane = record.requested.lane.clone();
         let executor = self
@@ -372,7 +372,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
 /// Batches decided one after the other, waiting to be appended together at `version`.
 pub(super) struct Staged {
-    run_id: String,
+    run_id: RunId,
     version: u64,
     events: Vec<RunEvent>,
 }
@@ -380,7 +380,7 @@ pub(super) struct Staged {
 impl Staged {
     fn new(state: &RunState) -> Self {
         Self {
-            run_id: state.run_id().unwrap_or_default().to_owned(),
+            run_id: state.run_id().cloned().unwrap_or_default(),
             version: state.version(),
             events: Vec::new(),
         }

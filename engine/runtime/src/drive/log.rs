@@ -65,7 +65,7 @@ pub(super) async fn payload<S: EventStore>(
 /// An event of run `run` decoded, or an error naming the run and the event kind.
 pub(super) fn decode(run: &str, event: &Event, bytes: &[u8]) -> Result<RunEvent, RuntimeError> {
     RunEvent::decode(&event.kind, bytes).map_err(|source| RuntimeError::Decode {
-        run: run.to_owned(),
+        run: run.into(),
         source,
     })
 }

@@ -27,8 +27,8 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, NextStep, Rejection, RunEvent, RunRequested, RunState,
-    decide_in_place,
+    Command, DecodeError, KIND_VERSION, NextStep, Rejection, RunEvent, RunId, RunRequested,
+    RunState, decide_in_place,
 };
 
 pub use executors::resolve_program;
@@ -46,7 +46,7 @@ pub enum RuntimeError {
     )]
     Conflict {
         /// The run.
-        run: String,
+        run: RunId,
         /// The version this process decided from.
         expected: u64,
         /// The version found.
@@ -60,19 +60,19 @@ pub enum RuntimeError {
     UnknownRun(String),
     /// A run id is already taken.
     #[error("run {0} already exists (use `docket resume {0}`)")]
-    RunExists(String),
+    RunExists(RunId),
     /// A recorded event could not be decoded.
     #[error("run {run}: {source}")]
     Decode {
         /// The run.
-        run: String,
+        run: RunId,
         /// What.
         #[source]
         source: DecodeError,
     },
     /// The log does not begin with `run.requested`.
     #[error("run {0}: the log does not begin with run.requested")]
-    NoRequest(String),
+    NoRequest(RunId),
     /// The bundle (given or recorded) does not compile.
     #[error("policy bundle {name}: {message}")]
     Bundle {
@@ -85,7 +85,7 @@ pub enum RuntimeError {
     #[error("run {run}: {rejection}")]
     Rejected {
         /// The run.
-        run: String,
+        run: RunId,
         /// Why.
         rejection: Rejection,
     },
@@ -103,7 +103,7 @@ pub enum RuntimeError {
 #[derive(Debug, Clone)]
 pub struct RunOutcome {
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Its folded state (status, handoffs, tickets, output...).
     pub state: RunState,
 }
@@ -171,17 +171,17 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.inner.clock.now_ms()
     }
 
-    fn new_run_id(&self) -> String {
+    fn new_run_id(&self) -> RunId {
         let n = self
             .inner
             .counter
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let nanos = self.inner.clock.now_ns();
-        format!(
+        RunId::from(format!(
             "run-{:x}-{:x}{n:x}",
             nanos / 1_000_000,
             (nanos % 1_000_000) ^ i64::from(std::process::id())
-        )
+        ))
     }
 
     fn stream(run_id: &str) -> Result<StreamId, RuntimeError> {
@@ -229,7 +229,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         &self,
         workflow: &Workflow,
         input: Value,
-        run_id: Option<String>,
+        run_id: Option<RunId>,
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
@@ -265,7 +265,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ///
     /// # Errors
     /// [`RuntimeError`].
-    pub async fn resume(&self, run_id: &str) -> Result<RunOutcome, RuntimeError> {
+    pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
         self.drive(state, bundle).await
     }
@@ -277,7 +277,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`], e.g. an unknown or already decided ticket.
     pub async fn decide_ticket(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         ticket: &str,
         approved: bool,
         by: &str,
@@ -301,7 +301,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ///
     /// # Errors
     /// [`RuntimeError`].
-    pub async fn events(&self, run_id: &str) -> Result<Vec<RecordedEvent>, RuntimeError> {
+    pub async fn events(&self, run_id: &RunId) -> Result<Vec<RecordedEvent>, RuntimeError> {
         log::read_run(&self.inner.store, &Self::stream(run_id)?, run_id).await
     }
 
@@ -309,7 +309,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ///
     /// # Errors
     /// [`RuntimeError`].
-    pub async fn state(&self, run_id: &str) -> Result<RunState, RuntimeError> {
+    pub async fn state(&self, run_id: &RunId) -> Result<RunState, RuntimeError> {
         let events = self.events(run_id).await?;
         Ok(RunState::fold(events.iter().map(|e| &e.event)))
     }
@@ -328,7 +328,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
         let mut runs = Vec::new();
         for head in heads {
-            let run_id = head.stream.as_str().to_owned();
+            let run_id = RunId::from(head.stream.as_str());
             let state = self.state(&run_id).await?;
             if state.request().is_some() {
                 runs.push(RunOutcome { run_id, state });
@@ -339,12 +339,12 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     async fn load_state(
         &self,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<(RunState, Arc<PolicyBundle>), RuntimeError> {
         let state = self.state(run_id).await?;
         let run = state
             .request()
-            .ok_or_else(|| RuntimeError::NoRequest(run_id.to_owned()))?;
+            .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
         let bundle = self.bundle_for(run)?;
         Ok((state, bundle))
     }
@@ -360,7 +360,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<(), RuntimeError> {
         let run_id = match &command {
             Command::Start(r) => r.run_id.clone(),
-            _ => state.run_id().unwrap_or_default().to_owned(),
+            _ => state.run_id().cloned().unwrap_or_default(),
         };
         let version = state.version();
         let events = decide_in_place(state, bundle, command).map_err(|rejection| {
@@ -376,12 +376,12 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// `version`, in one durable write.
     async fn append_decided(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         version: u64,
         bundle: &PolicyBundle,
         events: &[RunEvent],
     ) -> Result<(), RuntimeError> {
-        let run_id = run_id.to_owned();
+        let run_id = run_id.clone();
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = WallTime(self.inner.clock.now_ns());
@@ -422,7 +422,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         mut state: RunState,
         bundle: Arc<PolicyBundle>,
     ) -> Result<RunOutcome, RuntimeError> {
-        let run_id = state.run_id().unwrap_or_default().to_owned();
+        let run_id = state.run_id().cloned().unwrap_or_default();
         let workflow = state
             .request()
             .map(|r| r.workflow.clone())
@@ -648,13 +648,13 @@ mod tests {
             .expect("starts");
         assert_eq!(outcome.state.status(), RunStatus::WaitingForHuman);
 
-        let (mut stale, bundle) = runtime.load_state("run-w").await.expect("loads");
+        let (mut stale, bundle) = runtime.load_state(&"run-w".into()).await.expect("loads");
         let first = runtime
-            .decide_ticket("run-w", "ticket-1", true, "ana", "ok", None)
+            .decide_ticket(&"run-w".into(), "ticket-1", true, "ana", "ok", None)
             .await
             .expect("first writer");
         assert_eq!(first.state.status(), RunStatus::Completed);
-        let before = runtime.events("run-w").await.expect("events").len();
+        let before = runtime.events(&"run-w".into()).await.expect("events").len();
 
         let second = runtime
             .decide_and_append(
@@ -676,6 +676,9 @@ mod tests {
             err.to_string().contains("only one process may drive a run"),
             "{err}"
         );
-        assert_eq!(runtime.events("run-w").await.expect("events").len(), before);
+        assert_eq!(
+            runtime.events(&"run-w".into()).await.expect("events").len(),
+            before
+        );
     }
 }

@@ -13,13 +13,13 @@ use docket_store::{Event, EventStore, StreamHead};
 
 use super::RuntimeError;
 use super::log::{decode, payload};
-use docket_decider::{RunEvent, RunStatus};
+use docket_decider::{RunEvent, RunId, RunStatus};
 
 /// A run as `docket runs` lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunSummary {
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Its workflow's name.
     pub workflow: String,
     /// Where it stands (the same as its folded state's status).
@@ -51,7 +51,7 @@ fn workflow_name(run: &str, event: &Event, bytes: &[u8]) -> Result<String, Runti
     serde_json::from_slice::<Requested>(bytes)
         .map(|r| r.workflow.name)
         .map_err(|e| RuntimeError::Decode {
-            run: run.to_owned(),
+            run: run.into(),
             source: docket_decider::DecodeError {
                 kind: event.kind.clone(),
                 message: e.to_string(),
@@ -90,7 +90,7 @@ pub(super) async fn summarize<S: EventStore>(
                 let first = first.map_err(RuntimeError::Store)?;
                 if first.kind == "run.requested" {
                     return Ok(Some(RunSummary {
-                        run_id: run_id.to_owned(),
+                        run_id: run_id.into(),
                         workflow: workflow_name(run_id, &first, &payload(store, &first).await?)?,
                         status: RunStatus::WaitingForHuman,
                         events: head.seq,
@@ -102,7 +102,7 @@ pub(super) async fn summarize<S: EventStore>(
     }
     let mut events = Box::pin(store.read(&head.stream, 1..=head.seq));
     let mut summary = RunSummary {
-        run_id: run_id.to_owned(),
+        run_id: run_id.into(),
         workflow: String::new(),
         status: RunStatus::NotStarted,
         events: 0,
