@@ -47,7 +47,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
     let decision = prop::collection::vec(
         (name(), name(), json_value()).prop_map(|(source_agent, output_type, payload)| {
             DecisionInput {
-                source_agent,
+                source_agent: source_agent.into(),
                 output_type,
                 payload,
             }
@@ -57,7 +57,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
     let context = prop::collection::vec(
         (name(), name(), json_value()).prop_map(|(source_agent, output_type, payload)| {
             ContextInput {
-                source_agent,
+                source_agent: source_agent.into(),
                 output_type,
                 payload,
             }
@@ -78,8 +78,8 @@ fn request() -> impl Strategy<Value = AgentRequest> {
             run_id: run_id.into(),
             episode_id: episode_id.into(),
             attempt,
-            source_agent,
-            target_agent,
+            source_agent: source_agent.into(),
+            target_agent: target_agent.into(),
             capability_code,
             timeout_ms,
             priority,
@@ -93,13 +93,13 @@ fn request() -> impl Strategy<Value = AgentRequest> {
 fn non_finish_action() -> impl Strategy<Value = Action> {
     prop_oneof![
         (name(), name(), json_value()).prop_map(|(to, output_type, payload)| Action::Handoff {
-            to,
+            to: to.into(),
             output_type,
             payload
         }),
         (name(), "[A-Z]{2,6}_[A-Z]{2,8}", json_object()).prop_map(
             |(target_agent, capability_code, inputs)| Action::RequestCapability {
-                target_agent,
+                target_agent: target_agent.into(),
                 capability_code,
                 inputs
             }

@@ -113,8 +113,8 @@ async fn run_pipeline(executors: &Executors, analysis: Value) -> Run {
                 },
             ] => {
                 run.path.push((
-                    request.target_agent.clone(),
-                    to.clone(),
+                    request.target_agent.to_string(),
+                    to.to_string(),
                     output_type.clone(),
                 ));
                 run.payloads.insert(output_type.clone(), payload.clone());

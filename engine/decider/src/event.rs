@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CallId, EffectId, EpisodeId, RunId, TicketId};
+use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -63,9 +63,9 @@ pub const DECIDER_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Delivery {
     /// Sender.
-    pub from: String,
+    pub from: AgentId,
     /// Receiver.
-    pub to: String,
+    pub to: AgentId,
     /// Output type.
     pub output_type: String,
     /// The sender's confidence in it.
@@ -122,7 +122,7 @@ pub enum TicketSubject {
     /// REVIEW_REQUIRED verdict): approving carries them out.
     Proceed {
         /// The agent whose actions wait.
-        agent: String,
+        agent: AgentId,
         /// The call that produced them.
         request_id: CallId,
         /// The actions, in order.
@@ -137,7 +137,7 @@ pub enum TicketSubject {
         /// The episode.
         episode_id: EpisodeId,
         /// The agent that ran it.
-        agent: String,
+        agent: AgentId,
         /// The call whose `finish_episode` asked for review.
         request_id: CallId,
         /// Its summary.
@@ -249,9 +249,9 @@ pub enum RunEvent {
     #[serde(rename = "handoff.allowed")]
     HandoffAllowed {
         /// Sender.
-        from: String,
+        from: AgentId,
         /// Receiver.
-        to: String,
+        to: AgentId,
         /// The output type carried.
         output_type: String,
         /// Decision input or read-only context input (Guardrail 2).
@@ -273,9 +273,9 @@ pub enum RunEvent {
     #[serde(rename = "handoff.denied")]
     HandoffDenied {
         /// Sender.
-        from: String,
+        from: AgentId,
         /// Intended receiver.
-        to: String,
+        to: AgentId,
         /// The output type it claimed.
         output_type: String,
         /// The deciding rule and reason (matrix, contract or provenance).
@@ -298,7 +298,7 @@ pub enum RunEvent {
         /// The classified call.
         request_id: CallId,
         /// The classifier agent.
-        classifier: String,
+        classifier: AgentId,
         /// SAFE, REVIEW_REQUIRED or DANGEROUS.
         verdict: RiskVerdict,
         /// The classifier's reason.
@@ -366,7 +366,7 @@ pub enum RunEvent {
         /// The child type (`verify`...).
         episode_type: String,
         /// The agent that runs it.
-        agent: String,
+        agent: AgentId,
         /// Its goal.
         goal: String,
         /// Its budget per dimension (`tokens`, `tool_calls`, `wall_time_ms`).
@@ -385,7 +385,7 @@ pub enum RunEvent {
         /// The acting agent's episode.
         episode_id: EpisodeId,
         /// The acting agent.
-        agent: String,
+        agent: AgentId,
         /// `spawn` or `finish_episode`.
         action: String,
         /// What was asked (child type, agent, goal, budget; or the result).
@@ -401,7 +401,7 @@ pub enum RunEvent {
         /// The episode.
         episode_id: EpisodeId,
         /// Its agent.
-        agent: String,
+        agent: AgentId,
         /// The result.
         result: EpisodeResult,
     },
@@ -428,7 +428,7 @@ pub enum RunEvent {
         /// 1 for the first write, then n+1.
         version: u32,
         /// The owning agent that wrote it.
-        agent: String,
+        agent: AgentId,
         /// The writer's episode.
         episode_id: EpisodeId,
         /// The content.
@@ -443,7 +443,7 @@ pub enum RunEvent {
         /// The domain.
         domain: String,
         /// The agent that tried.
-        agent: String,
+        agent: AgentId,
         /// Its episode.
         episode_id: EpisodeId,
         /// The deciding rule and reason.

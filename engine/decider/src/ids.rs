@@ -22,6 +22,25 @@ fn split_number(id: &str) -> (&str, Option<u64>) {
     (prefix, number.parse().ok())
 }
 
+/// Orders an id type by its trailing number (`call-9` before `call-10`).
+macro_rules! ordered_by_number {
+    ($($name:ident),*) => {$(
+        impl Ord for $name {
+            fn cmp(&self, other: &Self) -> Ordering {
+                let (a, n) = split_number(&self.0);
+                let (b, m) = split_number(&other.0);
+                a.cmp(b).then(n.cmp(&m)).then_with(|| self.0.cmp(&other.0))
+            }
+        }
+
+        impl PartialOrd for $name {
+            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+                Some(self.cmp(other))
+            }
+        }
+    )*};
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -34,20 +53,6 @@ macro_rules! id_type {
             #[must_use]
             pub fn as_str(&self) -> &str {
                 &self.0
-            }
-        }
-
-        impl Ord for $name {
-            fn cmp(&self, other: &Self) -> Ordering {
-                let (a, n) = split_number(&self.0);
-                let (b, m) = split_number(&other.0);
-                a.cmp(b).then(n.cmp(&m)).then_with(|| self.0.cmp(&other.0))
-            }
-        }
-
-        impl PartialOrd for $name {
-            fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-                Some(self.cmp(other))
             }
         }
 
@@ -154,10 +159,22 @@ id_type!(
     /// order they were spawned.
     EpisodeId
 );
+// Agent names order as text, as the bundle's and the state's maps always listed them.
 id_type!(
     /// An agent, by the name the policy bundle gives it.
+    #[derive(PartialOrd, Ord)]
     AgentId
 );
+
+ordered_by_number!(CallId, TicketId, EffectId, RunId, EpisodeId);
+
+// Agent ids order, compare and hash exactly as their text, so maps keyed by them can be
+// looked up by a name from the bundle.
+impl std::borrow::Borrow<str> for AgentId {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
 
 impl EpisodeId {
     /// The root episode, `ep-1`: the run's own.

@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::ids::AgentId;
 use serde::{Deserialize, Serialize};
 
 /// A workflow as recorded in `run.requested`.
@@ -19,7 +20,7 @@ pub struct WorkflowSpec {
     /// The policy bundle file, relative to the workflow file.
     pub policy: String,
     /// The agent that receives the run's input, from `external`.
-    pub entry: String,
+    pub entry: AgentId,
     /// The output type of the run's input (e.g. `analysis_request`); when absent, the
     /// output type declared on the `external → entry` edge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -30,7 +31,7 @@ pub struct WorkflowSpec {
     pub input: Option<String>,
     /// How each agent is reached, by agent id.
     #[serde(default)]
-    pub agents: BTreeMap<String, AgentSpec>,
+    pub agents: BTreeMap<AgentId, AgentSpec>,
     /// The root episode's goal (docs/workflow.md#goal-and-budget-episodes); when absent, a
     /// summary of the run's input.
     #[serde(default, skip_serializing_if = "Option::is_none")]

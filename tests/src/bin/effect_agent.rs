@@ -82,7 +82,7 @@ fn main() -> ExitCode {
             let output = json!({ "results": results, "input": input });
             match &to {
                 Some(to) => Action::Handoff {
-                    to: to.clone(),
+                    to: to.into(),
                     output_type: "posts".into(),
                     payload: output,
                 },

@@ -45,7 +45,7 @@ fn main() -> ExitCode {
         let keyed = format!("{}/{}", request.target_agent, request.episode_id);
         let Some(steps) = script
             .get(&keyed)
-            .or_else(|| script.get(&request.target_agent))
+            .or_else(|| script.get(request.target_agent.as_str()))
             .and_then(Value::as_array)
         else {
             eprintln!("episode-agent: the script has no steps for {keyed}");

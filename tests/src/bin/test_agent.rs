@@ -224,7 +224,7 @@ fn main() -> ExitCode {
                 });
                 let actions = match behaviour.as_str() {
                     "handoff" => vec![Action::Handoff {
-                        to: script.to.clone(),
+                        to: (&script.to).into(),
                         output_type: script.output_type.clone(),
                         payload,
                     }],
@@ -233,7 +233,7 @@ fn main() -> ExitCode {
                         .to
                         .split(',')
                         .map(|to| Action::Handoff {
-                            to: to.to_owned(),
+                            to: to.into(),
                             output_type: script.output_type.clone(),
                             payload: payload.clone(),
                         })
@@ -245,7 +245,7 @@ fn main() -> ExitCode {
                         Action::Finish { output: payload },
                     ],
                     _ => vec![Action::RequestCapability {
-                        target_agent: script.to.clone(),
+                        target_agent: (&script.to).into(),
                         capability_code: script.capability.clone(),
                         inputs: payload.as_object().cloned().unwrap_or_default(),
                     }],

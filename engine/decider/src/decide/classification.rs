@@ -27,7 +27,7 @@ impl Batch<'_> {
         let shown = serde_json::to_value(&call.response).unwrap_or(Value::Null);
         let request = self
             .new_request(&agent, &classifier, "risk_classification")
-            .with_decision_input(&agent, "agent_response", shown);
+            .with_decision_input(agent.clone(), "agent_response", shown);
         self.schedule(
             request,
             None,
@@ -73,7 +73,7 @@ impl Batch<'_> {
             .to_owned();
         self.push(RunEvent::RiskClassified {
             request_id: of.request_id.clone(),
-            classifier: classifier.to_owned(),
+            classifier: classifier.into(),
             verdict,
             reason: reason.clone(),
         });

@@ -28,7 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, EffectId, EpisodeId};
+use crate::ids::{AgentId, CallId, EffectId, EpisodeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -55,7 +55,7 @@ pub struct EffectRequested {
     /// The call whose response asked (its agent gets the result).
     pub request_id: CallId,
     /// The asking agent.
-    pub agent: String,
+    pub agent: AgentId,
     /// The asking call's episode.
     pub episode_id: EpisodeId,
     /// The effect kind (`publish`...). Not `kind`: that is the event's own tag.
@@ -446,7 +446,7 @@ impl Batch<'_> {
         self.push(RunEvent::EffectRequested(EffectRequested {
             effect_id: effect_id.clone(),
             request_id: request_id.clone(),
-            agent: agent.to_owned(),
+            agent: agent.into(),
             episode_id: episode_id.clone(),
             effect_kind: kind.clone(),
             lane: lane.clone(),
@@ -862,7 +862,7 @@ impl Batch<'_> {
         let mut request = AgentRequest::clone(&asker.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
-            source_agent: EFFECTS_SOURCE.to_owned(),
+            source_agent: EFFECTS_SOURCE.into(),
             output_type: EFFECT_RESULT_TYPE.to_owned(),
             payload: result,
         });
@@ -873,7 +873,7 @@ impl Batch<'_> {
 /// The policy question for an effect as it stands.
 fn side_effect_request(rec: &EffectRecord, engaged: Vec<String>) -> SideEffectRequest {
     SideEffectRequest {
-        agent: rec.requested.agent.clone(),
+        agent: rec.requested.agent.to_string(),
         kind: rec.requested.effect_kind.clone(),
         lane: rec.requested.lane.clone(),
         idempotency_key: rec.requested.idempotency_key.clone(),

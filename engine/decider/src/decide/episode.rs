@@ -15,7 +15,7 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
-use crate::ids::{CallId, EpisodeId};
+use crate::ids::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -190,7 +190,7 @@ impl Batch<'_> {
             parent: parent_id,
             depth: d.child_depth,
             episode_type: s.episode_type.to_owned(),
-            agent: s.agent.to_owned(),
+            agent: s.agent.into(),
             goal: s.goal.to_owned(),
             budget: budget.clone(),
             spawned_by: request_id.clone(),
@@ -200,7 +200,7 @@ impl Batch<'_> {
         let mut request = self.new_request(agent, s.agent, s.episode_type);
         request.episode_id = child_id.clone();
         request.decision_inputs.push(DecisionInput {
-            source_agent: agent.to_owned(),
+            source_agent: agent.into(),
             output_type: "episode_goal".to_owned(),
             payload: json!({
                 "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
@@ -225,7 +225,7 @@ impl Batch<'_> {
         let Some(episode) = self.episode(&episode_id) else {
             return false;
         };
-        let writer = episode.writers.get(domain).map(String::as_str);
+        let writer = episode.writers.get(domain).map(AgentId::as_str);
         let d = self.bundle.decide_domain_write(agent, domain, writer);
         if d.is_allowed() {
             let version = self
@@ -238,7 +238,7 @@ impl Batch<'_> {
             self.push(RunEvent::DomainWritten {
                 domain: domain.to_owned(),
                 version: u32::try_from(version).unwrap_or(u32::MAX),
-                agent: agent.to_owned(),
+                agent: agent.into(),
                 episode_id,
                 content: content.clone(),
                 decision: d,
@@ -247,7 +247,7 @@ impl Batch<'_> {
         }
         self.push(RunEvent::DomainWriteDenied {
             domain: domain.to_owned(),
-            agent: agent.to_owned(),
+            agent: agent.into(),
             episode_id,
             decision: d.clone(),
         });
@@ -312,7 +312,7 @@ impl Batch<'_> {
             let decision = self.engine_decision(rule, &reason);
             self.push(RunEvent::EpisodeActionDenied {
                 episode_id: episode_id.clone(),
-                agent: agent.to_owned(),
+                agent: agent.into(),
                 action: "finish_episode".to_owned(),
                 detail: serde_json::to_value(result).unwrap_or(Value::Null),
                 decision: decision.clone(),
@@ -335,7 +335,7 @@ impl Batch<'_> {
         }
         self.push(RunEvent::EpisodeFinished {
             episode_id: episode_id.clone(),
-            agent: agent.to_owned(),
+            agent: agent.into(),
             result: result.clone(),
         });
         match result.status {
@@ -359,7 +359,7 @@ impl Batch<'_> {
                     ),
                     subject: TicketSubject::EpisodeReview {
                         episode_id,
-                        agent: agent.to_owned(),
+                        agent: agent.into(),
                         request_id: request_id.clone(),
                         summary: result.summary.clone(),
                         asked,
@@ -558,7 +558,7 @@ impl Batch<'_> {
     ) {
         self.push(RunEvent::EpisodeActionDenied {
             episode_id: episode.id.clone(),
-            agent: agent.to_owned(),
+            agent: agent.into(),
             action: action.to_owned(),
             detail,
             decision: decision.clone(),
@@ -610,7 +610,7 @@ impl Batch<'_> {
         let mut request = AgentRequest::clone(&call.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
-            source_agent: ENGINE.to_owned(),
+            source_agent: ENGINE.into(),
             output_type: "action_denied".to_owned(),
             payload: json!({
                 "agent": agent, "action": action, "rule_id": &*decision.rule_id,
@@ -709,7 +709,7 @@ impl Batch<'_> {
                         let summary = docket_policies::canonical_json_text(output);
                         self.push(RunEvent::EpisodeFinished {
                             episode_id: e.id.clone(),
-                            agent: by.unwrap_or(&e.agent).to_owned(),
+                            agent: by.unwrap_or(&e.agent).into(),
                             result: EpisodeResult::new(EpisodeStatus::Ok, summary),
                         });
                     }

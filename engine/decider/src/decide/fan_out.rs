@@ -3,14 +3,14 @@
 //! resolved by confidence, or put to a human (conflicting).
 
 use super::*;
-use crate::ids::CallId;
+use crate::ids::{AgentId, CallId};
 
 impl Batch<'_> {
     /// Sends governed outputs on: one call per receiving agent, carrying every output for
     /// it as a decision input plus its read-only context inputs. Several receivers make a
     /// parallel fan-out whose branches are joined before anything goes further.
     pub(super) fn dispatch(&mut self, origin: Option<&CallId>, deliveries: Vec<Delivery>) {
-        let mut targets: Vec<(String, Vec<Delivery>)> = Vec::new();
+        let mut targets: Vec<(AgentId, Vec<Delivery>)> = Vec::new();
         for d in deliveries {
             match targets.iter_mut().find(|(to, _)| *to == d.to) {
                 Some((_, list)) => list.push(d),
@@ -95,7 +95,7 @@ impl Batch<'_> {
     /// confidence, or a human decides: docs/governance.md#escalation-and-tickets), the
     /// losers archived.
     pub(super) fn join(&mut self, group: &str, origin: &CallId, all: Vec<Delivery>) {
-        let mut by_key: Vec<((String, String), Vec<Delivery>)> = Vec::new();
+        let mut by_key: Vec<((AgentId, String), Vec<Delivery>)> = Vec::new();
         for d in all {
             let key = (d.to.clone(), d.output_type.clone());
             match by_key.iter_mut().find(|(k, _)| *k == key) {

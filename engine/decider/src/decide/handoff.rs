@@ -4,6 +4,7 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
+use crate::ids::AgentId;
 
 impl Batch<'_> {
     pub(super) fn deny_handoff(
@@ -29,8 +30,8 @@ impl Batch<'_> {
             retry_count,
         );
         self.push(RunEvent::HandoffDenied {
-            from: from.to_owned(),
-            to: to.to_owned(),
+            from: from.into(),
+            to: to.into(),
             output_type: output_type.to_owned(),
             decision,
             error: error.clone(),
@@ -105,8 +106,8 @@ impl Batch<'_> {
         let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
         let delivered = Arc::new(scoped.context);
         self.push(RunEvent::HandoffAllowed {
-            from: from.to_owned(),
-            to: to.to_owned(),
+            from: from.into(),
+            to: to.into(),
             output_type: output_type.to_owned(),
             input: InputKind::Decision,
             decision: matrix.decision,
@@ -121,8 +122,8 @@ impl Batch<'_> {
             return false;
         }
         self.outbox.push(Delivery {
-            from: from.to_owned(),
-            to: to.to_owned(),
+            from: from.into(),
+            to: to.into(),
             output_type: output_type.to_owned(),
             confidence: self.confidence,
             payload: delivered,
@@ -142,7 +143,7 @@ impl Batch<'_> {
             .iter()
             .filter(|e| e.to == to)
         {
-            let Some(outputs) = self.state.outputs.get(&edge.from).cloned() else {
+            let Some(outputs) = self.state.outputs.get(edge.from.as_str()).cloned() else {
                 continue;
             };
             for (output_type, payload) in outputs {
@@ -163,14 +164,14 @@ impl Batch<'_> {
                     ..scoped.decision.clone()
                 };
                 inputs.push(ContextInput {
-                    source_agent: edge.from.clone(),
+                    source_agent: AgentId::from(&edge.from),
                     output_type: output_type.clone(),
                     payload: scoped.context.clone(),
                 });
                 let delivered = Arc::new(scoped.context);
                 self.push(RunEvent::HandoffAllowed {
-                    from: edge.from.clone(),
-                    to: to.to_owned(),
+                    from: AgentId::from(&edge.from),
+                    to: to.into(),
                     output_type,
                     input: InputKind::Context,
                     decision: matrix.decision,

@@ -118,7 +118,7 @@ impl Batch<'_> {
                 } => {
                     let d = self.bundle.decide_capability(&CapabilityRequest {
                         source_agent: agent.to_owned(),
-                        target_agent: target_agent.clone(),
+                        target_agent: target_agent.to_string(),
                         capability_code: capability_code.clone(),
                         inputs_json: Value::Object(inputs.clone()),
                         priority: None,
@@ -162,7 +162,7 @@ impl Batch<'_> {
                         ticket,
                         reason: format!("{agent} asks a human: {reason}"),
                         subject: TicketSubject::Proceed {
-                            agent: agent.to_owned(),
+                            agent: agent.into(),
                             request_id: request_id.clone(),
                             actions: actions[i + 1..].to_vec(),
                         },
@@ -221,7 +221,7 @@ impl Batch<'_> {
             request
                 .decision_inputs
                 .push(crate::protocol::DecisionInput {
-                    source_agent: agent.to_owned(),
+                    source_agent: agent.into(),
                     output_type: call.request.capability_code.clone(),
                     payload: output.clone(),
                 });

@@ -2,7 +2,7 @@
 //! asked, the run, episode and attempt it belongs to, and its inputs split into decision
 //! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
-use crate::ids::{CallId, EpisodeId, RunId};
+use crate::ids::{AgentId, CallId, EpisodeId, RunId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -31,9 +31,9 @@ pub struct AgentRequest {
     /// 1 for the first call of a step, 2 for its first retry, and so on.
     pub attempt: u32,
     /// The agent the work comes from (`external` for the run's input).
-    pub source_agent: String,
+    pub source_agent: AgentId,
     /// The agent that must handle this request.
-    pub target_agent: String,
+    pub target_agent: AgentId,
     /// The capability asked of the target agent, as registered in the policy bundle.
     pub capability_code: String,
     /// How long the engine waits for the response, in milliseconds; after that the call
@@ -90,7 +90,7 @@ pub enum Priority {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DecisionInput {
     /// The agent that produced this input (`external` for the run's input).
-    pub source_agent: String,
+    pub source_agent: AgentId,
     /// The output type of the handoff that carried it, as named in the policy bundle
     /// (e.g. `gaps_and_opportunities`), or the capability code for a capability request.
     pub output_type: String,
@@ -102,7 +102,7 @@ pub struct DecisionInput {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ContextInput {
     /// The agent that produced this reference.
-    pub source_agent: String,
+    pub source_agent: AgentId,
     /// The output type it was produced as (e.g. `geo_scores`).
     pub output_type: String,
     /// The reference itself.
@@ -116,8 +116,8 @@ impl AgentRequest {
     #[must_use]
     pub fn new(
         request_id: impl Into<CallId>,
-        source_agent: impl Into<String>,
-        target_agent: impl Into<String>,
+        source_agent: impl Into<AgentId>,
+        target_agent: impl Into<AgentId>,
         capability_code: impl Into<String>,
     ) -> Self {
         let request_id = request_id.into();
@@ -163,7 +163,7 @@ impl AgentRequest {
     #[must_use]
     pub fn with_decision_input(
         mut self,
-        source_agent: impl Into<String>,
+        source_agent: impl Into<AgentId>,
         output_type: impl Into<String>,
         payload: Value,
     ) -> Self {
@@ -179,7 +179,7 @@ impl AgentRequest {
     #[must_use]
     pub fn with_context_input(
         mut self,
-        source_agent: impl Into<String>,
+        source_agent: impl Into<AgentId>,
         output_type: impl Into<String>,
         payload: Value,
     ) -> Self {

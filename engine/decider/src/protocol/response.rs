@@ -2,7 +2,7 @@
 //! confidence, warnings and error fields, the usage it reports, the tool calls it made, and
 //! the actions it asks the engine to take.
 
-use crate::ids::CallId;
+use crate::ids::{AgentId, CallId};
 use std::cmp::Ordering;
 use std::fmt;
 
@@ -168,7 +168,7 @@ pub enum Action {
     /// Hand the work to the next agent, as the interaction matrix allows.
     Handoff {
         /// The receiving agent.
-        to: String,
+        to: AgentId,
         /// The output type, as named in the policy bundle; the payload is validated
         /// against its schema.
         output_type: String,
@@ -179,7 +179,7 @@ pub enum Action {
     /// never call each other directly) and brings the answer back.
     RequestCapability {
         /// The agent that owns the capability.
-        target_agent: String,
+        target_agent: AgentId,
         /// The capability, as registered.
         capability_code: String,
         /// The capability's inputs, validated against its input schema.
@@ -203,7 +203,7 @@ pub enum Action {
     /// `EpisodeResult` comes back to this agent in a new request.
     Spawn {
         /// The agent that runs the child episode.
-        agent: String,
+        agent: AgentId,
         /// The child's type (`verify`, `retrieve`, `summarize`, `rewrite`, `tool_probe`...),
         /// checked against allowed and forbidden child types.
         episode_type: String,

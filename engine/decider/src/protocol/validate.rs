@@ -311,7 +311,7 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::RunId;
+    use crate::ids::{AgentId, RunId};
     use crate::protocol::{Confidence, ToolCall};
     use serde_json::json;
 
@@ -453,7 +453,7 @@ mod tests {
                     reason: "why".into(),
                 },
                 Action::Handoff {
-                    to: String::new(),
+                    to: AgentId::default(),
                     output_type: "gaps".into(),
                     payload: json!({}),
                 },

@@ -8,7 +8,7 @@
 //! to the call's episode and every ancestor; wall time is the recorded time since the
 //! episode started, less the time the run waited for a human.
 
-use crate::ids::{CallId, EpisodeId};
+use crate::ids::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -75,7 +75,7 @@ pub struct Episode {
     /// The workflow's name for the root, the child type otherwise.
     pub episode_type: String,
     /// The agent that runs it (the entry agent for the root).
-    pub agent: String,
+    pub agent: AgentId,
     /// Its goal.
     pub goal: String,
     /// Limit and charged usage per dimension.
@@ -108,7 +108,7 @@ pub struct Episode {
     /// A `verify` child episode finished ok.
     pub verified: bool,
     /// Which agent writes each domain in this episode (single-owner rule).
-    pub writers: BTreeMap<String, String>,
+    pub writers: BTreeMap<String, AgentId>,
 }
 
 impl Episode {
@@ -131,7 +131,7 @@ pub struct DomainVersion {
     /// From 1.
     pub version: u32,
     /// The writer.
-    pub agent: String,
+    pub agent: AgentId,
     /// The writer's episode.
     pub episode_id: EpisodeId,
     /// The content.

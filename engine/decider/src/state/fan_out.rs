@@ -8,7 +8,7 @@ impl RunState {
         match event {
             RunEvent::OutputHeld { group, delivery } => {
                 self.held
-                    .entry(group.clone())
+                    .entry(group.into())
                     .or_default()
                     .push(delivery.clone());
             }

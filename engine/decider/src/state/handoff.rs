@@ -7,13 +7,14 @@ use serde::{Deserialize, Serialize};
 use super::RunState;
 use crate::event::RunEvent;
 
+use crate::ids::AgentId;
 /// One handoff as decided (allowed or denied).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRecord {
     /// Sender.
-    pub from: String,
+    pub from: AgentId,
     /// Receiver.
-    pub to: String,
+    pub to: AgentId,
     /// Output type.
     pub output_type: String,
     /// Decision or context input.

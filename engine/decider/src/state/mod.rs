@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{CallId, EffectId, RunId, TicketId};
+use crate::ids::{AgentId, CallId, EffectId, RunId, TicketId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -83,7 +83,7 @@ pub struct RunState {
     /// Calls scheduled and not yet answered.
     pub(crate) pending: BTreeSet<CallId>,
     /// The last delivered output of each agent by output type, for context edges.
-    pub(crate) outputs: BTreeMap<String, BTreeMap<String, Arc<Value>>>,
+    pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub(crate) handoffs: Vec<HandoffRecord>,
     /// Fan-out outputs waiting for their group's other branches.
@@ -91,7 +91,7 @@ pub struct RunState {
     /// Human tickets, by id.
     pub(crate) tickets: BTreeMap<TicketId, Ticket>,
     /// Per-agent failure counts.
-    pub(crate) health: BTreeMap<String, AgentHealth>,
+    pub(crate) health: BTreeMap<AgentId, AgentHealth>,
     /// The final output, once completed.
     pub(crate) output: Option<Value>,
     /// Why the run was blocked or failed.

@@ -68,7 +68,7 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
         effects: Default::default(),
         agents: AGENTS
             .into_iter()
-            .map(|a| (a.to_owned(), in_process()))
+            .map(|a| (a.into(), in_process()))
             .collect(),
     };
     let given = start_events(

@@ -500,7 +500,7 @@ pub(crate) fn workflow() -> WorkflowSpec {
         input: None,
         agents: ["a", "b", "c"]
             .into_iter()
-            .map(|a| (a.to_owned(), in_process()))
+            .map(|a| (a.into(), in_process()))
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
     }
@@ -566,7 +566,7 @@ pub(crate) fn fanned_out(resolution: &str) -> History {
         input: None,
         agents: ["hub", "left", "right", "sink"]
             .into_iter()
-            .map(|a| (a.to_owned(), in_process()))
+            .map(|a| (a.into(), in_process()))
             .collect(),
         effects: Default::default(),
     };
@@ -664,7 +664,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
         budget: Default::default(),
         agents: ["publisher", "reader", "checker", "liker"]
             .into_iter()
-            .map(|a| (a.to_owned(), in_process()))
+            .map(|a| (a.into(), in_process()))
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
     };

@@ -60,7 +60,7 @@ pub(crate) fn context_input<T: DeserializeOwned>(
 /// One handoff (or finish) action carrying `payload`.
 pub(crate) fn handoff<T: Serialize>(to: &str, output_type: &str, payload: &T) -> Action {
     Action::Handoff {
-        to: to.to_owned(),
+        to: to.into(),
         output_type: output_type.to_owned(),
         payload: serde_json::to_value(payload).unwrap_or_default(),
     }
