@@ -57,6 +57,7 @@ pub use decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict}
 pub use diff::{BundleDiff, RuleChangeKind, diff};
 pub use error::{BundleError, Diagnostic, DiagnosticCode};
 pub use escalation::EscalationDecision;
+pub use fieldpath::select as select_fields;
 pub use handoff::{HandoffDecision, InputKind};
 pub use load::load_file;
 pub use locate::line_col;
@@ -65,7 +66,7 @@ pub use model::{
 };
 pub use parse::{Format, parse};
 pub use schema::bundle_json_schema;
-pub use scope::{HandoffAudit, ScopedContext, select as select_fields};
+pub use scope::{HandoffAudit, ScopedContext};
 pub use side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use spawn::{Meter, SpawnDecision, SpawnRequest};
 pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};
