@@ -20,7 +20,6 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod authority;
 mod canonical;
 mod capability;
 mod compiled;
@@ -38,6 +37,7 @@ mod locate;
 mod model;
 mod parse;
 mod provenance;
+mod rules;
 mod schema;
 mod scope;
 mod side_effect;

@@ -6,6 +6,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::rules::authority::Authority;
+
 /// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
 /// (docs/governance.md#recursion-limits).
 pub const HARD_MAX_DEPTH: u32 = 4;
@@ -195,29 +197,6 @@ fn default_failure_threshold() -> u32 {
 }
 fn default_probe_interval_ms() -> u64 {
     60_000
-}
-
-/// Authority levels, highest first (docs/governance.md#authority-and-precedence).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum Authority {
-    Human,
-    GlobalRules,
-    SafetySkill,
-    Orchestrator,
-    CoordinationSkill,
-    #[default]
-    Specialist,
-}
-
-impl Authority {
-    /// 1 (highest, human) to 6 (lowest, specialist), as in
-    /// docs/governance.md#authority-and-precedence.
-    pub fn level(self) -> u8 {
-        self as u8 + 1
-    }
 }
 
 /// One agent of the registry.
