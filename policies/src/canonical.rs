@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::{AgentSpec, BundleSpec, ConversationTranslation, RecursionPolicy};
-use crate::validate::edge_id;
+use crate::rules::handoff;
 
 pub mod writer;
 
@@ -65,7 +65,8 @@ impl<'de> Deserialize<'de> for BundleHash {
     }
 }
 
-fn sort_dedup(v: &mut Vec<String>) {
+/// Sorts a list whose order carries no meaning and removes its duplicates.
+pub(crate) fn sort_dedup(v: &mut Vec<String>) {
     v.sort();
     v.dedup();
 }
@@ -114,20 +115,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.domains.sort_by(|a, b| a.id.cmp(&b.id));
     s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
-    let m = &mut s.interactions;
-    for e in &mut m.allowed {
-        e.id = Some(edge_id(&e.id, "allow", &e.from, &e.to));
-    }
-    for e in &mut m.context {
-        e.id = Some(edge_id(&e.id, "context", &e.from, &e.to));
-        sort_dedup(&mut e.permitted_uses);
-    }
-    for e in &mut m.forbidden {
-        e.id = Some(edge_id(&e.id, "forbid", &e.from, &e.to));
-    }
-    m.allowed.sort_by(|a, b| a.id.cmp(&b.id));
-    m.context.sort_by(|a, b| a.id.cmp(&b.id));
-    m.forbidden.sort_by(|a, b| a.id.cmp(&b.id));
+    handoff::normalize(&mut s);
     for l in &mut s.responsibility_locks {
         if let Some(r) = &mut l.requesters {
             sort_dedup(r);

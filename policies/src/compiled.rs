@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::canonical::{self, BundleHash};
-use crate::handoff::{self, HandoffDecision};
 use crate::locate::Pointer;
 use crate::model::BundleSpec;
+use crate::rules::handoff;
 use crate::toolpattern::ToolPattern;
 use crate::validate::{self, Issue};
 
@@ -36,10 +36,8 @@ pub struct PolicyBundle {
     pub(crate) agent_ids: Vec<Arc<str>>,
     /// Lookup only (never iterated), so its order cannot leak into a decision.
     pub(crate) index: AgentIndex,
-    /// `decisive[from * n + to]`: the verdict for a decision-input handoff.
-    pub(crate) decisive: Vec<HandoffDecision>,
-    /// `context[from * n + to]`: the verdict for a read-only context handoff.
-    pub(crate) context: Vec<HandoffDecision>,
+    /// Every handoff verdict, precomputed.
+    pub(crate) handoffs: handoff::Verdicts,
     /// Handoff rule index by (from, to) pattern, `*` included.
     pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
     pub(crate) capability_schemas: BTreeMap<(usize, String), Arc<jsonschema::Validator>>,
@@ -95,27 +93,7 @@ impl PolicyBundle {
             .enumerate()
             .map(|(i, id)| (id.clone(), i))
             .collect();
-        let n = agent_ids.len();
-        let mut decisive = Vec::with_capacity(n * n);
-        let mut context = Vec::with_capacity(n * n);
-        for from in &agent_ids {
-            for to in &agent_ids {
-                decisive.push(handoff::compute(
-                    &spec,
-                    hash,
-                    from,
-                    to,
-                    handoff::InputKind::Decision,
-                ));
-                context.push(handoff::compute(
-                    &spec,
-                    hash,
-                    from,
-                    to,
-                    handoff::InputKind::Context,
-                ));
-            }
-        }
+        let handoffs = handoff::Verdicts::compile(&spec, hash, &agent_ids);
         let handoff_rules = spec
             .multi_agent_handoffs
             .agent_handoff_rules
@@ -183,8 +161,7 @@ impl PolicyBundle {
             hash,
             agent_ids,
             index,
-            decisive,
-            context,
+            handoffs,
             handoff_rules,
             capability_schemas,
             output_schemas,

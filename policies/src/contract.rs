@@ -3,7 +3,7 @@
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
-use crate::handoff::InputKind;
+use crate::rules::handoff::InputKind;
 
 /// Most schema violations listed in a decision.
 const MAX_ERRORS: usize = 8;

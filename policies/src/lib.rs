@@ -30,8 +30,6 @@ mod domain;
 mod error;
 mod escalation;
 mod fieldpath;
-mod flow;
-mod handoff;
 mod load;
 mod locate;
 mod model;
@@ -58,13 +56,13 @@ pub use diff::{BundleDiff, RuleChangeKind, diff};
 pub use error::{BundleError, Diagnostic, DiagnosticCode};
 pub use escalation::EscalationDecision;
 pub use fieldpath::select as select_fields;
-pub use handoff::{HandoffDecision, InputKind};
 pub use load::load_file;
 pub use locate::line_col;
 pub use model::{
     BundleSpec, ConflictResolution, EscalationAction, HandoffMode, Priority, StopCondition,
 };
 pub use parse::{Format, parse};
+pub use rules::handoff::{HandoffDecision, InputKind};
 pub use schema::bundle_json_schema;
 pub use scope::{HandoffAudit, ScopedContext};
 pub use side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};

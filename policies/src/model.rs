@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::rules::authority::Authority;
+use crate::rules::handoff::InteractionMatrix;
 
 /// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
 /// (docs/governance.md#recursion-limits).
@@ -353,67 +354,6 @@ pub struct ToolPatternRule {
     pub id: String,
     pub pattern: String,
     #[serde(default)]
-    pub reason: String,
-}
-
-/// The interaction matrix (docs/governance.md#interaction-matrix).
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct InteractionMatrix {
-    /// Declared flow order; an agent may appear more than once (e.g. a checkpoint at entry
-    /// and exit). Skip, reverse and circular handoffs are derived from it as forbidden.
-    #[serde(default)]
-    pub flow_order: Vec<String>,
-    #[serde(default)]
-    pub allowed: Vec<AllowedEdge>,
-    /// Read-only, non-decisive context edges (Guardrail 2).
-    #[serde(default)]
-    pub context: Vec<ContextEdge>,
-    #[serde(default)]
-    pub forbidden: Vec<ForbiddenEdge>,
-}
-
-/// A decisive handoff that is allowed.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AllowedEdge {
-    /// Defaults to `allow:FROM->TO`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub from: String,
-    pub to: String,
-    /// `id` or `id@version` of an output type.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<String>,
-}
-
-/// A read-only context edge: the receiver may consult, never decide from, this input.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ContextEdge {
-    /// Defaults to `context:FROM->TO`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub from: String,
-    pub to: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output_type: Option<String>,
-    /// What the receiver may use it for (e.g. impact estimation).
-    #[serde(default)]
-    pub permitted_uses: Vec<String>,
-}
-
-/// A forbidden handoff with its reason; `*` matches any agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ForbiddenEdge {
-    /// Defaults to `forbid:FROM->TO`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<String>,
-    pub from: String,
-    pub to: String,
     pub reason: String,
 }
 

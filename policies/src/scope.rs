@@ -19,8 +19,8 @@ use serde_json::Value;
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
 use crate::fieldpath::{leaves, remove, select};
-use crate::handoff::InputKind;
 use crate::model::{ConversationTranslation, HandoffMode, MessageRole};
+use crate::rules::handoff::InputKind;
 use crate::{tokens, translate};
 
 /// The context before scoping, as the handoff audit records it.

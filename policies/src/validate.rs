@@ -6,12 +6,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
-use crate::flow;
 use crate::locate::{Pointer, ptr};
 use crate::model::{
     BundleSpec, ConversationTranslation, EscalationAction, HARD_MAX_DEPTH, HandoffMode,
     RecursionPolicy,
 };
+use crate::rules::handoff;
 use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
@@ -22,9 +22,10 @@ pub struct Issue {
     pub message: String,
 }
 
-struct Checker<'a> {
-    spec: &'a BundleSpec,
-    agents: BTreeSet<&'a str>,
+/// What every rule's checks share: the bundle, its agent ids, and the problems found so far.
+pub(crate) struct Checker<'a> {
+    pub(crate) spec: &'a BundleSpec,
+    pub(crate) agents: BTreeSet<&'a str>,
     issues: Vec<Issue>,
 }
 
@@ -41,7 +42,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     c.output_types();
     c.domains();
     c.tool_patterns();
-    c.interactions();
+    handoff::check(&mut c);
     c.locks();
     c.handoffs();
     c.receiver_field_paths();
@@ -54,7 +55,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
 }
 
 impl<'a> Checker<'a> {
-    fn push(&mut self, pointer: Pointer, code: Code, message: impl Into<String>) {
+    pub(crate) fn push(&mut self, pointer: Pointer, code: Code, message: impl Into<String>) {
         self.issues.push(Issue {
             pointer,
             code,
@@ -62,7 +63,7 @@ impl<'a> Checker<'a> {
         });
     }
 
-    fn agent_ref(&mut self, p: Pointer, id: &str, wildcard_ok: bool) {
+    pub(crate) fn agent_ref(&mut self, p: Pointer, id: &str, wildcard_ok: bool) {
         if wildcard_ok && id == "*" {
             return;
         }
@@ -75,7 +76,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
+    pub(crate) fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
         for (i, path) in paths.iter().enumerate() {
             if let Err(e) = fieldpath::parse(path) {
                 self.push(p.index(i), Code::InvalidValue, e);
@@ -177,7 +178,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn json_schema(&mut self, p: Pointer, schema: &Value) {
+    pub(crate) fn json_schema(&mut self, p: Pointer, schema: &Value) {
         if let Err(e) = jsonschema::validator_for(schema) {
             self.push(
                 p,
@@ -294,7 +295,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn output_type_ref(&mut self, p: Pointer, r: &str) {
+    pub(crate) fn output_type_ref(&mut self, p: Pointer, r: &str) {
         let (id, version) = match r.split_once('@') {
             Some((id, v)) => (id, v.parse::<u32>().ok()),
             None => (r, None),
@@ -310,99 +311,6 @@ impl<'a> Checker<'a> {
                 Code::UnknownReference,
                 format!("unknown output type `{r}`: declare it under [[output_types]]"),
             );
-        }
-    }
-
-    fn interactions(&mut self) {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        for (i, a) in m.flow_order.iter().enumerate() {
-            self.agent_ref(ptr!["interactions", "flow_order", i], a, false);
-        }
-        let mut decisive = BTreeSet::new();
-        for (i, e) in m.allowed.iter().enumerate() {
-            let p = ptr!["interactions", "allowed", i];
-            self.agent_ref(p.key("from"), &e.from, false);
-            self.agent_ref(p.key("to"), &e.to, false);
-            if let Some(t) = &e.output_type {
-                self.output_type_ref(p.key("output_type"), t);
-            }
-            if !decisive.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("edge {} → {} is allowed twice", e.from, e.to),
-                );
-            }
-            let rel = flow::relation(&m.flow_order, &e.from, &e.to);
-            if let Some(why) = flow::reason(&rel, &e.from, &e.to) {
-                self.push(
-                    p.key("to"),
-                    Code::FlowForbidsEdge,
-                    format!(
-                        "allowed edge {} → {} contradicts the flow order: {why}",
-                        e.from, e.to
-                    ),
-                );
-            }
-            if let Some((j, f)) = m
-                .forbidden
-                .iter()
-                .enumerate()
-                .find(|(_, f)| covers(&f.from, &e.from) && covers(&f.to, &e.to))
-            {
-                self.push(
-                    p.clone(),
-                    Code::Contradiction,
-                    format!("edge {} → {} is both allowed and forbidden (by /interactions/forbidden/{j}: {})", e.from, e.to, f.reason),
-                );
-            }
-        }
-        let mut context = BTreeSet::new();
-        for (i, e) in m.context.iter().enumerate() {
-            let p = ptr!["interactions", "context", i];
-            self.agent_ref(p.key("from"), &e.from, false);
-            self.agent_ref(p.key("to"), &e.to, false);
-            if let Some(t) = &e.output_type {
-                self.output_type_ref(p.key("output_type"), t);
-            }
-            if !context.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("context edge {} → {} is declared twice", e.from, e.to),
-                );
-            }
-            if decisive.contains(&(e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Contradiction,
-                    format!(
-                        "{} → {} is declared both decisive (allowed) and read-only context",
-                        e.from, e.to
-                    ),
-                );
-            }
-        }
-        let mut forbidden = BTreeSet::new();
-        for (i, e) in m.forbidden.iter().enumerate() {
-            let p = ptr!["interactions", "forbidden", i];
-            self.agent_ref(p.key("from"), &e.from, true);
-            self.agent_ref(p.key("to"), &e.to, true);
-            if !forbidden.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("edge {} → {} is forbidden twice", e.from, e.to),
-                );
-            }
-            if e.reason.trim().is_empty() {
-                self.push(
-                    p.key("reason"),
-                    Code::InvalidValue,
-                    "a forbidden edge needs a reason",
-                );
-            }
         }
     }
 
@@ -864,25 +772,7 @@ impl<'a> Checker<'a> {
                     .map(|(i, r)| (r.id.clone(), ptr![s, i, "id"])),
             );
         }
-        let m = &spec.interactions;
-        ids.extend(m.allowed.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "allow", &e.from, &e.to),
-                ptr!["interactions", "allowed", i],
-            )
-        }));
-        ids.extend(m.context.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "context", &e.from, &e.to),
-                ptr!["interactions", "context", i],
-            )
-        }));
-        ids.extend(m.forbidden.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "forbid", &e.from, &e.to),
-                ptr!["interactions", "forbidden", i],
-            )
-        }));
+        handoff::rule_ids(spec, &mut ids);
         ids.extend(
             spec.responsibility_locks
                 .iter()
@@ -946,37 +836,12 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// An edge's explicit id, or the one derived from its kind and pair.
-pub fn edge_id(id: &Option<String>, kind: &str, from: &str, to: &str) -> String {
-    id.clone().unwrap_or_else(|| format!("{kind}:{from}->{to}"))
-}
-
-fn covers(pattern: &str, agent: &str) -> bool {
-    pattern == "*" || pattern == agent
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn spec(toml_src: &str) -> BundleSpec {
         toml::from_str(toml_src).unwrap()
-    }
-
-    #[test]
-    fn reports_unknown_agent_in_an_edge() {
-        let s = spec(
-            r#"
-            bundle = { id = "t" }
-            agents = [{ id = "a" }]
-            [interactions]
-            allowed = [{ from = "a", to = "ghost" }]
-            "#,
-        );
-        let issues = validate(&s);
-        assert_eq!(issues.len(), 1, "{issues:?}");
-        assert_eq!(issues[0].code, Code::UnknownReference);
-        assert_eq!(issues[0].pointer.to_string(), "/interactions/allowed/0/to");
     }
 
     #[test]

@@ -3,5 +3,9 @@
 //! the normal form, its decision functions and their tests.
 //!
 //! - `authority.rs`: who may override whom (`agents.authority`).
+//! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
+//!   the declared flow order forbids.
 
 pub(crate) mod authority;
+pub(crate) mod flow;
+pub(crate) mod handoff;
