@@ -13,8 +13,8 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::model::{AgentSpec, BundleSpec, ConversationTranslation, RecursionPolicy};
-use crate::rules::handoff;
+use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
+use crate::rules::{handoff, scope};
 
 pub mod writer;
 
@@ -71,10 +71,6 @@ pub(crate) fn sort_dedup(v: &mut Vec<String>) {
     v.dedup();
 }
 
-fn translation(t: &mut ConversationTranslation) {
-    sort_dedup(&mut t.extract_fields);
-}
-
 fn agent(a: &mut AgentSpec) {
     a.capabilities.sort_by(|x, y| x.code.cmp(&y.code));
     for v in [
@@ -85,16 +81,6 @@ fn agent(a: &mut AgentSpec) {
         &mut a.side_effects,
     ] {
         sort_dedup(v);
-    }
-    if let Some(c) = &mut a.context_requirements {
-        sort_dedup(&mut c.requires_prior_outputs);
-        sort_dedup(&mut c.blocked_context_fields);
-        if let Some(f) = &mut c.allowed_context_fields {
-            sort_dedup(f);
-        }
-        if let Some(t) = &mut c.conversation_translation {
-            translation(t);
-        }
     }
 }
 
@@ -123,19 +109,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
         sort_dedup(&mut l.forbidden_requesters);
     }
     s.responsibility_locks.sort_by(|a, b| a.id.cmp(&b.id));
-    let h = &mut s.multi_agent_handoffs;
-    sort_dedup(&mut h.minimal_context_fields);
-    sort_dedup(&mut h.blocked_context_fields);
-    for r in &mut h.agent_handoff_rules {
-        if let Some(f) = &mut r.allowed_context_fields {
-            sort_dedup(f);
-        }
-        sort_dedup(&mut r.blocked_context_fields);
-        if let Some(t) = &mut r.conversation_translation {
-            translation(t);
-        }
-    }
-    h.agent_handoff_rules.sort_by(|a, b| a.id.cmp(&b.id));
+    scope::normalize(&mut s);
     recursion(&mut s.recursion.default);
     s.recursion.policies.iter_mut().for_each(recursion);
     s.recursion.policies.sort_by(|a, b| a.id.cmp(&b.id));

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::canonical::{self, BundleHash};
 use crate::locate::Pointer;
 use crate::model::BundleSpec;
-use crate::rules::handoff;
+use crate::rules::{handoff, scope};
 use crate::toolpattern::ToolPattern;
 use crate::validate::{self, Issue};
 
@@ -94,13 +94,7 @@ impl PolicyBundle {
             .map(|(i, id)| (id.clone(), i))
             .collect();
         let handoffs = handoff::Verdicts::compile(&spec, hash, &agent_ids);
-        let handoff_rules = spec
-            .multi_agent_handoffs
-            .agent_handoff_rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.from_agent_id.clone(), r.to_agent_id.clone()), i))
-            .collect();
+        let handoff_rules = scope::index_rules(&spec);
         let mut capability_schemas = BTreeMap::new();
         for (i, a) in spec.agents.iter().enumerate() {
             for c in &a.capabilities {

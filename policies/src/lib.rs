@@ -37,7 +37,6 @@ mod parse;
 mod provenance;
 mod rules;
 mod schema;
-mod scope;
 mod side_effect;
 mod spawn;
 mod tokens;
@@ -58,13 +57,11 @@ pub use escalation::EscalationDecision;
 pub use fieldpath::select as select_fields;
 pub use load::load_file;
 pub use locate::line_col;
-pub use model::{
-    BundleSpec, ConflictResolution, EscalationAction, HandoffMode, Priority, StopCondition,
-};
+pub use model::{BundleSpec, EscalationAction, Priority, StopCondition};
 pub use parse::{Format, parse};
 pub use rules::handoff::{HandoffDecision, InputKind};
+pub use rules::scope::{ConflictResolution, HandoffAudit, HandoffMode, ScopedContext};
 pub use schema::bundle_json_schema;
-pub use scope::{HandoffAudit, ScopedContext};
 pub use side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use spawn::{Meter, SpawnDecision, SpawnRequest};
 pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::rules::authority::Authority;
 use crate::rules::handoff::InteractionMatrix;
+use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 
 /// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
 /// (docs/governance.md#recursion-limits).
@@ -251,72 +252,6 @@ pub struct CapabilitySpec {
     pub input_schema: Option<Value>,
 }
 
-/// How much context a handoff carries (docs/governance.md#handoff-modes).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum HandoffMode {
-    Full,
-    #[default]
-    Scoped,
-    Minimal,
-}
-
-/// A receiving agent's own context defaults, `context_requirements`
-/// (docs/governance.md#handoff-rules-and-blocked-fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ContextRequirements {
-    #[serde(default)]
-    pub requires_prior_outputs: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_context_tokens: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub context_scope: Option<HandoffMode>,
-    /// Default mode for handoffs this agent receives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff_mode: Option<HandoffMode>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation_translation: Option<ConversationTranslation>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed_context_fields: Option<Vec<String>>,
-    #[serde(default)]
-    pub blocked_context_fields: Vec<String>,
-}
-
-/// Message role an output can be recast into (docs/governance.md#translation-and-token-budgets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum MessageRole {
-    System,
-    User,
-    Assistant,
-}
-
-/// Conversation translation (docs/governance.md#translation-and-token-budgets). Filtering of
-/// blocked fields always applies and needs no switch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConversationTranslation {
-    #[serde(default = "yes")]
-    pub enabled: bool,
-    /// Condense the scoped context to `max_tokens` (deterministic, no LLM).
-    #[serde(default, alias = "summarize_prior_outputs")]
-    pub summarize: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max_tokens: Option<u32>,
-    /// Pull only these nested fields out of the scoped context.
-    #[serde(default)]
-    pub extract_fields: Vec<String>,
-    /// Present the output as a message of this role.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub recast_role: Option<MessageRole>,
-    /// Recast agent outputs as a message (as `system` unless `recast_role` says otherwise).
-    #[serde(default)]
-    pub recast_agent_outputs: bool,
-}
-
 fn yes() -> bool {
     true
 }
@@ -371,94 +306,6 @@ pub struct ResponsibilityLock {
     #[serde(default)]
     pub forbidden_requesters: Vec<String>,
     pub reason: String,
-}
-
-/// The `multi_agent_handoffs` section: what context crosses a handoff
-/// (docs/governance.md#handoff-modes, docs/governance.md#handoff-rules-and-blocked-fields).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandoffPolicy {
-    #[serde(default)]
-    pub default_handoff_mode: HandoffMode,
-    #[serde(default = "yes")]
-    pub enable_conversation_translation: bool,
-    #[serde(default = "yes")]
-    pub audit_all_handoffs: bool,
-    /// Top-level fields that minimal mode passes ("essential metadata and trigger").
-    #[serde(default = "default_minimal_fields")]
-    pub minimal_context_fields: Vec<String>,
-    /// Fields never passed on any handoff.
-    #[serde(default)]
-    pub blocked_context_fields: Vec<String>,
-    #[serde(default)]
-    pub agent_handoff_rules: Vec<HandoffRule>,
-    /// How conflicting outputs of a parallel fan-out are resolved: prefer the output of
-    /// higher confidence (a tie goes to a human), or present both to a human
-    /// (docs/governance.md#escalation-and-tickets). Either way the conflict is recorded and
-    /// the losing output archived, never hidden or deleted. Left out of the canonical form
-    /// when default, so existing bundle hashes do not change.
-    #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
-    pub conflict_resolution: ConflictResolution,
-}
-
-/// How conflicting outputs of parallel branches are resolved
-/// (docs/governance.md#escalation-and-tickets).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum ConflictResolution {
-    /// The output with the higher `confidence_level` wins; equal confidence goes to a human.
-    #[default]
-    PreferHigherConfidence,
-    /// Always ask a human which output wins.
-    Human,
-}
-
-impl ConflictResolution {
-    fn is_default(&self) -> bool {
-        *self == Self::default()
-    }
-}
-
-impl Default for HandoffPolicy {
-    fn default() -> Self {
-        Self {
-            default_handoff_mode: HandoffMode::Scoped,
-            enable_conversation_translation: true,
-            audit_all_handoffs: true,
-            minimal_context_fields: default_minimal_fields(),
-            blocked_context_fields: Vec::new(),
-            agent_handoff_rules: Vec::new(),
-            conflict_resolution: ConflictResolution::default(),
-        }
-    }
-}
-
-fn default_minimal_fields() -> Vec<String> {
-    vec!["trigger".to_owned(), "metadata".to_owned()]
-}
-
-/// One per-pair handoff rule; `*` is a wildcard for either side.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandoffRule {
-    pub id: String,
-    pub from_agent_id: String,
-    pub to_agent_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub handoff_mode: Option<HandoffMode>,
-    /// Nested field paths (`a.b.c`) passed in scoped mode.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allowed_context_fields: Option<Vec<String>>,
-    #[serde(default)]
-    pub blocked_context_fields: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub conversation_translation: Option<ConversationTranslation>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub note: Option<String>,
-    #[serde(default = "yes")]
-    pub audit_enabled: bool,
 }
 
 /// Recursion policies: a default plus named policies for given parent agents.
@@ -687,45 +534,4 @@ fn default_ladder() -> Vec<EscalationStep> {
             action: EscalationAction::Block,
         },
     ]
-}
-
-#[cfg(test)]
-mod conflict_resolution_tests {
-    use crate::compiled::PolicyBundle;
-
-    use super::ConflictResolution;
-
-    #[test]
-    fn defaults_to_higher_confidence_and_keeps_the_hash() {
-        let plain = PolicyBundle::from_toml_str("bundle = { id = \"t\" }", "t.toml").unwrap();
-        let explicit = PolicyBundle::from_toml_str(
-            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"prefer_higher_confidence\"\n",
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(
-            plain.spec().multi_agent_handoffs.conflict_resolution,
-            ConflictResolution::PreferHigherConfidence
-        );
-        assert_eq!(plain.hash(), explicit.hash());
-    }
-
-    #[test]
-    fn human_is_accepted_and_unknown_values_are_rejected_with_a_location() {
-        let human = PolicyBundle::from_toml_str(
-            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"human\"\n",
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(
-            human.spec().multi_agent_handoffs.conflict_resolution,
-            ConflictResolution::Human
-        );
-        let err = PolicyBundle::from_toml_str(
-            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"coin_flip\"\n",
-            "t.toml",
-        )
-        .expect_err("not a resolution");
-        assert!(err.to_string().contains("coin_flip"), "{err}");
-    }
 }

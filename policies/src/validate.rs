@@ -7,11 +7,8 @@ use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
-use crate::model::{
-    BundleSpec, ConversationTranslation, EscalationAction, HARD_MAX_DEPTH, HandoffMode,
-    RecursionPolicy,
-};
-use crate::rules::handoff;
+use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
+use crate::rules::{handoff, scope};
 use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
@@ -44,8 +41,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     c.tool_patterns();
     handoff::check(&mut c);
     c.locks();
-    c.handoffs();
-    c.receiver_field_paths();
+    scope::check(&mut c);
     c.recursion();
     c.side_effects();
     c.escalation();
@@ -148,33 +144,7 @@ impl<'a> Checker<'a> {
                     );
                 }
             }
-            if let Some(ctx) = &a.context_requirements {
-                let cp = p.key("context_requirements");
-                for (j, other) in ctx.requires_prior_outputs.iter().enumerate() {
-                    self.agent_ref(cp.key("requires_prior_outputs").index(j), other, false);
-                }
-                if let Some(allowed) = &ctx.allowed_context_fields {
-                    self.field_paths(&cp.key("allowed_context_fields"), allowed);
-                }
-                self.field_paths(
-                    &cp.key("blocked_context_fields"),
-                    &ctx.blocked_context_fields,
-                );
-                if let Some(t) = &ctx.conversation_translation {
-                    self.translation(
-                        cp.key("conversation_translation"),
-                        t,
-                        ctx.max_context_tokens.is_some(),
-                    );
-                }
-                if ctx.max_context_tokens == Some(0) {
-                    self.push(
-                        cp.key("max_context_tokens"),
-                        Code::InvalidValue,
-                        "max_context_tokens must be positive",
-                    );
-                }
-            }
+            scope::check_receiver(self, &p, a);
         }
     }
 
@@ -184,24 +154,6 @@ impl<'a> Checker<'a> {
                 p,
                 Code::InvalidValue,
                 format!("not a valid JSON Schema: {e}"),
-            );
-        }
-    }
-
-    fn translation(&mut self, p: Pointer, t: &ConversationTranslation, fallback_budget: bool) {
-        self.field_paths(&p.key("extract_fields"), &t.extract_fields);
-        if t.summarize && t.max_tokens.is_none() && !fallback_budget {
-            self.push(
-                p.key("summarize"),
-                Code::InvalidValue,
-                "summarize needs max_tokens (the token budget to summarize to)",
-            );
-        }
-        if t.max_tokens == Some(0) {
-            self.push(
-                p.key("max_tokens"),
-                Code::InvalidValue,
-                "max_tokens must be positive",
             );
         }
     }
@@ -369,183 +321,6 @@ impl<'a> Checker<'a> {
                         Code::Contradiction,
                         format!("`{a}` is both a requester and a forbidden requester"),
                     );
-                }
-            }
-        }
-    }
-
-    /// Output-type schemas a handoff rule's fields are drawn from.
-    fn schemas_for(&self, from: &str, to: &str) -> Vec<&'a Value> {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        let refs = m
-            .allowed
-            .iter()
-            .map(|e| (&e.from, &e.to, &e.output_type))
-            .chain(m.context.iter().map(|e| (&e.from, &e.to, &e.output_type)))
-            .filter(|(f, t, _)| *f == from && (to == "*" || *t == to))
-            .filter_map(|(_, _, o)| o.as_deref());
-        let mut out = Vec::new();
-        for r in refs {
-            let (id, version) = match r.split_once('@') {
-                Some((id, v)) => (id, v.parse::<u32>().ok()),
-                None => (r, None),
-            };
-            let best = spec
-                .output_types
-                .iter()
-                .filter(|t| t.id == id && version.is_none_or(|v| v == t.version))
-                .max_by_key(|t| t.version);
-            if let Some(t) = best {
-                out.push(&t.schema);
-            }
-        }
-        out
-    }
-
-    /// A receiver's own allow/block lists must name fields some incoming edge can carry,
-    /// when every incoming edge declares its output type.
-    fn receiver_field_paths(&mut self) {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        for (i, a) in spec.agents.iter().enumerate() {
-            let Some(ctx) = &a.context_requirements else {
-                continue;
-            };
-            let incoming: Vec<Option<&String>> = m
-                .allowed
-                .iter()
-                .filter(|e| e.to == a.id)
-                .map(|e| e.output_type.as_ref())
-                .chain(
-                    m.context
-                        .iter()
-                        .filter(|e| e.to == a.id)
-                        .map(|e| e.output_type.as_ref()),
-                )
-                .collect();
-            if incoming.is_empty() || incoming.iter().any(Option::is_none) {
-                continue;
-            }
-            let mut schemas = Vec::new();
-            for e in m.allowed.iter().filter(|e| e.to == a.id) {
-                schemas.extend(self.schemas_for(&e.from, &a.id));
-            }
-            for e in m.context.iter().filter(|e| e.to == a.id) {
-                schemas.extend(self.schemas_for(&e.from, &a.id));
-            }
-            let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
-            for (field, list) in [
-                ("allowed_context_fields", allowed),
-                (
-                    "blocked_context_fields",
-                    ctx.blocked_context_fields.as_slice(),
-                ),
-            ] {
-                for (j, path) in list.iter().enumerate() {
-                    let Ok(segs) = fieldpath::parse(path) else {
-                        continue;
-                    };
-                    if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                        self.push(
-                            ptr!["agents", i, "context_requirements", field, j],
-                            Code::ImpossibleFieldPath,
-                            format!("no handoff into `{}` can carry `{path}` (not in any incoming output type)", a.id),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    fn handoffs(&mut self) {
-        let spec = self.spec;
-        let h = &spec.multi_agent_handoffs;
-        let base = ptr!["multi_agent_handoffs"];
-        self.field_paths(
-            &base.key("minimal_context_fields"),
-            &h.minimal_context_fields,
-        );
-        self.field_paths(
-            &base.key("blocked_context_fields"),
-            &h.blocked_context_fields,
-        );
-        for (i, f) in h.minimal_context_fields.iter().enumerate() {
-            if f == "prior_outputs" || f.starts_with("prior_outputs.") {
-                self.push(
-                    base.key("minimal_context_fields").index(i),
-                    Code::Contradiction,
-                    "minimal mode passes no prior outputs",
-                );
-            }
-        }
-        let mut pairs = BTreeMap::new();
-        for (i, r) in h.agent_handoff_rules.iter().enumerate() {
-            let p = base.key("agent_handoff_rules").index(i);
-            self.agent_ref(p.key("from_agent_id"), &r.from_agent_id, true);
-            self.agent_ref(p.key("to_agent_id"), &r.to_agent_id, true);
-            if let Some(prev) = pairs.insert(
-                (r.from_agent_id.as_str(), r.to_agent_id.as_str()),
-                r.id.as_str(),
-            ) {
-                self.push(
-                    p.key("to_agent_id"),
-                    Code::Duplicate,
-                    format!("rules `{prev}` and `{}` both govern {} → {}; precedence would be ambiguous", r.id, r.from_agent_id, r.to_agent_id),
-                );
-            }
-            let allowed = r.allowed_context_fields.as_deref().unwrap_or_default();
-            self.field_paths(&p.key("allowed_context_fields"), allowed);
-            self.field_paths(&p.key("blocked_context_fields"), &r.blocked_context_fields);
-            for (j, f) in allowed.iter().enumerate() {
-                if r.blocked_context_fields.contains(f) {
-                    self.push(
-                        p.key("allowed_context_fields").index(j),
-                        Code::Contradiction,
-                        format!("field `{f}` is both allowed and blocked by this rule"),
-                    );
-                }
-            }
-            match (r.handoff_mode, &r.allowed_context_fields) {
-                (Some(HandoffMode::Minimal), Some(_)) => self.push(
-                    p.key("allowed_context_fields"),
-                    Code::Contradiction,
-                    "minimal mode passes no fields beyond the trigger metadata",
-                ),
-                (Some(HandoffMode::Full), Some(_)) => self.push(
-                    p.key("allowed_context_fields"),
-                    Code::Contradiction,
-                    "full mode passes every field; an allow-list contradicts it",
-                ),
-                _ => {}
-            }
-            if let Some(t) = &r.conversation_translation {
-                self.translation(p.key("conversation_translation"), t, false);
-            }
-            // A field the declared output type can never contain is a typo waiting to leak.
-            if r.from_agent_id != "*" {
-                let schemas = self.schemas_for(&r.from_agent_id, &r.to_agent_id);
-                if !schemas.is_empty() {
-                    for (field, list) in [
-                        ("allowed_context_fields", allowed),
-                        (
-                            "blocked_context_fields",
-                            r.blocked_context_fields.as_slice(),
-                        ),
-                    ] {
-                        for (j, path) in list.iter().enumerate() {
-                            let Ok(segs) = fieldpath::parse(path) else {
-                                continue;
-                            };
-                            if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                                self.push(
-                                    p.key(field).index(j),
-                                    Code::ImpossibleFieldPath,
-                                    format!("no output of `{}` can contain `{path}` (not in its output type's schema)", r.from_agent_id),
-                                );
-                            }
-                        }
-                    }
                 }
             }
         }
@@ -779,18 +554,7 @@ impl<'a> Checker<'a> {
                 .enumerate()
                 .map(|(i, l)| (l.id.clone(), ptr!["responsibility_locks", i, "id"])),
         );
-        ids.extend(
-            spec.multi_agent_handoffs
-                .agent_handoff_rules
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    (
-                        r.id.clone(),
-                        ptr!["multi_agent_handoffs", "agent_handoff_rules", i, "id"],
-                    )
-                }),
-        );
+        scope::rule_ids(spec, &mut ids);
         ids.push((
             spec.recursion.default.id.clone(),
             ptr!["recursion", "default"],
@@ -842,24 +606,6 @@ mod tests {
 
     fn spec(toml_src: &str) -> BundleSpec {
         toml::from_str(toml_src).unwrap()
-    }
-
-    #[test]
-    fn receiver_fields_must_fit_some_incoming_output_type() {
-        let s = spec(
-            r#"
-            bundle = { id = "t" }
-            agents = [{ id = "a" }, { id = "b", context_requirements = { allowed_context_fields = ["score", "scroe"] } }]
-            output_types = [{ id = "o", schema = { type = "object", properties = { score = { type = "number" } }, additionalProperties = false } }]
-            interactions.allowed = [{ from = "a", to = "b", output_type = "o" }]
-            "#,
-        );
-        let issues = validate(&s);
-        assert_eq!(issues.len(), 1, "{issues:?}");
-        assert_eq!(
-            issues[0].pointer.to_string(),
-            "/agents/1/context_requirements/allowed_context_fields/1"
-        );
     }
 
     #[test]

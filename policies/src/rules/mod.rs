@@ -5,7 +5,10 @@
 //! - `authority.rs`: who may override whom (`agents.authority`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
+//! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
+//!   `context_requirements`), with `translate.rs` for summarising and recasting.
 
 pub(crate) mod authority;
 pub(crate) mod flow;
 pub(crate) mod handoff;
+pub(crate) mod scope;
