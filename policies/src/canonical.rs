@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
-use crate::rules::{handoff, scope};
+use crate::rules::{contract, handoff, scope};
 
 pub mod writer;
 
@@ -96,8 +96,7 @@ fn recursion(r: &mut RecursionPolicy) {
 pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.agents.iter_mut().for_each(agent);
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
-    s.output_types
-        .sort_by(|a, b| (&a.id, a.version).cmp(&(&b.id, b.version)));
+    contract::normalize(&mut s);
     s.domains.sort_by(|a, b| a.id.cmp(&b.id));
     s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));

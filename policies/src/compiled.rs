@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::canonical::{self, BundleHash};
 use crate::locate::Pointer;
 use crate::model::BundleSpec;
-use crate::rules::{handoff, scope};
+use crate::rules::{contract, handoff, scope};
 use crate::toolpattern::ToolPattern;
 use crate::validate::{self, Issue};
 
@@ -42,7 +42,7 @@ pub struct PolicyBundle {
     pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
     pub(crate) capability_schemas: BTreeMap<(usize, String), Arc<jsonschema::Validator>>,
     /// Output-type validators by `id@version`.
-    pub(crate) output_schemas: BTreeMap<(String, u32), Arc<jsonschema::Validator>>,
+    pub(crate) output_schemas: contract::Schemas,
     pub(crate) deny_patterns: Vec<PatternRule>,
     pub(crate) review_patterns: Vec<PatternRule>,
     pub(crate) allowed_tools: Vec<Vec<ToolPattern>>,
@@ -113,17 +113,7 @@ impl PolicyBundle {
                 }
             }
         }
-        let mut output_schemas = BTreeMap::new();
-        for (i, t) in spec.output_types.iter().enumerate() {
-            let compiled = jsonschema::validator_for(&t.schema).map_err(|e| {
-                vec![Issue {
-                    pointer: Pointer::root().key("output_types").index(i).key("schema"),
-                    code: crate::error::DiagnosticCode::InvalidValue,
-                    message: format!("not a valid JSON Schema: {e}"),
-                }]
-            })?;
-            output_schemas.insert((t.id.clone(), t.version), Arc::new(compiled));
-        }
+        let output_schemas = contract::compile(&spec)?;
         let allowed_tools = spec
             .agents
             .iter()
@@ -182,19 +172,6 @@ impl PolicyBundle {
     /// Agent ids in canonical (sorted) order.
     pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
         self.agent_ids.iter().map(|a| &**a)
-    }
-
-    /// Resolves `id` (highest version) or `id@version` to its validator.
-    pub(crate) fn output_schema(&self, type_ref: &str) -> Option<(String, &jsonschema::Validator)> {
-        let (id, version) = match type_ref.split_once('@') {
-            Some((id, v)) => (id, Some(v.parse::<u32>().ok()?)),
-            None => (type_ref, None),
-        };
-        self.output_schemas
-            .iter()
-            .filter(|((i, v), _)| i == id && version.is_none_or(|want| want == *v))
-            .max_by_key(|((_, v), _)| *v)
-            .map(|((i, v), val)| (format!("{i}@{v}"), &**val))
     }
 
     pub(crate) fn agent(&self, id: &str) -> Option<usize> {

@@ -23,7 +23,6 @@
 mod canonical;
 mod capability;
 mod compiled;
-mod contract;
 mod decision;
 mod diff;
 mod domain;

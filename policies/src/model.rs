@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::rules::authority::Authority;
+use crate::rules::circuit_breaker::CircuitBreaker;
+use crate::rules::contract::OutputTypeSpec;
 use crate::rules::handoff::InteractionMatrix;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 
@@ -172,35 +174,6 @@ fn default_timeout_ms() -> u64 {
     30_000
 }
 
-/// The circuit breaker: stop routing to an agent after repeated failures
-/// (docs/governance.md#circuit-breaker).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CircuitBreaker {
-    /// Consecutive failures after which the circuit opens.
-    #[serde(default = "default_failure_threshold")]
-    pub failure_threshold: u32,
-    /// How long the circuit stays open before one probe request is let through.
-    #[serde(default = "default_probe_interval_ms")]
-    pub probe_interval_ms: u64,
-}
-
-impl Default for CircuitBreaker {
-    fn default() -> Self {
-        Self {
-            failure_threshold: default_failure_threshold(),
-            probe_interval_ms: default_probe_interval_ms(),
-        }
-    }
-}
-
-fn default_failure_threshold() -> u32 {
-    5
-}
-fn default_probe_interval_ms() -> u64 {
-    60_000
-}
-
 /// One agent of the registry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -254,20 +227,6 @@ pub struct CapabilitySpec {
 
 fn yes() -> bool {
     true
-}
-
-/// A versioned output type with its JSON Schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct OutputTypeSpec {
-    pub id: String,
-    #[serde(default = "one")]
-    pub version: u32,
-    pub schema: Value,
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// A write domain (docs/governance.md#write-domains).
@@ -534,4 +493,8 @@ fn default_ladder() -> Vec<EscalationStep> {
             action: EscalationAction::Block,
         },
     ]
+}
+
+fn one() -> u32 {
+    1
 }

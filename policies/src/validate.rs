@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
 use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
-use crate::rules::{handoff, scope};
+use crate::rules::{circuit_breaker, contract, handoff, scope};
 use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
@@ -35,8 +35,9 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
         issues: Vec::new(),
     };
     c.bundle();
+    circuit_breaker::check(&mut c);
     c.agents();
-    c.output_types();
+    contract::check(&mut c);
     c.domains();
     c.tool_patterns();
     handoff::check(&mut c);
@@ -95,13 +96,6 @@ impl<'a> Checker<'a> {
                 "timeout_ms must be positive",
             );
         }
-        if self.spec.defaults.circuit_breaker.failure_threshold == 0 {
-            self.push(
-                ptr!["defaults", "circuit_breaker", "failure_threshold"],
-                Code::InvalidValue,
-                "failure_threshold must be at least 1",
-            );
-        }
     }
 
     fn agents(&mut self) {
@@ -155,22 +149,6 @@ impl<'a> Checker<'a> {
                 Code::InvalidValue,
                 format!("not a valid JSON Schema: {e}"),
             );
-        }
-    }
-
-    fn output_types(&mut self) {
-        let mut seen = BTreeSet::new();
-        let spec = self.spec;
-        for (i, t) in spec.output_types.iter().enumerate() {
-            let p = ptr!["output_types", i];
-            if !seen.insert((t.id.as_str(), t.version)) {
-                self.push(
-                    p.key("id"),
-                    Code::Duplicate,
-                    format!("output type `{}@{}` is declared twice", t.id, t.version),
-                );
-            }
-            self.json_schema(p.key("schema"), &t.schema);
         }
     }
 

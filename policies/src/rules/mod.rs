@@ -3,12 +3,16 @@
 //! the normal form, its decision functions and their tests.
 //!
 //! - `authority.rs`: who may override whom (`agents.authority`).
+//! - `circuit_breaker.rs`: when calls to a failing agent stop (`defaults.circuit_breaker`).
+//! - `contract.rs`: the output types edges carry and their schemas (`[[output_types]]`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
 
 pub(crate) mod authority;
+pub(crate) mod circuit_breaker;
+pub(crate) mod contract;
 pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod scope;
