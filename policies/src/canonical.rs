@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
-use crate::rules::{contract, handoff, scope};
+use crate::rules::{capability, contract, handoff, scope};
 
 pub mod writer;
 
@@ -72,7 +72,6 @@ pub(crate) fn sort_dedup(v: &mut Vec<String>) {
 }
 
 fn agent(a: &mut AgentSpec) {
-    a.capabilities.sort_by(|x, y| x.code.cmp(&y.code));
     for v in [
         &mut a.allowed_tools,
         &mut a.must_not_tools,
@@ -101,13 +100,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     handoff::normalize(&mut s);
-    for l in &mut s.responsibility_locks {
-        if let Some(r) = &mut l.requesters {
-            sort_dedup(r);
-        }
-        sort_dedup(&mut l.forbidden_requesters);
-    }
-    s.responsibility_locks.sort_by(|a, b| a.id.cmp(&b.id));
+    capability::normalize(&mut s);
     scope::normalize(&mut s);
     recursion(&mut s.recursion.default);
     s.recursion.policies.iter_mut().for_each(recursion);

@@ -6,9 +6,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::canonical::{self, BundleHash};
-use crate::locate::Pointer;
 use crate::model::BundleSpec;
-use crate::rules::{contract, handoff, scope};
+use crate::rules::{capability, contract, handoff, scope};
 use crate::toolpattern::ToolPattern;
 use crate::validate::{self, Issue};
 
@@ -40,7 +39,8 @@ pub struct PolicyBundle {
     pub(crate) handoffs: handoff::Verdicts,
     /// Handoff rule index by (from, to) pattern, `*` included.
     pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
-    pub(crate) capability_schemas: BTreeMap<(usize, String), Arc<jsonschema::Validator>>,
+    /// Capability input validators by (agent position, code).
+    pub(crate) capability_schemas: capability::Schemas,
     /// Output-type validators by `id@version`.
     pub(crate) output_schemas: contract::Schemas,
     pub(crate) deny_patterns: Vec<PatternRule>,
@@ -95,24 +95,7 @@ impl PolicyBundle {
             .collect();
         let handoffs = handoff::Verdicts::compile(&spec, hash, &agent_ids);
         let handoff_rules = scope::index_rules(&spec);
-        let mut capability_schemas = BTreeMap::new();
-        for (i, a) in spec.agents.iter().enumerate() {
-            for c in &a.capabilities {
-                if let Some(schema) = &c.input_schema {
-                    let compiled = jsonschema::validator_for(schema).map_err(|e| {
-                        vec![Issue {
-                            pointer: Pointer::root().key("agents").index(i),
-                            code: crate::error::DiagnosticCode::InvalidValue,
-                            message: format!(
-                                "capability `{}`: not a valid JSON Schema: {e}",
-                                c.code
-                            ),
-                        }]
-                    })?;
-                    capability_schemas.insert((i, c.code.clone()), Arc::new(compiled));
-                }
-            }
-        }
+        let capability_schemas = capability::compile(&spec)?;
         let output_schemas = contract::compile(&spec)?;
         let allowed_tools = spec
             .agents

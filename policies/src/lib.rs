@@ -21,7 +21,6 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod canonical;
-mod capability;
 mod compiled;
 mod decision;
 mod diff;
@@ -47,7 +46,6 @@ mod validate;
 pub use canonical::{
     BundleHash, json_text as canonical_json_text, to_json_bytes as canonical_json_bytes,
 };
-pub use capability::{CapabilityDecision, CapabilityRequest};
 pub use compiled::PolicyBundle;
 pub use decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict};
 pub use diff::{BundleDiff, RuleChangeKind, diff};
@@ -58,6 +56,7 @@ pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, EscalationAction, Priority, StopCondition};
 pub use parse::{Format, parse};
+pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::handoff::{HandoffDecision, InputKind};
 pub use rules::scope::{ConflictResolution, HandoffAudit, HandoffMode, ScopedContext};
 pub use schema::bundle_json_schema;

@@ -4,9 +4,9 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use crate::rules::authority::Authority;
+use crate::rules::capability::{CapabilitySpec, ResponsibilityLock};
 use crate::rules::circuit_breaker::CircuitBreaker;
 use crate::rules::contract::OutputTypeSpec;
 use crate::rules::handoff::InteractionMatrix;
@@ -209,22 +209,6 @@ pub struct AgentSpec {
     pub context_requirements: Option<ContextRequirements>,
 }
 
-/// A capability code with its input contract (docs/governance.md#capability-requests).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct CapabilitySpec {
-    /// e.g. `ANL_NPV`.
-    pub code: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Default timeout; the bundle's `defaults.timeout_ms` when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_ms: Option<u64>,
-    /// JSON Schema that `inputs_json` must satisfy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<Value>,
-}
-
 fn yes() -> bool {
     true
 }
@@ -248,22 +232,6 @@ pub struct ToolPatternRule {
     pub id: String,
     pub pattern: String,
     #[serde(default)]
-    pub reason: String,
-}
-
-/// Guardrail 3: a capability that belongs exclusively to one agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ResponsibilityLock {
-    pub id: String,
-    pub capability: String,
-    pub owner: String,
-    /// Agents that may request the capability of its owner; absent means any agent not
-    /// listed in `forbidden_requesters`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub requesters: Option<Vec<String>>,
-    #[serde(default)]
-    pub forbidden_requesters: Vec<String>,
     pub reason: String,
 }
 

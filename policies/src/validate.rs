@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
 use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
-use crate::rules::{circuit_breaker, contract, handoff, scope};
+use crate::rules::{capability, circuit_breaker, contract, handoff, scope};
 use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
@@ -41,7 +41,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     c.domains();
     c.tool_patterns();
     handoff::check(&mut c);
-    c.locks();
+    capability::check(&mut c);
     scope::check(&mut c);
     c.recursion();
     c.side_effects();
@@ -117,27 +117,7 @@ impl<'a> Checker<'a> {
                     format!("agent `{}` is declared twice", a.id),
                 );
             }
-            let mut codes = BTreeSet::new();
-            for (j, cap) in a.capabilities.iter().enumerate() {
-                let cp = p.key("capabilities").index(j);
-                if !codes.insert(cap.code.as_str()) {
-                    self.push(
-                        cp.key("code"),
-                        Code::Duplicate,
-                        format!("capability `{}` is declared twice", cap.code),
-                    );
-                }
-                if let Some(schema) = &cap.input_schema {
-                    self.json_schema(cp.key("input_schema"), schema);
-                }
-                if cap.timeout_ms == Some(0) {
-                    self.push(
-                        cp.key("timeout_ms"),
-                        Code::InvalidValue,
-                        "timeout_ms must be positive",
-                    );
-                }
-            }
+            capability::check_agent(self, &p, a);
             scope::check_receiver(self, &p, a);
         }
     }
@@ -241,66 +221,6 @@ impl<'a> Checker<'a> {
                 Code::UnknownReference,
                 format!("unknown output type `{r}`: declare it under [[output_types]]"),
             );
-        }
-    }
-
-    fn locks(&mut self) {
-        let spec = self.spec;
-        let mut locked = BTreeSet::new();
-        for (i, l) in spec.responsibility_locks.iter().enumerate() {
-            let p = ptr!["responsibility_locks", i];
-            self.agent_ref(p.key("owner"), &l.owner, false);
-            if !locked.insert(l.capability.as_str()) {
-                self.push(
-                    p.key("capability"),
-                    Code::Duplicate,
-                    format!("capability `{}` is locked twice", l.capability),
-                );
-            }
-            for (j, a) in spec.agents.iter().enumerate() {
-                let declares = a.capabilities.iter().position(|c| c.code == l.capability);
-                match declares {
-                    Some(k) if a.id != l.owner => self.push(
-                        ptr!["agents", j, "capabilities", k, "code"],
-                        Code::Contradiction,
-                        format!(
-                            "`{}` belongs exclusively to `{}` ({}); `{}` cannot declare it",
-                            l.capability, l.owner, l.id, a.id
-                        ),
-                    ),
-                    None if a.id == l.owner => self.push(
-                        p.key("capability"),
-                        Code::UnknownReference,
-                        format!(
-                            "owner `{}` does not declare capability `{}`",
-                            l.owner, l.capability
-                        ),
-                    ),
-                    _ => {}
-                }
-            }
-            let forbidden: BTreeSet<&str> =
-                l.forbidden_requesters.iter().map(String::as_str).collect();
-            for (j, a) in l.forbidden_requesters.iter().enumerate() {
-                self.agent_ref(p.key("forbidden_requesters").index(j), a, false);
-                if *a == l.owner {
-                    self.push(
-                        p.key("forbidden_requesters").index(j),
-                        Code::Contradiction,
-                        "the owner cannot be a forbidden requester",
-                    );
-                }
-            }
-            for (j, a) in l.requesters.iter().flatten().enumerate() {
-                self.agent_ref(p.key("requesters").index(j), a, false);
-                if forbidden.contains(a.as_str()) {
-                    self.push(
-                        p.key("requesters").index(j),
-                        Code::Contradiction,
-                        format!("`{a}` is both a requester and a forbidden requester"),
-                    );
-                }
-            }
         }
     }
 
@@ -526,12 +446,7 @@ impl<'a> Checker<'a> {
             );
         }
         handoff::rule_ids(spec, &mut ids);
-        ids.extend(
-            spec.responsibility_locks
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.id.clone(), ptr!["responsibility_locks", i, "id"])),
-        );
+        capability::rule_ids(spec, &mut ids);
         scope::rule_ids(spec, &mut ids);
         ids.push((
             spec.recursion.default.id.clone(),

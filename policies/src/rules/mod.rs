@@ -3,6 +3,8 @@
 //! the normal form, its decision functions and their tests.
 //!
 //! - `authority.rs`: who may override whom (`agents.authority`).
+//! - `capability.rs`: which capabilities agents may request of each other (each agent's
+//!   `capabilities`, `[[responsibility_locks]]`).
 //! - `circuit_breaker.rs`: when calls to a failing agent stop (`defaults.circuit_breaker`).
 //! - `contract.rs`: the output types edges carry and their schemas (`[[output_types]]`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
@@ -11,6 +13,7 @@
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
 
 pub(crate) mod authority;
+pub(crate) mod capability;
 pub(crate) mod circuit_breaker;
 pub(crate) mod contract;
 pub(crate) mod flow;
