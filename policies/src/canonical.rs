@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
-use crate::rules::{capability, contract, handoff, scope};
+use crate::rules::{capability, contract, domain, handoff, scope};
 
 pub mod writer;
 
@@ -75,8 +75,6 @@ fn agent(a: &mut AgentSpec) {
     for v in [
         &mut a.allowed_tools,
         &mut a.must_not_tools,
-        &mut a.write_scopes,
-        &mut a.read_scopes,
         &mut a.side_effects,
     ] {
         sort_dedup(v);
@@ -96,7 +94,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.agents.iter_mut().for_each(agent);
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
     contract::normalize(&mut s);
-    s.domains.sort_by(|a, b| a.id.cmp(&b.id));
+    domain::normalize(&mut s);
     s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
     handoff::normalize(&mut s);

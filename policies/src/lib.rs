@@ -24,7 +24,6 @@ mod canonical;
 mod compiled;
 mod decision;
 mod diff;
-mod domain;
 mod error;
 mod escalation;
 mod fieldpath;

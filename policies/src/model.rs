@@ -9,6 +9,7 @@ use crate::rules::authority::Authority;
 use crate::rules::capability::{CapabilitySpec, ResponsibilityLock};
 use crate::rules::circuit_breaker::CircuitBreaker;
 use crate::rules::contract::OutputTypeSpec;
+use crate::rules::domain::DomainSpec;
 use crate::rules::handoff::InteractionMatrix;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 
@@ -211,18 +212,6 @@ pub struct AgentSpec {
 
 fn yes() -> bool {
     true
-}
-
-/// A write domain (docs/governance.md#write-domains).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct DomainSpec {
-    pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// Only one agent in the whole bundle may hold this domain in its `write_scopes`.
-    #[serde(default = "yes")]
-    pub exclusive: bool,
 }
 
 /// A tool-call pattern with its reason: `Tool` or `Tool(argument glob)`.

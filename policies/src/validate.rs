@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
 use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
-use crate::rules::{capability, circuit_breaker, contract, handoff, scope};
+use crate::rules::{capability, circuit_breaker, contract, domain, handoff, scope};
 use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
@@ -38,7 +38,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     circuit_breaker::check(&mut c);
     c.agents();
     contract::check(&mut c);
-    c.domains();
+    domain::check(&mut c);
     c.tool_patterns();
     handoff::check(&mut c);
     capability::check(&mut c);
@@ -129,53 +129,6 @@ impl<'a> Checker<'a> {
                 Code::InvalidValue,
                 format!("not a valid JSON Schema: {e}"),
             );
-        }
-    }
-
-    fn domains(&mut self) {
-        let spec = self.spec;
-        let mut ids = BTreeSet::new();
-        for (i, d) in spec.domains.iter().enumerate() {
-            if !ids.insert(d.id.as_str()) {
-                self.push(
-                    ptr!["domains", i, "id"],
-                    Code::Duplicate,
-                    format!("domain `{}` is declared twice", d.id),
-                );
-            }
-        }
-        let mut writers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (j, d) in a.write_scopes.iter().enumerate() {
-                if !ids.contains(d.as_str()) {
-                    self.push(
-                        ptr!["agents", i, "write_scopes", j],
-                        Code::UnknownReference,
-                        format!("unknown domain `{d}`"),
-                    );
-                    continue;
-                }
-                let exclusive = spec.domains.iter().any(|x| x.id == *d && x.exclusive);
-                let list = writers.entry(d.as_str()).or_default();
-                if let (true, Some(owner)) = (exclusive, list.first().copied()) {
-                    self.push(
-                        ptr!["agents", i, "write_scopes", j],
-                        Code::Contradiction,
-                        format!("domain `{d}` has a single owner (`{owner}`); `{}` cannot also write it", a.id),
-                    );
-                } else {
-                    list.push(a.id.as_str());
-                }
-            }
-            for (j, d) in a.read_scopes.iter().enumerate() {
-                if d != "*" && !ids.contains(d.as_str()) {
-                    self.push(
-                        ptr!["agents", i, "read_scopes", j],
-                        Code::UnknownReference,
-                        format!("unknown domain `{d}`"),
-                    );
-                }
-            }
         }
     }
 

@@ -7,6 +7,8 @@
 //!   `capabilities`, `[[responsibility_locks]]`).
 //! - `circuit_breaker.rs`: when calls to a failing agent stop (`defaults.circuit_breaker`).
 //! - `contract.rs`: the output types edges carry and their schemas (`[[output_types]]`).
+//! - `domain.rs`: who writes and reads which domain (`[[domains]]`, each agent's
+//!   `write_scopes` and `read_scopes`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
@@ -16,6 +18,7 @@ pub(crate) mod authority;
 pub(crate) mod capability;
 pub(crate) mod circuit_breaker;
 pub(crate) mod contract;
+pub(crate) mod domain;
 pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod scope;
