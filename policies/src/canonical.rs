@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
-use crate::rules::{capability, contract, domain, handoff, scope};
+use crate::rules::{capability, contract, domain, handoff, scope, tools};
 
 pub mod writer;
 
@@ -72,13 +72,7 @@ pub(crate) fn sort_dedup(v: &mut Vec<String>) {
 }
 
 fn agent(a: &mut AgentSpec) {
-    for v in [
-        &mut a.allowed_tools,
-        &mut a.must_not_tools,
-        &mut a.side_effects,
-    ] {
-        sort_dedup(v);
-    }
+    sort_dedup(&mut a.side_effects);
 }
 
 fn recursion(r: &mut RecursionPolicy) {
@@ -95,8 +89,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
     contract::normalize(&mut s);
     domain::normalize(&mut s);
-    s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
-    s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
+    tools::normalize(&mut s);
     handoff::normalize(&mut s);
     capability::normalize(&mut s);
     scope::normalize(&mut s);

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use crate::canonical::{self, BundleHash};
 use crate::model::BundleSpec;
-use crate::rules::{capability, contract, handoff, scope};
-use crate::toolpattern::ToolPattern;
+use crate::rules::{capability, contract, handoff, scope, tools};
 use crate::validate::{self, Issue};
 
 /// Agent id → position, looked up on every decision and never iterated, so its order
@@ -18,15 +17,6 @@ use crate::validate::{self, Issue};
     reason = "looked up only, never iterated: no order can reach a decision"
 )]
 pub(crate) type AgentIndex = std::collections::HashMap<Arc<str>, usize>;
-
-/// A compiled tool pattern with the rule it comes from.
-#[derive(Debug, Clone)]
-pub(crate) struct PatternRule {
-    pub id: Arc<str>,
-    pub pattern: ToolPattern,
-    pub text: Arc<str>,
-    pub reason: Arc<str>,
-}
 
 /// A validated, normalised, hashed and indexed policy bundle. Immutable.
 pub struct PolicyBundle {
@@ -43,10 +33,8 @@ pub struct PolicyBundle {
     pub(crate) capability_schemas: capability::Schemas,
     /// Output-type validators by `id@version`.
     pub(crate) output_schemas: contract::Schemas,
-    pub(crate) deny_patterns: Vec<PatternRule>,
-    pub(crate) review_patterns: Vec<PatternRule>,
-    pub(crate) allowed_tools: Vec<Vec<ToolPattern>>,
-    pub(crate) must_not_tools: Vec<Vec<(Arc<str>, ToolPattern)>>,
+    /// Tool patterns, parsed.
+    pub(crate) tools: tools::Patterns,
 }
 
 impl std::fmt::Debug for PolicyBundle {
@@ -56,22 +44,6 @@ impl std::fmt::Debug for PolicyBundle {
             .field("hash", &self.hash)
             .finish_non_exhaustive()
     }
-}
-
-fn patterns(rules: &[crate::model::ToolPatternRule]) -> Vec<PatternRule> {
-    rules
-        .iter()
-        .filter_map(|r| {
-            ToolPattern::parse(&r.pattern)
-                .ok()
-                .map(|pattern| PatternRule {
-                    id: r.id.as_str().into(),
-                    pattern,
-                    text: r.pattern.as_str().into(),
-                    reason: r.reason.as_str().into(),
-                })
-        })
-        .collect()
 }
 
 impl PolicyBundle {
@@ -97,33 +69,8 @@ impl PolicyBundle {
         let handoff_rules = scope::index_rules(&spec);
         let capability_schemas = capability::compile(&spec)?;
         let output_schemas = contract::compile(&spec)?;
-        let allowed_tools = spec
-            .agents
-            .iter()
-            .map(|a| {
-                a.allowed_tools
-                    .iter()
-                    .filter_map(|p| ToolPattern::parse(p).ok())
-                    .collect()
-            })
-            .collect();
-        let must_not_tools = spec
-            .agents
-            .iter()
-            .map(|a| {
-                a.must_not_tools
-                    .iter()
-                    .filter_map(|p| {
-                        ToolPattern::parse(p)
-                            .ok()
-                            .map(|t| (Arc::from(p.as_str()), t))
-                    })
-                    .collect()
-            })
-            .collect();
+        let tools = tools::Patterns::compile(&spec);
         Ok(Self {
-            deny_patterns: patterns(&spec.deny_patterns),
-            review_patterns: patterns(&spec.review_patterns),
             spec,
             hash,
             agent_ids,
@@ -132,8 +79,7 @@ impl PolicyBundle {
             handoff_rules,
             capability_schemas,
             output_schemas,
-            allowed_tools,
-            must_not_tools,
+            tools,
         })
     }
 

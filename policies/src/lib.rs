@@ -38,7 +38,6 @@ mod side_effect;
 mod spawn;
 mod tokens;
 mod toolpattern;
-mod tools;
 mod translate;
 mod validate;
 

@@ -12,6 +12,7 @@ use crate::rules::contract::OutputTypeSpec;
 use crate::rules::domain::DomainSpec;
 use crate::rules::handoff::InteractionMatrix;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
+use crate::rules::tools::ToolPatternRule;
 
 /// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
 /// (docs/governance.md#recursion-limits).
@@ -212,16 +213,6 @@ pub struct AgentSpec {
 
 fn yes() -> bool {
     true
-}
-
-/// A tool-call pattern with its reason: `Tool` or `Tool(argument glob)`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ToolPatternRule {
-    pub id: String,
-    pub pattern: String,
-    #[serde(default)]
-    pub reason: String,
 }
 
 /// Recursion policies: a default plus named policies for given parent agents.

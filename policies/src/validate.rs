@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
+use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
 use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
-use crate::rules::{capability, circuit_breaker, contract, domain, handoff, scope};
-use crate::{fieldpath, toolpattern::ToolPattern};
+use crate::rules::{capability, circuit_breaker, contract, domain, handoff, scope, tools};
 
 /// One semantic problem, located by pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     c.agents();
     contract::check(&mut c);
     domain::check(&mut c);
-    c.tool_patterns();
+    tools::check(&mut c);
     handoff::check(&mut c);
     capability::check(&mut c);
     scope::check(&mut c);
@@ -129,32 +129,6 @@ impl<'a> Checker<'a> {
                 Code::InvalidValue,
                 format!("not a valid JSON Schema: {e}"),
             );
-        }
-    }
-
-    fn tool_patterns(&mut self) {
-        let spec = self.spec;
-        for (section, rules) in [
-            ("deny_patterns", &spec.deny_patterns),
-            ("review_patterns", &spec.review_patterns),
-        ] {
-            for (i, r) in rules.iter().enumerate() {
-                if let Err(e) = ToolPattern::parse(&r.pattern) {
-                    self.push(ptr![section, i, "pattern"], Code::InvalidValue, e);
-                }
-            }
-        }
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (field, pats) in [
-                ("allowed_tools", &a.allowed_tools),
-                ("must_not_tools", &a.must_not_tools),
-            ] {
-                for (j, pat) in pats.iter().enumerate() {
-                    if let Err(e) = ToolPattern::parse(pat) {
-                        self.push(ptr!["agents", i, field, j], Code::InvalidValue, e);
-                    }
-                }
-            }
         }
     }
 
@@ -387,17 +361,7 @@ impl<'a> Checker<'a> {
     fn rule_ids(&mut self) {
         let spec = self.spec;
         let mut ids: Vec<(String, Pointer)> = Vec::new();
-        for (s, rules) in [
-            ("deny_patterns", &spec.deny_patterns),
-            ("review_patterns", &spec.review_patterns),
-        ] {
-            ids.extend(
-                rules
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| (r.id.clone(), ptr![s, i, "id"])),
-            );
-        }
+        tools::rule_ids(spec, &mut ids);
         handoff::rule_ids(spec, &mut ids);
         capability::rule_ids(spec, &mut ids);
         scope::rule_ids(spec, &mut ids);

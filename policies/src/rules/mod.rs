@@ -13,6 +13,8 @@
 //!   the declared flow order forbids.
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
+//! - `tools.rs`: which tool calls an agent may make (`[[deny_patterns]]`,
+//!   `[[review_patterns]]`, each agent's `allowed_tools` and `must_not_tools`).
 
 pub(crate) mod authority;
 pub(crate) mod capability;
@@ -22,3 +24,4 @@ pub(crate) mod domain;
 pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod scope;
+pub(crate) mod tools;
