@@ -13,8 +13,8 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::model::{AgentSpec, BundleSpec, RecursionPolicy};
-use crate::rules::{capability, contract, domain, handoff, scope, tools};
+use crate::model::{AgentSpec, BundleSpec};
+use crate::rules::{capability, contract, domain, handoff, recursion, scope, tools};
 
 pub mod writer;
 
@@ -75,14 +75,6 @@ fn agent(a: &mut AgentSpec) {
     sort_dedup(&mut a.side_effects);
 }
 
-fn recursion(r: &mut RecursionPolicy) {
-    sort_dedup(&mut r.agents);
-    sort_dedup(&mut r.allowed_child_types);
-    sort_dedup(&mut r.forbidden_child_types);
-    r.stop_conditions.sort();
-    r.stop_conditions.dedup();
-}
-
 /// The normal form of a bundle: same meaning, one spelling.
 pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.agents.iter_mut().for_each(agent);
@@ -93,9 +85,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     handoff::normalize(&mut s);
     capability::normalize(&mut s);
     scope::normalize(&mut s);
-    recursion(&mut s.recursion.default);
-    s.recursion.policies.iter_mut().for_each(recursion);
-    s.recursion.policies.sort_by(|a, b| a.id.cmp(&b.id));
+    recursion::normalize(&mut s);
     s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
     s.escalation.ladder.sort_by_key(|x| x.after_failures);
     sort_dedup(&mut s.escalation.non_retryable_errors);

@@ -11,12 +11,9 @@ use crate::rules::circuit_breaker::CircuitBreaker;
 use crate::rules::contract::OutputTypeSpec;
 use crate::rules::domain::DomainSpec;
 use crate::rules::handoff::InteractionMatrix;
+use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 use crate::rules::tools::ToolPatternRule;
-
-/// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
-/// (docs/governance.md#recursion-limits).
-pub const HARD_MAX_DEPTH: u32 = 4;
 
 /// A whole policy bundle: every governance rule of one multi-agent system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -213,137 +210,6 @@ pub struct AgentSpec {
 
 fn yes() -> bool {
     true
-}
-
-/// Recursion policies: a default plus named policies for given parent agents.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecursionSection {
-    #[serde(default)]
-    pub default: RecursionPolicy,
-    #[serde(default)]
-    pub policies: Vec<RecursionPolicy>,
-    #[serde(default)]
-    pub budget: BudgetRules,
-}
-
-/// A recursion policy (docs/governance.md#recursion-limits).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RecursionPolicy {
-    #[serde(default = "default_recursion_id")]
-    pub id: String,
-    /// Parent agents this policy governs (empty for the default policy).
-    #[serde(default)]
-    pub agents: Vec<String>,
-    /// Default 2; never more than 4.
-    #[serde(default = "default_max_depth")]
-    pub max_depth: u32,
-    #[serde(default = "default_max_children")]
-    pub max_children: u32,
-    #[serde(default = "default_max_total_episodes")]
-    pub max_total_episodes: u32,
-    /// Deny by default: only these child types may be spawned.
-    #[serde(default)]
-    pub allowed_child_types: Vec<String>,
-    #[serde(default)]
-    pub forbidden_child_types: Vec<String>,
-    #[serde(default = "default_stop_conditions")]
-    pub stop_conditions: Vec<StopCondition>,
-    /// "No new information": this many consecutive children without delta stop recursion.
-    #[serde(default = "default_no_delta_limit")]
-    pub no_delta_limit: u32,
-    /// "Failure repeats": the same error class this many times stops recursion.
-    #[serde(default = "default_failure_repeat_limit")]
-    pub failure_repeat_limit: u32,
-}
-
-impl Default for RecursionPolicy {
-    fn default() -> Self {
-        Self {
-            id: default_recursion_id(),
-            agents: Vec::new(),
-            max_depth: default_max_depth(),
-            max_children: default_max_children(),
-            max_total_episodes: default_max_total_episodes(),
-            allowed_child_types: Vec::new(),
-            forbidden_child_types: Vec::new(),
-            stop_conditions: default_stop_conditions(),
-            no_delta_limit: default_no_delta_limit(),
-            failure_repeat_limit: default_failure_repeat_limit(),
-        }
-    }
-}
-
-fn default_recursion_id() -> String {
-    "recursion.default".to_owned()
-}
-fn default_max_depth() -> u32 {
-    2
-}
-fn default_max_children() -> u32 {
-    6
-}
-fn default_max_total_episodes() -> u32 {
-    12
-}
-fn default_no_delta_limit() -> u32 {
-    2
-}
-fn default_failure_repeat_limit() -> u32 {
-    3
-}
-fn default_stop_conditions() -> Vec<StopCondition> {
-    vec![
-        StopCondition::BudgetExhausted,
-        StopCondition::DepthExceeded,
-        StopCondition::NoNewInformation,
-        StopCondition::FailureRepeats,
-        StopCondition::PolicyBlocks,
-        StopCondition::SuccessAchieved,
-    ]
-}
-
-/// The six stop conditions of an episode (docs/governance.md#stop-conditions).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum StopCondition {
-    BudgetExhausted,
-    DepthExceeded,
-    NoNewInformation,
-    FailureRepeats,
-    PolicyBlocks,
-    SuccessAchieved,
-}
-
-/// Budget rules (docs/governance.md#budgets).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct BudgetRules {
-    /// A child may take at most this share of its parent's remaining budget.
-    #[serde(default = "default_child_share")]
-    pub child_max_share_percent: u8,
-    /// An episode past this share of its budget must finalize or escalate.
-    #[serde(default = "default_escalate_at")]
-    pub finalize_or_escalate_at_percent: u8,
-}
-
-impl Default for BudgetRules {
-    fn default() -> Self {
-        Self {
-            child_max_share_percent: default_child_share(),
-            finalize_or_escalate_at_percent: default_escalate_at(),
-        }
-    }
-}
-
-fn default_child_share() -> u8 {
-    50
-}
-fn default_escalate_at() -> u8 {
-    70
 }
 
 /// What a side effect of one kind in one lane needs before it runs

@@ -1,15 +1,17 @@
 //! Semantic checks of a parsed bundle. Each problem names the JSON pointer of the
 //! offending value, which `load` turns into a line and column of the source text.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
 use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
-use crate::model::{BundleSpec, EscalationAction, HARD_MAX_DEPTH, RecursionPolicy};
-use crate::rules::{capability, circuit_breaker, contract, domain, handoff, scope, tools};
+use crate::model::{BundleSpec, EscalationAction};
+use crate::rules::{
+    capability, circuit_breaker, contract, domain, handoff, recursion, scope, tools,
+};
 
 /// One semantic problem, located by pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -43,7 +45,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     handoff::check(&mut c);
     capability::check(&mut c);
     scope::check(&mut c);
-    c.recursion();
+    recursion::check(&mut c);
     c.side_effects();
     c.escalation();
     c.provenance();
@@ -148,73 +150,6 @@ impl<'a> Checker<'a> {
                 Code::UnknownReference,
                 format!("unknown output type `{r}`: declare it under [[output_types]]"),
             );
-        }
-    }
-
-    fn recursion_policy(&mut self, p: Pointer, r: &RecursionPolicy) {
-        if r.max_depth > HARD_MAX_DEPTH {
-            self.push(
-                p.key("max_depth"),
-                Code::HardMaximumExceeded,
-                format!(
-                    "max_depth {} exceeds the hard maximum of {HARD_MAX_DEPTH}",
-                    r.max_depth
-                ),
-            );
-        }
-        for (j, t) in r.allowed_child_types.iter().enumerate() {
-            if r.forbidden_child_types.contains(t) {
-                self.push(
-                    p.key("allowed_child_types").index(j),
-                    Code::Contradiction,
-                    format!("child type `{t}` is both allowed and forbidden"),
-                );
-            }
-        }
-        for (j, a) in r.agents.iter().enumerate() {
-            self.agent_ref(p.key("agents").index(j), a, false);
-        }
-    }
-
-    fn recursion(&mut self) {
-        let spec = self.spec;
-        let rs = &spec.recursion;
-        self.recursion_policy(ptr!["recursion", "default"], &rs.default);
-        let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-        for (i, r) in rs.policies.iter().enumerate() {
-            let p = ptr!["recursion", "policies", i];
-            self.recursion_policy(p.clone(), r);
-            if r.agents.is_empty() {
-                self.push(
-                    p.key("agents"),
-                    Code::InvalidValue,
-                    "a named recursion policy must name the agents it governs",
-                );
-            }
-            for (j, a) in r.agents.iter().enumerate() {
-                if let Some(prev) = owner.insert(a.as_str(), r.id.as_str()) {
-                    self.push(
-                        p.key("agents").index(j),
-                        Code::Duplicate,
-                        format!("agent `{a}` is governed by both `{prev}` and `{}`", r.id),
-                    );
-                }
-            }
-        }
-        for (field, v) in [
-            ("child_max_share_percent", rs.budget.child_max_share_percent),
-            (
-                "finalize_or_escalate_at_percent",
-                rs.budget.finalize_or_escalate_at_percent,
-            ),
-        ] {
-            if v == 0 || v > 100 {
-                self.push(
-                    ptr!["recursion", "budget", field],
-                    Code::InvalidValue,
-                    format!("{field} must be between 1 and 100"),
-                );
-            }
         }
     }
 
@@ -365,17 +300,7 @@ impl<'a> Checker<'a> {
         handoff::rule_ids(spec, &mut ids);
         capability::rule_ids(spec, &mut ids);
         scope::rule_ids(spec, &mut ids);
-        ids.push((
-            spec.recursion.default.id.clone(),
-            ptr!["recursion", "default"],
-        ));
-        ids.extend(
-            spec.recursion
-                .policies
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.id.clone(), ptr!["recursion", "policies", i, "id"])),
-        );
+        recursion::rule_ids(spec, &mut ids);
         ids.extend(
             spec.side_effects
                 .iter()
@@ -416,14 +341,6 @@ mod tests {
 
     fn spec(toml_src: &str) -> BundleSpec {
         toml::from_str(toml_src).unwrap()
-    }
-
-    #[test]
-    fn hard_max_depth_cannot_be_raised() {
-        let s = spec("bundle = { id = \"t\" }\n[recursion.default]\nmax_depth = 5\n");
-        let issues = validate(&s);
-        assert!(issues.iter().any(|i| i.code == Code::HardMaximumExceeded
-            && i.pointer.to_string() == "/recursion/default/max_depth"));
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //!   `write_scopes` and `read_scopes`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
+//! - `recursion.rs`: when an episode may spawn a child, and with what budget
+//!   (`[recursion]`).
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
 //! - `tools.rs`: which tool calls an agent may make (`[[deny_patterns]]`,
@@ -23,5 +25,6 @@ pub(crate) mod contract;
 pub(crate) mod domain;
 pub(crate) mod flow;
 pub(crate) mod handoff;
+pub(crate) mod recursion;
 pub(crate) mod scope;
 pub(crate) mod tools;
