@@ -13,8 +13,8 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::model::{AgentSpec, BundleSpec};
-use crate::rules::{capability, contract, domain, handoff, recursion, scope, tools};
+use crate::model::BundleSpec;
+use crate::rules::{capability, contract, domain, handoff, recursion, scope, side_effect, tools};
 
 pub mod writer;
 
@@ -71,13 +71,8 @@ pub(crate) fn sort_dedup(v: &mut Vec<String>) {
     v.dedup();
 }
 
-fn agent(a: &mut AgentSpec) {
-    sort_dedup(&mut a.side_effects);
-}
-
 /// The normal form of a bundle: same meaning, one spelling.
 pub fn normalize(mut s: BundleSpec) -> BundleSpec {
-    s.agents.iter_mut().for_each(agent);
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
     contract::normalize(&mut s);
     domain::normalize(&mut s);
@@ -86,7 +81,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     capability::normalize(&mut s);
     scope::normalize(&mut s);
     recursion::normalize(&mut s);
-    s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
+    side_effect::normalize(&mut s);
     s.escalation.ladder.sort_by_key(|x| x.after_failures);
     sort_dedup(&mut s.escalation.non_retryable_errors);
     s.provenance.sort_by(|a, b| a.id.cmp(&b.id));

@@ -13,6 +13,7 @@ use crate::rules::domain::DomainSpec;
 use crate::rules::handoff::InteractionMatrix;
 use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
+use crate::rules::side_effect::SideEffectPolicy;
 use crate::rules::tools::ToolPatternRule;
 
 /// A whole policy bundle: every governance rule of one multi-agent system.
@@ -208,45 +209,6 @@ pub struct AgentSpec {
     pub context_requirements: Option<ContextRequirements>,
 }
 
-fn yes() -> bool {
-    true
-}
-
-/// What a side effect of one kind in one lane needs before it runs
-/// (docs/governance.md#side-effects).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct SideEffectPolicy {
-    pub id: String,
-    /// e.g. `publish`, `dm`, `like`, `comment`.
-    pub kind: String,
-    /// e.g. `api`, `browser`; `*` for every lane.
-    #[serde(default = "star")]
-    pub lane: String,
-    #[serde(default = "yes")]
-    pub dry_run_required: bool,
-    #[serde(default)]
-    pub human_approval_required: bool,
-    #[serde(default = "yes")]
-    pub idempotency_key_required: bool,
-    /// Attempts allowed per idempotency key (by default one attempt unless a human overrides;
-    /// docs/governance.md#side-effects).
-    #[serde(default = "one")]
-    pub retry_cap: u32,
-    /// Kill switch that stops this effect; defaults to the lane's own switch.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kill_switch_lane: Option<String>,
-    /// The agent that re-checks an applied effect whose verification failed or is unknown
-    /// (the verifier re-checks it, never the agent that asked: docs/governance.md#side-effects);
-    /// without one the effect goes to a human for review.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub verifier: Option<String>,
-}
-
-fn star() -> String {
-    "*".to_owned()
-}
-
 /// What the orchestrator does after an agent fails.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
@@ -307,8 +269,4 @@ fn default_ladder() -> Vec<EscalationStep> {
             action: EscalationAction::Block,
         },
     ]
-}
-
-fn one() -> u32 {
-    1
 }

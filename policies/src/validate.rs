@@ -10,7 +10,7 @@ use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
 use crate::model::{BundleSpec, EscalationAction};
 use crate::rules::{
-    capability, circuit_breaker, contract, domain, handoff, recursion, scope, tools,
+    capability, circuit_breaker, contract, domain, handoff, recursion, scope, side_effect, tools,
 };
 
 /// One semantic problem, located by pointer.
@@ -46,7 +46,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     capability::check(&mut c);
     scope::check(&mut c);
     recursion::check(&mut c);
-    c.side_effects();
+    side_effect::check(&mut c);
     c.escalation();
     c.provenance();
     c.rule_ids();
@@ -153,51 +153,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn side_effects(&mut self) {
-        let spec = self.spec;
-        let mut seen = BTreeSet::new();
-        for (i, s) in spec.side_effects.iter().enumerate() {
-            let p = ptr!["side_effects", i];
-            if !seen.insert((s.kind.as_str(), s.lane.as_str())) {
-                self.push(
-                    p.key("lane"),
-                    Code::Duplicate,
-                    format!(
-                        "side effect `{}` in lane `{}` has two policies",
-                        s.kind, s.lane
-                    ),
-                );
-            }
-            if s.retry_cap == 0 {
-                self.push(
-                    p.key("retry_cap"),
-                    Code::InvalidValue,
-                    "retry_cap counts attempts and must be at least 1",
-                );
-            }
-            if let Some(v) = &s.verifier
-                && !spec.agents.iter().any(|a| &a.id == v)
-            {
-                self.push(
-                    p.key("verifier"),
-                    Code::UnknownReference,
-                    format!("verifier `{v}` is not an agent of this bundle"),
-                );
-            }
-        }
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (j, k) in a.side_effects.iter().enumerate() {
-                if !spec.side_effects.iter().any(|s| &s.kind == k) {
-                    self.push(
-                        ptr!["agents", i, "side_effects", j],
-                        Code::UnknownReference,
-                        format!("no side-effect policy governs kind `{k}`"),
-                    );
-                }
-            }
-        }
-    }
-
     fn escalation(&mut self) {
         // The ladder is ordered by `after_failures`, not by how it was written.
         let ladder = &self.spec.escalation.ladder;
@@ -301,12 +256,7 @@ impl<'a> Checker<'a> {
         capability::rule_ids(spec, &mut ids);
         scope::rule_ids(spec, &mut ids);
         recursion::rule_ids(spec, &mut ids);
-        ids.extend(
-            spec.side_effects
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.id.clone(), ptr!["side_effects", i, "id"])),
-        );
+        side_effect::rule_ids(spec, &mut ids);
         ids.extend(
             spec.escalation
                 .ladder

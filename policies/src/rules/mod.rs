@@ -15,6 +15,8 @@
 //!   (`[recursion]`).
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
+//! - `side_effect.rs`: what a side effect needs before it runs (`[[side_effects]]`, each
+//!   agent's `side_effects`).
 //! - `tools.rs`: which tool calls an agent may make (`[[deny_patterns]]`,
 //!   `[[review_patterns]]`, each agent's `allowed_tools` and `must_not_tools`).
 
@@ -27,4 +29,5 @@ pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod recursion;
 pub(crate) mod scope;
+pub(crate) mod side_effect;
 pub(crate) mod tools;
