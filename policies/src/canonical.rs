@@ -14,7 +14,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
 use crate::model::BundleSpec;
-use crate::rules::{capability, contract, domain, handoff, recursion, scope, side_effect, tools};
+use crate::rules::{
+    capability, contract, domain, escalation, handoff, recursion, scope, side_effect, tools,
+};
 
 pub mod writer;
 
@@ -82,8 +84,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     scope::normalize(&mut s);
     recursion::normalize(&mut s);
     side_effect::normalize(&mut s);
-    s.escalation.ladder.sort_by_key(|x| x.after_failures);
-    sort_dedup(&mut s.escalation.non_retryable_errors);
+    escalation::normalize(&mut s);
     s.provenance.sort_by(|a, b| a.id.cmp(&b.id));
     s
 }

@@ -10,6 +10,7 @@ use crate::rules::capability::{CapabilitySpec, ResponsibilityLock};
 use crate::rules::circuit_breaker::CircuitBreaker;
 use crate::rules::contract::OutputTypeSpec;
 use crate::rules::domain::DomainSpec;
+use crate::rules::escalation::EscalationPolicy;
 use crate::rules::handoff::InteractionMatrix;
 use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
@@ -207,66 +208,4 @@ pub struct AgentSpec {
     /// (docs/governance.md#handoff-rules-and-blocked-fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_requirements: Option<ContextRequirements>,
-}
-
-/// What the orchestrator does after an agent fails.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
-)]
-#[serde(rename_all = "snake_case")]
-pub enum EscalationAction {
-    Retry,
-    Escalate,
-    Block,
-}
-
-/// One rung of the ladder: from `after_failures` failures on, take `action`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EscalationStep {
-    pub id: String,
-    pub after_failures: u32,
-    pub action: EscalationAction,
-}
-
-/// The failure ladder, retry → escalate → block (docs/governance.md#failure-ladder), whose
-/// last rung is the hard stop of docs/governance.md#guardrail-1-retry-hard-stop.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EscalationPolicy {
-    /// Must end in `block`: the hard stop that needs a human.
-    #[serde(default = "default_ladder")]
-    pub ladder: Vec<EscalationStep>,
-    /// Error classes that skip retrying and escalate at once ("non-recoverable").
-    #[serde(default)]
-    pub non_retryable_errors: Vec<String>,
-}
-
-impl Default for EscalationPolicy {
-    fn default() -> Self {
-        Self {
-            ladder: default_ladder(),
-            non_retryable_errors: Vec::new(),
-        }
-    }
-}
-
-fn default_ladder() -> Vec<EscalationStep> {
-    vec![
-        EscalationStep {
-            id: "retry".to_owned(),
-            after_failures: 1,
-            action: EscalationAction::Retry,
-        },
-        EscalationStep {
-            id: "escalate".to_owned(),
-            after_failures: 2,
-            action: EscalationAction::Escalate,
-        },
-        EscalationStep {
-            id: "block".to_owned(),
-            after_failures: 3,
-            action: EscalationAction::Block,
-        },
-    ]
 }

@@ -8,9 +8,10 @@ use serde_json::Value;
 use crate::error::DiagnosticCode as Code;
 use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
-use crate::model::{BundleSpec, EscalationAction};
+use crate::model::BundleSpec;
 use crate::rules::{
-    capability, circuit_breaker, contract, domain, handoff, recursion, scope, side_effect, tools,
+    capability, circuit_breaker, contract, domain, escalation, handoff, recursion, scope,
+    side_effect, tools,
 };
 
 /// One semantic problem, located by pointer.
@@ -47,7 +48,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     scope::check(&mut c);
     recursion::check(&mut c);
     side_effect::check(&mut c);
-    c.escalation();
+    escalation::check(&mut c);
     c.provenance();
     c.rule_ids();
     c.issues
@@ -153,40 +154,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn escalation(&mut self) {
-        // The ladder is ordered by `after_failures`, not by how it was written.
-        let ladder = &self.spec.escalation.ladder;
-        let mut seen = BTreeSet::new();
-        for (i, step) in ladder.iter().enumerate() {
-            if step.after_failures == 0 {
-                self.push(
-                    ptr!["escalation", "ladder", i, "after_failures"],
-                    Code::InvalidValue,
-                    "after_failures must be at least 1",
-                );
-            }
-            if !seen.insert(step.after_failures) {
-                self.push(
-                    ptr!["escalation", "ladder", i, "after_failures"],
-                    Code::Duplicate,
-                    format!("two steps act after {} failures", step.after_failures),
-                );
-            }
-        }
-        if ladder
-            .iter()
-            .max_by_key(|s| s.after_failures)
-            .map(|s| s.action)
-            != Some(EscalationAction::Block)
-        {
-            self.push(
-                ptr!["escalation", "ladder"],
-                Code::Contradiction,
-                "the ladder must end in `block`: retries cannot go on without a hard stop that needs a human (Guardrail 1)",
-            );
-        }
-    }
-
     fn provenance(&mut self) {
         let spec = self.spec;
         for (i, r) in spec.provenance.iter().enumerate() {
@@ -257,13 +224,7 @@ impl<'a> Checker<'a> {
         scope::rule_ids(spec, &mut ids);
         recursion::rule_ids(spec, &mut ids);
         side_effect::rule_ids(spec, &mut ids);
-        ids.extend(
-            spec.escalation
-                .ladder
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.id.clone(), ptr!["escalation", "ladder", i, "id"])),
-        );
+        escalation::rule_ids(spec, &mut ids);
         ids.extend(
             spec.provenance
                 .iter()
@@ -289,15 +250,22 @@ impl<'a> Checker<'a> {
 mod tests {
     use super::*;
 
-    fn spec(toml_src: &str) -> BundleSpec {
-        toml::from_str(toml_src).unwrap()
-    }
-
     #[test]
-    fn escalation_ladder_must_end_in_block() {
-        let s = spec(
-            "bundle = { id = \"t\" }\n[escalation]\nladder = [{ id = \"r\", after_failures = 1, action = \"retry\" }]\n",
-        );
-        assert!(validate(&s).iter().any(|i| i.code == Code::Contradiction));
+    fn rule_ids_are_unique_across_sections() {
+        let s: BundleSpec = toml::from_str(
+            r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a", side_effects = ["publish"] }]
+            deny_patterns = [{ id = "same", pattern = "Bash(rm *)" }]
+            [[side_effects]]
+            id = "same"
+            kind = "publish"
+            "#,
+        )
+        .unwrap();
+        let issues = validate(&s);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].code, Code::Duplicate);
+        assert_eq!(issues[0].pointer.to_string(), "/side_effects/0/id");
     }
 }

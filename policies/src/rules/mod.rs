@@ -9,6 +9,7 @@
 //! - `contract.rs`: the output types edges carry and their schemas (`[[output_types]]`).
 //! - `domain.rs`: who writes and reads which domain (`[[domains]]`, each agent's
 //!   `write_scopes` and `read_scopes`).
+//! - `escalation.rs`: what follows a failure, up to the hard stop (`[escalation]`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
 //! - `recursion.rs`: when an episode may spawn a child, and with what budget
@@ -25,6 +26,7 @@ pub(crate) mod capability;
 pub(crate) mod circuit_breaker;
 pub(crate) mod contract;
 pub(crate) mod domain;
+pub(crate) mod escalation;
 pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod recursion;
