@@ -15,7 +15,8 @@ use serde_json::Value;
 
 use crate::model::BundleSpec;
 use crate::rules::{
-    capability, contract, domain, escalation, handoff, recursion, scope, side_effect, tools,
+    capability, contract, domain, escalation, handoff, provenance, recursion, scope, side_effect,
+    tools,
 };
 
 pub mod writer;
@@ -85,7 +86,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     recursion::normalize(&mut s);
     side_effect::normalize(&mut s);
     escalation::normalize(&mut s);
-    s.provenance.sort_by(|a, b| a.id.cmp(&b.id));
+    provenance::normalize(&mut s);
     s
 }
 

@@ -30,7 +30,6 @@ mod load;
 mod locate;
 mod model;
 mod parse;
-mod provenance;
 mod rules;
 mod schema;
 mod tokens;

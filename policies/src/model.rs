@@ -12,6 +12,7 @@ use crate::rules::contract::OutputTypeSpec;
 use crate::rules::domain::DomainSpec;
 use crate::rules::escalation::EscalationPolicy;
 use crate::rules::handoff::InteractionMatrix;
+use crate::rules::provenance::ProvenanceRule;
 use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 use crate::rules::side_effect::SideEffectPolicy;
@@ -70,56 +71,6 @@ pub struct BundleSpec {
     /// form when empty, so the hash of a bundle without any is unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provenance: Vec<ProvenanceRule>,
-}
-
-/// A provenance rule: on the handoff `at`, every item of the array at `items` must cite,
-/// in its field `cites`, an id that `produced_by.agent` delivered earlier in the run.
-///
-/// ```toml
-/// [[provenance]]
-/// id = "guardrail-2-provenance"
-/// at = { from = "strategy", to = "governance" }
-/// items = "/recommendations"
-/// cites = "gap_id"
-/// produced_by = { agent = "reasoning", output_type = "gaps_and_opportunities", ids = "/gaps/*/id" }
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProvenanceRule {
-    pub id: String,
-    /// The handoff checked.
-    pub at: HandoffPoint,
-    /// JSON pointer to the array of citing items in the handoff's payload (`""` for a
-    /// payload that is itself the array).
-    pub items: String,
-    /// Field of each item holding the cited id (a string, or an array of strings that
-    /// must all resolve).
-    pub cites: String,
-    /// Where citable ids come from.
-    pub produced_by: ProducedBy,
-    /// Said in the denial, e.g. the guardrail's wording.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// One handoff edge, by its two agents.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct HandoffPoint {
-    pub from: String,
-    pub to: String,
-}
-
-/// The output whose ids may be cited: what `agent` delivered as `output_type` earlier in
-/// the run, read at `ids`, a JSON pointer where `*` stands for every element or member.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ProducedBy {
-    pub agent: String,
-    /// `id` or `id@version` of an output type.
-    pub output_type: String,
-    /// e.g. `/gaps/*/id`.
-    pub ids: String,
 }
 
 /// Identity of a bundle.

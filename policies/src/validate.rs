@@ -10,8 +10,8 @@ use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
-    capability, circuit_breaker, contract, domain, escalation, handoff, recursion, scope,
-    side_effect, tools,
+    capability, circuit_breaker, contract, domain, escalation, handoff, provenance, recursion,
+    scope, side_effect, tools,
 };
 
 /// One semantic problem, located by pointer.
@@ -49,7 +49,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     recursion::check(&mut c);
     side_effect::check(&mut c);
     escalation::check(&mut c);
-    c.provenance();
+    provenance::check(&mut c);
     c.rule_ids();
     c.issues
 }
@@ -154,66 +154,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn provenance(&mut self) {
-        let spec = self.spec;
-        for (i, r) in spec.provenance.iter().enumerate() {
-            let p = ptr!["provenance", i];
-            self.agent_ref(p.key("at").key("from"), &r.at.from, false);
-            self.agent_ref(p.key("at").key("to"), &r.at.to, false);
-            self.agent_ref(
-                p.key("produced_by").key("agent"),
-                &r.produced_by.agent,
-                false,
-            );
-            self.output_type_ref(
-                p.key("produced_by").key("output_type"),
-                &r.produced_by.output_type,
-            );
-            if !(r.items.is_empty() || r.items.starts_with('/')) {
-                self.push(
-                    p.key("items"),
-                    Code::InvalidValue,
-                    format!(
-                        "`{}` is not a JSON pointer: write `/recommendations`, or `` for the whole payload",
-                        r.items
-                    ),
-                );
-            }
-            if !r.produced_by.ids.starts_with('/') {
-                self.push(
-                    p.key("produced_by").key("ids"),
-                    Code::InvalidValue,
-                    format!(
-                        "`{}` is not a JSON pointer: write e.g. `/gaps/*/id` (`*` for every element)",
-                        r.produced_by.ids
-                    ),
-                );
-            }
-            if r.cites.trim().is_empty() {
-                self.push(
-                    p.key("cites"),
-                    Code::InvalidValue,
-                    "cites must name the field of each item that holds the cited id",
-                );
-            }
-            let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
-            let produces = spec.interactions.allowed.iter().any(|e| {
-                e.from == r.produced_by.agent
-                    && e.output_type.as_deref().map(base) == Some(base(&r.produced_by.output_type))
-            });
-            if self.agents.contains(r.produced_by.agent.as_str()) && !produces {
-                self.push(
-                    p.key("produced_by"),
-                    Code::Contradiction,
-                    format!(
-                        "no allowed edge from `{}` carries `{}`, so no id could ever be cited",
-                        r.produced_by.agent, r.produced_by.output_type
-                    ),
-                );
-            }
-        }
-    }
-
     /// Rule ids must be unique across the bundle so a decision's `rule_id` names one rule.
     fn rule_ids(&mut self) {
         let spec = self.spec;
@@ -225,12 +165,7 @@ impl<'a> Checker<'a> {
         recursion::rule_ids(spec, &mut ids);
         side_effect::rule_ids(spec, &mut ids);
         escalation::rule_ids(spec, &mut ids);
-        ids.extend(
-            spec.provenance
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.id.clone(), ptr!["provenance", i, "id"])),
-        );
+        provenance::rule_ids(spec, &mut ids);
         let mut seen = BTreeSet::new();
         for (id, p) in ids {
             if id.trim().is_empty() {

@@ -12,6 +12,7 @@
 //! - `escalation.rs`: what follows a failure, up to the hard stop (`[escalation]`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order forbids.
+//! - `provenance.rs`: where the ids a handoff cites must come from (`[[provenance]]`).
 //! - `recursion.rs`: when an episode may spawn a child, and with what budget
 //!   (`[recursion]`).
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
@@ -29,6 +30,7 @@ pub(crate) mod domain;
 pub(crate) mod escalation;
 pub(crate) mod flow;
 pub(crate) mod handoff;
+pub(crate) mod provenance;
 pub(crate) mod recursion;
 pub(crate) mod scope;
 pub(crate) mod side_effect;
