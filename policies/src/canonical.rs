@@ -6,7 +6,8 @@
 //! (2) normalise — fill derived edge ids, sort every order-free list by its id or value and
 //! remove duplicates; keep `flow_order` as written (its order is the rule); (3) encode as
 //! JSON with object keys sorted and no whitespace; (4) BLAKE3 over a domain-separation
-//! prefix and those bytes.
+//! prefix and those bytes. Step (2) for a rule's section is that rule's `normalize`, in its
+//! file under `rules/`.
 
 use std::fmt;
 
@@ -74,7 +75,8 @@ pub(crate) fn sort_dedup(v: &mut Vec<String>) {
     v.dedup();
 }
 
-/// The normal form of a bundle: same meaning, one spelling.
+/// The normal form of a bundle: same meaning, one spelling. Agents are sorted by id; each
+/// rule normalises its own section and agent fields (one line per rule).
 pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
     contract::normalize(&mut s);

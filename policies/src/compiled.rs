@@ -1,6 +1,7 @@
 //! The compiled, indexed form of a validated bundle: agent ids interned, every handoff
 //! verdict precomputed in a dense table, tool patterns and capability schemas parsed once.
-//! Built once per bundle; every decision afterwards is a pure lookup or a short walk.
+//! Built once per bundle; every decision afterwards is a pure lookup or a short walk. Each
+//! index is built by its rule's file under `rules/`; here is one field and one line each.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -16,7 +16,7 @@ pub enum Verdict {
     NeedsApproval,
 }
 
-/// Which kind of question was decided.
+/// Which kind of question was decided: one variant per decision of a rule under `rules/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionKind {

@@ -10,6 +10,11 @@
 //!        decide_provenance
 //! ```
 //!
+//! Each governance rule is one file under `rules/`: its section of the bundle, its checks,
+//! its step of the normal form and its decisions (the list is in `rules/mod.rs`). The other
+//! modules are what the rules share: parsing and locating errors, the checker, canonical
+//! encoding and hashing, the compiled bundle, field paths, tool patterns, token counts.
+//!
 //! Invariant: decisions are pure. No clock, I/O, randomness, environment or hash-map
 //! iteration order reaches them; the same bundle and input give the same decision, so an
 //! audit can replay it years later. The only I/O is [`load_file`].

@@ -1,5 +1,11 @@
 //! Semantic checks of a parsed bundle. Each problem names the JSON pointer of the
 //! offending value, which `load` turns into a line and column of the source text.
+//!
+//! Each rule's checks are in its file under `rules/` (`check`, and `rule_ids` for the ids
+//! its section declares); here are what they share (`Checker`: references to agents and
+//! output types, field paths, JSON Schemas), the checks of the bundle's identity, request
+//! defaults and agent registry, the uniqueness of rule ids across sections, and the order
+//! the rules' checks run in, which is the order problems are reported in.
 
 use std::collections::BTreeSet;
 
@@ -37,6 +43,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
         agents,
         issues: Vec::new(),
     };
+    // One line per rule; the order is the order problems are reported in.
     c.bundle();
     circuit_breaker::check(&mut c);
     c.agents();
@@ -63,6 +70,7 @@ impl<'a> Checker<'a> {
         });
     }
 
+    /// An agent reference: an id the registry declares (or `*` where `wildcard_ok`).
     pub(crate) fn agent_ref(&mut self, p: Pointer, id: &str, wildcard_ok: bool) {
         if wildcard_ok && id == "*" {
             return;
@@ -76,6 +84,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// Every path of a list of field paths parses.
     pub(crate) fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
         for (i, path) in paths.iter().enumerate() {
             if let Err(e) = fieldpath::parse(path) {
@@ -84,6 +93,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The bundle's id and request defaults.
     fn bundle(&mut self) {
         if self.spec.bundle.id.trim().is_empty() {
             self.push(
@@ -101,6 +111,8 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The registry: usable, unique agent ids; then, agent by agent, the checks of the rules
+    /// that own agent fields of their own.
     fn agents(&mut self) {
         let mut seen = BTreeSet::new();
         let spec = self.spec;
@@ -125,6 +137,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// An embedded JSON Schema compiles.
     pub(crate) fn json_schema(&mut self, p: Pointer, schema: &Value) {
         if let Err(e) = jsonschema::validator_for(schema) {
             self.push(
@@ -135,6 +148,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// An output type reference, `id` or `id@version`, names a declared type.
     pub(crate) fn output_type_ref(&mut self, p: Pointer, r: &str) {
         let (id, version) = match r.split_once('@') {
             Some((id, v)) => (id, v.parse::<u32>().ok()),
