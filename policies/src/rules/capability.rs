@@ -377,3 +377,50 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_locked_capability_comes_only_from_its_owner_with_valid_inputs() {
+        let src = r#"
+            bundle = { id = "t" }
+            [[agents]]
+            id = "owner"
+            capabilities = [{ code = "NPV", timeout_ms = 500, input_schema = { type = "object", required = ["rate"] } }]
+            [[agents]]
+            id = "asker"
+            [[agents]]
+            id = "banned"
+            [[responsibility_locks]]
+            id = "lock-npv"
+            capability = "NPV"
+            owner = "owner"
+            forbidden_requesters = ["banned"]
+            reason = "valuation belongs to the owner"
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        let request = |source: &str, inputs_json: Value| CapabilityRequest {
+            source_agent: source.into(),
+            target_agent: "owner".into(),
+            capability_code: "NPV".into(),
+            inputs_json,
+            priority: None,
+            timeout_ms: None,
+        };
+        let ok = b.decide_capability(&request("asker", json!({ "rate": 0.1 })));
+        assert!(ok.decision.is_allowed(), "{:?}", ok.decision);
+        assert_eq!((ok.timeout_ms, ok.priority), (500, Priority::Normal));
+        let banned = b.decide_capability(&request("banned", json!({ "rate": 0.1 })));
+        assert_eq!(
+            (banned.decision.verdict, &*banned.decision.rule_id),
+            (Verdict::Deny, "lock-npv")
+        );
+        let bad = b.decide_capability(&request("asker", json!({})));
+        assert_eq!(bad.decision.verdict, Verdict::Deny);
+        assert_eq!(bad.input_errors.len(), 1, "{:?}", bad.input_errors);
+    }
+}

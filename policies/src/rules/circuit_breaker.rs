@@ -110,3 +110,33 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_at_the_threshold_and_lets_a_probe_through_later() {
+        let src = "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }]\n[defaults.circuit_breaker]\nfailure_threshold = 2\nprobe_interval_ms = 1000\n";
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert_eq!(b.decide_circuit("a", 1, 0).verdict, Verdict::Allow);
+        assert_eq!(b.decide_circuit("a", 2, 999).verdict, Verdict::Deny);
+        assert_eq!(b.decide_circuit("a", 2, 1000).verdict, Verdict::Allow);
+        assert_eq!(&*b.decide_circuit("ghost", 0, 0).rule_id, "agents.unknown");
+    }
+
+    #[test]
+    fn a_zero_threshold_is_rejected_where_it_is_written() {
+        let err = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[defaults.circuit_breaker]\nfailure_threshold = 0\n",
+            "t.toml",
+        )
+        .expect_err("a zero threshold")
+        .to_string();
+        assert!(
+            err.contains("failure_threshold must be at least 1"),
+            "{err}"
+        );
+        assert!(err.contains("t.toml:3:"), "{err}");
+    }
+}

@@ -169,3 +169,38 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_payload_must_match_the_type_its_edge_carries() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b" }]
+            output_types = [{ id = "o", version = 2, schema = { type = "object", required = ["score"] } }]
+            interactions.allowed = [{ from = "a", to = "b", output_type = "o" }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        let ok = b.check_output("a", "b", InputKind::Decision, &json!({ "score": 1 }));
+        assert_eq!(
+            (ok.verdict, &*ok.rule_id),
+            (Verdict::Allow, "output_types.o@2")
+        );
+        let bad = b.check_output("a", "b", InputKind::Decision, &json!({}));
+        assert_eq!(bad.verdict, Verdict::Deny);
+        assert!(
+            bad.reason.contains("schema mismatch against o@2"),
+            "{}",
+            bad.reason
+        );
+        let denied = b.check_output("b", "a", InputKind::Decision, &json!({}));
+        assert_eq!(
+            (denied.kind, denied.verdict),
+            (DecisionKind::DataContract, Verdict::Deny)
+        );
+    }
+}

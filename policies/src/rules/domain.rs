@@ -219,3 +219,29 @@ impl PolicyBundle {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_writer_writes_and_only_one_agent_per_episode() {
+        let src = r#"
+            bundle = { id = "t" }
+            domains = [{ id = "d" }]
+            agents = [{ id = "w", write_scopes = ["d"] }, { id = "r", read_scopes = ["*"] }, { id = "x" }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert!(b.decide_domain_write("w", "d", None).is_allowed());
+        assert!(b.decide_domain_write("w", "d", Some("w")).is_allowed());
+        assert_eq!(
+            &*b.decide_domain_write("w", "d", Some("r")).rule_id,
+            "single_owner_write"
+        );
+        assert_eq!(&*b.decide_domain_write("r", "d", None).rule_id, "domains.d");
+        assert!(!b.decide_domain_write("w", "nowhere", None).is_allowed());
+        assert!(b.decide_domain_read("r", "d").is_allowed());
+        assert!(b.decide_domain_read("w", "d").is_allowed());
+        assert!(!b.decide_domain_read("x", "d").is_allowed());
+    }
+}
