@@ -6,15 +6,19 @@
 //! (2) normalise — fill derived edge ids, sort every order-free list by its id or value and
 //! remove duplicates; keep `flow_order` as written (its order is the rule); (3) encode as
 //! JSON with object keys sorted and no whitespace; (4) BLAKE3 over a domain-separation
-//! prefix and those bytes.
+//! prefix and those bytes. Step (2) for a rule's section is that rule's `normalize`, in its
+//! file under `rules/`.
 
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::model::{AgentSpec, BundleSpec, ConversationTranslation, RecursionPolicy};
-use crate::validate::edge_id;
+use crate::model::BundleSpec;
+use crate::rules::{
+    capability, contract, domain, escalation, handoff, provenance, recursion, scope, side_effect,
+    tools,
+};
 
 pub mod writer;
 
@@ -65,96 +69,26 @@ impl<'de> Deserialize<'de> for BundleHash {
     }
 }
 
-fn sort_dedup(v: &mut Vec<String>) {
+/// Sorts a list whose order carries no meaning and removes its duplicates.
+pub(crate) fn sort_dedup(v: &mut Vec<String>) {
     v.sort();
     v.dedup();
 }
 
-fn translation(t: &mut ConversationTranslation) {
-    sort_dedup(&mut t.extract_fields);
-}
-
-fn agent(a: &mut AgentSpec) {
-    a.capabilities.sort_by(|x, y| x.code.cmp(&y.code));
-    for v in [
-        &mut a.allowed_tools,
-        &mut a.must_not_tools,
-        &mut a.write_scopes,
-        &mut a.read_scopes,
-        &mut a.side_effects,
-    ] {
-        sort_dedup(v);
-    }
-    if let Some(c) = &mut a.context_requirements {
-        sort_dedup(&mut c.requires_prior_outputs);
-        sort_dedup(&mut c.blocked_context_fields);
-        if let Some(f) = &mut c.allowed_context_fields {
-            sort_dedup(f);
-        }
-        if let Some(t) = &mut c.conversation_translation {
-            translation(t);
-        }
-    }
-}
-
-fn recursion(r: &mut RecursionPolicy) {
-    sort_dedup(&mut r.agents);
-    sort_dedup(&mut r.allowed_child_types);
-    sort_dedup(&mut r.forbidden_child_types);
-    r.stop_conditions.sort();
-    r.stop_conditions.dedup();
-}
-
-/// The normal form of a bundle: same meaning, one spelling.
+/// The normal form of a bundle: same meaning, one spelling. Agents are sorted by id; each
+/// rule normalises its own section and agent fields (one line per rule).
 pub fn normalize(mut s: BundleSpec) -> BundleSpec {
-    s.agents.iter_mut().for_each(agent);
     s.agents.sort_by(|a, b| a.id.cmp(&b.id));
-    s.output_types
-        .sort_by(|a, b| (&a.id, a.version).cmp(&(&b.id, b.version)));
-    s.domains.sort_by(|a, b| a.id.cmp(&b.id));
-    s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
-    s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
-    let m = &mut s.interactions;
-    for e in &mut m.allowed {
-        e.id = Some(edge_id(&e.id, "allow", &e.from, &e.to));
-    }
-    for e in &mut m.context {
-        e.id = Some(edge_id(&e.id, "context", &e.from, &e.to));
-        sort_dedup(&mut e.permitted_uses);
-    }
-    for e in &mut m.forbidden {
-        e.id = Some(edge_id(&e.id, "forbid", &e.from, &e.to));
-    }
-    m.allowed.sort_by(|a, b| a.id.cmp(&b.id));
-    m.context.sort_by(|a, b| a.id.cmp(&b.id));
-    m.forbidden.sort_by(|a, b| a.id.cmp(&b.id));
-    for l in &mut s.responsibility_locks {
-        if let Some(r) = &mut l.requesters {
-            sort_dedup(r);
-        }
-        sort_dedup(&mut l.forbidden_requesters);
-    }
-    s.responsibility_locks.sort_by(|a, b| a.id.cmp(&b.id));
-    let h = &mut s.multi_agent_handoffs;
-    sort_dedup(&mut h.minimal_context_fields);
-    sort_dedup(&mut h.blocked_context_fields);
-    for r in &mut h.agent_handoff_rules {
-        if let Some(f) = &mut r.allowed_context_fields {
-            sort_dedup(f);
-        }
-        sort_dedup(&mut r.blocked_context_fields);
-        if let Some(t) = &mut r.conversation_translation {
-            translation(t);
-        }
-    }
-    h.agent_handoff_rules.sort_by(|a, b| a.id.cmp(&b.id));
-    recursion(&mut s.recursion.default);
-    s.recursion.policies.iter_mut().for_each(recursion);
-    s.recursion.policies.sort_by(|a, b| a.id.cmp(&b.id));
-    s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
-    s.escalation.ladder.sort_by_key(|x| x.after_failures);
-    sort_dedup(&mut s.escalation.non_retryable_errors);
-    s.provenance.sort_by(|a, b| a.id.cmp(&b.id));
+    contract::normalize(&mut s);
+    domain::normalize(&mut s);
+    tools::normalize(&mut s);
+    handoff::normalize(&mut s);
+    capability::normalize(&mut s);
+    scope::normalize(&mut s);
+    recursion::normalize(&mut s);
+    side_effect::normalize(&mut s);
+    escalation::normalize(&mut s);
+    provenance::normalize(&mut s);
     s
 }
 

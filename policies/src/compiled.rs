@@ -1,15 +1,14 @@
 //! The compiled, indexed form of a validated bundle: agent ids interned, every handoff
 //! verdict precomputed in a dense table, tool patterns and capability schemas parsed once.
-//! Built once per bundle; every decision afterwards is a pure lookup or a short walk.
+//! Built once per bundle; every decision afterwards is a pure lookup or a short walk. Each
+//! index is built by its rule's file under `rules/`; here is one field and one line each.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::canonical::{self, BundleHash};
-use crate::handoff::{self, HandoffDecision};
-use crate::locate::Pointer;
 use crate::model::BundleSpec;
-use crate::toolpattern::ToolPattern;
+use crate::rules::{capability, contract, handoff, scope, tools};
 use crate::validate::{self, Issue};
 
 /// Agent id → position, looked up on every decision and never iterated, so its order
@@ -20,15 +19,6 @@ use crate::validate::{self, Issue};
 )]
 pub(crate) type AgentIndex = std::collections::HashMap<Arc<str>, usize>;
 
-/// A compiled tool pattern with the rule it comes from.
-#[derive(Debug, Clone)]
-pub(crate) struct PatternRule {
-    pub id: Arc<str>,
-    pub pattern: ToolPattern,
-    pub text: Arc<str>,
-    pub reason: Arc<str>,
-}
-
 /// A validated, normalised, hashed and indexed policy bundle. Immutable.
 pub struct PolicyBundle {
     pub(crate) spec: BundleSpec,
@@ -36,19 +26,16 @@ pub struct PolicyBundle {
     pub(crate) agent_ids: Vec<Arc<str>>,
     /// Lookup only (never iterated), so its order cannot leak into a decision.
     pub(crate) index: AgentIndex,
-    /// `decisive[from * n + to]`: the verdict for a decision-input handoff.
-    pub(crate) decisive: Vec<HandoffDecision>,
-    /// `context[from * n + to]`: the verdict for a read-only context handoff.
-    pub(crate) context: Vec<HandoffDecision>,
+    /// Every handoff verdict, precomputed.
+    pub(crate) handoffs: handoff::Verdicts,
     /// Handoff rule index by (from, to) pattern, `*` included.
     pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
-    pub(crate) capability_schemas: BTreeMap<(usize, String), Arc<jsonschema::Validator>>,
+    /// Capability input validators by (agent position, code).
+    pub(crate) capability_schemas: capability::Schemas,
     /// Output-type validators by `id@version`.
-    pub(crate) output_schemas: BTreeMap<(String, u32), Arc<jsonschema::Validator>>,
-    pub(crate) deny_patterns: Vec<PatternRule>,
-    pub(crate) review_patterns: Vec<PatternRule>,
-    pub(crate) allowed_tools: Vec<Vec<ToolPattern>>,
-    pub(crate) must_not_tools: Vec<Vec<(Arc<str>, ToolPattern)>>,
+    pub(crate) output_schemas: contract::Schemas,
+    /// Tool patterns, parsed.
+    pub(crate) tools: tools::Patterns,
 }
 
 impl std::fmt::Debug for PolicyBundle {
@@ -58,22 +45,6 @@ impl std::fmt::Debug for PolicyBundle {
             .field("hash", &self.hash)
             .finish_non_exhaustive()
     }
-}
-
-fn patterns(rules: &[crate::model::ToolPatternRule]) -> Vec<PatternRule> {
-    rules
-        .iter()
-        .filter_map(|r| {
-            ToolPattern::parse(&r.pattern)
-                .ok()
-                .map(|pattern| PatternRule {
-                    id: r.id.as_str().into(),
-                    pattern,
-                    text: r.pattern.as_str().into(),
-                    reason: r.reason.as_str().into(),
-                })
-        })
-        .collect()
 }
 
 impl PolicyBundle {
@@ -95,101 +66,21 @@ impl PolicyBundle {
             .enumerate()
             .map(|(i, id)| (id.clone(), i))
             .collect();
-        let n = agent_ids.len();
-        let mut decisive = Vec::with_capacity(n * n);
-        let mut context = Vec::with_capacity(n * n);
-        for from in &agent_ids {
-            for to in &agent_ids {
-                decisive.push(handoff::compute(
-                    &spec,
-                    hash,
-                    from,
-                    to,
-                    handoff::InputKind::Decision,
-                ));
-                context.push(handoff::compute(
-                    &spec,
-                    hash,
-                    from,
-                    to,
-                    handoff::InputKind::Context,
-                ));
-            }
-        }
-        let handoff_rules = spec
-            .multi_agent_handoffs
-            .agent_handoff_rules
-            .iter()
-            .enumerate()
-            .map(|(i, r)| ((r.from_agent_id.clone(), r.to_agent_id.clone()), i))
-            .collect();
-        let mut capability_schemas = BTreeMap::new();
-        for (i, a) in spec.agents.iter().enumerate() {
-            for c in &a.capabilities {
-                if let Some(schema) = &c.input_schema {
-                    let compiled = jsonschema::validator_for(schema).map_err(|e| {
-                        vec![Issue {
-                            pointer: Pointer::root().key("agents").index(i),
-                            code: crate::error::DiagnosticCode::InvalidValue,
-                            message: format!(
-                                "capability `{}`: not a valid JSON Schema: {e}",
-                                c.code
-                            ),
-                        }]
-                    })?;
-                    capability_schemas.insert((i, c.code.clone()), Arc::new(compiled));
-                }
-            }
-        }
-        let mut output_schemas = BTreeMap::new();
-        for (i, t) in spec.output_types.iter().enumerate() {
-            let compiled = jsonschema::validator_for(&t.schema).map_err(|e| {
-                vec![Issue {
-                    pointer: Pointer::root().key("output_types").index(i).key("schema"),
-                    code: crate::error::DiagnosticCode::InvalidValue,
-                    message: format!("not a valid JSON Schema: {e}"),
-                }]
-            })?;
-            output_schemas.insert((t.id.clone(), t.version), Arc::new(compiled));
-        }
-        let allowed_tools = spec
-            .agents
-            .iter()
-            .map(|a| {
-                a.allowed_tools
-                    .iter()
-                    .filter_map(|p| ToolPattern::parse(p).ok())
-                    .collect()
-            })
-            .collect();
-        let must_not_tools = spec
-            .agents
-            .iter()
-            .map(|a| {
-                a.must_not_tools
-                    .iter()
-                    .filter_map(|p| {
-                        ToolPattern::parse(p)
-                            .ok()
-                            .map(|t| (Arc::from(p.as_str()), t))
-                    })
-                    .collect()
-            })
-            .collect();
+        let handoffs = handoff::Verdicts::compile(&spec, hash, &agent_ids);
+        let handoff_rules = scope::index_rules(&spec);
+        let capability_schemas = capability::compile(&spec)?;
+        let output_schemas = contract::compile(&spec)?;
+        let tools = tools::Patterns::compile(&spec);
         Ok(Self {
-            deny_patterns: patterns(&spec.deny_patterns),
-            review_patterns: patterns(&spec.review_patterns),
             spec,
             hash,
             agent_ids,
             index,
-            decisive,
-            context,
+            handoffs,
             handoff_rules,
             capability_schemas,
             output_schemas,
-            allowed_tools,
-            must_not_tools,
+            tools,
         })
     }
 
@@ -211,19 +102,6 @@ impl PolicyBundle {
     /// Agent ids in canonical (sorted) order.
     pub fn agent_ids(&self) -> impl Iterator<Item = &str> {
         self.agent_ids.iter().map(|a| &**a)
-    }
-
-    /// Resolves `id` (highest version) or `id@version` to its validator.
-    pub(crate) fn output_schema(&self, type_ref: &str) -> Option<(String, &jsonschema::Validator)> {
-        let (id, version) = match type_ref.split_once('@') {
-            Some((id, v)) => (id, Some(v.parse::<u32>().ok()?)),
-            None => (type_ref, None),
-        };
-        self.output_schemas
-            .iter()
-            .filter(|((i, v), _)| i == id && version.is_none_or(|want| want == *v))
-            .max_by_key(|((_, v), _)| *v)
-            .map(|((i, v), val)| (format!("{i}@{v}"), &**val))
     }
 
     pub(crate) fn agent(&self, id: &str) -> Option<usize> {

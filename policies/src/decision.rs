@@ -16,7 +16,7 @@ pub enum Verdict {
     NeedsApproval,
 }
 
-/// Which kind of question was decided.
+/// Which kind of question was decided: one variant per decision of a rule under `rules/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DecisionKind {
@@ -112,7 +112,7 @@ pub(crate) fn conclude(
 mod tests {
     use super::*;
     use crate::compiled::PolicyBundle;
-    use crate::handoff::InputKind;
+    use crate::rules::handoff::InputKind;
 
     #[test]
     fn decisions_round_trip_through_json_for_the_event_log() {
@@ -122,7 +122,7 @@ mod tests {
             let d = b.decide_handoff(from, to, InputKind::Decision);
             let text = serde_json::to_string(&d).unwrap();
             assert_eq!(
-                serde_json::from_str::<crate::handoff::HandoffDecision>(&text).unwrap(),
+                serde_json::from_str::<crate::rules::handoff::HandoffDecision>(&text).unwrap(),
                 d
             );
         }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::canonical::{BundleHash, json_text};
 use crate::compiled::PolicyBundle;
 use crate::decision::Verdict;
-use crate::handoff::InputKind;
+use crate::rules::handoff::InputKind;
 
 /// A handoff verdict before or after.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,6 +10,11 @@
 //!        decide_provenance
 //! ```
 //!
+//! Each governance rule is one file under `rules/`: its section of the bundle, its checks,
+//! its step of the normal form and its decisions (the list is in `rules/mod.rs`). The other
+//! modules are what the rules share: parsing and locating errors, the checker, canonical
+//! encoding and hashing, the compiled bundle, field paths, tool patterns, token counts.
+//!
 //! Invariant: decisions are pure. No clock, I/O, randomness, environment or hash-map
 //! iteration order reaches them; the same bundle and input give the same decision, so an
 //! audit can replay it years later. The only I/O is [`load_file`].
@@ -20,52 +25,40 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod authority;
 mod canonical;
-mod capability;
 mod compiled;
-mod contract;
 mod decision;
 mod diff;
-mod domain;
 mod error;
-mod escalation;
 mod fieldpath;
-mod flow;
-mod handoff;
 mod load;
 mod locate;
 mod model;
 mod parse;
-mod provenance;
+mod rules;
 mod schema;
-mod scope;
-mod side_effect;
-mod spawn;
 mod tokens;
 mod toolpattern;
-mod tools;
 mod translate;
 mod validate;
 
 pub use canonical::{
     BundleHash, json_text as canonical_json_text, to_json_bytes as canonical_json_bytes,
 };
-pub use capability::{CapabilityDecision, CapabilityRequest};
 pub use compiled::PolicyBundle;
 pub use decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict};
 pub use diff::{BundleDiff, RuleChangeKind, diff};
 pub use error::{BundleError, Diagnostic, DiagnosticCode};
-pub use escalation::EscalationDecision;
-pub use handoff::{HandoffDecision, InputKind};
+pub use fieldpath::select as select_fields;
 pub use load::load_file;
 pub use locate::line_col;
-pub use model::{
-    BundleSpec, ConflictResolution, EscalationAction, HandoffMode, Priority, StopCondition,
-};
+pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
+pub use rules::capability::{CapabilityDecision, CapabilityRequest};
+pub use rules::escalation::{EscalationAction, EscalationDecision};
+pub use rules::handoff::{HandoffDecision, InputKind};
+pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
+pub use rules::scope::{ConflictResolution, HandoffAudit, HandoffMode, ScopedContext};
+pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;
-pub use scope::{HandoffAudit, ScopedContext, select as select_fields};
-pub use side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
-pub use spawn::{Meter, SpawnDecision, SpawnRequest};
 pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};

@@ -5,7 +5,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::model::MessageRole;
+use crate::rules::scope::MessageRole;
 use crate::tokens;
 
 /// Longest rendering of one value in a summary line, in characters.

@@ -1,18 +1,24 @@
 //! Semantic checks of a parsed bundle. Each problem names the JSON pointer of the
 //! offending value, which `load` turns into a line and column of the source text.
+//!
+//! Each rule's checks are in its file under `rules/` (`check`, and `rule_ids` for the ids
+//! its section declares); here are what they share (`Checker`: references to agents and
+//! output types, field paths, JSON Schemas), the checks of the bundle's identity, request
+//! defaults and agent registry, the uniqueness of rule ids across sections, and the order
+//! the rules' checks run in, which is the order problems are reported in.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
-use crate::flow;
+use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
-use crate::model::{
-    BundleSpec, ConversationTranslation, EscalationAction, HARD_MAX_DEPTH, HandoffMode,
-    RecursionPolicy,
+use crate::model::BundleSpec;
+use crate::rules::{
+    capability, circuit_breaker, contract, domain, escalation, handoff, provenance, recursion,
+    scope, side_effect, tools,
 };
-use crate::{fieldpath, toolpattern::ToolPattern};
 
 /// One semantic problem, located by pointer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,9 +28,10 @@ pub struct Issue {
     pub message: String,
 }
 
-struct Checker<'a> {
-    spec: &'a BundleSpec,
-    agents: BTreeSet<&'a str>,
+/// What every rule's checks share: the bundle, its agent ids, and the problems found so far.
+pub(crate) struct Checker<'a> {
+    pub(crate) spec: &'a BundleSpec,
+    pub(crate) agents: BTreeSet<&'a str>,
     issues: Vec<Issue>,
 }
 
@@ -36,25 +43,26 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
         agents,
         issues: Vec::new(),
     };
+    // One line per rule; the order is the order problems are reported in.
     c.bundle();
+    circuit_breaker::check(&mut c);
     c.agents();
-    c.output_types();
-    c.domains();
-    c.tool_patterns();
-    c.interactions();
-    c.locks();
-    c.handoffs();
-    c.receiver_field_paths();
-    c.recursion();
-    c.side_effects();
-    c.escalation();
-    c.provenance();
+    contract::check(&mut c);
+    domain::check(&mut c);
+    tools::check(&mut c);
+    handoff::check(&mut c);
+    capability::check(&mut c);
+    scope::check(&mut c);
+    recursion::check(&mut c);
+    side_effect::check(&mut c);
+    escalation::check(&mut c);
+    provenance::check(&mut c);
     c.rule_ids();
     c.issues
 }
 
 impl<'a> Checker<'a> {
-    fn push(&mut self, pointer: Pointer, code: Code, message: impl Into<String>) {
+    pub(crate) fn push(&mut self, pointer: Pointer, code: Code, message: impl Into<String>) {
         self.issues.push(Issue {
             pointer,
             code,
@@ -62,7 +70,8 @@ impl<'a> Checker<'a> {
         });
     }
 
-    fn agent_ref(&mut self, p: Pointer, id: &str, wildcard_ok: bool) {
+    /// An agent reference: an id the registry declares (or `*` where `wildcard_ok`).
+    pub(crate) fn agent_ref(&mut self, p: Pointer, id: &str, wildcard_ok: bool) {
         if wildcard_ok && id == "*" {
             return;
         }
@@ -75,7 +84,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
+    /// Every path of a list of field paths parses.
+    pub(crate) fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
         for (i, path) in paths.iter().enumerate() {
             if let Err(e) = fieldpath::parse(path) {
                 self.push(p.index(i), Code::InvalidValue, e);
@@ -83,6 +93,7 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The bundle's id and request defaults.
     fn bundle(&mut self) {
         if self.spec.bundle.id.trim().is_empty() {
             self.push(
@@ -98,15 +109,10 @@ impl<'a> Checker<'a> {
                 "timeout_ms must be positive",
             );
         }
-        if self.spec.defaults.circuit_breaker.failure_threshold == 0 {
-            self.push(
-                ptr!["defaults", "circuit_breaker", "failure_threshold"],
-                Code::InvalidValue,
-                "failure_threshold must be at least 1",
-            );
-        }
     }
 
+    /// The registry: usable, unique agent ids; then, agent by agent, the checks of the rules
+    /// that own agent fields of their own.
     fn agents(&mut self) {
         let mut seen = BTreeSet::new();
         let spec = self.spec;
@@ -126,58 +132,13 @@ impl<'a> Checker<'a> {
                     format!("agent `{}` is declared twice", a.id),
                 );
             }
-            let mut codes = BTreeSet::new();
-            for (j, cap) in a.capabilities.iter().enumerate() {
-                let cp = p.key("capabilities").index(j);
-                if !codes.insert(cap.code.as_str()) {
-                    self.push(
-                        cp.key("code"),
-                        Code::Duplicate,
-                        format!("capability `{}` is declared twice", cap.code),
-                    );
-                }
-                if let Some(schema) = &cap.input_schema {
-                    self.json_schema(cp.key("input_schema"), schema);
-                }
-                if cap.timeout_ms == Some(0) {
-                    self.push(
-                        cp.key("timeout_ms"),
-                        Code::InvalidValue,
-                        "timeout_ms must be positive",
-                    );
-                }
-            }
-            if let Some(ctx) = &a.context_requirements {
-                let cp = p.key("context_requirements");
-                for (j, other) in ctx.requires_prior_outputs.iter().enumerate() {
-                    self.agent_ref(cp.key("requires_prior_outputs").index(j), other, false);
-                }
-                if let Some(allowed) = &ctx.allowed_context_fields {
-                    self.field_paths(&cp.key("allowed_context_fields"), allowed);
-                }
-                self.field_paths(
-                    &cp.key("blocked_context_fields"),
-                    &ctx.blocked_context_fields,
-                );
-                if let Some(t) = &ctx.conversation_translation {
-                    self.translation(
-                        cp.key("conversation_translation"),
-                        t,
-                        ctx.max_context_tokens.is_some(),
-                    );
-                }
-                if ctx.max_context_tokens == Some(0) {
-                    self.push(
-                        cp.key("max_context_tokens"),
-                        Code::InvalidValue,
-                        "max_context_tokens must be positive",
-                    );
-                }
-            }
+            capability::check_agent(self, &p, a);
+            scope::check_receiver(self, &p, a);
         }
     }
 
-    fn json_schema(&mut self, p: Pointer, schema: &Value) {
+    /// An embedded JSON Schema compiles.
+    pub(crate) fn json_schema(&mut self, p: Pointer, schema: &Value) {
         if let Err(e) = jsonschema::validator_for(schema) {
             self.push(
                 p,
@@ -187,114 +148,8 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn translation(&mut self, p: Pointer, t: &ConversationTranslation, fallback_budget: bool) {
-        self.field_paths(&p.key("extract_fields"), &t.extract_fields);
-        if t.summarize && t.max_tokens.is_none() && !fallback_budget {
-            self.push(
-                p.key("summarize"),
-                Code::InvalidValue,
-                "summarize needs max_tokens (the token budget to summarize to)",
-            );
-        }
-        if t.max_tokens == Some(0) {
-            self.push(
-                p.key("max_tokens"),
-                Code::InvalidValue,
-                "max_tokens must be positive",
-            );
-        }
-    }
-
-    fn output_types(&mut self) {
-        let mut seen = BTreeSet::new();
-        let spec = self.spec;
-        for (i, t) in spec.output_types.iter().enumerate() {
-            let p = ptr!["output_types", i];
-            if !seen.insert((t.id.as_str(), t.version)) {
-                self.push(
-                    p.key("id"),
-                    Code::Duplicate,
-                    format!("output type `{}@{}` is declared twice", t.id, t.version),
-                );
-            }
-            self.json_schema(p.key("schema"), &t.schema);
-        }
-    }
-
-    fn domains(&mut self) {
-        let spec = self.spec;
-        let mut ids = BTreeSet::new();
-        for (i, d) in spec.domains.iter().enumerate() {
-            if !ids.insert(d.id.as_str()) {
-                self.push(
-                    ptr!["domains", i, "id"],
-                    Code::Duplicate,
-                    format!("domain `{}` is declared twice", d.id),
-                );
-            }
-        }
-        let mut writers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (j, d) in a.write_scopes.iter().enumerate() {
-                if !ids.contains(d.as_str()) {
-                    self.push(
-                        ptr!["agents", i, "write_scopes", j],
-                        Code::UnknownReference,
-                        format!("unknown domain `{d}`"),
-                    );
-                    continue;
-                }
-                let exclusive = spec.domains.iter().any(|x| x.id == *d && x.exclusive);
-                let list = writers.entry(d.as_str()).or_default();
-                if let (true, Some(owner)) = (exclusive, list.first().copied()) {
-                    self.push(
-                        ptr!["agents", i, "write_scopes", j],
-                        Code::Contradiction,
-                        format!("domain `{d}` has a single owner (`{owner}`); `{}` cannot also write it", a.id),
-                    );
-                } else {
-                    list.push(a.id.as_str());
-                }
-            }
-            for (j, d) in a.read_scopes.iter().enumerate() {
-                if d != "*" && !ids.contains(d.as_str()) {
-                    self.push(
-                        ptr!["agents", i, "read_scopes", j],
-                        Code::UnknownReference,
-                        format!("unknown domain `{d}`"),
-                    );
-                }
-            }
-        }
-    }
-
-    fn tool_patterns(&mut self) {
-        let spec = self.spec;
-        for (section, rules) in [
-            ("deny_patterns", &spec.deny_patterns),
-            ("review_patterns", &spec.review_patterns),
-        ] {
-            for (i, r) in rules.iter().enumerate() {
-                if let Err(e) = ToolPattern::parse(&r.pattern) {
-                    self.push(ptr![section, i, "pattern"], Code::InvalidValue, e);
-                }
-            }
-        }
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (field, pats) in [
-                ("allowed_tools", &a.allowed_tools),
-                ("must_not_tools", &a.must_not_tools),
-            ] {
-                for (j, pat) in pats.iter().enumerate() {
-                    if let Err(e) = ToolPattern::parse(pat) {
-                        self.push(ptr!["agents", i, field, j], Code::InvalidValue, e);
-                    }
-                }
-            }
-        }
-    }
-
-    fn output_type_ref(&mut self, p: Pointer, r: &str) {
+    /// An output type reference, `id` or `id@version`, names a declared type.
+    pub(crate) fn output_type_ref(&mut self, p: Pointer, r: &str) {
         let (id, version) = match r.split_once('@') {
             Some((id, v)) => (id, v.parse::<u32>().ok()),
             None => (r, None),
@@ -313,624 +168,18 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn interactions(&mut self) {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        for (i, a) in m.flow_order.iter().enumerate() {
-            self.agent_ref(ptr!["interactions", "flow_order", i], a, false);
-        }
-        let mut decisive = BTreeSet::new();
-        for (i, e) in m.allowed.iter().enumerate() {
-            let p = ptr!["interactions", "allowed", i];
-            self.agent_ref(p.key("from"), &e.from, false);
-            self.agent_ref(p.key("to"), &e.to, false);
-            if let Some(t) = &e.output_type {
-                self.output_type_ref(p.key("output_type"), t);
-            }
-            if !decisive.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("edge {} → {} is allowed twice", e.from, e.to),
-                );
-            }
-            let rel = flow::relation(&m.flow_order, &e.from, &e.to);
-            if let Some(why) = flow::reason(&rel, &e.from, &e.to) {
-                self.push(
-                    p.key("to"),
-                    Code::FlowForbidsEdge,
-                    format!(
-                        "allowed edge {} → {} contradicts the flow order: {why}",
-                        e.from, e.to
-                    ),
-                );
-            }
-            if let Some((j, f)) = m
-                .forbidden
-                .iter()
-                .enumerate()
-                .find(|(_, f)| covers(&f.from, &e.from) && covers(&f.to, &e.to))
-            {
-                self.push(
-                    p.clone(),
-                    Code::Contradiction,
-                    format!("edge {} → {} is both allowed and forbidden (by /interactions/forbidden/{j}: {})", e.from, e.to, f.reason),
-                );
-            }
-        }
-        let mut context = BTreeSet::new();
-        for (i, e) in m.context.iter().enumerate() {
-            let p = ptr!["interactions", "context", i];
-            self.agent_ref(p.key("from"), &e.from, false);
-            self.agent_ref(p.key("to"), &e.to, false);
-            if let Some(t) = &e.output_type {
-                self.output_type_ref(p.key("output_type"), t);
-            }
-            if !context.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("context edge {} → {} is declared twice", e.from, e.to),
-                );
-            }
-            if decisive.contains(&(e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Contradiction,
-                    format!(
-                        "{} → {} is declared both decisive (allowed) and read-only context",
-                        e.from, e.to
-                    ),
-                );
-            }
-        }
-        let mut forbidden = BTreeSet::new();
-        for (i, e) in m.forbidden.iter().enumerate() {
-            let p = ptr!["interactions", "forbidden", i];
-            self.agent_ref(p.key("from"), &e.from, true);
-            self.agent_ref(p.key("to"), &e.to, true);
-            if !forbidden.insert((e.from.as_str(), e.to.as_str())) {
-                self.push(
-                    p.clone(),
-                    Code::Duplicate,
-                    format!("edge {} → {} is forbidden twice", e.from, e.to),
-                );
-            }
-            if e.reason.trim().is_empty() {
-                self.push(
-                    p.key("reason"),
-                    Code::InvalidValue,
-                    "a forbidden edge needs a reason",
-                );
-            }
-        }
-    }
-
-    fn locks(&mut self) {
-        let spec = self.spec;
-        let mut locked = BTreeSet::new();
-        for (i, l) in spec.responsibility_locks.iter().enumerate() {
-            let p = ptr!["responsibility_locks", i];
-            self.agent_ref(p.key("owner"), &l.owner, false);
-            if !locked.insert(l.capability.as_str()) {
-                self.push(
-                    p.key("capability"),
-                    Code::Duplicate,
-                    format!("capability `{}` is locked twice", l.capability),
-                );
-            }
-            for (j, a) in spec.agents.iter().enumerate() {
-                let declares = a.capabilities.iter().position(|c| c.code == l.capability);
-                match declares {
-                    Some(k) if a.id != l.owner => self.push(
-                        ptr!["agents", j, "capabilities", k, "code"],
-                        Code::Contradiction,
-                        format!(
-                            "`{}` belongs exclusively to `{}` ({}); `{}` cannot declare it",
-                            l.capability, l.owner, l.id, a.id
-                        ),
-                    ),
-                    None if a.id == l.owner => self.push(
-                        p.key("capability"),
-                        Code::UnknownReference,
-                        format!(
-                            "owner `{}` does not declare capability `{}`",
-                            l.owner, l.capability
-                        ),
-                    ),
-                    _ => {}
-                }
-            }
-            let forbidden: BTreeSet<&str> =
-                l.forbidden_requesters.iter().map(String::as_str).collect();
-            for (j, a) in l.forbidden_requesters.iter().enumerate() {
-                self.agent_ref(p.key("forbidden_requesters").index(j), a, false);
-                if *a == l.owner {
-                    self.push(
-                        p.key("forbidden_requesters").index(j),
-                        Code::Contradiction,
-                        "the owner cannot be a forbidden requester",
-                    );
-                }
-            }
-            for (j, a) in l.requesters.iter().flatten().enumerate() {
-                self.agent_ref(p.key("requesters").index(j), a, false);
-                if forbidden.contains(a.as_str()) {
-                    self.push(
-                        p.key("requesters").index(j),
-                        Code::Contradiction,
-                        format!("`{a}` is both a requester and a forbidden requester"),
-                    );
-                }
-            }
-        }
-    }
-
-    /// Output-type schemas a handoff rule's fields are drawn from.
-    fn schemas_for(&self, from: &str, to: &str) -> Vec<&'a Value> {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        let refs = m
-            .allowed
-            .iter()
-            .map(|e| (&e.from, &e.to, &e.output_type))
-            .chain(m.context.iter().map(|e| (&e.from, &e.to, &e.output_type)))
-            .filter(|(f, t, _)| *f == from && (to == "*" || *t == to))
-            .filter_map(|(_, _, o)| o.as_deref());
-        let mut out = Vec::new();
-        for r in refs {
-            let (id, version) = match r.split_once('@') {
-                Some((id, v)) => (id, v.parse::<u32>().ok()),
-                None => (r, None),
-            };
-            let best = spec
-                .output_types
-                .iter()
-                .filter(|t| t.id == id && version.is_none_or(|v| v == t.version))
-                .max_by_key(|t| t.version);
-            if let Some(t) = best {
-                out.push(&t.schema);
-            }
-        }
-        out
-    }
-
-    /// A receiver's own allow/block lists must name fields some incoming edge can carry,
-    /// when every incoming edge declares its output type.
-    fn receiver_field_paths(&mut self) {
-        let spec = self.spec;
-        let m = &spec.interactions;
-        for (i, a) in spec.agents.iter().enumerate() {
-            let Some(ctx) = &a.context_requirements else {
-                continue;
-            };
-            let incoming: Vec<Option<&String>> = m
-                .allowed
-                .iter()
-                .filter(|e| e.to == a.id)
-                .map(|e| e.output_type.as_ref())
-                .chain(
-                    m.context
-                        .iter()
-                        .filter(|e| e.to == a.id)
-                        .map(|e| e.output_type.as_ref()),
-                )
-                .collect();
-            if incoming.is_empty() || incoming.iter().any(Option::is_none) {
-                continue;
-            }
-            let mut schemas = Vec::new();
-            for e in m.allowed.iter().filter(|e| e.to == a.id) {
-                schemas.extend(self.schemas_for(&e.from, &a.id));
-            }
-            for e in m.context.iter().filter(|e| e.to == a.id) {
-                schemas.extend(self.schemas_for(&e.from, &a.id));
-            }
-            let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
-            for (field, list) in [
-                ("allowed_context_fields", allowed),
-                (
-                    "blocked_context_fields",
-                    ctx.blocked_context_fields.as_slice(),
-                ),
-            ] {
-                for (j, path) in list.iter().enumerate() {
-                    let Ok(segs) = fieldpath::parse(path) else {
-                        continue;
-                    };
-                    if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                        self.push(
-                            ptr!["agents", i, "context_requirements", field, j],
-                            Code::ImpossibleFieldPath,
-                            format!("no handoff into `{}` can carry `{path}` (not in any incoming output type)", a.id),
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    fn handoffs(&mut self) {
-        let spec = self.spec;
-        let h = &spec.multi_agent_handoffs;
-        let base = ptr!["multi_agent_handoffs"];
-        self.field_paths(
-            &base.key("minimal_context_fields"),
-            &h.minimal_context_fields,
-        );
-        self.field_paths(
-            &base.key("blocked_context_fields"),
-            &h.blocked_context_fields,
-        );
-        for (i, f) in h.minimal_context_fields.iter().enumerate() {
-            if f == "prior_outputs" || f.starts_with("prior_outputs.") {
-                self.push(
-                    base.key("minimal_context_fields").index(i),
-                    Code::Contradiction,
-                    "minimal mode passes no prior outputs",
-                );
-            }
-        }
-        let mut pairs = BTreeMap::new();
-        for (i, r) in h.agent_handoff_rules.iter().enumerate() {
-            let p = base.key("agent_handoff_rules").index(i);
-            self.agent_ref(p.key("from_agent_id"), &r.from_agent_id, true);
-            self.agent_ref(p.key("to_agent_id"), &r.to_agent_id, true);
-            if let Some(prev) = pairs.insert(
-                (r.from_agent_id.as_str(), r.to_agent_id.as_str()),
-                r.id.as_str(),
-            ) {
-                self.push(
-                    p.key("to_agent_id"),
-                    Code::Duplicate,
-                    format!("rules `{prev}` and `{}` both govern {} → {}; precedence would be ambiguous", r.id, r.from_agent_id, r.to_agent_id),
-                );
-            }
-            let allowed = r.allowed_context_fields.as_deref().unwrap_or_default();
-            self.field_paths(&p.key("allowed_context_fields"), allowed);
-            self.field_paths(&p.key("blocked_context_fields"), &r.blocked_context_fields);
-            for (j, f) in allowed.iter().enumerate() {
-                if r.blocked_context_fields.contains(f) {
-                    self.push(
-                        p.key("allowed_context_fields").index(j),
-                        Code::Contradiction,
-                        format!("field `{f}` is both allowed and blocked by this rule"),
-                    );
-                }
-            }
-            match (r.handoff_mode, &r.allowed_context_fields) {
-                (Some(HandoffMode::Minimal), Some(_)) => self.push(
-                    p.key("allowed_context_fields"),
-                    Code::Contradiction,
-                    "minimal mode passes no fields beyond the trigger metadata",
-                ),
-                (Some(HandoffMode::Full), Some(_)) => self.push(
-                    p.key("allowed_context_fields"),
-                    Code::Contradiction,
-                    "full mode passes every field; an allow-list contradicts it",
-                ),
-                _ => {}
-            }
-            if let Some(t) = &r.conversation_translation {
-                self.translation(p.key("conversation_translation"), t, false);
-            }
-            // A field the declared output type can never contain is a typo waiting to leak.
-            if r.from_agent_id != "*" {
-                let schemas = self.schemas_for(&r.from_agent_id, &r.to_agent_id);
-                if !schemas.is_empty() {
-                    for (field, list) in [
-                        ("allowed_context_fields", allowed),
-                        (
-                            "blocked_context_fields",
-                            r.blocked_context_fields.as_slice(),
-                        ),
-                    ] {
-                        for (j, path) in list.iter().enumerate() {
-                            let Ok(segs) = fieldpath::parse(path) else {
-                                continue;
-                            };
-                            if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                                self.push(
-                                    p.key(field).index(j),
-                                    Code::ImpossibleFieldPath,
-                                    format!("no output of `{}` can contain `{path}` (not in its output type's schema)", r.from_agent_id),
-                                );
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn recursion_policy(&mut self, p: Pointer, r: &RecursionPolicy) {
-        if r.max_depth > HARD_MAX_DEPTH {
-            self.push(
-                p.key("max_depth"),
-                Code::HardMaximumExceeded,
-                format!(
-                    "max_depth {} exceeds the hard maximum of {HARD_MAX_DEPTH}",
-                    r.max_depth
-                ),
-            );
-        }
-        for (j, t) in r.allowed_child_types.iter().enumerate() {
-            if r.forbidden_child_types.contains(t) {
-                self.push(
-                    p.key("allowed_child_types").index(j),
-                    Code::Contradiction,
-                    format!("child type `{t}` is both allowed and forbidden"),
-                );
-            }
-        }
-        for (j, a) in r.agents.iter().enumerate() {
-            self.agent_ref(p.key("agents").index(j), a, false);
-        }
-    }
-
-    fn recursion(&mut self) {
-        let spec = self.spec;
-        let rs = &spec.recursion;
-        self.recursion_policy(ptr!["recursion", "default"], &rs.default);
-        let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
-        for (i, r) in rs.policies.iter().enumerate() {
-            let p = ptr!["recursion", "policies", i];
-            self.recursion_policy(p.clone(), r);
-            if r.agents.is_empty() {
-                self.push(
-                    p.key("agents"),
-                    Code::InvalidValue,
-                    "a named recursion policy must name the agents it governs",
-                );
-            }
-            for (j, a) in r.agents.iter().enumerate() {
-                if let Some(prev) = owner.insert(a.as_str(), r.id.as_str()) {
-                    self.push(
-                        p.key("agents").index(j),
-                        Code::Duplicate,
-                        format!("agent `{a}` is governed by both `{prev}` and `{}`", r.id),
-                    );
-                }
-            }
-        }
-        for (field, v) in [
-            ("child_max_share_percent", rs.budget.child_max_share_percent),
-            (
-                "finalize_or_escalate_at_percent",
-                rs.budget.finalize_or_escalate_at_percent,
-            ),
-        ] {
-            if v == 0 || v > 100 {
-                self.push(
-                    ptr!["recursion", "budget", field],
-                    Code::InvalidValue,
-                    format!("{field} must be between 1 and 100"),
-                );
-            }
-        }
-    }
-
-    fn side_effects(&mut self) {
-        let spec = self.spec;
-        let mut seen = BTreeSet::new();
-        for (i, s) in spec.side_effects.iter().enumerate() {
-            let p = ptr!["side_effects", i];
-            if !seen.insert((s.kind.as_str(), s.lane.as_str())) {
-                self.push(
-                    p.key("lane"),
-                    Code::Duplicate,
-                    format!(
-                        "side effect `{}` in lane `{}` has two policies",
-                        s.kind, s.lane
-                    ),
-                );
-            }
-            if s.retry_cap == 0 {
-                self.push(
-                    p.key("retry_cap"),
-                    Code::InvalidValue,
-                    "retry_cap counts attempts and must be at least 1",
-                );
-            }
-            if let Some(v) = &s.verifier
-                && !spec.agents.iter().any(|a| &a.id == v)
-            {
-                self.push(
-                    p.key("verifier"),
-                    Code::UnknownReference,
-                    format!("verifier `{v}` is not an agent of this bundle"),
-                );
-            }
-        }
-        for (i, a) in spec.agents.iter().enumerate() {
-            for (j, k) in a.side_effects.iter().enumerate() {
-                if !spec.side_effects.iter().any(|s| &s.kind == k) {
-                    self.push(
-                        ptr!["agents", i, "side_effects", j],
-                        Code::UnknownReference,
-                        format!("no side-effect policy governs kind `{k}`"),
-                    );
-                }
-            }
-        }
-    }
-
-    fn escalation(&mut self) {
-        // The ladder is ordered by `after_failures`, not by how it was written.
-        let ladder = &self.spec.escalation.ladder;
-        let mut seen = BTreeSet::new();
-        for (i, step) in ladder.iter().enumerate() {
-            if step.after_failures == 0 {
-                self.push(
-                    ptr!["escalation", "ladder", i, "after_failures"],
-                    Code::InvalidValue,
-                    "after_failures must be at least 1",
-                );
-            }
-            if !seen.insert(step.after_failures) {
-                self.push(
-                    ptr!["escalation", "ladder", i, "after_failures"],
-                    Code::Duplicate,
-                    format!("two steps act after {} failures", step.after_failures),
-                );
-            }
-        }
-        if ladder
-            .iter()
-            .max_by_key(|s| s.after_failures)
-            .map(|s| s.action)
-            != Some(EscalationAction::Block)
-        {
-            self.push(
-                ptr!["escalation", "ladder"],
-                Code::Contradiction,
-                "the ladder must end in `block`: retries cannot go on without a hard stop that needs a human (Guardrail 1)",
-            );
-        }
-    }
-
-    fn provenance(&mut self) {
-        let spec = self.spec;
-        for (i, r) in spec.provenance.iter().enumerate() {
-            let p = ptr!["provenance", i];
-            self.agent_ref(p.key("at").key("from"), &r.at.from, false);
-            self.agent_ref(p.key("at").key("to"), &r.at.to, false);
-            self.agent_ref(
-                p.key("produced_by").key("agent"),
-                &r.produced_by.agent,
-                false,
-            );
-            self.output_type_ref(
-                p.key("produced_by").key("output_type"),
-                &r.produced_by.output_type,
-            );
-            if !(r.items.is_empty() || r.items.starts_with('/')) {
-                self.push(
-                    p.key("items"),
-                    Code::InvalidValue,
-                    format!(
-                        "`{}` is not a JSON pointer: write `/recommendations`, or `` for the whole payload",
-                        r.items
-                    ),
-                );
-            }
-            if !r.produced_by.ids.starts_with('/') {
-                self.push(
-                    p.key("produced_by").key("ids"),
-                    Code::InvalidValue,
-                    format!(
-                        "`{}` is not a JSON pointer: write e.g. `/gaps/*/id` (`*` for every element)",
-                        r.produced_by.ids
-                    ),
-                );
-            }
-            if r.cites.trim().is_empty() {
-                self.push(
-                    p.key("cites"),
-                    Code::InvalidValue,
-                    "cites must name the field of each item that holds the cited id",
-                );
-            }
-            let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
-            let produces = spec.interactions.allowed.iter().any(|e| {
-                e.from == r.produced_by.agent
-                    && e.output_type.as_deref().map(base) == Some(base(&r.produced_by.output_type))
-            });
-            if self.agents.contains(r.produced_by.agent.as_str()) && !produces {
-                self.push(
-                    p.key("produced_by"),
-                    Code::Contradiction,
-                    format!(
-                        "no allowed edge from `{}` carries `{}`, so no id could ever be cited",
-                        r.produced_by.agent, r.produced_by.output_type
-                    ),
-                );
-            }
-        }
-    }
-
     /// Rule ids must be unique across the bundle so a decision's `rule_id` names one rule.
     fn rule_ids(&mut self) {
         let spec = self.spec;
         let mut ids: Vec<(String, Pointer)> = Vec::new();
-        for (s, rules) in [
-            ("deny_patterns", &spec.deny_patterns),
-            ("review_patterns", &spec.review_patterns),
-        ] {
-            ids.extend(
-                rules
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| (r.id.clone(), ptr![s, i, "id"])),
-            );
-        }
-        let m = &spec.interactions;
-        ids.extend(m.allowed.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "allow", &e.from, &e.to),
-                ptr!["interactions", "allowed", i],
-            )
-        }));
-        ids.extend(m.context.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "context", &e.from, &e.to),
-                ptr!["interactions", "context", i],
-            )
-        }));
-        ids.extend(m.forbidden.iter().enumerate().map(|(i, e)| {
-            (
-                edge_id(&e.id, "forbid", &e.from, &e.to),
-                ptr!["interactions", "forbidden", i],
-            )
-        }));
-        ids.extend(
-            spec.responsibility_locks
-                .iter()
-                .enumerate()
-                .map(|(i, l)| (l.id.clone(), ptr!["responsibility_locks", i, "id"])),
-        );
-        ids.extend(
-            spec.multi_agent_handoffs
-                .agent_handoff_rules
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    (
-                        r.id.clone(),
-                        ptr!["multi_agent_handoffs", "agent_handoff_rules", i, "id"],
-                    )
-                }),
-        );
-        ids.push((
-            spec.recursion.default.id.clone(),
-            ptr!["recursion", "default"],
-        ));
-        ids.extend(
-            spec.recursion
-                .policies
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.id.clone(), ptr!["recursion", "policies", i, "id"])),
-        );
-        ids.extend(
-            spec.side_effects
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.id.clone(), ptr!["side_effects", i, "id"])),
-        );
-        ids.extend(
-            spec.escalation
-                .ladder
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (s.id.clone(), ptr!["escalation", "ladder", i, "id"])),
-        );
-        ids.extend(
-            spec.provenance
-                .iter()
-                .enumerate()
-                .map(|(i, r)| (r.id.clone(), ptr!["provenance", i, "id"])),
-        );
+        tools::rule_ids(spec, &mut ids);
+        handoff::rule_ids(spec, &mut ids);
+        capability::rule_ids(spec, &mut ids);
+        scope::rule_ids(spec, &mut ids);
+        recursion::rule_ids(spec, &mut ids);
+        side_effect::rule_ids(spec, &mut ids);
+        escalation::rule_ids(spec, &mut ids);
+        provenance::rule_ids(spec, &mut ids);
         let mut seen = BTreeSet::new();
         for (id, p) in ids {
             if id.trim().is_empty() {
@@ -946,70 +195,26 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// An edge's explicit id, or the one derived from its kind and pair.
-pub fn edge_id(id: &Option<String>, kind: &str, from: &str, to: &str) -> String {
-    id.clone().unwrap_or_else(|| format!("{kind}:{from}->{to}"))
-}
-
-fn covers(pattern: &str, agent: &str) -> bool {
-    pattern == "*" || pattern == agent
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn spec(toml_src: &str) -> BundleSpec {
-        toml::from_str(toml_src).unwrap()
-    }
-
     #[test]
-    fn reports_unknown_agent_in_an_edge() {
-        let s = spec(
+    fn rule_ids_are_unique_across_sections() {
+        let s: BundleSpec = toml::from_str(
             r#"
             bundle = { id = "t" }
-            agents = [{ id = "a" }]
-            [interactions]
-            allowed = [{ from = "a", to = "ghost" }]
+            agents = [{ id = "a", side_effects = ["publish"] }]
+            deny_patterns = [{ id = "same", pattern = "Bash(rm *)" }]
+            [[side_effects]]
+            id = "same"
+            kind = "publish"
             "#,
-        );
+        )
+        .unwrap();
         let issues = validate(&s);
         assert_eq!(issues.len(), 1, "{issues:?}");
-        assert_eq!(issues[0].code, Code::UnknownReference);
-        assert_eq!(issues[0].pointer.to_string(), "/interactions/allowed/0/to");
-    }
-
-    #[test]
-    fn receiver_fields_must_fit_some_incoming_output_type() {
-        let s = spec(
-            r#"
-            bundle = { id = "t" }
-            agents = [{ id = "a" }, { id = "b", context_requirements = { allowed_context_fields = ["score", "scroe"] } }]
-            output_types = [{ id = "o", schema = { type = "object", properties = { score = { type = "number" } }, additionalProperties = false } }]
-            interactions.allowed = [{ from = "a", to = "b", output_type = "o" }]
-            "#,
-        );
-        let issues = validate(&s);
-        assert_eq!(issues.len(), 1, "{issues:?}");
-        assert_eq!(
-            issues[0].pointer.to_string(),
-            "/agents/1/context_requirements/allowed_context_fields/1"
-        );
-    }
-
-    #[test]
-    fn hard_max_depth_cannot_be_raised() {
-        let s = spec("bundle = { id = \"t\" }\n[recursion.default]\nmax_depth = 5\n");
-        let issues = validate(&s);
-        assert!(issues.iter().any(|i| i.code == Code::HardMaximumExceeded
-            && i.pointer.to_string() == "/recursion/default/max_depth"));
-    }
-
-    #[test]
-    fn escalation_ladder_must_end_in_block() {
-        let s = spec(
-            "bundle = { id = \"t\" }\n[escalation]\nladder = [{ id = \"r\", after_failures = 1, action = \"retry\" }]\n",
-        );
-        assert!(validate(&s).iter().any(|i| i.code == Code::Contradiction));
+        assert_eq!(issues[0].code, Code::Duplicate);
+        assert_eq!(issues[0].pointer.to_string(), "/side_effects/0/id");
     }
 }

@@ -1,15 +1,262 @@
 //! Spawning a child episode (docs/governance.md#recursion-limits,
-//! docs/governance.md#stop-conditions, docs/governance.md#budgets): recursion limits, child types,
-//! stop conditions and the budget rules (a child gets at most 50% of its parent's remaining budget;
-//! past 70% an episode must finalize or escalate, not recurse).
+//! docs/governance.md#stop-conditions, docs/governance.md#budgets), the `[recursion]` section:
+//! recursion limits, child types, stop conditions and the budget rules (a child gets at most 50%
+//! of its parent's remaining budget; past 70% an episode must finalize or escalate, not recurse).
 
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::canonical::sort_dedup;
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
-use crate::model::{HARD_MAX_DEPTH, RecursionPolicy, StopCondition};
+use crate::error::DiagnosticCode as Code;
+use crate::locate::{Pointer, ptr};
+use crate::model::BundleSpec;
+use crate::validate::Checker;
+
+/// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
+/// (docs/governance.md#recursion-limits).
+pub const HARD_MAX_DEPTH: u32 = 4;
+
+/// Recursion policies: a default plus named policies for given parent agents.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecursionSection {
+    #[serde(default)]
+    pub default: RecursionPolicy,
+    #[serde(default)]
+    pub policies: Vec<RecursionPolicy>,
+    #[serde(default)]
+    pub budget: BudgetRules,
+}
+
+/// A recursion policy (docs/governance.md#recursion-limits).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RecursionPolicy {
+    #[serde(default = "default_recursion_id")]
+    pub id: String,
+    /// Parent agents this policy governs (empty for the default policy).
+    #[serde(default)]
+    pub agents: Vec<String>,
+    /// Default 2; never more than 4.
+    #[serde(default = "default_max_depth")]
+    pub max_depth: u32,
+    #[serde(default = "default_max_children")]
+    pub max_children: u32,
+    #[serde(default = "default_max_total_episodes")]
+    pub max_total_episodes: u32,
+    /// Deny by default: only these child types may be spawned.
+    #[serde(default)]
+    pub allowed_child_types: Vec<String>,
+    #[serde(default)]
+    pub forbidden_child_types: Vec<String>,
+    #[serde(default = "default_stop_conditions")]
+    pub stop_conditions: Vec<StopCondition>,
+    /// "No new information": this many consecutive children without delta stop recursion.
+    #[serde(default = "default_no_delta_limit")]
+    pub no_delta_limit: u32,
+    /// "Failure repeats": the same error class this many times stops recursion.
+    #[serde(default = "default_failure_repeat_limit")]
+    pub failure_repeat_limit: u32,
+}
+
+impl Default for RecursionPolicy {
+    fn default() -> Self {
+        Self {
+            id: default_recursion_id(),
+            agents: Vec::new(),
+            max_depth: default_max_depth(),
+            max_children: default_max_children(),
+            max_total_episodes: default_max_total_episodes(),
+            allowed_child_types: Vec::new(),
+            forbidden_child_types: Vec::new(),
+            stop_conditions: default_stop_conditions(),
+            no_delta_limit: default_no_delta_limit(),
+            failure_repeat_limit: default_failure_repeat_limit(),
+        }
+    }
+}
+
+fn default_recursion_id() -> String {
+    "recursion.default".to_owned()
+}
+
+fn default_max_depth() -> u32 {
+    2
+}
+
+fn default_max_children() -> u32 {
+    6
+}
+
+fn default_max_total_episodes() -> u32 {
+    12
+}
+
+fn default_no_delta_limit() -> u32 {
+    2
+}
+
+fn default_failure_repeat_limit() -> u32 {
+    3
+}
+
+fn default_stop_conditions() -> Vec<StopCondition> {
+    vec![
+        StopCondition::BudgetExhausted,
+        StopCondition::DepthExceeded,
+        StopCondition::NoNewInformation,
+        StopCondition::FailureRepeats,
+        StopCondition::PolicyBlocks,
+        StopCondition::SuccessAchieved,
+    ]
+}
+
+/// The six stop conditions of an episode (docs/governance.md#stop-conditions).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum StopCondition {
+    BudgetExhausted,
+    DepthExceeded,
+    NoNewInformation,
+    FailureRepeats,
+    PolicyBlocks,
+    SuccessAchieved,
+}
+
+/// Budget rules (docs/governance.md#budgets).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetRules {
+    /// A child may take at most this share of its parent's remaining budget.
+    #[serde(default = "default_child_share")]
+    pub child_max_share_percent: u8,
+    /// An episode past this share of its budget must finalize or escalate.
+    #[serde(default = "default_escalate_at")]
+    pub finalize_or_escalate_at_percent: u8,
+}
+
+impl Default for BudgetRules {
+    fn default() -> Self {
+        Self {
+            child_max_share_percent: default_child_share(),
+            finalize_or_escalate_at_percent: default_escalate_at(),
+        }
+    }
+}
+
+fn default_child_share() -> u8 {
+    50
+}
+
+fn default_escalate_at() -> u8 {
+    70
+}
+
+/// Limits stay under the hard maximum, child types are not both allowed and forbidden,
+/// every named policy governs agents of its own, and budget shares are percentages.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    let rs = &spec.recursion;
+    check_policy(c, ptr!["recursion", "default"], &rs.default);
+    let mut owner: BTreeMap<&str, &str> = BTreeMap::new();
+    for (i, r) in rs.policies.iter().enumerate() {
+        let p = ptr!["recursion", "policies", i];
+        check_policy(c, p.clone(), r);
+        if r.agents.is_empty() {
+            c.push(
+                p.key("agents"),
+                Code::InvalidValue,
+                "a named recursion policy must name the agents it governs",
+            );
+        }
+        for (j, a) in r.agents.iter().enumerate() {
+            if let Some(prev) = owner.insert(a.as_str(), r.id.as_str()) {
+                c.push(
+                    p.key("agents").index(j),
+                    Code::Duplicate,
+                    format!("agent `{a}` is governed by both `{prev}` and `{}`", r.id),
+                );
+            }
+        }
+    }
+    for (field, v) in [
+        ("child_max_share_percent", rs.budget.child_max_share_percent),
+        (
+            "finalize_or_escalate_at_percent",
+            rs.budget.finalize_or_escalate_at_percent,
+        ),
+    ] {
+        if v == 0 || v > 100 {
+            c.push(
+                ptr!["recursion", "budget", field],
+                Code::InvalidValue,
+                format!("{field} must be between 1 and 100"),
+            );
+        }
+    }
+}
+
+fn check_policy(c: &mut Checker<'_>, p: Pointer, r: &RecursionPolicy) {
+    if r.max_depth > HARD_MAX_DEPTH {
+        c.push(
+            p.key("max_depth"),
+            Code::HardMaximumExceeded,
+            format!(
+                "max_depth {} exceeds the hard maximum of {HARD_MAX_DEPTH}",
+                r.max_depth
+            ),
+        );
+    }
+    for (j, t) in r.allowed_child_types.iter().enumerate() {
+        if r.forbidden_child_types.contains(t) {
+            c.push(
+                p.key("allowed_child_types").index(j),
+                Code::Contradiction,
+                format!("child type `{t}` is both allowed and forbidden"),
+            );
+        }
+    }
+    for (j, a) in r.agents.iter().enumerate() {
+        c.agent_ref(p.key("agents").index(j), a, false);
+    }
+}
+
+/// The recursion policies' rule ids.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    ids.push((
+        spec.recursion.default.id.clone(),
+        ptr!["recursion", "default"],
+    ));
+    ids.extend(
+        spec.recursion
+            .policies
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), ptr!["recursion", "policies", i, "id"])),
+    );
+}
+
+/// Normal form: named policies sorted by id; each policy's agents, child types and stop
+/// conditions sorted.
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    normalize_policy(&mut s.recursion.default);
+    s.recursion.policies.iter_mut().for_each(normalize_policy);
+    s.recursion.policies.sort_by(|a, b| a.id.cmp(&b.id));
+}
+
+fn normalize_policy(r: &mut RecursionPolicy) {
+    sort_dedup(&mut r.agents);
+    sort_dedup(&mut r.allowed_child_types);
+    sort_dedup(&mut r.forbidden_child_types);
+    r.stop_conditions.sort();
+    r.stop_conditions.dedup();
+}
 
 /// Usage of one budget dimension (tokens, tool_calls, time_ms...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -419,5 +666,15 @@ mod tests {
         };
         assert!(m.crossed(70));
         assert!(!Meter { limit: 10, used: 6 }.crossed(70));
+    }
+
+    #[test]
+    fn hard_max_depth_cannot_be_raised() {
+        let s: BundleSpec =
+            toml::from_str("bundle = { id = \"t\" }\n[recursion.default]\nmax_depth = 5\n")
+                .unwrap();
+        let issues = crate::validate::validate(&s);
+        assert!(issues.iter().any(|i| i.code == Code::HardMaximumExceeded
+            && i.pointer.to_string() == "/recursion/default/max_depth"));
     }
 }

@@ -1,15 +1,147 @@
-//! Provenance checkpoint rules (docs/governance.md#provenance-rules): what a handoff's items cite
-//! must have been produced by a named agent earlier in the run — every recommendation cites a gap
-//! Reasoning found, never an Intelligence metric. The caller supplies the ids that agent produced
-//! (plain data); nothing here reads a log.
+//! Provenance checkpoint rules (docs/governance.md#provenance-rules), the `[[provenance]]`
+//! section: what a handoff's items cite must have been produced by a named agent earlier in the
+//! run — every recommendation cites a gap Reasoning found, never an Intelligence metric. The
+//! caller supplies the ids that agent produced (plain data); nothing here reads a log.
 
 use std::collections::BTreeSet;
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
-use crate::model::ProvenanceRule;
+use crate::error::DiagnosticCode as Code;
+use crate::locate::{Pointer, ptr};
+use crate::model::BundleSpec;
+use crate::validate::Checker;
+
+/// A provenance rule: on the handoff `at`, every item of the array at `items` must cite,
+/// in its field `cites`, an id that `produced_by.agent` delivered earlier in the run.
+///
+/// ```toml
+/// [[provenance]]
+/// id = "guardrail-2-provenance"
+/// at = { from = "strategy", to = "governance" }
+/// items = "/recommendations"
+/// cites = "gap_id"
+/// produced_by = { agent = "reasoning", output_type = "gaps_and_opportunities", ids = "/gaps/*/id" }
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProvenanceRule {
+    pub id: String,
+    /// The handoff checked.
+    pub at: HandoffPoint,
+    /// JSON pointer to the array of citing items in the handoff's payload (`""` for a
+    /// payload that is itself the array).
+    pub items: String,
+    /// Field of each item holding the cited id (a string, or an array of strings that
+    /// must all resolve).
+    pub cites: String,
+    /// Where citable ids come from.
+    pub produced_by: ProducedBy,
+    /// Said in the denial, e.g. the guardrail's wording.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// One handoff edge, by its two agents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffPoint {
+    pub from: String,
+    pub to: String,
+}
+
+/// The output whose ids may be cited: what `agent` delivered as `output_type` earlier in
+/// the run, read at `ids`, a JSON pointer where `*` stands for every element or member.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProducedBy {
+    pub agent: String,
+    /// `id` or `id@version` of an output type.
+    pub output_type: String,
+    /// e.g. `/gaps/*/id`.
+    pub ids: String,
+}
+
+/// Every agent and output type a rule names is declared, its pointers are JSON pointers,
+/// it names the citing field, and some allowed edge carries what it cites.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    for (i, r) in spec.provenance.iter().enumerate() {
+        let p = ptr!["provenance", i];
+        c.agent_ref(p.key("at").key("from"), &r.at.from, false);
+        c.agent_ref(p.key("at").key("to"), &r.at.to, false);
+        c.agent_ref(
+            p.key("produced_by").key("agent"),
+            &r.produced_by.agent,
+            false,
+        );
+        c.output_type_ref(
+            p.key("produced_by").key("output_type"),
+            &r.produced_by.output_type,
+        );
+        if !(r.items.is_empty() || r.items.starts_with('/')) {
+            c.push(
+                p.key("items"),
+                Code::InvalidValue,
+                format!(
+                    "`{}` is not a JSON pointer: write `/recommendations`, or `` for the whole payload",
+                    r.items
+                ),
+            );
+        }
+        if !r.produced_by.ids.starts_with('/') {
+            c.push(
+                p.key("produced_by").key("ids"),
+                Code::InvalidValue,
+                format!(
+                    "`{}` is not a JSON pointer: write e.g. `/gaps/*/id` (`*` for every element)",
+                    r.produced_by.ids
+                ),
+            );
+        }
+        if r.cites.trim().is_empty() {
+            c.push(
+                p.key("cites"),
+                Code::InvalidValue,
+                "cites must name the field of each item that holds the cited id",
+            );
+        }
+        let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
+        let produces = spec.interactions.allowed.iter().any(|e| {
+            e.from == r.produced_by.agent
+                && e.output_type.as_deref().map(base) == Some(base(&r.produced_by.output_type))
+        });
+        if c.agents.contains(r.produced_by.agent.as_str()) && !produces {
+            c.push(
+                p.key("produced_by"),
+                Code::Contradiction,
+                format!(
+                    "no allowed edge from `{}` carries `{}`, so no id could ever be cited",
+                    r.produced_by.agent, r.produced_by.output_type
+                ),
+            );
+        }
+    }
+}
+
+/// The provenance rules' ids.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    ids.extend(
+        spec.provenance
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.id.clone(), ptr!["provenance", i, "id"])),
+    );
+}
+
+/// Normal form: rules sorted by id.
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    s.provenance.sort_by(|a, b| a.id.cmp(&b.id));
+}
 
 /// Most violations named in one decision.
 const MAX_VIOLATIONS: usize = 8;

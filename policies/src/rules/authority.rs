@@ -2,8 +2,34 @@
 //! 1 (human) to 6 (specialist); only a strictly higher level overrides a lower one, so conflicts
 //! between peers go up (to the orchestrator, then a human) instead of being settled between them.
 
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+
+/// Authority levels, highest first (docs/governance.md#authority-and-precedence).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Authority {
+    Human,
+    GlobalRules,
+    SafetySkill,
+    Orchestrator,
+    CoordinationSkill,
+    #[default]
+    Specialist,
+}
+
+impl Authority {
+    /// 1 (highest, human) to 6 (lowest, specialist), as in
+    /// docs/governance.md#authority-and-precedence.
+    pub fn level(self) -> u8 {
+        self as u8 + 1
+    }
+}
 
 impl PolicyBundle {
     /// May `actor` override a decision or output of `subject`?

@@ -1,12 +1,128 @@
-//! Side effects (docs/governance.md#side-effects): kill switch first, then a policy for the
-//! effect's kind and lane (none means deny), the agent's permission, the idempotency key, the
-//! attempt cap per key, the dry run, and human approval.
+//! Side effects (docs/governance.md#side-effects), the `[[side_effects]]` section and each
+//! agent's `side_effects`: kill switch first, then a policy for the effect's kind and lane (none
+//! means deny), the agent's permission, the idempotency key, the attempt cap per key, the dry
+//! run, and human approval.
 
+use std::collections::BTreeSet;
+
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::canonical::sort_dedup;
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
-use crate::model::SideEffectPolicy;
+use crate::error::DiagnosticCode as Code;
+use crate::locate::{Pointer, ptr};
+use crate::model::BundleSpec;
+use crate::validate::Checker;
+
+/// What a side effect of one kind in one lane needs before it runs
+/// (docs/governance.md#side-effects).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SideEffectPolicy {
+    pub id: String,
+    /// e.g. `publish`, `dm`, `like`, `comment`.
+    pub kind: String,
+    /// e.g. `api`, `browser`; `*` for every lane.
+    #[serde(default = "star")]
+    pub lane: String,
+    #[serde(default = "yes")]
+    pub dry_run_required: bool,
+    #[serde(default)]
+    pub human_approval_required: bool,
+    #[serde(default = "yes")]
+    pub idempotency_key_required: bool,
+    /// Attempts allowed per idempotency key (by default one attempt unless a human overrides;
+    /// docs/governance.md#side-effects).
+    #[serde(default = "one")]
+    pub retry_cap: u32,
+    /// Kill switch that stops this effect; defaults to the lane's own switch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kill_switch_lane: Option<String>,
+    /// The agent that re-checks an applied effect whose verification failed or is unknown
+    /// (the verifier re-checks it, never the agent that asked: docs/governance.md#side-effects);
+    /// without one the effect goes to a human for review.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verifier: Option<String>,
+}
+
+fn star() -> String {
+    "*".to_owned()
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One policy per kind and lane, attempt caps of at least 1, verifiers that are agents,
+/// and every kind an agent may request governed by a policy.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    let mut seen = BTreeSet::new();
+    for (i, s) in spec.side_effects.iter().enumerate() {
+        let p = ptr!["side_effects", i];
+        if !seen.insert((s.kind.as_str(), s.lane.as_str())) {
+            c.push(
+                p.key("lane"),
+                Code::Duplicate,
+                format!(
+                    "side effect `{}` in lane `{}` has two policies",
+                    s.kind, s.lane
+                ),
+            );
+        }
+        if s.retry_cap == 0 {
+            c.push(
+                p.key("retry_cap"),
+                Code::InvalidValue,
+                "retry_cap counts attempts and must be at least 1",
+            );
+        }
+        if let Some(v) = &s.verifier
+            && !spec.agents.iter().any(|a| &a.id == v)
+        {
+            c.push(
+                p.key("verifier"),
+                Code::UnknownReference,
+                format!("verifier `{v}` is not an agent of this bundle"),
+            );
+        }
+    }
+    for (i, a) in spec.agents.iter().enumerate() {
+        for (j, k) in a.side_effects.iter().enumerate() {
+            if !spec.side_effects.iter().any(|s| &s.kind == k) {
+                c.push(
+                    ptr!["agents", i, "side_effects", j],
+                    Code::UnknownReference,
+                    format!("no side-effect policy governs kind `{k}`"),
+                );
+            }
+        }
+    }
+}
+
+/// The side-effect policies' rule ids.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    ids.extend(
+        spec.side_effects
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.clone(), ptr!["side_effects", i, "id"])),
+    );
+}
+
+/// Normal form: policies sorted by id, each agent's permitted kinds sorted.
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    s.side_effects.sort_by(|a, b| a.id.cmp(&b.id));
+    for a in &mut s.agents {
+        sort_dedup(&mut a.side_effects);
+    }
+}
 
 /// The kill switch that stops every lane.
 pub const GLOBAL_KILL_SWITCH: &str = "global";

@@ -1,11 +1,153 @@
-//! Tool calls (docs/governance.md#tools): absolute deny patterns > the agent's MUST NOT rules >
-//! task restrictions > the agent's allowed tools (deny when none matches) > review patterns (need a
-//! human). A deny pattern blocks every agent whatever it is allowed; only a new bundle (a human
-//! editing policy) can lift it.
+//! Tool calls (docs/governance.md#tools), the `[[deny_patterns]]` and `[[review_patterns]]`
+//! sections and each agent's `allowed_tools` and `must_not_tools`: absolute deny patterns > the
+//! agent's MUST NOT rules > task restrictions > the agent's allowed tools (deny when none
+//! matches) > review patterns (need a human). A deny pattern blocks every agent whatever it is
+//! allowed; only a new bundle (a human editing policy) can lift it. Pattern syntax:
+//! `toolpattern.rs`.
 
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::sort_dedup;
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+use crate::error::DiagnosticCode as Code;
+use crate::locate::{Pointer, ptr};
+use crate::model::BundleSpec;
 use crate::toolpattern::ToolPattern;
+use crate::validate::Checker;
+
+/// A tool-call pattern with its reason: `Tool` or `Tool(argument glob)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolPatternRule {
+    pub id: String,
+    pub pattern: String,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// Every deny, review, allowed and MUST NOT pattern parses.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    for (section, rules) in [
+        ("deny_patterns", &spec.deny_patterns),
+        ("review_patterns", &spec.review_patterns),
+    ] {
+        for (i, r) in rules.iter().enumerate() {
+            if let Err(e) = ToolPattern::parse(&r.pattern) {
+                c.push(ptr![section, i, "pattern"], Code::InvalidValue, e);
+            }
+        }
+    }
+    for (i, a) in spec.agents.iter().enumerate() {
+        for (field, pats) in [
+            ("allowed_tools", &a.allowed_tools),
+            ("must_not_tools", &a.must_not_tools),
+        ] {
+            for (j, pat) in pats.iter().enumerate() {
+                if let Err(e) = ToolPattern::parse(pat) {
+                    c.push(ptr!["agents", i, field, j], Code::InvalidValue, e);
+                }
+            }
+        }
+    }
+}
+
+/// The deny and review patterns' rule ids.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    for (s, rules) in [
+        ("deny_patterns", &spec.deny_patterns),
+        ("review_patterns", &spec.review_patterns),
+    ] {
+        ids.extend(
+            rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| (r.id.clone(), ptr![s, i, "id"])),
+        );
+    }
+}
+
+/// Normal form: deny and review patterns sorted by id, each agent's tool lists sorted.
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    s.deny_patterns.sort_by(|a, b| a.id.cmp(&b.id));
+    s.review_patterns.sort_by(|a, b| a.id.cmp(&b.id));
+    for a in &mut s.agents {
+        sort_dedup(&mut a.allowed_tools);
+        sort_dedup(&mut a.must_not_tools);
+    }
+}
+
+/// A compiled tool pattern with the rule it comes from.
+#[derive(Debug, Clone)]
+pub(crate) struct PatternRule {
+    pub id: Arc<str>,
+    pub pattern: ToolPattern,
+    pub text: Arc<str>,
+    pub reason: Arc<str>,
+}
+
+/// Every tool pattern of the bundle, parsed once; agents' lists by agent position.
+pub(crate) struct Patterns {
+    deny: Vec<PatternRule>,
+    review: Vec<PatternRule>,
+    allowed: Vec<Vec<ToolPattern>>,
+    must_not: Vec<Vec<(Arc<str>, ToolPattern)>>,
+}
+
+impl Patterns {
+    pub(crate) fn compile(spec: &BundleSpec) -> Self {
+        let allowed = spec
+            .agents
+            .iter()
+            .map(|a| {
+                a.allowed_tools
+                    .iter()
+                    .filter_map(|p| ToolPattern::parse(p).ok())
+                    .collect()
+            })
+            .collect();
+        let must_not = spec
+            .agents
+            .iter()
+            .map(|a| {
+                a.must_not_tools
+                    .iter()
+                    .filter_map(|p| {
+                        ToolPattern::parse(p)
+                            .ok()
+                            .map(|t| (Arc::from(p.as_str()), t))
+                    })
+                    .collect()
+            })
+            .collect();
+        Self {
+            deny: patterns(&spec.deny_patterns),
+            review: patterns(&spec.review_patterns),
+            allowed,
+            must_not,
+        }
+    }
+}
+
+fn patterns(rules: &[ToolPatternRule]) -> Vec<PatternRule> {
+    rules
+        .iter()
+        .filter_map(|r| {
+            ToolPattern::parse(&r.pattern)
+                .ok()
+                .map(|pattern| PatternRule {
+                    id: r.id.as_str().into(),
+                    pattern,
+                    text: r.pattern.as_str().into(),
+                    reason: r.reason.as_str().into(),
+                })
+        })
+        .collect()
+}
 
 impl PolicyBundle {
     /// May `agent` make `call` (`Tool` or `Tool(argument)`)? `task_denied` are extra
@@ -39,14 +181,11 @@ impl PolicyBundle {
         };
         let mut chain = Vec::new();
         let allowed_match = self
-            .allowed_tools
+            .tools
+            .allowed
             .get(ai)
             .and_then(|ps| ps.iter().position(|p| p.matches(&parsed)));
-        if let Some(r) = self
-            .deny_patterns
-            .iter()
-            .find(|r| r.pattern.matches(&parsed))
-        {
+        if let Some(r) = self.tools.deny.iter().find(|r| r.pattern.matches(&parsed)) {
             chain.push(RuleStep::new(
                 r.id.clone(),
                 StepOutcome::Applied,
@@ -76,7 +215,8 @@ impl PolicyBundle {
             );
         }
         if let Some((text, _)) = self
-            .must_not_tools
+            .tools
+            .must_not
             .get(ai)
             .and_then(|ps| ps.iter().find(|(_, p)| p.matches(&parsed)))
         {
@@ -117,7 +257,8 @@ impl PolicyBundle {
             "allowed tool",
         ));
         if let Some(r) = self
-            .review_patterns
+            .tools
+            .review
             .iter()
             .find(|r| r.pattern.matches(&parsed))
         {

@@ -1,7 +1,14 @@
-//! What the declared flow order says about a pair of agents: next, skip, circular, reverse
-//! or unrelated (docs/governance.md#flow-order-skip-reverse-circular).
+//! What the declared flow order (`interactions.flow_order`) says about a pair of agents:
+//! next, skip, circular, reverse or unrelated (docs/governance.md#flow-order-skip-reverse-circular).
+//! The interaction matrix (`handoff.rs`) denies what it forbids and rejects an allowed edge
+//! that contradicts it.
 
 use serde::{Deserialize, Serialize};
+
+use crate::error::DiagnosticCode as Code;
+use crate::locate::Pointer;
+use crate::rules::handoff::AllowedEdge;
+use crate::validate::Checker;
 
 /// How a handoff relates to the declared flow order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +83,26 @@ pub fn reason(rel: &FlowRelation, from: &str, to: &str) -> Option<String> {
         FlowRelation::Reverse => Some(format!(
             "Reverse flow not allowed: {to} is upstream of {from}"
         )),
+    }
+}
+
+/// An allowed edge (at `p`) that the flow order forbids contradicts it.
+pub(crate) fn check_allowed_edge(
+    c: &mut Checker<'_>,
+    p: &Pointer,
+    order: &[String],
+    e: &AllowedEdge,
+) {
+    let rel = relation(order, &e.from, &e.to);
+    if let Some(why) = reason(&rel, &e.from, &e.to) {
+        c.push(
+            p.key("to"),
+            Code::FlowForbidsEdge,
+            format!(
+                "allowed edge {} → {} contradicts the flow order: {why}",
+                e.from, e.to
+            ),
+        );
     }
 }
 

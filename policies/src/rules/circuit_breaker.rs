@@ -1,0 +1,142 @@
+//! The circuit breaker (docs/governance.md#circuit-breaker), `defaults.circuit_breaker`:
+//! it keeps one failing agent from cascading into others by refusing calls to it after
+//! repeated failures, letting one probe through after a while.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::compiled::PolicyBundle;
+use crate::decision::{DecisionKind, PolicyDecision, Verdict, conclude};
+use crate::error::DiagnosticCode as Code;
+use crate::locate::ptr;
+use crate::validate::Checker;
+
+/// The circuit breaker: stop routing to an agent after repeated failures
+/// (docs/governance.md#circuit-breaker).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CircuitBreaker {
+    /// Consecutive failures after which the circuit opens.
+    #[serde(default = "default_failure_threshold")]
+    pub failure_threshold: u32,
+    /// How long the circuit stays open before one probe request is let through.
+    #[serde(default = "default_probe_interval_ms")]
+    pub probe_interval_ms: u64,
+}
+
+impl Default for CircuitBreaker {
+    fn default() -> Self {
+        Self {
+            failure_threshold: default_failure_threshold(),
+            probe_interval_ms: default_probe_interval_ms(),
+        }
+    }
+}
+
+fn default_failure_threshold() -> u32 {
+    5
+}
+
+fn default_probe_interval_ms() -> u64 {
+    60_000
+}
+
+/// The threshold counts failures, so it is at least 1.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    if c.spec.defaults.circuit_breaker.failure_threshold == 0 {
+        c.push(
+            ptr!["defaults", "circuit_breaker", "failure_threshold"],
+            Code::InvalidValue,
+            "failure_threshold must be at least 1",
+        );
+    }
+}
+
+impl PolicyBundle {
+    /// Circuit breaker for calls to `target`: open after `failure_threshold` consecutive
+    /// failures; after `probe_interval_ms` one probe is let through. The elapsed time is an
+    /// input (recorded by the caller), never read from a clock here.
+    pub fn decide_circuit(
+        &self,
+        target: &str,
+        consecutive_failures: u32,
+        ms_since_last_failure: u64,
+    ) -> PolicyDecision {
+        let k = DecisionKind::CircuitBreaker;
+        let cb = &self.spec.defaults.circuit_breaker;
+        let rule = "defaults.circuit_breaker";
+        if self.agent(target).is_none() {
+            return conclude(
+                k,
+                Verdict::Deny,
+                self.hash,
+                "agents.unknown",
+                format!("unknown agent `{target}`"),
+                Vec::new(),
+            );
+        }
+        if consecutive_failures < cb.failure_threshold {
+            return conclude(
+                k,
+                Verdict::Allow,
+                self.hash,
+                rule,
+                format!(
+                    "circuit closed: {consecutive_failures} of {} failures",
+                    cb.failure_threshold
+                ),
+                Vec::new(),
+            );
+        }
+        if ms_since_last_failure >= cb.probe_interval_ms {
+            return conclude(
+                k,
+                Verdict::Allow,
+                self.hash,
+                rule,
+                format!("circuit half-open: one probe request to `{target}`"),
+                Vec::new(),
+            );
+        }
+        conclude(
+            k,
+            Verdict::Deny,
+            self.hash,
+            rule,
+            format!(
+                "circuit open for `{target}` after {consecutive_failures} failures: return a graceful degradation response"
+            ),
+            Vec::new(),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn opens_at_the_threshold_and_lets_a_probe_through_later() {
+        let src = "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }]\n[defaults.circuit_breaker]\nfailure_threshold = 2\nprobe_interval_ms = 1000\n";
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert_eq!(b.decide_circuit("a", 1, 0).verdict, Verdict::Allow);
+        assert_eq!(b.decide_circuit("a", 2, 999).verdict, Verdict::Deny);
+        assert_eq!(b.decide_circuit("a", 2, 1000).verdict, Verdict::Allow);
+        assert_eq!(&*b.decide_circuit("ghost", 0, 0).rule_id, "agents.unknown");
+    }
+
+    #[test]
+    fn a_zero_threshold_is_rejected_where_it_is_written() {
+        let err = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[defaults.circuit_breaker]\nfailure_threshold = 0\n",
+            "t.toml",
+        )
+        .expect_err("a zero threshold")
+        .to_string();
+        assert!(
+            err.contains("failure_threshold must be at least 1"),
+            "{err}"
+        );
+        assert!(err.contains("t.toml:3:"), "{err}");
+    }
+}

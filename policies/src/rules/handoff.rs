@@ -1,0 +1,531 @@
+//! The interaction matrix (docs/governance.md#interaction-matrix), the `[interactions]`
+//! section: may `from` hand off to `to`? Explicit forbidden edges first, then allowed edges,
+//! then what the flow order forbids (skip, reverse, circular: `flow.rs`), then deny by
+//! default. Read-only context edges (Guardrail 2) are a separate kind of input that never
+//! counts as a decision input. Every pair's verdict is decided once per bundle, when it is
+//! compiled.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::canonical::{BundleHash, sort_dedup};
+use crate::compiled::PolicyBundle;
+use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+use crate::error::DiagnosticCode as Code;
+use crate::locate::{Pointer, ptr};
+use crate::model::BundleSpec;
+use crate::rules::flow::{self, FlowRelation};
+use crate::validate::Checker;
+
+/// The interaction matrix (docs/governance.md#interaction-matrix).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InteractionMatrix {
+    /// Declared flow order; an agent may appear more than once (e.g. a checkpoint at entry
+    /// and exit). Skip, reverse and circular handoffs are derived from it as forbidden.
+    #[serde(default)]
+    pub flow_order: Vec<String>,
+    #[serde(default)]
+    pub allowed: Vec<AllowedEdge>,
+    /// Read-only, non-decisive context edges (Guardrail 2).
+    #[serde(default)]
+    pub context: Vec<ContextEdge>,
+    #[serde(default)]
+    pub forbidden: Vec<ForbiddenEdge>,
+}
+
+/// A decisive handoff that is allowed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AllowedEdge {
+    /// Defaults to `allow:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    /// `id` or `id@version` of an output type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+}
+
+/// A read-only context edge: the receiver may consult, never decide from, this input.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextEdge {
+    /// Defaults to `context:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_type: Option<String>,
+    /// What the receiver may use it for (e.g. impact estimation).
+    #[serde(default)]
+    pub permitted_uses: Vec<String>,
+}
+
+/// A forbidden handoff with its reason; `*` matches any agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ForbiddenEdge {
+    /// Defaults to `forbid:FROM->TO`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub from: String,
+    pub to: String,
+    pub reason: String,
+}
+
+/// An edge's explicit id, or the one derived from its kind and pair.
+pub fn edge_id(id: &Option<String>, kind: &str, from: &str, to: &str) -> String {
+    id.clone().unwrap_or_else(|| format!("{kind}:{from}->{to}"))
+}
+
+fn covers(pattern: &str, agent: &str) -> bool {
+    pattern == "*" || pattern == agent
+}
+
+/// The matrix's checks: every agent and output type it names is declared, no pair is
+/// listed twice, no allowed edge is also forbidden or contradicts the flow order, and
+/// every forbidden edge says why.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    let m = &spec.interactions;
+    for (i, a) in m.flow_order.iter().enumerate() {
+        c.agent_ref(ptr!["interactions", "flow_order", i], a, false);
+    }
+    let mut decisive = BTreeSet::new();
+    for (i, e) in m.allowed.iter().enumerate() {
+        let p = ptr!["interactions", "allowed", i];
+        c.agent_ref(p.key("from"), &e.from, false);
+        c.agent_ref(p.key("to"), &e.to, false);
+        if let Some(t) = &e.output_type {
+            c.output_type_ref(p.key("output_type"), t);
+        }
+        if !decisive.insert((e.from.as_str(), e.to.as_str())) {
+            c.push(
+                p.clone(),
+                Code::Duplicate,
+                format!("edge {} → {} is allowed twice", e.from, e.to),
+            );
+        }
+        flow::check_allowed_edge(c, &p, &m.flow_order, e);
+        if let Some((j, f)) = m
+            .forbidden
+            .iter()
+            .enumerate()
+            .find(|(_, f)| covers(&f.from, &e.from) && covers(&f.to, &e.to))
+        {
+            c.push(
+                p.clone(),
+                Code::Contradiction,
+                format!("edge {} → {} is both allowed and forbidden (by /interactions/forbidden/{j}: {})", e.from, e.to, f.reason),
+            );
+        }
+    }
+    let mut context = BTreeSet::new();
+    for (i, e) in m.context.iter().enumerate() {
+        let p = ptr!["interactions", "context", i];
+        c.agent_ref(p.key("from"), &e.from, false);
+        c.agent_ref(p.key("to"), &e.to, false);
+        if let Some(t) = &e.output_type {
+            c.output_type_ref(p.key("output_type"), t);
+        }
+        if !context.insert((e.from.as_str(), e.to.as_str())) {
+            c.push(
+                p.clone(),
+                Code::Duplicate,
+                format!("context edge {} → {} is declared twice", e.from, e.to),
+            );
+        }
+        if decisive.contains(&(e.from.as_str(), e.to.as_str())) {
+            c.push(
+                p.clone(),
+                Code::Contradiction,
+                format!(
+                    "{} → {} is declared both decisive (allowed) and read-only context",
+                    e.from, e.to
+                ),
+            );
+        }
+    }
+    let mut forbidden = BTreeSet::new();
+    for (i, e) in m.forbidden.iter().enumerate() {
+        let p = ptr!["interactions", "forbidden", i];
+        c.agent_ref(p.key("from"), &e.from, true);
+        c.agent_ref(p.key("to"), &e.to, true);
+        if !forbidden.insert((e.from.as_str(), e.to.as_str())) {
+            c.push(
+                p.clone(),
+                Code::Duplicate,
+                format!("edge {} → {} is forbidden twice", e.from, e.to),
+            );
+        }
+        if e.reason.trim().is_empty() {
+            c.push(
+                p.key("reason"),
+                Code::InvalidValue,
+                "a forbidden edge needs a reason",
+            );
+        }
+    }
+}
+/// The matrix's rule ids: every edge's, explicit or derived.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    let m = &spec.interactions;
+    ids.extend(m.allowed.iter().enumerate().map(|(i, e)| {
+        (
+            edge_id(&e.id, "allow", &e.from, &e.to),
+            ptr!["interactions", "allowed", i],
+        )
+    }));
+    ids.extend(m.context.iter().enumerate().map(|(i, e)| {
+        (
+            edge_id(&e.id, "context", &e.from, &e.to),
+            ptr!["interactions", "context", i],
+        )
+    }));
+    ids.extend(m.forbidden.iter().enumerate().map(|(i, e)| {
+        (
+            edge_id(&e.id, "forbid", &e.from, &e.to),
+            ptr!["interactions", "forbidden", i],
+        )
+    }));
+}
+
+/// Normal form: every edge carries its id (derived when not written), edges are sorted by
+/// id, a context edge's uses are sorted; `flow_order` keeps its order (the order is the rule).
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    let m = &mut s.interactions;
+    for e in &mut m.allowed {
+        e.id = Some(edge_id(&e.id, "allow", &e.from, &e.to));
+    }
+    for e in &mut m.context {
+        e.id = Some(edge_id(&e.id, "context", &e.from, &e.to));
+        sort_dedup(&mut e.permitted_uses);
+    }
+    for e in &mut m.forbidden {
+        e.id = Some(edge_id(&e.id, "forbid", &e.from, &e.to));
+    }
+    m.allowed.sort_by(|a, b| a.id.cmp(&b.id));
+    m.context.sort_by(|a, b| a.id.cmp(&b.id));
+    m.forbidden.sort_by(|a, b| a.id.cmp(&b.id));
+}
+
+/// Whether the receiver may decide from the handed-off input, or only consult it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputKind {
+    /// Used for prioritisation, ranking, decisions (e.g. Reasoning → Strategy).
+    Decision,
+    /// Read-only, non-decisive reference (e.g. Intelligence → Strategy).
+    Context,
+}
+
+/// A handoff decision, with the edge's output type when one is declared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffDecision {
+    pub decision: PolicyDecision,
+    pub input: InputKind,
+    pub output_type: Option<Arc<str>>,
+    pub flow: FlowRelation,
+}
+
+/// Every pair's verdict, decided once per bundle (agents in canonical order, `n` of them):
+/// `decisive[from * n + to]` for a decision input, `context[from * n + to]` for read-only
+/// context.
+pub(crate) struct Verdicts {
+    decisive: Vec<HandoffDecision>,
+    context: Vec<HandoffDecision>,
+}
+
+impl Verdicts {
+    pub(crate) fn compile(spec: &BundleSpec, hash: BundleHash, agent_ids: &[Arc<str>]) -> Self {
+        let n = agent_ids.len();
+        let mut decisive = Vec::with_capacity(n * n);
+        let mut context = Vec::with_capacity(n * n);
+        for from in agent_ids {
+            for to in agent_ids {
+                decisive.push(compute(spec, hash, from, to, InputKind::Decision));
+                context.push(compute(spec, hash, from, to, InputKind::Context));
+            }
+        }
+        Self { decisive, context }
+    }
+}
+
+/// Decides one pair from the (normalised) spec; used to fill the compiled table.
+fn compute(
+    spec: &BundleSpec,
+    hash: BundleHash,
+    from: &str,
+    to: &str,
+    input: InputKind,
+) -> HandoffDecision {
+    let m = &spec.interactions;
+    let rel = flow::relation(&m.flow_order, from, to);
+    let mut chain = Vec::new();
+    let done = |verdict, rule_id: String, reason: String, chain, output_type: Option<&String>| {
+        HandoffDecision {
+            decision: conclude(DecisionKind::Handoff, verdict, hash, rule_id, reason, chain),
+            input,
+            output_type: output_type.map(|s| Arc::from(s.as_str())),
+            flow: rel.clone(),
+        }
+    };
+    if input == InputKind::Context {
+        if let Some(e) = m.context.iter().find(|e| e.from == from && e.to == to) {
+            let id = edge_id(&e.id, "context", from, to);
+            let uses = if e.permitted_uses.is_empty() {
+                String::new()
+            } else {
+                format!(" (may be used for: {})", e.permitted_uses.join(", "))
+            };
+            let reason = format!(
+                "{from} → {to} is read-only context: non-decisive, {to} must not derive priorities, rankings or decisions from it{uses}"
+            );
+            chain.push(RuleStep::new(
+                id.as_str(),
+                StepOutcome::Applied,
+                "read-only context edge",
+            ));
+            return done(Verdict::Allow, id, reason, chain, e.output_type.as_ref());
+        }
+        chain.push(RuleStep::new(
+            "interactions.context",
+            StepOutcome::NotApplicable,
+            format!("no context edge {from} → {to}"),
+        ));
+    }
+    // Exact forbidden edges first, then wildcards: the most specific reason wins.
+    let mut forbidden: Vec<_> = m
+        .forbidden
+        .iter()
+        .filter(|f| covers(&f.from, from) && covers(&f.to, to))
+        .collect();
+    forbidden.sort_by_key(|f| (f.from == "*", f.to == "*"));
+    if let Some(f) = forbidden.first() {
+        let id = edge_id(&f.id, "forbid", &f.from, &f.to);
+        chain.push(RuleStep::new(
+            id.as_str(),
+            StepOutcome::Applied,
+            "forbidden edge",
+        ));
+        for other in forbidden.iter().skip(1) {
+            chain.push(RuleStep::new(
+                edge_id(&other.id, "forbid", &other.from, &other.to),
+                StepOutcome::Overridden,
+                "less specific forbidden edge",
+            ));
+        }
+        return done(Verdict::Deny, id, f.reason.clone(), chain, None);
+    }
+    chain.push(RuleStep::new(
+        "interactions.forbidden",
+        StepOutcome::NotApplicable,
+        format!("no forbidden edge matches {from} → {to}"),
+    ));
+    if let Some(e) = m.allowed.iter().find(|e| e.from == from && e.to == to) {
+        let id = edge_id(&e.id, "allow", from, to);
+        let trigger = e
+            .trigger
+            .as_deref()
+            .map(|t| format!(" when: {t}"))
+            .unwrap_or_default();
+        let carries = e
+            .output_type
+            .as_deref()
+            .map(|t| format!(", carrying {t}"))
+            .unwrap_or_default();
+        chain.push(RuleStep::new(
+            id.as_str(),
+            StepOutcome::Applied,
+            "allowed edge",
+        ));
+        let what = if input == InputKind::Context {
+            "allowed decisive edge (context included)"
+        } else {
+            "allowed"
+        };
+        return done(
+            Verdict::Allow,
+            id,
+            format!("{from} → {to} {what}{carries}{trigger}"),
+            chain,
+            e.output_type.as_ref(),
+        );
+    }
+    chain.push(RuleStep::new(
+        "interactions.allowed",
+        StepOutcome::NotApplicable,
+        format!("no allowed edge {from} → {to}"),
+    ));
+    if let Some(reason) = flow::reason(&rel, from, to) {
+        let id = match rel {
+            FlowRelation::Skip { .. } => "flow_order.skip",
+            FlowRelation::Circular => "flow_order.circular",
+            _ => "flow_order.reverse",
+        };
+        chain.push(RuleStep::new(
+            id,
+            StepOutcome::Applied,
+            "derived from the declared flow order",
+        ));
+        return done(Verdict::Deny, id.to_owned(), reason, chain, None);
+    }
+    chain.push(RuleStep::new(
+        "deny_by_default",
+        StepOutcome::Applied,
+        "every pair not allowed is denied",
+    ));
+    done(
+        Verdict::Deny,
+        "deny_by_default".to_owned(),
+        format!("no allowed edge from {from} to {to} (deny by default)"),
+        chain,
+        None,
+    )
+}
+
+impl PolicyBundle {
+    /// May `from` hand work (or, with [`InputKind::Context`], read-only context) to `to`?
+    pub fn decide_handoff(&self, from: &str, to: &str, input: InputKind) -> HandoffDecision {
+        let n = self.agent_ids.len();
+        match (self.agent(from), self.agent(to)) {
+            (Some(f), Some(t)) => {
+                let table = if input == InputKind::Decision {
+                    &self.handoffs.decisive
+                } else {
+                    &self.handoffs.context
+                };
+                match table.get(f * n + t) {
+                    Some(d) => d.clone(),
+                    None => self.unknown_agent(from, to, input),
+                }
+            }
+            _ => self.unknown_agent(from, to, input),
+        }
+    }
+
+    fn unknown_agent(&self, from: &str, to: &str, input: InputKind) -> HandoffDecision {
+        let who = if self.agent(from).is_none() { from } else { to };
+        let chain = vec![RuleStep::new(
+            "agents",
+            StepOutcome::Applied,
+            format!("`{who}` is not in the agent registry"),
+        )];
+        HandoffDecision {
+            decision: conclude(
+                DecisionKind::Handoff,
+                Verdict::Deny,
+                self.hash,
+                "agents.unknown",
+                format!("unknown agent `{who}`"),
+                chain,
+            ),
+            input,
+            output_type: None,
+            flow: FlowRelation::Unrelated,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bundle() -> PolicyBundle {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b" }, { id = "c" }]
+            [interactions]
+            flow_order = ["a", "b", "c"]
+            allowed = [{ from = "a", to = "b", output_type = "o" }, { from = "b", to = "c" }]
+            context = [{ from = "a", to = "c" }]
+            forbidden = [{ from = "*", to = "a", reason = "a is the entry" }]
+            [[output_types]]
+            id = "o"
+            schema = { type = "object" }
+        "#;
+        PolicyBundle::from_toml_str(src, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn order_of_precedence_forbidden_allowed_flow_default() {
+        let b = bundle();
+        let d = b.decide_handoff("c", "a", InputKind::Decision).decision;
+        assert_eq!(
+            (d.verdict, &*d.rule_id, &*d.reason),
+            (Verdict::Deny, "forbid:*->a", "a is the entry")
+        );
+        let h = b.decide_handoff("a", "b", InputKind::Decision);
+        assert_eq!(
+            (h.decision.verdict, h.output_type.as_deref()),
+            (Verdict::Allow, Some("o"))
+        );
+        assert_eq!(
+            &*b.decide_handoff("a", "c", InputKind::Decision)
+                .decision
+                .rule_id,
+            "flow_order.skip"
+        );
+        assert_eq!(
+            &*b.decide_handoff("c", "b", InputKind::Decision)
+                .decision
+                .rule_id,
+            "flow_order.circular"
+        );
+        assert_eq!(
+            &*b.decide_handoff("a", "ghost", InputKind::Decision)
+                .decision
+                .rule_id,
+            "agents.unknown"
+        );
+    }
+
+    #[test]
+    fn context_edges_are_a_separate_non_decisive_kind() {
+        let b = bundle();
+        assert_eq!(
+            b.decide_handoff("a", "c", InputKind::Context)
+                .decision
+                .verdict,
+            Verdict::Allow
+        );
+        assert_eq!(
+            b.decide_handoff("a", "c", InputKind::Decision)
+                .decision
+                .verdict,
+            Verdict::Deny
+        );
+        // A decisive edge also carries context.
+        assert_eq!(
+            b.decide_handoff("b", "c", InputKind::Context)
+                .decision
+                .verdict,
+            Verdict::Allow
+        );
+    }
+
+    #[test]
+    fn reports_unknown_agent_in_an_edge() {
+        let s: BundleSpec = toml::from_str(
+            r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }]
+            [interactions]
+            allowed = [{ from = "a", to = "ghost" }]
+            "#,
+        )
+        .unwrap();
+        let issues = crate::validate::validate(&s);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(issues[0].code, Code::UnknownReference);
+        assert_eq!(issues[0].pointer.to_string(), "/interactions/allowed/0/to");
+    }
+}

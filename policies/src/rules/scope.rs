@@ -1,0 +1,883 @@
+//! Context scoping (docs/governance.md#handoff-modes,
+//! docs/governance.md#handoff-rules-and-blocked-fields), the `[multi_agent_handoffs]`
+//! section and each agent's `context_requirements`: which fields of a payload cross a
+//! handoff, and in what form.
+//!
+//! Resolution, highest precedence first: the rule for the exact pair, `FROM → *`,
+//! `* → TO`, `* → *`, the receiving agent's `context_requirements`, the system default.
+//! The mode, the allow-list and the translation each come from the first level that sets
+//! them. Blocked fields are the union over every level that matches: a blocked field is
+//! never passed, whatever else allows it. Then: select (full / scoped / minimal), remove
+//! blocked fields, translate (extract, summarise to a token budget, recast role:
+//! `translate.rs`), and cap at the receiver's `max_context_tokens`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::canonical::sort_dedup;
+use crate::compiled::PolicyBundle;
+use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+use crate::error::DiagnosticCode as Code;
+use crate::fieldpath::{self, leaves, remove, select};
+use crate::locate::{Pointer, ptr};
+use crate::model::{AgentSpec, BundleSpec};
+use crate::rules::handoff::InputKind;
+use crate::validate::Checker;
+use crate::{tokens, translate};
+
+/// The `multi_agent_handoffs` section: what context crosses a handoff
+/// (docs/governance.md#handoff-modes, docs/governance.md#handoff-rules-and-blocked-fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffPolicy {
+    #[serde(default)]
+    pub default_handoff_mode: HandoffMode,
+    #[serde(default = "yes")]
+    pub enable_conversation_translation: bool,
+    #[serde(default = "yes")]
+    pub audit_all_handoffs: bool,
+    /// Top-level fields that minimal mode passes ("essential metadata and trigger").
+    #[serde(default = "default_minimal_fields")]
+    pub minimal_context_fields: Vec<String>,
+    /// Fields never passed on any handoff.
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+    #[serde(default)]
+    pub agent_handoff_rules: Vec<HandoffRule>,
+    /// How conflicting outputs of a parallel fan-out are resolved: prefer the output of
+    /// higher confidence (a tie goes to a human), or present both to a human
+    /// (docs/governance.md#escalation-and-tickets). Either way the conflict is recorded and
+    /// the losing output archived, never hidden or deleted. Left out of the canonical form
+    /// when default, so existing bundle hashes do not change.
+    #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
+    pub conflict_resolution: ConflictResolution,
+}
+
+impl Default for HandoffPolicy {
+    fn default() -> Self {
+        Self {
+            default_handoff_mode: HandoffMode::Scoped,
+            enable_conversation_translation: true,
+            audit_all_handoffs: true,
+            minimal_context_fields: default_minimal_fields(),
+            blocked_context_fields: Vec::new(),
+            agent_handoff_rules: Vec::new(),
+            conflict_resolution: ConflictResolution::default(),
+        }
+    }
+}
+
+fn default_minimal_fields() -> Vec<String> {
+    vec!["trigger".to_owned(), "metadata".to_owned()]
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// How much context a handoff carries (docs/governance.md#handoff-modes).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum HandoffMode {
+    Full,
+    #[default]
+    Scoped,
+    Minimal,
+}
+
+/// One per-pair handoff rule; `*` is a wildcard for either side.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct HandoffRule {
+    pub id: String,
+    pub from_agent_id: String,
+    pub to_agent_id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_mode: Option<HandoffMode>,
+    /// Nested field paths (`a.b.c`) passed in scoped mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_context_fields: Option<Vec<String>>,
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_translation: Option<ConversationTranslation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default = "yes")]
+    pub audit_enabled: bool,
+}
+
+/// A receiving agent's own context defaults, `context_requirements`
+/// (docs/governance.md#handoff-rules-and-blocked-fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContextRequirements {
+    #[serde(default)]
+    pub requires_prior_outputs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_context_tokens: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_scope: Option<HandoffMode>,
+    /// Default mode for handoffs this agent receives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff_mode: Option<HandoffMode>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_translation: Option<ConversationTranslation>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_context_fields: Option<Vec<String>>,
+    #[serde(default)]
+    pub blocked_context_fields: Vec<String>,
+}
+
+/// Conversation translation (docs/governance.md#translation-and-token-budgets). Filtering of
+/// blocked fields always applies and needs no switch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationTranslation {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Condense the scoped context to `max_tokens` (deterministic, no LLM).
+    #[serde(default, alias = "summarize_prior_outputs")]
+    pub summarize: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u32>,
+    /// Pull only these nested fields out of the scoped context.
+    #[serde(default)]
+    pub extract_fields: Vec<String>,
+    /// Present the output as a message of this role.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recast_role: Option<MessageRole>,
+    /// Recast agent outputs as a message (as `system` unless `recast_role` says otherwise).
+    #[serde(default)]
+    pub recast_agent_outputs: bool,
+}
+
+/// Message role an output can be recast into (docs/governance.md#translation-and-token-budgets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageRole {
+    System,
+    User,
+    Assistant,
+}
+
+/// How conflicting outputs of parallel branches are resolved
+/// (docs/governance.md#escalation-and-tickets).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictResolution {
+    /// The output with the higher `confidence_level` wins; equal confidence goes to a human.
+    #[default]
+    PreferHigherConfidence,
+    /// Always ask a human which output wins.
+    Human,
+}
+
+impl ConflictResolution {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The section's checks: field paths parse, minimal mode passes no prior outputs, no two
+/// rules govern one pair, no rule contradicts itself, and every allowed or blocked field is
+/// one the declared output types can carry.
+pub(crate) fn check(c: &mut Checker<'_>) {
+    handoff_rules(c);
+    receiver_field_paths(c);
+}
+
+/// One agent's `context_requirements` (at `p`, the agent's pointer): the agents it names
+/// exist, its field paths parse, its budgets are positive.
+pub(crate) fn check_receiver(c: &mut Checker<'_>, p: &Pointer, a: &AgentSpec) {
+    if let Some(ctx) = &a.context_requirements {
+        let cp = p.key("context_requirements");
+        for (j, other) in ctx.requires_prior_outputs.iter().enumerate() {
+            c.agent_ref(cp.key("requires_prior_outputs").index(j), other, false);
+        }
+        if let Some(allowed) = &ctx.allowed_context_fields {
+            c.field_paths(&cp.key("allowed_context_fields"), allowed);
+        }
+        c.field_paths(
+            &cp.key("blocked_context_fields"),
+            &ctx.blocked_context_fields,
+        );
+        if let Some(t) = &ctx.conversation_translation {
+            translation(
+                c,
+                cp.key("conversation_translation"),
+                t,
+                ctx.max_context_tokens.is_some(),
+            );
+        }
+        if ctx.max_context_tokens == Some(0) {
+            c.push(
+                cp.key("max_context_tokens"),
+                Code::InvalidValue,
+                "max_context_tokens must be positive",
+            );
+        }
+    }
+}
+
+/// The section itself: its field lists and its per-pair rules.
+fn handoff_rules(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    let h = &spec.multi_agent_handoffs;
+    let base = ptr!["multi_agent_handoffs"];
+    c.field_paths(
+        &base.key("minimal_context_fields"),
+        &h.minimal_context_fields,
+    );
+    c.field_paths(
+        &base.key("blocked_context_fields"),
+        &h.blocked_context_fields,
+    );
+    for (i, f) in h.minimal_context_fields.iter().enumerate() {
+        if f == "prior_outputs" || f.starts_with("prior_outputs.") {
+            c.push(
+                base.key("minimal_context_fields").index(i),
+                Code::Contradiction,
+                "minimal mode passes no prior outputs",
+            );
+        }
+    }
+    let mut pairs = BTreeMap::new();
+    for (i, r) in h.agent_handoff_rules.iter().enumerate() {
+        let p = base.key("agent_handoff_rules").index(i);
+        c.agent_ref(p.key("from_agent_id"), &r.from_agent_id, true);
+        c.agent_ref(p.key("to_agent_id"), &r.to_agent_id, true);
+        if let Some(prev) = pairs.insert(
+            (r.from_agent_id.as_str(), r.to_agent_id.as_str()),
+            r.id.as_str(),
+        ) {
+            c.push(
+                p.key("to_agent_id"),
+                Code::Duplicate,
+                format!(
+                    "rules `{prev}` and `{}` both govern {} → {}; precedence would be ambiguous",
+                    r.id, r.from_agent_id, r.to_agent_id
+                ),
+            );
+        }
+        let allowed = r.allowed_context_fields.as_deref().unwrap_or_default();
+        c.field_paths(&p.key("allowed_context_fields"), allowed);
+        c.field_paths(&p.key("blocked_context_fields"), &r.blocked_context_fields);
+        for (j, f) in allowed.iter().enumerate() {
+            if r.blocked_context_fields.contains(f) {
+                c.push(
+                    p.key("allowed_context_fields").index(j),
+                    Code::Contradiction,
+                    format!("field `{f}` is both allowed and blocked by this rule"),
+                );
+            }
+        }
+        match (r.handoff_mode, &r.allowed_context_fields) {
+            (Some(HandoffMode::Minimal), Some(_)) => c.push(
+                p.key("allowed_context_fields"),
+                Code::Contradiction,
+                "minimal mode passes no fields beyond the trigger metadata",
+            ),
+            (Some(HandoffMode::Full), Some(_)) => c.push(
+                p.key("allowed_context_fields"),
+                Code::Contradiction,
+                "full mode passes every field; an allow-list contradicts it",
+            ),
+            _ => {}
+        }
+        if let Some(t) = &r.conversation_translation {
+            translation(c, p.key("conversation_translation"), t, false);
+        }
+        // A field the declared output type can never contain is a typo waiting to leak.
+        if r.from_agent_id != "*" {
+            let schemas = schemas_for(spec, &r.from_agent_id, &r.to_agent_id);
+            if !schemas.is_empty() {
+                for (field, list) in [
+                    ("allowed_context_fields", allowed),
+                    (
+                        "blocked_context_fields",
+                        r.blocked_context_fields.as_slice(),
+                    ),
+                ] {
+                    for (j, path) in list.iter().enumerate() {
+                        let Ok(segs) = fieldpath::parse(path) else {
+                            continue;
+                        };
+                        if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
+                            c.push(
+                                p.key(field).index(j),
+                                Code::ImpossibleFieldPath,
+                                format!("no output of `{}` can contain `{path}` (not in its output type's schema)", r.from_agent_id),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn translation(
+    c: &mut Checker<'_>,
+    p: Pointer,
+    t: &ConversationTranslation,
+    fallback_budget: bool,
+) {
+    c.field_paths(&p.key("extract_fields"), &t.extract_fields);
+    if t.summarize && t.max_tokens.is_none() && !fallback_budget {
+        c.push(
+            p.key("summarize"),
+            Code::InvalidValue,
+            "summarize needs max_tokens (the token budget to summarize to)",
+        );
+    }
+    if t.max_tokens == Some(0) {
+        c.push(
+            p.key("max_tokens"),
+            Code::InvalidValue,
+            "max_tokens must be positive",
+        );
+    }
+}
+
+/// Output-type schemas a handoff rule's fields are drawn from.
+fn schemas_for<'a>(spec: &'a BundleSpec, from: &str, to: &str) -> Vec<&'a Value> {
+    let m = &spec.interactions;
+    let refs = m
+        .allowed
+        .iter()
+        .map(|e| (&e.from, &e.to, &e.output_type))
+        .chain(m.context.iter().map(|e| (&e.from, &e.to, &e.output_type)))
+        .filter(|(f, t, _)| *f == from && (to == "*" || *t == to))
+        .filter_map(|(_, _, o)| o.as_deref());
+    let mut out = Vec::new();
+    for r in refs {
+        let (id, version) = match r.split_once('@') {
+            Some((id, v)) => (id, v.parse::<u32>().ok()),
+            None => (r, None),
+        };
+        let best = spec
+            .output_types
+            .iter()
+            .filter(|t| t.id == id && version.is_none_or(|v| v == t.version))
+            .max_by_key(|t| t.version);
+        if let Some(t) = best {
+            out.push(&t.schema);
+        }
+    }
+    out
+}
+
+/// A receiver's own allow/block lists must name fields some incoming edge can carry,
+/// when every incoming edge declares its output type.
+fn receiver_field_paths(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    let m = &spec.interactions;
+    for (i, a) in spec.agents.iter().enumerate() {
+        let Some(ctx) = &a.context_requirements else {
+            continue;
+        };
+        let incoming: Vec<Option<&String>> = m
+            .allowed
+            .iter()
+            .filter(|e| e.to == a.id)
+            .map(|e| e.output_type.as_ref())
+            .chain(
+                m.context
+                    .iter()
+                    .filter(|e| e.to == a.id)
+                    .map(|e| e.output_type.as_ref()),
+            )
+            .collect();
+        if incoming.is_empty() || incoming.iter().any(Option::is_none) {
+            continue;
+        }
+        let mut schemas = Vec::new();
+        for e in m.allowed.iter().filter(|e| e.to == a.id) {
+            schemas.extend(schemas_for(spec, &e.from, &a.id));
+        }
+        for e in m.context.iter().filter(|e| e.to == a.id) {
+            schemas.extend(schemas_for(spec, &e.from, &a.id));
+        }
+        let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
+        for (field, list) in [
+            ("allowed_context_fields", allowed),
+            (
+                "blocked_context_fields",
+                ctx.blocked_context_fields.as_slice(),
+            ),
+        ] {
+            for (j, path) in list.iter().enumerate() {
+                let Ok(segs) = fieldpath::parse(path) else {
+                    continue;
+                };
+                if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
+                    c.push(
+                        ptr!["agents", i, "context_requirements", field, j],
+                        Code::ImpossibleFieldPath,
+                        format!("no handoff into `{}` can carry `{path}` (not in any incoming output type)", a.id),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The rule ids of the per-pair handoff rules.
+pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
+    ids.extend(
+        spec.multi_agent_handoffs
+            .agent_handoff_rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.id.clone(),
+                    ptr!["multi_agent_handoffs", "agent_handoff_rules", i, "id"],
+                )
+            }),
+    );
+}
+
+/// Normal form: field lists and the agents a receiver names are sorted, handoff rules by
+/// id (precedence comes from the pair a rule names, not from its place in the list).
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    for a in &mut s.agents {
+        if let Some(c) = &mut a.context_requirements {
+            sort_dedup(&mut c.requires_prior_outputs);
+            sort_dedup(&mut c.blocked_context_fields);
+            if let Some(f) = &mut c.allowed_context_fields {
+                sort_dedup(f);
+            }
+            if let Some(t) = &mut c.conversation_translation {
+                normalize_translation(t);
+            }
+        }
+    }
+    let h = &mut s.multi_agent_handoffs;
+    sort_dedup(&mut h.minimal_context_fields);
+    sort_dedup(&mut h.blocked_context_fields);
+    for r in &mut h.agent_handoff_rules {
+        if let Some(f) = &mut r.allowed_context_fields {
+            sort_dedup(f);
+        }
+        sort_dedup(&mut r.blocked_context_fields);
+        if let Some(t) = &mut r.conversation_translation {
+            normalize_translation(t);
+        }
+    }
+    h.agent_handoff_rules.sort_by(|a, b| a.id.cmp(&b.id));
+}
+
+fn normalize_translation(t: &mut ConversationTranslation) {
+    sort_dedup(&mut t.extract_fields);
+}
+
+/// Handoff rule index by (from, to) pattern, `*` included, into `agent_handoff_rules`.
+pub(crate) fn index_rules(spec: &BundleSpec) -> BTreeMap<(String, String), usize> {
+    spec.multi_agent_handoffs
+        .agent_handoff_rules
+        .iter()
+        .enumerate()
+        .map(|(i, r)| ((r.from_agent_id.clone(), r.to_agent_id.clone()), i))
+        .collect()
+}
+
+/// The context before scoping, as the handoff audit records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextBefore {
+    pub prior_outputs_count: usize,
+    pub total_tokens: usize,
+}
+
+/// The context after scoping, as the handoff audit records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextAfter {
+    pub prior_outputs_count: usize,
+    pub total_tokens: usize,
+    /// Leaf field paths that crossed the handoff (before any summarising).
+    pub fields_included: Vec<String>,
+    /// Leaf field paths of the payload that did not.
+    pub fields_excluded: Vec<String>,
+}
+
+/// The audit record of one scoping decision (the `audit` of `handoff.allowed`,
+/// docs/events.md; the engine adds session id and timestamp when it records it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HandoffAudit {
+    pub from_agent_id: String,
+    pub to_agent_id: String,
+    pub handoff_mode: HandoffMode,
+    pub context_before_scoping: ContextBefore,
+    pub context_after_scoping: ContextAfter,
+    pub conversation_translation_applied: bool,
+    pub governance_rule_id: Arc<str>,
+    pub audit_enabled: bool,
+}
+
+/// What crosses a handoff, why, and the audit record of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScopedContext {
+    pub decision: PolicyDecision,
+    /// The context the receiving agent gets (`null` when the handoff is denied).
+    pub context: Value,
+    pub audit: HandoffAudit,
+}
+
+/// One precedence level that matched the pair.
+struct Level<'a> {
+    rule_id: String,
+    mode: Option<HandoffMode>,
+    allowed: Option<&'a [String]>,
+    blocked: &'a [String],
+    translation: Option<&'a ConversationTranslation>,
+    audit_enabled: bool,
+}
+
+impl PolicyBundle {
+    /// Scopes `payload` for the handoff `from → to`. Denied handoffs pass nothing.
+    pub fn scope_context(
+        &self,
+        from: &str,
+        to: &str,
+        input: InputKind,
+        payload: &Value,
+    ) -> ScopedContext {
+        let handoff = self.decide_handoff(from, to, input);
+        let h = &self.spec.multi_agent_handoffs;
+        // BPE counting dominates scoping: count each distinct text once (the context
+        // handed on is often the payload itself, byte for byte).
+        let before_text = tokens::render(payload);
+        let before = ContextBefore {
+            prior_outputs_count: prior_outputs(payload),
+            total_tokens: tokens::count_text(&before_text),
+        };
+        let before_tokens = before.total_tokens;
+        let count = |context: &Value| {
+            if context == payload {
+                before_tokens
+            } else {
+                tokens::count_text(&tokens::render(context))
+            }
+        };
+        let all_leaves = leaves(payload);
+        let levels = self.levels(from, to);
+        let mut chain = handoff.decision.chain.clone();
+        if handoff.decision.verdict != Verdict::Allow {
+            let audit = HandoffAudit {
+                from_agent_id: from.to_owned(),
+                to_agent_id: to.to_owned(),
+                handoff_mode: HandoffMode::Minimal,
+                context_before_scoping: before,
+                context_after_scoping: ContextAfter {
+                    prior_outputs_count: 0,
+                    total_tokens: 0,
+                    fields_included: Vec::new(),
+                    fields_excluded: all_leaves,
+                },
+                conversation_translation_applied: false,
+                governance_rule_id: handoff.decision.rule_id.clone(),
+                audit_enabled: true,
+            };
+            let decision = PolicyDecision {
+                kind: DecisionKind::ContextScope,
+                ..handoff.decision
+            };
+            return ScopedContext {
+                decision,
+                context: Value::Null,
+                audit,
+            };
+        }
+
+        // Mode, allow-list and translation: first level that sets each.
+        let mode_level = levels.iter().find(|l| l.mode.is_some());
+        let mode = mode_level
+            .and_then(|l| l.mode)
+            .unwrap_or(h.default_handoff_mode);
+        let governing = mode_level.map_or_else(
+            || "multi_agent_handoffs.default_handoff_mode".to_owned(),
+            |l| l.rule_id.clone(),
+        );
+        for l in &levels {
+            let outcome = if l.rule_id == governing {
+                StepOutcome::Applied
+            } else {
+                StepOutcome::Overridden
+            };
+            chain.push(RuleStep::new(l.rule_id.as_str(), outcome, level_note(l)));
+        }
+        if mode_level.is_none() {
+            chain.push(RuleStep::new(
+                governing.as_str(),
+                StepOutcome::Applied,
+                format!("system default mode {mode:?}"),
+            ));
+        }
+        let allowed: &[String] = levels.iter().find_map(|l| l.allowed).unwrap_or_default();
+        let mut blocked: Vec<&str> = levels
+            .iter()
+            .flat_map(|l| l.blocked.iter().map(String::as_str))
+            .collect();
+        blocked.extend(h.blocked_context_fields.iter().map(String::as_str));
+        blocked.sort_unstable();
+        blocked.dedup();
+        if !h.blocked_context_fields.is_empty() {
+            chain.push(RuleStep::new(
+                "multi_agent_handoffs.blocked_context_fields",
+                StepOutcome::Applied,
+                "fields blocked on every handoff",
+            ));
+        }
+
+        let selected = match mode {
+            HandoffMode::Full => payload.clone(),
+            HandoffMode::Scoped => select(payload, allowed),
+            HandoffMode::Minimal => select(payload, &h.minimal_context_fields),
+        };
+        let filtered = remove(selected, &blocked);
+        // Most handoffs pass the payload whole: then nothing is excluded.
+        let (included, excluded) = if filtered == *payload {
+            (all_leaves.clone(), Vec::new())
+        } else {
+            let included = leaves(&filtered);
+            let kept: BTreeSet<&String> = included.iter().collect();
+            let excluded: Vec<String> = all_leaves
+                .iter()
+                .filter(|p| !kept.contains(p))
+                .cloned()
+                .collect();
+            (included, excluded)
+        };
+
+        // Translation: the first level that configures one, if translation is enabled.
+        let translation = if h.enable_conversation_translation {
+            levels
+                .iter()
+                .find_map(|l| l.translation.map(|t| (l.rule_id.clone(), t)))
+        } else {
+            None
+        };
+        let receiver_budget = self
+            .agent(to)
+            .and_then(|i| self.spec.agents.get(i))
+            .and_then(|a| a.context_requirements.as_ref())
+            .and_then(|c| c.max_context_tokens);
+        let mut context = filtered;
+        let mut translated = false;
+        if let Some((rule, t)) = translation.filter(|(_, t)| t.enabled) {
+            if !t.extract_fields.is_empty() {
+                context = remove(select(&context, &t.extract_fields), &blocked);
+            }
+            if t.summarize {
+                let budget = t.max_tokens.or(receiver_budget).unwrap_or(u32::MAX) as usize;
+                context = translate::summarize(&context, budget);
+            }
+            let role = t
+                .recast_role
+                .or(t.recast_agent_outputs.then_some(MessageRole::System));
+            if let Some(role) = role {
+                context = translate::recast(context, role, from);
+            }
+            translated = true;
+            chain.push(RuleStep::new(
+                rule.as_str(),
+                StepOutcome::Applied,
+                "conversation translation",
+            ));
+        }
+        let mut context_tokens = count(&context);
+        if let Some(max) = receiver_budget {
+            if context_tokens > max as usize {
+                context = translate::summarize(&context, max as usize);
+                context_tokens = count(&context);
+                translated = true;
+                chain.push(RuleStep::new(
+                    format!("agents.{to}.context_requirements.max_context_tokens"),
+                    StepOutcome::Applied,
+                    format!("summarised to {max} tokens"),
+                ));
+            }
+        }
+
+        let after = ContextAfter {
+            prior_outputs_count: prior_outputs(&context),
+            total_tokens: context_tokens,
+            fields_included: included,
+            fields_excluded: excluded,
+        };
+        let audit_enabled = h.audit_all_handoffs || levels.iter().all(|l| l.audit_enabled);
+        let reason = format!(
+            "{from} → {to} in {} mode: {} field(s) passed, {} excluded, {} → {} tokens",
+            mode_name(mode),
+            after.fields_included.len(),
+            after.fields_excluded.len(),
+            before.total_tokens,
+            after.total_tokens
+        );
+        let rule_id: Arc<str> = Arc::from(governing.as_str());
+        let audit = HandoffAudit {
+            from_agent_id: from.to_owned(),
+            to_agent_id: to.to_owned(),
+            handoff_mode: mode,
+            context_before_scoping: before,
+            context_after_scoping: after,
+            conversation_translation_applied: translated,
+            governance_rule_id: rule_id.clone(),
+            audit_enabled,
+        };
+        let decision = conclude(
+            DecisionKind::ContextScope,
+            Verdict::Allow,
+            self.hash,
+            rule_id,
+            reason,
+            chain,
+        );
+        ScopedContext {
+            decision,
+            context,
+            audit,
+        }
+    }
+
+    fn levels(&self, from: &str, to: &str) -> Vec<Level<'_>> {
+        let rules = &self.spec.multi_agent_handoffs.agent_handoff_rules;
+        let mut out = Vec::new();
+        for key in [(from, to), (from, "*"), ("*", to), ("*", "*")] {
+            let idx = self
+                .handoff_rules
+                .get(&(key.0.to_owned(), key.1.to_owned()));
+            if let Some(r) = idx.and_then(|i| rules.get(*i)) {
+                out.push(Level {
+                    rule_id: r.id.clone(),
+                    mode: r.handoff_mode,
+                    allowed: r.allowed_context_fields.as_deref(),
+                    blocked: &r.blocked_context_fields,
+                    translation: r.conversation_translation.as_ref(),
+                    audit_enabled: r.audit_enabled,
+                });
+            }
+        }
+        let receiver = self.agent(to).and_then(|i| self.spec.agents.get(i));
+        if let Some(c) = receiver.and_then(|a| a.context_requirements.as_ref()) {
+            out.push(Level {
+                rule_id: format!("agents.{to}.context_requirements"),
+                mode: c.handoff_mode,
+                allowed: c.allowed_context_fields.as_deref(),
+                blocked: &c.blocked_context_fields,
+                translation: c.conversation_translation.as_ref(),
+                audit_enabled: true,
+            });
+        }
+        out
+    }
+}
+
+fn level_note(l: &Level<'_>) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = l.mode {
+        parts.push(format!("mode {}", mode_name(m)));
+    }
+    if let Some(a) = l.allowed {
+        parts.push(format!("allows [{}]", a.join(", ")));
+    }
+    if !l.blocked.is_empty() {
+        parts.push(format!(
+            "blocks [{}] (blocked fields apply at every level)",
+            l.blocked.join(", ")
+        ));
+    }
+    if l.translation.is_some() {
+        parts.push("translation".to_owned());
+    }
+    if parts.is_empty() {
+        "matches, sets nothing".to_owned()
+    } else {
+        parts.join("; ")
+    }
+}
+
+fn mode_name(m: HandoffMode) -> &'static str {
+    match m {
+        HandoffMode::Full => "full",
+        HandoffMode::Scoped => "scoped",
+        HandoffMode::Minimal => "minimal",
+    }
+}
+
+fn prior_outputs(v: &Value) -> usize {
+    match v.get("prior_outputs") {
+        Some(Value::Object(m)) => m.len(),
+        Some(Value::Array(a)) => a.len(),
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compiled::PolicyBundle;
+
+    use super::*;
+
+    #[test]
+    fn defaults_to_higher_confidence_and_keeps_the_hash() {
+        let plain = PolicyBundle::from_toml_str("bundle = { id = \"t\" }", "t.toml").unwrap();
+        let explicit = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"prefer_higher_confidence\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            plain.spec().multi_agent_handoffs.conflict_resolution,
+            ConflictResolution::PreferHigherConfidence
+        );
+        assert_eq!(plain.hash(), explicit.hash());
+    }
+
+    #[test]
+    fn human_is_accepted_and_unknown_values_are_rejected_with_a_location() {
+        let human = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"human\"\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            human.spec().multi_agent_handoffs.conflict_resolution,
+            ConflictResolution::Human
+        );
+        let err = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nconflict_resolution = \"coin_flip\"\n",
+            "t.toml",
+        )
+        .expect_err("not a resolution");
+        assert!(err.to_string().contains("coin_flip"), "{err}");
+    }
+
+    #[test]
+    fn receiver_fields_must_fit_some_incoming_output_type() {
+        let s: BundleSpec = toml::from_str(
+            r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b", context_requirements = { allowed_context_fields = ["score", "scroe"] } }]
+            output_types = [{ id = "o", schema = { type = "object", properties = { score = { type = "number" } }, additionalProperties = false } }]
+            interactions.allowed = [{ from = "a", to = "b", output_type = "o" }]
+            "#,
+        )
+        .unwrap();
+        let issues = crate::validate::validate(&s);
+        assert_eq!(issues.len(), 1, "{issues:?}");
+        assert_eq!(
+            issues[0].pointer.to_string(),
+            "/agents/1/context_requirements/allowed_context_fields/1"
+        );
+    }
+}
