@@ -185,6 +185,25 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     });
                 }
             };
+            // Valid, but refused for new runs: a handoff whose payload would arrive empty.
+            let empty = b.empty_scopes();
+            if !empty.is_empty() {
+                let problems: Vec<String> = empty
+                    .iter()
+                    .map(|e| format!("{}: {e}", file.display()))
+                    .collect();
+                if json {
+                    print_json(
+                        out,
+                        &json!({ "valid": false, "file": file.display().to_string(), "error": problems.join("\n"), "empty_scopes": empty.iter().map(|e| json!({"from": e.from, "to": e.to, "rule_id": e.rule_id})).collect::<Vec<_>>() }),
+                    );
+                    return Ok(EXIT_INVALID);
+                }
+                return Err(Failure {
+                    code: EXIT_INVALID,
+                    error: anyhow::anyhow!(problems.join("\n")),
+                });
+            }
             if json {
                 print_json(
                     out,

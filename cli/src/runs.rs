@@ -494,11 +494,16 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
             if h.allowed {
                 outln!(
                     out,
-                    "  allowed  {} → {}  {}  [{}]",
+                    "  allowed  {} → {}  {}  [{}]{}",
                     h.from,
                     h.to,
                     what,
-                    h.rule_id
+                    h.rule_id,
+                    if h.every_field_removed {
+                        "  (every field removed: the receiver got none of the payload)"
+                    } else {
+                        ""
+                    }
                 );
             } else {
                 outln!(

@@ -55,8 +55,18 @@ pub struct RunRequested {
 /// A change to what `decide` makes of a recorded input (a new event, another verdict, a
 /// field more in a payload) raises it, and keeps the old behaviour for runs whose
 /// recorded version is lower, so that every recorded log replays by any later build. A
-/// golden log of each version is checked in under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 1;
+/// golden log of each version is checked in under `tests/golden/`. What each version
+/// changed is listed in docs/events.md#decider-versions.
+pub const DECIDER_VERSION: u32 = 2;
+
+/// Decider version 2: a capability request needs an interaction-matrix edge from the
+/// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
+/// as `handoff.allowed` or `handoff.denied` (docs/governance.md#capability-requests).
+pub(crate) const GOVERNED_CAPABILITY_REQUESTS: u32 = 2;
+
+/// Decider version 2: a handoff whose scoping removed every field of a non-empty payload
+/// is flagged in its audit (`every_field_removed`).
+pub(crate) const FLAGGED_EMPTIED_HANDOFFS: u32 = 2;
 
 /// One output on its way to an agent: what a governed handoff delivers (already checked
 /// and scoped), with the sender's confidence for conflict resolution.

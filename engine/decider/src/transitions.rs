@@ -10,7 +10,9 @@ use std::collections::BTreeSet;
 
 use crate::RunEvent;
 use crate::tests;
-use crate::tests::{classification, effect, episode, failure, fan_out, handoff, response, ticket};
+use crate::tests::{
+    capability, classification, effect, episode, failure, fan_out, handoff, response, ticket,
+};
 
 thread_local! {
     /// The kinds `decide` recorded on this thread while a covering test ran.
@@ -137,12 +139,34 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[Test(response::denied_tool_call_is_a_boundary_violation)],
     },
     Transition {
-        concern: "response",
+        concern: "capability",
         from: "Running",
         input: "RecordResponse, capability locked",
         to: "Blocked",
         records: &["policy.decided", "run.blocked"],
-        covered_by: &[Test(response::guardrail_3_lock_blocks_capability_requests)],
+        covered_by: &[Test(capability::guardrail_3_lock_blocks_capability_requests)],
+    },
+    Transition {
+        concern: "capability",
+        from: "Running",
+        input: "RecordResponse, capability request without a matrix edge (version 2)",
+        to: "Blocked",
+        records: &["policy.decided", "handoff.denied", "run.blocked"],
+        covered_by: &[Test(
+            capability::capability_request_without_an_edge_is_a_denied_handoff,
+        )],
+    },
+    Transition {
+        concern: "capability",
+        from: "Running",
+        input: "RecordResponse, capability allowed",
+        to: "Running (the asked agent's call scheduled with scoped inputs; its answer returns to the asker)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(capability::capability_inputs_are_scoped_and_audited),
+            Test(capability::allowed_capability_answer_returns_to_the_asker),
+            Test(capability::version_1_runs_replay_capability_requests_as_they_were_decided),
+        ],
     },
     Transition {
         concern: "classification",
@@ -519,6 +543,7 @@ const TRANSITIONS: &[Transition] = &[
 const CONCERN_FILES: &[(&str, &str)] = &[
     ("mod", include_str!("decide/mod.rs")),
     ("response", include_str!("decide/response.rs")),
+    ("capability", include_str!("decide/capability.rs")),
     ("handoff", include_str!("decide/handoff.rs")),
     ("fan_out", include_str!("decide/fan_out.rs")),
     ("classification", include_str!("decide/classification.rs")),
@@ -533,6 +558,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/mod.rs"),
     include_str!("tests/handoff.rs"),
     include_str!("tests/response.rs"),
+    include_str!("tests/capability.rs"),
     include_str!("tests/classification.rs"),
     include_str!("tests/failure.rs"),
     include_str!("tests/fan_out.rs"),

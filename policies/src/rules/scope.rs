@@ -521,6 +521,11 @@ pub struct HandoffAudit {
     pub conversation_translation_applied: bool,
     pub governance_rule_id: Arc<str>,
     pub audit_enabled: bool,
+    /// Every field of a non-empty payload was removed: the receiver got nothing of it.
+    /// Set by the engine (from decider version 2), which flags such handoffs in the run's
+    /// summary; absent when false, so audits recorded before it are unchanged.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_field_removed: bool,
 }
 
 /// What crosses a handoff, why, and the audit record of it.
@@ -530,6 +535,34 @@ pub struct ScopedContext {
     /// The context the receiving agent gets (`null` when the handoff is denied).
     pub context: Value,
     pub audit: HandoffAudit,
+}
+
+/// An allowed handoff that would pass nothing: see [`PolicyBundle::empty_scopes`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptyScope {
+    pub from: String,
+    pub to: String,
+    /// The rule that makes the pair scoped (`multi_agent_handoffs.default_handoff_mode`
+    /// when no rule sets a mode).
+    pub rule_id: String,
+}
+
+impl std::fmt::Display for EmptyScope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.rule_id == "multi_agent_handoffs.default_handoff_mode" {
+            "the default handoff mode `scoped` applies to it".to_owned()
+        } else {
+            format!("rule `{}` scopes it", self.rule_id)
+        };
+        write!(
+            f,
+            "{} → {} would receive an empty payload: {why} and no rule lists \
+             allowed_context_fields for it; set `default_handoff_mode = \"full\"` in \
+             [multi_agent_handoffs] (blocked fields are still removed) or list the fields \
+             that may cross",
+            self.from, self.to
+        )
+    }
 }
 
 /// One precedence level that matched the pair.
@@ -586,6 +619,7 @@ impl PolicyBundle {
                 conversation_translation_applied: false,
                 governance_rule_id: handoff.decision.rule_id.clone(),
                 audit_enabled: true,
+                every_field_removed: false,
             };
             let decision = PolicyDecision {
                 kind: DecisionKind::ContextScope,
@@ -733,6 +767,7 @@ impl PolicyBundle {
             conversation_translation_applied: translated,
             governance_rule_id: rule_id.clone(),
             audit_enabled,
+            every_field_removed: false,
         };
         let decision = conclude(
             DecisionKind::ContextScope,
@@ -747,6 +782,36 @@ impl PolicyBundle {
             context,
             audit,
         }
+    }
+
+    /// Allowed handoffs whose every payload would arrive empty: scoped (by a rule or the
+    /// default mode) with no rule listing `allowed_context_fields`. A bundle with one is
+    /// refused for new runs and by `docket policy check` (docs/governance.md#handoff-modes):
+    /// an agent that silently receives `{}` is worse than a refusal. (Not a validation
+    /// error, so that runs recorded under such a bundle still replay.)
+    #[must_use]
+    pub fn empty_scopes(&self) -> Vec<EmptyScope> {
+        let h = &self.spec.multi_agent_handoffs;
+        let mut out = Vec::new();
+        for edge in &self.spec.interactions.allowed {
+            let levels = self.levels(&edge.from, &edge.to);
+            let mode_level = levels.iter().find(|l| l.mode.is_some());
+            let mode = mode_level
+                .and_then(|l| l.mode)
+                .unwrap_or(h.default_handoff_mode);
+            let allowed = levels.iter().find_map(|l| l.allowed);
+            if mode == HandoffMode::Scoped && allowed.is_none_or(<[String]>::is_empty) {
+                out.push(EmptyScope {
+                    from: edge.from.clone(),
+                    to: edge.to.clone(),
+                    rule_id: mode_level.map_or_else(
+                        || "multi_agent_handoffs.default_handoff_mode".to_owned(),
+                        |l| l.rule_id.clone(),
+                    ),
+                });
+            }
+        }
+        out
     }
 
     fn levels(&self, from: &str, to: &str) -> Vec<Level<'_>> {
@@ -827,6 +892,47 @@ mod tests {
     use crate::compiled::PolicyBundle;
 
     use super::*;
+
+    #[test]
+    fn empty_scopes_name_each_pair_that_would_pass_nothing_and_its_rule() {
+        let bundle = |handoffs: &str| {
+            PolicyBundle::from_toml_str(
+                &format!(
+                    "bundle = {{ id = \"t\" }}\n[[agents]]\nid = \"a\"\n[[agents]]\nid = \"b\"\n\
+                     [[agents]]\nid = \"c\"\n[interactions]\nallowed = [{{ from = \"a\", to = \"b\" }}, \
+                     {{ from = \"b\", to = \"c\" }}]\n{handoffs}"
+                ),
+                "t.toml",
+            )
+            .unwrap()
+        };
+        let pairs = |b: &PolicyBundle| -> Vec<(String, String, String)> {
+            b.empty_scopes()
+                .into_iter()
+                .map(|e| (e.from, e.to, e.rule_id))
+                .collect()
+        };
+        // Nothing set: the default mode scopes both pairs to nothing.
+        let default = "multi_agent_handoffs.default_handoff_mode".to_owned();
+        assert_eq!(
+            pairs(&bundle("")),
+            [
+                ("a".into(), "b".into(), default.clone()),
+                ("b".into(), "c".into(), default)
+            ]
+        );
+        // Full by default; one rule scopes b → c with nothing allowed.
+        let full = "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+        assert!(pairs(&bundle(full)).is_empty());
+        let rule = "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"bc\"\nfrom_agent_id = \"b\"\nto_agent_id = \"c\"\nhandoff_mode = \"scoped\"\n";
+        assert_eq!(
+            pairs(&bundle(&format!("{full}{rule}"))),
+            [("b".into(), "c".into(), "bc".into())]
+        );
+        // The same rule with an allow-list passes something.
+        let listed = format!("{full}{rule}allowed_context_fields = [\"x\"]\n");
+        assert!(pairs(&bundle(&listed)).is_empty());
+    }
 
     #[test]
     fn defaults_to_higher_confidence_and_keeps_the_hash() {

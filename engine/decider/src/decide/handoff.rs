@@ -4,9 +4,22 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
+use crate::event::FLAGGED_EMPTIED_HANDOFFS;
 use crate::ids::AgentId;
+use docket_policies::HandoffAudit;
 
 impl Batch<'_> {
+    /// The audit of a scoping decision as recorded: from decider version 2, flagged when
+    /// every field of a non-empty payload was removed (docs/governance.md#handoff-modes).
+    pub(super) fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
+        if self.state.decider_version() >= FLAGGED_EMPTIED_HANDOFFS {
+            let after = &audit.context_after_scoping;
+            audit.every_field_removed =
+                after.fields_included.is_empty() && !after.fields_excluded.is_empty();
+        }
+        audit
+    }
+
     pub(super) fn deny_handoff(
         &mut self,
         from: &str,
@@ -105,6 +118,7 @@ impl Batch<'_> {
         }
         let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
         let delivered = Arc::new(scoped.context);
+        let audit = self.audit_as_recorded(scoped.audit);
         self.push(RunEvent::HandoffAllowed {
             from: from.into(),
             to: to.into(),
@@ -112,7 +126,7 @@ impl Batch<'_> {
             input: InputKind::Decision,
             decision: matrix.decision,
             contract,
-            audit: scoped.audit,
+            audit,
             delivered: delivered.clone(),
             provenance,
         });
@@ -169,6 +183,7 @@ impl Batch<'_> {
                     payload: scoped.context.clone(),
                 });
                 let delivered = Arc::new(scoped.context);
+                let audit = self.audit_as_recorded(scoped.audit);
                 self.push(RunEvent::HandoffAllowed {
                     from: AgentId::from(&edge.from),
                     to: to.into(),
@@ -176,7 +191,7 @@ impl Batch<'_> {
                     input: InputKind::Context,
                     decision: matrix.decision,
                     contract,
-                    audit: scoped.audit,
+                    audit,
                     delivered,
                     provenance: Vec::new(),
                 });

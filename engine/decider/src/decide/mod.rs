@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+mod capability;
 mod classification;
 // Side effects: `pub(super)` because the crate root re-exports its event and input types.
 pub(super) mod effect;

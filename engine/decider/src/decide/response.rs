@@ -116,45 +116,15 @@ impl Batch<'_> {
                     capability_code,
                     inputs,
                 } => {
-                    let d = self.bundle.decide_capability(&CapabilityRequest {
-                        source_agent: agent.to_owned(),
-                        target_agent: target_agent.to_string(),
-                        capability_code: capability_code.clone(),
-                        inputs_json: Value::Object(inputs.clone()),
-                        priority: None,
-                        timeout_ms: None,
-                    });
-                    let allowed = d.decision.is_allowed();
-                    let rule = d.decision.rule_id.to_string();
-                    let mut reason = d.decision.reason.to_string();
-                    if !d.input_errors.is_empty() {
-                        reason = format!("{reason}: {}", d.input_errors.join("; "));
-                    }
-                    self.push(RunEvent::PolicyDecided {
-                        subject: request_id.to_string(),
-                        decision: d.decision,
-                    });
-                    if !allowed {
-                        let error = seed_error(
-                            request_id,
-                            agent,
-                            "policy_violation",
-                            &reason,
-                            json!({ "capability": capability_code, "target": target_agent, "ruleId": rule }),
-                            origin.attempt.saturating_sub(1),
-                        );
-                        self.block(
-                            &rule,
-                            format!("{agent} may not obtain {capability_code} from {target_agent}: {reason}"),
-                            error,
-                        );
+                    if !self.request_capability(
+                        agent,
+                        &origin,
+                        target_agent,
+                        capability_code,
+                        inputs,
+                    ) {
                         return;
                     }
-                    let mut request = self
-                        .new_request(agent, target_agent, capability_code)
-                        .with_decision_input(agent, capability_code, Value::Object(inputs.clone()));
-                    request.timeout_ms = d.timeout_ms;
-                    self.schedule(request, Some(request_id.clone()), None, None);
                 }
                 Action::Escalate { reason } => {
                     let ticket = self.next_ticket();

@@ -25,6 +25,9 @@ pub struct HandoffRecord {
     pub rule_id: String,
     /// Why.
     pub reason: String,
+    /// Scoping removed every field of a non-empty payload (flagged from decider version 2).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub every_field_removed: bool,
 }
 
 impl RunState {
@@ -37,6 +40,7 @@ impl RunState {
                 input,
                 decision,
                 delivered,
+                audit,
                 ..
             } => {
                 if *input == InputKind::Decision {
@@ -53,6 +57,7 @@ impl RunState {
                     allowed: true,
                     rule_id: decision.rule_id.to_string(),
                     reason: decision.reason.to_string(),
+                    every_field_removed: audit.every_field_removed,
                 });
             }
             RunEvent::HandoffDenied {
@@ -69,6 +74,7 @@ impl RunState {
                 allowed: false,
                 rule_id: decision.rule_id.to_string(),
                 reason: decision.reason.to_string(),
+                every_field_removed: false,
             }),
             _ => {}
         }

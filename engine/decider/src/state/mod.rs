@@ -22,7 +22,7 @@ pub use handoff::HandoffRecord;
 pub use next::NextStep;
 pub use ticket::Ticket;
 
-use super::event::{Delivery, RunEvent, RunRequested};
+use super::event::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -114,6 +114,16 @@ impl RunState {
     #[must_use]
     pub fn version(&self) -> u64 {
         self.version
+    }
+
+    /// The decider version whose behaviour this run is decided with: the one recorded in
+    /// its `run.requested` (runs recorded before versions were recorded are version 1),
+    /// or this build's before the run is requested.
+    #[must_use]
+    pub fn decider_version(&self) -> u32 {
+        self.run
+            .as_ref()
+            .map_or(DECIDER_VERSION, |r| r.decider_version.max(1))
     }
 
     /// The recorded request (workflow, bundle, input), once the run is requested.

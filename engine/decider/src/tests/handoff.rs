@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use docket_policies::{InputKind, PolicyBundle};
+use docket_policies::{HandoffAudit, InputKind, PolicyBundle};
 
 use super::*;
 use crate::protocol::Action;
@@ -253,4 +253,38 @@ pub(crate) fn provenance_denies_when_the_producer_never_delivered() {
             );
         });
     assert_eq!(run.state.status, RunStatus::Blocked);
+}
+
+/// `b` hands `c` a payload with none of the fields `c`'s scoping allows (`keep`).
+fn hand_c_nothing_it_may_see(version: u32) -> HandoffAudit {
+    let b = bundle();
+    let given = start_events(
+        &b,
+        RunRequested {
+            decider_version: version,
+            ..run_requested(&b)
+        },
+    );
+    let mut run = History::new(b).given(&given).clock(2_000, 0);
+    run.when(respond(vec![handoff("b", "ab", json!({}))]));
+    run.when(respond(vec![handoff("c", "bc", json!({"drop": 1}))]));
+    let audit = run
+        .decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::HandoffAllowed { to, audit, .. } if to == "c" => Some(audit.clone()),
+            _ => None,
+        })
+        .expect("b → c allowed");
+    run.replays();
+    audit
+}
+
+#[test]
+pub(crate) fn a_handoff_that_removes_every_field_is_flagged() {
+    let audit = hand_c_nothing_it_may_see(DECIDER_VERSION);
+    assert!(audit.every_field_removed, "{audit:?}");
+    assert_eq!(audit.context_after_scoping.fields_excluded, ["drop"]);
+    // Version 1 did not flag it: its logs replay without the flag.
+    assert!(!hand_c_nothing_it_may_see(1).every_field_removed);
 }

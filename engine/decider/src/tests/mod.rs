@@ -34,6 +34,7 @@ use crate::{
     RunRequested, RunState, RunStatus, decide, replay_check,
 };
 
+pub(crate) mod capability;
 pub(crate) mod classification;
 pub(crate) mod effect;
 pub(crate) mod episode;

@@ -1,6 +1,6 @@
-//! `decide/response.rs`: an agent's answer and its actions: finish, escalate, tool calls,
-//! capability requests and their locks. (A finish that completes the run is in
-//! `handoff.rs`'s pipeline.)
+//! `decide/response.rs`: an agent's answer and its actions: finish, escalate, tool calls.
+//! (A finish that completes the run is in `handoff.rs`'s pipeline; capability requests
+//! are in `capability.rs`.)
 
 use serde_json::json;
 
@@ -42,52 +42,4 @@ pub(crate) fn denied_tool_call_is_a_boundary_violation() {
             assert_eq!(decision.rule_id.as_ref(), "deny-rm");
         });
     assert_eq!(run.state.pending_requests()[0].target_agent, "a");
-}
-
-#[test]
-pub(crate) fn guardrail_3_lock_blocks_capability_requests() {
-    let mut run = started();
-    run.when(respond(vec![handoff("b", "ab", json!({}))]));
-    run.when(respond(vec![handoff("c", "bc", json!({}))]));
-    run.when(respond(vec![Action::RequestCapability {
-        target_agent: "b".into(),
-        capability_code: "questions".into(),
-        inputs: serde_json::Map::new(),
-    }]))
-    .then_kinds(&[
-        "agent.responded",
-        "policy.decided",
-        "episode.stopped",
-        "run.blocked",
-    ])
-    .then(|events| {
-        let RunEvent::RunBlocked { rule_id, .. } = &events[3] else {
-            panic!("blocked");
-        };
-        assert_eq!(rule_id, "lock");
-    });
-}
-
-#[test]
-pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
-    let mut run = started();
-    let mut inputs = serde_json::Map::new();
-    inputs.insert("topics".into(), json!(["t"]));
-    run.when(respond(vec![Action::RequestCapability {
-        target_agent: "b".into(),
-        capability_code: "questions".into(),
-        inputs,
-    }]));
-    assert_eq!(run.state.pending_requests()[0].target_agent, "b");
-    run.when(respond(vec![Action::Finish {
-        output: json!({"q": 1}),
-    }]));
-    let back = run.state.pending_requests()[0].clone();
-    assert_eq!(back.target_agent, "a");
-    let last = back.decision_inputs.last().expect("the answer");
-    assert_eq!(
-        (last.source_agent.as_str(), last.output_type.as_str()),
-        ("b", "questions")
-    );
-    assert_eq!(last.payload, json!({"q": 1}));
 }

@@ -89,6 +89,16 @@ pub enum RuntimeError {
         /// Why.
         rejection: Rejection,
     },
+    /// The bundle is valid but would hand some agent an empty payload on every handoff of
+    /// a pair (scoped with nothing allowed): refused for new runs, so that nothing is
+    /// emptied silently (docs/governance.md#handoff-modes).
+    #[error("{bundle}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    EmptyScopes {
+        /// The bundle's name (its path).
+        bundle: String,
+        /// Each pair and the rule that scopes it.
+        problems: Vec<docket_policies::EmptyScope>,
+    },
     /// A run id the store does not accept.
     #[error("invalid run id {id:?}: {message}")]
     InvalidRunId {
@@ -234,6 +244,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
         let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
+        let problems = bundle.empty_scopes();
+        if !problems.is_empty() {
+            return Err(RuntimeError::EmptyScopes {
+                bundle: workflow.bundle_source_name.clone(),
+                problems,
+            });
+        }
         if self
             .inner
             .store

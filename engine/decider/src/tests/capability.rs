@@ -1,0 +1,182 @@
+//! `decide/capability.rs`: capability requests: their locks (Guardrail 3), the
+//! interaction matrix and scoping of their inputs (decider version 2), and the answer
+//! returning to the asker.
+
+use serde_json::json;
+
+use super::*;
+use crate::RunEvent;
+use crate::protocol::Action;
+
+/// The test bundle where `c` also offers `summary` (with no decision edge from `a` to
+/// `c`), and `secret` is blocked on every handoff.
+fn governed_bundle() -> (PolicyBundle, String) {
+    let src = BUNDLE
+        .replace(
+            "[agents.context_requirements]",
+            "[[agents.capabilities]]\ncode = \"summary\"\n[agents.context_requirements]",
+        )
+        .replace(
+            "default_handoff_mode = \"full\"",
+            "default_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]",
+        );
+    let bundle = PolicyBundle::from_toml_str(&src, "t.toml").expect("valid bundle");
+    (bundle, src)
+}
+
+/// `run-1` started under [`governed_bundle`], recorded by decider `version`.
+fn governed_run(version: u32) -> History {
+    let (bundle, src) = governed_bundle();
+    let run = RunRequested {
+        bundle_source: src,
+        bundle_hash: bundle.hash().to_hex(),
+        decider_version: version,
+        ..run_requested(&bundle)
+    };
+    let given = start_events(&bundle, run);
+    History::new(bundle).given(&given).clock(2_000, 0)
+}
+
+fn ask(target: &str, code: &str, inputs: serde_json::Value) -> Action {
+    let serde_json::Value::Object(inputs) = inputs else {
+        panic!("inputs are an object");
+    };
+    Action::RequestCapability {
+        target_agent: target.into(),
+        capability_code: code.into(),
+        inputs,
+    }
+}
+
+#[test]
+pub(crate) fn guardrail_3_lock_blocks_capability_requests() {
+    let mut run = started();
+    run.when(respond(vec![handoff("b", "ab", json!({}))]));
+    run.when(respond(vec![handoff("c", "bc", json!({}))]));
+    run.when(respond(vec![Action::RequestCapability {
+        target_agent: "b".into(),
+        capability_code: "questions".into(),
+        inputs: serde_json::Map::new(),
+    }]))
+    .then_kinds(&[
+        "agent.responded",
+        "policy.decided",
+        "episode.stopped",
+        "run.blocked",
+    ])
+    .then(|events| {
+        let RunEvent::RunBlocked { rule_id, .. } = &events[3] else {
+            panic!("blocked");
+        };
+        assert_eq!(rule_id, "lock");
+    });
+}
+
+#[test]
+pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
+    let mut run = started();
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("topics".into(), json!(["t"]));
+    run.when(respond(vec![Action::RequestCapability {
+        target_agent: "b".into(),
+        capability_code: "questions".into(),
+        inputs,
+    }]));
+    assert_eq!(run.state.pending_requests()[0].target_agent, "b");
+    run.when(respond(vec![Action::Finish {
+        output: json!({"q": 1}),
+    }]));
+    let back = run.state.pending_requests()[0].clone();
+    assert_eq!(back.target_agent, "a");
+    let last = back.decision_inputs.last().expect("the answer");
+    assert_eq!(
+        (last.source_agent.as_str(), last.output_type.as_str()),
+        ("b", "questions")
+    );
+    assert_eq!(last.payload, json!({"q": 1}));
+}
+
+#[test]
+pub(crate) fn capability_request_without_an_edge_is_a_denied_handoff() {
+    let mut run = governed_run(DECIDER_VERSION);
+    run.when(respond(vec![ask("c", "summary", json!({"text": "t"}))]))
+        .then_kinds(&[
+            "agent.responded",
+            "policy.decided",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::HandoffDenied {
+                from,
+                to,
+                output_type,
+                ..
+            } = &events[2]
+            else {
+                panic!("handoff.denied");
+            };
+            assert_eq!((from.as_str(), to.as_str()), ("a", "c"));
+            assert_eq!(output_type, "summary");
+        });
+    assert!(run.state.pending_requests().is_empty());
+    run.replays();
+}
+
+#[test]
+pub(crate) fn capability_inputs_are_scoped_and_audited() {
+    let mut run = governed_run(DECIDER_VERSION);
+    run.when(respond(vec![ask(
+        "b",
+        "questions",
+        json!({"topics": ["t"], "secret": "s3cret"}),
+    )]))
+    .then_kinds(&[
+        "agent.responded",
+        "policy.decided",
+        "handoff.allowed",
+        "agent.call_scheduled",
+    ])
+    .then(|events| {
+        let RunEvent::HandoffAllowed {
+            audit,
+            delivered,
+            output_type,
+            ..
+        } = &events[2]
+        else {
+            panic!("handoff.allowed");
+        };
+        assert_eq!(output_type, "questions");
+        assert_eq!(**delivered, json!({"topics": ["t"]}));
+        assert_eq!(audit.context_after_scoping.fields_excluded, ["secret"]);
+    });
+    let asked = run.pending();
+    assert_eq!(asked.target_agent, "b");
+    assert_eq!(
+        asked.decision_inputs.last().map(|i| &i.payload),
+        Some(&json!({"topics": ["t"]}))
+    );
+    run.replays();
+}
+
+#[test]
+pub(crate) fn version_1_runs_replay_capability_requests_as_they_were_decided() {
+    // Decider version 1 carried out a capability request without the matrix or scoping:
+    // a log it recorded must replay with those decisions.
+    let mut run = governed_run(1);
+    run.when(respond(vec![ask(
+        "c",
+        "summary",
+        json!({"text": "t", "secret": "s3cret"}),
+    )]))
+    .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
+    let asked = run.pending();
+    assert_eq!(asked.target_agent, "c");
+    assert_eq!(
+        asked.decision_inputs.last().map(|i| &i.payload),
+        Some(&json!({"text": "t", "secret": "s3cret"}))
+    );
+    run.replays();
+}

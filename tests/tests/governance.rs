@@ -1,0 +1,272 @@
+//! Governance with no way around it, through the `docket` binary with command agents:
+//! every path by which content reaches an agent is decided by the bundle and recorded
+//! (docs/governance.md#capability-requests).
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use docket_tests::docket_bin;
+use serde_json::Value;
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+fn docket(data: &Path, args: &[&str]) -> Output {
+    std::process::Command::new(docket_bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("docket runs")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn events(data: &Path, run: &str) -> Vec<Value> {
+    let out = docket(data, &["events", run, "--json"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
+}
+
+/// The run id from the summary's first line (`run ID (name): status`).
+fn run_id(output: &Output) -> String {
+    stdout(output)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A bundle where `asker` may ask `writer` for `DOC_GENERATE` and `secret` is blocked on
+/// every handoff; `edges` adds interaction-matrix edges.
+fn asker_writer(dir: &Path, edges: &str, writer_log: &Path) -> PathBuf {
+    let bundle = format!(
+        r#"bundle = {{ id = "asker-writer" }}
+[[agents]]
+id = "external"
+[[agents]]
+id = "asker"
+[[agents]]
+id = "writer"
+[[agents.capabilities]]
+code = "DOC_GENERATE"
+
+[interactions]
+allowed = [
+  {{ from = "external", to = "asker" }},
+  {{ from = "asker", to = "external" }},
+  {{ from = "writer", to = "external" }},
+  {edges}
+]
+
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+blocked_context_fields = ["secret"]
+"#
+    );
+    std::fs::write(dir.join("policy.toml"), bundle).expect("write bundle");
+    let asker = [
+        "request_capability",
+        "--to",
+        "writer",
+        "--capability",
+        "DOC_GENERATE",
+        "--payload",
+        r#"{"title": "t", "secret": "hunter2"}"#,
+    ];
+    let writer = ["crash", "--record", writer_log.to_str().expect("utf-8")];
+    let workflow = format!(
+        "name = \"asker-writer\"\npolicy = \"policy.toml\"\nentry = \"asker\"\n\
+         [agents.asker]\ncommand = {TEST_AGENT:?}\nargs = {asker:?}\n\
+         [agents.writer]\ncommand = {TEST_AGENT:?}\nargs = {writer:?}\n"
+    );
+    let path = dir.join("workflow.toml");
+    std::fs::write(&path, workflow).expect("write workflow");
+    std::fs::write(dir.join("input.json"), r#"{"task": "write"}"#).expect("write input");
+    path
+}
+
+fn run(dir: &Path, workflow: &Path) -> Output {
+    docket(
+        &dir.join("data"),
+        &[
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--input",
+            dir.join("input.json").to_str().expect("utf-8"),
+        ],
+    )
+}
+
+#[test]
+fn a_capability_request_without_an_edge_is_denied_and_reaches_no_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer_log = dir.path().join("writer.jsonl");
+    let workflow = asker_writer(dir.path(), "", &writer_log);
+    let out = run(dir.path(), &workflow);
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "blocked: {text}");
+    assert!(text.contains("DENIED   asker → writer"), "{text}");
+    assert!(
+        !writer_log.exists(),
+        "writer was called: {:?}",
+        std::fs::read_to_string(&writer_log)
+    );
+    let log = events(&dir.path().join("data"), &run_id(&out));
+    let denied: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["kind"] == "handoff.denied")
+        .collect();
+    assert_eq!(denied.len(), 1, "{log:?}");
+    assert_eq!(denied[0]["payload"]["to"], "writer");
+    assert_eq!(denied[0]["payload"]["output_type"], "DOC_GENERATE");
+}
+
+#[test]
+fn a_capability_request_over_an_edge_reaches_the_writer_scoped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let writer_log = dir.path().join("writer.jsonl");
+    let workflow = asker_writer(
+        dir.path(),
+        r#"{ from = "asker", to = "writer" },"#,
+        &writer_log,
+    );
+    let out = run(dir.path(), &workflow);
+    let received = std::fs::read_to_string(&writer_log).expect("writer was called");
+    assert!(!received.is_empty());
+    for line in received.lines() {
+        let request: Value = serde_json::from_str(line).expect("a request line");
+        let inputs = &request["decision_inputs"][0];
+        assert_eq!(inputs["source_agent"], "asker", "{request}");
+        assert_eq!(inputs["payload"]["title"], "t", "{request}");
+        assert!(
+            !line.contains("hunter2"),
+            "the blocked field reached writer: {line}"
+        );
+    }
+    let log = events(&dir.path().join("data"), &run_id(&out));
+    let allowed: Vec<&Value> = log
+        .iter()
+        .filter(|e| e["kind"] == "handoff.allowed" && e["payload"]["to"] == "writer")
+        .collect();
+    assert_eq!(allowed.len(), 1, "{log:?}");
+    let audit = &allowed[0]["payload"]["audit"];
+    assert_eq!(
+        audit["context_after_scoping"]["fields_excluded"],
+        serde_json::json!(["secret"]),
+        "{audit}"
+    );
+}
+
+#[test]
+fn the_readme_bundle_runs_as_written_and_scopes_what_it_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let readme =
+        std::fs::read_to_string(docket_tests::workspace_root().join("README.md")).expect("readme");
+    let bundle = docket_tests::doc_example(&readme, "bundle").expect("the README's bundle");
+    std::fs::write(dir.path().join("policy.toml"), bundle).expect("write bundle");
+    let check = docket(
+        &dir.path().join("data"),
+        &[
+            "policy",
+            "check",
+            dir.path().join("policy.toml").to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(
+        check.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let received = dir.path().join("recommendation.jsonl");
+    let payload = r#"{"fraud_score": 0.9, "fraud_indicators": ["new account"], "risk_level": "high", "internal_notes": "call the adjuster", "claimant": "Ana"}"#;
+    let fraud = [
+        "handoff",
+        "--to",
+        "recommendation_agent",
+        "--output-type",
+        "fraud_assessment",
+        "--payload",
+        payload,
+    ];
+    let recommendation = ["finish", "--record", received.to_str().expect("utf-8")];
+    let workflow = format!(
+        "name = \"claims\"\npolicy = \"policy.toml\"\nentry = \"fraud_agent\"\n\
+         [agents.fraud_agent]\ncommand = {TEST_AGENT:?}\nargs = {fraud:?}\n\
+         [agents.recommendation_agent]\ncommand = {TEST_AGENT:?}\nargs = {recommendation:?}\n"
+    );
+    std::fs::write(dir.path().join("workflow.toml"), workflow).expect("write workflow");
+    std::fs::write(dir.path().join("input.json"), r#"{"claim": "c-1"}"#).expect("write input");
+    let out = run(dir.path(), &dir.path().join("workflow.toml"));
+    assert_eq!(out.status.code(), Some(0), "completed: {}", stdout(&out));
+    let line = std::fs::read_to_string(&received).expect("recommendation_agent was called");
+    let request: Value =
+        serde_json::from_str(line.lines().next().expect("a request")).expect("JSON");
+    let got = &request["decision_inputs"][0]["payload"];
+    assert_eq!(
+        got,
+        &serde_json::json!({"fraud_score": 0.9, "fraud_indicators": ["new account"], "risk_level": "high"}),
+        "{request}"
+    );
+}
+
+#[test]
+fn a_bundle_that_would_empty_every_payload_is_refused_for_new_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // No scoping at all: the default mode is scoped and nothing is allowed to cross.
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        r#"bundle = { id = "bare" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "worker"
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+"#,
+    )
+    .expect("write bundle");
+    let check = docket(
+        &dir.path().join("data"),
+        &[
+            "policy",
+            "check",
+            dir.path().join("policy.toml").to_str().expect("utf-8"),
+        ],
+    );
+    let err = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("external → worker would receive an empty payload")
+            && err.contains("default_handoff_mode")
+            && err.contains("policy.toml"),
+        "{err}"
+    );
+    let worker = ["finish"];
+    let workflow = format!(
+        "name = \"bare\"\npolicy = \"policy.toml\"\nentry = \"worker\"\n\
+         [agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {worker:?}\n"
+    );
+    std::fs::write(dir.path().join("workflow.toml"), workflow).expect("write workflow");
+    std::fs::write(dir.path().join("input.json"), r#"{"task": "t"}"#).expect("write input");
+    let out = run(dir.path(), &dir.path().join("workflow.toml"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("would receive an empty payload"), "{err}");
+    let runs = docket(&dir.path().join("data"), &["runs"]);
+    assert!(
+        stdout(&runs).trim().is_empty(),
+        "nothing was recorded: {}",
+        stdout(&runs)
+    );
+}
