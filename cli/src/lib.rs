@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use docket_policies::{BundleError, InputKind, PolicyBundle, Verdict, load_file};
+use docket_policies::{BundleError, FlowStep, InputKind, PolicyBundle, Verdict, load_file};
 use serde_json::{Value, json};
 
 use crate::words::{input_kind, word};
@@ -87,6 +87,10 @@ enum PolicyCommand {
         /// Decide a read-only context handoff instead of a decision handoff.
         #[arg(long)]
         context: bool,
+        /// In a sequential flow: the agents the run went through before FROM, from
+        /// `external` on (comma-separated), to decide the handoff at that position.
+        #[arg(long, value_name = "AGENTS", value_delimiter = ',')]
+        after: Option<Vec<String>>,
         /// A JSON payload to scope for this handoff: prints what the receiver would get.
         #[arg(long, value_name = "JSON")]
         payload: Option<String>,
@@ -231,6 +235,7 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
             from,
             to,
             context,
+            after,
             payload,
             json,
         } => {
@@ -264,13 +269,41 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     error,
                 })?;
             let decision = b.decide_handoff(&from, &to, input);
+            // Where the run is, in a sequential flow: from `--after`.
+            let flow = match &after {
+                Some(path) => {
+                    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+                    let position = b.flow_position_after(&path).map_err(|why| Failure {
+                        code: EXIT_USAGE,
+                        error: anyhow::anyhow!("--after {}: {why}", path.join(",")),
+                    })?;
+                    Some((position, b.decide_flow_step(&from, &to, position)))
+                }
+                None => None,
+            };
             let scoped = payload
                 .as_ref()
                 .map(|p| b.scope_context(&from, &to, input, p));
+            let flow_denial = match &flow {
+                Some((_, FlowStep::Denied(d))) if input == InputKind::Decision => Some(d),
+                _ => None,
+            };
             if json {
-                print_json(out, &json!({ "handoff": decision, "scoped": scoped }));
+                let flow_json = flow.as_ref().map(|(position, step)| match step {
+                    FlowStep::Free => json!({ "position": position, "step": "free" }),
+                    FlowStep::Next(next) => {
+                        json!({ "position": position, "step": "next", "moves_to": next })
+                    }
+                    FlowStep::Denied(d) => {
+                        json!({ "position": position, "step": "denied", "decision": d })
+                    }
+                });
+                print_json(
+                    out,
+                    &json!({ "handoff": decision, "flow": flow_json, "scoped": scoped }),
+                );
             } else {
-                let d = &decision.decision;
+                let d = flow_denial.unwrap_or(&decision.decision);
                 outln!(
                     out,
                     "{} → {} ({}): {}",
@@ -281,6 +314,27 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                 );
                 outln!(out, "rule   {}", d.rule_id);
                 outln!(out, "reason {}", d.reason);
+                if flow_denial.is_some() {
+                    outln!(
+                        out,
+                        "matrix {} by {}, but not from this position of the flow",
+                        verdict(decision.decision.verdict),
+                        decision.decision.rule_id
+                    );
+                }
+                match &flow {
+                    Some((position, FlowStep::Next(next))) => outln!(
+                        out,
+                        "flow   the next step from position {} (moves to position {})",
+                        position + 1,
+                        next + 1
+                    ),
+                    None if b.spec().interactions.sequential_flow => outln!(
+                        out,
+                        "flow   sequential: pass --after to decide at a position of the flow"
+                    ),
+                    _ => {}
+                }
                 outln!(out, "chain:");
                 for s in &d.chain {
                     outln!(out, "  - {} [{}] {}", s.rule_id, word(&s.outcome), s.note);

@@ -56,6 +56,7 @@ pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::escalation::{EscalationAction, EscalationDecision};
+pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{HandoffDecision, InputKind};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::scope::{ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext};

@@ -130,6 +130,32 @@ pub fn geo_workflow() -> PathBuf {
     workspace_root().join("examples/geo/workflow.toml")
 }
 
+/// A workflow over the geo bundle, written to `dir`: the real geo binaries, except the
+/// agents overridden with the given TOML bodies. (Call [`geo_agents_built`] first.)
+pub fn geo_workflow_with(dir: &Path, overrides: &[(&str, String)], extra: &str) -> PathBuf {
+    let mut text = format!(
+        "name = \"geo-test\"\npolicy = {:?}\nentry = \"governance\"\ninput_type = \"analysis_request\"\ninput = {:?}\n{extra}\n",
+        workspace_root().join("examples/geo/policy.toml"),
+        workspace_root().join("examples/geo/input.json"),
+    );
+    for agent in [
+        "governance",
+        "observation",
+        "intelligence",
+        "reasoning",
+        "strategy",
+    ] {
+        let body = overrides
+            .iter()
+            .find(|(a, _)| *a == agent)
+            .map_or_else(|| format!("command = {agent:?}"), |(_, b)| b.clone());
+        text.push_str(&format!("[agents.{agent}]\n{body}\n"));
+    }
+    let path = dir.join("workflow.toml");
+    std::fs::write(&path, text).expect("write workflow");
+    path
+}
+
 /// xorshift64*: a tiny seeded generator, so the kill points of the crash tests are
 /// reproducible from the seed they print.
 pub struct SeededRng(pub u64);

@@ -205,3 +205,57 @@ fn schema_command_prints_the_checked_in_schema() {
     assert!(parse(&checked_in).is_some());
     assert_eq!(parse(&stdout(&o)), parse(&checked_in));
 }
+
+#[test]
+fn explain_decides_a_handoff_at_a_position_of_a_sequential_flow() {
+    let explain = |after: &str, to: &str, json: bool| {
+        let mut args = vec![
+            "policy",
+            "explain",
+            "--from",
+            "governance",
+            "--to",
+            to,
+            "--after",
+            after,
+        ];
+        let geo = path("geo");
+        args.insert(2, &geo);
+        if json {
+            args.push("--json");
+        }
+        docket(&args)
+    };
+    // Governance at entry: the matrix allows governance → external, the position does not.
+    let o = explain("external", "external", false);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        out.contains("DENY")
+            && out.contains("flow_order.position")
+            && out.contains("only next agent is observation")
+            && out.contains("matrix ALLOW by allow:governance->external"),
+        "{out}"
+    );
+    // Governance at exit: external is the next step; observation is not.
+    let exit = "external,governance,observation,intelligence,reasoning,strategy";
+    let o = explain(exit, "external", true);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["flow"]["step"], "next", "{v}");
+    assert_eq!(v["flow"]["moves_to"], 7, "{v}");
+    let o = explain(exit, "observation", true);
+    let v: Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["flow"]["step"], "denied", "{v}");
+    assert_eq!(
+        v["flow"]["decision"]["rule_id"], "flow_order.position",
+        "{v}"
+    );
+    // A path that is not the flow's is a usage error naming the position.
+    let o = explain("external,observation", "external", false);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("governance at position 2"),
+        "{}",
+        stderr(&o)
+    );
+}

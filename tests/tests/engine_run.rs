@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use docket_tests::{docket_bin, geo_agents_built, geo_workflow, workspace_root};
+use docket_tests::{docket_bin, geo_agents_built, geo_workflow, geo_workflow_with};
 use serde_json::Value;
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -47,32 +47,6 @@ fn events(data: &Path, run: &str) -> Vec<Value> {
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
-}
-
-/// A workflow over the geo bundle: the real geo binaries, except the agents overridden
-/// with the given TOML bodies.
-fn geo_with(dir: &Path, overrides: &[(&str, String)], extra: &str) -> PathBuf {
-    let mut text = format!(
-        "name = \"geo-test\"\npolicy = {:?}\nentry = \"governance\"\ninput_type = \"analysis_request\"\ninput = {:?}\n{extra}\n",
-        workspace_root().join("examples/geo/policy.toml"),
-        workspace_root().join("examples/geo/input.json"),
-    );
-    for agent in [
-        "governance",
-        "observation",
-        "intelligence",
-        "reasoning",
-        "strategy",
-    ] {
-        let body = overrides
-            .iter()
-            .find(|(a, _)| *a == agent)
-            .map_or_else(|| format!("command = {agent:?}"), |(_, b)| b.clone());
-        text.push_str(&format!("[agents.{agent}]\n{body}\n"));
-    }
-    let path = dir.join("workflow.toml");
-    std::fs::write(&path, text).expect("write workflow");
-    path
 }
 
 fn test_agent(args: &[&str]) -> String {
@@ -185,7 +159,7 @@ fn each_forbidden_interaction_of_seed_000_is_denied_with_its_reason() {
     ];
     for (from, to, output_type, reason) in rows {
         let dir = tempfile::tempdir().expect("tempdir");
-        let workflow = geo_with(
+        let workflow = geo_workflow_with(
             dir.path(),
             &[(
                 from,
@@ -226,7 +200,7 @@ fn each_forbidden_interaction_of_seed_000_is_denied_with_its_reason() {
 
     // Guardrail 3: Strategy may not obtain question generation from Observation.
     let dir = tempfile::tempdir().expect("tempdir");
-    let workflow = geo_with(
+    let workflow = geo_workflow_with(
         dir.path(),
         &[(
             "strategy",
@@ -252,7 +226,7 @@ fn each_forbidden_interaction_of_seed_000_is_denied_with_its_reason() {
 
     // No skipping: Governance straight to Reasoning.
     let dir = tempfile::tempdir().expect("tempdir");
-    let workflow = geo_with(
+    let workflow = geo_workflow_with(
         dir.path(),
         &[(
             "governance",
@@ -302,7 +276,7 @@ fn scoped_and_full_handoffs_deliver_exactly_the_configured_fields_on_stdin() {
         observation_log,
         r#"{"focus_brand": "Acme", "brands": ["Acme", "Globex"], "snapshots": [{"id": "s1", "topic": "crm for startups", "region": "US", "question": "q", "engine": "e", "captured_on": "2025-01-01", "answer": "Acme", "mentions": {"Acme": 1, "Globex": 0}}]}"#
     );
-    let workflow = geo_with(
+    let workflow = geo_workflow_with(
         dir.path(),
         &[
             ("observation", observation),
@@ -364,7 +338,7 @@ fn hanging_crashing_garbage_and_oversized_agents_are_retried_then_blocked() {
     ] {
         let dir = tempfile::tempdir().expect("tempdir");
         let body = format!("{}\ntimeout_ms = 400", test_agent(&[mode]));
-        let workflow = geo_with(dir.path(), &[("governance", body)], "");
+        let workflow = geo_workflow_with(dir.path(), &[("governance", body)], "");
         let out = docket(
             &dir.path().join("data"),
             &["run", workflow.to_str().expect("utf-8")],
@@ -751,7 +725,7 @@ fn recommendations_citing_gaps_reasoning_never_produced_are_refused_at_the_exit_
         {"id": "rec-2", "gap_id": "gap-99", "topic": "crm"},
         {"id": "rec-3", "gap_id": "geo_score", "topic": "crm"}
     ]}"#;
-    let workflow = geo_with(
+    let workflow = geo_workflow_with(
         dir.path(),
         &[(
             "strategy",

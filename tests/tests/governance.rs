@@ -270,3 +270,38 @@ allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "extern
         stdout(&runs)
     );
 }
+
+#[test]
+fn governance_at_entry_cannot_hand_off_straight_to_external() {
+    // The geo bundle allows governance → external: it is the exit step, after
+    // Recommendation Validation. At entry the only next agent is observation.
+    docket_tests::geo_agents_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let governance = format!(
+        "command = {TEST_AGENT:?}\nargs = {:?}",
+        [
+            "handoff",
+            "--to",
+            "external",
+            "--output-type",
+            "validated_recommendations",
+            "--payload",
+            r#"{"recommendations": []}"#,
+        ]
+    );
+    let workflow = docket_tests::geo_workflow_with(dir.path(), &[("governance", governance)], "");
+    let out = docket(
+        &dir.path().join("data"),
+        &["run", workflow.to_str().expect("utf-8")],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "blocked: {text}");
+    assert!(text.contains("DENIED   governance → external"), "{text}");
+    assert!(text.contains("flow_order.position"), "{text}");
+    assert!(text.contains("only next agent is observation"), "{text}");
+    let log = events(&dir.path().join("data"), &run_id(&out));
+    assert!(
+        !log.iter().any(|e| e["kind"] == "run.completed"),
+        "the run must not complete: {log:?}"
+    );
+}

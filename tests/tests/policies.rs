@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use docket_policies::EscalationAction;
 use docket_policies::{
-    BundleError, CapabilityRequest, DiagnosticCode, InputKind, Meter, PolicyBundle,
+    BundleError, CapabilityRequest, DiagnosticCode, FlowStep, InputKind, Meter, PolicyBundle,
     SideEffectRequest, SpawnRequest, Verdict, load_file,
 };
 use docket_tests::example;
@@ -106,6 +106,92 @@ fn the_seven_allowed_rows_of_seed_000_are_allowed() {
         );
         assert_eq!(h.output_type.as_deref(), Some(output));
     }
+}
+
+#[test]
+fn in_the_geo_flow_every_pair_but_the_next_step_is_denied_at_every_position() {
+    // Seed 000's rules 1-4 as a sequential flow: at each position the run may hand off
+    // only to the next agent of the order; every skip, reverse and circular pair, and
+    // every pair of agents not at that position, is denied, by the matrix or the flow.
+    let b = bundle("geo");
+    let order = b.spec().interactions.flow_order.clone();
+    let agents: Vec<String> = b.agent_ids().map(str::to_owned).collect();
+    for position in 0..order.len() {
+        for from in &agents {
+            for to in &agents {
+                let matrix = b.decide_handoff(from, to, InputKind::Decision);
+                let flow = b.decide_flow_step(from, to, position as u32);
+                let allowed = matrix.decision.is_allowed() && matches!(flow, FlowStep::Next(_));
+                let next = order[position] == *from && order.get(position + 1) == Some(to);
+                assert_eq!(
+                    allowed, next,
+                    "position {position} ({}): {from} → {to}: matrix {:?}, flow {flow:?}",
+                    order[position], matrix.decision.rule_id
+                );
+                if let FlowStep::Next(p) = flow {
+                    assert_eq!(p as usize, position + 1);
+                }
+            }
+        }
+    }
+    // Governance at entry and at exit: one way out each.
+    let entry = b
+        .flow_position_after(&["external"])
+        .expect("a prefix of the flow");
+    assert!(matches!(
+        b.decide_flow_step("governance", "external", entry),
+        FlowStep::Denied(_)
+    ));
+    let exit = b
+        .flow_position_after(&[
+            "external",
+            "governance",
+            "observation",
+            "intelligence",
+            "reasoning",
+            "strategy",
+        ])
+        .expect("a prefix of the flow");
+    assert!(matches!(
+        b.decide_flow_step("governance", "observation", exit),
+        FlowStep::Denied(_)
+    ));
+    assert_eq!(
+        b.decide_flow_step("governance", "external", exit),
+        FlowStep::Next(exit + 1)
+    );
+    assert!(b.flow_position_after(&["external", "observation"]).is_err());
+}
+
+#[test]
+fn a_sequential_flow_with_a_position_that_has_no_way_out_is_invalid() {
+    let src = r#"bundle = { id = "t" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "a"
+[[agents]]
+id = "b"
+[interactions]
+flow_order = ["external", "a", "b", "external"]
+sequential_flow = true
+allowed = [{ from = "external", to = "a" }, { from = "b", to = "external" }]
+"#;
+    let err = PolicyBundle::from_toml_str(src, "t.toml").expect_err("a has no way out");
+    let text = err.to_string();
+    assert!(
+        text.contains("position 2 (a) has no way out") && text.contains("t.toml:9:"),
+        "{text}"
+    );
+    let not_external = src.replace(
+        r#"flow_order = ["external", "a", "b", "external"]"#,
+        r#"flow_order = ["a", "b"]"#,
+    );
+    let err = PolicyBundle::from_toml_str(&not_external, "t.toml").expect_err("starts at a");
+    assert!(
+        err.to_string().contains("must begin with `external`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -278,6 +278,10 @@ pub enum RunEvent {
         /// The provenance rules checked on this handoff (Guardrail 2), all allowed.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         provenance: Vec<PolicyDecision>,
+        /// In a sequential flow, the position (0-based, in `flow_order`) the run moves to
+        /// with this handoff (docs/governance.md#sequential-flow); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flow_position: Option<u32>,
     },
     /// Decision: a handoff was refused; the flow stops.
     #[serde(rename = "handoff.denied")]

@@ -139,6 +139,17 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[Test(response::denied_tool_call_is_a_boundary_violation)],
     },
     Transition {
+        concern: "handoff",
+        from: "Running",
+        input: "RecordResponse, a handoff that is not the next step of a sequential flow",
+        to: "Blocked",
+        records: &["handoff.denied", "run.blocked"],
+        covered_by: &[
+            Test(handoff::a_sequential_flow_allows_only_the_next_step_from_where_the_run_is),
+            Test(handoff::one_output_path_per_position_in_a_sequential_flow),
+        ],
+    },
+    Transition {
         concern: "capability",
         from: "Running",
         input: "RecordResponse, capability locked",

@@ -5,10 +5,144 @@
 
 use serde::{Deserialize, Serialize};
 
+use std::sync::Arc;
+
+use crate::compiled::PolicyBundle;
+use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict};
 use crate::error::DiagnosticCode as Code;
-use crate::locate::Pointer;
-use crate::rules::handoff::AllowedEdge;
+use crate::locate::{Pointer, ptr};
+use crate::rules::handoff::{AllowedEdge, InteractionMatrix};
 use crate::validate::Checker;
+
+/// The rule id of a handoff the run's position in a sequential flow denies.
+pub const POSITION_RULE: &str = "flow_order.position";
+
+/// What a sequential flow says about one handoff at the run's current position
+/// (docs/governance.md#sequential-flow).
+#[derive(Debug, Clone, PartialEq)]
+pub enum FlowStep {
+    /// The bundle's flow is not sequential: the interaction matrix alone decides.
+    Free,
+    /// The handoff is the flow's next step: the run moves to this position (0-based
+    /// index into `flow_order`).
+    Next(u32),
+    /// Not the next step from where the run is.
+    Denied(PolicyDecision),
+}
+
+impl PolicyBundle {
+    /// Decides `from → to` when the run is at `position` of a sequential flow (0: the
+    /// first entry of `flow_order`, where a run starts).
+    #[must_use]
+    pub fn decide_flow_step(&self, from: &str, to: &str, position: u32) -> FlowStep {
+        let m = &self.spec().interactions;
+        if !m.sequential_flow {
+            return FlowStep::Free;
+        }
+        let order = &m.flow_order;
+        let at = usize::try_from(position).unwrap_or(usize::MAX);
+        let here = order.get(at).map(String::as_str);
+        let next = order.get(at.saturating_add(1)).map(String::as_str);
+        if here == Some(from) && next == Some(to) {
+            return FlowStep::Next(position.saturating_add(1));
+        }
+        let reason = match (here, next) {
+            (Some(here), Some(next)) if here == from => format!(
+                "{from} → {to} is not the next step of the flow: {from} is at position {} of \
+                 {} (after {}), where the only next agent is {next}",
+                at + 1,
+                order.len(),
+                order[..at].join(", "),
+            ),
+            (Some(here), _) if here != from => format!(
+                "{from} may not hand off now: the flow is at {here} (position {} of {})",
+                at + 1,
+                order.len(),
+            ),
+            _ => format!(
+                "{from} → {to}: the flow has ended (position {} of {})",
+                at + 1,
+                order.len()
+            ),
+        };
+        let rule: Arc<str> = POSITION_RULE.into();
+        FlowStep::Denied(PolicyDecision {
+            kind: DecisionKind::Handoff,
+            verdict: Verdict::Deny,
+            rule_id: rule.clone(),
+            reason: reason.into(),
+            bundle_hash: self.hash(),
+            chain: vec![RuleStep::new(
+                rule,
+                StepOutcome::Applied,
+                "interactions.sequential_flow: one next agent per position",
+            )],
+        })
+    }
+
+    /// The position a run is at after going through `path` (the agents it visited, in
+    /// order, from the first entry of `flow_order`), or why `path` is not a prefix of the
+    /// flow. For explaining a handoff at a position.
+    ///
+    /// # Errors
+    /// When the flow is not sequential or `path` does not follow it.
+    pub fn flow_position_after(&self, path: &[&str]) -> Result<u32, String> {
+        let m = &self.spec().interactions;
+        if !m.sequential_flow {
+            return Err(
+                "the bundle's flow is not sequential (interactions.sequential_flow)".into(),
+            );
+        }
+        for (i, agent) in path.iter().enumerate() {
+            match m.flow_order.get(i) {
+                Some(expected) if expected == agent => {}
+                Some(expected) => {
+                    return Err(format!(
+                        "the flow goes through {expected} at position {}, not {agent}",
+                        i + 1
+                    ));
+                }
+                None => {
+                    return Err(format!(
+                        "the flow has only {} positions",
+                        m.flow_order.len()
+                    ));
+                }
+            }
+        }
+        u32::try_from(path.len()).map_err(|_| "too long a path".to_owned())
+    }
+}
+
+/// A sequential flow starts at `external` (where a run's input comes from) and can go
+/// from each position to the next: every consecutive pair of the order is an allowed
+/// edge, or a position would have no way out and the ones after it could never be
+/// reached.
+pub(crate) fn check_sequential(c: &mut Checker<'_>, m: &InteractionMatrix) {
+    let order = &m.flow_order;
+    if order.first().map(String::as_str) != Some("external") {
+        c.push(
+            ptr!["interactions", "flow_order"],
+            Code::InvalidValue,
+            "a sequential flow starts where a run's input comes from: its flow_order must begin with `external`".to_owned(),
+        );
+    }
+    for (i, pair) in order.windows(2).enumerate() {
+        let (from, to) = (&pair[0], &pair[1]);
+        if !m.allowed.iter().any(|e| &e.from == from && &e.to == to) {
+            c.push(
+                ptr!["interactions", "flow_order", i + 1],
+                Code::Contradiction,
+                format!(
+                    "position {} ({from}) has no way out: the flow's next step {from} → {to} is not an allowed edge, so positions {} to {} can never be reached",
+                    i + 1,
+                    i + 2,
+                    order.len()
+                ),
+            );
+        }
+    }
+}
 
 /// How a handoff relates to the declared flow order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

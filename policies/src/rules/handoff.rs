@@ -28,6 +28,12 @@ pub struct InteractionMatrix {
     /// and exit). Skip, reverse and circular handoffs are derived from it as forbidden.
     #[serde(default)]
     pub flow_order: Vec<String>,
+    /// The run follows `flow_order` one position at a time: from each position only the
+    /// next agent of the order, so an agent listed twice (a checkpoint at entry and exit)
+    /// has one way out at each of its positions
+    /// (docs/governance.md#sequential-flow). Left out of the canonical form when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sequential_flow: bool,
     #[serde(default)]
     pub allowed: Vec<AllowedEdge>,
     /// Read-only, non-decisive context edges (Guardrail 2).
@@ -98,6 +104,9 @@ pub(crate) fn check(c: &mut Checker<'_>) {
     let m = &spec.interactions;
     for (i, a) in m.flow_order.iter().enumerate() {
         c.agent_ref(ptr!["interactions", "flow_order", i], a, false);
+    }
+    if m.sequential_flow {
+        flow::check_sequential(c, m);
     }
     let mut decisive = BTreeSet::new();
     for (i, e) in m.allowed.iter().enumerate() {

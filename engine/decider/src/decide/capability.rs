@@ -117,6 +117,7 @@ impl Batch<'_> {
             audit,
             delivered: delivered.clone(),
             provenance: Vec::new(),
+            flow_position: None,
         });
         Some(Value::clone(&delivered))
     }

@@ -6,7 +6,7 @@
 use super::*;
 use crate::event::FLAGGED_EMPTIED_HANDOFFS;
 use crate::ids::AgentId;
-use docket_policies::HandoffAudit;
+use docket_policies::{FlowStep, HandoffAudit};
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when
@@ -76,6 +76,15 @@ impl Batch<'_> {
             );
             return false;
         }
+        // A sequential flow: only the next step from where the run is.
+        let flow_position = match bundle.decide_flow_step(from, to, self.state.flow_position()) {
+            FlowStep::Free => None,
+            FlowStep::Next(position) => Some(position),
+            FlowStep::Denied(decision) => {
+                self.deny_handoff(from, to, output_type, decision, "policy_violation", origin);
+                return false;
+            }
+        };
         if let Some(declared) = matrix.output_type.as_deref() {
             if declared != output_type {
                 let rule: std::sync::Arc<str> = format!("output_types.{declared}").into();
@@ -129,6 +138,7 @@ impl Batch<'_> {
             audit,
             delivered: delivered.clone(),
             provenance,
+            flow_position,
         });
         if to == EXTERNAL {
             let output = Value::clone(&delivered);
@@ -194,6 +204,7 @@ impl Batch<'_> {
                     audit,
                     delivered,
                     provenance: Vec::new(),
+                    flow_position: None,
                 });
             }
         }

@@ -41,8 +41,12 @@ impl RunState {
                 decision,
                 delivered,
                 audit,
+                flow_position,
                 ..
             } => {
+                if let Some(position) = flow_position {
+                    self.flow_position = *position;
+                }
                 if *input == InputKind::Decision {
                     self.outputs
                         .entry(from.clone())

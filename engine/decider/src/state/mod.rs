@@ -86,6 +86,9 @@ pub struct RunState {
     pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub(crate) handoffs: Vec<HandoffRecord>,
+    /// In a sequential flow, the position (0-based, in `flow_order`) the run is at.
+    #[serde(default)]
+    pub(crate) flow_position: u32,
     /// Fan-out outputs waiting for their group's other branches.
     pub(crate) held: BTreeMap<String, Vec<Delivery>>,
     /// Human tickets, by id.
@@ -148,6 +151,13 @@ impl RunState {
     #[must_use]
     pub fn handoffs(&self) -> &[HandoffRecord] {
         &self.handoffs
+    }
+
+    /// In a sequential flow, the position (0-based, in the bundle's `flow_order`) the run
+    /// is at: 0 until its first handoff (docs/governance.md#sequential-flow).
+    #[must_use]
+    pub fn flow_position(&self) -> u32 {
+        self.flow_position
     }
 
     /// Human tickets, by id (open and decided).

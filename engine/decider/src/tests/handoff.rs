@@ -288,3 +288,140 @@ pub(crate) fn a_handoff_that_removes_every_field_is_flagged() {
     // Version 1 did not flag it: its logs replay without the flag.
     assert!(!hand_c_nothing_it_may_see(1).every_field_removed);
 }
+
+/// A seed-000-shaped flow: `g` validates at entry and again at exit.
+const SEQUENTIAL_BUNDLE: &str = r#"
+bundle = { id = "seq" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "g"
+[[agents]]
+id = "o"
+[[agents]]
+id = "s"
+[interactions]
+flow_order = ["external", "g", "o", "s", "g", "external"]
+sequential_flow = true
+allowed = [
+  { from = "external", to = "g" },
+  { from = "g", to = "o" },
+  { from = "o", to = "s" },
+  { from = "s", to = "g" },
+  { from = "g", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+fn sequential_run() -> History {
+    let b = PolicyBundle::from_toml_str(SEQUENTIAL_BUNDLE, "seq.toml").expect("valid bundle");
+    let mut workflow = workflow();
+    workflow.entry = "g".into();
+    workflow.agents = ["g", "o", "s"]
+        .into_iter()
+        .map(|a| (a.into(), in_process()))
+        .collect();
+    let run = RunRequested {
+        workflow,
+        bundle_source: SEQUENTIAL_BUNDLE.into(),
+        bundle_source_name: "seq.toml".into(),
+        bundle_hash: b.hash().to_hex(),
+        ..run_requested(&b)
+    };
+    let given = start_events(&b, run);
+    History::new(b).given(&given).clock(2_000, 0)
+}
+
+fn denial_reason(events: &[RunEvent]) -> (String, String) {
+    events
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::HandoffDenied { decision, .. } => {
+                Some((decision.rule_id.to_string(), decision.reason.to_string()))
+            }
+            _ => None,
+        })
+        .expect("a handoff.denied")
+}
+
+#[test]
+pub(crate) fn a_sequential_flow_allows_only_the_next_step_from_where_the_run_is() {
+    // At entry, g may not go straight to external (the edge exists: it is the exit step).
+    let mut run = sequential_run();
+    assert_eq!(run.state.flow_position(), 1);
+    run.when(respond(vec![handoff("external", "out", json!({"x": 1}))]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ]);
+    let (rule, reason) = denial_reason(run.decided());
+    assert_eq!(rule, "flow_order.position");
+    assert!(
+        reason.contains("position 2 of 6") && reason.contains("only next agent is o"),
+        "{reason}"
+    );
+    run.replays();
+
+    // Through the flow to g's exit position, where g may not go back to o.
+    let mut run = sequential_run();
+    run.when(respond(vec![handoff("o", "scope", json!({"x": 1}))]));
+    run.when(respond(vec![handoff("s", "data", json!({"x": 2}))]));
+    run.when(respond(vec![handoff("g", "recs", json!({"x": 3}))]));
+    assert_eq!(run.state.flow_position(), 4);
+    run.when(respond(vec![handoff("o", "scope", json!({"x": 4}))]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.denied",
+            "episode.stopped",
+            "run.blocked",
+        ]);
+    let (rule, reason) = denial_reason(run.decided());
+    assert_eq!(rule, "flow_order.position");
+    assert!(reason.contains("only next agent is external"), "{reason}");
+
+    // The same history with g's exit step completes the run.
+    let mut run = sequential_run();
+    for (to, t) in [("o", "scope"), ("s", "data"), ("g", "recs")] {
+        run.when(respond(vec![handoff(to, t, json!({}))]));
+    }
+    run.when(respond(vec![handoff(
+        "external",
+        "out",
+        json!({"done": true}),
+    )]))
+    .then_kinds(&[
+        "agent.responded",
+        "handoff.allowed",
+        "episode.finished",
+        "episode.stopped",
+        "run.completed",
+    ]);
+    assert_eq!(run.state.flow_position(), 5);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn one_output_path_per_position_in_a_sequential_flow() {
+    // Two handoffs in one answer: the first is the next step, the second is not.
+    let mut run = sequential_run();
+    run.when(respond(vec![
+        handoff("o", "scope", json!({})),
+        handoff("o", "scope", json!({})),
+    ]))
+    .then(|events| {
+        assert_eq!(
+            kinds(events)
+                .iter()
+                .filter(|k| **k == "handoff.denied")
+                .count(),
+            1,
+            "{:?}",
+            kinds(events)
+        );
+    });
+    let (rule, _) = denial_reason(run.decided());
+    assert_eq!(rule, "flow_order.position");
+}
