@@ -57,7 +57,7 @@ pub struct RunRequested {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 2;
+pub const DECIDER_VERSION: u32 = 3;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -67,6 +67,12 @@ pub(crate) const GOVERNED_CAPABILITY_REQUESTS: u32 = 2;
 /// Decider version 2: a handoff whose scoping removed every field of a non-empty payload
 /// is flagged in its audit (`every_field_removed`).
 pub(crate) const FLAGGED_EMPTIED_HANDOFFS: u32 = 2;
+
+/// Decider version 3: content that crosses from one agent to another by a rule other than
+/// a handoff (a capability's answer, a spawn's inputs, a child's result, a domain
+/// version read) is scoped for the pair and recorded as `handoff.allowed`, the deciding
+/// rule the one that let it cross (docs/governance.md#one-gate).
+pub(crate) const SCOPED_EVERY_PATH: u32 = 3;
 
 /// One output on its way to an agent: what a governed handoff delivers (already checked
 /// and scoped), with the sender's confidence for conflict resolution.

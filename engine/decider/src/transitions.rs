@@ -177,6 +177,7 @@ const TRANSITIONS: &[Transition] = &[
             Test(capability::capability_inputs_are_scoped_and_audited),
             Test(capability::allowed_capability_answer_returns_to_the_asker),
             Test(capability::version_1_runs_replay_capability_requests_as_they_were_decided),
+            Property("no_blocked_field_reaches_any_agent_and_no_handoff_crosses_a_forbidden_pair"),
         ],
     },
     Transition {
@@ -275,9 +276,10 @@ const TRANSITIONS: &[Transition] = &[
         concern: "episode",
         from: "Running",
         input: "RecordResponse, spawn allowed",
-        to: "Running (the child's call scheduled in ep-N)",
+        to: "Running (the child's call scheduled in ep-N, its inputs and later its result scoped, version 3)",
         records: &[
             "episode.started",
+            "handoff.allowed",
             "agent.call_scheduled",
             "episode.finished",
         ],
@@ -570,6 +572,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/handoff.rs"),
     include_str!("tests/response.rs"),
     include_str!("tests/capability.rs"),
+    include_str!("tests/gate.rs"),
     include_str!("tests/classification.rs"),
     include_str!("tests/failure.rs"),
     include_str!("tests/fan_out.rs"),

@@ -25,7 +25,7 @@ use crate::error::DiagnosticCode as Code;
 use crate::fieldpath::{self, leaves, remove, select};
 use crate::locate::{Pointer, ptr};
 use crate::model::{AgentSpec, BundleSpec};
-use crate::rules::handoff::InputKind;
+use crate::rules::handoff::{HandoffDecision, InputKind};
 use crate::validate::Checker;
 use crate::{tokens, translate};
 
@@ -585,6 +585,42 @@ impl PolicyBundle {
         payload: &Value,
     ) -> ScopedContext {
         let handoff = self.decide_handoff(from, to, input);
+        self.scope_under(from, to, payload, handoff)
+    }
+
+    /// Scopes `payload` for `from → to` where another rule, not an interaction-matrix
+    /// edge, lets content cross: a capability's answer returning to the agent that asked,
+    /// a spawn's inputs reaching the child, a child's result reaching its parent, a
+    /// domain version reaching a reader. The pair's scoping applies as for a handoff
+    /// (mode, allow-list, blocked fields, translation, the receiver's token budget); the
+    /// chain starts with `authority`, the decision that let it cross.
+    #[must_use]
+    pub fn scope_authorised(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> ScopedContext {
+        let handoff = HandoffDecision {
+            decision: PolicyDecision {
+                verdict: Verdict::Allow,
+                ..authority.clone()
+            },
+            input: InputKind::Decision,
+            output_type: None,
+            flow: crate::rules::flow::FlowRelation::Unrelated,
+        };
+        self.scope_under(from, to, payload, handoff)
+    }
+
+    fn scope_under(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        handoff: HandoffDecision,
+    ) -> ScopedContext {
         let h = &self.spec.multi_agent_handoffs;
         // BPE counting dominates scoping: count each distinct text once (the context
         // handed on is often the payload itself, byte for byte).

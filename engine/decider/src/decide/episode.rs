@@ -16,6 +16,7 @@
 //! episode tree is closed in its log.
 
 use crate::ids::{AgentId, CallId, EpisodeId};
+use crate::state::episode::DomainVersion;
 use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
@@ -185,6 +186,7 @@ impl Batch<'_> {
             .map(|(dim, cap)| (dim.clone(), child_budget.get(dim).copied().unwrap_or(*cap)))
             .collect();
         let child_id = self.state.episodes.next_id();
+        let authority = d.decision.clone();
         self.push(RunEvent::EpisodeStarted {
             episode_id: child_id.clone(),
             parent: parent_id,
@@ -197,6 +199,13 @@ impl Batch<'_> {
             at_ms: self.now_ms,
             decision: d.decision,
         });
+        let inputs = self.gate_content(
+            agent,
+            s.agent,
+            ("episode_inputs", InputKind::Decision),
+            &Value::Object(s.inputs.clone()),
+            &authority,
+        );
         let mut request = self.new_request(agent, s.agent, s.episode_type);
         request.episode_id = child_id.clone();
         request.decision_inputs.push(DecisionInput {
@@ -204,7 +213,7 @@ impl Batch<'_> {
             output_type: "episode_goal".to_owned(),
             payload: json!({
                 "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
-                "budget": budget, "inputs": s.inputs,
+                "budget": budget, "inputs": inputs,
             }),
         });
         self.schedule(request, None, None, None);
@@ -505,6 +514,21 @@ impl Batch<'_> {
         else {
             return;
         };
+        let authority = PolicyDecision {
+            verdict: Verdict::Allow,
+            ..self.engine_decision(
+                "episodes.result",
+                "a child episode's result returns to the agent that spawned it",
+            )
+        };
+        let result = serde_json::to_value(result).unwrap_or_default();
+        let result = self.gate_content(
+            &child.agent,
+            &spawner.request.target_agent,
+            ("episode_result", InputKind::Decision),
+            &result,
+            &authority,
+        );
         let mut request = AgentRequest::clone(&spawner.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(DecisionInput {
@@ -762,23 +786,34 @@ impl Batch<'_> {
 
     /// Read-only context inputs: the latest version of every domain the target may read
     /// (`domain:{id}@v{n}`), replacing any carried over from a copied request.
-    pub(super) fn attach_domain_reads(&self, request: &mut AgentRequest) {
+    pub(super) fn attach_domain_reads(&mut self, request: &mut AgentRequest) {
         request
             .context_inputs
             .retain(|c| !c.output_type.starts_with("domain:"));
-        for (domain, versions) in &self.state.episodes.domains {
-            let Some(last) = versions.last() else {
-                continue;
-            };
-            if self
+        let latest: Vec<(String, DomainVersion)> = self
+            .state
+            .episodes
+            .domains
+            .iter()
+            .filter_map(|(domain, versions)| Some((domain.clone(), versions.last()?.clone())))
+            .collect();
+        for (domain, last) in latest {
+            let read = self
                 .bundle
-                .decide_domain_read(&request.target_agent, domain)
-                .is_allowed()
-            {
+                .decide_domain_read(&request.target_agent, &domain);
+            if read.is_allowed() {
+                let output_type = format!("domain:{domain}@v{}", last.version);
+                let payload = self.gate_content(
+                    &last.agent,
+                    &request.target_agent,
+                    (&output_type, InputKind::Context),
+                    &last.content,
+                    &read,
+                );
                 request.context_inputs.push(ContextInput {
                     source_agent: last.agent.clone(),
-                    output_type: format!("domain:{domain}@v{}", last.version),
-                    payload: last.content.clone(),
+                    output_type,
+                    payload,
                 });
             }
         }

@@ -4,13 +4,46 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::event::FLAGGED_EMPTIED_HANDOFFS;
+use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH};
 use crate::ids::AgentId;
 use docket_policies::{FlowStep, HandoffAudit};
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when
     /// every field of a non-empty payload was removed (docs/governance.md#handoff-modes).
+    /// Content that crosses `from → to` by a rule other than a handoff (`authority`): from
+    /// decider version 3, scoped for the pair and recorded as `handoff.allowed` with
+    /// `output_type` naming what it is; what the receiver gets. Earlier versions passed it
+    /// as it was (docs/governance.md#one-gate).
+    pub(super) fn gate_content(
+        &mut self,
+        from: &str,
+        to: &str,
+        (output_type, input): (&str, InputKind),
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> Value {
+        if self.state.decider_version() < SCOPED_EVERY_PATH {
+            return payload.clone();
+        }
+        let scoped = self.bundle.scope_authorised(from, to, payload, authority);
+        let delivered = Arc::new(scoped.context);
+        let audit = self.audit_as_recorded(scoped.audit);
+        self.push(RunEvent::HandoffAllowed {
+            from: from.into(),
+            to: to.into(),
+            output_type: output_type.to_owned(),
+            input,
+            decision: authority.clone(),
+            contract: scoped.decision,
+            audit,
+            delivered: delivered.clone(),
+            provenance: Vec::new(),
+            flow_position: None,
+        });
+        Value::clone(&delivered)
+    }
+
     pub(super) fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
         if self.state.decider_version() >= FLAGGED_EMPTIED_HANDOFFS {
             let after = &audit.context_after_scoping;

@@ -186,14 +186,34 @@ impl Batch<'_> {
             let Some(asker) = self.state.calls.get(asker_id).cloned() else {
                 return;
             };
+            let code = call.request.capability_code.clone();
+            let authority = PolicyDecision {
+                kind: DecisionKind::Capability,
+                verdict: Verdict::Allow,
+                rule_id: format!("capabilities.{code}").into(),
+                reason: format!(
+                    "the answer to {}'s request for {code} returns to it",
+                    asker.request.target_agent
+                )
+                .into(),
+                bundle_hash: self.bundle.hash(),
+                chain: Vec::new(),
+            };
+            let answer = self.gate_content(
+                agent,
+                &asker.request.target_agent,
+                (&code, InputKind::Decision),
+                output,
+                &authority,
+            );
             let mut request = AgentRequest::clone(&asker.request);
             request.request_id = self.next_request_id();
             request
                 .decision_inputs
                 .push(crate::protocol::DecisionInput {
                     source_agent: agent.into(),
-                    output_type: call.request.capability_code.clone(),
-                    payload: output.clone(),
+                    output_type: code,
+                    payload: answer,
                 });
             self.schedule(
                 request,

@@ -193,7 +193,13 @@ pub(crate) fn the_root_episode_is_the_main_flow_and_requests_carry_its_id() {
 pub(crate) fn an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent() {
     let mut run = research();
     run.when(respond(vec![spawn("worker", "retrieve", None)]))
-        .then_kinds(&["agent.responded", "episode.started", "agent.call_scheduled"]);
+        // The spawn's inputs cross from orch to worker scoped and recorded (version 3).
+        .then_kinds(&[
+            "agent.responded",
+            "episode.started",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ]);
     let child_call = run.pending();
     assert_eq!(child_call.episode_id, "ep-2");
     assert_eq!(child_call.target_agent, "worker");
@@ -208,6 +214,7 @@ pub(crate) fn an_allowed_spawn_starts_a_child_whose_result_returns_to_the_parent
             "agent.responded",
             "episode.finished",
             "episode.stopped",
+            "handoff.allowed",
             "agent.call_scheduled",
         ])
         .then(|events| {

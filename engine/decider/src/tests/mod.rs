@@ -40,6 +40,7 @@ pub(crate) mod effect;
 pub(crate) mod episode;
 pub(crate) mod failure;
 pub(crate) mod fan_out;
+pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod replay;
 pub(crate) mod response;
