@@ -189,17 +189,18 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     });
                 }
             };
-            // Valid, but refused for new runs: a handoff whose payload would arrive empty.
-            let empty = b.empty_scopes();
-            if !empty.is_empty() {
-                let problems: Vec<String> = empty
+            // Valid, but refused for new runs (a handoff whose payload would arrive empty,
+            // audit switched off).
+            let refused = b.admission_problems();
+            if !refused.is_empty() {
+                let problems: Vec<String> = refused
                     .iter()
                     .map(|e| format!("{}: {e}", file.display()))
                     .collect();
                 if json {
                     print_json(
                         out,
-                        &json!({ "valid": false, "file": file.display().to_string(), "error": problems.join("\n"), "empty_scopes": empty.iter().map(|e| json!({"from": e.from, "to": e.to, "rule_id": e.rule_id})).collect::<Vec<_>>() }),
+                        &json!({ "valid": false, "file": file.display().to_string(), "error": problems.join("\n"), "problems": problems }),
                     );
                     return Ok(EXIT_INVALID);
                 }

@@ -59,7 +59,9 @@ pub use rules::escalation::{EscalationAction, EscalationDecision};
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{HandoffDecision, InputKind};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
-pub use rules::scope::{ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext};
+pub use rules::scope::{
+    AdmissionProblem, ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext,
+};
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;
 pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};

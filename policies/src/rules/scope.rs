@@ -537,6 +537,32 @@ pub struct ScopedContext {
     pub audit: HandoffAudit,
 }
 
+/// Why a valid bundle is refused for new runs: see [`PolicyBundle::admission_problems`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AdmissionProblem {
+    /// An allowed handoff would pass nothing.
+    EmptyScope(EmptyScope),
+    /// Audit switched off where docket records every handoff anyway.
+    AuditOff {
+        /// The setting, as the bundle names it.
+        setting: String,
+    },
+}
+
+impl std::fmt::Display for AdmissionProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::EmptyScope(e) => e.fmt(f),
+            Self::AuditOff { setting } => write!(
+                f,
+                "{setting} is false, but docket records every handoff with its audit in the \
+                 run's log and cannot turn that off; remove the setting (or set it to true)"
+            ),
+        }
+    }
+}
+
 /// An allowed handoff that would pass nothing: see [`PolicyBundle::empty_scopes`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmptyScope {
@@ -585,7 +611,45 @@ impl PolicyBundle {
         payload: &Value,
     ) -> ScopedContext {
         let handoff = self.decide_handoff(from, to, input);
-        self.scope_under(from, to, payload, handoff)
+        self.scope_under(from, to, payload, handoff, None)
+    }
+
+    /// The agents whose latest outputs `agent` requires
+    /// (`context_requirements.requires_prior_outputs`), in the bundle's order.
+    #[must_use]
+    pub fn required_prior_outputs(&self, agent: &str) -> &[String] {
+        self.agent(agent)
+            .and_then(|i| self.spec.agents.get(i))
+            .and_then(|a| a.context_requirements.as_ref())
+            .map_or(&[], |c| c.requires_prior_outputs.as_slice())
+    }
+
+    /// Scopes a prior output of `from` that `to` requires
+    /// (`context_requirements.requires_prior_outputs`): as [`Self::scope_authorised`],
+    /// in the receiver's `context_scope` mode when it sets one.
+    #[must_use]
+    pub fn scope_prior_output(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> ScopedContext {
+        let mode = self
+            .agent(to)
+            .and_then(|i| self.spec.agents.get(i))
+            .and_then(|a| a.context_requirements.as_ref())
+            .and_then(|c| c.context_scope);
+        let handoff = HandoffDecision {
+            decision: PolicyDecision {
+                verdict: Verdict::Allow,
+                ..authority.clone()
+            },
+            input: InputKind::Context,
+            output_type: None,
+            flow: crate::rules::flow::FlowRelation::Unrelated,
+        };
+        self.scope_under(from, to, payload, handoff, mode)
     }
 
     /// Scopes `payload` for `from → to` where another rule, not an interaction-matrix
@@ -611,15 +675,18 @@ impl PolicyBundle {
             output_type: None,
             flow: crate::rules::flow::FlowRelation::Unrelated,
         };
-        self.scope_under(from, to, payload, handoff)
+        self.scope_under(from, to, payload, handoff, None)
     }
 
+    /// Scoping under an allowed `handoff`; `mode_override` (a receiver's `context_scope`
+    /// for its required prior outputs) replaces the mode the levels would choose.
     fn scope_under(
         &self,
         from: &str,
         to: &str,
         payload: &Value,
         handoff: HandoffDecision,
+        mode_override: Option<HandoffMode>,
     ) -> ScopedContext {
         let h = &self.spec.multi_agent_handoffs;
         // BPE counting dominates scoping: count each distinct text once (the context
@@ -670,13 +737,17 @@ impl PolicyBundle {
 
         // Mode, allow-list and translation: first level that sets each.
         let mode_level = levels.iter().find(|l| l.mode.is_some());
-        let mode = mode_level
-            .and_then(|l| l.mode)
+        let mode = mode_override
+            .or(mode_level.and_then(|l| l.mode))
             .unwrap_or(h.default_handoff_mode);
-        let governing = mode_level.map_or_else(
-            || "multi_agent_handoffs.default_handoff_mode".to_owned(),
-            |l| l.rule_id.clone(),
-        );
+        let governing = if mode_override.is_some() {
+            format!("agents.{to}.context_requirements.context_scope")
+        } else {
+            mode_level.map_or_else(
+                || "multi_agent_handoffs.default_handoff_mode".to_owned(),
+                |l| l.rule_id.clone(),
+            )
+        };
         for l in &levels {
             let outcome = if l.rule_id == governing {
                 StepOutcome::Applied
@@ -685,7 +756,13 @@ impl PolicyBundle {
             };
             chain.push(RuleStep::new(l.rule_id.as_str(), outcome, level_note(l)));
         }
-        if mode_level.is_none() {
+        if mode_override.is_some() {
+            chain.push(RuleStep::new(
+                governing.as_str(),
+                StepOutcome::Applied,
+                format!("mode {} for required prior outputs", mode_name(mode)),
+            ));
+        } else if mode_level.is_none() {
             chain.push(RuleStep::new(
                 governing.as_str(),
                 StepOutcome::Applied,
@@ -818,6 +895,33 @@ impl PolicyBundle {
             context,
             audit,
         }
+    }
+
+    /// What a valid bundle states that docket will not run under: handoffs whose every
+    /// payload would arrive empty ([`Self::empty_scopes`]) and audit switched off (every
+    /// handoff is recorded in the run's log whatever the bundle says, so a bundle that
+    /// asks for less would be misread). Refused for new runs and by `docket policy
+    /// check`; not validation errors, so runs already recorded under such a bundle replay
+    /// (docs/governance.md#handoff-modes).
+    #[must_use]
+    pub fn admission_problems(&self) -> Vec<AdmissionProblem> {
+        let h = &self.spec.multi_agent_handoffs;
+        let mut out: Vec<AdmissionProblem> = self
+            .empty_scopes()
+            .into_iter()
+            .map(AdmissionProblem::EmptyScope)
+            .collect();
+        if !h.audit_all_handoffs {
+            out.push(AdmissionProblem::AuditOff {
+                setting: "multi_agent_handoffs.audit_all_handoffs".to_owned(),
+            });
+        }
+        for r in h.agent_handoff_rules.iter().filter(|r| !r.audit_enabled) {
+            out.push(AdmissionProblem::AuditOff {
+                setting: format!("agent_handoff_rules `{}`: audit_enabled", r.id),
+            });
+        }
+        out
     }
 
     /// Allowed handoffs whose every payload would arrive empty: scoped (by a rule or the
@@ -968,6 +1072,54 @@ mod tests {
         // The same rule with an allow-list passes something.
         let listed = format!("{full}{rule}allowed_context_fields = [\"x\"]\n");
         assert!(pairs(&bundle(&listed)).is_empty());
+    }
+
+    #[test]
+    fn audit_switched_off_is_refused_for_new_runs_with_the_setting_named() {
+        let src = "bundle = { id = \"t\" }\n[[agents]]\nid = \"a\"\n[[agents]]\nid = \"b\"\n\
+                   [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\naudit_all_handoffs = false\n\
+                   [[multi_agent_handoffs.agent_handoff_rules]]\nid = \"quiet\"\nfrom_agent_id = \"a\"\n\
+                   to_agent_id = \"b\"\naudit_enabled = false\n";
+        let bundle = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        let problems: Vec<String> = bundle
+            .admission_problems()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].starts_with("multi_agent_handoffs.audit_all_handoffs is false"));
+        assert!(problems[1].starts_with("agent_handoff_rules `quiet`: audit_enabled is false"));
+        assert!(problems[1].contains("records every handoff"));
+    }
+
+    #[test]
+    fn the_receivers_max_context_tokens_caps_what_it_gets() {
+        let src = "bundle = { id = \"t\" }\n[[agents]]\nid = \"a\"\n[[agents]]\nid = \"b\"\n\
+                   [agents.context_requirements]\nmax_context_tokens = 40\n\
+                   [interactions]\nallowed = [{ from = \"a\", to = \"b\" }]\n\
+                   [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+        let bundle = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        let long = "the quick brown fox jumps over the lazy dog ".repeat(40);
+        let payload = serde_json::json!({ "notes": long, "id": 7 });
+        let scoped = bundle.scope_context("a", "b", InputKind::Decision, &payload);
+        let audit = &scoped.audit;
+        assert!(
+            audit.context_before_scoping.total_tokens > 40 * 5,
+            "{audit:?}"
+        );
+        assert!(audit.context_after_scoping.total_tokens <= 40, "{audit:?}");
+        assert!(audit.conversation_translation_applied);
+        assert!(
+            scoped
+                .decision
+                .chain
+                .iter()
+                .any(|step| &*step.rule_id == "agents.b.context_requirements.max_context_tokens")
+        );
+        // Under the cap, nothing is summarised.
+        let small = serde_json::json!({ "id": 7 });
+        let scoped = bundle.scope_context("a", "b", InputKind::Decision, &small);
+        assert_eq!(scoped.context, small);
     }
 
     #[test]

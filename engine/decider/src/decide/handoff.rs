@@ -44,6 +44,62 @@ impl Batch<'_> {
         Value::clone(&delivered)
     }
 
+    /// From decider version 3, the latest outputs of the agents the receiver requires
+    /// (`context_requirements.requires_prior_outputs`), each scoped in its
+    /// `context_scope` mode and recorded, as read-only context inputs `prior:TYPE`
+    /// (replacing any carried over from a copied request).
+    pub(super) fn attach_prior_outputs(&mut self, request: &mut AgentRequest) {
+        if self.state.decider_version() < SCOPED_EVERY_PATH {
+            return;
+        }
+        request
+            .context_inputs
+            .retain(|c| !c.output_type.starts_with("prior:"));
+        let to = request.target_agent.to_string();
+        let bundle = self.bundle;
+        for from in bundle.required_prior_outputs(&to) {
+            let Some(outputs) = self.state.outputs.get(from.as_str()).cloned() else {
+                continue;
+            };
+            let rule = format!("agents.{to}.context_requirements.requires_prior_outputs");
+            let authority = PolicyDecision {
+                kind: DecisionKind::ContextScope,
+                verdict: Verdict::Allow,
+                rule_id: rule.as_str().into(),
+                reason: format!("{to} requires {from}'s latest outputs").into(),
+                bundle_hash: bundle.hash(),
+                chain: vec![RuleStep::new(
+                    rule,
+                    StepOutcome::Applied,
+                    "required prior output",
+                )],
+            };
+            for (output_type, payload) in outputs {
+                let scoped = bundle.scope_prior_output(from, &to, &payload, &authority);
+                let delivered = Arc::new(scoped.context);
+                let audit = self.audit_as_recorded(scoped.audit);
+                let output_type = format!("prior:{output_type}");
+                self.push(RunEvent::HandoffAllowed {
+                    from: from.into(),
+                    to: to.as_str().into(),
+                    output_type: output_type.clone(),
+                    input: InputKind::Context,
+                    decision: authority.clone(),
+                    contract: scoped.decision,
+                    audit,
+                    delivered: delivered.clone(),
+                    provenance: Vec::new(),
+                    flow_position: None,
+                });
+                request.context_inputs.push(ContextInput {
+                    source_agent: from.into(),
+                    output_type,
+                    payload: Value::clone(&delivered),
+                });
+            }
+        }
+    }
+
     pub(super) fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
         if self.state.decider_version() >= FLAGGED_EMPTIED_HANDOFFS {
             let after = &audit.context_after_scoping;

@@ -627,6 +627,7 @@ impl Batch<'_> {
             }
         }
         self.attach_domain_reads(&mut request);
+        self.attach_prior_outputs(&mut request);
         self.push(RunEvent::AgentCallScheduled {
             request: Arc::new(request),
             reply_to,

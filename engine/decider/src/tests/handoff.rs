@@ -425,3 +425,89 @@ pub(crate) fn one_output_path_per_position_in_a_sequential_flow() {
     let (rule, _) = denial_reason(run.decided());
     assert_eq!(rule, "flow_order.position");
 }
+
+const PRIOR_BUNDLE: &str = r#"
+bundle = { id = "prior" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "a"
+[[agents]]
+id = "b"
+[[agents]]
+id = "c"
+[agents.context_requirements]
+requires_prior_outputs = ["a"]
+context_scope = "minimal"
+[interactions]
+allowed = [
+  { from = "external", to = "a" },
+  { from = "a", to = "b" },
+  { from = "b", to = "c" },
+  { from = "c", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+minimal_context_fields = ["trigger"]
+"#;
+
+fn prior_run(version: u32) -> History {
+    let b = PolicyBundle::from_toml_str(PRIOR_BUNDLE, "prior.toml").expect("valid bundle");
+    let run = RunRequested {
+        bundle_source: PRIOR_BUNDLE.into(),
+        bundle_source_name: "prior.toml".into(),
+        bundle_hash: b.hash().to_hex(),
+        decider_version: version,
+        ..run_requested(&b)
+    };
+    let given = start_events(&b, run);
+    let mut run = History::new(b).given(&given).clock(2_000, 0);
+    run.when(respond(vec![handoff(
+        "b",
+        "ab",
+        json!({"trigger": 1, "x": 2}),
+    )]));
+    run.when(respond(vec![handoff("c", "bc", json!({"y": 3}))]));
+    run
+}
+
+#[test]
+pub(crate) fn a_receiver_gets_the_prior_outputs_it_requires_scoped_in_its_context_scope() {
+    let run = prior_run(DECIDER_VERSION);
+    let request = run.pending();
+    assert_eq!(request.target_agent, "c");
+    let prior: Vec<_> = request
+        .context_inputs
+        .iter()
+        .filter(|c| c.output_type.starts_with("prior:"))
+        .collect();
+    assert_eq!(prior.len(), 1, "{:?}", request.context_inputs);
+    assert_eq!(prior[0].source_agent, "a");
+    assert_eq!(prior[0].output_type, "prior:ab");
+    assert_eq!(prior[0].payload, json!({"trigger": 1}));
+    let recorded = run
+        .decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::HandoffAllowed {
+                output_type, audit, ..
+            } if output_type == "prior:ab" => Some(audit.clone()),
+            _ => None,
+        })
+        .expect("the prior output is recorded");
+    assert_eq!(
+        &*recorded.governance_rule_id,
+        "agents.c.context_requirements.context_scope"
+    );
+    assert_eq!(recorded.context_after_scoping.fields_excluded, ["x"]);
+    run.replays();
+    // Version 2 did not attach them: its logs replay without.
+    let old = prior_run(2);
+    assert!(
+        old.pending()
+            .context_inputs
+            .iter()
+            .all(|c| !c.output_type.starts_with("prior:"))
+    );
+    old.replays();
+}

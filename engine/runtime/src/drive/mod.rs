@@ -89,15 +89,15 @@ pub enum RuntimeError {
         /// Why.
         rejection: Rejection,
     },
-    /// The bundle is valid but would hand some agent an empty payload on every handoff of
-    /// a pair (scoped with nothing allowed): refused for new runs, so that nothing is
-    /// emptied silently (docs/governance.md#handoff-modes).
+    /// The bundle is valid but states what docket will not run under (a pair whose every
+    /// payload would arrive empty, audit switched off): refused for new runs, so that
+    /// nothing is emptied or misread silently (docs/governance.md#handoff-modes).
     #[error("{bundle}: {}", problems.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
-    EmptyScopes {
+    NotAdmitted {
         /// The bundle's name (its path).
         bundle: String,
-        /// Each pair and the rule that scopes it.
-        problems: Vec<docket_policies::EmptyScope>,
+        /// What is wrong, each naming the pair or setting.
+        problems: Vec<docket_policies::AdmissionProblem>,
     },
     /// A run id the store does not accept.
     #[error("invalid run id {id:?}: {message}")]
@@ -244,9 +244,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
         let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
-        let problems = bundle.empty_scopes();
+        let problems = bundle.admission_problems();
         if !problems.is_empty() {
-            return Err(RuntimeError::EmptyScopes {
+            return Err(RuntimeError::NotAdmitted {
                 bundle: workflow.bundle_source_name.clone(),
                 problems,
             });
