@@ -15,6 +15,7 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
+use crate::event::SCOPED_EVERY_PATH;
 use crate::ids::{AgentId, CallId, EpisodeId};
 use crate::state::episode::DomainVersion;
 use std::collections::BTreeMap;
@@ -172,6 +173,26 @@ impl Batch<'_> {
             same_error_repeats: parent.same_error_repeats(),
             human_authorized: false,
         };
+        // From decider version 3 a spawn is no way around the matrix: a child may not be
+        // an agent the spawner is forbidden to hand work to (a forbidden edge or the flow
+        // order; an agent may spawn itself, and a pair merely without an edge may spawn).
+        if self.state.decider_version() >= SCOPED_EVERY_PATH && agent != s.agent {
+            let matrix = self
+                .bundle
+                .decide_handoff(agent, s.agent, InputKind::Decision);
+            if !matrix.decision.is_allowed() && &*matrix.decision.rule_id != "deny_by_default" {
+                self.refuse(
+                    &parent,
+                    agent,
+                    request_id,
+                    "spawn",
+                    detail,
+                    matrix.decision,
+                    StopCondition::PolicyBlocks,
+                );
+                return false;
+            }
+        }
         let d = self.bundle.decide_spawn(&req);
         if !d.decision.is_allowed() {
             let condition = d.stop_condition.unwrap_or(StopCondition::PolicyBlocks);

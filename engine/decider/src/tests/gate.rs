@@ -15,15 +15,16 @@ use crate::{RunEvent, RunRequested, RunStatus, replay_check};
 const AGENTS: [&str; 3] = ["a", "b", "c"];
 
 /// A bundle over `a`, `b`, `c` with the given extra decision edges (besides external → a
-/// and each agent → external), `secret` blocked on every handoff, a capability and a
-/// `verify` child type for everyone, and a domain `a` writes and `b`, `c` read.
+/// and each agent → external; a → c is forbidden), `secret` blocked on every handoff, a
+/// capability and a `verify` child type for everyone, and a domain `a` writes and `b`,
+/// `c` read.
 fn gate_bundle(edges: &[(usize, usize)], mode: usize) -> (PolicyBundle, String) {
     let mut allowed = vec![r#"{ from = "external", to = "a" }"#.to_owned()];
     for agent in AGENTS {
         allowed.push(format!(r#"{{ from = "{agent}", to = "external" }}"#));
     }
     for &(f, t) in edges {
-        if f != t {
+        if f != t && (f, t) != (0, 2) {
             let edge = format!(r#"{{ from = "{}", to = "{}" }}"#, AGENTS[f], AGENTS[t]);
             if !allowed.contains(&edge) {
                 allowed.push(edge);
@@ -58,6 +59,7 @@ code = "cap"
 id = "notes"
 [interactions]
 allowed = [{}]
+forbidden = [{{ from = "a", to = "c", reason = "a may not reach c" }}]
 [recursion.default]
 allowed_child_types = ["verify"]
 [multi_agent_handoffs]
@@ -229,6 +231,50 @@ proptest! {
                 prop_assert!(matrix.decision.is_allowed(), "{from} → {to} crossed: {:?}", matrix.decision.reason);
             }
         }
+        // Nor does a spawn: no child is an agent its spawner is forbidden to reach.
+        for event in &run.log {
+            if let RunEvent::EpisodeStarted { agent, spawned_by, .. } = event {
+                let spawner = &run.state.calls[spawned_by].request.target_agent;
+                prop_assert!(!(spawner == "a" && agent == "c"), "a spawned c");
+            }
+        }
         prop_assert!(replay_check(&run.log, &run.bundle).is_ok());
     }
+}
+
+#[test]
+pub(crate) fn a_spawn_cannot_reach_an_agent_the_spawner_is_forbidden_to_reach() {
+    let mut run = gate_run(&[], 0);
+    run.when(respond(vec![
+        action(&Act::Spawn(2, Map::new())).expect("a spawn"),
+    ]))
+    .then(|events| {
+        let denied = events.iter().find_map(|e| match e {
+            RunEvent::EpisodeActionDenied {
+                action, decision, ..
+            } => Some((action.clone(), decision.reason.to_string())),
+            _ => None,
+        });
+        assert_eq!(
+            denied,
+            Some(("spawn".to_owned(), "a may not reach c".to_owned()))
+        );
+        assert!(
+            !events
+                .iter()
+                .any(|e| matches!(e, RunEvent::EpisodeStarted { .. }))
+        );
+    });
+    // A pair without an edge may spawn (the recursion policy decides): b is a's child.
+    let mut run = gate_run(&[], 0);
+    run.when(respond(vec![
+        action(&Act::Spawn(1, Map::new())).expect("a spawn"),
+    ]))
+    .then(|events| {
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, RunEvent::EpisodeStarted { .. }))
+        );
+    });
 }
