@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use docket_decider::{Action, AgentRequest, AgentResponse, ResponseStatus};
-use docket_example_geo::payloads::{
+use docket_example_geo::{
     GapsAndOpportunities, Priority, ValidatedRecommendations, agents, output_types,
 };
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
@@ -30,11 +30,11 @@ const AGENTS: [&str; 5] = [
 
 fn in_process() -> Executors {
     let handlers: [(&'static str, Handler); 5] = [
-        (agents::GOVERNANCE, governance::handle),
-        (agents::OBSERVATION, observation::handle),
-        (agents::INTELLIGENCE, intelligence::handle),
-        (agents::REASONING, reasoning::handle),
-        (agents::STRATEGY, strategy::handle),
+        (agents::GOVERNANCE, governance),
+        (agents::OBSERVATION, observation),
+        (agents::INTELLIGENCE, intelligence),
+        (agents::REASONING, reasoning),
+        (agents::STRATEGY, strategy),
     ];
     handlers
         .into_iter()

@@ -178,11 +178,11 @@ impl Shape {
         };
         match self {
             Shape::Geo => {
-                agent("governance", governance::handle);
-                agent("observation", observation::handle);
-                agent("intelligence", intelligence::handle);
-                agent("reasoning", reasoning::handle);
-                agent("strategy", strategy::handle);
+                agent("governance", governance);
+                agent("observation", observation);
+                agent("intelligence", intelligence);
+                agent("reasoning", reasoning);
+                agent("strategy", strategy);
             }
             Shape::Episode => {
                 agent("orch", orchestrator);

@@ -66,11 +66,11 @@ fn workflow() -> Workflow {
 type Handler = fn(&AgentRequest) -> AgentResponse;
 
 const AGENTS: [(&str, Handler); 5] = [
-    ("governance", governance::handle),
-    ("observation", observation::handle),
-    ("intelligence", intelligence::handle),
-    ("reasoning", reasoning::handle),
-    ("strategy", strategy::handle),
+    ("governance", governance),
+    ("observation", observation),
+    ("intelligence", intelligence),
+    ("reasoning", reasoning),
+    ("strategy", strategy),
 ];
 
 fn register(runtime: &Runtime<EmbeddedStore>) {
@@ -163,7 +163,7 @@ async fn handoff_latency(
             state.apply(e);
         }
         let request = state.pending_requests()[0].clone();
-        let response = governance::handle(&request);
+        let response = governance(&request);
         let command = Command::RecordResponse {
             request_id: request.request_id.clone(),
             response,
@@ -490,7 +490,7 @@ fn main() {
         })).expect("start");
         for e in &events { state.apply(e); }
         let request = state.pending_requests()[0].clone();
-        let response = governance::handle(&request);
+        let response = governance(&request);
         let mut cpu = Vec::new();
         for _ in 0..200 {
             let t = Instant::now();

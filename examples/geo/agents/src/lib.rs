@@ -4,17 +4,30 @@
 //! GEO scores (mention rate, share of voice); Reasoning finds the focus brand's gaps and
 //! gives them priorities; Strategy turns each gap into a recommendation citing it.
 //!
-//! Each agent is a pure function from request to response ([`governance::handle`]...), run
-//! as a binary by [`serve::run`]. Every computation is deterministic: ordered maps, fixed
+//! Each agent is a pure function from request to response ([`governance`]...), run as a
+//! binary by [`serve`]. Every computation is deterministic: ordered maps, fixed
 //! rounding, no clock.
 
-pub mod governance;
-pub mod intelligence;
-pub mod observation;
-pub mod payloads;
-pub mod reasoning;
-pub mod serve;
-pub mod strategy;
-
 mod answer;
+mod governance;
+mod intelligence;
+mod observation;
+mod payloads;
+mod reasoning;
+mod serve;
+mod strategy;
+
 pub use answer::Failure;
+// Each agent is one function from request to response, named after the agent.
+pub use governance::handle as governance;
+pub use intelligence::handle as intelligence;
+pub use observation::handle as observation;
+pub use reasoning::handle as reasoning;
+pub use strategy::handle as strategy;
+// The payloads of the pipeline's output types, and the agent and output-type names.
+pub use payloads::{
+    AiAnswerSnapshots, AnalysisRequest, BrandScore, Constraints, Gap, GapsAndOpportunities,
+    GeoScores, Opportunity, Pattern, Priority, Recommendation, Recommendations, Scope, Snapshot,
+    TimeRange, ValidatedRecommendations, ValidatedScope, agents, output_types,
+};
+pub use serve::{ServeError, run as serve, serve_lines};

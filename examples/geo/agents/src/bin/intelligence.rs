@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match docket_example_geo::serve::run(docket_example_geo::intelligence::handle) {
+    match docket_example_geo::serve(docket_example_geo::intelligence) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("intelligence: {err}");

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match docket_example_geo::serve::run(docket_example_geo::observation::handle) {
+    match docket_example_geo::serve(docket_example_geo::observation) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("observation: {err}");
