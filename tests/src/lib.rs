@@ -4,7 +4,7 @@
 //! only the public API of the docket crates and the `docket` binary.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 /// The workspace's root directory.
@@ -92,6 +92,55 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
     let path = profile_dir.join(format!("{bin}{}", std::env::consts::EXE_SUFFIX));
     assert!(path.exists(), "{} was not built", path.display());
     path
+}
+
+/// `docket ARGS --data DATA`, run to its end with its output captured.
+#[must_use]
+pub fn docket_on(data: &Path, args: &[&str]) -> Output {
+    Command::new(docket_bin())
+        .args(args)
+        .arg("--data")
+        .arg(data)
+        .output()
+        .expect("docket runs")
+}
+
+/// A command's standard output, as text.
+#[must_use]
+pub fn stdout_text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A command's exit code (-1 when a signal ended it).
+#[must_use]
+pub fn exit_code(output: &Output) -> i32 {
+    output.status.code().unwrap_or(-1)
+}
+
+/// The run id from a run summary's first line (`run ID (name): status`).
+#[must_use]
+pub fn summary_run_id(output: &Output) -> String {
+    stdout_text(output)
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// A run's events, as `docket events RUN --json` prints them (envelope and payload).
+#[must_use]
+pub fn run_events(data: &Path, run: &str) -> Vec<serde_json::Value> {
+    let out = docket_on(data, &["events", run, "--json"]);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_text(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
+        .collect()
 }
 
 /// Builds the geo example's agent binaries (once per test process) next to the `docket`

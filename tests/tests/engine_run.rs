@@ -3,47 +3,16 @@
 //! that hang, crash, print garbage or too much, and human approvals across processes.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use docket_tests::{docket_bin, geo_agents_built, geo_workflow, geo_workflow_with};
+use docket_tests::{geo_agents_built, geo_workflow, geo_workflow_with};
 use serde_json::Value;
 
+use docket_tests::{
+    docket_on as docket, exit_code as code, run_events as events, stdout_text as stdout,
+    summary_run_id as run_id,
+};
+
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
-
-fn docket(data: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(docket_bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("docket runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().unwrap_or(-1)
-}
-
-/// The run id from the summary's first line (`run ID (name): status`).
-fn run_id(output: &Output) -> String {
-    stdout(output)
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn events(data: &Path, run: &str) -> Vec<Value> {
-    let out = docket(data, &["events", run, "--json"]);
-    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
-    stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()

@@ -8,27 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use docket_decider::{RunEvent, recorded_bundle, replay_check};
-use docket_tests::docket_bin;
 use serde_json::{Value, json};
 
+use docket_tests::{docket_on as docket, exit_code as code, stdout_text as stdout};
+
 const EPISODE_AGENT: &str = env!("CARGO_BIN_EXE_episode-agent");
-
-fn docket(data: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(docket_bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("docket runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn code(output: &Output) -> i32 {
-    output.status.code().unwrap_or(-1)
-}
 
 /// A finished (or waiting) run of the episode workflow.
 struct Ran {

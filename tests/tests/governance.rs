@@ -5,46 +5,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use docket_tests::docket_bin;
 use serde_json::Value;
 
+use docket_tests::{
+    docket_on as docket, run_events as events, stdout_text as stdout, summary_run_id as run_id,
+};
+
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
-
-fn docket(data: &Path, args: &[&str]) -> Output {
-    std::process::Command::new(docket_bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("docket runs")
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn events(data: &Path, run: &str) -> Vec<Value> {
-    let out = docket(data, &["events", run, "--json"]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout(&out)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("each line is JSON"))
-        .collect()
-}
-
-/// The run id from the summary's first line (`run ID (name): status`).
-fn run_id(output: &Output) -> String {
-    stdout(output)
-        .split_whitespace()
-        .nth(1)
-        .unwrap_or_default()
-        .to_owned()
-}
 
 /// A bundle where `asker` may ask `writer` for `DOC_GENERATE` and `secret` is blocked on
 /// every handoff; `edges` adds interaction-matrix edges.

@@ -5,6 +5,7 @@
 //! interaction-matrix edge, and its inputs are scoped and recorded as `handoff.allowed`
 //! (or `handoff.denied`, which blocks the run) like any other handoff.
 
+use super::handoff::Crossing;
 use super::*;
 use crate::event::GOVERNED_CAPABILITY_REQUESTS;
 
@@ -105,20 +106,13 @@ impl Batch<'_> {
             return None;
         }
         let scoped = bundle.scope_context(agent, target, InputKind::Decision, inputs);
-        let delivered = Arc::new(scoped.context);
-        let audit = self.audit_as_recorded(scoped.audit);
-        self.push(RunEvent::HandoffAllowed {
-            from: agent.into(),
-            to: target.into(),
-            output_type: capability_code.to_owned(),
-            input: InputKind::Decision,
-            decision: matrix.decision,
-            contract: capability,
-            audit,
-            delivered: delivered.clone(),
-            provenance: Vec::new(),
-            flow_position: None,
-        });
+        let crossing = Crossing::by(
+            agent,
+            target,
+            (capability_code, InputKind::Decision),
+            matrix.decision,
+        );
+        let delivered = self.record_allowed(crossing, capability, scoped);
         Some(Value::clone(&delivered))
     }
 }

@@ -6,7 +6,7 @@
 use super::*;
 use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH};
 use crate::ids::AgentId;
-use docket_policies::{FlowStep, HandoffAudit};
+use docket_policies::{FlowStep, HandoffAudit, ScopedContext};
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when
@@ -27,21 +27,9 @@ impl Batch<'_> {
             return payload.clone();
         }
         let scoped = self.bundle.scope_authorised(from, to, payload, authority);
-        let delivered = Arc::new(scoped.context);
-        let audit = self.audit_as_recorded(scoped.audit);
-        self.push(RunEvent::HandoffAllowed {
-            from: from.into(),
-            to: to.into(),
-            output_type: output_type.to_owned(),
-            input,
-            decision: authority.clone(),
-            contract: scoped.decision,
-            audit,
-            delivered: delivered.clone(),
-            provenance: Vec::new(),
-            flow_position: None,
-        });
-        Value::clone(&delivered)
+        let contract = scoped.decision.clone();
+        let crossing = Crossing::by(from, to, (output_type, input), authority.clone());
+        Value::clone(&self.record_allowed(crossing, contract, scoped))
     }
 
     /// From decider version 3, the latest outputs of the agents the receiver requires
@@ -76,21 +64,15 @@ impl Batch<'_> {
             };
             for (output_type, payload) in outputs {
                 let scoped = bundle.scope_prior_output(from, &to, &payload, &authority);
-                let delivered = Arc::new(scoped.context);
-                let audit = self.audit_as_recorded(scoped.audit);
+                let contract = scoped.decision.clone();
                 let output_type = format!("prior:{output_type}");
-                self.push(RunEvent::HandoffAllowed {
-                    from: from.into(),
-                    to: to.as_str().into(),
-                    output_type: output_type.clone(),
-                    input: InputKind::Context,
-                    decision: authority.clone(),
-                    contract: scoped.decision,
-                    audit,
-                    delivered: delivered.clone(),
-                    provenance: Vec::new(),
-                    flow_position: None,
-                });
+                let crossing = Crossing::by(
+                    from,
+                    &to,
+                    (&output_type, InputKind::Context),
+                    authority.clone(),
+                );
+                let delivered = self.record_allowed(crossing, contract, scoped);
                 request.context_inputs.push(ContextInput {
                     source_agent: from.into(),
                     output_type,
@@ -100,7 +82,32 @@ impl Batch<'_> {
         }
     }
 
-    pub(super) fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
+    /// Records `handoff.allowed` for content that crosses as `scoped` says (its audit as
+    /// recorded for this run's decider version); what the receiver gets.
+    pub(super) fn record_allowed(
+        &mut self,
+        crossing: Crossing<'_>,
+        contract: PolicyDecision,
+        scoped: ScopedContext,
+    ) -> Arc<Value> {
+        let delivered = Arc::new(scoped.context);
+        let audit = self.audit_as_recorded(scoped.audit);
+        self.push(RunEvent::HandoffAllowed {
+            from: crossing.from.into(),
+            to: crossing.to.into(),
+            output_type: crossing.output_type.to_owned(),
+            input: crossing.input,
+            decision: crossing.decision,
+            contract,
+            audit,
+            delivered: delivered.clone(),
+            provenance: crossing.provenance,
+            flow_position: crossing.flow_position,
+        });
+        delivered
+    }
+
+    fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
         if self.state.decider_version() >= FLAGGED_EMPTIED_HANDOFFS {
             let after = &audit.context_after_scoping;
             audit.every_field_removed =
@@ -215,20 +222,17 @@ impl Batch<'_> {
             provenance.push(d);
         }
         let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
-        let delivered = Arc::new(scoped.context);
-        let audit = self.audit_as_recorded(scoped.audit);
-        self.push(RunEvent::HandoffAllowed {
-            from: from.into(),
-            to: to.into(),
-            output_type: output_type.to_owned(),
-            input: InputKind::Decision,
-            decision: matrix.decision,
-            contract,
-            audit,
-            delivered: delivered.clone(),
+        let crossing = Crossing {
             provenance,
             flow_position,
-        });
+            ..Crossing::by(
+                from,
+                to,
+                (output_type, InputKind::Decision),
+                matrix.decision,
+            )
+        };
+        let delivered = self.record_allowed(crossing, contract, scoped);
         if to == EXTERNAL {
             let output = Value::clone(&delivered);
             self.end_run(RunEvent::RunCompleted { output }, Some(from));
@@ -276,27 +280,52 @@ impl Batch<'_> {
                     kind: DecisionKind::DataContract,
                     ..scoped.decision.clone()
                 };
+                let crossing = Crossing::by(
+                    &edge.from,
+                    to,
+                    (&output_type, InputKind::Context),
+                    matrix.decision,
+                );
+                let delivered = self.record_allowed(crossing, contract, scoped);
                 inputs.push(ContextInput {
                     source_agent: AgentId::from(&edge.from),
-                    output_type: output_type.clone(),
-                    payload: scoped.context.clone(),
-                });
-                let delivered = Arc::new(scoped.context);
-                let audit = self.audit_as_recorded(scoped.audit);
-                self.push(RunEvent::HandoffAllowed {
-                    from: AgentId::from(&edge.from),
-                    to: to.into(),
                     output_type,
-                    input: InputKind::Context,
-                    decision: matrix.decision,
-                    contract,
-                    audit,
-                    delivered,
-                    provenance: Vec::new(),
-                    flow_position: None,
+                    payload: Value::clone(&delivered),
                 });
             }
         }
         inputs
+    }
+}
+
+/// What one `handoff.allowed` says besides the scoping: who to whom, what, and the
+/// decision that let it cross.
+pub(super) struct Crossing<'a> {
+    pub(super) from: &'a str,
+    pub(super) to: &'a str,
+    pub(super) output_type: &'a str,
+    pub(super) input: InputKind,
+    pub(super) decision: PolicyDecision,
+    pub(super) provenance: Vec<PolicyDecision>,
+    pub(super) flow_position: Option<u32>,
+}
+
+impl<'a> Crossing<'a> {
+    /// `from → to` carrying `output_type` as `input`, let through by `decision`.
+    pub(super) fn by(
+        from: &'a str,
+        to: &'a str,
+        (output_type, input): (&'a str, InputKind),
+        decision: PolicyDecision,
+    ) -> Self {
+        Self {
+            from,
+            to,
+            output_type,
+            input,
+            decision,
+            provenance: Vec::new(),
+            flow_position: None,
+        }
     }
 }
