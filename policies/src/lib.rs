@@ -57,7 +57,7 @@ pub use parse::{Format, parse};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::escalation::{EscalationAction, EscalationDecision};
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
-pub use rules::handoff::{HandoffDecision, InputKind};
+pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::scope::{
     AdmissionProblem, ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext,

@@ -20,6 +20,9 @@ use crate::model::BundleSpec;
 use crate::rules::flow::{self, FlowRelation};
 use crate::validate::Checker;
 
+/// The rule id of a pair that no edge allows and nothing forbids.
+pub const DENY_BY_DEFAULT: &str = "deny_by_default";
+
 /// The interaction matrix (docs/governance.md#interaction-matrix).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -388,13 +391,13 @@ fn compute(
         return done(Verdict::Deny, id.to_owned(), reason, chain, None);
     }
     chain.push(RuleStep::new(
-        "deny_by_default",
+        DENY_BY_DEFAULT,
         StepOutcome::Applied,
         "every pair not allowed is denied",
     ));
     done(
         Verdict::Deny,
-        "deny_by_default".to_owned(),
+        DENY_BY_DEFAULT.to_owned(),
         format!("no allowed edge from {from} to {to} (deny by default)"),
         chain,
         None,

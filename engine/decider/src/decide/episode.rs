@@ -180,7 +180,9 @@ impl Batch<'_> {
             let matrix = self
                 .bundle
                 .decide_handoff(agent, s.agent, InputKind::Decision);
-            if !matrix.decision.is_allowed() && &*matrix.decision.rule_id != "deny_by_default" {
+            if !matrix.decision.is_allowed()
+                && &*matrix.decision.rule_id != docket_policies::DENY_BY_DEFAULT
+            {
                 self.refuse(
                     &parent,
                     agent,
