@@ -1,6 +1,6 @@
 //! What one agent call costs per executor, as a ratio to calling the agent function
-//! directly (measured in the same run). Run with `cargo bench -p docket-tests --bench
-//! agent_call`; the figures depend on the machine, the ratios much less.
+//! directly (measured in the same run). Run with `cargo bench -p docket-bench-engine
+//! --bench agent_call`; the figures depend on the machine, the ratios much less.
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;

@@ -8,7 +8,7 @@
 //! - plain: one durable append of one event of the size of an effect's largest write.
 //!
 //! Also prints durable writes (syncs) per effect. Run with
-//! `cargo bench -p docket-tests --bench effect_cost`.
+//! `cargo bench -p docket-bench-engine --bench effect_cost`.
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;

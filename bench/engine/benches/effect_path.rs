@@ -14,7 +14,7 @@
 //! - Plain: one append of one event of the effect's mean event size, on the same store;
 //!   and two such appends in a row, the floor of any path with two durable points.
 //!
-//! Run with `cargo bench -p docket-tests --bench effect_path` (`DOCKET_BENCH_SAMPLES`
+//! Run with `cargo bench -p docket-bench-engine --bench effect_path` (`DOCKET_BENCH_SAMPLES`
 //! changes the 300 samples).
 #![allow(clippy::print_stdout)]
 

@@ -9,7 +9,7 @@
 //!   contracts, canonical rendering and BLAKE3 chaining of its events, the agents' own
 //!   computation), each with the runs/s it would allow on this machine's cores.
 //!
-//! Run with `cargo bench -p docket-tests --bench engine_pipeline`
+//! Run with `cargo bench -p docket-bench-engine --bench engine_pipeline`
 //! (`DOCKET_BENCH_CONCURRENT` changes the 1000).
 #![allow(clippy::print_stdout)]
 

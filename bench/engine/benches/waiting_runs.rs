@@ -7,7 +7,7 @@
 //! (`run_summaries()`) and every run folded (`runs()`, last; `DOCKET_BENCH_FOLD=0` skips
 //! it) cost, and approves a sample to check they complete.
 //!
-//! Run with `cargo bench -p docket-tests --bench waiting_runs`.
+//! Run with `cargo bench -p docket-bench-engine --bench waiting_runs`.
 #![allow(clippy::print_stdout)]
 
 use std::path::Path;
