@@ -101,6 +101,20 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
+    /// Re-derive every decision a run recorded, with its recorded bundle and decider
+    /// version, calling no agent: prints the counts and the run's result, or the first
+    /// divergence with what differs and why (docs/replay.md). Exit 1 on a divergence.
+    Replay {
+        /// The run id (or --all).
+        #[arg(required_unless_present = "all")]
+        run: Option<RunId>,
+        /// Every run in the data directory, one line each.
+        #[arg(long, conflicts_with = "run")]
+        all: bool,
+        /// Print JSON (the report of each run).
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
@@ -208,6 +222,10 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
+        RunCommand::Replay { run, all, json } => {
+            let rt = open(data).await?;
+            crate::replay::execute(&rt, run.as_ref(), all, json, out).await
+        }
         RunCommand::Run {
             workflow,
             input,

@@ -58,7 +58,7 @@ const FORBIDDEN_IN_THE_CORE: &[&str] = &[
 
 #[test]
 fn the_decider_and_policies_link_no_io_runtime_and_no_store() {
-    for package in ["docket-decider", "docket-policies"] {
+    for package in ["docket-decider", "docket-policies", "docket-replay"] {
         let deps = normal_dependencies(package);
         assert!(
             deps.contains(package),
@@ -82,6 +82,10 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
         ("docket-policies", &["docket-policies"][..]),
         ("docket-store", &["docket-store"][..]),
         ("docket-decider", &["docket-decider", "docket-policies"][..]),
+        (
+            "docket-replay",
+            &["docket-replay", "docket-decider", "docket-policies"][..],
+        ),
     ] {
         let docket: Vec<String> = normal_dependencies(package)
             .into_iter()

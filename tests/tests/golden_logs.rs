@@ -845,6 +845,16 @@ async fn check(fixture: &Fixture) -> Result<Loaded, String> {
     }
     let bundle = recorded_bundle(requested).map_err(|e| format!("recorded bundle: {e}"))?;
     replay_check(&loaded.run, &bundle).map_err(|e| format!("replay: {e}"))?;
+    // And through the replay crate `docket replay` uses: every decision reproduced.
+    let report = docket_replay::replay(&loaded.run).map_err(|e| format!("replay: {e}"))?;
+    if let Some(d) = &report.divergence {
+        return Err(format!("docket replay diverges: {d:?}"));
+    }
+    if report.decisions + report.inputs != loaded.run.len()
+        || report.status != fixture.shape.status()
+    {
+        return Err(format!("docket replay reports {report:?}"));
+    }
     let state = RunState::fold(loaded.run.iter());
     if state.status() != fixture.shape.status() || status_word(state.status()) != m.status {
         return Err(format!(

@@ -1,0 +1,21 @@
+//! Forensic replay: re-derive every decision a run recorded, with the bundle and the
+//! decider version it recorded, and say where and why a log diverges
+//! (docs/replay.md). Nothing here calls an agent, a tool or an effect executor: the
+//! recorded answers are the inputs, and the decider is pure.
+//!
+//! ```text
+//! recorded events ──▶ batches (an input and what was decided of it)
+//!                       │ decide(state, recorded bundle, input) == recorded?
+//!                       ▼
+//!                  ReplayReport: counts, the run's result, or the first Divergence
+//! ```
+
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller. (Tests are exempt: see clippy.toml.)
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod diff;
+mod report;
+
+pub use diff::{Difference, differences};
+pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};

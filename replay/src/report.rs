@@ -1,0 +1,261 @@
+//! Replaying one run's log: every batch decided again from its recorded input, with the
+//! bundle the run recorded and the decider version that recorded it (docs/replay.md).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use docket_decider::{
+    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, decide, recorded_bundle,
+};
+
+use crate::diff::{Difference, differences};
+
+/// Error code of a batch the decider now decides differently (docs/errors/R001.md).
+pub const DIVERGENCE: &str = "R001";
+/// Error code of a recorded input the decider now refuses (docs/errors/R002.md).
+pub const REJECTED: &str = "R002";
+
+/// How many differing places a divergence lists.
+const DIFFERENCES_SHOWN: usize = 20;
+
+/// Why a log could not be replayed at all.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReplayError {
+    /// The log is empty or does not open with `run.requested`.
+    #[error("the log does not start with run.requested, so it is not a run's log")]
+    NotARun,
+    /// A batch does not open with a recorded input.
+    #[error("event {seq} ({kind}) should open a batch with a recorded input")]
+    NotAnInput {
+        /// 1-based sequence in the run's log.
+        seq: u64,
+        /// Its kind.
+        kind: &'static str,
+    },
+    /// The bundle text the run recorded no longer compiles.
+    #[error("the policy bundle this run recorded ({name}) no longer compiles: {message}")]
+    Bundle {
+        /// The bundle's recorded name.
+        name: String,
+        /// The compiler's error.
+        message: String,
+    },
+    /// The run was recorded by a newer decider than this build's.
+    #[error(
+        "the run was recorded by decider version {recorded}; this build decides up to version {supported}: replay it with a newer docket"
+    )]
+    NewerDecider {
+        /// The version in `run.requested`.
+        recorded: u32,
+        /// This build's.
+        supported: u32,
+    },
+}
+
+/// The first batch whose decisions differ from the recorded ones.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Divergence {
+    /// [`DIVERGENCE`] or [`REJECTED`]: a stable code with a help page under `docs/errors/`.
+    pub code: &'static str,
+    /// 1-based sequence of the batch's recorded input.
+    pub seq: u64,
+    /// The input's event kind.
+    pub input: &'static str,
+    /// The kinds recorded after the input.
+    pub recorded_kinds: Vec<&'static str>,
+    /// The kinds decided now (empty when the input is refused).
+    pub decided_kinds: Vec<&'static str>,
+    /// Where the first differing event differs (JSON pointers into it).
+    pub differences: Vec<Difference>,
+    /// Position of that event in the batch (0: the first decided event).
+    pub at_event: usize,
+    /// What it means.
+    pub why: String,
+}
+
+/// What replaying a run found.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReplayReport {
+    /// The run.
+    pub run_id: String,
+    /// The decider version the run was recorded by (and replayed with).
+    pub decider_version: u32,
+    /// Events in the log.
+    pub events: usize,
+    /// Recorded inputs (the start, agent answers and failures, human decisions, effect
+    /// results), each opening a batch.
+    pub inputs: usize,
+    /// Events the decider produced from them, each compared.
+    pub decisions: usize,
+    /// Where the run stands by the replayed log: its result.
+    pub status: RunStatus,
+    /// Why it stopped, for a blocked or failed run.
+    pub stop_reason: Option<String>,
+    /// The run's output, once completed.
+    pub output: Option<Value>,
+    /// The first batch decided differently; `None`: every decision reproduced.
+    pub divergence: Option<Divergence>,
+}
+
+impl ReplayReport {
+    /// Every decision was reproduced.
+    #[must_use]
+    pub fn reproduced(&self) -> bool {
+        self.divergence.is_none()
+    }
+}
+
+fn json(event: &RunEvent) -> Value {
+    serde_json::to_value(event).unwrap_or(Value::Null)
+}
+
+/// Replays `events`, a run's log in order, batch by batch: each recorded input is decided
+/// again, with the bundle compiled from the run's recorded text, and compared with what
+/// the log holds. A log cut after a whole batch (a run in progress) replays.
+///
+/// # Errors
+/// [`ReplayError`] when the log cannot be replayed at all; a batch decided differently is
+/// not an error but the report's [`Divergence`].
+pub fn replay(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
+    let Some(RunEvent::RunRequested(run)) = events.first() else {
+        return Err(ReplayError::NotARun);
+    };
+    if run.decider_version > DECIDER_VERSION {
+        return Err(ReplayError::NewerDecider {
+            recorded: run.decider_version,
+            supported: DECIDER_VERSION,
+        });
+    }
+    let bundle = recorded_bundle(run).map_err(|e| ReplayError::Bundle {
+        name: run.bundle_source_name.clone(),
+        message: e.to_string(),
+    })?;
+    let mut state = RunState::default();
+    let mut report = ReplayReport {
+        run_id: run.run_id.to_string(),
+        decider_version: run.decider_version.max(1),
+        events: events.len(),
+        inputs: 0,
+        decisions: 0,
+        status: RunStatus::Running,
+        stop_reason: None,
+        output: None,
+        divergence: None,
+    };
+    let mut start = 0;
+    while start < events.len() {
+        let first = &events[start];
+        let seq = start as u64 + 1;
+        let command = Command::from_event(first).ok_or(ReplayError::NotAnInput {
+            seq,
+            kind: first.kind(),
+        })?;
+        let end = events[start + 1..]
+            .iter()
+            .position(RunEvent::is_input)
+            .map_or(events.len(), |p| start + 1 + p);
+        let recorded = &events[start..end];
+        report.inputs += 1;
+        match decide(&state, &bundle, command) {
+            Err(rejection) => {
+                report.divergence = Some(Divergence {
+                    code: REJECTED,
+                    seq,
+                    input: first.kind(),
+                    recorded_kinds: recorded
+                        .get(1..)
+                        .unwrap_or_default()
+                        .iter()
+                        .map(RunEvent::kind)
+                        .collect(),
+                    decided_kinds: Vec::new(),
+                    differences: Vec::new(),
+                    at_event: 0,
+                    why: format!(
+                        "the decider now refuses this recorded input ({rejection}); the run's \
+                         later decisions rest on it"
+                    ),
+                });
+                break;
+            }
+            Ok(decided) => {
+                if decided != recorded {
+                    report.divergence = Some(divergence(seq, recorded, &decided));
+                    break;
+                }
+            }
+        }
+        report.decisions += recorded.len() - 1;
+        for event in recorded {
+            state.apply(event);
+        }
+        start = end;
+    }
+    report.status = state.status();
+    report.stop_reason = state.stop_reason().map(str::to_owned);
+    report.output = state.output().cloned();
+    Ok(report)
+}
+
+/// The first differing event of a batch, and what its difference means.
+fn divergence(seq: u64, recorded: &[RunEvent], decided: &[RunEvent]) -> Divergence {
+    let input = recorded.first().map_or("", RunEvent::kind);
+    // Both start with the input itself; compare what was decided of it.
+    let (recorded, decided) = (
+        recorded.get(1..).unwrap_or_default(),
+        decided.get(1..).unwrap_or_default(),
+    );
+    let at = recorded
+        .iter()
+        .zip(decided)
+        .position(|(r, d)| r != d)
+        .unwrap_or(recorded.len().min(decided.len()));
+    let (r, d) = (recorded.get(at), decided.get(at));
+    let differences = match (r, d) {
+        (Some(r), Some(d)) => differences(&json(r), &json(d), DIFFERENCES_SHOWN),
+        (Some(r), None) => vec![Difference {
+            path: String::new(),
+            recorded: Some(json(r)),
+            decided: None,
+        }],
+        (None, Some(d)) => vec![Difference {
+            path: String::new(),
+            recorded: None,
+            decided: Some(json(d)),
+        }],
+        (None, None) => Vec::new(),
+    };
+    let why = match (r, d) {
+        (Some(r), Some(d)) if r.kind() != d.kind() => format!(
+            "the decider now records {} where the log records {}: the run would have taken \
+             another path from here",
+            d.kind(),
+            r.kind()
+        ),
+        (Some(r), Some(_)) => format!(
+            "the decider now records a different {}: the same step, decided with other \
+             content (see the differences)",
+            r.kind()
+        ),
+        (Some(r), None) => format!(
+            "the log records a {} that the decider no longer makes",
+            r.kind()
+        ),
+        (None, Some(d)) => format!(
+            "the decider now also records a {} that the log does not hold",
+            d.kind()
+        ),
+        (None, None) => "the batches differ".to_owned(),
+    };
+    Divergence {
+        code: DIVERGENCE,
+        seq,
+        input,
+        recorded_kinds: recorded.iter().map(RunEvent::kind).collect(),
+        decided_kinds: decided.iter().map(RunEvent::kind).collect(),
+        differences,
+        at_event: at,
+        why,
+    }
+}
