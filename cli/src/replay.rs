@@ -3,8 +3,12 @@
 
 use std::fmt::Write as _;
 
+use std::path::Path;
+
+use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
-use docket_replay::{ReplayReport, replay};
+use docket_policies::{Format, PolicyBundle};
+use docket_replay::{ChangeKind, ReplayReport, WhatIf, replay, what_if};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -20,11 +24,35 @@ macro_rules! outln {
     }};
 }
 
-/// Replays `run`, or every run with `all`; exit 1 when any diverges.
+/// The bundle a what-if decides under, with its text (recorded in the re-decided run).
+pub(crate) struct NewPolicies {
+    bundle: PolicyBundle,
+    source: String,
+    name: String,
+}
+
+impl NewPolicies {
+    pub(crate) fn load(path: &Path) -> anyhow::Result<Self> {
+        let name = path.display().to_string();
+        let source = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the bundle {name}"))?;
+        let format = Format::from_name(&name).unwrap_or(Format::Toml);
+        let bundle = docket_policies::parse(&source, &name, format)?;
+        Ok(Self {
+            bundle,
+            source,
+            name,
+        })
+    }
+}
+
+/// Replays `run`, or every run with `all` (under `new` for a what-if); exit 1 when a
+/// replay diverges.
 pub(crate) async fn execute(
     rt: &Runtime<EmbeddedStore>,
     run: Option<&RunId>,
     all: bool,
+    new: Option<&NewPolicies>,
     json: bool,
     out: &mut String,
 ) -> anyhow::Result<u8> {
@@ -37,6 +65,34 @@ pub(crate) async fn execute(
             .map(|s| s.run_id)
             .collect(),
     };
+    if let Some(new) = new {
+        let mut affected = 0;
+        for run in &runs {
+            let events: Vec<RunEvent> =
+                rt.events(run).await?.into_iter().map(|e| e.event).collect();
+            let report = what_if(&events, &new.bundle, &new.source, &new.name)
+                .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
+            affected += usize::from(!report.unchanged());
+            if json {
+                outln!(
+                    out,
+                    "{}",
+                    serde_json::to_string(&report).unwrap_or_default()
+                );
+            } else {
+                what_if_text(out, &report, &new.name);
+            }
+        }
+        if all && !json {
+            outln!(
+                out,
+                "{} runs re-decided under {}: {affected} would change",
+                runs.len(),
+                new.name
+            );
+        }
+        return Ok(EXIT_COMPLETED);
+    }
     let mut diverged = 0;
     for run in &runs {
         let events: Vec<RunEvent> = rt.events(run).await?.into_iter().map(|e| e.event).collect();
@@ -144,4 +200,58 @@ fn text(out: &mut String, r: &ReplayReport) {
         (None, None) => r.status.as_str().to_owned(),
     };
     outln!(out, "result: {result}");
+}
+
+fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
+    if r.unchanged() {
+        outln!(out, "run {}: nothing would change under {bundle}", r.run_id);
+        return;
+    }
+    let count = |kind| r.changes.iter().filter(|c| c.kind == kind).count();
+    outln!(
+        out,
+        "run {} under {bundle}: {} decisions would change ({} stricter, {} looser, {} changed)",
+        r.run_id,
+        r.changes.len(),
+        count(ChangeKind::Stricter),
+        count(ChangeKind::Looser),
+        count(ChangeKind::Changed)
+    );
+    for c in &r.changes {
+        let kind = match c.kind {
+            ChangeKind::Stricter => "stricter",
+            ChangeKind::Looser => "looser",
+            ChangeKind::Changed => "changed",
+        };
+        let mut fields = String::new();
+        if !c.fields_newly_removed.is_empty() {
+            fields.push_str(&format!("; removes {}", c.fields_newly_removed.join(", ")));
+        }
+        if !c.fields_newly_passed.is_empty() {
+            fields.push_str(&format!("; passes {}", c.fields_newly_passed.join(", ")));
+        }
+        outln!(
+            out,
+            "  event {}  {kind}  {}{fields}  [{} -> {}]",
+            c.seq,
+            c.what,
+            c.rule_before,
+            c.rule_after
+        );
+    }
+    if let Some(p) = &r.path_change {
+        outln!(
+            out,
+            "the run would have parted at event {}: {}",
+            p.seq,
+            p.why
+        );
+        outln!(out, "  decided:  {}", p.decided_kinds.join(", "));
+        let not: Vec<String> = r
+            .not_as_recorded
+            .iter()
+            .map(|(kind, n)| format!("{n} {kind}"))
+            .collect();
+        outln!(out, "  not as recorded after it: {}", not.join(", "));
+    }
 }

@@ -111,6 +111,10 @@ pub(crate) enum RunCommand {
         /// Every run in the data directory, one line each.
         #[arg(long, conflicts_with = "run")]
         all: bool,
+        /// What-if: decide the recorded answers under this bundle instead, and report
+        /// each decision that would change and where the run would have parted.
+        #[arg(long, value_name = "BUNDLE")]
+        policies: Option<PathBuf>,
         /// Print JSON (the report of each run).
         #[arg(long)]
         json: bool,
@@ -222,9 +226,17 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
-        RunCommand::Replay { run, all, json } => {
+        RunCommand::Replay {
+            run,
+            all,
+            policies,
+            json,
+        } => {
             let rt = open(data).await?;
-            crate::replay::execute(&rt, run.as_ref(), all, json, out).await
+            let what_if = policies
+                .map(|path| crate::replay::NewPolicies::load(&path))
+                .transpose()?;
+            crate::replay::execute(&rt, run.as_ref(), all, what_if.as_ref(), json, out).await
         }
         RunCommand::Run {
             workflow,

@@ -16,6 +16,8 @@
 
 mod diff;
 mod report;
+mod what_if;
 
 pub use diff::{Difference, differences};
 pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};
+pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use docket_decider::RunEvent;
-use docket_replay::{DIVERGENCE, replay};
+use docket_replay::{ChangeKind, DIVERGENCE, replay, what_if};
 use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, StoreConfig};
 use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
@@ -90,9 +90,103 @@ fn docket_replay_reports_a_recorded_run_reproduced() {
         text.contains("every decision reproduced") && text.contains("result: completed"),
         "{text}"
     );
+    // What-if under the very bundle the run recorded: nothing would change.
+    let log = docket_on(dir.path(), &["events", "golden-geo", "--json"]);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout_text(&log).lines().next().expect("run.requested"))
+            .expect("JSON");
+    let bundle = dir.path().join("recorded.toml");
+    std::fs::write(
+        &bundle,
+        first["payload"]["bundle_source"]
+            .as_str()
+            .expect("the bundle text"),
+    )
+    .expect("write bundle");
+    let out = docket_on(
+        dir.path(),
+        &[
+            "replay",
+            "golden-geo",
+            "--policies",
+            bundle.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(exit_code(&out), 0);
+    assert!(
+        stdout_text(&out).contains("nothing would change"),
+        "{}",
+        stdout_text(&out)
+    );
     let out = docket_on(dir.path(), &["replay", "--all", "--json"]);
     let report: serde_json::Value =
         serde_json::from_str(stdout_text(&out).trim()).expect("one JSON report");
     assert_eq!(report["run_id"], "golden-geo");
     assert!(report["divergence"].is_null());
+}
+
+#[tokio::test]
+async fn what_if_reports_exactly_the_handoffs_a_newly_blocked_field_would_change() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    golden_geo(dir.path());
+    let log = events(dir.path()).await;
+    let Some(RunEvent::RunRequested(run)) = log.first() else {
+        panic!("a run's log");
+    };
+    let compile = |source: &str| {
+        docket_policies::PolicyBundle::from_toml_str(source, "new.toml").expect("compiles")
+    };
+
+    // The same bundle: nothing changes.
+    let same = what_if(
+        &log,
+        &compile(&run.bundle_source),
+        &run.bundle_source,
+        "new.toml",
+    )
+    .expect("re-decides");
+    assert!(same.unchanged(), "{same:?}");
+
+    // Block `focus_brand` on every handoff: exactly the handoffs that carried it change,
+    // and nothing else (no later rule reads it).
+    let block = |field: &str| {
+        run.bundle_source.replace(
+            "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"",
+            &format!(
+                "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\nblocked_context_fields = [\"{field}\"]"
+            ),
+        )
+    };
+    let source = block("focus_brand");
+    assert_ne!(source, run.bundle_source, "the bundle has the section");
+    let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
+    let carried: Vec<u64> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            matches!(e, RunEvent::HandoffAllowed { delivered, .. } if delivered.get("focus_brand").is_some())
+        })
+        .map(|(i, _)| i as u64 + 1)
+        .collect();
+    assert!(carried.len() >= 3, "{carried:?}");
+    let changed: Vec<u64> = report.changes.iter().map(|c| c.seq).collect();
+    assert_eq!(changed, carried, "{report:?}");
+    assert!(report.path_change.is_none(), "{report:?}");
+    for change in &report.changes {
+        assert_eq!(change.kind, ChangeKind::Stricter, "{change:?}");
+        assert_eq!(change.fields_newly_removed, ["focus_brand"], "{change:?}");
+        assert!(change.fields_newly_passed.is_empty());
+    }
+
+    // Block `gaps` instead: Strategy would not see Reasoning's gaps, so its recorded
+    // recommendations would cite gaps it was never given, and the provenance rule at
+    // the exit checkpoint would have blocked the run: the path changes there, and the
+    // recorded completion would not have happened.
+    let source = block("gaps");
+    let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
+    let path = report.path_change.as_ref().expect("the path changes");
+    assert!(path.decided_kinds.contains(&"run.blocked"), "{path:?}");
+    assert_eq!(report.not_as_recorded.get("run.completed"), Some(&1));
+    let denied = report.changes.last().expect("the denial");
+    assert_eq!(denied.rule_after, "guardrail-2-provenance");
 }
