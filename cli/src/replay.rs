@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, ReplayReport, WhatIf, replay, what_if};
+use docket_replay::{ChangeKind, ReplayReport, WhatIf, point_in, replay, state_at, what_if};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -254,4 +254,153 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
             .collect();
         outln!(out, "  not as recorded after it: {}", not.join(", "));
     }
+}
+
+/// `docket inspect RUN --at POINT`.
+pub(crate) async fn inspect(
+    rt: &Runtime<EmbeddedStore>,
+    run: &RunId,
+    at: &str,
+    json: bool,
+    out: &mut String,
+) -> anyhow::Result<u8> {
+    let recorded = rt.events(run).await?;
+    let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
+    let seq = point_in(&events, at).map_err(|why| anyhow::anyhow!("--at {at}: {why}"))?;
+    let state = state_at(&events, seq);
+    let here = &recorded[seq - 1];
+    let sequential = state
+        .request()
+        .and_then(|r| docket_decider::recorded_bundle(r).ok())
+        .filter(|b| b.spec().interactions.sequential_flow)
+        .map(|b| b.spec().interactions.flow_order.clone());
+    let position = sequential.as_ref().map(|order| {
+        let p = state.flow_position() as usize;
+        format!(
+            "{} (position {} of {})",
+            order.get(p).map_or("?", String::as_str),
+            p + 1,
+            order.len()
+        )
+    });
+    let pending: Vec<String> = state
+        .pending_requests()
+        .iter()
+        .map(|r| {
+            format!(
+                "{} → {} (attempt {})",
+                r.request_id, r.target_agent, r.attempt
+            )
+        })
+        .collect();
+    let tickets: Vec<String> = state
+        .open_tickets()
+        .map(|(id, t)| format!("{id}: {}", t.reason))
+        .collect();
+    let event_json = serde_json::to_value(&here.event).unwrap_or_default();
+    if json {
+        let value = json!({
+            "run": run.as_str(),
+            "seq": seq,
+            "of": events.len(),
+            "kind": here.event.kind(),
+            "hash": here.hash,
+            "status": state.status().as_str(),
+            "flow_position": state.flow_position(),
+            "pending": pending,
+            "open_tickets": tickets,
+            "episodes": crate::episodes::tree_json(state.episodes()),
+            "effects": crate::effects::list_json(&state),
+            "event": event_json,
+        });
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&value).unwrap_or_default()
+        );
+        return Ok(EXIT_COMPLETED);
+    }
+    outln!(
+        out,
+        "run {run} at event {seq} of {} ({}): {}",
+        events.len(),
+        here.event.kind(),
+        state.status().as_str()
+    );
+    if let Some(position) = position {
+        outln!(out, "flow: at {position}");
+    }
+    outln!(
+        out,
+        "pending calls: {}",
+        if pending.is_empty() {
+            "none".to_owned()
+        } else {
+            pending.join("; ")
+        }
+    );
+    outln!(
+        out,
+        "open tickets: {}",
+        if tickets.is_empty() {
+            "none".to_owned()
+        } else {
+            tickets.join("; ")
+        }
+    );
+    crate::episodes::tree_text(out, state.episodes());
+    crate::effects::list_text(out, &state);
+    match &here.event {
+        RunEvent::AgentCallScheduled { request, .. } => {
+            outln!(
+                out,
+                "what {} received (request {}):",
+                request.target_agent,
+                request.request_id
+            );
+            outln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&**request).unwrap_or_default()
+            );
+        }
+        RunEvent::HandoffAllowed {
+            from,
+            to,
+            delivered,
+            audit,
+            ..
+        } => {
+            outln!(
+                out,
+                "what crossed {from} → {to} ({} mode by {}; removed: {}):",
+                serde_json::to_value(audit.handoff_mode)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or_default(),
+                audit.governance_rule_id,
+                if audit.context_after_scoping.fields_excluded.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    audit.context_after_scoping.fields_excluded.join(", ")
+                }
+            );
+            outln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&**delivered).unwrap_or_default()
+            );
+        }
+        _ => outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&event_json).unwrap_or_default()
+        ),
+    }
+    outln!(
+        out,
+        "recorded as event {seq}, chain hash {} (the store checks every hash on read)",
+        here.hash
+    );
+    Ok(EXIT_COMPLETED)
 }

@@ -119,6 +119,20 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show a run as it stood at any event of its log: status, flow position, pending
+    /// calls, open tickets, episodes and effects, and exactly what that event carried
+    /// (for a call, the request its agent received), with its hash in the chain.
+    Inspect {
+        /// The run id.
+        run: RunId,
+        /// An event number, or first, last, first-denial, last-denial, first-effect,
+        /// last-effect, first-escalation, last-escalation.
+        #[arg(long, value_name = "POINT", default_value = "last")]
+        at: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
@@ -226,6 +240,10 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
+        RunCommand::Inspect { run, at, json } => {
+            let rt = open(data).await?;
+            crate::replay::inspect(&rt, &run, &at, json, out).await
+        }
         RunCommand::Replay {
             run,
             all,

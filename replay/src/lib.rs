@@ -15,9 +15,11 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod diff;
+mod inspect;
 mod report;
 mod what_if;
 
 pub use diff::{Difference, differences};
+pub use inspect::{POINTS, point_in, state_at};
 pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};
 pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};

@@ -190,3 +190,52 @@ async fn what_if_reports_exactly_the_handoffs_a_newly_blocked_field_would_change
     let denied = report.changes.last().expect("the denial");
     assert_eq!(denied.rule_after, "guardrail-2-provenance");
 }
+
+#[test]
+fn docket_inspect_shows_a_run_at_an_event_and_what_an_agent_received() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    golden_geo(dir.path());
+    let out = docket_on(dir.path(), &["events", "golden-geo", "--json"]);
+    let events: Vec<serde_json::Value> = stdout_text(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    // The call that hands Strategy its work: what it received, and the recorded hash.
+    let call = events
+        .iter()
+        .find(|e| {
+            e["kind"] == "agent.call_scheduled"
+                && e["payload"]["request"]["target_agent"] == "strategy"
+        })
+        .expect("strategy's call");
+    let seq = call["seq"].as_u64().expect("seq").to_string();
+    let out = docket_on(dir.path(), &["inspect", "golden-geo", "--at", &seq]);
+    let text = stdout_text(&out);
+    assert_eq!(exit_code(&out), 0, "{text}");
+    assert!(text.contains("what strategy received"), "{text}");
+    assert!(
+        text.contains("flow: at strategy (position 6 of 8)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(call["hash"].as_str().expect("hash")),
+        "{text}"
+    );
+    let out = docket_on(
+        dir.path(),
+        &["inspect", "golden-geo", "--at", &seq, "--json"],
+    );
+    let value: serde_json::Value = serde_json::from_str(&stdout_text(&out)).expect("JSON");
+    assert_eq!(value["event"]["request"], call["payload"]["request"]);
+    // A point the run does not have is an error saying so.
+    let out = docket_on(
+        dir.path(),
+        &["inspect", "golden-geo", "--at", "last-denial"],
+    );
+    assert_eq!(exit_code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("this run has no denial"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
