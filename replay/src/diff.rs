@@ -35,44 +35,13 @@ fn walk(a: &Value, b: &Value, path: &mut String, limit: usize, out: &mut Vec<Dif
     }
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
-            let keys = x.keys().chain(y.keys().filter(|k| !x.contains_key(*k)));
-            for key in keys {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&escape(key));
-                match (x.get(key), y.get(key)) {
-                    (Some(p), Some(q)) => walk(p, q, path, limit, out),
-                    (p, q) => {
-                        if out.len() < limit {
-                            out.push(Difference {
-                                path: path.clone(),
-                                recorded: p.cloned(),
-                                decided: q.cloned(),
-                            });
-                        }
-                    }
-                }
-                path.truncate(len);
+            for key in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                step(&escape(key), x.get(key), y.get(key), path, limit, out);
             }
         }
         (Value::Array(x), Value::Array(y)) => {
             for i in 0..x.len().max(y.len()) {
-                let len = path.len();
-                path.push('/');
-                path.push_str(&i.to_string());
-                match (x.get(i), y.get(i)) {
-                    (Some(p), Some(q)) => walk(p, q, path, limit, out),
-                    (p, q) => {
-                        if out.len() < limit {
-                            out.push(Difference {
-                                path: path.clone(),
-                                recorded: p.cloned(),
-                                decided: q.cloned(),
-                            });
-                        }
-                    }
-                }
-                path.truncate(len);
+                step(&i.to_string(), x.get(i), y.get(i), path, limit, out);
             }
         }
         _ => out.push(Difference {
@@ -81,6 +50,34 @@ fn walk(a: &Value, b: &Value, path: &mut String, limit: usize, out: &mut Vec<Dif
             decided: Some(b.clone()),
         }),
     }
+}
+
+/// One member (`segment`) of two compared objects or arrays: walked into when on both
+/// sides, else a difference of presence.
+fn step(
+    segment: &str,
+    a: Option<&Value>,
+    b: Option<&Value>,
+    path: &mut String,
+    limit: usize,
+    out: &mut Vec<Difference>,
+) {
+    let len = path.len();
+    path.push('/');
+    path.push_str(segment);
+    match (a, b) {
+        (Some(p), Some(q)) => walk(p, q, path, limit, out),
+        (p, q) => {
+            if out.len() < limit {
+                out.push(Difference {
+                    path: path.clone(),
+                    recorded: p.cloned(),
+                    decided: q.cloned(),
+                });
+            }
+        }
+    }
+    path.truncate(len);
 }
 
 #[cfg(test)]
