@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context as _;
@@ -67,12 +68,23 @@ pub(crate) async fn execute(
     };
     if let Some(new) = new {
         let mut affected = 0;
+        // Per deciding rule under the new bundle: runs and decisions it changes.
+        let mut per_rule: BTreeMap<String, (usize, usize)> = BTreeMap::new();
         for run in &runs {
             let events: Vec<RunEvent> =
                 rt.events(run).await?.into_iter().map(|e| e.event).collect();
             let report = what_if(&events, &new.bundle, &new.source, &new.name)
                 .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
             affected += usize::from(!report.unchanged());
+            let mut rules: Vec<&str> = Vec::new();
+            for change in &report.changes {
+                let entry = per_rule.entry(change.rule_after.clone()).or_default();
+                entry.1 += 1;
+                if !rules.contains(&change.rule_after.as_str()) {
+                    rules.push(&change.rule_after);
+                    entry.0 += 1;
+                }
+            }
             if json {
                 outln!(
                     out,
@@ -90,6 +102,9 @@ pub(crate) async fn execute(
                 runs.len(),
                 new.name
             );
+            for (rule, (runs, decisions)) in &per_rule {
+                outln!(out, "  {rule}: {decisions} decisions in {runs} runs");
+            }
         }
         return Ok(EXIT_COMPLETED);
     }

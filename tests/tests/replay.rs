@@ -118,6 +118,21 @@ fn docket_replay_reports_a_recorded_run_reproduced() {
         "{}",
         stdout_text(&out)
     );
+    let out = docket_on(
+        dir.path(),
+        &[
+            "replay",
+            "--all",
+            "--policies",
+            bundle.to_str().expect("utf-8"),
+        ],
+    );
+    assert!(
+        stdout_text(&out).contains("1 runs re-decided under")
+            && stdout_text(&out).contains("0 would change"),
+        "{}",
+        stdout_text(&out)
+    );
     let out = docket_on(dir.path(), &["replay", "--all", "--json"]);
     let report: serde_json::Value =
         serde_json::from_str(stdout_text(&out).trim()).expect("one JSON report");
