@@ -300,26 +300,25 @@ fn handoff_rules(c: &mut Checker<'_>) {
         if r.from_agent_id != "*" {
             let schemas = schemas_for(spec, &r.from_agent_id, &r.to_agent_id);
             if !schemas.is_empty() {
-                for (field, list) in [
+                let lists = [
                     ("allowed_context_fields", allowed),
                     (
                         "blocked_context_fields",
                         r.blocked_context_fields.as_slice(),
                     ),
-                ] {
-                    for (j, path) in list.iter().enumerate() {
-                        let Ok(segs) = fieldpath::parse(path) else {
-                            continue;
-                        };
-                        if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                            c.push(
-                                p.key(field).index(j),
-                                Code::ImpossibleFieldPath,
-                                format!("no output of `{}` can contain `{path}` (not in its output type's schema)", r.from_agent_id),
-                            );
-                        }
-                    }
-                }
+                ];
+                impossible_paths(
+                    c,
+                    &schemas,
+                    &lists,
+                    |field, j| p.key(field).index(j),
+                    |path| {
+                        format!(
+                            "no output of `{}` can contain `{path}` (not in its output type's schema)",
+                            r.from_agent_id
+                        )
+                    },
+                );
             }
         }
     }
@@ -349,6 +348,28 @@ fn translation(
 }
 
 /// Output-type schemas a handoff rule's fields are drawn from.
+/// Each well-formed field path of `lists` that none of `schemas` admits: a field the
+/// declared output types can never contain is a typo waiting to leak. Located by `at`
+/// (list name, index), described by `problem`.
+fn impossible_paths(
+    c: &mut Checker<'_>,
+    schemas: &[&Value],
+    lists: &[(&str, &[String])],
+    at: impl Fn(&str, usize) -> Pointer,
+    problem: impl Fn(&str) -> String,
+) {
+    for (field, list) in lists {
+        for (j, path) in list.iter().enumerate() {
+            let Ok(segs) = fieldpath::parse(path) else {
+                continue;
+            };
+            if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
+                c.push(at(field, j), Code::ImpossibleFieldPath, problem(path));
+            }
+        }
+    }
+}
+
 fn schemas_for<'a>(spec: &'a BundleSpec, from: &str, to: &str) -> Vec<&'a Value> {
     let m = &spec.interactions;
     let refs = m
@@ -408,26 +429,25 @@ fn receiver_field_paths(c: &mut Checker<'_>) {
             schemas.extend(schemas_for(spec, &e.from, &a.id));
         }
         let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
-        for (field, list) in [
+        let lists = [
             ("allowed_context_fields", allowed),
             (
                 "blocked_context_fields",
                 ctx.blocked_context_fields.as_slice(),
             ),
-        ] {
-            for (j, path) in list.iter().enumerate() {
-                let Ok(segs) = fieldpath::parse(path) else {
-                    continue;
-                };
-                if !schemas.iter().any(|s| fieldpath::schema_admits(s, &segs)) {
-                    c.push(
-                        ptr!["agents", i, "context_requirements", field, j],
-                        Code::ImpossibleFieldPath,
-                        format!("no handoff into `{}` can carry `{path}` (not in any incoming output type)", a.id),
-                    );
-                }
-            }
-        }
+        ];
+        impossible_paths(
+            c,
+            &schemas,
+            &lists,
+            |field, j| ptr!["agents", i, "context_requirements", field, j],
+            |path| {
+                format!(
+                    "no handoff into `{}` can carry `{path}` (not in any incoming output type)",
+                    a.id
+                )
+            },
+        );
     }
 }
 

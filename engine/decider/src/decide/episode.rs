@@ -813,32 +813,36 @@ impl Batch<'_> {
         request
             .context_inputs
             .retain(|c| !c.output_type.starts_with("domain:"));
-        let latest: Vec<(String, DomainVersion)> = self
+        // The latest version of each domain the target may read (cloned only for those,
+        // since recording the read needs the state mutably).
+        let target = &request.target_agent;
+        let readable: Vec<(DomainVersion, PolicyDecision, String)> = self
             .state
             .episodes
             .domains
             .iter()
-            .filter_map(|(domain, versions)| Some((domain.clone(), versions.last()?.clone())))
+            .filter_map(|(domain, versions)| {
+                let read = self.bundle.decide_domain_read(target, domain);
+                if !read.is_allowed() {
+                    return None;
+                }
+                Some((versions.last()?.clone(), read, domain.clone()))
+            })
             .collect();
-        for (domain, last) in latest {
-            let read = self
-                .bundle
-                .decide_domain_read(&request.target_agent, &domain);
-            if read.is_allowed() {
-                let output_type = format!("domain:{domain}@v{}", last.version);
-                let payload = self.gate_content(
-                    &last.agent,
-                    &request.target_agent,
-                    (&output_type, InputKind::Context),
-                    &last.content,
-                    &read,
-                );
-                request.context_inputs.push(ContextInput {
-                    source_agent: last.agent.clone(),
-                    output_type,
-                    payload,
-                });
-            }
+        for (last, read, domain) in readable {
+            let output_type = format!("domain:{domain}@v{}", last.version);
+            let payload = self.gate_content(
+                &last.agent,
+                &request.target_agent,
+                (&output_type, InputKind::Context),
+                &last.content,
+                &read,
+            );
+            request.context_inputs.push(ContextInput {
+                source_agent: last.agent,
+                output_type,
+                payload,
+            });
         }
     }
 }

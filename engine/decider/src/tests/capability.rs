@@ -8,9 +8,10 @@ use super::*;
 use crate::RunEvent;
 use crate::protocol::Action;
 
-/// The test bundle where `c` also offers `summary` (with no decision edge from `a` to
-/// `c`), and `secret` is blocked on every handoff.
-fn governed_bundle() -> (PolicyBundle, String) {
+/// `run-1` started under the test bundle where `c` also offers `summary` (with no
+/// decision edge from `a` to `c`) and `secret` is blocked on every handoff, recorded by
+/// decider `version`.
+fn governed_run(version: u32) -> History {
     let src = BUNDLE
         .replace(
             "[agents.context_requirements]",
@@ -20,21 +21,7 @@ fn governed_bundle() -> (PolicyBundle, String) {
             "default_handoff_mode = \"full\"",
             "default_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]",
         );
-    let bundle = PolicyBundle::from_toml_str(&src, "t.toml").expect("valid bundle");
-    (bundle, src)
-}
-
-/// `run-1` started under [`governed_bundle`], recorded by decider `version`.
-fn governed_run(version: u32) -> History {
-    let (bundle, src) = governed_bundle();
-    let run = RunRequested {
-        bundle_source: src,
-        bundle_hash: bundle.hash().to_hex(),
-        decider_version: version,
-        ..run_requested(&bundle)
-    };
-    let given = start_events(&bundle, run);
-    History::new(bundle).given(&given).clock(2_000, 0)
+    started_under(&src, "t.toml", |run| run.decider_version = version)
 }
 
 fn ask(target: &str, code: &str, inputs: serde_json::Value) -> Action {

@@ -6,11 +6,11 @@
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use docket_policies::{DecisionKind, InputKind, PolicyBundle};
+use docket_policies::{DecisionKind, InputKind};
 
 use super::*;
 use crate::protocol::{Action, AgentResponse, Confidence, EpisodeResult, EpisodeStatus};
-use crate::{RunEvent, RunRequested, RunStatus, replay_check};
+use crate::{RunEvent, RunStatus, replay_check};
 
 const AGENTS: [&str; 3] = ["a", "b", "c"];
 
@@ -18,7 +18,7 @@ const AGENTS: [&str; 3] = ["a", "b", "c"];
 /// and each agent → external; a → c is forbidden), `secret` blocked on every handoff, a
 /// capability and a `verify` child type for everyone, and a domain `a` writes and `b`,
 /// `c` read.
-fn gate_bundle(edges: &[(usize, usize)], mode: usize) -> (PolicyBundle, String) {
+fn gate_source(edges: &[(usize, usize)], mode: usize) -> String {
     let mut allowed = vec![r#"{ from = "external", to = "a" }"#.to_owned()];
     for agent in AGENTS {
         allowed.push(format!(r#"{{ from = "{agent}", to = "external" }}"#));
@@ -68,21 +68,13 @@ blocked_context_fields = ["secret"]
 "#,
         allowed.join(", ")
     );
-    let bundle = PolicyBundle::from_toml_str(&text, "gate.toml").expect("valid gate bundle");
-    (bundle, text)
+    text
 }
 
 fn gate_run(edges: &[(usize, usize)], mode: usize) -> History {
-    let (bundle, text) = gate_bundle(edges, mode);
-    let run = RunRequested {
-        bundle_source: text,
-        bundle_source_name: "gate.toml".into(),
-        bundle_hash: bundle.hash().to_hex(),
-        input: json!({"x": 1, "secret": "s0"}),
-        ..run_requested(&bundle)
-    };
-    let given = start_events(&bundle, run);
-    History::new(bundle).given(&given).clock(2_000, 0)
+    started_under(&gate_source(edges, mode), "gate.toml", |run| {
+        run.input = json!({"x": 1, "secret": "s0"});
+    })
 }
 
 /// Payloads that may carry `secret` (a blocked field is a path from the payload's top:

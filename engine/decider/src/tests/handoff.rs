@@ -257,15 +257,7 @@ pub(crate) fn provenance_denies_when_the_producer_never_delivered() {
 
 /// `b` hands `c` a payload with none of the fields `c`'s scoping allows (`keep`).
 fn hand_c_nothing_it_may_see(version: u32) -> HandoffAudit {
-    let b = bundle();
-    let given = start_events(
-        &b,
-        RunRequested {
-            decider_version: version,
-            ..run_requested(&b)
-        },
-    );
-    let mut run = History::new(b).given(&given).clock(2_000, 0);
+    let mut run = started_under(BUNDLE, "t.toml", |run| run.decider_version = version);
     run.when(respond(vec![handoff("b", "ab", json!({}))]));
     run.when(respond(vec![handoff("c", "bc", json!({"drop": 1}))]));
     let audit = run
@@ -315,22 +307,13 @@ default_handoff_mode = "full"
 "#;
 
 fn sequential_run() -> History {
-    let b = PolicyBundle::from_toml_str(SEQUENTIAL_BUNDLE, "seq.toml").expect("valid bundle");
-    let mut workflow = workflow();
-    workflow.entry = "g".into();
-    workflow.agents = ["g", "o", "s"]
-        .into_iter()
-        .map(|a| (a.into(), in_process()))
-        .collect();
-    let run = RunRequested {
-        workflow,
-        bundle_source: SEQUENTIAL_BUNDLE.into(),
-        bundle_source_name: "seq.toml".into(),
-        bundle_hash: b.hash().to_hex(),
-        ..run_requested(&b)
-    };
-    let given = start_events(&b, run);
-    History::new(b).given(&given).clock(2_000, 0)
+    started_under(SEQUENTIAL_BUNDLE, "seq.toml", |run| {
+        run.workflow.entry = "g".into();
+        run.workflow.agents = ["g", "o", "s"]
+            .into_iter()
+            .map(|a| (a.into(), in_process()))
+            .collect();
+    })
 }
 
 fn denial_reason(events: &[RunEvent]) -> (String, String) {
@@ -452,16 +435,9 @@ minimal_context_fields = ["trigger"]
 "#;
 
 fn prior_run(version: u32) -> History {
-    let b = PolicyBundle::from_toml_str(PRIOR_BUNDLE, "prior.toml").expect("valid bundle");
-    let run = RunRequested {
-        bundle_source: PRIOR_BUNDLE.into(),
-        bundle_source_name: "prior.toml".into(),
-        bundle_hash: b.hash().to_hex(),
-        decider_version: version,
-        ..run_requested(&b)
-    };
-    let given = start_events(&b, run);
-    let mut run = History::new(b).given(&given).clock(2_000, 0);
+    let mut run = started_under(PRIOR_BUNDLE, "prior.toml", |run| {
+        run.decider_version = version;
+    });
     run.when(respond(vec![handoff(
         "b",
         "ab",

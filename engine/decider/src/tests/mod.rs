@@ -525,8 +525,24 @@ pub(crate) fn run_requested(b: &PolicyBundle) -> RunRequested {
 /// Given `run-1` started under the `t` bundle: a's call is pending. Inputs are recorded at
 /// 2,000 ms unless they say.
 pub(crate) fn started() -> History {
-    let b = bundle();
-    let given = start_events(&b, run_requested(&b));
+    started_under(BUNDLE, "t.toml", |_| {})
+}
+
+/// Given `run-1` started as [`started`] does, under the bundle `source` (named `name`),
+/// with `adjust` changing the recorded request (decider version, workflow, input).
+pub(crate) fn started_under(
+    source: &str,
+    name: &str,
+    adjust: impl FnOnce(&mut RunRequested),
+) -> History {
+    let b = PolicyBundle::from_toml_str(source, name).expect("test bundle is valid");
+    let mut run = RunRequested {
+        bundle_source: source.into(),
+        bundle_source_name: name.into(),
+        ..run_requested(&b)
+    };
+    adjust(&mut run);
+    let given = start_events(&b, run);
     History::new(b).given(&given).clock(2_000, 0)
 }
 
