@@ -11,10 +11,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus};
+use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
 use docket_policies::InputKind;
 use docket_runtime::Workflow;
-use docket_runtime::{RunOutcome, Runtime};
+use docket_runtime::{HumanDecision, RunOutcome, Runtime};
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
 
@@ -82,7 +82,7 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "N")]
         choose: Option<u32>,
         /// Who decides (recorded in the run's log).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = someone)]
         by: String,
         /// Why (recorded in the run's log).
         #[arg(long, value_name = "TEXT")]
@@ -95,10 +95,30 @@ pub(crate) enum RunCommand {
         /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
         /// Who decides (recorded in the run's log).
-        #[arg(long, value_name = "NAME")]
+        #[arg(long, value_name = "NAME", value_parser = someone)]
         by: String,
         /// Why (recorded in the run's log).
         #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+    /// Answer an agent's question: the agent is called again with the answer.
+    #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["choice", "text"])))]
+    Answer {
+        /// The run id.
+        run: RunId,
+        /// The ticket (`ticket-N`, as `docket status` shows with the question).
+        ticket: String,
+        /// Who answers (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// One of the options the agent offered: its number (from 1) or its text.
+        #[arg(long, value_name = "C")]
+        choice: Option<String>,
+        /// The answer in your own words.
+        #[arg(long, value_name = "TEXT")]
+        text: Option<String>,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
     },
     /// Re-derive every decision a run recorded, with its recorded bundle and decider
@@ -133,6 +153,47 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `--by`: a decision names someone.
+fn someone(name: &str) -> Result<String, String> {
+    if name.trim().is_empty() {
+        Err("a decision must name who decides".to_owned())
+    } else {
+        Ok(name.to_owned())
+    }
+}
+
+/// `--choice C` on a question: the option's number (from 1), given as a number or as the
+/// option's text.
+fn option_number(state: &RunState, ticket: &str, choice: &str) -> anyhow::Result<u32> {
+    if let Ok(n) = choice.parse::<u32>() {
+        return Ok(n);
+    }
+    let t = state
+        .tickets()
+        .get(&docket_decider::TicketId::from(ticket))
+        .ok_or_else(|| anyhow!("no ticket {ticket} in this run"))?;
+    let TicketSubject::Question { choices, .. } = &t.subject else {
+        return Err(anyhow!(
+            "ticket {ticket} asks no question with options: approve or deny it"
+        ));
+    };
+    choices
+        .iter()
+        .position(|c| c == choice)
+        .and_then(|i| u32::try_from(i + 1).ok())
+        .ok_or_else(|| {
+            anyhow!(
+                "ticket {ticket} offers {}; `{choice}` is not one of them",
+                choices
+                    .iter()
+                    .enumerate()
+                    .map(|(i, c)| format!("{} `{c}`", i + 1))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
 }
 
 /// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
@@ -280,9 +341,27 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             reason,
         } => {
             let rt = open(data).await?;
-            let outcome = rt
-                .decide_ticket(&run, &ticket, true, &by, &reason, choose)
-                .await?;
+            let decision = HumanDecision::approve(&by, &reason).choosing(choose);
+            let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
+            Ok(summary(out, &outcome))
+        }
+        RunCommand::Answer {
+            run,
+            ticket,
+            by,
+            choice,
+            text,
+            reason,
+        } => {
+            let rt = open(data).await?;
+            let choice = match choice {
+                Some(c) => Some(option_number(&rt.state(&run).await?, &ticket, &c)?),
+                None => None,
+            };
+            let decision = HumanDecision::approve(&by, &reason)
+                .choosing(choice)
+                .answering(text);
+            let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
             Ok(summary(out, &outcome))
         }
         RunCommand::Deny {
@@ -293,7 +372,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         } => {
             let rt = open(data).await?;
             let outcome = rt
-                .decide_ticket(&run, &ticket, false, &by, &reason, None)
+                .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
             Ok(summary(out, &outcome))
         }
@@ -567,12 +646,7 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
         }
     }
     for (id, t) in s.open_tickets() {
-        outln!(out, "waiting for a human on {id}: {}", t.reason);
-        outln!(
-            out,
-            "  decide with: docket approve {} {id} --by NAME --reason TEXT  (or docket deny ...)",
-            outcome.run_id
-        );
+        print_ticket(out, &outcome.run_id, id.as_str(), t);
     }
     if let Some(reason) = s.stop_reason() {
         outln!(out, "stopped: {reason}");
@@ -581,6 +655,54 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
         print_output(out, output);
     }
     exit_code(s.status())
+}
+
+/// An open ticket: what is asked, what there is to choose from, and the command that
+/// decides it.
+fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Ticket) {
+    outln!(out, "waiting for a human on {id}: {}", t.reason);
+    match &t.subject {
+        TicketSubject::Question { choices, .. } => {
+            for (i, c) in choices.iter().enumerate() {
+                outln!(out, "  {}. {c}", i + 1);
+            }
+            let what = if choices.is_empty() {
+                "--text TEXT"
+            } else {
+                "--choice N|--text TEXT"
+            };
+            outln!(
+                out,
+                "  answer with: docket answer {run} {id} --by NAME {what}  (or docket approve / deny ...)"
+            );
+            return;
+        }
+        TicketSubject::Conflict { conflicts, .. } => {
+            for (i, d) in conflicts.first().into_iter().flatten().enumerate() {
+                let confidence = d.confidence.map_or_else(String::new, |c| {
+                    format!(", confidence {}", format!("{c:?}").to_uppercase())
+                });
+                outln!(
+                    out,
+                    "  {}. from {} ({}{confidence}): {}",
+                    i + 1,
+                    d.from,
+                    d.output_type,
+                    serde_json::to_string(&*d.payload).unwrap_or_default()
+                );
+            }
+            outln!(
+                out,
+                "  decide with: docket approve {run} {id} --choose N --by NAME --reason TEXT  (or docket deny ...)"
+            );
+            return;
+        }
+        _ => {}
+    }
+    outln!(
+        out,
+        "  decide with: docket approve {run} {id} --by NAME --reason TEXT  (or docket deny ...)"
+    );
 }
 
 fn print_output(out: &mut String, output: &Value) {

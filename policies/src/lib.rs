@@ -55,7 +55,9 @@ pub use locate::line_col;
 pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
-pub use rules::escalation::{EscalationAction, EscalationDecision};
+pub use rules::escalation::{
+    AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
+};
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};

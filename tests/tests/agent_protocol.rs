@@ -104,7 +104,11 @@ fn non_finish_action() -> impl Strategy<Value = Action> {
                 inputs
             }
         ),
-        "[a-z ]{0,20}[a-z]".prop_map(|reason| Action::Escalate { reason }),
+        (
+            "[a-z ]{0,20}[a-z]",
+            prop::collection::vec("[a-z]{1,8}", 0..3)
+        )
+            .prop_map(|(reason, choices)| Action::Escalate { reason, choices }),
         // Side effects
         (name(), name(), prop::option::of(name()), json_value()).prop_map(
             |(kind, lane, idempotency_key, params)| Action::RequestEffect {

@@ -15,6 +15,7 @@ use docket_decider::WorkflowSpec;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
 use docket_decider::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
 use docket_decider::{RunEvent, RunStatus, TicketSubject, recorded_bundle, replay_check};
+use docket_runtime::HumanDecision;
 use docket_runtime::InProcessExecutor;
 use docket_runtime::Runtime;
 use docket_runtime::Workflow;
@@ -555,10 +556,7 @@ async fn an_effect_needing_approval_waits_durably_and_runs_once_approved() {
         .decide_ticket(
             &"run-approve".into(),
             &ticket,
-            true,
-            "ana",
-            "copy checked",
-            None,
+            HumanDecision::approve("ana", "copy checked"),
         )
         .await
         .expect("approves");
@@ -584,10 +582,7 @@ async fn a_denied_effect_is_refused_and_the_agent_goes_on() {
         .decide_ticket(
             &"run-deny".into(),
             "ticket-1",
-            false,
-            "ana",
-            "off-brand",
-            None,
+            HumanDecision::deny("ana", "off-brand"),
         )
         .await
         .expect("denies");

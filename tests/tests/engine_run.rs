@@ -448,6 +448,81 @@ fn an_escalation_approved_in_a_new_process_completes_the_run_and_a_denial_blocks
     }
 }
 
+/// An agent asks a question with options; `docket status` shows them and the command
+/// that answers; `docket answer` (by option text, with words) calls the agent again with
+/// the answer, which crosses the gate from `human`, and the run completes.
+#[test]
+fn a_question_is_answered_and_the_agent_goes_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let workflow = small_workflow(dir.path(), &["ask"]);
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 3, "{}", stdout(&out));
+    let run = run_id(&out);
+    let status = stdout(&docket(&data, &["status", &run]));
+    for line in [
+        "worker asks a human: which approach should I follow?",
+        "1. fast",
+        "2. thorough",
+        "docket answer",
+    ] {
+        assert!(status.contains(line), "{line}: {status}");
+    }
+
+    // Nobody, an option not offered, a denial with words: refused, nothing recorded.
+    let before = events(&data, &run).len();
+    let out = docket(
+        &data,
+        &["answer", &run, "ticket-1", "--by", " ", "--text", "x"],
+    );
+    assert_eq!(code(&out), 2, "{out:?}");
+    let out = docket(
+        &data,
+        &[
+            "answer", &run, "ticket-1", "--by", "ana", "--choice", "slow",
+        ],
+    );
+    assert_eq!(code(&out), 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("1 `fast`, 2 `thorough`"), "{err}");
+    let out = docket(&data, &["answer", &run, "ticket-1", "--by", "ana"]);
+    assert_eq!(code(&out), 2, "an answer needs --choice or --text");
+    assert_eq!(events(&data, &run).len(), before);
+
+    let out = docket(
+        &data,
+        &[
+            "answer",
+            &run,
+            "ticket-1",
+            "--by",
+            "ana",
+            "--choice",
+            "thorough",
+            "--text",
+            "the auditors read this one",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let log = events(&data, &run);
+    assert_eq!(of_kind(&log, "agent.call_scheduled").len(), 2);
+    let decided = of_kind(&log, "human.decided");
+    assert_eq!(decided[0]["payload"]["choice"], 2);
+    assert_eq!(
+        decided[0]["payload"]["answer"],
+        "the auditors read this one"
+    );
+    let crossed: Vec<_> = of_kind(&log, "handoff.allowed")
+        .into_iter()
+        .filter(|e| e["payload"]["from"] == "human")
+        .collect();
+    assert_eq!(crossed.len(), 1, "the answer crossed the gate once");
+    let output = &of_kind(&log, "run.completed")[0]["payload"]["output"]["human_answer"];
+    assert_eq!(output["choice"], "thorough");
+    assert_eq!(output["answer"], "the auditors read this one");
+    assert_eq!(output["by"], "ana");
+}
+
 #[test]
 fn usage_errors_exit_2_and_unknown_runs_exit_1() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -38,8 +38,8 @@ use docket_decider::{
 use docket_decider::{ExecutorSpec, RunRequested};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
 use docket_runtime::{
-    AgentExecutor, InProcessEffect, InProcessEffectExecutor, InProcessExecutor, Runtime,
-    SteppingClock, Workflow,
+    AgentExecutor, HumanDecision, InProcessEffect, InProcessEffectExecutor, InProcessExecutor,
+    Runtime, SteppingClock, Workflow,
 };
 use docket_store::{
     Durability, EmbeddedStore, Event, EventStore, FORMAT_VERSION, Payload, StoreConfig, StreamId,
@@ -68,15 +68,19 @@ enum Shape {
     Effect,
     Blocked,
     Waiting,
+    Answered,
+    Fallback,
 }
 
 impl Shape {
-    const ALL: [Shape; 5] = [
+    const ALL: [Shape; 7] = [
         Shape::Geo,
         Shape::Episode,
         Shape::Effect,
         Shape::Blocked,
         Shape::Waiting,
+        Shape::Answered,
+        Shape::Fallback,
     ];
 
     fn name(self) -> &'static str {
@@ -86,6 +90,18 @@ impl Shape {
             Shape::Effect => "effect",
             Shape::Blocked => "blocked",
             Shape::Waiting => "waiting",
+            Shape::Answered => "answered",
+            Shape::Fallback => "fallback",
+        }
+    }
+
+    /// The first decider version with a fixture of this shape (what it shows did not
+    /// exist before).
+    fn since(self) -> u32 {
+        match self {
+            Shape::Answered => 4,
+            Shape::Fallback => 5,
+            _ => 1,
         }
     }
 
@@ -99,7 +115,9 @@ impl Shape {
 
     fn status(self) -> RunStatus {
         match self {
-            Shape::Geo | Shape::Episode | Shape::Effect => RunStatus::Completed,
+            Shape::Geo | Shape::Episode | Shape::Effect | Shape::Answered | Shape::Fallback => {
+                RunStatus::Completed
+            }
             Shape::Blocked => RunStatus::Blocked,
             Shape::Waiting => RunStatus::WaitingForHuman,
         }
@@ -129,6 +147,17 @@ impl Shape {
             ],
             Shape::Blocked => &[("handoff.denied", 1), ("run.blocked", 1)],
             Shape::Waiting => &[("human.escalated", 1)],
+            Shape::Fallback => &[
+                ("agent.responded", 4),
+                ("handoff.allowed", 4),
+                ("run.completed", 1),
+            ],
+            Shape::Answered => &[
+                ("human.escalated", 1),
+                ("human.decided", 1),
+                ("agent.call_scheduled", 2),
+                ("run.completed", 1),
+            ],
         }
     }
 
@@ -167,7 +196,27 @@ impl Shape {
                 inline(WAITING_WORKFLOW, WAITING_BUNDLE, "waiting.toml"),
                 json!({"draft": "a press release"}),
             ),
+            Shape::Answered => (
+                inline(WAITING_WORKFLOW, WAITING_BUNDLE, "waiting.toml"),
+                json!({"draft": "a press release", "ask": true}),
+            ),
+            Shape::Fallback => (
+                inline(FALLBACK_WORKFLOW, FALLBACK_BUNDLE, "fallback.toml"),
+                json!({"question": "net present value?"}),
+            ),
         }
+    }
+
+    /// The human decision the shape records after its start, if any.
+    fn human(self) -> Option<(&'static str, HumanDecision)> {
+        (self == Shape::Answered).then(|| {
+            (
+                "ticket-1",
+                HumanDecision::approve("ana", "house style")
+                    .choosing(Some(2))
+                    .answering(Some("formal, for the regulator".into())),
+            )
+        })
     }
 
     /// Registers the shape's in-process agents and effect executors.
@@ -199,7 +248,11 @@ impl Shape {
                 agent("drafter", drafter);
                 agent("publisher", never_called);
             }
-            Shape::Waiting => agent("writer", writer),
+            Shape::Waiting | Shape::Answered => agent("writer", writer),
+            Shape::Fallback => {
+                agent("orc", orc);
+                agent("anl", anl);
+            }
         }
     }
 }
@@ -461,16 +514,92 @@ in_process = true
 "#;
 
 fn writer(r: &AgentRequest) -> AgentResponse {
-    success(
-        r,
-        vec![
+    let asks = r
+        .decision_inputs
+        .first()
+        .is_some_and(|i| i.payload.get("ask").is_some());
+    let answer = r
+        .decision_inputs
+        .iter()
+        .find(|i| i.output_type == "human_answer");
+    let actions = match (asks, answer) {
+        // `answered`: a question with options, then the answer's tone.
+        (true, None) => vec![Action::Escalate {
+            reason: "which tone should the release take?".into(),
+            choices: vec!["casual".into(), "formal".into()],
+        }],
+        (true, Some(answer)) => vec![Action::Finish {
+            output: json!({ "release": "final text", "tone": answer.payload["choice"] }),
+        }],
+        // `waiting`: a sign-off that holds the finish.
+        (false, _) => vec![
             Action::Escalate {
                 reason: "a press release needs a person's sign-off".into(),
+                choices: Vec::new(),
             },
             Action::Finish {
                 output: json!({ "release": "final text" }),
             },
         ],
+    };
+    success(r, actions)
+}
+
+// `fallback`: orc asks anl for a capability; anl fails twice, past retrying, so the
+// failure returns to orc (`capability_failed`), which finishes with its fallback.
+
+const FALLBACK_BUNDLE: &str = r#"
+bundle = { id = "golden-fallback" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "orc"
+[[agents]]
+id = "anl"
+[[agents.capabilities]]
+code = "ANL_NPV"
+[interactions]
+allowed = [
+  { from = "external", to = "orc" }, { from = "orc", to = "anl" },
+  { from = "anl", to = "orc" }, { from = "orc", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+const FALLBACK_WORKFLOW: &str = r#"
+name = "fallback"
+policy = "fallback.toml"
+entry = "orc"
+[agents.orc]
+in_process = true
+[agents.anl]
+in_process = true
+"#;
+
+fn orc(r: &AgentRequest) -> AgentResponse {
+    let failed = r
+        .decision_inputs
+        .iter()
+        .find(|i| i.output_type == "capability_failed");
+    let action = match failed {
+        None => Action::RequestCapability {
+            target_agent: "anl".into(),
+            capability_code: "ANL_NPV".into(),
+            inputs: Map::new(),
+        },
+        Some(failure) => Action::Finish {
+            output: json!({ "npv": null, "note": "analysis unavailable", "cause": failure.payload["error_class"] }),
+        },
+    };
+    success(r, vec![action])
+}
+
+fn anl(r: &AgentRequest) -> AgentResponse {
+    AgentResponse::error(
+        r.request_id.clone(),
+        "CASH_FLOWS_UNREADABLE",
+        "the cash flows could not be read",
     )
 }
 
@@ -508,10 +637,16 @@ async fn record_with(
         let clock = Arc::new(SteppingClock::new(CLOCK_START_NS, CLOCK_STEP_NS));
         let runtime = Runtime::with_clock(store.clone(), clock);
         shape.register(&runtime);
-        let outcome = runtime
+        let mut outcome = runtime
             .start(workflow, input, Some(shape.run_id().into()))
             .await
             .expect("the run is recorded");
+        if let Some((ticket, decision)) = shape.human() {
+            outcome = runtime
+                .decide_ticket(&shape.run_id().into(), ticket, decision)
+                .await
+                .expect("the decision is recorded");
+        }
         outcome.state.status()
     };
     store.close().await;
@@ -975,10 +1110,11 @@ fn every_golden_log_verifies_replays_and_ends_as_its_shape() {
     bless_if_asked();
     let all = fixtures();
     for shape in Shape::ALL {
+        let first = format!("v{}", shape.since());
         assert!(
             all.iter()
-                .any(|f| f.shape == shape && f.dir == golden_root().join("v1").join(shape.name())),
-            "tests/golden/v1/{} is missing (see tests/golden/README.md)",
+                .any(|f| f.shape == shape && f.dir == golden_root().join(&first).join(shape.name())),
+            "tests/golden/{first}/{} is missing (see tests/golden/README.md)",
             shape.name()
         );
     }

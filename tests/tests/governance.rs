@@ -125,13 +125,17 @@ fn a_capability_request_over_an_edge_reaches_the_writer_scoped() {
         .iter()
         .filter(|e| e["kind"] == "handoff.allowed" && e["payload"]["to"] == "writer")
         .collect();
-    assert_eq!(allowed.len(), 1, "{log:?}");
-    let audit = &allowed[0]["payload"]["audit"];
-    assert_eq!(
-        audit["context_after_scoping"]["fields_excluded"],
-        serde_json::json!(["secret"]),
-        "{audit}"
-    );
+    // The writer crashes; its failure returns to the asker, which asks again (until the
+    // writer's circuit opens): every request crossed scoped.
+    assert!(!allowed.is_empty(), "{log:?}");
+    for crossing in allowed {
+        let audit = &crossing["payload"]["audit"];
+        assert_eq!(
+            audit["context_after_scoping"]["fields_excluded"],
+            serde_json::json!(["secret"]),
+            "{audit}"
+        );
+    }
 }
 
 #[test]
@@ -271,4 +275,46 @@ fn governance_at_entry_cannot_hand_off_straight_to_external() {
         !log.iter().any(|e| e["kind"] == "run.completed"),
         "the run must not complete: {log:?}"
     );
+}
+
+/// Seed 000: an invalid request stops the flow at Checkpoint 1, at once, with the
+/// validation error returned. The geo governance agent answers `INPUT_VALIDATION_FAILED`,
+/// which the bundle's `stop_on_errors = ["validation_error"]` names by its class; it is
+/// called once, never retried.
+#[test]
+fn an_invalid_request_stops_at_checkpoint_1_without_a_retry() {
+    docket_tests::geo_agents_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workflow = docket_tests::geo_workflow_with(dir.path(), &[], "");
+    let input = dir.path().join("one-brand.json");
+    std::fs::write(
+        &input,
+        r#"{"topics": ["crm for startups"], "brands": ["Acme"], "regions": ["US"]}"#,
+    )
+    .expect("write input");
+    let data = dir.path().join("data");
+    let out = docket(
+        &data,
+        &[
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--input",
+            input.to_str().expect("utf-8"),
+        ],
+    );
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(4), "blocked: {text}");
+    let log = events(&data, &run_id(&out));
+    let calls: Vec<_> = log
+        .iter()
+        .filter(|e| e["kind"] == "agent.call_scheduled")
+        .collect();
+    assert_eq!(calls.len(), 1, "governance is called once: {calls:?}");
+    let blocked = log
+        .iter()
+        .find(|e| e["kind"] == "run.blocked")
+        .expect("run.blocked");
+    assert_eq!(blocked["payload"]["rule_id"], "escalation.stop_on_errors");
+    assert_eq!(blocked["payload"]["error"]["errorType"], "validation_error");
+    assert_eq!(blocked["payload"]["error"]["agent"], "governance");
 }

@@ -281,10 +281,12 @@ fn guardrail_1_retry_then_hard_stop() {
         (Some(EscalationAction::Block), Verdict::Deny)
     );
     assert_eq!(&*stop.decision.rule_id, "guardrail-1");
-    assert_eq!(
-        b.decide_escalation(1, Some("validation_error")).action,
-        Some(EscalationAction::Escalate)
-    );
+    // Seed 000: a validation error stops the flow at its checkpoint, at once.
+    let invalid = b.error_class("INPUT_VALIDATION_FAILED");
+    assert_eq!(invalid.class, "validation_error");
+    let stop = b.decide_escalation(1, Some(&invalid));
+    assert_eq!(stop.action, Some(EscalationAction::Block));
+    assert_eq!(&*stop.decision.rule_id, "escalation.stop_on_errors");
 }
 
 // ---- context scoping (docs/governance.md#handoff-modes) ----
@@ -1073,6 +1075,7 @@ mod properties {
         "recursion.default.forbidden_child_types",
         "escalation.ladder",
         "escalation.non_retryable_errors",
+        "escalation.stop_on_errors",
         "responsibility_locks.requesters",
         "responsibility_locks.forbidden_requesters",
     ];

@@ -11,6 +11,7 @@ use serde_json::json;
 use docket_decider::RunStatus;
 use docket_decider::WorkflowSpec;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_runtime::HumanDecision;
 use docket_runtime::InProcessExecutor;
 use docket_runtime::Runtime;
 use docket_runtime::Workflow;
@@ -58,6 +59,7 @@ fn agent() -> Arc<InProcessExecutor> {
         let mut actions: Vec<Action> = (0..sign_offs)
             .map(|n| Action::Escalate {
                 reason: format!("sign-off {n}"),
+                choices: Vec::new(),
             })
             .collect();
         actions.push(Action::Finish {
@@ -96,7 +98,11 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     let failing = start("r-failed", json!({ "fail": true })).await;
     assert_eq!(failing.state.status(), RunStatus::WaitingForHuman);
     let failed = runtime
-        .decide_ticket(&"r-failed".into(), "ticket-1", false, "ana", "stop", None)
+        .decide_ticket(
+            &"r-failed".into(),
+            "ticket-1",
+            HumanDecision::deny("ana", "stop"),
+        )
         .await
         .expect("denies the retry");
     assert!(
@@ -126,18 +132,30 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         RunStatus::WaitingForHuman
     );
     let approved = runtime
-        .decide_ticket(&"r-approved".into(), "ticket-1", true, "ana", "ok", None)
+        .decide_ticket(
+            &"r-approved".into(),
+            "ticket-1",
+            HumanDecision::approve("ana", "ok"),
+        )
         .await
         .expect("approves");
     assert_eq!(approved.state.status(), RunStatus::Completed);
     start("r-denied", json!({ "escalate": 1 })).await;
     let denied = runtime
-        .decide_ticket(&"r-denied".into(), "ticket-1", false, "ana", "no", None)
+        .decide_ticket(
+            &"r-denied".into(),
+            "ticket-1",
+            HumanDecision::deny("ana", "no"),
+        )
         .await
         .expect("denies");
     // Approving the first sign-off reaches the second: still waiting, on ticket-2.
     let half = runtime
-        .decide_ticket(&"r-two".into(), "ticket-1", true, "ana", "ok", None)
+        .decide_ticket(
+            &"r-two".into(),
+            "ticket-1",
+            HumanDecision::approve("ana", "ok"),
+        )
         .await
         .expect("decides one");
     let folded = runtime.runs().await.expect("runs");
@@ -208,10 +226,7 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         .decide_ticket(
             &"r-wait".into(),
             &waiting[1].open_tickets[0],
-            true,
-            "ana",
-            "ok",
-            None,
+            HumanDecision::approve("ana", "ok"),
         )
         .await
         .expect("approves");

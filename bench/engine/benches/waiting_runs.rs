@@ -20,6 +20,7 @@ use tokio::task::JoinSet;
 use docket_decider::RunStatus;
 use docket_decider::WorkflowSpec;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_runtime::HumanDecision;
 use docket_runtime::Runtime;
 use docket_runtime::Workflow;
 use docket_runtime::{AgentExecutor, InProcessExecutor};
@@ -64,6 +65,7 @@ fn agent() -> Arc<dyn AgentExecutor> {
             vec![
                 Action::Escalate {
                     reason: "a human signs off on every order".into(),
+                    choices: Vec::new(),
                 },
                 Action::Finish {
                     output: json!({ "order": r.request_id }),
@@ -223,7 +225,11 @@ fn main() {
         let t = Instant::now();
         for &i in &sample {
             let outcome = runtime
-                .decide_ticket(&run_id(i), "ticket-1", true, "bench", "approved", None)
+                .decide_ticket(
+                    &run_id(i),
+                    "ticket-1",
+                    HumanDecision::approve("bench", "approved"),
+                )
                 .await
                 .expect("approve");
             assert_eq!(outcome.state.status(), RunStatus::Completed);

@@ -57,7 +57,7 @@ pub struct RunRequested {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 3;
+pub const DECIDER_VERSION: u32 = 5;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -73,6 +73,24 @@ pub(crate) const FLAGGED_EMPTIED_HANDOFFS: u32 = 2;
 /// version read) is scoped for the pair and recorded as `handoff.allowed`, the deciding
 /// rule the one that let it cross (docs/governance.md#one-gate).
 pub(crate) const SCOPED_EVERY_PATH: u32 = 3;
+
+/// Decider version 4: an agent whose last action is `escalate` asks a human a question
+/// (`ticket.question`); the decision or answer is delivered to it in a new call, through
+/// the gate (`handoff.allowed` from `human`). A retry's `previous_attempt` context goes
+/// through the gate too. A decision must name who decides, a choice must be one the
+/// ticket offers, and an answer must answer a question (docs/governance.md#humans-answer).
+pub(crate) const HUMANS_ANSWER: u32 = 4;
+
+/// Decider version 5: a failure's error code is classed (the bundle's `error_classes`,
+/// else the built-in classes) before the ladder reads it, so `non_retryable_errors` and
+/// `stop_on_errors` name classes; a retry after a timeout waits longer (twice the last
+/// timeout, at most four times the agent's own); a capability call the ladder would
+/// escalate or stop is answered to the agent that asked, as `capability_failed`, so it
+/// may fall back (docs/governance.md#failure-ladder).
+pub(crate) const CLASSED_FAILURES: u32 = 5;
+
+/// How many times an agent's own timeout a retry after timeouts may wait, at most.
+pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 
 /// One output on its way to an agent: what a governed handoff delivers (already checked
 /// and scoped), with the sender's confidence for conflict resolution.
@@ -143,6 +161,20 @@ pub enum TicketSubject {
         request_id: CallId,
         /// The actions, in order.
         actions: Vec<Action>,
+    },
+    /// An agent's question to a human (its last action was `escalate`, from decider
+    /// version 4): approving or answering calls the agent again with the decision, the
+    /// answer or the chosen option as a decision input from `human`; denying blocks.
+    Question {
+        /// The agent that asked.
+        agent: AgentId,
+        /// The call whose response asked.
+        request_id: CallId,
+        /// The question, in the agent's words.
+        question: String,
+        /// The options the agent offered, if any (`docket answer --choice`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        choices: Vec<String>,
     },
     // Episodes
     /// A review ticket: an episode finished `needs_review`
@@ -345,9 +377,13 @@ pub enum RunEvent {
         by: String,
         /// Why.
         reason: String,
-        /// For a conflict ticket: the chosen output (from 1).
+        /// For a conflict ticket: the chosen output; for a question: the chosen option
+        /// (from 1).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         choice: Option<u32>,
+        /// For a question: the human's answer in their own words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },

@@ -48,8 +48,8 @@ pub use decide::effect::{
 };
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
-    Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, RiskVerdict, RunEvent,
-    RunRequested, TicketSubject, seed_error,
+    Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, MAX_TIMEOUT_GROWTH,
+    RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
 };
 pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId};
 pub use protocol::{

@@ -204,7 +204,27 @@ const TRANSITIONS: &[Transition] = &[
             "human.escalated",
             "run.blocked",
         ],
-        covered_by: &[Test(failure::failures_go_retry_escalate_block)],
+        covered_by: &[
+            Test(failure::failures_go_retry_escalate_block),
+            Test(failure::error_codes_are_classed_for_the_ladder),
+            Test(failure::retries_after_timeouts_wait_longer),
+        ],
+    },
+    Transition {
+        concern: "failure",
+        from: "Running",
+        input: "RecordFailure or ERROR answer whose error class the bundle stops on",
+        to: "Blocked (the error returned as its class)",
+        records: &["policy.decided", "run.blocked"],
+        covered_by: &[Test(failure::a_class_that_stops_the_flow_blocks_at_once)],
+    },
+    Transition {
+        concern: "failure",
+        from: "Running",
+        input: "RecordFailure of a capability call the ladder would escalate or stop",
+        to: "Running (the asker called again with capability_failed, which crossed the gate)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[Test(capability::a_failed_capability_returns_to_the_asker)],
     },
     Transition {
         concern: "failure",
@@ -243,6 +263,18 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[
             Test(failure::failures_go_retry_escalate_block),
             Test(response::escalate_action_waits_and_approval_proceeds),
+        ],
+    },
+    Transition {
+        concern: "ticket",
+        from: "WaitingForHuman (a question: the agent's last action was escalate)",
+        input: "RecordHumanDecision approve, with a choice or an answer",
+        to: "Running (the agent called again with the answer, which crossed the gate)",
+        records: &["human.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(ticket::a_question_is_answered_and_the_agent_asked_again),
+            Test(ticket::an_approved_escalation_calls_the_agent_again),
+            Test(ticket::human_decisions_must_fit_the_ticket),
         ],
     },
     Transition {

@@ -26,7 +26,9 @@ pub use agent::{
     InProcessAgent, InProcessExecutor,
 };
 pub use clock::{Clock, SteppingClock, SystemClock};
-pub use drive::{RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program};
+pub use drive::{
+    HumanDecision, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program,
+};
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,
     FileKillSwitch, HttpEffectExecutor, InMemoryKillSwitch, InProcessEffect,

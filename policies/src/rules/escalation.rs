@@ -1,7 +1,7 @@
 //! Retry → escalate → block (docs/governance.md#failure-ladder) with a hard stop that needs
 //! a human (docs/governance.md#guardrail-1-retry-hard-stop): the `[escalation]` section.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -42,9 +42,19 @@ pub struct EscalationPolicy {
     /// Must end in `block`: the hard stop that needs a human.
     #[serde(default = "default_ladder")]
     pub ladder: Vec<EscalationStep>,
-    /// Error classes that skip retrying and escalate at once ("non-recoverable").
+    /// Error classes (or error codes) that skip retrying and escalate at once
+    /// ("non-recoverable").
     #[serde(default)]
     pub non_retryable_errors: Vec<String>,
+    /// Error classes (or error codes) that stop the flow at once, whatever the rung (seed
+    /// 000: a validation error stops the flow at its checkpoint). Left out of the
+    /// canonical form when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_on_errors: Vec<String>,
+    /// An agent's error codes and the class each belongs to, before the built-in classes
+    /// (docs/governance.md#error-classes). Left out of the canonical form when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub error_classes: BTreeMap<String, String>,
 }
 
 impl Default for EscalationPolicy {
@@ -52,6 +62,50 @@ impl Default for EscalationPolicy {
         Self {
             ladder: default_ladder(),
             non_retryable_errors: Vec::new(),
+            stop_on_errors: Vec::new(),
+            error_classes: BTreeMap::new(),
+        }
+    }
+}
+
+/// The built-in error classes, in the order a code is matched against them
+/// (docs/governance.md#error-classes): each with the words of an error code that put it
+/// there.
+pub const ERROR_CLASSES: &[(&str, &[&str])] = &[
+    ("timeout", &["TIMEOUT", "TIMED_OUT"]),
+    ("validation_error", &["VALIDATION", "INVALID"]),
+    ("boundary_violation", &["BOUNDARY", "POLICY"]),
+    ("protocol_error", &["MALFORMED", "OVERSIZED", "PROTOCOL"]),
+    ("data_error", &["DATA", "NOT_FOUND", "MISSING"]),
+];
+
+/// The class of an error code no built-in class matches: seed 000's agent error.
+pub const AGENT_ERROR: &str = "agent_error";
+
+/// An error code's class, and the rule that classed it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorClass {
+    /// The code as the agent or executor gave it (`INPUT_VALIDATION_FAILED`).
+    pub code: String,
+    /// Its class (`validation_error`).
+    pub class: String,
+    /// `escalation.error_classes.CODE`, or `escalation.built_in_classes`.
+    pub rule_id: String,
+}
+
+impl ErrorClass {
+    /// A class a list entry names: the class itself, or the code in any case.
+    fn named_by(&self, entry: &str) -> bool {
+        entry == self.class || entry.eq_ignore_ascii_case(&self.code)
+    }
+
+    /// The class of runs recorded before error classes: the code in lower case.
+    #[must_use]
+    pub fn as_lower_case(code: &str) -> Self {
+        Self {
+            code: code.to_owned(),
+            class: code.to_lowercase(),
+            rule_id: "escalation.error_code".to_owned(),
         }
     }
 }
@@ -127,6 +181,7 @@ pub(crate) fn rule_ids(spec: &BundleSpec, ids: &mut Vec<(String, Pointer)>) {
 pub(crate) fn normalize(s: &mut BundleSpec) {
     s.escalation.ladder.sort_by_key(|x| x.after_failures);
     sort_dedup(&mut s.escalation.non_retryable_errors);
+    sort_dedup(&mut s.escalation.stop_on_errors);
 }
 
 /// What to do after a failure, and the decision behind it.
@@ -138,11 +193,40 @@ pub struct EscalationDecision {
 }
 
 impl PolicyBundle {
+    /// The class of an error code: the bundle's `error_classes` entry, else the first
+    /// built-in class whose words the code contains, else `agent_error`.
+    #[must_use]
+    pub fn error_class(&self, code: &str) -> ErrorClass {
+        let upper = code.to_ascii_uppercase();
+        if let Some((named, class)) = self
+            .spec
+            .escalation
+            .error_classes
+            .iter()
+            .find(|(c, _)| c.eq_ignore_ascii_case(code))
+        {
+            return ErrorClass {
+                code: code.to_owned(),
+                class: class.clone(),
+                rule_id: format!("escalation.error_classes.{named}"),
+            };
+        }
+        let class = ERROR_CLASSES
+            .iter()
+            .find(|(_, words)| words.iter().any(|w| upper.contains(w)))
+            .map_or(AGENT_ERROR, |(class, _)| class);
+        ErrorClass {
+            code: code.to_owned(),
+            class: class.to_owned(),
+            rule_id: "escalation.built_in_classes".to_owned(),
+        }
+    }
+
     /// After `failures` consecutive failures (the last of class `error_class`), what next?
     pub fn decide_escalation(
         &self,
         failures: u32,
-        error_class: Option<&str>,
+        error_class: Option<&ErrorClass>,
     ) -> EscalationDecision {
         let e = &self.spec.escalation;
         let k = DecisionKind::Escalation;
@@ -166,9 +250,36 @@ impl PolicyBundle {
         )];
         let mut action = step.action;
         let mut rule = step.id.clone();
-        if action == EscalationAction::Retry
-            && error_class.is_some_and(|c| e.non_retryable_errors.iter().any(|x| x == c))
-        {
+        let listed = |list: &[String]| {
+            error_class.is_some_and(|c| list.iter().any(|entry| c.named_by(entry)))
+        };
+        if let Some(class) = error_class.filter(|_| listed(&e.stop_on_errors)) {
+            chain.push(RuleStep::new(
+                class.rule_id.as_str(),
+                StepOutcome::Applied,
+                format!("{} is a {}", class.code, class.class),
+            ));
+            chain.push(RuleStep::new(
+                "escalation.stop_on_errors",
+                StepOutcome::Applied,
+                format!("a {} stops the flow at once", class.class),
+            ));
+            return EscalationDecision {
+                decision: conclude(
+                    k,
+                    Verdict::Deny,
+                    self.hash,
+                    "escalation.stop_on_errors",
+                    format!(
+                        "{} ({}) stops the flow at once: the workflow stops and needs explicit human intervention",
+                        class.class, class.code
+                    ),
+                    chain,
+                ),
+                action: Some(EscalationAction::Block),
+            };
+        }
+        if action == EscalationAction::Retry && listed(&e.non_retryable_errors) {
             chain.push(RuleStep::new(
                 "escalation.non_retryable_errors",
                 StepOutcome::Applied,
@@ -215,6 +326,40 @@ mod tests {
             actions,
             [Some(Retry), Some(Escalate), Some(Block), Some(Block)]
         );
+    }
+
+    #[test]
+    fn error_codes_fall_into_classes_the_bundle_can_name() {
+        let b = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[escalation]\nnon_retryable_errors = [\"validation_error\"]\nstop_on_errors = [\"data_error\"]\nerror_classes = { GEO_SNAPSHOT_STALE = \"data_error\" }\n",
+            "t.toml",
+        )
+        .unwrap();
+        let class = |code: &str| b.error_class(code).class;
+        assert_eq!(class("INPUT_VALIDATION_FAILED"), "validation_error");
+        assert_eq!(class("AGENT_TIMEOUT"), "timeout");
+        assert_eq!(class("AGENT_MALFORMED_RESPONSE"), "protocol_error");
+        assert_eq!(class("BOUNDARY_VIOLATION"), "boundary_violation");
+        assert_eq!(class("AGENT_CRASHED"), "agent_error");
+        assert_eq!(class("geo_snapshot_stale"), "data_error");
+        assert_eq!(
+            b.error_class("GEO_SNAPSHOT_STALE").rule_id,
+            "escalation.error_classes.GEO_SNAPSHOT_STALE"
+        );
+        use EscalationAction::*;
+        let first = |code: &str| {
+            b.decide_escalation(1, Some(&b.error_class(code)))
+                .action
+                .unwrap()
+        };
+        assert_eq!(first("INPUT_VALIDATION_FAILED"), Escalate);
+        assert_eq!(first("GEO_SNAPSHOT_STALE"), Block);
+        assert_eq!(first("AGENT_CRASHED"), Retry);
+        let stop = b.decide_escalation(1, Some(&b.error_class("GEO_SNAPSHOT_STALE")));
+        assert_eq!(&*stop.decision.rule_id, "escalation.stop_on_errors");
+        // An entry may name a code as well as a class, in any case.
+        let lower = ErrorClass::as_lower_case("AGENT_CRASHED");
+        assert!(lower.named_by("agent_crashed") && lower.named_by("AGENT_CRASHED"));
     }
 
     #[test]

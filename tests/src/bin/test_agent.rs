@@ -20,6 +20,8 @@
 //! - `handoff` (with `--to AGENT --output-type TYPE`): hands off the payload;
 //! - `finish`: finishes with the payload;
 //! - `escalate_then_finish`: asks a human, then (once approved) finishes with the payload;
+//! - `ask`: asks a human which of `fast` and `thorough` to follow; called again with the
+//!   human's answer (a `human_answer` decision input), finishes with that answer;
 //! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability;
 //! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
 //!
@@ -49,6 +51,7 @@ const MODES: &[&str] = &[
     "handoff",
     "finish",
     "escalate_then_finish",
+    "ask",
     "request_capability",
     "fanout",
 ];
@@ -215,7 +218,12 @@ fn main() -> ExitCode {
                     serde_json::to_string(&response).unwrap_or_default()
                 );
             }
-            "handoff" | "finish" | "escalate_then_finish" | "request_capability" | "fanout" => {
+            "handoff"
+            | "finish"
+            | "escalate_then_finish"
+            | "ask"
+            | "request_capability"
+            | "fanout" => {
                 let payload = script.payload.clone().unwrap_or_else(|| {
                     request
                         .decision_inputs
@@ -238,9 +246,23 @@ fn main() -> ExitCode {
                             payload: payload.clone(),
                         })
                         .collect(),
+                    "ask" => match request
+                        .decision_inputs
+                        .iter()
+                        .find(|i| i.output_type == "human_answer")
+                    {
+                        Some(answer) => vec![Action::Finish {
+                            output: json!({ "human_answer": answer.payload }),
+                        }],
+                        None => vec![Action::Escalate {
+                            reason: "which approach should I follow?".into(),
+                            choices: vec!["fast".into(), "thorough".into()],
+                        }],
+                    },
                     "escalate_then_finish" => vec![
                         Action::Escalate {
                             reason: "needs a person's sign-off".into(),
+                            choices: Vec::new(),
                         },
                         Action::Finish { output: payload },
                     ],

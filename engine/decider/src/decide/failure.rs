@@ -3,7 +3,9 @@
 //! See docs/governance.md#failure-ladder and #guardrail-1-retry-hard-stop.
 
 use super::*;
+use crate::event::{CLASSED_FAILURES, MAX_TIMEOUT_GROWTH};
 use crate::ids::CallId;
+use docket_policies::ErrorClass;
 
 impl Batch<'_> {
     /// Retry → escalate → block, as the bundle's escalation ladder says (Guardrail 1).
@@ -20,22 +22,38 @@ impl Batch<'_> {
         }
         let agent = call.request.target_agent.clone();
         let failures = call.request.attempt;
-        let esc = self
-            .bundle
-            .decide_escalation(failures, Some(&code.to_lowercase()));
+        let classed = self.state.decider_version() >= CLASSED_FAILURES;
+        let class = if classed {
+            self.bundle.error_class(code)
+        } else {
+            ErrorClass::as_lower_case(code)
+        };
+        let esc = self.bundle.decide_escalation(failures, Some(&class));
         let action = esc.action;
         let rule = esc.decision.rule_id.to_string();
         let ladder_reason = esc.decision.reason.to_string();
+        let decision = esc.decision.clone();
         self.push(RunEvent::PolicyDecided {
             subject: request_id.to_string(),
             decision: esc.decision,
         });
         use docket_policies::EscalationAction;
+        let gives_up = matches!(
+            action,
+            Some(EscalationAction::Escalate | EscalationAction::Block)
+        );
+        if let (true, true, Some(asker)) = (classed, gives_up, &call.reply_to) {
+            self.return_failure(asker, &call.request, &class, message, &decision);
+            return;
+        }
         match action {
-            None | Some(EscalationAction::Retry) => self.retry(
-                request_id,
-                json!({ "request_id": request_id, "error_code": code, "error_message": message }),
-            ),
+            None | Some(EscalationAction::Retry) => {
+                let mut note = json!({ "request_id": request_id, "error_code": code, "error_message": message });
+                if classed {
+                    note["error_class"] = json!(class.class);
+                }
+                self.retry(request_id, note);
+            }
             Some(EscalationAction::Escalate) => {
                 let ticket = self.next_ticket();
                 self.push(RunEvent::Escalated {
@@ -53,10 +71,17 @@ impl Batch<'_> {
                 if self.episode_hard_stop(request_id, &rule, &reason) {
                     return;
                 }
+                // A class that stops the flow at once is returned as itself (seed 000:
+                // a validation error stops the flow at its checkpoint).
+                let error_type = if rule == "escalation.stop_on_errors" {
+                    class.class.as_str()
+                } else {
+                    "retry_limit_exceeded"
+                };
                 let error = seed_error(
                     request_id,
                     &agent,
-                    "retry_limit_exceeded",
+                    error_type,
                     &reason,
                     json!({ "code": code, "ruleId": rule }),
                     failures.saturating_sub(1),
@@ -77,6 +102,68 @@ impl Batch<'_> {
         request.request_id = self.next_request_id();
         request.attempt += 1;
         request.context.insert("previous_attempt".to_owned(), note);
+        // From decider version 5, a retry after a timeout waits longer (seed 003: retry
+        // with a longer timeout), up to MAX_TIMEOUT_GROWTH times the agent's own.
+        let timed_out = call
+            .failure
+            .as_deref()
+            .is_some_and(|code| self.bundle.error_class(code).class == "timeout");
+        if timed_out && self.state.decider_version() >= CLASSED_FAILURES {
+            let cap = self
+                .timeout_for(&request.target_agent)
+                .saturating_mul(MAX_TIMEOUT_GROWTH);
+            request.timeout_ms = request
+                .timeout_ms
+                .saturating_mul(2)
+                .min(cap)
+                .max(request.timeout_ms);
+        }
         self.schedule(request, call.reply_to, call.classifies, call.branch_of);
+    }
+
+    /// From decider version 5: a capability call that failed past retrying is answered
+    /// to the agent that asked, as `capability_failed` through the gate (seed 003: the
+    /// calling agent checks the status and falls back), instead of escalating or stopping
+    /// the run.
+    fn return_failure(
+        &mut self,
+        asker: &CallId,
+        failed: &AgentRequest,
+        class: &ErrorClass,
+        message: &str,
+        decision: &PolicyDecision,
+    ) {
+        let Some(asker_agent) = self
+            .state
+            .calls
+            .get(asker)
+            .map(|c| c.request.target_agent.clone())
+        else {
+            return;
+        };
+        let target = failed.target_agent.as_str();
+        let failure = json!({
+            "capability": failed.capability_code,
+            "agent": target,
+            "error_code": class.code,
+            "error_class": class.class,
+            "error_message": message,
+            "attempts": failed.attempt,
+        });
+        let failure = self.gate_content(
+            target,
+            &asker_agent,
+            ("capability_failed", InputKind::Decision),
+            &failure,
+            decision,
+        );
+        self.call_again(
+            asker,
+            DecisionInput {
+                source_agent: failed.target_agent.clone(),
+                output_type: "capability_failed".to_owned(),
+                payload: failure,
+            },
+        );
     }
 }

@@ -30,6 +30,7 @@ mod fan_out;
 mod handoff;
 mod response;
 mod ticket;
+use ticket::HumanWords;
 
 use docket_policies::ConflictResolution;
 use docket_policies::{
@@ -38,7 +39,8 @@ use docket_policies::{
 };
 
 use super::event::{
-    Classifies, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
+    Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested, TicketSubject,
+    seed_error,
 };
 use super::state::{RunState, RunStatus};
 use crate::protocol::{
@@ -83,8 +85,11 @@ pub enum Command {
         by: String,
         /// Why.
         reason: String,
-        /// For a conflict ticket: the chosen output (from 1).
+        /// For a conflict ticket: the chosen output; for a question: the chosen option
+        /// (from 1).
         choice: Option<u32>,
+        /// For a question: the answer in the human's words.
+        answer: Option<String>,
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
@@ -125,6 +130,7 @@ impl Command {
                 by,
                 reason,
                 choice,
+                answer,
                 at_ms,
             } => RunEvent::HumanDecided {
                 ticket,
@@ -132,6 +138,7 @@ impl Command {
                 by,
                 reason,
                 choice,
+                answer,
                 at_ms,
             },
             // Side effects
@@ -170,6 +177,7 @@ impl Command {
                 by,
                 reason,
                 choice,
+                answer,
                 at_ms,
             } => Self::RecordHumanDecision {
                 ticket,
@@ -177,6 +185,7 @@ impl Command {
                 by,
                 reason,
                 choice,
+                answer,
                 at_ms,
             },
             // Side effects
@@ -230,6 +239,27 @@ pub enum Rejection {
         choice: u32,
         /// How many outputs it offers.
         count: usize,
+    },
+    /// A human decision that names nobody (decider version 4).
+    #[error("ticket {0}: a decision must name who decides (--by NAME)")]
+    Anonymous(String),
+    /// A choice on a ticket that offers none (decider version 4).
+    #[error("ticket {ticket} offers no choices: {what}")]
+    NoChoiceOffered {
+        /// The ticket.
+        ticket: String,
+        /// What the ticket asks instead.
+        what: String,
+    },
+    /// An answer, or an approval or denial, that does not fit the ticket (decider
+    /// version 4): an answer to a ticket that asks no question, or a denial that carries
+    /// an answer.
+    #[error("ticket {ticket}: {why}")]
+    DoesNotAnswer {
+        /// The ticket.
+        ticket: String,
+        /// Why not.
+        why: String,
     },
     /// The bundle handed to `decide` is not the run's recorded bundle.
     #[error("the policy bundle's hash {actual} is not the run's recorded bundle {expected}")]
@@ -316,7 +346,14 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                 return Err(Rejection::AlreadyAnswered(request_id.to_string()));
             }
         }
-        Command::RecordHumanDecision { ticket, choice, .. } => {
+        Command::RecordHumanDecision {
+            ticket,
+            approved,
+            by,
+            choice,
+            answer,
+            ..
+        } => {
             let t = state
                 .tickets
                 .get(ticket)
@@ -324,9 +361,8 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             if !t.open {
                 return Err(Rejection::TicketClosed(ticket.to_string()));
             }
-            if let (TicketSubject::Conflict { conflicts, .. }, Some(choice)) = (&t.subject, choice)
-            {
-                let count = conflicts.first().map_or(0, Vec::len);
+            let offered = ticket::options_offered(&t.subject);
+            if let (Some(count), Some(choice)) = (offered, choice) {
                 if *choice == 0 || *choice as usize > count {
                     return Err(Rejection::InvalidChoice {
                         ticket: ticket.to_string(),
@@ -334,6 +370,9 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                         count,
                     });
                 }
+            }
+            if state.decider_version() >= HUMANS_ANSWER {
+                ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
             }
         }
         Command::Start(_) => {}
@@ -442,8 +481,18 @@ impl Batch<'_> {
                 by,
                 reason,
                 choice,
+                answer,
                 ..
-            } => self.on_human(&ticket, approved, &by, &reason, choice),
+            } => self.on_human(
+                &ticket,
+                &HumanWords {
+                    approved,
+                    by: &by,
+                    reason: &reason,
+                    choice,
+                    answer: answer.as_deref(),
+                },
+            ),
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::Start(_) | Command::RecordResponse { .. } => {}
@@ -464,6 +513,7 @@ impl Batch<'_> {
                 self.state.tickets.get(ticket).map(|t| match &t.subject {
                     TicketSubject::Retry { request_id }
                     | TicketSubject::Proceed { request_id, .. }
+                    | TicketSubject::Question { request_id, .. }
                     | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
                     TicketSubject::Conflict { origin, .. } => origin.clone(),
                     // Side effects: the effect's own episode, below.
@@ -575,6 +625,18 @@ impl Batch<'_> {
             );
         }
         request
+    }
+
+    /// Calls the agent of `asked` again (same capability, same inputs, a new request id)
+    /// with one more decision input: a capability's answer, a human's answer.
+    fn call_again(&mut self, asked: &CallId, input: DecisionInput) {
+        let Some(call) = self.state.calls.get(asked).cloned() else {
+            return;
+        };
+        let mut request = AgentRequest::clone(&call.request);
+        request.request_id = self.next_request_id();
+        request.decision_inputs.push(input);
+        self.schedule(request, call.reply_to.clone(), None, call.branch_of.clone());
     }
 
     /// Schedules a call, unless the target has no executor or its circuit is open.

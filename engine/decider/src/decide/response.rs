@@ -15,13 +15,7 @@ impl Batch<'_> {
         let failed = response.status == ResponseStatus::Error
             || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
         if failed {
-            let code = response.error_code.clone().unwrap_or_else(|| {
-                if response.status == ResponseStatus::Timeout {
-                    "AGENT_TIMEOUT".to_owned()
-                } else {
-                    "AGENT_ERROR".to_owned()
-                }
-            });
+            let code = response.failure_code();
             let message = response
                 .error_message
                 .clone()
@@ -126,16 +120,30 @@ impl Batch<'_> {
                         return;
                     }
                 }
-                Action::Escalate { reason } => {
+                Action::Escalate { reason, choices } => {
                     let ticket = self.next_ticket();
+                    let rest = &actions[i + 1..];
+                    // From decider version 4 an escalation with nothing after it is a
+                    // question: the agent is called again with the human's answer.
+                    let subject =
+                        if rest.is_empty() && self.state.decider_version() >= HUMANS_ANSWER {
+                            TicketSubject::Question {
+                                agent: agent.into(),
+                                request_id: request_id.clone(),
+                                question: reason.clone(),
+                                choices: choices.clone(),
+                            }
+                        } else {
+                            TicketSubject::Proceed {
+                                agent: agent.into(),
+                                request_id: request_id.clone(),
+                                actions: rest.to_vec(),
+                            }
+                        };
                     self.push(RunEvent::Escalated {
                         ticket,
                         reason: format!("{agent} asks a human: {reason}"),
-                        subject: TicketSubject::Proceed {
-                            agent: agent.into(),
-                            request_id: request_id.clone(),
-                            actions: actions[i + 1..].to_vec(),
-                        },
+                        subject,
                     });
                     return;
                 }
@@ -206,20 +214,13 @@ impl Batch<'_> {
                 output,
                 &authority,
             );
-            let mut request = AgentRequest::clone(&asker.request);
-            request.request_id = self.next_request_id();
-            request
-                .decision_inputs
-                .push(crate::protocol::DecisionInput {
+            self.call_again(
+                asker_id,
+                DecisionInput {
                     source_agent: agent.into(),
                     output_type: code,
                     payload: answer,
-                });
-            self.schedule(
-                request,
-                asker.reply_to.clone(),
-                None,
-                asker.branch_of.clone(),
+                },
             );
             return;
         }

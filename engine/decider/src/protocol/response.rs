@@ -186,10 +186,16 @@ pub enum Action {
         #[serde(default)]
         inputs: Map<String, Value>,
     },
-    /// Stop and ask a human.
+    /// Stop and ask a human. As the last action of a response it is a question: the
+    /// agent is called again with the human's answer (docs/agent-protocol.md#asking-a-human);
+    /// followed by other actions, it holds them until a human approves.
     Escalate {
-        /// Why a human is needed, shown to the person deciding.
+        /// Why a human is needed, or the question, shown to the person deciding.
         reason: String,
+        /// Options the human may choose from (`docket answer --choice`); none for an open
+        /// question or an approval.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        choices: Vec<String>,
     },
     /// The work asked of this agent is done; `output` is its result.
     Finish {
@@ -270,6 +276,19 @@ impl Action {
 }
 
 impl AgentResponse {
+    /// The error code of a failed answer: its `error_code`, else `AGENT_TIMEOUT` for a
+    /// TIMEOUT and `AGENT_ERROR` for an ERROR.
+    #[must_use]
+    pub fn failure_code(&self) -> String {
+        self.error_code.clone().unwrap_or_else(|| {
+            if self.status == ResponseStatus::Timeout {
+                "AGENT_TIMEOUT".to_owned()
+            } else {
+                "AGENT_ERROR".to_owned()
+            }
+        })
+    }
+
     /// A SUCCESS response with the given confidence and actions.
     #[must_use]
     pub fn success(
@@ -335,6 +354,7 @@ mod tests {
                 },
                 Action::Escalate {
                     reason: "conflicting scores".into(),
+                    choices: Vec::new(),
                 },
                 Action::Finish {
                     output: json!({"done": true}),

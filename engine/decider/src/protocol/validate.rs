@@ -276,7 +276,13 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
             non_empty(|| format!("actions[{i}].target_agent"), target_agent)?;
             non_empty(|| format!("actions[{i}].capability_code"), capability_code)
         }
-        Action::Escalate { reason } => non_empty(|| format!("actions[{i}].reason"), reason),
+        Action::Escalate { reason, choices } => {
+            non_empty(|| format!("actions[{i}].reason"), reason)?;
+            for (j, choice) in choices.iter().enumerate() {
+                non_empty(|| format!("actions[{i}].choices[{j}]"), choice)?;
+            }
+            Ok(())
+        }
         Action::Finish { .. } => Ok(()),
         // Episodes
         Action::Spawn {
@@ -451,6 +457,7 @@ mod tests {
             vec![
                 Action::Escalate {
                     reason: "why".into(),
+                    choices: Vec::new(),
                 },
                 Action::Handoff {
                     to: AgentId::default(),
@@ -482,7 +489,13 @@ mod tests {
         let response = AgentResponse::success(
             "r1",
             Confidence::High,
-            vec![finish(), Action::Escalate { reason: "x".into() }],
+            vec![
+                finish(),
+                Action::Escalate {
+                    reason: "x".into(),
+                    choices: Vec::new(),
+                },
+            ],
         );
         assert_eq!(
             field_of(response.validate()),

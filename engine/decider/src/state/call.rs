@@ -26,6 +26,10 @@ pub struct Call {
     pub response: Option<Arc<AgentResponse>>,
     /// Whether a response or a failure is recorded.
     pub answered: bool,
+    /// The error code of a failed call (the executor's, or the agent's `error_code`;
+    /// `AGENT_TIMEOUT` or `AGENT_ERROR` when an agent gave none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 /// Consecutive failures of one agent in this run (for its circuit breaker).
@@ -57,6 +61,7 @@ impl RunState {
                         branch_of: branch_of.clone(),
                         response: None,
                         answered: false,
+                        failure: None,
                     },
                 );
             }
@@ -70,11 +75,20 @@ impl RunState {
                 self.answer(request_id, failed, *at_ms);
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.response = Some(response.clone());
+                    call.failure = failed.then(|| response.failure_code());
                 }
             }
             RunEvent::AgentCallFailed {
-                request_id, at_ms, ..
-            } => self.answer(request_id, true, *at_ms),
+                request_id,
+                code,
+                at_ms,
+                ..
+            } => {
+                self.answer(request_id, true, *at_ms);
+                if let Some(call) = self.calls.get_mut(request_id) {
+                    call.failure = Some(code.clone());
+                }
+            }
             _ => {}
         }
     }

@@ -167,3 +167,39 @@ pub(crate) fn version_1_runs_replay_capability_requests_as_they_were_decided() {
     );
     run.replays();
 }
+
+/// From decider version 5, a capability call that fails past retrying is answered to
+/// the agent that asked, as `capability_failed` through the gate, so it can fall back;
+/// the run goes on.
+#[test]
+pub(crate) fn a_failed_capability_returns_to_the_asker() {
+    let mut run = started();
+    run.when(respond(vec![ask(
+        "b",
+        "questions",
+        json!({"topics": ["t"]}),
+    )]));
+    run.when(crash());
+    assert_eq!(run.pending().target_agent, "b", "the ladder retries first");
+    run.when(crash()).then_kinds(&[
+        "agent.call_failed",
+        "policy.decided",
+        "handoff.allowed",
+        "agent.call_scheduled",
+    ]);
+    let back = run.pending();
+    assert_eq!(back.target_agent, "a");
+    let failure = back.decision_inputs.last().expect("the failure");
+    assert_eq!(
+        (failure.source_agent.as_str(), failure.output_type.as_str()),
+        ("b", "capability_failed")
+    );
+    assert_eq!(failure.payload["error_code"], "AGENT_CRASHED");
+    assert_eq!(failure.payload["error_class"], "agent_error");
+    assert_eq!(failure.payload["attempts"], 2);
+    assert_eq!(run.state.status, crate::RunStatus::Running);
+    // The asker falls back and the run goes on.
+    run.when(respond(vec![handoff("b", "ab", json!({"fallback": true}))]));
+    assert_eq!(run.pending().target_agent, "b");
+    run.replays();
+}

@@ -1013,6 +1013,7 @@ pub(crate) fn the_next_step_waits_for_a_human_and_ends_with_the_run() {
     let mut run = started();
     run.when(respond(vec![Action::Escalate {
         reason: "unsure".into(),
+        choices: Vec::new(),
     }]));
     assert_eq!(run.state.next_step(), NextStep::WaitForHuman);
     run.when(deny("ticket-1").because("no"));

@@ -363,6 +363,7 @@ pub(crate) fn past_70_percent_a_spawn_is_refused_finalize_or_escalate() {
     fresh.when(
         respond(vec![Action::Escalate {
             reason: "look".into(),
+            choices: Vec::new(),
         }])
         .tokens(700),
     );
@@ -392,9 +393,12 @@ pub(crate) fn usage_is_charged_to_the_episode_and_every_ancestor() {
             .at(3_000),
     );
     run.when(
-        respond(vec![Action::Escalate { reason: "x".into() }])
-            .tokens(40)
-            .at(4_500),
+        respond(vec![Action::Escalate {
+            reason: "x".into(),
+            choices: Vec::new(),
+        }])
+        .tokens(40)
+        .at(4_500),
     );
     assert_eq!(ep(&run.state, "ep-3").budget["tokens"].used, 40);
     assert_eq!(ep(&run.state, "ep-2").budget["tokens"].used, 60);
@@ -411,6 +415,7 @@ pub(crate) fn time_waiting_for_a_human_is_not_wall_time() {
     run.when(respond(vec![
         Action::Escalate {
             reason: "sign-off".into(),
+            choices: Vec::new(),
         },
         spawn("worker", "retrieve", None),
     ]));
@@ -1171,8 +1176,18 @@ fn drive(policy: &str, moves: &[(Move, u64, u32, i64)]) -> History {
             break;
         }
         at += dt;
-        if run.state.open_tickets().next().is_some() {
-            run.when(approve_open().by("p").because("r").choice(1).at(at));
+        let open = run
+            .state
+            .open_tickets()
+            .next()
+            .map(|(_, t)| matches!(t.subject, TicketSubject::Conflict { .. }));
+        if let Some(conflict) = open {
+            let approval = approve_open().by("p").because("r").at(at);
+            run.when(if conflict {
+                approval.choice(1)
+            } else {
+                approval
+            });
             continue;
         }
         let Some(call) = run

@@ -2,7 +2,8 @@
 //! breaker.
 
 use super::*;
-use crate::{RunEvent, RunStatus};
+use crate::protocol::AgentResponse;
+use crate::{MAX_TIMEOUT_GROWTH, RunEvent, RunStatus};
 
 #[test]
 pub(crate) fn failures_go_retry_escalate_block() {
@@ -69,4 +70,84 @@ pub(crate) fn an_open_circuit_blocks_the_next_call_to_a_failing_agent() {
             assert_eq!(rule_id, "defaults.circuit_breaker");
             assert_eq!(error["errorType"], "circuit_open");
         });
+}
+
+/// `run-1` under the test bundle with `escalation` appended, recorded by `version`.
+fn with_escalation(escalation: &str, version: u32) -> History {
+    let src = format!("{BUNDLE}\n[escalation]\n{escalation}\n");
+    started_under(&src, "t.toml", |run| run.decider_version = version)
+}
+
+fn agent_error(code: &str) -> Response {
+    respond_with(AgentResponse::error("", code, "the request is not valid"))
+}
+
+/// From decider version 5 an agent's error code is classed before the ladder reads it:
+/// `INPUT_VALIDATION_FAILED` is a `validation_error`, so a bundle that names that class
+/// as non-retryable escalates at once (version 4 compared the code in lower case and
+/// retried).
+#[test]
+pub(crate) fn error_codes_are_classed_for_the_ladder() {
+    let ladder = "non_retryable_errors = [\"validation_error\"]";
+    let mut run = with_escalation(ladder, DECIDER_VERSION);
+    run.when(agent_error("INPUT_VALIDATION_FAILED"))
+        .then_kinds(&["agent.responded", "policy.decided", "human.escalated"])
+        .then(|events| {
+            let RunEvent::PolicyDecided { decision, .. } = &events[1] else {
+                panic!("policy.decided");
+            };
+            assert_eq!(&*decision.rule_id, "escalation.non_retryable_errors");
+        });
+    run.replays();
+
+    let mut old = with_escalation(ladder, 4);
+    old.when(agent_error("INPUT_VALIDATION_FAILED"))
+        .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
+    old.replays();
+}
+
+/// A class in `stop_on_errors` stops the flow at once, the error returned as that class
+/// (seed 000: a validation error stops the flow at its checkpoint).
+#[test]
+pub(crate) fn a_class_that_stops_the_flow_blocks_at_once() {
+    let mut run = with_escalation("stop_on_errors = [\"validation_error\"]", DECIDER_VERSION);
+    run.when(agent_error("INPUT_VALIDATION_FAILED"))
+        .then_kinds(&[
+            "agent.responded",
+            "policy.decided",
+            "episode.stopped",
+            "run.blocked",
+        ])
+        .then(|events| {
+            let RunEvent::RunBlocked { rule_id, error, .. } = &events[3] else {
+                panic!("blocked");
+            };
+            assert_eq!(rule_id, "escalation.stop_on_errors");
+            assert_eq!(error["errorType"], "validation_error");
+            assert_eq!(error["retryCount"], 0);
+        });
+    run.replays();
+}
+
+/// A retry after a timeout waits twice as long, at most four times the agent's own
+/// timeout; a retry after a crash waits as long as before.
+#[test]
+pub(crate) fn retries_after_timeouts_wait_longer() {
+    let ladder = "ladder = [{ id = \"retry\", after_failures = 1, action = \"retry\" }, \
+                  { id = \"stop\", after_failures = 5, action = \"block\" }]";
+    let mut run = with_escalation(ladder, DECIDER_VERSION);
+    let base = run.pending().timeout_ms;
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        run.when(fail("AGENT_TIMEOUT", "no answer in time"));
+        seen.push(run.pending().timeout_ms);
+    }
+    assert_eq!(seen, [base * 2, base * 4, base * MAX_TIMEOUT_GROWTH]);
+    run.when(crash());
+    assert_eq!(run.pending().timeout_ms, base * MAX_TIMEOUT_GROWTH);
+    run.replays();
+
+    let mut old = with_escalation(ladder, 4);
+    old.when(fail("AGENT_TIMEOUT", "no answer in time"));
+    assert_eq!(old.pending().timeout_ms, base);
 }

@@ -138,7 +138,10 @@ fn action(act: &Act) -> Option<Action> {
             domain: "notes".into(),
             content: Value::Object(p),
         },
-        Act::Escalate => Action::Escalate { reason: "?".into() },
+        Act::Escalate => Action::Escalate {
+            reason: "?".into(),
+            choices: Vec::new(),
+        },
         Act::Finish(p) => Action::Finish {
             output: Value::Object(p),
         },

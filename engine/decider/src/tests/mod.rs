@@ -330,6 +330,7 @@ pub(crate) struct Decision {
     by: String,
     reason: String,
     choice: Option<u32>,
+    answer: Option<String>,
     at_ms: Option<i64>,
 }
 
@@ -340,6 +341,7 @@ fn decision(ticket: Option<&str>, approved: bool) -> Decision {
         by: "ana".into(),
         reason: "ok".into(),
         choice: None,
+        answer: None,
         at_ms: None,
     }
 }
@@ -373,9 +375,15 @@ impl Decision {
         self
     }
 
-    /// For a conflict ticket: the output chosen (from 1).
+    /// For a conflict ticket: the output chosen; for a question: the option (from 1).
     pub(crate) fn choice(mut self, choice: u32) -> Self {
         self.choice = Some(choice);
+        self
+    }
+
+    /// For a question: the answer in words.
+    pub(crate) fn answer(mut self, text: &str) -> Self {
+        self.answer = Some(text.into());
         self
     }
 
@@ -401,6 +409,7 @@ impl Input for Decision {
             by: self.by,
             reason: self.reason,
             choice: self.choice,
+            answer: self.answer,
             at_ms: self.at_ms.unwrap_or_else(|| history.now()),
         }
     }

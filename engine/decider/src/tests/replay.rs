@@ -127,7 +127,7 @@ proptest! {
                 Behaviour::Forward(p) => run.when(answer(AgentResponse::success("", Confidence::Medium, vec![handoff(next, "t", p)]))),
                 Behaviour::Skip => run.when(answer(AgentResponse::success("", Confidence::Low, vec![handoff("c", "t", json!({}))]))),
                 Behaviour::Finish => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Finish { output: json!(1) }]))),
-                Behaviour::Escalate => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Escalate { reason: "?".into() }]))),
+                Behaviour::Escalate => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Escalate { reason: "?".into(), choices: Vec::new() }]))),
                 Behaviour::Fail => run.when(answer(AgentResponse::error("", "AGENT_FAILED", "no"))),
                 Behaviour::Garbage => run.when(fail("AGENT_MALFORMED_RESPONSE", "not JSON").to(&id).at(4)),
             };

@@ -14,6 +14,7 @@ pub(crate) fn escalate_action_waits_and_approval_proceeds() {
     run.when(respond(vec![
         Action::Escalate {
             reason: "unsure".into(),
+            choices: Vec::new(),
         },
         handoff("b", "ab", json!({})),
     ]))

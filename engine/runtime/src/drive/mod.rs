@@ -118,6 +118,60 @@ pub struct RunOutcome {
     pub state: RunState,
 }
 
+/// A human's decision on a ticket, as `docket approve`, `deny` and `answer` record it:
+/// who, why, and for a conflict or a question the choice (from 1) or the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HumanDecision {
+    /// Approve (true) or deny.
+    pub approved: bool,
+    /// Who decides.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// The chosen output of a conflict, or option of a question (from 1).
+    pub choice: Option<u32>,
+    /// An answer to a question, in the human's words.
+    pub answer: Option<String>,
+}
+
+impl HumanDecision {
+    /// `by` approves, because `reason`.
+    #[must_use]
+    pub fn approve(by: &str, reason: &str) -> Self {
+        Self {
+            approved: true,
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            choice: None,
+            answer: None,
+        }
+    }
+
+    /// `by` denies, because `reason`.
+    #[must_use]
+    pub fn deny(by: &str, reason: &str) -> Self {
+        Self {
+            approved: false,
+            ..Self::approve(by, reason)
+        }
+    }
+
+    /// Choosing output or option `choice` (from 1).
+    #[must_use]
+    pub fn choosing(self, choice: Option<u32>) -> Self {
+        Self { choice, ..self }
+    }
+
+    /// Answering a question with `text`.
+    #[must_use]
+    pub fn answering(self, text: Option<String>) -> Self {
+        Self {
+            answer: text,
+            ..self
+        }
+    }
+}
+
 /// Drives runs over an event store. Clones share executors and compiled bundles.
 pub struct Runtime<S> {
     inner: Arc<Inner<S>>,
@@ -287,27 +341,26 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.drive(state, bundle).await
     }
 
-    /// Records a human decision on a ticket and continues the run. `choice` picks the
-    /// output to keep on a conflict ticket (from 1).
+    /// Records a human decision on a ticket and continues the run
+    /// (docs/governance.md#escalation-and-tickets).
     ///
     /// # Errors
-    /// [`RuntimeError`], e.g. an unknown or already decided ticket.
+    /// [`RuntimeError`], e.g. an unknown or already decided ticket, a decision naming
+    /// nobody, a choice the ticket does not offer, an answer to a ticket that asks none.
     pub async fn decide_ticket(
         &self,
         run_id: &RunId,
         ticket: &str,
-        approved: bool,
-        by: &str,
-        reason: &str,
-        choice: Option<u32>,
+        decision: HumanDecision,
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         let command = Command::RecordHumanDecision {
             ticket: ticket.into(),
-            approved,
-            by: by.to_owned(),
-            reason: reason.to_owned(),
-            choice,
+            approved: decision.approved,
+            by: decision.by,
+            reason: decision.reason,
+            choice: decision.choice,
+            answer: decision.answer,
             at_ms: self.now_ms(),
         };
         self.decide_and_append(&mut state, &bundle, command).await?;
@@ -651,6 +704,7 @@ mod tests {
                 vec![
                     Action::Escalate {
                         reason: "sign-off".into(),
+                        choices: Vec::new(),
                     },
                     Action::Finish {
                         output: serde_json::json!({"ok": true}),
@@ -667,7 +721,11 @@ mod tests {
 
         let (mut stale, bundle) = runtime.load_state(&"run-w".into()).await.expect("loads");
         let first = runtime
-            .decide_ticket(&"run-w".into(), "ticket-1", true, "ana", "ok", None)
+            .decide_ticket(
+                &"run-w".into(),
+                "ticket-1",
+                HumanDecision::approve("ana", "ok"),
+            )
             .await
             .expect("first writer");
         assert_eq!(first.state.status(), RunStatus::Completed);
@@ -683,6 +741,7 @@ mod tests {
                     by: "bo".into(),
                     reason: "no".into(),
                     choice: None,
+                    answer: None,
                     at_ms: 0,
                 },
             )
