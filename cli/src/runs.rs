@@ -13,8 +13,7 @@ use anyhow::{Context, anyhow};
 use clap::Subcommand;
 use docket_decider::{RunEvent, RunId, RunState, RunStatus};
 use docket_policies::InputKind;
-use docket_runtime::Workflow;
-use docket_runtime::{RunOutcome, Runtime};
+use docket_runtime::{RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError};
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
 
@@ -264,7 +263,19 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let wf = Workflow::load(&workflow)?;
             let input = read_input(input.as_deref(), &wf)?;
             let rt = open(data).await?;
-            let outcome = rt.start(&wf, input, run_id).await?;
+            let outcome = match rt.start(&wf, input, run_id).await {
+                Ok(outcome) => outcome,
+                // Found only now (in-process code is registered with the runtime): named
+                // by the file, as the load's own checks are.
+                Err(RuntimeError::WorkflowRefused { problems, .. }) => {
+                    return Err(WorkflowLoadError::Refused {
+                        path: workflow,
+                        problems,
+                    }
+                    .into());
+                }
+                Err(other) => return Err(other.into()),
+            };
             Ok(summary(out, &outcome))
         }
         RunCommand::Resume { run } => {
