@@ -263,10 +263,18 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let wf = Workflow::load(&workflow)?;
             let input = read_input(input.as_deref(), &wf)?;
             let rt = open(data).await?;
+            // The docket command registers no in-process code: such sections cannot run.
+            let problems = rt.unregistered(&wf.spec);
+            if !problems.is_empty() {
+                return Err(WorkflowLoadError::Refused {
+                    path: workflow,
+                    problems,
+                }
+                .into());
+            }
             let outcome = match rt.start(&wf, input, run_id).await {
                 Ok(outcome) => outcome,
-                // Found only now (in-process code is registered with the runtime): named
-                // by the file, as the load's own checks are.
+                // The workflow does not fit its bundle or this machine: named by the file.
                 Err(RuntimeError::WorkflowRefused { problems, .. }) => {
                     return Err(WorkflowLoadError::Refused {
                         path: workflow,

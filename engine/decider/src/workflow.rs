@@ -781,6 +781,75 @@ mod tests {
     }
 
     #[test]
+    fn cwd_and_max_response_bytes_are_agent_settings_checked_by_executor_kind() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n[agents.a]\n";
+        let spec = WorkflowSpec::parse(
+            &format!("{base}command = \"x\"\ncwd = \"agents\"\nmax_response_bytes = 4096\n"),
+            Path::new("w.toml"),
+        )
+        .expect("valid");
+        assert_eq!(spec.agents["a"].cwd.as_deref(), Some("agents"));
+        assert_eq!(spec.agents["a"].max_response_bytes, Some(4096));
+        WorkflowSpec::parse(
+            &format!("{base}http = \"http://h:8/a\"\nmax_response_bytes = 10\n"),
+            Path::new("w.toml"),
+        )
+        .expect("an HTTP agent's body limit");
+        for (body, expected) in [
+            (
+                "http = \"http://h/\"\ncwd = \".\"\n",
+                "[agents.a]: `cwd` goes with `command` only",
+            ),
+            (
+                "command = \"x\"\ncwd = \"\"\n",
+                "[agents.a] `cwd` is empty (write \".\" for the workflow file's directory)",
+            ),
+            (
+                "command = \"x\"\nmax_response_bytes = 0\n",
+                "[agents.a] `max_response_bytes` must be positive",
+            ),
+            (
+                "in_process = true\nmax_response_bytes = 5\n",
+                "[agents.a] `max_response_bytes` goes with `command` or `http` only",
+            ),
+            (
+                "http = \"https://h/a\"\n",
+                "[agents.a] `http`: unsupported scheme in URL \"https://h/a\": only http:// is supported",
+            ),
+            (
+                "http = \"http://h:99999/a\"\n",
+                "[agents.a] `http`: invalid URL \"http://h:99999/a\": port \"99999\"",
+            ),
+        ] {
+            let err =
+                WorkflowSpec::parse(&format!("{base}{body}"), Path::new("w.toml")).expect_err(body);
+            assert!(err.to_string().contains(expected), "{body}: {err}");
+        }
+        let err = WorkflowSpec::parse(
+            &format!("{base}command = \"x\"\n[effects.e]\nhttp = \"http://h/\"\ncwd = \"d\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect_err("cwd without command");
+        assert!(
+            err.to_string()
+                .contains("[effects.e] `args`, `env` and `cwd` go with `command` only"),
+            "{err}"
+        );
+    }
+
+    /// Runs recorded before `cwd` and `max_response_bytes` existed read back and encode
+    /// to the same bytes: the fields are left out when absent.
+    #[test]
+    fn a_spec_without_the_new_settings_encodes_as_before() {
+        let recorded = r#"{"agents":{"a":{"command":"x"},"b":{"http":"http://h/","timeout_ms":5}},"entry":"a","name":"t","policy":"p.toml"}"#;
+        let spec: WorkflowSpec = serde_json::from_str(recorded).expect("reads back");
+        assert_eq!(spec.agents["a"].cwd, None);
+        assert_eq!(spec.agents["a"].max_response_bytes, None);
+        let value = serde_json::to_value(&spec).expect("encodes");
+        assert_eq!(value.to_string(), recorded);
+    }
+
+    #[test]
     fn unknown_fields_are_rejected_naming_them() {
         let err = WorkflowSpec::parse(
             "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\nentyr = 1\n[agents.a]\ncommand = \"x\"\n",

@@ -264,8 +264,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 problems,
             });
         }
-        let mut problems = crate::workflow::check_workflow(&workflow.spec, &bundle);
-        problems.extend(self.unregistered(&workflow.spec));
+        let problems = crate::workflow::check_workflow(&workflow.spec, &bundle);
         if !problems.is_empty() {
             return Err(RuntimeError::WorkflowRefused {
                 what: format!("workflow {}", workflow.spec.name),
@@ -310,8 +309,12 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// The in-process agents and effect executors `spec` declares that no Rust code was
-    /// registered for.
-    fn unregistered(&self, spec: &WorkflowSpec) -> Vec<crate::workflow::WorkflowProblem> {
+    /// registered for (yet). Not part of [`Runtime::start`]'s checks: an embedding program
+    /// may start runs before registering the in-process code a run reaches only later. A
+    /// program that registers none (the `docket` command) refuses every such section
+    /// with this before it starts a run.
+    #[must_use]
+    pub fn unregistered(&self, spec: &WorkflowSpec) -> Vec<crate::workflow::WorkflowProblem> {
         let mut problems = Vec::new();
         for (id, agent) in &spec.agents {
             if matches!(
@@ -344,10 +347,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         problems
     }
 
-    /// Before a recorded run is driven again (resume, approve, deny): what it needs of
-    /// this machine, which may have changed since it started (commands, working
-    /// directories, registered in-process code). The sections against the bundle were
-    /// checked when it started.
+    /// Before a recorded run is driven again (resume, approve): what it needs of this
+    /// machine, which may have changed since it started (commands, working directories).
+    /// The sections against the bundle were checked when it started.
     fn check_recorded(&self, run_id: &RunId, state: &RunState) -> Result<(), RuntimeError> {
         let Some(request) = state.request() else {
             return Ok(());
@@ -355,8 +357,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         if state.status().is_final() {
             return Ok(());
         }
-        let mut problems = crate::workflow::check_executables(&request.workflow);
-        problems.extend(self.unregistered(&request.workflow));
+        let problems = crate::workflow::check_executables(&request.workflow);
         if problems.is_empty() {
             return Ok(());
         }
@@ -672,6 +673,8 @@ mod tests {
                 executor: ExecutorSpec::InProcess { in_process: true },
                 timeout_ms: None,
                 classifiers: Vec::new(),
+                cwd: None,
+                max_response_bytes: None,
             },
         );
         Workflow {

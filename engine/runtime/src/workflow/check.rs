@@ -59,14 +59,22 @@ pub fn check_workflow(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<Workflo
 /// The sections against the bundle: an `[agents.ID]` section for every agent the bundle
 /// can route work to (the targets of its allowed handoffs, its flow order, the owners of
 /// capabilities and responsibility locks, the verifiers of its side effects; `external`
-/// excepted), no section for an agent the bundle does not declare, and no
+/// excepted), no section for an agent the bundle does not declare (but for the risk
+/// classifiers the workflow's `classifiers` lists name), and no
 /// `[effects.KIND]` section for a kind no side-effect policy of the bundle governs.
 #[must_use]
 pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<WorkflowProblem> {
     let mut problems = Vec::new();
     let known: Vec<&str> = bundle.agent_ids().collect();
+    // A risk classifier is reached through the workflow's own `classifiers` lists, not
+    // through the bundle: naming it there is what makes it known.
+    let classifiers: Vec<&str> = spec
+        .agents
+        .values()
+        .flat_map(|a| a.classifiers.iter().map(String::as_str))
+        .collect();
     for id in spec.agents.keys() {
-        if !known.contains(&id.as_str()) {
+        if !known.contains(&id.as_str()) && !classifiers.contains(&id.as_str()) {
             problems.push(WorkflowProblem {
                 section: format!("[agents.{id}]"),
                 message: format!(
@@ -269,4 +277,163 @@ fn executable(meta: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn executable(_: &std::fs::Metadata) -> bool {
     true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    const BUNDLE: &str = r#"
+bundle = { id = "b" }
+agents = [
+  { id = "external" },
+  { id = "entry" },
+  { id = "next" },
+  { id = "owner", capabilities = [{ code = "lookup" }] },
+  { id = "checker" },
+  { id = "idle" },
+]
+[interactions]
+flow_order = ["external", "entry", "next", "external"]
+allowed = [
+  { from = "external", to = "entry" },
+  { from = "entry", to = "next" },
+  { from = "next", to = "external" },
+]
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+verifier = "checker"
+"#;
+
+    fn bundle() -> PolicyBundle {
+        docket_policies::parse(BUNDLE, "b.toml", docket_policies::Format::Toml)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn spec(sections: &str) -> WorkflowSpec {
+        let text = format!(
+            "name = \"t\"\npolicy = \"b.toml\"\nentry = \"entry\"\n[agents.entry]\nin_process = true\n{sections}"
+        );
+        WorkflowSpec::parse(&text, Path::new("w.toml")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn every_agent_the_bundle_can_route_to_needs_a_section_with_why() {
+        let problems = check_against_bundle(&spec(""), &bundle());
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        assert_eq!(text.len(), 3, "{text:#?}");
+        assert!(
+            text[0].starts_with("[agents.checker] is missing"),
+            "{text:#?}"
+        );
+        assert!(text[0].contains("the verifier of side effect `publish`"));
+        assert!(text[1].starts_with("[agents.next] is missing"));
+        assert!(
+            text[1].contains("an allowed handoff from `entry`; its place in the flow order"),
+            "{}",
+            text[1]
+        );
+        assert!(text[2].starts_with("[agents.owner] is missing"));
+        assert!(text[2].contains("its capabilities lookup"));
+        // `external` is docket itself, and `idle` cannot be reached: neither needs one.
+        assert!(
+            !text
+                .iter()
+                .any(|t| t.contains("external") || t.contains("idle"))
+        );
+
+        let complete = spec(
+            "[agents.next]\nin_process = true\n[agents.owner]\nin_process = true\n[agents.checker]\nin_process = true\n",
+        );
+        assert_eq!(check_against_bundle(&complete, &bundle()), []);
+    }
+
+    #[test]
+    fn sections_for_unknown_agents_and_effect_kinds_are_named() {
+        let workflow = spec(
+            "[agents.next]\nin_process = true\n[agents.owner]\nin_process = true\n\
+             [agents.checker]\nin_process = true\n[agents.nxet]\nin_process = true\n\
+             [effects.pubish]\nin_process = true\n",
+        );
+        let problems = check_against_bundle(&workflow, &bundle());
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        // A classifier is the workflow's own: named in a `classifiers` list, it is known.
+        let with_classifier = spec(
+            "[agents.next]\nin_process = true\nclassifiers = [\"risk\"]\n[agents.owner]\nin_process = true\n\
+             [agents.checker]\nin_process = true\n[agents.risk]\nin_process = true\n",
+        );
+        assert_eq!(check_against_bundle(&with_classifier, &bundle()), []);
+        assert_eq!(problems[0].section, "[agents.nxet]");
+        assert!(
+            problems[0]
+                .message
+                .contains("not an agent of the policy bundle `b` (its agents: checker, entry, external, idle, next, owner)"),
+            "{}",
+            problems[0]
+        );
+        assert_eq!(problems[1].section, "[effects.pubish]");
+        assert!(problems[1].message.contains("(its kinds: publish)"));
+    }
+
+    #[test]
+    fn commands_must_be_executable_files_and_cwds_directories() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let plain = dir.path().join("plain.txt");
+        std::fs::write(&plain, "not a program").expect("write");
+        let d = dir.path().display();
+        let workflow = spec(&format!(
+            "[agents.a]\ncommand = \"{d}/plain.txt\"\n\
+             [agents.b]\ncommand = \"{d}\"\n\
+             [agents.c]\ncommand = \"{d}/missing\"\n\
+             [agents.d]\ncommand = \"sh\"\ncwd = \"{d}/plain.txt\"\n\
+             [agents.e]\ncommand = \"sh\"\nenv = {{ PATH = \"{d}\" }}\n\
+             [agents.f]\ncommand = \"sh\"\ncwd = \"{d}\"\n"
+        ));
+        let problems: Vec<String> = check_executables(&workflow)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(problems.len(), 5, "{problems:#?}");
+        assert!(
+            problems[0].starts_with("[agents.a] `command` ")
+                && problems[0].contains("is not executable")
+        );
+        assert!(
+            problems[1].starts_with("[agents.b] `command` ")
+                && problems[1].contains("is not a file")
+        );
+        assert!(
+            problems[2].starts_with("[agents.c] `command` ")
+                && problems[2].contains("does not exist")
+        );
+        assert!(
+            problems[3].starts_with("[agents.d] `cwd` ")
+                && problems[3].contains("is not a directory")
+        );
+        assert!(
+            problems[4].starts_with("[agents.e] `command` `sh` is not found")
+                && problems[4].contains("(the section's env PATH)"),
+            "{}",
+            problems[4]
+        );
+    }
+
+    #[test]
+    fn several_problems_read_one_per_line() {
+        let one = WorkflowProblem {
+            section: "[agents.a]".into(),
+            message: "is missing".into(),
+        };
+        assert_eq!(
+            problems_text(std::slice::from_ref(&one)),
+            "[agents.a] is missing"
+        );
+        assert_eq!(
+            problems_text(&[one.clone(), one]),
+            "2 problems:\n  [agents.a] is missing\n  [agents.a] is missing"
+        );
+    }
 }
