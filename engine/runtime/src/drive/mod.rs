@@ -100,8 +100,9 @@ pub enum RuntimeError {
         problems: Vec<docket_policies::AdmissionProblem>,
     },
     /// The workflow does not fit its bundle or this machine (a section missing for an
-    /// agent the bundle can route to, a command not found, an in-process agent nobody
-    /// registered...): refused before anything was recorded (docs/workflow.md).
+    /// agent the bundle can route to, a section for an agent it does not know, a command
+    /// or working directory not found): refused before anything was recorded
+    /// (docs/workflow.md#checked-before-anything-runs).
     #[error(
         "{what} cannot run, nothing was recorded: {}",
         crate::workflow::problems_text(problems)
