@@ -13,8 +13,9 @@ use anyhow::{Context, anyhow};
 use clap::Subcommand;
 use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
 use docket_policies::InputKind;
-use docket_runtime::Workflow;
-use docket_runtime::{HumanDecision, RunOutcome, Runtime};
+use docket_runtime::{
+    HumanDecision, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
+};
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
 
@@ -325,7 +326,27 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let wf = Workflow::load(&workflow)?;
             let input = read_input(input.as_deref(), &wf)?;
             let rt = open(data).await?;
-            let outcome = rt.start(&wf, input, run_id).await?;
+            // The docket command registers no in-process code: such sections cannot run.
+            let problems = rt.unregistered(&wf.spec);
+            if !problems.is_empty() {
+                return Err(WorkflowLoadError::Refused {
+                    path: workflow,
+                    problems,
+                }
+                .into());
+            }
+            let outcome = match rt.start(&wf, input, run_id).await {
+                Ok(outcome) => outcome,
+                // The workflow does not fit its bundle or this machine: named by the file.
+                Err(RuntimeError::WorkflowRefused { problems, .. }) => {
+                    return Err(WorkflowLoadError::Refused {
+                        path: workflow,
+                        problems,
+                    }
+                    .into());
+                }
+                Err(other) => return Err(other.into()),
+            };
             Ok(summary(out, &outcome))
         }
         RunCommand::Resume { run } => {

@@ -173,7 +173,7 @@ mod command {
     }
 
     #[tokio::test]
-    async fn garbage_is_malformed_and_the_process_stays() {
+    async fn garbage_is_malformed_and_the_process_is_restarted() {
         let agent = test_agent(&[]);
         let err = agent
             .call(&request("r1", "garbage"))
@@ -190,9 +190,40 @@ mod command {
             other => panic!("expected Malformed, got {other:?}"),
         }
         assert_eq!(err.code(), "AGENT_MALFORMED_RESPONSE");
+        // A line that is not a response leaves the process out of step with the
+        // requests (a stray banner would shift every later answer by one): the next call
+        // is served by a fresh process.
         let after = agent.call(&request("r2", "echo")).await.expect("answers");
-        assert_eq!(process_of(&after).1, 2, "the same process served both");
-        assert_eq!(agent.start_count(), 1);
+        assert_eq!(
+            process_of(&after).1,
+            1,
+            "a fresh process served the next call"
+        );
+        assert_eq!(agent.start_count(), 2);
+        agent.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_banner_line_is_one_failed_call_not_every_later_one() {
+        // The first process ever started prints a banner before answering: the first call
+        // reads it as its response. Kept, the process would answer the second call with
+        // the answer to the first (a request_id mismatch), and so on for every call.
+        let marker = tempfile::tempdir().expect("tempdir");
+        let marker = marker.path().join("banner-printed");
+        let marker = marker.to_str().expect("utf-8");
+        let agent = test_agent(&["--banner-once", marker]);
+        let err = agent
+            .call(&request("r1", "echo"))
+            .await
+            .expect_err("the banner is not a response");
+        assert_eq!(err.code(), "AGENT_MALFORMED_RESPONSE", "{err}");
+        let after = agent
+            .call(&request("r2", "echo"))
+            .await
+            .expect("answers r2");
+        assert_eq!(after.request_id, "r2");
+        assert_eq!(process_of(&after).1, 1);
+        assert_eq!(agent.start_count(), 2);
         agent.shutdown().await;
     }
 
@@ -212,6 +243,7 @@ mod command {
             AgentCallError::Oversized {
                 limit: reported,
                 received,
+                ..
             } => {
                 assert_eq!(reported, limit);
                 assert!(received > limit as u64, "{received}");
@@ -266,6 +298,14 @@ mod command {
                 if expected == "r1" && actual == "r1-other"),
             "{err:?}"
         );
+        // The process answered another request than the one asked: restarted.
+        let after = agent.call(&request("r2", "echo")).await.expect("answers");
+        assert_eq!(
+            process_of(&after).1,
+            1,
+            "a fresh process served the next call"
+        );
+        assert_eq!(agent.start_count(), 2);
         agent.shutdown().await;
     }
 
@@ -287,6 +327,11 @@ mod command {
                 .contains("confidence_level: required when status is SUCCESS"),
             "{err}"
         );
+        // A well-formed response to the request asked, breaking a rule: the process is in
+        // step and kept.
+        let after = agent.call(&request("r2", "echo")).await.expect("answers");
+        assert_eq!(process_of(&after).1, 2, "the same process served both");
+        assert_eq!(agent.start_count(), 1);
         agent.shutdown().await;
     }
 
@@ -587,7 +632,8 @@ mod http {
                 err,
                 AgentCallError::Oversized {
                     limit: 1024,
-                    received: 2_097_152
+                    received: 2_097_152,
+                    ..
                 }
             ),
             "{err:?}"
@@ -621,7 +667,9 @@ mod http {
             .max_response_bytes(10_000);
         let err = agent.call(&request("r1", "x")).await.expect_err("too big");
         match err {
-            AgentCallError::Oversized { limit, received } => {
+            AgentCallError::Oversized {
+                limit, received, ..
+            } => {
                 assert_eq!(limit, 10_000);
                 assert!(received > 10_000 && received < 64 * 4096, "{received}");
             }

@@ -129,6 +129,10 @@ pub struct EffectSpec {
     /// whose policy requires a dry run waits for a human instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub supports_dry_run: Option<bool>,
+    /// The working directory of a `command` executor's process, relative to the workflow
+    /// file (made absolute when loaded); when absent, docket's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
 }
 
 impl EffectSpec {
@@ -159,8 +163,15 @@ impl EffectSpec {
         if self.in_process == Some(false) {
             return Some("`in_process` must be true (or give `command` or `http`)".to_owned());
         }
-        if self.command.is_none() && (!self.args.is_empty() || !self.env.is_empty()) {
-            return Some("`args` and `env` go with `command` only".to_owned());
+        if self.command.is_none()
+            && (!self.args.is_empty() || !self.env.is_empty() || self.cwd.is_some())
+        {
+            return Some("`args`, `env` and `cwd` go with `command` only".to_owned());
+        }
+        if self.cwd.as_deref() == Some("") {
+            return Some(
+                "`cwd` is empty (write \".\" for the workflow file's directory)".to_owned(),
+            );
         }
         if let Some(url) = &self.http {
             if let Some(problem) = http_url_problem(url) {
@@ -176,7 +187,7 @@ impl EffectSpec {
 
 /// What is wrong with an executor URL, if anything: only `http://host[:port][/path]` is
 /// supported (no TLS stack is linked into the runtime), checked here so that a workflow
-/// is refused when it is read rather than when the effect is first needed.
+/// is refused when it is read rather than when the agent or effect is first needed.
 fn http_url_problem(url: &str) -> Option<String> {
     let Some(rest) = url.strip_prefix("http://") else {
         return Some(format!(
@@ -215,6 +226,55 @@ pub struct AgentSpec {
     /// (docs/governance.md#output-validation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub classifiers: Vec<String>,
+    /// The working directory of a `command` agent's process, relative to the workflow
+    /// file (made absolute when the file is loaded, and recorded so); when absent, the
+    /// process inherits docket's. Left out of the record when absent, so runs recorded
+    /// before it existed read back unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The largest response accepted from a `command` or `http` agent, in bytes (a
+    /// response line, or an HTTP body); default 1 MiB. Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
+}
+
+impl AgentSpec {
+    /// What is wrong with the settings that depend on how the agent is reached, if
+    /// anything.
+    fn problem(&self) -> Option<String> {
+        let command = matches!(self.executor, ExecutorSpec::Command { .. });
+        if let Some(cwd) = &self.cwd {
+            if !command {
+                return Some("`cwd` goes with `command` only".to_owned());
+            }
+            if cwd.is_empty() {
+                return Some(
+                    "`cwd` is empty (write \".\" for the workflow file's directory)".to_owned(),
+                );
+            }
+        }
+        if let Some(limit) = self.max_response_bytes {
+            if matches!(self.executor, ExecutorSpec::InProcess { .. }) {
+                return Some(
+                    "`max_response_bytes` goes with `command` or `http` only (an in-process \
+                     agent's response is not read as bytes)"
+                        .to_owned(),
+                );
+            }
+            if limit == 0 {
+                return Some("`max_response_bytes` must be positive".to_owned());
+            }
+            if usize::try_from(limit).is_err() {
+                return Some(format!(
+                    "`max_response_bytes` = {limit} is more than this machine can address"
+                ));
+            }
+        }
+        if let ExecutorSpec::Http { http } = &self.executor {
+            return http_url_problem(http).map(|p| format!("`http`: {p}"));
+        }
+        None
+    }
 }
 
 /// How an agent is reached.
@@ -341,6 +401,9 @@ impl WorkflowSpec {
             if agent.timeout_ms == Some(0) {
                 return Err(invalid(format!("agents.{id}.timeout_ms must be positive")));
             }
+            if let Some(problem) = agent.problem() {
+                return Err(invalid(format!("[agents.{id}] {problem}")));
+            }
         }
         let b = spec.budget;
         for (name, value) in [
@@ -381,6 +444,8 @@ const AGENT_KEYS: &[&str] = &[
     "in_process",
     "timeout_ms",
     "classifiers",
+    "cwd",
+    "max_response_bytes",
 ];
 const BUDGET_KEYS: &[&str] = &["tokens", "tool_calls", "wall_time_ms"];
 const EFFECT_KEYS: &[&str] = &[
@@ -391,6 +456,7 @@ const EFFECT_KEYS: &[&str] = &[
     "in_process",
     "timeout_ms",
     "supports_dry_run",
+    "cwd",
 ];
 
 /// Rejects any key a section of the workflow format does not have, naming it with its
@@ -476,6 +542,8 @@ fn agent_executor_keys(
         )
     } else if !has("command") && (has("args") || has("env")) {
         format!("{section}: `args` and `env` go with `command` only")
+    } else if !has("command") && has("cwd") {
+        format!("{section}: `cwd` goes with `command` only")
     } else {
         return Ok(());
     };
@@ -710,6 +778,78 @@ mod tests {
                 WorkflowSpec::parse(&format!("{base}{body}"), Path::new("w.toml")).expect_err(body);
             assert!(err.to_string().contains(expected), "{body}: {err}");
         }
+    }
+
+    #[test]
+    fn cwd_and_max_response_bytes_are_agent_settings_checked_by_executor_kind() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n[agents.a]\n";
+        let spec = WorkflowSpec::parse(
+            &format!("{base}command = \"x\"\ncwd = \"agents\"\nmax_response_bytes = 4096\n"),
+            Path::new("w.toml"),
+        )
+        .expect("valid");
+        assert_eq!(spec.agents["a"].cwd.as_deref(), Some("agents"));
+        assert_eq!(spec.agents["a"].max_response_bytes, Some(4096));
+        WorkflowSpec::parse(
+            &format!("{base}http = \"http://h:8/a\"\nmax_response_bytes = 10\n"),
+            Path::new("w.toml"),
+        )
+        .expect("an HTTP agent's body limit");
+        for (body, expected) in [
+            (
+                "http = \"http://h/\"\ncwd = \".\"\n",
+                "[agents.a]: `cwd` goes with `command` only",
+            ),
+            (
+                "command = \"x\"\ncwd = \"\"\n",
+                "[agents.a] `cwd` is empty (write \".\" for the workflow file's directory)",
+            ),
+            (
+                "command = \"x\"\nmax_response_bytes = 0\n",
+                "[agents.a] `max_response_bytes` must be positive",
+            ),
+            (
+                "in_process = true\nmax_response_bytes = 5\n",
+                "[agents.a] `max_response_bytes` goes with `command` or `http` only",
+            ),
+            (
+                "http = \"https://h/a\"\n",
+                "[agents.a] `http`: unsupported scheme in URL \"https://h/a\": only http:// is supported",
+            ),
+            (
+                "http = \"http://h:99999/a\"\n",
+                "[agents.a] `http`: invalid URL \"http://h:99999/a\": port \"99999\"",
+            ),
+        ] {
+            let err =
+                WorkflowSpec::parse(&format!("{base}{body}"), Path::new("w.toml")).expect_err(body);
+            assert!(err.to_string().contains(expected), "{body}: {err}");
+        }
+        let err = WorkflowSpec::parse(
+            &format!("{base}command = \"x\"\n[effects.e]\nhttp = \"http://h/\"\ncwd = \"d\"\n"),
+            Path::new("w.toml"),
+        )
+        .expect_err("cwd without command");
+        assert!(
+            err.to_string()
+                .contains("[effects.e] `args`, `env` and `cwd` go with `command` only"),
+            "{err}"
+        );
+    }
+
+    /// Runs recorded before `cwd` and `max_response_bytes` existed read back and encode
+    /// to the same bytes: the fields are left out when absent.
+    #[test]
+    fn a_spec_without_the_new_settings_encodes_as_before() {
+        let recorded = r#"{"agents":{"a":{"command":"x"},"b":{"http":"http://h/","timeout_ms":5}},"entry":"a","name":"t","policy":"p.toml"}"#;
+        let spec: WorkflowSpec = serde_json::from_str(recorded).expect("reads back");
+        assert_eq!(spec.agents["a"].cwd, None);
+        assert_eq!(spec.agents["a"].max_response_bytes, None);
+        // Compared as JSON values: the order of object keys in memory depends on whether
+        // serde_json keeps insertion order, which a workspace build may switch on.
+        let value = serde_json::to_value(&spec).expect("encodes");
+        let expected: serde_json::Value = serde_json::from_str(recorded).expect("JSON");
+        assert_eq!(value, expected);
     }
 
     #[test]

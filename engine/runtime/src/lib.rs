@@ -36,4 +36,7 @@ pub use effect::{
     KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
 };
 pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport};
-pub use workflow::{Workflow, WorkflowLoadError};
+pub use workflow::{
+    Workflow, WorkflowLoadError, WorkflowProblem, check_against_bundle, check_executables,
+    check_workflow,
+};

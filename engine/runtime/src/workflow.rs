@@ -1,9 +1,14 @@
-//! Reading workflow files: the file, the policy bundle it names, and command and input
-//! paths made absolute against the workflow's directory. The format itself, and its
-//! parsing, are the decider's ([`WorkflowSpec`]); documented for users in `docs/workflow.md`.
+//! Reading workflow files: the file, the policy bundle it names, and command, working
+//! directory and input paths made absolute against the workflow's directory; and checking
+//! a workflow before a run starts ([`check`]). The format itself, and its parsing, are the
+//! decider's ([`WorkflowSpec`]); documented for users in `docs/workflow.md`.
+
+mod check;
 
 use std::path::{Path, PathBuf};
 
+pub(crate) use check::problems_text;
+pub use check::{WorkflowProblem, check_against_bundle, check_executables, check_workflow};
 use docket_decider::{ExecutorSpec, WorkflowError, WorkflowSpec};
 
 /// A workflow file that could not be used.
@@ -31,6 +36,17 @@ pub enum WorkflowLoadError {
         #[source]
         source: std::io::Error,
     },
+    /// The workflow does not fit its bundle or this machine ([`check_workflow`]): a run of
+    /// it would stop at its first use of the part named. (`Runtime::start` reports these
+    /// as [`crate::RuntimeError::WorkflowRefused`], not knowing the file; the `docket`
+    /// command names the file with this.)
+    #[error("invalid workflow file {}: {}", path.display(), problems_text(problems))]
+    Refused {
+        /// The file.
+        path: PathBuf,
+        /// Each problem, naming its section and what to do.
+        problems: Vec<WorkflowProblem>,
+    },
 }
 
 /// A workflow read from disk with its bundle's source text, ready to start runs.
@@ -45,8 +61,18 @@ pub struct Workflow {
 }
 
 impl Workflow {
-    /// Reads a workflow file and the bundle it names. Command paths containing a `/` are
-    /// made absolute against the workflow file's directory; bare names are kept as written.
+    /// Reads a workflow file and the bundle it names.
+    ///
+    /// Paths are made absolute against the workflow file's directory (its real path), so
+    /// a run recorded from the result can be resumed from any directory: a `command`
+    /// containing a `/` (bare names are kept as written, and looked up when a process is
+    /// started), every `cwd`, and `input`. Arguments are passed as written: they are
+    /// relative to the process's working directory (its `cwd`).
+    ///
+    /// Whether the workflow can run (its sections against the bundle, its commands and
+    /// directories on this machine, [`check_workflow`]) is checked when a run of it
+    /// starts ([`crate::Runtime::start`]), before anything is recorded; a caller may check
+    /// earlier by calling [`check_workflow`] itself.
     ///
     /// # Errors
     /// [`WorkflowLoadError`] naming the file.
@@ -57,19 +83,30 @@ impl Workflow {
         })?;
         let mut spec = WorkflowSpec::parse(&text, path)?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
-        let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_owned());
+        let dir = if dir.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            dir
+        };
+        // The file was just read from it, so the directory exists: its real path has no
+        // `..` or symbolic links to go stale.
+        let dir = std::fs::canonicalize(dir)
+            .or_else(|_| std::path::absolute(dir))
+            .unwrap_or_else(|_| dir.to_owned());
         for agent in spec.agents.values_mut() {
             if let ExecutorSpec::Command { command, .. } = &mut agent.executor {
-                if command.contains('/') && Path::new(command.as_str()).is_relative() {
-                    *command = dir.join(command.as_str()).to_string_lossy().into_owned();
-                }
+                resolve_command(&dir, command);
+            }
+            if let Some(cwd) = &mut agent.cwd {
+                *cwd = resolve_dir(&dir, cwd);
             }
         }
         for effect in spec.effects.values_mut() {
             if let Some(command) = &mut effect.command {
-                if command.contains('/') && Path::new(command.as_str()).is_relative() {
-                    *command = dir.join(command.as_str()).to_string_lossy().into_owned();
-                }
+                resolve_command(&dir, command);
+            }
+            if let Some(cwd) = &mut effect.cwd {
+                *cwd = resolve_dir(&dir, cwd);
             }
         }
         if let Some(input) = &mut spec.input {
@@ -89,6 +126,23 @@ impl Workflow {
             bundle_source_name,
         })
     }
+}
+
+/// A `command` containing a `/` made absolute against `dir` (a bare name is looked up on
+/// `PATH` when started, so it is kept).
+fn resolve_command(dir: &Path, command: &mut String) {
+    if command.contains('/') && Path::new(command.as_str()).is_relative() {
+        *command = dir.join(command.as_str()).to_string_lossy().into_owned();
+    }
+}
+
+/// A directory made absolute against `dir`, without `.` components (`"."` is `dir`).
+fn resolve_dir(dir: &Path, relative: &str) -> String {
+    let joined = dir.join(relative);
+    std::path::absolute(&joined)
+        .unwrap_or(joined)
+        .to_string_lossy()
+        .into_owned()
 }
 
 #[cfg(test)]

@@ -27,6 +27,12 @@
 //!
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
 //! `--record FILE` appends every request line received to FILE (what reached stdin).
+//! `--banner-once FILE`: when FILE does not exist, creates it and writes a banner line on
+//! stdout as the process starts (a stray line, as a library printing a notice on its first
+//! run would): only the first process ever started with FILE does.
+//! `--kill-parent-once FILE`: when FILE does not exist, creates it on the first request
+//! and kills the parent process (docket) with SIGKILL before answering, as a crash of
+//! docket between recording a request and its answer would.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, Write};
@@ -64,6 +70,17 @@ struct Script {
     capability: String,
     payload: Option<serde_json::Value>,
     record: Option<String>,
+    banner_once: Option<String>,
+    kill_parent_once: Option<String>,
+}
+
+/// Creates `path` if it does not exist; whether this call created it.
+fn first_time(path: &str) -> bool {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .is_ok()
 }
 
 fn main() -> ExitCode {
@@ -84,6 +101,10 @@ fn main() -> ExitCode {
             script.output_type = value("--output-type");
         } else if arg == "--capability" {
             script.capability = value("--capability");
+        } else if arg == "--banner-once" {
+            script.banner_once = Some(value("--banner-once"));
+        } else if arg == "--kill-parent-once" {
+            script.kill_parent_once = Some(value("--kill-parent-once"));
         } else if arg == "--record" {
             script.record = Some(value("--record"));
         } else if arg == "--payload" {
@@ -111,6 +132,10 @@ fn main() -> ExitCode {
         return ExitCode::from(7);
     }
 
+    if script.banner_once.as_deref().is_some_and(first_time) {
+        println!("test-agent 1.0 ready (a banner on stdout)");
+    }
+
     let stdin = std::io::stdin();
     let mut served: u64 = 0;
     for line in stdin.lock().lines() {
@@ -135,6 +160,18 @@ fn main() -> ExitCode {
                 eprintln!("test-agent: cannot record to {path}: {err}");
                 return ExitCode::from(8);
             }
+        }
+        if script.kill_parent_once.as_deref().is_some_and(first_time) {
+            let parent = std::os::unix::process::parent_id().to_string();
+            let killed = std::process::Command::new("kill")
+                .args(["-KILL", &parent])
+                .status();
+            if !killed.is_ok_and(|s| s.success()) {
+                eprintln!("test-agent: could not kill the parent {parent}");
+                return ExitCode::from(9);
+            }
+            // The request stays unanswered; stdin closes with the parent gone.
+            continue;
         }
         let behaviour = if MODES.contains(&request.capability_code.as_str()) {
             request.capability_code.clone()

@@ -439,6 +439,8 @@ pub(crate) fn in_process() -> AgentSpec {
         executor: ExecutorSpec::InProcess { in_process: true },
         timeout_ms: None,
         classifiers: Vec::new(),
+        cwd: None,
+        max_response_bytes: None,
     }
 }
 

@@ -3,7 +3,7 @@
 //! (kept between calls, restarted, killed at the deadline, stderr tail) is
 //! [`ProcessTransport`]'s.
 
-use super::{AgentExecutor, CallFuture, exchange, traced};
+use super::{AgentCallError, AgentExecutor, CallFuture, accept_response, encode, traced};
 use crate::transport::{CommandConfig, ProcessTransport};
 use docket_decider::AgentRequest;
 
@@ -39,12 +39,22 @@ impl CommandExecutor {
 
 impl AgentExecutor for CommandExecutor {
     fn call<'a>(&'a self, request: &'a AgentRequest) -> CallFuture<'a> {
-        traced(
-            "command",
-            request,
-            exchange(request, true, move |line, deadline| async move {
-                self.transport.exchange(&line, deadline).await
-            }),
-        )
+        traced("command", request, async move {
+            let (line, deadline) = encode(request, true)?;
+            // An answer that is not a response (a banner line, a half-written document)
+            // or that answers another request leaves the process out of step with the
+            // requests: it is killed before the next call, which starts a fresh one.
+            self.transport
+                .exchange_checked(&line, deadline, |answer| {
+                    let checked = accept_response(request, &answer);
+                    let in_step = !matches!(
+                        checked,
+                        Err(AgentCallError::Malformed(_) | AgentCallError::RequestIdMismatch { .. })
+                    );
+                    (checked, in_step)
+                })
+                .await
+                .map_err(|err| AgentCallError::from_transport(err, request))?
+        })
     }
 }

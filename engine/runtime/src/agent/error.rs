@@ -1,7 +1,7 @@
 //! How an agent call can fail. Each failure is recorded as an agent error and goes through
 //! the retry path; none is a panic.
 
-use docket_decider::{MalformedResponse, ValidationError};
+use docket_decider::{AgentRequest, MalformedResponse, ValidationError};
 
 use crate::transport::{ExitReport, TransportError};
 
@@ -33,12 +33,15 @@ pub enum AgentCallError {
     /// The response is not a well-formed response document.
     #[error("the agent sent a {0}")]
     Malformed(#[from] MalformedResponse),
-    /// The response is larger than the executor accepts; reading stopped at the limit.
+    /// The response is larger than the executor accepts; reading stopped at the limit
+    /// (a child process is killed and started again on the next call).
     #[error(
-        "the agent's response exceeds the limit of {limit} bytes (reading stopped after \
-         {received} bytes)"
+        "the response of agent `{agent}` exceeds its limit of {limit} bytes \
+         (max_response_bytes; reading stopped after {received} bytes)"
     )]
     Oversized {
+        /// The agent.
+        agent: String,
         /// The configured limit in bytes.
         limit: usize,
         /// How many bytes had arrived when reading stopped (more than `limit`).
@@ -98,11 +101,12 @@ impl AgentCallError {
         }
     }
 
-    /// What a transport failure means for an agent call whose request allowed
-    /// `timeout_ms`.
-    pub(crate) fn from_transport(err: TransportError, timeout_ms: u64) -> Self {
+    /// What a transport failure means for a call of `request`.
+    pub(crate) fn from_transport(err: TransportError, request: &AgentRequest) -> Self {
         match err {
-            TransportError::TimedOut => Self::Timeout { timeout_ms },
+            TransportError::TimedOut => Self::Timeout {
+                timeout_ms: request.timeout_ms,
+            },
             TransportError::CannotStart { program, source } => {
                 Self::io(format!("starting {}", program.display()), source)
             }
@@ -110,9 +114,11 @@ impl AgentCallError {
                 exit, stderr_tail, ..
             } => Self::Crashed { exit, stderr_tail },
             TransportError::LineTooLong { limit, received }
-            | TransportError::BodyTooLong { limit, received } => {
-                Self::Oversized { limit, received }
-            }
+            | TransportError::BodyTooLong { limit, received } => Self::Oversized {
+                agent: request.target_agent.to_string(),
+                limit,
+                received,
+            },
             TransportError::Stdout(source) => Self::io("reading the agent's stdout", source),
             TransportError::Post { url, source } => Self::io(format!("POSTing to {url}"), source),
             TransportError::Body(source) => Self::io(

@@ -79,16 +79,24 @@ async fn exchange<Sent>(
 where
     Sent: Future<Output = Result<Vec<u8>, TransportError>>,
 {
+    let (document, deadline) = encode(request, line)?;
+    let answer = send(document, deadline)
+        .await
+        .map_err(|err| AgentCallError::from_transport(err, request))?;
+    accept_response(request, &answer)
+}
+
+/// The request as bytes (followed by `\n` when `line`), and its deadline.
+fn encode(request: &AgentRequest, line: bool) -> Result<(Vec<u8>, Instant), AgentCallError> {
     let mut document = serde_json::to_vec(request)
         .map_err(|err| AgentCallError::io("encoding the request", err.into()))?;
     if line {
         document.push(b'\n');
     }
-    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
-    let answer = send(document, deadline)
-        .await
-        .map_err(|err| AgentCallError::from_transport(err, request.timeout_ms))?;
-    accept_response(request, &answer)
+    Ok((
+        document,
+        Instant::now() + Duration::from_millis(request.timeout_ms),
+    ))
 }
 
 /// Checks a response that arrived as bytes: parse, then [`check_response`].

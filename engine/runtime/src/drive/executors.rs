@@ -50,6 +50,13 @@ impl Executors {
             .insert(agent.to_owned(), executor);
     }
 
+    pub(super) fn is_registered(&self, agent: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .contains_key(agent)
+    }
+
     pub(super) fn get(
         &self,
         workflow: &WorkflowSpec,
@@ -72,10 +79,16 @@ impl Executors {
                     ))
                 });
         }
+        // One executor (one process) per agent and way of reaching it.
         let key = format!(
-            "{agent}\u{0}{}",
-            serde_json::to_string(&spec.executor).unwrap_or_default()
+            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}",
+            serde_json::to_string(&spec.executor).unwrap_or_default(),
+            spec.cwd,
+            spec.max_response_bytes
         );
+        let limit = spec
+            .max_response_bytes
+            .and_then(|limit| usize::try_from(limit).ok());
         let mut built = self.built.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(executor) = built.get(&key) {
             return Ok(executor.clone());
@@ -86,10 +99,20 @@ impl Executors {
                 for (k, v) in env {
                     config = config.env(k, v);
                 }
+                if let Some(cwd) = &spec.cwd {
+                    config = config.current_dir(cwd);
+                }
+                if let Some(limit) = limit {
+                    config = config.max_response_bytes(limit);
+                }
                 Arc::new(CommandExecutor::new(config))
             }
             ExecutorSpec::Http { http } => {
-                Arc::new(HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?)
+                let executor = HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?;
+                Arc::new(match limit {
+                    Some(limit) => executor.max_response_bytes(limit),
+                    None => executor,
+                })
             }
             ExecutorSpec::InProcess { .. } => {
                 return Err(config_error(format!("agent `{agent}` is in-process")));

@@ -99,6 +99,20 @@ pub enum RuntimeError {
         /// What is wrong, each naming the pair or setting.
         problems: Vec<docket_policies::AdmissionProblem>,
     },
+    /// The workflow does not fit its bundle or this machine (a section missing for an
+    /// agent the bundle can route to, a section for an agent it does not know, a command
+    /// or working directory not found): refused before anything was recorded
+    /// (docs/workflow.md#checked-before-anything-runs).
+    #[error(
+        "{what} cannot run, nothing was recorded: {}",
+        crate::workflow::problems_text(problems)
+    )]
+    WorkflowRefused {
+        /// `workflow geo`, or `run run-1 (workflow geo)` for a recorded run.
+        what: String,
+        /// Each problem, naming its section and what to do.
+        problems: Vec<crate::workflow::WorkflowProblem>,
+    },
     /// A run id the store does not accept.
     #[error("invalid run id {id:?}: {message}")]
     InvalidRunId {
@@ -305,6 +319,13 @@ impl<S: EventStore + 'static> Runtime<S> {
                 problems,
             });
         }
+        let problems = crate::workflow::check_workflow(&workflow.spec, &bundle);
+        if !problems.is_empty() {
+            return Err(RuntimeError::WorkflowRefused {
+                what: format!("workflow {}", workflow.spec.name),
+                problems,
+            });
+        }
         if self
             .inner
             .store
@@ -338,7 +359,67 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
+        self.check_recorded(run_id, &state)?;
         self.drive(state, bundle).await
+    }
+
+    /// The in-process agents and effect executors `spec` declares that no Rust code was
+    /// registered for (yet). Not part of [`Runtime::start`]'s checks: an embedding program
+    /// may start runs before registering the in-process code a run reaches only later. A
+    /// program that registers none (the `docket` command) refuses every such section
+    /// with this before it starts a run.
+    #[must_use]
+    pub fn unregistered(&self, spec: &WorkflowSpec) -> Vec<crate::workflow::WorkflowProblem> {
+        let mut problems = Vec::new();
+        for (id, agent) in &spec.agents {
+            if matches!(
+                agent.executor,
+                docket_decider::ExecutorSpec::InProcess { .. }
+            ) && !self.inner.executors.is_registered(id.as_str())
+            {
+                problems.push(crate::workflow::WorkflowProblem {
+                    section: format!("[agents.{id}]"),
+                    message: "is `in_process = true`, but no Rust agent is registered for it: \
+                              in-process agents exist only when docket is embedded as a \
+                              library (Runtime::register_agent); give `command` or `http` \
+                              to run it with the docket command"
+                        .to_owned(),
+                });
+            }
+        }
+        for (kind, effect) in &spec.effects {
+            if effect.in_process == Some(true) && !self.inner.effects.is_registered(kind) {
+                problems.push(crate::workflow::WorkflowProblem {
+                    section: format!("[effects.{kind}]"),
+                    message: "is `in_process = true`, but no Rust executor is registered \
+                              for it: in-process executors exist only when docket is \
+                              embedded as a library (Runtime::register_effect); give \
+                              `command` or `http` to run it with the docket command"
+                        .to_owned(),
+                });
+            }
+        }
+        problems
+    }
+
+    /// Before a recorded run is driven again (resume, approve): what it needs of this
+    /// machine, which may have changed since it started (commands, working directories).
+    /// The sections against the bundle were checked when it started.
+    fn check_recorded(&self, run_id: &RunId, state: &RunState) -> Result<(), RuntimeError> {
+        let Some(request) = state.request() else {
+            return Ok(());
+        };
+        if state.status().is_final() {
+            return Ok(());
+        }
+        let problems = crate::workflow::check_executables(&request.workflow);
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(RuntimeError::WorkflowRefused {
+            what: format!("run {run_id} (workflow {})", request.workflow.name),
+            problems,
+        })
     }
 
     /// Records a human decision on a ticket and continues the run
@@ -354,6 +435,10 @@ impl<S: EventStore + 'static> Runtime<S> {
         decision: HumanDecision,
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
+        if decision.approved {
+            // A refusal blocks the run and calls nobody: it needs nothing of this machine.
+            self.check_recorded(run_id, &state)?;
+        }
         let command = Command::RecordHumanDecision {
             ticket: ticket.into(),
             approved: decision.approved,
@@ -642,6 +727,8 @@ mod tests {
                 executor: ExecutorSpec::InProcess { in_process: true },
                 timeout_ms: None,
                 classifiers: Vec::new(),
+                cwd: None,
+                max_response_bytes: None,
             },
         );
         Workflow {

@@ -136,6 +136,14 @@ impl EffectExecutors {
             .insert(kind.to_owned(), executor);
     }
 
+    /// Whether an executor was registered in code for `kind`.
+    pub(crate) fn is_registered(&self, kind: &str) -> bool {
+        self.registered
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(kind)
+    }
+
     /// The executor for `kind` in a run of `workflow`.
     ///
     /// # Errors
@@ -186,6 +194,9 @@ fn build_declared(
         let mut config = CommandConfig::new(resolve_program(command)).args(&spec.args);
         for (k, v) in &spec.env {
             config = config.env(k, v);
+        }
+        if let Some(cwd) = &spec.cwd {
+            config = config.current_dir(cwd);
         }
         return Ok(std::sync::Arc::new(
             CommandEffectExecutor::new(config)

@@ -192,11 +192,44 @@ impl ProcessTransport {
         line: &[u8],
         deadline: Instant,
     ) -> Result<Vec<u8>, TransportError> {
+        self.exchange_checked(line, deadline, |answer| (answer, true))
+            .await
+    }
+
+    /// [`Self::exchange`], with the answer line handed to `check` while the process is
+    /// still held: `check` says what the answer means and whether the process is still in
+    /// step with the lines (`false` after an answer that is not the protocol's, such as a
+    /// stray banner line, or an answer to another line). A process out of step is killed
+    /// before any other exchange can use it, and the next exchange starts a new one: kept,
+    /// it would answer every later line with the answer to the line before.
+    ///
+    /// # Errors
+    /// As [`Self::exchange`].
+    pub(crate) async fn exchange_checked<T>(
+        &self,
+        line: &[u8],
+        deadline: Instant,
+        check: impl FnOnce(Vec<u8>) -> (T, bool),
+    ) -> Result<T, TransportError> {
         let Ok(mut slot) = tokio::time::timeout_at(deadline, self.process.lock()).await else {
             return Err(TransportError::TimedOut);
         };
-        match tokio::time::timeout_at(deadline, self.exchange_locked(&mut slot, line)).await {
-            Ok(outcome) => outcome,
+        let exchanged =
+            tokio::time::timeout_at(deadline, self.exchange_locked(&mut slot, line)).await;
+        match exchanged {
+            Ok(Ok(answer)) => {
+                let (checked, in_step) = check(answer);
+                if !in_step {
+                    tracing::warn!(
+                        program = %self.config.program.display(),
+                        "the answer broke the protocol; killing the process (a new one \
+                         serves the next line)"
+                    );
+                    kill(&mut slot).await;
+                }
+                Ok(checked)
+            }
+            Ok(Err(err)) => Err(err),
             Err(_elapsed) => {
                 if let Some(process) = slot.take() {
                     tracing::warn!(
