@@ -11,6 +11,8 @@ mod executors;
 mod log;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
+// Governed tool calls
+mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,6 +142,8 @@ struct Inner<S> {
     // Side effects
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
+    // Governed tools
+    tools: crate::tool::ToolExecutors,
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -162,6 +166,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
+                tools: crate::tool::ToolExecutors::default(),
             }),
         }
     }
@@ -174,6 +179,12 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// Registers a Rust agent for workflow agents declared `in_process = true`.
     pub fn register_agent(&self, agent: &str, executor: Arc<dyn AgentExecutor>) {
         self.inner.executors.register(agent, executor);
+    }
+
+    /// Registers a Rust tool executor for workflow tool sections declared
+    /// `in_process = true`.
+    pub fn register_tool(&self, section: &str, executor: Arc<dyn crate::tool::ToolExecutor>) {
+        self.inner.tools.register(section, executor);
     }
 
     /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms`.
@@ -274,7 +285,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
             .await?;
-        self.drive(state, bundle).await
+        self.drive(state, bundle, Default::default()).await
     }
 
     /// Folds a run's log and continues it: calls with no recorded answer are made again
@@ -284,7 +295,8 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
-        self.drive(state, bundle).await
+        let interrupted = tools::interrupted_tools(&state);
+        self.drive(state, bundle, interrupted).await
     }
 
     /// Records a human decision on a ticket and continues the run. `choice` picks the
@@ -302,6 +314,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         choice: Option<u32>,
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
+        let interrupted = tools::interrupted_tools(&state);
         let command = Command::RecordHumanDecision {
             ticket: ticket.into(),
             approved,
@@ -311,7 +324,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             at_ms: self.now_ms(),
         };
         self.decide_and_append(&mut state, &bundle, command).await?;
-        self.drive(state, bundle).await
+        self.drive(state, bundle, interrupted).await
     }
 
     /// A run's recorded events with their envelopes.
@@ -433,11 +446,13 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// Calls every pending agent (concurrently, for a fan-out), records each answer and
-    /// what it causes, until the run is no longer running.
+    /// what it causes, until the run is no longer running. `interrupted`: the tool calls
+    /// found scheduled without an outcome when driving began.
     async fn drive(
         &self,
         mut state: RunState,
         bundle: Arc<PolicyBundle>,
+        interrupted: std::collections::BTreeSet<docket_decider::ToolCallId>,
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = state.run_id().cloned().unwrap_or_default();
         let workflow = state
@@ -453,6 +468,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                     NextStep::Effect(record, work) => {
                         let work = (record.clone(), work);
                         self.effect_step(&mut state, &bundle, &workflow, carried.take(), work)
+                            .await?;
+                        continue;
+                    }
+                    // Governed tools: the asking agent waits for the outcome.
+                    NextStep::Tool(record) => {
+                        let record = record.clone();
+                        self.commit_carried(&bundle, carried.take()).await?;
+                        let was_interrupted = interrupted.contains(&record.tool_call_id);
+                        self.tool_step(&mut state, &bundle, &workflow, &record, was_interrupted)
                             .await?;
                         continue;
                     }
@@ -582,6 +606,7 @@ mod tests {
             input: None,
             agents: Default::default(),
             effects: Default::default(),
+            tools: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),
