@@ -84,7 +84,11 @@ fn docket(data: &Path, args: &[&str]) -> Output {
 /// The run's events as `(kind, payload)`, in log order.
 fn events(data: &Path, run: &str) -> Vec<(String, Value)> {
     let out = docket(data, &["events", run, "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|line| {
@@ -102,7 +106,11 @@ fn kinds(events: &[(String, Value)]) -> Vec<&str> {
 }
 
 fn one<'a>(events: &'a [(String, Value)], kind: &str) -> &'a Value {
-    let found: Vec<&Value> = events.iter().filter(|(k, _)| k == kind).map(|(_, p)| p).collect();
+    let found: Vec<&Value> = events
+        .iter()
+        .filter(|(k, _)| k == kind)
+        .map(|(_, p)| p)
+        .collect();
     assert_eq!(found.len(), 1, "one {kind} in {:?}", kinds(events));
     found[0]
 }
@@ -127,14 +135,23 @@ fn run_completed(root: &Path, workflow: &str, run: &str) -> (Vec<(String, Value)
 #[test]
 fn a_call_matching_a_deny_pattern_is_refused_before_any_executor_runs() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let wf = workflow(dir.path(), "Bash", &json!("rm -rf /"), &marker_tool(dir.path()));
+    let wf = workflow(
+        dir.path(),
+        "Bash",
+        &json!("rm -rf /"),
+        &marker_tool(dir.path()),
+    );
     let (log, output) = run_completed(dir.path(), &wf, "deny-1");
     assert!(
         !dir.path().join("marker.jsonl").exists(),
         "the executor never ran: {:?}",
         std::fs::read_to_string(dir.path().join("marker.jsonl"))
     );
-    assert!(!kinds(&log).contains(&"tool.call_scheduled"), "{:?}", kinds(&log));
+    assert!(
+        !kinds(&log).contains(&"tool.call_scheduled"),
+        "{:?}",
+        kinds(&log)
+    );
     let denied = one(&log, "tool.denied");
     assert_eq!(denied["rule_id"], "no-rm");
     assert_eq!(denied["name"], "Bash");
@@ -149,7 +166,12 @@ fn a_call_matching_a_deny_pattern_is_refused_before_any_executor_runs() {
 #[test]
 fn an_allowed_call_runs_once_and_its_result_reaches_the_agent() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let wf = workflow(dir.path(), "Bash", &json!("ls -l"), &marker_tool(dir.path()));
+    let wf = workflow(
+        dir.path(),
+        "Bash",
+        &json!("ls -l"),
+        &marker_tool(dir.path()),
+    );
     let (log, output) = run_completed(dir.path(), &wf, "allow-1");
     let marks = std::fs::read_to_string(dir.path().join("marker.jsonl")).expect("the tool ran");
     assert_eq!(marks.lines().count(), 1, "{marks}");
@@ -168,7 +190,11 @@ fn an_allowed_call_runs_once_and_its_result_reaches_the_agent() {
     assert_eq!(output["result"], json!({"echo": "ls -l", "tool": "Bash"}));
     // The recorded run replays.
     let out = docket(&dir.path().join("data"), &["replay", "allow-1"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -177,7 +203,10 @@ fn executor_errors_reach_the_agent_as_a_failed_tool_result() {
     let wf = workflow(dir.path(), "Bash", &json!("fail"), &marker_tool(dir.path()));
     let (log, output) = run_completed(dir.path(), &wf, "fail-1");
     assert_eq!(one(&log, "tool.failed")["code"], "TOOL_SAID_NO");
-    assert_eq!((output["status"].as_str(), output["code"].as_str()), (Some("failed"), Some("TOOL_SAID_NO")));
+    assert_eq!(
+        (output["status"].as_str(), output["code"].as_str()),
+        (Some("failed"), Some("TOOL_SAID_NO"))
+    );
 
     // A program that cannot be started: the run still completes, the error names it.
     let dir = tempfile::tempdir().expect("tempdir");
@@ -189,21 +218,42 @@ fn executor_errors_reach_the_agent_as_a_failed_tool_result() {
     );
     let (_, output) = run_completed(dir.path(), &wf, "fail-2");
     assert_eq!(output["code"], "TOOL_UNAVAILABLE", "{output}");
-    assert!(output["message"].as_str().is_some_and(|m| m.contains("/nonexistent/tool-program")), "{output}");
+    assert!(
+        output["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/nonexistent/tool-program")),
+        "{output}"
+    );
 }
 
 #[test]
 fn a_tools_section_without_an_executor_is_refused_at_load_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let wf = workflow(dir.path(), "Bash", &json!("ls"), "[tools.Bash]\ntimeout_ms = 5\n");
+    let wf = workflow(
+        dir.path(),
+        "Bash",
+        &json!("ls"),
+        "[tools.Bash]\ntimeout_ms = 5\n",
+    );
     let out = docket(&dir.path().join("data"), &["run", &wf]);
     assert_ne!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("[tools.Bash]") && stderr.contains("exactly one of"), "{stderr}");
-    let wf = workflow(dir.path(), "Bash", &json!("ls"), "[tools.Bash]\ncommand = \"x\"\nread_olny = true\n");
+    assert!(
+        stderr.contains("[tools.Bash]") && stderr.contains("exactly one of"),
+        "{stderr}"
+    );
+    let wf = workflow(
+        dir.path(),
+        "Bash",
+        &json!("ls"),
+        "[tools.Bash]\ncommand = \"x\"\nread_olny = true\n",
+    );
     let out = docket(&dir.path().join("data"), &["run", &wf]);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("read_olny") && stderr.contains("[tools.Bash]"), "{stderr}");
+    assert!(
+        stderr.contains("read_olny") && stderr.contains("[tools.Bash]"),
+        "{stderr}"
+    );
 }
 
 fn mcp_tools(root: &Path) -> String {
@@ -216,10 +266,21 @@ fn mcp_tools(root: &Path) -> String {
 #[test]
 fn an_mcp_servers_tool_is_governed_and_its_result_recorded() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let wf = workflow(dir.path(), "calc:add", &json!({"a": 2, "b": 3}), &mcp_tools(dir.path()));
+    let wf = workflow(
+        dir.path(),
+        "calc:add",
+        &json!({"a": 2, "b": 3}),
+        &mcp_tools(dir.path()),
+    );
     let (log, output) = run_completed(dir.path(), &wf, "mcp-1");
     let scheduled = one(&log, "tool.call_scheduled");
-    assert_eq!((scheduled["section"].as_str(), scheduled["request"]["tool"].as_str()), (Some("calc"), Some("add")));
+    assert_eq!(
+        (
+            scheduled["section"].as_str(),
+            scheduled["request"]["tool"].as_str()
+        ),
+        (Some("calc"), Some("add"))
+    );
     let returned = one(&log, "tool.returned");
     assert_eq!(returned["result"]["content"][0]["text"], "5", "{returned}");
     assert_eq!(output["status"], "returned");
@@ -230,15 +291,124 @@ fn an_mcp_servers_tool_is_governed_and_its_result_recorded() {
     let wf = workflow(dir.path(), "calc:nope", &json!({}), &mcp_tools(dir.path()));
     let (_, output) = run_completed(dir.path(), &wf, "mcp-2");
     assert_eq!(output["code"], "TOOL_UNKNOWN", "{output}");
-    assert!(output["message"].as_str().is_some_and(|m| m.contains("add, shout, wipe")), "{output}");
+    assert!(
+        output["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("add, shout, wipe")),
+        "{output}"
+    );
 }
 
 #[test]
 fn a_denied_mcp_tool_never_reaches_the_server() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let wf = workflow(dir.path(), "calc:wipe", &json!({"path": "/"}), &mcp_tools(dir.path()));
+    let wf = workflow(
+        dir.path(),
+        "calc:wipe",
+        &json!({"path": "/"}),
+        &mcp_tools(dir.path()),
+    );
     let (log, output) = run_completed(dir.path(), &wf, "mcp-3");
     assert!(!dir.path().join("wiped").exists(), "wipe ran");
     assert_eq!(one(&log, "tool.denied")["rule_id"], "no-wipe");
     assert_eq!(output["status"], "denied");
+}
+
+/// A run of one in-process worker asking for `tool` (sections `probe`, read-only, and
+/// `charge`, not), over the store in `data`.
+fn in_process_run(
+    data: &Path,
+    tool: &'static str,
+) -> (
+    docket_runtime::Runtime<docket_store::EmbeddedStore>,
+    docket_runtime::Workflow,
+) {
+    use docket_decider::{AgentRequest, AgentResponse, Confidence, WorkflowSpec};
+    let text = "name = \"t\"\npolicy = \"b.toml\"\nentry = \"worker\"\n[agents.worker]\nin_process = true\n\
+                [tools.probe]\nin_process = true\nread_only = true\n[tools.charge]\nin_process = true\n";
+    let spec = WorkflowSpec::parse(text, Path::new("t.toml")).expect("workflow");
+    let bundle = "bundle = { id = \"t\" }\nagents = [{ id = \"external\" }, { id = \"worker\", allowed_tools = [\"probe\", \"charge\"] }]\n\
+                  [interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n\
+                  [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+    let store =
+        docket_store::EmbeddedStore::open_blocking(data, Default::default()).expect("store");
+    let runtime = docket_runtime::Runtime::new(store);
+    let agent = docket_runtime::InProcessExecutor::new(move |r: &AgentRequest| {
+        let result = r
+            .decision_inputs
+            .iter()
+            .find(|i| i.output_type == "tool_result");
+        let action = match result {
+            Some(i) => docket_decider::Action::Finish {
+                output: i.payload.clone(),
+            },
+            None => docket_decider::Action::CallTool {
+                name: tool.into(),
+                arguments: json!({"n": 1}),
+            },
+        };
+        AgentResponse::success(r.request_id.clone(), Confidence::High, vec![action])
+    });
+    runtime.register_agent("worker", std::sync::Arc::new(agent));
+    let workflow = docket_runtime::Workflow {
+        spec,
+        bundle_source: bundle.into(),
+        bundle_source_name: "b.toml".into(),
+    };
+    (runtime, workflow)
+}
+
+/// A tool executor counting its calls, answering `{"ran": true}`.
+fn counting(
+    calls: &std::sync::Arc<std::sync::atomic::AtomicU32>,
+) -> std::sync::Arc<docket_runtime::InProcessToolExecutor> {
+    let calls = calls.clone();
+    std::sync::Arc::new(docket_runtime::InProcessToolExecutor::new(move |_| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Ok(json!({"ran": true}))
+    }))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_interrupted_by_a_crash_is_rerun_only_when_read_only() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    for (tool, read_only) in [("charge", false), ("probe", true)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (runtime, workflow) = in_process_run(dir.path(), tool);
+        // The first executor dies mid-call: the process crashing after the call was
+        // scheduled (durably) and before its outcome was recorded.
+        runtime.register_tool(
+            tool,
+            std::sync::Arc::new(docket_runtime::InProcessToolExecutor::new(|_| {
+                panic!("the process dies while the tool runs")
+            })),
+        );
+        let rt = runtime.clone();
+        let wf = workflow.clone();
+        let crashed =
+            tokio::spawn(async move { rt.start(&wf, json!({}), Some("run-c".into())).await }).await;
+        assert!(crashed.is_err(), "the drive died with the tool");
+        let state = runtime.state(&"run-c".into()).await.expect("state");
+        assert!(state.tools_in_flight(), "scheduled, no outcome recorded");
+
+        let calls = std::sync::Arc::new(AtomicU32::new(0));
+        runtime.register_tool(tool, counting(&calls));
+        let outcome = runtime.resume(&"run-c".into()).await.expect("resumes");
+        let output = outcome.state.output().cloned().expect("completed");
+        if read_only {
+            assert_eq!(
+                calls.load(Ordering::SeqCst),
+                1,
+                "a read-only tool is run again"
+            );
+            assert_eq!(output["status"], "returned", "{output}");
+        } else {
+            assert_eq!(calls.load(Ordering::SeqCst), 0, "never run blindly again");
+            assert_eq!(
+                (output["status"].as_str(), output["code"].as_str()),
+                (Some("failed"), Some("TOOL_INTERRUPTED")),
+                "{output}"
+            );
+        }
+    }
 }

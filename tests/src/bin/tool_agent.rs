@@ -59,7 +59,10 @@ fn main() -> ExitCode {
             "actions": [action],
         });
         let mut out = std::io::stdout().lock();
-        if writeln!(out, "{response}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{response}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
             return ExitCode::from(6);
         }
     }

@@ -47,7 +47,10 @@ fn main() -> ExitCode {
             json!({"tool_call_id": call["tool_call_id"], "result": {"echo": call["arguments"], "tool": call["tool"]}})
         };
         let mut out = std::io::stdout().lock();
-        if writeln!(out, "{answer}").and_then(|()| out.flush()).is_err() {
+        if writeln!(out, "{answer}")
+            .and_then(|()| out.flush())
+            .is_err()
+        {
             return ExitCode::from(6);
         }
     }

@@ -258,7 +258,9 @@ impl Batch<'_> {
         };
         self.episode = rec.episode_id.clone();
         match input {
-            ToolInput::Returned(e) => self.reply_tool(&id, "returned", json!({ "result": e.result })),
+            ToolInput::Returned(e) => {
+                self.reply_tool(&id, "returned", json!({ "result": e.result }))
+            }
             ToolInput::Failed(e) => self.reply_tool(
                 &id,
                 "failed",
@@ -291,8 +293,11 @@ impl Batch<'_> {
             kind: DecisionKind::ToolCall,
             verdict: Verdict::Allow,
             rule_id: rule.as_str().into(),
-            reason: format!("the outcome of {agent}'s call of `{}` returns to it", rec.name)
-                .into(),
+            reason: format!(
+                "the outcome of {agent}'s call of `{}` returns to it",
+                rec.name
+            )
+            .into(),
             bundle_hash: self.bundle.hash(),
             chain: vec![RuleStep::new(rule, StepOutcome::Applied, "tool outcome")],
         };

@@ -78,7 +78,9 @@ impl ToolSpec {
             return Some("the program is empty".to_owned());
         }
         if self.in_process == Some(false) {
-            return Some("`in_process` must be true (or give `command`, `mcp` or `http`)".to_owned());
+            return Some(
+                "`in_process` must be true (or give `command`, `mcp` or `http`)".to_owned(),
+            );
         }
         if (self.http.is_some() || self.in_process.is_some())
             && (!self.args.is_empty() || !self.env.is_empty())
@@ -197,7 +199,11 @@ pub enum ToolAnswerError {
 pub fn accept_tool_answer(request: &ToolRequest, bytes: &[u8]) -> Result<Value, ToolAnswerError> {
     let de = &mut serde_json::Deserializer::from_slice(bytes);
     let answer: ToolAnswer = serde_path_to_error::deserialize(de).map_err(|e| {
-        ToolAnswerError::Malformed(format!("answer is not a tool answer at `{}`: {}", e.path(), e.inner()))
+        ToolAnswerError::Malformed(format!(
+            "answer is not a tool answer at `{}`: {}",
+            e.path(),
+            e.inner()
+        ))
     })?;
     if answer.tool_call_id != request.tool_call_id {
         return Err(ToolAnswerError::Malformed(format!(
@@ -240,7 +246,10 @@ mod tests {
 
     #[test]
     fn invocations_are_the_text_patterns_match() {
-        assert_eq!(tool_invocation("Bash", &json!("rm -rf /")), "Bash(rm -rf /)");
+        assert_eq!(
+            tool_invocation("Bash", &json!("rm -rf /")),
+            "Bash(rm -rf /)"
+        );
         assert_eq!(tool_invocation("t", &Value::Null), "t()");
         assert_eq!(
             tool_invocation("fs:write", &json!({"z": 1, "path": "/etc/x"})),
@@ -251,11 +260,32 @@ mod tests {
     #[test]
     fn names_resolve_to_a_section_or_an_mcp_servers_tool() {
         let mut tools = BTreeMap::new();
-        tools.insert("search".to_owned(), ToolSpec { command: Some("s".into()), ..ToolSpec::default() });
-        tools.insert("fs".to_owned(), ToolSpec { mcp: Some("m".into()), ..ToolSpec::default() });
-        assert_eq!(resolve_tool(&tools, "search").map(|r| (r.0, r.2)), Some(("search", "search")));
-        assert_eq!(resolve_tool(&tools, "fs:read").map(|r| (r.0, r.2)), Some(("fs", "read")));
-        assert!(resolve_tool(&tools, "search:x").is_none(), "only mcp sections have tools");
+        tools.insert(
+            "search".to_owned(),
+            ToolSpec {
+                command: Some("s".into()),
+                ..ToolSpec::default()
+            },
+        );
+        tools.insert(
+            "fs".to_owned(),
+            ToolSpec {
+                mcp: Some("m".into()),
+                ..ToolSpec::default()
+            },
+        );
+        assert_eq!(
+            resolve_tool(&tools, "search").map(|r| (r.0, r.2)),
+            Some(("search", "search"))
+        );
+        assert_eq!(
+            resolve_tool(&tools, "fs:read").map(|r| (r.0, r.2)),
+            Some(("fs", "read"))
+        );
+        assert!(
+            resolve_tool(&tools, "search:x").is_none(),
+            "only mcp sections have tools"
+        );
         assert!(resolve_tool(&tools, "fs:").is_none());
         assert!(resolve_tool(&tools, "other").is_none());
     }
@@ -277,7 +307,10 @@ mod tests {
             br#"{"tool_call_id":"run-1/tool-1","result":1,"extra":2}"#,
             b"not json",
         ] {
-            assert!(matches!(accept_tool_answer(&r, bad), Err(ToolAnswerError::Malformed(_))));
+            assert!(matches!(
+                accept_tool_answer(&r, bad),
+                Err(ToolAnswerError::Malformed(_))
+            ));
         }
     }
 }

@@ -133,7 +133,10 @@ pub(crate) fn an_allowed_call_is_scheduled_then_its_result_reaches_the_agent() {
         .then(|events| {
             assert_eq!(
                 decision_rule(events),
-                (docket_policies::Verdict::Allow, "agents.a.allowed_tools".into())
+                (
+                    docket_policies::Verdict::Allow,
+                    "agents.a.allowed_tools".into()
+                )
             );
             let RunEvent::ToolCallScheduled(s) = &events[2] else {
                 panic!("scheduled");
@@ -149,7 +152,13 @@ pub(crate) fn an_allowed_call_is_scheduled_then_its_result_reaches_the_agent() {
     run.when(returned(T1, json!({"hits": 3, "secret": "s3"})))
         .then_kinds(&["tool.returned", "handoff.allowed", "agent.call_scheduled"])
         .then(|events| {
-            let RunEvent::HandoffAllowed { from, to, output_type, .. } = &events[1] else {
+            let RunEvent::HandoffAllowed {
+                from,
+                to,
+                output_type,
+                ..
+            } = &events[1]
+            else {
                 panic!("gated");
             };
             assert_eq!((from.as_str(), to.as_str()), (TOOLS_SOURCE, "a"));
@@ -163,13 +172,18 @@ pub(crate) fn an_allowed_call_is_scheduled_then_its_result_reaches_the_agent() {
         result["result"].get("secret").is_none(),
         "the gate's blocked fields apply to tool results: {result}"
     );
-    assert_eq!(run.state.tool_calls()[&T1.into()].phase, ToolPhase::Returned);
+    assert_eq!(
+        run.state.tool_calls()[&T1.into()].phase,
+        ToolPhase::Returned
+    );
     // A second outcome for the same call is refused, nothing recorded.
     assert!(matches!(
         run.when_rejected(returned(T1, json!(1))),
         Rejection::ToolCallSettled { .. }
     ));
-    run.when(respond(vec![Action::Finish { output: json!({"ok": true}) }]));
+    run.when(respond(vec![Action::Finish {
+        output: json!({"ok": true}),
+    }]));
     assert_eq!(run.state.status, RunStatus::Completed);
     run.replays();
 }
@@ -196,7 +210,10 @@ pub(crate) fn a_call_matching_a_deny_pattern_is_refused_before_it_runs() {
     let result = tool_result(&run);
     assert_eq!(result["status"], "denied");
     assert_eq!(result["rule_id"], "deny-rm");
-    assert!(!run.state.tools_in_flight(), "nothing for an executor to run");
+    assert!(
+        !run.state.tools_in_flight(),
+        "nothing for an executor to run"
+    );
     run.replays();
 }
 
@@ -223,7 +240,9 @@ pub(crate) fn a_tool_not_among_the_allowed_ones_or_without_executor_is_refused()
     let result = refused(call("Bash", json!("git push origin")));
     assert_eq!(result["rule_id"], "review-push");
     assert!(
-        result["reason"].as_str().is_some_and(|r| r.contains("review")),
+        result["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("review")),
         "{result}"
     );
     // An MCP server's tool resolves to its section; an executor failure reaches the agent.
@@ -261,7 +280,11 @@ pub(crate) fn refused_calls_that_repeat_stop_the_episode() {
     }
     assert!(run.state.status.is_final(), "{:?}", run.state.status);
     assert!(denied < 10, "the episode stopped after repeated refusals");
-    assert!(run.log.iter().any(|e| matches!(e, RunEvent::EpisodeStopped { .. })));
+    assert!(
+        run.log
+            .iter()
+            .any(|e| matches!(e, RunEvent::EpisodeStopped { .. }))
+    );
     run.replays();
 }
 

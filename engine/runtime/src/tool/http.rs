@@ -29,8 +29,11 @@ impl HttpToolExecutor {
 
 impl ToolExecutor for HttpToolExecutor {
     fn call<'a>(&'a self, request: &'a ToolRequest) -> ToolFuture<'a> {
-        Box::pin(exchange(request, false, &self.endpoint, |body, deadline| {
-            self.transport.post(body, deadline)
-        }))
+        Box::pin(exchange(
+            request,
+            false,
+            &self.endpoint,
+            |body, deadline| self.transport.post(body, deadline),
+        ))
     }
 }

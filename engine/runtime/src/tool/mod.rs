@@ -181,7 +181,9 @@ fn build_declared(section: &str, spec: &ToolSpec) -> Result<Arc<dyn ToolExecutor
         ))));
     }
     if let Some(program) = &spec.mcp {
-        return Ok(Arc::new(McpToolExecutor::new(command_config(program, spec))));
+        return Ok(Arc::new(McpToolExecutor::new(command_config(
+            program, spec,
+        ))));
     }
     if let Some(url) = &spec.http {
         return Ok(Arc::new(HttpToolExecutor::new(url).map_err(|e| {
