@@ -296,3 +296,57 @@ pub(crate) fn outcomes_for_unknown_calls_are_rejected() {
         Rejection::UnknownToolCall(_)
     ));
 }
+
+#[test]
+fn malformed_call_tool_actions_are_refused_naming_the_field() {
+    let request = crate::protocol::AgentRequest::new("r1", "external", "a", "work");
+    let check = |text: &str| -> String {
+        match crate::protocol::parse_response(text.as_bytes()) {
+            Err(e) => e.to_string(),
+            Ok(r) => r
+                .validate_for(&request)
+                .map_or_else(|e| e.to_string(), |()| "valid".to_owned()),
+        }
+    };
+    let head =
+        r#"{"request_id": "r1", "status": "SUCCESS", "confidence_level": "HIGH", "actions": "#;
+    let missing = check(&format!(r#"{head}[{{"type": "call_tool"}}]}}"#));
+    assert!(
+        missing.contains("actions[0]") && missing.contains("name"),
+        "{missing}"
+    );
+    let blank = check(&format!(
+        r#"{head}[{{"type": "call_tool", "name": " "}}]}}"#
+    ));
+    assert_eq!(blank, "actions[0].name: must not be empty");
+    let unknown = check(&format!(
+        r#"{head}[{{"type": "call_tool", "name": "t", "args": 1}}]}}"#
+    ));
+    assert!(unknown.contains("args"), "{unknown}");
+    let not_last = check(&format!(
+        r#"{head}[{{"type": "call_tool", "name": "t"}}, {{"type": "finish"}}]}}"#
+    ));
+    assert!(
+        not_last.starts_with("actions[0]: call_tool `t` must be the last action"),
+        "{not_last}"
+    );
+    let ok = check(&format!(
+        r#"{head}[{{"type": "call_tool", "name": "fs:read", "arguments": {{"p": 1}}}}]}}"#
+    ));
+    assert_eq!(ok, "valid");
+}
+
+#[test]
+fn a_tool_name_no_pattern_can_parse_is_refused_not_run() {
+    let mut run = tools_run();
+    run.when(respond(vec![call("rm -rf", Value::Null)]));
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "denied");
+    assert!(
+        result["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("malformed")),
+        "{result}"
+    );
+    run.replays();
+}
