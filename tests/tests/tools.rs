@@ -412,3 +412,81 @@ async fn a_call_interrupted_by_a_crash_is_rerun_only_when_read_only() {
         }
     }
 }
+
+/// The HTTP tool executor against a local service: a result, the tool's own error, a
+/// 4xx refusal and an answer for another call, each told apart by its code.
+#[tokio::test]
+async fn the_http_executor_posts_the_call_and_checks_the_answer() {
+    use bytes::Bytes;
+    use docket_runtime::{HttpToolExecutor, ToolExecutor};
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let server = tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let service = service_fn(|r: hyper::Request<hyper::body::Incoming>| async move {
+                    let path = r.uri().path().to_owned();
+                    let body = r
+                        .into_body()
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    let call: Value = serde_json::from_slice(&body).unwrap_or_default();
+                    let id = call["tool_call_id"].clone();
+                    let (status, answer) = match path.as_str() {
+                        "/ok" => (
+                            200,
+                            json!({"tool_call_id": id, "result": {"got": call["arguments"]}}),
+                        ),
+                        "/error" => (
+                            200,
+                            json!({"tool_call_id": id, "error": {"code": "NOT_FOUND", "message": "no such page"}}),
+                        ),
+                        "/wrong-id" => (200, json!({"tool_call_id": "other", "result": 1})),
+                        _ => (422, json!("bad arguments")),
+                    };
+                    let mut response =
+                        hyper::Response::new(Full::new(Bytes::from(answer.to_string())));
+                    *response.status_mut() = hyper::StatusCode::from_u16(status).expect("status");
+                    Ok::<_, std::convert::Infallible>(response)
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+                    .await;
+            });
+        }
+    });
+    let request = docket_decider::ToolRequest {
+        run_id: "run-h".into(),
+        episode_id: "ep-1".into(),
+        tool_call_id: "run-h/tool-1".into(),
+        agent: "worker".into(),
+        tool: "lookup".into(),
+        arguments: json!({"q": 1}),
+        timeout_ms: 5_000,
+    };
+    let call = |path: &str| {
+        let executor = HttpToolExecutor::new(&format!("http://{addr}{path}")).expect("url");
+        let request = request.clone();
+        async move { executor.call(&request).await }
+    };
+    assert_eq!(call("/ok").await, Ok(json!({"got": {"q": 1}})));
+    let code = |r: Result<Value, docket_runtime::ToolCallError>| r.expect_err("fails").code();
+    assert_eq!(code(call("/error").await), "NOT_FOUND");
+    assert_eq!(code(call("/refuses").await), "TOOL_HTTP_422");
+    assert_eq!(code(call("/wrong-id").await), "TOOL_MALFORMED_ANSWER");
+    assert!(
+        HttpToolExecutor::new("https://example.invalid/tool").is_err(),
+        "only http://"
+    );
+    server.abort();
+}
