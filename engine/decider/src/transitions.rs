@@ -590,6 +590,14 @@ const TRANSITIONS: &[Transition] = &[
             Test(tool::refused_calls_that_repeat_stop_the_episode),
         ],
     },
+    Transition {
+        concern: "fan_out",
+        from: "Running (fan-out)",
+        input: "a branch waiting for its tool call",
+        to: "Running (the group is not joined until the tool's outcome came back)",
+        records: &["tool.call_scheduled", "output.held", "fanout.joined"],
+        covered_by: &[Test(tool::a_fan_out_branch_waiting_for_a_tool_is_not_joined_early)],
+    },
 ];
 
 /// The decide files a row may name (each exists: `include_str!` fails the build if not).

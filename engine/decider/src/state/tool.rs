@@ -80,6 +80,19 @@ impl RunState {
         self.tool_calls.values().any(|r| r.phase.awaits_outcome())
     }
 
+    /// Whether a branch of the fan-out `group` waits for a tool call's outcome (the group
+    /// is not joined before it).
+    #[must_use]
+    pub fn tools_in_flight_in(&self, group: &str) -> bool {
+        self.tool_calls.values().any(|r| {
+            r.phase.awaits_outcome()
+                && self
+                    .calls
+                    .get(&r.request_id)
+                    .is_some_and(|c| c.branch_of.as_deref() == Some(group))
+        })
+    }
+
     /// The first scheduled tool call without an outcome: the runtime's next tool work.
     #[must_use]
     pub fn due_tool_call(&self) -> Option<&ToolCallRecord> {

@@ -350,3 +350,49 @@ fn a_tool_name_no_pattern_can_parse_is_refused_not_run() {
     );
     run.replays();
 }
+
+#[test]
+pub(crate) fn a_fan_out_branch_waiting_for_a_tool_is_not_joined_early() {
+    let src = r#"
+bundle = { id = "fan" }
+agents = [{ id = "external" }, { id = "hub" }, { id = "left", allowed_tools = ["search"] }, { id = "right" }, { id = "sink" }]
+[interactions]
+allowed = [
+  { from = "external", to = "hub" }, { from = "hub", to = "left" }, { from = "hub", to = "right" },
+  { from = "left", to = "sink" }, { from = "right", to = "sink" }, { from = "sink", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+    let mut run = started_under(src, "fan.toml", |run| {
+        run.workflow.entry = "hub".into();
+        run.workflow.agents = ["hub", "left", "right", "sink"]
+            .into_iter()
+            .map(|a| (a.into(), in_process()))
+            .collect();
+        let search = ToolSpec {
+            command: Some("search-tool".into()),
+            ..ToolSpec::default()
+        };
+        run.workflow.tools = [("search".to_owned(), search)].into_iter().collect();
+    });
+    run.when(respond(vec![
+        handoff("left", "job", json!({"n": 1})),
+        handoff("right", "job", json!({"n": 1})),
+    ]));
+    run.when(respond(vec![call("search", json!("q"))]).by("left"));
+    run.when(respond(vec![handoff("sink", "job", json!({"n": 2}))]).by("right"));
+    assert!(
+        run.decided().iter().any(|e| e.kind() == "output.held"),
+        "right's output waits for left's branch: {:?}",
+        run.decided().iter().map(RunEvent::kind).collect::<Vec<_>>()
+    );
+    assert!(
+        run.state.pending_requests().is_empty(),
+        "sink is not called yet"
+    );
+    run.when(returned(T1, json!({"hits": 1})));
+    run.when(respond(vec![handoff("sink", "job", json!({"n": 2}))]).by("left"));
+    assert!(run.decided().iter().any(|e| e.kind() == "fanout.joined"));
+    run.replays();
+}
