@@ -20,6 +20,7 @@ use super::decide::effect::{
     EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
     EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
 };
+use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
 use crate::workflow::WorkflowSpec;
 
@@ -549,6 +550,21 @@ pub enum RunEvent {
     /// recorded result (after a crash, or an execute call that gave no answer).
     #[serde(rename = "effect.recovered")]
     EffectRecovered(EffectVerification),
+    // Governed tools
+    /// Decision: an agent's `call_tool` was allowed; the executor runs it next (the exact
+    /// request is durable before it runs).
+    #[serde(rename = "tool.call_scheduled")]
+    ToolCallScheduled(ToolCallScheduled),
+    /// Decision: an agent's `call_tool` was refused before any executor ran it.
+    #[serde(rename = "tool.denied")]
+    ToolDenied(ToolDenied),
+    /// Recorded input: the tool's result.
+    #[serde(rename = "tool.returned")]
+    ToolReturned(ToolReturned),
+    /// Recorded input: the tool call failed (the executor's error, or a call interrupted
+    /// by a crash that is not run again).
+    #[serde(rename = "tool.failed")]
+    ToolFailed(ToolFailed),
 }
 
 /// An event payload that could not be decoded.
@@ -601,6 +617,10 @@ impl RunEvent {
         "effect.failed",
         "effect.verified",
         "effect.recovered",
+        "tool.call_scheduled",
+        "tool.denied",
+        "tool.returned",
+        "tool.failed",
     ];
 
     /// The event kind stored in the envelope (`run.requested`...).
@@ -646,6 +666,11 @@ impl RunEvent {
             Self::EffectFailed(_) => "effect.failed",
             Self::EffectVerified(_) => "effect.verified",
             Self::EffectRecovered(_) => "effect.recovered",
+            // Governed tools
+            Self::ToolCallScheduled(_) => "tool.call_scheduled",
+            Self::ToolDenied(_) => "tool.denied",
+            Self::ToolReturned(_) => "tool.returned",
+            Self::ToolFailed(_) => "tool.failed",
         }
     }
 
@@ -665,6 +690,9 @@ impl RunEvent {
                 | Self::EffectFailed(_)
                 | Self::EffectVerified(_)
                 | Self::EffectRecovered(_)
+                // Governed tools
+                | Self::ToolReturned(_)
+                | Self::ToolFailed(_)
         )
     }
 

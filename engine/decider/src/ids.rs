@@ -151,6 +151,11 @@ id_type!(
     EffectId
 );
 id_type!(
+    /// A governed tool call: `{run}/tool-N`, numbered in the order `call_tool` actions
+    /// were decided.
+    ToolCallId
+);
+id_type!(
     /// A run: chosen by the runtime (or the user) and recorded in `run.requested`.
     RunId
 );
@@ -166,7 +171,7 @@ id_type!(
     AgentId
 );
 
-ordered_by_number!(CallId, TicketId, EffectId, RunId, EpisodeId);
+ordered_by_number!(CallId, TicketId, EffectId, ToolCallId, RunId, EpisodeId);
 
 // Agent ids order, compare and hash exactly as their text, so maps keyed by them can be
 // looked up by a name from the bundle.

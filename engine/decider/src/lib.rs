@@ -46,12 +46,16 @@ pub use decide::effect::{
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
     VERIFY_EFFECT_CAPABILITY,
 };
+pub use decide::tool::{
+    TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
+    ToolInput, ToolReturned,
+};
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, MAX_TIMEOUT_GROWTH,
     RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
 };
-pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId};
+pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId, ToolCallId};
 pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
@@ -61,13 +65,17 @@ pub use protocol::{
     agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
     parse_response,
 };
+pub use protocol::{
+    DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,
+    accept_tool_answer, resolve_tool, tool_invocation,
+};
 pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
 pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use state::{
     AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep, RunState,
-    RunStatus, Ticket,
+    RunStatus, Ticket, ToolCallRecord, ToolPhase,
 };
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,

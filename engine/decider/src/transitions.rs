@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, classification, effect, episode, failure, fan_out, handoff, response, ticket,
+    capability, classification, effect, episode, failure, fan_out, handoff, response, ticket, tool,
 };
 
 thread_local! {
@@ -582,6 +582,54 @@ const TRANSITIONS: &[Transition] = &[
             Property("effects_apply_each_key_at_most_once_and_only_past_the_kill_switch"),
         ],
     },
+    // Governed tools
+    Transition {
+        concern: "tool",
+        from: "Running",
+        input: "RecordResponse, call_tool allowed and served by a [tools] section",
+        to: "Running (the tool call scheduled; no agent call until its outcome)",
+        records: &["policy.decided", "tool.call_scheduled"],
+        covered_by: &[Test(
+            tool::an_allowed_call_is_scheduled_then_its_result_reaches_the_agent,
+        )],
+    },
+    Transition {
+        concern: "tool",
+        from: "Running",
+        input: "RecordTool: tool.returned / tool.failed",
+        to: "Running (the asking agent called again with a gated tool_result)",
+        records: &["handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(tool::an_allowed_call_is_scheduled_then_its_result_reaches_the_agent),
+            Test(tool::a_tool_not_among_the_allowed_ones_or_without_executor_is_refused),
+        ],
+    },
+    Transition {
+        concern: "tool",
+        from: "Running",
+        input: "RecordResponse, call_tool denied (deny pattern, MUST NOT, not allowed, review pattern, no executor, budget)",
+        to: "Running (the agent told; nothing runs) / the episode stopped on failure_repeats",
+        records: &[
+            "policy.decided",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+            "episode.stopped",
+        ],
+        covered_by: &[
+            Test(tool::a_call_matching_a_deny_pattern_is_refused_before_it_runs),
+            Test(tool::a_tool_not_among_the_allowed_ones_or_without_executor_is_refused),
+            Test(tool::refused_calls_that_repeat_stop_the_episode),
+        ],
+    },
+    Transition {
+        concern: "fan_out",
+        from: "Running (fan-out)",
+        input: "a branch waiting for its tool call",
+        to: "Running (the group is not joined until the tool's outcome came back)",
+        records: &["tool.call_scheduled", "output.held", "fanout.joined"],
+        covered_by: &[Test(tool::a_fan_out_branch_waiting_for_a_tool_is_not_joined_early)],
+    },
 ];
 
 /// The decide files a row may name (each exists: `include_str!` fails the build if not).
@@ -596,6 +644,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("ticket", include_str!("decide/ticket.rs")),
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
+    ("tool", include_str!("decide/tool.rs")),
 ];
 
 /// The test sources, where property tests are looked up by name.
@@ -612,6 +661,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/episode.rs"),
     include_str!("tests/effect.rs"),
     include_str!("tests/replay.rs"),
+    include_str!("tests/tool.rs"),
 ];
 
 #[test]
@@ -671,6 +721,8 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "effect.failed",
         "effect.verified",
         "effect.recovered",
+        "tool.returned",
+        "tool.failed",
     ];
     let unlisted: Vec<&&str> = kinds
         .difference(&listed)

@@ -44,6 +44,10 @@ pub struct WorkflowSpec {
     /// How each side-effect kind is carried out, by kind (`[effects.publish]`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub effects: BTreeMap<String, EffectSpec>,
+    // Governed tools
+    /// How each governed tool is run, by name (`[tools.search]`; docs/workflow.md#tools).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tools: BTreeMap<String, crate::protocol::ToolSpec>,
 }
 
 /// `[budget]`: what the run's root episode may consume. Child episodes get their budgets
@@ -420,6 +424,11 @@ impl WorkflowSpec {
                 return Err(invalid(format!("[effects.{kind}] {problem}")));
             }
         }
+        for (name, tool) in &spec.tools {
+            if let Some(problem) = tool.problem() {
+                return Err(invalid(format!("[tools.{name}] {problem}")));
+            }
+        }
         Ok(spec)
     }
 }
@@ -435,6 +444,7 @@ const TOP_KEYS: &[&str] = &[
     "budget",
     "agents",
     "effects",
+    "tools",
 ];
 const AGENT_KEYS: &[&str] = &[
     "command",
@@ -446,6 +456,16 @@ const AGENT_KEYS: &[&str] = &[
     "classifiers",
     "cwd",
     "max_response_bytes",
+];
+const TOOL_KEYS: &[&str] = &[
+    "command",
+    "mcp",
+    "args",
+    "env",
+    "http",
+    "in_process",
+    "timeout_ms",
+    "read_only",
 ];
 const BUDGET_KEYS: &[&str] = &["tokens", "tool_calls", "wall_time_ms"];
 const EFFECT_KEYS: &[&str] = &[
@@ -501,7 +521,11 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
             return Err(err);
         }
     }
-    for (group, known) in [("agents", AGENT_KEYS), ("effects", EFFECT_KEYS)] {
+    for (group, known) in [
+        ("agents", AGENT_KEYS),
+        ("effects", EFFECT_KEYS),
+        ("tools", TOOL_KEYS),
+    ] {
         let Some(sections) = table(group) else {
             continue;
         };

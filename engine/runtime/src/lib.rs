@@ -18,6 +18,8 @@ mod agent;
 mod clock;
 mod drive;
 mod effect;
+// Governed tools: executors of allowed `call_tool` actions.
+mod tool;
 mod transport;
 mod workflow;
 
@@ -34,6 +36,10 @@ pub use effect::{
     FileKillSwitch, HttpEffectExecutor, InMemoryKillSwitch, InProcessEffect,
     InProcessEffectExecutor, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchError,
     KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
+};
+pub use tool::{
+    CommandToolExecutor, HttpToolExecutor, InProcessToolExecutor, McpToolExecutor, ToolCallError,
+    ToolExecutor, ToolExecutors, ToolFuture,
 };
 pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport};
 pub use workflow::{

@@ -109,6 +109,14 @@ impl Workflow {
                 *cwd = resolve_dir(&dir, cwd);
             }
         }
+        // Governed tools: `command` and `mcp` programs, like effects'.
+        for tool in spec.tools.values_mut() {
+            for program in [&mut tool.command, &mut tool.mcp].into_iter().flatten() {
+                if program.contains('/') && Path::new(program.as_str()).is_relative() {
+                    *program = dir.join(program.as_str()).to_string_lossy().into_owned();
+                }
+            }
+        }
         if let Some(input) = &mut spec.input {
             *input = dir.join(input.as_str()).to_string_lossy().into_owned();
         }

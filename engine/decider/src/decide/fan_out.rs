@@ -88,6 +88,7 @@ impl Batch<'_> {
                 .get(id)
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
         }) || self.state.effects_in_flight_in(group) // Side effects
+            || self.state.tools_in_flight_in(group) // Governed tools
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with

@@ -31,6 +31,8 @@ mod handoff;
 mod response;
 mod ticket;
 use ticket::HumanWords;
+// Governed tools: `call_tool`, decided before it runs.
+pub(super) mod tool;
 
 use docket_policies::ConflictResolution;
 use docket_policies::{
@@ -96,6 +98,9 @@ pub enum Command {
     // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
     RecordEffect(effect::EffectInput),
+    // Governed tools
+    /// The runtime's record of a tool call's outcome.
+    RecordTool(tool::ToolInput),
 }
 
 impl Command {
@@ -143,6 +148,7 @@ impl Command {
             },
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
+            Self::RecordTool(input) => input.to_event(),
         }
     }
 
@@ -188,6 +194,10 @@ impl Command {
                 answer,
                 at_ms,
             },
+            // Governed tools
+            RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
+                return tool::ToolInput::from_event(event).map(Self::RecordTool);
+            }
             // Side effects
             other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
@@ -201,6 +211,7 @@ impl Command {
             | Self::RecordHumanDecision { at_ms, .. } => *at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
+            Self::RecordTool(input) => input.at_ms(),
         }
     }
 }
@@ -281,6 +292,18 @@ pub enum Rejection {
         /// The input's event kind.
         input: &'static str,
         /// Where the effect stands.
+        phase: &'static str,
+    },
+    // Governed tools
+    /// No tool call with this id was decided in this run.
+    #[error("no tool call {0} was made in this run")]
+    UnknownToolCall(String),
+    /// The tool call already has its outcome (or was refused).
+    #[error("tool call {tool_call_id} is {phase}; no outcome can be recorded for it")]
+    ToolCallSettled {
+        /// The call.
+        tool_call_id: String,
+        /// Where it stands.
         phase: &'static str,
     },
 }
@@ -378,6 +401,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         Command::Start(_) => {}
         // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
+        Command::RecordTool(input) => tool::check_input(state, input)?,
     }
     Ok(())
 }
@@ -495,6 +519,7 @@ impl Batch<'_> {
             ),
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
+            Command::RecordTool(input) => self.on_tool_input(&input),
             Command::Start(_) | Command::RecordResponse { .. } => {}
         }
     }
@@ -520,7 +545,7 @@ impl Batch<'_> {
                     TicketSubject::Effect { .. } => CallId::default(),
                 })
             }
-            Command::Start(_) | Command::RecordEffect(_) => None,
+            Command::Start(_) | Command::RecordEffect(_) | Command::RecordTool(_) => None,
         };
         // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {
@@ -580,6 +605,7 @@ impl Batch<'_> {
             && self.state.pending.is_empty()
             && self.state.open_tickets().next().is_none()
             && !self.state.effects_in_flight()
+            && !self.state.tools_in_flight()
         {
             self.end_run(
                 RunEvent::RunFailed {

@@ -179,6 +179,7 @@ impl Batch<'_> {
                 Action::FinishEpisode { result } => self.episode_finish(agent, request_id, result),
                 // Side effects
                 Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
+                Action::CallTool { .. } => self.call_tool(agent, request_id, action),
             }
         }
     }
@@ -232,6 +233,7 @@ impl Batch<'_> {
             || !self.outbox.is_empty()
             || held
             || self.state.effects_in_flight()
+            || self.state.tools_in_flight()
         {
             return;
         }

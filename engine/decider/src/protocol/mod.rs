@@ -13,6 +13,8 @@ mod parse;
 mod request;
 mod response;
 mod schema;
+// Governed tools: `[tools.NAME]` sections, the executor's request and answer.
+mod tool;
 mod validate;
 
 pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
@@ -26,5 +28,9 @@ pub use response::{Action, AgentResponse, Confidence, ResponseStatus, ToolCall, 
 pub use schema::{
     agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
     effect_protocol_schema_pretty,
+};
+pub use tool::{
+    DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,
+    accept_tool_answer, resolve_tool, tool_invocation,
 };
 pub use validate::{ValidationError, ValidationProblem};

@@ -254,6 +254,18 @@ pub enum Action {
         #[serde(default)]
         params: Value,
     },
+    // Governed tools (docs/agent-protocol.md#tools-call_tool)
+    /// Ask docket to run a tool for you. docket decides the call before any executor runs
+    /// it (deny patterns, MUST NOT rules, allowed tools, review patterns), runs an allowed
+    /// one through the workflow's `[tools.NAME]` executor, and calls this agent again with
+    /// the outcome as a decision input of type `tool_result`. Must be the last action.
+    CallTool {
+        /// The tool: a `[tools.NAME]` section, or `SECTION:TOOL` for an MCP server's tool.
+        name: String,
+        /// Its arguments (any JSON; an object for MCP tools).
+        #[serde(default)]
+        arguments: Value,
+    },
 }
 
 impl Action {
@@ -271,6 +283,8 @@ impl Action {
             Self::FinishEpisode { .. } => "finish_episode",
             // Side effects
             Self::RequestEffect { .. } => "request_effect",
+            // Governed tools
+            Self::CallTool { .. } => "call_tool",
         }
     }
 }

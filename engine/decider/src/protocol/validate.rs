@@ -59,6 +59,16 @@ pub enum ValidationProblem {
         /// How many actions come after it.
         following: usize,
     },
+    /// A call_tool followed by more actions (its result comes back in a new request).
+    #[error(
+        "call_tool `{name}` must be the last action (its result comes back in a new request), but {following} action(s) follow it"
+    )]
+    CallToolNotLast {
+        /// The tool asked for.
+        name: String,
+        /// How many actions come after it.
+        following: usize,
+    },
     /// usage.tool_calls counts fewer calls than tool_calls lists.
     #[error("{reported} is less than the {listed} entries in tool_calls")]
     UsageBelowListed {
@@ -245,6 +255,17 @@ impl AgentResponse {
         }
         for (i, action) in self.actions.iter().enumerate() {
             validate_action(i, action)?;
+            if let Action::CallTool { name, .. } = action {
+                if i + 1 < self.actions.len() {
+                    return fail(
+                        format!("actions[{i}]"),
+                        ValidationProblem::CallToolNotLast {
+                            name: name.clone(),
+                            following: self.actions.len() - i - 1,
+                        },
+                    );
+                }
+            }
             if matches!(action, Action::Finish { .. } | Action::FinishEpisode { .. })
                 && i + 1 < self.actions.len()
             {
@@ -311,6 +332,8 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
                 None => Ok(()),
             }
         }
+        // Governed tools
+        Action::CallTool { name, .. } => non_empty(|| format!("actions[{i}].name"), name),
     }
 }
 

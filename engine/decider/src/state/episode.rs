@@ -486,6 +486,10 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 tree.count_refusal(&episode_id, "effect_refused".to_owned());
             }
         }
+        // Governed tools: a refused tool call counts in the episode that asked for it.
+        RunEvent::ToolDenied(denied) => {
+            tree.count_refusal(&denied.episode_id, "tool_refused".to_owned());
+        }
         RunEvent::EpisodeFinished {
             episode_id, result, ..
         } => {

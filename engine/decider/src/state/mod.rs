@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{AgentId, CallId, EffectId, RunId, TicketId};
+use crate::ids::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -15,12 +15,15 @@ mod fan_out;
 mod handoff;
 mod next;
 mod ticket;
+// Governed tools
+mod tool;
 
 pub use call::{AgentHealth, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
 pub use ticket::Ticket;
+pub use tool::{ToolCallRecord, ToolPhase};
 
 use super::event::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
 
@@ -110,6 +113,13 @@ pub struct RunState {
     pub(crate) effects: BTreeMap<EffectId, EffectRecord>,
     /// Verifier calls in flight: request id → the effect they re-check.
     pub(crate) verifier_calls: BTreeMap<CallId, EffectId>,
+    // Governed tools
+    /// Tool calls decided so far (the next id is `{run}/tool-{tool_calls_requested+1}`).
+    #[serde(default)]
+    pub(crate) tool_calls_requested: u32,
+    /// Every governed tool call, by id.
+    #[serde(default)]
+    pub(crate) tool_calls: BTreeMap<ToolCallId, tool::ToolCallRecord>,
 }
 
 impl RunState {
@@ -259,6 +269,11 @@ impl RunState {
             | RunEvent::EffectFailed(_)
             | RunEvent::EffectVerified(_)
             | RunEvent::EffectRecovered(_) => self.apply_effect(event),
+            // Governed tools
+            RunEvent::ToolCallScheduled(_)
+            | RunEvent::ToolDenied(_)
+            | RunEvent::ToolReturned(_)
+            | RunEvent::ToolFailed(_) => self.apply_tool(event),
         }
         episode::fold(self, event);
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{EffectRecord, EffectWork, RunState, RunStatus};
+use super::{EffectRecord, EffectWork, RunState, RunStatus, ToolCallRecord};
 use crate::protocol::AgentRequest;
 
 /// The next thing the runtime must do for a run.
@@ -14,6 +14,9 @@ pub enum NextStep<'a> {
     /// Carry out this piece of effect work and record its result (effects first: their
     /// results are what the waiting agents are called back with).
     Effect(&'a EffectRecord, EffectWork),
+    /// Run this governed tool call and record its outcome (`tool.returned` or
+    /// `tool.failed`): the asking agent waits for it.
+    Tool(&'a ToolCallRecord),
     /// Call these agents, in the order their calls were scheduled, and record each answer.
     Call(Vec<Arc<AgentRequest>>),
     /// Nothing until a human decides an open ticket (`docket approve` / `docket deny`).
@@ -36,6 +39,9 @@ impl RunState {
         }
         if let Some((record, work)) = self.pending_effects().first() {
             return NextStep::Effect(record, *work);
+        }
+        if let Some(tool) = self.due_tool_call() {
+            return NextStep::Tool(tool);
         }
         let calls = self.pending_requests_shared();
         if calls.is_empty() {

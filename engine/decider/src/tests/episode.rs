@@ -66,6 +66,7 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
         goal: Some("answer the question".into()),
         budget,
         effects: Default::default(),
+        tools: Default::default(),
         agents: AGENTS
             .into_iter()
             .map(|a| (a.into(), in_process()))

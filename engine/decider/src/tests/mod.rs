@@ -45,6 +45,7 @@ pub(crate) mod handoff;
 pub(crate) mod replay;
 pub(crate) mod response;
 pub(crate) mod ticket;
+pub(crate) mod tool;
 
 // ---------------------------------------------------------------------------------------
 // The history harness.
@@ -516,6 +517,7 @@ pub(crate) fn workflow() -> WorkflowSpec {
             .map(|a| (a.into(), in_process()))
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
+        tools: Default::default(),
     }
 }
 
@@ -598,6 +600,7 @@ pub(crate) fn fanned_out(resolution: &str) -> History {
             .map(|a| (a.into(), in_process()))
             .collect(),
         effects: Default::default(),
+        tools: Default::default(),
     };
     let run = RunRequested {
         run_id: "run-f".into(),
@@ -696,6 +699,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
             .map(|a| (a.into(), in_process()))
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
+        tools: Default::default(),
     };
     let run = RunRequested {
         run_id: "run-1".into(),

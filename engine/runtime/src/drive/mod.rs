@@ -11,6 +11,8 @@ mod executors;
 mod log;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
+// Governed tool calls
+mod tools;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -208,6 +210,8 @@ struct Inner<S> {
     // Side effects
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
+    // Governed tools
+    tools: crate::tool::ToolExecutors,
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -230,6 +234,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
+                tools: crate::tool::ToolExecutors::default(),
             }),
         }
     }
@@ -242,6 +247,12 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// Registers a Rust agent for workflow agents declared `in_process = true`.
     pub fn register_agent(&self, agent: &str, executor: Arc<dyn AgentExecutor>) {
         self.inner.executors.register(agent, executor);
+    }
+
+    /// Registers a Rust tool executor for workflow tool sections declared
+    /// `in_process = true`.
+    pub fn register_tool(&self, section: &str, executor: Arc<dyn crate::tool::ToolExecutor>) {
+        self.inner.tools.register(section, executor);
     }
 
     /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms`.
@@ -349,7 +360,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
             .await?;
-        self.drive(state, bundle).await
+        self.drive(state, bundle, Default::default()).await
     }
 
     /// Folds a run's log and continues it: calls with no recorded answer are made again
@@ -360,7 +371,8 @@ impl<S: EventStore + 'static> Runtime<S> {
     pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
         self.check_recorded(run_id, &state)?;
-        self.drive(state, bundle).await
+        let interrupted = tools::interrupted_tools(&state);
+        self.drive(state, bundle, interrupted).await
     }
 
     /// The in-process agents and effect executors `spec` declares that no Rust code was
@@ -439,6 +451,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             // A refusal blocks the run and calls nobody: it needs nothing of this machine.
             self.check_recorded(run_id, &state)?;
         }
+        let interrupted = tools::interrupted_tools(&state);
         let command = Command::RecordHumanDecision {
             ticket: ticket.into(),
             approved: decision.approved,
@@ -449,7 +462,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             at_ms: self.now_ms(),
         };
         self.decide_and_append(&mut state, &bundle, command).await?;
-        self.drive(state, bundle).await
+        self.drive(state, bundle, interrupted).await
     }
 
     /// A run's recorded events with their envelopes.
@@ -571,11 +584,13 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// Calls every pending agent (concurrently, for a fan-out), records each answer and
-    /// what it causes, until the run is no longer running.
+    /// what it causes, until the run is no longer running. `interrupted`: the tool calls
+    /// found scheduled without an outcome when driving began.
     async fn drive(
         &self,
         mut state: RunState,
         bundle: Arc<PolicyBundle>,
+        interrupted: std::collections::BTreeSet<docket_decider::ToolCallId>,
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = state.run_id().cloned().unwrap_or_default();
         let workflow = state
@@ -591,6 +606,15 @@ impl<S: EventStore + 'static> Runtime<S> {
                     NextStep::Effect(record, work) => {
                         let work = (record.clone(), work);
                         self.effect_step(&mut state, &bundle, &workflow, carried.take(), work)
+                            .await?;
+                        continue;
+                    }
+                    // Governed tools: the asking agent waits for the outcome.
+                    NextStep::Tool(record) => {
+                        let record = record.clone();
+                        self.commit_carried(&bundle, carried.take()).await?;
+                        let was_interrupted = interrupted.contains(&record.tool_call_id);
+                        self.tool_step(&mut state, &bundle, &workflow, &record, was_interrupted)
                             .await?;
                         continue;
                     }
@@ -720,6 +744,7 @@ mod tests {
             input: None,
             agents: Default::default(),
             effects: Default::default(),
+            tools: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),

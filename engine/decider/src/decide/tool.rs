@@ -1,0 +1,320 @@
+//! Governed tools in the decider (docs/governance.md#tools): an agent's `call_tool` is
+//! decided before any executor runs it, in seed 002's precedence (the bundle's tool
+//! rules: deny patterns > the agent's MUST NOT rules > task restrictions > its allowed
+//! tools > review patterns; before them, the episode's budget gate), then matched to the
+//! workflow's `[tools.NAME]` executor.
+//!
+//! ```text
+//! call_tool ─▶ policy.decided ─▶ allowed, served ─▶ tool.call_scheduled ─▶ (the runtime runs it)
+//!                     │                                 ─▶ tool.returned | tool.failed (input)
+//!                     └─ denied, needs review, no executor ─▶ tool.denied (never runs)
+//! ```
+//!
+//! Every outcome goes back to the asking agent as a new call carrying a `tool_result`
+//! decision input from `tools`, through the content gate (`gate_content`: scoped and
+//! recorded as `handoff.allowed`). A denial counts as a refused action of the asking
+//! episode (`tool_refused`, stop condition `failure_repeats`): the agent is told and may
+//! fall back, and one that keeps asking for refused tools stops. A call found scheduled
+//! without a result when a run resumes is run again only when its section is `read_only`;
+//! otherwise the runtime records `tool.failed` with `TOOL_INTERRUPTED`.
+
+use super::*;
+use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
+use crate::protocol::{ToolRequest, resolve_tool, tool_invocation};
+use serde::{Deserialize, Serialize};
+
+/// The `source_agent` of the `tool_result` decision inputs (and the sender scoping sees).
+pub const TOOLS_SOURCE: &str = "tools";
+/// The output type of a tool call's outcome, handed back to the agent that asked.
+pub const TOOL_RESULT_TYPE: &str = "tool_result";
+/// The code of a call found started without a result on resume, not run again.
+pub const TOOL_INTERRUPTED: &str = "TOOL_INTERRUPTED";
+
+/// `tool.call_scheduled`: an allowed call, with exactly what its executor is given.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCallScheduled {
+    /// `{run}/tool-N`.
+    pub tool_call_id: ToolCallId,
+    /// The call whose response asked (its agent gets the outcome).
+    pub request_id: CallId,
+    /// The tool as the agent named it.
+    pub name: String,
+    /// The `[tools.NAME]` section that serves it.
+    pub section: String,
+    /// Whether the section is `read_only` (run again after a crash).
+    pub read_only: bool,
+    /// What the executor is given.
+    pub request: ToolRequest,
+}
+
+/// `tool.denied`: a call refused before it ran.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDenied {
+    /// `{run}/tool-N`.
+    pub tool_call_id: ToolCallId,
+    /// The asking call.
+    pub request_id: CallId,
+    /// The asking agent.
+    pub agent: AgentId,
+    /// Its episode.
+    pub episode_id: EpisodeId,
+    /// The tool as the agent named it.
+    pub name: String,
+    /// The arguments as given.
+    #[serde(default)]
+    pub arguments: Value,
+    /// The deciding rule (a deny pattern's id, `agents.X.must_not_tools`,
+    /// `agents.X.allowed_tools`, a review pattern's id, `workflow.tools`, a budget rule).
+    pub rule_id: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// `tool.returned` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReturned {
+    /// The call.
+    pub tool_call_id: ToolCallId,
+    /// What the tool returned.
+    pub result: Value,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `tool.failed` (input).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolFailed {
+    /// The call.
+    pub tool_call_id: ToolCallId,
+    /// `TOOL_TIMEOUT`, `TOOL_UNAVAILABLE`, `TOOL_MALFORMED_ANSWER`, `TOOL_INTERRUPTED`,
+    /// or the tool's own code.
+    pub code: String,
+    /// What happened.
+    pub message: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// A recorded tool outcome, handed to `decide` as [`super::Command::RecordTool`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolInput {
+    /// `tool.returned`.
+    Returned(ToolReturned),
+    /// `tool.failed`.
+    Failed(ToolFailed),
+}
+
+impl ToolInput {
+    /// The call it is about.
+    #[must_use]
+    pub fn tool_call_id(&self) -> &ToolCallId {
+        match self {
+            Self::Returned(e) => &e.tool_call_id,
+            Self::Failed(e) => &e.tool_call_id,
+        }
+    }
+
+    pub(crate) fn at_ms(&self) -> i64 {
+        match self {
+            Self::Returned(e) => e.at_ms,
+            Self::Failed(e) => e.at_ms,
+        }
+    }
+
+    pub(crate) fn to_event(&self) -> RunEvent {
+        match self.clone() {
+            Self::Returned(e) => RunEvent::ToolReturned(e),
+            Self::Failed(e) => RunEvent::ToolFailed(e),
+        }
+    }
+
+    pub(crate) fn from_event(event: &RunEvent) -> Option<Self> {
+        match event {
+            RunEvent::ToolReturned(e) => Some(Self::Returned(e.clone())),
+            RunEvent::ToolFailed(e) => Some(Self::Failed(e.clone())),
+            _ => None,
+        }
+    }
+}
+
+/// Whether a tool outcome applies: the call was scheduled and has no outcome yet.
+pub(super) fn check_input(state: &RunState, input: &ToolInput) -> Result<(), Rejection> {
+    let id = input.tool_call_id();
+    let rec = state
+        .tool_calls
+        .get(id)
+        .ok_or_else(|| Rejection::UnknownToolCall(id.to_string()))?;
+    if rec.phase.awaits_outcome() {
+        Ok(())
+    } else {
+        Err(Rejection::ToolCallSettled {
+            tool_call_id: id.to_string(),
+            phase: rec.phase.as_str(),
+        })
+    }
+}
+
+impl Batch<'_> {
+    /// An agent's `call_tool`: numbered, decided, then scheduled for its executor or
+    /// refused (and the agent told).
+    pub(super) fn call_tool(&mut self, agent: &str, request_id: &CallId, action: &Action) {
+        let Action::CallTool { name, arguments } = action else {
+            return;
+        };
+        let Some(asker) = self.state.calls.get(request_id) else {
+            return;
+        };
+        let episode_id = asker.request.episode_id.clone();
+        let tool_call_id = ToolCallId::from(format!(
+            "{}/tool-{}",
+            self.run_id(),
+            self.state.tool_calls_requested + 1
+        ));
+        let invocation = tool_invocation(name, arguments);
+        // The episode's budget gate first (a stopped episode, or one past its
+        // finalize-or-escalate threshold, runs no more tools), then the tool rules.
+        let decision = self
+            .state
+            .episode_gate(self.bundle, &episode_id)
+            .unwrap_or_else(|| self.bundle.decide_tool_call(agent, &invocation, &[]));
+        let verdict = decision.verdict;
+        let rule = decision.rule_id.to_string();
+        let reason = decision.reason.to_string();
+        self.push(RunEvent::PolicyDecided {
+            subject: tool_call_id.to_string(),
+            decision,
+        });
+        let denied = ToolDenied {
+            tool_call_id: tool_call_id.clone(),
+            request_id: request_id.clone(),
+            agent: agent.into(),
+            episode_id: episode_id.clone(),
+            name: name.clone(),
+            arguments: arguments.clone(),
+            rule_id: rule,
+            reason,
+        };
+        match verdict {
+            Verdict::Allow => {}
+            Verdict::NeedsApproval => {
+                let reason = format!(
+                    "{}; a call_tool cannot wait for a human's review, so it is refused",
+                    denied.reason
+                );
+                return self.deny_tool(ToolDenied { reason, ..denied });
+            }
+            _ => return self.deny_tool(denied),
+        }
+        let Some(run) = self.state.run.clone() else {
+            return;
+        };
+        let Some((section, spec, tool)) = resolve_tool(&run.workflow.tools, name) else {
+            return self.deny_tool(ToolDenied {
+                rule_id: "workflow.tools".to_owned(),
+                reason: format!(
+                    "the workflow declares no executor for tool `{name}` (a [tools.{name}] \
+                     section, or `SECTION:TOOL` for an mcp section)"
+                ),
+                ..denied
+            });
+        };
+        let request = ToolRequest {
+            run_id: self.run_id(),
+            episode_id,
+            tool_call_id: tool_call_id.clone(),
+            agent: agent.into(),
+            tool: tool.to_owned(),
+            arguments: arguments.clone(),
+            timeout_ms: spec.timeout_ms(),
+        };
+        self.push(RunEvent::ToolCallScheduled(ToolCallScheduled {
+            tool_call_id,
+            request_id: request_id.clone(),
+            name: name.clone(),
+            section: section.to_owned(),
+            read_only: spec.read_only,
+            request,
+        }));
+    }
+
+    /// Records a refusal; the asking episode counts it (`tool_refused`) and, unless that
+    /// stops it, the agent is told.
+    fn deny_tool(&mut self, denied: ToolDenied) {
+        let id = denied.tool_call_id.clone();
+        let episode_id = denied.episode_id.clone();
+        let detail = json!({ "rule_id": denied.rule_id, "reason": denied.reason });
+        self.push(RunEvent::ToolDenied(denied));
+        if self.refusals_repeat(&episode_id) {
+            return;
+        }
+        self.reply_tool(&id, "denied", detail);
+    }
+
+    /// A recorded outcome: the agent that asked is called again with it.
+    pub(super) fn on_tool_input(&mut self, input: &ToolInput) {
+        let id = input.tool_call_id().clone();
+        let Some(rec) = self.state.tool_calls.get(&id) else {
+            return;
+        };
+        self.episode = rec.episode_id.clone();
+        match input {
+            ToolInput::Returned(e) => {
+                self.reply_tool(&id, "returned", json!({ "result": e.result }))
+            }
+            ToolInput::Failed(e) => self.reply_tool(
+                &id,
+                "failed",
+                json!({ "code": e.code, "message": e.message }),
+            ),
+        }
+    }
+
+    /// Calls the asking agent again with the call's outcome as a `tool_result` decision
+    /// input, through the content gate (scoped for `tools → agent`, recorded).
+    fn reply_tool(&mut self, id: &ToolCallId, status: &str, extra: Value) {
+        let Some(rec) = self.state.tool_calls.get(id).cloned() else {
+            return;
+        };
+        let Some(asker) = self.state.calls.get(&rec.request_id).cloned() else {
+            return;
+        };
+        let mut outcome = json!({
+            "tool_call_id": id,
+            "name": rec.name,
+            "arguments": rec.arguments,
+            "status": status,
+        });
+        if let (Some(map), Value::Object(more)) = (outcome.as_object_mut(), extra) {
+            map.extend(more);
+        }
+        let agent = rec.agent.to_string();
+        let rule = format!("agents.{agent}.allowed_tools");
+        let authority = PolicyDecision {
+            kind: DecisionKind::ToolCall,
+            verdict: Verdict::Allow,
+            rule_id: rule.as_str().into(),
+            reason: format!(
+                "the outcome of {agent}'s call of `{}` returns to it",
+                rec.name
+            )
+            .into(),
+            bundle_hash: self.bundle.hash(),
+            chain: vec![RuleStep::new(rule, StepOutcome::Applied, "tool outcome")],
+        };
+        let delivered = self.gate_content(
+            TOOLS_SOURCE,
+            &agent,
+            (TOOL_RESULT_TYPE, InputKind::Decision),
+            &outcome,
+            &authority,
+        );
+        let mut request = AgentRequest::clone(&asker.request);
+        request.request_id = self.next_request_id();
+        request.decision_inputs.push(DecisionInput {
+            source_agent: TOOLS_SOURCE.into(),
+            output_type: TOOL_RESULT_TYPE.to_owned(),
+            payload: delivered,
+        });
+        self.schedule(request, asker.reply_to, None, asker.branch_of);
+    }
+}
