@@ -236,10 +236,11 @@ fn serde_phrases(line: &str) -> String {
     // `policy bundle X: X:4:11: what` (the runtime naming the bundle its diagnostic names).
     if let Some(at) = line.find("policy bundle ") {
         let rest = &line[at + "policy bundle ".len()..];
-        if let Some((name, after)) = rest.split_once(": ") {
-            if after.starts_with(name) && after[name.len()..].starts_with(':') {
-                return serde_phrases(&format!("{}policy bundle {after}", &line[..at]));
-            }
+        if let Some((name, after)) = rest.split_once(": ")
+            && after.starts_with(name)
+            && after[name.len()..].starts_with(':')
+        {
+            return serde_phrases(&format!("{}policy bundle {after}", &line[..at]));
         }
     }
     // The store's word for a run id, after the runtime's: `invalid run id "x": invalid

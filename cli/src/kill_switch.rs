@@ -66,11 +66,11 @@ fn who(by: Option<String>) -> String {
 pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
     let mut out = String::new();
     let result = execute(command, data, &mut out);
-    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: cannot write output: {e}");
-            return ExitCode::from(crate::runs::EXIT_FAILED);
-        }
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write output: {e}");
+        return ExitCode::from(crate::runs::EXIT_FAILED);
     }
     match result {
         Ok(()) => ExitCode::from(crate::runs::EXIT_COMPLETED),

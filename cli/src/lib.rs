@@ -134,11 +134,11 @@ pub fn main() -> ExitCode {
     let mut out = String::new();
     let result = run(command, &mut out);
     // A closed pipe (`docket ... | head`) is not an error worth a message.
-    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: cannot write output: {e}");
-            return ExitCode::from(1);
-        }
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write output: {e}");
+        return ExitCode::from(1);
     }
     match result {
         Ok(code) => ExitCode::from(code),

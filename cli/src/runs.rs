@@ -228,11 +228,11 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
     };
     let mut out = String::new();
     let result = runtime.block_on(execute(command, &data_dir(data), &mut out));
-    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes()) {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            eprintln!("error: cannot write output: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write output: {e}");
+        return ExitCode::from(EXIT_FAILED);
     }
     match result {
         Ok(code) => ExitCode::from(code),

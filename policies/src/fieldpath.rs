@@ -31,10 +31,10 @@ pub fn schema_admits(schema: &Value, segs: &[&str]) -> bool {
         return !matches!(schema, Value::Bool(false));
     };
     for key in ["anyOf", "oneOf", "allOf"] {
-        if let Some(Value::Array(branches)) = s.get(key) {
-            if key != "allOf" {
-                return branches.iter().any(|b| schema_admits(b, segs));
-            }
+        if let Some(Value::Array(branches)) = s.get(key)
+            && key != "allOf"
+        {
+            return branches.iter().any(|b| schema_admits(b, segs));
         }
     }
     if s.contains_key("$ref") {

@@ -325,7 +325,7 @@ impl Index {
             .and_then(|b| b.try_into().ok())
             .map(u64::from_be_bytes)
             .ok_or_else(|| self.damaged("event key"))?;
-        if v.is_empty() || v.len() % RUN_BYTES != 0 {
+        if v.is_empty() || !v.len().is_multiple_of(RUN_BYTES) {
             return Err(self.damaged("event page length"));
         }
         let mut out = Vec::with_capacity(v.len() / RUN_BYTES);

@@ -1023,12 +1023,10 @@ proptest::proptest! {
             }
         }
         // What is not blocked still crosses in full mode (the check is not vacuous).
-        if mode == "full" {
-            if let Some(Value::String(beta)) = payload.get("beta") {
-                if !beta.starts_with("BLOCKED-") {
+        if mode == "full"
+            && let Some(Value::String(beta)) = payload.get("beta")
+                && !beta.starts_with("BLOCKED-") {
                     proptest::prop_assert!(second.contains(beta.as_str()), "{second}");
                 }
-            }
-        }
     }
 }

@@ -225,7 +225,7 @@ async fn acknowledged_events_survive_sigkill() {
     let mut runs_with_acks = 0u64;
     for kill in 0..kills {
         // One kill in five lands while the writer is still starting (opening, recovering).
-        let at = if rng.next() % 5 == 0 {
+        let at = if rng.next().is_multiple_of(5) {
             KillAt::AfterSpawn(Duration::from_millis(rng.next() % 80))
         } else {
             KillAt::AfterReady(Duration::from_millis(rng.next() % 40))

@@ -66,13 +66,13 @@ pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), Re
             index: start,
             kind: first.kind(),
         })?;
-        if let Command::Start(run) = &command {
-            if run.decider_version > DECIDER_VERSION {
-                return Err(ReplayMismatch::NewerDecider {
-                    recorded: run.decider_version,
-                    supported: DECIDER_VERSION,
-                });
-            }
+        if let Command::Start(run) = &command
+            && run.decider_version > DECIDER_VERSION
+        {
+            return Err(ReplayMismatch::NewerDecider {
+                recorded: run.decider_version,
+                supported: DECIDER_VERSION,
+            });
         }
         let end = events[start + 1..]
             .iter()

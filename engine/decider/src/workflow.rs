@@ -177,10 +177,10 @@ impl EffectSpec {
                 "`cwd` is empty (write \".\" for the workflow file's directory)".to_owned(),
             );
         }
-        if let Some(url) = &self.http {
-            if let Some(problem) = http_url_problem(url) {
-                return Some(problem);
-            }
+        if let Some(url) = &self.http
+            && let Some(problem) = http_url_problem(url)
+        {
+            return Some(problem);
         }
         if self.timeout_ms == Some(0) {
             return Some("`timeout_ms` must be positive".to_owned());
@@ -205,12 +205,12 @@ fn http_url_problem(url: &str) -> Option<String> {
     if host.is_empty() || url.chars().any(char::is_whitespace) {
         return Some(format!("invalid URL {url:?}: it names no host"));
     }
-    if let Some((_, port)) = authority.rsplit_once(':') {
-        if port.parse::<u16>().is_err() {
-            return Some(format!(
-                "invalid URL {url:?}: port {port:?} is not a number up to 65535"
-            ));
-        }
+    if let Some((_, port)) = authority.rsplit_once(':')
+        && port.parse::<u16>().is_err()
+    {
+        return Some(format!(
+            "invalid URL {url:?}: port {port:?} is not a number up to 65535"
+        ));
     }
     None
 }
@@ -516,10 +516,10 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
                 _ => None,
             })
     };
-    if let Some(budget) = table("budget") {
-        if let Some(err) = unknown(budget, "[budget]", BUDGET_KEYS) {
-            return Err(err);
-        }
+    if let Some(budget) = table("budget")
+        && let Some(err) = unknown(budget, "[budget]", BUDGET_KEYS)
+    {
+        return Err(err);
     }
     for (group, known) in [
         ("agents", AGENT_KEYS),

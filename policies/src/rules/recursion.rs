@@ -424,15 +424,15 @@ impl PolicyBundle {
                 chain,
             );
         }
-        if stops.contains(&StopCondition::BudgetExhausted) {
-            if let Some((dim, _)) = req.parent_budget.iter().find(|(_, m)| m.remaining() == 0) {
-                return stop(
-                    StopCondition::BudgetExhausted,
-                    pid,
-                    format!("stop: budget exhausted ({dim})"),
-                    chain,
-                );
-            }
+        if stops.contains(&StopCondition::BudgetExhausted)
+            && let Some((dim, _)) = req.parent_budget.iter().find(|(_, m)| m.remaining() == 0)
+        {
+            return stop(
+                StopCondition::BudgetExhausted,
+                pid,
+                format!("stop: budget exhausted ({dim})"),
+                chain,
+            );
         }
         let at = budget.finalize_or_escalate_at_percent;
         if let Some((dim, m)) = req.parent_budget.iter().find(|(_, m)| m.crossed(at)) {

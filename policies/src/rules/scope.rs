@@ -862,17 +862,17 @@ impl PolicyBundle {
             ));
         }
         let mut context_tokens = count(&context);
-        if let Some(max) = receiver_budget {
-            if context_tokens > max as usize {
-                context = translate::summarize(&context, max as usize);
-                context_tokens = count(&context);
-                translated = true;
-                chain.push(RuleStep::new(
-                    format!("agents.{to}.context_requirements.max_context_tokens"),
-                    StepOutcome::Applied,
-                    format!("summarised to {max} tokens"),
-                ));
-            }
+        if let Some(max) = receiver_budget
+            && context_tokens > max as usize
+        {
+            context = translate::summarize(&context, max as usize);
+            context_tokens = count(&context);
+            translated = true;
+            chain.push(RuleStep::new(
+                format!("agents.{to}.context_requirements.max_context_tokens"),
+                StepOutcome::Applied,
+                format!("summarised to {max} tokens"),
+            ));
         }
 
         let after = ContextAfter {

@@ -103,11 +103,11 @@ fn open_locked(path: &Path) -> std::io::Result<File> {
 }
 
 fn note(options: &Options, op: &str, key: &str, outcome: &str) {
-    if let Some(path) = &options.calls {
-        if let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path) {
-            let _ = writeln!(file, "{op}\t{key}\t{outcome}");
-            let _ = file.sync_all();
-        }
+    if let Some(path) = &options.calls
+        && let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(file, "{op}\t{key}\t{outcome}");
+        let _ = file.sync_all();
     }
 }
 

@@ -42,7 +42,11 @@ async fn append_loop(store: EmbeddedStore, task: u64) -> Result<(), StoreError> 
     loop {
         round += 1;
         // Every fourth append goes to the contended stream, retried on conflict.
-        let stream = if round % 4 == 0 { &shared } else { &own };
+        let stream = if round.is_multiple_of(4) {
+            &shared
+        } else {
+            &own
+        };
         let head = store.head(stream).await?.map_or(0, |h| h.seq);
         let n = 1 + (task + round) % 3;
         let events = (0..n)

@@ -181,27 +181,27 @@ impl Batch<'_> {
                 return false;
             }
         };
-        if let Some(declared) = matrix.output_type.as_deref() {
-            if declared != output_type {
-                let rule: std::sync::Arc<str> = format!("output_types.{declared}").into();
-                let decision = PolicyDecision {
-                    kind: DecisionKind::DataContract,
-                    verdict: Verdict::Deny,
-                    rule_id: rule.clone(),
-                    reason: format!(
-                        "{from} → {to} carries {declared}, not {output_type}: the flow stops"
-                    )
-                    .into(),
-                    bundle_hash: bundle.hash(),
-                    chain: vec![RuleStep::new(
-                        rule,
-                        StepOutcome::Applied,
-                        "output type mismatch",
-                    )],
-                };
-                self.deny_handoff(from, to, output_type, decision, "validation_error", origin);
-                return false;
-            }
+        if let Some(declared) = matrix.output_type.as_deref()
+            && declared != output_type
+        {
+            let rule: std::sync::Arc<str> = format!("output_types.{declared}").into();
+            let decision = PolicyDecision {
+                kind: DecisionKind::DataContract,
+                verdict: Verdict::Deny,
+                rule_id: rule.clone(),
+                reason: format!(
+                    "{from} → {to} carries {declared}, not {output_type}: the flow stops"
+                )
+                .into(),
+                bundle_hash: bundle.hash(),
+                chain: vec![RuleStep::new(
+                    rule,
+                    StepOutcome::Applied,
+                    "output type mismatch",
+                )],
+            };
+            self.deny_handoff(from, to, output_type, decision, "validation_error", origin);
+            return false;
         }
         let contract = bundle.check_output(from, to, InputKind::Decision, payload);
         if !contract.is_allowed() {

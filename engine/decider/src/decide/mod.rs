@@ -385,14 +385,14 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                 return Err(Rejection::TicketClosed(ticket.to_string()));
             }
             let offered = ticket::options_offered(&t.subject);
-            if let (Some(count), Some(choice)) = (offered, choice) {
-                if *choice == 0 || *choice as usize > count {
-                    return Err(Rejection::InvalidChoice {
-                        ticket: ticket.to_string(),
-                        choice: *choice,
-                        count,
-                    });
-                }
+            if let (Some(count), Some(choice)) = (offered, choice)
+                && (*choice == 0 || *choice as usize > count)
+            {
+                return Err(Rejection::InvalidChoice {
+                    ticket: ticket.to_string(),
+                    choice: *choice,
+                    count,
+                });
             }
             if state.decider_version() >= HUMANS_ANSWER {
                 ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
@@ -688,30 +688,30 @@ impl Batch<'_> {
             );
             return;
         }
-        if let Some(health) = self.state.health.get(&target).copied() {
-            if health.consecutive_failures > 0 {
-                let since = u64::try_from(self.now_ms - health.last_failure_ms).unwrap_or(0);
-                let d = self
-                    .bundle
-                    .decide_circuit(&target, health.consecutive_failures, since);
-                if !d.is_allowed() {
-                    let reason = format!("circuit open for {target}: {}", d.reason);
-                    let rule = d.rule_id.to_string();
-                    let error = seed_error(
-                        &request.request_id,
-                        &target,
-                        "circuit_open",
-                        &reason,
-                        json!({ "ruleId": rule }),
-                        request.attempt.saturating_sub(1),
-                    );
-                    self.push(RunEvent::PolicyDecided {
-                        subject: request.request_id.to_string(),
-                        decision: d,
-                    });
-                    self.block(&rule, reason, error);
-                    return;
-                }
+        if let Some(health) = self.state.health.get(&target).copied()
+            && health.consecutive_failures > 0
+        {
+            let since = u64::try_from(self.now_ms - health.last_failure_ms).unwrap_or(0);
+            let d = self
+                .bundle
+                .decide_circuit(&target, health.consecutive_failures, since);
+            if !d.is_allowed() {
+                let reason = format!("circuit open for {target}: {}", d.reason);
+                let rule = d.rule_id.to_string();
+                let error = seed_error(
+                    &request.request_id,
+                    &target,
+                    "circuit_open",
+                    &reason,
+                    json!({ "ruleId": rule }),
+                    request.attempt.saturating_sub(1),
+                );
+                self.push(RunEvent::PolicyDecided {
+                    subject: request.request_id.to_string(),
+                    decision: d,
+                });
+                self.block(&rule, reason, error);
+                return;
             }
         }
         self.attach_domain_reads(&mut request);

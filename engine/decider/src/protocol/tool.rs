@@ -87,10 +87,10 @@ impl ToolSpec {
         {
             return Some("`args` and `env` go with `command` or `mcp` only".to_owned());
         }
-        if let Some(url) = &self.http {
-            if !url.starts_with("http://") {
-                return Some(format!("`http = {url:?}`: only http:// is supported"));
-            }
+        if let Some(url) = &self.http
+            && !url.starts_with("http://")
+        {
+            return Some(format!("`http = {url:?}`: only http:// is supported"));
         }
         if self.timeout_ms == Some(0) {
             return Some("`timeout_ms` must be positive".to_owned());

@@ -255,16 +255,16 @@ impl AgentResponse {
         }
         for (i, action) in self.actions.iter().enumerate() {
             validate_action(i, action)?;
-            if let Action::CallTool { name, .. } = action {
-                if i + 1 < self.actions.len() {
-                    return fail(
-                        format!("actions[{i}]"),
-                        ValidationProblem::CallToolNotLast {
-                            name: name.clone(),
-                            following: self.actions.len() - i - 1,
-                        },
-                    );
-                }
+            if let Action::CallTool { name, .. } = action
+                && i + 1 < self.actions.len()
+            {
+                return fail(
+                    format!("actions[{i}]"),
+                    ValidationProblem::CallToolNotLast {
+                        name: name.clone(),
+                        following: self.actions.len() - i - 1,
+                    },
+                );
             }
             if matches!(action, Action::Finish { .. } | Action::FinishEpisode { .. })
                 && i + 1 < self.actions.len()

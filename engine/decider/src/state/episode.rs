@@ -388,32 +388,31 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             ..
         } => {
             tree.last_input_ms = *at_ms;
-            if !state.tickets.values().any(|t| t.open) {
-                if let Some(since) = tree.waiting_since.take() {
-                    tree.human_wait_ms += (*at_ms - since).max(0);
-                }
+            if !state.tickets.values().any(|t| t.open)
+                && let Some(since) = tree.waiting_since.take()
+            {
+                tree.human_wait_ms += (*at_ms - since).max(0);
             }
             if let Some(TicketSubject::EpisodeReview { episode_id, .. }) =
                 state.tickets.get(ticket).map(|t| &t.subject)
+                && *approved
             {
-                if *approved {
-                    if let Some(e) = tree.episodes.get_mut(episode_id) {
-                        e.phase = EpisodePhase::Finished;
-                        if let Some(r) = &mut e.result {
-                            r.status = EpisodeStatus::Ok;
-                        }
+                if let Some(e) = tree.episodes.get_mut(episode_id) {
+                    e.phase = EpisodePhase::Finished;
+                    if let Some(r) = &mut e.result {
+                        r.status = EpisodeStatus::Ok;
                     }
-                    let result = tree.episodes.get(episode_id).and_then(|e| e.result.clone());
-                    let verify = tree
-                        .episodes
-                        .get(episode_id)
-                        .is_some_and(|e| e.episode_type == "verify");
-                    let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
-                    if let (true, Some(_), Some(p)) = (verify, result, parent) {
-                        if let Some(p) = tree.episodes.get_mut(&p) {
-                            p.verified = true;
-                        }
-                    }
+                }
+                let result = tree.episodes.get(episode_id).and_then(|e| e.result.clone());
+                let verify = tree
+                    .episodes
+                    .get(episode_id)
+                    .is_some_and(|e| e.episode_type == "verify");
+                let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
+                if let (true, Some(_), Some(p)) = (verify, result, parent)
+                    && let Some(p) = tree.episodes.get_mut(&p)
+                {
+                    p.verified = true;
                 }
             }
         }

@@ -179,13 +179,13 @@ pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
     let mut problems = Vec::new();
     for (id, agent) in &spec.agents {
         let section = format!("[agents.{id}]");
-        if let ExecutorSpec::Command { command, env, .. } = &agent.executor {
-            if let Some(message) = command_problem(command, env.get("PATH")) {
-                problems.push(WorkflowProblem {
-                    section: section.clone(),
-                    message,
-                });
-            }
+        if let ExecutorSpec::Command { command, env, .. } = &agent.executor
+            && let Some(message) = command_problem(command, env.get("PATH"))
+        {
+            problems.push(WorkflowProblem {
+                section: section.clone(),
+                message,
+            });
         }
         if let Some(message) = agent.cwd.as_deref().and_then(cwd_problem) {
             problems.push(WorkflowProblem { section, message });
@@ -193,13 +193,13 @@ pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
     }
     for (kind, effect) in &spec.effects {
         let section = format!("[effects.{kind}]");
-        if let Some(command) = &effect.command {
-            if let Some(message) = command_problem(command, effect.env.get("PATH")) {
-                problems.push(WorkflowProblem {
-                    section: section.clone(),
-                    message,
-                });
-            }
+        if let Some(command) = &effect.command
+            && let Some(message) = command_problem(command, effect.env.get("PATH"))
+        {
+            problems.push(WorkflowProblem {
+                section: section.clone(),
+                message,
+            });
         }
         if let Some(message) = effect.cwd.as_deref().and_then(cwd_problem) {
             problems.push(WorkflowProblem { section, message });
