@@ -46,6 +46,7 @@ pub use decide::effect::{
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
     VERIFY_EFFECT_CAPABILITY,
 };
+pub use decide::overrides::{HeldStep, Overridable};
 pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, MAX_TIMEOUT_GROWTH,
