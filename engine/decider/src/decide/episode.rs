@@ -277,7 +277,7 @@ impl Batch<'_> {
             agent: s.agent.into(),
             episode_type: s.episode_type.to_owned(),
             goal: s.goal.to_owned(),
-            budget: s.budget.clone(),
+            budget: *s.budget,
             inputs: s.inputs.clone(),
         }];
         if let Some((id, all, next)) = &self.acting {
