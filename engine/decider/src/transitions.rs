@@ -64,9 +64,10 @@ const TRANSITIONS: &[Transition] = &[
         input: "RecordOverride by a role above global_rules",
         to: "Running (the handoff crosses, scoped, rule human.override; the agent's other actions follow)",
         records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
-        covered_by: &[Test(
-            overrides::an_override_lets_a_denied_handoff_cross_scoped_and_the_run_completes,
-        )],
+        covered_by: &[
+            Test(overrides::an_override_lets_a_denied_handoff_cross_scoped_and_the_run_completes),
+            Test(overrides::an_override_lets_the_runs_input_past_the_entry_checkpoint),
+        ],
     },
     Transition {
         concern: "overrides",

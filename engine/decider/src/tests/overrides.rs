@@ -417,3 +417,41 @@ pub(crate) fn a_run_recorded_by_decider_5_cannot_be_overridden() {
     assert!(why.contains("decider version 5"), "{why}");
     run.replays();
 }
+
+#[test]
+pub(crate) fn an_override_lets_the_runs_input_past_the_entry_checkpoint() {
+    let source = OV
+        .replace(
+            r#"{ from = "external", to = "a" },"#,
+            r#"{ from = "external", to = "a", output_type = "brief" },"#,
+        )
+        .replace(
+            "[interactions]",
+            "[[output_types]]\nid = \"brief\"\nschema = { type = \"object\", required = [\"topic\"] }\n\n[interactions]",
+        );
+    let mut run = started_under(&source, "ov.toml", |_| {});
+    assert_eq!(
+        run.state.status,
+        RunStatus::Blocked,
+        "the input has no topic"
+    );
+    let held = run
+        .state
+        .overridable()
+        .cloned()
+        .expect("the entry handoff is held");
+    assert!(matches!(
+        held.step,
+        HeldStep::Handoff { request_id: None, ref to, .. } if to == "a"
+    ));
+    run.when(override_by("dana", "lead").because("the topic is in the brief's title"))
+        .then_kinds(&[
+            "human.overrode",
+            "policy.decided",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ]);
+    assert_eq!(run.pending().target_agent, "a");
+    assert_eq!(run.pending().decision_inputs[0].payload, json!({"x": 1}));
+    run.replays();
+}
