@@ -1,5 +1,5 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
+//! `approve`, `deny`, `answer`, `override`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 

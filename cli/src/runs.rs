@@ -14,7 +14,7 @@ use clap::Subcommand;
 use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
 use docket_policies::InputKind;
 use docket_runtime::{
-    HumanDecision, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
+    HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
 };
 use docket_store::{EmbeddedStore, StoreConfig};
 use serde_json::{Value, json};
@@ -121,6 +121,25 @@ pub(crate) enum RunCommand {
         /// Why (recorded in the run's log).
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
+    },
+    /// Override the rule that blocked a run, in a role of the bundle's registry that
+    /// outranks it: what the block stopped goes on (docs/governance.md#human-override).
+    Override {
+        /// The run id.
+        run: RunId,
+        /// Who overrides (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// The role you act in: an agent id of the bundle's registry (e.g. one with
+        /// authority = "human"); `docket status` names the roles that may.
+        #[arg(long, value_name = "ROLE")]
+        role: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        /// The rule you override; it must be the one that blocked (default: that one).
+        #[arg(long, value_name = "RULE")]
+        rule: Option<String>,
     },
     /// Re-derive every decision a run recorded, with its recorded bundle and decider
     /// version, calling no agent: prints the counts and the run's result, or the first
@@ -397,6 +416,23 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .await?;
             Ok(summary(out, &outcome))
         }
+        RunCommand::Override {
+            run,
+            by,
+            role,
+            reason,
+            rule,
+        } => {
+            let rt = open(data).await?;
+            let o = HumanOverride {
+                by,
+                role,
+                reason,
+                rule_id: rule,
+            };
+            let outcome = rt.override_block(&run, o).await?;
+            Ok(summary(out, &outcome))
+        }
         RunCommand::Runs { waiting } => {
             let rt = open(data).await?;
             // Summaries read event kinds; folding every run would load each whole.
@@ -411,9 +447,14 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 } else {
                     format!("\t{}", run.open_tickets.join(" "))
                 };
+                let overridable = if run.overridable {
+                    " (overridable: docket status shows who may)"
+                } else {
+                    ""
+                };
                 outln!(
                     out,
-                    "{}\t{}\t{}\t{} events{tickets}",
+                    "{}\t{}\t{}{overridable}\t{} events{tickets}",
                     run.run_id,
                     run.workflow,
                     run.status.as_str(),
@@ -490,6 +531,8 @@ fn status_json(outcome: &RunOutcome) -> Value {
         "pending_calls": s.pending_requests().iter().map(|r| &r.request_id).collect::<Vec<_>>(),
         "output": s.output(),
         "stop_reason": s.stop_reason(),
+        "blocked_by": s.blocked_by(),
+        "overridable": s.overridable(),
         "episodes": crate::episodes::tree_json(s.episodes()),
         "effects": crate::effects::list_json(s),
     })
@@ -611,6 +654,13 @@ fn describe(event: &RunEvent) -> String {
             "{ticket} {} by {by}: {reason}",
             if *approved { "approved" } else { "denied" }
         ),
+        RunEvent::HumanOverrode {
+            by,
+            role,
+            rule_id,
+            reason,
+            ..
+        } => format!("{by} ({role}) overrode {rule_id}: {reason}"),
         RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
         RunEvent::RunBlocked {
             rule_id, reason, ..
@@ -672,6 +722,7 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
     if let Some(reason) = s.stop_reason() {
         outln!(out, "stopped: {reason}");
     }
+    print_overridable(out, &outcome.run_id, s);
     if let Some(output) = s.output() {
         print_output(out, output);
     }
@@ -723,6 +774,47 @@ fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Tic
     outln!(
         out,
         "  decide with: docket approve {run} {id} --by NAME --reason TEXT  (or docket deny ...)"
+    );
+}
+
+/// A block a person may override: what an override continues, the level the rule sits
+/// at, the roles that outrank it and the command (docs/governance.md#human-override).
+fn print_overridable(out: &mut String, run: &RunId, s: &RunState) {
+    let (Some(held), Some(rule)) = (s.overridable(), s.blocked_by()) else {
+        return;
+    };
+    let level = held.level;
+    let roles = s
+        .request()
+        .and_then(|r| docket_decider::recorded_bundle(r).ok())
+        .map(|b| {
+            b.roles_outranking(level)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    outln!(
+        out,
+        "overridable: `{rule}` sits at authority level {} ({}); an override means {}",
+        level.level(),
+        level.as_str(),
+        held.step.describe()
+    );
+    if let Some(pattern) = &held.deny_pattern {
+        outln!(
+            out,
+            "  but the deny pattern `{pattern}` is behind it: absolute unless the bundle sets [overrides] deny_patterns_overridable"
+        );
+    }
+    let who = if roles.is_empty() {
+        "no role of the bundle's registry outranks it".to_owned()
+    } else {
+        format!("roles that may: {}", roles.join(", "))
+    };
+    outln!(
+        out,
+        "  override with: docket override {run} --by NAME --role ROLE --reason TEXT  ({who})"
     );
 }
 

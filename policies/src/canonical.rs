@@ -16,8 +16,8 @@ use serde_json::Value;
 
 use crate::model::BundleSpec;
 use crate::rules::{
-    capability, contract, domain, escalation, handoff, provenance, recursion, scope, side_effect,
-    tools,
+    authority, capability, contract, domain, escalation, handoff, provenance, recursion, scope,
+    side_effect, tools,
 };
 
 pub mod writer;
@@ -89,6 +89,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     side_effect::normalize(&mut s);
     escalation::normalize(&mut s);
     provenance::normalize(&mut s);
+    authority::normalize(&mut s);
     s
 }
 

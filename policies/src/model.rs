@@ -5,7 +5,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::rules::authority::Authority;
+use crate::rules::authority::{Authority, OverridePolicy};
 use crate::rules::capability::{CapabilitySpec, ResponsibilityLock};
 use crate::rules::circuit_breaker::CircuitBreaker;
 use crate::rules::contract::OutputTypeSpec;
@@ -71,6 +71,10 @@ pub struct BundleSpec {
     /// form when empty, so the hash of a bundle without any is unchanged.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub provenance: Vec<ProvenanceRule>,
+    /// What no human override lifts (docs/governance.md#human-override). Left out of the
+    /// canonical form when unset, so the hash of a bundle without it is unchanged.
+    #[serde(default, skip_serializing_if = "OverridePolicy::is_default")]
+    pub overrides: OverridePolicy,
 }
 
 /// Identity of a bundle.

@@ -16,8 +16,8 @@ use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
-    capability, circuit_breaker, contract, domain, escalation, handoff, provenance, recursion,
-    scope, side_effect, tools,
+    authority, capability, circuit_breaker, contract, domain, escalation, handoff, provenance,
+    recursion, scope, side_effect, tools,
 };
 
 /// One semantic problem, located by pointer.
@@ -57,6 +57,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     side_effect::check(&mut c);
     escalation::check(&mut c);
     provenance::check(&mut c);
+    authority::check(&mut c);
     c.rule_ids();
     c.issues
 }

@@ -20,6 +20,7 @@ use super::decide::effect::{
     EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
     EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
 };
+use super::decide::overrides::Overridable;
 use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
 use crate::workflow::WorkflowSpec;
@@ -58,7 +59,7 @@ pub struct RunRequested {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 5;
+pub const DECIDER_VERSION: u32 = 6;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -89,6 +90,13 @@ pub(crate) const HUMANS_ANSWER: u32 = 4;
 /// escalate or stop is answered to the agent that asked, as `capability_failed`, so it
 /// may fall back (docs/governance.md#failure-ladder).
 pub(crate) const CLASSED_FAILURES: u32 = 5;
+
+/// Decider version 6: a run blocked by a rule a person may override (a handoff a policy
+/// denied, a DANGEROUS verdict, a forbidden child type, the failure ladder's hard stop)
+/// records on `run.blocked` what the block stopped (`overridable`); `human.overrode`, from
+/// a person whose role outranks the blocking rule, continues exactly that step
+/// (docs/governance.md#human-override). Runs of earlier versions cannot be overridden.
+pub(crate) const HUMAN_OVERRIDES: u32 = 6;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -388,6 +396,21 @@ pub enum RunEvent {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    /// Recorded input (decider version 6): a person overrode the rule that blocked the run
+    /// (docs/governance.md#human-override); what the block stopped continues.
+    #[serde(rename = "human.overrode")]
+    HumanOverrode {
+        /// Who.
+        by: String,
+        /// The role they act in: an entry of the bundle's registry.
+        role: String,
+        /// The rule overridden: the block's `rule_id`.
+        rule_id: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
     /// Decision: the run finished with this output.
     #[serde(rename = "run.completed")]
     RunCompleted {
@@ -403,6 +426,11 @@ pub enum RunEvent {
         reason: String,
         /// The error object (docs/events.md#the-error-object).
         error: Value,
+        /// From decider version 6, for a block a person may override: the level the rule
+        /// sits at and what the block stopped, which an override continues
+        /// (docs/governance.md#human-override). Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overridable: Option<Box<Overridable>>,
     },
     /// Decision: the run cannot go on for a reason that is not a policy.
     #[serde(rename = "run.failed")]
@@ -594,6 +622,7 @@ impl RunEvent {
         "risk.classified",
         "human.escalated",
         "human.decided",
+        "human.overrode",
         "run.completed",
         "run.blocked",
         "run.failed",
@@ -641,6 +670,7 @@ impl RunEvent {
             Self::RiskClassified { .. } => "risk.classified",
             Self::Escalated { .. } => "human.escalated",
             Self::HumanDecided { .. } => "human.decided",
+            Self::HumanOverrode { .. } => "human.overrode",
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
@@ -683,6 +713,7 @@ impl RunEvent {
                 | Self::AgentResponded { .. }
                 | Self::AgentCallFailed { .. }
                 | Self::HumanDecided { .. }
+                | Self::HumanOverrode { .. }
                 // Side effects
                 | Self::EffectDryRun(_)
                 | Self::EffectKillSwitchChecked(_)

@@ -46,6 +46,7 @@ pub use decide::effect::{
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
     VERIFY_EFFECT_CAPABILITY,
 };
+pub use decide::overrides::{HeldStep, Overridable};
 pub use decide::tool::{
     TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
     ToolInput, ToolReturned,

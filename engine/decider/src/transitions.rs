@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, classification, effect, episode, failure, fan_out, handoff, response, ticket, tool,
+    capability, classification, effect, episode, failure, fan_out, handoff, overrides, response,
+    ticket, tool,
 };
 
 thread_local! {
@@ -57,6 +58,62 @@ struct Transition {
 use Cover::{Property, Test};
 
 const TRANSITIONS: &[Transition] = &[
+    Transition {
+        concern: "overrides",
+        from: "Blocked (a handoff a policy denied; decider 6)",
+        input: "RecordOverride by a role above global_rules",
+        to: "Running (the handoff crosses, scoped, rule human.override; the agent's other actions follow)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(overrides::an_override_lets_a_denied_handoff_cross_scoped_and_the_run_completes),
+            Test(overrides::an_override_lets_the_runs_input_past_the_entry_checkpoint),
+        ],
+    },
+    Transition {
+        concern: "overrides",
+        from: "Blocked (a DANGEROUS verdict; decider 6)",
+        input: "RecordOverride by a role above safety_skill",
+        to: "Running (the held actions are carried out)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[Test(
+            overrides::an_override_of_a_dangerous_verdict_carries_out_the_held_actions,
+        )],
+    },
+    Transition {
+        concern: "overrides",
+        from: "Blocked (a forbidden child type in the root episode; decider 6)",
+        input: "RecordOverride by a role above global_rules",
+        to: "Running (the root episode reopened, the child episode started, human-authorised)",
+        records: &[
+            "policy.decided",
+            "episode.started",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[Test(overrides::an_override_authorises_a_forbidden_child_type)],
+    },
+    Transition {
+        concern: "overrides",
+        from: "Blocked (the failure ladder's hard stop; decider 6)",
+        input: "RecordOverride by a role above global_rules",
+        to: "Running (the call retried, the override in previous_attempt)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[Test(overrides::an_override_of_the_hard_stop_retries_the_call)],
+    },
+    Transition {
+        concern: "overrides",
+        from: "Blocked, Running, or blocked by a run of decider 1-5",
+        input: "RecordOverride: role not above the rule, unknown role, absolute rule (deny pattern, [overrides] absolute), no --by or --reason, another rule, nothing overridable",
+        to: "unchanged: Rejection, nothing recorded",
+        records: &[],
+        covered_by: &[
+            Test(
+                overrides::overrides_the_authority_order_does_not_allow_are_refused_and_record_nothing,
+            ),
+            Test(overrides::a_bundle_may_mark_a_rule_absolute),
+            Test(overrides::a_run_recorded_by_decider_5_cannot_be_overridden),
+        ],
+    },
     Transition {
         concern: "mod",
         from: "NotStarted",
@@ -642,6 +699,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("classification", include_str!("decide/classification.rs")),
     ("failure", include_str!("decide/failure.rs")),
     ("ticket", include_str!("decide/ticket.rs")),
+    ("overrides", include_str!("decide/overrides.rs")),
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
     ("tool", include_str!("decide/tool.rs")),
@@ -658,6 +716,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/failure.rs"),
     include_str!("tests/fan_out.rs"),
     include_str!("tests/ticket.rs"),
+    include_str!("tests/overrides.rs"),
     include_str!("tests/episode.rs"),
     include_str!("tests/effect.rs"),
     include_str!("tests/replay.rs"),
@@ -715,6 +774,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "agent.responded",
         "agent.call_failed",
         "human.decided",
+        "human.overrode",
         "effect.dry_run",
         "effect.kill_switch_checked",
         "effect.applied",

@@ -29,7 +29,8 @@ pub use agent::{
 };
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    HumanDecision, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program,
+    HumanDecision, HumanOverride, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError,
+    resolve_program,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,

@@ -1,12 +1,21 @@
 //! Authority (docs/governance.md#authority-and-precedence): who may override whom. Levels run from
 //! 1 (human) to 6 (specialist); only a strictly higher level overrides a lower one, so conflicts
 //! between peers go up (to the orchestrator, then a human) instead of being settled between them.
+//!
+//! A human override of a run's block (docs/governance.md#human-override) is decided here too:
+//! the person's role (an entry of the registry) must outrank the level the blocking rule sits
+//! at, and the rule must not be absolute (deny patterns, unless `[overrides]` says otherwise,
+//! and every rule id `[overrides] absolute` lists).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
+use crate::error::DiagnosticCode as Code;
+use crate::locate::ptr;
+use crate::model::BundleSpec;
+use crate::validate::Checker;
 
 /// Authority levels, highest first (docs/governance.md#authority-and-precedence).
 #[derive(
@@ -31,7 +40,208 @@ impl Authority {
     }
 }
 
+impl Authority {
+    /// The level's name as the bundle writes it (`global_rules`...).
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Human => "human",
+            Self::GlobalRules => "global_rules",
+            Self::SafetySkill => "safety_skill",
+            Self::Orchestrator => "orchestrator",
+            Self::CoordinationSkill => "coordination_skill",
+            Self::Specialist => "specialist",
+        }
+    }
+}
+
+/// `[overrides]`: what no human override lifts (docs/governance.md#human-override). Deny
+/// patterns are absolute without being listed (seed 002 §2.1: absolute rules, never
+/// overridden).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OverridePolicy {
+    /// Rule ids that stay absolute: a run one of them blocked cannot be overridden, only
+    /// a new bundle lifts them (e.g. `forbid:strategy->observation`,
+    /// `risk_classifier.safety`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub absolute: Vec<String>,
+    /// Let a human override a hard stop whose last failure was a tool call a deny pattern
+    /// denied. Default false: deny patterns stay absolute.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deny_patterns_overridable: bool,
+}
+
+impl OverridePolicy {
+    /// Nothing set: left out of the canonical form, so bundles without it keep their hash.
+    #[must_use]
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+pub(crate) fn check(c: &mut Checker<'_>) {
+    let empty: Vec<usize> = c
+        .spec
+        .overrides
+        .absolute
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| id.trim().is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    for i in empty {
+        c.push(
+            ptr!["overrides", "absolute", i],
+            Code::InvalidValue,
+            "an absolute rule id must not be empty",
+        );
+    }
+}
+
+pub(crate) fn normalize(s: &mut BundleSpec) {
+    s.overrides.absolute.sort();
+    s.overrides.absolute.dedup();
+}
+
+/// A human's request to override the rule that blocked a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OverrideRequest<'a> {
+    /// The role the person acts in: an agent id of the registry.
+    pub role: &'a str,
+    /// The rule that blocked the run.
+    pub rule_id: &'a str,
+    /// The level the blocking rule sits at (docs/governance.md#human-override).
+    pub level: Authority,
+    /// The deny pattern behind the block, when the block is a hard stop whose last failure
+    /// was a tool call a deny pattern denied.
+    pub deny_pattern: Option<&'a str>,
+}
+
+/// The rule id of an allowed override: what a released handoff names as its deciding rule.
+pub const HUMAN_OVERRIDE_RULE: &str = "human.override";
+
 impl PolicyBundle {
+    /// Whether `rule_id` is one of the bundle's deny patterns.
+    #[must_use]
+    pub fn is_deny_pattern(&self, rule_id: &str) -> bool {
+        self.spec.deny_patterns.iter().any(|p| p.id == rule_id)
+    }
+
+    /// The registry's entries whose authority is above `level` (a lower number), highest
+    /// first: the roles in which a person may override a rule at `level`.
+    #[must_use]
+    pub fn roles_outranking(&self, level: Authority) -> Vec<&str> {
+        let mut roles: Vec<(Authority, &str)> = self
+            .spec
+            .agents
+            .iter()
+            .filter(|a| a.authority < level)
+            .map(|a| (a.authority, a.id.as_str()))
+            .collect();
+        roles.sort();
+        roles.into_iter().map(|(_, id)| id).collect()
+    }
+
+    /// May a person acting as `req.role` override the rule that blocked a run? Denied when
+    /// the rule is absolute (a deny pattern, unless `[overrides] deny_patterns_overridable`;
+    /// a rule `[overrides] absolute` lists), when the role is not in the registry, and when
+    /// the role's level is not strictly above the rule's (peers do not override each other).
+    /// Allowed: rule `human.override`, the chain naming the role's level and the overridden
+    /// rule (`overridden`).
+    #[must_use]
+    pub fn decide_human_override(&self, req: &OverrideRequest<'_>) -> PolicyDecision {
+        let k = DecisionKind::Override;
+        let rule = req.rule_id;
+        let deny = |id: &str, reason: String, chain| {
+            conclude(k, Verdict::Deny, self.hash, id, reason, chain)
+        };
+        let may = || {
+            let roles = self.roles_outranking(req.level);
+            if roles.is_empty() {
+                "no role of the registry outranks it".to_owned()
+            } else {
+                format!("roles that outrank it: {}", roles.join(", "))
+            }
+        };
+        if let Some(pattern) = req.deny_pattern
+            && !self.spec.overrides.deny_patterns_overridable
+        {
+            let reason = format!(
+                "`{rule}` stopped the run after a tool call the deny pattern `{pattern}` denied: \
+                     deny patterns are absolute and no override lifts them (only a new bundle, or \
+                     `[overrides] deny_patterns_overridable = true`)"
+            );
+            let chain = vec![RuleStep::new(
+                pattern,
+                StepOutcome::Applied,
+                "deny pattern: absolute",
+            )];
+            return deny(pattern, reason, chain);
+        }
+        if self.spec.overrides.absolute.iter().any(|a| a == rule) {
+            let reason = format!(
+                "`{rule}` is absolute (`[overrides] absolute`): no override lifts it, only a new bundle"
+            );
+            let chain = vec![RuleStep::new(
+                "overrides.absolute",
+                StepOutcome::Applied,
+                reason.as_str(),
+            )];
+            return deny("overrides.absolute", reason, chain);
+        }
+        let Some(role) = self.agent(req.role).and_then(|i| self.spec.agents.get(i)) else {
+            let reason = format!(
+                "no role `{}` in the bundle's registry: a person overrides in a role of `[[agents]]` (e.g. one with authority = \"human\"); {}",
+                req.role,
+                may()
+            );
+            return deny("agents.unknown", reason, Vec::new());
+        };
+        let (lr, lb) = (role.authority.level(), req.level.level());
+        let role_rule = format!("agents.{}.authority", req.role);
+        let mut chain = vec![RuleStep::new(
+            role_rule.as_str(),
+            StepOutcome::Applied,
+            format!("`{}` is level {lr} ({})", req.role, role.authority.as_str()),
+        )];
+        if lr < lb {
+            chain.push(RuleStep::new(
+                rule,
+                StepOutcome::Overridden,
+                format!("`{rule}` sits at level {lb} ({})", req.level.as_str()),
+            ));
+            let reason = format!(
+                "`{}` (level {lr}, {}) outranks `{rule}` (level {lb}, {})",
+                req.role,
+                role.authority.as_str(),
+                req.level.as_str()
+            );
+            conclude(
+                k,
+                Verdict::Allow,
+                self.hash,
+                HUMAN_OVERRIDE_RULE,
+                reason,
+                chain,
+            )
+        } else {
+            chain.push(RuleStep::new(
+                rule,
+                StepOutcome::Applied,
+                format!("`{rule}` sits at level {lb} ({})", req.level.as_str()),
+            ));
+            let reason = format!(
+                "`{}` is level {lr} ({}), not above level {lb} ({}) where `{rule}` sits: {}",
+                req.role,
+                role.authority.as_str(),
+                req.level.as_str(),
+                may()
+            );
+            deny(&role_rule, reason, chain)
+        }
+    }
+
     /// May `actor` override a decision or output of `subject`?
     pub fn decide_override(&self, actor: &str, subject: &str) -> PolicyDecision {
         let k = DecisionKind::Override;
@@ -98,5 +308,72 @@ mod tests {
         assert_eq!(b.decide_override("orc", "be").verdict, Verdict::Allow);
         assert_eq!(b.decide_override("be", "fe").verdict, Verdict::Deny);
         assert_eq!(b.decide_override("be", "orc").verdict, Verdict::Deny);
+    }
+
+    fn overrides(extra: &str) -> PolicyBundle {
+        let src = format!(
+            r#"
+            bundle = {{ id = "t" }}
+            agents = [{{ id = "lead", authority = "human" }}, {{ id = "safety", authority = "global_rules" }}, {{ id = "orc", authority = "orchestrator" }}]
+            deny_patterns = [{{ id = "no-rm", pattern = "Bash(rm -rf *)", reason = "never" }}]
+            {extra}
+        "#
+        );
+        PolicyBundle::from_toml_str(&src, "t.toml").unwrap()
+    }
+
+    fn req<'a>(role: &'a str, rule_id: &'a str, level: Authority) -> OverrideRequest<'a> {
+        OverrideRequest {
+            role,
+            rule_id,
+            level,
+            deny_pattern: None,
+        }
+    }
+
+    #[test]
+    fn a_human_override_needs_a_role_above_the_rule() {
+        let b = overrides("");
+        let d = b.decide_human_override(&req("lead", "forbid:a->b", Authority::GlobalRules));
+        assert_eq!(d.verdict, Verdict::Allow);
+        assert_eq!(&*d.rule_id, HUMAN_OVERRIDE_RULE);
+        assert_eq!(d.chain[1].outcome, StepOutcome::Overridden);
+        // global_rules outranks a safety skill's verdict, not a global rule.
+        let d =
+            b.decide_human_override(&req("safety", "risk_classifier.c", Authority::SafetySkill));
+        assert_eq!(d.verdict, Verdict::Allow);
+        let d = b.decide_human_override(&req("safety", "forbid:a->b", Authority::GlobalRules));
+        assert_eq!(d.verdict, Verdict::Deny);
+        assert!(d.reason.contains("not above level 2"), "{}", d.reason);
+        assert!(d.reason.contains("lead"), "names who may: {}", d.reason);
+        let d = b.decide_human_override(&req("orc", "risk_classifier.c", Authority::SafetySkill));
+        assert_eq!(d.verdict, Verdict::Deny);
+        let d = b.decide_human_override(&req("nobody", "forbid:a->b", Authority::GlobalRules));
+        assert_eq!(&*d.rule_id, "agents.unknown");
+    }
+
+    #[test]
+    fn deny_patterns_and_listed_rules_stay_absolute() {
+        let b = overrides("");
+        let with_pattern = OverrideRequest {
+            deny_pattern: Some("no-rm"),
+            ..req("lead", "escalation.block", Authority::GlobalRules)
+        };
+        let d = b.decide_human_override(&with_pattern);
+        assert_eq!(d.verdict, Verdict::Deny);
+        assert_eq!(&*d.rule_id, "no-rm");
+        assert!(b.is_deny_pattern("no-rm"));
+        let open = overrides(
+            "[overrides]\ndeny_patterns_overridable = true\nabsolute = [\"forbid:a->b\"]",
+        );
+        assert_eq!(
+            open.decide_human_override(&with_pattern).verdict,
+            Verdict::Allow
+        );
+        let d = open.decide_human_override(&req("lead", "forbid:a->b", Authority::GlobalRules));
+        assert_eq!(&*d.rule_id, "overrides.absolute");
+        assert_ne!(open.hash(), b.hash());
+        // Left out when unset: a bundle without `[overrides]` hashes as before.
+        assert_eq!(overrides("[overrides]").hash(), b.hash());
     }
 }

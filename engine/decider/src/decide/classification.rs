@@ -108,6 +108,14 @@ impl Batch<'_> {
                 });
             }
             RiskVerdict::Dangerous => {
+                self.hold(
+                    overrides::HeldStep::Actions {
+                        agent: agent.clone(),
+                        request_id: of.request_id.clone(),
+                        actions,
+                    },
+                    None,
+                );
                 let rule = format!("risk_classifier.{classifier}");
                 let message =
                     format!("{classifier} classified {agent}'s output DANGEROUS: {reason}");

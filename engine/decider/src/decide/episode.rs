@@ -30,7 +30,7 @@ use docket_policies::{
 use super::super::event::{RunEvent, TicketSubject, seed_error};
 use super::{Batch, EXTERNAL};
 use crate::protocol::{
-    AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
+    Action, AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
 };
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
@@ -171,7 +171,8 @@ impl Batch<'_> {
             child_budget: child_budget.clone(),
             consecutive_no_delta: parent.consecutive_no_delta,
             same_error_repeats: parent.same_error_repeats(),
-            human_authorized: false,
+            // A person's override authorises this one spawn (decider version 6).
+            human_authorized: std::mem::take(&mut self.human_authorized),
         };
         // From decider version 3 a spawn is no way around the matrix: a child may not be
         // an agent the spawner is forbidden to hand work to (a forbidden edge or the flow
@@ -198,9 +199,11 @@ impl Batch<'_> {
         let d = self.bundle.decide_spawn(&req);
         if !d.decision.is_allowed() {
             let condition = d.stop_condition.unwrap_or(StopCondition::PolicyBlocks);
+            self.hold_forbidden_spawn(&parent, agent, request_id, s, &req, condition);
             self.refuse(
                 &parent, agent, request_id, "spawn", detail, d.decision, condition,
             );
+            self.held = None;
             return false;
         }
         let budget: BTreeMap<String, u64> = d
@@ -241,6 +244,55 @@ impl Batch<'_> {
         });
         self.schedule(request, None, None, None);
         true
+    }
+
+    /// From decider version 6: a spawn refused only because its child type is forbidden,
+    /// in the root episode, stops the root and blocks the run; the spawn (and the answer's
+    /// actions after it) is held for a person to authorise by an override.
+    fn hold_forbidden_spawn(
+        &mut self,
+        parent: &Episode,
+        agent: &str,
+        request_id: &CallId,
+        s: &Spawn<'_>,
+        req: &SpawnRequest,
+        condition: StopCondition,
+    ) {
+        let authorised = SpawnRequest {
+            human_authorized: true,
+            ..req.clone()
+        };
+        let only_the_type = !req.human_authorized
+            && self
+                .bundle
+                .recursion_policy(agent)
+                .forbidden_child_types
+                .iter()
+                .any(|t| t == s.episode_type)
+            && self.bundle.decide_spawn(&authorised).decision.is_allowed();
+        if !only_the_type || parent.parent.is_some() || !self.listed(parent, condition) {
+            return;
+        }
+        let mut actions = vec![Action::Spawn {
+            agent: s.agent.into(),
+            episode_type: s.episode_type.to_owned(),
+            goal: s.goal.to_owned(),
+            budget: *s.budget,
+            inputs: s.inputs.clone(),
+        }];
+        if let Some((id, all, next)) = &self.acting
+            && id == request_id
+        {
+            actions.extend(all.get(*next..).unwrap_or(&[]).iter().cloned());
+        }
+        self.hold(
+            super::overrides::HeldStep::Spawn {
+                agent: agent.into(),
+                request_id: request_id.clone(),
+                actions,
+            },
+            None,
+        );
     }
 
     /// A `write_domain`: a new version when the bundle allows it; refused → recorded,

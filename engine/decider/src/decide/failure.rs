@@ -71,6 +71,13 @@ impl Batch<'_> {
                 if self.episode_hard_stop(request_id, &rule, &reason) {
                     return;
                 }
+                let pattern = self.deny_pattern_behind(request_id);
+                self.hold(
+                    overrides::HeldStep::Retry {
+                        request_id: request_id.clone(),
+                    },
+                    pattern,
+                );
                 // A class that stops the flow at once is returned as itself (seed 000:
                 // a validation error stops the flow at its checkpoint).
                 let error_type = if rule == "escalation.stop_on_errors" {

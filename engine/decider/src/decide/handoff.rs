@@ -162,6 +162,7 @@ impl Batch<'_> {
         let bundle = self.bundle;
         let matrix = bundle.decide_handoff(from, to, InputKind::Decision);
         if !matrix.decision.is_allowed() {
+            self.hold_handoff(from, to, output_type, payload, origin);
             self.deny_handoff(
                 from,
                 to,
@@ -177,6 +178,7 @@ impl Batch<'_> {
             FlowStep::Free => None,
             FlowStep::Next(position) => Some(position),
             FlowStep::Denied(decision) => {
+                self.hold_handoff(from, to, output_type, payload, origin);
                 self.deny_handoff(from, to, output_type, decision, "policy_violation", origin);
                 return false;
             }
@@ -200,11 +202,13 @@ impl Batch<'_> {
                     "output type mismatch",
                 )],
             };
+            self.hold_handoff(from, to, output_type, payload, origin);
             self.deny_handoff(from, to, output_type, decision, "validation_error", origin);
             return false;
         }
         let contract = bundle.check_output(from, to, InputKind::Decision, payload);
         if !contract.is_allowed() {
+            self.hold_handoff(from, to, output_type, payload, origin);
             self.deny_handoff(from, to, output_type, contract, "validation_error", origin);
             return false;
         }
@@ -216,6 +220,7 @@ impl Batch<'_> {
                 .map(|output| rule.produced_ids(output));
             let d = bundle.decide_provenance(rule, payload, produced.as_ref());
             if !d.is_allowed() {
+                self.hold_handoff(from, to, output_type, payload, origin);
                 self.deny_handoff(from, to, output_type, d, "validation_error", origin);
                 return false;
             }

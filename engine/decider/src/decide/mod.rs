@@ -28,6 +28,8 @@ mod episode;
 mod failure;
 mod fan_out;
 mod handoff;
+// Human overrides of a block: `pub(super)` because the crate root re-exports its types.
+pub(super) mod overrides;
 mod response;
 mod ticket;
 use ticket::HumanWords;
@@ -95,6 +97,19 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    /// A person overrode the rule that blocked the run (decider version 6).
+    RecordOverride {
+        /// Who.
+        by: String,
+        /// The role they act in: an entry of the bundle's registry.
+        role: String,
+        /// The rule overridden (the block's rule id).
+        rule_id: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
     // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
     RecordEffect(effect::EffectInput),
@@ -144,6 +159,19 @@ impl Command {
                 reason,
                 choice,
                 answer,
+                at_ms,
+            },
+            Self::RecordOverride {
+                by,
+                role,
+                rule_id,
+                reason,
+                at_ms,
+            } => RunEvent::HumanOverrode {
+                by,
+                role,
+                rule_id,
+                reason,
                 at_ms,
             },
             // Side effects
@@ -198,6 +226,19 @@ impl Command {
             RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
                 return tool::ToolInput::from_event(event).map(Self::RecordTool);
             }
+            RunEvent::HumanOverrode {
+                by,
+                role,
+                rule_id,
+                reason,
+                at_ms,
+            } => Self::RecordOverride {
+                by,
+                role,
+                rule_id,
+                reason,
+                at_ms,
+            },
             // Side effects
             other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
@@ -208,7 +249,8 @@ impl Command {
             Self::Start(run) => run.at_ms,
             Self::RecordResponse { at_ms, .. }
             | Self::RecordFailure { at_ms, .. }
-            | Self::RecordHumanDecision { at_ms, .. } => *at_ms,
+            | Self::RecordHumanDecision { at_ms, .. }
+            | Self::RecordOverride { at_ms, .. } => *at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
             Self::RecordTool(input) => input.at_ms(),
@@ -272,6 +314,13 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
+    /// An override of a run that is not blocked.
+    #[error("the run is {0}, not blocked: there is nothing to override")]
+    NotBlocked(&'static str),
+    /// An override the run or the bundle's authority order does not allow (decider
+    /// version 6): the reason names the rule, the role and who may.
+    #[error("override refused: {0}")]
+    OverrideRefused(String),
     /// The bundle handed to `decide` is not the run's recorded bundle.
     #[error("the policy bundle's hash {actual} is not the run's recorded bundle {expected}")]
     BundleMismatch {
@@ -356,6 +405,17 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             actual: hash,
         });
     }
+    // A blocked run takes one more input: an override by a person who outranks its rule.
+    if let Command::RecordOverride {
+        by,
+        role,
+        rule_id,
+        reason,
+        ..
+    } = command
+    {
+        return overrides::check_override(state, bundle, by, role, rule_id, reason);
+    }
     if state.status.is_final() {
         return Err(Rejection::Finished(state.status.as_str()));
     }
@@ -398,7 +458,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                 ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
             }
         }
-        Command::Start(_) => {}
+        Command::Start(_) | Command::RecordOverride { .. } => {}
         // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
         Command::RecordTool(input) => tool::check_input(state, input)?,
@@ -420,6 +480,9 @@ fn decide_batch(
         outbox: Vec::new(),
         confidence: None,
         episode: EpisodeId::root(),
+        held: None,
+        acting: None,
+        human_authorized: false,
     };
     // The input's own event opens the batch. A run request or a response goes into it
     // behind an `Arc`, shared with the state and with the decisions below, not copied.
@@ -455,6 +518,7 @@ fn decide_batch(
                 batch.on_response(&request_id, &response);
             }
         }
+        command @ Command::RecordOverride { .. } => batch.on_override(command),
         command => batch.on_other_input(command),
     }
     batch.settle();
@@ -475,6 +539,13 @@ struct Batch<'a> {
     confidence: Option<Confidence>,
     /// The episode new requests belong to: that of the call being answered.
     episode: EpisodeId,
+    /// What the block about to be recorded stops, for an override to continue (decider
+    /// version 6; `overrides.rs`).
+    held: Option<Box<overrides::Overridable>>,
+    /// The call whose actions are being carried out, and its actions after the current one.
+    acting: Option<(CallId, Arc<[Action]>, usize)>,
+    /// A person's override authorises the next spawn of a forbidden child type.
+    human_authorized: bool,
 }
 
 impl Batch<'_> {
@@ -520,7 +591,8 @@ impl Batch<'_> {
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
-            Command::Start(_) | Command::RecordResponse { .. } => {}
+            Command::Start(_) | Command::RecordResponse { .. } | Command::RecordOverride { .. } => {
+            }
         }
     }
 
@@ -545,7 +617,10 @@ impl Batch<'_> {
                     TicketSubject::Effect { .. } => CallId::default(),
                 })
             }
-            Command::Start(_) | Command::RecordEffect(_) | Command::RecordTool(_) => None,
+            Command::Start(_)
+            | Command::RecordEffect(_)
+            | Command::RecordTool(_)
+            | Command::RecordOverride { .. } => None,
         };
         // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {
@@ -580,12 +655,16 @@ impl Batch<'_> {
         self.state.status.is_final()
     }
 
+    /// Blocks the run; from decider version 6 a step held just before (`hold`) is recorded
+    /// as what an override continues.
     fn block(&mut self, rule_id: &str, reason: String, error: Value) {
+        let overridable = self.held.take();
         self.end_run(
             RunEvent::RunBlocked {
                 rule_id: rule_id.to_owned(),
                 reason,
                 error,
+                overridable,
             },
             None,
         );

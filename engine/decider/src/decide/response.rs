@@ -91,9 +91,15 @@ impl Batch<'_> {
         let Some(origin) = self.state.calls.get(request_id).map(|c| c.request.clone()) else {
             return;
         };
+        // From decider version 6, what a block would stop is held for an override.
+        let all: Option<Arc<[Action]>> =
+            (self.state.decider_version() >= crate::event::HUMAN_OVERRIDES).then(|| actions.into());
         for (i, action) in actions.iter().enumerate() {
             if self.stopped() {
                 return;
+            }
+            if let Some(all) = &all {
+                self.acting = Some((request_id.clone(), all.clone(), i + 1));
             }
             match action {
                 Action::Handoff {

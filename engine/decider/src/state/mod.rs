@@ -14,6 +14,7 @@ pub(crate) mod episode;
 mod fan_out;
 mod handoff;
 mod next;
+mod overrides;
 mod ticket;
 // Governed tools
 mod tool;
@@ -120,6 +121,13 @@ pub struct RunState {
     /// Every governed tool call, by id.
     #[serde(default)]
     pub(crate) tool_calls: BTreeMap<ToolCallId, tool::ToolCallRecord>,
+    // Human overrides
+    /// The rule that blocked the run, while it is blocked.
+    #[serde(default)]
+    pub(crate) blocked_by: Option<String>,
+    /// What the block stopped, when a person may override it (decider version 6).
+    #[serde(default)]
+    pub(crate) overridable: Option<Box<crate::decide::overrides::Overridable>>,
 }
 
 impl RunState {
@@ -224,10 +232,14 @@ impl RunState {
     pub fn apply(&mut self, event: &RunEvent) {
         self.version += 1;
         match event {
+            RunEvent::RunBlocked { .. } => {
+                self.apply_run(event);
+                self.apply_override(event);
+            }
             RunEvent::RunRequested(_)
             | RunEvent::RunCompleted { .. }
-            | RunEvent::RunBlocked { .. }
             | RunEvent::RunFailed { .. } => self.apply_run(event),
+            RunEvent::HumanOverrode { .. } => self.apply_override(event),
             RunEvent::AgentCallScheduled { .. }
             | RunEvent::AgentResponded { .. }
             | RunEvent::AgentCallFailed { .. } => self.apply_call(event),

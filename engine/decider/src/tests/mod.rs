@@ -42,6 +42,7 @@ pub(crate) mod failure;
 pub(crate) mod fan_out;
 pub(crate) mod gate;
 pub(crate) mod handoff;
+pub(crate) mod overrides;
 pub(crate) mod replay;
 pub(crate) mod response;
 pub(crate) mod ticket;

@@ -188,6 +188,21 @@ impl HumanDecision {
     }
 }
 
+/// A person's override of the rule that blocked a run, as `docket override` records it
+/// (docs/governance.md#human-override): who, in which role of the bundle's registry, why,
+/// and optionally the rule they mean (it must be the one that blocked).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HumanOverride {
+    /// Who overrides.
+    pub by: String,
+    /// The role they act in: an agent id of the bundle's registry.
+    pub role: String,
+    /// Why.
+    pub reason: String,
+    /// The rule meant; `None`: the one the run is blocked by.
+    pub rule_id: Option<String>,
+}
+
 /// Drives runs over an event store. Clones share executors and compiled bundles.
 pub struct Runtime<S> {
     inner: Arc<Inner<S>>,
@@ -465,6 +480,50 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.drive(state, bundle, interrupted).await
     }
 
+    /// Records a person's override of the rule that blocked a run and continues what the
+    /// block stopped (docs/governance.md#human-override).
+    ///
+    /// # Errors
+    /// [`RuntimeError`], e.g. a run that is not blocked, a block nothing can override, a
+    /// role that does not outrank the rule, an absolute rule; nothing is recorded then.
+    pub async fn override_block(
+        &self,
+        run_id: &RunId,
+        o: HumanOverride,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let (mut state, bundle) = self.load_state(run_id).await?;
+        let rule_id = o
+            .rule_id
+            .unwrap_or_else(|| state.blocked_by().unwrap_or_default().to_owned());
+        let command = Command::RecordOverride {
+            by: o.by,
+            role: o.role,
+            rule_id,
+            reason: o.reason,
+            at_ms: self.now_ms(),
+        };
+        // Refused overrides record nothing and need nothing of this machine; an accepted
+        // one calls agents again, so what the run needs of the machine is checked first.
+        docket_decider::decide(&state, &bundle, command.clone()).map_err(|rejection| {
+            RuntimeError::Rejected {
+                run: run_id.clone(),
+                rejection,
+            }
+        })?;
+        if let Some(request) = state.request() {
+            let problems = crate::workflow::check_executables(&request.workflow);
+            if !problems.is_empty() {
+                return Err(RuntimeError::WorkflowRefused {
+                    what: format!("run {run_id} (workflow {})", request.workflow.name),
+                    problems,
+                });
+            }
+        }
+        let interrupted = tools::interrupted_tools(&state);
+        self.decide_and_append(&mut state, &bundle, command).await?;
+        self.drive(state, bundle, interrupted).await
+    }
+
     /// A run's recorded events with their envelopes.
     ///
     /// # Errors
@@ -717,6 +776,11 @@ fn trace_decision(event: &RunEvent) {
             rule_id, reason, ..
         } => {
             tracing::warn!(rule = %rule_id, reason = %reason, "run blocked");
+        }
+        RunEvent::HumanOverrode {
+            by, role, rule_id, ..
+        } => {
+            tracing::warn!(by = %by, role = %role, rule = %rule_id, "block overridden");
         }
         other => tracing::debug!(kind = other.kind(), "recorded"),
     }

@@ -28,6 +28,8 @@ pub struct RunSummary {
     pub events: u64,
     /// Tickets waiting for a human decision, in the order they were opened.
     pub open_tickets: Vec<String>,
+    /// Blocked by a rule a person may override (`docket override`; decider version 6).
+    pub overridable: bool,
 }
 
 /// The parts of `run.requested` a listing shows (serde skips the rest unread into memory).
@@ -95,6 +97,7 @@ pub(super) async fn summarize<S: EventStore>(
                         status: RunStatus::WaitingForHuman,
                         events: head.seq,
                         open_tickets: vec![ticket.into()],
+                        overridable: false,
                     }));
                 }
             }
@@ -107,6 +110,7 @@ pub(super) async fn summarize<S: EventStore>(
         status: RunStatus::NotStarted,
         events: 0,
         open_tickets: Vec::new(),
+        overridable: false,
     };
     while let Some(event) = events.next().await {
         let event = event.map_err(RuntimeError::Store)?;
@@ -136,7 +140,23 @@ pub(super) async fn summarize<S: EventStore>(
                 }
             }
             "run.completed" => summary.status = RunStatus::Completed,
-            "run.blocked" => summary.status = RunStatus::Blocked,
+            "run.blocked" => {
+                summary.status = RunStatus::Blocked;
+                if let RunEvent::RunBlocked { overridable, .. } =
+                    decode(run_id, &event, &payload(store, &event).await?)?
+                {
+                    summary.overridable = overridable.is_some();
+                }
+            }
+            // A person lifted the block (decider version 6): the run goes on.
+            "human.overrode" => {
+                summary.overridable = false;
+                summary.status = if summary.open_tickets.is_empty() {
+                    RunStatus::Running
+                } else {
+                    RunStatus::WaitingForHuman
+                };
+            }
             "run.failed" => summary.status = RunStatus::Failed,
             _ => {}
         }
