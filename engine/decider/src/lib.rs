@@ -46,7 +46,7 @@ pub use decide::effect::{
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
     VERIFY_EFFECT_CAPABILITY,
 };
-pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
+pub use decide::{CircuitReading, Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, MAX_TIMEOUT_GROWTH,
     RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
@@ -66,7 +66,8 @@ pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use state::{
-    AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep, RunState,
+    AgentHealth, CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord,
+    NextStep, RunState,
     RunStatus, Ticket,
 };
 pub use workflow::{

@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::RunState;
 use crate::event::{Classifies, RunEvent};
+
+/// The failure code of a call an open circuit refused (decider version 6).
+pub const CIRCUIT_OPEN_CODE: &str = "CIRCUIT_OPEN";
 use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
 
 /// One scheduled agent call.
@@ -76,6 +79,15 @@ impl RunState {
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.response = Some(response.clone());
                     call.failure = failed.then(|| response.failure_code());
+                }
+            }
+            // Not made: the call is settled, and (the agent was not reached) its health is
+            // not touched.
+            RunEvent::CallDegraded { request_id, .. } => {
+                self.pending.remove(request_id);
+                if let Some(call) = self.calls.get_mut(request_id) {
+                    call.answered = true;
+                    call.failure = Some(CIRCUIT_OPEN_CODE.to_owned());
                 }
             }
             RunEvent::AgentCallFailed {

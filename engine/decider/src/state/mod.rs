@@ -16,7 +16,7 @@ mod handoff;
 mod next;
 mod ticket;
 
-pub use call::{AgentHealth, Call};
+pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
@@ -220,7 +220,8 @@ impl RunState {
             | RunEvent::RunFailed { .. } => self.apply_run(event),
             RunEvent::AgentCallScheduled { .. }
             | RunEvent::AgentResponded { .. }
-            | RunEvent::AgentCallFailed { .. } => self.apply_call(event),
+            | RunEvent::AgentCallFailed { .. }
+            | RunEvent::CallDegraded { .. } => self.apply_call(event),
             RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. } => {
                 self.apply_handoff(event);
             }
@@ -235,6 +236,7 @@ impl RunState {
             RunEvent::HumanDecided { .. } => self.apply_ticket(event),
             // Recorded for the audit; nothing later decisions read.
             RunEvent::PolicyDecided { .. }
+            | RunEvent::CircuitChecked { .. }
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
             | RunEvent::OutputArchived { .. } => {}
