@@ -15,6 +15,8 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod agent;
+// Circuit breakers across runs: the `_circuits` stream, read before calls.
+mod circuit;
 mod clock;
 mod drive;
 mod effect;
@@ -25,6 +27,7 @@ pub use agent::{
     AgentCallError, AgentExecutor, CallFuture, CommandExecutor, ExecutorConfigError, HttpExecutor,
     InProcessAgent, InProcessExecutor,
 };
+pub use circuit::CIRCUITS_STREAM;
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
     HumanDecision, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError, resolve_program,

@@ -123,6 +123,13 @@ impl RunState {
         }
     }
 
+    /// Whether the runtime reads this run's circuit breakers across runs and records what
+    /// it read (decider version 6 and later); earlier runs keep the breaker in the run.
+    #[must_use]
+    pub fn reads_circuits_across_runs(&self) -> bool {
+        self.decider_version() >= crate::event::CIRCUITS_ACROSS_RUNS
+    }
+
     /// Calls scheduled but not answered, in request-id order of scheduling.
     #[must_use]
     pub fn pending_requests(&self) -> Vec<&AgentRequest> {
