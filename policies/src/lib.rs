@@ -54,8 +54,8 @@ pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
-pub use rules::circuit_breaker::OnOpen;
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
+pub use rules::circuit_breaker::OnOpen;
 pub use rules::escalation::{
     AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
 };

@@ -103,7 +103,11 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
 
     // Run 3: the fifth failure opens the circuit; the retry is not made.
     let third = run();
-    assert_eq!(calls_received(&writer_log), 5, "the retry never reached the writer");
+    assert_eq!(
+        calls_received(&writer_log),
+        5,
+        "the retry never reached the writer"
+    );
     let log = events(&data, &third);
     assert_eq!(of_kind(&log, "agent.call_failed").len(), 1);
     let checked = of_kind(&log, "agent.circuit_checked");
@@ -113,7 +117,11 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
     // Run 4: the writer is never called. The reading, the decision and the degradation
     // are in the run's log; the asker got `capability_failed` of class `circuit_open`.
     let fourth = run();
-    assert_eq!(calls_received(&writer_log), 5, "an open circuit calls nobody");
+    assert_eq!(
+        calls_received(&writer_log),
+        5,
+        "an open circuit calls nobody"
+    );
     let log = events(&data, &fourth);
     assert!(of_kind(&log, "agent.call_failed").is_empty(), "{log:?}");
     let checked = of_kind(&log, "agent.circuit_checked");
@@ -149,7 +157,77 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
     // The circuits stream is not a run: listings and replays of every run pass it over.
     let out = docket(&data, &["runs"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
-    assert_eq!(stdout(&out).matches("completed").count(), 4, "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).matches("completed").count(),
+        4,
+        "{}",
+        stdout(&out)
+    );
     let out = docket(&data, &["replay", "--all"]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+/// An open circuit at a handoff's receiver: nobody asked who could fall back, so the run
+/// waits for a human instead of calling the agent (threshold 2 here: the first run's call
+/// and its retry open it for the next run).
+#[test]
+fn an_open_circuit_at_the_entry_agent_makes_the_next_run_wait_for_a_human() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let worker_log = dir.path().join("worker.jsonl");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        r#"bundle = { id = "small" }
+agents = [{ id = "external" }, { id = "worker" }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[defaults.circuit_breaker]
+failure_threshold = 2
+"#,
+    )
+    .expect("write bundle");
+    let worker = ["crash", "--record", worker_log.to_str().expect("utf-8")];
+    std::fs::write(dir.path().join("input.json"), r#"{"task": "x"}"#).expect("write input");
+    let workflow = dir.path().join("workflow.toml");
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"small\"\npolicy = \"policy.toml\"\nentry = \"worker\"\ninput = \"input.json\"\n\
+             [agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {worker:?}\n"
+        ),
+    )
+    .expect("write workflow");
+    let run = || docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+
+    let first = run();
+    assert_eq!(
+        code(&first),
+        3,
+        "the ladder asks a human: {}",
+        stdout(&first)
+    );
+    assert_eq!(calls_received(&worker_log), 2);
+
+    let second = run();
+    let text = stdout(&second);
+    assert_eq!(code(&second), 3, "{text}");
+    assert_eq!(calls_received(&worker_log), 2, "the worker was not called");
+    let second = run_id(&second);
+    let log = events(&data, &second);
+    assert_eq!(of_kind(&log, "agent.call_degraded").len(), 1, "{log:?}");
+    let escalated = of_kind(&log, "human.escalated");
+    assert_eq!(escalated.len(), 1);
+    let reason = escalated[0]["payload"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("circuit is open after 2 failures"),
+        "{reason}"
+    );
+
+    let out = docket(&data, &["replay", &second]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(stdout(&out).contains("every decision reproduced"));
 }

@@ -11,7 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, circuit, classification, effect, episode, failure, fan_out, handoff, response, ticket,
+    capability, circuit, classification, effect, episode, failure, fan_out, handoff, response,
+    ticket,
 };
 
 thread_local! {

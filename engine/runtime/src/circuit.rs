@@ -124,8 +124,7 @@ async fn load<S: EventStore>(store: &S) -> Result<Folded, RuntimeError> {
         let change = Change::from_kind(&event.kind)
             .ok_or_else(|| bad(format!("unknown kind {:?}", event.kind)))?;
         let bytes = crate::drive::payload_bytes(store, &event).await?;
-        let e: CircuitEvent =
-            serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
+        let e: CircuitEvent = serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
         folded
             .agents
             .entry(e.agent)
@@ -201,25 +200,6 @@ impl Circuits {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn failures_count_a_probe_restarts_the_cool_down_and_a_success_closes() {
-        let mut b = Breaker::default();
-        b.apply(Change::Failed, 10);
-        b.apply(Change::Failed, 20);
-        assert_eq!((b.consecutive_failures, b.last_failure_ms), (2, 20));
-        b.apply(Change::Probed, 30);
-        assert_eq!(b.last_probe_ms, Some(30));
-        b.apply(Change::Failed, 40);
-        assert_eq!((b.consecutive_failures, b.last_probe_ms), (3, None));
-        b.apply(Change::Closed, 50);
-        assert_eq!(b, Breaker::default());
-    }
-}
-
 impl<S: EventStore + 'static> crate::drive::Runtime<S> {
     /// Before calling (decider version 6): reads each target's breaker; when its failures
     /// reached the bundle's threshold, records the reading in the run and lets the decider
@@ -255,8 +235,12 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
                 last_probe_ms: breaker.last_probe_ms,
                 at_ms,
             };
-            self.decide_and_append(state, bundle, docket_decider::Command::RecordCircuit(reading))
-                .await?;
+            self.decide_and_append(
+                state,
+                bundle,
+                docket_decider::Command::RecordCircuit(reading),
+            )
+            .await?;
             let still_pending = state
                 .calls()
                 .get(&request.request_id)
@@ -319,5 +303,24 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
         self.circuits()
             .record(self.store(), change, event, self.wall_time())
             .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_count_a_probe_restarts_the_cool_down_and_a_success_closes() {
+        let mut b = Breaker::default();
+        b.apply(Change::Failed, 10);
+        b.apply(Change::Failed, 20);
+        assert_eq!((b.consecutive_failures, b.last_failure_ms), (2, 20));
+        b.apply(Change::Probed, 30);
+        assert_eq!(b.last_probe_ms, Some(30));
+        b.apply(Change::Failed, 40);
+        assert_eq!((b.consecutive_failures, b.last_probe_ms), (3, None));
+        b.apply(Change::Closed, 50);
+        assert_eq!(b, Breaker::default());
     }
 }

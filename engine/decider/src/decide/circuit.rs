@@ -174,7 +174,12 @@ impl Batch<'_> {
         // back, so the run waits for a human, who may try again once a probe is let
         // through. The run goes on with its other branches meanwhile.
         let ticket = self.next_ticket();
-        let probe_after = self.bundle.spec().defaults.circuit_breaker.probe_interval_ms;
+        let probe_after = self
+            .bundle
+            .spec()
+            .defaults
+            .circuit_breaker
+            .probe_interval_ms;
         self.push(RunEvent::Escalated {
             ticket,
             reason: format!(

@@ -6,7 +6,8 @@
 //! and its actions), `handoff.rs` (the interaction matrix and scoping: a handoff to a
 //! forbidden agent is denied there), `fan_out.rs` (parallel branches and their join),
 //! `classification.rs` (risk classifiers), `failure.rs` (the failure ladder),
-//! `ticket.rs` (human decisions), `episode.rs` (spawns, domain writes, results, stop
+//! `circuit.rs` (circuit breakers read across runs, version 6), `ticket.rs` (human
+//! decisions), `episode.rs` (spawns, domain writes, results, stop
 //! conditions) and `effect.rs` (side effects). What each event does to the state is
 //! folded in the file of the same name under `state/`.
 //!
@@ -42,8 +43,8 @@ use docket_policies::{
 };
 
 use super::event::{
-    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested, TicketSubject,
-    seed_error,
+    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, seed_error,
 };
 use super::state::{RunState, RunStatus};
 use crate::protocol::{

@@ -139,13 +139,19 @@ pub(crate) fn an_open_circuit_at_a_handoff_waits_for_a_human() {
             else {
                 panic!("human.escalated");
             };
-            assert!(reason.contains("circuit is open after 7 failures"), "{reason}");
+            assert!(
+                reason.contains("circuit is open after 7 failures"),
+                "{reason}"
+            );
             assert!(matches!(subject, crate::TicketSubject::Retry { .. }));
         });
     assert_eq!(run.state.status, RunStatus::WaitingForHuman);
     assert!(run.state.pending_requests().is_empty(), "a was not called");
-    run.when(approve("ticket-1").at(200_000))
-        .then_kinds(&["human.decided", "handoff.allowed", "agent.call_scheduled"]);
+    run.when(approve("ticket-1").at(200_000)).then_kinds(&[
+        "human.decided",
+        "handoff.allowed",
+        "agent.call_scheduled",
+    ]);
     let again = run.pending();
     assert_eq!((again.target_agent.as_str(), again.attempt), ("a", 2));
     run.replays();
@@ -229,7 +235,8 @@ pub(crate) fn readings_that_do_not_apply_are_refused() {
         })
     });
     assert!(
-        err.to_string().contains("is to `a`; a reading of `b`'s circuit"),
+        err.to_string()
+            .contains("is to `a`; a reading of `b`'s circuit"),
         "{err}"
     );
     let answered = run.pending().request_id;

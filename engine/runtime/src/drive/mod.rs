@@ -122,7 +122,10 @@ pub enum RuntimeError {
         problems: Vec<crate::workflow::WorkflowProblem>,
     },
     /// The data directory's circuits stream holds an event docket cannot read.
-    #[error("circuit breakers (stream {}), event {seq}: {message}", crate::circuit::CIRCUITS_STREAM)]
+    #[error(
+        "circuit breakers (stream {}), event {seq}: {message}",
+        crate::circuit::CIRCUITS_STREAM
+    )]
     Circuits {
         /// Its position in the stream (0 when no event is concerned).
         seq: u64,
