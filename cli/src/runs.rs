@@ -611,6 +611,17 @@ fn describe(event: &RunEvent) -> String {
             "{ticket} {} by {by}: {reason}",
             if *approved { "approved" } else { "denied" }
         ),
+        RunEvent::CircuitChecked {
+            request_id,
+            agent,
+            consecutive_failures,
+            ..
+        } => format!(
+            "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
+        ),
+        RunEvent::CallDegraded {
+            request_id, agent, ..
+        } => format!("{request_id} not sent: {agent}'s circuit is open"),
         RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
         RunEvent::RunBlocked {
             rule_id, reason, ..
