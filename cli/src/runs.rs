@@ -661,6 +661,17 @@ fn describe(event: &RunEvent) -> String {
             reason,
             ..
         } => format!("{by} ({role}) overrode {rule_id}: {reason}"),
+        RunEvent::CircuitChecked {
+            request_id,
+            agent,
+            consecutive_failures,
+            ..
+        } => format!(
+            "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
+        ),
+        RunEvent::CallDegraded {
+            request_id, agent, ..
+        } => format!("{request_id} not sent: {agent}'s circuit is open"),
         RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
         RunEvent::RunBlocked {
             rule_id, reason, ..

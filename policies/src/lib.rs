@@ -56,6 +56,7 @@ pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
 pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
+pub use rules::circuit_breaker::OnOpen;
 pub use rules::escalation::{
     AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
 };

@@ -901,7 +901,14 @@ type Read = (Vec<Event>, Vec<Vec<u8>>, Vec<RunEvent>);
 
 async fn read_run(store: &EmbeddedStore, run_id: &str) -> Result<Read, String> {
     let stream = StreamId::new(run_id).map_err(|e| e.to_string())?;
-    let streams = store.streams().await.map_err(|e| e.to_string())?;
+    // From decider version 6 a failing agent's breaker has its own stream, not a run's.
+    let streams: Vec<_> = store
+        .streams()
+        .await
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .filter(|h| h.stream.as_str() != docket_runtime::CIRCUITS_STREAM)
+        .collect();
     if streams.len() != 1 || streams[0].stream != stream {
         return Err(format!(
             "the store should hold the one run {run_id}: {streams:?}"

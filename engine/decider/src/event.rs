@@ -97,6 +97,15 @@ pub(crate) const CLASSED_FAILURES: u32 = 5;
 /// a person whose role outranks the blocking rule, continues exactly that step
 /// (docs/governance.md#human-override). Runs of earlier versions cannot be overridden.
 pub(crate) const HUMAN_OVERRIDES: u32 = 6;
+/// Decider version 6: an agent's circuit breaker counts its failures across runs. The
+/// runtime reads it from the data directory's `_circuits` stream before a call and, when
+/// the count has reached the threshold, records what it read (`agent.circuit_checked`);
+/// the decider decides open or half-open from that record alone. An open circuit answers
+/// with a graceful degradation response (`agent.call_degraded`: a capability's asker is
+/// told `capability_failed`, class `circuit_open`; another call waits for a human) unless
+/// the bundle says `on_open = "block"`. The run's own failure count no longer blocks it
+/// (docs/governance.md#circuit-breaker).
+pub(crate) const CIRCUITS_ACROSS_RUNS: u32 = 6;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -417,6 +426,36 @@ pub enum RunEvent {
         /// The final output (the exit agent's `finish` output or its handoff to `external`).
         output: Value,
     },
+    /// Recorded input (decider version 6): the agent's circuit breaker as the runtime read
+    /// it from the data directory's circuits stream before calling, recorded when its
+    /// failures reached the bundle's threshold (docs/governance.md#circuit-breaker).
+    #[serde(rename = "agent.circuit_checked")]
+    CircuitChecked {
+        /// The call about to be made.
+        request_id: CallId,
+        /// Its target agent, whose breaker was read.
+        agent: AgentId,
+        /// Consecutive failures of the agent across runs, as read.
+        consecutive_failures: u32,
+        /// When the last of them was recorded, ms since the Unix epoch.
+        last_failure_ms: i64,
+        /// When the last half-open probe was let through, if one was since that failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_probe_ms: Option<i64>,
+        /// When it was read, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision (decider version 6): the call was not made because the agent's circuit is
+    /// open; the caller gets a graceful degradation response instead.
+    #[serde(rename = "agent.call_degraded")]
+    CallDegraded {
+        /// The call not made.
+        request_id: CallId,
+        /// Its target agent.
+        agent: AgentId,
+        /// The error object (docs/events.md#the-error-object), `errorType` `circuit_open`.
+        error: Value,
+    },
     /// Decision: a policy stopped the run; it needs a human (a new run or a new bundle).
     #[serde(rename = "run.blocked")]
     RunBlocked {
@@ -610,6 +649,8 @@ impl RunEvent {
     pub const KINDS: &'static [&'static str] = &[
         "run.requested",
         "agent.call_scheduled",
+        "agent.circuit_checked",
+        "agent.call_degraded",
         "agent.responded",
         "agent.call_failed",
         "handoff.allowed",
@@ -658,6 +699,8 @@ impl RunEvent {
         match self {
             Self::RunRequested(_) => "run.requested",
             Self::AgentCallScheduled { .. } => "agent.call_scheduled",
+            Self::CircuitChecked { .. } => "agent.circuit_checked",
+            Self::CallDegraded { .. } => "agent.call_degraded",
             Self::AgentResponded { .. } => "agent.responded",
             Self::AgentCallFailed { .. } => "agent.call_failed",
             Self::HandoffAllowed { .. } => "handoff.allowed",
@@ -714,6 +757,7 @@ impl RunEvent {
                 | Self::AgentCallFailed { .. }
                 | Self::HumanDecided { .. }
                 | Self::HumanOverrode { .. }
+                | Self::CircuitChecked { .. }
                 // Side effects
                 | Self::EffectDryRun(_)
                 | Self::EffectKillSwitchChecked(_)

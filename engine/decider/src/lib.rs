@@ -51,7 +51,7 @@ pub use decide::tool::{
     TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
     ToolInput, ToolReturned,
 };
-pub use decide::{Command, EXTERNAL, Rejection, decide, decide_in_place};
+pub use decide::{CircuitReading, Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
     Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION, MAX_TIMEOUT_GROWTH,
     RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
@@ -75,8 +75,8 @@ pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use state::{
-    AgentHealth, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep, RunState,
-    RunStatus, Ticket, ToolCallRecord, ToolPhase,
+    AgentHealth, CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord,
+    NextStep, RunState, RunStatus, Ticket, ToolCallRecord, ToolPhase,
 };
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, classification, effect, episode, failure, fan_out, handoff, overrides, response,
-    ticket, tool,
+    capability, circuit, classification, effect, episode, failure, fan_out, handoff, overrides,
+    response, ticket, tool,
 };
 
 thread_local! {
@@ -286,12 +286,56 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "failure",
         from: "Running",
-        input: "RecordFailure, retry with the circuit open",
+        input: "RecordFailure, retry with the circuit open in the run (decider versions 1 to 5)",
         to: "Blocked",
         records: &["policy.decided", "run.blocked"],
+        covered_by: &[
+            Test(failure::version_5_an_open_circuit_blocks_the_next_call_to_a_failing_agent),
+            Test(circuit::version_6_runs_leave_the_breaker_to_the_reading),
+        ],
+    },
+    Transition {
+        concern: "circuit",
+        from: "Running (a call pending)",
+        input: "RecordCircuit (v6), the cool-down passed: half-open",
+        to: "Running (the call is made, as the one probe)",
+        records: &["policy.decided"],
         covered_by: &[Test(
-            failure::an_open_circuit_blocks_the_next_call_to_a_failing_agent,
+            circuit::a_half_open_probe_goes_through_and_its_success_goes_on,
         )],
+    },
+    Transition {
+        concern: "circuit",
+        from: "Running (a capability call pending)",
+        input: "RecordCircuit (v6), open",
+        to: "Running (the call degraded; the asker called again with capability_failed, class circuit_open) or, when the asker keeps asking, its episode stopped on failure_repeats",
+        records: &[
+            "policy.decided",
+            "agent.call_degraded",
+            "handoff.allowed",
+            "agent.call_scheduled",
+            "episode.stopped",
+        ],
+        covered_by: &[
+            Test(circuit::an_open_circuit_answers_a_capability_asker_with_capability_failed),
+            Test(circuit::an_asker_that_keeps_asking_an_open_circuit_stops),
+        ],
+    },
+    Transition {
+        concern: "circuit",
+        from: "Running (a handoff's call pending)",
+        input: "RecordCircuit (v6), open",
+        to: "WaitingForHuman (the call degraded; approving tries again), or Blocked with on_open = block",
+        records: &[
+            "policy.decided",
+            "agent.call_degraded",
+            "human.escalated",
+            "run.blocked",
+        ],
+        covered_by: &[
+            Test(circuit::an_open_circuit_at_a_handoff_waits_for_a_human),
+            Test(circuit::on_open_block_blocks_the_run),
+        ],
     },
     Transition {
         concern: "fan_out",
@@ -698,6 +742,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("fan_out", include_str!("decide/fan_out.rs")),
     ("classification", include_str!("decide/classification.rs")),
     ("failure", include_str!("decide/failure.rs")),
+    ("circuit", include_str!("decide/circuit.rs")),
     ("ticket", include_str!("decide/ticket.rs")),
     ("overrides", include_str!("decide/overrides.rs")),
     ("episode", include_str!("decide/episode.rs")),
@@ -714,6 +759,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/gate.rs"),
     include_str!("tests/classification.rs"),
     include_str!("tests/failure.rs"),
+    include_str!("tests/circuit.rs"),
     include_str!("tests/fan_out.rs"),
     include_str!("tests/ticket.rs"),
     include_str!("tests/overrides.rs"),
@@ -775,6 +821,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "agent.call_failed",
         "human.decided",
         "human.overrode",
+        "agent.circuit_checked",
         "effect.dry_run",
         "effect.kill_switch_checked",
         "effect.applied",

@@ -15,6 +15,8 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod agent;
+// Circuit breakers across runs: the `_circuits` stream, read before calls.
+mod circuit;
 mod clock;
 mod drive;
 mod effect;
@@ -27,6 +29,7 @@ pub use agent::{
     AgentCallError, AgentExecutor, CallFuture, CommandExecutor, ExecutorConfigError, HttpExecutor,
     InProcessAgent, InProcessExecutor,
 };
+pub use circuit::CIRCUITS_STREAM;
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
     HumanDecision, HumanOverride, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError,

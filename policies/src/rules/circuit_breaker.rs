@@ -22,6 +22,33 @@ pub struct CircuitBreaker {
     /// How long the circuit stays open before one probe request is let through.
     #[serde(default = "default_probe_interval_ms")]
     pub probe_interval_ms: u64,
+    /// What a call refused by an open circuit gets (decider version 6): `degrade` (the
+    /// default: a capability's asker is told `capability_failed`, a handoff's call waits
+    /// for a human) or `block` (the run is blocked, as before). Left out of the canonical
+    /// form at its default.
+    #[serde(default, skip_serializing_if = "OnOpen::is_degrade")]
+    pub on_open: OnOpen,
+}
+
+/// What a call refused by an open circuit gets (docs/governance.md#circuit-breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum OnOpen {
+    /// A graceful degradation response: the asker of a capability gets
+    /// `capability_failed` (error class `circuit_open`); any other call waits for a human,
+    /// who may retry it once the circuit lets a probe through.
+    #[default]
+    Degrade,
+    /// The run is blocked (rule `defaults.circuit_breaker`, error type `circuit_open`).
+    Block,
+}
+
+impl OnOpen {
+    /// The default, left out of the canonical form.
+    #[must_use]
+    pub fn is_degrade(&self) -> bool {
+        *self == Self::Degrade
+    }
 }
 
 impl Default for CircuitBreaker {
@@ -29,6 +56,7 @@ impl Default for CircuitBreaker {
         Self {
             failure_threshold: default_failure_threshold(),
             probe_interval_ms: default_probe_interval_ms(),
+            on_open: OnOpen::Degrade,
         }
     }
 }
@@ -123,6 +151,27 @@ mod tests {
         assert_eq!(b.decide_circuit("a", 2, 999).verdict, Verdict::Deny);
         assert_eq!(b.decide_circuit("a", 2, 1000).verdict, Verdict::Allow);
         assert_eq!(&*b.decide_circuit("ghost", 0, 0).rule_id, "agents.unknown");
+    }
+
+    /// `on_open` at its default is left out of the canonical form, so bundles written
+    /// before it existed keep their hashes; `block` is a different bundle.
+    #[test]
+    fn on_open_at_its_default_keeps_the_hash() {
+        let plain = "bundle = { id = \"t\" }\nagents = [{ id = \"a\" }]\n";
+        let hash = |src: &str| PolicyBundle::from_toml_str(src, "t.toml").unwrap().hash();
+        let degrade = format!("{plain}[defaults.circuit_breaker]\non_open = \"degrade\"\n");
+        let block = format!("{plain}[defaults.circuit_breaker]\non_open = \"block\"\n");
+        assert_eq!(hash(plain), hash(&degrade));
+        assert_ne!(hash(plain), hash(&block));
+        let b = PolicyBundle::from_toml_str(&block, "t.toml").unwrap();
+        assert_eq!(b.spec().defaults.circuit_breaker.on_open, OnOpen::Block);
+        let err = PolicyBundle::from_toml_str(
+            &format!("{plain}[defaults.circuit_breaker]\non_open = \"wait\"\n"),
+            "t.toml",
+        )
+        .expect_err("an unknown choice")
+        .to_string();
+        assert!(err.contains("t.toml:4:"), "{err}");
     }
 
     #[test]

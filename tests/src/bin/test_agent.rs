@@ -23,6 +23,9 @@
 //! - `ask`: asks a human which of `fast` and `thorough` to follow; called again with the
 //!   human's answer (a `human_answer` decision input), finishes with that answer;
 //! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability;
+//! - `ask_or_fall_back` (with `--to AGENT --capability CODE`): asks for a capability, and
+//!   when called again with its answer or a `capability_failed`, finishes with
+//!   `{"answer": ...}` or `{"fell_back": ...}` (the failure's payload);
 //! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
 //!
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
@@ -59,6 +62,7 @@ const MODES: &[&str] = &[
     "escalate_then_finish",
     "ask",
     "request_capability",
+    "ask_or_fall_back",
     "fanout",
 ];
 
@@ -260,6 +264,7 @@ fn main() -> ExitCode {
             | "escalate_then_finish"
             | "ask"
             | "request_capability"
+            | "ask_or_fall_back"
             | "fanout" => {
                 let payload = script.payload.clone().unwrap_or_else(|| {
                     request
@@ -296,6 +301,17 @@ fn main() -> ExitCode {
                             choices: vec!["fast".into(), "thorough".into()],
                         }],
                     },
+                    "ask_or_fall_back" if request.decision_inputs.len() > 1 => {
+                        let last = &request.decision_inputs[request.decision_inputs.len() - 1];
+                        let key = if last.output_type == "capability_failed" {
+                            "fell_back"
+                        } else {
+                            "answer"
+                        };
+                        vec![Action::Finish {
+                            output: json!({ key: last.payload }),
+                        }]
+                    }
                     "escalate_then_finish" => vec![
                         Action::Escalate {
                             reason: "needs a person's sign-off".into(),

@@ -132,7 +132,7 @@ impl Batch<'_> {
     /// to the agent that asked, as `capability_failed` through the gate (seed 003: the
     /// calling agent checks the status and falls back), instead of escalating or stopping
     /// the run.
-    fn return_failure(
+    pub(super) fn return_failure(
         &mut self,
         asker: &CallId,
         failed: &AgentRequest,

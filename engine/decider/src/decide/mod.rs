@@ -6,7 +6,8 @@
 //! and its actions), `handoff.rs` (the interaction matrix and scoping: a handoff to a
 //! forbidden agent is denied there), `fan_out.rs` (parallel branches and their join),
 //! `classification.rs` (risk classifiers), `failure.rs` (the failure ladder),
-//! `ticket.rs` (human decisions), `episode.rs` (spawns, domain writes, results, stop
+//! `circuit.rs` (circuit breakers read across runs, version 6), `ticket.rs` (human
+//! decisions), `episode.rs` (spawns, domain writes, results, stop
 //! conditions) and `effect.rs` (side effects). What each event does to the state is
 //! folded in the file of the same name under `state/`.
 //!
@@ -20,6 +21,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 mod capability;
+// Circuit breakers across runs (decider version 6).
+mod circuit;
+pub use circuit::CircuitReading;
 mod classification;
 // Side effects: `pub(super)` because the crate root re-exports its event and input types.
 pub(super) mod effect;
@@ -43,8 +47,8 @@ use docket_policies::{
 };
 
 use super::event::{
-    Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested, TicketSubject,
-    seed_error,
+    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, seed_error,
 };
 use super::state::{RunState, RunStatus};
 use crate::protocol::{
@@ -110,6 +114,9 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    /// The target agent's circuit breaker, as the runtime read it before calling
+    /// (decider version 6).
+    RecordCircuit(CircuitReading),
     // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
     RecordEffect(effect::EffectInput),
@@ -174,6 +181,7 @@ impl Command {
                 reason,
                 at_ms,
             },
+            Self::RecordCircuit(reading) => reading.to_event(),
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
             Self::RecordTool(input) => input.to_event(),
@@ -239,6 +247,9 @@ impl Command {
                 reason,
                 at_ms,
             },
+            RunEvent::CircuitChecked { .. } => {
+                return CircuitReading::from_event(event).map(Self::RecordCircuit);
+            }
             // Side effects
             other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
         })
@@ -251,6 +262,7 @@ impl Command {
             | Self::RecordFailure { at_ms, .. }
             | Self::RecordHumanDecision { at_ms, .. }
             | Self::RecordOverride { at_ms, .. } => *at_ms,
+            Self::RecordCircuit(reading) => reading.at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
             Self::RecordTool(input) => input.at_ms(),
@@ -321,6 +333,23 @@ pub enum Rejection {
     /// version 6): the reason names the rule, the role and who may.
     #[error("override refused: {0}")]
     OverrideRefused(String),
+    /// A circuit reading in a run recorded by a decider before version 6, which keeps its
+    /// breaker in the run.
+    #[error(
+        "call {0}: a circuit reading needs decider version 6; this run was recorded by an \
+         earlier version and keeps its circuit breaker in the run"
+    )]
+    CircuitNotRead(String),
+    /// A circuit reading for another agent than the call's target.
+    #[error("call {request_id} is to `{target}`; a reading of `{agent}`'s circuit does not apply")]
+    CircuitOfAnotherAgent {
+        /// The call.
+        request_id: String,
+        /// Its target.
+        target: String,
+        /// The agent whose circuit was read.
+        agent: String,
+    },
     /// The bundle handed to `decide` is not the run's recorded bundle.
     #[error("the policy bundle's hash {actual} is not the run's recorded bundle {expected}")]
     BundleMismatch {
@@ -459,6 +488,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             }
         }
         Command::Start(_) | Command::RecordOverride { .. } => {}
+        Command::RecordCircuit(reading) => circuit::check_reading(state, reading)?,
         // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
         Command::RecordTool(input) => tool::check_input(state, input)?,
@@ -588,6 +618,11 @@ impl Batch<'_> {
                     answer: answer.as_deref(),
                 },
             ),
+            Command::RecordCircuit(reading) => {
+                if self.episode_admits(&reading.request_id) {
+                    self.on_circuit_checked(&reading);
+                }
+            }
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
@@ -606,6 +641,7 @@ impl Batch<'_> {
         let call = match command {
             Command::RecordResponse { request_id, .. }
             | Command::RecordFailure { request_id, .. } => Some(request_id.clone()),
+            Command::RecordCircuit(reading) => Some(reading.request_id.clone()),
             Command::RecordHumanDecision { ticket, .. } => {
                 self.state.tickets.get(ticket).map(|t| match &t.subject {
                     TicketSubject::Retry { request_id }
@@ -744,7 +780,9 @@ impl Batch<'_> {
         self.schedule(request, call.reply_to.clone(), None, call.branch_of.clone());
     }
 
-    /// Schedules a call, unless the target has no executor or its circuit is open.
+    /// Schedules a call, unless the target has no executor or (decider versions 1 to 5)
+    /// its circuit in this run is open. From version 6 the circuit is read by the
+    /// runtime across runs, recorded and decided in `circuit.rs`.
     fn schedule(
         &mut self,
         mut request: AgentRequest,
@@ -767,7 +805,8 @@ impl Batch<'_> {
             );
             return;
         }
-        if let Some(health) = self.state.health.get(&target).copied()
+        let per_run = self.state.decider_version() < CIRCUITS_ACROSS_RUNS;
+        if let Some(health) = self.state.health.get(&target).copied().filter(|_| per_run)
             && health.consecutive_failures > 0
         {
             let since = u64::try_from(self.now_ms - health.last_failure_ms).unwrap_or(0);

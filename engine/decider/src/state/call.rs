@@ -9,6 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::RunState;
 use crate::event::{Classifies, RunEvent};
+
+/// The failure code of a call an open circuit refused (decider version 6).
+pub const CIRCUIT_OPEN_CODE: &str = "CIRCUIT_OPEN";
 use crate::protocol::{AgentRequest, AgentResponse, ResponseStatus};
 
 /// One scheduled agent call.
@@ -78,6 +81,15 @@ impl RunState {
                     call.failure = failed.then(|| response.failure_code());
                 }
             }
+            // Not made: the call is settled, and (the agent was not reached) its health is
+            // not touched.
+            RunEvent::CallDegraded { request_id, .. } => {
+                self.pending.remove(request_id);
+                if let Some(call) = self.calls.get_mut(request_id) {
+                    call.answered = true;
+                    call.failure = Some(CIRCUIT_OPEN_CODE.to_owned());
+                }
+            }
             RunEvent::AgentCallFailed {
                 request_id,
                 code,
@@ -109,6 +121,13 @@ impl RunState {
         } else {
             health.consecutive_failures = 0;
         }
+    }
+
+    /// Whether the runtime reads this run's circuit breakers across runs and records what
+    /// it read (decider version 6 and later); earlier runs keep the breaker in the run.
+    #[must_use]
+    pub fn reads_circuits_across_runs(&self) -> bool {
+        self.decider_version() >= crate::event::CIRCUITS_ACROSS_RUNS
     }
 
     /// Calls scheduled but not answered, in request-id order of scheduling.

@@ -475,6 +475,14 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             };
             tree.count_refusal(episode_id, class);
         }
+        // A call refused by an open circuit (decider version 6) counts in the episode
+        // that made it, so an agent that keeps asking an agent whose circuit is open stops.
+        RunEvent::CallDegraded { request_id, .. } => {
+            if let Some(call) = state.calls.get(request_id) {
+                let episode_id = call.request.episode_id.clone();
+                tree.count_refusal(&episode_id, "circuit_open".to_owned());
+            }
+        }
         RunEvent::DomainWriteDenied { episode_id, .. } => {
             tree.count_refusal(episode_id, "write_domain_refused".to_owned());
         }

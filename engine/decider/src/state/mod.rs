@@ -19,7 +19,7 @@ mod ticket;
 // Governed tools
 mod tool;
 
-pub use call::{AgentHealth, Call};
+pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
@@ -242,7 +242,8 @@ impl RunState {
             RunEvent::HumanOverrode { .. } => self.apply_override(event),
             RunEvent::AgentCallScheduled { .. }
             | RunEvent::AgentResponded { .. }
-            | RunEvent::AgentCallFailed { .. } => self.apply_call(event),
+            | RunEvent::AgentCallFailed { .. }
+            | RunEvent::CallDegraded { .. } => self.apply_call(event),
             RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. } => {
                 self.apply_handoff(event);
             }
@@ -257,6 +258,7 @@ impl RunState {
             RunEvent::HumanDecided { .. } => self.apply_ticket(event),
             // Recorded for the audit; nothing later decisions read.
             RunEvent::PolicyDecided { .. }
+            | RunEvent::CircuitChecked { .. }
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
             | RunEvent::OutputArchived { .. } => {}

@@ -35,6 +35,7 @@ use crate::{
 };
 
 pub(crate) mod capability;
+pub(crate) mod circuit;
 pub(crate) mod classification;
 pub(crate) mod effect;
 pub(crate) mod episode;

@@ -34,6 +34,14 @@ use docket_decider::{
 };
 
 pub use executors::resolve_program;
+
+/// An event's payload bytes (for the other streams of a data directory).
+pub(crate) async fn payload_bytes<S: EventStore>(
+    store: &S,
+    event: &docket_store::Event,
+) -> Result<Vec<u8>, RuntimeError> {
+    log::payload(store, event).await
+}
 pub use log::RecordedEvent;
 pub use summary::RunSummary;
 
@@ -114,6 +122,17 @@ pub enum RuntimeError {
         what: String,
         /// Each problem, naming its section and what to do.
         problems: Vec<crate::workflow::WorkflowProblem>,
+    },
+    /// The data directory's circuits stream holds an event docket cannot read.
+    #[error(
+        "circuit breakers (stream {}), event {seq}: {message}",
+        crate::circuit::CIRCUITS_STREAM
+    )]
+    Circuits {
+        /// Its position in the stream (0 when no event is concerned).
+        seq: u64,
+        /// What is wrong.
+        message: String,
     },
     /// A run id the store does not accept.
     #[error("invalid run id {id:?}: {message}")]
@@ -222,6 +241,8 @@ struct Inner<S> {
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
+    /// Every agent's circuit breaker across runs (decider version 6).
+    circuits: crate::circuit::Circuits,
     // Side effects
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
@@ -245,6 +266,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 executors: executors::Executors::default(),
                 bundles: std::sync::Mutex::default(),
                 counter: std::sync::atomic::AtomicU64::new(0),
+                circuits: crate::circuit::Circuits::default(),
                 effects: crate::effect::EffectExecutors::default(),
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
@@ -270,8 +292,18 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.inner.tools.register(section, executor);
     }
 
+    /// Every agent's circuit breaker across runs.
+    pub(crate) fn circuits(&self) -> &crate::circuit::Circuits {
+        &self.inner.circuits
+    }
+
+    /// The time now, as the store's envelopes record it.
+    pub(crate) fn wall_time(&self) -> WallTime {
+        WallTime(self.inner.clock.now_ns())
+    }
+
     /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms`.
-    fn now_ms(&self) -> i64 {
+    pub(crate) fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()
     }
 
@@ -555,6 +587,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
         let mut runs = Vec::new();
         for head in heads {
+            if head.stream.as_str() == crate::circuit::CIRCUITS_STREAM {
+                continue;
+            }
             let run_id = RunId::from(head.stream.as_str());
             let state = self.state(&run_id).await?;
             if state.request().is_some() {
@@ -579,7 +614,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// Decides `command` in place and appends the batch at the version it was decided
     /// from. On an error the state may be past what is recorded: drop it (every caller
     /// returns the error), and fold the log again to go on.
-    async fn decide_and_append(
+    pub(crate) async fn decide_and_append(
         &self,
         state: &mut RunState,
         bundle: &PolicyBundle,
@@ -681,6 +716,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     _ => break,
                 };
                 self.commit_carried(&bundle, carried.take()).await?;
+                let pending = self.read_circuits(&mut state, &bundle, pending).await?;
                 let answers = futures::future::join_all(
                     pending.iter().map(|request| self.call(&workflow, request)),
                 )
@@ -711,6 +747,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     } else {
                         self.decide_and_append(&mut state, &bundle, command).await?;
                     }
+                    self.record_outcome(&state, request, at_ms).await?;
                 }
             }
             self.commit_carried(&bundle, carried).await?;

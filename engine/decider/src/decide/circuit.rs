@@ -1,0 +1,196 @@
+//! Circuit breakers across runs (decider version 6, docs/governance.md#circuit-breaker).
+//!
+//! An agent's breaker counts its failures in every run of a data directory, so the
+//! decider cannot read it: the runtime reads it before a call and, when the count has
+//! reached the bundle's threshold, records what it read (`agent.circuit_checked`). This
+//! file decides from that record alone: half-open (the cool-down has passed since the last
+//! failure or probe: the call is made, as the one probe) or open (the call is not made:
+//! `agent.call_degraded`, and the caller gets a graceful degradation response). Replay
+//! decides again from the record, without the circuits stream.
+
+use super::*;
+use crate::event::{CIRCUITS_ACROSS_RUNS, TicketSubject};
+use crate::ids::{AgentId, CallId};
+use crate::state::CIRCUIT_OPEN_CODE;
+use docket_policies::{ErrorClass, OnOpen};
+
+/// What the runtime read of an agent's circuit breaker before calling it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CircuitReading {
+    /// The call about to be made.
+    pub request_id: CallId,
+    /// Its target agent.
+    pub agent: AgentId,
+    /// Consecutive failures of the agent across runs.
+    pub consecutive_failures: u32,
+    /// When the last of them was recorded, ms since the Unix epoch.
+    pub last_failure_ms: i64,
+    /// When the last half-open probe was let through since that failure, if one was.
+    pub last_probe_ms: Option<i64>,
+    /// When it was read, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+impl CircuitReading {
+    pub(super) fn to_event(&self) -> RunEvent {
+        RunEvent::CircuitChecked {
+            request_id: self.request_id.clone(),
+            agent: self.agent.clone(),
+            consecutive_failures: self.consecutive_failures,
+            last_failure_ms: self.last_failure_ms,
+            last_probe_ms: self.last_probe_ms,
+            at_ms: self.at_ms,
+        }
+    }
+
+    pub(super) fn from_event(event: &RunEvent) -> Option<Self> {
+        match event {
+            RunEvent::CircuitChecked {
+                request_id,
+                agent,
+                consecutive_failures,
+                last_failure_ms,
+                last_probe_ms,
+                at_ms,
+            } => Some(Self {
+                request_id: request_id.clone(),
+                agent: agent.clone(),
+                consecutive_failures: *consecutive_failures,
+                last_failure_ms: *last_failure_ms,
+                last_probe_ms: *last_probe_ms,
+                at_ms: *at_ms,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Milliseconds since the last failure or probe, whichever is later (0 when the clock
+    /// went back).
+    #[must_use]
+    pub fn ms_since_last_attempt(&self) -> u64 {
+        let last = self
+            .last_probe_ms
+            .map_or(self.last_failure_ms, |p| p.max(self.last_failure_ms));
+        u64::try_from(self.at_ms.saturating_sub(last)).unwrap_or(0)
+    }
+}
+
+/// Whether a reading applies: a run of version 6 or later, a call scheduled and not
+/// answered, to the agent whose circuit was read.
+pub(super) fn check_reading(state: &RunState, reading: &CircuitReading) -> Result<(), Rejection> {
+    let id = reading.request_id.to_string();
+    if state.decider_version() < CIRCUITS_ACROSS_RUNS {
+        return Err(Rejection::CircuitNotRead(id));
+    }
+    let call = state
+        .calls
+        .get(&reading.request_id)
+        .ok_or_else(|| Rejection::UnknownCall(id.clone()))?;
+    if call.answered {
+        return Err(Rejection::AlreadyAnswered(id));
+    }
+    if call.request.target_agent != reading.agent {
+        return Err(Rejection::CircuitOfAnotherAgent {
+            request_id: id,
+            target: call.request.target_agent.to_string(),
+            agent: reading.agent.to_string(),
+        });
+    }
+    Ok(())
+}
+
+impl Batch<'_> {
+    /// Decides the breaker from what was read: half-open lets the call go (the runtime
+    /// makes it); open settles it with a degradation response, or blocks the run when
+    /// the bundle says `on_open = "block"`.
+    pub(super) fn on_circuit_checked(&mut self, reading: &CircuitReading) {
+        let agent = reading.agent.as_str();
+        let request_id = &reading.request_id;
+        let d = self.bundle.decide_circuit(
+            agent,
+            reading.consecutive_failures,
+            reading.ms_since_last_attempt(),
+        );
+        let open = !d.is_allowed();
+        self.push(RunEvent::PolicyDecided {
+            subject: request_id.to_string(),
+            decision: d.clone(),
+        });
+        if !open {
+            return;
+        }
+        let Some(call) = self.state.calls.get(request_id).cloned() else {
+            return;
+        };
+        let rule = d.rule_id.to_string();
+        let reason = format!("circuit open for {agent}: {}", d.reason);
+        let error = seed_error(
+            request_id,
+            agent,
+            "circuit_open",
+            &reason,
+            json!({
+                "ruleId": rule,
+                "consecutiveFailures": reading.consecutive_failures,
+                "lastFailureMs": reading.last_failure_ms,
+                "threshold": self.bundle.spec().defaults.circuit_breaker.failure_threshold,
+            }),
+            call.request.attempt.saturating_sub(1),
+        );
+        self.push(RunEvent::CallDegraded {
+            request_id: request_id.clone(),
+            agent: reading.agent.clone(),
+            error: error.clone(),
+        });
+        // Side effects: a verifier whose circuit is open sends the effect to a human.
+        if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
+            let failure = format!("{CIRCUIT_OPEN_CODE}: {reason}");
+            self.on_verifier_answer(&effect_id, agent, None, Some(&failure));
+            return;
+        }
+        if self.bundle.spec().defaults.circuit_breaker.on_open == OnOpen::Block {
+            if self.episode_hard_stop(request_id, &rule, &reason) {
+                return;
+            }
+            self.block(&rule, reason, error);
+            return;
+        }
+        if let Some(asker) = &call.reply_to {
+            // The refusal was counted in the asking episode by the fold: an agent that
+            // keeps asking stops on `failure_repeats` instead of being told again.
+            let episode = self.episode_of_call(request_id);
+            if self.refusals_repeat(&episode) {
+                return;
+            }
+            let class = ErrorClass {
+                code: CIRCUIT_OPEN_CODE.to_owned(),
+                class: "circuit_open".to_owned(),
+                rule_id: rule,
+            };
+            self.return_failure(asker, &call.request, &class, &reason, &d);
+            return;
+        }
+        // A handoff's receiver (or a retry, a classifier): nobody asked who could fall
+        // back, so the run waits for a human, who may try again once a probe is let
+        // through. The run goes on with its other branches meanwhile.
+        let ticket = self.next_ticket();
+        let probe_after = self
+            .bundle
+            .spec()
+            .defaults
+            .circuit_breaker
+            .probe_interval_ms;
+        self.push(RunEvent::Escalated {
+            ticket,
+            reason: format!(
+                "{agent} was not called: its circuit is open after {} failures in a row \
+                 (across runs); one call is let through {probe_after} ms after the last \
+                 failure: approve to try again, deny to stop",
+                reading.consecutive_failures
+            ),
+            subject: TicketSubject::Retry {
+                request_id: request_id.clone(),
+            },
+        });
+    }
+}

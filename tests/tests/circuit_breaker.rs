@@ -1,0 +1,233 @@
+//! Circuit breakers across runs, through the `docket` binary with command agents
+//! (docs/governance.md#circuit-breaker): failures of an agent in earlier runs of a data
+//! directory open its circuit for later runs, which degrade instead of calling it, and
+//! `docket replay` reproduces every decision from the run's log alone.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use docket_tests::{
+    docket_on as docket, exit_code as code, run_events as events, stdout_text as stdout,
+    summary_run_id as run_id,
+};
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+/// `asker` asks `writer` for `DOC_GENERATE` and falls back when told it failed; `writer`
+/// crashes on every request, recording each one it receives in `writer_log`. The bundle
+/// keeps the default ladder and breaker (opens at 5 failures, a probe after 60 s).
+fn asker_and_crashing_writer(dir: &Path, writer_log: &Path) -> PathBuf {
+    let bundle = r#"bundle = { id = "circuit" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "asker"
+[[agents]]
+id = "writer"
+[[agents.capabilities]]
+code = "DOC_GENERATE"
+
+[interactions]
+allowed = [
+  { from = "external", to = "asker" },
+  { from = "asker", to = "writer" },
+  { from = "writer", to = "asker" },
+  { from = "asker", to = "external" },
+]
+
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+    std::fs::write(dir.join("policy.toml"), bundle).expect("write bundle");
+    let asker = [
+        "ask_or_fall_back",
+        "--to",
+        "writer",
+        "--capability",
+        "DOC_GENERATE",
+        "--payload",
+        r#"{"title": "t"}"#,
+    ];
+    let writer = ["crash", "--record", writer_log.to_str().expect("utf-8")];
+    let workflow = format!(
+        "name = \"circuit\"\npolicy = \"policy.toml\"\nentry = \"asker\"\n\
+         [agents.asker]\ncommand = {TEST_AGENT:?}\nargs = {asker:?}\n\
+         [agents.writer]\ncommand = {TEST_AGENT:?}\nargs = {writer:?}\n"
+    );
+    let path = dir.join("workflow.toml");
+    std::fs::write(&path, workflow).expect("write workflow");
+    std::fs::write(dir.join("input.json"), r#"{"task": "write"}"#).expect("write input");
+    path
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn calls_received(writer_log: &Path) -> usize {
+    std::fs::read_to_string(writer_log)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replays() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let writer_log = dir.path().join("writer.jsonl");
+    let workflow = asker_and_crashing_writer(dir.path(), &writer_log);
+    let run = || {
+        let out = docket(
+            &data,
+            &[
+                "run",
+                workflow.to_str().expect("utf-8"),
+                "--input",
+                dir.path().join("input.json").to_str().expect("utf-8"),
+            ],
+        );
+        assert_eq!(code(&out), 0, "the asker falls back: {}", stdout(&out));
+        run_id(&out)
+    };
+
+    // Runs 1 and 2: the writer fails twice in each (a call and its retry), the asker is
+    // told `capability_failed` and falls back. Four failures: the circuit stays closed.
+    for _ in 0..2 {
+        let run = run();
+        let log = events(&data, &run);
+        assert_eq!(of_kind(&log, "agent.call_failed").len(), 2);
+        assert!(of_kind(&log, "agent.circuit_checked").is_empty(), "{log:?}");
+    }
+    assert_eq!(calls_received(&writer_log), 4);
+
+    // Run 3: the fifth failure opens the circuit; the retry is not made.
+    let third = run();
+    assert_eq!(
+        calls_received(&writer_log),
+        5,
+        "the retry never reached the writer"
+    );
+    let log = events(&data, &third);
+    assert_eq!(of_kind(&log, "agent.call_failed").len(), 1);
+    let checked = of_kind(&log, "agent.circuit_checked");
+    assert_eq!(checked.len(), 1, "{log:?}");
+    assert_eq!(checked[0]["payload"]["consecutive_failures"], 5);
+
+    // Run 4: the writer is never called. The reading, the decision and the degradation
+    // are in the run's log; the asker got `capability_failed` of class `circuit_open`.
+    let fourth = run();
+    assert_eq!(
+        calls_received(&writer_log),
+        5,
+        "an open circuit calls nobody"
+    );
+    let log = events(&data, &fourth);
+    assert!(of_kind(&log, "agent.call_failed").is_empty(), "{log:?}");
+    let checked = of_kind(&log, "agent.circuit_checked");
+    assert_eq!(checked.len(), 1, "{log:?}");
+    let reading = &checked[0]["payload"];
+    assert_eq!(reading["agent"], "writer");
+    assert_eq!(reading["consecutive_failures"], 5);
+    let decided = of_kind(&log, "policy.decided")
+        .into_iter()
+        .find(|e| e["payload"]["decision"]["kind"] == "circuit_breaker")
+        .expect("the breaker's decision");
+    assert_eq!(decided["payload"]["decision"]["verdict"], "deny");
+    assert_eq!(
+        decided["payload"]["decision"]["rule_id"],
+        "defaults.circuit_breaker"
+    );
+    let degraded = of_kind(&log, "agent.call_degraded");
+    assert_eq!(degraded.len(), 1);
+    assert_eq!(degraded[0]["payload"]["error"]["errorType"], "circuit_open");
+    let done = of_kind(&log, "run.completed");
+    assert_eq!(done.len(), 1, "{log:?}");
+    let fell_back = &done[0]["payload"]["output"]["fell_back"];
+    assert_eq!(fell_back["error_class"], "circuit_open", "{fell_back}");
+    assert_eq!(fell_back["agent"], "writer");
+
+    // Replay reproduces every decision from each run's log, without the circuits stream.
+    for run in [&third, &fourth] {
+        let out = docket(&data, &["replay", run]);
+        let text = stdout(&out);
+        assert_eq!(code(&out), 0, "{text}");
+        assert!(text.contains("every decision reproduced"), "{text}");
+    }
+    // The circuits stream is not a run: listings and replays of every run pass it over.
+    let out = docket(&data, &["runs"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert_eq!(
+        stdout(&out).matches("completed").count(),
+        4,
+        "{}",
+        stdout(&out)
+    );
+    let out = docket(&data, &["replay", "--all"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
+/// An open circuit at a handoff's receiver: nobody asked who could fall back, so the run
+/// waits for a human instead of calling the agent (threshold 2 here: the first run's call
+/// and its retry open it for the next run).
+#[test]
+fn an_open_circuit_at_the_entry_agent_makes_the_next_run_wait_for_a_human() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let worker_log = dir.path().join("worker.jsonl");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        r#"bundle = { id = "small" }
+agents = [{ id = "external" }, { id = "worker" }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[defaults.circuit_breaker]
+failure_threshold = 2
+"#,
+    )
+    .expect("write bundle");
+    let worker = ["crash", "--record", worker_log.to_str().expect("utf-8")];
+    std::fs::write(dir.path().join("input.json"), r#"{"task": "x"}"#).expect("write input");
+    let workflow = dir.path().join("workflow.toml");
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"small\"\npolicy = \"policy.toml\"\nentry = \"worker\"\ninput = \"input.json\"\n\
+             [agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {worker:?}\n"
+        ),
+    )
+    .expect("write workflow");
+    let run = || docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+
+    let first = run();
+    assert_eq!(
+        code(&first),
+        3,
+        "the ladder asks a human: {}",
+        stdout(&first)
+    );
+    assert_eq!(calls_received(&worker_log), 2);
+
+    let second = run();
+    let text = stdout(&second);
+    assert_eq!(code(&second), 3, "{text}");
+    assert_eq!(calls_received(&worker_log), 2, "the worker was not called");
+    let second = run_id(&second);
+    let log = events(&data, &second);
+    assert_eq!(of_kind(&log, "agent.call_degraded").len(), 1, "{log:?}");
+    let escalated = of_kind(&log, "human.escalated");
+    assert_eq!(escalated.len(), 1);
+    let reason = escalated[0]["payload"]["reason"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        reason.contains("circuit is open after 2 failures"),
+        "{reason}"
+    );
+
+    let out = docket(&data, &["replay", &second]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    assert!(stdout(&out).contains("every decision reproduced"));
+}
