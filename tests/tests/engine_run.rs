@@ -514,7 +514,9 @@ fn a_question_is_answered_and_the_agent_goes_on() {
     );
     let crossed: Vec<_> = of_kind(&log, "handoff.allowed")
         .into_iter()
-        .filter(|e| e["payload"]["from"] == "human")
+        .filter(|e| {
+            e["payload"]["from"] == "human" && e["payload"]["output_type"] == "human_answer"
+        })
         .collect();
     assert_eq!(crossed.len(), 1, "the answer crossed the gate once");
     let output = &of_kind(&log, "run.completed")[0]["payload"]["output"]["human_answer"];

@@ -123,7 +123,11 @@ fn a_capability_request_over_an_edge_reaches_the_writer_scoped() {
     let log = events(&dir.path().join("data"), &run_id(&out));
     let allowed: Vec<&Value> = log
         .iter()
-        .filter(|e| e["kind"] == "handoff.allowed" && e["payload"]["to"] == "writer")
+        .filter(|e| {
+            e["kind"] == "handoff.allowed"
+                && e["payload"]["to"] == "writer"
+                && e["payload"]["output_type"] == "DOC_GENERATE"
+        })
         .collect();
     // The writer crashes; its failure returns to the asker, which asks again (until the
     // writer's circuit opens): every request crossed scoped.

@@ -202,7 +202,7 @@ fn a_denied_handoff_is_overridden_by_the_lead_and_the_run_completes() {
     assert_eq!(p["reason"], "legal approved the draft");
     let crossed: Vec<&Value> = of_kind(&log, "handoff.allowed")
         .into_iter()
-        .filter(|e| e["payload"]["to"] == "publisher")
+        .filter(|e| e["payload"]["to"] == "publisher" && e["payload"]["input"] == "decision")
         .collect();
     assert_eq!(crossed.len(), 1, "{log:?}");
     assert_eq!(

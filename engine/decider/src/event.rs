@@ -59,7 +59,7 @@ pub struct RunRequested {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 6;
+pub const DECIDER_VERSION: u32 = 7;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -106,6 +106,12 @@ pub(crate) const HUMAN_OVERRIDES: u32 = 6;
 /// the bundle says `on_open = "block"`. The run's own failure count no longer blocks it
 /// (docs/governance.md#circuit-breaker).
 pub(crate) const CIRCUITS_ACROSS_RUNS: u32 = 6;
+
+/// Decider version 7: every request carries a handoff context assembled by the engine
+/// (`context.handoff`: session, workflow position, prior agents, the human decisions made
+/// and the original request), its content parts crossing the gate like any content
+/// (docs/agent-protocol.md#the-handoff-context).
+pub(crate) const HANDOFF_CONTEXT: u32 = 7;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, circuit, classification, effect, episode, failure, fan_out, handoff, overrides,
-    response, ticket, tool,
+    capability, circuit, classification, context, effect, episode, failure, fan_out, handoff,
+    overrides, response, ticket, tool,
 };
 
 thread_local! {
@@ -364,6 +364,17 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[
             Test(failure::failures_go_retry_escalate_block),
             Test(response::escalate_action_waits_and_approval_proceeds),
+        ],
+    },
+    Transition {
+        concern: "context",
+        from: "Running (decider version 7)",
+        input: "any input that schedules a call to an agent not yet told the original request, or after a new human decision",
+        to: "Running (the call carries context.handoff; its content parts crossed the gate)",
+        records: &["handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(context::every_request_carries_the_handoff_context),
+            Test(context::the_original_request_and_decisions_are_scoped_for_the_receiver),
         ],
     },
     Transition {
@@ -738,6 +749,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("mod", include_str!("decide/mod.rs")),
     ("response", include_str!("decide/response.rs")),
     ("capability", include_str!("decide/capability.rs")),
+    ("context", include_str!("decide/context.rs")),
     ("handoff", include_str!("decide/handoff.rs")),
     ("fan_out", include_str!("decide/fan_out.rs")),
     ("classification", include_str!("decide/classification.rs")),

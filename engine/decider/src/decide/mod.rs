@@ -21,6 +21,8 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 mod capability;
+// The handoff context every request carries (decider version 7).
+mod context;
 // Circuit breakers across runs (decider version 6).
 mod circuit;
 pub use circuit::CircuitReading;
@@ -834,6 +836,7 @@ impl Batch<'_> {
         }
         self.attach_domain_reads(&mut request);
         self.attach_prior_outputs(&mut request);
+        self.attach_handoff_context(&mut request);
         self.push(RunEvent::AgentCallScheduled {
             request: Arc::new(request),
             reply_to,

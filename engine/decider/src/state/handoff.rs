@@ -2,7 +2,11 @@
 //! decision output by type (what context edges and provenance rules read).
 
 use docket_policies::InputKind;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::RunState;
 use crate::event::RunEvent;
@@ -30,6 +34,17 @@ pub struct HandoffRecord {
     pub every_field_removed: bool,
 }
 
+/// What an agent was told of the run in its handoff context, as it last crossed the gate
+/// (docs/agent-protocol.md#the-handoff-context): crossing again only when it changed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ContextTold {
+    /// The run's original request, scoped for the agent under the rules of the pair it
+    /// was reached from, by that sender (`external` for the entry agent).
+    pub original_request: BTreeMap<AgentId, Arc<Value>>,
+    /// The human decisions, scoped for the agent, and how many there were.
+    pub decisions: Option<(usize, Arc<Value>)>,
+}
+
 impl RunState {
     pub(super) fn apply_handoff(&mut self, event: &RunEvent) {
         match event {
@@ -44,6 +59,32 @@ impl RunState {
                 flow_position,
                 ..
             } => {
+                // The entry agent's input from `external` is the original request.
+                if from == crate::EXTERNAL && *input == InputKind::Decision {
+                    let told = self.context_told.entry(to.clone()).or_default();
+                    told.original_request
+                        .insert(from.clone(), delivered.clone());
+                }
+                if *input == InputKind::Context {
+                    match (from.as_str(), output_type.as_str()) {
+                        (crate::EXTERNAL, "original_request") => {
+                            let told = self.context_told.entry(to.clone()).or_default();
+                            told.original_request.insert(
+                                AgentId::from(audit.from_agent_id.as_str()),
+                                delivered.clone(),
+                            );
+                        }
+                        ("human", "decisions") => {
+                            let count = delivered
+                                .get("decisions")
+                                .and_then(Value::as_array)
+                                .map_or(0, Vec::len);
+                            let told = self.context_told.entry(to.clone()).or_default();
+                            told.decisions = Some((count, delivered.clone()));
+                        }
+                        _ => {}
+                    }
+                }
                 if let Some(position) = flow_position {
                     self.flow_position = *position;
                 }

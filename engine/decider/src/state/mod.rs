@@ -23,7 +23,7 @@ pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
-pub use ticket::Ticket;
+pub use ticket::{Ticket, TicketDecision};
 pub use tool::{ToolCallRecord, ToolPhase};
 
 use super::event::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
@@ -90,6 +90,10 @@ pub struct RunState {
     pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub(crate) handoffs: Vec<HandoffRecord>,
+    /// What each agent was told of the run in its handoff context (decider version 7):
+    /// the original request and the human decisions, as they last crossed the gate.
+    #[serde(default)]
+    pub(crate) context_told: BTreeMap<AgentId, handoff::ContextTold>,
     /// In a sequential flow, the position (0-based, in `flow_order`) the run is at.
     #[serde(default)]
     pub(crate) flow_position: u32,

@@ -16,6 +16,26 @@ pub struct Ticket {
     pub subject: TicketSubject,
     /// Still waiting for a decision.
     pub open: bool,
+    /// The decision, once made: who, approved or not, the choice and the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<TicketDecision>,
+}
+
+/// A human's decision on a ticket, as `human.decided` recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TicketDecision {
+    /// Who decided.
+    pub by: String,
+    /// Approved (true) or denied.
+    pub approved: bool,
+    /// Why.
+    pub reason: String,
+    /// The chosen output or option (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub choice: Option<u32>,
+    /// An answer in the human's words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<String>,
 }
 
 impl RunState {
@@ -33,13 +53,29 @@ impl RunState {
                         reason: reason.clone(),
                         subject: subject.clone(),
                         open: true,
+                        decision: None,
                     },
                 );
                 self.status = RunStatus::WaitingForHuman;
             }
-            RunEvent::HumanDecided { ticket, .. } => {
+            RunEvent::HumanDecided {
+                ticket,
+                approved,
+                by,
+                reason,
+                choice,
+                answer,
+                ..
+            } => {
                 if let Some(t) = self.tickets.get_mut(ticket) {
                     t.open = false;
+                    t.decision = Some(TicketDecision {
+                        by: by.clone(),
+                        approved: *approved,
+                        reason: reason.clone(),
+                        choice: *choice,
+                        answer: answer.clone(),
+                    });
                 }
                 if self.status == RunStatus::WaitingForHuman
                     && !self.tickets.values().any(|t| t.open)

@@ -37,6 +37,7 @@ use crate::{
 pub(crate) mod capability;
 pub(crate) mod circuit;
 pub(crate) mod classification;
+pub(crate) mod context;
 pub(crate) mod effect;
 pub(crate) mod episode;
 pub(crate) mod failure;
@@ -113,7 +114,12 @@ impl History {
             self.state.apply(event);
         }
         self.log.extend_from_slice(&events);
-        self.decided = events;
+        // The handoff context's crossings (tests/context.rs checks them) are left out of
+        // what the other concerns' thens read: they accompany every first call.
+        self.decided = events
+            .into_iter()
+            .filter(|e| !is_context_crossing(e))
+            .collect();
         self
     }
 
@@ -416,6 +422,17 @@ impl Input for Decision {
             at_ms: self.at_ms.unwrap_or_else(|| history.now()),
         }
     }
+}
+
+/// A crossing of the handoff context (the original request, the human decisions): a
+/// `handoff.allowed` of read-only context from `external` or `human`.
+pub(crate) fn is_context_crossing(event: &RunEvent) -> bool {
+    matches!(
+        event,
+        RunEvent::HandoffAllowed { from, input: docket_policies::InputKind::Context, output_type, .. }
+            if (from == crate::EXTERNAL && output_type == "original_request")
+                || (from == "human" && output_type == "decisions")
+    )
 }
 
 pub(crate) fn kinds(events: &[RunEvent]) -> Vec<&'static str> {

@@ -60,7 +60,8 @@ pub(crate) fn a_run_recorded_by_a_newer_decider_is_refused_on_replay_naming_both
 
 #[test]
 pub(crate) fn runs_recorded_before_decider_versions_read_as_version_0_and_replay() {
-    let run = started();
+    // A log as the first decider recorded it, before it recorded its version.
+    let run = started_under(BUNDLE, "t.toml", |r| r.decider_version = 1);
     let Some(RunEvent::RunRequested(request)) = run.log.first() else {
         panic!("a run starts with run.requested");
     };
