@@ -1,7 +1,8 @@
 //! One gate for everything that reaches an agent (docs/governance.md#handoff-rules-and-blocked-fields):
 //! whatever agents do, by any path (handoffs, capability requests and answers, spawn
-//! inputs and child results, domain reads, approvals), no blocked field reaches any
-//! agent's request, and no decision handoff crosses a pair the matrix forbids.
+//! inputs and child results, domain reads, approvals and answers, the handoff context),
+//! no blocked field reaches any agent's request, and no decision handoff crosses a pair
+//! the matrix forbids.
 
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
@@ -180,6 +181,13 @@ fn secrets(request: &Value) -> Vec<String> {
             }
         }
     }
+    // The handoff context's original request (the run's input carries `secret`).
+    if request["context"]["handoff"]["original_request"]
+        .get("secret")
+        .is_some()
+    {
+        found.push("/context/handoff/original_request/secret".to_owned());
+    }
     found
 }
 
@@ -197,8 +205,13 @@ proptest! {
         let mut approvals = approvals.into_iter();
         for act in &script {
             if run.state.status == RunStatus::WaitingForHuman {
-                let ticket = run.state.open_tickets().next().map(|(id, _)| id.clone()).unwrap_or_default();
-                run.when(decision(Some(&ticket), approvals.next().unwrap_or(true)).by("p").because("r").at(5));
+                let (ticket, question) = run.state.open_tickets().next()
+                    .map(|(id, t)| (id.clone(), matches!(t.subject, crate::TicketSubject::Question { .. })))
+                    .unwrap_or_default();
+                let approved = approvals.next().unwrap_or(true);
+                let decided = decision(Some(&ticket), approved).by("p").because("r").at(5);
+                // A question is answered in words: they reach the agent through the gate.
+                run.when(if question && approved { decided.answer("go on") } else { decided });
             }
             if run.state.status != RunStatus::Running {
                 break;
