@@ -205,6 +205,20 @@ pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
             problems.push(WorkflowProblem { section, message });
         }
     }
+    // Governed tools: a program run per call, or an MCP server.
+    for (name, tool) in &spec.tools {
+        let (key, program) = match (&tool.command, &tool.mcp) {
+            (Some(command), _) => ("`command`", command),
+            (None, Some(mcp)) => ("`mcp`", mcp),
+            (None, None) => continue,
+        };
+        if let Some(message) = command_problem(program, tool.env.get("PATH")) {
+            problems.push(WorkflowProblem {
+                section: format!("[tools.{name}]"),
+                message: message.replacen("`command`", key, 1),
+            });
+        }
+    }
     problems
 }
 
@@ -418,6 +432,38 @@ verifier = "checker"
                 && problems[4].contains("(the section's env PATH)"),
             "{}",
             problems[4]
+        );
+    }
+
+    #[test]
+    fn tool_programs_and_mcp_servers_must_resolve() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().display();
+        let workflow = spec(&format!(
+            "[tools.search]
+command = \"{d}/missing-search\"
+             [tools.files]
+mcp = \"no-such-mcp-server-anywhere\"
+             [tools.shell]
+command = \"sh\"
+"
+        ));
+        let problems: Vec<String> = check_executables(&workflow)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(problems.len(), 2, "{problems:#?}");
+        assert!(
+            problems[0]
+                .starts_with("[tools.files] `mcp` `no-such-mcp-server-anywhere` is not found"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1].starts_with("[tools.search] `command` ")
+                && problems[1].contains("does not exist"),
+            "{}",
+            problems[1]
         );
     }
 
