@@ -1,7 +1,8 @@
 //! Partial results through the `docket` binary, with command agents
 //! (docs/governance.md#partial-results): a fan-out whose branch keeps crashing goes on with
 //! the other branch when the bundle says `fan_out_partial = true`, the gap recorded and
-//! told to the receiver; without the setting the same run waits for a human.
+//! told to the receiver; without the setting the same run waits for a human. And
+//! (docs/governance.md#partial-outputs) the geo bundle refusing a PARTIAL answer.
 
 use std::path::Path;
 
@@ -9,6 +10,7 @@ use docket_tests::{
     docket_on as docket, exit_code as code, run_events as events, stdout_text as stdout,
     summary_run_id as run_id,
 };
+use docket_tests::{geo_agents_built, geo_workflow_with};
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -134,4 +136,63 @@ fn without_fan_out_partial_a_failed_branch_waits_for_a_human() {
     assert!(of_kind(&log, "fanout.branch_failed").is_empty());
     assert_eq!(of_kind(&log, "human.escalated").len(), 1);
     assert!(!dir.path().join("sink.jsonl").exists(), "sink never called");
+}
+
+/// Seed 000: "No partial or incomplete outputs". Intelligence answers PARTIAL (a valid
+/// `geo_scores`) on an edge the geo bundle refuses partial outputs on: each answer fails
+/// with `PARTIAL_OUTPUT_REFUSED`, is retried, and the ladder's hard stop blocks the run
+/// before Reasoning is called.
+#[test]
+fn the_geo_bundle_refuses_a_partial_answer_up_the_failure_ladder() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let intelligence = test_agent(&[
+        "handoff",
+        "--to",
+        "reasoning",
+        "--output-type",
+        "geo_scores",
+        "--payload",
+        r#"{"focus_brand": "Acme", "brands": {}}"#,
+        "--partial",
+    ]);
+    let workflow = geo_workflow_with(dir.path(), &[("intelligence", intelligence)], "");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    let run = run_id(&out);
+    let log = events(&data, &run);
+    let blocked = of_kind(&log, "run.blocked");
+    assert_eq!(blocked.len(), 1, "{}", stdout(&out));
+    let error = &blocked[0]["payload"]["error"];
+    assert_eq!(error["details"]["code"], "PARTIAL_OUTPUT_REFUSED");
+    assert_eq!(error["agent"], "intelligence");
+    assert_eq!(error["errorType"], "retry_limit_exceeded");
+    let to_reasoning = of_kind(&log, "handoff.allowed")
+        .into_iter()
+        .filter(|e| e["payload"]["to"] == "reasoning")
+        .count();
+    assert_eq!(to_reasoning, 0, "nothing partial reached Reasoning");
+    // Observation's own PARTIAL answer crossed: its edge accepts partial outputs.
+    assert!(
+        of_kind(&log, "handoff.allowed")
+            .iter()
+            .any(|e| e["payload"]["to"] == "intelligence"),
+        "{log:#?}"
+    );
+    let refused: Vec<&Value> = of_kind(&log, "agent.call_scheduled")
+        .into_iter()
+        .filter(|e| {
+            e["payload"]["request"]["context"]["previous_attempt"]["error_code"]
+                == "PARTIAL_OUTPUT_REFUSED"
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "two retries before the hard stop");
+    let message = refused[0]["payload"]["request"]["context"]["previous_attempt"]["error_message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("interactions.partial_outputs"),
+        "{message}"
+    );
 }
