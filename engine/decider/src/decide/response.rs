@@ -104,7 +104,12 @@ impl Batch<'_> {
         if !partial || self.state.decider_version() < PARTIAL_RESULTS {
             return None;
         }
-        let exit = call.reply_to.is_none() && self.bundle.agent_ids().any(|a| a == EXTERNAL);
+        // A finish leaves the run (the exit edge to `external`) unless it answers a
+        // capability or classifier call, or ends a child episode.
+        let exit = call.reply_to.is_none()
+            && call.classifies.is_none()
+            && self.episode_of_call(&call.request.request_id) == crate::ids::ROOT_EPISODE
+            && self.bundle.agent_ids().any(|a| a == EXTERNAL);
         response.actions.iter().find_map(|action| {
             let to = match action {
                 Action::Handoff { to, .. } => to.as_str(),
