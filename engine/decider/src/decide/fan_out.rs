@@ -11,7 +11,7 @@ use crate::state::Call;
 use docket_policies::ErrorClass;
 
 /// The output type of the decision input that tells a receiver of a fan-out's gap.
-pub(super) const BRANCH_FAILED: &str = "branch_failed";
+const BRANCH_FAILED: &str = "branch_failed";
 
 impl Batch<'_> {
     /// Sends governed outputs on: one call per receiving agent, carrying every output for
