@@ -638,6 +638,10 @@ fn describe(event: &RunEvent) -> String {
                 delivery.from, delivery.output_type
             )
         }
+        RunEvent::FanoutBranchFailed { group, gap } => format!(
+            "fan-out {group}: {}'s branch failed ({}: {}), the others go on",
+            gap.agent, gap.error_code, gap.error_message
+        ),
         RunEvent::FanoutJoined { group, deliveries } => {
             format!(
                 "fan-out {group} joined, {} output(s) go on",

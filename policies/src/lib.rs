@@ -59,9 +59,10 @@ pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::circuit_breaker::OnOpen;
 pub use rules::escalation::{
     AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
+    PARTIAL_OUTPUT_REFUSED,
 };
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
-pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind};
+pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind, PartialOutputs};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::scope::{
     AdmissionProblem, ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext,

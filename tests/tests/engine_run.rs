@@ -233,7 +233,9 @@ fn keys(v: &Value) -> Vec<String> {
 }
 
 /// What reaches an agent's stdin is exactly the scoped context: Strategy's scoped mode
-/// (decision input) and the Guardrail 2 context edge; Observation's full mode.
+/// (decision input) and the Guardrail 2 context edge; Observation's full mode. (Globex
+/// leads, so Reasoning finds a gap and answers SUCCESS: the geo bundle refuses the PARTIAL
+/// "no gaps" answer at Reasoning → Strategy, docs/governance.md#partial-outputs.)
 #[test]
 fn scoped_and_full_handoffs_deliver_exactly_the_configured_fields_on_stdin() {
     geo_agents_built();
@@ -243,7 +245,7 @@ fn scoped_and_full_handoffs_deliver_exactly_the_configured_fields_on_stdin() {
     let observation = format!(
         "command = {TEST_AGENT:?}\nargs = [\"handoff\", \"--to\", \"intelligence\", \"--output-type\", \"ai_answer_snapshots\", \"--record\", {:?}, \"--payload\", {:?}]",
         observation_log,
-        r#"{"focus_brand": "Acme", "brands": ["Acme", "Globex"], "snapshots": [{"id": "s1", "topic": "crm for startups", "region": "US", "question": "q", "engine": "e", "captured_on": "2025-01-01", "answer": "Acme", "mentions": {"Acme": 1, "Globex": 0}}]}"#
+        r#"{"focus_brand": "Acme", "brands": ["Acme", "Globex"], "snapshots": [{"id": "s1", "topic": "crm for startups", "region": "US", "question": "q", "engine": "e", "captured_on": "2025-01-01", "answer": "Globex", "mentions": {"Acme": 0, "Globex": 1}}]}"#
     );
     let workflow = geo_workflow_with(
         dir.path(),

@@ -208,7 +208,8 @@ fn executor_errors_reach_the_agent_as_a_failed_tool_result() {
         (Some("failed"), Some("TOOL_SAID_NO"))
     );
 
-    // A program that cannot be started: the run still completes, the error names it.
+    // A program that does not exist is refused before the run starts, naming the
+    // section; nothing is recorded.
     let dir = tempfile::tempdir().expect("tempdir");
     let wf = workflow(
         dir.path(),
@@ -216,14 +217,16 @@ fn executor_errors_reach_the_agent_as_a_failed_tool_result() {
         &json!("ls"),
         "[tools.Bash]\ncommand = \"/nonexistent/tool-program\"\n",
     );
-    let (_, output) = run_completed(dir.path(), &wf, "fail-2");
-    assert_eq!(output["code"], "TOOL_UNAVAILABLE", "{output}");
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", &wf, "--run-id", "fail-2"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        output["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("/nonexistent/tool-program")),
-        "{output}"
+        stderr.contains("[tools.Bash] `command` /nonexistent/tool-program does not exist"),
+        "{stderr}"
     );
+    let runs = docket(&data, &["runs"]);
+    assert!(String::from_utf8_lossy(&runs.stdout).trim().is_empty());
 }
 
 #[test]

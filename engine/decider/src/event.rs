@@ -113,6 +113,16 @@ pub(crate) const CIRCUITS_ACROSS_RUNS: u32 = 6;
 /// (docs/agent-protocol.md#the-handoff-context).
 pub(crate) const HANDOFF_CONTEXT: u32 = 7;
 
+/// Decider version 7: partial results, as the bundle allows them. A PARTIAL answer whose
+/// handoff (or exit finish) crosses an edge that refuses partial outputs fails the
+/// answering agent with `PARTIAL_OUTPUT_REFUSED` (class `partial_output`) and goes up
+/// the failure ladder (docs/governance.md#partial-outputs). With `[multi_agent_handoffs]
+/// fan_out_partial = true`, a fan-out branch the ladder would escalate or stop is
+/// recorded as a gap (`fanout.branch_failed`) and the join goes on with the other
+/// branches, each receiver told of the gap by a gated `branch_failed` decision input
+/// (docs/governance.md#partial-results).
+pub(crate) const PARTIAL_RESULTS: u32 = 7;
+
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 
@@ -132,6 +142,23 @@ pub struct Delivery {
     /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
     /// run state's outputs).
     pub payload: Arc<Value>,
+}
+
+/// A fan-out branch that failed past retrying, recorded as a gap the join goes on
+/// without (decider version 7, `fan_out_partial`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchGap {
+    /// The failed branch's last call.
+    pub request_id: CallId,
+    /// The branch's agent.
+    pub agent: AgentId,
+    /// Its last error code, and the code's class.
+    pub error_code: String,
+    pub error_class: String,
+    /// Its last error message.
+    pub error_message: String,
+    /// How many attempts the branch made.
+    pub attempts: u32,
 }
 
 /// Which response a classifier call classifies, and which classifier of the agent's list
@@ -291,6 +318,15 @@ pub enum RunEvent {
         group: String,
         /// What proceeds.
         deliveries: Vec<Delivery>,
+    },
+    /// Decision (decider version 7, `fan_out_partial`): a branch of a fan-out failed
+    /// past retrying; the join goes on without it.
+    #[serde(rename = "fanout.branch_failed")]
+    FanoutBranchFailed {
+        /// The fan-out group.
+        group: String,
+        /// The missing branch.
+        gap: BranchGap,
     },
     /// Recorded input: the agent answered (any status).
     #[serde(rename = "agent.responded")]
@@ -666,6 +702,7 @@ impl RunEvent {
         "output.conflict_detected",
         "output.archived",
         "fanout.joined",
+        "fanout.branch_failed",
         "risk.classified",
         "human.escalated",
         "human.decided",
@@ -716,6 +753,7 @@ impl RunEvent {
             Self::ConflictDetected { .. } => "output.conflict_detected",
             Self::OutputArchived { .. } => "output.archived",
             Self::FanoutJoined { .. } => "fanout.joined",
+            Self::FanoutBranchFailed { .. } => "fanout.branch_failed",
             Self::RiskClassified { .. } => "risk.classified",
             Self::Escalated { .. } => "human.escalated",
             Self::HumanDecided { .. } => "human.decided",

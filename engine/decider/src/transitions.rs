@@ -196,6 +196,19 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[Test(response::denied_tool_call_is_a_boundary_violation)],
     },
     Transition {
+        concern: "response",
+        from: "Running",
+        input: "RecordResponse PARTIAL (or TIMEOUT with actions) whose handoff or exit finish crosses an edge refusing partial outputs (v7)",
+        to: "the failure ladder (PARTIAL_OUTPUT_REFUSED, class partial_output); version 6 and earlier: the answer goes on",
+        records: &["policy.decided", "agent.call_scheduled", "handoff.allowed"],
+        covered_by: &[
+            Test(response::a_partial_answer_across_a_refusing_edge_fails_the_agent),
+            Test(response::a_partial_answer_goes_on_where_the_edge_accepts_it),
+            Test(response::a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_exit),
+            Test(response::version_6_partial_answers_pass_every_edge),
+        ],
+    },
+    Transition {
         concern: "handoff",
         from: "Running",
         input: "RecordResponse, a handoff that is not the next step of a sequential flow",
@@ -282,6 +295,26 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (the asker called again with capability_failed, which crossed the gate)",
         records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
         covered_by: &[Test(capability::a_failed_capability_returns_to_the_asker)],
+    },
+    Transition {
+        concern: "fan_out",
+        from: "Running (fan-out)",
+        input: "RecordFailure of a branch the ladder would escalate or stop, with fan_out_partial (v7), another branch running or an output held",
+        to: "Running (gap recorded; joined once the other branches answer, each receiver told by a gated branch_failed input) / the ladder (no setting, version 6, or nothing to go on with)",
+        records: &[
+            "policy.decided",
+            "fanout.branch_failed",
+            "fanout.joined",
+            "handoff.allowed",
+            "agent.call_scheduled",
+            "human.escalated",
+        ],
+        covered_by: &[
+            Test(fan_out::a_failed_branch_is_a_gap_the_join_goes_on_without),
+            Test(fan_out::a_branch_that_fails_first_waits_for_the_others_then_the_join_tells_the_gap),
+            Test(fan_out::without_fan_out_partial_or_before_version_7_a_failed_branch_goes_up_the_ladder),
+            Test(fan_out::when_no_branch_is_left_to_go_on_with_the_ladder_decides),
+        ],
     },
     Transition {
         concern: "failure",

@@ -77,7 +77,12 @@ pub const ERROR_CLASSES: &[(&str, &[&str])] = &[
     ("boundary_violation", &["BOUNDARY", "POLICY"]),
     ("protocol_error", &["MALFORMED", "OVERSIZED", "PROTOCOL"]),
     ("data_error", &["DATA", "NOT_FOUND", "MISSING"]),
+    ("partial_output", &[PARTIAL_OUTPUT_REFUSED]),
 ];
+
+/// The error code of a PARTIAL answer whose handoff crosses an edge that refuses partial
+/// outputs (docs/governance.md#partial-outputs); class `partial_output`.
+pub const PARTIAL_OUTPUT_REFUSED: &str = "PARTIAL_OUTPUT_REFUSED";
 
 /// The class of an error code no built-in class matches: seed 000's agent error.
 pub const AGENT_ERROR: &str = "agent_error";
@@ -341,6 +346,7 @@ mod tests {
         assert_eq!(class("AGENT_MALFORMED_RESPONSE"), "protocol_error");
         assert_eq!(class("BOUNDARY_VIOLATION"), "boundary_violation");
         assert_eq!(class("AGENT_CRASHED"), "agent_error");
+        assert_eq!(class(PARTIAL_OUTPUT_REFUSED), "partial_output");
         assert_eq!(class("geo_snapshot_stale"), "data_error");
         assert_eq!(
             b.error_class("GEO_SNAPSHOT_STALE").rule_id,

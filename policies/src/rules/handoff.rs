@@ -44,6 +44,33 @@ pub struct InteractionMatrix {
     pub context: Vec<ContextEdge>,
     #[serde(default)]
     pub forbidden: Vec<ForbiddenEdge>,
+    /// Whether an agent's PARTIAL answer may cross an allowed edge, unless the edge says
+    /// otherwise (`accept_partial`): seed 000's pipeline refuses partial outputs, seed 003
+    /// allows them (docs/governance.md#partial-outputs). Left out of the canonical form
+    /// at its default, `accept`.
+    #[serde(default, skip_serializing_if = "PartialOutputs::is_default")]
+    pub partial_outputs: PartialOutputs,
+}
+
+/// Whether PARTIAL answers cross the interaction matrix's allowed edges.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum PartialOutputs {
+    /// A PARTIAL answer's handoffs go on like a SUCCESS's.
+    #[default]
+    Accept,
+    /// A PARTIAL answer whose handoff crosses the edge fails the answering agent
+    /// (`PARTIAL_OUTPUT_REFUSED`).
+    Refuse,
+}
+
+impl PartialOutputs {
+    #[must_use]
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// A decisive handoff that is allowed.
@@ -60,6 +87,11 @@ pub struct AllowedEdge {
     pub output_type: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
+    /// Whether a PARTIAL answer may cross this edge; unset, the matrix's
+    /// `partial_outputs` decides (docs/governance.md#partial-outputs). Left out of the
+    /// canonical form when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accept_partial: Option<bool>,
 }
 
 /// A read-only context edge: the receiver may consult, never decide from, this input.
@@ -405,6 +437,21 @@ fn compute(
 }
 
 impl PolicyBundle {
+    /// The rule that refuses a PARTIAL answer's handoff from `from` to `to`, if any: the
+    /// allowed edge's own `accept_partial = false`, else `interactions.partial_outputs =
+    /// "refuse"` (docs/governance.md#partial-outputs). `None`: the answer may cross.
+    #[must_use]
+    pub fn partial_refused_by(&self, from: &str, to: &str) -> Option<String> {
+        let m = &self.spec.interactions;
+        let edge = m.allowed.iter().find(|e| e.from == from && e.to == to);
+        match edge.and_then(|e| e.accept_partial.map(|a| (e, a))) {
+            Some((_, true)) => None,
+            Some((e, false)) => Some(edge_id(&e.id, "allow", &e.from, &e.to)),
+            None => (m.partial_outputs == PartialOutputs::Refuse)
+                .then(|| "interactions.partial_outputs".to_owned()),
+        }
+    }
+
     /// May `from` hand work (or, with [`InputKind::Context`], read-only context) to `to`?
     pub fn decide_handoff(&self, from: &str, to: &str, input: InputKind) -> HandoffDecision {
         let n = self.agent_ids.len();
@@ -539,5 +586,64 @@ mod tests {
         assert_eq!(issues.len(), 1, "{issues:?}");
         assert_eq!(issues[0].code, Code::UnknownReference);
         assert_eq!(issues[0].pointer.to_string(), "/interactions/allowed/0/to");
+    }
+
+    #[test]
+    fn partial_outputs_default_to_accept_and_keep_the_hash() {
+        let plain = bundle();
+        assert_eq!(plain.partial_refused_by("a", "b"), None);
+        let src = |extra: &str| {
+            format!(
+                r#"
+            bundle = {{ id = "t" }}
+            agents = [{{ id = "a" }}, {{ id = "b" }}, {{ id = "c" }}]
+            [interactions]
+            flow_order = ["a", "b", "c"]
+            {extra}
+            allowed = [{{ from = "a", to = "b", output_type = "o" }}, {{ from = "b", to = "c" }}]
+            context = [{{ from = "a", to = "c" }}]
+            forbidden = [{{ from = "*", to = "a", reason = "a is the entry" }}]
+            [[output_types]]
+            id = "o"
+            schema = {{ type = "object" }}
+        "#
+            )
+        };
+        let explicit =
+            PolicyBundle::from_toml_str(&src("partial_outputs = \"accept\""), "t.toml").unwrap();
+        assert_eq!(plain.hash(), explicit.hash());
+        let refusing =
+            PolicyBundle::from_toml_str(&src("partial_outputs = \"refuse\""), "t.toml").unwrap();
+        assert_ne!(plain.hash(), refusing.hash());
+        let err = PolicyBundle::from_toml_str(&src("partial_outputs = \"maybe\""), "t.toml")
+            .expect_err("not a setting");
+        assert!(err.to_string().contains("maybe"), "{err}");
+    }
+
+    #[test]
+    fn an_edge_setting_wins_over_the_matrix_default() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b" }, { id = "c" }]
+            [interactions]
+            flow_order = ["a", "b", "c"]
+            partial_outputs = "refuse"
+            allowed = [{ from = "a", to = "b", accept_partial = true }, { from = "b", to = "c" }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert_eq!(b.partial_refused_by("a", "b"), None);
+        assert_eq!(
+            b.partial_refused_by("b", "c").as_deref(),
+            Some("interactions.partial_outputs")
+        );
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "a" }, { id = "b" }]
+            [interactions]
+            allowed = [{ id = "ab", from = "a", to = "b", accept_partial = false }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        assert_eq!(b.partial_refused_by("a", "b").as_deref(), Some("ab"));
+        assert_eq!(b.partial_refused_by("b", "a"), None);
     }
 }

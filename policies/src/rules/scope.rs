@@ -55,6 +55,12 @@ pub struct HandoffPolicy {
     /// when default, so existing bundle hashes do not change.
     #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
     pub conflict_resolution: ConflictResolution,
+    /// A fan-out whose branch fails past retrying goes on with the other branches'
+    /// outputs, the gap recorded (`fanout.branch_failed`) and told to the receivers
+    /// (docs/governance.md#partial-results); false, the failure goes up the ladder and
+    /// stops the run as any failure. Left out of the canonical form when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fan_out_partial: bool,
 }
 
 impl Default for HandoffPolicy {
@@ -67,6 +73,7 @@ impl Default for HandoffPolicy {
             blocked_context_fields: Vec::new(),
             agent_handoff_rules: Vec::new(),
             conflict_resolution: ConflictResolution::default(),
+            fan_out_partial: false,
         }
     }
 }
@@ -1193,5 +1200,24 @@ mod tests {
             issues[0].pointer.to_string(),
             "/agents/1/context_requirements/allowed_context_fields/1"
         );
+    }
+
+    #[test]
+    fn fan_out_partial_defaults_to_false_and_keeps_the_hash() {
+        let plain = PolicyBundle::from_toml_str("bundle = { id = \"t\" }", "t.toml").unwrap();
+        let explicit = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nfan_out_partial = false\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(!plain.spec().multi_agent_handoffs.fan_out_partial);
+        assert_eq!(plain.hash(), explicit.hash());
+        let on = PolicyBundle::from_toml_str(
+            "bundle = { id = \"t\" }\n[multi_agent_handoffs]\nfan_out_partial = true\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert!(on.spec().multi_agent_handoffs.fan_out_partial);
+        assert_ne!(plain.hash(), on.hash());
     }
 }

@@ -29,6 +29,8 @@
 //! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
 //!
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
+//! `--partial`: the scripted modes answer PARTIAL (MEDIUM confidence, one warning)
+//! instead of SUCCESS.
 //! `--record FILE` appends every request line received to FILE (what reached stdin).
 //! `--banner-once FILE`: when FILE does not exist, creates it and writes a banner line on
 //! stdout as the process starts (a stray line, as a library printing a notice on its first
@@ -76,6 +78,7 @@ struct Script {
     record: Option<String>,
     banner_once: Option<String>,
     kill_parent_once: Option<String>,
+    partial: bool,
 }
 
 /// Creates `path` if it does not exist; whether this call created it.
@@ -109,6 +112,8 @@ fn main() -> ExitCode {
             script.banner_once = Some(value("--banner-once"));
         } else if arg == "--kill-parent-once" {
             script.kill_parent_once = Some(value("--kill-parent-once"));
+        } else if arg == "--partial" {
+            script.partial = true;
         } else if arg == "--record" {
             script.record = Some(value("--record"));
         } else if arg == "--payload" {
@@ -325,8 +330,13 @@ fn main() -> ExitCode {
                         inputs: payload.as_object().cloned().unwrap_or_default(),
                     }],
                 };
-                let response =
+                let mut response =
                     AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
+                if script.partial {
+                    response.status = docket_decider::ResponseStatus::Partial;
+                    response.confidence_level = Some(Confidence::Medium);
+                    response.warnings = vec!["some of the work could not be done".into()];
+                }
                 let _ = writeln!(
                     out,
                     "{}",

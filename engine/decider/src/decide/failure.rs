@@ -46,6 +46,10 @@ impl Batch<'_> {
             self.return_failure(asker, &call.request, &class, message, &decision);
             return;
         }
+        let stops_at_once = rule == "escalation.stop_on_errors";
+        if gives_up && !stops_at_once && self.branch_gap(request_id, &call, &class, message) {
+            return;
+        }
         match action {
             None | Some(EscalationAction::Retry) => {
                 let mut note = json!({ "request_id": request_id, "error_code": code, "error_message": message });
@@ -80,7 +84,7 @@ impl Batch<'_> {
                 );
                 // A class that stops the flow at once is returned as itself (seed 000:
                 // a validation error stops the flow at its checkpoint).
-                let error_type = if rule == "escalation.stop_on_errors" {
+                let error_type = if stops_at_once {
                     class.class.as_str()
                 } else {
                     "retry_limit_exceeded"

@@ -1,15 +1,34 @@
 //! Fan-out and join: handoffs to several agents at once run as parallel branches; their
 //! outputs are held until the last branch answers, then delivered once (agreeing),
-//! resolved by confidence, or put to a human (conflicting).
+//! resolved by confidence, or put to a human (conflicting). From decider version 7, with
+//! `fan_out_partial`, a branch that failed past retrying is a gap the join goes on
+//! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
+use crate::event::{BranchGap, PARTIAL_RESULTS};
 use crate::ids::{AgentId, CallId};
+use crate::state::Call;
+use docket_policies::ErrorClass;
+
+/// The output type of the decision input that tells a receiver of a fan-out's gap.
+const BRANCH_FAILED: &str = "branch_failed";
 
 impl Batch<'_> {
     /// Sends governed outputs on: one call per receiving agent, carrying every output for
     /// it as a decision input plus its read-only context inputs. Several receivers make a
     /// parallel fan-out whose branches are joined before anything goes further.
     pub(super) fn dispatch(&mut self, origin: Option<&CallId>, deliveries: Vec<Delivery>) {
+        self.dispatch_with_gaps(origin, deliveries, &[]);
+    }
+
+    /// [`Self::dispatch`], each receiver also told of the joined fan-out's failed branches
+    /// by a `branch_failed` decision input from the failed agent, through the gate.
+    fn dispatch_with_gaps(
+        &mut self,
+        origin: Option<&CallId>,
+        deliveries: Vec<Delivery>,
+        gaps: &[BranchGap],
+    ) {
         let mut targets: Vec<(AgentId, Vec<Delivery>)> = Vec::new();
         for d in deliveries {
             match targets.iter_mut().find(|(to, _)| *to == d.to) {
@@ -36,6 +55,10 @@ impl Batch<'_> {
                     payload: Value::clone(&d.payload),
                 })
                 .collect();
+            for gap in gaps {
+                let payload = self.gap_input(gap, &to);
+                request.decision_inputs.push(payload);
+            }
             if let Some(priority) = priority {
                 request.priority = priority;
             }
@@ -185,10 +208,91 @@ impl Batch<'_> {
             });
             return;
         }
+        let gaps = self.state.gaps.get(group).cloned().unwrap_or_default();
         self.push(RunEvent::FanoutJoined {
             group: group.to_owned(),
             deliveries: proceed.clone(),
         });
-        self.dispatch(Some(origin), proceed);
+        self.dispatch_with_gaps(Some(origin), proceed, &gaps);
+    }
+
+    /// From decider version 7, with `[multi_agent_handoffs] fan_out_partial`: a fan-out
+    /// branch the ladder gives up on (escalate or block, not a class that stops the flow
+    /// at once) is recorded as a gap and the group joins without it, when something can
+    /// go on (another branch still running, or an output held). False: the ladder goes
+    /// on as for any call.
+    pub(super) fn branch_gap(
+        &mut self,
+        request_id: &CallId,
+        call: &Call,
+        class: &ErrorClass,
+        message: &str,
+    ) -> bool {
+        let Some(group) = call.branch_of.clone() else {
+            return false;
+        };
+        let allowed = self.state.decider_version() >= PARTIAL_RESULTS
+            && self.bundle.spec().multi_agent_handoffs.fan_out_partial
+            && call.reply_to.is_none()
+            && call.classifies.is_none();
+        let others = self.branch_pending(&group)
+            || self.state.held.get(&group).is_some_and(|h| !h.is_empty());
+        if !allowed || !others {
+            return false;
+        }
+        self.push(RunEvent::FanoutBranchFailed {
+            group,
+            gap: BranchGap {
+                request_id: request_id.clone(),
+                agent: call.request.target_agent.clone(),
+                error_code: class.code.clone(),
+                error_class: class.class.clone(),
+                error_message: message.to_owned(),
+                attempts: call.request.attempt,
+            },
+        });
+        self.flush(request_id);
+        true
+    }
+
+    /// A gap as the receiver `to` gets it: `{agent, error_code, error_class,
+    /// error_message, attempts}` from the failed agent, scoped and recorded by the gate.
+    fn gap_input(&mut self, gap: &BranchGap, to: &str) -> DecisionInput {
+        let rule = "multi_agent_handoffs.fan_out_partial";
+        let authority = PolicyDecision {
+            kind: DecisionKind::Handoff,
+            verdict: Verdict::Allow,
+            rule_id: rule.into(),
+            reason: format!(
+                "{}'s branch failed; {to} goes on without it and is told",
+                gap.agent
+            )
+            .into(),
+            bundle_hash: self.bundle.hash(),
+            chain: vec![RuleStep::new(
+                rule,
+                StepOutcome::Applied,
+                "the fan-out goes on with the other branches",
+            )],
+        };
+        let payload = json!({
+            "agent": gap.agent,
+            "error_code": gap.error_code,
+            "error_class": gap.error_class,
+            "error_message": gap.error_message,
+            "attempts": gap.attempts,
+        });
+        let payload = self.gate_content(
+            &gap.agent,
+            to,
+            (BRANCH_FAILED, InputKind::Decision),
+            &payload,
+            &authority,
+        );
+        DecisionInput {
+            source_agent: gap.agent.clone(),
+            output_type: BRANCH_FAILED.to_owned(),
+            payload,
+        }
     }
 }

@@ -3,7 +3,9 @@
 //! finish).
 
 use super::*;
+use crate::event::PARTIAL_RESULTS;
 use crate::ids::CallId;
+use docket_policies::PARTIAL_OUTPUT_REFUSED;
 
 impl Batch<'_> {
     pub(super) fn on_response(&mut self, request_id: &CallId, response: &AgentResponse) {
@@ -21,6 +23,10 @@ impl Batch<'_> {
                 .clone()
                 .unwrap_or_else(|| format!("{agent} answered {}", response.status));
             self.on_failure(request_id, &code, &message);
+            return;
+        }
+        if let Some(message) = self.partial_refused(&agent, &call, response) {
+            self.on_failure(request_id, PARTIAL_OUTPUT_REFUSED, &message);
             return;
         }
         // Boundary validation (docs/governance.md#output-validation): every tool the agent
@@ -80,6 +86,42 @@ impl Batch<'_> {
             return;
         }
         self.process_actions(&agent, request_id, &response.actions);
+    }
+
+    /// From decider version 7: why a partial answer (PARTIAL, or a TIMEOUT with actions)
+    /// may not go on, when one of its handoffs, or its finish at the exit, crosses an edge
+    /// that refuses partial outputs (docs/governance.md#partial-outputs).
+    fn partial_refused(
+        &self,
+        agent: &str,
+        call: &crate::state::Call,
+        response: &AgentResponse,
+    ) -> Option<String> {
+        let partial = matches!(
+            response.status,
+            ResponseStatus::Partial | ResponseStatus::Timeout
+        );
+        if !partial || self.state.decider_version() < PARTIAL_RESULTS {
+            return None;
+        }
+        // A finish leaves the run (the exit edge to `external`) unless it answers a
+        // capability or classifier call, or ends a child episode.
+        let exit = call.reply_to.is_none()
+            && call.classifies.is_none()
+            && self.episode_of_call(&call.request.request_id) == crate::ids::ROOT_EPISODE
+            && self.bundle.agent_ids().any(|a| a == EXTERNAL);
+        response.actions.iter().find_map(|action| {
+            let to = match action {
+                Action::Handoff { to, .. } => to.as_str(),
+                Action::Finish { .. } if exit => EXTERNAL,
+                _ => return None,
+            };
+            let rule = self.bundle.partial_refused_by(agent, to)?;
+            Some(format!(
+                "{agent} answered {} and {agent} → {to} refuses partial outputs (rule {rule})",
+                response.status
+            ))
+        })
     }
 
     pub(super) fn process_actions(&mut self, agent: &str, request_id: &CallId, actions: &[Action]) {

@@ -1,4 +1,5 @@
-//! Fan-out groups: branch outputs held until the group's last branch answers.
+//! Fan-out groups: branch outputs held until the group's last branch answers, and the
+//! branches that failed past retrying (gaps, decider version 7).
 
 use super::RunState;
 use crate::event::RunEvent;
@@ -12,8 +13,12 @@ impl RunState {
                     .or_default()
                     .push(delivery.clone());
             }
+            RunEvent::FanoutBranchFailed { group, gap } => {
+                self.gaps.entry(group.into()).or_default().push(gap.clone());
+            }
             RunEvent::FanoutJoined { group, .. } => {
                 self.held.remove(group);
+                self.gaps.remove(group);
             }
             _ => {}
         }

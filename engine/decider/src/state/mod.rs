@@ -99,6 +99,10 @@ pub struct RunState {
     pub(crate) flow_position: u32,
     /// Fan-out outputs waiting for their group's other branches.
     pub(crate) held: BTreeMap<String, Vec<Delivery>>,
+    /// Fan-out branches that failed past retrying, waiting for their group's join
+    /// (decider version 7, `fan_out_partial`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) gaps: BTreeMap<String, Vec<crate::event::BranchGap>>,
     /// Human tickets, by id.
     pub(crate) tickets: BTreeMap<TicketId, Ticket>,
     /// Per-agent failure counts.
@@ -251,7 +255,9 @@ impl RunState {
             RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. } => {
                 self.apply_handoff(event);
             }
-            RunEvent::OutputHeld { .. } | RunEvent::FanoutJoined { .. } => {
+            RunEvent::OutputHeld { .. }
+            | RunEvent::FanoutJoined { .. }
+            | RunEvent::FanoutBranchFailed { .. } => {
                 self.apply_fan_out(event);
             }
             RunEvent::Escalated { .. } => {

@@ -72,3 +72,124 @@ pub(crate) fn fan_out_with_agreeing_outputs_delivers_once() {
         .then(|events| assert!(!kinds(events).contains(&"output.conflict_detected")));
     assert_eq!(run.state.pending_requests()[0].decision_inputs.len(), 1);
 }
+
+/// The fan-out bundle going on without a failed branch (decider version 7).
+const PARTIAL: &str = "fan_out_partial = true";
+
+/// The pending call of `agent` in `run`.
+fn call_of(run: &History, agent: &str) -> String {
+    run.state
+        .pending_requests()
+        .iter()
+        .find(|r| r.target_agent == agent)
+        .map(|r| r.request_id.to_string())
+        .expect("a pending call")
+}
+
+/// `agent`'s branch crashes until the ladder gives up (retry, then escalate).
+fn crash_until_given_up(run: &mut History, agent: &str) {
+    let first = call_of(run, agent);
+    run.when(crash().to(&first)).then_kinds(&[
+        "agent.call_failed",
+        "policy.decided",
+        "agent.call_scheduled",
+    ]);
+    let second = call_of(run, agent);
+    run.when(crash().to(&second));
+}
+
+#[test]
+pub(crate) fn a_failed_branch_is_a_gap_the_join_goes_on_without() {
+    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    run.when(branch("left", Confidence::High, json!({"v": 1})))
+        .then_kinds(&["agent.responded", "handoff.allowed", "output.held"]);
+    crash_until_given_up(&mut run, "right");
+    run.then_kinds(&[
+        "agent.call_failed",
+        "policy.decided",
+        "fanout.branch_failed",
+        "fanout.joined",
+        "handoff.allowed",
+        "agent.call_scheduled",
+    ])
+    .then(|events| {
+        let RunEvent::FanoutBranchFailed { gap, .. } = &events[2] else {
+            panic!("fanout.branch_failed");
+        };
+        assert_eq!(gap.agent, "right");
+        assert_eq!(gap.error_code, "AGENT_CRASHED");
+        assert_eq!(gap.attempts, 2);
+        let RunEvent::HandoffAllowed { decision, .. } = &events[4] else {
+            panic!("the gap crosses the gate");
+        };
+        assert_eq!(&*decision.rule_id, "multi_agent_handoffs.fan_out_partial");
+    });
+    assert_eq!(run.state.status, RunStatus::Running);
+    let sink = run.pending();
+    assert_eq!(sink.target_agent, "sink");
+    assert_eq!(sink.decision_inputs.len(), 2, "{:?}", sink.decision_inputs);
+    assert_eq!(sink.decision_inputs[0].payload, json!({"v": 1}));
+    let gap = &sink.decision_inputs[1];
+    assert_eq!(gap.source_agent, "right");
+    assert_eq!(gap.output_type, "branch_failed");
+    assert_eq!(gap.payload["error_class"], "agent_error");
+    assert_eq!(gap.payload["error_message"], "exit code 3");
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_branch_that_fails_first_waits_for_the_others_then_the_join_tells_the_gap() {
+    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    crash_until_given_up(&mut run, "right");
+    run.then_kinds(&[
+        "agent.call_failed",
+        "policy.decided",
+        "fanout.branch_failed",
+    ]);
+    assert_eq!(run.state.status, RunStatus::Running);
+    assert_eq!(run.pending().target_agent, "left", "left still runs");
+    run.when(branch("left", Confidence::High, json!({"v": 1})))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.allowed",
+            "fanout.joined",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ]);
+    let sink = run.pending();
+    assert_eq!(sink.target_agent, "sink");
+    assert_eq!(sink.decision_inputs[1].output_type, "branch_failed");
+    assert!(run.state.gaps.is_empty(), "the join settles the gap");
+    run.replays();
+}
+
+#[test]
+pub(crate) fn without_fan_out_partial_or_before_version_7_a_failed_branch_goes_up_the_ladder() {
+    for (extra, version) in [("", DECIDER_VERSION), (PARTIAL, 6)] {
+        let mut run = fanned_out_with("human", extra, version);
+        run.when(branch("left", Confidence::High, json!({"v": 1})));
+        crash_until_given_up(&mut run, "right");
+        run.then_kinds(&["agent.call_failed", "policy.decided", "human.escalated"]);
+        assert_eq!(
+            run.state.status,
+            RunStatus::WaitingForHuman,
+            "{extra} v{version}"
+        );
+        run.replays();
+    }
+}
+
+#[test]
+pub(crate) fn when_no_branch_is_left_to_go_on_with_the_ladder_decides() {
+    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    crash_until_given_up(&mut run, "right");
+    run.then_kinds(&[
+        "agent.call_failed",
+        "policy.decided",
+        "fanout.branch_failed",
+    ]);
+    crash_until_given_up(&mut run, "left");
+    run.then_kinds(&["agent.call_failed", "policy.decided", "human.escalated"]);
+    assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    run.replays();
+}

@@ -239,6 +239,12 @@ impl Response {
         self
     }
 
+    /// The answer's status (`PARTIAL`, `TIMEOUT` with actions...).
+    pub(crate) fn status(mut self, status: crate::protocol::ResponseStatus) -> Self {
+        self.response.status = status;
+        self
+    }
+
     pub(crate) fn confidence(mut self, confidence: Confidence) -> Self {
         self.response.confidence_level = Some(confidence);
         self
@@ -581,7 +587,9 @@ pub(crate) fn started_under(
 // ---------------------------------------------------------------------------------------
 // The fan-out bundle: hub hands off to left and right, whose outputs join at sink.
 
-pub(crate) fn fanout_bundle(resolution: &str) -> (PolicyBundle, String) {
+/// The fan-out bundle, conflicts resolved by `resolution`, with `extra` appended to its
+/// `[multi_agent_handoffs]` section.
+pub(crate) fn fanout_bundle_with(resolution: &str, extra: &str) -> (PolicyBundle, String) {
     let src = format!(
         r#"
 bundle = {{ id = "fan" }}
@@ -594,6 +602,7 @@ allowed = [
 [multi_agent_handoffs]
 default_handoff_mode = "full"
 conflict_resolution = "{resolution}"
+{extra}
 "#
     );
     (
@@ -605,7 +614,12 @@ conflict_resolution = "{resolution}"
 /// Given a run of the fan-out bundle (conflicts resolved by `resolution`) whose hub handed
 /// the same job to left and right: both branches' calls are pending.
 pub(crate) fn fanned_out(resolution: &str) -> History {
-    let (b, src) = fanout_bundle(resolution);
+    fanned_out_with(resolution, "", DECIDER_VERSION)
+}
+
+/// [`fanned_out`] under [`fanout_bundle_with`]`(resolution, extra)`, recorded by `version`.
+pub(crate) fn fanned_out_with(resolution: &str, extra: &str, version: u32) -> History {
+    let (b, src) = fanout_bundle_with(resolution, extra);
     let workflow = WorkflowSpec {
         name: "fan".into(),
         policy: "fan.toml".into(),
@@ -629,7 +643,7 @@ pub(crate) fn fanned_out(resolution: &str) -> History {
         bundle_hash: b.hash().to_hex(),
         input: json!({}),
         at_ms: 0,
-        decider_version: DECIDER_VERSION,
+        decider_version: version,
     };
     let given = start_events(&b, run);
     let mut run = History::new(b).given(&given).clock(2_000, 0);

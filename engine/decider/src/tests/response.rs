@@ -44,3 +44,93 @@ pub(crate) fn denied_tool_call_is_a_boundary_violation() {
         });
     assert_eq!(run.state.pending_requests()[0].target_agent, "a");
 }
+
+/// `run-1` under the test bundle with `from → to` refusing partial outputs (edge
+/// `accept_partial = false`), or with `interactions.partial_outputs = "refuse"` when
+/// `edge` is None, recorded by `version`.
+fn refusing_partial(edge: Option<&str>, version: u32) -> History {
+    let src = match edge {
+        Some(edge) => BUNDLE.replace(edge, &edge.replace(" }", ", accept_partial = false }")),
+        None => BUNDLE.replace(
+            "flow_order = [",
+            "partial_outputs = \"refuse\"\nflow_order = [",
+        ),
+    };
+    assert_ne!(src, BUNDLE);
+    started_under(&src, "t.toml", |run| run.decider_version = version)
+}
+
+fn partial(actions: Vec<crate::protocol::Action>) -> Response {
+    respond(actions).status(crate::protocol::ResponseStatus::Partial)
+}
+
+#[test]
+pub(crate) fn a_partial_answer_across_a_refusing_edge_fails_the_agent() {
+    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), DECIDER_VERSION);
+    let crossed = run.state.handoffs.len();
+    run.when(partial(vec![handoff("b", "out", json!({"k": 1}))]))
+        .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
+    let retry = run.pending();
+    assert_eq!(retry.target_agent, "a");
+    assert_eq!(retry.attempt, 2);
+    let note = &retry.context["previous_attempt"];
+    assert_eq!(note["error_code"], "PARTIAL_OUTPUT_REFUSED");
+    assert_eq!(note["error_class"], "partial_output");
+    let message = note["error_message"].as_str().unwrap_or_default();
+    assert!(message.contains("allow:a->b"), "{message}");
+    assert_eq!(run.state.handoffs.len(), crossed, "nothing crossed");
+    // A complete answer on the retry goes on.
+    run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
+    assert_eq!(run.pending().target_agent, "b");
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_partial_answer_goes_on_where_the_edge_accepts_it() {
+    // a → b refuses; b → c keeps the default (accept): b's PARTIAL answer goes on.
+    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), DECIDER_VERSION);
+    run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
+    // (c also gets a's output as read-only context: the second `handoff.allowed`.)
+    run.when(partial(vec![handoff("c", "out", json!({"keep": 1}))]))
+        .then_kinds(&[
+            "agent.responded",
+            "handoff.allowed",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ]);
+    assert_eq!(run.pending().target_agent, "c");
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_exit() {
+    let mut run = refusing_partial(None, DECIDER_VERSION);
+    run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
+    run.when(respond(vec![handoff("c", "out", json!({"keep": 1}))]));
+    run.when(
+        respond(vec![crate::protocol::Action::Finish {
+            output: json!({"keep": 2}),
+        }])
+        .status(crate::protocol::ResponseStatus::Timeout),
+    )
+    .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
+    let note = &run.pending().context["previous_attempt"];
+    assert_eq!(note["error_code"], "PARTIAL_OUTPUT_REFUSED");
+    assert!(
+        note["error_message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("c → external refuses partial outputs (rule interactions.partial_outputs)"),
+        "{note}"
+    );
+    run.replays();
+}
+
+#[test]
+pub(crate) fn version_6_partial_answers_pass_every_edge() {
+    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), 6);
+    run.when(partial(vec![handoff("b", "out", json!({"k": 1}))]))
+        .then_kinds(&["agent.responded", "handoff.allowed", "agent.call_scheduled"]);
+    assert_eq!(run.pending().target_agent, "b");
+    run.replays();
+}

@@ -66,17 +66,36 @@ pub(crate) fn handoff<T: Serialize>(to: &str, output_type: &str, payload: &T) ->
     }
 }
 
-/// The response: SUCCESS/HIGH, or PARTIAL/MEDIUM when there are warnings, or ERROR.
+/// The response of a complete answer: SUCCESS/HIGH, SUCCESS/MEDIUM with its warnings
+/// (a duplicate ignored, a topic without gaps), or ERROR. Seed 000 refuses partial
+/// outputs, so an answer that is whole says so even when it has something to warn about.
 pub(crate) fn respond(
     request: &AgentRequest,
     outcome: Result<(Action, Vec<String>), Failure>,
+) -> AgentResponse {
+    answer(request, outcome, ResponseStatus::Success)
+}
+
+/// The response of an answer that may be incomplete: PARTIAL/MEDIUM when there are
+/// warnings (data that could not be collected), else as [`respond`].
+pub(crate) fn respond_incomplete(
+    request: &AgentRequest,
+    outcome: Result<(Action, Vec<String>), Failure>,
+) -> AgentResponse {
+    answer(request, outcome, ResponseStatus::Partial)
+}
+
+fn answer(
+    request: &AgentRequest,
+    outcome: Result<(Action, Vec<String>), Failure>,
+    with_warnings: ResponseStatus,
 ) -> AgentResponse {
     match outcome {
         Ok((action, warnings)) => {
             let mut response =
                 AgentResponse::success(request.request_id.clone(), Confidence::High, vec![action]);
             if !warnings.is_empty() {
-                response.status = ResponseStatus::Partial;
+                response.status = with_warnings;
                 response.confidence_level = Some(Confidence::Medium);
                 response.warnings = warnings;
             }

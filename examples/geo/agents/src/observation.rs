@@ -8,7 +8,7 @@ use docket_decider::{Action, AgentRequest, AgentResponse};
 use serde::Deserialize;
 
 use crate::Failure;
-use crate::answer::{decision_input, handoff, respond};
+use crate::answer::{decision_input, handoff, respond_incomplete};
 use crate::payloads::{AiAnswerSnapshots, Snapshot, ValidatedScope, agents, output_types};
 
 /// The bundled data set (`examples/geo/data/snapshots.json`).
@@ -39,7 +39,7 @@ struct RawSnapshot {
 
 /// Collects the snapshots for the validated scope.
 pub fn handle(request: &AgentRequest) -> AgentResponse {
-    respond(request, observe(request))
+    respond_incomplete(request, observe(request))
 }
 
 fn observe(request: &AgentRequest) -> Result<(Action, Vec<String>), Failure> {
