@@ -1034,3 +1034,45 @@ proptest::proptest! {
                 }
     }
 }
+
+/// Every request carries the handoff context (docs/agent-protocol.md#the-handoff-context):
+/// what `second` reads on its stdin names the session, the agents before it and the
+/// original request, scoped as the bundle says (`secret` is blocked on every handoff), and
+/// the original request's crossing is recorded.
+#[test]
+fn the_handoff_context_reaches_the_agent_on_stdin_scoped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]\n";
+    let (workflow, _, second_log) = chain_workflow(
+        dir.path(),
+        policy,
+        r#"{"task": "summarise", "secret": "SECRET-MARKER"}"#,
+        r#"{"summary": "s"}"#,
+    );
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let run = run_id(&out);
+    let raw = std::fs::read_to_string(&second_log).expect("second recorded");
+    assert!(!raw.contains("SECRET-MARKER"), "{raw}");
+    let requests = recorded_requests(&second_log);
+    let handoff = &requests[0]["context"]["handoff"];
+    assert_eq!(handoff["session_id"], run.as_str(), "{handoff}");
+    assert_eq!(handoff["workflow"], "chain");
+    assert_eq!(handoff["prior_agents"], serde_json::json!(["first"]));
+    assert_eq!(
+        handoff["original_request"],
+        serde_json::json!({"task": "summarise"})
+    );
+    let log = events(&data, &run);
+    let crossed: Vec<_> = of_kind(&log, "handoff.allowed")
+        .into_iter()
+        .filter(|e| e["payload"]["output_type"] == "original_request")
+        .collect();
+    assert_eq!(crossed.len(), 1, "told once: {crossed:?}");
+    assert_eq!(crossed[0]["payload"]["to"], "second");
+    assert_eq!(
+        crossed[0]["payload"]["audit"]["context_after_scoping"]["fields_excluded"],
+        serde_json::json!(["secret"])
+    );
+}
