@@ -6,9 +6,7 @@
 //! server (`mcp-tool-server`, rmcp's server side) with the MCP executor.
 
 use std::path::Path;
-use std::process::{Command, Output};
 
-use docket_tests::docket_bin;
 use serde_json::{Value, json};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_tool-agent");
@@ -72,27 +70,13 @@ fn marker_tool(root: &Path) -> String {
     )
 }
 
-fn docket(data: &Path, args: &[&str]) -> Output {
-    Command::new(docket_bin())
-        .args(args)
-        .arg("--data")
-        .arg(data)
-        .output()
-        .expect("docket runs")
-}
+use docket_tests::docket_on as docket;
 
 /// The run's events as `(kind, payload)`, in log order.
 fn events(data: &Path, run: &str) -> Vec<(String, Value)> {
-    let out = docket(data, &["events", run, "--json"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|line| {
-            let e: Value = serde_json::from_str(line).expect("an event per line");
+    docket_tests::run_events(data, run)
+        .into_iter()
+        .map(|e| {
             (
                 e["kind"].as_str().unwrap_or_default().to_owned(),
                 e["payload"].clone(),
