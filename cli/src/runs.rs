@@ -25,7 +25,7 @@ use crate::words::{date_ns, word};
 pub const EXIT_COMPLETED: u8 = 0;
 /// The run failed, or the command could not be carried out.
 pub const EXIT_FAILED: u8 = 1;
-/// The run waits for a human decision (`docket approve` / `docket deny`).
+/// The run waits for a human decision (`docket approve`, `docket answer` or `docket deny`).
 pub const EXIT_WAITING: u8 = 3;
 /// A policy stopped the run.
 pub const EXIT_BLOCKED: u8 = 4;
@@ -79,7 +79,8 @@ pub(crate) enum RunCommand {
         run: RunId,
         /// The ticket (`ticket-N`, as `docket status` or `docket runs --waiting` show).
         ticket: String,
-        /// On a conflict ticket: the number of the output to keep (default 1).
+        /// On a conflict ticket: the number of the output to keep (default 1); on a question
+        /// with options: the option chosen (or use `docket answer`).
         #[arg(long, value_name = "N")]
         choose: Option<u32>,
         /// Who decides (recorded in the run's log).
