@@ -18,6 +18,7 @@ mod effects;
 mod episodes;
 mod errors;
 mod kill_switch;
+mod progress;
 mod replay;
 mod runs;
 mod words;

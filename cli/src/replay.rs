@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, ReplayReport, WhatIf, point_in, replay, state_at, what_if};
+use docket_replay::{ChangeKind, ReplayReport, WhatIf, point_in, state_at, what_if};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -111,7 +111,7 @@ pub(crate) async fn execute(
     let mut diverged = 0;
     for run in &runs {
         let events: Vec<RunEvent> = rt.events(run).await?.into_iter().map(|e| e.event).collect();
-        let report = replay(&events).map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
+        let report = crate::progress::replay_shown(&events).map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
         diverged += usize::from(!report.reproduced());
         if json {
             outln!(

@@ -21,5 +21,5 @@ mod what_if;
 
 pub use diff::{Difference, differences};
 pub use inspect::{POINTS, point_in, state_at};
-pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};
+pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress};
 pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};

@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use docket_decider::{
-    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, decide, recorded_bundle,
+    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, decide_in_place, recorded_bundle,
 };
 
 use crate::diff::{Difference, differences};
@@ -118,6 +118,18 @@ fn json(event: &RunEvent) -> Value {
 /// [`ReplayError`] when the log cannot be replayed at all; a batch decided differently is
 /// not an error but the report's [`Divergence`].
 pub fn replay(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
+    replay_with_progress(events, |_| {})
+}
+
+/// [`replay`], calling `progress` with the number of events replayed after each batch
+/// (a long replay's progress bar).
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with_progress(
+    events: &[RunEvent],
+    mut progress: impl FnMut(usize),
+) -> Result<ReplayReport, ReplayError> {
     let Some(RunEvent::RunRequested(run)) = events.first() else {
         return Err(ReplayError::NotARun);
     };
@@ -157,7 +169,10 @@ pub fn replay(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
             .map_or(events.len(), |p| start + 1 + p);
         let recorded = &events[start..end];
         report.inputs += 1;
-        match decide(&state, &bundle, command) {
+        // Deciding in place leaves `state` folded with the decided batch, which equals
+        // the recorded one whenever replay goes on (a divergence stops it): no copy of
+        // the whole run per batch, no second fold.
+        match decide_in_place(&mut state, &bundle, command) {
             Err(rejection) => {
                 report.divergence = Some(Divergence {
                     code: REJECTED,
@@ -187,9 +202,7 @@ pub fn replay(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
             }
         }
         report.decisions += recorded.len() - 1;
-        for event in recorded {
-            state.apply(event);
-        }
+        progress(end);
         start = end;
     }
     report.status = state.status();

@@ -1,0 +1,28 @@
+//! Progress of long replays: a bar on stderr when it is a terminal, nothing when piped
+//! or redirected (indicatif hides its bar then), so scripts and `--json` stay clean.
+
+use docket_decider::RunEvent;
+use docket_replay::{ReplayError, ReplayReport, replay_with_progress};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+
+/// Runs shorter than this replay too fast for a bar to help.
+const SHOWN_FROM_EVENTS: usize = 20_000;
+
+/// Replays `events`, showing a bar for long runs.
+pub(crate) fn replay_shown(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
+    if events.len() < SHOWN_FROM_EVENTS {
+        return replay_with_progress(events, |_| {});
+    }
+    let bar = ProgressBar::with_draw_target(
+        Some(events.len() as u64),
+        ProgressDrawTarget::stderr(),
+    );
+    if let Ok(style) =
+        ProgressStyle::with_template("replaying {bar:40} {pos}/{len} events ({eta} left)")
+    {
+        bar.set_style(style);
+    }
+    let report = replay_with_progress(events, |done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    report
+}
