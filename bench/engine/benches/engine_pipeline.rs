@@ -240,7 +240,8 @@ struct Handed<'a> {
 
 /// Every handoff of a recorded run with the payload it started from: a decision handoff's
 /// payload is in the sender's response (or is the run's input), a context edge's is the
-/// producer's last delivered decision output of that type. Checked against the token counts
+/// producer's last delivered decision output of that type (the run's input for the
+/// original request a handoff context carries). Checked against the token counts
 /// its audit recorded, so these are the texts the run's scoping counted.
 fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
     let mut out = Vec::new();
@@ -259,6 +260,12 @@ fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
         };
         let earlier = events[..i].iter().rev();
         let before = match input {
+            // The handoff context's original request (decider version 7) crosses from
+            // `external` as context: it starts from the run's input.
+            InputKind::Context if from == EXTERNAL => events.iter().find_map(|e| match e {
+                RunEvent::RunRequested(run) => Some(&run.input),
+                _ => None,
+            }),
             InputKind::Context => earlier
                 .filter_map(|e| match e {
                     RunEvent::HandoffAllowed {
