@@ -403,6 +403,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             input,
             at_ms: self.now_ms(),
             decider_version: docket_decider::DECIDER_VERSION,
+            forked_from: None,
         };
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
@@ -879,6 +880,7 @@ mod tests {
             input: serde_json::json!({"n": 1}),
             at_ms: 5,
             decider_version: docket_decider::DECIDER_VERSION,
+            forked_from: None,
         });
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");
