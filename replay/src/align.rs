@@ -332,8 +332,7 @@ impl Walk {
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default();
-                let mut subject = Value::from(subject.as_str());
-                rename_run(&mut subject, &self.run, ANY_RUN);
+                let subject = self.neutral(Value::from(subject.as_str()));
                 let at = self.begin(
                     format!("{kind} decision on {}", subject.as_str().unwrap_or_default()),
                     seq,
