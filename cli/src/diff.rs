@@ -86,13 +86,7 @@ pub(crate) async fn diff(
         d.only_b.len()
     );
     for s in &d.differing {
-        outln!(
-            out,
-            "  {} (event {} in A, {} in B)",
-            s.id,
-            s.seq_a,
-            s.seq_b
-        );
+        outln!(out, "  {} (event {} in A, {} in B)", s.id, s.seq_a, s.seq_b);
         if let Some((da, db)) = &s.decision {
             let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "(none)".to_owned());
             outln!(out, "    decision: {} | {}", show(da), show(db));

@@ -84,11 +84,8 @@ pub(crate) async fn fork(
         .map(|(kind, n)| format!("{n} {kind}"))
         .collect();
     let reused_total: usize = plan.reused.values().sum();
-    let (parting, live_from, replaced) = (
-        plan.parting.clone(),
-        plan.live_from,
-        plan.override_replaced,
-    );
+    let (parting, live_from, replaced) =
+        (plan.parting.clone(), plan.live_from, plan.override_replaced);
     let outcome = rt.start_fork(plan.request, plan.inputs).await?;
     let code = crate::runs::summary(out, &outcome);
     outln!(

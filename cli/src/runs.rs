@@ -586,7 +586,7 @@ fn status_json(outcome: &RunOutcome) -> Value {
     json!({
         "run_id": outcome.run_id,
         "status": s.status(),
-        "forked_from": s.request().and_then(|r| r.forked_from.as_ref()),
+        "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
         "events": s.version(),
         "handoffs": s.handoffs(),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
@@ -762,7 +762,7 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
         outcome.run_id,
         s.status().as_str()
     );
-    if let Some(f) = s.request().and_then(|r| r.forked_from.as_ref()) {
+    if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
         outln!(out, "{}", forked_from(f));
     }
     if !s.handoffs().is_empty() {

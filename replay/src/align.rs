@@ -220,7 +220,11 @@ impl Walk {
     fn name_ids(&self, value: &mut Value) {
         match value {
             Value::String(s) => {
-                if let Some(step) = self.by_run_id.get(s.as_str()).and_then(|at| self.steps.get(*at)) {
+                if let Some(step) = self
+                    .by_run_id
+                    .get(s.as_str())
+                    .and_then(|at| self.steps.get(*at))
+                {
                     *s = step.id.clone();
                 }
             }
@@ -310,7 +314,10 @@ impl Walk {
                 let rule = if *decision.rule_id == *audit.governance_rule_id {
                     decision.rule_id.to_string()
                 } else {
-                    format!("{}; scoped by {}", decision.rule_id, audit.governance_rule_id)
+                    format!(
+                        "{}; scoped by {}",
+                        decision.rule_id, audit.governance_rule_id
+                    )
                 };
                 let payload = self.neutral((**delivered).clone());
                 let step = &mut self.steps[at];
@@ -334,7 +341,10 @@ impl Walk {
                     .unwrap_or_default();
                 let subject = self.neutral(Value::from(subject.as_str()));
                 let at = self.begin(
-                    format!("{kind} decision on {}", subject.as_str().unwrap_or_default()),
+                    format!(
+                        "{kind} decision on {}",
+                        subject.as_str().unwrap_or_default()
+                    ),
                     seq,
                     None,
                 );
@@ -356,8 +366,7 @@ impl Walk {
                     seq,
                     Some(e.effect_id.to_string()),
                 );
-                let payload =
-                    json!({ "kind": e.effect_kind, "lane": e.lane, "params": e.params, "attempt": e.attempt });
+                let payload = json!({ "kind": e.effect_kind, "lane": e.lane, "params": e.params, "attempt": e.attempt });
                 self.steps[at].payload = Some(payload);
             }
             RunEvent::EffectDeduplicated(e) => {
@@ -456,10 +465,7 @@ impl Walk {
             }
             RunEvent::RunBlocked {
                 rule_id, reason, ..
-            } => self.end(
-                format!("blocked [{rule_id}]"),
-                json!({ "reason": reason }),
-            ),
+            } => self.end(format!("blocked [{rule_id}]"), json!({ "reason": reason })),
             RunEvent::RunFailed { reason } => {
                 self.end("failed".to_owned(), json!({ "reason": reason }));
             }

@@ -246,7 +246,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
         at_ms: run.at_ms.saturating_add(shift),
         // The fork continues the parent, so it decides as the parent's version did.
         decider_version: run.decider_version,
-        forked_from: Some(ForkedFrom {
+        forked_from: Some(Box::new(ForkedFrom {
             run_id: run.run_id.clone(),
             seq: spec.from,
             hash: spec.parent_hash,
@@ -258,7 +258,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 })
                 .into_iter()
                 .collect(),
-        }),
+        })),
         ..RunRequested::clone(run)
     };
     let mut state = RunState::default();
@@ -279,7 +279,10 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
     for (i, event) in parent.iter().enumerate().take(from - 1) {
         let seq = i as u64 + 1;
         if !event.is_input() {
-            asked_by_parent.note(std::slice::from_ref(&renamed(event, parent_id, fork_id, 0)));
+            if Questions::asks(event) {
+                let event = renamed(event, parent_id, fork_id, 0);
+                asked_by_parent.note(std::slice::from_ref(&event));
+            }
             continue;
         }
         if i == 0 {
@@ -295,10 +298,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
             _ => false,
         };
         let subject = subject(&event);
-        let (was, now) = (
-            asked_by_parent.get(&subject),
-            asked_by_fork.get(&subject),
-        );
+        let (was, now) = (asked_by_parent.get(&subject), asked_by_fork.get(&subject));
         if !overrides && was != now {
             plan.parting = Some(parting(seq, &event, &subject, was, now));
             plan.live_from = seq;
@@ -400,7 +400,10 @@ fn rename_id(id: &str, from: &str, to: &str) -> String {
     if id == from {
         return to.to_owned();
     }
-    match id.strip_prefix(from).and_then(|rest| rest.strip_prefix('/')) {
+    match id
+        .strip_prefix(from)
+        .and_then(|rest| rest.strip_prefix('/'))
+    {
         Some(rest) => format!("{to}/{rest}"),
         None => id.to_owned(),
     }
@@ -409,12 +412,7 @@ fn rename_id(id: &str, from: &str, to: &str) -> String {
 /// Every string in `value` that is run `from`'s id or one of its ids, as run `to`'s.
 pub(crate) fn rename_run(value: &mut Value, from: &str, to: &str) {
     match value {
-        Value::String(s) => {
-            if s.starts_with(from) {
-                let renamed = rename_id(s, from, to);
-                *s = renamed;
-            }
-        }
+        Value::String(s) if s.starts_with(from) => *s = rename_id(s, from, to),
         Value::Array(items) => items.iter_mut().for_each(|v| rename_run(v, from, to)),
         Value::Object(map) => map.values_mut().for_each(|v| rename_run(v, from, to)),
         _ => {}
@@ -456,6 +454,19 @@ fn subject(input: &RunEvent) -> String {
 struct Questions(BTreeMap<String, Vec<Value>>);
 
 impl Questions {
+    /// Whether `event` asks something of the outside that an answer names.
+    fn asks(event: &RunEvent) -> bool {
+        matches!(
+            event,
+            RunEvent::AgentCallScheduled { .. }
+                | RunEvent::EffectRequested(_)
+                | RunEvent::EffectStarted(_)
+                | RunEvent::ToolCallScheduled(_)
+                | RunEvent::Escalated { .. }
+                | RunEvent::RunBlocked { .. }
+        )
+    }
+
     fn note(&mut self, events: &[RunEvent]) {
         for event in events {
             let (id, value) = match event {

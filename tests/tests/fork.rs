@@ -82,7 +82,12 @@ impl Setup {
     fn run(&self) -> String {
         let wf = self.root.join("workflow.toml").display().to_string();
         let out = self.docket(&["run", &wf]);
-        assert_eq!(exit_code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            exit_code(&out),
+            0,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         summary_run_id(&out)
     }
 
@@ -161,7 +166,10 @@ fn a_fork_reuses_answers_and_receipts_and_calls_only_what_is_live() {
     // again, live, once; nobody else is called and the executor is not touched.
     let (fork, text) = s.fork(&[&parent, "--from", &answered.to_string()]);
     assert_eq!(s.counts(), (2, 2, 3), "{text}");
-    assert!(text.contains(&format!("forked from {parent} at event {answered}")), "{text}");
+    assert!(
+        text.contains(&format!("forked from {parent} at event {answered}")),
+        "{text}"
+    );
     assert!(text.contains("2 agent.responded"), "{text}");
     assert!(text.contains("1 effect.applied"), "{text}");
     let forked = run_events(&s.data, &fork);
@@ -172,7 +180,11 @@ fn a_fork_reuses_answers_and_receipts_and_calls_only_what_is_live() {
             .map(|e| e["payload"]["receipt"].clone())
             .expect("a receipt")
     };
-    assert_eq!(receipt(&forked), receipt(&events), "the parent's receipt is reused");
+    assert_eq!(
+        receipt(&forked),
+        receipt(&events),
+        "the parent's receipt is reused"
+    );
     assert_eq!(output(&forked), output(&events));
     let from = &forked[0]["payload"]["forked_from"];
     assert_eq!(from["run_id"], parent.as_str());
@@ -181,7 +193,10 @@ fn a_fork_reuses_answers_and_receipts_and_calls_only_what_is_live() {
     // What the fork records replays, and `status` says where it came from.
     assert_eq!(exit_code(&s.docket(&["replay", &fork])), 0);
     let status = stdout_text(&s.docket(&["status", &fork]));
-    assert!(status.contains(&format!("forked from {parent}")), "{status}");
+    assert!(
+        status.contains(&format!("forked from {parent}")),
+        "{status}"
+    );
 
     // From the first effect event (decided from the publisher's first answer): that
     // answer is reused; the effect's path is live (dry run, execute, verify: the
@@ -190,10 +205,16 @@ fn a_fork_reuses_answers_and_receipts_and_calls_only_what_is_live() {
     let (fork2, text) = s.fork(&[&parent, "--from", "first-effect"]);
     assert_eq!(s.counts(), (3, 3, 6), "{text}");
     let ledger = s.calls("ledger");
-    assert!(ledger[4].starts_with("execute\tlaunch-1\tduplicate"), "{ledger:?}");
+    assert!(
+        ledger[4].starts_with("execute\tlaunch-1\tduplicate"),
+        "{ledger:?}"
+    );
     let keys = std::fs::read_to_string(s.root.join("ledger.tsv")).expect("ledger");
     assert_eq!(keys.lines().count(), 1, "applied once in the world: {keys}");
-    assert_eq!(output(&run_events(&s.data, &fork2))["input"], json!({"topic": "launch"}));
+    assert_eq!(
+        output(&run_events(&s.data, &fork2))["input"],
+        json!({"topic": "launch"})
+    );
 
     // A fork of a fork: from its last event everything is reused, nobody is called.
     let (fork3, text) = s.fork(&[&fork2, "--from", "last"]);
@@ -234,7 +255,10 @@ fn an_overridden_answer_changes_what_follows_and_diff_shows_it() {
     assert!(text.contains("parted from"), "{text}");
     let forked = run_events(&s.data, &fork);
     assert_eq!(output(&forked), json!({"results": [], "note": "held back"}));
-    assert_eq!(forked[0]["payload"]["forked_from"]["overrides"][0]["call"], call.as_str());
+    assert_eq!(
+        forked[0]["payload"]["forked_from"]["overrides"][0]["call"],
+        call.as_str()
+    );
 
     // diff names the overridden call and its consequences, nothing else.
     let out = s.docket(&["diff", &parent, &fork, "--json"]);
@@ -285,11 +309,18 @@ fn a_fork_under_a_bundle_that_blocks_a_field_goes_live_where_the_field_crossed()
     assert!(text.contains("parted from"), "{text}");
     assert!(text.contains("/decision_inputs/0/payload/input"), "{text}");
     let forked = run_events(&s.data, &fork);
-    assert!(output(&forked).get("input").is_none(), "{}", output(&forked));
+    assert!(
+        output(&forked).get("input").is_none(),
+        "{}",
+        output(&forked)
+    );
     assert!(output(&run_events(&s.data, &parent)).get("input").is_some());
     assert_eq!(forked[0]["payload"]["bundle_source_name"], strict.as_str());
     let diff = stdout_text(&s.docket(&["diff", &parent, &fork]));
-    assert!(diff.contains("handoff publisher → writer (posts) #1"), "{diff}");
+    assert!(
+        diff.contains("handoff publisher → writer (posts) #1"),
+        "{diff}"
+    );
 }
 
 #[test]
@@ -341,4 +372,139 @@ fn fork_errors_name_the_run_the_point_and_the_call() {
     assert_eq!(s.counts(), before, "nothing was called");
     let runs = stdout_text(&s.docket(&["runs"]));
     assert_eq!(runs.lines().count(), 1, "nothing was recorded: {runs}");
+}
+
+/// The geo golden log of the current decider version, read through the public API.
+async fn golden_geo() -> Vec<docket_decider::RunEvent> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let from = docket_tests::workspace_root()
+        .join("tests/golden")
+        .join(format!("v{}", docket_decider::DECIDER_VERSION))
+        .join("geo");
+    for file in ["DOCKET-STORE", "log/00000000000000000001.seg"] {
+        let to = dir.path().join(file);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(from.join(file), to).expect("copy the golden log");
+    }
+    let store = docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
+        .await
+        .expect("the store opens");
+    docket_runtime::Runtime::new(store)
+        .events(&"golden-geo".into())
+        .await
+        .expect("the run reads")
+        .into_iter()
+        .map(|e| e.event)
+        .collect()
+}
+
+fn spec(from: u64) -> docket_replay::ForkSpec<'static> {
+    docket_replay::ForkSpec {
+        run_id: "fork-1".into(),
+        from,
+        parent_hash: "h".into(),
+        policies: None,
+        output_override: None,
+        now_ms: 1_000_000,
+    }
+}
+
+/// The plan is pure: every recorded answer before the point is reused while the fork
+/// asks what the parent asked; a bundle that changes what one agent receives parts the
+/// fork at that agent's answer, with the field that differs.
+#[tokio::test]
+async fn a_fork_plan_reuses_while_the_fork_asks_what_the_parent_asked() {
+    use docket_decider::RunEvent;
+    use docket_replay::{ForkError, plan_fork};
+    let log = golden_geo().await;
+    let answers = log.iter().filter(|e| e.kind() == "agent.responded").count();
+    let last = log.len() as u64;
+
+    let plan = plan_fork(&log, spec(last)).expect("plans");
+    assert!(plan.parting.is_none(), "{:?}", plan.parting);
+    assert_eq!(plan.reused.get("agent.responded"), Some(&answers));
+    assert_eq!(plan.inputs.len(), answers);
+    assert_eq!(plan.live_from, last);
+    // The last reused answer is timed now; the parent's intervals are kept before it.
+    let times: Vec<i64> = plan
+        .inputs
+        .iter()
+        .filter_map(|c| match c {
+            docket_decider::Command::RecordResponse { at_ms, .. } => Some(*at_ms),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(times.last(), Some(&1_000_000));
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    let from = plan.request.forked_from.as_ref().expect("recorded");
+    assert_eq!((from.run_id.as_str(), from.seq), ("golden-geo", last));
+
+    // From the first event nothing is reused.
+    assert!(plan_fork(&log, spec(1)).expect("plans").inputs.is_empty());
+
+    // Block `focus_brand`: the first agent whose request carried it (at the top of a
+    // decision input) gets it no more, so its recorded answer is not reused and the fork
+    // goes live there.
+    let Some(RunEvent::RunRequested(run)) = log.first() else {
+        panic!("a run's log")
+    };
+    let source = run.bundle_source.replace(
+        "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"",
+        "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\nblocked_context_fields = [\"focus_brand\"]",
+    );
+    let bundle =
+        docket_policies::PolicyBundle::from_toml_str(&source, "new.toml").expect("compiles");
+    let plan = plan_fork(
+        &log,
+        docket_replay::ForkSpec {
+            policies: Some((&bundle, &source, "new.toml")),
+            ..spec(last)
+        },
+    )
+    .expect("plans");
+    let parting = plan.parting.expect("the fork parts");
+    let first_carrier = log
+        .iter()
+        .position(|e| {
+            matches!(e, RunEvent::AgentCallScheduled { request, .. }
+                if request.decision_inputs.iter().any(|i| i.payload.get("focus_brand").is_some()))
+        })
+        .expect("a request carried it");
+    let answer = log[first_carrier..]
+        .iter()
+        .position(|e| e.kind() == "agent.responded")
+        .map(|p| (first_carrier + p + 1) as u64)
+        .expect("its answer");
+    assert_eq!(parting.seq, answer, "{parting:?}");
+    assert_eq!(plan.live_from, answer);
+    assert!(
+        parting
+            .differences
+            .iter()
+            .any(|d| d.path.ends_with("focus_brand")),
+        "{parting:?}"
+    );
+    assert_eq!(plan.request.bundle_hash, bundle.hash().to_hex());
+
+    // What cannot be forked is an error, before anything is recorded.
+    assert!(matches!(
+        plan_fork(&log, spec(last + 1)),
+        Err(ForkError::OutOfRange { .. })
+    ));
+    let response = docket_decider::AgentResponse::success(
+        docket_decider::CallId::from("golden-geo/call-99"),
+        docket_decider::Confidence::High,
+        vec![],
+    );
+    let unknown = plan_fork(
+        &log,
+        docket_replay::ForkSpec {
+            output_override: Some(("call-99".into(), "a.json".into(), response)),
+            ..spec(last)
+        },
+    );
+    assert!(
+        matches!(unknown, Err(ForkError::UnknownCall { .. })),
+        "{unknown:?}"
+    );
 }

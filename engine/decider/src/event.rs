@@ -53,7 +53,7 @@ pub struct RunRequested {
     /// For a fork (`docket fork`, docs/replay.md#fork): the run it was forked from, and
     /// where. Absent otherwise, so logs recorded before forks keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forked_from: Option<ForkedFrom>,
+    pub forked_from: Option<Box<ForkedFrom>>,
 }
 
 /// What a fork was made from: its parent run, the event from which it went live, the
