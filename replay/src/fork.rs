@@ -97,6 +97,14 @@ pub enum ForkError {
         /// Where the fork went live instead.
         why: String,
     },
+    /// The decider refuses the override's answer for its call.
+    #[error("--override-output {call}: the fork refuses this answer: {message}")]
+    OverrideRefused {
+        /// The overridden call.
+        call: String,
+        /// The decider's refusal.
+        message: String,
+    },
     /// The fork's `run.requested` is refused (the workflow does not fit the bundle).
     #[error("the fork cannot start: {0}")]
     Start(String),
@@ -160,7 +168,7 @@ pub struct ForkPlan {
 ///
 /// # Errors
 /// [`ForkError`]: not a run, `from` out of range, an override of a call the parent does
-/// not have or the fork does not reach, a recorded input the decider refuses.
+/// not have, that the fork does not reach or whose answer the decider refuses.
 pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, ForkError> {
     let Some(RunEvent::RunRequested(run)) = parent.first() else {
         return Err(ForkError::NotARun);
@@ -304,31 +312,28 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
             plan.live_from = seq;
             break;
         }
-        let command = if overrides {
-            let Some((_, fork_call, _, response)) = output_override.take() else {
-                break;
-            };
-            plan.override_replaced = Some(true);
-            Command::RecordResponse {
-                request_id: fork_call,
-                response,
+        let command = match (&output_override, overrides) {
+            (Some((_, fork_call, _, response)), true) => Command::RecordResponse {
+                request_id: fork_call.clone(),
+                response: response.clone(),
                 at_ms: input_time(&event).unwrap_or(spec.now_ms),
-            }
-        } else {
-            let Some(command) = Command::from_event(&event) else {
-                break;
-            };
-            *plan.reused.entry(event.kind()).or_default() += 1;
-            command
+            },
+            _ => match Command::from_event(&event) {
+                Some(command) => command,
+                None => break,
+            },
         };
         match decide_in_place(&mut state, bundle, command.clone()) {
             Ok(decided) => asked_by_fork.note(&decided),
+            Err(rejection) if overrides => {
+                return Err(ForkError::OverrideRefused {
+                    call: rename_id(subject.as_str(), fork_id, parent_id),
+                    message: rejection.to_string(),
+                });
+            }
             // The fork took another path that does not wait for this input (an effect
             // now needing approval, a ticket never opened): it goes live from here.
             Err(rejection) => {
-                if let Some(n) = plan.reused.get_mut(event.kind()) {
-                    *n -= 1;
-                }
                 plan.parting = Some(Parting {
                     seq,
                     input: event.kind(),
@@ -338,6 +343,12 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 plan.live_from = seq;
                 break;
             }
+        }
+        if overrides {
+            output_override = None;
+            plan.override_replaced = Some(true);
+        } else {
+            *plan.reused.entry(event.kind()).or_default() += 1;
         }
         plan.inputs.push(command);
     }
@@ -358,12 +369,19 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 why,
             });
         }
-        plan.override_replaced = Some(false);
-        plan.inputs.push(Command::RecordResponse {
+        let command = Command::RecordResponse {
             request_id: fork_call,
             response,
             at_ms: spec.now_ms,
-        });
+        };
+        decide_in_place(&mut state, bundle, command.clone()).map_err(|rejection| {
+            ForkError::OverrideRefused {
+                call: call.to_string(),
+                message: rejection.to_string(),
+            }
+        })?;
+        plan.override_replaced = Some(false);
+        plan.inputs.push(command);
     }
     Ok(plan)
 }
