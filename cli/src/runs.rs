@@ -824,7 +824,7 @@ fn forked_from(f: &docket_decider::ForkedFrom) -> String {
         "forked from {} at event {} (its chain hash there {}){}",
         f.run_id,
         f.seq,
-        &f.hash[..16.min(f.hash.len())],
+        f.hash.get(..16).unwrap_or(&f.hash),
         if overrides.is_empty() {
             String::new()
         } else {

@@ -418,12 +418,13 @@ fn rename_id(id: &str, from: &str, to: &str) -> String {
     if id == from {
         return to.to_owned();
     }
+    // An id, not text that begins with one (`run-1/call-2 failed`).
     match id
         .strip_prefix(from)
         .and_then(|rest| rest.strip_prefix('/'))
     {
-        Some(rest) => format!("{to}/{rest}"),
-        None => id.to_owned(),
+        Some(rest) if !rest.contains(char::is_whitespace) => format!("{to}/{rest}"),
+        _ => id.to_owned(),
     }
 }
 
@@ -530,6 +531,16 @@ fn parting(
     was: Option<&Vec<Value>>,
     now: Option<&Vec<Value>>,
 ) -> Parting {
+    // Name a call by its agent too: `writer's call run-2/call-3`.
+    let agent = was
+        .or(now)
+        .and_then(|asked| asked.first())
+        .and_then(|first| first.get("target_agent"))
+        .and_then(Value::as_str);
+    let subject = match agent {
+        Some(agent) => format!("{agent}'s call {subject}"),
+        None => subject.to_owned(),
+    };
     let why = match (was, now) {
         (_, None) => format!("the fork never asks {subject}, which this answers"),
         (None, Some(_)) => format!("the parent never asked {subject} before this"),
@@ -549,5 +560,51 @@ fn parting(
         input: input.kind(),
         why,
         differences,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn only_the_runs_own_ids_are_renamed() {
+        let mut value = json!({
+            "run_id": "run-1",
+            "request_id": "run-1/call-3",
+            "other": ["run-10/call-1", "run-1x", "about run-1/call-2", "run-1/call-2 failed"],
+        });
+        rename_run(&mut value, "run-1", "fork");
+        assert_eq!(
+            value,
+            json!({
+                "run_id": "fork",
+                "request_id": "fork/call-3",
+                "other": ["run-10/call-1", "run-1x", "about run-1/call-2", "run-1/call-2 failed"],
+            })
+        );
+    }
+
+    #[test]
+    fn an_input_is_renamed_and_shifted_a_decision_only_renamed() {
+        let failed = RunEvent::AgentCallFailed {
+            request_id: "run-1/call-2".into(),
+            code: "AGENT_TIMEOUT".into(),
+            message: "late".into(),
+            at_ms: 100,
+        };
+        let RunEvent::AgentCallFailed {
+            request_id, at_ms, ..
+        } = renamed(&failed, "run-1", "fork", 50)
+        else {
+            panic!("the same kind");
+        };
+        assert_eq!((request_id.as_str(), at_ms), ("fork/call-2", 150));
+        assert_eq!(subject(&failed), "run-1/call-2");
+        let failed_run = RunEvent::RunFailed {
+            reason: "run-1/call-2 failed".into(),
+        };
+        assert_eq!(renamed(&failed_run, "run-1", "fork", 50), failed_run);
     }
 }
