@@ -374,28 +374,85 @@ fn fork_errors_name_the_run_the_point_and_the_call() {
     assert_eq!(runs.lines().count(), 1, "nothing was recorded: {runs}");
 }
 
-/// The geo golden log of the current decider version, read through the public API.
-async fn golden_geo() -> Vec<docket_decider::RunEvent> {
+/// The golden log of one shape and decider version, read through the public API.
+async fn golden(version: &str, shape: &str) -> Vec<docket_decider::RunEvent> {
     let dir = tempfile::tempdir().expect("tempdir");
     let from = docket_tests::workspace_root()
         .join("tests/golden")
-        .join(format!("v{}", docket_decider::DECIDER_VERSION))
-        .join("geo");
-    for file in ["DOCKET-STORE", "log/00000000000000000001.seg"] {
-        let to = dir.path().join(file);
+        .join(version)
+        .join(shape);
+    for entry in walk(&from) {
+        let to = dir.path().join(entry.strip_prefix(&from).expect("inside"));
         std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(from.join(file), to).expect("copy the golden log");
+        std::fs::copy(&entry, to).expect("copy the golden log");
     }
     let store = docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
         .await
         .expect("the store opens");
     docket_runtime::Runtime::new(store)
-        .events(&"golden-geo".into())
+        .events(&format!("golden-{shape}").as_str().into())
         .await
         .expect("the run reads")
         .into_iter()
         .map(|e| e.event)
         .collect()
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("a directory").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+/// The geo golden log of the current decider version.
+async fn golden_geo() -> Vec<docket_decider::RunEvent> {
+    golden(&format!("v{}", docket_decider::DECIDER_VERSION), "geo").await
+}
+
+/// Under its parent's own bundle a fork asks exactly what its parent asked: forked from
+/// any event of any golden log (every shape, every decider version), it reuses every
+/// recorded input before that event and never parts.
+#[tokio::test]
+async fn a_fork_from_any_event_of_any_golden_log_reuses_every_input_before_it() {
+    let root = docket_tests::workspace_root().join("tests/golden");
+    let mut forks = 0;
+    for version in std::fs::read_dir(&root).expect("golden").flatten() {
+        if !version.path().is_dir() {
+            continue;
+        }
+        for shape in std::fs::read_dir(version.path()).expect("shapes").flatten() {
+            let (v, name) = (
+                version.file_name().to_string_lossy().into_owned(),
+                shape.file_name().to_string_lossy().into_owned(),
+            );
+            let log = golden(&v, &name).await;
+            for from in 1..=log.len() {
+                let plan = docket_replay::plan_fork(&log, spec(from as u64))
+                    .unwrap_or_else(|e| panic!("{v}/{name} from {from}: {e}"));
+                assert!(
+                    plan.parting.is_none(),
+                    "{v}/{name} from {from}: {:?}",
+                    plan.parting
+                );
+                let inputs = log[..from - 1]
+                    .iter()
+                    .skip(1)
+                    .filter(|e| e.is_input())
+                    .count();
+                assert_eq!(plan.inputs.len(), inputs, "{v}/{name} from {from}");
+                forks += 1;
+            }
+        }
+    }
+    assert!(forks > 300, "{forks} forks planned");
 }
 
 fn spec(from: u64) -> docket_replay::ForkSpec<'static> {
