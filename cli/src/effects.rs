@@ -137,7 +137,15 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
                 .map(|m| format!(" (unreadable: {m})"))
                 .unwrap_or_default()
         ),
-        RunEvent::EffectApplied(e) => format!("{} applied: {}", e.effect_id, e.receipt.result),
+        RunEvent::EffectApplied(e) => format!(
+            "{} applied: {}{}",
+            e.effect_id,
+            e.receipt.result,
+            e.reused_from
+                .as_ref()
+                .map(|of| format!(" (the receipt of {of}, not executed again)"))
+                .unwrap_or_default()
+        ),
         RunEvent::EffectFailed(e) => format!("{} failed {}: {}", e.effect_id, e.code, e.message),
         RunEvent::EffectVerified(e) | RunEvent::EffectRecovered(e) => format!(
             "{} verification: {}{}",

@@ -1,5 +1,6 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`, `answer`, `override`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
+//! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
+//! `fork`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -14,9 +15,11 @@ use serde_json::{Value, json};
 
 use crate::words::{input_kind, word};
 
+mod diff;
 mod effects;
 mod episodes;
 mod errors;
+mod fork;
 mod kill_switch;
 mod progress;
 mod replay;

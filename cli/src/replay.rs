@@ -27,9 +27,9 @@ macro_rules! outln {
 
 /// The bundle a what-if decides under, with its text (recorded in the re-decided run).
 pub(crate) struct NewPolicies {
-    bundle: PolicyBundle,
-    source: String,
-    name: String,
+    pub(crate) bundle: PolicyBundle,
+    pub(crate) source: String,
+    pub(crate) name: String,
 }
 
 impl NewPolicies {

@@ -160,6 +160,42 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Compare two runs step by step: calls, handoffs, policy decisions, effects (by
+    /// idempotency key), tool calls and tickets are aligned by what they are, not by
+    /// where they sit in the logs, and each difference of decision, payload or outcome is
+    /// shown, with the steps only one run took (docs/replay.md#diff).
+    Diff {
+        /// Run A.
+        run_a: RunId,
+        /// Run B.
+        run_b: RunId,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Start a new run from a recorded one: the recorded answers, receipts and decisions
+    /// before POINT are reused (no agent called, no effect applied again), while the fork
+    /// asks what the parent asked; from there it runs live. The fork records what it was
+    /// forked from (docs/replay.md#fork).
+    Fork {
+        /// The parent run.
+        run: RunId,
+        /// Where the fork goes live: an event number, or first, last, first-denial,
+        /// last-denial, first-effect, last-effect, first-escalation, last-escalation.
+        /// Recorded inputs before it are reused.
+        #[arg(long, value_name = "POINT")]
+        from: String,
+        /// Decide the fork under this bundle instead of the parent's.
+        #[arg(long, value_name = "BUNDLE")]
+        policies: Option<PathBuf>,
+        /// Answer one of the parent's calls (`call-3`, or the full id) with the agent
+        /// response in FILE instead of its recorded answer.
+        #[arg(long, value_name = "CALL=FILE")]
+        override_output: Option<String>,
+        /// The fork's run id (default: a new one).
+        #[arg(long, value_name = "ID", value_parser = |id: &str| RunId::parse(id))]
+        run_id: Option<RunId>,
+    },
     /// Show a run as it stood at any event of its log: status, flow position, pending
     /// calls, open tickets, episodes and effects, and exactly what that event carried
     /// (for a call, the request its agent received), with its hash in the chain.
@@ -322,6 +358,30 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
+        RunCommand::Diff { run_a, run_b, json } => {
+            let rt = open(data).await?;
+            crate::diff::diff(&rt, &run_a, &run_b, json, out).await
+        }
+        RunCommand::Fork {
+            run,
+            from,
+            policies,
+            override_output,
+            run_id,
+        } => {
+            let rt = open(data).await?;
+            let policies = policies
+                .map(|path| crate::replay::NewPolicies::load(&path))
+                .transpose()?;
+            let args = crate::fork::ForkArgs {
+                run: &run,
+                from: &from,
+                policies: policies.as_ref(),
+                override_output: override_output.as_deref(),
+                run_id,
+            };
+            crate::fork::fork(&rt, args, out).await
+        }
         RunCommand::Inspect { run, at, json } => {
             let rt = open(data).await?;
             crate::replay::inspect(&rt, &run, &at, json, out).await
@@ -526,6 +586,7 @@ fn status_json(outcome: &RunOutcome) -> Value {
     json!({
         "run_id": outcome.run_id,
         "status": s.status(),
+        "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
         "events": s.version(),
         "handoffs": s.handoffs(),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
@@ -546,10 +607,14 @@ fn describe(event: &RunEvent) -> String {
     }
     match event {
         RunEvent::RunRequested(r) => format!(
-            "workflow {} entry {} bundle {}",
+            "workflow {} entry {} bundle {}{}",
             r.workflow.name,
             r.workflow.entry,
-            &r.bundle_hash[..12.min(r.bundle_hash.len())]
+            &r.bundle_hash[..12.min(r.bundle_hash.len())],
+            r.forked_from
+                .as_ref()
+                .map(|f| format!("; {}", forked_from(f)))
+                .unwrap_or_default()
         ),
         RunEvent::AgentCallScheduled { request, .. } => format!(
             "{} → {} {} attempt {} in {}",
@@ -688,7 +753,7 @@ fn describe(event: &RunEvent) -> String {
 
 /// The summary a person reads after `run`, `resume`, `approve`, `deny` and `status`;
 /// returns the exit code for the run's status.
-fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
+pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
     let s: &RunState = &outcome.state;
     let name = s.request().map_or("?", |r| r.workflow.name.as_str());
     outln!(
@@ -697,6 +762,9 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
         outcome.run_id,
         s.status().as_str()
     );
+    if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
+        outln!(out, "{}", forked_from(f));
+    }
     if !s.handoffs().is_empty() {
         outln!(out, "handoffs:");
         for h in s.handoffs() {
@@ -743,6 +811,26 @@ fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
         print_output(out, output);
     }
     exit_code(s.status())
+}
+
+/// What a fork was forked from, in one line.
+fn forked_from(f: &docket_decider::ForkedFrom) -> String {
+    let overrides: Vec<String> = f
+        .overrides
+        .iter()
+        .map(|o| format!("{} answered from {}", o.call, o.file))
+        .collect();
+    format!(
+        "forked from {} at event {} (its chain hash there {}){}",
+        f.run_id,
+        f.seq,
+        f.hash.get(..16).unwrap_or(&f.hash),
+        if overrides.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", overrides.join("; "))
+        }
+    )
 }
 
 /// An open ticket: what is asked, what there is to choose from, and the command that

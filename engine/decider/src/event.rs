@@ -50,6 +50,38 @@ pub struct RunRequested {
     /// recorded, which replay as version 1.
     #[serde(default)]
     pub decider_version: u32,
+    /// For a fork (`docket fork`, docs/replay.md#fork): the run it was forked from, and
+    /// where. Absent otherwise, so logs recorded before forks keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<Box<ForkedFrom>>,
+}
+
+/// What a fork was made from: its parent run, the event from which it went live, the
+/// parent's chain hash there (proving which log the reused answers were read from), and
+/// the answers given instead of the parent's (docs/replay.md#fork). The bundle it decides
+/// under is recorded as any run's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The parent run.
+    pub run_id: RunId,
+    /// The parent's event from which the fork went live (1-based): the recorded inputs
+    /// before it were reused.
+    pub seq: u64,
+    /// The parent's chain hash at `seq` (hex): it covers the parent's events 1..=seq.
+    pub hash: String,
+    /// The parent's calls whose recorded answer was replaced (`docket fork
+    /// --override-output`), each with the file the answer was read from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OutputOverride>,
+}
+
+/// One answer a fork was given instead of its parent's recorded one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputOverride {
+    /// The parent's call (`{parent}/call-N`).
+    pub call: CallId,
+    /// The file the answer was read from, as given.
+    pub file: String,
 }
 
 /// The decider's behaviour version, recorded in every run's `run.requested`.

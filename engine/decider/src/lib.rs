@@ -53,8 +53,9 @@ pub use decide::tool::{
 };
 pub use decide::{CircuitReading, Command, EXTERNAL, Rejection, decide, decide_in_place};
 pub use event::{
-    BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, KIND_VERSION,
-    MAX_TIMEOUT_GROWTH, RiskVerdict, RunEvent, RunRequested, TicketSubject, seed_error,
+    BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, KIND_VERSION,
+    MAX_TIMEOUT_GROWTH, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject,
+    seed_error,
 };
 pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId, ToolCallId};
 pub use protocol::{

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     let (mut prefix, mut count, mut lane, mut to) =
         ("post".to_owned(), 1usize, "api".to_owned(), None::<String>);
     let mut episode_result = false;
+    let mut record = None::<String>;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--episode-result" {
@@ -32,6 +33,7 @@ fn main() -> ExitCode {
             "--count" => count = value.parse().unwrap_or(1),
             "--lane" => lane = value,
             "--to" => to = Some(value),
+            "--record" => record = Some(value),
             other => {
                 eprintln!("effect-agent: unknown argument {other:?}");
                 return ExitCode::from(2);
@@ -44,6 +46,17 @@ fn main() -> ExitCode {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {
             continue;
+        }
+        if let Some(path) = &record {
+            let appended = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| writeln!(f, "{line}"));
+            if let Err(e) = appended {
+                eprintln!("effect-agent: cannot record to {path}: {e}");
+                return ExitCode::FAILURE;
+            }
         }
         let request: AgentRequest = match serde_json::from_str(&line) {
             Ok(request) => request,

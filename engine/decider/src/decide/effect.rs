@@ -240,6 +240,10 @@ pub struct EffectApplied {
     pub receipt: EffectReceipt,
     /// When, ms since the Unix epoch.
     pub at_ms: i64,
+    /// In a fork: the ancestor's effect that applied this idempotency key, whose receipt
+    /// this is; the executor was not called again (docs/replay.md#fork). Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused_from: Option<EffectId>,
 }
 
 /// `effect.failed` (input).

@@ -76,6 +76,7 @@ fn applied(id: &str, post: &str) -> impl Input {
             effect_id: effect_id.into(),
             receipt,
             at_ms,
+            reused_from: None,
         })
     })
 }
@@ -677,6 +678,7 @@ pub(crate) fn inputs_for_the_wrong_step_are_rejected() {
             result: Value::Null,
         },
         at_ms,
+        reused_from: None,
     }));
     assert!(matches!(
         run.when_rejected(applied),
@@ -688,6 +690,7 @@ pub(crate) fn inputs_for_the_wrong_step_are_rejected() {
             result: Value::Null,
         },
         at_ms,
+        reused_from: None,
     }));
     assert_eq!(
         run.when_rejected(unknown),

@@ -83,6 +83,7 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
             input: json!({"q": "why"}),
             at_ms: 1_000,
             decider_version: DECIDER_VERSION,
+            forked_from: None,
         },
     );
     History::new(b).given(&given).clock(2_000, 0)

@@ -557,6 +557,7 @@ pub(crate) fn run_requested(b: &PolicyBundle) -> RunRequested {
         input: json!({"x": 1}),
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
+        forked_from: None,
     }
 }
 
@@ -644,6 +645,7 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str, version: u32) -> Hi
         input: json!({}),
         at_ms: 0,
         decider_version: version,
+        forked_from: None,
     };
     let given = start_events(&b, run);
     let mut run = History::new(b).given(&given).clock(2_000, 0);
@@ -743,6 +745,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
         input: json!({"post": "hello"}),
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
+        forked_from: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(1_000, 10)

@@ -206,6 +206,22 @@ impl<S: EventStore + 'static> Runtime<S> {
         let Some(request) = started else {
             return Ok(());
         };
+        // A fork does not apply again a key one of its ancestors applied: that receipt is
+        // the result, and the executor is only asked to verify it, as after any receipt.
+        if let Some((of, receipt)) = self
+            .inherited_receipt(state, &request.idempotency_key)
+            .await?
+        {
+            let mut staged = Staged::new(state);
+            let applied = EffectInput::Applied(EffectApplied {
+                effect_id: effect_id.clone(),
+                receipt,
+                at_ms: self.now_ms(),
+                reused_from: Some(of),
+            });
+            Self::stage(state, bundle, &mut staged, applied)?;
+            return self.commit(bundle, staged).await;
+        }
         // `effect.started` is durable: the append above returned.
         let answer = bounded(&request, executor.execute(&request))
             .instrument(effect_span(&request))
@@ -218,6 +234,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id: effect_id.clone(),
                     receipt,
                     at_ms: self.now_ms(),
+                    reused_from: None,
                 });
                 Self::stage(state, bundle, &mut staged, applied)?;
                 // Verified at once, recorded in the same write: a crash before it leaves

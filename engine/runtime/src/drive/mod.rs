@@ -8,6 +8,8 @@
 
 mod effects;
 mod executors;
+// Recording a fork's reused part (issue 14 point 5)
+mod fork;
 mod log;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
@@ -302,12 +304,14 @@ impl<S: EventStore + 'static> Runtime<S> {
         WallTime(self.inner.clock.now_ns())
     }
 
-    /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms`.
-    pub(crate) fn now_ms(&self) -> i64 {
+    /// The time now, in ms since the Unix epoch, as recorded in inputs' `at_ms` (read
+    /// from the runtime's clock; a fork's reused inputs are timed from it).
+    pub fn now_ms(&self) -> i64 {
         self.inner.clock.now_ms()
     }
 
-    fn new_run_id(&self) -> RunId {
+    /// A new run id, as [`Runtime::start`] chooses one (a fork's, before it starts).
+    pub fn new_run_id(&self) -> RunId {
         let n = self
             .inner
             .counter
@@ -403,6 +407,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             input,
             at_ms: self.now_ms(),
             decider_version: docket_decider::DECIDER_VERSION,
+            forked_from: None,
         };
         let mut state = RunState::default();
         self.decide_and_append(&mut state, &bundle, Command::Start(request))
@@ -879,6 +884,7 @@ mod tests {
             input: serde_json::json!({"n": 1}),
             at_ms: 5,
             decider_version: docket_decider::DECIDER_VERSION,
+            forked_from: None,
         });
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");
