@@ -88,6 +88,7 @@ fn long_run(events: usize) -> Vec<RunEvent> {
         input: json!({"topic": "long-running job", "round": 0}),
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
+        forked_from: None,
     };
     let mut state = RunState::default();
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
