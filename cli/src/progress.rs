@@ -13,10 +13,8 @@ pub(crate) fn replay_shown(events: &[RunEvent]) -> Result<ReplayReport, ReplayEr
     if events.len() < SHOWN_FROM_EVENTS {
         return replay_with_progress(events, |_| {});
     }
-    let bar = ProgressBar::with_draw_target(
-        Some(events.len() as u64),
-        ProgressDrawTarget::stderr(),
-    );
+    let bar =
+        ProgressBar::with_draw_target(Some(events.len() as u64), ProgressDrawTarget::stderr());
     if let Ok(style) =
         ProgressStyle::with_template("replaying {bar:40} {pos}/{len} events ({eta} left)")
     {

@@ -111,7 +111,8 @@ pub(crate) async fn execute(
     let mut diverged = 0;
     for run in &runs {
         let events: Vec<RunEvent> = rt.events(run).await?.into_iter().map(|e| e.event).collect();
-        let report = crate::progress::replay_shown(&events).map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
+        let report = crate::progress::replay_shown(&events)
+            .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
         diverged += usize::from(!report.reproduced());
         if json {
             outln!(

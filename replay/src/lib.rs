@@ -25,5 +25,7 @@ pub use align::{FieldDiff, OnlyIn, RunDiff, Step, StepDiff, diff_runs, steps};
 pub use diff::{Difference, differences};
 pub use fork::{ForkError, ForkPlan, ForkSpec, Parting, plan_fork};
 pub use inspect::{POINTS, point_in, state_at};
-pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress};
+pub use report::{
+    DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,
+};
 pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};

@@ -17,8 +17,8 @@
 use std::time::{Duration, Instant};
 
 use docket_decider::{
-    Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec,
-    RunEvent, RunRequested, RunState, WorkflowSpec, decide_in_place,
+    Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, RunEvent,
+    RunRequested, RunState, WorkflowSpec, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 use serde_json::json;
@@ -131,7 +131,11 @@ fn long_run(events: usize) -> Vec<RunEvent> {
         .expect("decided");
         log.extend(batch);
         if state.status().is_final() {
-            assert!(finishing, "the run stopped early: {:?}", state.stop_reason());
+            assert!(
+                finishing,
+                "the run stopped early: {:?}",
+                state.stop_reason()
+            );
             return log;
         }
     }
@@ -209,8 +213,16 @@ fn main() {
         };
         row("floor: decode + BLAKE3 of every event", floor, "-");
         row("fold (the state, no decisions)", fold, "-");
-        row("replay (every decision re-derived)", replay, "≤ 1 s at 100,000");
-        row("what-if (same rules, other bundle)", what_if, "≤ 1 s at 100,000");
+        row(
+            "replay (every decision re-derived)",
+            replay,
+            "≤ 1 s at 100,000",
+        );
+        row(
+            "what-if (same rules, other bundle)",
+            what_if,
+            "≤ 1 s at 100,000",
+        );
         println!(
             "{:<38} {:>10}  {:>6.2}x the floor   target ≤ 100 ms at 1,000,000 (state {:.1} MB as JSON)",
             "state from its snapshot (JSON)",
