@@ -9,7 +9,9 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, ReplayReport, WhatIf, point_in, replay, state_at, what_if};
+use docket_replay::{
+    ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, replay, state_at, what_if,
+};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -70,18 +72,32 @@ pub(crate) async fn execute(
         let mut affected = 0;
         // Per deciding rule under the new bundle: runs and decisions it changes.
         let mut per_rule: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        // Per kind of decision: runs, and stricter / looser / changed decisions.
+        let mut per_area: BTreeMap<DecisionArea, (usize, [usize; 3])> = BTreeMap::new();
         for run in &runs {
             let events: Vec<RunEvent> =
                 rt.events(run).await?.into_iter().map(|e| e.event).collect();
             let report = what_if(&events, &new.bundle, &new.source, &new.name)
                 .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
             affected += usize::from(!report.unchanged());
+            for (area, counts) in report.by_area() {
+                let entry = per_area.entry(area).or_default();
+                entry.0 += 1;
+                for (total, n) in entry.1.iter_mut().zip(counts) {
+                    *total += n;
+                }
+            }
             let mut rules: Vec<&str> = Vec::new();
             for change in &report.changes {
-                let entry = per_rule.entry(change.rule_after.clone()).or_default();
+                let after = if change.rule_after.is_empty() {
+                    "(no rule: the step is not made)"
+                } else {
+                    &change.rule_after
+                };
+                let entry = per_rule.entry(after.to_owned()).or_default();
                 entry.1 += 1;
-                if !rules.contains(&change.rule_after.as_str()) {
-                    rules.push(&change.rule_after);
+                if !rules.contains(&after) {
+                    rules.push(after);
                     entry.0 += 1;
                 }
             }
@@ -102,9 +118,41 @@ pub(crate) async fn execute(
                 runs.len(),
                 new.name
             );
-            for (rule, (runs, decisions)) in &per_rule {
-                outln!(out, "  {rule}: {decisions} decisions in {runs} runs");
+            for (area, (runs, [stricter, looser, changed])) in &per_area {
+                outln!(
+                    out,
+                    "  {}: {stricter} stricter, {looser} looser, {changed} changed in {runs} runs",
+                    area.as_str()
+                );
             }
+            for (rule, (runs, decisions)) in &per_rule {
+                outln!(out, "  rule {rule}: {decisions} decisions in {runs} runs");
+            }
+        } else if all {
+            // The summary, as the last line after one report per run.
+            let areas: BTreeMap<&str, serde_json::Value> = per_area
+                .iter()
+                .map(|(area, (runs, [stricter, looser, changed]))| {
+                    (
+                        area.as_str(),
+                        json!({"runs": runs, "stricter": stricter, "looser": looser, "changed": changed}),
+                    )
+                })
+                .collect();
+            let rules: BTreeMap<&str, serde_json::Value> = per_rule
+                .iter()
+                .map(|(rule, (runs, decisions))| {
+                    (rule.as_str(), json!({"runs": runs, "decisions": decisions}))
+                })
+                .collect();
+            outln!(
+                out,
+                "{}",
+                json!({"summary": {
+                    "runs": runs.len(), "would_change": affected, "bundle": new.name,
+                    "per_area": areas, "per_rule": rules,
+                }})
+            );
         }
         return Ok(EXIT_COMPLETED);
     }
@@ -217,6 +265,21 @@ fn text(out: &mut String, r: &ReplayReport) {
     outln!(out, "result: {result}");
 }
 
+/// Steps listed as not happening in the text report (`--json` lists all).
+const CONSEQUENCES_SHOWN: usize = 12;
+
+/// Characters of a decision's description the text report shows (reasons can be long).
+const WHAT_SHOWN: usize = 200;
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= WHAT_SHOWN {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(WHAT_SHOWN).collect();
+    short.push_str("... (--json for all of it)");
+    short
+}
+
 fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
     if r.unchanged() {
         outln!(out, "run {}: nothing would change under {bundle}", r.run_id);
@@ -232,12 +295,15 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         count(ChangeKind::Looser),
         count(ChangeKind::Changed)
     );
+    let outcome = |o: Option<docket_replay::Outcome>| o.map_or("none", |o| o.as_str());
+    let rule = |r: &str| {
+        if r.is_empty() {
+            "-".to_owned()
+        } else {
+            r.to_owned()
+        }
+    };
     for c in &r.changes {
-        let kind = match c.kind {
-            ChangeKind::Stricter => "stricter",
-            ChangeKind::Looser => "looser",
-            ChangeKind::Changed => "changed",
-        };
         let mut fields = String::new();
         if !c.fields_newly_removed.is_empty() {
             fields.push_str(&format!("; removes {}", c.fields_newly_removed.join(", ")));
@@ -245,13 +311,23 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         if !c.fields_newly_passed.is_empty() {
             fields.push_str(&format!("; passes {}", c.fields_newly_passed.join(", ")));
         }
+        let outcomes = if c.before == c.after {
+            String::new()
+        } else {
+            format!(": {} → {}", outcome(c.before), outcome(c.after))
+        };
+        let rules = if c.rule_before == c.rule_after {
+            rule(&c.rule_after)
+        } else {
+            format!("{} -> {}", rule(&c.rule_before), rule(&c.rule_after))
+        };
         outln!(
             out,
-            "  event {}  {kind}  {}{fields}  [{} -> {}]",
+            "  event {}  {}  {}  {}{outcomes}{fields}  [{rules}]",
             c.seq,
-            c.what,
-            c.rule_before,
-            c.rule_after
+            c.kind.as_str(),
+            c.area.as_str(),
+            shorten(&c.what),
         );
     }
     if let Some(p) = &r.path_change {
@@ -262,12 +338,38 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
             p.why
         );
         outln!(out, "  decided:  {}", p.decided_kinds.join(", "));
+        for d in &p.instead {
+            outln!(
+                out,
+                "  instead: {} {}: {} [{}]",
+                d.area.as_str(),
+                shorten(&d.what),
+                d.outcome.as_str(),
+                rule(&d.rule)
+            );
+        }
         let not: Vec<String> = r
             .not_as_recorded
             .iter()
             .map(|(kind, n)| format!("{n} {kind}"))
             .collect();
         outln!(out, "  not as recorded after it: {}", not.join(", "));
+        for c in r.would_not_happen.iter().take(CONSEQUENCES_SHOWN) {
+            outln!(
+                out,
+                "    event {}  {}  {}",
+                c.seq,
+                c.area.as_str(),
+                shorten(&c.what)
+            );
+        }
+        if r.would_not_happen.len() > CONSEQUENCES_SHOWN {
+            outln!(
+                out,
+                "    ... {} more (--json for all of them)",
+                r.would_not_happen.len() - CONSEQUENCES_SHOWN
+            );
+        }
     }
 }
 

@@ -14,12 +14,15 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod causes;
+mod decisions;
 mod diff;
 mod inspect;
 mod report;
 mod what_if;
 
+pub use decisions::{DecisionArea, Outcome};
 pub use diff::{Difference, differences};
 pub use inspect::{POINTS, point_in, state_at};
 pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};
-pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};
+pub use what_if::{Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, what_if};

@@ -1,0 +1,513 @@
+//! What-if over every kind of decision (docs/replay.md#what-if): on golden logs and on
+//! canned runs recorded here by the decider, a bundle that changes one rule reports the
+//! decision it changes (classed, with the rule before and after, and where), the
+//! decision where the run would part, and what would not have happened after it, in
+//! the run's causal order; the recorded bundle reports nothing.
+
+use std::path::Path;
+
+use docket_decider::{
+    Action, AgentResponse, Command, Confidence, DECIDER_VERSION, RunEvent, RunRequested, RunState,
+    ToolReturned, WorkflowSpec, decide,
+};
+use docket_policies::PolicyBundle;
+use docket_replay::{ChangeKind, DecisionArea, Outcome, WhatIf, what_if};
+use docket_runtime::Runtime;
+use docket_store::{EmbeddedStore, StoreConfig};
+use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
+use serde_json::json;
+
+/// A copy of the golden log `v{version}/{shape}` in `dir`.
+fn golden(dir: &Path, version: u32, shape: &str) {
+    let from = workspace_root()
+        .join("tests/golden")
+        .join(format!("v{version}"))
+        .join(shape);
+    for file in ["DOCKET-STORE", "log/00000000000000000001.seg"] {
+        let to = dir.join(file);
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(from.join(file), to).expect("copy the golden log");
+    }
+}
+
+async fn golden_events(version: u32, shape: &str) -> Vec<RunEvent> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    golden(dir.path(), version, shape);
+    let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+        .await
+        .expect("the store opens");
+    Runtime::new(store)
+        .events(&format!("golden-{shape}").as_str().into())
+        .await
+        .expect("the run reads")
+        .into_iter()
+        .map(|e| e.event)
+        .collect()
+}
+
+fn recorded_source(log: &[RunEvent]) -> String {
+    let Some(RunEvent::RunRequested(run)) = log.first() else {
+        panic!("a run's log");
+    };
+    run.bundle_source.clone()
+}
+
+/// What-if of `log` under its recorded bundle's text with `from` replaced by `to`.
+fn under(log: &[RunEvent], from: &str, to: &str) -> WhatIf {
+    let source = recorded_source(log);
+    let changed = source.replace(from, to);
+    assert_ne!(changed, source, "the bundle has {from:?}");
+    let bundle = PolicyBundle::from_toml_str(&changed, "new.toml").expect("compiles");
+    what_if(log, &bundle, &changed, "new.toml").expect("re-decides")
+}
+
+fn seq_of(log: &[RunEvent], kind: &str) -> u64 {
+    log.iter().position(|e| e.kind() == kind).expect(kind) as u64 + 1
+}
+
+fn kinds_not_happening(report: &WhatIf) -> Vec<&'static str> {
+    report.would_not_happen.iter().map(|c| c.kind).collect()
+}
+
+#[tokio::test]
+async fn the_recorded_bundle_changes_nothing_in_any_golden_log() {
+    for version in 1..=DECIDER_VERSION {
+        let root = workspace_root()
+            .join("tests/golden")
+            .join(format!("v{version}"));
+        for shape in std::fs::read_dir(&root).expect("fixtures") {
+            let shape = shape.expect("entry").file_name();
+            let shape = shape.to_str().expect("utf-8");
+            let log = golden_events(version, shape).await;
+            let source = recorded_source(&log);
+            let bundle = PolicyBundle::from_toml_str(&source, "same.toml").expect("compiles");
+            let report = what_if(&log, &bundle, &source, "same.toml").expect("re-decides");
+            assert!(report.unchanged(), "v{version}/{shape}: {report:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_effect_that_newly_needs_approval_is_reported_with_what_would_wait() {
+    let log = golden_events(DECIDER_VERSION, "effect").await;
+    let report = under(
+        &log,
+        "retry_cap = 1",
+        "retry_cap = 1\nhuman_approval_required = true",
+    );
+    // The execution gate's decision: allowed, now waiting for a human.
+    let gate = seq_of(&log, "effect.started") - 1;
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.seq, first.kind, first.area, first.before, first.after),
+        (
+            gate,
+            ChangeKind::Stricter,
+            DecisionArea::Effect,
+            Some(Outcome::Allowed),
+            Some(Outcome::NeedsApproval)
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(first.rule_before, "publish-api");
+    assert_eq!(first.rule_after, "publish-api");
+    // The path parts where the effect would have started: it waits for a human instead.
+    let parts = report.changes.last().expect("the parting decision");
+    assert!(parts.parts_path);
+    assert_eq!(parts.seq, seq_of(&log, "effect.started"));
+    assert_eq!(parts.area, DecisionArea::Effect);
+    assert!(parts.what.contains("waits for a human"), "{parts:?}");
+    assert_eq!(report.changes.len(), 2, "{report:#?}");
+    // Not executed, so not applied; the agent not called again with its result; no
+    // completion.
+    let not = kinds_not_happening(&report);
+    for kind in [
+        "effect.started",
+        "effect.applied",
+        "agent.call_scheduled",
+        "handoff.allowed",
+        "run.completed",
+    ] {
+        assert!(not.contains(&kind), "{kind} missing from {not:?}");
+    }
+    // In the log's order, each after the parting point.
+    let seqs: Vec<u64> = report.would_not_happen.iter().map(|c| c.seq).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]) && seqs[0] == parts.seq);
+}
+
+#[tokio::test]
+async fn an_effect_refused_or_without_its_dry_run_is_classed() {
+    let log = golden_events(DECIDER_VERSION, "effect").await;
+    // The publisher may no longer publish: refused at admission.
+    let report = under(&log, "side_effects = [\"publish\"]", "");
+    let first = &report.changes[0];
+    assert_eq!(first.seq, seq_of(&log, "effect.admitted") - 1);
+    assert_eq!(
+        (first.kind, first.area, first.after),
+        (
+            ChangeKind::Stricter,
+            DecisionArea::Effect,
+            Some(Outcome::Denied)
+        )
+    );
+    assert_eq!(first.rule_before, "publish-api");
+    let parts = report.changes.last().expect("parts");
+    assert!(
+        parts.parts_path && parts.what.contains("refused"),
+        "{parts:?}"
+    );
+    assert!(kinds_not_happening(&report).contains(&"effect.applied"));
+
+    // No dry run required: admitted straight to execution, looser; the recorded dry run
+    // would not have come.
+    let report = under(&log, "dry_run_required = true", "dry_run_required = false");
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.seq, first.kind, first.before, first.after),
+        (
+            seq_of(&log, "effect.admitted"),
+            ChangeKind::Looser,
+            Some(Outcome::DryRunFirst),
+            Some(Outcome::Allowed)
+        ),
+        "{report:#?}"
+    );
+    let path = report.path_change.as_ref().expect("the path changes");
+    assert_eq!(path.seq, seq_of(&log, "effect.dry_run"));
+    assert!(path.why.contains("would not have come"), "{path:?}");
+}
+
+#[tokio::test]
+async fn a_forbidden_spawn_and_a_capability_no_longer_offered_are_classed() {
+    let log = golden_events(DECIDER_VERSION, "episode").await;
+    let report = under(
+        &log,
+        "allowed_child_types = [\"retrieve\"]",
+        "allowed_child_types = [\"verify\"]",
+    );
+    let parts = report.changes.last().expect("parts");
+    assert_eq!(
+        (parts.seq, parts.kind, parts.area, parts.parts_path),
+        (
+            seq_of(&log, "episode.started"),
+            ChangeKind::Stricter,
+            DecisionArea::Spawn,
+            true
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(parts.rule_before, "recursion.default");
+    assert_eq!(parts.rule_after, "recursion.default");
+    // The child never runs, and the run ends there: its completion would not happen.
+    let not = kinds_not_happening(&report);
+    assert!(
+        not.contains(&"run.completed") && not.contains(&"agent.call_scheduled"),
+        "{not:?}"
+    );
+
+    let log = golden_events(DECIDER_VERSION, "fallback").await;
+    let report = under(&log, "[[agents.capabilities]]\ncode = \"ANL_NPV\"\n", "");
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.seq, first.kind, first.area, first.after),
+        (
+            seq_of(&log, "policy.decided"),
+            ChangeKind::Stricter,
+            DecisionArea::Capability,
+            Some(Outcome::Denied)
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(first.rule_before, "agents.anl.capabilities.ANL_NPV");
+    let path = report.path_change.as_ref().expect("parts");
+    assert!(path.decided_kinds.contains(&"run.blocked"), "{path:?}");
+}
+
+#[tokio::test]
+async fn a_shorter_retry_ladder_is_a_limit_newly_hit() {
+    let log = golden_events(DECIDER_VERSION, "fallback").await;
+    // The recorded ladder is the default one (retry, escalate, block); a bundle that
+    // escalates at the first failure.
+    let source = recorded_source(&log);
+    let changed = format!(
+        "{source}\n[escalation]\nladder = [{{ id = \"escalate-now\", after_failures = 1, action = \"escalate\" }}, {{ id = \"block\", after_failures = 2, action = \"block\" }}]\n"
+    );
+    let bundle = PolicyBundle::from_toml_str(&changed, "new.toml").expect("compiles");
+    let report = what_if(&log, &bundle, &changed, "new.toml").expect("re-decides");
+    let first = &report.changes[0];
+    let failure = log
+        .iter()
+        .position(|e| {
+            matches!(e, RunEvent::PolicyDecided { decision, .. } if decision.rule_id.as_ref() == "retry")
+        })
+        .expect("the retry") as u64
+        + 1;
+    assert_eq!(
+        (first.seq, first.kind, first.area),
+        (failure, ChangeKind::Stricter, DecisionArea::Limit),
+        "{report:#?}"
+    );
+    assert_eq!(
+        (first.rule_before.as_str(), first.rule_after.as_str()),
+        ("retry", "escalate-now")
+    );
+    // The retried call would not have been made.
+    assert!(
+        report
+            .would_not_happen
+            .iter()
+            .any(|c| c.kind == "agent.call_scheduled" && c.seq == failure + 1),
+        "{report:#?}"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Canned runs of one worker asking for a tool, recorded here by the decider.
+
+const WORKER_WORKFLOW: &str = "name = \"t\"\npolicy = \"b.toml\"\nentry = \"worker\"\n\
+    [agents.worker]\nin_process = true\n[tools.probe]\nin_process = true\nread_only = true\n\
+    [budget]\ntokens = 1000\n";
+
+const WORKER_BUNDLE: &str = "bundle = { id = \"t\" }\n\
+    agents = [{ id = \"external\" }, { id = \"worker\", allowed_tools = [\"probe\"] }]\n\
+    [interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n\
+    [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+
+/// The worker, having used `tokens`, asks for `probe`; gets its result; finishes.
+fn worker_run(bundle_source: &str, tokens: u64) -> Vec<RunEvent> {
+    let bundle = PolicyBundle::from_toml_str(bundle_source, "b.toml").expect("bundle");
+    let workflow =
+        WorkflowSpec::parse(WORKER_WORKFLOW, Path::new("t.toml")).expect("the workflow parses");
+    let run = RunRequested {
+        run_id: "canned".into(),
+        workflow,
+        bundle_source: bundle_source.to_owned(),
+        bundle_source_name: "b.toml".into(),
+        bundle_hash: bundle.hash().to_hex(),
+        input: json!({"q": 1}),
+        at_ms: 1,
+        decider_version: DECIDER_VERSION,
+    };
+    let mut state = RunState::default();
+    let mut log = Vec::new();
+    let mut record = |state: &mut RunState, command: Command| {
+        let batch = decide(state, &bundle, command).expect("decided");
+        for e in &batch {
+            state.apply(e);
+        }
+        log.extend(batch);
+    };
+    record(&mut state, Command::Start(run));
+    let call = state.pending_requests()[0].request_id.clone();
+    let mut asks = AgentResponse::success(
+        call.clone(),
+        Confidence::High,
+        vec![Action::CallTool {
+            name: "probe".into(),
+            arguments: json!("x"),
+        }],
+    );
+    asks.usage.input_tokens = tokens;
+    record(
+        &mut state,
+        Command::RecordResponse {
+            request_id: call,
+            response: asks,
+            at_ms: 2,
+        },
+    );
+    if let Some(tool) = state.due_tool_call() {
+        let returned = RunEvent::ToolReturned(ToolReturned {
+            tool_call_id: tool.tool_call_id.clone(),
+            result: json!({"ok": true}),
+            at_ms: 3,
+        });
+        record(
+            &mut state,
+            Command::from_event(&returned).expect("an input"),
+        );
+    }
+    if let Some(call) = state
+        .pending_requests()
+        .first()
+        .map(|r| r.request_id.clone())
+    {
+        let finish = AgentResponse::success(
+            call.clone(),
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({"done": true}),
+            }],
+        );
+        record(
+            &mut state,
+            Command::RecordResponse {
+                request_id: call,
+                response: finish,
+                at_ms: 4,
+            },
+        );
+    }
+    assert_eq!(state.status().as_str(), "completed", "{log:#?}");
+    log
+}
+
+fn compile(source: &str) -> PolicyBundle {
+    PolicyBundle::from_toml_str(source, "new.toml").expect("compiles")
+}
+
+#[test]
+fn a_denied_tool_call_is_classed_and_its_result_would_not_have_come() {
+    let log = worker_run(WORKER_BUNDLE, 10);
+    let source = format!(
+        "deny_patterns = [{{ id = \"no-probe\", pattern = \"probe\", reason = \"probing is over\" }}]\n{WORKER_BUNDLE}"
+    );
+    let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.kind, first.area, first.before, first.after),
+        (
+            ChangeKind::Stricter,
+            DecisionArea::ToolCall,
+            Some(Outcome::Allowed),
+            Some(Outcome::Denied)
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(first.rule_after, "no-probe");
+    assert_eq!(first.seq, seq_of(&log, "tool.call_scheduled") - 1);
+    let parts = report.changes.last().expect("parts");
+    assert!(parts.parts_path && parts.seq == seq_of(&log, "tool.call_scheduled"));
+    // The tool's result never comes back: what the worker did with it, and the
+    // completion, would not have happened as recorded.
+    let not = kinds_not_happening(&report);
+    assert!(
+        not.contains(&"tool.call_scheduled") && not.contains(&"run.completed"),
+        "{not:?}"
+    );
+    // The same bundle: nothing.
+    let same =
+        what_if(&log, &compile(WORKER_BUNDLE), WORKER_BUNDLE, "same.toml").expect("re-decides");
+    assert!(same.unchanged(), "{same:?}");
+}
+
+#[test]
+fn a_lowered_budget_threshold_reports_the_limit_hit_and_where() {
+    // 300 of the root's 1000 tokens used before the tool call: under the default 70%
+    // threshold, past a 20% one.
+    let log = worker_run(WORKER_BUNDLE, 300);
+    let source =
+        format!("{WORKER_BUNDLE}[recursion.budget]\nfinalize_or_escalate_at_percent = 20\n");
+    let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.seq, first.kind, first.area, first.after),
+        (
+            seq_of(&log, "tool.call_scheduled") - 1,
+            ChangeKind::Stricter,
+            DecisionArea::Limit,
+            Some(Outcome::Denied)
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(
+        first.rule_after,
+        "recursion.budget.finalize_or_escalate_at_percent"
+    );
+    assert!(
+        first.what.contains("ep-1") && first.what.contains("300"),
+        "{first:?}"
+    );
+}
+
+#[test]
+fn a_budget_stop_newly_listed_ends_the_run_where_it_is_crossed() {
+    // Recorded without the budget_exhausted stop condition: past 1000 tokens, the worker's
+    // tool call was refused by the budget gate and the run went on to complete.
+    let without = WORKER_BUNDLE.replace(
+        "[multi_agent_handoffs]",
+        "[recursion.default]\nstop_conditions = [\"depth_exceeded\", \"no_new_information\", \"failure_repeats\", \"policy_blocks\", \"success_achieved\"]\n[multi_agent_handoffs]",
+    );
+    let log = worker_run(&without, 1200);
+    let report =
+        what_if(&log, &compile(WORKER_BUNDLE), WORKER_BUNDLE, "new.toml").expect("re-decides");
+    let parts = report.changes.last().expect("parts");
+    let answer = log
+        .iter()
+        .position(|e| e.kind() == "agent.responded")
+        .expect("the answer") as u64
+        + 1;
+    assert_eq!(
+        (parts.seq, parts.kind, parts.area, parts.parts_path),
+        (answer + 1, ChangeKind::Stricter, DecisionArea::Limit, true),
+        "{report:#?}"
+    );
+    assert_eq!(parts.rule_after, "stop_conditions.budget_exhausted");
+    assert!(
+        parts.what.contains("budget_exhausted") && parts.what.contains("1200"),
+        "{parts:?}"
+    );
+    // Everything after it: the run ends there.
+    let last = report.would_not_happen.last().expect("the end");
+    assert_eq!(last.kind, "run.completed");
+    assert_eq!(last.seq, log.len() as u64);
+}
+
+#[test]
+fn docket_replay_all_summarises_what_if_per_kind_of_decision_and_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    golden(dir.path(), DECIDER_VERSION, "effect");
+    let bundle = dir.path().join("approval.toml");
+    let log = docket_on(dir.path(), &["events", "golden-effect", "--json"]);
+    let first: serde_json::Value =
+        serde_json::from_str(stdout_text(&log).lines().next().expect("run.requested"))
+            .expect("JSON");
+    let source = first["payload"]["bundle_source"].as_str().expect("text");
+    std::fs::write(
+        &bundle,
+        source.replace(
+            "retry_cap = 1",
+            "retry_cap = 1\nhuman_approval_required = true",
+        ),
+    )
+    .expect("write bundle");
+    let bundle = bundle.to_str().expect("utf-8");
+    let out = docket_on(
+        dir.path(),
+        &["replay", "golden-effect", "--policies", bundle],
+    );
+    let text = stdout_text(&out);
+    assert_eq!(exit_code(&out), 0, "{text}");
+    assert!(
+        text.contains("stricter  effect  effect golden-effect/effect-1: allowed → needs approval"),
+        "{text}"
+    );
+    assert!(
+        text.contains("instead: effect effect golden-effect/effect-1 waits for a human"),
+        "{text}"
+    );
+    assert!(text.contains("run completed"), "{text}");
+    let out = docket_on(dir.path(), &["replay", "--all", "--policies", bundle]);
+    let text = stdout_text(&out);
+    assert!(
+        text.contains("1 runs re-decided under") && text.contains("1 would change"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  effect: 2 stricter, 0 looser, 0 changed in 1 runs"),
+        "{text}"
+    );
+    let out = docket_on(
+        dir.path(),
+        &["replay", "--all", "--policies", bundle, "--json"],
+    );
+    let lines: Vec<serde_json::Value> = stdout_text(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("JSON"))
+        .collect();
+    assert_eq!(lines.len(), 2, "one report and the summary");
+    assert_eq!(lines[0]["changes"][0]["area"], "effect");
+    assert_eq!(lines[0]["changes"][0]["after"], "needs_approval");
+    assert_eq!(lines[1]["summary"]["would_change"], 1);
+    assert_eq!(lines[1]["summary"]["per_area"]["effect"]["stricter"], 2);
+}
