@@ -384,52 +384,18 @@ pub(crate) async fn inspect(
     let recorded = rt.events(run).await?;
     let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
     let seq = point_in(&events, at).map_err(|why| anyhow::anyhow!("--at {at}: {why}"))?;
+    let found = docket_replay::inspect(&events, seq);
     let state = state_at(&events, seq);
     let here = &recorded[seq - 1];
-    let sequential = state
-        .request()
-        .and_then(|r| docket_decider::recorded_bundle(r).ok())
-        .filter(|b| b.spec().interactions.sequential_flow)
-        .map(|b| b.spec().interactions.flow_order.clone());
-    let position = sequential.as_ref().map(|order| {
-        let p = state.flow_position() as usize;
-        format!(
-            "{} (position {} of {})",
-            order.get(p).map_or("?", String::as_str),
-            p + 1,
-            order.len()
-        )
-    });
-    let pending: Vec<String> = state
-        .pending_requests()
-        .iter()
-        .map(|r| {
-            format!(
-                "{} → {} (attempt {})",
-                r.request_id, r.target_agent, r.attempt
-            )
-        })
-        .collect();
-    let tickets: Vec<String> = state
-        .open_tickets()
-        .map(|(id, t)| format!("{id}: {}", t.reason))
-        .collect();
     let event_json = serde_json::to_value(&here.event).unwrap_or_default();
     if json {
-        let value = json!({
-            "run": run.as_str(),
-            "seq": seq,
-            "of": events.len(),
-            "kind": here.event.kind(),
-            "hash": here.hash,
-            "status": state.status().as_str(),
-            "flow_position": state.flow_position(),
-            "pending": pending,
-            "open_tickets": tickets,
-            "episodes": crate::episodes::tree_json(state.episodes()),
-            "effects": crate::effects::list_json(&state),
-            "event": event_json,
-        });
+        let mut value = serde_json::to_value(&found).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("run".to_owned(), json!(run.as_str()));
+            object.insert("hash".to_owned(), json!(here.hash));
+            object.insert("effects".to_owned(), crate::effects::list_json(&state));
+            object.insert("event".to_owned(), event_json);
+        }
         outln!(
             out,
             "{}",
@@ -437,57 +403,137 @@ pub(crate) async fn inspect(
         );
         return Ok(EXIT_COMPLETED);
     }
+    let none = |list: Vec<String>| {
+        if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join("; ")
+        }
+    };
     outln!(
         out,
         "run {run} at event {seq} of {} ({}): {}",
-        events.len(),
-        here.event.kind(),
-        state.status().as_str()
+        found.of,
+        found.kind,
+        found.status
     );
-    if let Some(position) = position {
-        outln!(out, "flow: at {position}");
+    if let Some(flow) = &found.flow {
+        outln!(
+            out,
+            "flow: at {} (position {} of {})",
+            flow.agent,
+            flow.position,
+            flow.of
+        );
     }
     outln!(
         out,
         "pending calls: {}",
-        if pending.is_empty() {
-            "none".to_owned()
-        } else {
-            pending.join("; ")
-        }
+        none(
+            found
+                .pending_calls
+                .iter()
+                .map(|c| format!(
+                    "{} → {} (attempt {}, {})",
+                    c.request_id, c.agent, c.attempt, c.episode_id
+                ))
+                .collect()
+        )
     );
+    if !found.pending_tools.is_empty() {
+        outln!(
+            out,
+            "pending tool calls: {}",
+            none(
+                found
+                    .pending_tools
+                    .iter()
+                    .map(|t| format!("{} {} by {} ({})", t.tool_call_id, t.name, t.agent, t.phase))
+                    .collect()
+            )
+        );
+    }
     outln!(
         out,
         "open tickets: {}",
-        if tickets.is_empty() {
-            "none".to_owned()
-        } else {
-            tickets.join("; ")
-        }
+        none(
+            found
+                .open_tickets
+                .iter()
+                .map(|t| format!("{}: {}", t.ticket, t.reason))
+                .collect()
+        )
     );
-    crate::episodes::tree_text(out, state.episodes());
+    outln!(out, "episodes (budget used/limit, left):");
+    for e in &found.episodes {
+        let status = match e.stop_condition {
+            Some(c) => format!("{} ({c})", e.phase),
+            None => e.phase.to_owned(),
+        };
+        let budgets: Vec<String> = e
+            .budgets
+            .iter()
+            .map(|b| format!("{} {}/{} ({} left)", b.dimension, b.used, b.limit, b.left))
+            .collect();
+        outln!(
+            out,
+            "  {}{} {} by {}: {status}; {}",
+            "  ".repeat(e.depth as usize),
+            e.episode_id,
+            e.episode_type,
+            e.agent,
+            budgets.join(", ")
+        );
+    }
     crate::effects::list_text(out, &state);
-    match &here.event {
-        RunEvent::AgentCallScheduled { request, .. } => {
+    if found.circuits.is_empty() {
+        outln!(
+            out,
+            "circuits: no reading recorded (every breaker under its threshold)"
+        );
+    } else {
+        outln!(out, "circuits:");
+        for c in &found.circuits {
             outln!(
                 out,
-                "what {} received (request {}):",
-                request.target_agent,
-                request.request_id
-            );
-            outln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&**request).unwrap_or_default()
+                "  {}: {} after {} consecutive failures (read at event {}) [{}]; {} call(s) degraded",
+                c.agent,
+                c.state,
+                c.consecutive_failures,
+                c.read_at,
+                if c.rule.is_empty() { "-" } else { &c.rule },
+                c.degraded_calls
             );
         }
-        RunEvent::HandoffAllowed {
-            from,
-            to,
-            delivered,
-            audit,
-            ..
-        } => {
+    }
+    let show_request = |out: &mut String, r: &docket_replay::Received| {
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r.request).unwrap_or_default()
+        );
+        outln!(
+            out,
+            "request hash {} (BLAKE3 of the canonical JSON of event {}'s request, docs/replay.md#inspect)",
+            r.request_hash,
+            r.seq
+        );
+    };
+    match (&here.event, &found.received) {
+        (RunEvent::AgentCallScheduled { .. }, Some(r)) => {
+            outln!(out, "what {} received (request {}):", r.agent, r.request_id);
+            show_request(out, r);
+        }
+        (
+            RunEvent::HandoffAllowed {
+                from,
+                to,
+                delivered,
+                audit,
+                ..
+            },
+            received,
+        ) => {
             outln!(
                 out,
                 "what crossed {from} → {to} ({} mode by {}; removed: {}):",
@@ -507,12 +553,41 @@ pub(crate) async fn inspect(
                 "{}",
                 serde_json::to_string_pretty(&**delivered).unwrap_or_default()
             );
+            match received {
+                Some(r) => {
+                    outln!(
+                        out,
+                        "what {} received with it (request {}, event {}; the content above at {}):",
+                        r.agent,
+                        r.request_id,
+                        r.seq,
+                        r.delivered_at.as_deref().unwrap_or("/")
+                    );
+                    show_request(out, r);
+                }
+                None => outln!(
+                    out,
+                    "no call in the log carries it to {to} (the run's output, or a call not made yet)"
+                ),
+            }
         }
-        _ => outln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&event_json).unwrap_or_default()
-        ),
+        (_, received) => {
+            outln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&event_json).unwrap_or_default()
+            );
+            if let Some(r) = received {
+                outln!(
+                    out,
+                    "answering request {} to {} (event {}), request hash {}",
+                    r.request_id,
+                    r.agent,
+                    r.seq,
+                    r.request_hash
+                );
+            }
+        }
     }
     outln!(
         out,

@@ -23,6 +23,9 @@ mod what_if;
 
 pub use decisions::{DecisionArea, Outcome};
 pub use diff::{Difference, differences};
-pub use inspect::{POINTS, point_in, state_at};
+pub use inspect::{
+    BudgetAt, CircuitAt, EpisodeAt, FlowAt, Inspection, OpenTicket, POINTS, PendingCall,
+    PendingTool, Received, inspect, point_in, request_hash, state_at,
+};
 pub use report::{DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay};
 pub use what_if::{Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, what_if};

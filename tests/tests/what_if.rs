@@ -4,46 +4,13 @@
 //! decision where the run would part, and what would not have happened after it, in
 //! the run's causal order; the recorded bundle reports nothing.
 
-use std::path::Path;
+mod canned;
 
-use docket_decider::{
-    Action, AgentResponse, Command, Confidence, DECIDER_VERSION, RunEvent, RunRequested, RunState,
-    ToolReturned, WorkflowSpec, decide,
-};
+use canned::{WORKER_BUNDLE, golden, golden_events, worker_run};
+use docket_decider::{DECIDER_VERSION, RunEvent};
 use docket_policies::PolicyBundle;
 use docket_replay::{ChangeKind, DecisionArea, Outcome, WhatIf, what_if};
-use docket_runtime::Runtime;
-use docket_store::{EmbeddedStore, StoreConfig};
 use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
-use serde_json::json;
-
-/// A copy of the golden log `v{version}/{shape}` in `dir`.
-fn golden(dir: &Path, version: u32, shape: &str) {
-    let from = workspace_root()
-        .join("tests/golden")
-        .join(format!("v{version}"))
-        .join(shape);
-    for file in ["DOCKET-STORE", "log/00000000000000000001.seg"] {
-        let to = dir.join(file);
-        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(from.join(file), to).expect("copy the golden log");
-    }
-}
-
-async fn golden_events(version: u32, shape: &str) -> Vec<RunEvent> {
-    let dir = tempfile::tempdir().expect("tempdir");
-    golden(dir.path(), version, shape);
-    let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
-        .await
-        .expect("the store opens");
-    Runtime::new(store)
-        .events(&format!("golden-{shape}").as_str().into())
-        .await
-        .expect("the run reads")
-        .into_iter()
-        .map(|e| e.event)
-        .collect()
-}
 
 fn recorded_source(log: &[RunEvent]) -> String {
     let Some(RunEvent::RunRequested(run)) = log.first() else {
@@ -261,96 +228,7 @@ async fn a_shorter_retry_ladder_is_a_limit_newly_hit() {
     );
 }
 
-// ---------------------------------------------------------------------------------------
-// Canned runs of one worker asking for a tool, recorded here by the decider.
-
-const WORKER_WORKFLOW: &str = "name = \"t\"\npolicy = \"b.toml\"\nentry = \"worker\"\n\
-    [agents.worker]\nin_process = true\n[tools.probe]\nin_process = true\nread_only = true\n\
-    [budget]\ntokens = 1000\n";
-
-const WORKER_BUNDLE: &str = "bundle = { id = \"t\" }\n\
-    agents = [{ id = \"external\" }, { id = \"worker\", allowed_tools = [\"probe\"] }]\n\
-    [interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n\
-    [multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
-
-/// The worker, having used `tokens`, asks for `probe`; gets its result; finishes.
-fn worker_run(bundle_source: &str, tokens: u64) -> Vec<RunEvent> {
-    let bundle = PolicyBundle::from_toml_str(bundle_source, "b.toml").expect("bundle");
-    let workflow =
-        WorkflowSpec::parse(WORKER_WORKFLOW, Path::new("t.toml")).expect("the workflow parses");
-    let run = RunRequested {
-        run_id: "canned".into(),
-        workflow,
-        bundle_source: bundle_source.to_owned(),
-        bundle_source_name: "b.toml".into(),
-        bundle_hash: bundle.hash().to_hex(),
-        input: json!({"q": 1}),
-        at_ms: 1,
-        decider_version: DECIDER_VERSION,
-    };
-    let mut state = RunState::default();
-    let mut log = Vec::new();
-    let mut record = |state: &mut RunState, command: Command| {
-        let batch = decide(state, &bundle, command).expect("decided");
-        for e in &batch {
-            state.apply(e);
-        }
-        log.extend(batch);
-    };
-    record(&mut state, Command::Start(run));
-    let call = state.pending_requests()[0].request_id.clone();
-    let mut asks = AgentResponse::success(
-        call.clone(),
-        Confidence::High,
-        vec![Action::CallTool {
-            name: "probe".into(),
-            arguments: json!("x"),
-        }],
-    );
-    asks.usage.input_tokens = tokens;
-    record(
-        &mut state,
-        Command::RecordResponse {
-            request_id: call,
-            response: asks,
-            at_ms: 2,
-        },
-    );
-    if let Some(tool) = state.due_tool_call() {
-        let returned = RunEvent::ToolReturned(ToolReturned {
-            tool_call_id: tool.tool_call_id.clone(),
-            result: json!({"ok": true}),
-            at_ms: 3,
-        });
-        record(
-            &mut state,
-            Command::from_event(&returned).expect("an input"),
-        );
-    }
-    if let Some(call) = state
-        .pending_requests()
-        .first()
-        .map(|r| r.request_id.clone())
-    {
-        let finish = AgentResponse::success(
-            call.clone(),
-            Confidence::High,
-            vec![Action::Finish {
-                output: json!({"done": true}),
-            }],
-        );
-        record(
-            &mut state,
-            Command::RecordResponse {
-                request_id: call,
-                response: finish,
-                at_ms: 4,
-            },
-        );
-    }
-    assert_eq!(state.status().as_str(), "completed", "{log:#?}");
-    log
-}
+// Canned runs of one worker asking for a tool (canned/mod.rs).
 
 fn compile(source: &str) -> PolicyBundle {
     PolicyBundle::from_toml_str(source, "new.toml").expect("compiles")
