@@ -88,12 +88,9 @@ pub(crate) async fn execute(
                 }
             }
             let mut rules: Vec<&str> = Vec::new();
-            for change in &report.changes {
-                let after = if change.rule_after.is_empty() {
-                    "(no rule: the step is not made)"
-                } else {
-                    &change.rule_after
-                };
+            // Steps that name no rule of their own (a call, a ticket) count per kind only.
+            for change in report.changes.iter().filter(|c| !c.rule_after.is_empty()) {
+                let after = change.rule_after.as_str();
                 let entry = per_rule.entry(after.to_owned()).or_default();
                 entry.1 += 1;
                 if !rules.contains(&after) {
@@ -316,14 +313,16 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         } else {
             format!(": {} → {}", outcome(c.before), outcome(c.after))
         };
-        let rules = if c.rule_before == c.rule_after {
-            rule(&c.rule_after)
+        let rules = if c.rule_before.is_empty() && c.rule_after.is_empty() {
+            String::new()
+        } else if c.rule_before == c.rule_after {
+            format!("  [{}]", c.rule_after)
         } else {
-            format!("{} -> {}", rule(&c.rule_before), rule(&c.rule_after))
+            format!("  [{} -> {}]", rule(&c.rule_before), rule(&c.rule_after))
         };
         outln!(
             out,
-            "  event {}  {}  {}  {}{outcomes}{fields}  [{rules}]",
+            "  event {}  {}  {}  {}{outcomes}{fields}{rules}",
             c.seq,
             c.kind.as_str(),
             c.area.as_str(),
@@ -341,11 +340,15 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         for d in &p.instead {
             outln!(
                 out,
-                "  instead: {} {}: {} [{}]",
+                "  instead: {} {}: {}{}",
                 d.area.as_str(),
                 shorten(&d.what),
                 d.outcome.as_str(),
-                rule(&d.rule)
+                if d.rule.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", d.rule)
+                }
             );
         }
         let not: Vec<String> = r
