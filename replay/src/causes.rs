@@ -7,6 +7,8 @@
 //! decision's consequences, and not the independent work around it (another branch of a
 //! fan-out, an unrelated effect).
 
+use std::collections::BTreeMap;
+
 use docket_decider::{EffectId, RunEvent, TicketSubject};
 
 /// The effect an effect event or effect ticket is about.
@@ -34,38 +36,48 @@ fn effect_of(event: &RunEvent) -> Option<&EffectId> {
 }
 
 /// For each event of `events` (a run's log), the index of the event it follows from
-/// (`None` for `run.requested`, and for an input whose cause the log does not hold).
+/// (`None` for `run.requested`, and for an input whose cause the log does not hold). One
+/// pass, each cause looked up by its id.
 pub(crate) fn causes(events: &[RunEvent]) -> Vec<Option<usize>> {
     let mut out = Vec::with_capacity(events.len());
     let mut batch_input = None;
+    let mut calls: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut tools: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut tickets: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut effects: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut blocked = None;
     for (i, event) in events.iter().enumerate() {
         if !event.is_input() {
             out.push(batch_input);
+            match event {
+                RunEvent::AgentCallScheduled { request, .. } => {
+                    calls.insert(request.request_id.as_str(), i);
+                }
+                RunEvent::ToolCallScheduled(t) => {
+                    tools.insert(t.tool_call_id.as_str(), i);
+                }
+                RunEvent::Escalated { ticket, .. } => {
+                    tickets.insert(ticket.as_str(), i);
+                }
+                RunEvent::RunBlocked { .. } => blocked = Some(i),
+                _ => {}
+            }
+            if let Some(id) = effect_of(event) {
+                effects.insert(id.as_str(), i);
+            }
             continue;
         }
         batch_input = Some(i);
-        let before = &events[..i];
-        let last = |matches: &dyn Fn(&RunEvent) -> bool| before.iter().rposition(matches);
         let cause = match event {
             RunEvent::AgentResponded { request_id, .. }
             | RunEvent::AgentCallFailed { request_id, .. }
-            | RunEvent::CircuitChecked { request_id, .. } => last(
-                &|e| matches!(e, RunEvent::AgentCallScheduled { request, .. } if request.request_id == *request_id),
-            ),
-            RunEvent::ToolReturned(t) => last(
-                &|e| matches!(e, RunEvent::ToolCallScheduled(s) if s.tool_call_id == t.tool_call_id),
-            ),
-            RunEvent::ToolFailed(t) => last(
-                &|e| matches!(e, RunEvent::ToolCallScheduled(s) if s.tool_call_id == t.tool_call_id),
-            ),
-            RunEvent::HumanDecided { ticket, .. } => {
-                last(&|e| matches!(e, RunEvent::Escalated { ticket: t, .. } if t == ticket))
-            }
-            RunEvent::HumanOverrode { .. } => last(&|e| matches!(e, RunEvent::RunBlocked { .. })),
+            | RunEvent::CircuitChecked { request_id, .. } => calls.get(request_id.as_str()).copied(),
+            RunEvent::ToolReturned(t) => tools.get(t.tool_call_id.as_str()).copied(),
+            RunEvent::ToolFailed(t) => tools.get(t.tool_call_id.as_str()).copied(),
+            RunEvent::HumanDecided { ticket, .. } => tickets.get(ticket.as_str()).copied(),
+            RunEvent::HumanOverrode { .. } => blocked,
             RunEvent::RunRequested(_) => None,
-            other => {
-                effect_of(other).and_then(|id| last(&|e| !e.is_input() && effect_of(e) == Some(id)))
-            }
+            other => effect_of(other).and_then(|id| effects.get(id.as_str()).copied()),
         };
         out.push(cause);
     }

@@ -6,8 +6,9 @@
 
 mod canned;
 
-use canned::{WORKER_BUNDLE, golden, golden_events, worker_run};
-use docket_decider::{DECIDER_VERSION, RunEvent};
+use canned::{Recorder, WORKER_BUNDLE, golden, golden_events, worker_run};
+use docket_decider::{Action, DECIDER_VERSION, RunEvent};
+use serde_json::json;
 use docket_policies::PolicyBundle;
 use docket_replay::{ChangeKind, DecisionArea, Outcome, WhatIf, what_if};
 use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
@@ -388,4 +389,84 @@ fn docket_replay_all_summarises_what_if_per_kind_of_decision_and_rule() {
     assert_eq!(lines[0]["changes"][0]["after"], "needs_approval");
     assert_eq!(lines[1]["summary"]["would_change"], 1);
     assert_eq!(lines[1]["summary"]["per_area"]["effect"]["stricter"], 2);
+}
+
+const FAN_WORKFLOW: &str = "name = \"fan\"\npolicy = \"b.toml\"\nentry = \"hub\"\n\
+    [agents.hub]\nin_process = true\n[agents.left]\nin_process = true\n\
+    [agents.right]\nin_process = true\n[agents.sink]\nin_process = true\n\
+    [tools.probe]\nin_process = true\nread_only = true\n";
+
+const FAN_BUNDLE: &str = "bundle = { id = \"fan\" }\n\
+    agents = [{ id = \"external\" }, { id = \"hub\" }, { id = \"left\", allowed_tools = [\"probe\"] }, { id = \"right\" }, { id = \"sink\" }]\n\
+    [interactions]\nallowed = [\n\
+      { from = \"external\", to = \"hub\" }, { from = \"hub\", to = \"left\" }, { from = \"hub\", to = \"right\" },\n\
+      { from = \"left\", to = \"sink\" }, { from = \"right\", to = \"sink\" }, { from = \"sink\", to = \"external\" },\n\
+    ]\n[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+
+#[test]
+fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
+    // The hub fans out to left and right; right hands its part to sink at once; left
+    // asks for `probe` first, then hands its part on; sink finishes.
+    let handoff = |to: &str, part: &str| Action::Handoff {
+        to: to.into(),
+        output_type: part.into(),
+        payload: json!({"part": part}),
+    };
+    let mut run = Recorder::start(FAN_WORKFLOW, FAN_BUNDLE);
+    run.respond_as("hub", vec![handoff("left", "job"), handoff("right", "job")]);
+    run.respond_as("right", vec![handoff("sink", "right_part")]);
+    let right_batch = (run.log.iter().rposition(RunEvent::is_input).expect("right's answer")
+        ..run.log.len())
+        .map(|i| i as u64 + 1)
+        .collect::<Vec<_>>();
+    run.respond_as(
+        "left",
+        vec![Action::CallTool {
+            name: "probe".into(),
+            arguments: json!("x"),
+        }],
+    );
+    run.tool_returns();
+    run.respond_as("left", vec![handoff("sink", "left_part")]);
+    run.respond_as(
+        "sink",
+        vec![Action::Finish {
+            output: json!({"done": true}),
+        }],
+    );
+    assert_eq!(run.state.status().as_str(), "completed", "{:#?}", run.log);
+    let log = run.log;
+
+    // Under a bundle that denies `probe`, left's tool call parts the run: its result,
+    // what left did with it, sink's call and the completion would not have happened;
+    // right's branch, recorded after the fan-out and independent of the tool, would have.
+    let source = format!(
+        "deny_patterns = [{{ id = \"no-probe\", pattern = \"probe\", reason = \"no\" }}]\n{FAN_BUNDLE}"
+    );
+    let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
+    let parts = report.changes.last().expect("parts");
+    assert_eq!(parts.seq, seq_of(&log, "tool.call_scheduled"), "{report:#?}");
+    let not: Vec<u64> = report.would_not_happen.iter().map(|c| c.seq).collect();
+    assert!(
+        right_batch.iter().all(|seq| !not.contains(seq)),
+        "right's branch {right_batch:?} listed in {not:?}"
+    );
+    let parts_to_sink: Vec<&str> = report
+        .would_not_happen
+        .iter()
+        .filter(|c| c.what.contains("_part)"))
+        .map(|c| c.what.as_str())
+        .collect();
+    assert_eq!(parts_to_sink, ["handoff left → sink (left_part)"], "{report:#?}");
+    assert_eq!(
+        report.would_not_happen.last().map(|c| c.kind),
+        Some("run.completed")
+    );
+    assert!(
+        report
+            .would_not_happen
+            .iter()
+            .any(|c| c.what.starts_with("call to sink")),
+        "{report:#?}"
+    );
 }

@@ -69,9 +69,14 @@ pub struct Recorder {
 impl Recorder {
     /// The worker workflow started under `bundle_source` (run id `canned`).
     pub fn worker(bundle_source: &str) -> Self {
+        Self::start(WORKER_WORKFLOW, bundle_source)
+    }
+
+    /// The workflow `workflow_text` started under `bundle_source` (run id `canned`).
+    pub fn start(workflow_text: &str, bundle_source: &str) -> Self {
         let bundle = PolicyBundle::from_toml_str(bundle_source, "b.toml").expect("bundle");
         let workflow =
-            WorkflowSpec::parse(WORKER_WORKFLOW, Path::new("t.toml")).expect("the workflow");
+            WorkflowSpec::parse(workflow_text, Path::new("t.toml")).expect("the workflow");
         let run = RunRequested {
             run_id: "canned".into(),
             workflow,
@@ -112,6 +117,25 @@ impl Recorder {
         let call = self.state.pending_requests()[0].request_id.clone();
         let mut response = AgentResponse::success(call.clone(), Confidence::High, actions);
         response.usage.input_tokens = tokens;
+        let at_ms = self.now();
+        self.record(Command::RecordResponse {
+            request_id: call,
+            response,
+            at_ms,
+        })
+    }
+
+    /// The pending call to `agent` answers `actions`.
+    pub fn respond_as(&mut self, agent: &str, actions: Vec<Action>) -> &mut Self {
+        let call = self
+            .state
+            .pending_requests()
+            .iter()
+            .find(|r| r.target_agent == agent)
+            .unwrap_or_else(|| panic!("no call to {agent} pending"))
+            .request_id
+            .clone();
+        let response = AgentResponse::success(call.clone(), Confidence::High, actions);
         let at_ms = self.now();
         self.record(Command::RecordResponse {
             request_id: call,
