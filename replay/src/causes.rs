@@ -71,7 +71,9 @@ pub(crate) fn causes(events: &[RunEvent]) -> Vec<Option<usize>> {
         let cause = match event {
             RunEvent::AgentResponded { request_id, .. }
             | RunEvent::AgentCallFailed { request_id, .. }
-            | RunEvent::CircuitChecked { request_id, .. } => calls.get(request_id.as_str()).copied(),
+            | RunEvent::CircuitChecked { request_id, .. } => {
+                calls.get(request_id.as_str()).copied()
+            }
             RunEvent::ToolReturned(t) => tools.get(t.tool_call_id.as_str()).copied(),
             RunEvent::ToolFailed(t) => tools.get(t.tool_call_id.as_str()).copied(),
             RunEvent::HumanDecided { ticket, .. } => tickets.get(ticket.as_str()).copied(),

@@ -9,7 +9,7 @@
 //! consequences of the recorded decisions that are not made, following the run's causal
 //! order (everything after it when the new decision ends the run).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
@@ -403,10 +403,22 @@ fn compare(seq: u64, recorded: &RunEvent, decided: &RunEvent) -> Option<Change> 
         (RunEvent::HandoffAllowed { audit: a, .. }, RunEvent::HandoffAllowed { audit: b, .. }) => {
             let was = &a.context_after_scoping.fields_included;
             let now = &b.context_after_scoping.fields_included;
-            (
-                was.iter().filter(|f| !now.contains(f)).cloned().collect(),
-                now.iter().filter(|f| !was.contains(f)).cloned().collect(),
-            )
+            if was == now {
+                (Vec::new(), Vec::new())
+            } else {
+                let (was_set, now_set): (BTreeSet<&String>, BTreeSet<&String>) =
+                    (was.iter().collect(), now.iter().collect());
+                (
+                    was.iter()
+                        .filter(|f| !now_set.contains(f))
+                        .cloned()
+                        .collect(),
+                    now.iter()
+                        .filter(|f| !was_set.contains(f))
+                        .cloned()
+                        .collect(),
+                )
+            }
         }
         _ => (Vec::<String>::new(), Vec::<String>::new()),
     };

@@ -8,10 +8,10 @@ mod canned;
 
 use canned::{Recorder, WORKER_BUNDLE, golden, golden_events, worker_run};
 use docket_decider::{Action, DECIDER_VERSION, RunEvent};
-use serde_json::json;
 use docket_policies::PolicyBundle;
 use docket_replay::{ChangeKind, DecisionArea, Outcome, WhatIf, what_if};
 use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
+use serde_json::json;
 
 fn recorded_source(log: &[RunEvent]) -> String {
     let Some(RunEvent::RunRequested(run)) = log.first() else {
@@ -415,8 +415,11 @@ fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
     let mut run = Recorder::start(FAN_WORKFLOW, FAN_BUNDLE);
     run.respond_as("hub", vec![handoff("left", "job"), handoff("right", "job")]);
     run.respond_as("right", vec![handoff("sink", "right_part")]);
-    let right_batch = (run.log.iter().rposition(RunEvent::is_input).expect("right's answer")
-        ..run.log.len())
+    let right_batch = (run
+        .log
+        .iter()
+        .rposition(RunEvent::is_input)
+        .expect("right's answer")..run.log.len())
         .map(|i| i as u64 + 1)
         .collect::<Vec<_>>();
     run.respond_as(
@@ -445,7 +448,11 @@ fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
     );
     let report = what_if(&log, &compile(&source), &source, "new.toml").expect("re-decides");
     let parts = report.changes.last().expect("parts");
-    assert_eq!(parts.seq, seq_of(&log, "tool.call_scheduled"), "{report:#?}");
+    assert_eq!(
+        parts.seq,
+        seq_of(&log, "tool.call_scheduled"),
+        "{report:#?}"
+    );
     let not: Vec<u64> = report.would_not_happen.iter().map(|c| c.seq).collect();
     assert!(
         right_batch.iter().all(|seq| !not.contains(seq)),
@@ -457,7 +464,11 @@ fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
         .filter(|c| c.what.contains("_part)"))
         .map(|c| c.what.as_str())
         .collect();
-    assert_eq!(parts_to_sink, ["handoff left → sink (left_part)"], "{report:#?}");
+    assert_eq!(
+        parts_to_sink,
+        ["handoff left → sink (left_part)"],
+        "{report:#?}"
+    );
     assert_eq!(
         report.would_not_happen.last().map(|c| c.kind),
         Some("run.completed")
