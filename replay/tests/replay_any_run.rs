@@ -105,6 +105,8 @@ proptest! {
         prop_assert_eq!(divergence.code, DIVERGENCE);
         prop_assert_eq!(divergence.seq, input as u64 + 1);
         prop_assert_eq!(divergence.at_event, at - input - 1);
+        // That is, the changed event's own sequence: its batch's input, then its place.
+        prop_assert_eq!(divergence.seq + 1 + divergence.at_event as u64, at as u64 + 1);
         prop_assert_eq!(divergence.input, log[input].kind());
         prop_assert!(
             divergence.differences.iter().any(|d| d.path.starts_with(path)),
