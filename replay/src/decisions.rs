@@ -145,6 +145,15 @@ fn limit_or(condition: StopCondition, otherwise: DecisionArea) -> DecisionArea {
     }
 }
 
+/// Whether a refused spawn was refused by a recursion limit: the number of children or
+/// of episodes (their reasons as `decide_spawn` words them), or the budget rules
+/// (`recursion.budget.*`). Depth is told by its stop condition.
+fn recursion_limit(decision: &PolicyDecision) -> bool {
+    decision.rule_id.starts_with("recursion.budget.")
+        || decision.reason.starts_with("max_children ")
+        || decision.reason.starts_with("max_total_episodes ")
+}
+
 /// The rule a handoff was decided by, and the one that scoped it when another.
 pub(crate) fn handoff_rule(decision: &PolicyDecision, scoping: &Arc<str>) -> String {
     if decision.rule_id == *scoping {
@@ -230,7 +239,9 @@ pub(crate) fn read(event: &RunEvent) -> Option<Reading> {
             condition,
             ..
         } => {
-            let area = if action == "spawn" {
+            let area = if action == "spawn" && recursion_limit(decision) {
+                A::Limit
+            } else if action == "spawn" {
                 limit_or(*condition, A::Spawn)
             } else {
                 limit_or(*condition, A::StopCondition)

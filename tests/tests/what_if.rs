@@ -173,6 +173,24 @@ async fn a_forbidden_spawn_and_a_capability_no_longer_offered_are_classed() {
         "{not:?}"
     );
 
+    // A recursion limit lowered: no episode besides the root.
+    let report = under(
+        &log,
+        "allowed_child_types = [\"retrieve\"]",
+        "allowed_child_types = [\"retrieve\"]\nmax_total_episodes = 1",
+    );
+    let parts = report.changes.last().expect("parts");
+    assert_eq!(
+        (parts.seq, parts.kind, parts.area),
+        (
+            seq_of(&log, "episode.started"),
+            ChangeKind::Stricter,
+            DecisionArea::Limit
+        ),
+        "{report:#?}"
+    );
+    assert!(parts.what.contains("spawn"), "{parts:?}");
+
     let log = golden_events(DECIDER_VERSION, "fallback").await;
     let report = under(&log, "[[agents.capabilities]]\ncode = \"ANL_NPV\"\n", "");
     let first = &report.changes[0];
