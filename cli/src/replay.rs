@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, ReplayReport, WhatIf, point_in, state_at, what_if};
+use docket_replay::{ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, state_at, what_if};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -70,18 +70,29 @@ pub(crate) async fn execute(
         let mut affected = 0;
         // Per deciding rule under the new bundle: runs and decisions it changes.
         let mut per_rule: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        // Per kind of decision: runs, and stricter / looser / changed decisions.
+        let mut per_area: BTreeMap<DecisionArea, (usize, [usize; 3])> = BTreeMap::new();
         for run in &runs {
             let events: Vec<RunEvent> =
                 rt.events(run).await?.into_iter().map(|e| e.event).collect();
             let report = what_if(&events, &new.bundle, &new.source, &new.name)
                 .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
             affected += usize::from(!report.unchanged());
+            for (area, counts) in report.by_area() {
+                let entry = per_area.entry(area).or_default();
+                entry.0 += 1;
+                for (total, n) in entry.1.iter_mut().zip(counts) {
+                    *total += n;
+                }
+            }
             let mut rules: Vec<&str> = Vec::new();
-            for change in &report.changes {
-                let entry = per_rule.entry(change.rule_after.clone()).or_default();
+            // Steps that name no rule of their own (a call, a ticket) count per kind only.
+            for change in report.changes.iter().filter(|c| !c.rule_after.is_empty()) {
+                let after = change.rule_after.as_str();
+                let entry = per_rule.entry(after.to_owned()).or_default();
                 entry.1 += 1;
-                if !rules.contains(&change.rule_after.as_str()) {
-                    rules.push(&change.rule_after);
+                if !rules.contains(&after) {
+                    rules.push(after);
                     entry.0 += 1;
                 }
             }
@@ -102,9 +113,41 @@ pub(crate) async fn execute(
                 runs.len(),
                 new.name
             );
-            for (rule, (runs, decisions)) in &per_rule {
-                outln!(out, "  {rule}: {decisions} decisions in {runs} runs");
+            for (area, (runs, [stricter, looser, changed])) in &per_area {
+                outln!(
+                    out,
+                    "  {}: {stricter} stricter, {looser} looser, {changed} changed in {runs} runs",
+                    area.as_str()
+                );
             }
+            for (rule, (runs, decisions)) in &per_rule {
+                outln!(out, "  rule {rule}: {decisions} decisions in {runs} runs");
+            }
+        } else if all {
+            // The summary, as the last line after one report per run.
+            let areas: BTreeMap<&str, serde_json::Value> = per_area
+                .iter()
+                .map(|(area, (runs, [stricter, looser, changed]))| {
+                    (
+                        area.as_str(),
+                        json!({"runs": runs, "stricter": stricter, "looser": looser, "changed": changed}),
+                    )
+                })
+                .collect();
+            let rules: BTreeMap<&str, serde_json::Value> = per_rule
+                .iter()
+                .map(|(rule, (runs, decisions))| {
+                    (rule.as_str(), json!({"runs": runs, "decisions": decisions}))
+                })
+                .collect();
+            outln!(
+                out,
+                "{}",
+                json!({"summary": {
+                    "runs": runs.len(), "would_change": affected, "bundle": new.name,
+                    "per_area": areas, "per_rule": rules,
+                }})
+            );
         }
         return Ok(EXIT_COMPLETED);
     }
@@ -218,6 +261,21 @@ fn text(out: &mut String, r: &ReplayReport) {
     outln!(out, "result: {result}");
 }
 
+/// Steps listed as not happening in the text report (`--json` lists all).
+const CONSEQUENCES_SHOWN: usize = 12;
+
+/// Characters of a decision's description the text report shows (reasons can be long).
+const WHAT_SHOWN: usize = 200;
+
+fn shorten(text: &str) -> String {
+    if text.chars().count() <= WHAT_SHOWN {
+        return text.to_owned();
+    }
+    let mut short: String = text.chars().take(WHAT_SHOWN).collect();
+    short.push_str("... (--json for all of it)");
+    short
+}
+
 fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
     if r.unchanged() {
         outln!(out, "run {}: nothing would change under {bundle}", r.run_id);
@@ -233,12 +291,15 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         count(ChangeKind::Looser),
         count(ChangeKind::Changed)
     );
+    let outcome = |o: Option<docket_replay::Outcome>| o.map_or("none", |o| o.as_str());
+    let rule = |r: &str| {
+        if r.is_empty() {
+            "-".to_owned()
+        } else {
+            r.to_owned()
+        }
+    };
     for c in &r.changes {
-        let kind = match c.kind {
-            ChangeKind::Stricter => "stricter",
-            ChangeKind::Looser => "looser",
-            ChangeKind::Changed => "changed",
-        };
         let mut fields = String::new();
         if !c.fields_newly_removed.is_empty() {
             fields.push_str(&format!("; removes {}", c.fields_newly_removed.join(", ")));
@@ -246,13 +307,25 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         if !c.fields_newly_passed.is_empty() {
             fields.push_str(&format!("; passes {}", c.fields_newly_passed.join(", ")));
         }
+        let outcomes = if c.before == c.after {
+            String::new()
+        } else {
+            format!(": {} → {}", outcome(c.before), outcome(c.after))
+        };
+        let rules = if c.rule_before.is_empty() && c.rule_after.is_empty() {
+            String::new()
+        } else if c.rule_before == c.rule_after {
+            format!("  [{}]", c.rule_after)
+        } else {
+            format!("  [{} -> {}]", rule(&c.rule_before), rule(&c.rule_after))
+        };
         outln!(
             out,
-            "  event {}  {kind}  {}{fields}  [{} -> {}]",
+            "  event {}  {}  {}  {}{outcomes}{fields}{rules}",
             c.seq,
-            c.what,
-            c.rule_before,
-            c.rule_after
+            c.kind.as_str(),
+            c.area.as_str(),
+            shorten(&c.what),
         );
     }
     if let Some(p) = &r.path_change {
@@ -263,12 +336,42 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
             p.why
         );
         outln!(out, "  decided:  {}", p.decided_kinds.join(", "));
+        for d in &p.instead {
+            outln!(
+                out,
+                "  instead: {} {}: {}{}",
+                d.area.as_str(),
+                shorten(&d.what),
+                d.outcome.as_str(),
+                if d.rule.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", d.rule)
+                }
+            );
+        }
         let not: Vec<String> = r
             .not_as_recorded
             .iter()
             .map(|(kind, n)| format!("{n} {kind}"))
             .collect();
         outln!(out, "  not as recorded after it: {}", not.join(", "));
+        for c in r.would_not_happen.iter().take(CONSEQUENCES_SHOWN) {
+            outln!(
+                out,
+                "    event {}  {}  {}",
+                c.seq,
+                c.area.as_str(),
+                shorten(&c.what)
+            );
+        }
+        if r.would_not_happen.len() > CONSEQUENCES_SHOWN {
+            outln!(
+                out,
+                "    ... {} more (--json for all of them)",
+                r.would_not_happen.len() - CONSEQUENCES_SHOWN
+            );
+        }
     }
 }
 
@@ -283,52 +386,18 @@ pub(crate) async fn inspect(
     let recorded = rt.events(run).await?;
     let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
     let seq = point_in(&events, at).map_err(|why| anyhow::anyhow!("--at {at}: {why}"))?;
+    let found = docket_replay::inspect(&events, seq);
     let state = state_at(&events, seq);
     let here = &recorded[seq - 1];
-    let sequential = state
-        .request()
-        .and_then(|r| docket_decider::recorded_bundle(r).ok())
-        .filter(|b| b.spec().interactions.sequential_flow)
-        .map(|b| b.spec().interactions.flow_order.clone());
-    let position = sequential.as_ref().map(|order| {
-        let p = state.flow_position() as usize;
-        format!(
-            "{} (position {} of {})",
-            order.get(p).map_or("?", String::as_str),
-            p + 1,
-            order.len()
-        )
-    });
-    let pending: Vec<String> = state
-        .pending_requests()
-        .iter()
-        .map(|r| {
-            format!(
-                "{} → {} (attempt {})",
-                r.request_id, r.target_agent, r.attempt
-            )
-        })
-        .collect();
-    let tickets: Vec<String> = state
-        .open_tickets()
-        .map(|(id, t)| format!("{id}: {}", t.reason))
-        .collect();
     let event_json = serde_json::to_value(&here.event).unwrap_or_default();
     if json {
-        let value = json!({
-            "run": run.as_str(),
-            "seq": seq,
-            "of": events.len(),
-            "kind": here.event.kind(),
-            "hash": here.hash,
-            "status": state.status().as_str(),
-            "flow_position": state.flow_position(),
-            "pending": pending,
-            "open_tickets": tickets,
-            "episodes": crate::episodes::tree_json(state.episodes()),
-            "effects": crate::effects::list_json(&state),
-            "event": event_json,
-        });
+        let mut value = serde_json::to_value(&found).unwrap_or_default();
+        if let Some(object) = value.as_object_mut() {
+            object.insert("run".to_owned(), json!(run.as_str()));
+            object.insert("hash".to_owned(), json!(here.hash));
+            object.insert("effects".to_owned(), crate::effects::list_json(&state));
+            object.insert("event".to_owned(), event_json);
+        }
         outln!(
             out,
             "{}",
@@ -336,57 +405,137 @@ pub(crate) async fn inspect(
         );
         return Ok(EXIT_COMPLETED);
     }
+    let none = |list: Vec<String>| {
+        if list.is_empty() {
+            "none".to_owned()
+        } else {
+            list.join("; ")
+        }
+    };
     outln!(
         out,
         "run {run} at event {seq} of {} ({}): {}",
-        events.len(),
-        here.event.kind(),
-        state.status().as_str()
+        found.of,
+        found.kind,
+        found.status
     );
-    if let Some(position) = position {
-        outln!(out, "flow: at {position}");
+    if let Some(flow) = &found.flow {
+        outln!(
+            out,
+            "flow: at {} (position {} of {})",
+            flow.agent,
+            flow.position,
+            flow.of
+        );
     }
     outln!(
         out,
         "pending calls: {}",
-        if pending.is_empty() {
-            "none".to_owned()
-        } else {
-            pending.join("; ")
-        }
+        none(
+            found
+                .pending_calls
+                .iter()
+                .map(|c| format!(
+                    "{} → {} (attempt {}, {})",
+                    c.request_id, c.agent, c.attempt, c.episode_id
+                ))
+                .collect()
+        )
     );
+    if !found.pending_tools.is_empty() {
+        outln!(
+            out,
+            "pending tool calls: {}",
+            none(
+                found
+                    .pending_tools
+                    .iter()
+                    .map(|t| format!("{} {} by {} ({})", t.tool_call_id, t.name, t.agent, t.phase))
+                    .collect()
+            )
+        );
+    }
     outln!(
         out,
         "open tickets: {}",
-        if tickets.is_empty() {
-            "none".to_owned()
-        } else {
-            tickets.join("; ")
-        }
+        none(
+            found
+                .open_tickets
+                .iter()
+                .map(|t| format!("{}: {}", t.ticket, t.reason))
+                .collect()
+        )
     );
-    crate::episodes::tree_text(out, state.episodes());
+    outln!(out, "episodes (budget used/limit, left):");
+    for e in &found.episodes {
+        let status = match e.stop_condition {
+            Some(c) => format!("{} ({c})", e.phase),
+            None => e.phase.to_owned(),
+        };
+        let budgets: Vec<String> = e
+            .budgets
+            .iter()
+            .map(|b| format!("{} {}/{} ({} left)", b.dimension, b.used, b.limit, b.left))
+            .collect();
+        outln!(
+            out,
+            "  {}{} {} by {}: {status}; {}",
+            "  ".repeat(e.depth as usize),
+            e.episode_id,
+            e.episode_type,
+            e.agent,
+            budgets.join(", ")
+        );
+    }
     crate::effects::list_text(out, &state);
-    match &here.event {
-        RunEvent::AgentCallScheduled { request, .. } => {
+    if found.circuits.is_empty() {
+        outln!(
+            out,
+            "circuits: no reading recorded (every breaker under its threshold)"
+        );
+    } else {
+        outln!(out, "circuits:");
+        for c in &found.circuits {
             outln!(
                 out,
-                "what {} received (request {}):",
-                request.target_agent,
-                request.request_id
-            );
-            outln!(
-                out,
-                "{}",
-                serde_json::to_string_pretty(&**request).unwrap_or_default()
+                "  {}: {} after {} consecutive failures (read at event {}) [{}]; {} call(s) degraded",
+                c.agent,
+                c.state,
+                c.consecutive_failures,
+                c.read_at,
+                if c.rule.is_empty() { "-" } else { &c.rule },
+                c.degraded_calls
             );
         }
-        RunEvent::HandoffAllowed {
-            from,
-            to,
-            delivered,
-            audit,
-            ..
-        } => {
+    }
+    let show_request = |out: &mut String, r: &docket_replay::Received| {
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&r.request).unwrap_or_default()
+        );
+        outln!(
+            out,
+            "request hash {} (BLAKE3 of the canonical JSON of event {}'s request, docs/replay.md#inspect)",
+            r.request_hash,
+            r.seq
+        );
+    };
+    match (&here.event, &found.received) {
+        (RunEvent::AgentCallScheduled { .. }, Some(r)) => {
+            outln!(out, "what {} received (request {}):", r.agent, r.request_id);
+            show_request(out, r);
+        }
+        (
+            RunEvent::HandoffAllowed {
+                from,
+                to,
+                delivered,
+                audit,
+                ..
+            },
+            received,
+        ) => {
             outln!(
                 out,
                 "what crossed {from} → {to} ({} mode by {}; removed: {}):",
@@ -406,12 +555,41 @@ pub(crate) async fn inspect(
                 "{}",
                 serde_json::to_string_pretty(&**delivered).unwrap_or_default()
             );
+            match received {
+                Some(r) => {
+                    outln!(
+                        out,
+                        "what {} received with it (request {}, event {}; the content above at {}):",
+                        r.agent,
+                        r.request_id,
+                        r.seq,
+                        r.delivered_at.as_deref().unwrap_or("/")
+                    );
+                    show_request(out, r);
+                }
+                None => outln!(
+                    out,
+                    "no call in the log carries it to {to} (the run's output, or a call not made yet)"
+                ),
+            }
         }
-        _ => outln!(
-            out,
-            "{}",
-            serde_json::to_string_pretty(&event_json).unwrap_or_default()
-        ),
+        (_, received) => {
+            outln!(
+                out,
+                "{}",
+                serde_json::to_string_pretty(&event_json).unwrap_or_default()
+            );
+            if let Some(r) = received {
+                outln!(
+                    out,
+                    "answering request {} to {} (event {}), request hash {}",
+                    r.request_id,
+                    r.agent,
+                    r.seq,
+                    r.request_hash
+                );
+            }
+        }
     }
     outln!(
         out,

@@ -152,11 +152,17 @@ pub(crate) enum RunCommand {
         /// Every run in the data directory, one line each.
         #[arg(long, conflicts_with = "run")]
         all: bool,
-        /// What-if: decide the recorded answers under this bundle instead, and report
-        /// each decision that would change and where the run would have parted.
+        /// What-if: decide the recorded answers under this bundle instead. Each decision
+        /// that would change (handoffs and fields, capability requests, spawns, effects,
+        /// tool calls, limits, stop conditions, tickets, the run's end) is classed
+        /// stricter, looser or changed with its rule before and after; then where the
+        /// run would have parted, what is decided instead, and the recorded steps that
+        /// would not have happened, in causal order. With --all, a summary per kind of
+        /// decision and per rule.
         #[arg(long, value_name = "BUNDLE")]
         policies: Option<PathBuf>,
-        /// Print JSON (the report of each run).
+        /// Print JSON (the report of each run; with --all --policies, a last line with
+        /// the summary).
         #[arg(long)]
         json: bool,
     },
@@ -197,13 +203,15 @@ pub(crate) enum RunCommand {
         run_id: Option<RunId>,
     },
     /// Show a run as it stood at any event of its log: status, flow position, pending
-    /// calls, open tickets, episodes and effects, and exactly what that event carried
-    /// (for a call, the request its agent received), with its hash in the chain.
+    /// calls and tool calls, open tickets, the episode tree with budgets used and left,
+    /// effects, circuit readings; and exactly what that event carried: for a call or a
+    /// handoff, the whole request the receiving agent was sent, with its request hash
+    /// (BLAKE3 of its canonical JSON, docs/replay.md#inspect) and the event's chain hash.
     Inspect {
         /// The run id.
         run: RunId,
-        /// An event number, or first, last, first-denial, last-denial, first-effect,
-        /// last-effect, first-escalation, last-escalation.
+        /// An event number, or first, last, or first-X / last-X with X one of denial,
+        /// effect, escalation, failure, handoff, call, spawn, tool, override, circuit.
         #[arg(long, value_name = "POINT", default_value = "last")]
         at: String,
         /// Print JSON.

@@ -1,9 +1,18 @@
 //! Inspect: a run as it stood at any point of its log (docs/replay.md#inspect), named by
-//! a sequence or by what happened there (`last-denial`, `first-effect`...).
+//! a sequence or by what happened there (`last-denial`, `first-effect`...): its place
+//! in the flow, the episode tree with budgets used and left, pending calls and tool
+//! calls, open tickets, the circuit readings it recorded, and for a call or a handoff
+//! exactly the request the receiving agent was sent, with a hash an auditor can
+//! recompute from the log.
 
-use docket_decider::{RunEvent, RunState};
+use serde::Serialize;
+use serde_json::Value;
 
-/// Names of the points `point_in` understands besides a plain sequence number.
+use docket_decider::{AgentRequest, RunEvent, RunState, condition_name, recorded_bundle};
+use docket_policies::{DecisionKind, Verdict};
+
+/// Names of the points `point_in` understands besides a plain sequence number; each
+/// comes as `first-X` and `last-X` except `first` and `last` themselves.
 pub const POINTS: &[&str] = &[
     "first",
     "last",
@@ -13,7 +22,63 @@ pub const POINTS: &[&str] = &[
     "last-effect",
     "first-escalation",
     "last-escalation",
+    "first-failure",
+    "last-failure",
+    "first-handoff",
+    "last-handoff",
+    "first-call",
+    "last-call",
+    "first-spawn",
+    "last-spawn",
+    "first-tool",
+    "last-tool",
+    "first-override",
+    "last-override",
+    "first-circuit",
+    "last-circuit",
 ];
+
+/// Whether `event` is one of `what` (the part of a point after `first-` / `last-`).
+fn is(what: &str, e: &RunEvent) -> Option<bool> {
+    Some(match what {
+        "denial" => match e {
+            RunEvent::HandoffDenied { .. }
+            | RunEvent::EpisodeActionDenied { .. }
+            | RunEvent::ToolDenied(_)
+            | RunEvent::EffectRefused(_)
+            | RunEvent::DomainWriteDenied { .. } => true,
+            RunEvent::PolicyDecided { decision, .. } => decision.verdict == Verdict::Deny,
+            _ => false,
+        },
+        "effect" => e.kind().starts_with("effect."),
+        "escalation" => e.kind() == "human.escalated",
+        "failure" => match e {
+            RunEvent::AgentCallFailed { .. }
+            | RunEvent::ToolFailed(_)
+            | RunEvent::EffectFailed(_) => true,
+            RunEvent::AgentResponded { response, .. } => {
+                response.status == docket_decider::ResponseStatus::Error
+            }
+            _ => false,
+        },
+        "handoff" => matches!(
+            e,
+            RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. }
+        ),
+        "call" => e.kind() == "agent.call_scheduled",
+        "spawn" => {
+            matches!(e, RunEvent::EpisodeStarted { .. })
+                || matches!(e, RunEvent::EpisodeActionDenied { action, .. } if action == "spawn")
+        }
+        "tool" => e.kind().starts_with("tool."),
+        "override" => e.kind() == "human.overrode",
+        "circuit" => matches!(
+            e,
+            RunEvent::CircuitChecked { .. } | RunEvent::CallDegraded { .. }
+        ),
+        _ => return None,
+    })
+}
 
 /// The 1-based sequence `point` names in `events`: a number, or one of [`POINTS`].
 ///
@@ -31,32 +96,39 @@ pub fn point_in(events: &[RunEvent], point: &str) -> Result<usize, String> {
             ))
         };
     }
-    let denial = |e: &RunEvent| match e {
-        RunEvent::HandoffDenied { .. } | RunEvent::EpisodeActionDenied { .. } => true,
-        RunEvent::PolicyDecided { decision, .. } => !decision.is_allowed(),
-        _ => false,
+    let unknown = || {
+        format!(
+            "`{point}` is neither an event number nor a point ({})",
+            POINTS.join(", ")
+        )
     };
-    let effect = |e: &RunEvent| e.kind().starts_with("effect.");
-    let escalation = |e: &RunEvent| e.kind() == "human.escalated";
-    let found = match point {
-        "first" => Some(0).filter(|_| len > 0),
-        "last" => len.checked_sub(1),
-        "first-denial" => events.iter().position(denial),
-        "last-denial" => events.iter().rposition(denial),
-        "first-effect" => events.iter().position(effect),
-        "last-effect" => events.iter().rposition(effect),
-        "first-escalation" => events.iter().position(escalation),
-        "last-escalation" => events.iter().rposition(escalation),
-        other => {
-            return Err(format!(
-                "`{other}` is neither an event number nor a point ({})",
-                POINTS.join(", ")
-            ));
+    let (found, what) = match point {
+        "first" => (Some(0).filter(|_| len > 0), "event"),
+        "last" => (len.checked_sub(1), "event"),
+        _ => {
+            let (last, what) = if let Some(what) = point.strip_prefix("first-") {
+                (false, what)
+            } else if let Some(what) = point.strip_prefix("last-") {
+                (true, what)
+            } else {
+                return Err(unknown());
+            };
+            is(
+                what,
+                &RunEvent::RunFailed {
+                    reason: String::new(),
+                },
+            )
+            .ok_or_else(unknown)?;
+            let matches = |e: &RunEvent| is(what, e).unwrap_or(false);
+            let found = if last {
+                events.iter().rposition(matches)
+            } else {
+                events.iter().position(matches)
+            };
+            (found, what)
         }
     };
-    let what = point
-        .trim_start_matches("first-")
-        .trim_start_matches("last-");
     found
         .map(|i| i + 1)
         .ok_or_else(|| format!("this run has no {what}"))
@@ -66,6 +138,410 @@ pub fn point_in(events: &[RunEvent], point: &str) -> Result<usize, String> {
 #[must_use]
 pub fn state_at(events: &[RunEvent], seq: usize) -> RunState {
     RunState::fold(events.iter().take(seq))
+}
+
+/// Where a sequential flow stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FlowAt {
+    /// The agent at the current position.
+    pub agent: String,
+    /// 1-based position in `flow_order`.
+    pub position: usize,
+    /// Positions in the flow.
+    pub of: usize,
+}
+
+/// A call scheduled and not answered yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingCall {
+    /// Its request id.
+    pub request_id: String,
+    /// The agent called.
+    pub agent: String,
+    /// Its attempt (1 for a first call).
+    pub attempt: u32,
+    /// Its episode.
+    pub episode_id: String,
+}
+
+/// A ticket waiting for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OpenTicket {
+    /// `ticket-N`.
+    pub ticket: String,
+    /// What the person is asked.
+    pub reason: String,
+}
+
+/// A governed tool call not settled yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingTool {
+    /// `{run}/tool-N`.
+    pub tool_call_id: String,
+    /// The tool as named.
+    pub name: String,
+    /// The asking agent.
+    pub agent: String,
+    /// Where it stands.
+    pub phase: &'static str,
+}
+
+/// One budget dimension of an episode.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetAt {
+    /// `tokens`, `tool_calls` or `wall_time_ms`.
+    pub dimension: String,
+    /// Used so far.
+    pub used: u64,
+    /// The limit.
+    pub limit: u64,
+    /// What is left.
+    pub left: u64,
+}
+
+/// One episode of the tree.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EpisodeAt {
+    /// `ep-N`.
+    pub episode_id: String,
+    /// Its parent (`None` for the root).
+    pub parent: Option<String>,
+    /// 0 for the root.
+    pub depth: u32,
+    /// Its type.
+    pub episode_type: String,
+    /// The agent that runs it.
+    pub agent: String,
+    /// running, finished, stopped...
+    pub phase: &'static str,
+    /// The stop condition, once stopped.
+    pub stop_condition: Option<&'static str>,
+    /// Each budget dimension.
+    pub budgets: Vec<BudgetAt>,
+}
+
+/// An agent's circuit breaker as the run recorded it up to the point.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CircuitAt {
+    /// The agent.
+    pub agent: String,
+    /// Sequence of the last `agent.circuit_checked` reading of it.
+    pub read_at: u64,
+    /// Its consecutive failures across runs, as read.
+    pub consecutive_failures: u32,
+    /// When the last of them was recorded, ms since the Unix epoch.
+    pub last_failure_ms: i64,
+    /// When the last half-open probe was let through, if one was.
+    pub last_probe_ms: Option<i64>,
+    /// What the decider made of the reading: `closed`, `open` (the call degraded) or
+    /// `half_open` (a probe let through), and by which rule.
+    pub state: &'static str,
+    /// The deciding rule.
+    pub rule: String,
+    /// The decision's reason, with the numbers.
+    pub reason: String,
+    /// Calls to it degraded (not made) in this run so far.
+    pub degraded_calls: usize,
+}
+
+/// Exactly what an agent received: the request the runtime sent it, as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Received {
+    /// Sequence of the `agent.call_scheduled` that recorded the request.
+    pub seq: u64,
+    /// Its request id.
+    pub request_id: String,
+    /// The agent that received it.
+    pub agent: String,
+    /// For a handoff: where its delivery sits in the request (a JSON pointer, such as
+    /// `/decision_inputs/0/payload`).
+    pub delivered_at: Option<String>,
+    /// The request: payload, decision and context inputs, `context.handoff`.
+    pub request: Value,
+    /// BLAKE3 (hex) of the request's canonical JSON: see [`request_hash`].
+    pub request_hash: String,
+}
+
+/// The run as it stood right after one event.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inspection {
+    /// The run.
+    pub run_id: String,
+    /// 1-based sequence of the event.
+    pub seq: u64,
+    /// Events in the log.
+    pub of: u64,
+    /// Its kind.
+    pub kind: &'static str,
+    /// The run's status after it.
+    pub status: &'static str,
+    /// In a sequential flow, where it stands.
+    pub flow: Option<FlowAt>,
+    /// Calls scheduled and not answered.
+    pub pending_calls: Vec<PendingCall>,
+    /// Tool calls not settled.
+    pub pending_tools: Vec<PendingTool>,
+    /// Tickets waiting for a person.
+    pub open_tickets: Vec<OpenTicket>,
+    /// The episode tree, in order.
+    pub episodes: Vec<EpisodeAt>,
+    /// Circuit readings recorded so far, one per agent.
+    pub circuits: Vec<CircuitAt>,
+    /// For a call, a handoff to an agent, or an answer: what the agent received.
+    pub received: Option<Received>,
+}
+
+/// BLAKE3 of `request`'s canonical JSON: object keys sorted at every depth, no
+/// whitespace, as docket encodes event payloads. It is the `request` member of the
+/// `agent.call_scheduled` event's payload (`docket events RUN --json`), so anyone can
+/// recompute it from the log; that member is what the runtime encoded and sent to the
+/// agent (docs/replay.md#inspect).
+#[must_use]
+pub fn request_hash(request: &AgentRequest) -> String {
+    blake3::hash(&docket_policies::canonical_json_bytes(request))
+        .to_hex()
+        .to_string()
+}
+
+fn received(events: &[RunEvent], at: usize, delivered_at: Option<String>) -> Option<Received> {
+    let RunEvent::AgentCallScheduled { request, .. } = events.get(at)? else {
+        return None;
+    };
+    Some(Received {
+        seq: at as u64 + 1,
+        request_id: request.request_id.to_string(),
+        agent: request.target_agent.to_string(),
+        delivered_at,
+        request: serde_json::to_value(&**request).unwrap_or(Value::Null),
+        request_hash: request_hash(request),
+    })
+}
+
+/// Where in `request` the content `delivered` from `from` sits: a decision or context
+/// input carrying it, else anywhere under `/context` (the handoff context).
+fn find_delivery(request: &Value, from: &str, delivered: &Value) -> Option<String> {
+    for list in ["decision_inputs", "context_inputs"] {
+        for (i, input) in request[list].as_array().into_iter().flatten().enumerate() {
+            if input["source_agent"] == from && input["payload"] == *delivered {
+                return Some(format!("/{list}/{i}/payload"));
+            }
+        }
+    }
+    fn walk(v: &Value, target: &Value, path: &mut String) -> bool {
+        if v == target {
+            return true;
+        }
+        let len = path.len();
+        let found = match v {
+            Value::Object(map) => map.iter().any(|(k, inner)| {
+                path.truncate(len);
+                path.push('/');
+                path.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                walk(inner, target, path)
+            }),
+            _ => false,
+        };
+        if !found {
+            path.truncate(len);
+        }
+        found
+    }
+    let mut path = "/context".to_owned();
+    walk(&request["context"], delivered, &mut path).then_some(path)
+}
+
+/// For a handoff at `at`: the first later call to its receiver whose request carries
+/// what it delivered.
+fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
+    let RunEvent::HandoffAllowed {
+        from,
+        to,
+        delivered,
+        ..
+    } = events.get(at)?
+    else {
+        return None;
+    };
+    events.iter().enumerate().skip(at + 1).find_map(|(i, e)| {
+        let RunEvent::AgentCallScheduled { request, .. } = e else {
+            return None;
+        };
+        if request.target_agent != *to {
+            return None;
+        }
+        let value = serde_json::to_value(&**request).ok()?;
+        let path = find_delivery(&value, from, delivered)?;
+        received(events, i, Some(path))
+    })
+}
+
+/// The run in `events` as it stood right after event `seq` (1-based, in range).
+#[must_use]
+pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
+    let state = state_at(events, seq);
+    let at = seq.saturating_sub(1);
+    let here = events.get(at);
+    let flow = state
+        .request()
+        .and_then(|r| recorded_bundle(r).ok())
+        .filter(|b| b.spec().interactions.sequential_flow)
+        .map(|b| {
+            let order = &b.spec().interactions.flow_order;
+            let p = state.flow_position() as usize;
+            FlowAt {
+                agent: order.get(p).cloned().unwrap_or_default(),
+                position: p + 1,
+                of: order.len(),
+            }
+        });
+    let pending_calls = state
+        .pending_requests()
+        .iter()
+        .map(|r| PendingCall {
+            request_id: r.request_id.to_string(),
+            agent: r.target_agent.to_string(),
+            attempt: r.attempt,
+            episode_id: r.episode_id.to_string(),
+        })
+        .collect();
+    let pending_tools = state
+        .tool_calls()
+        .values()
+        .filter(|t| t.phase.awaits_outcome())
+        .map(|t| PendingTool {
+            tool_call_id: t.tool_call_id.to_string(),
+            name: t.name.clone(),
+            agent: t.agent.to_string(),
+            phase: t.phase.as_str(),
+        })
+        .collect();
+    let open_tickets = state
+        .open_tickets()
+        .map(|(id, t)| OpenTicket {
+            ticket: id.to_string(),
+            reason: t.reason.clone(),
+        })
+        .collect();
+    let episodes = state
+        .episodes()
+        .in_order()
+        .into_iter()
+        .map(|e| EpisodeAt {
+            episode_id: e.id.to_string(),
+            parent: e.parent.as_ref().map(ToString::to_string),
+            depth: e.depth,
+            episode_type: e.episode_type.clone(),
+            agent: e.agent.to_string(),
+            phase: e.phase.as_str(),
+            stop_condition: e.stop_condition.map(condition_name),
+            budgets: e
+                .budget
+                .iter()
+                .map(|(dim, m)| BudgetAt {
+                    dimension: dim.clone(),
+                    used: m.used,
+                    limit: m.limit,
+                    left: m.remaining(),
+                })
+                .collect(),
+        })
+        .collect();
+    let received = match here {
+        Some(RunEvent::AgentCallScheduled { .. }) => received(events, at, None),
+        Some(RunEvent::HandoffAllowed { .. }) => delivered_by_call(events, at),
+        Some(
+            RunEvent::AgentResponded { request_id, .. }
+            | RunEvent::AgentCallFailed { request_id, .. },
+        ) => events[..at]
+            .iter()
+            .rposition(|e| {
+                matches!(e, RunEvent::AgentCallScheduled { request, .. } if request.request_id == *request_id)
+            })
+            .and_then(|i| received(events, i, None)),
+        _ => None,
+    };
+    Inspection {
+        run_id: state.run_id().map(ToString::to_string).unwrap_or_default(),
+        seq: seq as u64,
+        of: events.len() as u64,
+        kind: here.map_or("", RunEvent::kind),
+        status: state.status().as_str(),
+        flow,
+        pending_calls,
+        pending_tools,
+        open_tickets,
+        episodes,
+        circuits: circuits(&events[..seq.min(events.len())]),
+        received,
+    }
+}
+
+/// Each agent's last circuit reading in `events`, what was decided of it, and the
+/// calls degraded.
+fn circuits(events: &[RunEvent]) -> Vec<CircuitAt> {
+    let mut out: Vec<CircuitAt> = Vec::new();
+    for (i, event) in events.iter().enumerate() {
+        match event {
+            RunEvent::CircuitChecked {
+                agent,
+                consecutive_failures,
+                last_failure_ms,
+                last_probe_ms,
+                ..
+            } => {
+                let reading = CircuitAt {
+                    agent: agent.to_string(),
+                    read_at: i as u64 + 1,
+                    consecutive_failures: *consecutive_failures,
+                    last_failure_ms: *last_failure_ms,
+                    last_probe_ms: *last_probe_ms,
+                    state: "closed",
+                    rule: String::new(),
+                    reason: String::new(),
+                    degraded_calls: 0,
+                };
+                match out.iter_mut().find(|c| c.agent == reading.agent) {
+                    Some(c) => {
+                        *c = CircuitAt {
+                            degraded_calls: c.degraded_calls,
+                            ..reading
+                        }
+                    }
+                    None => out.push(reading),
+                }
+                // What was decided of it: the batch's circuit-breaker decision.
+                let decision = events[i + 1..]
+                    .iter()
+                    .take_while(|e| !e.is_input())
+                    .find_map(|e| match e {
+                        RunEvent::PolicyDecided { decision, .. }
+                            if decision.kind == DecisionKind::CircuitBreaker =>
+                        {
+                            Some(decision)
+                        }
+                        _ => None,
+                    });
+                if let (Some(d), Some(c)) = (decision, out.iter_mut().find(|c| c.agent == *agent)) {
+                    c.state = if !d.is_allowed() {
+                        "open"
+                    } else if d.reason.starts_with("circuit half-open") {
+                        "half_open"
+                    } else {
+                        "closed"
+                    };
+                    c.rule = d.rule_id.to_string();
+                    c.reason = d.reason.to_string();
+                }
+            }
+            RunEvent::CallDegraded { agent, .. } => {
+                if let Some(c) = out.iter_mut().find(|c| c.agent == **agent) {
+                    c.degraded_calls += 1;
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -15,6 +15,8 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod align;
+mod causes;
+mod decisions;
 mod diff;
 mod fork;
 mod inspect;
@@ -22,10 +24,14 @@ mod report;
 mod what_if;
 
 pub use align::{FieldDiff, OnlyIn, RunDiff, Step, StepDiff, diff_runs, steps};
+pub use decisions::{DecisionArea, Outcome};
 pub use diff::{Difference, differences};
 pub use fork::{ForkError, ForkPlan, ForkSpec, Parting, plan_fork};
-pub use inspect::{POINTS, point_in, state_at};
+pub use inspect::{
+    BudgetAt, CircuitAt, EpisodeAt, FlowAt, Inspection, OpenTicket, POINTS, PendingCall,
+    PendingTool, Received, inspect, point_in, request_hash, state_at,
+};
 pub use report::{
     DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,
 };
-pub use what_if::{Change, ChangeKind, PathChange, WhatIf, what_if};
+pub use what_if::{Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, what_if};

@@ -1,25 +1,30 @@
 //! What-if: a run's recorded answers decided again under another policy bundle
 //! (docs/replay.md#what-if). The run is re-decided from its start with the new bundle,
 //! feeding it the recorded inputs in order, for as long as the run takes the same path;
-//! each decision that comes out otherwise is classed stricter, looser or changed, with the
-//! rule that decided it before and after. Where the path first changes, the report says
-//! so and what the log holds after that point that would not have happened as recorded.
+//! each decision that comes out otherwise (a handoff, a capability request, a spawn, an
+//! effect, a tool call, a limit, a stop condition, a ticket, the run's end) is classed
+//! stricter, looser or changed, with the rule that decided it before and after. Where the
+//! path first changes, the report classes that decision too, says what is decided
+//! instead, and lists what the log holds that would not have happened: the
+//! consequences of the recorded decisions that are not made, following the run's causal
+//! order (everything after it when the new decision ends the run).
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use docket_decider::{Command, RunEvent, RunRequested, RunState, decide};
-use docket_policies::{PolicyBundle, Verdict};
+use docket_policies::PolicyBundle;
 
+use crate::causes::consequences;
+use crate::decisions::{DecisionArea, Outcome, Reading, handoff_rule, read};
 use crate::report::ReplayError;
 
 /// How a decision compares under the new bundle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ChangeKind {
-    /// Denied now, or fewer fields cross.
+    /// Denied, refused, stopped or sent to a human now, or fewer fields cross.
     Stricter,
     /// Allowed now, or more fields cross.
     Looser,
@@ -27,15 +32,34 @@ pub enum ChangeKind {
     Changed,
 }
 
+impl ChangeKind {
+    /// In words.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stricter => "stricter",
+            Self::Looser => "looser",
+            Self::Changed => "changed",
+        }
+    }
+}
+
 /// One decision that comes out otherwise under the new bundle.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Change {
-    /// 1-based sequence of the recorded event.
+    /// 1-based sequence of the recorded event (for the decision where the path parts,
+    /// the recorded event it takes the place of).
     pub seq: u64,
     /// Stricter, looser or changed.
     pub kind: ChangeKind,
+    /// What kind of decision (`handoff`, `effect`, `limit`...).
+    pub area: DecisionArea,
     /// What was decided, in words (`handoff reasoning → strategy (gaps_and_opportunities)`).
     pub what: String,
+    /// The outcome as recorded (`None`: the log holds no such decision).
+    pub before: Option<Outcome>,
+    /// The outcome under the new bundle (`None`: it would not be decided).
+    pub after: Option<Outcome>,
     /// The deciding rule as recorded.
     pub rule_before: String,
     /// The deciding rule under the new bundle.
@@ -44,6 +68,21 @@ pub struct Change {
     pub fields_newly_removed: Vec<String>,
     /// Fields that would cross now and did not as recorded.
     pub fields_newly_passed: Vec<String>,
+    /// This is the decision where the run would first have taken another path.
+    pub parts_path: bool,
+}
+
+/// One decision, as decided under the new bundle where the path parts.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decided {
+    /// What kind of decision.
+    pub area: DecisionArea,
+    /// In words.
+    pub what: String,
+    /// Its outcome.
+    pub outcome: Outcome,
+    /// The deciding rule (empty when the event names none).
+    pub rule: String,
 }
 
 /// Where the run would first have taken another path.
@@ -57,6 +96,21 @@ pub struct PathChange {
     pub recorded_kinds: Vec<&'static str>,
     /// Kinds decided under the new bundle.
     pub decided_kinds: Vec<&'static str>,
+    /// The decisions made instead, from where the batch parts.
+    pub instead: Vec<Decided>,
+}
+
+/// A recorded step that would not have happened as recorded.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Consequence {
+    /// 1-based sequence in the log.
+    pub seq: u64,
+    /// Its event kind.
+    pub kind: &'static str,
+    /// What kind of step.
+    pub area: DecisionArea,
+    /// In words.
+    pub what: String,
 }
 
 /// What a run would have been under another bundle, as far as its recorded answers go.
@@ -66,13 +120,17 @@ pub struct WhatIf {
     pub run_id: String,
     /// Batches decided under the new bundle the same way or with changes only in content.
     pub batches_compared: usize,
-    /// Each decision that comes out otherwise, in the run's order.
+    /// Each decision that comes out otherwise, in the run's order; the last one parts the
+    /// path when there is a path change with a decision to class.
     pub changes: Vec<Change>,
     /// Where the path first changes (`None`: the run would have gone the same way).
     pub path_change: Option<PathChange>,
-    /// Recorded events from the path change on, by kind: what would not have happened as
-    /// recorded (later handoffs, calls, effects, the run's end).
+    /// Recorded decisions that would not have happened as recorded, by kind: the
+    /// consequences of the path change, in the run's causal order.
     pub not_as_recorded: BTreeMap<&'static str, usize>,
+    /// The steps among them a reader asks about (handoffs, calls, spawns, effects, tool
+    /// calls, domain writes, tickets, the run's end), in log order.
+    pub would_not_happen: Vec<Consequence>,
 }
 
 impl WhatIf {
@@ -80,6 +138,21 @@ impl WhatIf {
     #[must_use]
     pub fn unchanged(&self) -> bool {
         self.changes.is_empty() && self.path_change.is_none()
+    }
+
+    /// Changes per kind of decision: (area, stricter, looser, changed).
+    #[must_use]
+    pub fn by_area(&self) -> BTreeMap<DecisionArea, [usize; 3]> {
+        let mut out: BTreeMap<DecisionArea, [usize; 3]> = BTreeMap::new();
+        for c in &self.changes {
+            let i = match c.kind {
+                ChangeKind::Stricter => 0,
+                ChangeKind::Looser => 1,
+                ChangeKind::Changed => 2,
+            };
+            out.entry(c.area).or_default()[i] += 1;
+        }
+        out
     }
 }
 
@@ -109,6 +182,7 @@ pub fn what_if(
         changes: Vec::new(),
         path_change: None,
         not_as_recorded: BTreeMap::new(),
+        would_not_happen: Vec::new(),
     };
     let mut state = RunState::default();
     let mut start = 0;
@@ -141,8 +215,11 @@ pub fn what_if(
                     ),
                     recorded_kinds: recorded.iter().map(RunEvent::kind).collect(),
                     decided_kinds: Vec::new(),
+                    instead: Vec::new(),
                 });
-                count_rest(&mut report, &events[start..]);
+                let mut marked = vec![false; events.len()];
+                marked[start..end].fill(true);
+                not_happening(&mut report, events, marked);
                 return Ok(report);
             }
         };
@@ -153,7 +230,7 @@ pub fn what_if(
             .zip(&decided)
             .position(|(r, d)| r.kind() != d.kind());
         let same_path = parts.is_none() && recorded.len() == decided.len();
-        let compared = parts.map_or(recorded.len().min(decided.len()), |at| at + 1);
+        let compared = parts.map_or(recorded.len().min(decided.len()), |at| at);
         for (i, (r, d)) in recorded
             .iter()
             .zip(&decided)
@@ -167,9 +244,27 @@ pub fn what_if(
         }
         if !same_path {
             let at = parts.unwrap_or(recorded.len().min(decided.len()));
+            let (r, d) = (recorded.get(at), decided.get(at));
+            let mut after = state.clone();
+            for event in &decided {
+                after.apply(event);
+            }
+            let stops = |batch: &[RunEvent]| {
+                batch
+                    .iter()
+                    .any(|e| matches!(e, RunEvent::RunBlocked { .. } | RunEvent::RunFailed { .. }))
+            };
+            let stopping = match (stops(recorded), stops(&decided)) {
+                (false, true) => Some(ChangeKind::Stricter),
+                (true, false) => Some(ChangeKind::Looser),
+                _ => None,
+            };
+            if let Some(change) = parting(seq + at as u64, r, d, stopping) {
+                report.changes.push(change);
+            }
             report.path_change = Some(PathChange {
                 seq,
-                why: match (recorded.get(at), decided.get(at)) {
+                why: match (r, d) {
                     (Some(r), Some(d)) => {
                         format!("{} where the log records {}", d.kind(), r.kind())
                     }
@@ -179,8 +274,30 @@ pub fn what_if(
                 },
                 recorded_kinds: recorded.iter().map(RunEvent::kind).collect(),
                 decided_kinds: decided.iter().map(RunEvent::kind).collect(),
+                instead: decided
+                    .get(at..)
+                    .unwrap_or_default()
+                    .iter()
+                    .filter_map(read)
+                    .map(|r| Decided {
+                        area: r.area,
+                        what: r.what,
+                        outcome: r.outcome,
+                        rule: r.rule,
+                    })
+                    .collect(),
             });
-            count_rest(&mut report, &events[start + at.max(1)..]);
+            // The recorded decisions of this batch that are not made now, and, when
+            // what is decided now ends the run, everything the log holds after it.
+            let at = at.max(1);
+            let mut marked = vec![false; events.len()];
+            for (i, r) in recorded.iter().enumerate().skip(at) {
+                marked[start + i] = !decided.get(at..).unwrap_or_default().contains(r);
+            }
+            if after.status().is_final() {
+                marked[end..].fill(true);
+            }
+            not_happening(&mut report, events, marked);
             return Ok(report);
         }
         report.batches_compared += 1;
@@ -192,136 +309,153 @@ pub fn what_if(
     Ok(report)
 }
 
-fn count_rest(report: &mut WhatIf, rest: &[RunEvent]) {
-    for event in rest.iter().filter(|e| !e.is_input()) {
-        *report.not_as_recorded.entry(event.kind()).or_default() += 1;
-    }
-}
-
-/// How `decided` differs from `recorded` (events of the same position in a batch), for
-/// the decisions a reader asks about: handoffs and other policy decisions.
-fn compare(seq: u64, recorded: &RunEvent, decided: &RunEvent) -> Option<Change> {
-    match (recorded, decided) {
-        (
-            RunEvent::HandoffAllowed {
-                from,
-                to,
-                output_type,
-                decision: before,
-                audit: a,
-                ..
-            },
-            RunEvent::HandoffAllowed {
-                decision: after,
-                audit: b,
-                ..
-            },
-        ) => {
-            let was = &a.context_after_scoping.fields_included;
-            let now = &b.context_after_scoping.fields_included;
-            let removed: Vec<String> = was.iter().filter(|f| !now.contains(f)).cloned().collect();
-            let passed: Vec<String> = now.iter().filter(|f| !was.contains(f)).cloned().collect();
-            let rules_same =
-                before.rule_id == after.rule_id && a.governance_rule_id == b.governance_rule_id;
-            if removed.is_empty() && passed.is_empty() && rules_same {
-                return None;
-            }
-            let kind = match (removed.is_empty(), passed.is_empty()) {
-                (false, true) => ChangeKind::Stricter,
-                (true, false) => ChangeKind::Looser,
-                _ => ChangeKind::Changed,
-            };
-            Some(Change {
-                seq,
-                kind,
-                what: format!("handoff {from} → {to} ({output_type})"),
-                rule_before: rule(&before.rule_id, &a.governance_rule_id),
-                rule_after: rule(&after.rule_id, &b.governance_rule_id),
-                fields_newly_removed: removed,
-                fields_newly_passed: passed,
-            })
+/// Fills in what would not have happened: the `marked` events and their consequences.
+fn not_happening(report: &mut WhatIf, events: &[RunEvent], marked: Vec<bool>) {
+    let marked = consequences(events, marked);
+    for (i, event) in events.iter().enumerate().filter(|(i, _)| marked[*i]) {
+        if !event.is_input() {
+            *report.not_as_recorded.entry(event.kind()).or_default() += 1;
         }
-        (
-            RunEvent::PolicyDecided {
-                subject,
-                decision: before,
-            },
-            RunEvent::PolicyDecided {
-                decision: after, ..
-            },
-        ) if before.verdict != after.verdict || before.rule_id != after.rule_id => Some(Change {
-            seq,
-            kind: verdict_change(before.verdict, after.verdict),
-            what: format!("{} decision on {subject}", kind_name(before.kind)),
-            rule_before: before.rule_id.to_string(),
-            rule_after: after.rule_id.to_string(),
-            fields_newly_removed: Vec::new(),
-            fields_newly_passed: Vec::new(),
-        }),
-        (
-            RunEvent::HandoffAllowed {
-                from,
-                to,
-                output_type,
-                decision: before,
-                ..
-            },
-            RunEvent::HandoffDenied {
-                decision: after, ..
-            },
-        ) => Some(Change {
-            seq,
-            kind: ChangeKind::Stricter,
-            what: format!("handoff {from} → {to} ({output_type}) denied"),
-            rule_before: before.rule_id.to_string(),
-            rule_after: after.rule_id.to_string(),
-            fields_newly_removed: Vec::new(),
-            fields_newly_passed: Vec::new(),
-        }),
-        (
-            RunEvent::HandoffDenied {
-                from,
-                to,
-                output_type,
-                decision: before,
-                ..
-            },
-            RunEvent::HandoffAllowed {
-                decision: after, ..
-            },
-        ) => Some(Change {
-            seq,
-            kind: ChangeKind::Looser,
-            what: format!("handoff {from} → {to} ({output_type}) allowed"),
-            rule_before: before.rule_id.to_string(),
-            rule_after: after.rule_id.to_string(),
-            fields_newly_removed: Vec::new(),
-            fields_newly_passed: Vec::new(),
-        }),
-        _ => None,
+        if matches!(
+            event,
+            RunEvent::PolicyDecided { .. } | RunEvent::RiskClassified { .. }
+        ) {
+            continue;
+        }
+        if let Some(r) = read(event) {
+            report.would_not_happen.push(Consequence {
+                seq: i as u64 + 1,
+                kind: event.kind(),
+                area: r.area,
+                what: r.what,
+            });
+        }
     }
 }
 
-fn rule(decision: &str, scoping: &Arc<str>) -> String {
-    if decision == &**scoping {
-        decision.to_owned()
-    } else {
-        format!("{decision}; scoped by {scoping}")
-    }
-}
-
-fn verdict_change(before: Verdict, after: Verdict) -> ChangeKind {
+/// Stricter when the outcome rises, looser when it falls; a decision that appears is
+/// stricter when it holds something up, one that disappears looser when it did.
+fn classify(before: Option<Outcome>, after: Option<Outcome>) -> ChangeKind {
     match (before, after) {
-        (Verdict::Allow, Verdict::Deny) => ChangeKind::Stricter,
-        (Verdict::Deny, Verdict::Allow) => ChangeKind::Looser,
+        (Some(b), Some(a)) if a > b => ChangeKind::Stricter,
+        (Some(b), Some(a)) if a < b => ChangeKind::Looser,
+        (None, Some(a)) if a > Outcome::Allowed => ChangeKind::Stricter,
+        (Some(b), None) if b > Outcome::Allowed => ChangeKind::Looser,
         _ => ChangeKind::Changed,
     }
 }
 
-/// A decision kind as recorded (`capability`, `tool_call`...).
-fn kind_name(kind: docket_policies::DecisionKind) -> String {
-    serde_json::to_value(kind)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_owned))
-        .unwrap_or_default()
+/// The decision where the path parts: `decided` takes the place of `recorded` (either
+/// may be absent). Classed by outcome, named by the stricter side's kind of decision (a
+/// budget stop in place of a call is a limit newly hit; a call in place of the stop, a
+/// limit no longer hit). Decisions of the same outcome are classed by `stopping`: the
+/// new batch stops the run where the recorded one did not (stricter), or the reverse.
+fn parting(
+    seq: u64,
+    recorded: Option<&RunEvent>,
+    decided: Option<&RunEvent>,
+    stopping: Option<ChangeKind>,
+) -> Option<Change> {
+    let r = recorded.and_then(read);
+    let d = decided.and_then(read);
+    if r.is_none() && d.is_none() {
+        return None;
+    }
+    let (before, after) = (r.as_ref().map(|r| r.outcome), d.as_ref().map(|d| d.outcome));
+    let area = match (&r, &d) {
+        (Some(r), Some(d)) if r.outcome > d.outcome => r.area,
+        (_, Some(d)) => d.area,
+        (Some(r), None) => r.area,
+        (None, None) => return None,
+    };
+    let what = match (&r, &d) {
+        (Some(r), Some(d)) if r.what == d.what => d.what.clone(),
+        (Some(r), Some(d)) => format!("{} where the log records {}", d.what, r.what),
+        (None, Some(d)) => format!("also {}", d.what),
+        (Some(r), None) => format!("no {}", r.what),
+        (None, None) => return None,
+    };
+    let rule = |x: &Option<Reading>| x.as_ref().map(|x| x.rule.clone()).unwrap_or_default();
+    Some(Change {
+        seq,
+        kind: match classify(before, after) {
+            ChangeKind::Changed => stopping.unwrap_or(ChangeKind::Changed),
+            kind => kind,
+        },
+        area,
+        what,
+        before,
+        after,
+        rule_before: rule(&r),
+        rule_after: rule(&d),
+        fields_newly_removed: Vec::new(),
+        fields_newly_passed: Vec::new(),
+        parts_path: true,
+    })
+}
+
+/// How `decided` differs from `recorded` (events of the same kind at the same position
+/// in a batch): another outcome, another deciding rule, or other fields crossing.
+fn compare(seq: u64, recorded: &RunEvent, decided: &RunEvent) -> Option<Change> {
+    let r = read(recorded)?;
+    let d = read(decided)?;
+    let (removed, passed) = match (recorded, decided) {
+        (RunEvent::HandoffAllowed { audit: a, .. }, RunEvent::HandoffAllowed { audit: b, .. }) => {
+            let was = &a.context_after_scoping.fields_included;
+            let now = &b.context_after_scoping.fields_included;
+            if was == now {
+                (Vec::new(), Vec::new())
+            } else {
+                let (was_set, now_set): (BTreeSet<&String>, BTreeSet<&String>) =
+                    (was.iter().collect(), now.iter().collect());
+                (
+                    was.iter()
+                        .filter(|f| !now_set.contains(f))
+                        .cloned()
+                        .collect(),
+                    now.iter()
+                        .filter(|f| !was_set.contains(f))
+                        .cloned()
+                        .collect(),
+                )
+            }
+        }
+        _ => (Vec::<String>::new(), Vec::<String>::new()),
+    };
+    if r.outcome == d.outcome && r.rule == d.rule && removed.is_empty() && passed.is_empty() {
+        return None;
+    }
+    let kind = match (removed.is_empty(), passed.is_empty()) {
+        _ if r.outcome != d.outcome => classify(Some(r.outcome), Some(d.outcome)),
+        (false, true) => ChangeKind::Stricter,
+        (true, false) => ChangeKind::Looser,
+        _ => ChangeKind::Changed,
+    };
+    // Named by the stricter side's kind of decision: a tool call the budget gate now
+    // refuses is a limit newly hit.
+    let (area, what) = if d.outcome > r.outcome && d.area != r.area {
+        (d.area, d.what)
+    } else {
+        (r.area, r.what)
+    };
+    // A handoff scoped by another rule names both rules on each side.
+    let rule_after = match decided {
+        RunEvent::HandoffAllowed {
+            decision, audit, ..
+        } => handoff_rule(decision, &audit.governance_rule_id),
+        _ => d.rule,
+    };
+    Some(Change {
+        seq,
+        kind,
+        area,
+        what,
+        before: Some(r.outcome),
+        after: Some(d.outcome),
+        rule_before: r.rule,
+        rule_after,
+        fields_newly_removed: removed,
+        fields_newly_passed: passed,
+        parts_path: false,
+    })
 }

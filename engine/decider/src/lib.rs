@@ -34,6 +34,10 @@ mod replay;
 mod state;
 mod workflow;
 
+/// Random runs for property tests (feature `testing`; the decider's own tests use it too).
+#[cfg(any(test, feature = "testing"))]
+#[doc(hidden)]
+pub mod testing;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
