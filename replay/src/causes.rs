@@ -121,6 +121,7 @@ mod tests {
                     result: serde_json::Value::Null,
                 },
                 at_ms: 0,
+                reused_from: None,
             })
         };
         let events = vec![

@@ -194,6 +194,7 @@ pub fn gate_run(source: &str) -> Option<(PolicyBundle, RunRequested)> {
         input: json!({"x": 1, "secret": "s0"}),
         at_ms: 1_000,
         decider_version: crate::DECIDER_VERSION,
+        forked_from: None,
     };
     Some((bundle, run))
 }

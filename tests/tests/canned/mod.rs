@@ -86,6 +86,7 @@ impl Recorder {
             input: json!({"q": 1}),
             at_ms: 1,
             decider_version: DECIDER_VERSION,
+            forked_from: None,
         };
         let mut recorder = Self {
             bundle,
