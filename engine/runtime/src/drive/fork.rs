@@ -32,30 +32,15 @@ impl<S: EventStore + 'static> Runtime<S> {
         let run_id = request.run_id.clone();
         let stream = Self::stream(&run_id)?;
         let bundle = self.bundle_for(&request)?;
-        let problems = bundle.admission_problems();
-        if !problems.is_empty() {
-            return Err(RuntimeError::NotAdmitted {
-                bundle: request.bundle_source_name.clone(),
-                problems,
-            });
-        }
-        let problems = crate::workflow::check_workflow(&request.workflow, &bundle);
-        if !problems.is_empty() {
-            return Err(RuntimeError::WorkflowRefused {
-                what: format!("fork {run_id} (workflow {})", request.workflow.name),
-                problems,
-            });
-        }
-        if self
-            .inner
-            .store
-            .head(&stream)
-            .await
-            .map_err(RuntimeError::Store)?
-            .is_some()
-        {
-            return Err(RuntimeError::RunExists(run_id));
-        }
+        self.admit(
+            &bundle,
+            &request.bundle_source_name,
+            &request.workflow,
+            format!("fork {run_id} (workflow {})", request.workflow.name),
+            &stream,
+            &run_id,
+        )
+        .await?;
         let mut state = RunState::default();
         let mut events = Vec::new();
         for command in std::iter::once(Command::Start(request)).chain(inputs) {

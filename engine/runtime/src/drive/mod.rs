@@ -324,6 +324,41 @@ impl<S: EventStore + 'static> Runtime<S> {
         ))
     }
 
+    /// Checks a new run before anything of it is recorded: the bundle admits runs, the
+    /// workflow fits the bundle and this machine, and no run has its id yet.
+    async fn admit(
+        &self,
+        bundle: &PolicyBundle,
+        bundle_name: &str,
+        spec: &WorkflowSpec,
+        what: String,
+        stream: &StreamId,
+        run_id: &RunId,
+    ) -> Result<(), RuntimeError> {
+        let problems = bundle.admission_problems();
+        if !problems.is_empty() {
+            return Err(RuntimeError::NotAdmitted {
+                bundle: bundle_name.to_owned(),
+                problems,
+            });
+        }
+        let problems = crate::workflow::check_workflow(spec, bundle);
+        if !problems.is_empty() {
+            return Err(RuntimeError::WorkflowRefused { what, problems });
+        }
+        if self
+            .inner
+            .store
+            .head(stream)
+            .await
+            .map_err(RuntimeError::Store)?
+            .is_some()
+        {
+            return Err(RuntimeError::RunExists(run_id.clone()));
+        }
+        Ok(())
+    }
+
     fn stream(run_id: &str) -> Result<StreamId, RuntimeError> {
         StreamId::new(run_id).map_err(|e| RuntimeError::InvalidRunId {
             id: run_id.to_owned(),
@@ -374,30 +409,15 @@ impl<S: EventStore + 'static> Runtime<S> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
         let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
-        let problems = bundle.admission_problems();
-        if !problems.is_empty() {
-            return Err(RuntimeError::NotAdmitted {
-                bundle: workflow.bundle_source_name.clone(),
-                problems,
-            });
-        }
-        let problems = crate::workflow::check_workflow(&workflow.spec, &bundle);
-        if !problems.is_empty() {
-            return Err(RuntimeError::WorkflowRefused {
-                what: format!("workflow {}", workflow.spec.name),
-                problems,
-            });
-        }
-        if self
-            .inner
-            .store
-            .head(&stream)
-            .await
-            .map_err(RuntimeError::Store)?
-            .is_some()
-        {
-            return Err(RuntimeError::RunExists(run_id));
-        }
+        self.admit(
+            &bundle,
+            &workflow.bundle_source_name,
+            &workflow.spec,
+            format!("workflow {}", workflow.spec.name),
+            &stream,
+            &run_id,
+        )
+        .await?;
         let request = RunRequested {
             run_id: run_id.clone(),
             workflow: workflow.spec.clone(),
