@@ -785,6 +785,22 @@ fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Tic
             );
             return;
         }
+        TicketSubject::Tool {
+            name,
+            invocation,
+            rule_id,
+            pattern,
+            ..
+        } => {
+            let argument = invocation
+                .strip_prefix(name.as_str())
+                .and_then(|r| r.strip_prefix('('))
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or("");
+            outln!(out, "  tool: {name}");
+            outln!(out, "  argument: {argument}");
+            outln!(out, "  review pattern: {rule_id} (`{pattern}`)");
+        }
         _ => {}
     }
     outln!(

@@ -28,6 +28,10 @@ default_handoff_mode = "full"
 id = "no-rm"
 pattern = "Bash(rm -rf *)"
 reason = "recursive deletion is denied for every agent"
+[[review_patterns]]
+id = "review-push"
+pattern = "Bash(git push*)"
+reason = "pushes are reviewed"
 [[deny_patterns]]
 id = "no-wipe"
 pattern = "calc:wipe"
@@ -178,6 +182,109 @@ fn an_allowed_call_runs_once_and_its_result_reaches_the_agent() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A call matching a review pattern waits on a ticket that says which tool, argument and
+/// pattern; nothing runs until a human decides.
+fn waiting_for_review(root: &Path, run: &str) -> (std::path::PathBuf, String) {
+    let wf = workflow(root, "Bash", &json!("git push origin"), &marker_tool(root));
+    let data = root.join("data");
+    let out = docket(&data, &["run", &wf, "--run-id", run]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    assert!(
+        !root.join("marker.jsonl").exists(),
+        "nothing ran before review"
+    );
+    let status = docket_tests::stdout_text(&docket(&data, &["status", run]));
+    for part in [
+        "tool: Bash",
+        "argument: git push origin",
+        "review pattern: review-push (`Bash(git push*)`)",
+        "ticket-1",
+    ] {
+        assert!(status.contains(part), "{part} in {status}");
+    }
+    (data, wf)
+}
+
+#[test]
+fn a_call_matching_a_review_pattern_runs_after_a_human_approves_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = waiting_for_review(dir.path(), "review-1");
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            "review-1",
+            "ticket-1",
+            "--by",
+            "ana",
+            "--reason",
+            "release day",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    let marks = std::fs::read_to_string(dir.path().join("marker.jsonl")).expect("the tool ran");
+    assert_eq!(marks.lines().count(), 1, "{marks}");
+    let log = events(&data, "review-1");
+    let output = &one(&log, "run.completed")["output"];
+    assert_eq!(output["status"], "returned", "{output}");
+    assert_eq!(output["result"]["echo"], "git push origin");
+    let out = docket(&data, &["replay", "review-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_call_a_human_denies_on_review_is_told_to_the_agent_and_never_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = waiting_for_review(dir.path(), "review-2");
+    let out = docket(
+        &data,
+        &[
+            "deny",
+            "review-2",
+            "ticket-1",
+            "--by",
+            "ana",
+            "--reason",
+            "not today",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    assert!(
+        !dir.path().join("marker.jsonl").exists(),
+        "the tool never ran"
+    );
+    let log = events(&data, "review-2");
+    let denied = one(&log, "tool.denied");
+    assert_eq!(denied["rule_id"], "review-push");
+    let output = &one(&log, "run.completed")["output"];
+    assert_eq!(output["status"], "denied", "{output}");
+    assert!(
+        output["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not today")),
+        "{output}"
     );
 }
 

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId};
+use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -59,7 +59,7 @@ pub struct RunRequested {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 7;
+pub const DECIDER_VERSION: u32 = 8;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -122,6 +122,11 @@ pub(crate) const HANDOFF_CONTEXT: u32 = 7;
 /// branches, each receiver told of the gap by a gated `branch_failed` decision input
 /// (docs/governance.md#partial-results).
 pub(crate) const PARTIAL_RESULTS: u32 = 7;
+
+/// Decider version 8: a `call_tool` that matches a review pattern opens a ticket
+/// (`TicketSubject::Tool`) instead of being refused: approving runs the tool, denying
+/// tells the asking agent the call was denied (docs/governance.md#tools).
+pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -245,6 +250,30 @@ pub enum TicketSubject {
         asked: String,
         /// The result awaiting review.
         result: EpisodeResult,
+    },
+    /// A `call_tool` that matched a review pattern (decider version 8): approving runs the
+    /// tool (its result returns to the agent through the gate), denying tells the agent
+    /// the call was denied; neither blocks the run.
+    Tool {
+        /// `{run}/tool-N`, reserved for the call.
+        tool_call_id: ToolCallId,
+        /// The asking call.
+        request_id: CallId,
+        /// The asking agent.
+        agent: AgentId,
+        /// Its episode.
+        episode_id: EpisodeId,
+        /// The tool as the agent named it.
+        name: String,
+        /// The arguments as given.
+        #[serde(default)]
+        arguments: Value,
+        /// The call as patterns see it: `Tool(argument)`.
+        invocation: String,
+        /// The review pattern's id.
+        rule_id: String,
+        /// The review pattern as written in the bundle.
+        pattern: String,
     },
     // Side effects
     /// A side effect waits for a human: approving continues its path (see `step`).

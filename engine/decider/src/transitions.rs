@@ -768,6 +768,32 @@ const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        concern: "tool",
+        from: "Running",
+        input: "RecordResponse, call_tool matching a review pattern (version 8)",
+        to: "WaitingForHuman (a tool ticket naming the tool, argument and pattern)",
+        records: &["policy.decided", "human.escalated"],
+        covered_by: &[Test(
+            tool::a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it,
+        )],
+    },
+    Transition {
+        concern: "tool",
+        from: "WaitingForHuman (tool ticket)",
+        input: "RecordHumanDecision: approved / denied",
+        to: "Running (the tool scheduled / the agent told it was denied)",
+        records: &[
+            "tool.call_scheduled",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[
+            Test(tool::a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it),
+            Test(tool::a_reviewed_call_the_human_denies_is_told_to_the_agent_and_the_run_goes_on),
+        ],
+    },
+    Transition {
         concern: "fan_out",
         from: "Running (fan-out)",
         input: "a branch waiting for its tool call",

@@ -50,7 +50,13 @@ reason = "pushes are reviewed"
 const T1: &str = "run-1/tool-1";
 
 fn tools_run() -> History {
+    tools_run_at(crate::DECIDER_VERSION)
+}
+
+/// [`tools_run`] recorded by decider `version`.
+fn tools_run_at(version: u32) -> History {
     started_under(TOOL_BUNDLE, "tools.toml", |run| {
+        run.decider_version = version;
         let spec = |f: fn(&mut ToolSpec)| {
             let mut s = ToolSpec::default();
             f(&mut s);
@@ -236,15 +242,19 @@ pub(crate) fn a_tool_not_among_the_allowed_ones_or_without_executor_is_refused()
     // Allowed by the bundle, but no [tools] section serves it.
     let result = refused(call("undeclared", Value::Null));
     assert_eq!(result["rule_id"], "workflow.tools");
-    // A review pattern cannot be waited for by a call_tool: refused, saying so.
-    let result = refused(call("Bash", json!("git push origin")));
+    // Before decider version 8 a review pattern cannot be waited for by a call_tool:
+    // refused, saying so.
+    let mut run = tools_run_at(7);
+    run.when(respond(vec![call("Bash", json!("git push origin"))]));
+    let result = tool_result(&run);
     assert_eq!(result["rule_id"], "review-push");
     assert!(
         result["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("review")),
+            .is_some_and(|r| r.contains("cannot wait")),
         "{result}"
     );
+    run.replays();
     // An MCP server's tool resolves to its section; an executor failure reaches the agent.
     let mut run = tools_run();
     run.when(respond(vec![call("fs:read_file", json!({"path": "/x"}))]))
@@ -394,5 +404,107 @@ default_handoff_mode = "full"
     run.when(returned(T1, json!({"hits": 1})));
     run.when(respond(vec![handoff("sink", "job", json!({"n": 2}))]).by("left"));
     assert!(run.decided().iter().any(|e| e.kind() == "fanout.joined"));
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it() {
+    let mut run = tools_run();
+    run.when(respond(vec![call("Bash", json!("git push origin main"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "human.escalated"])
+        .then(|events| {
+            let RunEvent::Escalated {
+                reason, subject, ..
+            } = &events[2]
+            else {
+                panic!("a ticket");
+            };
+            // The ticket names the tool, the argument and the pattern.
+            for part in [
+                "`Bash`",
+                "`git push origin main`",
+                "review-push",
+                "Bash(git push*)",
+            ] {
+                assert!(reason.contains(part), "{part} in {reason}");
+            }
+            let crate::TicketSubject::Tool {
+                tool_call_id,
+                invocation,
+                rule_id,
+                pattern,
+                ..
+            } = subject
+            else {
+                panic!("a tool ticket: {subject:?}");
+            };
+            assert_eq!(tool_call_id.as_str(), T1);
+            assert_eq!(invocation, "Bash(git push origin main)");
+            assert_eq!(
+                (rule_id.as_str(), pattern.as_str()),
+                ("review-push", "Bash(git push*)")
+            );
+        });
+    assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    assert_eq!(
+        run.state.tool_calls()[&T1.into()].phase,
+        ToolPhase::AwaitingReview
+    );
+    assert!(
+        run.state.tools_in_flight(),
+        "the run does not end meanwhile"
+    );
+    run.when(approve_open())
+        .then_kinds(&["human.decided", "tool.call_scheduled"])
+        .then(|events| {
+            let RunEvent::ToolCallScheduled(s) = &events[1] else {
+                panic!("scheduled");
+            };
+            // The id the ticket reserved.
+            assert_eq!(s.tool_call_id.as_str(), T1);
+            assert_eq!(s.request.arguments, json!("git push origin main"));
+        });
+    assert_eq!(run.state.status, RunStatus::Running);
+    // The result goes back through the gate, as any tool's.
+    run.when(returned(T1, json!({"pushed": true, "secret": "s"})))
+        .then_kinds(&["tool.returned", "handoff.allowed", "agent.call_scheduled"]);
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "returned");
+    assert!(result["result"].get("secret").is_none(), "{result}");
+    // The next call takes the next id.
+    run.when(respond(vec![call("search", json!("q"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    assert!(run.state.tool_calls().contains_key(&"run-1/tool-2".into()));
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_reviewed_call_the_human_denies_is_told_to_the_agent_and_the_run_goes_on() {
+    let mut run = tools_run();
+    run.when(respond(vec![call("Bash", json!("git push --force"))]));
+    run.when(deny_open().by("lee").because("not on Fridays"))
+        .then_kinds(&[
+            "human.decided",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            let RunEvent::ToolDenied(d) = &events[1] else {
+                panic!("denied");
+            };
+            assert_eq!(d.tool_call_id.as_str(), T1);
+            assert_eq!(d.rule_id, "review-push");
+            assert!(d.reason.contains("lee denied") && d.reason.contains("not on Fridays"));
+        });
+    assert_eq!(run.state.status, RunStatus::Running);
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "denied");
+    assert_eq!(result["rule_id"], "review-push");
+    assert_eq!(run.state.tool_calls()[&T1.into()].phase, ToolPhase::Denied);
+    run.when(respond(vec![Action::Finish {
+        output: json!({"ok": false}),
+    }]));
+    assert_eq!(run.state.status, RunStatus::Completed);
     run.replays();
 }
