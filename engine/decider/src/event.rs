@@ -22,7 +22,9 @@ use super::decide::effect::{
 };
 use super::decide::overrides::Overridable;
 use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
-use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
+use crate::protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
+};
 use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
@@ -128,6 +130,12 @@ pub(crate) const PARTIAL_RESULTS: u32 = 7;
 /// tells the asking agent the call was denied (docs/governance.md#tools).
 pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
 
+/// Decider version 8: a handoff may give its receiver a task with restrictions
+/// (`task.denied_tools`); the receiving call records them (`request.task`), and its
+/// `call_tool` actions and reported tool calls are decided with them, after the bundle's
+/// deny patterns and the agent's MUST NOT rules (docs/agent-protocol.md#task-restrictions).
+pub(crate) const TASK_RESTRICTIONS: u32 = 8;
+
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 
@@ -147,6 +155,9 @@ pub struct Delivery {
     /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
     /// run state's outputs).
     pub payload: Arc<Value>,
+    /// The task the handoff gives the receiver (decider version 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRestrictions>,
 }
 
 /// A fan-out branch that failed past retrying, recorded as a gap the join goes on

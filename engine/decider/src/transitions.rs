@@ -794,6 +794,18 @@ const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        concern: "tool",
+        from: "Running (a call given a task by its handoff, version 8)",
+        input: "RecordResponse, call_tool or a reported tool call the task forbids",
+        to: "Running (the call refused, rule `task`; a reported call rejects the output)",
+        records: &["policy.decided", "tool.denied", "agent.call_scheduled"],
+        covered_by: &[
+            Test(tool::a_task_restriction_denies_a_call_tool_the_agent_is_allowed),
+            Test(tool::a_task_restriction_rejects_a_reported_tool_call),
+            Test(tool::before_version_8_a_handoffs_task_is_not_recorded_or_applied),
+        ],
+    },
+    Transition {
         concern: "fan_out",
         from: "Running (fan-out)",
         input: "a branch waiting for its tool call",

@@ -4,8 +4,9 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH};
+use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
 use crate::ids::AgentId;
+use crate::protocol::TaskRestrictions;
 use docket_policies::{FlowStep, HandoffAudit, ScopedContext};
 
 impl Batch<'_> {
@@ -249,8 +250,20 @@ impl Batch<'_> {
             output_type: output_type.to_owned(),
             confidence: self.confidence,
             payload: delivered,
+            task: None,
         });
         true
+    }
+
+    /// From decider version 8: the task a handoff action gives its receiver goes with the
+    /// delivery just governed (and so with the call it makes).
+    pub(super) fn give_task(&mut self, to: &str, task: Option<&TaskRestrictions>) {
+        if self.state.decider_version() < TASK_RESTRICTIONS {
+            return;
+        }
+        if let Some(d) = self.outbox.last_mut().filter(|d| d.to == to) {
+            d.task = task.cloned();
+        }
     }
 
     /// Read-only context inputs for `to` from the bundle's context edges (Guardrail 2),

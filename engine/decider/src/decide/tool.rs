@@ -19,7 +19,7 @@
 //! otherwise the runtime records `tool.failed` with `TOOL_INTERRUPTED`.
 
 use super::*;
-use crate::event::REVIEWED_TOOL_CALLS;
+use crate::event::{REVIEWED_TOOL_CALLS, TASK_RESTRICTIONS};
 use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
 use crate::protocol::{ToolRequest, resolve_tool, tool_invocation};
 use serde::{Deserialize, Serialize};
@@ -185,7 +185,11 @@ impl Batch<'_> {
         let decision = self
             .state
             .episode_gate(self.bundle, &episode_id)
-            .unwrap_or_else(|| self.bundle.decide_tool_call(agent, &invocation, &[]));
+            .unwrap_or_else(|| {
+                let task_denied = self.task_denied(&asker.request);
+                self.bundle
+                    .decide_tool_call(agent, &invocation, task_denied)
+            });
         let verdict = decision.verdict;
         let rule = decision.rule_id.to_string();
         let reason = decision.reason.to_string();
@@ -342,6 +346,15 @@ impl Batch<'_> {
             self.schedule_tool(held);
         } else {
             self.deny_tool(held);
+        }
+    }
+
+    /// The tool patterns the task of `request` forbids (decider version 8; none before):
+    /// the tool decision's task restrictions.
+    pub(super) fn task_denied<'r>(&self, request: &'r AgentRequest) -> &'r [String] {
+        match &request.task {
+            Some(task) if self.state.decider_version() >= TASK_RESTRICTIONS => &task.denied_tools,
+            _ => &[],
         }
     }
 

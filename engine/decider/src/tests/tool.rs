@@ -508,3 +508,160 @@ pub(crate) fn a_reviewed_call_the_human_denies_is_told_to_the_agent_and_the_run_
     assert_eq!(run.state.status, RunStatus::Completed);
     run.replays();
 }
+
+// ---------------------------------------------------------------------------------------
+// Task restrictions (decider version 8): an orchestrator's handoff gives its specialist a
+// task that forbids tools the bundle allows it.
+
+const TASK_BUNDLE: &str = r#"
+bundle = { id = "tasks" }
+agents = [
+  { id = "external" },
+  { id = "orch" },
+  { id = "a", allowed_tools = ["search", "Bash(*)"] },
+]
+[interactions]
+allowed = [{ from = "external", to = "orch" }, { from = "orch", to = "a" }, { from = "a", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[deny_patterns]]
+id = "deny-rm"
+pattern = "Bash(rm -rf *)"
+reason = "never"
+"#;
+
+/// `run-1` under the task bundle recorded by `version`: orch hands a job to `a` with the
+/// task `t-1`, which forbids `Bash(git *)`; a's call is pending.
+fn tasked_run(version: u32) -> History {
+    let mut run = started_under(TASK_BUNDLE, "tasks.toml", |run| {
+        run.decider_version = version;
+        run.workflow.entry = "orch".into();
+        run.workflow.agents = ["orch", "a"]
+            .into_iter()
+            .map(|a| (a.into(), in_process()))
+            .collect();
+        let bash = ToolSpec {
+            command: Some("bash-tool".into()),
+            ..ToolSpec::default()
+        };
+        run.workflow.tools = [("Bash".to_owned(), bash)].into_iter().collect();
+    });
+    run.when(respond(vec![Action::Handoff {
+        to: "a".into(),
+        output_type: "job".into(),
+        payload: json!({"fix": "the build"}),
+        task: Some(crate::TaskRestrictions {
+            id: "t-1".into(),
+            denied_tools: vec!["Bash(git *)".into()],
+        }),
+    }]));
+    run
+}
+
+#[test]
+pub(crate) fn a_task_restriction_denies_a_call_tool_the_agent_is_allowed() {
+    let mut run = tasked_run(crate::DECIDER_VERSION);
+    // The receiving call records the task.
+    let request = run.pending();
+    assert_eq!(request.target_agent, "a");
+    let task = request.task.clone().expect("the call carries its task");
+    assert_eq!(
+        (task.id.as_str(), task.denied_tools.as_slice()),
+        ("t-1", &["Bash(git *)".to_owned()][..])
+    );
+    run.when(respond(vec![call("Bash", json!("git push"))]))
+        .then_kinds(&[
+            "agent.responded",
+            "policy.decided",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            assert_eq!(
+                decision_rule(events),
+                (docket_policies::Verdict::Deny, "task".into())
+            );
+        });
+    let result = tool_result(&run);
+    assert_eq!(result["rule_id"], "task");
+    assert!(
+        result["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Bash(git *)")),
+        "{result}"
+    );
+    // The call that carries the result keeps the task: the next call is decided with it.
+    assert_eq!(run.pending().task, Some(task));
+    run.when(respond(vec![call("Bash", json!("ls"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_task_restriction_rejects_a_reported_tool_call() {
+    let mut run = tasked_run(crate::DECIDER_VERSION);
+    run.when(respond(vec![Action::Finish { output: json!({}) }]).tool_call("Bash", "git log"))
+        .then(|events| {
+            let rules: Vec<&str> = events
+                .iter()
+                .filter_map(|e| match e {
+                    RunEvent::PolicyDecided { decision, .. } => Some(decision.rule_id.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(rules.first(), Some(&"task"), "{rules:?}");
+        });
+    // The output is rejected (a boundary violation): a is asked again, nothing finished.
+    assert_eq!(run.state.status, RunStatus::Running);
+    assert_eq!(run.pending().target_agent, "a");
+    assert!(run.pending().attempt > 1);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn before_version_8_a_handoffs_task_is_not_recorded_or_applied() {
+    let mut run = tasked_run(7);
+    assert_eq!(run.pending().task, None);
+    run.when(respond(vec![call("Bash", json!("git push"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    run.replays();
+}
+
+#[test]
+fn malformed_tasks_are_refused_naming_the_field() {
+    let request = crate::protocol::AgentRequest::new("r1", "external", "a", "work");
+    let check = |task: &str| -> String {
+        let text = format!(
+            r#"{{"request_id": "r1", "status": "SUCCESS", "confidence_level": "HIGH", "actions": [{{"type": "handoff", "to": "b", "output_type": "job", "payload": {{}}, "task": {task}}}]}}"#
+        );
+        match crate::protocol::parse_response(text.as_bytes()) {
+            Err(e) => e.to_string(),
+            Ok(r) => r
+                .validate_for(&request)
+                .map_or_else(|e| e.to_string(), |()| "valid".to_owned()),
+        }
+    };
+    assert_eq!(
+        check(r#"{"id": "t", "denied_tools": ["Bash(git *)"]}"#),
+        "valid"
+    );
+    assert_eq!(
+        check(r#"{"id": " "}"#),
+        "actions[0].task.id: must not be empty"
+    );
+    let bad = check(r#"{"id": "t", "denied_tools": ["Bash(git"]}"#);
+    assert!(
+        bad.starts_with("actions[0].task.denied_tools[0]: \"Bash(git\" is not a tool pattern"),
+        "{bad}"
+    );
+    let unknown = check(r#"{"id": "t", "allowed_tools": ["x"]}"#);
+    assert!(unknown.contains("allowed_tools"), "{unknown}");
+    let missing = check(r#"{"denied_tools": []}"#);
+    assert!(missing.contains("id"), "{missing}");
+    let not_object = check(r#""t-1""#);
+    assert!(
+        not_object.contains("task") || not_object.contains("actions[0]"),
+        "{not_object}"
+    );
+}
