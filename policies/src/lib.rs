@@ -57,6 +57,10 @@ pub use parse::{Format, parse};
 pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::circuit_breaker::OnOpen;
+pub use rules::context_parts::{
+    AgentIdentity, BUNDLE_CONTEXT_PARTS, ContentPart, ContextParts, ContextPartsDecision,
+    PartSetting, PriorOutputs, PriorOutputsWhich,
+};
 pub use rules::escalation::{
     AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
     PARTIAL_OUTPUT_REFUSED,

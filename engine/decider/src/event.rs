@@ -136,6 +136,15 @@ pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
 /// deny patterns and the agent's MUST NOT rules (docs/agent-protocol.md#task-restrictions).
 pub(crate) const TASK_RESTRICTIONS: u32 = 8;
 
+/// Decider version 8: the bundle's context parts (`context_parts`, bundle-wide and per
+/// handoff rule) decide what of the run reaches a handoff's receiver: the original input
+/// (scoped, full or none), prior outputs (required, all, none or named agents'),
+/// observations (tool results scoped, full or without their result) and agent identity
+/// (`prior_agents` shown or hidden). A call whose parts depart from the defaults records
+/// them first (`policy.decided`, kind `context_scope`, subject the call)
+/// (docs/governance.md#context-parts).
+pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
+
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 

@@ -411,6 +411,18 @@ const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        concern: "context",
+        from: "Running (decider version 8, a bundle setting context parts)",
+        input: "any input that schedules a call whose pair's context parts depart from the defaults",
+        to: "Running (the parts recorded; the call carries what they let cross)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(context::context_parts_hide_or_widen_what_reaches_the_receiver),
+            Test(context::a_full_original_input_still_drops_blocked_fields),
+            Test(tool::observations_none_tells_the_outcome_without_the_result),
+        ],
+    },
+    Transition {
         concern: "ticket",
         from: "WaitingForHuman (a question: the agent's last action was escalate)",
         input: "RecordHumanDecision approve, with a choice or an answer",

@@ -22,6 +22,7 @@ use super::*;
 use crate::event::{REVIEWED_TOOL_CALLS, TASK_RESTRICTIONS};
 use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
 use crate::protocol::{ToolRequest, resolve_tool, tool_invocation};
+use docket_policies::ContentPart;
 use serde::{Deserialize, Serialize};
 
 /// The `source_agent` of the `tool_result` decision inputs (and the sender scoping sees).
@@ -422,12 +423,23 @@ impl Batch<'_> {
             bundle_hash: self.bundle.hash(),
             chain: vec![RuleStep::new(rule, StepOutcome::Applied, "tool outcome")],
         };
-        let delivered = self.gate_content(
+        // From decider version 8 the context parts decide how much of an observation
+        // crosses: scoped (as `tools → agent` scopes it), in full, or without its result.
+        let observations = self
+            .context_parts(&asker.request)
+            .map_or(ContentPart::Scoped, |p| p.observations.value);
+        if observations == ContentPart::None
+            && let Some(map) = outcome.as_object_mut()
+        {
+            map.remove("result");
+        }
+        let delivered = self.gate_content_in(
             TOOLS_SOURCE,
             &agent,
             (TOOL_RESULT_TYPE, InputKind::Decision),
             &outcome,
             &authority,
+            observations.mode(),
         );
         let mut request = AgentRequest::clone(&asker.request);
         request.request_id = self.next_request_id();

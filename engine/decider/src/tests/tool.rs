@@ -665,3 +665,32 @@ fn malformed_tasks_are_refused_naming_the_field() {
         "{not_object}"
     );
 }
+
+#[test]
+pub(crate) fn observations_none_tells_the_outcome_without_the_result() {
+    let src = TOOL_BUNDLE.replace(
+        "default_handoff_mode = \"full\"\n",
+        "default_handoff_mode = \"full\"\ncontext_parts = { observations = \"none\" }\n",
+    );
+    let mut run = started_under(&src, "tools.toml", |run| {
+        run.workflow.tools = [(
+            "search".to_owned(),
+            ToolSpec {
+                command: Some("search-tool".into()),
+                ..ToolSpec::default()
+            },
+        )]
+        .into_iter()
+        .collect();
+    });
+    run.when(respond(vec![call("search", json!("q"))]));
+    run.when(returned(T1, json!({"hits": 3})));
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "returned");
+    assert!(result.get("result").is_none(), "{result}");
+    let request_id = run.pending().request_id.to_string();
+    assert!(run.log.iter().any(|e| matches!(e,
+        RunEvent::PolicyDecided { subject, decision }
+            if *subject == request_id && decision.reason.contains("observations = none"))));
+    run.replays();
+}
