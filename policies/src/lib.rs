@@ -56,7 +56,7 @@ pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
 pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
-pub use rules::circuit_breaker::OnOpen;
+pub use rules::circuit_breaker::{CircuitBreaker, OnOpen};
 pub use rules::context_parts::{
     AgentIdentity, BUNDLE_CONTEXT_PARTS, ContentPart, ContextParts, ContextPartsDecision,
     PartSetting, PriorOutputs, PriorOutputsWhich,
