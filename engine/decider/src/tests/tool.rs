@@ -616,6 +616,12 @@ pub(crate) fn a_task_restriction_rejects_a_reported_tool_call() {
     assert_eq!(run.state.status, RunStatus::Running);
     assert_eq!(run.pending().target_agent, "a");
     assert!(run.pending().attempt > 1);
+    // The retry is the same task: it carries the same restrictions.
+    assert_eq!(
+        run.pending().task.map(|t| t.id),
+        Some("t-1".to_owned()),
+        "the retry keeps the task"
+    );
     run.replays();
 }
 
