@@ -1,6 +1,7 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
-//! `fork`), kill switches (`kill-switch`) and policy bundles (`policy check | explain | diff | schema`).
+//! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
+//! bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -15,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::words::{input_kind, word};
 
+mod circuits;
 mod diff;
 mod effects;
 mod episodes;
@@ -65,6 +67,9 @@ enum Command {
         #[command(subcommand)]
         command: kill_switch::KillSwitchCommand,
     },
+    /// Every agent's circuit breaker across runs (state, failures, last failure, last
+    /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
+    Circuits(circuits::CircuitsArgs),
 }
 
 #[derive(Subcommand)]
@@ -134,6 +139,7 @@ pub fn main() -> ExitCode {
         Command::KillSwitch { command } => {
             return kill_switch::main(command, &runs::data_dir(cli.data));
         }
+        Command::Circuits(args) => return runs::circuits_main(args, cli.data),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

@@ -277,7 +277,30 @@ fn init_tracing() {
         .try_init();
 }
 
+/// `docket circuits`, on the same async runtime and error reporting as the run commands.
+pub(crate) fn circuits_main(
+    args: crate::circuits::CircuitsArgs,
+    data: Option<PathBuf>,
+) -> ExitCode {
+    run_async(data, |data, out| {
+        Box::pin(async move { crate::circuits::execute(args, &data, out).await })
+    })
+}
+
 pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
+    run_async(data, |data, out| {
+        Box::pin(async move { execute(command, &data, out).await })
+    })
+}
+
+type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
+
+/// Runs a command on a tokio runtime, prints its output and maps its result to an exit
+/// code.
+fn run_async(
+    data: Option<PathBuf>,
+    command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
+) -> ExitCode {
     init_tracing();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -291,7 +314,7 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
         }
     };
     let mut out = String::new();
-    let result = runtime.block_on(execute(command, &data_dir(data), &mut out));
+    let result = runtime.block_on(command(data_dir(data), &mut out));
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
@@ -313,7 +336,7 @@ macro_rules! outln {
     }};
 }
 
-async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "cannot open the data directory {}: it is a file, not a directory (give another with --data DIR)",
@@ -535,16 +558,22 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         RunCommand::Status { run, json } => {
             let rt = open(data).await?;
             let state = rt.state(&run).await?;
+            let circuits = run_circuits(&rt, &state).await?;
             let outcome = RunOutcome { run_id: run, state };
             if json {
+                let mut status = status_json(&outcome);
+                status["circuits"] = circuits.iter().map(crate::circuits::breaker_json).collect();
                 outln!(
                     out,
                     "{}",
-                    serde_json::to_string_pretty(&status_json(&outcome)).unwrap_or_default()
+                    serde_json::to_string_pretty(&status).unwrap_or_default()
                 );
                 Ok(EXIT_COMPLETED)
             } else {
                 summary(out, &outcome);
+                for b in &circuits {
+                    outln!(out, "circuit {}", crate::circuits::breaker_line(b));
+                }
                 crate::episodes::tree_text(out, outcome.state.episodes());
                 crate::effects::list_text(out, &outcome.state);
                 Ok(EXIT_COMPLETED)
@@ -577,6 +606,28 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             Ok(EXIT_COMPLETED)
         }
     }
+}
+
+/// The breakers of the run's agents that are not closed, judged by the run's recorded
+/// bundle.
+async fn run_circuits(
+    rt: &Runtime<EmbeddedStore>,
+    state: &RunState,
+) -> anyhow::Result<Vec<docket_runtime::BreakerStatus>> {
+    let Some(run) = state.request() else {
+        return Ok(Vec::new());
+    };
+    let settings = docket_decider::recorded_bundle(run)
+        .map(|b| b.spec().defaults.circuit_breaker.clone())
+        .unwrap_or_default();
+    Ok(rt
+        .circuit_breakers(&settings)
+        .await?
+        .into_iter()
+        .filter(|b| {
+            run.workflow.agents.contains_key(b.agent.as_str()) && crate::circuits::not_closed(b)
+        })
+        .collect())
 }
 
 /// The exit code for a run's status.
@@ -880,6 +931,22 @@ fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Tic
                 "  decide with: docket approve {run} {id} --choose N --by NAME --reason TEXT  (or docket deny ...)"
             );
             return;
+        }
+        TicketSubject::Tool {
+            name,
+            invocation,
+            rule_id,
+            pattern,
+            ..
+        } => {
+            let argument = invocation
+                .strip_prefix(name.as_str())
+                .and_then(|r| r.strip_prefix('('))
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or("");
+            outln!(out, "  tool: {name}");
+            outln!(out, "  argument: {argument}");
+            outln!(out, "  review pattern: {rule_id} (`{pattern}`)");
         }
         _ => {}
     }

@@ -56,7 +56,11 @@ pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
 pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
-pub use rules::circuit_breaker::OnOpen;
+pub use rules::circuit_breaker::{CircuitBreaker, OnOpen};
+pub use rules::context_parts::{
+    AgentIdentity, BUNDLE_CONTEXT_PARTS, ContentPart, ContextParts, ContextPartsDecision,
+    PartSetting, PriorOutputs, PriorOutputsWhich,
+};
 pub use rules::escalation::{
     AGENT_ERROR, ERROR_CLASSES, ErrorClass, EscalationAction, EscalationDecision,
     PARTIAL_OUTPUT_REFUSED,
@@ -70,3 +74,4 @@ pub use rules::scope::{
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;
 pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};
+pub use toolpattern::ToolPattern;

@@ -16,8 +16,8 @@ use crate::fieldpath;
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
-    authority, capability, circuit_breaker, contract, domain, escalation, handoff, provenance,
-    recursion, scope, side_effect, tools,
+    authority, capability, circuit_breaker, context_parts, contract, domain, escalation, handoff,
+    provenance, recursion, scope, side_effect, tools,
 };
 
 /// One semantic problem, located by pointer.
@@ -53,6 +53,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     handoff::check(&mut c);
     capability::check(&mut c);
     scope::check(&mut c);
+    context_parts::check(&mut c);
     recursion::check(&mut c);
     side_effect::check(&mut c);
     escalation::check(&mut c);

@@ -3,7 +3,7 @@
 
 use docket_decider::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, Priority,
-    ResponseStatus, ToolCall, Usage, parse_response,
+    ResponseStatus, TaskRestrictions, ToolCall, Usage, parse_response,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -64,39 +64,62 @@ fn request() -> impl Strategy<Value = AgentRequest> {
         }),
         0..3,
     );
-    (ids, routing, priority, json_object(), decision, context).prop_map(
-        |(
-            (request_id, correlation_id, run_id, episode_id, attempt),
-            (source_agent, target_agent, capability_code, timeout_ms),
-            priority,
-            context,
-            decision_inputs,
-            context_inputs,
-        )| AgentRequest {
-            request_id: request_id.into(),
-            correlation_id,
-            run_id: run_id.into(),
-            episode_id: episode_id.into(),
-            attempt,
-            source_agent: source_agent.into(),
-            target_agent: target_agent.into(),
-            capability_code,
-            timeout_ms,
-            priority,
-            context,
-            decision_inputs,
-            context_inputs,
-        },
+    (
+        ids,
+        routing,
+        priority,
+        json_object(),
+        decision,
+        context,
+        proptest::option::of(task()),
     )
+        .prop_map(
+            |(
+                (request_id, correlation_id, run_id, episode_id, attempt),
+                (source_agent, target_agent, capability_code, timeout_ms),
+                priority,
+                context,
+                decision_inputs,
+                context_inputs,
+                task,
+            )| AgentRequest {
+                request_id: request_id.into(),
+                correlation_id,
+                run_id: run_id.into(),
+                episode_id: episode_id.into(),
+                attempt,
+                source_agent: source_agent.into(),
+                target_agent: target_agent.into(),
+                capability_code,
+                timeout_ms,
+                priority,
+                context,
+                decision_inputs,
+                context_inputs,
+                task,
+            },
+        )
+}
+
+/// A handoff's task: an id and a few tool patterns it forbids.
+fn task() -> impl Strategy<Value = TaskRestrictions> {
+    (
+        name(),
+        proptest::collection::vec("[A-Z][a-z]{1,6}(\\([a-z *]{0,8}\\))?", 0..3),
+    )
+        .prop_map(|(id, denied_tools)| TaskRestrictions { id, denied_tools })
 }
 
 fn non_finish_action() -> impl Strategy<Value = Action> {
     prop_oneof![
-        (name(), name(), json_value()).prop_map(|(to, output_type, payload)| Action::Handoff {
-            to: to.into(),
-            output_type,
-            payload
-        }),
+        (name(), name(), json_value(), proptest::option::of(task())).prop_map(
+            |(to, output_type, payload, task)| Action::Handoff {
+                to: to.into(),
+                output_type,
+                payload,
+                task,
+            }
+        ),
         (name(), "[A-Z]{2,6}_[A-Z]{2,8}", json_object()).prop_map(
             |(target_agent, capability_code, inputs)| Action::RequestCapability {
                 target_agent: target_agent.into(),

@@ -231,3 +231,150 @@ failure_threshold = 2
     assert_eq!(code(&out), 0, "{}", stdout(&out));
     assert!(stdout(&out).contains("every decision reproduced"));
 }
+
+/// Every file of `dir` with its size and modification time: what a read-only command must
+/// leave as it was. (Taken of the log, `data/log`: opening the store lets sled rewrite its
+/// index files, a cache rebuilt from the log.)
+fn snapshot(dir: &Path) -> Vec<(PathBuf, u64, std::time::SystemTime)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).expect("read dir") {
+            let entry = entry.expect("entry");
+            let meta = entry.metadata().expect("metadata");
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                out.push((entry.path(), meta.len(), meta.modified().expect("mtime")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `docket circuits` lists each agent's breaker and `docket status` the open ones of a
+/// run, both reading only; `docket circuits reset` records who closed it and why, and the
+/// next run calls the agent again.
+#[test]
+fn breakers_are_listed_read_only_and_a_reset_closes_one_for_the_next_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let writer_log = dir.path().join("writer.jsonl");
+    let workflow = asker_and_crashing_writer(dir.path(), &writer_log);
+    let input = dir.path().join("input.json");
+    let run = || {
+        let out = docket(
+            &data,
+            &[
+                "run",
+                workflow.to_str().expect("utf-8"),
+                "--input",
+                input.to_str().expect("utf-8"),
+            ],
+        );
+        assert_eq!(code(&out), 0, "{}", stdout(&out));
+        run_id(&out)
+    };
+
+    // Nothing recorded yet: the listing says so and creates no data directory.
+    let out = docket(&data, &["circuits"]);
+    assert_eq!(code(&out), 0);
+    assert_eq!(stdout(&out).trim(), "no circuit breaker recorded");
+    assert!(
+        !data.exists(),
+        "a read-only command created the data directory"
+    );
+
+    // Three runs: five failures of the writer, its circuit open.
+    for _ in 0..3 {
+        run();
+    }
+    let last = run();
+    let before = snapshot(&data.join("log"));
+    let out = docket(&data, &["circuits", "--json"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let list: Vec<Value> = serde_json::from_str(&stdout(&out)).expect("json");
+    let writer = list
+        .iter()
+        .find(|b| b["agent"] == "writer")
+        .expect("the writer's breaker");
+    assert_eq!(writer["state"], "open", "{writer}");
+    assert_eq!(writer["consecutive_failures"], 5);
+    assert!(writer["last_failure_ms"].as_i64().is_some());
+    let text = stdout(&docket(&data, &["circuits"]));
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("writer\topen\t5 failure(s) in a row, last failure ")),
+        "{text}"
+    );
+    let status = stdout(&docket(&data, &["status", &last]));
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("circuit writer\topen")),
+        "{status}"
+    );
+    assert!(
+        !status.contains("circuit asker"),
+        "closed breakers are not shown: {status}"
+    );
+    assert_eq!(
+        before,
+        snapshot(&data.join("log")),
+        "listing appended to the log"
+    );
+
+    // A reset must say who and why; an agent without a breaker cannot be reset.
+    let out = docket(
+        &data,
+        &["circuits", "reset", "writer", "--by", " ", "--reason", "x"],
+    );
+    assert_eq!(code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("needs who resets it"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = docket(
+        &data,
+        &[
+            "circuits", "reset", "nobody", "--by", "ana", "--reason", "x",
+        ],
+    );
+    assert_eq!(code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("no circuit breaker is recorded for agent `nobody`")
+    );
+
+    let out = docket(
+        &data,
+        &[
+            "circuits",
+            "reset",
+            "writer",
+            "--by",
+            "ana",
+            "--reason",
+            "the writer was redeployed",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    let list: Vec<Value> =
+        serde_json::from_str(&stdout(&docket(&data, &["circuits", "--json"]))).expect("json");
+    let writer = list
+        .iter()
+        .find(|b| b["agent"] == "writer")
+        .expect("writer");
+    assert_eq!(writer["state"], "closed");
+    assert_eq!(writer["consecutive_failures"], 0);
+    assert_eq!(writer["last_reset"]["by"], "ana");
+    assert_eq!(writer["last_reset"]["reason"], "the writer was redeployed");
+    // (Each command is a new process: the reset was read back from the `_circuits` stream.)
+
+    // The next run calls the writer again (it still crashes: two more calls).
+    let calls = calls_received(&writer_log);
+    run();
+    assert_eq!(calls_received(&writer_log), calls + 2);
+}

@@ -259,3 +259,40 @@ fn explain_decides_a_handoff_at_a_position_of_a_sequential_flow() {
         stderr(&o)
     );
 }
+
+/// `docket policy check` refuses context parts that name an unknown agent or contradict
+/// themselves, naming the key.
+#[test]
+fn check_names_the_key_of_bad_context_parts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bundle = dir.path().join("parts.toml");
+    std::fs::write(
+        &bundle,
+        r#"bundle = { id = "parts" }
+agents = [{ id = "external" }, { id = "a" }, { id = "b" }]
+[interactions]
+allowed = [{ from = "external", to = "a" }, { from = "a", to = "b" }, { from = "b", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+context_parts = { agent_identity = "hide", prior_outputs = "all" }
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "a-to-b"
+from_agent_id = "a"
+to_agent_id = "b"
+context_parts = { prior_outputs = ["a", "ghost"] }
+"#,
+    )
+    .expect("bundle");
+    let o = docket(&["policy", "check", bundle.to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    let err = stderr(&o) + &stdout(&o);
+    assert!(
+        err.contains("/multi_agent_handoffs/agent_handoff_rules/0/context_parts/prior_outputs/1")
+            && err.contains("unknown agent `ghost`"),
+        "{err}"
+    );
+    assert!(
+        err.contains("/multi_agent_handoffs/context_parts/agent_identity"),
+        "{err}"
+    );
+}

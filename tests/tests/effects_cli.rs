@@ -235,3 +235,61 @@ fn an_effect_needing_approval_waits_across_processes_and_runs_once_approved() {
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(ledger_keys(dir.path()).len(), 1);
 }
+
+/// An effect executor run as a command that prints a banner line once (as a library's
+/// first-run notice would) is restarted after that malformed answer, as agents are: the
+/// first effect's dry run reads the banner and is refused, the process is killed, and the
+/// second effect is served by a new process that answers in step.
+#[test]
+fn an_effect_executor_that_printed_a_stray_line_is_restarted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let data = root.join("data");
+    std::fs::write(root.join("bundle.toml"), bundle(false)).expect("bundle");
+    std::fs::write(root.join("input.json"), "{}").expect("input");
+    let wf = root.join("workflow.toml");
+    std::fs::write(
+        &wf,
+        format!(
+            "name = \"publish\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
+             [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"launch\", \"--count\", \"2\", \"--lane\", \"api\"]\n\
+             [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}, \"--starts\", {:?}, \"--banner-once\", {:?}]\n",
+            root.join("ledger.tsv"),
+            root.join("starts.txt"),
+            root.join("banner"),
+        ),
+    )
+    .expect("workflow");
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "banner-1"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = events(&data, "banner-1");
+    let dry_runs: Vec<&Value> = log
+        .iter()
+        .filter(|(k, _)| k == "effect.dry_run")
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(dry_runs.len(), 2, "{:?}", kinds(&log));
+    assert_eq!(
+        dry_runs[0]["outcome"]["code"], "EFFECT_MALFORMED",
+        "{}",
+        dry_runs[0]
+    );
+    assert_eq!(
+        dry_runs[1]["outcome"]["report"]["ok"], true,
+        "{}",
+        dry_runs[1]
+    );
+    // The second effect was applied once, by a second process.
+    assert_eq!(ledger_keys(root), ["launch-2"]);
+    let starts = std::fs::read_to_string(root.join("starts.txt")).expect("starts");
+    assert_eq!(starts.lines().count(), 2, "{starts}");
+}

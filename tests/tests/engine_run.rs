@@ -1076,3 +1076,53 @@ fn the_handoff_context_reaches_the_agent_on_stdin_scoped() {
         serde_json::json!(["secret"])
     );
 }
+
+/// The bundle's context parts (docs/governance.md#context-parts) decide what of the run
+/// reaches a handoff's receiver: here `first → second` hides who worked before and the
+/// original request; `second` reads neither on its stdin, and the log records what the
+/// parts hid, naming the rule.
+#[test]
+fn context_parts_hide_prior_agents_and_the_original_request_from_the_receiver() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policy = "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n\
+                  [[multi_agent_handoffs.agent_handoff_rules]]\nid = \"first-to-second\"\n\
+                  from_agent_id = \"first\"\nto_agent_id = \"second\"\n\
+                  context_parts = { agent_identity = \"hide\", original_input = \"none\" }\n";
+    let (workflow, first_log, second_log) = chain_workflow(
+        dir.path(),
+        policy,
+        r#"{"task": "ORIGINAL-MARKER"}"#,
+        r#"{"summary": "s"}"#,
+    );
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let run = run_id(&out);
+    // `first` (reached from external, no rule) is told as before.
+    let first = recorded_requests(&first_log);
+    assert_eq!(
+        first[0]["context"]["handoff"]["original_request"],
+        serde_json::json!({"task": "ORIGINAL-MARKER"})
+    );
+    let raw = std::fs::read_to_string(&second_log).expect("second recorded");
+    assert!(!raw.contains("ORIGINAL-MARKER"), "{raw}");
+    let second = recorded_requests(&second_log);
+    let handoff = &second[0]["context"]["handoff"];
+    assert!(handoff.get("prior_agents").is_none(), "{handoff}");
+    assert!(handoff.get("original_request").is_none(), "{handoff}");
+    let log = events(&data, &run);
+    let subject = second[0]["request_id"].as_str().expect("request id");
+    let record = of_kind(&log, "policy.decided")
+        .into_iter()
+        .find(|e| e["payload"]["subject"] == subject)
+        .expect("the parts are recorded before the call");
+    let decision = &record["payload"]["decision"];
+    assert_eq!(decision["rule_id"], "first-to-second");
+    let reason = decision["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("original_input = none") && reason.contains("agent_identity = hide"),
+        "{reason}"
+    );
+    let out = docket(&data, &["replay", &run]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}

@@ -110,6 +110,7 @@ async fn run_pipeline(executors: &Executors, analysis: Value) -> Run {
                     to,
                     output_type,
                     payload,
+                    task: None,
                 },
             ] => {
                 run.path.push((

@@ -478,6 +478,7 @@ fn drafter(r: &AgentRequest) -> AgentResponse {
             to: "publisher".into(),
             output_type: "draft".into(),
             payload: json!({ "title": "launch day", "body": "it ships" }),
+            task: None,
         }],
     )
 }

@@ -28,6 +28,10 @@ default_handoff_mode = "full"
 id = "no-rm"
 pattern = "Bash(rm -rf *)"
 reason = "recursive deletion is denied for every agent"
+[[review_patterns]]
+id = "review-push"
+pattern = "Bash(git push*)"
+reason = "pushes are reviewed"
 [[deny_patterns]]
 id = "no-wipe"
 pattern = "calc:wipe"
@@ -178,6 +182,109 @@ fn an_allowed_call_runs_once_and_its_result_reaches_the_agent() {
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A call matching a review pattern waits on a ticket that says which tool, argument and
+/// pattern; nothing runs until a human decides.
+fn waiting_for_review(root: &Path, run: &str) -> (std::path::PathBuf, String) {
+    let wf = workflow(root, "Bash", &json!("git push origin"), &marker_tool(root));
+    let data = root.join("data");
+    let out = docket(&data, &["run", &wf, "--run-id", run]);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    assert!(
+        !root.join("marker.jsonl").exists(),
+        "nothing ran before review"
+    );
+    let status = docket_tests::stdout_text(&docket(&data, &["status", run]));
+    for part in [
+        "tool: Bash",
+        "argument: git push origin",
+        "review pattern: review-push (`Bash(git push*)`)",
+        "ticket-1",
+    ] {
+        assert!(status.contains(part), "{part} in {status}");
+    }
+    (data, wf)
+}
+
+#[test]
+fn a_call_matching_a_review_pattern_runs_after_a_human_approves_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = waiting_for_review(dir.path(), "review-1");
+    let out = docket(
+        &data,
+        &[
+            "approve",
+            "review-1",
+            "ticket-1",
+            "--by",
+            "ana",
+            "--reason",
+            "release day",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    let marks = std::fs::read_to_string(dir.path().join("marker.jsonl")).expect("the tool ran");
+    assert_eq!(marks.lines().count(), 1, "{marks}");
+    let log = events(&data, "review-1");
+    let output = &one(&log, "run.completed")["output"];
+    assert_eq!(output["status"], "returned", "{output}");
+    assert_eq!(output["result"]["echo"], "git push origin");
+    let out = docket(&data, &["replay", "review-1"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_call_a_human_denies_on_review_is_told_to_the_agent_and_never_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (data, _) = waiting_for_review(dir.path(), "review-2");
+    let out = docket(
+        &data,
+        &[
+            "deny",
+            "review-2",
+            "ticket-1",
+            "--by",
+            "ana",
+            "--reason",
+            "not today",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        docket_tests::stdout_text(&out)
+    );
+    assert!(
+        !dir.path().join("marker.jsonl").exists(),
+        "the tool never ran"
+    );
+    let log = events(&data, "review-2");
+    let denied = one(&log, "tool.denied");
+    assert_eq!(denied["rule_id"], "review-push");
+    let output = &one(&log, "run.completed")["output"];
+    assert_eq!(output["status"], "denied", "{output}");
+    assert!(
+        output["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("not today")),
+        "{output}"
     );
 }
 
@@ -476,4 +583,106 @@ async fn the_http_executor_posts_the_call_and_checks_the_answer() {
         "only http://"
     );
     server.abort();
+}
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+/// A workflow whose orchestrator hands the worker a job with the task `task` (JSON), the
+/// worker then asking for `Bash` with `arguments`.
+fn tasked_workflow(root: &Path, task: &str, arguments: &str) -> String {
+    let bundle = r#"
+bundle = { id = "tasks" }
+agents = [{ id = "external" }, { id = "orch" }, { id = "worker", allowed_tools = ["Bash(*)"] }]
+[interactions]
+allowed = [{ from = "external", to = "orch" }, { from = "orch", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+    std::fs::write(root.join("bundle.toml"), bundle).expect("bundle");
+    std::fs::write(root.join("input.json"), "{}").expect("input");
+    let orch = [
+        "handoff",
+        "--to",
+        "worker",
+        "--output-type",
+        "job",
+        "--task",
+        task,
+    ]
+    .map(str::to_owned);
+    let worker = ["--tool", "Bash", "--arguments", arguments].map(str::to_owned);
+    let path = root.join("workflow.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"tasks\"\npolicy = \"bundle.toml\"\nentry = \"orch\"\ninput = \"input.json\"\n\
+             [agents.orch]\ncommand = {TEST_AGENT:?}\nargs = {}\n\
+             [agents.worker]\ncommand = {AGENT:?}\nargs = {}\n{}",
+            toml_list(&orch),
+            toml_list(&worker),
+            marker_tool(root),
+        ),
+    )
+    .expect("workflow");
+    path.to_str().expect("utf-8").to_owned()
+}
+
+#[test]
+fn a_task_given_by_the_orchestrators_handoff_restricts_the_specialists_tools() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let task = r#"{"id": "fix-7", "denied_tools": ["Bash(git push*)"]}"#;
+    let wf = tasked_workflow(dir.path(), task, r#""git push origin""#);
+    let (log, output) = run_completed(dir.path(), &wf, "task-1");
+    assert!(
+        !dir.path().join("marker.jsonl").exists(),
+        "the tool never ran"
+    );
+    // The worker's call recorded its task.
+    let worker_call = log
+        .iter()
+        .find(|(k, p)| k == "agent.call_scheduled" && p["request"]["target_agent"] == "worker")
+        .map(|(_, p)| p)
+        .expect("the worker was called");
+    assert_eq!(
+        worker_call["request"]["task"],
+        json!({"id": "fix-7", "denied_tools": ["Bash(git push*)"]})
+    );
+    assert_eq!(one(&log, "tool.denied")["rule_id"], "task");
+    assert_eq!(output["status"], "denied", "{output}");
+    assert!(
+        output["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Bash(git push*)")),
+        "{output}"
+    );
+
+    // What the task does not forbid runs.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let wf = tasked_workflow(dir.path(), task, r#""git status""#);
+    let (_, output) = run_completed(dir.path(), &wf, "task-2");
+    assert_eq!(output["status"], "returned", "{output}");
+}
+
+#[test]
+fn a_malformed_task_is_a_protocol_error_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let task = r#"{"id": "fix-7", "denied_tools": ["Bash(git push"]}"#;
+    let wf = tasked_workflow(dir.path(), task, r#""ls""#);
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", &wf, "--run-id", "task-bad"]);
+    assert_ne!(out.status.code(), Some(0));
+    let log = events(&data, "task-bad");
+    let failure = log
+        .iter()
+        .find(|(k, _)| k == "agent.call_failed")
+        .map(|(_, p)| p)
+        .expect("the orchestrator's answer failed");
+    assert_eq!(failure["code"], "AGENT_INVALID_RESPONSE");
+    let message = failure["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("actions[0].task.denied_tools[0]")
+            && message.contains("is not a tool pattern"),
+        "{message}"
+    );
+    assert!(!dir.path().join("marker.jsonl").exists());
 }

@@ -42,6 +42,7 @@ fn agent(request: &AgentRequest) -> AgentResponse {
             to: "governance".into(),
             output_type: "recommendations".into(),
             payload: json!({"recommendations": [{"id": "rec-1", "gap_id": "gap-1"}]}),
+            task: None,
         }],
     )
 }

@@ -291,6 +291,7 @@ fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
                                 to: t,
                                 output_type: o,
                                 payload,
+                                task: None,
                             } if t == to && o == output_type => Some(payload),
                             Action::Finish { output } if to == EXTERNAL => Some(output),
                             _ => None,

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId};
+use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -22,7 +22,9 @@ use super::decide::effect::{
 };
 use super::decide::overrides::Overridable;
 use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
-use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, EpisodeResult};
+use crate::protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
+};
 use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
@@ -91,7 +93,7 @@ pub struct OutputOverride {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 7;
+pub const DECIDER_VERSION: u32 = 8;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -155,6 +157,26 @@ pub(crate) const HANDOFF_CONTEXT: u32 = 7;
 /// (docs/governance.md#partial-results).
 pub(crate) const PARTIAL_RESULTS: u32 = 7;
 
+/// Decider version 8: a `call_tool` that matches a review pattern opens a ticket
+/// (`TicketSubject::Tool`) instead of being refused: approving runs the tool, denying
+/// tells the asking agent the call was denied (docs/governance.md#tools).
+pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
+
+/// Decider version 8: a handoff may give its receiver a task with restrictions
+/// (`task.denied_tools`); the receiving call records them (`request.task`), and its
+/// `call_tool` actions and reported tool calls are decided with them, after the bundle's
+/// deny patterns and the agent's MUST NOT rules (docs/agent-protocol.md#task-restrictions).
+pub(crate) const TASK_RESTRICTIONS: u32 = 8;
+
+/// Decider version 8: the bundle's context parts (`context_parts`, bundle-wide and per
+/// handoff rule) decide what of the run reaches a handoff's receiver: the original input
+/// (scoped, full or none), prior outputs (required, all, none or named agents'),
+/// observations (tool results scoped, full or without their result) and agent identity
+/// (`prior_agents` shown or hidden). A call whose parts depart from the defaults records
+/// them first (`policy.decided`, kind `context_scope`, subject the call)
+/// (docs/governance.md#context-parts).
+pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
+
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 
@@ -174,6 +196,9 @@ pub struct Delivery {
     /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
     /// run state's outputs).
     pub payload: Arc<Value>,
+    /// The task the handoff gives the receiver (decider version 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRestrictions>,
 }
 
 /// A fan-out branch that failed past retrying, recorded as a gap the join goes on
@@ -277,6 +302,30 @@ pub enum TicketSubject {
         asked: String,
         /// The result awaiting review.
         result: EpisodeResult,
+    },
+    /// A `call_tool` that matched a review pattern (decider version 8): approving runs the
+    /// tool (its result returns to the agent through the gate), denying tells the agent
+    /// the call was denied; neither blocks the run.
+    Tool {
+        /// `{run}/tool-N`, reserved for the call.
+        tool_call_id: ToolCallId,
+        /// The asking call.
+        request_id: CallId,
+        /// The asking agent.
+        agent: AgentId,
+        /// Its episode.
+        episode_id: EpisodeId,
+        /// The tool as the agent named it.
+        name: String,
+        /// The arguments as given.
+        #[serde(default)]
+        arguments: Value,
+        /// The call as patterns see it: `Tool(argument)`.
+        invocation: String,
+        /// The review pattern's id.
+        rule_id: String,
+        /// The review pattern as written in the bundle.
+        pattern: String,
     },
     // Side effects
     /// A side effect waits for a human: approving continues its path (see `step`).

@@ -411,6 +411,18 @@ const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        concern: "context",
+        from: "Running (decider version 8, a bundle setting context parts)",
+        input: "any input that schedules a call whose pair's context parts depart from the defaults",
+        to: "Running (the parts recorded; the call carries what they let cross)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
+        covered_by: &[
+            Test(context::context_parts_hide_or_widen_what_reaches_the_receiver),
+            Test(context::a_full_original_input_still_drops_blocked_fields),
+            Test(tool::observations_none_tells_the_outcome_without_the_result),
+        ],
+    },
+    Transition {
         concern: "ticket",
         from: "WaitingForHuman (a question: the agent's last action was escalate)",
         input: "RecordHumanDecision approve, with a choice or an answer",
@@ -765,6 +777,44 @@ const TRANSITIONS: &[Transition] = &[
             Test(tool::a_call_matching_a_deny_pattern_is_refused_before_it_runs),
             Test(tool::a_tool_not_among_the_allowed_ones_or_without_executor_is_refused),
             Test(tool::refused_calls_that_repeat_stop_the_episode),
+        ],
+    },
+    Transition {
+        concern: "tool",
+        from: "Running",
+        input: "RecordResponse, call_tool matching a review pattern (version 8)",
+        to: "WaitingForHuman (a tool ticket naming the tool, argument and pattern)",
+        records: &["policy.decided", "human.escalated"],
+        covered_by: &[Test(
+            tool::a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it,
+        )],
+    },
+    Transition {
+        concern: "tool",
+        from: "WaitingForHuman (tool ticket)",
+        input: "RecordHumanDecision: approved / denied",
+        to: "Running (the tool scheduled / the agent told it was denied)",
+        records: &[
+            "tool.call_scheduled",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[
+            Test(tool::a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it),
+            Test(tool::a_reviewed_call_the_human_denies_is_told_to_the_agent_and_the_run_goes_on),
+        ],
+    },
+    Transition {
+        concern: "tool",
+        from: "Running (a call given a task by its handoff, version 8)",
+        input: "RecordResponse, call_tool or a reported tool call the task forbids",
+        to: "Running (the call refused, rule `task`; a reported call rejects the output)",
+        records: &["policy.decided", "tool.denied", "agent.call_scheduled"],
+        covered_by: &[
+            Test(tool::a_task_restriction_denies_a_call_tool_the_agent_is_allowed),
+            Test(tool::a_task_restriction_rejects_a_reported_tool_call),
+            Test(tool::before_version_8_a_handoffs_task_is_not_recorded_or_applied),
         ],
     },
     Transition {

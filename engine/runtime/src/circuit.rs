@@ -3,7 +3,8 @@
 //! Each agent's breaker lives in the data directory's `_circuits` stream (a name no run id
 //! can take: run ids start with a letter or digit), one event per change: a failed call
 //! (`circuit.failed`), a half-open probe let through (`circuit.probed`), a success after
-//! failures (`circuit.closed`). The runtime folds it once, keeps the fold in memory, and
+//! failures (`circuit.closed`), a person's reset (`circuit.reset`: who and why; it
+//! closes the breaker). The runtime folds it once, keeps the fold in memory, and
 //! appends to it as runs of decider version 6 or later answer calls. Before such a run
 //! calls an agent whose failures reached the threshold, it records what it read in the run
 //! (`agent.circuit_checked`) and the decider decides; the run's log alone replays it.
@@ -32,6 +33,8 @@ pub(crate) enum Change {
     Probed,
     /// A call succeeded after failures: the count starts again.
     Closed,
+    /// A person reset it (`docket circuits reset`): closed, the count starts again.
+    Reset,
 }
 
 impl Change {
@@ -40,6 +43,7 @@ impl Change {
             Self::Failed => "circuit.failed",
             Self::Probed => "circuit.probed",
             Self::Closed => "circuit.closed",
+            Self::Reset => "circuit.reset",
         }
     }
 
@@ -48,6 +52,7 @@ impl Change {
             "circuit.failed" => Some(Self::Failed),
             "circuit.probed" => Some(Self::Probed),
             "circuit.closed" => Some(Self::Closed),
+            "circuit.reset" => Some(Self::Reset),
             _ => None,
         }
     }
@@ -69,6 +74,20 @@ pub(crate) struct CircuitEvent {
     pub at_ms: i64,
 }
 
+/// `circuit.reset`: a person closed an agent's breaker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CircuitReset {
+    /// The agent whose breaker was reset.
+    pub agent: String,
+    /// Who reset it.
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
 /// An agent's breaker as folded from the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Breaker {
@@ -86,7 +105,7 @@ impl Breaker {
                 self.last_probe_ms = None;
             }
             Change::Probed => self.last_probe_ms = Some(at_ms),
-            Change::Closed => *self = Self::default(),
+            Change::Closed | Change::Reset => *self = Self::default(),
         }
     }
 }
@@ -96,6 +115,20 @@ struct Folded {
     /// Events folded: the version the next append expects.
     version: u64,
     agents: BTreeMap<String, Breaker>,
+    /// Each agent's last reset.
+    resets: BTreeMap<String, CircuitReset>,
+}
+
+impl Folded {
+    fn apply(&mut self, change: Change, agent: &str, at_ms: i64, reset: Option<CircuitReset>) {
+        self.agents
+            .entry(agent.to_owned())
+            .or_default()
+            .apply(change, at_ms);
+        if let Some(reset) = reset {
+            self.resets.insert(agent.to_owned(), reset);
+        }
+    }
 }
 
 /// The breakers of a data directory, folded on first use.
@@ -124,12 +157,15 @@ async fn load<S: EventStore>(store: &S) -> Result<Folded, RuntimeError> {
         let change = Change::from_kind(&event.kind)
             .ok_or_else(|| bad(format!("unknown kind {:?}", event.kind)))?;
         let bytes = crate::drive::payload_bytes(store, &event).await?;
-        let e: CircuitEvent = serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
-        folded
-            .agents
-            .entry(e.agent)
-            .or_default()
-            .apply(change, e.at_ms);
+        if change == Change::Reset {
+            let r: CircuitReset =
+                serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
+            folded.apply(change, &r.agent.clone(), r.at_ms, Some(r));
+        } else {
+            let e: CircuitEvent =
+                serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
+            folded.apply(change, &e.agent, e.at_ms, None);
+        }
         folded.version = event.seq;
     }
     Ok(folded)
@@ -152,6 +188,23 @@ impl Circuits {
             .unwrap_or_default())
     }
 
+    /// Every agent's breaker as recorded so far, with its last reset, by agent.
+    async fn all<S: EventStore>(
+        &self,
+        store: &S,
+    ) -> Result<Vec<(String, Breaker, Option<CircuitReset>)>, RuntimeError> {
+        let mut guard = self.folded.lock().await;
+        if guard.is_none() {
+            *guard = Some(load(store).await?);
+        }
+        Ok(guard.as_ref().map_or_else(Vec::new, |f| {
+            f.agents
+                .iter()
+                .map(|(a, b)| (a.clone(), *b, f.resets.get(a).cloned()))
+                .collect()
+        }))
+    }
+
     /// Appends `change` of `event.agent`'s breaker. Another writer of the data directory
     /// having appended meanwhile, the stream is folded again and the append retried.
     pub(crate) async fn record<S: EventStore>(
@@ -161,8 +214,22 @@ impl Circuits {
         event: CircuitEvent,
         recorded_at: WallTime,
     ) -> Result<(), RuntimeError> {
-        let stream = stream()?;
+        let (agent, at_ms) = (event.agent.clone(), event.at_ms);
         let payload = docket_policies::canonical_json_bytes(&event);
+        self.append(store, change, (&agent, at_ms, None), payload, recorded_at)
+            .await
+    }
+
+    /// Appends one change, its payload encoded, and folds it.
+    async fn append<S: EventStore>(
+        &self,
+        store: &S,
+        change: Change,
+        (agent, at_ms, reset): (&str, i64, Option<CircuitReset>),
+        payload: Vec<u8>,
+        recorded_at: WallTime,
+    ) -> Result<(), RuntimeError> {
+        let stream = stream()?;
         let mut guard = self.folded.lock().await;
         for _ in 0..3 {
             if guard.is_none() {
@@ -181,11 +248,7 @@ impl Circuits {
             match store.append(&stream, folded.version, vec![new]).await {
                 Ok(_) => {
                     folded.version += 1;
-                    folded
-                        .agents
-                        .entry(event.agent.clone())
-                        .or_default()
-                        .apply(change, event.at_ms);
+                    folded.apply(change, agent, at_ms, reset);
                     return Ok(());
                 }
                 Err(StoreError::Conflict { .. }) => *guard = None,
@@ -322,5 +385,145 @@ mod tests {
         assert_eq!((b.consecutive_failures, b.last_probe_ms), (3, None));
         b.apply(Change::Closed, 50);
         assert_eq!(b, Breaker::default());
+    }
+}
+
+/// Where an agent's breaker stands, for people (`docket circuits`, `docket status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BreakerState {
+    /// Calls are made (its failures, if any, are below the threshold).
+    Closed,
+    /// Calls are not made: the threshold is reached and the cool-down has not passed.
+    Open,
+    /// The cool-down has passed: the next call is made as the one probe.
+    HalfOpen,
+}
+
+impl BreakerState {
+    /// The word people read.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Closed => "closed",
+            Self::Open => "open",
+            Self::HalfOpen => "half-open",
+        }
+    }
+}
+
+/// One agent's breaker as recorded in the `_circuits` stream, and the state it is in
+/// under the given settings now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BreakerStatus {
+    /// The agent.
+    pub agent: String,
+    /// Its state under the settings asked about.
+    pub state: BreakerState,
+    /// Failures in a row across runs since it last closed.
+    pub consecutive_failures: u32,
+    /// When the last of them was recorded (ms since the Unix epoch), if any.
+    pub last_failure_ms: Option<i64>,
+    /// When the last half-open probe since that failure was let through, if one was.
+    pub last_probe_ms: Option<i64>,
+    /// The last reset by a person, if any.
+    pub last_reset: Option<CircuitReset>,
+}
+
+fn status_of(
+    agent: String,
+    b: Breaker,
+    last_reset: Option<CircuitReset>,
+    settings: &docket_policies::CircuitBreaker,
+    now_ms: i64,
+) -> BreakerStatus {
+    let last = b
+        .last_probe_ms
+        .map_or(b.last_failure_ms, |p| p.max(b.last_failure_ms));
+    let cooled =
+        u64::try_from(now_ms.saturating_sub(last)).unwrap_or(0) >= settings.probe_interval_ms;
+    let state = if b.consecutive_failures < settings.failure_threshold {
+        BreakerState::Closed
+    } else if cooled {
+        BreakerState::HalfOpen
+    } else {
+        BreakerState::Open
+    };
+    BreakerStatus {
+        agent,
+        state,
+        consecutive_failures: b.consecutive_failures,
+        last_failure_ms: (b.consecutive_failures > 0).then_some(b.last_failure_ms),
+        last_probe_ms: b.last_probe_ms,
+        last_reset,
+    }
+}
+
+impl<S: EventStore + 'static> crate::drive::Runtime<S> {
+    /// Every agent's breaker recorded in this data directory, by agent, in the state it is
+    /// in now under `settings` (a bundle's `defaults.circuit_breaker`). Reads only.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Store`], or [`RuntimeError::Circuits`] for an unreadable event.
+    pub async fn circuit_breakers(
+        &self,
+        settings: &docket_policies::CircuitBreaker,
+    ) -> Result<Vec<BreakerStatus>, RuntimeError> {
+        let now_ms = self.now_ms();
+        Ok(self
+            .circuits()
+            .all(self.store())
+            .await?
+            .into_iter()
+            .map(|(agent, b, reset)| status_of(agent, b, reset, settings, now_ms))
+            .collect())
+    }
+
+    /// Closes `agent`'s breaker: records `circuit.reset` (who, why, when) in the
+    /// `_circuits` stream. The next call of any run reads it closed.
+    ///
+    /// # Errors
+    /// [`RuntimeError::ResetUnexplained`] when `by` or `reason` is blank,
+    /// [`RuntimeError::UnknownCircuit`] when no breaker is recorded for `agent`, and
+    /// store errors.
+    pub async fn reset_circuit(
+        &self,
+        agent: &str,
+        by: &str,
+        reason: &str,
+    ) -> Result<(), RuntimeError> {
+        for (value, missing) in [(by, "who resets it"), (reason, "why")] {
+            if value.trim().is_empty() {
+                return Err(RuntimeError::ResetUnexplained {
+                    agent: agent.to_owned(),
+                    missing,
+                });
+            }
+        }
+        let known = self
+            .circuits()
+            .all(self.store())
+            .await?
+            .iter()
+            .any(|(a, _, _)| a == agent);
+        if !known {
+            return Err(RuntimeError::UnknownCircuit(agent.to_owned()));
+        }
+        let reset = CircuitReset {
+            agent: agent.to_owned(),
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            at_ms: self.now_ms(),
+        };
+        let payload = docket_policies::canonical_json_bytes(&reset);
+        self.circuits()
+            .append(
+                self.store(),
+                Change::Reset,
+                (agent, reset.at_ms, Some(reset.clone())),
+                payload,
+                self.wall_time(),
+            )
+            .await
     }
 }

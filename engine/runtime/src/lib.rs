@@ -29,7 +29,7 @@ pub use agent::{
     AgentCallError, AgentExecutor, CallFuture, CommandExecutor, ExecutorConfigError, HttpExecutor,
     InProcessAgent, InProcessExecutor,
 };
-pub use circuit::CIRCUITS_STREAM;
+pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
     HumanDecision, HumanOverride, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError,

@@ -8,6 +8,9 @@
 //! - `capability.rs`: which capabilities agents may request of each other (each agent's
 //!   `capabilities`, `[[responsibility_locks]]`).
 //! - `circuit_breaker.rs`: when calls to a failing agent stop (`defaults.circuit_breaker`).
+//! - `context_parts.rs`: which parts of the run (original input, prior outputs,
+//!   observations, agent identity) reach a handoff's receiver
+//!   (`multi_agent_handoffs.context_parts`, each handoff rule's `context_parts`).
 //! - `contract.rs`: the output types edges carry and their schemas (`[[output_types]]`).
 //! - `domain.rs`: who writes and reads which domain (`[[domains]]`, each agent's
 //!   `write_scopes` and `read_scopes`).
@@ -32,6 +35,7 @@
 pub(crate) mod authority;
 pub(crate) mod capability;
 pub(crate) mod circuit_breaker;
+pub(crate) mod context_parts;
 pub(crate) mod contract;
 pub(crate) mod domain;
 pub(crate) mod escalation;

@@ -25,6 +25,7 @@ use crate::error::DiagnosticCode as Code;
 use crate::fieldpath::{self, leaves, remove, select};
 use crate::locate::{Pointer, ptr};
 use crate::model::{AgentSpec, BundleSpec};
+use crate::rules::context_parts::{ContextParts, PriorOutputs};
 use crate::rules::handoff::{HandoffDecision, InputKind};
 use crate::validate::Checker;
 use crate::{tokens, translate};
@@ -61,6 +62,11 @@ pub struct HandoffPolicy {
     /// stops the run as any failure. Left out of the canonical form when false.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub fan_out_partial: bool,
+    /// Which parts of the run reach a handoff's receiver, bundle-wide
+    /// (docs/governance.md#context-parts); a handoff rule's own `context_parts` come
+    /// first. Left out of the canonical form when empty.
+    #[serde(default, skip_serializing_if = "ContextParts::is_empty")]
+    pub context_parts: ContextParts,
 }
 
 impl Default for HandoffPolicy {
@@ -74,6 +80,7 @@ impl Default for HandoffPolicy {
             agent_handoff_rules: Vec::new(),
             conflict_resolution: ConflictResolution::default(),
             fan_out_partial: false,
+            context_parts: ContextParts::default(),
         }
     }
 }
@@ -118,6 +125,9 @@ pub struct HandoffRule {
     pub note: Option<String>,
     #[serde(default = "yes")]
     pub audit_enabled: bool,
+    /// Which parts of the run reach this pair's receiver (docs/governance.md#context-parts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_parts: Option<ContextParts>,
 }
 
 /// A receiving agent's own context defaults, `context_requirements`
@@ -500,6 +510,16 @@ pub(crate) fn normalize(s: &mut BundleSpec) {
         if let Some(t) = &mut r.conversation_translation {
             normalize_translation(t);
         }
+        if let Some(PriorOutputs::Agents(list)) = r
+            .context_parts
+            .as_mut()
+            .and_then(|p| p.prior_outputs.as_mut())
+        {
+            sort_dedup(list);
+        }
+    }
+    if let Some(PriorOutputs::Agents(list)) = &mut h.context_parts.prior_outputs {
+        sort_dedup(list);
     }
     h.agent_handoff_rules.sort_by(|a, b| a.id.cmp(&b.id));
 }
@@ -703,6 +723,29 @@ impl PolicyBundle {
             flow: crate::rules::flow::FlowRelation::Unrelated,
         };
         self.scope_under(from, to, payload, handoff, None)
+    }
+
+    /// [`Self::scope_authorised`] in `mode` when one is given (a context part set to
+    /// `full`: every field but the blocked ones).
+    #[must_use]
+    pub fn scope_authorised_in(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+        mode: Option<HandoffMode>,
+    ) -> ScopedContext {
+        let handoff = HandoffDecision {
+            decision: PolicyDecision {
+                verdict: Verdict::Allow,
+                ..authority.clone()
+            },
+            input: InputKind::Decision,
+            output_type: None,
+            flow: crate::rules::flow::FlowRelation::Unrelated,
+        };
+        self.scope_under(from, to, payload, handoff, mode)
     }
 
     /// Scoping under an allowed `handoff`; `mode_override` (a receiver's `context_scope`

@@ -98,6 +98,7 @@ fn main() -> ExitCode {
                     to: to.into(),
                     output_type: "posts".into(),
                     payload: output,
+                    task: None,
                 },
                 None if episode_result => {
                     let artifacts: Vec<Value> = results

@@ -2,7 +2,8 @@
 //! docs/effect-protocol.md) that keeps ITS OWN ledger, so tests can check what really
 //! happened without trusting docket's log.
 //!
-//! `effect-ledger [--ledger FILE] [--calls FILE]` (or `$EFFECT_LEDGER`, `$EFFECT_LEDGER_CALLS`):
+//! `effect-ledger [--ledger FILE] [--calls FILE] [--starts FILE] [--banner-once FILE]` (or
+//! `$EFFECT_LEDGER`, `$EFFECT_LEDGER_CALLS`):
 //! - `execute` appends `key<TAB>result-json` to the ledger and fsyncs before answering; a
 //!   key already in the ledger gets its recorded result back without a new line. The check
 //!   and the append hold an exclusive lock on the ledger, so two executor processes (one
@@ -10,7 +11,11 @@
 //! - `verify` answers `applied` with the recorded result, or `not_applied`;
 //! - `dry_run` checks the params: an object with a string `text` (else `ok: false`);
 //! - `--calls FILE` appends `op<TAB>key<TAB>outcome` for every call (outcome `applied`,
-//!   `duplicate`, `applied?`/`not_applied`, `ok`/`rejected`, `failed`).
+//!   `duplicate`, `applied?`/`not_applied`, `ok`/`rejected`, `failed`);
+//! - `--starts FILE` appends a line each time a process starts;
+//! - `--banner-once FILE`: when FILE does not exist, creates it and writes a banner line
+//!   on stdout as the process starts (a stray line, as a library printing a notice on its
+//!   first run would): only the first process ever started with FILE does.
 //!
 //! The result of `execute` is `{"post_id": "post-KEY", "text": TEXT}`: deterministic, so
 //! an interrupted run can be compared with an uninterrupted one.
@@ -38,6 +43,8 @@ use serde_json::{Value, json};
 struct Options {
     ledger: PathBuf,
     calls: Option<PathBuf>,
+    starts: Option<PathBuf>,
+    banner_once: Option<PathBuf>,
     fail_execute: Option<u64>,
     crash_execute: Option<u64>,
     crash_after_append: bool,
@@ -53,17 +60,22 @@ fn env_number(name: &str) -> Option<u64> {
 fn options() -> Result<Options, String> {
     let mut ledger = std::env::var_os("EFFECT_LEDGER").map(PathBuf::from);
     let mut calls = std::env::var_os("EFFECT_LEDGER_CALLS").map(PathBuf::from);
+    let (mut starts, mut banner_once) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--ledger" => ledger = args.next().map(PathBuf::from),
             "--calls" => calls = args.next().map(PathBuf::from),
+            "--starts" => starts = args.next().map(PathBuf::from),
+            "--banner-once" => banner_once = args.next().map(PathBuf::from),
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
     Ok(Options {
         ledger: ledger.ok_or("no ledger: give --ledger FILE or $EFFECT_LEDGER")?,
         calls,
+        starts,
+        banner_once,
         fail_execute: env_number("EFFECT_LEDGER_FAIL_EXECUTE"),
         crash_execute: env_number("EFFECT_LEDGER_CRASH_EXECUTE"),
         crash_after_append: std::env::var("EFFECT_LEDGER_CRASH_AFTER_APPEND")
@@ -126,6 +138,21 @@ fn main() -> ExitCode {
     let mut executes = 0u64;
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout().lock();
+    if let Some(path) = &options.starts
+        && let Ok(mut file) = OpenOptions::new().create(true).append(true).open(path)
+    {
+        let _ = writeln!(file, "{}", std::process::id());
+    }
+    if let Some(path) = &options.banner_once
+        && OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .is_ok()
+    {
+        let _ = writeln!(stdout, "effect-ledger 1.0 starting up");
+        let _ = stdout.flush();
+    }
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         if line.trim().is_empty() {

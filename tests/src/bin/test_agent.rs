@@ -17,7 +17,8 @@
 //! - `blank_lines`: writes blank lines before answering;
 //! - `environment`: answers with `DOCKET_TEST_VALUE` and the working directory;
 //! - `crash_on_start` (as MODE only): exits with code 7 before reading anything;
-//! - `handoff` (with `--to AGENT --output-type TYPE`): hands off the payload;
+//! - `handoff` (with `--to AGENT --output-type TYPE`, optionally `--task JSON`, the
+//!   handoff's task restrictions): hands off the payload;
 //! - `finish`: finishes with the payload;
 //! - `escalate_then_finish`: asks a human, then (once approved) finishes with the payload;
 //! - `ask`: asks a human which of `fast` and `thorough` to follow; called again with the
@@ -43,7 +44,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, TaskRestrictions};
 use serde_json::json;
 
 const MODES: &[&str] = &[
@@ -75,6 +76,7 @@ struct Script {
     output_type: String,
     capability: String,
     payload: Option<serde_json::Value>,
+    task: Option<TaskRestrictions>,
     record: Option<String>,
     banner_once: Option<String>,
     kill_parent_once: Option<String>,
@@ -116,6 +118,14 @@ fn main() -> ExitCode {
             script.partial = true;
         } else if arg == "--record" {
             script.record = Some(value("--record"));
+        } else if arg == "--task" {
+            match serde_json::from_str(&value("--task")) {
+                Ok(v) => script.task = Some(v),
+                Err(err) => {
+                    eprintln!("test-agent: --task is not a task object: {err}");
+                    return ExitCode::from(2);
+                }
+            }
         } else if arg == "--payload" {
             match serde_json::from_str(&value("--payload")) {
                 Ok(v) => script.payload = Some(v),
@@ -282,6 +292,7 @@ fn main() -> ExitCode {
                         to: (&script.to).into(),
                         output_type: script.output_type.clone(),
                         payload,
+                        task: script.task.clone(),
                     }],
                     "finish" => vec![Action::Finish { output: payload }],
                     "fanout" => script
@@ -291,6 +302,7 @@ fn main() -> ExitCode {
                             to: to.into(),
                             output_type: script.output_type.clone(),
                             payload: payload.clone(),
+                            task: None,
                         })
                         .collect(),
                     "ask" => match request

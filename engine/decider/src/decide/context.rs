@@ -9,13 +9,13 @@
 
 use super::handoff::Crossing;
 use super::*;
-use crate::event::HANDOFF_CONTEXT;
+use crate::event::{HANDOFF_CONTEXT, SCOPED_CONTEXT_PARTS};
 use crate::ids::AgentId;
-use docket_policies::RuleStep;
+use docket_policies::{AgentIdentity, ContentPart, ContextPartsDecision, RuleStep};
 use serde_json::Map;
 
 /// Agents whose outputs are not another agent's work: the caller, a person, the tools.
-const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
+pub(super) const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
 
 impl Batch<'_> {
     /// From decider version 7, sets `context.handoff` of `request` (replacing any carried
@@ -28,11 +28,23 @@ impl Batch<'_> {
             return;
         };
         let to = request.target_agent.to_string();
+        let parts = self.context_parts(request);
+        if let Some(parts) = &parts {
+            self.record_context_parts(request, parts);
+        }
+        let part = |get: fn(&ContextPartsDecision) -> ContentPart| {
+            parts.as_ref().map_or(ContentPart::Scoped, get)
+        };
+        let hide_agents = parts
+            .as_ref()
+            .is_some_and(|p| p.agent_identity.value == AgentIdentity::Hide);
         let mut handoff = Map::new();
         handoff.insert("session_id".to_owned(), json!(run.run_id));
         handoff.insert("workflow".to_owned(), json!(run.workflow.name));
         handoff.insert("position".to_owned(), self.position());
-        handoff.insert("prior_agents".to_owned(), json!(self.prior_agents()));
+        if !hide_agents {
+            handoff.insert("prior_agents".to_owned(), json!(self.prior_agents()));
+        }
         let authority = |rule: &str, reason: String| PolicyDecision {
             kind: DecisionKind::ContextScope,
             verdict: Verdict::Allow,
@@ -74,8 +86,20 @@ impl Batch<'_> {
         // (a minimal handoff passes none of it): scoped under `source → to`, recorded as
         // content from `external`.
         let source = request.source_agent.to_string();
-        let original = match told.original_request.get(source.as_str()) {
+        let original_part = part(|p| p.original_input.value);
+        let cached = told
+            .original_request
+            .get(source.as_str())
+            .filter(|_| original_part == ContentPart::Scoped);
+        let original = match cached {
+            _ if original_part == ContentPart::None => Value::Null,
             Some(crossed) => Value::clone(crossed),
+            None if original_part == ContentPart::Full => self.original_in_full(
+                &source,
+                &to,
+                &run.input,
+                told.original_request.get(source.as_str()),
+            ),
             None => {
                 let why = authority(
                     "context.original_request",
@@ -88,10 +112,85 @@ impl Batch<'_> {
                 Value::clone(&self.record_allowed(crossing, contract, scoped))
             }
         };
-        handoff.insert("original_request".to_owned(), original);
+        if original_part != ContentPart::None {
+            handoff.insert("original_request".to_owned(), original);
+        }
         request
             .context
             .insert("handoff".to_owned(), Value::Object(handoff));
+    }
+
+    /// From decider version 8, the context parts the bundle sets for the receiver of
+    /// `request`, decided for the pair it was reached by (`source_agent → target_agent`).
+    pub(super) fn context_parts(&self, request: &AgentRequest) -> Option<ContextPartsDecision> {
+        (self.state.decider_version() >= SCOPED_CONTEXT_PARTS).then(|| {
+            self.bundle
+                .decide_context_parts(&request.source_agent, &request.target_agent)
+        })
+    }
+
+    /// Records, before the call, the parts that depart from the defaults (what is hidden
+    /// or passed in full, and the rule that says so), so an auditor sees what the agent
+    /// was not told.
+    fn record_context_parts(&mut self, request: &AgentRequest, parts: &ContextPartsDecision) {
+        let departures = parts.departures();
+        let Some((_, _, first_rule)) = departures.first() else {
+            return;
+        };
+        let (from, to) = (&request.source_agent, &request.target_agent);
+        let said: Vec<String> = departures
+            .iter()
+            .map(|(part, value, rule)| format!("{part} = {value} ({rule})"))
+            .collect();
+        let decision = PolicyDecision {
+            kind: DecisionKind::ContextScope,
+            verdict: Verdict::Allow,
+            rule_id: (*first_rule).into(),
+            reason: format!("context parts for {from} → {to}: {}", said.join(", ")).into(),
+            bundle_hash: self.bundle.hash(),
+            chain: departures
+                .iter()
+                .map(|(part, value, rule)| {
+                    RuleStep::new(*rule, StepOutcome::Applied, format!("{part} = {value}"))
+                })
+                .collect(),
+        };
+        self.push(RunEvent::PolicyDecided {
+            subject: request.request_id.to_string(),
+            decision,
+        });
+    }
+
+    /// The original request passed in full (blocked fields still removed) for `source →
+    /// to`: recorded when it differs from what `to` was last told from `source`.
+    fn original_in_full(
+        &mut self,
+        source: &str,
+        to: &str,
+        input: &Value,
+        told: Option<&Arc<Value>>,
+    ) -> Value {
+        let why = PolicyDecision {
+            kind: DecisionKind::ContextScope,
+            verdict: Verdict::Allow,
+            rule_id: "context.original_request".into(),
+            reason: format!("{to} is told the run's original request in full").into(),
+            bundle_hash: self.bundle.hash(),
+            chain: vec![RuleStep::new(
+                "context.original_request",
+                StepOutcome::Applied,
+                "handoff context",
+            )],
+        };
+        let scoped =
+            self.bundle
+                .scope_authorised_in(source, to, input, &why, ContentPart::Full.mode());
+        if told.is_some_and(|t| **t == scoped.context) {
+            return scoped.context;
+        }
+        let contract = scoped.decision.clone();
+        let crossing = Crossing::by(EXTERNAL, to, ("original_request", InputKind::Context), why);
+        Value::clone(&self.record_allowed(crossing, contract, scoped))
     }
 
     /// Where the workflow stands: in a sequential flow, the step of `flow_order` (from 1,

@@ -63,6 +63,7 @@ impl Batch<'_> {
                 request.priority = priority;
             }
             request.context_inputs = self.context_inputs(&to);
+            request.task = merged_task(&list);
             self.schedule(request, None, None, branch_of.clone());
         }
     }
@@ -295,4 +296,20 @@ impl Batch<'_> {
             payload,
         }
     }
+}
+
+/// The task the receiver of `deliveries` is given (decider version 8): that of the first
+/// delivery that gives one, forbidding what every delivery's task forbids (tasks restrict,
+/// never grant).
+fn merged_task(deliveries: &[Delivery]) -> Option<crate::protocol::TaskRestrictions> {
+    let mut tasks = deliveries.iter().filter_map(|d| d.task.as_ref());
+    let mut task = tasks.next()?.clone();
+    for other in tasks {
+        for pattern in &other.denied_tools {
+            if !task.denied_tools.contains(pattern) {
+                task.denied_tools.push(pattern.clone());
+            }
+        }
+    }
+    Some(task)
 }

@@ -4,9 +4,10 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH};
+use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
 use crate::ids::AgentId;
-use docket_policies::{FlowStep, HandoffAudit, ScopedContext};
+use crate::protocol::TaskRestrictions;
+use docket_policies::{FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext};
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when
@@ -26,7 +27,25 @@ impl Batch<'_> {
         if self.state.decider_version() < SCOPED_EVERY_PATH {
             return payload.clone();
         }
-        let scoped = self.bundle.scope_authorised(from, to, payload, authority);
+        self.gate_content_in(from, to, (output_type, input), payload, authority, None)
+    }
+
+    /// [`Self::gate_content`] in `mode` when one is given (a context part set to `full`).
+    pub(super) fn gate_content_in(
+        &mut self,
+        from: &str,
+        to: &str,
+        (output_type, input): (&str, InputKind),
+        payload: &Value,
+        authority: &PolicyDecision,
+        mode: Option<HandoffMode>,
+    ) -> Value {
+        if self.state.decider_version() < SCOPED_EVERY_PATH {
+            return payload.clone();
+        }
+        let scoped = self
+            .bundle
+            .scope_authorised_in(from, to, payload, authority, mode);
         let contract = scoped.decision.clone();
         let crossing = Crossing::by(from, to, (output_type, input), authority.clone());
         Value::clone(&self.record_allowed(crossing, contract, scoped))
@@ -45,22 +64,57 @@ impl Batch<'_> {
             .retain(|c| !c.output_type.starts_with("prior:"));
         let to = request.target_agent.to_string();
         let bundle = self.bundle;
-        for from in bundle.required_prior_outputs(&to) {
-            let Some(outputs) = self.state.outputs.get(from.as_str()).cloned() else {
+        let required = bundle.required_prior_outputs(&to);
+        // From decider version 8 the context parts choose whose outputs cross.
+        let parts = self.context_parts(request);
+        let chosen: Vec<(String, String, String, &str)> = match parts
+            .as_ref()
+            .map(|p| &p.prior_outputs)
+            .filter(|s| s.value != PriorOutputs::default())
+        {
+            None => required
+                .iter()
+                .map(|from| {
+                    (
+                        from.clone(),
+                        format!("agents.{to}.context_requirements.requires_prior_outputs"),
+                        format!("{to} requires {from}'s latest outputs"),
+                        "required prior output",
+                    )
+                })
+                .collect(),
+            Some(setting) => self
+                .state
+                .outputs
+                .keys()
+                .map(AgentId::as_str)
+                .filter(|a| *a != to && !super::context::NOT_AGENTS.contains(a))
+                .filter(|a| setting.value.admits(a, required))
+                .map(|from| {
+                    (
+                        from.to_owned(),
+                        setting.rule_id.clone(),
+                        format!(
+                            "prior_outputs = {} lets {from}'s latest outputs reach {to}",
+                            setting.value.describe()
+                        ),
+                        "prior output the context parts let cross",
+                    )
+                })
+                .collect(),
+        };
+        for (from, rule, why, detail) in chosen {
+            let from = from.as_str();
+            let Some(outputs) = self.state.outputs.get(from).cloned() else {
                 continue;
             };
-            let rule = format!("agents.{to}.context_requirements.requires_prior_outputs");
             let authority = PolicyDecision {
                 kind: DecisionKind::ContextScope,
                 verdict: Verdict::Allow,
                 rule_id: rule.as_str().into(),
-                reason: format!("{to} requires {from}'s latest outputs").into(),
+                reason: why.into(),
                 bundle_hash: bundle.hash(),
-                chain: vec![RuleStep::new(
-                    rule,
-                    StepOutcome::Applied,
-                    "required prior output",
-                )],
+                chain: vec![RuleStep::new(rule, StepOutcome::Applied, detail)],
             };
             for (output_type, payload) in outputs {
                 let scoped = bundle.scope_prior_output(from, &to, &payload, &authority);
@@ -249,8 +303,20 @@ impl Batch<'_> {
             output_type: output_type.to_owned(),
             confidence: self.confidence,
             payload: delivered,
+            task: None,
         });
         true
+    }
+
+    /// From decider version 8: the task a handoff action gives its receiver goes with the
+    /// delivery just governed (and so with the call it makes).
+    pub(super) fn give_task(&mut self, to: &str, task: Option<&TaskRestrictions>) {
+        if self.state.decider_version() < TASK_RESTRICTIONS {
+            return;
+        }
+        if let Some(d) = self.outbox.last_mut().filter(|d| d.to == to) {
+            d.task = task.cloned();
+        }
     }
 
     /// Read-only context inputs for `to` from the bundle's context edges (Guardrail 2),

@@ -649,7 +649,8 @@ impl Batch<'_> {
                     TicketSubject::Retry { request_id }
                     | TicketSubject::Proceed { request_id, .. }
                     | TicketSubject::Question { request_id, .. }
-                    | TicketSubject::EpisodeReview { request_id, .. } => request_id.clone(),
+                    | TicketSubject::EpisodeReview { request_id, .. }
+                    | TicketSubject::Tool { request_id, .. } => request_id.clone(),
                     TicketSubject::Conflict { origin, .. } => origin.clone(),
                     // Side effects: the effect's own episode, below.
                     TicketSubject::Effect { .. } => CallId::default(),

@@ -18,8 +18,9 @@
 //! (`policy.decided`), then what the block stopped goes on through the usual gates.
 
 use super::*;
-use crate::event::HUMAN_OVERRIDES;
+use crate::event::{HUMAN_OVERRIDES, TASK_RESTRICTIONS};
 use crate::ids::AgentId;
+use crate::protocol::TaskRestrictions;
 use docket_policies::{Authority, OverrideRequest};
 use serde::{Deserialize, Serialize};
 
@@ -61,6 +62,10 @@ pub enum HeldStep {
         /// The answer's actions after the handoff.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         then: Vec<Action>,
+        /// The task the handoff gives its receiver (decider version 8), kept when an
+        /// override lets it cross.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<TaskRestrictions>,
     },
     /// An answer's actions a DANGEROUS verdict held back.
     Actions {
@@ -222,9 +227,19 @@ impl Batch<'_> {
         origin: Option<&AgentRequest>,
     ) {
         let request_id = origin.map(|r| r.request_id.clone());
-        let then = match (&self.acting, &request_id) {
-            (Some((id, all, next)), Some(r)) if id == r => all.get(*next..).unwrap_or(&[]).to_vec(),
-            _ => Vec::new(),
+        let (then, task) = match (&self.acting, &request_id) {
+            (Some((id, all, next)), Some(r)) if id == r => {
+                let task = match next.checked_sub(1).and_then(|i| all.get(i)) {
+                    Some(Action::Handoff { task, .. })
+                        if self.state.decider_version() >= TASK_RESTRICTIONS =>
+                    {
+                        task.clone()
+                    }
+                    _ => None,
+                };
+                (all.get(*next..).unwrap_or(&[]).to_vec(), task)
+            }
+            _ => (Vec::new(), None),
         };
         self.hold(
             HeldStep::Handoff {
@@ -234,6 +249,7 @@ impl Batch<'_> {
                 payload: payload.clone(),
                 request_id,
                 then,
+                task,
             },
             None,
         );
@@ -292,6 +308,7 @@ impl Batch<'_> {
                 payload,
                 request_id,
                 then,
+                task,
             } => {
                 if let Some(r) = &request_id {
                     self.enter(r);
@@ -314,6 +331,7 @@ impl Batch<'_> {
                     output_type,
                     confidence: self.confidence,
                     payload: Arc::new(delivered),
+                    task,
                 });
                 match request_id {
                     Some(r) => {

@@ -33,10 +33,11 @@ impl Batch<'_> {
         // ran, against deny patterns and its allowed tools.
         let mut violation = None;
         let mut review = None;
+        let task_denied = self.task_denied(&call.request);
         for tool in &response.tool_calls {
             let d = self
                 .bundle
-                .decide_tool_call(&agent, &tool.invocation(), &[]);
+                .decide_tool_call(&agent, &tool.invocation(), task_denied);
             match d.verdict {
                 Verdict::Allow => {}
                 Verdict::Deny if violation.is_none() => violation = Some(d.reason.to_string()),
@@ -148,10 +149,12 @@ impl Batch<'_> {
                     to,
                     output_type,
                     payload,
+                    task,
                 } => {
                     if !self.handoff(agent, to, output_type, payload, Some(&*origin)) {
                         return;
                     }
+                    self.give_task(to, task.as_ref());
                 }
                 Action::RequestCapability {
                     target_agent,

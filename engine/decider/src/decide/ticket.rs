@@ -85,6 +85,11 @@ impl Batch<'_> {
             self.on_effect_ticket(effect_id, *step, approved, by, reason);
             return;
         }
+        // Governed tools: a reviewed call runs or is refused; the run goes on either way.
+        if matches!(t.subject, TicketSubject::Tool { .. }) {
+            self.on_tool_ticket(&t.subject, ticket, approved, by, reason);
+            return;
+        }
         if !approved {
             self.episode_review_denied(&t.subject, by, reason);
             let message = format!("{by} denied {ticket} ({}): {reason}", t.reason);
@@ -195,8 +200,8 @@ impl Batch<'_> {
                 result,
                 ..
             } => self.episode_review_approved(&episode_id, &agent, &request_id, &result),
-            // Side effects: decided above (a denial does not block).
-            TicketSubject::Effect { .. } => {}
+            // Side effects and governed tools: decided above (a denial does not block).
+            TicketSubject::Effect { .. } | TicketSubject::Tool { .. } => {}
         }
     }
 

@@ -19,8 +19,10 @@
 //! otherwise the runtime records `tool.failed` with `TOOL_INTERRUPTED`.
 
 use super::*;
+use crate::event::{REVIEWED_TOOL_CALLS, TASK_RESTRICTIONS};
 use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
 use crate::protocol::{ToolRequest, resolve_tool, tool_invocation};
+use docket_policies::ContentPart;
 use serde::{Deserialize, Serialize};
 
 /// The `source_agent` of the `tool_result` decision inputs (and the sender scoping sees).
@@ -137,6 +139,14 @@ impl ToolInput {
     }
 }
 
+/// The argument part of a `Tool(argument)` invocation.
+fn invocation_argument(invocation: &str) -> &str {
+    invocation
+        .split_once('(')
+        .and_then(|(_, rest)| rest.strip_suffix(')'))
+        .unwrap_or("")
+}
+
 /// Whether a tool outcome applies: the call was scheduled and has no outcome yet.
 pub(super) fn check_input(state: &RunState, input: &ToolInput) -> Result<(), Rejection> {
     let id = input.tool_call_id();
@@ -176,7 +186,11 @@ impl Batch<'_> {
         let decision = self
             .state
             .episode_gate(self.bundle, &episode_id)
-            .unwrap_or_else(|| self.bundle.decide_tool_call(agent, &invocation, &[]));
+            .unwrap_or_else(|| {
+                let task_denied = self.task_denied(&asker.request);
+                self.bundle
+                    .decide_tool_call(agent, &invocation, task_denied)
+            });
         let verdict = decision.verdict;
         let rule = decision.rule_id.to_string();
         let reason = decision.reason.to_string();
@@ -196,6 +210,9 @@ impl Batch<'_> {
         };
         match verdict {
             Verdict::Allow => {}
+            Verdict::NeedsApproval if self.state.decider_version() >= REVIEWED_TOOL_CALLS => {
+                return self.review_tool(denied);
+            }
             Verdict::NeedsApproval => {
                 let reason = format!(
                     "{}; a call_tool cannot wait for a human's review, so it is refused",
@@ -205,10 +222,25 @@ impl Batch<'_> {
             }
             _ => return self.deny_tool(denied),
         }
+        self.schedule_tool(denied);
+    }
+
+    /// An allowed call (by the rules or by a human's review): matched to the workflow's
+    /// executor and scheduled, or refused when the workflow has none.
+    fn schedule_tool(&mut self, denied: ToolDenied) {
         let Some(run) = self.state.run.clone() else {
             return;
         };
-        let Some((section, spec, tool)) = resolve_tool(&run.workflow.tools, name) else {
+        let ToolDenied {
+            tool_call_id,
+            request_id,
+            agent,
+            episode_id,
+            name,
+            arguments,
+            ..
+        } = denied.clone();
+        let Some((section, spec, tool)) = resolve_tool(&run.workflow.tools, &name) else {
             return self.deny_tool(ToolDenied {
                 rule_id: "workflow.tools".to_owned(),
                 reason: format!(
@@ -222,19 +254,109 @@ impl Batch<'_> {
             run_id: self.run_id(),
             episode_id,
             tool_call_id: tool_call_id.clone(),
-            agent: agent.into(),
+            agent,
             tool: tool.to_owned(),
-            arguments: arguments.clone(),
+            arguments,
             timeout_ms: spec.timeout_ms(),
         };
+        let (section, read_only) = (section.to_owned(), spec.read_only);
         self.push(RunEvent::ToolCallScheduled(ToolCallScheduled {
             tool_call_id,
-            request_id: request_id.clone(),
-            name: name.clone(),
-            section: section.to_owned(),
-            read_only: spec.read_only,
+            request_id,
+            name,
+            section,
+            read_only,
             request,
         }));
+    }
+
+    /// From decider version 8: a call a review pattern matched waits for a human on a
+    /// ticket naming the tool, the argument and the pattern; the call's id is reserved.
+    fn review_tool(&mut self, held: ToolDenied) {
+        let pattern = self
+            .bundle
+            .spec()
+            .review_patterns
+            .iter()
+            .find(|p| p.id == held.rule_id)
+            .map(|p| p.pattern.clone())
+            .unwrap_or_default();
+        let invocation = tool_invocation(&held.name, &held.arguments);
+        let reason = format!(
+            "{} asks to call tool `{}` with argument `{}` ({}), which matches review \
+             pattern `{}` (`{pattern}`): approving runs it, denying tells {} it was denied",
+            held.agent,
+            held.name,
+            invocation_argument(&invocation),
+            held.tool_call_id,
+            held.rule_id,
+            held.agent,
+        );
+        let ticket = self.next_ticket();
+        self.push(RunEvent::Escalated {
+            ticket,
+            reason,
+            subject: TicketSubject::Tool {
+                tool_call_id: held.tool_call_id,
+                request_id: held.request_id,
+                agent: held.agent,
+                episode_id: held.episode_id,
+                name: held.name,
+                arguments: held.arguments,
+                invocation,
+                rule_id: held.rule_id,
+                pattern,
+            },
+        });
+    }
+
+    /// A human's decision on a tool review ticket: approved, the call is scheduled
+    /// (matched to its executor); denied, the agent is told, as of a refused call.
+    pub(super) fn on_tool_ticket(
+        &mut self,
+        subject: &TicketSubject,
+        ticket: &crate::ids::TicketId,
+        approved: bool,
+        by: &str,
+        reason: &str,
+    ) {
+        let TicketSubject::Tool {
+            tool_call_id,
+            request_id,
+            agent,
+            episode_id,
+            name,
+            arguments,
+            rule_id,
+            ..
+        } = subject
+        else {
+            return;
+        };
+        let held = ToolDenied {
+            tool_call_id: tool_call_id.clone(),
+            request_id: request_id.clone(),
+            agent: agent.clone(),
+            episode_id: episode_id.clone(),
+            name: name.clone(),
+            arguments: arguments.clone(),
+            rule_id: rule_id.clone(),
+            reason: format!("{by} denied {ticket}: {reason}"),
+        };
+        if approved {
+            self.schedule_tool(held);
+        } else {
+            self.deny_tool(held);
+        }
+    }
+
+    /// The tool patterns the task of `request` forbids (decider version 8; none before):
+    /// the tool decision's task restrictions.
+    pub(super) fn task_denied<'r>(&self, request: &'r AgentRequest) -> &'r [String] {
+        match &request.task {
+            Some(task) if self.state.decider_version() >= TASK_RESTRICTIONS => &task.denied_tools,
+            _ => &[],
+        }
     }
 
     /// Records a refusal; the asking episode counts it (`tool_refused`) and, unless that
@@ -301,12 +423,23 @@ impl Batch<'_> {
             bundle_hash: self.bundle.hash(),
             chain: vec![RuleStep::new(rule, StepOutcome::Applied, "tool outcome")],
         };
-        let delivered = self.gate_content(
+        // From decider version 8 the context parts decide how much of an observation
+        // crosses: scoped (as `tools → agent` scopes it), in full, or without its result.
+        let observations = self
+            .context_parts(&asker.request)
+            .map_or(ContentPart::Scoped, |p| p.observations.value);
+        if observations == ContentPart::None
+            && let Some(map) = outcome.as_object_mut()
+        {
+            map.remove("result");
+        }
+        let delivered = self.gate_content_in(
             TOOLS_SOURCE,
             &agent,
             (TOOL_RESULT_TYPE, InputKind::Decision),
             &outcome,
             &authority,
+            observations.mode(),
         );
         let mut request = AgentRequest::clone(&asker.request);
         request.request_id = self.next_request_id();

@@ -24,7 +24,9 @@ pub use effect_wire::{
 pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
 pub use parse::{MalformedResponse, parse_response};
 pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
-pub use response::{Action, AgentResponse, Confidence, ResponseStatus, ToolCall, Usage};
+pub use response::{
+    Action, AgentResponse, Confidence, ResponseStatus, TaskRestrictions, ToolCall, Usage,
+};
 pub use schema::{
     agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
     effect_protocol_schema_pretty,

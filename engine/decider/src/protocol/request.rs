@@ -2,6 +2,7 @@
 //! asked, the run, episode and attempt it belongs to, and its inputs split into decision
 //! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
+use super::TaskRestrictions;
 use crate::ids::{AgentId, CallId, EpisodeId, RunId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,10 @@ pub struct AgentRequest {
     /// decisions.
     #[serde(default)]
     pub context_inputs: Vec<ContextInput>,
+    /// The task the handoff that called you gave you, and the tools it forbids you
+    /// (docs/agent-protocol.md#task-restrictions); absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRestrictions>,
 }
 
 /// The request's priority (docs/agent-protocol.md#the-request).
@@ -135,6 +140,7 @@ impl AgentRequest {
             context: Map::new(),
             decision_inputs: Vec::new(),
             context_inputs: Vec::new(),
+            task: None,
         }
     }
 

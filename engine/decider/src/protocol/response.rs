@@ -155,6 +155,22 @@ impl ToolCall {
     }
 }
 
+/// The task a handoff gives its receiver and what it forbids there (seed 002's task
+/// constraints, docs/agent-protocol.md#task-restrictions): a task restricts, never grants.
+/// Its `denied_tools` are decided after the bundle's deny patterns and the agent's MUST NOT
+/// rules and before its allowed tools, for the receiver's `call_tool` actions and the tool
+/// calls it reports.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskRestrictions {
+    /// The task's id, as the orchestrator names it (recorded and shown in denials).
+    pub id: String,
+    /// Tool patterns (`Tool` or `Tool(glob)`, as in the bundle's deny patterns) the task
+    /// forbids the receiver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub denied_tools: Vec<String>,
+}
+
 /// One thing an agent asks the engine to do. Tagged by `"type"`; an unknown type is
 /// rejected when the response is parsed, naming the type and the ones that exist.
 //
@@ -174,6 +190,10 @@ pub enum Action {
         output_type: String,
         /// The output itself.
         payload: Value,
+        /// The task this handoff gives the receiver, with the restrictions it puts on it
+        /// (docs/agent-protocol.md#task-restrictions). Optional.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<TaskRestrictions>,
     },
     /// Ask another agent for one of its capabilities. The engine makes the call (agents
     /// never call each other directly) and brings the answer back.
@@ -365,6 +385,7 @@ mod tests {
                     to: "strategy".into(),
                     output_type: "gaps".into(),
                     payload: json!({"gaps": [{"id": "g1", "priority": 1}]}),
+                    task: None,
                 },
                 Action::Escalate {
                     reason: "conflicting scores".into(),

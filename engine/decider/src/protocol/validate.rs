@@ -69,6 +69,14 @@ pub enum ValidationProblem {
         /// How many actions come after it.
         following: usize,
     },
+    /// A task's denied tool that is not a tool pattern.
+    #[error("{pattern:?} is not a tool pattern (`Tool` or `Tool(glob)`): {reason}")]
+    BadToolPattern {
+        /// The pattern as sent.
+        pattern: String,
+        /// Why it does not parse.
+        reason: String,
+    },
     /// usage.tool_calls counts fewer calls than tool_calls lists.
     #[error("{reported} is less than the {listed} entries in tool_calls")]
     UsageBelowListed {
@@ -284,10 +292,31 @@ impl AgentResponse {
 fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
     match action {
         Action::Handoff {
-            to, output_type, ..
+            to,
+            output_type,
+            task,
+            ..
         } => {
             non_empty(|| format!("actions[{i}].to"), to)?;
-            non_empty(|| format!("actions[{i}].output_type"), output_type)
+            non_empty(|| format!("actions[{i}].output_type"), output_type)?;
+            let Some(task) = task else {
+                return Ok(());
+            };
+            non_empty(|| format!("actions[{i}].task.id"), &task.id)?;
+            for (j, pattern) in task.denied_tools.iter().enumerate() {
+                let at = || format!("actions[{i}].task.denied_tools[{j}]");
+                non_empty(at, pattern)?;
+                if let Err(reason) = docket_policies::ToolPattern::parse(pattern) {
+                    return fail(
+                        at(),
+                        ValidationProblem::BadToolPattern {
+                            pattern: pattern.clone(),
+                            reason,
+                        },
+                    );
+                }
+            }
+            Ok(())
         }
         Action::RequestCapability {
             target_agent,
@@ -486,6 +515,7 @@ mod tests {
                     to: AgentId::default(),
                     output_type: "gaps".into(),
                     payload: json!({}),
+                    task: None,
                 },
             ],
         );

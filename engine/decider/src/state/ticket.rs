@@ -57,6 +57,8 @@ impl RunState {
                     },
                 );
                 self.status = RunStatus::WaitingForHuman;
+                // Governed tools: a reviewed call's id is reserved while it waits.
+                self.hold_tool_for_review(subject);
             }
             RunEvent::HumanDecided {
                 ticket,

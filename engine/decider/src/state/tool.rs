@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::RunState;
-use crate::event::RunEvent;
+use crate::event::{RunEvent, TicketSubject};
 use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
 use crate::protocol::ToolRequest;
 
@@ -15,6 +15,8 @@ use crate::protocol::ToolRequest;
 pub enum ToolPhase {
     /// Allowed and scheduled: its executor runs it next (or ran it, unrecorded).
     Scheduled,
+    /// Waiting for a human's review on a ticket (decider version 8).
+    AwaitingReview,
     /// Final: refused before it ran.
     Denied,
     /// Final: its result is recorded.
@@ -35,6 +37,7 @@ impl ToolPhase {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Scheduled => "scheduled",
+            Self::AwaitingReview => "awaiting review",
             Self::Denied => "denied",
             Self::Returned => "returned",
             Self::Failed => "failed",
@@ -67,6 +70,13 @@ pub struct ToolCallRecord {
     pub phase: ToolPhase,
 }
 
+impl ToolCallRecord {
+    /// Scheduled without an outcome, or waiting for a review.
+    fn in_flight(&self) -> bool {
+        matches!(self.phase, ToolPhase::Scheduled | ToolPhase::AwaitingReview)
+    }
+}
+
 impl RunState {
     /// Every governed tool call, by id.
     #[must_use]
@@ -74,10 +84,11 @@ impl RunState {
         &self.tool_calls
     }
 
-    /// Whether a tool call is scheduled without an outcome (the run waits for it).
+    /// Whether a tool call is scheduled without an outcome, or waits for a review (the
+    /// run waits for it).
     #[must_use]
     pub fn tools_in_flight(&self) -> bool {
-        self.tool_calls.values().any(|r| r.phase.awaits_outcome())
+        self.tool_calls.values().any(ToolCallRecord::in_flight)
     }
 
     /// Whether a branch of the fan-out `group` waits for a tool call's outcome (the group
@@ -85,7 +96,7 @@ impl RunState {
     #[must_use]
     pub fn tools_in_flight_in(&self, group: &str) -> bool {
         self.tool_calls.values().any(|r| {
-            r.phase.awaits_outcome()
+            r.in_flight()
                 && self
                     .calls
                     .get(&r.request_id)
@@ -103,7 +114,7 @@ impl RunState {
     pub(super) fn apply_tool(&mut self, event: &RunEvent) {
         match event {
             RunEvent::ToolCallScheduled(s) => {
-                self.tool_calls_requested += 1;
+                self.count_tool_call(&s.tool_call_id);
                 self.tool_calls.insert(
                     s.tool_call_id.clone(),
                     ToolCallRecord {
@@ -121,7 +132,7 @@ impl RunState {
                 );
             }
             RunEvent::ToolDenied(d) => {
-                self.tool_calls_requested += 1;
+                self.count_tool_call(&d.tool_call_id);
                 self.tool_calls.insert(
                     d.tool_call_id.clone(),
                     ToolCallRecord {
@@ -142,6 +153,47 @@ impl RunState {
             RunEvent::ToolFailed(f) => self.settle_tool(&f.tool_call_id, ToolPhase::Failed),
             _ => {}
         }
+    }
+
+    /// A call decided for the first time takes the next id; one decided after its review
+    /// kept the id its ticket reserved.
+    fn count_tool_call(&mut self, id: &ToolCallId) {
+        if !self.tool_calls.contains_key(id) {
+            self.tool_calls_requested += 1;
+        }
+    }
+
+    /// Folds a tool review ticket (decider version 8): the call's id is reserved and the
+    /// call waits for the human.
+    pub(super) fn hold_tool_for_review(&mut self, subject: &TicketSubject) {
+        let TicketSubject::Tool {
+            tool_call_id,
+            request_id,
+            agent,
+            episode_id,
+            name,
+            arguments,
+            ..
+        } = subject
+        else {
+            return;
+        };
+        self.count_tool_call(tool_call_id);
+        self.tool_calls.insert(
+            tool_call_id.clone(),
+            ToolCallRecord {
+                tool_call_id: tool_call_id.clone(),
+                request_id: request_id.clone(),
+                agent: agent.clone(),
+                episode_id: episode_id.clone(),
+                name: name.clone(),
+                arguments: arguments.clone(),
+                read_only: false,
+                request: None,
+                section: None,
+                phase: ToolPhase::AwaitingReview,
+            },
+        );
     }
 
     fn settle_tool(&mut self, id: &ToolCallId, phase: ToolPhase) {

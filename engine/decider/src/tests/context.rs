@@ -117,3 +117,131 @@ pub(crate) fn version_6_runs_carry_no_handoff_context() {
     assert!(run.pending().context.get("handoff").is_none());
     run.replays();
 }
+
+/// The test bundle with `extra` added to its `[multi_agent_handoffs]` section.
+fn with_handoffs(extra: &str) -> String {
+    let src = BUNDLE.replace(
+        "default_handoff_mode = \"full\"\n",
+        &format!("default_handoff_mode = \"full\"\n{extra}\n"),
+    );
+    assert_ne!(src, BUNDLE);
+    src
+}
+
+/// The `policy.decided` recording the context parts of `request_id`'s call, if any.
+fn parts_record(run: &History, request_id: &str) -> Option<docket_policies::PolicyDecision> {
+    run.log.iter().find_map(|e| match e {
+        RunEvent::PolicyDecided { subject, decision }
+            if subject == request_id
+                && decision.kind == docket_policies::DecisionKind::ContextScope =>
+        {
+            Some(decision.clone())
+        }
+        _ => None,
+    })
+}
+
+/// Version 8: agent identity hidden bundle-wide, and for `a → b` no original input and
+/// every prior output; each departure recorded before the call, naming its rule.
+#[test]
+pub(crate) fn context_parts_hide_or_widen_what_reaches_the_receiver() {
+    let src = with_handoffs(
+        r#"context_parts = { agent_identity = "hide" }
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "a-to-b"
+from_agent_id = "a"
+to_agent_id = "b"
+context_parts = { original_input = "none", prior_outputs = "all" }"#,
+    );
+    let mut run = started_under(&src, "t.toml", |_| {});
+    // The entry call (external → a) departs only in agent identity.
+    let a = run.pending();
+    assert!(a.context["handoff"].get("prior_agents").is_none());
+    assert_eq!(a.context["handoff"]["original_request"], json!({"x": 1}));
+    let record = parts_record(&run, a.request_id.as_str()).expect("a's parts recorded");
+    assert_eq!(
+        record.rule_id.as_ref(),
+        "multi_agent_handoffs.context_parts"
+    );
+    assert!(
+        record.reason.contains("agent_identity = hide"),
+        "{}",
+        record.reason
+    );
+
+    run.when(respond(vec![handoff("b", "ab", json!({"k": 1}))]));
+    let b = run.pending();
+    let context = &b.context["handoff"];
+    assert!(context.get("original_request").is_none(), "{context}");
+    assert!(context.get("prior_agents").is_none(), "{context}");
+    assert!(
+        crossings(&run).is_empty(),
+        "nothing of the original request crossed: {:?}",
+        crossings(&run)
+    );
+    // `all`: a's latest output reaches b as a prior output, recorded.
+    assert!(
+        b.context_inputs
+            .iter()
+            .any(|c| c.output_type == "prior:ab" && c.source_agent == "a"),
+        "{:?}",
+        b.context_inputs
+    );
+    let record = parts_record(&run, b.request_id.as_str()).expect("b's parts recorded");
+    let steps: Vec<(String, String)> = record
+        .chain
+        .iter()
+        .map(|s| (s.rule_id.to_string(), s.note.to_string()))
+        .collect();
+    assert_eq!(
+        steps,
+        [
+            ("a-to-b".to_owned(), "original_input = none".to_owned()),
+            ("a-to-b".to_owned(), "prior_outputs = all".to_owned()),
+            (
+                "multi_agent_handoffs.context_parts".to_owned(),
+                "agent_identity = hide".to_owned()
+            ),
+        ]
+    );
+    run.replays();
+}
+
+/// Version 8: `original_input = "full"` passes every field of the run's input to a
+/// receiver its own rules scope to an allow-list, blocked fields still removed.
+#[test]
+pub(crate) fn a_full_original_input_still_drops_blocked_fields() {
+    let src = with_handoffs(
+        r#"blocked_context_fields = ["secret"]
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "b-to-c"
+from_agent_id = "b"
+to_agent_id = "c"
+context_parts = { original_input = "full" }"#,
+    );
+    let mut run = started_under(&src, "t.toml", |r| {
+        r.input = json!({"x": 1, "keep": "yes", "secret": "s3cret"});
+    });
+    run.when(respond(vec![handoff("b", "ab", json!({"k": 1}))]));
+    run.when(respond(vec![handoff("c", "bc", json!({"keep": 1}))]));
+    let c = run.pending();
+    assert_eq!(
+        c.context["handoff"]["original_request"],
+        json!({"x": 1, "keep": "yes"})
+    );
+    assert!(crossings(&run).contains(&("external".into(), "c".into(), "original_request".into())));
+    // Before version 8 the same bundle scoped it as the pair does.
+    let mut old = started_under(&src, "t.toml", |r| {
+        r.input = json!({"x": 1, "keep": "yes", "secret": "s3cret"});
+        r.decider_version = 7;
+    });
+    old.when(respond(vec![handoff("b", "ab", json!({"k": 1}))]));
+    old.when(respond(vec![handoff("c", "bc", json!({"keep": 1}))]));
+    assert_eq!(
+        old.pending().context["handoff"]["original_request"],
+        json!({"keep": "yes"})
+    );
+    assert!(parts_record(&old, old.pending().request_id.as_str()).is_none());
+    run.replays();
+    old.replays();
+}

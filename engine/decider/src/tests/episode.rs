@@ -741,6 +741,7 @@ fn to_external(payload: Value) -> Action {
         to: "external".into(),
         output_type: "answer".into(),
         payload,
+        task: None,
     }
 }
 
@@ -824,6 +825,7 @@ pub(crate) fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
             to: "orch".into(),
             output_type: "x".into(),
             payload: json!({}),
+            task: None,
         }])
         .to(&worker)
         .at(3_000),

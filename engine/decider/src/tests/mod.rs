@@ -450,6 +450,7 @@ pub(crate) fn handoff(to: &str, output_type: &str, payload: Value) -> Action {
         to: to.into(),
         output_type: output_type.into(),
         payload,
+        task: None,
     }
 }
 

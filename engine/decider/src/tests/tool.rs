@@ -50,7 +50,13 @@ reason = "pushes are reviewed"
 const T1: &str = "run-1/tool-1";
 
 fn tools_run() -> History {
+    tools_run_at(crate::DECIDER_VERSION)
+}
+
+/// [`tools_run`] recorded by decider `version`.
+fn tools_run_at(version: u32) -> History {
     started_under(TOOL_BUNDLE, "tools.toml", |run| {
+        run.decider_version = version;
         let spec = |f: fn(&mut ToolSpec)| {
             let mut s = ToolSpec::default();
             f(&mut s);
@@ -236,15 +242,19 @@ pub(crate) fn a_tool_not_among_the_allowed_ones_or_without_executor_is_refused()
     // Allowed by the bundle, but no [tools] section serves it.
     let result = refused(call("undeclared", Value::Null));
     assert_eq!(result["rule_id"], "workflow.tools");
-    // A review pattern cannot be waited for by a call_tool: refused, saying so.
-    let result = refused(call("Bash", json!("git push origin")));
+    // Before decider version 8 a review pattern cannot be waited for by a call_tool:
+    // refused, saying so.
+    let mut run = tools_run_at(7);
+    run.when(respond(vec![call("Bash", json!("git push origin"))]));
+    let result = tool_result(&run);
     assert_eq!(result["rule_id"], "review-push");
     assert!(
         result["reason"]
             .as_str()
-            .is_some_and(|r| r.contains("review")),
+            .is_some_and(|r| r.contains("cannot wait")),
         "{result}"
     );
+    run.replays();
     // An MCP server's tool resolves to its section; an executor failure reaches the agent.
     let mut run = tools_run();
     run.when(respond(vec![call("fs:read_file", json!({"path": "/x"}))]))
@@ -394,5 +404,299 @@ default_handoff_mode = "full"
     run.when(returned(T1, json!({"hits": 1})));
     run.when(respond(vec![handoff("sink", "job", json!({"n": 2}))]).by("left"));
     assert!(run.decided().iter().any(|e| e.kind() == "fanout.joined"));
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_call_matching_a_review_pattern_waits_for_a_human_who_approves_it() {
+    let mut run = tools_run();
+    run.when(respond(vec![call("Bash", json!("git push origin main"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "human.escalated"])
+        .then(|events| {
+            let RunEvent::Escalated {
+                reason, subject, ..
+            } = &events[2]
+            else {
+                panic!("a ticket");
+            };
+            // The ticket names the tool, the argument and the pattern.
+            for part in [
+                "`Bash`",
+                "`git push origin main`",
+                "review-push",
+                "Bash(git push*)",
+            ] {
+                assert!(reason.contains(part), "{part} in {reason}");
+            }
+            let crate::TicketSubject::Tool {
+                tool_call_id,
+                invocation,
+                rule_id,
+                pattern,
+                ..
+            } = subject
+            else {
+                panic!("a tool ticket: {subject:?}");
+            };
+            assert_eq!(tool_call_id.as_str(), T1);
+            assert_eq!(invocation, "Bash(git push origin main)");
+            assert_eq!(
+                (rule_id.as_str(), pattern.as_str()),
+                ("review-push", "Bash(git push*)")
+            );
+        });
+    assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    assert_eq!(
+        run.state.tool_calls()[&T1.into()].phase,
+        ToolPhase::AwaitingReview
+    );
+    assert!(
+        run.state.tools_in_flight(),
+        "the run does not end meanwhile"
+    );
+    run.when(approve_open())
+        .then_kinds(&["human.decided", "tool.call_scheduled"])
+        .then(|events| {
+            let RunEvent::ToolCallScheduled(s) = &events[1] else {
+                panic!("scheduled");
+            };
+            // The id the ticket reserved.
+            assert_eq!(s.tool_call_id.as_str(), T1);
+            assert_eq!(s.request.arguments, json!("git push origin main"));
+        });
+    assert_eq!(run.state.status, RunStatus::Running);
+    // The result goes back through the gate, as any tool's.
+    run.when(returned(T1, json!({"pushed": true, "secret": "s"})))
+        .then_kinds(&["tool.returned", "handoff.allowed", "agent.call_scheduled"]);
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "returned");
+    assert!(result["result"].get("secret").is_none(), "{result}");
+    // The next call takes the next id.
+    run.when(respond(vec![call("search", json!("q"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    assert!(run.state.tool_calls().contains_key(&"run-1/tool-2".into()));
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_reviewed_call_the_human_denies_is_told_to_the_agent_and_the_run_goes_on() {
+    let mut run = tools_run();
+    run.when(respond(vec![call("Bash", json!("git push --force"))]));
+    run.when(deny_open().by("lee").because("not on Fridays"))
+        .then_kinds(&[
+            "human.decided",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            let RunEvent::ToolDenied(d) = &events[1] else {
+                panic!("denied");
+            };
+            assert_eq!(d.tool_call_id.as_str(), T1);
+            assert_eq!(d.rule_id, "review-push");
+            assert!(d.reason.contains("lee denied") && d.reason.contains("not on Fridays"));
+        });
+    assert_eq!(run.state.status, RunStatus::Running);
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "denied");
+    assert_eq!(result["rule_id"], "review-push");
+    assert_eq!(run.state.tool_calls()[&T1.into()].phase, ToolPhase::Denied);
+    run.when(respond(vec![Action::Finish {
+        output: json!({"ok": false}),
+    }]));
+    assert_eq!(run.state.status, RunStatus::Completed);
+    run.replays();
+}
+
+// ---------------------------------------------------------------------------------------
+// Task restrictions (decider version 8): an orchestrator's handoff gives its specialist a
+// task that forbids tools the bundle allows it.
+
+const TASK_BUNDLE: &str = r#"
+bundle = { id = "tasks" }
+agents = [
+  { id = "external" },
+  { id = "orch" },
+  { id = "a", allowed_tools = ["search", "Bash(*)"] },
+]
+[interactions]
+allowed = [{ from = "external", to = "orch" }, { from = "orch", to = "a" }, { from = "a", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[deny_patterns]]
+id = "deny-rm"
+pattern = "Bash(rm -rf *)"
+reason = "never"
+"#;
+
+/// `run-1` under the task bundle recorded by `version`: orch hands a job to `a` with the
+/// task `t-1`, which forbids `Bash(git *)`; a's call is pending.
+fn tasked_run(version: u32) -> History {
+    let mut run = started_under(TASK_BUNDLE, "tasks.toml", |run| {
+        run.decider_version = version;
+        run.workflow.entry = "orch".into();
+        run.workflow.agents = ["orch", "a"]
+            .into_iter()
+            .map(|a| (a.into(), in_process()))
+            .collect();
+        let bash = ToolSpec {
+            command: Some("bash-tool".into()),
+            ..ToolSpec::default()
+        };
+        run.workflow.tools = [("Bash".to_owned(), bash)].into_iter().collect();
+    });
+    run.when(respond(vec![Action::Handoff {
+        to: "a".into(),
+        output_type: "job".into(),
+        payload: json!({"fix": "the build"}),
+        task: Some(crate::TaskRestrictions {
+            id: "t-1".into(),
+            denied_tools: vec!["Bash(git *)".into()],
+        }),
+    }]));
+    run
+}
+
+#[test]
+pub(crate) fn a_task_restriction_denies_a_call_tool_the_agent_is_allowed() {
+    let mut run = tasked_run(crate::DECIDER_VERSION);
+    // The receiving call records the task.
+    let request = run.pending();
+    assert_eq!(request.target_agent, "a");
+    let task = request.task.clone().expect("the call carries its task");
+    assert_eq!(
+        (task.id.as_str(), task.denied_tools.as_slice()),
+        ("t-1", &["Bash(git *)".to_owned()][..])
+    );
+    run.when(respond(vec![call("Bash", json!("git push"))]))
+        .then_kinds(&[
+            "agent.responded",
+            "policy.decided",
+            "tool.denied",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            assert_eq!(
+                decision_rule(events),
+                (docket_policies::Verdict::Deny, "task".into())
+            );
+        });
+    let result = tool_result(&run);
+    assert_eq!(result["rule_id"], "task");
+    assert!(
+        result["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("Bash(git *)")),
+        "{result}"
+    );
+    // The call that carries the result keeps the task: the next call is decided with it.
+    assert_eq!(run.pending().task, Some(task));
+    run.when(respond(vec![call("Bash", json!("ls"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_task_restriction_rejects_a_reported_tool_call() {
+    let mut run = tasked_run(crate::DECIDER_VERSION);
+    run.when(respond(vec![Action::Finish { output: json!({}) }]).tool_call("Bash", "git log"))
+        .then(|events| {
+            let rules: Vec<&str> = events
+                .iter()
+                .filter_map(|e| match e {
+                    RunEvent::PolicyDecided { decision, .. } => Some(decision.rule_id.as_ref()),
+                    _ => None,
+                })
+                .collect();
+            assert_eq!(rules.first(), Some(&"task"), "{rules:?}");
+        });
+    // The output is rejected (a boundary violation): a is asked again, nothing finished.
+    assert_eq!(run.state.status, RunStatus::Running);
+    assert_eq!(run.pending().target_agent, "a");
+    assert!(run.pending().attempt > 1);
+    // The retry is the same task: it carries the same restrictions.
+    assert_eq!(
+        run.pending().task.map(|t| t.id),
+        Some("t-1".to_owned()),
+        "the retry keeps the task"
+    );
+    run.replays();
+}
+
+#[test]
+pub(crate) fn before_version_8_a_handoffs_task_is_not_recorded_or_applied() {
+    let mut run = tasked_run(7);
+    assert_eq!(run.pending().task, None);
+    run.when(respond(vec![call("Bash", json!("git push"))]))
+        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
+    run.replays();
+}
+
+#[test]
+fn malformed_tasks_are_refused_naming_the_field() {
+    let request = crate::protocol::AgentRequest::new("r1", "external", "a", "work");
+    let check = |task: &str| -> String {
+        let text = format!(
+            r#"{{"request_id": "r1", "status": "SUCCESS", "confidence_level": "HIGH", "actions": [{{"type": "handoff", "to": "b", "output_type": "job", "payload": {{}}, "task": {task}}}]}}"#
+        );
+        match crate::protocol::parse_response(text.as_bytes()) {
+            Err(e) => e.to_string(),
+            Ok(r) => r
+                .validate_for(&request)
+                .map_or_else(|e| e.to_string(), |()| "valid".to_owned()),
+        }
+    };
+    assert_eq!(
+        check(r#"{"id": "t", "denied_tools": ["Bash(git *)"]}"#),
+        "valid"
+    );
+    assert_eq!(
+        check(r#"{"id": " "}"#),
+        "actions[0].task.id: must not be empty"
+    );
+    let bad = check(r#"{"id": "t", "denied_tools": ["Bash(git"]}"#);
+    assert!(
+        bad.starts_with("actions[0].task.denied_tools[0]: \"Bash(git\" is not a tool pattern"),
+        "{bad}"
+    );
+    let unknown = check(r#"{"id": "t", "allowed_tools": ["x"]}"#);
+    assert!(unknown.contains("allowed_tools"), "{unknown}");
+    let missing = check(r#"{"denied_tools": []}"#);
+    assert!(missing.contains("id"), "{missing}");
+    let not_object = check(r#""t-1""#);
+    assert!(
+        not_object.contains("task") || not_object.contains("actions[0]"),
+        "{not_object}"
+    );
+}
+
+#[test]
+pub(crate) fn observations_none_tells_the_outcome_without_the_result() {
+    let src = TOOL_BUNDLE.replace(
+        "default_handoff_mode = \"full\"\n",
+        "default_handoff_mode = \"full\"\ncontext_parts = { observations = \"none\" }\n",
+    );
+    let mut run = started_under(&src, "tools.toml", |run| {
+        run.workflow.tools = [(
+            "search".to_owned(),
+            ToolSpec {
+                command: Some("search-tool".into()),
+                ..ToolSpec::default()
+            },
+        )]
+        .into_iter()
+        .collect();
+    });
+    run.when(respond(vec![call("search", json!("q"))]));
+    run.when(returned(T1, json!({"hits": 3})));
+    let result = tool_result(&run);
+    assert_eq!(result["status"], "returned");
+    assert!(result.get("result").is_none(), "{result}");
+    let request_id = run.pending().request_id.to_string();
+    assert!(run.log.iter().any(|e| matches!(e,
+        RunEvent::PolicyDecided { subject, decision }
+            if *subject == request_id && decision.reason.contains("observations = none"))));
     run.replays();
 }

@@ -144,6 +144,19 @@ pub enum RuntimeError {
         /// Why.
         message: String,
     },
+    /// A circuit reset that does not say who resets it or why.
+    #[error("resetting {agent}'s circuit breaker needs {missing} (--by NAME --reason TEXT)")]
+    ResetUnexplained {
+        /// The agent.
+        agent: String,
+        /// `who resets it` or `why`.
+        missing: &'static str,
+    },
+    /// A circuit reset of an agent whose breaker was never recorded.
+    #[error(
+        "no circuit breaker is recorded for agent `{0}` in this data directory (`docket circuits` lists them)"
+    )]
+    UnknownCircuit(String),
 }
 
 /// Where a run stands after the runtime stopped driving it.

@@ -1,13 +1,13 @@
 //! Effect executors as commands: child processes speaking JSON lines (see
 //! `docs/effect-protocol.md`), one call line in on stdin, one answer line out on stdout.
 //! The process plumbing (kept between calls, restarted, killed at the deadline or when
-//! the answer is oversized, stderr tail) is [`ProcessTransport`]'s.
+//! the answer is oversized or breaks the protocol, stderr tail) is [`ProcessTransport`]'s.
 
 use serde::de::DeserializeOwned;
 
 use super::{
     DryRunReport, EffectCallError, EffectExecutor, EffectFuture, EffectReceipt, EffectRequest,
-    Verification, exchange,
+    Verification, accept_effect_answer, effect_error, encode_call,
 };
 use crate::transport::{CommandConfig, ProcessTransport};
 use docket_decider::EffectOp;
@@ -69,14 +69,18 @@ impl CommandEffectExecutor {
         request: &EffectRequest,
     ) -> Result<T, EffectCallError> {
         let request = &*super::with_timeout(request, self.timeout_ms);
-        exchange(
-            op,
-            request,
-            true,
-            &self.endpoint,
-            |line, deadline| async move { self.transport.exchange(&line, deadline).await },
-        )
-        .await
+        let (line, deadline) = encode_call(op, request, true, &self.endpoint)?;
+        // An answer that is not the protocol's (a banner line, a half-written document, an
+        // answer to another effect) leaves the process out of step with the calls: it is
+        // killed before the next call, which starts a fresh one.
+        self.transport
+            .exchange_checked(&line, deadline, |answer| {
+                let checked = accept_effect_answer::<T>(request, op, &answer);
+                let in_step = !matches!(checked, Err(EffectCallError::Malformed { .. }));
+                (checked, in_step)
+            })
+            .await
+            .map_err(|err| effect_error(err, request, &self.endpoint))?
     }
 }
 

@@ -249,6 +249,20 @@ where
     T: DeserializeOwned,
     Sent: Future<Output = Result<Vec<u8>, TransportError>>,
 {
+    let (document, deadline) = encode_call(op, request, line, endpoint)?;
+    let answer = send(document, deadline)
+        .await
+        .map_err(|err| effect_error(err, request, endpoint))?;
+    accept_effect_answer(request, op, &answer)
+}
+
+/// The call document (a line when `line`) and the deadline of its answer.
+fn encode_call(
+    op: EffectOp,
+    request: &EffectRequest,
+    line: bool,
+    endpoint: &str,
+) -> Result<(Vec<u8>, Instant), EffectCallError> {
     let call = EffectCall {
         op,
         request: request.clone(),
@@ -261,10 +275,7 @@ where
         document.push(b'\n');
     }
     let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
-    let answer = send(document, deadline)
-        .await
-        .map_err(|err| effect_error(err, request, endpoint))?;
-    accept_effect_answer(request, op, &answer)
+    Ok((document, deadline))
 }
 
 /// What a transport failure means for an effect call. A refusal (HTTP 4xx) is a failure:

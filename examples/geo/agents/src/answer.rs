@@ -63,6 +63,7 @@ pub(crate) fn handoff<T: Serialize>(to: &str, output_type: &str, payload: &T) ->
         to: to.into(),
         output_type: output_type.to_owned(),
         payload: serde_json::to_value(payload).unwrap_or_default(),
+        task: None,
     }
 }
 

@@ -161,6 +161,7 @@ mod tests {
             to,
             output_type,
             payload,
+            task: None,
         }) = response.actions.first()
         else {
             panic!("expected a handoff: {response:?}");
