@@ -429,6 +429,7 @@ fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
         to: to.into(),
         output_type: part.into(),
         payload: json!({"part": part}),
+        task: None,
     };
     let mut run = Recorder::start(FAN_WORKFLOW, FAN_BUNDLE);
     run.respond_as("hub", vec![handoff("left", "job"), handoff("right", "job")]);

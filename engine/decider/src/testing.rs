@@ -133,6 +133,7 @@ pub fn action(act: &Act) -> Option<Action> {
             to: name(t).into(),
             output_type: "t".into(),
             payload: Value::Object(p),
+            task: None,
         },
         Act::Ask(t, p) => Action::RequestCapability {
             target_agent: name(t).into(),
