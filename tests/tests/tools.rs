@@ -686,3 +686,42 @@ fn a_malformed_task_is_a_protocol_error_naming_the_field() {
     );
     assert!(!dir.path().join("marker.jsonl").exists());
 }
+
+/// A tool executor run as a command that prints a banner line once is restarted after
+/// that malformed answer, as agents and effect executors are: the first call reads the
+/// banner and fails as malformed, the process is killed, and the next call is served in
+/// step by a new process (kept, it would answer every later call with the answer to the
+/// call before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tool_executor_that_printed_a_stray_line_is_restarted() {
+    use docket_runtime::{CommandConfig, CommandToolExecutor, ToolCallError, ToolExecutor};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut config = CommandConfig::new(MARKER_TOOL);
+    config.args = vec![
+        "--marker".into(),
+        dir.path().join("calls.jsonl").into(),
+        "--banner-once".into(),
+        dir.path().join("banner").into(),
+    ];
+    let executor = CommandToolExecutor::new(config);
+    let request = |n: u32| docket_decider::ToolRequest {
+        run_id: "r".into(),
+        episode_id: docket_decider::EpisodeId::root(),
+        tool_call_id: format!("r/tool-{n}").into(),
+        agent: "a".into(),
+        tool: "Read".into(),
+        arguments: json!(format!("file-{n}")),
+        timeout_ms: 10_000,
+    };
+    let first = executor.call(&request(1)).await;
+    assert!(
+        matches!(first, Err(ToolCallError::Malformed { .. })),
+        "{first:?}"
+    );
+    let second = executor
+        .call(&request(2))
+        .await
+        .expect("a new process answers");
+    assert_eq!(second, json!({"echo": "file-2", "tool": "Read"}));
+    assert_eq!(executor.start_count(), 2);
+}

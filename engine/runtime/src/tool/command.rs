@@ -2,11 +2,13 @@
 //! `ToolRequest` as JSON) and answering one line on stdout
 //! (`{"tool_call_id", "result"}` or `{"tool_call_id", "error": {"code", "message"}}`).
 
-use super::{ToolExecutor, ToolFuture, exchange};
+use super::{ToolCallError, ToolExecutor, ToolFuture, accept, encode_call, transport_error};
 use crate::transport::{CommandConfig, ProcessTransport};
 use docket_decider::ToolRequest;
 
-/// A tool executor behind a child process's stdin and stdout, kept between calls.
+/// A tool executor behind a child process's stdin and stdout, kept between calls; restarted
+/// after an answer that breaks the protocol (a banner line, an answer to another call), as
+/// agents and effect executors are, so one stray line does not poison every later call.
 pub struct CommandToolExecutor {
     transport: ProcessTransport,
     endpoint: String,
@@ -24,14 +26,27 @@ impl CommandToolExecutor {
     }
 }
 
+impl CommandToolExecutor {
+    /// How many times the process has been started.
+    #[must_use]
+    pub fn start_count(&self) -> u64 {
+        self.transport.start_count()
+    }
+}
+
 impl ToolExecutor for CommandToolExecutor {
     fn call<'a>(&'a self, request: &'a ToolRequest) -> ToolFuture<'a> {
-        let transport = &self.transport;
-        Box::pin(exchange(
-            request,
-            true,
-            &self.endpoint,
-            move |line, deadline| async move { transport.exchange(&line, deadline).await },
-        ))
+        Box::pin(async move {
+            let endpoint = self.endpoint.as_str();
+            let (line, deadline) = encode_call(request, true, endpoint)?;
+            self.transport
+                .exchange_checked(&line, deadline, |answer| {
+                    let checked = accept(request, endpoint, &answer);
+                    let in_step = !matches!(checked, Err(ToolCallError::Malformed { .. }));
+                    (checked, in_step)
+                })
+                .await
+                .map_err(|err| transport_error(err, request, endpoint))?
+        })
     }
 }

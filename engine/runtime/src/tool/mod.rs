@@ -209,6 +209,19 @@ async fn exchange<Sent>(
 where
     Sent: Future<Output = Result<Vec<u8>, TransportError>>,
 {
+    let (document, deadline) = encode_call(request, line, endpoint)?;
+    let answer = send(document, deadline)
+        .await
+        .map_err(|err| transport_error(err, request, endpoint))?;
+    accept(request, endpoint, &answer)
+}
+
+/// The request as JSON (a line when `line`), and the call's deadline.
+fn encode_call(
+    request: &ToolRequest,
+    line: bool,
+    endpoint: &str,
+) -> Result<(Vec<u8>, Instant), ToolCallError> {
     let mut document = serde_json::to_vec(request).map_err(|err| ToolCallError::Unavailable {
         endpoint: endpoint.to_owned(),
         message: err.to_string(),
@@ -216,11 +229,15 @@ where
     if line {
         document.push(b'\n');
     }
-    let deadline = Instant::now() + Duration::from_millis(request.timeout_ms);
-    let answer = send(document, deadline)
-        .await
-        .map_err(|err| transport_error(err, request, endpoint))?;
-    accept_tool_answer(request, &answer).map_err(|err| match err {
+    Ok((
+        document,
+        Instant::now() + Duration::from_millis(request.timeout_ms),
+    ))
+}
+
+/// An executor's answer checked against the call it answers.
+fn accept(request: &ToolRequest, endpoint: &str, answer: &[u8]) -> Result<Value, ToolCallError> {
+    accept_tool_answer(request, answer).map_err(|err| match err {
         ToolAnswerError::Malformed(message) => ToolCallError::Malformed {
             endpoint: endpoint.to_owned(),
             message,

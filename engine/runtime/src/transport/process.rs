@@ -182,29 +182,17 @@ impl ProcessTransport {
     /// behind other exchanges. A write to a process that died since the last exchange is
     /// sent again to a new process, once: it cannot have acted on the line.
     ///
-    /// # Errors
-    /// [`TransportError::TimedOut`], [`TransportError::CannotStart`],
-    /// [`TransportError::Ended`], [`TransportError::LineTooLong`] or
-    /// [`TransportError::Stdout`]. The process is killed at the deadline and after a
-    /// broken exchange, and started again on the next.
-    pub(crate) async fn exchange(
-        &self,
-        line: &[u8],
-        deadline: Instant,
-    ) -> Result<Vec<u8>, TransportError> {
-        self.exchange_checked(line, deadline, |answer| (answer, true))
-            .await
-    }
-
-    /// [`Self::exchange`], with the answer line handed to `check` while the process is
-    /// still held: `check` says what the answer means and whether the process is still in
-    /// step with the lines (`false` after an answer that is not the protocol's, such as a
+    /// The answer line is handed to `check` while the process is still held: `check` says
+    /// what the answer means and whether the process is still in step with the lines (`false` after an answer that is not the protocol's, such as a
     /// stray banner line, or an answer to another line). A process out of step is killed
     /// before any other exchange can use it, and the next exchange starts a new one: kept,
     /// it would answer every later line with the answer to the line before.
     ///
     /// # Errors
-    /// As [`Self::exchange`].
+    /// [`TransportError::TimedOut`], [`TransportError::CannotStart`],
+    /// [`TransportError::Ended`], [`TransportError::LineTooLong`] or
+    /// [`TransportError::Stdout`]. The process is killed at the deadline and after a
+    /// broken exchange, and started again on the next.
     pub(crate) async fn exchange_checked<T>(
         &self,
         line: &[u8],
