@@ -532,10 +532,17 @@ pub(crate) async fn inspect(
                 to,
                 delivered,
                 audit,
+                decision,
                 ..
             },
             received,
         ) => {
+            outln!(
+                out,
+                "allowed by rule {}: {}",
+                decision.rule_id,
+                decision.reason
+            );
             outln!(
                 out,
                 "what crossed {from} → {to} ({} mode by {}; removed: {}):",
