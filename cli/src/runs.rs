@@ -675,13 +675,19 @@ fn describe(event: &RunEvent) -> String {
                 .map(|f| format!("; {}", forked_from(f)))
                 .unwrap_or_default()
         ),
-        RunEvent::AgentCallScheduled { request, .. } => format!(
-            "{} → {} {} attempt {} in {}",
+        RunEvent::AgentCallScheduled {
+            request, again_of, ..
+        } => format!(
+            "{} → {} {} attempt {} in {}{}",
             request.request_id,
             request.target_agent,
             request.capability_code,
             request.attempt,
-            request.episode_id
+            request.episode_id,
+            again_of
+                .as_ref()
+                .map(|asked| format!(" (again of {asked})"))
+                .unwrap_or_default()
         ),
         RunEvent::AgentResponded {
             request_id,

@@ -538,6 +538,7 @@ mod tests {
             reply_to: None,
             classifies: None,
             branch_of: None,
+            again_of: None,
         }
     }
 

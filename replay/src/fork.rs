@@ -24,8 +24,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use docket_decider::{
-    AgentResponse, CallId, Command, DECIDER_VERSION, ForkedFrom, OutputOverride, RunEvent, RunId,
-    RunRequested, RunState, decide_in_place,
+    AgentRequest, AgentResponse, CallId, Command, DECIDER_VERSION, ForkedFrom, OutputOverride,
+    RunEvent, RunId, RunRequested, RunState, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 
@@ -489,9 +489,11 @@ impl Questions {
     fn note(&mut self, events: &[RunEvent]) {
         for event in events {
             let (id, value) = match event {
-                RunEvent::AgentCallScheduled { request, .. } => (
+                RunEvent::AgentCallScheduled {
+                    request, again_of, ..
+                } => (
                     request.request_id.to_string(),
-                    serde_json::to_value(&**request).unwrap_or(Value::Null),
+                    self.whole_request(request, again_of.as_ref()),
                 ),
                 RunEvent::EffectRequested(e) => (e.effect_id.to_string(), event.to_value()),
                 RunEvent::EffectStarted(e) => (e.effect_id.to_string(), event.to_value()),
@@ -517,6 +519,25 @@ impl Questions {
             };
             self.0.entry(id).or_default().push(value);
         }
+    }
+
+    /// The request a call sent, whole: a call made again (decider version 9) records only
+    /// the decision inputs it adds to the call it repeats, and two calls that add the same
+    /// input to different requests ask different things.
+    fn whole_request(&self, request: &AgentRequest, again_of: Option<&CallId>) -> Value {
+        let mut value = serde_json::to_value(request).unwrap_or(Value::Null);
+        let inherited = again_of
+            .and_then(|asked| self.0.get(asked.as_str()))
+            .and_then(|asked| asked.last())
+            .and_then(|before| before["decision_inputs"].as_array());
+        if let (Some(inherited), Some(Value::Array(added))) =
+            (inherited, value.get_mut("decision_inputs"))
+        {
+            let added = std::mem::take(added);
+            value["decision_inputs"] =
+                Value::Array(inherited.iter().cloned().chain(added).collect());
+        }
+        value
     }
 
     fn get(&self, id: &str) -> Option<&Vec<Value>> {

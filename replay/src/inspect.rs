@@ -295,7 +295,9 @@ pub struct Inspection {
 /// whitespace, as docket encodes event payloads. It is the `request` member of the
 /// `agent.call_scheduled` event's payload (`docket events RUN --json`), so anyone can
 /// recompute it from the log; that member is what the runtime encoded and sent to the
-/// agent (docs/replay.md#inspect).
+/// agent (docs/replay.md#inspect). A call made again from decider version 9 records only
+/// the decision inputs it added (`again_of`): its whole request, hashed here, is the
+/// repeated call's decision inputs followed by those.
 #[must_use]
 pub fn request_hash(request: &AgentRequest) -> String {
     blake3::hash(&docket_policies::canonical_json_bytes(request))
@@ -303,10 +305,22 @@ pub fn request_hash(request: &AgentRequest) -> String {
         .to_string()
 }
 
-fn received(events: &[RunEvent], at: usize, delivered_at: Option<String>) -> Option<Received> {
+/// What the call scheduled at `at` sent. `state` is folded at least past `at`: it holds the
+/// whole request of a call made again, whose event records only the inputs it added
+/// (decider version 9).
+fn received(
+    events: &[RunEvent],
+    state: &RunState,
+    at: usize,
+    delivered_at: Option<String>,
+) -> Option<Received> {
     let RunEvent::AgentCallScheduled { request, .. } = events.get(at)? else {
         return None;
     };
+    let request = state
+        .calls()
+        .get(&request.request_id)
+        .map_or(request, |call| &call.request);
     Some(Received {
         seq: at as u64 + 1,
         request_id: request.request_id.to_string(),
@@ -362,6 +376,7 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
     else {
         return None;
     };
+    let state = RunState::fold(events);
     events.iter().enumerate().skip(at + 1).find_map(|(i, e)| {
         let RunEvent::AgentCallScheduled { request, .. } = e else {
             return None;
@@ -369,9 +384,10 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
         if request.target_agent != *to {
             return None;
         }
-        let value = serde_json::to_value(&**request).ok()?;
+        let request = state.calls().get(&request.request_id)?;
+        let value = serde_json::to_value(&*request.request).ok()?;
         let path = find_delivery(&value, from, delivered)?;
-        received(events, i, Some(path))
+        received(events, &state, i, Some(path))
     })
 }
 
@@ -447,7 +463,7 @@ pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
         })
         .collect();
     let received = match here {
-        Some(RunEvent::AgentCallScheduled { .. }) => received(events, at, None),
+        Some(RunEvent::AgentCallScheduled { .. }) => received(events, &state, at, None),
         Some(RunEvent::HandoffAllowed { .. }) => delivered_by_call(events, at),
         Some(
             RunEvent::AgentResponded { request_id, .. }
@@ -457,7 +473,7 @@ pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
             .rposition(|e| {
                 matches!(e, RunEvent::AgentCallScheduled { request, .. } if request.request_id == *request_id)
             })
-            .and_then(|i| received(events, i, None)),
+            .and_then(|i| received(events, &state, i, None)),
         _ => None,
     };
     Inspection {

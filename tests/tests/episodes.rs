@@ -208,7 +208,17 @@ fn a_child_episode_runs_in_its_own_episode_and_its_result_returns_to_the_parent(
         episodes,
         [("orch", "ep-1"), ("worker", "ep-2"), ("orch", "ep-1")]
     );
-    let back = &calls[2]["payload"]["request"]["decision_inputs"][1];
+    // The parent's call made again records the call it repeats and only the input it adds
+    // (decider version 9).
+    assert_eq!(
+        calls[2]["payload"]["again_of"],
+        calls[0]["payload"]["request"]["request_id"]
+    );
+    let added = calls[2]["payload"]["request"]["decision_inputs"]
+        .as_array()
+        .expect("the added inputs");
+    assert_eq!(added.len(), 1, "{added:?}");
+    let back = &added[0];
     assert_eq!(back["output_type"], "episode_result");
     assert_eq!(back["payload"]["result"]["summary"], "found three sources");
     assert_eq!(

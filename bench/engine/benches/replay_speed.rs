@@ -9,9 +9,10 @@
 //! crossing and the next call), then finishes. Nothing here touches a disk.
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench replay_speed`
-//! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 1000,2000,4000,8000:
-//! each call again re-records the asker's whole request, so the log grows with the square
-//! of the rounds and 100,000 events would not fit in memory; see bench/RESULTS.md).
+//! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 1000,2000,4000,8000).
+//! From decider version 9 a call made again records only the input it adds, so the log
+//! grows linearly with the rounds; the state still keeps every call's whole request, so
+//! the fold and the snapshot still grow with their square (see bench/RESULTS.md).
 #![allow(clippy::print_stdout)]
 
 use std::time::{Duration, Instant};

@@ -93,7 +93,7 @@ pub struct OutputOverride {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 8;
+pub const DECIDER_VERSION: u32 = 9;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -176,6 +176,14 @@ pub(crate) const TASK_RESTRICTIONS: u32 = 8;
 /// them first (`policy.decided`, kind `context_scope`, subject the call)
 /// (docs/governance.md#context-parts).
 pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
+
+/// Decider version 9: a call made again (a capability's or a human's answer, a tool's or
+/// a side effect's result, a child episode's result, a denied action, a retry) records
+/// the call it repeats (`again_of`) and only the decision inputs it adds: the inputs it
+/// inherits are the repeated call's, rebuilt by the fold. A long agent loop's log so
+/// grows linearly with its rounds, not with their square; the agent still receives the
+/// whole request (docs/events.md#agentcall_scheduled).
+pub(crate) const LINEAR_CALLS_AGAIN: u32 = 9;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -359,6 +367,12 @@ pub enum RunEvent {
         /// For a branch of a parallel fan-out: the group (the request that fanned out).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         branch_of: Option<String>,
+        /// From decider version 9, for a call made again: the call it repeats. `request`
+        /// then holds only the decision inputs added to that call's; the agent receives
+        /// that call's inputs followed by these ([`crate::RunState`] rebuilds the whole
+        /// request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        again_of: Option<CallId>,
     },
     /// Decision: a branch's output waits for the other branches of its fan-out.
     #[serde(rename = "output.held")]

@@ -870,7 +870,8 @@ impl Batch<'_> {
             output_type: EFFECT_RESULT_TYPE.to_owned(),
             payload: result,
         });
-        self.schedule(request, asker.reply_to, None, asker.branch_of);
+        let asked = asker.request.request_id.clone();
+        self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }
 }
 

@@ -613,7 +613,8 @@ impl Batch<'_> {
                 "episode_id": child.id, "episode_type": child.episode_type, "result": result,
             }),
         });
-        self.schedule(
+        self.schedule_again(
+            &spawner.request.request_id,
             request,
             spawner.reply_to.clone(),
             None,
@@ -716,7 +717,7 @@ impl Batch<'_> {
                 "reason": &*decision.reason, "condition": condition_name(condition),
             }),
         });
-        self.schedule(request, call.reply_to, None, call.branch_of);
+        self.schedule_again(request_id, request, call.reply_to, None, call.branch_of);
     }
 
     /// `episode.stopped` for the episode and its running descendants, then what the stop

@@ -129,7 +129,13 @@ impl Batch<'_> {
                 .min(cap)
                 .max(request.timeout_ms);
         }
-        self.schedule(request, call.reply_to, call.classifies, call.branch_of);
+        self.schedule_again(
+            request_id,
+            request,
+            call.reply_to,
+            call.classifies,
+            call.branch_of,
+        );
     }
 
     /// From decider version 5: a capability call that failed past retrying is answered

@@ -49,8 +49,8 @@ use docket_policies::{
 };
 
 use super::event::{
-    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, RiskVerdict, RunEvent, RunRequested,
-    TicketSubject, seed_error,
+    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, LINEAR_CALLS_AGAIN, RiskVerdict,
+    RunEvent, RunRequested, TicketSubject, seed_error,
 };
 use super::state::{RunState, RunStatus};
 use crate::protocol::{
@@ -780,7 +780,27 @@ impl Batch<'_> {
         let mut request = AgentRequest::clone(&call.request);
         request.request_id = self.next_request_id();
         request.decision_inputs.push(input);
-        self.schedule(request, call.reply_to.clone(), None, call.branch_of.clone());
+        self.schedule_again(
+            asked,
+            request,
+            call.reply_to.clone(),
+            None,
+            call.branch_of.clone(),
+        );
+    }
+
+    /// [`Self::schedule`] for a call made again from `again_of`'s request: from decider
+    /// version 9 its event records `again_of` and only the decision inputs it adds
+    /// ([`LINEAR_CALLS_AGAIN`]).
+    fn schedule_again(
+        &mut self,
+        again_of: &CallId,
+        request: AgentRequest,
+        reply_to: Option<CallId>,
+        classifies: Option<Classifies>,
+        branch_of: Option<String>,
+    ) {
+        self.schedule_from(Some(again_of), request, reply_to, classifies, branch_of);
     }
 
     /// Schedules a call, unless the target has no executor or (decider versions 1 to 5)
@@ -788,6 +808,17 @@ impl Batch<'_> {
     /// runtime across runs, recorded and decided in `circuit.rs`.
     fn schedule(
         &mut self,
+        request: AgentRequest,
+        reply_to: Option<CallId>,
+        classifies: Option<Classifies>,
+        branch_of: Option<String>,
+    ) {
+        self.schedule_from(None, request, reply_to, classifies, branch_of);
+    }
+
+    fn schedule_from(
+        &mut self,
+        again_of: Option<&CallId>,
         mut request: AgentRequest,
         reply_to: Option<CallId>,
         classifies: Option<Classifies>,
@@ -838,11 +869,32 @@ impl Batch<'_> {
         self.attach_domain_reads(&mut request);
         self.attach_prior_outputs(&mut request);
         self.attach_handoff_context(&mut request);
+        let again_of = again_of.filter(|asked| self.record_added_inputs(asked, &mut request));
         self.push(RunEvent::AgentCallScheduled {
             request: Arc::new(request),
             reply_to,
             classifies,
             branch_of,
+            again_of: again_of.cloned(),
         });
+    }
+
+    /// From decider version 9: when `request`'s decision inputs begin with all of
+    /// `asked`'s, leaves it only the ones it adds, and says so (the event then records
+    /// `again_of`). Otherwise (an older run, or inputs that do not extend the repeated
+    /// call's) the request stays whole.
+    fn record_added_inputs(&self, asked: &CallId, request: &mut AgentRequest) -> bool {
+        if self.state.decider_version() < LINEAR_CALLS_AGAIN {
+            return false;
+        }
+        let Some(before) = self.state.calls.get(asked) else {
+            return false;
+        };
+        let inherited = &before.request.decision_inputs;
+        if !request.decision_inputs.starts_with(inherited) {
+            return false;
+        }
+        request.decision_inputs.drain(..inherited.len());
+        true
     }
 }

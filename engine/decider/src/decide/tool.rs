@@ -448,6 +448,7 @@ impl Batch<'_> {
             output_type: TOOL_RESULT_TYPE.to_owned(),
             payload: delivered,
         });
-        self.schedule(request, asker.reply_to, None, asker.branch_of);
+        let asked = asker.request.request_id.clone();
+        self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }
 }

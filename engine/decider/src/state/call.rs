@@ -52,13 +52,18 @@ impl RunState {
                 reply_to,
                 classifies,
                 branch_of,
+                again_of,
             } => {
                 self.calls_scheduled += 1;
                 self.pending.insert(request.request_id.clone());
+                let request = match again_of {
+                    Some(asked) => self.whole_request(asked, request),
+                    None => request.clone(),
+                };
                 self.calls.insert(
                     request.request_id.clone(),
                     Call {
-                        request: request.clone(),
+                        request,
                         reply_to: reply_to.clone(),
                         classifies: classifies.clone(),
                         branch_of: branch_of.clone(),
@@ -103,6 +108,24 @@ impl RunState {
             }
             _ => {}
         }
+    }
+
+    /// The request a call made again (decider version 9) was sent: `asked`'s decision
+    /// inputs, then the ones `recorded` adds; the rest as recorded. (A log whose `asked`
+    /// is unknown was not written by docket; its recorded request is kept as it is.)
+    fn whole_request(&self, asked: &CallId, recorded: &Arc<AgentRequest>) -> Arc<AgentRequest> {
+        let Some(before) = self.calls.get(asked) else {
+            return recorded.clone();
+        };
+        let mut whole = AgentRequest::clone(recorded);
+        whole.decision_inputs = before
+            .request
+            .decision_inputs
+            .iter()
+            .chain(&recorded.decision_inputs)
+            .cloned()
+            .collect();
+        Arc::new(whole)
     }
 
     fn answer(&mut self, request_id: &CallId, failed: bool, at_ms: i64) {

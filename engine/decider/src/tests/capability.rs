@@ -203,3 +203,79 @@ pub(crate) fn a_failed_capability_returns_to_the_asker() {
     assert_eq!(run.pending().target_agent, "b");
     run.replays();
 }
+
+/// Bytes of the last `agent.call_scheduled` in `events`, with the call it repeats.
+fn last_call(events: &[RunEvent]) -> (usize, Option<crate::CallId>, usize) {
+    let call = events
+        .iter()
+        .rev()
+        .find(|e| matches!(e, RunEvent::AgentCallScheduled { .. }))
+        .expect("a call");
+    let RunEvent::AgentCallScheduled {
+        request, again_of, ..
+    } = call
+    else {
+        unreachable!()
+    };
+    let bytes = serde_json::to_vec(call).expect("encodes").len();
+    (bytes, again_of.clone(), request.decision_inputs.len())
+}
+
+/// `a` asks `b` `rounds` times; returns, per round, the asker's call made again: its
+/// recorded bytes, the call it repeats and its recorded decision inputs.
+fn asking_rounds(
+    version: u32,
+    rounds: usize,
+) -> (History, Vec<(usize, Option<crate::CallId>, usize)>) {
+    let mut run = governed_run(version);
+    let mut calls = Vec::new();
+    for round in 0..rounds {
+        run.when(respond(vec![ask(
+            "b",
+            "questions",
+            json!({"topics": [round]}),
+        )]));
+        run.when(respond(vec![Action::Finish {
+            output: json!({"answer": "a long enough answer to weigh", "round": round}),
+        }]));
+        calls.push(last_call(run.decided()));
+    }
+    (run, calls)
+}
+
+/// From decider version 9 a call made again records the call it repeats and only the
+/// input it adds, so its bytes do not grow with the rounds before it; the state (what the
+/// runtime sends) still holds the whole request, and the log replays.
+#[test]
+pub(crate) fn a_call_made_again_records_only_what_it_adds() {
+    let (run, calls) = asking_rounds(DECIDER_VERSION, 6);
+    for (bytes, again_of, inputs) in &calls {
+        assert!(again_of.is_some(), "{calls:?}");
+        assert_eq!(*inputs, 1, "only the answer is recorded");
+        // The same bytes every round, but for the ids' digits (call-9, then call-11).
+        assert!(
+            bytes.abs_diff(calls[0].0) <= 4,
+            "every round records the same bytes: {calls:?}"
+        );
+    }
+    let whole = run.pending();
+    assert_eq!(whole.target_agent, "a");
+    // The run's input, then each round's answer.
+    assert_eq!(whole.decision_inputs.len(), 1 + 6);
+    assert_eq!(whole.decision_inputs[6].payload["round"], 5);
+    assert_eq!(whole.decision_inputs[1].payload["round"], 0);
+    run.replays();
+}
+
+/// Runs recorded by version 8 keep recording the whole request each round.
+#[test]
+pub(crate) fn version_8_calls_made_again_record_the_whole_request() {
+    let (run, calls) = asking_rounds(8, 4);
+    for (round, (_, again_of, inputs)) in calls.iter().enumerate() {
+        assert_eq!(*again_of, None);
+        assert_eq!(*inputs, 2 + round);
+    }
+    assert!(calls[3].0 > calls[0].0);
+    assert_eq!(run.pending().decision_inputs.len(), 1 + 4);
+    run.replays();
+}
