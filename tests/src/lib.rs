@@ -143,6 +143,15 @@ pub fn run_events(data: &Path, run: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The events of `kind` in a run's events as `run_events` reads them.
+#[must_use]
+pub fn events_of_kind<'a>(
+    events: &'a [serde_json::Value],
+    kind: &str,
+) -> Vec<&'a serde_json::Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
 /// Builds the geo example's agent binaries (once per test process) next to the `docket`
 /// binary, where a workflow's bare command names are looked up first.
 pub fn geo_agents_built() {

@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use docket_tests::events_of_kind as of_kind;
 use serde_json::Value;
 
 use docket_tests::{
@@ -59,10 +60,6 @@ default_handoff_mode = "full"
     std::fs::write(&path, workflow).expect("write workflow");
     std::fs::write(dir.join("input.json"), r#"{"task": "write"}"#).expect("write input");
     path
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
 fn calls_received(writer_log: &Path) -> usize {

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use docket_tests::events_of_kind as of_kind;
 use docket_tests::{geo_agents_built, geo_workflow, geo_workflow_with};
 use serde_json::Value;
 
@@ -13,10 +14,6 @@ use docket_tests::{
 };
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["kind"] == kind).collect()
-}
 
 fn test_agent(args: &[&str]) -> String {
     format!("command = {TEST_AGENT:?}\nargs = {args:?}")

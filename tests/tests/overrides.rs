@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
+use docket_tests::events_of_kind as of_kind;
 use serde_json::Value;
 
 use docket_tests::{
@@ -122,10 +123,6 @@ fn override_as(dir: &Path, run: &str, by: &str, role: &str, reason: &str) -> Out
 
 fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-fn of_kind<'a>(log: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    log.iter().filter(|e| e["kind"] == kind).collect()
 }
 
 #[test]

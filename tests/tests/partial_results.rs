@@ -6,6 +6,7 @@
 
 use std::path::Path;
 
+use docket_tests::events_of_kind as of_kind;
 use docket_tests::{
     docket_on as docket, exit_code as code, run_events as events, stdout_text as stdout,
     summary_run_id as run_id,
@@ -14,10 +15,6 @@ use docket_tests::{geo_agents_built, geo_workflow_with};
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["kind"] == kind).collect()
-}
 
 fn test_agent(args: &[&str]) -> String {
     format!("command = {TEST_AGENT:?}\nargs = {args:?}")

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use docket_tests::events_of_kind as of_kind;
 use serde_json::Value;
 
 use docket_tests::{
@@ -16,10 +17,6 @@ const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
-    events.iter().filter(|e| e["kind"] == kind).collect()
 }
 
 /// `docket ARGS --data DATA` run from directory `cwd`.

@@ -713,16 +713,7 @@ impl PolicyBundle {
         payload: &Value,
         authority: &PolicyDecision,
     ) -> ScopedContext {
-        let handoff = HandoffDecision {
-            decision: PolicyDecision {
-                verdict: Verdict::Allow,
-                ..authority.clone()
-            },
-            input: InputKind::Decision,
-            output_type: None,
-            flow: crate::rules::flow::FlowRelation::Unrelated,
-        };
-        self.scope_under(from, to, payload, handoff, None)
+        self.scope_authorised_in(from, to, payload, authority, None)
     }
 
     /// [`Self::scope_authorised`] in `mode` when one is given (a context part set to
