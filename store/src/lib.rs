@@ -21,6 +21,7 @@ mod event;
 #[cfg(any(test, feature = "fault-injection"))]
 mod fault;
 mod index;
+pub mod merkle;
 mod reader;
 mod recovery;
 mod segment;
