@@ -21,6 +21,7 @@ mod diff;
 mod effects;
 mod episodes;
 mod errors;
+mod export;
 mod fork;
 mod kill_switch;
 mod progress;

@@ -8,3 +8,10 @@
 
 // A library reports every failure as an error value naming what and where.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod export;
+
+pub use export::{
+    BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, RunExport, Seal,
+    verify_export, write_jsonl,
+};

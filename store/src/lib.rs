@@ -46,5 +46,27 @@ pub fn canonical_body(event: &Event) -> Vec<u8> {
     codec::body_of(event)
 }
 
+/// An event's record as the log holds it, `canonical body ‖ prev ‖ hash`: the leaf data
+/// of its Merkle tree and what an export carries, so a verifier needs nothing else.
+pub fn event_record(event: &Event) -> Vec<u8> {
+    let mut record = codec::body_of(event);
+    record.extend_from_slice(&event.prev.0);
+    record.extend_from_slice(&event.hash.0);
+    record
+}
+
+/// Decodes an event's record (`canonical body ‖ prev ‖ hash`, as [`event_record`] makes
+/// it). Only decodes: whether the hash is right is the chain's question.
+pub fn decode_event_record(record: &[u8]) -> Result<Event, RecordError> {
+    codec::decode_event(record, None)
+        .map(|(event, _)| event)
+        .map_err(RecordError)
+}
+
+/// Why bytes are not an event record (what is wrong with them, in words).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct RecordError(String);
+
 #[cfg(test)]
 mod tests;

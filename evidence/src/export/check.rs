@@ -1,0 +1,509 @@
+//! Checking an export offline (`docket verify-export FILE`): every line against the
+//! bytes it carries, the chain, the Merkle tree head and the signed checkpoint. It reads
+//! only the file: nothing here trusts the data directory the export came from.
+
+use std::io::BufRead;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use docket_store::merkle::{TreeBuilder, TreeHash, leaf_hash};
+use docket_store::{Event, Hash, Payload, StreamId, event_hash, genesis};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::jsonl::{EXPORT_FORMAT, EXPORT_VERSION, header_value};
+
+/// The first thing wrong with an export: its line (from 1) and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: {fault}")]
+pub struct BadLine {
+    pub line: usize,
+    pub fault: LineFault,
+}
+
+/// What is wrong with a line, in the words of docs/export-format.md.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LineFault {
+    #[error("the file is empty: an export starts with its header line")]
+    Empty,
+    #[error("not a JSON object: {0}")]
+    NotJson(String),
+    #[error("could not read the file: {0}")]
+    Unreadable(String),
+    #[error("expected a {expected} line, found {found}")]
+    UnexpectedLine {
+        expected: &'static str,
+        found: String,
+    },
+    #[error("field `{0}` is missing or has the wrong type")]
+    Field(&'static str),
+    #[error("field `{0}` is not part of the export format")]
+    UnknownField(String),
+    #[error("this is a {found} export; this build reads {EXPORT_FORMAT} version {EXPORT_VERSION}")]
+    UnsupportedFormat { found: String },
+    #[error("`record` is not base64: {0}")]
+    NotBase64(&'static str),
+    #[error("`record` does not decode as an event record: {0}")]
+    BadRecord(String),
+    #[error(
+        "`{field}` says {in_line}, but the record (the bytes the hashes cover) says {in_record}"
+    )]
+    Differs {
+        field: &'static str,
+        in_line: String,
+        in_record: String,
+    },
+    #[error("event of run {found} in the export of run {expected}")]
+    ForeignRun { expected: String, found: String },
+    #[error(
+        "expected event {expected} here, found event {found}: events are missing, repeated or out of order"
+    )]
+    OutOfSequence { expected: u64, found: u64 },
+    #[error(
+        "`prev` is {found}, but the previous event hashes to {expected}: the chain is broken here"
+    )]
+    BrokenLink { expected: Hash, found: Hash },
+    #[error(
+        "the event's hash is recorded as {recorded} but its record hashes to {computed}: it was changed after it was written"
+    )]
+    WrongHash { recorded: Hash, computed: Hash },
+    #[error("the blob's content hashes to {computed}, not to {recorded}, or its length differs")]
+    WrongBlob { recorded: Hash, computed: Hash },
+    #[error("the header promises {promised} events, the export holds {found}")]
+    WrongCount { promised: u64, found: u64 },
+    #[error(
+        "the tree head says {found_size} leaves with root {found_root}; the events give {size} leaves with root {root}"
+    )]
+    WrongTree {
+        found_size: u64,
+        found_root: String,
+        size: u64,
+        root: String,
+    },
+    #[error("the export ends before its tree head line: it was cut short")]
+    Truncated,
+    #[error("nothing may follow the {0} line")]
+    Trailing(&'static str),
+}
+
+/// What a sound export holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExportSummary {
+    pub run: String,
+    pub events: u64,
+    pub root: TreeHash,
+    /// The signed checkpoint's note, when the export carries one.
+    pub checkpoint: Option<String>,
+}
+
+fn fault(line: usize, fault: LineFault) -> BadLine {
+    BadLine { line, fault }
+}
+
+/// Checks an export line by line and stops at the first bad line.
+pub fn verify_export(input: impl BufRead) -> Result<ExportSummary, BadLine> {
+    let mut lines = Lines {
+        inner: input.lines(),
+        last: 0,
+    };
+    let (n, header, _) = lines
+        .next_object()?
+        .ok_or_else(|| fault(1, LineFault::Empty))?;
+    let header_line = n;
+    expect_type(n, &header, "header")?;
+    let format = str_field(n, &header, "format")?;
+    let version = u64_field(n, &header, "version")?;
+    if format != EXPORT_FORMAT || version != u64::from(EXPORT_VERSION) {
+        return Err(fault(
+            n,
+            LineFault::UnsupportedFormat {
+                found: format!("{format} version {version}"),
+            },
+        ));
+    }
+    let run_text = str_field(n, &header, "run")?;
+    let run = StreamId::new(run_text).map_err(|_| fault(n, LineFault::Field("run")))?;
+    let promised = u64_field(n, &header, "events")?;
+    let expected = header_value(&run, promised);
+    if let Some((key, found)) = first_difference(&header, &expected) {
+        return Err(fault(
+            n,
+            LineFault::Differs {
+                field: "header",
+                in_line: format!("{key}: {found}"),
+                in_record: format!(
+                    "{key}: {}",
+                    expected
+                        .get(&key)
+                        .map(Value::to_string)
+                        .unwrap_or_else(|| "absent".into())
+                ),
+            },
+        ));
+    }
+
+    let mut tree = TreeBuilder::new();
+    let mut prev = genesis(&run);
+    loop {
+        let Some((n, line, text)) = lines.next_object()? else {
+            return Err(fault(lines.last + 1, LineFault::Truncated));
+        };
+        match str_field(n, &line, "type")? {
+            "event" => {
+                let event = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                prev = event.hash;
+                tree.push(leaf_hash(&docket_store::event_record(&event)));
+            }
+            "tree" => {
+                let size = u64_field(n, &line, "size")?;
+                let root = str_field(n, &line, "root")?;
+                let computed = tree.root();
+                if size != tree.size() || root != STANDARD.encode(computed.0) {
+                    return Err(fault(
+                        n,
+                        LineFault::WrongTree {
+                            found_size: size,
+                            found_root: root.to_owned(),
+                            size: tree.size(),
+                            root: STANDARD.encode(computed.0),
+                        },
+                    ));
+                }
+                if promised != tree.size() {
+                    return Err(fault(
+                        header_line,
+                        LineFault::WrongCount {
+                            promised,
+                            found: tree.size(),
+                        },
+                    ));
+                }
+                let checkpoint = match lines.next_object()? {
+                    None => None,
+                    Some((n, line, _)) => {
+                        expect_type(n, &line, "checkpoint")?;
+                        let note = str_field(n, &line, "note")?.to_owned();
+                        str_field(n, &line, "verifier_key")?;
+                        if let Some((n, _, _)) = lines.next_object()? {
+                            return Err(fault(n, LineFault::Trailing("checkpoint")));
+                        }
+                        Some(note)
+                    }
+                };
+                return Ok(ExportSummary {
+                    run: run_text.to_owned(),
+                    events: tree.size(),
+                    root: computed,
+                    checkpoint,
+                });
+            }
+            other => {
+                return Err(fault(
+                    n,
+                    LineFault::UnexpectedLine {
+                        expected: "event or tree",
+                        found: format!("a `{other}` line"),
+                    },
+                ));
+            }
+        }
+    }
+}
+
+/// The export's lines, numbered from 1, blank lines skipped.
+struct Lines<R> {
+    inner: std::io::Lines<R>,
+    /// The number of the last line read.
+    last: usize,
+}
+
+impl<R: BufRead> Lines<R> {
+    /// The next line's number, its object and its text.
+    fn next_object(&mut self) -> Result<Option<(usize, Object, String)>, BadLine> {
+        for text in self.inner.by_ref() {
+            self.last += 1;
+            let n = self.last;
+            let text = text.map_err(|e| fault(n, LineFault::Unreadable(e.to_string())))?;
+            if text.trim().is_empty() {
+                continue;
+            }
+            return match serde_json::from_str::<Value>(&text) {
+                Ok(Value::Object(map)) => Ok(Some((n, map, text))),
+                Ok(_) => Err(fault(
+                    n,
+                    LineFault::NotJson("a JSON value that is not an object".into()),
+                )),
+                Err(e) => Err(fault(n, LineFault::NotJson(e.to_string()))),
+            };
+        }
+        Ok(None)
+    }
+}
+
+type Object = serde_json::Map<String, Value>;
+
+fn expect_type(n: usize, line: &Object, expected: &'static str) -> Result<(), BadLine> {
+    let found = str_field(n, line, "type")?;
+    if found != expected {
+        return Err(fault(
+            n,
+            LineFault::UnexpectedLine {
+                expected,
+                found: format!("a `{found}` line"),
+            },
+        ));
+    }
+    Ok(())
+}
+
+fn str_field<'a>(n: usize, line: &'a Object, name: &'static str) -> Result<&'a str, BadLine> {
+    line.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| fault(n, LineFault::Field(name)))
+}
+
+fn u64_field(n: usize, line: &Object, name: &'static str) -> Result<u64, BadLine> {
+    line.get(name)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| fault(n, LineFault::Field(name)))
+}
+
+fn differs(
+    n: usize,
+    field: &'static str,
+    in_line: impl ToString,
+    in_record: impl ToString,
+) -> BadLine {
+    fault(
+        n,
+        LineFault::Differs {
+            field,
+            in_line: in_line.to_string(),
+            in_record: in_record.to_string(),
+        },
+    )
+}
+
+/// Every field an event line may have (docs/export-format.md).
+const EVENT_FIELDS: [&str; 13] = [
+    "type",
+    "seq",
+    "leaf_index",
+    "kind",
+    "kind_version",
+    "recorded_at_ns",
+    "policy",
+    "payload",
+    "payload_bytes",
+    "payload_blob",
+    "prev",
+    "hash",
+    "record",
+];
+
+/// Checks one event line: its record decodes, says what the line says, links to `prev`
+/// and hashes to what it records.
+fn check_event(
+    n: usize,
+    line: &Object,
+    text: &str,
+    run: &StreamId,
+    seq: u64,
+    prev: Hash,
+) -> Result<Event, BadLine> {
+    if let Some(key) = line.keys().find(|k| !EVENT_FIELDS.contains(&k.as_str())) {
+        return Err(fault(n, LineFault::UnknownField(key.clone())));
+    }
+    let record = STANDARD
+        .decode(str_field(n, line, "record")?)
+        .map_err(|_| fault(n, LineFault::NotBase64("record")))?;
+    let event = docket_store::decode_event_record(&record)
+        .map_err(|e| fault(n, LineFault::BadRecord(e.to_string())))?;
+    if &event.stream != run {
+        return Err(fault(
+            n,
+            LineFault::ForeignRun {
+                expected: run.to_string(),
+                found: event.stream.to_string(),
+            },
+        ));
+    }
+    if event.seq != seq {
+        return Err(fault(
+            n,
+            LineFault::OutOfSequence {
+                expected: seq,
+                found: event.seq,
+            },
+        ));
+    }
+    let line_seq = u64_field(n, line, "seq")?;
+    if line_seq != event.seq {
+        return Err(differs(n, "seq", line_seq, event.seq));
+    }
+    let leaf_index = u64_field(n, line, "leaf_index")?;
+    if leaf_index != event.seq - 1 {
+        return Err(differs(n, "leaf_index", leaf_index, event.seq - 1));
+    }
+    let kind = str_field(n, line, "kind")?;
+    if kind != event.kind {
+        return Err(differs(n, "kind", kind, &event.kind));
+    }
+    let kind_version = u64_field(n, line, "kind_version")?;
+    if kind_version != u64::from(event.kind_version) {
+        return Err(differs(n, "kind_version", kind_version, event.kind_version));
+    }
+    let recorded_at = line
+        .get("recorded_at_ns")
+        .and_then(Value::as_i64)
+        .ok_or_else(|| fault(n, LineFault::Field("recorded_at_ns")))?;
+    if recorded_at != event.recorded_at.0 {
+        return Err(differs(
+            n,
+            "recorded_at_ns",
+            recorded_at,
+            event.recorded_at.0,
+        ));
+    }
+    let policy = match line.get("policy") {
+        Some(Value::Null) => None,
+        Some(Value::String(text)) => Some(text.as_str()),
+        _ => return Err(fault(n, LineFault::Field("policy"))),
+    };
+    let recorded_policy = event.policy.map(|h| h.to_hex());
+    if policy != recorded_policy.as_deref() {
+        return Err(differs(
+            n,
+            "policy",
+            policy.unwrap_or("null"),
+            recorded_policy.as_deref().unwrap_or("null"),
+        ));
+    }
+    check_payload(n, line, text, &event)?;
+    let line_prev = str_field(n, line, "prev")?;
+    if line_prev != event.prev.to_hex() {
+        return Err(differs(n, "prev", line_prev, event.prev));
+    }
+    if event.prev != prev {
+        return Err(fault(
+            n,
+            LineFault::BrokenLink {
+                expected: prev,
+                found: event.prev,
+            },
+        ));
+    }
+    let line_hash = str_field(n, line, "hash")?;
+    if line_hash != event.hash.to_hex() {
+        return Err(differs(n, "hash", line_hash, event.hash));
+    }
+    let computed = event_hash(&event.prev, &record[..record.len() - 64]);
+    if computed != event.hash {
+        return Err(fault(
+            n,
+            LineFault::WrongHash {
+                recorded: event.hash,
+                computed,
+            },
+        ));
+    }
+    Ok(event)
+}
+
+/// The payload the line shows is the one the record covers (directly, or through its
+/// blob's hash).
+fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(), BadLine> {
+    let bytes = match &event.payload {
+        Payload::Inline(bytes) => {
+            if line.contains_key("payload_blob") {
+                return Err(differs(n, "payload_blob", "a blob", "an inline payload"));
+            }
+            bytes.clone()
+        }
+        Payload::Blob(r) => {
+            let Some(Value::Object(blob)) = line.get("payload_blob") else {
+                return Err(fault(n, LineFault::Field("payload_blob")));
+            };
+            let content = blob
+                .get("content")
+                .and_then(Value::as_str)
+                .and_then(|c| STANDARD.decode(c).ok())
+                .ok_or_else(|| fault(n, LineFault::Field("payload_blob.content")))?;
+            let named = blob.get("hash").and_then(Value::as_str);
+            if named != Some(r.hash.to_hex().as_str()) {
+                return Err(differs(n, "payload_blob.hash", named.unwrap_or("absent"), r.hash));
+            }
+            let len = blob.get("len").and_then(Value::as_u64);
+            if len != Some(r.len) {
+                return Err(differs(
+                    n,
+                    "payload_blob.len",
+                    len.map_or("absent".into(), |l| l.to_string()),
+                    r.len,
+                ));
+            }
+            if blob.len() != 3 {
+                return Err(fault(n, LineFault::Field("payload_blob")));
+            }
+            let computed = docket_store::blob_hash(&content);
+            if computed != r.hash || content.len() as u64 != r.len {
+                return Err(fault(
+                    n,
+                    LineFault::WrongBlob {
+                        recorded: r.hash,
+                        computed,
+                    },
+                ));
+            }
+            content
+        }
+    };
+    match (line.get("payload"), line.get("payload_bytes")) {
+        (Some(_), None) => {
+            // The text exactly, not the value: `1e5` and `1E5` are one value, two records.
+            #[derive(serde::Deserialize)]
+            struct Shown<'a> {
+                #[serde(borrow)]
+                payload: &'a RawValue,
+            }
+            let shown: Shown<'_> =
+                serde_json::from_str(text).map_err(|_| fault(n, LineFault::Field("payload")))?;
+            if shown.payload.get().as_bytes() != bytes.as_slice() {
+                return Err(differs(
+                    n,
+                    "payload",
+                    shown.payload.get(),
+                    String::from_utf8_lossy(&bytes),
+                ));
+            }
+        }
+        (None, Some(Value::String(b64))) => {
+            let shown = STANDARD
+                .decode(b64)
+                .map_err(|_| fault(n, LineFault::NotBase64("payload_bytes")))?;
+            if shown != bytes {
+                return Err(differs(n, "payload_bytes", b64, STANDARD.encode(&bytes)));
+            }
+        }
+        _ => return Err(fault(n, LineFault::Field("payload"))),
+    }
+    Ok(())
+}
+
+/// The first key (in order) whose value differs between two JSON objects, with the
+/// value found.
+fn first_difference(found: &Object, expected: &Value) -> Option<(String, String)> {
+    let Value::Object(expected) = expected else {
+        return Some(("header".into(), "not an object".into()));
+    };
+    let keys: std::collections::BTreeSet<&String> = found.keys().chain(expected.keys()).collect();
+    keys.into_iter()
+        .find(|k| found.get(*k) != expected.get(*k))
+        .map(|k| {
+            let value = found
+                .get(k)
+                .map(Value::to_string)
+                .unwrap_or_else(|| "absent".into());
+            (k.clone(), value)
+        })
+}

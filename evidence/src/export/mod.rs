@@ -1,0 +1,9 @@
+//! A run as a file an auditor verifies without docket: `docket export RUN --format jsonl`
+//! writes it, `docket verify-export FILE` (and the reference verifier in Python,
+//! `examples/verifier/`) checks it. The format is specified in docs/export-format.md.
+
+mod check;
+mod jsonl;
+
+pub use check::{BadLine, ExportSummary, LineFault, verify_export};
+pub use jsonl::{EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, write_jsonl};

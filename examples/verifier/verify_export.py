@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Reference verifier for docket exports (docs/export-format.md), written from that page
+alone with off-the-shelf libraries: BLAKE3 (`blake3`), SHA-256 (`hashlib`) and, for
+signed checkpoints, Ed25519 (`cryptography`).
+
+    python3 verify_export.py RUN.jsonl [--key VERIFIER_KEY]
+
+Exit 0 and one line saying what was checked when the export is sound; exit 1 and
+"line N: why" at the first bad line. With --key, the checkpoint must be signed by that
+key (the one you obtained from the instance's operator out of band); without it, the key
+the export carries is used and the output says so.
+"""
+
+import base64
+import hashlib
+import json
+import sys
+
+import blake3
+
+FORMAT = "docket.export.jsonl"
+VERSION = 1
+
+
+class Bad(Exception):
+    def __init__(self, line, why):
+        super().__init__(f"line {line}: {why}")
+
+
+# --- the canonical event body (store/FORMAT.md, section 3) -------------------------------
+
+
+class Reader:
+    def __init__(self, data, line):
+        self.data, self.at, self.line = data, 0, line
+
+    def byte(self):
+        if self.at >= len(self.data):
+            raise Bad(self.line, "record: the event body is cut short")
+        b = self.data[self.at]
+        self.at += 1
+        return b
+
+    def varint(self):
+        value, shift = 0, 0
+        while True:
+            b = self.byte()
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 70:
+                raise Bad(self.line, "record: a varint is too long")
+
+    def take(self, n):
+        if self.at + n > len(self.data):
+            raise Bad(self.line, "record: the event body is cut short")
+        out = self.data[self.at : self.at + n]
+        self.at += n
+        return out
+
+    def string(self):
+        raw = self.take(self.varint())
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Bad(self.line, "record: a string is not UTF-8")
+
+
+def decode_body(body, line):
+    r = Reader(body, line)
+    fields = {"stream": r.string(), "seq": r.varint(), "kind": r.string(), "kind_version": r.varint()}
+    z = r.varint()
+    fields["recorded_at_ns"] = (z >> 1) ^ -(z & 1)
+    tag = r.byte()
+    if tag == 0:
+        fields["policy"] = None
+    elif tag == 1:
+        fields["policy"] = r.take(32).hex()
+    else:
+        raise Bad(line, "record: bad policy tag")
+    tag = r.byte()
+    if tag == 0:
+        fields["payload"] = ("inline", r.take(r.varint()))
+    elif tag == 1:
+        blob_hash = r.take(32)
+        fields["payload"] = ("blob", blob_hash, r.varint())
+    else:
+        raise Bad(line, "record: bad payload tag")
+    if r.at != len(body):
+        raise Bad(line, f"record: {len(body) - r.at} unexpected bytes after the event body")
+    return fields
+
+
+EVENT_FIELDS = {
+    "type", "seq", "leaf_index", "kind", "kind_version", "recorded_at_ns", "policy",
+    "payload", "payload_bytes", "payload_blob", "prev", "hash", "record",
+}
+
+
+def b64(text, line, field):
+    """Standard base64 with padding, in its one canonical spelling."""
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        raise Bad(line, f"`{field}` is not base64")
+    if base64.b64encode(raw).decode() != text:
+        raise Bad(line, f"`{field}` is not base64 in its canonical form")
+    return raw
+
+
+# --- RFC 9162 Merkle tree -----------------------------------------------------------------
+
+
+def leaf_hash(data):
+    return hashlib.sha256(b"\x00" + data).digest()
+
+
+def node_hash(left, right):
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def tree_root(leaves):
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    level = list(leaves)
+    # Pair from the left; an odd node at the end moves up unchanged (RFC 9162, section 2.1.1).
+    while len(level) > 1:
+        nxt = [node_hash(level[i], level[i + 1]) for i in range(0, len(level) - 1, 2)]
+        if len(level) % 2:
+            nxt.append(level[-1])
+        level = nxt
+    return level[0]
+
+
+# --- C2SP signed notes and checkpoints ------------------------------------------------------
+
+
+def parse_verifier_key(vkey):
+    parts = vkey.split("+")
+    if len(parts) != 3:
+        raise ValueError("a verifier key is name+keyid+key")
+    name, key_id, key = parts
+    raw = base64.b64decode(key, validate=True)
+    if len(raw) != 33 or raw[0] != 1:
+        raise ValueError("not an Ed25519 verifier key (algorithm byte 0x01 and 32 bytes)")
+    expected = hashlib.sha256(name.encode() + b"\n" + raw).digest()[:4]
+    if bytes.fromhex(key_id) != expected:
+        raise ValueError("the key id does not match the key")
+    return name, expected, raw[1:]
+
+
+def check_note(note, vkey):
+    """Returns the checkpoint body lines when `note` carries a valid signature of `vkey`."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    name, key_id, public = parse_verifier_key(vkey)
+    text, sep, signatures = note.partition("\n\n")
+    if not sep:
+        raise ValueError("the note has no blank line before its signatures")
+    message = (text + "\n").encode()
+    key = Ed25519PublicKey.from_public_bytes(public)
+    for sig_line in signatures.splitlines():
+        if not sig_line.startswith("\u2014 "):
+            raise ValueError("a signature line does not start with an em dash and a space")
+        signer, _, b64 = sig_line[2:].rpartition(" ")
+        raw = base64.b64decode(b64, validate=True)
+        if signer == name and raw[:4] == key_id:
+            try:
+                key.verify(raw[4:], message)
+            except InvalidSignature:
+                raise ValueError(f"the signature of {name} does not verify")
+            return text.split("\n")
+    raise ValueError(f"the note is not signed by {name}")
+
+
+# --- the export -------------------------------------------------------------------------------
+
+
+def verify(path, trusted_key=None):
+    with open(path, encoding="utf-8") as f:
+        lines = [(n, text) for n, text in enumerate(f, start=1) if text.strip()]
+    if not lines:
+        raise Bad(1, "the file is empty")
+
+    def obj(n, text):
+        try:
+            value = json.loads(text)
+        except ValueError as e:
+            raise Bad(n, f"not JSON: {e}")
+        if not isinstance(value, dict):
+            raise Bad(n, "not a JSON object")
+        return value
+
+    n, header = lines[0][0], obj(*lines[0])
+    if header.get("type") != "header" or header.get("format") != FORMAT or header.get("version") != VERSION:
+        raise Bad(n, f"not a {FORMAT} version {VERSION} header")
+    run = header["run"]
+    prev = blake3.blake3(run.encode(), derive_key_context=header["chain"]["genesis_context"]).digest()
+    if header["chain"].get("genesis") != prev.hex() or header.get("store_format") != 1:
+        raise Bad(n, "the header's genesis or store format is not this run's")
+    event_context = header["chain"]["event_context"]
+    leaves, rest = [], lines[1:]
+    while rest and obj(*rest[0]).get("type") == "event":
+        (n, text), rest = rest[0], rest[1:]
+        line = obj(n, text)
+        unknown = set(line) - EVENT_FIELDS
+        if unknown:
+            raise Bad(n, f"field {sorted(unknown)[0]!r} is not part of the export format")
+        record = b64(line["record"], n, "record")
+        if len(record) < 64:
+            raise Bad(n, "record is shorter than its two hashes")
+        body, rec_prev, rec_hash = record[:-64], record[-64:-32], record[-32:]
+        fields = decode_body(body, n)
+        seq = len(leaves) + 1
+        if fields["stream"] != run:
+            raise Bad(n, f"event of run {fields['stream']} in the export of run {run}")
+        if fields["seq"] != seq:
+            raise Bad(n, f"expected event {seq}, found event {fields['seq']}")
+        for name in ("seq", "kind", "kind_version", "recorded_at_ns", "policy"):
+            if line.get(name) != fields[name]:
+                raise Bad(n, f"`{name}` says {line.get(name)!r}, the record says {fields[name]!r}")
+        if line.get("leaf_index") != seq - 1:
+            raise Bad(n, "`leaf_index` is not seq - 1")
+        payload = fields["payload"]
+        if payload[0] == "inline":
+            content = payload[1]
+        else:
+            blob = line.get("payload_blob") or {}
+            if blob.get("hash") != payload[1].hex() or blob.get("len") != payload[2] or len(blob) != 3:
+                raise Bad(n, "`payload_blob` does not name the blob the record names")
+            content = b64(blob.get("content", ""), n, "payload_blob.content")
+            if blake3.blake3(content).digest() != payload[1] or len(content) != payload[2]:
+                raise Bad(n, "the blob's content does not hash to the blob the record names")
+        if payload[0] == "inline" and "payload_blob" in line:
+            raise Bad(n, "`payload_blob` on an event whose payload is inline")
+        if "payload" in line:
+            try:
+                same = json.loads(content) == line["payload"]
+            except ValueError:
+                same = False
+            if not same:
+                raise Bad(n, "`payload` differs from the payload the record covers")
+        elif b64(line.get("payload_bytes", ""), n, "payload_bytes") != content:
+            raise Bad(n, "`payload_bytes` differ from the payload the record covers")
+        if line.get("prev") != rec_prev.hex() or line.get("hash") != rec_hash.hex():
+            raise Bad(n, "`prev` or `hash` differ from the record's")
+        if rec_prev != prev:
+            raise Bad(n, "`prev` is not the previous event's hash: the chain is broken here")
+        if blake3.blake3(rec_prev + body, derive_key_context=event_context).digest() != rec_hash:
+            raise Bad(n, "the record does not hash to its recorded hash: it was changed after it was written")
+        prev = rec_hash
+        leaves.append(leaf_hash(record))
+    if not rest:
+        raise Bad(lines[-1][0] + 1, "the export ends before its tree head line: it was cut short")
+    (n, text), rest = rest[0], rest[1:]
+    tree = obj(n, text)
+    if tree.get("type") != "tree":
+        raise Bad(n, f"expected an event or the tree head, found a {tree.get('type')!r} line")
+    root = tree_root(leaves)
+    if tree.get("size") != len(leaves) or tree.get("root") != base64.b64encode(root).decode():
+        raise Bad(n, "the tree head does not match the events")
+    if header.get("events") != len(leaves):
+        raise Bad(n, f"the header promises {header.get('events')} events, the export holds {len(leaves)}")
+    signed = "not signed"
+    if rest:
+        (n, text), rest = rest[0], rest[1:]
+        checkpoint = obj(n, text)
+        if checkpoint.get("type") != "checkpoint":
+            raise Bad(n, "only a checkpoint line may follow the tree head")
+        vkey = trusted_key or checkpoint["verifier_key"]
+        try:
+            body = check_note(checkpoint["note"], vkey)
+        except (ValueError, KeyError) as e:
+            raise Bad(n, f"checkpoint: {e}")
+        if len(body) < 3 or body[1] != str(len(leaves)) or body[2] != base64.b64encode(root).decode():
+            raise Bad(n, "checkpoint: its size and root are not the export's tree head")
+        if not body[0].endswith("/" + run):
+            raise Bad(n, f"checkpoint: its origin {body[0]!r} does not name run {run}")
+        signed = f"signed by {vkey.split('+')[0]}" + ("" if trusted_key else " (the key the export carries; pass --key to check against one you trust)")
+    if rest:
+        raise Bad(rest[0][0], "nothing may follow the checkpoint line")
+    return f"sound: run {run}, {len(leaves)} events, root {base64.b64encode(root).decode()}, {signed}"
+
+
+def main(argv):
+    args = argv[1:]
+    key = None
+    if "--key" in args:
+        i = args.index("--key")
+        key = args[i + 1]
+        del args[i : i + 2]
+    if len(args) != 1:
+        print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
+        return 2
+    try:
+        print(f"{args[0]}: {verify(args[0], key)}")
+        return 0
+    except Bad as e:
+        print(f"{args[0]}: {e}")
+        return 1
+    except (KeyError, TypeError, ValueError) as e:
+        print(f"{args[0]}: malformed export: {e!r}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,171 @@
+//! `docket export --format jsonl` and `docket verify-export` through the binary, and the
+//! reference verifier in Python (examples/verifier/) on the same files: both accept a
+//! sound export and name the same first bad line of a damaged one.
+
+use std::path::Path;
+use std::process::Command;
+
+use docket_tests::{
+    docket_bin, docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text,
+    workspace_root,
+};
+
+/// Whether Python with the verifier's libraries is here; on CI it must be (`.ci/run`
+/// installs them), elsewhere a test without it says so and checks the rest.
+fn python_verifier() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import blake3, cryptography"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
+        );
+        eprintln!("skipped the Python verifier: python3 with blake3 and cryptography is not installed");
+    }
+    ok
+}
+
+/// The Python verifier's verdict: exit code and its one line.
+fn python_verdict(file: &Path) -> (i32, String) {
+    let out = Command::new("python3")
+        .arg(workspace_root().join("examples/verifier/verify_export.py"))
+        .arg(file)
+        .output()
+        .expect("python3 runs");
+    (exit_code(&out), stdout_text(&out))
+}
+
+fn docket_verdict(file: &Path) -> (i32, serde_json::Value) {
+    let out = Command::new(docket_bin())
+        .args(["verify-export", "--json"])
+        .arg(file)
+        .output()
+        .expect("docket runs");
+    let verdict = serde_json::from_str(stdout_text(&out).trim()).expect("one JSON line");
+    (exit_code(&out), verdict)
+}
+
+fn geo_export(dir: &Path) -> std::path::PathBuf {
+    geo_agents_built();
+    let data = dir.join("data");
+    let workflow = geo_workflow();
+    let run = docket_on(
+        &data,
+        &["run", workflow.to_str().unwrap(), "--run-id", "geo-export"],
+    );
+    assert_eq!(exit_code(&run), 0, "{}", String::from_utf8_lossy(&run.stderr));
+    let file = dir.join("geo-export.jsonl");
+    let out = docket_on(
+        &data,
+        &["export", "geo-export", "--format", "jsonl", "--out", file.to_str().unwrap()],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout_text(&out).contains("wrote"), "{}", stdout_text(&out));
+    file
+}
+
+#[test]
+fn an_export_of_the_geo_run_verifies_in_docket_and_in_python() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = geo_export(dir.path());
+    let (code, verdict) = docket_verdict(&file);
+    assert_eq!(code, 0, "{verdict}");
+    assert_eq!(verdict["sound"], true);
+    assert_eq!(verdict["run"], "geo-export");
+    let events = verdict["events"].as_u64().unwrap();
+    assert!(events > 10, "{verdict}");
+    // Every line but the header and the tree head is an event.
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(text.lines().count() as u64, events + 2);
+    if python_verifier() {
+        let (code, line) = python_verdict(&file);
+        assert_eq!(code, 0, "{line}");
+        assert!(line.contains("sound: run geo-export"), "{line}");
+        assert!(line.contains(verdict["root"].as_str().unwrap()), "{line} vs {verdict}");
+    }
+}
+
+#[test]
+fn both_verifiers_name_the_same_first_bad_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = geo_export(dir.path());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let python = python_verifier();
+    let damaged: Vec<(&str, String, u64)> = vec![
+        (
+            "a payload value changed",
+            {
+                let mut ls = lines.clone();
+                let changed = ls[4].replacen("\"payload\":{", "\"payload\":{\"injected\":1,", 1);
+                ls[4] = &changed;
+                ls.join("\n") + "\n"
+            },
+            5,
+        ),
+        (
+            "an event deleted",
+            {
+                let mut ls = lines.clone();
+                ls.remove(6);
+                ls.join("\n") + "\n"
+            },
+            7,
+        ),
+        (
+            "two events swapped",
+            {
+                let mut ls = lines.clone();
+                ls.swap(2, 3);
+                ls.join("\n") + "\n"
+            },
+            3,
+        ),
+        (
+            "cut short in an event",
+            text[..text.len() - lines.last().unwrap().len() - 40].to_owned(),
+            lines.len() as u64 - 1,
+        ),
+        (
+            "the tree head left out",
+            lines[..lines.len() - 1].join("\n") + "\n",
+            lines.len() as u64,
+        ),
+    ];
+    for (what, content, line) in damaged {
+        let bad = dir.path().join("bad.jsonl");
+        std::fs::write(&bad, content).unwrap();
+        let (code, verdict) = docket_verdict(&bad);
+        assert_eq!(code, 1, "{what}: {verdict}");
+        assert_eq!(verdict["line"], line, "{what}: {verdict}");
+        if python {
+            let (code, said) = python_verdict(&bad);
+            assert_eq!(code, 1, "{what}: {said}");
+            assert!(said.contains(&format!("line {line}:")), "{what}: python says {said}");
+        }
+    }
+}
+
+#[test]
+fn export_and_verify_export_errors_say_what_and_where() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let out = docket_on(&data, &["export", "no-such-run", "--format", "jsonl"]);
+    assert_eq!(exit_code(&out), 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no run no-such-run"), "{err}");
+    let out = Command::new(docket_bin())
+        .args(["verify-export", "/nonexistent/export.jsonl"])
+        .output()
+        .unwrap();
+    assert_eq!(exit_code(&out), 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot open the export /nonexistent/export.jsonl"), "{err}");
+    let empty = dir.path().join("empty.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let (code, verdict) = docket_verdict(&empty);
+    assert_eq!(code, 1);
+    assert_eq!(verdict["line"], 1, "{verdict}");
+}
