@@ -35,7 +35,12 @@ fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
         let mut event = Event {
             stream: stream.clone(),
             seq,
-            kind: if seq == 1 { "run.requested" } else { "agent.responded" }.to_owned(),
+            kind: if seq == 1 {
+                "run.requested"
+            } else {
+                "agent.responded"
+            }
+            .to_owned(),
             kind_version: 1,
             recorded_at: WallTime(1_795_000_000_000_000_000 + seq as i64 * 1_000_003),
             policy: (seq % 4 != 0).then_some(Hash([7; 32])),
@@ -120,7 +125,11 @@ fn mutate(rng: &mut Rng, original: &[u8], other: &[u8]) -> (Vec<u8>, String, usi
             let j = i + 1 + rng.below(count - 1 - i);
             let mut ls = lines.clone();
             ls.swap(i, j);
-            (ls.concat(), format!("swap lines {} and {}", i + 1, j + 1), i + 1)
+            (
+                ls.concat(),
+                format!("swap lines {} and {}", i + 1, j + 1),
+                i + 1,
+            )
         }
         4 => {
             // Cut anywhere but after the last line's content (only its newline left out
@@ -136,7 +145,11 @@ fn mutate(rng: &mut Rng, original: &[u8], other: &[u8]) -> (Vec<u8>, String, usi
                 end += l.len();
                 line += 1;
             }
-            (original[..cut].to_vec(), format!("truncate at byte {cut}"), line)
+            (
+                original[..cut].to_vec(),
+                format!("truncate at byte {cut}"),
+                line,
+            )
         }
         _ => {
             // Another run's line in place of an event or the tree head line.
@@ -144,7 +157,11 @@ fn mutate(rng: &mut Rng, original: &[u8], other: &[u8]) -> (Vec<u8>, String, usi
             let i = 1 + rng.below(count - 1);
             let mut ls = lines.clone();
             ls[i] = theirs[i].clone();
-            (ls.concat(), format!("splice line {} of another run", i + 1), i + 1)
+            (
+                ls.concat(),
+                format!("splice line {} of another run", i + 1),
+                i + 1,
+            )
         }
     }
 }

@@ -6,12 +6,12 @@ use std::path::Path;
 use std::process::Command;
 
 use docket_tests::{
-    docket_bin, docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text,
-    workspace_root,
+    docket_bin, docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text, workspace_root,
 };
 
 /// Whether Python with the verifier's libraries is here; on CI it must be (`.ci/run`
 /// installs them), elsewhere a test without it says so and checks the rest.
+#[allow(clippy::print_stderr)] // a skipped check says so
 fn python_verifier() -> bool {
     let ok = Command::new("python3")
         .args(["-c", "import blake3, cryptography"])
@@ -22,7 +22,9 @@ fn python_verifier() -> bool {
             std::env::var_os("CI").is_none(),
             "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
         );
-        eprintln!("skipped the Python verifier: python3 with blake3 and cryptography is not installed");
+        eprintln!(
+            "skipped the Python verifier: python3 with blake3 and cryptography is not installed"
+        );
     }
     ok
 }
@@ -55,13 +57,30 @@ fn geo_export(dir: &Path) -> std::path::PathBuf {
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-export"],
     );
-    assert_eq!(exit_code(&run), 0, "{}", String::from_utf8_lossy(&run.stderr));
+    assert_eq!(
+        exit_code(&run),
+        0,
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let file = dir.join("geo-export.jsonl");
     let out = docket_on(
         &data,
-        &["export", "geo-export", "--format", "jsonl", "--out", file.to_str().unwrap()],
+        &[
+            "export",
+            "geo-export",
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ],
     );
-    assert_eq!(exit_code(&out), 0, "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(stdout_text(&out).contains("wrote"), "{}", stdout_text(&out));
     file
 }
@@ -83,7 +102,10 @@ fn an_export_of_the_geo_run_verifies_in_docket_and_in_python() {
         let (code, line) = python_verdict(&file);
         assert_eq!(code, 0, "{line}");
         assert!(line.contains("sound: run geo-export"), "{line}");
-        assert!(line.contains(verdict["root"].as_str().unwrap()), "{line} vs {verdict}");
+        assert!(
+            line.contains(verdict["root"].as_str().unwrap()),
+            "{line} vs {verdict}"
+        );
     }
 }
 
@@ -143,7 +165,10 @@ fn both_verifiers_name_the_same_first_bad_line() {
         if python {
             let (code, said) = python_verdict(&bad);
             assert_eq!(code, 1, "{what}: {said}");
-            assert!(said.contains(&format!("line {line}:")), "{what}: python says {said}");
+            assert!(
+                said.contains(&format!("line {line}:")),
+                "{what}: python says {said}"
+            );
         }
     }
 }
@@ -162,7 +187,10 @@ fn export_and_verify_export_errors_say_what_and_where() {
         .unwrap();
     assert_eq!(exit_code(&out), 1);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("cannot open the export /nonexistent/export.jsonl"), "{err}");
+    assert!(
+        err.contains("cannot open the export /nonexistent/export.jsonl"),
+        "{err}"
+    );
     let empty = dir.path().join("empty.jsonl");
     std::fs::write(&empty, "").unwrap();
     let (code, verdict) = docket_verdict(&empty);

@@ -431,7 +431,12 @@ fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(
                 .ok_or_else(|| fault(n, LineFault::Field("payload_blob.content")))?;
             let named = blob.get("hash").and_then(Value::as_str);
             if named != Some(r.hash.to_hex().as_str()) {
-                return Err(differs(n, "payload_blob.hash", named.unwrap_or("absent"), r.hash));
+                return Err(differs(
+                    n,
+                    "payload_blob.hash",
+                    named.unwrap_or("absent"),
+                    r.hash,
+                ));
             }
             let len = blob.get("len").and_then(Value::as_u64);
             if len != Some(r.len) {
