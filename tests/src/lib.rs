@@ -156,30 +156,27 @@ pub fn events_of_kind<'a>(
 /// binary, where a workflow's bare command names are looked up first.
 pub fn geo_agents_built() {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let docket = docket_bin();
-        let profile_dir = docket.parent().expect("profile directory");
-        let target_dir = profile_dir.parent().expect("target directory");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let mut cmd = Command::new(cargo);
-        cmd.args([
-            "build",
-            "--quiet",
-            "-p",
-            "docket-example-geo",
-            "--bins",
-            "--target-dir",
-        ])
+    BUILT.get_or_init(|| example_agents_built("docket-example-geo"));
+}
+
+/// Builds an example's agent binaries (the package's `--bins`) next to the `docket`
+/// binary, in the same profile.
+pub fn example_agents_built(package: &str) {
+    let docket = docket_bin();
+    let profile_dir = docket.parent().expect("profile directory");
+    let target_dir = profile_dir.parent().expect("target directory");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut cmd = Command::new(cargo);
+    cmd.args(["build", "--quiet", "-p", package, "--bins", "--target-dir"])
         .arg(target_dir);
-        if profile_dir.file_name().is_some_and(|n| n == "release") {
-            cmd.arg("--release");
-        }
-        let status = cmd
-            .current_dir(workspace_root())
-            .status()
-            .expect("run cargo build for the geo agents");
-        assert!(status.success(), "building the geo agents failed");
-    });
+    if profile_dir.file_name().is_some_and(|n| n == "release") {
+        cmd.arg("--release");
+    }
+    let status = cmd
+        .current_dir(workspace_root())
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build for {package}: {e}"));
+    assert!(status.success(), "building {package} failed");
 }
 
 /// The geo example's workflow file.

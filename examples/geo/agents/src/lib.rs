@@ -14,7 +14,6 @@ mod intelligence;
 mod observation;
 mod payloads;
 mod reasoning;
-mod serve;
 mod strategy;
 
 pub use answer::Failure;
@@ -25,9 +24,9 @@ pub use observation::handle as observation;
 pub use reasoning::handle as reasoning;
 pub use strategy::handle as strategy;
 // The payloads of the pipeline's output types, and the agent and output-type names.
+pub use docket_example_kit::{ServeError, run as serve, serve_lines};
 pub use payloads::{
     AiAnswerSnapshots, AnalysisRequest, BrandScore, Constraints, Gap, GapsAndOpportunities,
     GeoScores, Opportunity, Pattern, Priority, Recommendation, Recommendations, Scope, Snapshot,
     TimeRange, ValidatedRecommendations, ValidatedScope, agents, output_types,
 };
-pub use serve::{ServeError, run as serve, serve_lines};

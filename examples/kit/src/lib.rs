@@ -1,4 +1,5 @@
-//! The stdio loop every geo agent runs: one request line in, one response line out.
+//! The stdio loop every example agent runs: one request line in, one response line out
+//! (docs/agent-protocol.md, "JSON lines over stdin/stdout").
 
 use std::io::{BufRead, Write};
 

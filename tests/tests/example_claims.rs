@@ -1,0 +1,208 @@
+//! The claims example (examples/claims, seed 001's multi-agent context controls) run
+//! through the binary: each of the document's five test scenarios (full, scoped and
+//! minimal handoffs, conversation translation, governance enforcement) is checked in the
+//! handoff audit records of the runs, and every run replays and exports soundly.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use docket_tests::{
+    docket_on, events_of_kind, example_agents_built, exit_code, run_events, stdout_text,
+    workspace_root,
+};
+use serde_json::Value;
+
+fn claims_agents_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| example_agents_built("docket-example-claims"));
+}
+
+/// Runs the claims workflow on `input` (a file of examples/claims) as run `id`; returns
+/// its exit code and its events.
+fn run_claims(data: &Path, input: &str, id: &str) -> (i32, Vec<Value>) {
+    claims_agents_built();
+    let example = workspace_root().join("examples/claims");
+    let out = docket_on(
+        data,
+        &[
+            "run",
+            example.join("workflow.toml").to_str().unwrap(),
+            "--input",
+            example.join(input).to_str().unwrap(),
+            "--run-id",
+            id,
+        ],
+    );
+    let code = exit_code(&out);
+    assert!(
+        code == 0 || code == 4,
+        "{}{}",
+        stdout_text(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (code, run_events(data, id))
+}
+
+/// The decision handoff `from → to` (not a read-only context input).
+fn handoff<'a>(events: &'a [Value], from: &str, to: &str) -> &'a Value {
+    events_of_kind(events, "handoff.allowed")
+        .into_iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == from && p["to"] == to && p["kind"] != "context")
+        .unwrap_or_else(|| panic!("no handoff {from} → {to}"))
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+fn replays_and_exports(data: &Path, run: &str) {
+    let out = docket_on(data, &["replay", run]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    assert!(
+        stdout_text(&out).contains("every decision reproduced"),
+        "{}",
+        stdout_text(&out)
+    );
+    let file = data.join(format!("{run}.jsonl"));
+    let out = docket_on(
+        data,
+        &[
+            "export",
+            run,
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+}
+
+#[test]
+fn a_collision_claim_crosses_full_scoped_and_translated_handoffs() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, events) = run_claims(&data, "input.json", "collision");
+    assert_eq!(code, 0);
+
+    // Scenario 11, full mode: intake's record reaches coverage whole (rule intake → *).
+    let full = handoff(&events, "intake_agent", "coverage_agent");
+    assert_eq!(full["audit"]["handoff_mode"], "full");
+    assert_eq!(full["audit"]["governance_rule_id"], "intake_to_any_full");
+    assert_eq!(full["delivered"]["claimant"]["ssn_last4"], "6789");
+    assert!(full["delivered"]["claimant"].get("ssn").is_none());
+
+    // Scenario 12, scoped mode: fraud gets the claim and the coverage, not the claimant.
+    let scoped = handoff(&events, "coverage_agent", "fraud_agent");
+    assert_eq!(scoped["audit"]["handoff_mode"], "scoped");
+    assert!(scoped["delivered"].get("claimant").is_none(), "{scoped}");
+    let excluded = strings(&scoped["audit"]["context_after_scoping"]["fields_excluded"]);
+    assert!(
+        excluded.iter().any(|f| f.starts_with("claimant.")),
+        "{excluded:?}"
+    );
+
+    // fraud → recommendation: only the score, the indicators and the risk level; the
+    // investigators' notes are removed.
+    let fraud = handoff(&events, "fraud_agent", "recommendation_agent");
+    assert_eq!(
+        fraud["audit"]["governance_rule_id"],
+        "fraud_to_recommendation_scoped"
+    );
+    assert_eq!(
+        strings(&fraud["audit"]["context_after_scoping"]["fields_included"]),
+        ["fraud_indicators", "fraud_score", "risk_level"]
+    );
+    assert_eq!(
+        strings(&fraud["audit"]["context_after_scoping"]["fields_excluded"]),
+        ["internal_notes", "investigator_comments", "model_version"]
+    );
+    // Scenario 14, translation: recast as a system message within the 500-token budget.
+    assert_eq!(fraud["audit"]["conversation_translation_applied"], true);
+    assert_eq!(fraud["delivered"]["role"], "system");
+    assert!(
+        fraud["audit"]["context_after_scoping"]["total_tokens"]
+            .as_u64()
+            .unwrap()
+            <= 500,
+        "{fraud}"
+    );
+    let text = fraud["delivered"].to_string();
+    assert!(!text.contains("Adjuster memo"), "{text}");
+
+    let completed = events_of_kind(&events, "run.completed");
+    let output = &completed[0]["payload"]["output"];
+    assert_eq!(output["recommendation"], "approve", "{output}");
+    assert_eq!(output["payable"], 7900);
+    replays_and_exports(&data, "collision");
+}
+
+#[test]
+fn an_injury_claim_reaches_the_third_party_in_minimal_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, events) = run_claims(&data, "injury.json", "injury");
+    assert_eq!(code, 0);
+
+    // Scenario 13, minimal mode: the reviewer gets the trigger and the metadata only.
+    let minimal = handoff(&events, "sensitive_agent", "external_agent");
+    assert_eq!(minimal["audit"]["handoff_mode"], "minimal");
+    assert_eq!(
+        minimal["audit"]["governance_rule_id"],
+        "sensitive_to_external_minimal"
+    );
+    let keys: Vec<&String> = minimal["delivered"].as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["metadata", "trigger"]);
+    let excluded = strings(&minimal["audit"]["context_after_scoping"]["fields_excluded"]);
+    assert!(excluded.contains(&"medical_history"), "{excluded:?}");
+    assert!(!minimal["delivered"].to_string().contains("Lumbar"));
+    // And nothing about the claimant reached the reviewer by any other path.
+    for e in events_of_kind(&events, "handoff.allowed") {
+        if e["payload"]["to"] == "external_agent" {
+            assert!(
+                !e["payload"]["delivered"].to_string().contains("Lumbar"),
+                "{e}"
+            );
+            assert!(
+                !e["payload"]["delivered"].to_string().contains("Okafor"),
+                "{e}"
+            );
+        }
+    }
+    let output = &events_of_kind(&events, "run.completed")[0]["payload"]["output"];
+    assert_eq!(output["recommendation"], "approve", "{output}");
+    replays_and_exports(&data, "injury");
+}
+
+#[test]
+fn sharing_the_investigation_with_the_third_party_is_denied() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let (code, events) = run_claims(&data, "leak.json", "leak");
+    // Scenario 15, governance enforcement: no edge fraud_agent → external_agent.
+    assert_eq!(code, 4, "blocked by policy");
+    let denied = events_of_kind(&events, "handoff.denied");
+    assert_eq!(denied.len(), 1, "{denied:?}");
+    let payload = &denied[0]["payload"];
+    assert_eq!(payload["from"], "fraud_agent");
+    assert_eq!(payload["to"], "external_agent");
+    assert_eq!(
+        payload["decision"]["rule_id"], "deny_by_default",
+        "{payload}"
+    );
+    for e in events_of_kind(&events, "handoff.allowed") {
+        assert_ne!(e["payload"]["to"], "external_agent", "{e}");
+    }
+    replays_and_exports(&data, "leak");
+}
