@@ -143,6 +143,29 @@ pub fn run_events(data: &Path, run: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Exports run `run` of `data` as JSON lines to `file` (`docket export --format jsonl`),
+/// asserting it succeeded; returns what the command printed.
+pub fn export_jsonl(data: &Path, run: &str, file: &Path) -> String {
+    let out = docket_on(
+        data,
+        &[
+            "export",
+            run,
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().expect("UTF-8 path"),
+        ],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_text(&out)
+}
+
 /// The events of `kind` in a run's events as `run_events` reads them.
 #[must_use]
 pub fn events_of_kind<'a>(

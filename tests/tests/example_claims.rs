@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use docket_tests::{
-    docket_on, events_of_kind, example_agents_built, exit_code, run_events, stdout_text,
-    workspace_root,
+    docket_on, events_of_kind, example_agents_built, exit_code, export_jsonl, run_events,
+    stdout_text, workspace_root,
 };
 use serde_json::Value;
 
@@ -68,23 +68,7 @@ fn replays_and_exports(data: &Path, run: &str) {
         stdout_text(&out)
     );
     let file = data.join(format!("{run}.jsonl"));
-    let out = docket_on(
-        data,
-        &[
-            "export",
-            run,
-            "--format",
-            "jsonl",
-            "--out",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    export_jsonl(data, run, &file);
     let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
 }

@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::Command;
 
 use docket_tests::{
-    docket_bin, docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text, workspace_root,
+    docket_bin, docket_on, exit_code, export_jsonl, geo_agents_built, geo_workflow, stdout_text,
+    workspace_root,
 };
 
 /// Whether Python with the verifier's libraries is here; on CI it must be (`.ci/run`
@@ -64,24 +65,9 @@ fn geo_export(dir: &Path) -> std::path::PathBuf {
         String::from_utf8_lossy(&run.stderr)
     );
     let file = dir.join("geo-export.jsonl");
-    let out = docket_on(
-        &data,
-        &[
-            "export",
-            "geo-export",
-            "--format",
-            "jsonl",
-            "--out",
-            file.to_str().unwrap(),
-        ],
-    );
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(stdout_text(&out).contains("wrote"), "{}", stdout_text(&out));
+    let said = export_jsonl(&data, "geo-export", &file);
+    assert!(said.contains("wrote"), "{said}");
+
     file
 }
 
