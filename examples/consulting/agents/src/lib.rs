@@ -1,0 +1,520 @@
+//! The agents of docket's consulting example (seed 003, the inter-agent communication
+//! contract): ORC classifies the user's intent and routes; CST frames the engagement and
+//! asks ANL for a net present value through a capability request; ORC fans out to ANL
+//! (a market projection), AUD (an audited market figure) and CHA (channels, which runs
+//! out of time and answers with a partial result); DOC writes the business case; ORC
+//! assembles the answer. When ORC cannot tell what the user wants, it asks.
+//!
+//! Each agent is a pure function from request to response; nothing reads a clock.
+
+use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
+use serde_json::{Value, json};
+
+/// The agents, by the name the binary takes.
+pub const AGENTS: [&str; 9] = [
+    "orc", "cst", "anl", "aud", "cha", "doc", "prf", "spo", "chg",
+];
+
+/// The agent function for a name of [`AGENTS`].
+pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
+    Some(match name {
+        "orc" => orc,
+        "cst" => cst,
+        "anl" => anl,
+        "aud" => aud,
+        "cha" => cha,
+        "doc" => doc,
+        "prf" | "spo" | "chg" => other_specialist,
+        _ => return None,
+    })
+}
+
+/// Below this, ORC asks the user what they meant (seed 003: handle ambiguity).
+pub const INTENT_THRESHOLD: f64 = 0.7;
+
+fn handoff(to: &str, output_type: &str, payload: Value) -> Action {
+    Action::Handoff {
+        to: to.into(),
+        output_type: output_type.to_owned(),
+        payload,
+        task: None,
+    }
+}
+
+fn ok(request: &AgentRequest, confidence: Confidence, actions: Vec<Action>) -> AgentResponse {
+    AgentResponse::success(request.request_id.clone(), confidence, actions)
+}
+
+fn error(request: &AgentRequest, code: &str, message: impl Into<String>) -> AgentResponse {
+    AgentResponse::error(request.request_id.clone(), code, message.into())
+}
+
+/// The payload of the decision input of `output_type`, read through a recast message.
+fn input<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> {
+    request
+        .decision_inputs
+        .iter()
+        .find(|i| i.output_type == output_type)
+        .map(
+            |i| match (i.payload.get("role"), i.payload.get("content")) {
+                (Some(_), Some(content)) => content,
+                _ => &i.payload,
+            },
+        )
+}
+
+/// A prior output (read-only context) of `output_type`.
+fn prior<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> {
+    let wanted = format!("prior:{output_type}");
+    request
+        .context_inputs
+        .iter()
+        .find(|i| i.output_type == wanted)
+        .map(|i| &i.payload)
+}
+
+/// Intent classification (seed 003's contract): the primary intent, its confidence and
+/// the agent it maps to.
+pub fn classify(message: &str) -> (&'static str, f64) {
+    let m = message.to_lowercase();
+    if m.contains("business case") || m.contains("market entry") {
+        ("business_case", 0.85)
+    } else if m.contains("channel") {
+        ("channel_strategy", 0.8)
+    } else {
+        ("unclear", 0.4)
+    }
+}
+
+/// ORC: classifies, routes, fans out, aggregates; asks when unsure.
+pub fn orc(request: &AgentRequest) -> AgentResponse {
+    if let Some(document) = input(request, "document") {
+        let result = &document["result_json"];
+        return ok(
+            request,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({
+                    "answer": format!(
+                        "Your business case \"{}\" is ready. The investment returns an NPV of {} at {}; the audited German market is {} a year; channels assessed: {}.",
+                        result["title"].as_str().unwrap_or_default(),
+                        result["npv"], result["discount_rate"], result["market_size"],
+                        result["channels"].as_array().map(|c| c.len()).unwrap_or(0)
+                    ),
+                    "document": result,
+                    "limitations": result["limitations"],
+                }),
+            }],
+        );
+    }
+    let market = input(request, "market_estimate");
+    let channels = input(request, "channel_plan");
+    if market.is_some() || channels.is_some() {
+        // The join: every branch has answered (a conflict between market estimates was
+        // settled by confidence before this call; the loser is archived in the log).
+        let framework = prior(request, "framework").map(|f| f["result_json"].clone());
+        let framework = framework.unwrap_or(Value::Null);
+        let mut limitations: Vec<Value> = Vec::new();
+        if let Some(c) = channels
+            && let Some(w) = c["warnings"].as_array()
+        {
+            limitations.extend(w.iter().cloned());
+        }
+        return ok(
+            request,
+            Confidence::High,
+            vec![handoff(
+                "DOC",
+                "document_request",
+                json!({
+                    "template_type": "business_case",
+                    "title": "Market Entry Analysis: Germany",
+                    "workflow_position": "Step 3 of 3 (Document)",
+                    "npv": framework["npv"],
+                    "discount_rate": framework["discount_rate"],
+                    "scenarios": framework["scenarios"],
+                    "market_size": market.map(|m| m["result_json"]["market_size"].clone()),
+                    "market_source": market.map(|m| m["result_json"]["source"].clone()),
+                    "channels": channels.map(|c| c["result_json"]["channels"].clone()),
+                    "limitations": limitations,
+                }),
+            )],
+        );
+    }
+    if let Some(framework) = input(request, "framework") {
+        let budget = framework["constraints"]["budget_range"][1]
+            .as_f64()
+            .unwrap_or(0.0);
+        let position = |step: &str| format!("Step 2 of 3 ({step})");
+        return ok(
+            request,
+            Confidence::High,
+            vec![
+                handoff(
+                    "ANL",
+                    "projection_request",
+                    json!({
+                        "workflow_position": position("Market projection"),
+                        "baseline": 3.1e9, "growth_rate": 0.05, "years": 3,
+                    }),
+                ),
+                handoff(
+                    "AUD",
+                    "review_request",
+                    json!({
+                        "workflow_position": position("Market figure review"),
+                        "document_ref": "destatis-2025-market-report",
+                    }),
+                ),
+                handoff(
+                    "CHA",
+                    "channel_request",
+                    json!({
+                        "workflow_position": position("Channels"),
+                        "market": "Germany", "budget": budget,
+                    }),
+                ),
+            ],
+        );
+    }
+    let Some(user) = input(request, "user_request") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "ORC expects a user_request",
+        );
+    };
+    let message = user["user_message"].as_str().unwrap_or_default();
+    let (mut intent, confidence) = classify(message);
+    if confidence < INTENT_THRESHOLD {
+        match input(request, "human_answer") {
+            None => {
+                return ok(
+                    request,
+                    Confidence::Medium,
+                    vec![Action::Escalate {
+                        reason: "What would help you most with the German market: a business case for entering it, or a channel strategy?".into(),
+                        choices: vec!["business case".into(), "channel strategy".into()],
+                    }],
+                );
+            }
+            Some(answer) => {
+                intent = match answer["choice"].as_str() {
+                    Some("channel strategy") => "channel_strategy",
+                    _ => "business_case",
+                };
+            }
+        }
+    }
+    if intent != "business_case" {
+        return ok(
+            request,
+            Confidence::Medium,
+            vec![Action::Finish {
+                output: json!({ "answer": "Channel strategies are not part of this example; ask for a business case." }),
+            }],
+        );
+    }
+    // Route to CST with the handoff context of the contract.
+    ok(
+        request,
+        Confidence::High,
+        vec![handoff(
+            "CST",
+            "engagement_brief",
+            json!({
+                "session_id": user["session_id"],
+                "original_request": message,
+                "workflow_position": "Step 1 of 3 (Financial framework)",
+                "prior_agents": ["ORC"],
+                "intent": { "primary_intent": intent, "intent_confidence": confidence, "target_agent": "CST", "target_capability": "CST_FRAMEWORK" },
+                "constraints": user["constraints"],
+                "financials": user["financials"],
+            }),
+        )],
+    )
+}
+
+/// CST: frames the engagement; asks ANL for the NPV of the investment's cash flows.
+pub fn cst(request: &AgentRequest) -> AgentResponse {
+    let Some(brief) = input(request, "engagement_brief") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "CST expects an engagement_brief",
+        );
+    };
+    let scenarios = json!(["conservative", "base", "aggressive"]);
+    let framework = |npv: Value, warnings: Vec<String>| {
+        json!({
+            "session_id": brief["session_id"],
+            "original_request": brief["original_request"],
+            "workflow_position": "Step 1 of 3 (Financial framework)",
+            "prior_agents": ["ORC", "CST"],
+            "constraints": brief["constraints"],
+            "status": if warnings.is_empty() { "SUCCESS" } else { "PARTIAL" },
+            "warnings": warnings,
+            "result_json": {
+                "framework": "market_entry_assessment",
+                "scenarios": scenarios,
+                "npv": npv,
+                "discount_rate": brief["financials"]["discount_rate"],
+            },
+            "constraints_echo": brief["constraints"],
+        })
+    };
+    if let Some(npv) = input(request, "ANL_NPV") {
+        return ok(
+            request,
+            Confidence::High,
+            vec![handoff(
+                "ORC",
+                "framework",
+                framework(npv["npv"].clone(), Vec::new()),
+            )],
+        );
+    }
+    if let Some(failed) = input(request, "capability_failed") {
+        let why = format!(
+            "NPV unavailable: {}",
+            failed["error_message"]
+                .as_str()
+                .unwrap_or("the analyst did not answer")
+        );
+        return ok(
+            request,
+            Confidence::Low,
+            vec![handoff(
+                "ORC",
+                "framework",
+                framework(Value::Null, vec![why]),
+            )],
+        );
+    }
+    let financials = &brief["financials"];
+    ok(
+        request,
+        Confidence::High,
+        vec![Action::RequestCapability {
+            target_agent: "ANL".into(),
+            capability_code: "ANL_NPV".into(),
+            inputs: json!({
+                "cash_flows": financials["cash_flows"],
+                "discount_rate": financials["discount_rate"],
+                "periods": "annual",
+            })
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+        }],
+    )
+}
+
+/// The net present value of `cash_flows` at `rate`, period 0 undiscounted, to the cent.
+pub fn npv(cash_flows: &[f64], rate: f64) -> f64 {
+    let value: f64 = cash_flows
+        .iter()
+        .enumerate()
+        .map(|(t, cf)| cf / (1.0 + rate).powi(t as i32))
+        .sum();
+    (value * 100.0).round() / 100.0
+}
+
+/// ANL: the NPV capability, and a market projection (MEDIUM confidence: a model, not a
+/// measurement).
+pub fn anl(request: &AgentRequest) -> AgentResponse {
+    if let Some(inputs) = input(request, "ANL_NPV") {
+        let flows: Option<Vec<f64>> = inputs["cash_flows"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect());
+        let (Some(flows), Some(rate)) = (flows, inputs["discount_rate"].as_f64()) else {
+            return error(
+                request,
+                "INPUT_VALIDATION_FAILED",
+                "cash_flows and discount_rate are required",
+            );
+        };
+        if flows.len() < 2 {
+            return error(
+                request,
+                "INPUT_VALIDATION_FAILED",
+                "Cash flows array must contain at least two values (initial investment and one return period)",
+            );
+        }
+        return ok(
+            request,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({ "npv": npv(&flows, rate), "currency": "USD", "discount_rate": rate, "periods": flows.len() }),
+            }],
+        );
+    }
+    let Some(req) = input(request, "projection_request") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "ANL expects ANL_NPV or a projection_request",
+        );
+    };
+    let baseline = req["baseline"].as_f64().unwrap_or(0.0);
+    let growth = req["growth_rate"].as_f64().unwrap_or(0.0);
+    let years = req["years"].as_i64().unwrap_or(1) as i32;
+    let size = (baseline * (1.0 + growth).powi(years)).round();
+    ok(
+        request,
+        Confidence::Medium,
+        vec![handoff(
+            "ORC",
+            "market_estimate",
+            json!({
+                "workflow_position": req["workflow_position"],
+                "status": "SUCCESS",
+                "confidence_level": "MEDIUM",
+                "result_json": { "market_size": size, "source": "ANL projection from the 2022 baseline" },
+            }),
+        )],
+    )
+}
+
+/// AUD: the audited market figure (HIGH confidence).
+pub fn aud(request: &AgentRequest) -> AgentResponse {
+    let Some(req) = input(request, "review_request") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "AUD expects a review_request",
+        );
+    };
+    ok(
+        request,
+        Confidence::High,
+        vec![handoff(
+            "ORC",
+            "market_estimate",
+            json!({
+                "workflow_position": req["workflow_position"],
+                "status": "SUCCESS",
+                "confidence_level": "HIGH",
+                "result_json": { "market_size": 4.2e9, "source": format!("audited: {}", req["document_ref"].as_str().unwrap_or_default()) },
+            }),
+        )],
+    )
+}
+
+/// CHA: channels; its secondary source does not answer in time, so it answers TIMEOUT
+/// with what it has (seed 003: include partial results, note what was not completed).
+pub fn cha(request: &AgentRequest) -> AgentResponse {
+    let Some(req) = input(request, "channel_request") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "CHA expects a channel_request",
+        );
+    };
+    let warning =
+        "Partner-reseller data did not arrive in time: that channel is not assessed".to_owned();
+    let mut response = AgentResponse::error(
+        request.request_id.clone(),
+        "CHANNEL_SOURCE_TIMEOUT",
+        "the reseller survey did not answer within the time allowed",
+    );
+    response.status = ResponseStatus::Timeout;
+    response.warnings = vec![warning.clone()];
+    response.actions = vec![handoff(
+        "ORC",
+        "channel_plan",
+        json!({
+            "workflow_position": req["workflow_position"],
+            "status": "TIMEOUT",
+            "warnings": [warning],
+            "result_json": {
+                "market": req["market"],
+                "channels": [
+                    { "channel": "direct online", "share_of_budget": 0.5 },
+                    { "channel": "trade fairs", "share_of_budget": 0.2 },
+                ],
+                "not_assessed": ["partner resellers"],
+            },
+        }),
+    )];
+    response
+}
+
+/// DOC: the business case document.
+pub fn doc(request: &AgentRequest) -> AgentResponse {
+    let Some(req) = input(request, "document_request") else {
+        return error(
+            request,
+            "INPUT_MISSING_DECISION_INPUT",
+            "DOC expects a document_request",
+        );
+    };
+    ok(
+        request,
+        Confidence::High,
+        vec![handoff(
+            "ORC",
+            "document",
+            json!({
+                "workflow_position": req["workflow_position"],
+                "status": "SUCCESS",
+                "result_json": {
+                    "title": req["title"],
+                    "template_type": req["template_type"],
+                    "npv": req["npv"],
+                    "discount_rate": req["discount_rate"],
+                    "scenarios": req["scenarios"],
+                    "market_size": req["market_size"],
+                    "market_source": req["market_source"],
+                    "channels": req["channels"],
+                    "limitations": req["limitations"],
+                    "sections": ["Executive summary", "Market", "Financials", "Channels", "Risks"],
+                },
+            }),
+        )],
+    )
+}
+
+/// PRF, SPO and CHG: registered on the platform, not part of this engagement; they
+/// answer what they are asked with a note saying so, back to ORC.
+pub fn other_specialist(request: &AgentRequest) -> AgentResponse {
+    let note = json!({
+        "status": "SUCCESS",
+        "result_json": { "note": format!("{} has nothing to add to this engagement", request.target_agent) },
+    });
+    ok(
+        request,
+        Confidence::Low,
+        vec![handoff("ORC", "specialist_note", note)],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npv_discounts_every_period_but_the_first() {
+        // The seed's example: its 24,156.72 is wrong; 17,206.82 is right.
+        let flows = [-100_000.0, 25_000.0, 35_000.0, 45_000.0, 55_000.0];
+        assert_eq!(npv(&flows, 0.12), 17_206.82);
+        assert_eq!(npv(&[-100.0, 110.0], 0.10), 0.0);
+    }
+
+    #[test]
+    fn intents_are_classified_with_a_confidence() {
+        assert_eq!(
+            classify("Help me build a business case for market entry"),
+            ("business_case", 0.85)
+        );
+        assert!(classify("I need help with Germany").1 < INTENT_THRESHOLD);
+    }
+
+    #[test]
+    fn every_named_agent_exists() {
+        for name in AGENTS {
+            assert!(agent(name).is_some(), "{name}");
+        }
+        assert!(agent("XYZ").is_none());
+    }
+}

@@ -1,0 +1,167 @@
+//! The consulting example (examples/consulting, seed 003's inter-agent contract) run
+//! through the binary: intent routing, a capability request validated against its schema
+//! (and one refused), the handoff context carried, a parallel fan-out whose conflicting
+//! market figures are settled by confidence, a branch that times out with a partial
+//! result, and a clarifying question answered by a person. Every run replays and exports.
+
+use std::path::Path;
+use std::sync::OnceLock;
+
+use docket_tests::{
+    docket_on, events_of_kind, example_agents_built, exit_code, export_jsonl, run_events,
+    stdout_text, workspace_root,
+};
+use serde_json::Value;
+
+fn consulting_agents_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| example_agents_built("docket-example-consulting"));
+}
+
+fn run_consulting(data: &Path, input: &str, id: &str) -> i32 {
+    consulting_agents_built();
+    let example = workspace_root().join("examples/consulting");
+    let out = docket_on(
+        data,
+        &[
+            "run",
+            example.join("workflow.toml").to_str().unwrap(),
+            "--input",
+            example.join(input).to_str().unwrap(),
+            "--run-id",
+            id,
+        ],
+    );
+    exit_code(&out)
+}
+
+fn output(events: &[Value]) -> &Value {
+    let completed = events_of_kind(events, "run.completed");
+    assert_eq!(completed.len(), 1, "the run completed");
+    &completed[0]["payload"]["output"]
+}
+
+fn replays_and_exports(data: &Path, run: &str) {
+    let out = docket_on(data, &["replay", run]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    let file = data.join(format!("{run}.jsonl"));
+    export_jsonl(data, run, &file);
+    let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+}
+
+#[test]
+fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert_eq!(run_consulting(&data, "input.json", "case"), 0);
+    let events = run_events(&data, "case");
+
+    // The capability request CST -> ANL crossed with its declared inputs only, and ANL's
+    // NPV is right: period 0 undiscounted (the seed's 24,156.72 is wrong).
+    let capability = events_of_kind(&events, "handoff.allowed")
+        .into_iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == "CST" && p["to"] == "ANL")
+        .expect("the capability request crossed");
+    assert_eq!(capability["output_type"], "ANL_NPV");
+    assert_eq!(capability["delivered"]["discount_rate"], 0.12);
+    let out = output(&events);
+    assert_eq!(out["document"]["npv"], 17206.82, "{out}");
+
+    // The handoff context: CST's request carries the user's original request and who
+    // worked before it.
+    let cst_request = events_of_kind(&events, "agent.call_scheduled")
+        .into_iter()
+        .map(|e| &e["payload"]["request"])
+        .find(|r| r["target_agent"] == "CST")
+        .expect("CST was called");
+    let handoff = &cst_request["context"]["handoff"];
+    assert_eq!(
+        handoff["original_request"]["user_message"],
+        "Help me build a business case for market entry into Germany"
+    );
+    assert_eq!(handoff["prior_agents"], serde_json::json!(["ORC"]));
+
+    // The fan-out: ANL (MEDIUM) and AUD (HIGH) both estimate the market; the higher
+    // confidence wins and the other is archived, not lost.
+    let conflict = events_of_kind(&events, "output.conflict_detected");
+    assert_eq!(conflict.len(), 1, "{conflict:?}");
+    let archived = events_of_kind(&events, "output.archived");
+    assert_eq!(archived.len(), 1);
+    assert_eq!(archived[0]["payload"]["delivery"]["from"], "ANL");
+    assert_eq!(out["document"]["market_size"], 4.2e9, "{out}");
+
+    // CHA ran out of time and answered TIMEOUT with a partial result, which went on.
+    let timeout = events_of_kind(&events, "agent.responded")
+        .into_iter()
+        .find(|e| e["payload"]["response"]["status"] == "TIMEOUT")
+        .expect("CHA answered TIMEOUT");
+    assert_eq!(
+        timeout["payload"]["response"]["error_code"],
+        "CHANNEL_SOURCE_TIMEOUT"
+    );
+    assert_eq!(out["document"]["channels"].as_array().unwrap().len(), 2);
+    assert!(
+        out["limitations"][0]
+            .as_str()
+            .unwrap()
+            .contains("Partner-reseller"),
+        "{out}"
+    );
+    replays_and_exports(&data, "case");
+}
+
+#[test]
+fn an_unclear_request_is_clarified_by_a_person() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert_eq!(run_consulting(&data, "unclear.json", "unclear"), 3, "waits");
+    let out = docket_on(
+        &data,
+        &[
+            "answer", "unclear", "ticket-1", "--by", "dana", "--choice", "1",
+        ],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    let events = run_events(&data, "unclear");
+    let answer = events_of_kind(&events, "handoff.allowed")
+        .into_iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == "human" && p["output_type"] == "human_answer")
+        .expect("the answer crossed the gate");
+    assert_eq!(answer["delivered"]["choice"], "business case", "{answer}");
+    assert_eq!(output(&events)["document"]["npv"], 17206.82);
+    replays_and_exports(&data, "unclear");
+}
+
+#[test]
+fn a_capability_request_that_breaks_its_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert_eq!(
+        run_consulting(&data, "percent-rate.json", "rate"),
+        4,
+        "blocked"
+    );
+    let events = run_events(&data, "rate");
+    let refused = events_of_kind(&events, "policy.decided")
+        .into_iter()
+        .map(|e| &e["payload"]["decision"])
+        .find(|d| d["kind"] == "capability")
+        .expect("the capability was decided");
+    assert_eq!(
+        refused["rule_id"],
+        "agents.ANL.capabilities.ANL_NPV.input_schema"
+    );
+    let reason = refused["reason"].as_str().unwrap();
+    assert!(reason.starts_with("INPUT_VALIDATION_FAILED"), "{reason}");
+    assert!(reason.contains("/discount_rate"), "{reason}");
+    // ANL was never called.
+    assert!(
+        events_of_kind(&events, "agent.call_scheduled")
+            .iter()
+            .all(|e| e["payload"]["request"]["target_agent"] != "ANL")
+    );
+    replays_and_exports(&data, "rate");
+}
