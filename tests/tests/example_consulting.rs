@@ -19,13 +19,17 @@ fn consulting_agents_built() {
 }
 
 fn run_consulting(data: &Path, input: &str, id: &str) -> i32 {
+    run_workflow(data, "workflow.toml", input, id)
+}
+
+fn run_workflow(data: &Path, workflow: &str, input: &str, id: &str) -> i32 {
     consulting_agents_built();
     let example = workspace_root().join("examples/consulting");
     let out = docket_on(
         data,
         &[
             "run",
-            example.join("workflow.toml").to_str().unwrap(),
+            example.join(workflow).to_str().unwrap(),
             "--input",
             example.join(input).to_str().unwrap(),
             "--run-id",
@@ -68,6 +72,7 @@ fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
     assert_eq!(capability["delivered"]["discount_rate"], 0.12);
     let out = output(&events);
     assert_eq!(out["document"]["npv"], 17206.82, "{out}");
+    assert_eq!(out["proofreading"]["checked"], true, "{out}");
 
     // The handoff context: CST's request carries the user's original request and who
     // worked before it.
@@ -164,4 +169,75 @@ fn a_capability_request_that_breaks_its_schema_is_refused() {
             .all(|e| e["payload"]["request"]["target_agent"] != "ANL")
     );
     replays_and_exports(&data, "rate");
+}
+
+/// PRF's state as `docket circuits --json` reports it.
+fn prf_breaker(data: &Path) -> Value {
+    let out = docket_on(data, &["circuits", "--json"]);
+    assert_eq!(exit_code(&out), 0);
+    let all: Vec<Value> = serde_json::from_str(&stdout_text(&out)).unwrap();
+    all.into_iter()
+        .find(|b| b["agent"] == "PRF")
+        .expect("PRF has a breaker")
+}
+
+#[test]
+fn a_failing_specialist_opens_its_circuit_across_runs_and_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    // Three runs of the outage drill: each asks PRF once, which fails twice (the call
+    // and its retry); ORC falls back each time and the runs complete.
+    for run in ["drill-1", "drill-2", "drill-3"] {
+        assert_eq!(run_workflow(&data, "outage.toml", "input.json", run), 0);
+        let events = run_events(&data, run);
+        assert_eq!(output(&events)["proofreading"]["checked"], false);
+    }
+    let breaker = prf_breaker(&data);
+    assert_eq!(breaker["state"], "open", "{breaker}");
+    assert_eq!(breaker["consecutive_failures"], 5, "{breaker}");
+
+    // The next run, with PRF healthy again but inside the 60 s cool-down: PRF is not
+    // called at all; ORC gets CIRCUIT_OPEN at once and degrades gracefully.
+    assert_eq!(run_consulting(&data, "input.json", "during"), 0);
+    let events = run_events(&data, "during");
+    let degraded = events_of_kind(&events, "agent.call_degraded");
+    assert_eq!(degraded.len(), 1);
+    let call = &degraded[0]["payload"]["request_id"];
+    let out = output(&events);
+    assert!(
+        out["proofreading"]["why"]
+            .as_str()
+            .unwrap()
+            .starts_with("CIRCUIT_OPEN"),
+        "{out}"
+    );
+    assert!(
+        events_of_kind(&events, "agent.responded")
+            .iter()
+            .all(|e| e["payload"]["request_id"] != *call),
+        "the degraded call {call} was never answered: PRF was not called"
+    );
+
+    // Recovery: an operator closes the breaker (recorded: who, why); the next run
+    // reaches PRF, and its success keeps the circuit closed.
+    let out = docket_on(
+        &data,
+        &[
+            "circuits",
+            "reset",
+            "PRF",
+            "--by",
+            "ops",
+            "--reason",
+            "service restored",
+        ],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    assert_eq!(run_consulting(&data, "input.json", "after"), 0);
+    let events = run_events(&data, "after");
+    assert_eq!(output(&events)["proofreading"]["checked"], true);
+    let breaker = prf_breaker(&data);
+    assert_eq!(breaker["state"], "closed", "{breaker}");
+    assert_eq!(breaker["last_reset"]["by"], "ops");
+    replays_and_exports(&data, "during");
 }

@@ -24,7 +24,8 @@ pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
         "aud" => aud,
         "cha" => cha,
         "doc" => doc,
-        "prf" | "spo" | "chg" => other_specialist,
+        "prf" => prf,
+        "spo" | "chg" => other_specialist,
         _ => return None,
     })
 }
@@ -90,6 +91,32 @@ pub fn classify(message: &str) -> (&'static str, f64) {
 pub fn orc(request: &AgentRequest) -> AgentResponse {
     if let Some(document) = input(request, "document") {
         let result = &document["result_json"];
+        // Proofreading last: PRF's capability, or, when PRF cannot be reached (its
+        // circuit open, or failing past retrying), the answer as it is, saying so.
+        let proofreading = match (
+            input(request, "PRF_CHECK"),
+            input(request, "capability_failed"),
+        ) {
+            (Some(check), _) => json!({ "checked": true, "issues": check["issues"] }),
+            (None, Some(failed)) => json!({
+                "checked": false,
+                "why": format!("{}: {}", failed["error_code"].as_str().unwrap_or("FAILED"), failed["error_message"].as_str().unwrap_or_default()),
+            }),
+            (None, None) => {
+                return ok(
+                    request,
+                    Confidence::High,
+                    vec![Action::RequestCapability {
+                        target_agent: "PRF".into(),
+                        capability_code: "PRF_CHECK".into(),
+                        inputs: json!({ "text": result["title"] })
+                            .as_object()
+                            .cloned()
+                            .unwrap_or_default(),
+                    }],
+                );
+            }
+        };
         return ok(
             request,
             Confidence::High,
@@ -103,6 +130,7 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
                     ),
                     "document": result,
                     "limitations": result["limitations"],
+                    "proofreading": proofreading,
                 }),
             }],
         );
@@ -475,7 +503,32 @@ pub fn doc(request: &AgentRequest) -> AgentResponse {
     )
 }
 
-/// PRF, SPO and CHG: registered on the platform, not part of this engagement; they
+/// Set (to anything) in PRF's environment, PRF fails every call: the outage drill of
+/// `outage.toml`, which opens PRF's circuit breaker across runs.
+pub const PRF_OUTAGE_ENV: &str = "CONSULTING_PRF_OUTAGE";
+
+/// PRF: proofreads the document's text (`PRF_CHECK`).
+pub fn prf(request: &AgentRequest) -> AgentResponse {
+    if std::env::var_os(PRF_OUTAGE_ENV).is_some() {
+        return error(
+            request,
+            "PROOFREADING_SERVICE_DOWN",
+            "the proofreading service is down (outage drill)",
+        );
+    }
+    match input(request, "PRF_CHECK") {
+        Some(inputs) => ok(
+            request,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({ "issues": 0, "checked_chars": inputs["text"].as_str().map_or(0, str::len) }),
+            }],
+        ),
+        None => other_specialist(request),
+    }
+}
+
+/// SPO and CHG: registered on the platform, not part of this engagement; they
 /// answer what they are asked with a note saying so, back to ORC.
 pub fn other_specialist(request: &AgentRequest) -> AgentResponse {
     let note = json!({
