@@ -61,7 +61,12 @@ impl Checkpoint {
 
     /// The checkpoint body, the text that is signed.
     pub fn body(&self) -> String {
-        let mut text = format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root.0));
+        let mut text = format!(
+            "{}\n{}\n{}\n",
+            self.origin,
+            self.size,
+            B64.encode(self.root.0)
+        );
         for line in &self.extensions {
             text.push_str(line);
             text.push('\n');

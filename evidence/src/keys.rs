@@ -86,13 +86,43 @@ pub fn generate(data: &Path, name: &str, force: bool) -> Result<VerifierKey, Key
     }
     let key = crate::note::generate_key(name)?;
     fs::create_dir_all(&dir).map_err(io("create", &dir))?;
-    write_atomically(&signer_path, format!("{}\n", key.encode()).as_bytes(), 0o600)?;
+    write_atomically(
+        &signer_path,
+        format!("{}\n", key.encode()).as_bytes(),
+        0o600,
+    )?;
     write_atomically(
         &dir.join(VERIFIER_FILE),
         format!("{}\n", key.verifier()).as_bytes(),
         0o644,
     )?;
     Ok(key.verifier())
+}
+
+/// A name unique to this instance, for a key made without one: the host's name (when it
+/// can be read) and 8 random hex digits, e.g. `build-7/docket-3f2a9c1b`.
+///
+/// # Errors
+/// [`KeyError::Key`] when the operating system gives no randomness.
+pub fn default_name() -> Result<String, KeyError> {
+    let mut suffix = [0u8; 4];
+    getrandom::fill(&mut suffix).map_err(|e| {
+        NoteError::MalformedKey(format!("the operating system gave no randomness: {e}"))
+    })?;
+    let hex: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    let host = fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .collect();
+    Ok(if host.is_empty() {
+        format!("docket-{hex}")
+    } else {
+        format!("{host}/docket-{hex}")
+    })
 }
 
 /// A key name as a file name: anything but letters, digits, `.`, `-` and `_` becomes `_`.
@@ -142,9 +172,7 @@ pub fn verifiers(data: &Path) -> Result<Vec<VerifierKey>, KeyError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(keys),
         Err(e) => return Err(io("list", &retired)(e)),
     };
-    let mut paths: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .collect();
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
     paths.sort();
     for path in paths {
         if let Some(key) = read_verifier(&path)? {

@@ -18,7 +18,10 @@ mod verify;
 pub use checkpoint::{
     Checkpoint, CheckpointError, SignedCheckpoint, Subject, heads_origin, run_origin,
 };
-pub use keys::{KeyError, generate as generate_key, keys_dir, signer, verifier, verifiers};
+pub use keys::{
+    KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,
+    verifier, verifiers,
+};
 pub use note::{NoteError, NoteSignature, SignedNote, SignerKey, VerifierKey, check_key_name};
 pub use seal::{
     FINISHING_KINDS, HEADS_STREAM, RunSealed, SEALED_KIND, SEALED_VERSION, SealError, SealReport,

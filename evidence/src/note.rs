@@ -47,7 +47,9 @@ pub fn check_key_name(name: &str) -> Result<(), String> {
         ));
     }
     if name.chars().any(char::is_control) {
-        return Err(format!("the key name {name:?} contains a control character"));
+        return Err(format!(
+            "the key name {name:?} contains a control character"
+        ));
     }
     Ok(())
 }
@@ -189,8 +191,11 @@ impl SignerKey {
         let bytes = B64
             .decode(key_b64)
             .map_err(|_| bad(format!("the private key of {name} is not standard base64")))?;
-        let seed = ed25519_public(&bytes)
-            .map_err(|_| bad(format!("the private key of {name} is not 0x01 and a 32-byte Ed25519 seed")))?;
+        let seed = ed25519_public(&bytes).map_err(|_| {
+            bad(format!(
+                "the private key of {name} is not 0x01 and a 32-byte Ed25519 seed"
+            ))
+        })?;
         let signer = SignerKey::from_seed(name, seed)?;
         if signer.id != id {
             return Err(bad(format!(
@@ -261,9 +266,7 @@ fn ed25519_public(bytes: &[u8]) -> Result<[u8; 32], String> {
     match bytes.split_first() {
         Some((&ALG_ED25519, rest)) => <[u8; 32]>::try_from(rest)
             .map_err(|_| format!("an Ed25519 key is 32 bytes, this one {}", rest.len())),
-        Some((alg, _)) => Err(format!(
-            "algorithm byte {alg:#04x} is not Ed25519 (0x01)"
-        )),
+        Some((alg, _)) => Err(format!("algorithm byte {alg:#04x} is not Ed25519 (0x01)")),
         None => Err("the key is empty".to_owned()),
     }
 }
@@ -317,9 +320,7 @@ impl SignedNote {
             return Err(bad("it holds a control character"));
         }
         let Some(split) = note.rfind("\n\n") else {
-            return Err(bad(
-                "no blank line separates the text from the signatures",
-            ));
+            return Err(bad("no blank line separates the text from the signatures"));
         };
         let text = &note[..=split];
         let sigs = &note[split + 2..];
@@ -329,9 +330,8 @@ impl SignedNote {
         }
         let mut signatures = Vec::new();
         for (i, line) in sigs[..sigs.len() - 1].split('\n').enumerate() {
-            let what = |why: &str| {
-                NoteError::MalformedNote(format!("signature line {}: {why}", i + 1))
-            };
+            let what =
+                |why: &str| NoteError::MalformedNote(format!("signature line {}: {why}", i + 1));
             let rest = line
                 .strip_prefix(SIG_PREFIX)
                 .ok_or_else(|| what("it does not start with an em dash (—) and a space"))?;
@@ -416,7 +416,8 @@ mod tests {
 
     // golang.org/x/mod/sumdb/note, note_test.go: the published key pair and note.
     const VKEY: &str = "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW";
-    const SKEY: &str = "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz";
+    const SKEY: &str =
+        "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz";
     const TEXT: &str = "If you think cryptography is the answer to your problem,\n\
                         then you don't know what your problem is.\n";
     const PETER_SIG: &str = "\u{2014} PeterNeumann x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM=\n";
@@ -469,7 +470,9 @@ mod tests {
             format!("{TEXT}\n"),
             format!("{TEXT}\n{}", &PETER_SIG[..PETER_SIG.len() - 1]),
             format!("\u{1}{TEXT}\n{PETER_SIG}"),
-            format!("{TEXT}\n\u{2014} Bad Name x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM="),
+            format!(
+                "{TEXT}\n\u{2014} Bad Name x08go/ZJkuBS9UG/SffcvIAQxVBtiFupLLr8pAcElZInNIuGUgYN1FFYC2pZSNXgKvqfqdngotpRZb6KE6RyyBwJnAM="
+            ),
             format!("{TEXT}\n{PETER_SIG}Unexpected line.\n"),
             format!("{TEXT}\n{}", PETER_SIG.repeat(101)),
         ];
@@ -500,14 +503,18 @@ mod tests {
             assert!(VerifierKey::parse(&m).is_err(), "accepted {m:?}");
         }
         // Wrong key length, and an unknown algorithm, each with an adjusted key id.
-        assert!(VerifierKey::parse(
-            "PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY=="
-        )
-        .is_err());
-        assert!(VerifierKey::parse(
-            "PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
-        )
-        .is_err());
+        assert!(
+            VerifierKey::parse(
+                "PeterNeumann+cc469956+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TWBADKEY=="
+            )
+            .is_err()
+        );
+        assert!(
+            VerifierKey::parse(
+                "PeterNeumann+173116ae+ZRpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+            )
+            .is_err()
+        );
         let s = SKEY.as_bytes();
         for i in 0..s.len() {
             let mut m = s.to_vec();

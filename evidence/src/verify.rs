@@ -69,6 +69,8 @@ pub struct SealSeen {
     pub size: u64,
     /// `name+keyid` of the key whose signature verified, `None` when none could be checked.
     pub signed_by: Option<String>,
+    /// The run's signed checkpoint as recorded (a C2SP signed note): what an auditor keeps.
+    pub checkpoint: String,
 }
 
 /// The verdict on one run.
@@ -133,10 +135,7 @@ impl Verification {
         self.log_problem.is_none()
             && self.heads.problem.is_none()
             && self.runs.iter().all(|r| r.problem.is_none())
-            && self
-                .checkpoint
-                .as_ref()
-                .is_none_or(|c| c.problem.is_none())
+            && self.checkpoint.as_ref().is_none_or(|c| c.problem.is_none())
     }
 }
 
@@ -162,9 +161,9 @@ struct StreamCheck {
 
 const CHAIN_WHY: &str =
     "the hash chain no longer links here: this event and every later one cannot be trusted";
-const TREE_WHY: &str = "the run was changed after it was sealed: its events are not the ones the key signed";
-const SIGNATURE_WHY: &str =
-    "the seal was not made with a trusted key: it vouches for nothing, and anyone could have written it";
+const TREE_WHY: &str =
+    "the run was changed after it was sealed: its events are not the ones the key signed";
+const SIGNATURE_WHY: &str = "the seal was not made with a trusted key: it vouches for nothing, and anyone could have written it";
 const BLOB_WHY: &str = "a payload the event commits to is missing or altered";
 
 fn problem(seq: Option<u64>, what: impl Into<String>, why: &str) -> Option<Problem> {
@@ -255,10 +254,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     // Read before the log: the file is written only after the seals it covers are
     // durable, so a log read afterwards holds at least what it covers.
     let heads_note = std::fs::read_to_string(heads_checkpoint_path(data)).ok();
-    let auditor = match &options.checkpoint {
-        Some(text) => Some(SignedCheckpoint::parse(text)),
-        None => None,
-    };
+    let auditor = options.checkpoint.as_deref().map(SignedCheckpoint::parse);
     // Which stream the auditor's checkpoint is about, to keep its leaves.
     let auditor_stream = match &auditor {
         Some(Ok(cp)) => subject_of(cp, &trusted),
@@ -277,7 +273,9 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
                 check.payloads.push((event.seq, event.payload.clone()));
             }
         }
-        Scanned::Blob { address, content, .. } => {
+        Scanned::Blob {
+            address, content, ..
+        } => {
             let ok = blob_hash(content) == address;
             blobs.insert(address, (content.len() as u64, ok));
         }
@@ -356,7 +354,12 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     );
 
     for verdict in runs.values_mut() {
-        settle_seal_state(verdict, !trusted.is_empty(), options.require_signed, &mut notes);
+        settle_seal_state(
+            verdict,
+            !trusted.is_empty(),
+            options.require_signed,
+            &mut notes,
+        );
     }
     if options.require_signed && trusted.is_empty() && heads.problem.is_none() {
         heads.problem = problem(
@@ -487,6 +490,7 @@ fn check_seals(
             heads_seq,
             size: seal.size,
             signed_by,
+            checkpoint: seal.checkpoint.clone(),
         });
         if let Some(fault) = fault
             && run.problem.is_none()
@@ -509,7 +513,11 @@ fn judge_seal(
         Err(e) => {
             return (
                 None,
-                problem(Some(seal.size), format!("{at} is not a signed checkpoint: {e}"), SIGNATURE_WHY),
+                problem(
+                    Some(seal.size),
+                    format!("{at} is not a signed checkpoint: {e}"),
+                    SIGNATURE_WHY,
+                ),
             );
         }
     };
@@ -542,19 +550,6 @@ fn judge_seal(
         }
     }
     let cp = &signed.checkpoint;
-    if cp.size != seal.size || cp.root.to_hex() != seal.root {
-        return (
-            signed_by,
-            problem(
-                Some(seal.size),
-                format!(
-                    "{at} records size {} root {}, but its signed checkpoint says size {} root {}",
-                    seal.size, seal.root, cp.size, cp.root
-                ),
-                "the log of run heads was rewritten: its record no longer matches what was signed",
-            ),
-        );
-    }
     let Some(check) = StreamId::new(seal.run_id.as_str())
         .ok()
         .and_then(|id| streams.get(&id))
@@ -573,7 +568,22 @@ fn judge_seal(
         return (signed_by, None);
     }
     match check.roots.get(&cp.size) {
-        Some(root) if *root == cp.root => (signed_by, None),
+        Some(root) if *root == cp.root => {
+            if cp.size != seal.size || cp.root.to_hex() != seal.root {
+                return (
+                    signed_by,
+                    problem(
+                        Some(seal.size),
+                        format!(
+                            "{at} records size {} root {}, but its signed checkpoint says size {} root {}",
+                            seal.size, seal.root, cp.size, cp.root
+                        ),
+                        "the log of run heads was rewritten: its record no longer matches what was signed",
+                    ),
+                );
+            }
+            (signed_by, None)
+        }
         Some(root) => (
             signed_by,
             problem(
@@ -627,9 +637,7 @@ fn check_heads_checkpoint(
         }
         return;
     };
-    let fail = |what: String, why: &str| {
-        problem(None, format!("heads checkpoint: {what}"), why)
-    };
+    let fail = |what: String, why: &str| problem(None, format!("heads checkpoint: {what}"), why);
     let signed = match SignedCheckpoint::parse(note) {
         Ok(cp) => cp,
         Err(e) => {
@@ -652,7 +660,11 @@ fn check_heads_checkpoint(
                 heads.checkpoint_signed_by = Some(key.label());
                 if cp.origin != heads_origin(key.name()) {
                     fault = fail(
-                        format!("its origin is {}, not {}", cp.origin, heads_origin(key.name())),
+                        format!(
+                            "its origin is {}, not {}",
+                            cp.origin,
+                            heads_origin(key.name())
+                        ),
                         SIGNATURE_WHY,
                     );
                 }
@@ -663,11 +675,14 @@ fn check_heads_checkpoint(
     if fault.is_none() && heads.problem.is_none() {
         if cp.size > len {
             fault = fail(
-                format!("it covers {} seals, the log of run heads holds {len}", cp.size),
+                format!(
+                    "it covers {} seals, the log of run heads holds {len}",
+                    cp.size
+                ),
                 "seals were removed from the log of run heads",
             );
         } else {
-            let now = root(&mut Leaves(leaves), cp.size).unwrap_or_else(|_| TreeHash([0; 32]));
+            let now = root(&mut Leaves(leaves), cp.size).unwrap_or(TreeHash([0; 32]));
             if now != cp.root {
                 fault = fail(
                     format!(
@@ -718,7 +733,10 @@ fn settle_seal_state(
     if require_signed && run.finished && !verified_at_end && run.problem.is_none() {
         run.problem = problem(
             None,
-            format!("finished with {} events but has no verified seal at that size", run.events),
+            format!(
+                "finished with {} events but has no verified seal at that size",
+                run.events
+            ),
             "--require-signed: nothing signed vouches for this run's events",
         );
     }
@@ -740,7 +758,7 @@ fn check_auditor_checkpoint(
         proof_hashes: 0,
         problem: None,
     };
-    let fail = |what: String, why: &str| problem(Some(cp.size), what, why);
+    let fail = |what: String, why: &str| problem(None, what, why);
     match signed.signed_by(trusted) {
         Ok(key) => verdict.signed_by = Some(key.label()),
         Err(e) => {
@@ -756,7 +774,10 @@ fn check_auditor_checkpoint(
         Some(run) => StreamId::new(run).ok().and_then(|id| streams.get(&id)),
         None => {
             verdict.problem = fail(
-                format!("its origin {} is neither this instance's heads log nor one of its runs", cp.origin),
+                format!(
+                    "its origin {} is neither this instance's heads log nor one of its runs",
+                    cp.origin
+                ),
                 "it is a checkpoint of another log",
             );
             return verdict;
@@ -775,7 +796,7 @@ fn check_auditor_checkpoint(
         );
         return verdict;
     }
-    let old_root = root(&mut Leaves(leaves), cp.size).unwrap_or_else(|_| TreeHash([0; 32]));
+    let old_root = root(&mut Leaves(leaves), cp.size).unwrap_or(TreeHash([0; 32]));
     if old_root != cp.root {
         verdict.problem = fail(
             format!(
@@ -786,7 +807,7 @@ fn check_auditor_checkpoint(
         );
         return verdict;
     }
-    let new_root = root(&mut Leaves(leaves), now).unwrap_or_else(|_| TreeHash([0; 32]));
+    let new_root = root(&mut Leaves(leaves), now).unwrap_or(TreeHash([0; 32]));
     match consistency_proof(&mut Leaves(leaves), cp.size, now)
         .map_err(|e| e.to_string())
         .and_then(|proof| {
@@ -797,7 +818,10 @@ fn check_auditor_checkpoint(
         Ok(hashes) => verdict.proof_hashes = hashes,
         Err(e) => {
             verdict.problem = fail(
-                format!("the consistency proof from {} to {now} does not check: {e}", cp.size),
+                format!(
+                    "the consistency proof from {} to {now} does not check: {e}",
+                    cp.size
+                ),
                 "the log is not an extension of your checkpoint",
             );
         }

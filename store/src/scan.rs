@@ -104,10 +104,7 @@ pub enum ScanError {
 ///
 /// # Errors
 /// [`ScanError`] when `dir` is not a readable docket data directory.
-pub fn scan_log(
-    dir: &Path,
-    mut visit: impl FnMut(Scanned<'_>),
-) -> Result<ScanSummary, ScanError> {
+pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSummary, ScanError> {
     if !dir.is_dir() {
         return Err(ScanError::NoDirectory(dir.to_path_buf()));
     }
@@ -208,8 +205,11 @@ pub fn scan_log(
                         }
                     },
                     other => {
-                        summary.end =
-                            damaged(&path, position.record, format!("unknown record tag {other}"));
+                        summary.end = damaged(
+                            &path,
+                            position.record,
+                            format!("unknown record tag {other}"),
+                        );
                         return Ok(summary);
                     }
                 }
@@ -343,7 +343,9 @@ mod tests {
                 assert_eq!(crate::chain::event_hash(&event.prev, body), event.hash);
                 seen.push(event.seq);
             }
-            Scanned::Blob { address, content, .. } => {
+            Scanned::Blob {
+                address, content, ..
+            } => {
                 assert_eq!(crate::chain::blob_hash(content), address);
                 blobs += 1;
             }
@@ -380,7 +382,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!(seen, vec![1]);
-        assert!(matches!(summary.end, LogEnd::Unfinished { .. }), "{summary:?}");
+        assert!(
+            matches!(summary.end, LogEnd::Unfinished { .. }),
+            "{summary:?}"
+        );
         assert_eq!(fs::read(&seg).unwrap(), cut, "the scan must not repair");
         // Damage in the first frame with a valid frame after it is not a torn tail.
         let mut damaged = original.clone();
