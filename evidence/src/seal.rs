@@ -207,3 +207,105 @@ fn write_heads_checkpoint(
     write_atomically(&path, note.as_bytes(), 0o644)?;
     Ok(true)
 }
+
+#[cfg(test)]
+mod tests {
+    use docket_store::{EmbeddedStore, StoreConfig};
+
+    use super::*;
+    use crate::verify::{VerifyOptions, verify};
+
+    fn event(kind: &str) -> NewEvent {
+        NewEvent {
+            kind: kind.to_owned(),
+            kind_version: 1,
+            recorded_at: WallTime(1),
+            policy: None,
+            payload: b"{}".to_vec(),
+        }
+    }
+
+    fn state_of(data: &Path, run: &str) -> (&'static str, Vec<u64>) {
+        let report = verify(data, &VerifyOptions::default()).unwrap();
+        assert!(report.is_sound(), "{report:?}");
+        let r = report.runs.iter().find(|r| r.run_id == run).unwrap();
+        (r.seal_state, r.seals.iter().map(|s| s.size).collect())
+    }
+
+    #[tokio::test]
+    async fn sealing_is_idempotent_catches_up_and_reseals_a_run_that_grew() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let store = EmbeddedStore::open(data, StoreConfig::default())
+            .await
+            .unwrap();
+        let key = SignerKey::from_seed("inst", [5; 32]).unwrap();
+        std::fs::create_dir_all(crate::keys::keys_dir(data)).unwrap();
+        std::fs::write(
+            crate::keys::keys_dir(data).join("verifier.key"),
+            format!("{}\n", key.verifier()),
+        )
+        .unwrap();
+        let run = StreamId::new("run-1").unwrap();
+        let going = StreamId::new("run-2").unwrap();
+        store
+            .append(&run, 0, vec![event("run.requested"), event("run.blocked")])
+            .await
+            .unwrap();
+        store
+            .append(&going, 0, vec![event("run.requested")])
+            .await
+            .unwrap();
+        let first = seal_finished(&store, data, &key, WallTime(2))
+            .await
+            .unwrap();
+        assert_eq!(first.sealed, vec![("run-1".to_owned(), 2)]);
+        assert!(first.checkpoint_written);
+        assert_eq!(state_of(data, "run-1"), ("sealed", vec![2]));
+        assert_eq!(state_of(data, "run-2").0, "in-progress");
+        // Nothing new: nothing appended, the checkpoint file left as it is.
+        let again = seal_finished(&store, data, &key, WallTime(3))
+            .await
+            .unwrap();
+        assert_eq!(again.sealed, vec![]);
+        assert!(!again.checkpoint_written);
+        assert_eq!(again.heads_size, 1);
+        // A crash after the append but before the checkpoint file: healed next time.
+        std::fs::remove_file(heads_checkpoint_path(data)).unwrap();
+        assert!(
+            seal_finished(&store, data, &key, WallTime(4))
+                .await
+                .unwrap()
+                .checkpoint_written
+        );
+        // Overridden, it grows; finished again, it is sealed again at its new size.
+        store
+            .append(&run, 2, vec![event("human.overrode")])
+            .await
+            .unwrap();
+        assert_eq!(state_of(data, "run-1"), ("sealed-then-grew", vec![2]));
+        store
+            .append(&run, 3, vec![event("run.completed")])
+            .await
+            .unwrap();
+        assert_eq!(state_of(data, "run-1"), ("not-sealed-yet", vec![2]));
+        let grown = seal_finished(&store, data, &key, WallTime(5))
+            .await
+            .unwrap();
+        assert_eq!(grown.sealed, vec![("run-1".to_owned(), 4)]);
+        assert_eq!(state_of(data, "run-1"), ("sealed", vec![2, 4]));
+        // --require-signed: the running run is fine, a finished unsealed one is not.
+        store
+            .append(&going, 1, vec![event("run.failed")])
+            .await
+            .unwrap();
+        let strict = VerifyOptions {
+            require_signed: true,
+            ..VerifyOptions::default()
+        };
+        let report = verify(data, &strict).unwrap();
+        let r2 = report.runs.iter().find(|r| r.run_id == "run-2").unwrap();
+        assert!(r2.problem.is_some(), "{report:?}");
+        assert!(!report.is_sound());
+    }
+}

@@ -828,3 +828,82 @@ fn check_auditor_checkpoint(
     }
     verdict
 }
+
+#[cfg(test)]
+mod tests {
+    use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, WallTime};
+
+    use super::*;
+
+    fn event(payload: Vec<u8>) -> NewEvent {
+        NewEvent {
+            kind: "note".to_owned(),
+            kind_version: 1,
+            recorded_at: WallTime(1),
+            policy: None,
+            payload,
+        }
+    }
+
+    /// Replaces the first `from` in the log with `to` (same length) and fixes the CRC of
+    /// the frame holding it, leaving every hash as it was.
+    fn rewrite(data: &Path, from: &[u8], to: &[u8]) {
+        let path = data.join("log").join(format!("{:020}.seg", 1));
+        let mut bytes = std::fs::read(&path).unwrap();
+        let pos = bytes.windows(from.len()).position(|w| w == from).unwrap();
+        bytes[pos..pos + to.len()].copy_from_slice(to);
+        let mut frame = 32;
+        loop {
+            let len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().unwrap()) as usize;
+            if pos < frame + 12 + len {
+                let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
+                bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
+                break;
+            }
+            frame += 12 + len;
+        }
+        std::fs::write(&path, &bytes).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_changed_event_breaks_the_chain_and_a_changed_blob_is_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        {
+            let store = EmbeddedStore::open(data, StoreConfig::default())
+                .await
+                .unwrap();
+            let a = StreamId::new("run-a").unwrap();
+            let b = StreamId::new("run-b").unwrap();
+            store
+                .append(
+                    &a,
+                    0,
+                    vec![event(b"first".to_vec()), event(b"second".to_vec())],
+                )
+                .await
+                .unwrap();
+            store
+                .append(&b, 0, vec![event(vec![b'x'; 70_000])])
+                .await
+                .unwrap();
+        }
+        let sound = verify(data, &VerifyOptions::default()).unwrap();
+        assert!(sound.is_sound(), "{sound:?}");
+        assert_eq!(sound.keys_from, "none");
+        assert!(sound.runs.iter().all(|r| r.seal_state == "in-progress"));
+
+        rewrite(data, b"second", b"SECOND");
+        rewrite(data, &[b'x'; 8], &[b'y'; 8]);
+        let report = verify(data, &VerifyOptions::default()).unwrap();
+        assert!(!report.is_sound());
+        let a = &report.runs[0];
+        let p = a.problem.as_ref().unwrap();
+        assert_eq!((a.run_id.as_str(), p.seq), ("run-a", Some(2)));
+        assert!(p.what.contains("records hash"), "{p:?}");
+        let b = &report.runs[1];
+        let p = b.problem.as_ref().unwrap();
+        assert_eq!((b.run_id.as_str(), p.seq), ("run-b", Some(1)));
+        assert!(p.what.contains("does not hash to its address"), "{p:?}");
+    }
+}
