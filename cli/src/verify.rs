@@ -171,6 +171,9 @@ fn print_text(out: &mut String, report: &Verification, checkpoint: Option<&Path>
             ),
         }
     }
+    for (stream, p) in &report.stream_problems {
+        outln!(out, "FAIL  stream {stream}  {}", problem_text(p));
+    }
     if let Some(p) = &report.log_problem {
         outln!(out, "FAIL  log  {}", problem_text(p));
     }

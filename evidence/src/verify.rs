@@ -122,8 +122,10 @@ pub struct Verification {
     pub runs: Vec<RunVerdict>,
     pub heads: HeadsVerdict,
     pub checkpoint: Option<CheckpointVerdict>,
-    /// Damage in the log that no crash explains.
+    /// Damage in the log that no crash explains, or a blob that does not hash to its address.
     pub log_problem: Option<Problem>,
+    /// The first thing wrong with each of the instance's other streams (`_circuits`).
+    pub stream_problems: BTreeMap<String, Problem>,
     /// Things worth knowing that are not failures (a tail being written, a heads
     /// checkpoint behind its log, runs sealed by the next command).
     pub notes: Vec<String>,
@@ -133,6 +135,7 @@ impl Verification {
     /// Nothing is wrong.
     pub fn is_sound(&self) -> bool {
         self.log_problem.is_none()
+            && self.stream_problems.is_empty()
             && self.heads.problem.is_none()
             && self.runs.iter().all(|r| r.problem.is_none())
             && self.checkpoint.as_ref().is_none_or(|c| c.problem.is_none())
@@ -263,6 +266,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
 
     let mut streams: HashMap<StreamId, StreamCheck> = HashMap::new();
     let mut blobs: HashMap<Hash, (u64, bool)> = HashMap::new();
+    let mut first_bad_blob = None;
     let summary = scan_log(data, |record| match record {
         Scanned::Event { event, body, .. } => {
             let name = event.stream.as_str();
@@ -274,9 +278,14 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             }
         }
         Scanned::Blob {
-            address, content, ..
+            address,
+            content,
+            at,
         } => {
             let ok = blob_hash(content) == address;
+            if !ok && first_bad_blob.is_none() {
+                first_bad_blob = Some((address, at));
+            }
             blobs.insert(address, (content.len() as u64, ok));
         }
     })?;
@@ -302,6 +311,18 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             "the log is damaged where no crash can tear it: nothing after this point was read",
         ),
     };
+    let log_problem = log_problem.or_else(|| {
+        first_bad_blob.and_then(|(address, at)| {
+            problem(
+                None,
+                format!(
+                    "the blob recorded in segment {} at byte {} does not hash to its address {address}",
+                    at.segment, at.record
+                ),
+                BLOB_WHY,
+            )
+        })
+    });
 
     for check in streams.values_mut() {
         if check.broken.is_some() {
@@ -330,11 +351,13 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     let heads_id = StreamId::new(HEADS_STREAM).map_err(ScanError::from)?;
     let heads_check = streams.remove(&heads_id).unwrap_or_default();
     let mut runs: BTreeMap<String, RunVerdict> = BTreeMap::new();
+    let mut stream_problems = BTreeMap::new();
     for (id, check) in &streams {
-        if !is_run_stream(id.as_str()) {
-            continue;
+        if is_run_stream(id.as_str()) {
+            runs.insert(id.as_str().to_owned(), run_verdict(id.as_str(), check));
+        } else if let Some(p) = &check.broken {
+            stream_problems.insert(id.as_str().to_owned(), p.clone());
         }
-        runs.insert(id.as_str().to_owned(), run_verdict(id.as_str(), check));
     }
 
     let mut heads = HeadsVerdict {
@@ -409,6 +432,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         heads,
         checkpoint,
         log_problem,
+        stream_problems,
         notes,
     })
 }
@@ -905,5 +929,6 @@ mod tests {
         let p = b.problem.as_ref().unwrap();
         assert_eq!((b.run_id.as_str(), p.seq), ("run-b", Some(1)));
         assert!(p.what.contains("does not hash to its address"), "{p:?}");
+        assert!(report.log_problem.is_some(), "{report:?}");
     }
 }
