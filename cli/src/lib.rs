@@ -1,7 +1,7 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
-//! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
-//! bundles (`policy check | explain | diff | schema`).
+//! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
+//! (`keys`, `verify`) and policy bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -23,10 +23,12 @@ mod episodes;
 mod errors;
 mod export;
 mod fork;
+mod keys;
 mod kill_switch;
 mod progress;
 mod replay;
 mod runs;
+mod verify;
 mod words;
 
 /// Exit code for an invalid bundle (or one that cannot be read).
@@ -71,6 +73,18 @@ enum Command {
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
+    /// The data directory's signing key: `docket keys generate` makes it (finished runs
+    /// are sealed with it from then on), `docket keys show` prints its public key
+    /// (docs/checkpoints.md).
+    Keys {
+        #[command(subcommand)]
+        command: keys::KeysCommand,
+    },
+    /// Check the data directory without trusting docket, reading only: every chain link,
+    /// hash and blob, each run's Merkle tree against its signed seal, the log of run heads
+    /// against its signed checkpoint, and with --checkpoint that the log extends one you
+    /// kept. One line per run; exit 1 on any failure (docs/checkpoints.md#verify).
+    Verify(verify::VerifyArgs),
 }
 
 #[derive(Subcommand)]
@@ -141,6 +155,14 @@ pub fn main() -> ExitCode {
             return kill_switch::main(command, &runs::data_dir(cli.data));
         }
         Command::Circuits(args) => return runs::circuits_main(args, cli.data),
+        Command::Keys { command } => {
+            let data = runs::data_dir(cli.data);
+            return plain(|out| keys::execute(command, &data, out));
+        }
+        Command::Verify(args) => {
+            let data = runs::data_dir(cli.data);
+            return plain(|out| verify::execute(args, &data, out));
+        }
     };
     let mut out = String::new();
     let result = run(command, &mut out);
@@ -156,6 +178,26 @@ pub fn main() -> ExitCode {
         Err(f) => {
             eprintln!("error: {}", errors::error_text(&f.error));
             ExitCode::from(f.code)
+        }
+    }
+}
+
+/// Runs a command that needs no async runtime, prints its output and maps an error to
+/// exit code 1.
+fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
+    let mut out = String::new();
+    let result = command(&mut out);
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        eprintln!("error: cannot write output: {e}");
+        return ExitCode::from(1);
+    }
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {}", errors::error_text(&e));
+            ExitCode::from(1)
         }
     }
 }

@@ -443,7 +443,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 override_output: override_output.as_deref(),
                 run_id,
             };
-            crate::fork::fork(&rt, args, out).await
+            let code = crate::fork::fork(&rt, args, out).await?;
+            crate::verify::seal_after(&rt, data).await;
+            Ok(code)
         }
         RunCommand::Inspect { run, at, json } => {
             let rt = open(data).await?;
@@ -490,11 +492,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 }
                 Err(other) => return Err(other.into()),
             };
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
             let outcome = rt.resume(&run).await?;
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Approve {
@@ -507,6 +511,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let rt = open(data).await?;
             let decision = HumanDecision::approve(&by, &reason).choosing(choose);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Answer {
@@ -526,6 +531,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .choosing(choice)
                 .answering(text);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Deny {
@@ -538,6 +544,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let outcome = rt
                 .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Override {
@@ -555,6 +562,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 rule_id: rule,
             };
             let outcome = rt.override_block(&run, o).await?;
+            crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
         RunCommand::Runs { waiting } => {

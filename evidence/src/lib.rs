@@ -9,9 +9,30 @@
 // A library reports every failure as an error value naming what and where.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod checkpoint;
 mod export;
+mod keys;
+mod note;
+mod seal;
+mod verify;
 
+pub use checkpoint::{
+    Checkpoint, CheckpointError, SignedCheckpoint, Subject, heads_origin, run_origin,
+};
 pub use export::{
     BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, RunExport, Seal,
     verify_export, write_jsonl,
+};
+pub use keys::{
+    KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,
+    verifier, verifiers,
+};
+pub use note::{NoteError, NoteSignature, SignedNote, SignerKey, VerifierKey, check_key_name};
+pub use seal::{
+    FINISHING_KINDS, HEADS_STREAM, RunSealed, SEALED_KIND, SEALED_VERSION, SealError, SealReport,
+    heads_checkpoint_path, is_run_stream, seal_finished,
+};
+pub use verify::{
+    CheckpointVerdict, HeadsVerdict, Problem, RunVerdict, SealSeen, Verification, VerifyError,
+    VerifyOptions, verify,
 };

@@ -24,6 +24,7 @@ mod index;
 pub mod merkle;
 mod reader;
 mod recovery;
+mod scan;
 mod segment;
 mod shared;
 mod verify;
@@ -39,6 +40,7 @@ pub use event::{BlobRef, Event, Hash, NewEvent, Payload, StreamId, WallTime};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use fault::FaultPlan;
 pub use recovery::RecoveryReport;
+pub use scan::{LogEnd, LogPosition, ScanError, ScanSummary, Scanned, scan_log};
 pub use segment::FileOp;
 
 /// The canonical body encoding of an event: the bytes its hash covers after `prev`.

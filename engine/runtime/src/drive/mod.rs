@@ -625,7 +625,8 @@ impl<S: EventStore + 'static> Runtime<S> {
         heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
         let mut runs = Vec::new();
         for head in heads {
-            if head.stream.as_str() == crate::circuit::CIRCUITS_STREAM {
+            // The instance's own streams (`_circuits`, `_heads`): run ids never start with `_`.
+            if head.stream.as_str().starts_with('_') {
                 continue;
             }
             let run_id = RunId::from(head.stream.as_str());

@@ -1,0 +1,220 @@
+//! `docket verify` (read-only: it never opens the store) and the seal hook the run
+//! commands call after driving runs (docs/checkpoints.md).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow};
+use clap::Args;
+use docket_evidence::{Problem, Verification, VerifierKey, VerifyOptions};
+use docket_runtime::Runtime;
+use docket_store::{EmbeddedStore, WallTime};
+
+/// `docket verify`.
+#[derive(Args)]
+pub(crate) struct VerifyArgs {
+    /// The run to verify (default: every run, as with --all).
+    #[arg(value_name = "RUN")]
+    run: Option<String>,
+    /// Every run in the data directory.
+    #[arg(long, conflicts_with = "run")]
+    all: bool,
+    /// A signed checkpoint you kept earlier (a run's, from `docket verify RUN --json`, or
+    /// the heads log's, a copy of <data>/checkpoints/heads.note): its signature is
+    /// checked, and that the log now extends it (a consistency proof).
+    #[arg(long, value_name = "FILE")]
+    checkpoint: Option<PathBuf>,
+    /// Trust only this verifier key (name+keyid+base64, or a file holding one) instead
+    /// of the data directory's own; repeat for several. Pin the key you were given: whoever
+    /// can write the data directory can also replace its key.
+    #[arg(long, value_name = "KEY|FILE")]
+    key: Vec<String>,
+    /// Fail on any finished run without a verified seal, and when there is no key.
+    #[arg(long)]
+    require_signed: bool,
+    /// Print the whole report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+fn parse_key(arg: &str) -> anyhow::Result<VerifierKey> {
+    match VerifierKey::parse(arg) {
+        Ok(key) => Ok(key),
+        Err(as_key) => {
+            let path = Path::new(arg);
+            if !path.exists() {
+                return Err(anyhow!(
+                    "--key {arg}: not a verifier key ({as_key}) nor a file"
+                ));
+            }
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--key {arg}: cannot read the file"))?;
+            VerifierKey::parse(text.trim_end()).map_err(|e| anyhow!("--key {arg}: {e}"))
+        }
+    }
+}
+
+/// Exit 0 when everything checks, 1 on any failure.
+pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
+    let _ = args.all;
+    let keys = if args.key.is_empty() {
+        None
+    } else {
+        Some(
+            args.key
+                .iter()
+                .map(|k| parse_key(k))
+                .collect::<anyhow::Result<Vec<_>>>()?,
+        )
+    };
+    let checkpoint = args
+        .checkpoint
+        .as_ref()
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--checkpoint {}: cannot read it", path.display()))
+        })
+        .transpose()?;
+    let options = VerifyOptions {
+        run: args.run.clone(),
+        checkpoint,
+        keys,
+        require_signed: args.require_signed,
+    };
+    let report = docket_evidence::verify(data, &options)?;
+    if args.json {
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&report).unwrap_or_default()
+        );
+    } else {
+        print_text(out, &report, args.checkpoint.as_deref());
+    }
+    Ok(u8::from(!report.is_sound()))
+}
+
+fn problem_text(p: &Problem) -> String {
+    match p.seq {
+        Some(seq) if !p.what.starts_with("event ") => {
+            format!("event {seq}: {} ({})", p.what, p.why)
+        }
+        _ => format!("{} ({})", p.what, p.why),
+    }
+}
+
+fn print_text(out: &mut String, report: &Verification, checkpoint: Option<&Path>) {
+    let mut failed = 0;
+    for run in &report.runs {
+        if let Some(p) = &run.problem {
+            failed += 1;
+            outln!(out, "FAIL  {}  {}", run.run_id, problem_text(p));
+            continue;
+        }
+        let seal = run.seals.iter().max_by_key(|s| s.size);
+        let state = match (run.seal_state, seal) {
+            ("sealed", Some(s)) => format!(
+                "sealed by {}",
+                s.signed_by.as_deref().unwrap_or("an unchecked key")
+            ),
+            ("sealed-then-grew", Some(s)) => format!(
+                "sealed at {} events, {} recorded since (not finished again yet)",
+                s.size,
+                run.events - s.size
+            ),
+            ("not-sealed-yet", _) => {
+                "finished, not sealed yet (the next command that drives runs seals it)".to_owned()
+            }
+            ("unsigned", _) => "unsigned (no key: `docket keys generate` makes one)".to_owned(),
+            _ => "in progress".to_owned(),
+        };
+        outln!(
+            out,
+            "ok    {}  {} events, chain and blobs sound, {state}",
+            run.run_id,
+            run.events
+        );
+    }
+    let heads = &report.heads;
+    match &heads.problem {
+        Some(p) => outln!(out, "FAIL  run heads  {}", problem_text(p)),
+        None if heads.events == 0 => {}
+        None => outln!(
+            out,
+            "ok    run heads  {} seals{}",
+            heads.events,
+            match (&heads.checkpoint_size, &heads.checkpoint_signed_by) {
+                (Some(size), Some(key)) => format!(", checkpoint at {size} signed by {key}"),
+                (Some(size), None) => format!(", checkpoint at {size} (signature not checked)"),
+                _ => String::new(),
+            }
+        ),
+    }
+    if let Some(cp) = &report.checkpoint {
+        let name = checkpoint.map_or_else(String::new, |p| p.display().to_string());
+        match &cp.problem {
+            Some(p) => outln!(out, "FAIL  checkpoint {name}  {}", problem_text(p)),
+            None => outln!(
+                out,
+                "ok    checkpoint {name}  {} at size {} signed by {}; the log now holds {} and extends it (consistency proof of {} hashes)",
+                cp.origin,
+                cp.size,
+                cp.signed_by.as_deref().unwrap_or("?"),
+                cp.now,
+                cp.proof_hashes
+            ),
+        }
+    }
+    for (stream, p) in &report.stream_problems {
+        outln!(out, "FAIL  stream {stream}  {}", problem_text(p));
+    }
+    if let Some(p) = &report.log_problem {
+        outln!(out, "FAIL  log  {}", problem_text(p));
+    }
+    for note in &report.notes {
+        outln!(out, "note: {note}");
+    }
+    let keys = if report.keys.is_empty() {
+        "no key".to_owned()
+    } else {
+        format!("{} key {}", report.keys_from, report.keys.join(", "))
+    };
+    outln!(
+        out,
+        "{} run(s): {} sound, {failed} failed; {keys}; {}",
+        report.runs.len(),
+        report.runs.len() - failed,
+        if report.is_sound() {
+            "verified"
+        } else {
+            "VERIFICATION FAILED"
+        }
+    );
+}
+
+/// Seals the finished runs not sealed yet, when the data directory has a key. A failure
+/// is reported, not fatal: the command did what it was asked, and the next one catches up.
+pub(crate) async fn seal_after(rt: &Runtime<EmbeddedStore>, data: &Path) {
+    let key = match docket_evidence::signer(data) {
+        Ok(Some(key)) => key,
+        Ok(None) => return,
+        Err(e) => {
+            eprintln!("warning: finished runs not sealed: {e}");
+            return;
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    if let Err(e) = docket_evidence::seal_finished(rt.store(), data, &key, WallTime(now)).await {
+        eprintln!(
+            "warning: finished runs not sealed ({e}); the next command that drives runs tries again"
+        );
+    }
+}
