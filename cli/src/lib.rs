@@ -1,6 +1,6 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
-//! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
+//! `fork`), evidence (`export`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
 //! bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -21,6 +21,7 @@ mod diff;
 mod effects;
 mod episodes;
 mod errors;
+mod export;
 mod fork;
 mod kill_switch;
 mod progress;
@@ -70,6 +71,11 @@ enum Command {
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
+    /// Export a run for auditors: `--format html` writes its report, one self-contained
+    /// page (no script, nothing loaded from the network) with the run's header, the
+    /// verification of its log, every denial, the episode tree, handoffs, decisions,
+    /// effects, human decisions and budgets over time (docs/report.md).
+    Export(export::ExportArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +146,7 @@ pub fn main() -> ExitCode {
             return kill_switch::main(command, &runs::data_dir(cli.data));
         }
         Command::Circuits(args) => return runs::circuits_main(args, cli.data),
+        Command::Export(args) => return export::main(args, cli.data),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

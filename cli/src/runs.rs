@@ -293,11 +293,12 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
     })
 }
 
-type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
+pub(crate) type Pending<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
 
 /// Runs a command on a tokio runtime, prints its output and maps its result to an exit
 /// code.
-fn run_async(
+pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {

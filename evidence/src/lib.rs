@@ -8,3 +8,10 @@
 
 // A library reports every failure as an error value naming what and where.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod report;
+
+pub use report::{
+    ChainCheck, CheckpointCheck, LoggedEvent, ReportError, Verification, date_ms, date_ns,
+    html_report,
+};
