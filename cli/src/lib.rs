@@ -71,10 +71,11 @@ enum Command {
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
-    /// Export a run for auditors: `--format html` writes its report, one self-contained
-    /// page (no script, nothing loaded from the network) with the run's header, the
-    /// verification of its log, every denial, the episode tree, handoffs, decisions,
-    /// effects, human decisions and budgets over time (docs/report.md).
+    /// Export a run for auditors; `--format html`: its report, one self-contained page.
+    ///
+    /// The page has no script and loads nothing from the network; it shows the run's
+    /// header, the verification of its log, every denial, the episode tree, handoffs,
+    /// decisions, effects, human decisions and budgets over time (docs/report.md).
     Export(export::ExportArgs),
 }
 

@@ -92,7 +92,9 @@ fn text(out: &Output) -> String {
     )
 }
 
-/// Whether Chromium is here; without it, a skip (said) outside CI, a failure in CI.
+/// Whether Chromium is here; without it, a skip (said on stderr) outside CI, a failure
+/// in CI.
+#[allow(clippy::print_stderr)]
 fn chromium_present() -> bool {
     if Path::new(CHROMIUM).exists() {
         return true;
@@ -193,7 +195,7 @@ fn the_report_renders_in_chromium_with_everything_and_no_script() {
     assert_eq!(exit_code(&out), 0, "{}", text(&out));
     let page = dir.path().join("rep-1.html");
     assert!(
-        stdout_text(&out).contains(&format!("to rep-1.html")),
+        stdout_text(&out).contains("to rep-1.html"),
         "{}",
         text(&out)
     );

@@ -622,9 +622,9 @@ fn effects(p: &mut Page, r: &Report<'_>) {
                 p.raw("<span class=\"none\">none</span>");
             }
         }
-        p.raw("</dd></dl>")
+        p.raw("</dd><dt>Parameters</dt><dd>")
             .json("the effect's parameters", &e.params)
-            .raw("</div>\n");
+            .raw("</dd></dl></div>\n");
     }
     p.raw("</section>\n");
 }
@@ -685,63 +685,11 @@ fn budgets(p: &mut Page, r: &Report<'_>) {
             .raw(" of them, evenly spaced and the last included, are shown.");
     }
     p.raw("</p>\n");
-    // One chart per dimension: the share of its limit each episode used, by event.
-    let last_seq = r.events.last().map_or(1, |e| e.seq).max(2);
     let mut dimensions: Vec<&str> = b.columns.iter().map(|(_, d, _)| d.as_str()).collect();
     dimensions.sort_unstable();
     dimensions.dedup();
     for (n, dim) in dimensions.iter().enumerate() {
-        let (w, h, left, top) = (640u64, 180u64, 40u64, 10u64);
-        let (pw, ph) = (w - left - 10, h - top - 25);
-        p.raw("<figure><svg viewBox=\"0 0 640 180\" width=\"640\" height=\"180\" role=\"img\" aria-labelledby=\"chart-")
-            .count(n as u64)
-            .raw("\"><title id=\"chart-")
-            .count(n as u64)
-            .raw("\">")
-            .text(dim)
-            .raw(" used, as a share of each episode's limit, by event</title>")
-            .raw("<line x1=\"40\" y1=\"10\" x2=\"40\" y2=\"155\" stroke=\"#888\"/><line x1=\"40\" y1=\"155\" x2=\"630\" y2=\"155\" stroke=\"#888\"/>")
-            .raw("<text x=\"4\" y=\"14\">100%</text><text x=\"14\" y=\"158\">0%</text><text x=\"40\" y=\"172\">event 1</text><text x=\"560\" y=\"172\">event ")
-            .count(last_seq)
-            .raw("</text>");
-        let mut legend: Vec<(usize, &str)> = Vec::new();
-        for (c, (episode, d, limit)) in b.columns.iter().enumerate() {
-            if d != dim || *limit == 0 {
-                continue;
-            }
-            let (colour, dash) = LINES[legend.len() % LINES.len()];
-            legend.push((legend.len(), episode));
-            let mut points = String::new();
-            for (seq, _, used) in &b.rows {
-                let Some(used) = used[c] else { continue };
-                let x = left + (seq.saturating_sub(1)) * pw / (last_seq - 1);
-                let share = used.min(*limit) * ph / limit;
-                let y = top + ph - share;
-                points.push_str(&format!("{x},{y} "));
-            }
-            p.raw("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"")
-                .raw(colour)
-                .raw("\" stroke-dasharray=\"")
-                .raw(dash)
-                .raw("\" points=\"")
-                .text(points.trim_end())
-                .raw("\"/>");
-        }
-        p.raw("</svg><figcaption>").text(dim).raw(": ");
-        for (i, (k, episode)) in legend.iter().enumerate() {
-            if i > 0 {
-                p.raw("; ");
-            }
-            let (colour, dash) = LINES[k % LINES.len()];
-            p.raw("<svg width=\"28\" height=\"8\" aria-hidden=\"true\" style=\"border:0\"><line x1=\"0\" y1=\"4\" x2=\"28\" y2=\"4\" stroke-width=\"2\" stroke=\"")
-                .raw(colour)
-                .raw("\" stroke-dasharray=\"")
-                .raw(dash)
-                .raw("\"/></svg> <code>")
-                .text(episode)
-                .raw("</code>");
-        }
-        p.raw("</figcaption></figure>\n");
+        chart(p, r, n, dim);
     }
     p.raw("<div class=\"wide\" tabindex=\"0\"><table>\n<caption>Budget used after each event that changed it (used of limit)</caption>\n<thead><tr><th scope=\"col\">Event</th><th scope=\"col\">Time</th>");
     for (episode, dim, limit) in &b.columns {
@@ -771,6 +719,130 @@ fn budgets(p: &mut Page, r: &Report<'_>) {
     p.raw("</tbody></table></div>\n</section>\n");
 }
 
+/// Basis points (1/100 of a percent) of `limit` that `used` is.
+fn basis_points(used: u64, limit: u64) -> u64 {
+    if limit == 0 {
+        return 0;
+    }
+    u64::try_from(u128::from(used.min(limit)) * 10_000 / u128::from(limit)).unwrap_or(10_000)
+}
+
+/// The smallest of 1, 2, 5, 10, 20, 50... basis points at or above `bp` (at most 100%).
+fn ceiling(bp: u64) -> u64 {
+    let mut step = 1;
+    loop {
+        for m in [1, 2, 5] {
+            if m * step >= bp {
+                return (m * step).min(10_000);
+            }
+        }
+        step *= 10;
+    }
+}
+
+/// Basis points as a percentage (`25%`, `0.5%`, `0.01%`).
+fn percent(bp: u64) -> String {
+    let (whole, frac) = (bp / 100, bp % 100);
+    match frac {
+        0 => format!("{whole}%"),
+        f if f % 10 == 0 => format!("{whole}.{}%", f / 10),
+        f => format!("{whole}.{f:02}%"),
+    }
+}
+
+/// The chart of one budget dimension: the share of its limit each episode used, by
+/// event, its scale up to the largest share used (so a run that used 0.03% of a budget
+/// still shows its shape), each line told apart by colour and dash.
+fn chart(p: &mut Page, r: &Report<'_>, n: usize, dim: &str) {
+    let b = &r.budgets;
+    let columns: Vec<(usize, &str, u64)> = b
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, d, limit))| d == dim && *limit > 0)
+        .map(|(c, (episode, _, limit))| (c, episode.as_str(), *limit))
+        .collect();
+    let top_bp = columns
+        .iter()
+        .flat_map(|&(c, _, limit)| {
+            b.rows
+                .iter()
+                .filter_map(move |(_, _, used)| used[c].map(|u| basis_points(u, limit)))
+        })
+        .max()
+        .unwrap_or(0);
+    if top_bp == 0 {
+        p.raw("<p><strong>")
+            .text(dim)
+            .raw("</strong>: none used by any episode.</p>\n");
+        return;
+    }
+    let scale = ceiling(top_bp);
+    let last_seq = r.events.last().map_or(2, |e| e.seq).max(2);
+    // The plot: x from 40 to 630 (event 1 to the last), y from 155 (0) up to 10 (`scale`).
+    let (left, width, bottom, height) = (40u64, 590u64, 155u64, 145u64);
+    p.raw("<figure><svg viewBox=\"0 0 640 180\" width=\"640\" height=\"180\" role=\"img\" aria-labelledby=\"chart-")
+        .count(n as u64)
+        .raw("\"><title id=\"chart-")
+        .count(n as u64)
+        .raw("\">")
+        .text(dim)
+        .raw(" used by each episode, as a share of its limit (0 to ")
+        .text(&percent(scale))
+        .raw("), by event</title>")
+        .raw("<line x1=\"40\" y1=\"10\" x2=\"40\" y2=\"155\" stroke=\"#888\"/><line x1=\"40\" y1=\"155\" x2=\"630\" y2=\"155\" stroke=\"#888\"/>")
+        .raw("<text x=\"2\" y=\"14\">")
+        .text(&percent(scale))
+        .raw("</text><text x=\"14\" y=\"158\">0%</text><text x=\"40\" y=\"172\">event 1</text><text x=\"560\" y=\"172\">event ")
+        .count(last_seq)
+        .raw("</text>");
+    for (k, &(c, _, limit)) in columns.iter().enumerate() {
+        let (colour, dash) = LINES[k % LINES.len()];
+        // A step line: a value holds until the event that changes it, and to the end.
+        let mut points = String::new();
+        let mut held: Option<u64> = None;
+        for (seq, _, used) in &b.rows {
+            let Some(used) = used[c] else { continue };
+            let x = left + seq.saturating_sub(1).min(last_seq - 1) * width / (last_seq - 1);
+            let y = bottom - basis_points(used, limit).min(scale) * height / scale;
+            if let Some(before) = held {
+                points.push_str(&format!("{x},{before} "));
+            }
+            points.push_str(&format!("{x},{y} "));
+            held = Some(y);
+        }
+        if let Some(y) = held {
+            points.push_str(&format!("{},{y}", left + width));
+        }
+        p.raw("<polyline fill=\"none\" stroke-width=\"2\" stroke=\"")
+            .raw(colour)
+            .raw("\" stroke-dasharray=\"")
+            .raw(dash)
+            .raw("\" points=\"")
+            .text(points.trim_end())
+            .raw("\"/>");
+    }
+    p.raw("</svg><figcaption><strong>")
+        .text(dim)
+        .raw("</strong>: ");
+    for (k, &(_, episode, limit)) in columns.iter().enumerate() {
+        if k > 0 {
+            p.raw("; ");
+        }
+        let (colour, dash) = LINES[k % LINES.len()];
+        p.raw("<svg width=\"28\" height=\"8\" aria-hidden=\"true\" style=\"border:0\"><line x1=\"0\" y1=\"4\" x2=\"28\" y2=\"4\" stroke-width=\"2\" stroke=\"")
+            .raw(colour)
+            .raw("\" stroke-dasharray=\"")
+            .raw(dash)
+            .raw("\"/></svg> <code>")
+            .text(episode)
+            .raw("</code> (limit ")
+            .count(limit)
+            .raw(")");
+    }
+    p.raw("</figcaption></figure>\n");
+}
+
 fn events(p: &mut Page, r: &Report<'_>) {
     p.raw("<section id=\"events\" aria-labelledby=\"events-h\">\n<h2 id=\"events-h\">Events</h2>\n<p>The run's log: each event's sequence, recorded time, kind and hash in the chain (<code>docket events RUN --json</code> prints them whole).</p>\n<div class=\"wide\" tabindex=\"0\"><table>\n<thead><tr><th scope=\"col\">Event</th><th scope=\"col\">Time</th><th scope=\"col\">Kind</th><th scope=\"col\">Hash</th></tr></thead>\n<tbody>\n");
     for e in r.events {
@@ -787,4 +859,25 @@ fn events(p: &mut Page, r: &Report<'_>) {
             .raw("</td></tr>\n");
     }
     p.raw("</tbody></table></div>\n</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chart_scales_round_up_to_1_2_5_steps_and_read_as_percentages() {
+        assert_eq!(basis_points(907, 3_600_000), 2);
+        assert_eq!(basis_points(5, 0), 0);
+        assert_eq!(basis_points(2_000, 1_000), 10_000);
+        assert_eq!(basis_points(u64::MAX, u64::MAX), 10_000);
+        assert_eq!(
+            [1, 2, 3, 7, 11, 2_400, 6_000, 10_000].map(ceiling),
+            [1, 2, 5, 10, 20, 5_000, 10_000, 10_000]
+        );
+        assert_eq!(
+            [1, 50, 500, 2_500, 10_000].map(percent),
+            ["0.01%", "0.5%", "5%", "25%", "100%"]
+        );
+    }
 }
