@@ -124,7 +124,7 @@ const STYLE: &str = r#"
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); margin: 0 auto; max-width: 72rem; padding: 1rem 1.5rem 3rem; }
 h1 { font-size: 1.6rem; margin: .5rem 0; } h2 { font-size: 1.25rem; margin-top: 2.2rem; border-bottom: 2px solid var(--line); padding-bottom: .2rem; } h3 { font-size: 1.05rem; margin-bottom: .3rem; }
 code, pre, .hash { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, monospace; font-size: .86em; }
-.hash { overflow-wrap: anywhere; }
+.hash, td code, dd code { overflow-wrap: anywhere; }
 pre.json { background: #f5f5f5; border: 1px solid var(--line); padding: .5rem; max-height: 18rem; overflow: auto; white-space: pre-wrap; overflow-wrap: anywhere; margin: .3rem 0; }
 table { border-collapse: collapse; width: 100%; margin: .4rem 0; }
 th, td { border: 1px solid var(--line); padding: .25rem .45rem; text-align: left; vertical-align: top; }
@@ -142,6 +142,7 @@ ul.tree li { margin: .4rem 0; }
 nav ol { columns: 2; }
 a { color: var(--focus); }
 a:focus-visible, pre:focus-visible, .wide:focus-visible { outline: 3px solid var(--focus); outline-offset: 2px; }
+figure { margin: .6rem 0; }
 svg { max-width: 100%; height: auto; border: 1px solid var(--line); background: #fff; }
 svg text { font: 11px system-ui, sans-serif; fill: var(--muted); }
 @media print {
