@@ -1,17 +1,22 @@
 //! `docket export` and `docket verify-export`: a run as a file an auditor verifies without
-//! docket (docs/export-format.md).
+//! docket (`--format jsonl`, docs/export-format.md) or reads (`--format html`, one
+//! self-contained page, docs/report.md), and the offline check of an export.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{Context, anyhow};
-use clap::ValueEnum;
+use anyhow::{Context as _, anyhow};
+use clap::{Args, ValueEnum};
 use docket_decider::RunId;
-use docket_evidence::RunExport;
-use docket_store::{EmbeddedStore, EventStore, Payload, StreamId};
-use futures::StreamExt;
+use docket_evidence::{
+    ChainCheck, CheckpointCheck, LoggedEvent, ReportVerification, RunExport, Seal,
+    SignedCheckpoint, VerifierKey, html_report,
+};
+use docket_runtime::Runtime;
+use docket_store::{EmbeddedStore, Event, EventStore as _, Payload, StreamId};
+use futures::StreamExt as _;
 use serde_json::json;
 
 use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
@@ -23,32 +28,155 @@ macro_rules! outln {
 }
 
 /// What `docket export` writes.
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub(crate) enum ExportFormat {
-    /// JSON lines an auditor verifies with BLAKE3, SHA-256 and Ed25519 alone
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// JSON lines an auditor verifies with BLAKE3, SHA-256 and Ed25519 alone: every event
+    /// with the exact bytes its hashes cover, the tree head, the signed checkpoint
     /// (docs/export-format.md).
     Jsonl,
+    /// One self-contained HTML page (no script, nothing loaded from the network): header,
+    /// verification, denials, episode tree, handoffs, decisions, effects, human
+    /// decisions, budgets over time, events (docs/report.md).
+    Html,
 }
 
-/// Writes run `run` of the store in `data` to `out_path` (`-`: standard output; default
-/// `<run>.jsonl` in the current directory).
-pub(crate) async fn export(
-    store: &EmbeddedStore,
-    run: &RunId,
-    format: ExportFormat,
-    out_path: Option<&str>,
+impl Format {
+    fn extension(self) -> &'static str {
+        match self {
+            Format::Jsonl => "jsonl",
+            Format::Html => "html",
+        }
+    }
+}
+
+/// The arguments of `docket export`.
+#[derive(Args)]
+pub(crate) struct ExportArgs {
+    /// The run id.
+    run: RunId,
+    /// What to write.
+    #[arg(long, value_enum)]
+    format: Format,
+    /// Where to write it: a file, or `-` for standard output (default: RUN.jsonl or
+    /// RUN.html in the current directory).
+    #[arg(long, value_name = "FILE|-")]
+    out: Option<PathBuf>,
+}
+
+/// The arguments of `docket verify-export`.
+#[derive(Args)]
+pub(crate) struct VerifyExportArgs {
+    /// The export (a .jsonl file from `docket export --format jsonl`).
+    file: PathBuf,
+    /// The verifier key you trust (`name+keyid+key`, as `docket keys show` prints it on
+    /// the instance), or a file holding it: the checkpoint must be signed by it. Without
+    /// it, the key the export carries is used, which proves only that the file is
+    /// consistent with itself.
+    #[arg(long, value_name = "KEY|FILE")]
+    key: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `docket export`, on the same async runtime and error reporting as the run commands.
+pub(crate) fn main(args: ExportArgs, data: Option<PathBuf>) -> std::process::ExitCode {
+    crate::runs::run_async(data, |data, out| {
+        Box::pin(async move {
+            let rt = crate::runs::open(&data).await?;
+            export(&rt, &data, args, out).await
+        })
+    })
+}
+
+async fn export(
+    rt: &Runtime<EmbeddedStore>,
+    data: &Path,
+    args: ExportArgs,
     out: &mut String,
 ) -> anyhow::Result<u8> {
-    let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("{e}"))?;
+    let ExportArgs {
+        run,
+        format,
+        out: to,
+    } = args;
+    let store = rt.store();
+    let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
         return Err(anyhow!(
             "no run {run} in this data directory (`docket runs` lists them)"
         ));
     };
-    let mut events = Vec::with_capacity(usize::try_from(head.seq).unwrap_or(0));
-    let mut reader = Box::pin(store.read(&stream, 1..=head.seq));
+    let seal = run_seal(rt, data, run.as_str(), head.seq).await?;
+    let (bytes, what) = match format {
+        Format::Jsonl => (
+            jsonl(store, &stream, head.seq, seal.as_ref()).await?,
+            "export",
+        ),
+        Format::Html => (html(rt, &run, &stream, seal.as_ref()).await?, "report"),
+    };
+    let path = to.unwrap_or_else(|| PathBuf::from(format!("{run}.{}", format.extension())));
+    if path == Path::new("-") {
+        std::io::stdout()
+            .lock()
+            .write_all(&bytes)
+            .with_context(|| format!("cannot write the {what} to standard output"))?;
+        return Ok(EXIT_COMPLETED);
+    }
+    std::fs::write(&path, &bytes)
+        .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
+    let signed = match &seal {
+        Some((_, key)) => format!("signed by {}", key.label()),
+        None => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
+    };
+    outln!(
+        out,
+        "wrote the {what} of run {run} ({} events, {} bytes) to {}; {signed}",
+        head.seq,
+        bytes.len(),
+        path.display()
+    );
+    if format == Format::Jsonl {
+        outln!(
+            out,
+            "check it with `docket verify-export {}`",
+            path.display()
+        );
+    }
+    Ok(EXIT_COMPLETED)
+}
+
+/// The run's signed checkpoint at `size` and the key of this data directory that signed
+/// it, when it was sealed at that size.
+async fn run_seal(
+    rt: &Runtime<EmbeddedStore>,
+    data: &Path,
+    run: &str,
+    size: u64,
+) -> anyhow::Result<Option<(String, VerifierKey)>> {
+    let seals = docket_evidence::seals_of(rt.store(), run).await?;
+    let Some(seal) = seals.into_iter().rev().find(|s| s.size == size) else {
+        return Ok(None);
+    };
+    let keys = docket_evidence::verifiers(data)?;
+    let signed = SignedCheckpoint::parse(&seal.checkpoint)
+        .map_err(|e| anyhow!("the seal of run {run} in the log of run heads: {e}"))?;
+    let key = signed.signed_by(&keys).map_err(|e| {
+        anyhow!("the seal of run {run} does not check with this directory's keys: {e}")
+    })?;
+    Ok(Some((seal.checkpoint, key.clone())))
+}
+
+async fn jsonl(
+    store: &EmbeddedStore,
+    stream: &StreamId,
+    size: u64,
+    seal: Option<&(String, VerifierKey)>,
+) -> anyhow::Result<Vec<u8>> {
+    let mut events: Vec<Event> = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    let mut reader = Box::pin(store.read(stream, 1..=size));
     while let Some(event) = reader.next().await {
-        events.push(event.with_context(|| format!("cannot read run {run}"))?);
+        events.push(event.with_context(|| format!("cannot read run {stream}"))?);
     }
     let mut blobs = BTreeMap::new();
     for event in &events {
@@ -59,51 +187,115 @@ pub(crate) async fn export(
             blobs.insert(r.hash, bytes);
         }
     }
-    let ExportFormat::Jsonl = format;
-    let export = RunExport {
-        run: &stream,
-        events: &events,
-        blobs: &blobs,
-        seal: None,
-    };
+    let seal = seal.map(|(note, key)| Seal {
+        note: note.clone(),
+        verifier_key: key.to_string(),
+    });
     let mut bytes = Vec::new();
-    docket_evidence::write_jsonl(&export, &mut bytes)?;
-    let default_path = format!("{run}.jsonl");
-    let path = out_path.unwrap_or(&default_path);
-    if path == "-" {
-        std::io::stdout()
-            .lock()
-            .write_all(&bytes)
-            .context("cannot write the export to standard output")?;
-        return Ok(EXIT_COMPLETED);
-    }
-    std::fs::write(path, &bytes).with_context(|| format!("cannot write the export to {path}"))?;
-    outln!(
-        out,
-        "wrote {} events of run {run} to {path} (not signed: the run has no checkpoint); check it with `docket verify-export {path}`",
-        events.len()
-    );
-    Ok(EXIT_COMPLETED)
+    docket_evidence::write_jsonl(
+        &RunExport {
+            run: stream,
+            events: &events,
+            blobs: &blobs,
+            seal: seal.as_ref(),
+        },
+        &mut bytes,
+    )?;
+    Ok(bytes)
+}
+
+async fn html(
+    rt: &Runtime<EmbeddedStore>,
+    run: &RunId,
+    stream: &StreamId,
+    seal: Option<&(String, VerifierKey)>,
+) -> anyhow::Result<Vec<u8>> {
+    let events: Vec<LoggedEvent> = rt
+        .events(run)
+        .await?
+        .into_iter()
+        .map(|e| LoggedEvent {
+            seq: e.seq,
+            recorded_at_ns: e.recorded_at_ns,
+            hash: e.hash,
+            event: e.event,
+        })
+        .collect();
+    let checked = rt
+        .store()
+        .verify(stream)
+        .await
+        .with_context(|| format!("cannot verify run {run}'s log"))?;
+    let verification = ReportVerification {
+        chain: ChainCheck::from(&checked),
+        checkpoint: seal.map(|(note, key)| CheckpointCheck {
+            note: note.clone(),
+            outcome: format!(
+                "signed by {}, this data directory's key; it covers all {} events",
+                key.label(),
+                events.len()
+            ),
+            sound: true,
+        }),
+    };
+    let page = html_report(&events, &verification).map_err(|e| anyhow!("run {run}: {e}"))?;
+    Ok(page.into_bytes())
 }
 
 /// Checks an export file offline; exit 1 at its first bad line.
-pub(crate) fn verify_export(path: &Path, json: bool, out: &mut String) -> anyhow::Result<u8> {
+pub(crate) fn verify_export(args: &VerifyExportArgs, out: &mut String) -> anyhow::Result<u8> {
+    let trusted = args
+        .key
+        .as_deref()
+        .map(|key| {
+            let text = match std::fs::read_to_string(key) {
+                Ok(text) => text,
+                Err(_) => key.to_owned(),
+            };
+            VerifierKey::parse(text.trim()).map_err(|e| anyhow!("--key: {e}"))
+        })
+        .transpose()?;
+    let path = &args.file;
     let file = std::fs::File::open(path)
         .with_context(|| format!("cannot open the export {}", path.display()))?;
-    let verdict = docket_evidence::verify_export(std::io::BufReader::new(file));
-    match (verdict, json) {
-        (Ok(summary), false) => {
+    let verdict = docket_evidence::verify_export(std::io::BufReader::new(file), trusted.as_ref());
+    let shown = path.display();
+    match verdict {
+        Ok(summary) if args.json => {
+            let line = json!({
+                "file": shown.to_string(),
+                "sound": true,
+                "run": summary.run,
+                "events": summary.events,
+                "root": base64_of(&summary.root.0),
+                "signed": summary.checkpoint.is_some(),
+                "signed_by": summary.checkpoint.as_ref().map(|c| c.key.clone()),
+                "key_trusted": summary.checkpoint.as_ref().is_some_and(|c| c.key_trusted),
+            });
+            outln!(out, "{line}");
+            Ok(EXIT_COMPLETED)
+        }
+        Ok(summary) => {
             outln!(
                 out,
-                "{}: sound: run {}, {} events, every record, link and hash checks; tree root {} (base64 {})",
-                path.display(),
+                "{shown}: sound: run {}, {} events, every record, link and hash checks; tree root {}",
                 summary.run,
                 summary.events,
-                summary.root,
                 base64_of(&summary.root.0),
             );
             match summary.checkpoint {
-                Some(_) => outln!(out, "checkpoint: present"),
+                Some(seal) if seal.key_trusted => outln!(
+                    out,
+                    "checkpoint: {} signed by {}, the key you gave",
+                    seal.origin,
+                    seal.key
+                ),
+                Some(seal) => outln!(
+                    out,
+                    "checkpoint: {} signed by {}, the key the export carries; pass --key with the key you trust to check who signed it",
+                    seal.origin,
+                    seal.key
+                ),
                 None => outln!(
                     out,
                     "checkpoint: none (the export is not signed; it proves its own consistency, not who wrote it)"
@@ -111,30 +303,18 @@ pub(crate) fn verify_export(path: &Path, json: bool, out: &mut String) -> anyhow
             }
             Ok(EXIT_COMPLETED)
         }
-        (Ok(summary), true) => {
+        Err(bad) if args.json => {
             let line = json!({
-                "file": path.display().to_string(),
-                "sound": true,
-                "run": summary.run,
-                "events": summary.events,
-                "root": base64_of(&summary.root.0),
-                "signed": summary.checkpoint.is_some(),
-            });
-            outln!(out, "{line}");
-            Ok(EXIT_COMPLETED)
-        }
-        (Err(bad), false) => {
-            outln!(out, "{}: {bad}", path.display());
-            Ok(EXIT_FAILED)
-        }
-        (Err(bad), true) => {
-            let line = json!({
-                "file": path.display().to_string(),
+                "file": shown.to_string(),
                 "sound": false,
                 "line": bad.line,
                 "error": bad.fault.to_string(),
             });
             outln!(out, "{line}");
+            Ok(EXIT_FAILED)
+        }
+        Err(bad) => {
+            outln!(out, "{shown}: {bad}");
             Ok(EXIT_FAILED)
         }
     }

@@ -1,7 +1,8 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
-//! (`keys`, `verify`) and policy bundles (`policy check | explain | diff | schema`).
+//! (`keys`, `verify`, `export`, `verify-export`) and policy bundles (`policy check |
+//! explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -85,6 +86,17 @@ enum Command {
     /// against its signed checkpoint, and with --checkpoint that the log extends one you
     /// kept. One line per run; exit 1 on any failure (docs/checkpoints.md#verify).
     Verify(verify::VerifyArgs),
+    /// Export a run for auditors; `--format html`: its report, one self-contained page.
+    ///
+    /// The page has no script and loads nothing from the network; it shows the run's
+    /// header, the verification of its log, every denial, the episode tree, handoffs,
+    /// decisions, effects, human decisions and budgets over time (docs/report.md).
+    Export(export::ExportArgs),
+    /// Check an export offline, reading nothing but the file: every line against the
+    /// bytes its hashes cover, every link, the tree head and the signed checkpoint; names
+    /// the first bad line and why (exit 1). See docs/export-format.md.
+    #[command(name = "verify-export")]
+    VerifyExport(export::VerifyExportArgs),
 }
 
 #[derive(Subcommand)]
@@ -163,6 +175,8 @@ pub fn main() -> ExitCode {
             let data = runs::data_dir(cli.data);
             return plain(|out| verify::execute(args, &data, out));
         }
+        Command::Export(args) => return export::main(args, cli.data),
+        Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

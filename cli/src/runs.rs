@@ -179,29 +179,6 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Write a run as a file an auditor verifies without docket: every event with the
-    /// exact bytes its hashes cover, the run's Merkle tree head, and its signed
-    /// checkpoint when sealed (docs/export-format.md).
-    Export {
-        /// The run id.
-        run: RunId,
-        /// The export's format.
-        #[arg(long, value_enum)]
-        format: crate::export::ExportFormat,
-        /// Where to write it (`-`: standard output; default `<RUN>.jsonl` here).
-        #[arg(long, value_name = "FILE|-")]
-        out: Option<String>,
-    },
-    /// Check an export offline, reading nothing but the file: every line, link, hash and
-    /// the tree head; names the first bad line and why (exit 1).
-    #[command(name = "verify-export")]
-    VerifyExport {
-        /// The export (a .jsonl file from `docket export --format jsonl`).
-        file: PathBuf,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
     /// Start a new run from a recorded one: the recorded answers, receipts and decisions
     /// before POINT are reused (no agent called, no effect applied again), while the fork
     /// asks what the parent asked; from there it runs live. The fork records what it was
@@ -316,11 +293,12 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
     })
 }
 
-type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
+pub(crate) type Pending<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
 
 /// Runs a command on a tokio runtime, prints its output and maps its result to an exit
 /// code.
-fn run_async(
+pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
@@ -416,15 +394,6 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let rt = open(data).await?;
             crate::diff::diff(&rt, &run_a, &run_b, json, out).await
         }
-        RunCommand::Export {
-            run,
-            format,
-            out: to,
-        } => {
-            let rt = open(data).await?;
-            crate::export::export(rt.store(), &run, format, to.as_deref(), out).await
-        }
-        RunCommand::VerifyExport { file, json } => crate::export::verify_export(&file, json, out),
         RunCommand::Fork {
             run,
             from,

@@ -13,6 +13,7 @@ mod checkpoint;
 mod export;
 mod keys;
 mod note;
+mod report;
 mod seal;
 mod verify;
 
@@ -21,16 +22,20 @@ pub use checkpoint::{
 };
 pub use export::{
     BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, RunExport, Seal,
-    verify_export, write_jsonl,
+    SealSummary, verify_export, write_jsonl,
 };
 pub use keys::{
     KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,
     verifier, verifiers,
 };
 pub use note::{NoteError, NoteSignature, SignedNote, SignerKey, VerifierKey, check_key_name};
+pub use report::{
+    ChainCheck, CheckpointCheck, LoggedEvent, ReportError, ReportVerification, date_ms, date_ns,
+    html_report,
+};
 pub use seal::{
     FINISHING_KINDS, HEADS_STREAM, RunSealed, SEALED_KIND, SEALED_VERSION, SealError, SealReport,
-    heads_checkpoint_path, is_run_stream, seal_finished,
+    heads_checkpoint_path, is_run_stream, seal_finished, seals_of,
 };
 pub use verify::{
     CheckpointVerdict, HeadsVerdict, Problem, RunVerdict, SealSeen, Verification, VerifyError,

@@ -94,6 +94,29 @@ async fn payload_of<S: EventStore>(store: &S, event: &Event) -> Result<Vec<u8>, 
     }
 }
 
+/// The seals of `run` in the log of run heads, oldest first.
+///
+/// # Errors
+/// [`SealError`]: the store, or a heads event that is not a `run.sealed` record.
+pub async fn seals_of<S: EventStore>(store: &S, run: &str) -> Result<Vec<RunSealed>, SealError> {
+    let heads = StreamId::new(HEADS_STREAM)?;
+    let heads_len = store.head(&heads).await?.map_or(0, |h| h.seq);
+    let mut reader = Box::pin(store.read(&heads, 1..=heads_len));
+    let mut seals = Vec::new();
+    while let Some(event) = reader.next().await {
+        let event = event?;
+        let bytes = payload_of(store, &event).await?;
+        let seal: RunSealed = serde_json::from_slice(&bytes).map_err(|e| SealError::Heads {
+            seq: event.seq,
+            why: format!("its payload is not a run.sealed record: {e}"),
+        })?;
+        if seal.run_id == run {
+            seals.push(seal);
+        }
+    }
+    Ok(seals)
+}
+
 /// Seals every finished run of `store` not sealed at its current size, with `key`, and
 /// brings `data`'s heads checkpoint up to date. Call it after anything that drives runs.
 ///

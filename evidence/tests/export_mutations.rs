@@ -169,7 +169,7 @@ fn mutate(rng: &mut Rng, original: &[u8], other: &[u8]) -> (Vec<u8>, String, usi
 #[test]
 fn the_unmutated_export_is_sound() {
     let export = export_of("run-a", 12);
-    let summary = verify_export(export.as_slice()).expect("sound");
+    let summary = verify_export(export.as_slice(), None).expect("sound");
     assert_eq!(summary.events, 12);
     assert_eq!(summary.run, "run-a");
 }
@@ -189,7 +189,7 @@ fn ten_thousand_single_mutations_are_each_caught_where_they_were_made() {
     let mut rng = Rng::seeded(seed);
     for i in 0..count {
         let (mutated, what, line) = mutate(&mut rng, &original, &other);
-        match verify_export(mutated.as_slice()) {
+        match verify_export(mutated.as_slice(), None) {
             Ok(_) => panic!(
                 "mutation {i} (seed {seed}): {what} was not caught; line {line} now reads {}",
                 String::from_utf8_lossy(&lines_of(&mutated)[line - 1])

@@ -38,18 +38,26 @@ pub const POINTS: &[&str] = &[
     "last-circuit",
 ];
 
+/// Whether `event` is a denial: a handoff, spawn or other episode action, tool call,
+/// effect or domain write refused, or a policy decision denied (what `--at last-denial`
+/// finds).
+#[must_use]
+pub fn is_denial(event: &RunEvent) -> bool {
+    match event {
+        RunEvent::HandoffDenied { .. }
+        | RunEvent::EpisodeActionDenied { .. }
+        | RunEvent::ToolDenied(_)
+        | RunEvent::EffectRefused(_)
+        | RunEvent::DomainWriteDenied { .. } => true,
+        RunEvent::PolicyDecided { decision, .. } => decision.verdict == Verdict::Deny,
+        _ => false,
+    }
+}
+
 /// Whether `event` is one of `what` (the part of a point after `first-` / `last-`).
 fn is(what: &str, e: &RunEvent) -> Option<bool> {
     Some(match what {
-        "denial" => match e {
-            RunEvent::HandoffDenied { .. }
-            | RunEvent::EpisodeActionDenied { .. }
-            | RunEvent::ToolDenied(_)
-            | RunEvent::EffectRefused(_)
-            | RunEvent::DomainWriteDenied { .. } => true,
-            RunEvent::PolicyDecided { decision, .. } => decision.verdict == Verdict::Deny,
-            _ => false,
-        },
+        "denial" => is_denial(e),
         "effect" => e.kind().starts_with("effect."),
         "escalation" => e.kind() == "human.escalated",
         "failure" => match e {
@@ -391,6 +399,36 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
     })
 }
 
+/// The episode tree of `state`, in order, each episode with every budget dimension used,
+/// its limit and what is left.
+#[must_use]
+pub fn episode_tree(state: &RunState) -> Vec<EpisodeAt> {
+    state
+        .episodes()
+        .in_order()
+        .into_iter()
+        .map(|e| EpisodeAt {
+            episode_id: e.id.to_string(),
+            parent: e.parent.as_ref().map(ToString::to_string),
+            depth: e.depth,
+            episode_type: e.episode_type.clone(),
+            agent: e.agent.to_string(),
+            phase: e.phase.as_str(),
+            stop_condition: e.stop_condition.map(condition_name),
+            budgets: e
+                .budget
+                .iter()
+                .map(|(dim, m)| BudgetAt {
+                    dimension: dim.clone(),
+                    used: m.used,
+                    limit: m.limit,
+                    left: m.remaining(),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
 /// The run in `events` as it stood right after event `seq` (1-based, in range).
 #[must_use]
 pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
@@ -438,30 +476,7 @@ pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
             reason: t.reason.clone(),
         })
         .collect();
-    let episodes = state
-        .episodes()
-        .in_order()
-        .into_iter()
-        .map(|e| EpisodeAt {
-            episode_id: e.id.to_string(),
-            parent: e.parent.as_ref().map(ToString::to_string),
-            depth: e.depth,
-            episode_type: e.episode_type.clone(),
-            agent: e.agent.to_string(),
-            phase: e.phase.as_str(),
-            stop_condition: e.stop_condition.map(condition_name),
-            budgets: e
-                .budget
-                .iter()
-                .map(|(dim, m)| BudgetAt {
-                    dimension: dim.clone(),
-                    used: m.used,
-                    limit: m.limit,
-                    left: m.remaining(),
-                })
-                .collect(),
-        })
-        .collect();
+    let episodes = episode_tree(&state);
     let received = match here {
         Some(RunEvent::AgentCallScheduled { .. }) => received(events, &state, at, None),
         Some(RunEvent::HandoffAllowed { .. }) => delivered_by_call(events, at),

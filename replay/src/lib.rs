@@ -29,9 +29,11 @@ pub use diff::{Difference, differences};
 pub use fork::{ForkError, ForkPlan, ForkSpec, Parting, plan_fork};
 pub use inspect::{
     BudgetAt, CircuitAt, EpisodeAt, FlowAt, Inspection, OpenTicket, POINTS, PendingCall,
-    PendingTool, Received, inspect, point_in, request_hash, state_at,
+    PendingTool, Received, episode_tree, inspect, is_denial, point_in, request_hash, state_at,
 };
 pub use report::{
     DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,
 };
-pub use what_if::{Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, what_if};
+pub use what_if::{
+    Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, decision_of, what_if,
+};

@@ -85,6 +85,27 @@ pub struct Decided {
     pub rule: String,
 }
 
+impl From<Reading> for Decided {
+    fn from(r: Reading) -> Self {
+        Self {
+            area: r.area,
+            what: r.what,
+            outcome: r.outcome,
+            rule: r.rule,
+        }
+    }
+}
+
+/// What one recorded event decided, read as replay and what-if read every decision: its
+/// kind, in words, its outcome and its deciding rule. `None` for a recorded input other
+/// than an effect's execution, and for steps that decide nothing of their own (held
+/// outputs, a verifier's call...). Reports built on the log use it so they class each
+/// decision the way what-if does.
+#[must_use]
+pub fn decision_of(event: &RunEvent) -> Option<Decided> {
+    read(event).map(Decided::from)
+}
+
 /// Where the run would first have taken another path.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PathChange {
@@ -279,12 +300,7 @@ pub fn what_if(
                     .unwrap_or_default()
                     .iter()
                     .filter_map(read)
-                    .map(|r| Decided {
-                        area: r.area,
-                        what: r.what,
-                        outcome: r.outcome,
-                        rule: r.rule,
-                    })
+                    .map(Decided::from)
                     .collect(),
             });
             // The recorded decisions of this batch that are not made now, and, when

@@ -12,6 +12,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::jsonl::{EXPORT_FORMAT, EXPORT_VERSION, header_value};
+use crate::checkpoint::{SignedCheckpoint, run_origin_suffix};
+use crate::note::VerifierKey;
 
 /// The first thing wrong with an export: its line (from 1) and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -84,6 +86,8 @@ pub enum LineFault {
     Truncated,
     #[error("nothing may follow the {0} line")]
     Trailing(&'static str),
+    #[error("the checkpoint does not check: {0}")]
+    BadCheckpoint(String),
 }
 
 /// What a sound export holds.
@@ -92,16 +96,36 @@ pub struct ExportSummary {
     pub run: String,
     pub events: u64,
     pub root: TreeHash,
-    /// The signed checkpoint's note, when the export carries one.
-    pub checkpoint: Option<String>,
+    /// The signed checkpoint, when the export carries one (checked).
+    pub checkpoint: Option<SealSummary>,
+}
+
+/// What a checked checkpoint line says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SealSummary {
+    /// The checkpoint's origin (`<instance>/run/<run id>`).
+    pub origin: String,
+    /// The key that signed it, `name+keyid`.
+    pub key: String,
+    /// Whether that key is the one the caller trusted, rather than the one the export
+    /// carries.
+    pub key_trusted: bool,
+    /// The signed note, as an auditor keeps it.
+    pub note: String,
 }
 
 fn fault(line: usize, fault: LineFault) -> BadLine {
     BadLine { line, fault }
 }
 
-/// Checks an export line by line and stops at the first bad line.
-pub fn verify_export(input: impl BufRead) -> Result<ExportSummary, BadLine> {
+/// Checks an export line by line and stops at the first bad line. With `trusted`, the
+/// checkpoint must be signed by that key (one the auditor obtained out of band); without
+/// it, the key the export carries is used, which proves only that the file is
+/// consistent with itself.
+pub fn verify_export(
+    input: impl BufRead,
+    trusted: Option<&VerifierKey>,
+) -> Result<ExportSummary, BadLine> {
     let mut lines = Lines {
         inner: input.lines(),
         last: 0,
@@ -181,13 +205,12 @@ pub fn verify_export(input: impl BufRead) -> Result<ExportSummary, BadLine> {
                 let checkpoint = match lines.next_object()? {
                     None => None,
                     Some((n, line, _)) => {
-                        expect_type(n, &line, "checkpoint")?;
-                        let note = str_field(n, &line, "note")?.to_owned();
-                        str_field(n, &line, "verifier_key")?;
+                        let seal =
+                            check_checkpoint(n, &line, &run, tree.size(), &computed, trusted)?;
                         if let Some((n, _, _)) = lines.next_object()? {
                             return Err(fault(n, LineFault::Trailing("checkpoint")));
                         }
-                        Some(note)
+                        Some(seal)
                     }
                 };
                 return Ok(ExportSummary {
@@ -511,4 +534,56 @@ fn first_difference(found: &Object, expected: &Value) -> Option<(String, String)
                 .unwrap_or_else(|| "absent".into());
             (k.clone(), value)
         })
+}
+
+/// Checks the checkpoint line: a signed note of the run's tree head, signed by the
+/// trusted key (or the key the line carries).
+fn check_checkpoint(
+    n: usize,
+    line: &Object,
+    run: &StreamId,
+    size: u64,
+    root: &TreeHash,
+    trusted: Option<&VerifierKey>,
+) -> Result<SealSummary, BadLine> {
+    let bad = |why: String| fault(n, LineFault::BadCheckpoint(why));
+    expect_type(n, line, "checkpoint")?;
+    if let Some(key) = line
+        .keys()
+        .find(|k| !["type", "note", "verifier_key"].contains(&k.as_str()))
+    {
+        return Err(fault(n, LineFault::UnknownField(key.clone())));
+    }
+    let note = str_field(n, line, "note")?;
+    let carried = VerifierKey::parse(str_field(n, line, "verifier_key")?)
+        .map_err(|e| bad(format!("verifier_key: {e}")))?;
+    let key = trusted.unwrap_or(&carried);
+    let signed = SignedCheckpoint::parse(note).map_err(|e| bad(e.to_string()))?;
+    signed
+        .signed_by(std::slice::from_ref(key))
+        .map_err(|e| bad(e.to_string()))?;
+    let checkpoint = &signed.checkpoint;
+    if checkpoint.size != size || checkpoint.root != *root {
+        return Err(bad(format!(
+            "it signs {} events with root {}, the export holds {size} with root {}",
+            checkpoint.size,
+            STANDARD.encode(checkpoint.root.0),
+            STANDARD.encode(root.0)
+        )));
+    }
+    if !checkpoint
+        .origin
+        .ends_with(&run_origin_suffix(run.as_str()))
+    {
+        return Err(bad(format!(
+            "its origin {:?} is not run {run}'s",
+            checkpoint.origin
+        )));
+    }
+    Ok(SealSummary {
+        origin: checkpoint.origin.clone(),
+        key: key.label(),
+        key_trusted: trusted.is_some(),
+        note: note.to_owned(),
+    })
 }

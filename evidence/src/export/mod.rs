@@ -5,5 +5,5 @@
 mod check;
 mod jsonl;
 
-pub use check::{BadLine, ExportSummary, LineFault, verify_export};
+pub use check::{BadLine, ExportSummary, LineFault, SealSummary, verify_export};
 pub use jsonl::{EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, write_jsonl};
