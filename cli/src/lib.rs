@@ -1,6 +1,6 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
-//! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
+//! `fork`), evidence (`prove`), kill switches (`kill-switch`), circuit breakers (`circuits`) and policy
 //! bundles (`policy check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -24,6 +24,7 @@ mod errors;
 mod fork;
 mod kill_switch;
 mod progress;
+mod prove;
 mod replay;
 mod runs;
 mod words;
@@ -70,6 +71,10 @@ enum Command {
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
+    /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
+    /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
+    /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
+    Prove(prove::ProveArgs),
 }
 
 #[derive(Subcommand)]
@@ -140,6 +145,7 @@ pub fn main() -> ExitCode {
             return kill_switch::main(command, &runs::data_dir(cli.data));
         }
         Command::Circuits(args) => return runs::circuits_main(args, cli.data),
+        Command::Prove(args) => return prove::main(args, cli.data),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

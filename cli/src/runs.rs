@@ -297,7 +297,7 @@ type Pending<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Re
 
 /// Runs a command on a tokio runtime, prints its output and maps its result to an exit
 /// code.
-fn run_async(
+pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
