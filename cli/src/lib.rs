@@ -1,8 +1,8 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
-//! (`keys`, `verify`, `export`, `verify-export`) and policy bundles (`policy check |
-//! explain | diff | schema`).
+//! (`keys`, `verify`, `prove`, `export`, `verify-export`) and policy bundles (`policy
+//! check | explain | diff | schema`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -27,6 +27,7 @@ mod fork;
 mod keys;
 mod kill_switch;
 mod progress;
+mod prove;
 mod replay;
 mod runs;
 mod verify;
@@ -97,6 +98,10 @@ enum Command {
     /// the first bad line and why (exit 1). See docs/export-format.md.
     #[command(name = "verify-export")]
     VerifyExport(export::VerifyExportArgs),
+    /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
+    /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
+    /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
+    Prove(prove::ProveArgs),
 }
 
 #[derive(Subcommand)]
@@ -177,6 +182,7 @@ pub fn main() -> ExitCode {
         }
         Command::Export(args) => return export::main(args, cli.data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
+        Command::Prove(args) => return prove::main(args, cli.data),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

@@ -8,6 +8,7 @@ use futures::Stream;
 
 use crate::error::{ChainBreak, StoreError};
 use crate::event::{Event, Hash, NewEvent, StreamId};
+use crate::merkle::{ProofFailure, TreeHash, verify_consistency, verify_inclusion};
 
 /// What an append recorded: the sequence of its first event and the hash of each, in order.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +56,68 @@ pub struct VerifyReport {
 impl VerifyReport {
     pub fn is_sound(&self) -> bool {
         self.first_break.is_none()
+    }
+}
+
+/// A stream's RFC 9162 Merkle tree over its first `size` events: what a checkpoint signs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeHead {
+    pub size: u64,
+    pub root: TreeHash,
+}
+
+/// That event `seq` is leaf `seq - 1` of the stream's tree of `tree.size` events: the audit
+/// path from its leaf hash to the root (RFC 9162 §2.1.3), nearest sibling first.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InclusionProof {
+    pub stream: StreamId,
+    pub seq: u64,
+    /// The event's BLAKE3 chain hash, as `read` and the exports give it.
+    pub event_hash: Hash,
+    /// SHA-256 of `0x00 ‖ canonical body ‖ prev ‖ hash` (store/FORMAT.md, "Merkle tree").
+    pub leaf: TreeHash,
+    pub tree: TreeHead,
+    pub path: Vec<TreeHash>,
+}
+
+impl InclusionProof {
+    /// The leaf's index in the tree: `seq - 1`.
+    pub fn leaf_index(&self) -> u64 {
+        self.seq.saturating_sub(1)
+    }
+
+    /// Checks the path against the root, as an auditor's RFC 9162 library would.
+    pub fn check(&self) -> Result<(), ProofFailure> {
+        verify_inclusion(
+            &self.leaf,
+            self.leaf_index(),
+            self.tree.size,
+            &self.path,
+            &self.tree.root,
+        )
+    }
+}
+
+/// That the stream's tree of `old.size` events is a prefix of its tree of `new.size` events
+/// (RFC 9162 §2.1.4): nothing recorded by then was changed or removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsistencyProof {
+    pub stream: StreamId,
+    pub old: TreeHead,
+    pub new: TreeHead,
+    pub path: Vec<TreeHash>,
+}
+
+impl ConsistencyProof {
+    /// Checks the proof against both roots, as an auditor's RFC 9162 library would.
+    pub fn check(&self) -> Result<(), ProofFailure> {
+        verify_consistency(
+            self.old.size,
+            self.new.size,
+            &self.old.root,
+            &self.new.root,
+            &self.path,
+        )
     }
 }
 
@@ -110,7 +173,36 @@ pub trait EventStore: Send + Sync {
         at_or_before: u64,
     ) -> impl Future<Output = Result<Option<Snapshot>, StoreError>> + Send;
 
-    /// Re-checks the whole stream: density, links, hashes, blobs.
+    /// The stream's Merkle tree head over its first `size` events (`None`: all it holds now).
+    /// A stream with no events has the empty tree (size 0).
+    fn tree_head(
+        &self,
+        stream: &StreamId,
+        size: Option<u64>,
+    ) -> impl Future<Output = Result<TreeHead, StoreError>> + Send;
+
+    /// The inclusion proof of event `seq` in the stream's tree of `tree_size` events (`None`:
+    /// all it holds now). Asking for event 0, an event beyond the tree or a tree larger than
+    /// the stream is a [`StoreError::OutsideTree`].
+    fn inclusion_proof(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> impl Future<Output = Result<InclusionProof, StoreError>> + Send;
+
+    /// The consistency proof from the stream's tree of `old_size` events to its tree of
+    /// `new_size` (`None`: all it holds now); [`StoreError::OutsideTree`] when `old_size`
+    /// exceeds `new_size` or either exceeds the stream.
+    fn consistency_proof(
+        &self,
+        stream: &StreamId,
+        old_size: u64,
+        new_size: Option<u64>,
+    ) -> impl Future<Output = Result<ConsistencyProof, StoreError>> + Send;
+
+    /// Re-checks the whole stream: density, links, hashes, blobs, and the Merkle tree nodes
+    /// the index keeps against the tree the events give.
     fn verify(
         &self,
         stream: &StreamId,

@@ -15,7 +15,10 @@ use futures::Stream;
 use tokio::sync::{oneshot, watch};
 use tracing::debug_span;
 
-use crate::api::{Appended, EventStore, Snapshot, StreamHead, VerifyReport};
+use crate::api::{
+    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
+    VerifyReport,
+};
 use crate::chain::{blob_hash, event_hash, genesis};
 use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record};
 use crate::config::StoreConfig;
@@ -24,6 +27,7 @@ use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
 use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
 use crate::recovery::{self, RecoveryReport};
 use crate::shared::{Shared, lock};
+use crate::tree::record_leaf;
 use crate::writer::{AppendJob, Request, Writer};
 
 /// Largest payload or blob, and largest whole append (events and blobs together), in bytes:
@@ -179,6 +183,7 @@ fn encode_job(
     );
     let mut spans = Vec::with_capacity(events.len());
     let mut hashes = Vec::with_capacity(events.len());
+    let mut leaves = Vec::with_capacity(events.len());
     let mut blobs = Vec::new();
     let mut link = prev;
     let total: usize = events
@@ -226,6 +231,7 @@ fn encode_job(
         records.extend_from_slice(&hash.0);
         let len = records.len() - at;
         seal_record(&mut records[at..], TAG_EVENT);
+        leaves.push(record_leaf(&records[at..]));
         spans.push((at, len as u32));
         hashes.push(hash);
         link = hash;
@@ -240,6 +246,7 @@ fn encode_job(
         records,
         spans,
         hashes,
+        leaves,
         blobs,
         reply,
     })
@@ -666,6 +673,35 @@ impl EventStore for EmbeddedStore {
             event_hash,
             state,
         }))
+    }
+
+    async fn tree_head(
+        &self,
+        stream: &StreamId,
+        size: Option<u64>,
+    ) -> Result<TreeHead, StoreError> {
+        let (shared, stream) = (self.inner.shared.clone(), stream.clone());
+        blocking(move || crate::tree::tree_head(&shared, &stream, size)).await
+    }
+
+    async fn inclusion_proof(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> Result<InclusionProof, StoreError> {
+        let (shared, stream) = (self.inner.shared.clone(), stream.clone());
+        blocking(move || crate::tree::inclusion(&shared, &stream, seq, tree_size)).await
+    }
+
+    async fn consistency_proof(
+        &self,
+        stream: &StreamId,
+        old_size: u64,
+        new_size: Option<u64>,
+    ) -> Result<ConsistencyProof, StoreError> {
+        let (shared, stream) = (self.inner.shared.clone(), stream.clone());
+        blocking(move || crate::tree::consistency(&shared, &stream, old_size, new_size)).await
     }
 
     async fn verify(&self, stream: &StreamId) -> Result<VerifyReport, StoreError> {

@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use crate::event::{Hash, StreamId};
+use crate::merkle::{TreeError, TreeHash};
 
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -97,6 +98,48 @@ pub enum StoreError {
 
     #[error("the store is closed")]
     Closed,
+
+    /// A tree head or proof asked of a stream for events or sizes it does not have.
+    #[error("stream {stream}: {problem}")]
+    OutsideTree {
+        stream: StreamId,
+        problem: OutsideTree,
+    },
+
+    #[error("Merkle tree: {0}")]
+    Tree(#[from] TreeError),
+}
+
+/// What a tree head or proof request asked for that the stream does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OutsideTree {
+    #[error("there is no event 0: events are numbered from 1")]
+    EventZero,
+    #[error("event {seq} is not in the tree of size {size}, which holds {}", holds(*size))]
+    EventBeyondTree { seq: u64, size: u64 },
+    #[error("a tree of size {size} was asked for, but {}", there_are(*head))]
+    TreeBeyondStream { size: u64, head: u64 },
+    #[error(
+        "a consistency proof goes from an older tree to a newer, larger one; asked from size {old} to size {new}"
+    )]
+    Shrinking { old: u64, new: u64 },
+}
+
+fn there_are(head: u64) -> String {
+    match head {
+        0 => "there are no events yet".to_owned(),
+        1 => "there is only event 1".to_owned(),
+        n => format!("there are only events 1 to {n}"),
+    }
+}
+
+fn holds(size: u64) -> String {
+    match size {
+        0 => "no events".to_owned(),
+        1 => "only event 1".to_owned(),
+        n => format!("events 1 to {n}"),
+    }
 }
 
 /// What is wrong with a damaged part of the log.
@@ -152,6 +195,25 @@ pub enum ChainBreak {
     Unreadable { seq: u64, what: String },
     #[error("the index says the head is {indexed}, the log holds {found} events")]
     HeadMismatch { indexed: u64, found: u64 },
+    /// A node of the Merkle tree kept in the index differs from the one the events give (or
+    /// is missing). The log is sound; the index is a cache: deleting `index/` rebuilds it.
+    #[error(
+        "the index's Merkle tree node at level {level}, index {index} (events {} to {}) is {}, but the events give {computed}; delete the store's index/ directory to rebuild it from the log",
+        first_seq(*level, *index),
+        first_seq(*level, *index) + (1u64 << *level) - 1,
+        stored.map_or_else(|| "missing".to_owned(), |h| h.to_hex())
+    )]
+    TreeNode {
+        level: u32,
+        index: u64,
+        stored: Option<TreeHash>,
+        computed: TreeHash,
+    },
+}
+
+/// The sequence of the first event under a tree node.
+fn first_seq(level: u32, index: u64) -> u64 {
+    (index << level) + 1
 }
 
 impl ChainBreak {
@@ -165,6 +227,7 @@ impl ChainBreak {
             | ChainBreak::BadBlob { seq, .. }
             | ChainBreak::Unreadable { seq, .. } => *seq,
             ChainBreak::HeadMismatch { indexed, found } => (*indexed).min(*found) + 1,
+            ChainBreak::TreeNode { level, index, .. } => first_seq(*level, *index),
         }
     }
 }

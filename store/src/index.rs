@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
+use crate::merkle::{TreeBuilder, TreeHash};
 
 const COVERED: &[u8] = b"m:covered";
 const NEXT_STREAM: &[u8] = b"m:next_stream";
@@ -15,6 +16,19 @@ const STREAM: u8 = b's';
 const EVENT: u8 = b'e';
 const SNAPSHOT: u8 = b'n';
 const BLOB: u8 = b'b';
+const TREE_NODE: u8 = b't';
+const TREE_FRONTIER: u8 = b'f';
+/// Present once the index keeps Merkle trees: an index written before them lacks the trees
+/// of the streams it holds, and opening rebuilds it from the log.
+const TREE_MARKER: &[u8] = b"m:merkle";
+
+/// The lowest level of the Merkle tree whose complete subtrees the index keeps: one node per
+/// [`BLOCK_LEAVES`] events and about as many again above, so the tree costs the index about
+/// 2 x 32 bytes per 256 events. Anything below is recomputed from at most 256 events of the
+/// log, which a proof reads in one go (store/FORMAT.md, "Merkle tree").
+pub(crate) const NODE_MIN_LEVEL: u32 = 8;
+/// Leaves under one node of [`NODE_MIN_LEVEL`].
+pub(crate) const BLOCK_LEAVES: u64 = 1 << NODE_MIN_LEVEL;
 
 /// Where a record lives: segment number, byte offset of the record, record length.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -119,6 +133,22 @@ fn key(prefix: u8, no: u64, seq: u64) -> [u8; 17] {
     k
 }
 
+fn node_key(no: u64, level: u32, index: u64) -> [u8; 18] {
+    let mut k = [0u8; 18];
+    k[0] = TREE_NODE;
+    k[1..9].copy_from_slice(&no.to_be_bytes());
+    k[9] = level as u8;
+    k[10..].copy_from_slice(&index.to_be_bytes());
+    k
+}
+
+fn frontier_key(no: u64) -> [u8; 9] {
+    let mut k = [0u8; 9];
+    k[0] = TREE_FRONTIER;
+    k[1..].copy_from_slice(&no.to_be_bytes());
+    k
+}
+
 fn blob_key(hash: &Hash) -> [u8; 33] {
     let mut k = [0u8; 33];
     k[0] = BLOB;
@@ -155,13 +185,33 @@ impl IndexBatch {
         self.0.insert(&blob_key(hash)[..], &pos.to_bytes()[..]);
     }
 
-    /// The log is indexed up to (segment, offset); also records the next stream number.
+    /// The log is indexed up to (segment, offset); also records the next stream number, and
+    /// that this index keeps Merkle trees.
     pub(crate) fn covered(&mut self, segment: u64, offset: u64, next_stream: u64) {
         let mut v = [0u8; 16];
         v[..8].copy_from_slice(&segment.to_be_bytes());
         v[8..].copy_from_slice(&offset.to_be_bytes());
         self.0.insert(COVERED, &v[..]);
         self.0.insert(NEXT_STREAM, &next_stream.to_be_bytes()[..]);
+        self.0.insert(TREE_MARKER, &[1u8][..]);
+    }
+
+    /// A complete subtree of stream `no`'s Merkle tree: the root of the `2^level` leaves from
+    /// leaf `index << level` (levels from [`NODE_MIN_LEVEL`] up).
+    pub(crate) fn tree_node(&mut self, no: u64, level: u32, index: u64, hash: &TreeHash) {
+        self.0.insert(&node_key(no, level, index)[..], &hash.0[..]);
+    }
+
+    /// Stream `no`'s tree as far as this batch indexes it: its size and the roots of its
+    /// complete subtrees (the next leaf is pushed onto them).
+    pub(crate) fn frontier(&mut self, no: u64, tree: &TreeBuilder) {
+        let mut v = Vec::with_capacity(8 + 33 * tree.frontier().len());
+        v.extend_from_slice(&tree.size().to_be_bytes());
+        for (level, hash) in tree.frontier() {
+            v.push(*level as u8);
+            v.extend_from_slice(&hash.0);
+        }
+        self.0.insert(&frontier_key(no)[..], v);
     }
 }
 
@@ -378,6 +428,103 @@ impl Index {
             }
         }
         Ok(out)
+    }
+
+    /// The index's directory.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Whether this index keeps Merkle trees (false for an empty index too).
+    pub(crate) fn keeps_trees(&self) -> Result<bool, StoreError> {
+        self.db
+            .contains_key(TREE_MARKER)
+            .map_err(|e| self.err("reading", e))
+    }
+
+    /// Empties the index, for a rebuild from the log.
+    pub(crate) fn clear(&self) -> Result<(), StoreError> {
+        self.db.clear().map_err(|e| self.err("clearing", e))
+    }
+
+    /// A kept node of stream `no`'s tree (see [`IndexBatch::tree_node`]).
+    pub(crate) fn tree_node(
+        &self,
+        no: u64,
+        level: u32,
+        index: u64,
+    ) -> Result<Option<TreeHash>, StoreError> {
+        let Some(v) = self
+            .db
+            .get(node_key(no, level, index))
+            .map_err(|e| self.err("reading", e))?
+        else {
+            return Ok(None);
+        };
+        let hash: [u8; 32] = v
+            .as_ref()
+            .try_into()
+            .map_err(|_| self.damaged("Merkle tree node"))?;
+        Ok(Some(TreeHash(hash)))
+    }
+
+    /// Stream `no`'s tree as far as the index has it (see [`IndexBatch::frontier`]).
+    pub(crate) fn frontier(&self, no: u64) -> Result<Option<TreeBuilder>, StoreError> {
+        let Some(v) = self
+            .db
+            .get(frontier_key(no))
+            .map_err(|e| self.err("reading", e))?
+        else {
+            return Ok(None);
+        };
+        // Damage to an entry the index rebuilds on open, not an I/O failure.
+        let damaged = || StoreError::IndexDamaged {
+            what: format!("stream number {no}'s Merkle tree frontier does not decode"),
+            path: self.path.clone(),
+        };
+        let (size, rest) = v.split_at_checked(8).ok_or_else(damaged)?;
+        let size = u64::from_be_bytes(size.try_into().map_err(|_| damaged())?);
+        if !rest.len().is_multiple_of(33) {
+            return Err(damaged());
+        }
+        let frontier = rest
+            .chunks_exact(33)
+            .map(|c| {
+                let mut hash = [0u8; 32];
+                hash.copy_from_slice(&c[1..]);
+                (u32::from(c[0]), TreeHash(hash))
+            })
+            .collect();
+        TreeBuilder::resume(size, frontier)
+            .map(Some)
+            .ok_or_else(damaged)
+    }
+
+    /// Removes what an index written before Merkle trees lacks: the marker and every tree
+    /// entry.
+    #[cfg(test)]
+    pub(crate) fn forget_trees(&self) {
+        self.db.remove(TREE_MARKER).expect("test index write");
+        for prefix in [TREE_NODE, TREE_FRONTIER] {
+            for item in self.db.scan_prefix([prefix]) {
+                let (k, _) = item.expect("test index read");
+                self.db.remove(k).expect("test index write");
+            }
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn overwrite_frontier(&self, no: u64, tree: &TreeBuilder) {
+        let mut batch = IndexBatch::default();
+        batch.frontier(no, tree);
+        self.apply(batch).expect("test index write");
+    }
+
+    #[cfg(test)]
+    pub(crate) fn overwrite_tree_node(&self, no: u64, level: u32, index: u64, hash: &TreeHash) {
+        self.db
+            .insert(node_key(no, level, index), &hash.0[..])
+            .expect("test index write");
     }
 
     pub(crate) fn blob(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {

@@ -27,15 +27,19 @@ mod recovery;
 mod scan;
 mod segment;
 mod shared;
+mod tree;
 mod verify;
 mod writer;
 
-pub use api::{Appended, EventStore, Snapshot, StreamHead, VerifyReport};
+pub use api::{
+    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
+    VerifyReport,
+};
 pub use chain::{EVENT_CONTEXT, GENESIS_CONTEXT, blob_hash, event_hash, genesis};
 pub use codec::FORMAT_VERSION;
 pub use config::{Durability, StoreConfig};
 pub use embedded::{EmbeddedStore, MAX_PAYLOAD, WriterStats};
-pub use error::{ChainBreak, Damage, StoreError};
+pub use error::{ChainBreak, Damage, OutsideTree, StoreError};
 pub use event::{BlobRef, Event, Hash, NewEvent, Payload, StreamId, WallTime};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use fault::FaultPlan;

@@ -458,6 +458,26 @@ impl TreeBuilder {
         self.size += 1;
     }
 
+    /// `(level, root)` of its complete subtrees, largest first: what a store keeps to go on
+    /// pushing leaves after a restart.
+    pub(crate) fn frontier(&self) -> &[(u32, TreeHash)] {
+        &self.frontier
+    }
+
+    /// A builder that goes on from a kept frontier; `None` unless the levels are those of
+    /// `size` in binary (one subtree per bit set, largest first).
+    pub(crate) fn resume(size: u64, frontier: Vec<(u32, TreeHash)>) -> Option<TreeBuilder> {
+        let mut bits = size;
+        for &(level, _) in frontier.iter().rev() {
+            // The smallest bit left must be exactly this level.
+            if level >= 64 || bits.trailing_zeros() != level || bits == 0 {
+                return None;
+            }
+            bits &= bits - 1;
+        }
+        (bits == 0).then_some(TreeBuilder { size, frontier })
+    }
+
     /// The root of the leaves pushed so far.
     pub fn root(&self) -> TreeHash {
         let mut nodes = self.frontier.iter().rev();

@@ -10,6 +10,7 @@ use crate::event::{Event, Hash, Payload, StreamId};
 use crate::index::{Position, Run};
 use crate::segment::segment_path;
 use crate::shared::Shared;
+use crate::tree::{TreeCheck, record_leaf};
 
 /// Most runs fetched per index scan (callers also bound the events of a read by its range).
 pub(crate) const READ_CHUNK: usize = 4096;
@@ -18,7 +19,7 @@ const MAX_SPAN: u64 = 4 * 1024 * 1024;
 
 /// Calls `f` with each record of `runs` whose sequence is in `from..=to` (or why it cannot be
 /// read), in order; neighbouring runs are fetched with one positioned read.
-fn for_each_record(
+pub(crate) fn for_each_record(
     shared: &Shared,
     runs: &[Run],
     (from, to): (u64, u64),
@@ -96,7 +97,12 @@ fn read_full_at(file: &std::fs::File, buf: &mut [u8], offset: u64) -> std::io::R
     Ok(got)
 }
 
-fn corrupt(shared: &Shared, pos: Position, stream: &StreamId, break_: ChainBreak) -> StoreError {
+pub(crate) fn corrupt(
+    shared: &Shared,
+    pos: Position,
+    stream: &StreamId,
+    break_: ChainBreak,
+) -> StoreError {
     StoreError::Corrupt {
         segment: segment_path(&shared.log_dir, pos.segment),
         offset: pos.offset,
@@ -197,6 +203,7 @@ pub(crate) fn verify_stream(
     };
     let mut prev: Option<Hash> = None;
     let mut next = 1u64;
+    let mut tree = TreeCheck::new(shared, head.no)?;
     while next <= head.seq && report.first_break.is_none() {
         let runs = shared.runs(head.no, next, head.seq, READ_CHUNK)?;
         if runs.is_empty() {
@@ -217,8 +224,10 @@ pub(crate) fn verify_stream(
             }
             let checked = bytes
                 .map_err(|what| ChainBreak::Unreadable { seq, what })
-                .and_then(|b| crate::verify::check_record(stream, seq, prev, b));
-            let event = match checked {
+                .and_then(|b| {
+                    crate::verify::check_record(stream, seq, prev, b).map(|e| (e, record_leaf(b)))
+                });
+            let (event, leaf) = match checked {
                 Ok(e) => e,
                 Err(b) => {
                     report.first_break = Some(b);
@@ -235,6 +244,10 @@ pub(crate) fn verify_stream(
             prev = Some(event.hash);
             next += 1;
             report.verified = seq;
+            if let Some(wrong) = tree.push(leaf)? {
+                report.first_break = Some(wrong);
+                return Ok(false);
+            }
             Ok(true)
         })?;
         if next == before && report.first_break.is_none() {

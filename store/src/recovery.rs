@@ -1,5 +1,7 @@
 //! Opening a store: check the directory, repair the index from the log, cut a torn tail.
 
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fs;
 use std::path::Path;
 
@@ -9,7 +11,8 @@ use crate::chain::blob_hash;
 use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
-use crate::index::{Index, IndexBatch, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::index::{Index, IndexBatch, NODE_MIN_LEVEL, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::merkle::{TreeBuilder, leaf_hash};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
     segment_header, segment_number, segment_path, sync_dir, valid_frame_after, zero_runway,
@@ -28,9 +31,12 @@ pub struct RecoveryReport {
     /// Bytes of an unacknowledged, torn last batch that were cut off (with any zero runway
     /// after it).
     pub truncated_bytes: u64,
-    /// The index's files were damaged (moved aside to `index.damaged`) and the index was
-    /// rebuilt from the whole log.
+    /// The index's files were damaged (moved aside to `index.damaged`), or its entries
+    /// contradicted each other, and the index was rebuilt from the whole log.
     pub index_rebuilt: bool,
+    /// The index was written before it kept Merkle trees and was rebuilt from the whole log
+    /// with them.
+    pub trees_built: bool,
 }
 
 pub(crate) struct Recovered {
@@ -132,13 +138,75 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
     let log_dir = dir.join("log");
     let segments = list_segments(&log_dir)?;
     let (index, index_rebuilt) = Index::open_or_rebuild(&dir.join("index"))?;
-    let mut heads: StreamMap<StreamState> = index.streams()?.into_iter().collect();
-    let covered = index.covered()?;
-    let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
     let mut report = RecoveryReport {
         index_rebuilt,
         ..RecoveryReport::default()
     };
+    if index.covered()?.is_some() && !index.keeps_trees()? {
+        info!("the index predates Merkle trees: rebuilding it from the log");
+        index.clear()?;
+        report.trees_built = true;
+    }
+    let scanned = match scan(&index, &log_dir, &segments, config, &mut report) {
+        Err(StoreError::IndexDamaged { what, .. }) => {
+            // The index's trees do not follow from its own entries (damage to sled's data,
+            // not to its files): like damaged files, rebuilt from the log.
+            warn!(damage = %what, "the index is inconsistent; rebuilding it from the log");
+            index.clear()?;
+            report.index_rebuilt = true;
+            report.reindexed_events = 0;
+            scan(&index, &log_dir, &segments, config, &mut report)?
+        }
+        other => other?,
+    };
+    if report != RecoveryReport::default() {
+        info!(?report, "recovered");
+    }
+    let Scanned {
+        heads,
+        file,
+        segment,
+        len,
+        zeroed_to,
+        next_stream,
+    } = scanned;
+    Ok(Recovered {
+        index,
+        heads,
+        file,
+        segment,
+        len,
+        zeroed_to,
+        next_stream,
+        report,
+    })
+}
+
+/// What reading the log beyond the index's coverage found.
+struct Scanned {
+    heads: StreamMap<StreamState>,
+    file: LogFile,
+    segment: u64,
+    len: u64,
+    zeroed_to: u64,
+    next_stream: u64,
+}
+
+/// Indexes the log from where the index's coverage ends, cutting a torn tail; an
+/// [`StoreError::IndexDamaged`] when the index's entries contradict each other.
+fn scan(
+    index: &Index,
+    log_dir: &Path,
+    segments: &[u64],
+    config: &StoreConfig,
+    report: &mut RecoveryReport,
+) -> Result<Scanned, StoreError> {
+    let sync = config.syncs();
+    let log_dir = log_dir.to_path_buf();
+    let mut heads: StreamMap<StreamState> = index.streams()?.into_iter().collect();
+    let mut trees: HashMap<u64, TreeBuilder> = HashMap::new();
+    let covered = index.covered()?;
+    let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
 
     let Some(&last) = segments.last() else {
         if covered.is_some() {
@@ -149,15 +217,13 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
             });
         }
         let file = LogFile::create(&log_dir, 1, &config.faults(), sync)?;
-        return Ok(Recovered {
-            index,
+        return Ok(Scanned {
             heads,
             file,
             segment: 1,
             len: SEGMENT_HEADER_LEN,
             zeroed_to: SEGMENT_HEADER_LEN,
             next_stream,
-            report,
         });
     };
     if covered_seg > last {
@@ -207,8 +273,8 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
                 Ok(payload) => {
                     let end = at + BATCH_HEADER_LEN + payload.len();
                     report.reindexed_events += index_frame(
-                        &index,
-                        &mut heads,
+                        index,
+                        (&mut heads, &mut trees),
                         &mut next_stream,
                         &path,
                         seg,
@@ -248,18 +314,13 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         }
     }
     let file = LogFile::open(segment_path(&log_dir, last), &config.faults())?;
-    if report != RecoveryReport::default() {
-        info!(?report, "recovered");
-    }
-    Ok(Recovered {
-        index,
+    Ok(Scanned {
         heads,
         file,
         segment: last,
         len: last_len,
         zeroed_to,
         next_stream,
-        report,
     })
 }
 
@@ -267,7 +328,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
 /// against its stream's chain.
 fn index_frame(
     index: &Index,
-    heads: &mut StreamMap<StreamState>,
+    (heads, trees): (&mut StreamMap<StreamState>, &mut HashMap<u64, TreeBuilder>),
     next_stream: &mut u64,
     path: &Path,
     seg: u64,
@@ -284,6 +345,8 @@ fn index_frame(
         .map_err(|(off, what)| corrupt(payload_at + off as u64, Damage::BadRecord(what)))?;
     let mut batch = IndexBatch::default();
     let mut events = 0;
+    // Streams whose trees grew in this frame: their frontiers are written with it.
+    let mut grown = Vec::new();
     // Back-to-back events of one stream are indexed as one run, as the writer does.
     let mut open_run: Option<(u64, Run)> = None;
     for rec in records {
@@ -328,6 +391,33 @@ fn index_frame(
                         *next_stream - 1
                     }
                 };
+                let tree = match trees.entry(no) {
+                    Entry::Occupied(kept) => kept.into_mut(),
+                    Entry::Vacant(new) => {
+                        let kept = match head {
+                            Some(_) => index.frontier(no)?,
+                            None => Some(TreeBuilder::new()),
+                        };
+                        new.insert(kept.unwrap_or_default())
+                    }
+                };
+                if tree.size() + 1 != seq {
+                    return Err(StoreError::IndexDamaged {
+                        what: format!(
+                            "the Merkle tree of stream {} holds {} events, its head is {}",
+                            event.stream,
+                            tree.size(),
+                            seq - 1
+                        ),
+                        path: path.to_path_buf(),
+                    });
+                }
+                tree.push_reporting(leaf_hash(rec.body), |level, at, node| {
+                    if level >= NODE_MIN_LEVEL {
+                        batch.tree_node(no, level, at, node);
+                    }
+                });
+                grown.push(no);
                 let state = StreamState {
                     no,
                     seq,
@@ -375,6 +465,13 @@ fn index_frame(
     }
     if let Some((run_no, run)) = open_run {
         batch.run(run_no, run);
+    }
+    grown.sort_unstable();
+    grown.dedup();
+    for no in grown {
+        if let Some(tree) = trees.get(&no) {
+            batch.frontier(no, tree);
+        }
     }
     // Entries and the coverage they extend land in one atomic sled batch.
     batch.covered(seg, frame_end, *next_stream);

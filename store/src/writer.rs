@@ -21,7 +21,10 @@ use crate::api::Appended;
 use crate::codec::{TAG_BLOB, push_record};
 use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
-use crate::index::{IndexBatch, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::index::{
+    IndexBatch, NODE_MIN_LEVEL, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState,
+};
+use crate::merkle::TreeHash;
 use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
 use crate::shared::{Shared, StreamMap, lock};
 
@@ -68,6 +71,9 @@ pub(crate) struct AppendJob {
     /// (offset in `records`, record length) of each event.
     pub spans: Vec<(usize, u32)>,
     pub hashes: Vec<Hash>,
+    /// Each event's Merkle leaf hash, computed by the appender (off the writer's thread); the
+    /// indexer folds them into the stream's tree.
+    pub leaves: Vec<TreeHash>,
     pub blobs: Vec<(Hash, Vec<u8>)>,
     pub reply: oneshot::Sender<Result<Appended, StoreError>>,
 }
@@ -101,6 +107,8 @@ enum Accepted {
 struct Durable {
     new_streams: Vec<(StreamId, u64)>,
     runs: Vec<(u64, Run)>,
+    /// (stream number, first sequence, leaf hashes) of each append.
+    leaves: Vec<(u64, u64, Vec<TreeHash>)>,
     blobs: Vec<(Hash, Position)>,
     /// (segment, end offset, next stream number) once this batch is indexed.
     covered: (u64, u64, u64),
@@ -363,9 +371,10 @@ impl Writer {
         };
         let mut new_streams = Vec::new();
         let mut runs = Vec::new();
+        let mut leaves = Vec::new();
         let mut blobs = Vec::new();
         let mut events = 0u64;
-        for a in &accepted {
+        for a in &mut accepted {
             match a {
                 Accepted::Append {
                     job,
@@ -382,7 +391,7 @@ impl Writer {
                         let run = Run {
                             first_seq: job.expected + 1 + first as u64,
                             count: chunk.len() as u32,
-                            pos: pos(at + chunk[0].0, bytes),
+                            pos: pos(*at + chunk[0].0, bytes),
                             last_hash: job.hashes[first + chunk.len() - 1],
                         };
                         runs.push((state.no, run));
@@ -390,6 +399,7 @@ impl Writer {
                     if job.expected == 0 {
                         new_streams.push((job.stream.clone(), state.no));
                     }
+                    leaves.push((state.no, job.expected + 1, std::mem::take(&mut job.leaves)));
                     events += job.hashes.len() as u64;
                 }
                 Accepted::Blob { placed, .. } => {
@@ -441,6 +451,7 @@ impl Writer {
         let durable = Durable {
             new_streams,
             runs,
+            leaves,
             blobs,
             covered: (self.segment, end, self.next_stream),
         };
@@ -551,6 +562,13 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
         }
         let mut index = IndexBatch::default();
         per_stream.clear();
+        if let Err(e) = grow_trees(shared, &group, &mut index) {
+            let cause = e.to_string();
+            error!(error = %cause, "index write failed; writer poisoned");
+            *lock(&shared.index_failed) = Some(cause);
+            failed = true;
+            continue;
+        }
         for d in &group {
             for (id, no) in &d.new_streams {
                 index.new_stream(id, *no);
@@ -612,6 +630,48 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
             }
         }
     }
+}
+
+/// Pushes the leaves of durable batches onto their streams' Merkle trees, as the index
+/// kept them: the nodes they close from [`NODE_MIN_LEVEL`] up and each stream's new frontier
+/// go into `index`, with the pages of the same batches.
+fn grow_trees(
+    shared: &Shared,
+    group: &[Durable],
+    index: &mut IndexBatch,
+) -> Result<(), StoreError> {
+    let mut per_stream: BTreeMap<u64, Vec<(u64, &[TreeHash])>> = BTreeMap::new();
+    for d in group {
+        for (no, first_seq, leaves) in &d.leaves {
+            per_stream
+                .entry(*no)
+                .or_default()
+                .push((*first_seq, leaves.as_slice()));
+        }
+    }
+    for (no, appends) in per_stream {
+        let mut tree = shared.index.frontier(no)?.unwrap_or_default();
+        for (first_seq, leaves) in appends {
+            if tree.size() + 1 != first_seq {
+                return Err(StoreError::IndexDamaged {
+                    what: format!(
+                        "stream number {no}'s Merkle tree holds {} events, the next append starts at {first_seq}",
+                        tree.size()
+                    ),
+                    path: shared.index.path().to_path_buf(),
+                });
+            }
+            for leaf in leaves {
+                tree.push_reporting(*leaf, |level, at, node| {
+                    if level >= NODE_MIN_LEVEL {
+                        index.tree_node(no, level, at, node);
+                    }
+                });
+            }
+        }
+        index.frontier(no, &tree);
+    }
+    Ok(())
 }
 
 /// Splits one stream's runs (in sequence order) into pages: at most [`PAGE_MAX_RUNS`] runs,

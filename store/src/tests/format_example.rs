@@ -87,6 +87,47 @@ fn format_md_worked_example() {
     assert_eq!(hex(&frame), FRAME);
 }
 
+/// The Merkle tree of the example's two events (FORMAT.md §5, "Merkle tree"): each leaf
+/// hash from the record body as the log holds it, and the root of the 2-event tree; the
+/// document must show these very values.
+#[test]
+fn format_md_merkle_example() {
+    use crate::merkle::{TreeBuilder, event_leaf_hash, leaf_hash, node_hash};
+    let (body1, body2, first, second) = example();
+    let leaf1 = event_leaf_hash(&first);
+    let leaf2 = event_leaf_hash(&second);
+    // The leaf data spelled out: canonical body ‖ prev ‖ hash.
+    assert_eq!(
+        leaf1,
+        leaf_hash(&[&body1[..], &first.prev.0, &first.hash.0].concat())
+    );
+    assert_eq!(
+        leaf2,
+        leaf_hash(&[&body2[..], &second.prev.0, &second.hash.0].concat())
+    );
+    let mut tree = TreeBuilder::new();
+    tree.push(leaf1);
+    tree.push(leaf2);
+    assert_eq!(tree.root(), node_hash(&leaf1, &leaf2));
+    assert_eq!(leaf1.to_hex(), LEAF1);
+    assert_eq!(leaf2.to_hex(), LEAF2);
+    assert_eq!(tree.root().to_hex(), ROOT2);
+    let doc = include_str!("../../FORMAT.md");
+    for value in [LEAF1, LEAF2, ROOT2, ROOT2_BASE64] {
+        assert!(doc.contains(value), "FORMAT.md lacks {value}");
+    }
+    use base64::Engine as _;
+    assert_eq!(
+        base64::engine::general_purpose::STANDARD.encode(tree.root().0),
+        ROOT2_BASE64
+    );
+}
+
+const LEAF1: &str = "b442bb1b3895132a1437f6680069cf777864bf6b4c62bed0348aec9128d715a1";
+const LEAF2: &str = "e6b0731dd08cc2d43304ad6838031ea40157a8142699172245ca24e225e93614";
+const ROOT2: &str = "2fd052a1b1c3af445114ea2604fa69d321fbdcfde5d0db9d393738700a52c12a";
+const ROOT2_BASE64: &str = "L9BSobHDr0RRFOomBPpp0yH73P3l0NudOTc4cApSwSo=";
+
 const GENESIS: &str = "77a8d25759d0b2488561401df75f74fc18a1e9f7213853f94da69057672f470a";
 const BODY1: &str = "0672756e2d3432010768616e646f666601aab4aed8c7bfce972f01c4cc66ca2c5312a7ef1f20746b01e279460bd5bff05a35a740bd90bd9b069c7b000f7b22746f223a22777269746572227d";
 const HASH1: &str = "d155834f6e784bd1525c74ce1769af9042cc336e635451c80a2acc94c956acd3";

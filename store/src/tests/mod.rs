@@ -6,6 +6,7 @@ mod faults;
 mod format_example;
 mod model;
 mod runway;
+mod tree;
 
 use std::path::{Path, PathBuf};
 
