@@ -17,7 +17,7 @@ use docket_decider::{
     Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, RunEvent,
     RunRequested, RunState, WorkflowSpec, decide_in_place,
 };
-use docket_evidence::{ChainCheck, LoggedEvent, Verification, html_report};
+use docket_evidence::{ChainCheck, LoggedEvent, ReportVerification, html_report};
 use docket_policies::PolicyBundle;
 use serde_json::json;
 
@@ -161,7 +161,7 @@ fn main() {
                 event: event.clone(),
             })
             .collect();
-        let verification = Verification {
+        let verification = ReportVerification {
             chain: ChainCheck::Sound {
                 events: logged.len() as u64,
             },
