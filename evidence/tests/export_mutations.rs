@@ -1,10 +1,13 @@
-//! Seeded random single mutations of exports (bit flips, deleted, repeated and swapped
-//! lines, truncations, lines spliced from another run's export): every one is caught,
-//! at the line where it was made.
+//! Seeded random single mutations of signed exports (bit flips, deleted, repeated and
+//! swapped lines, truncations, lines spliced from another run's export), checked against
+//! the key the auditor trusts: every one is caught, at the line where it was made.
 
 use std::collections::BTreeMap;
 
-use docket_evidence::{RunExport, verify_export, write_jsonl};
+use docket_evidence::{
+    Checkpoint, RunExport, Seal, SignerKey, run_origin, verify_export, write_jsonl,
+};
+use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{
     BlobRef, Event, Hash, Payload, StreamId, WallTime, blob_hash, canonical_body, event_hash,
     genesis,
@@ -57,15 +60,32 @@ fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
     (stream, events, blobs)
 }
 
+/// The instance key that seals the test runs (a fixed seed: the same bytes every time).
+fn signer() -> SignerKey {
+    SignerKey::from_seed("audit.example/docket", [42; 32]).expect("valid key")
+}
+
 fn export_of(id: &str, n: u64) -> Vec<u8> {
     let (stream, events, blobs) = run(id, n);
+    let mut tree = TreeBuilder::new();
+    for event in &events {
+        tree.push(event_leaf_hash(event));
+    }
+    let key = signer();
+    let note = Checkpoint::new(run_origin(key.name(), id), tree.size(), tree.root())
+        .sign(&key)
+        .expect("signs");
+    let seal = Seal {
+        note,
+        verifier_key: key.verifier().to_string(),
+    };
     let mut out = Vec::new();
     write_jsonl(
         &RunExport {
             run: &stream,
             events: &events,
             blobs: &blobs,
-            seal: None,
+            seal: Some(&seal),
         },
         &mut out,
     )
@@ -169,9 +189,17 @@ fn mutate(rng: &mut Rng, original: &[u8], other: &[u8]) -> (Vec<u8>, String, usi
 #[test]
 fn the_unmutated_export_is_sound() {
     let export = export_of("run-a", 12);
-    let summary = verify_export(export.as_slice(), None).expect("sound");
+    let trusted = signer().verifier();
+    let summary = verify_export(export.as_slice(), Some(&trusted)).expect("sound");
     assert_eq!(summary.events, 12);
     assert_eq!(summary.run, "run-a");
+    let seal = summary.checkpoint.expect("signed");
+    assert!(seal.key_trusted);
+    assert_eq!(seal.origin, "audit.example/docket/run/run-a");
+    // Signed by another key than the one trusted: refused at the checkpoint line.
+    let other = SignerKey::from_seed("audit.example/docket", [7; 32]).unwrap();
+    let bad = verify_export(export.as_slice(), Some(&other.verifier())).unwrap_err();
+    assert_eq!(bad.line, 15, "{bad}");
 }
 
 #[test]
@@ -186,10 +214,11 @@ fn ten_thousand_single_mutations_are_each_caught_where_they_were_made() {
         .unwrap_or(10_000);
     let original = export_of("run-a", 12);
     let other = export_of("run-b", 12);
+    let trusted = signer().verifier();
     let mut rng = Rng::seeded(seed);
     for i in 0..count {
         let (mutated, what, line) = mutate(&mut rng, &original, &other);
-        match verify_export(mutated.as_slice(), None) {
+        match verify_export(mutated.as_slice(), Some(&trusted)) {
             Ok(_) => panic!(
                 "mutation {i} (seed {seed}): {what} was not caught; line {line} now reads {}",
                 String::from_utf8_lossy(&lines_of(&mutated)[line - 1])

@@ -279,6 +279,8 @@ def verify(path, trusted_key=None):
         if not body[0].endswith("/" + run):
             raise Bad(n, f"checkpoint: its origin {body[0]!r} does not name run {run}")
         signed = f"signed by {vkey.split('+')[0]}" + ("" if trusted_key else " (the key the export carries; pass --key to check against one you trust)")
+    elif trusted_key:
+        raise Bad(n + 1, "the export ends without the signed checkpoint the key you gave should have signed")
     if rest:
         raise Bad(rest[0][0], "nothing may follow the checkpoint line")
     return f"sound: run {run}, {len(leaves)} events, root {base64.b64encode(root).decode()}, {signed}"

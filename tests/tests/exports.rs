@@ -51,11 +51,15 @@ fn docket_verdict(file: &Path) -> (i32, serde_json::Value) {
 }
 
 fn geo_export(dir: &Path) -> std::path::PathBuf {
+    geo_export_in(&dir.join("data"), dir)
+}
+
+/// Runs the geo example in `data` as run `geo-export` and exports it to `dir`.
+fn geo_export_in(data: &Path, dir: &Path) -> std::path::PathBuf {
     geo_agents_built();
-    let data = dir.join("data");
     let workflow = geo_workflow();
     let run = docket_on(
-        &data,
+        data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-export"],
     );
     assert_eq!(
@@ -65,9 +69,8 @@ fn geo_export(dir: &Path) -> std::path::PathBuf {
         String::from_utf8_lossy(&run.stderr)
     );
     let file = dir.join("geo-export.jsonl");
-    let said = export_jsonl(&data, "geo-export", &file);
+    let said = export_jsonl(data, "geo-export", &file);
     assert!(said.contains("wrote"), "{said}");
-
     file
 }
 
@@ -182,4 +185,84 @@ fn export_and_verify_export_errors_say_what_and_where() {
     let (code, verdict) = docket_verdict(&empty);
     assert_eq!(code, 1);
     assert_eq!(verdict["line"], 1, "{verdict}");
+}
+
+#[test]
+fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let made = docket_on(
+        &data,
+        &["keys", "generate", "--name", "audit.example/docket"],
+    );
+    assert_eq!(
+        exit_code(&made),
+        0,
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let key = stdout_text(&docket_on(&data, &["keys", "show"]))
+        .trim()
+        .to_owned();
+    let file = geo_export_in(&data, dir.path());
+    let text = std::fs::read_to_string(&file).unwrap();
+    let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "checkpoint");
+    assert_eq!(last["verifier_key"], key.as_str());
+    assert!(
+        last["note"]
+            .as_str()
+            .unwrap()
+            .starts_with("audit.example/docket/run/geo-export\n")
+    );
+
+    // docket's verifier, against the key the auditor got out of band.
+    let out = Command::new(docket_bin())
+        .args(["verify-export", "--json", "--key", &key])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let verdict: serde_json::Value = serde_json::from_str(stdout_text(&out).trim()).unwrap();
+    assert_eq!(exit_code(&out), 0, "{verdict}");
+    assert_eq!(verdict["key_trusted"], true);
+    assert_eq!(verdict["signed_by"], key.rsplit_once('+').unwrap().0);
+
+    // Another instance's key: refused at the checkpoint line.
+    let elsewhere = dir.path().join("elsewhere");
+    let _ = docket_on(
+        &elsewhere,
+        &["keys", "generate", "--name", "audit.example/docket"],
+    );
+    let other = stdout_text(&docket_on(&elsewhere, &["keys", "show"]))
+        .trim()
+        .to_owned();
+    let out = Command::new(docket_bin())
+        .args(["verify-export", "--json", "--key", &other])
+        .arg(&file)
+        .output()
+        .unwrap();
+    let verdict: serde_json::Value = serde_json::from_str(stdout_text(&out).trim()).unwrap();
+    assert_eq!(exit_code(&out), 1, "{verdict}");
+    assert_eq!(verdict["line"], text.lines().count(), "{verdict}");
+
+    if python_verifier() {
+        let run = |key: &str| {
+            Command::new("python3")
+                .arg(workspace_root().join("examples/verifier/verify_export.py"))
+                .arg(&file)
+                .args(["--key", key])
+                .output()
+                .unwrap()
+        };
+        let out = run(&key);
+        assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+        assert!(stdout_text(&out).contains("signed by audit.example/docket"));
+        let out = run(&other);
+        assert_eq!(exit_code(&out), 1, "{}", stdout_text(&out));
+        assert!(
+            stdout_text(&out).contains("checkpoint"),
+            "{}",
+            stdout_text(&out)
+        );
+    }
 }

@@ -88,6 +88,8 @@ pub enum LineFault {
     Trailing(&'static str),
     #[error("the checkpoint does not check: {0}")]
     BadCheckpoint(String),
+    #[error("the export ends without the signed checkpoint the key you gave should have signed")]
+    Unsigned,
 }
 
 /// What a sound export holds.
@@ -203,6 +205,10 @@ pub fn verify_export(
                     ));
                 }
                 let checkpoint = match lines.next_object()? {
+                    // An auditor who names the key they trust expects its signature.
+                    None if trusted.is_some() => {
+                        return Err(fault(lines.last + 1, LineFault::Unsigned));
+                    }
                     None => None,
                     Some((n, line, _)) => {
                         let seal =
