@@ -320,14 +320,14 @@ fn received(
     let request = state
         .calls()
         .get(&request.request_id)
-        .map_or(request, |call| &call.request);
+        .map_or_else(|| request.clone(), docket_decider::Call::request);
     Some(Received {
         seq: at as u64 + 1,
         request_id: request.request_id.to_string(),
         agent: request.target_agent.to_string(),
         delivered_at,
-        request: serde_json::to_value(&**request).unwrap_or(Value::Null),
-        request_hash: request_hash(request),
+        request: serde_json::to_value(&*request).unwrap_or(Value::Null),
+        request_hash: request_hash(&request),
     })
 }
 
@@ -385,7 +385,7 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
             return None;
         }
         let request = state.calls().get(&request.request_id)?;
-        let value = serde_json::to_value(&*request.request).ok()?;
+        let value = serde_json::to_value(&*request.request()).ok()?;
         let path = find_delivery(&value, from, delivered)?;
         received(events, &state, i, Some(path))
     })

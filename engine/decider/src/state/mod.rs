@@ -83,6 +83,7 @@ pub struct RunState {
     /// Tickets opened so far.
     pub(crate) tickets_opened: u32,
     /// Every call, by request id.
+    #[serde(deserialize_with = "call::link_calls")]
     pub(crate) calls: BTreeMap<CallId, Call>,
     /// Calls scheduled and not yet answered.
     pub(crate) pending: BTreeSet<CallId>,
