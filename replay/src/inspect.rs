@@ -140,6 +140,18 @@ pub fn state_at(events: &[RunEvent], seq: usize) -> RunState {
     RunState::fold(events.iter().take(seq))
 }
 
+/// [`state_at`] from `base`, a state of the same log folded up to an event at or before
+/// `seq` (a snapshot's): only the events after it are folded. A `base` past `seq` is not
+/// used.
+#[must_use]
+pub fn state_at_from(base: RunState, events: &[RunEvent], seq: usize) -> RunState {
+    let from = usize::try_from(base.version()).unwrap_or(usize::MAX);
+    if from > seq {
+        return state_at(events, seq);
+    }
+    base.fold_on(events.iter().take(seq).skip(from))
+}
+
 /// Where a sequential flow stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowAt {
@@ -394,7 +406,14 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
 /// The run in `events` as it stood right after event `seq` (1-based, in range).
 #[must_use]
 pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
-    let state = state_at(events, seq);
+    inspect_from(RunState::default(), events, seq)
+}
+
+/// [`inspect`] starting from `base`, a state of the same log at or before `seq` (the
+/// nearest snapshot's), so that only the events after it are folded.
+#[must_use]
+pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspection {
+    let state = state_at_from(base, events, seq);
     let at = seq.saturating_sub(1);
     let here = events.get(at);
     let flow = state

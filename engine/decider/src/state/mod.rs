@@ -15,6 +15,7 @@ mod fan_out;
 mod handoff;
 mod next;
 mod overrides;
+mod snapshot;
 mod ticket;
 // Governed tools
 mod tool;
@@ -23,6 +24,7 @@ pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
+pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval};
 pub use ticket::{Ticket, TicketDecision};
 pub use tool::{ToolCallRecord, ToolPhase};
 
@@ -91,6 +93,9 @@ pub struct RunState {
     pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub(crate) handoffs: Vec<HandoffRecord>,
+    /// The allowed handoffs of decision inputs, counted, and their senders.
+    #[serde(default)]
+    pub(crate) crossings: handoff::DecisionCrossings,
     /// What each agent was told of the run in its handoff context (decider version 7):
     /// the original request and the human decisions, as they last crossed the gate.
     #[serde(default)]

@@ -47,6 +47,7 @@ pub(crate) mod handoff;
 pub(crate) mod overrides;
 pub(crate) mod replay;
 pub(crate) mod response;
+pub(crate) mod snapshot;
 pub(crate) mod ticket;
 pub(crate) mod tool;
 

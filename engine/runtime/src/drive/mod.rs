@@ -11,6 +11,8 @@ mod executors;
 // Recording a fork's reused part (issue 14 point 5)
 mod fork;
 mod log;
+// Run state snapshots (issue 14 point 6)
+mod snapshots;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
 // Governed tool calls
@@ -602,13 +604,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         log::read_run(&self.inner.store, &Self::stream(run_id)?, run_id).await
     }
 
-    /// A run's folded state.
+    /// A run's state: from its latest snapshot, with the events after it folded on
+    /// ([`Runtime::state_at`]).
     ///
     /// # Errors
     /// [`RuntimeError`].
     pub async fn state(&self, run_id: &RunId) -> Result<RunState, RuntimeError> {
-        let events = self.events(run_id).await?;
-        Ok(RunState::fold(events.iter().map(|e| &e.event)))
+        self.state_at(run_id, None).await
     }
 
     /// Every run in the store with its state, in id order.
@@ -732,6 +734,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
             let mut carried = None;
+            let mut snapshot_at = state.version();
             loop {
                 let pending = match state.next_step() {
                     // Side effects: due effect work first, one step at a time.
@@ -745,6 +748,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     NextStep::Tool(record) => {
                         let record = record.clone();
                         self.commit_carried(&bundle, carried.take()).await?;
+                        self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                         let was_interrupted = interrupted.contains(&record.tool_call_id);
                         self.tool_step(&mut state, &bundle, &workflow, &record, was_interrupted)
                             .await?;
@@ -754,6 +758,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     _ => break,
                 };
                 self.commit_carried(&bundle, carried.take()).await?;
+                self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                 let pending = self.read_circuits(&mut state, &bundle, pending).await?;
                 let answers = futures::future::join_all(
                     pending.iter().map(|request| self.call(&workflow, request)),
@@ -789,6 +794,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             }
             self.commit_carried(&bundle, carried).await?;
+            self.snapshot_if_due(&state, &mut snapshot_at, true).await;
             tracing::info!(status = state.status().as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
