@@ -430,8 +430,8 @@ pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspecti
             }
         });
     let pending_calls = state
-        .pending_requests()
-        .iter()
+        .pending_calls()
+        .map(|c| &c.recorded)
         .map(|r| PendingCall {
             request_id: r.request_id.to_string(),
             agent: r.target_agent.to_string(),

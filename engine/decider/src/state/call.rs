@@ -374,7 +374,9 @@ impl RunState {
             .collect()
     }
 
-    fn pending_calls(&self) -> impl Iterator<Item = &Call> {
+    /// The calls scheduled but not answered, in request-id order (their recorded
+    /// requests: [`Call::request`] rebuilds the whole one).
+    pub fn pending_calls(&self) -> impl Iterator<Item = &Call> {
         self.pending.iter().filter_map(|id| self.calls.get(id))
     }
 }

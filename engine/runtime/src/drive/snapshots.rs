@@ -33,7 +33,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             return Err(RuntimeError::UnknownRun(run_id.to_string()));
         };
         let upto = at.map_or(head.seq, |a| a.min(head.seq));
-        if let Some(state) = self.from_snapshot(&stream, run_id, upto).await? {
+        if let Some(state) = self.state_from_snapshot(&stream, run_id, upto).await? {
             return Ok(state);
         }
         let mut state = RunState::default();
@@ -44,7 +44,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     /// The state from the latest usable snapshot at or before `upto`, with the events
     /// after it up to `upto` folded on; `None` when there is none to use.
-    async fn from_snapshot(
+    async fn state_from_snapshot(
         &self,
         stream: &StreamId,
         run_id: &RunId,
