@@ -1015,4 +1015,75 @@ mod tests {
             before
         );
     }
+
+    /// The state is read from the latest snapshot tied to the log, with the events after
+    /// it folded on; a snapshot this build cannot read, or one of another length than the
+    /// event it is stored at, is ignored and the log folded: the state is the same.
+    #[tokio::test]
+    async fn the_state_comes_from_the_latest_usable_snapshot_and_equals_the_fold() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let runtime = Runtime::new(store.clone());
+        let agent: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(|r: &AgentRequest| {
+            AgentResponse::success(
+                r.request_id.clone(),
+                Confidence::High,
+                vec![Action::Escalate {
+                    reason: "sign-off".into(),
+                    choices: Vec::new(),
+                }],
+            )
+        }));
+        runtime.register_agent("worker", agent);
+        let run: RunId = "run-s".into();
+        runtime
+            .start(&workflow(), serde_json::json!({}), Some(run.clone()))
+            .await
+            .expect("starts");
+        let events: Vec<RunEvent> = runtime
+            .events(&run)
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        let folded = RunState::fold(&events);
+        let stream = StreamId::new("run-s").expect("stream");
+        let early = RunState::fold(&events[..2]);
+        store
+            .put_snapshot(&stream, 2, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
+        assert_eq!(runtime.state_at(&run, Some(2)).await.expect("state"), early);
+        // It is read, not folded around: a snapshot of two events that are not the log's
+        // (a forgery `docket verify` would catch) is what the state at 2 comes from.
+        let forged = RunState::fold([&events[0], &events[0]]);
+        assert_ne!(forged, early);
+        store
+            .put_snapshot(&stream, 2, forged.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(
+            runtime.state_at(&run, Some(2)).await.expect("state"),
+            forged
+        );
+        store
+            .put_snapshot(&stream, 2, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        let last = events.len() as u64;
+        store
+            .put_snapshot(&stream, last, b"not a snapshot".to_vec())
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
+        store
+            .put_snapshot(&stream, last, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
+    }
 }
