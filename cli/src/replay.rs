@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, state_at, what_if};
+use docket_replay::{ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, what_if};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -386,8 +386,10 @@ pub(crate) async fn inspect(
     let recorded = rt.events(run).await?;
     let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
     let seq = point_in(&events, at).map_err(|why| anyhow::anyhow!("--at {at}: {why}"))?;
-    let found = docket_replay::inspect(&events, seq);
-    let state = state_at(&events, seq);
+    // Only the state is folded: from the nearest snapshot at or before the point.
+    let base = rt.state_at(run, Some(seq as u64)).await?;
+    let found = docket_replay::inspect_from(base.clone(), &events, seq);
+    let state = base;
     let here = &recorded[seq - 1];
     let event_json = serde_json::to_value(&here.event).unwrap_or_default();
     if json {

@@ -658,7 +658,7 @@ fn status_json(outcome: &RunOutcome) -> Value {
         "events": s.version(),
         "handoffs": s.handoffs(),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
-        "pending_calls": s.pending_requests().iter().map(|r| &r.request_id).collect::<Vec<_>>(),
+        "pending_calls": s.pending_call_ids(),
         "output": s.output(),
         "stop_reason": s.stop_reason(),
         "blocked_by": s.blocked_by(),

@@ -355,10 +355,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
     // An override of a call the parent answered at or after `--from`: the fork's answer to
     // it, if the fork has asked it and not been answered.
     if let Some((call, fork_call, _, response)) = output_override.take() {
-        let pending = state
-            .pending_requests()
-            .iter()
-            .any(|r| r.request_id == fork_call);
+        let pending = state.pending_call_ids().iter().any(|id| **id == fork_call);
         if !pending {
             let why = plan.parting.as_ref().map_or_else(
                 || format!("it is not waiting for an answer at event {}", spec.from),

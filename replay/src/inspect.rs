@@ -148,6 +148,18 @@ pub fn state_at(events: &[RunEvent], seq: usize) -> RunState {
     RunState::fold(events.iter().take(seq))
 }
 
+/// [`state_at`] from `base`, a state of the same log folded up to an event at or before
+/// `seq` (a snapshot's): only the events after it are folded. A `base` past `seq` is not
+/// used.
+#[must_use]
+pub fn state_at_from(base: RunState, events: &[RunEvent], seq: usize) -> RunState {
+    let from = usize::try_from(base.version()).unwrap_or(usize::MAX);
+    if from > seq {
+        return state_at(events, seq);
+    }
+    base.fold_on(events.iter().take(seq).skip(from))
+}
+
 /// Where a sequential flow stands.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct FlowAt {
@@ -328,14 +340,14 @@ fn received(
     let request = state
         .calls()
         .get(&request.request_id)
-        .map_or(request, |call| &call.request);
+        .map_or_else(|| request.clone(), docket_decider::Call::request);
     Some(Received {
         seq: at as u64 + 1,
         request_id: request.request_id.to_string(),
         agent: request.target_agent.to_string(),
         delivered_at,
-        request: serde_json::to_value(&**request).unwrap_or(Value::Null),
-        request_hash: request_hash(request),
+        request: serde_json::to_value(&*request).unwrap_or(Value::Null),
+        request_hash: request_hash(&request),
     })
 }
 
@@ -393,7 +405,7 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
             return None;
         }
         let request = state.calls().get(&request.request_id)?;
-        let value = serde_json::to_value(&*request.request).ok()?;
+        let value = serde_json::to_value(&*request.request()).ok()?;
         let path = find_delivery(&value, from, delivered)?;
         received(events, &state, i, Some(path))
     })
@@ -432,7 +444,14 @@ pub fn episode_tree(state: &RunState) -> Vec<EpisodeAt> {
 /// The run in `events` as it stood right after event `seq` (1-based, in range).
 #[must_use]
 pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
-    let state = state_at(events, seq);
+    inspect_from(RunState::default(), events, seq)
+}
+
+/// [`inspect`] starting from `base`, a state of the same log at or before `seq` (the
+/// nearest snapshot's), so that only the events after it are folded.
+#[must_use]
+pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspection {
+    let state = state_at_from(base, events, seq);
     let at = seq.saturating_sub(1);
     let here = events.get(at);
     let flow = state
@@ -449,8 +468,8 @@ pub fn inspect(events: &[RunEvent], seq: usize) -> Inspection {
             }
         });
     let pending_calls = state
-        .pending_requests()
-        .iter()
+        .pending_calls()
+        .map(|c| &c.recorded)
         .map(|r| PendingCall {
             request_id: r.request_id.to_string(),
             agent: r.target_agent.to_string(),

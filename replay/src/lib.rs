@@ -29,7 +29,8 @@ pub use diff::{Difference, differences};
 pub use fork::{ForkError, ForkPlan, ForkSpec, Parting, plan_fork};
 pub use inspect::{
     BudgetAt, CircuitAt, EpisodeAt, FlowAt, Inspection, OpenTicket, POINTS, PendingCall,
-    PendingTool, Received, episode_tree, inspect, is_denial, point_in, request_hash, state_at,
+    PendingTool, Received, episode_tree, inspect, inspect_from, is_denial, point_in, request_hash,
+    state_at, state_at_from,
 };
 pub use report::{
     DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,

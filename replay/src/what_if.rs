@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use docket_decider::{Command, RunEvent, RunRequested, RunState, decide};
+use docket_decider::{Command, RunEvent, RunRequested, RunState, decide_in_place};
 use docket_policies::PolicyBundle;
 
 use crate::causes::consequences;
@@ -226,7 +226,9 @@ pub fn what_if(
             });
         };
         let recorded = &events[start..end];
-        let decided = match decide(&state, bundle, command) {
+        // Decided in place (a rejection leaves the state as it was): a copy of the state
+        // per batch would make a long run's what-if quadratic.
+        let decided = match decide_in_place(&mut state, bundle, command) {
             Ok(decided) => decided,
             Err(rejection) => {
                 report.path_change = Some(PathChange {
@@ -266,10 +268,7 @@ pub fn what_if(
         if !same_path {
             let at = parts.unwrap_or(recorded.len().min(decided.len()));
             let (r, d) = (recorded.get(at), decided.get(at));
-            let mut after = state.clone();
-            for event in &decided {
-                after.apply(event);
-            }
+            let after = &state;
             let stops = |batch: &[RunEvent]| {
                 batch
                     .iter()
@@ -317,9 +316,6 @@ pub fn what_if(
             return Ok(report);
         }
         report.batches_compared += 1;
-        for event in &decided {
-            state.apply(event);
-        }
         start = end;
     }
     Ok(report)

@@ -9,19 +9,29 @@
 //! crossing and the next call), then finishes. Nothing here touches a disk.
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench replay_speed`
-//! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 1000,2000,4000,8000).
-//! From decider version 9 a call made again records only the input it adds, so the log
-//! grows linearly with the rounds; the state still keeps every call's whole request, so
-//! the fold and the snapshot still grow with their square (see bench/RESULTS.md).
+//! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 10000,100000;
+//! `DOCKET_BENCH_RESUME` the length of the run resumed from its snapshot, default
+//! 1000000, 0 to skip). From decider version 9 a call made again records only the input
+//! it adds, and the state keeps it so (linked to the call it repeats), so the log, the
+//! fold and the snapshot all grow linearly with the rounds (see bench/RESULTS.md).
+//!
+//! The resumed run is built by the decider in memory like the others, written to an
+//! embedded store in a temporary directory in batches of 10,000 events (not by driving
+//! agents through the runtime: a million agent calls would take too long on 2 cores),
+//! with a snapshot where the runtime would have written its last one before the head
+//! and one at the head (a drive that stopped); then `Runtime::state` and the pending
+//! request are timed from each.
 #![allow(clippy::print_stdout)]
 
 use std::time::{Duration, Instant};
 
 use docket_decider::{
-    Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, RunEvent,
-    RunRequested, RunState, WorkflowSpec, decide_in_place,
+    Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, NextStep,
+    RunEvent, RunRequested, RunState, WorkflowSpec, decide_in_place, snapshot_interval,
 };
 use docket_policies::PolicyBundle;
+use docket_runtime::Runtime;
+use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime};
 use serde_json::json;
 
 /// The `docket` binary's allocator, so figures are the product's.
@@ -63,8 +73,9 @@ fn in_process() -> AgentSpec {
     }
 }
 
-/// A run of at least `events` events, recorded by the decider as the runtime would.
-fn long_run(events: usize) -> Vec<RunEvent> {
+/// A run of at least `events` events, recorded by the decider as the runtime would;
+/// finished, or (`finish` false) stopped with the asker's next call pending.
+fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
     let bundle = PolicyBundle::from_toml_str(BUNDLE, "long-run.toml").expect("bundle");
     let run = RunRequested {
         run_id: "long".into(),
@@ -95,9 +106,15 @@ fn long_run(events: usize) -> Vec<RunEvent> {
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
     let mut round = 0u64;
     loop {
-        let request = state.pending_requests()[0].clone();
+        if !finish && log.len() >= events {
+            return log;
+        }
+        let Some(request) = state.pending_call_ids().first().map(|id| (*id).clone()) else {
+            panic!("a call is pending");
+        };
+        let target = state.calls()[&request].recorded.target_agent.clone();
         let finishing = log.len() >= events;
-        let actions = match (request.target_agent.as_str(), finishing) {
+        let actions = match (target.as_str(), finishing) {
             ("asker", false) => {
                 round += 1;
                 let serde_json::Value::Object(inputs) =
@@ -118,13 +135,12 @@ fn long_run(events: usize) -> Vec<RunEvent> {
                 output: json!({"answer": format!("item {round} is fine"), "round": round}),
             }],
         };
-        let response =
-            AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
+        let response = AgentResponse::success(request.clone(), Confidence::High, actions);
         let batch = decide_in_place(
             &mut state,
             &bundle,
             Command::RecordResponse {
-                request_id: request.request_id.clone(),
+                request_id: request.clone(),
                 response,
                 at_ms: 2_000,
             },
@@ -161,12 +177,12 @@ fn main() {
     let sizes: Vec<usize> = std::env::var("DOCKET_BENCH_EVENTS")
         .ok()
         .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 2_000, 4_000, 8_000]);
+        .unwrap_or_else(|| vec![10_000, 100_000]);
     let other = same_rules_other_text();
     let other_bundle = PolicyBundle::from_toml_str(&other, "other.toml").expect("bundle");
     for size in sizes {
         let built = Instant::now();
-        let events = long_run(size);
+        let events = long_run(size, true);
         let built = built.elapsed();
         let recorded: Vec<(&'static str, Vec<u8>)> =
             events.iter().map(|e| (e.kind(), e.encode())).collect();
@@ -199,9 +215,12 @@ fn main() {
             std::hint::black_box(r);
         });
         let state = RunState::fold(events.iter());
-        let snapshot = serde_json::to_vec(&state).expect("state encodes");
+        let snapshot = state.encode_snapshot().expect("state encodes");
+        let encode = best_of(3, || {
+            std::hint::black_box(state.encode_snapshot().expect("state encodes"));
+        });
         let from_snapshot = best_of(3, || {
-            let s: RunState = serde_json::from_slice(&snapshot).expect("state decodes");
+            let s = RunState::decode_snapshot(&snapshot).expect("state decodes");
             std::hint::black_box(s);
         });
         let floor_s = floor.as_secs_f64();
@@ -224,12 +243,127 @@ fn main() {
             what_if,
             "≤ 1 s at 100,000",
         );
+        row("snapshot written (encoded)", encode, "-");
         println!(
-            "{:<38} {:>10}  {:>6.2}x the floor   target ≤ 100 ms at 1,000,000 (state {:.1} MB as JSON)",
-            "state from its snapshot (JSON)",
+            "{:<38} {:>10}  {:>6.2}x the floor   (snapshot {:.1} MB, {} bytes per event)",
+            "state from its snapshot (decoded)",
             ms(from_snapshot),
             from_snapshot.as_secs_f64() / floor_s,
-            snapshot.len() as f64 / 1e6
+            snapshot.len() as f64 / 1e6,
+            snapshot.len() / events.len()
         );
     }
+    let resume: usize = std::env::var("DOCKET_BENCH_RESUME")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(1_000_000);
+    if resume > 0 {
+        resume_from_snapshot(resume);
+    }
+}
+
+/// A run of `size` events written to a store, resumed from its snapshots.
+fn resume_from_snapshot(size: usize) {
+    let built = Instant::now();
+    let events = long_run(size, false);
+    let built = built.elapsed();
+    let head = events.len() as u64;
+    let recorded: Vec<(&'static str, Vec<u8>)> =
+        events.iter().map(|e| (e.kind(), e.encode())).collect();
+    let bytes: usize = recorded.iter().map(|(_, b)| b.len()).sum();
+    println!(
+        "\n== resuming a run of {head} events ({:.1} MB recorded; built in {}) ==",
+        bytes as f64 / 1e6,
+        ms(built)
+    );
+    let floor = best_of(3, || {
+        let mut hasher = blake3::Hasher::new();
+        for (kind, b) in &recorded {
+            hasher.update(b);
+            std::hint::black_box(RunEvent::decode(kind, b).expect("decodes"));
+        }
+        std::hint::black_box(hasher.finalize());
+    });
+    // Where the runtime wrote its last snapshot before the head while driving.
+    let every = snapshot_interval(head);
+    let before_head = head / every * every;
+    let at_before = RunState::fold(&events[..before_head as usize]);
+    let at_head = RunState::fold(events.iter());
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    tokio.block_on(async {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let stream = StreamId::new("long").expect("stream id");
+        let written = Instant::now();
+        let mut version = 0u64;
+        for chunk in recorded.chunks(10_000) {
+            let batch: Vec<NewEvent> = chunk
+                .iter()
+                .map(|(kind, payload)| NewEvent {
+                    kind: (*kind).to_owned(),
+                    kind_version: docket_decider::KIND_VERSION,
+                    recorded_at: WallTime(0),
+                    policy: None,
+                    payload: payload.clone(),
+                })
+                .collect();
+            store
+                .append(&stream, version, batch)
+                .await
+                .expect("appended");
+            version += chunk.len() as u64;
+        }
+        println!("written to the store in {}", ms(written.elapsed()));
+        let rt = Runtime::new(store.clone());
+        let run = docket_decider::RunId::from("long");
+        let floor_s = floor.as_secs_f64();
+        let row = |what: &str, d: Duration, target: &str| {
+            println!(
+                "{what:<44} {:>10}  {:>8.4}x the floor   target {target}",
+                ms(d),
+                d.as_secs_f64() / floor_s
+            );
+        };
+        row("floor: decode + BLAKE3 of every event", floor, "-");
+        let time_resume = || async {
+            let mut best = Duration::MAX;
+            for _ in 0..3 {
+                let t = Instant::now();
+                let state = rt.state(&run).await.expect("state");
+                let NextStep::Call(pending) = state.next_step() else {
+                    panic!("the asker's call is pending");
+                };
+                std::hint::black_box(pending);
+                best = best.min(t.elapsed());
+            }
+            best
+        };
+        let folded = time_resume().await;
+        row("resume with no snapshot (the log folded)", folded, "-");
+        for (what, state) in [
+            (
+                format!("resume from a snapshot {} back", head - before_head),
+                &at_before,
+            ),
+            ("resume from the snapshot at the head".to_owned(), &at_head),
+        ] {
+            let snapshot = state.encode_snapshot().expect("encodes");
+            let size = snapshot.len();
+            store
+                .put_snapshot(&stream, state.version(), snapshot)
+                .await
+                .expect("snapshot stored");
+            let d = time_resume().await;
+            row(&what, d, "≤ 100 ms at 1,000,000");
+            println!("  (snapshot {:.1} MB)", size as f64 / 1e6);
+        }
+        let state = rt.state(&run).await.expect("state");
+        assert_eq!(state, at_head, "the state from the snapshot is the fold");
+    });
 }

@@ -89,10 +89,10 @@ pub(super) fn check_reading(state: &RunState, reading: &CircuitReading) -> Resul
     if call.answered {
         return Err(Rejection::AlreadyAnswered(id));
     }
-    if call.request.target_agent != reading.agent {
+    if call.recorded.target_agent != reading.agent {
         return Err(Rejection::CircuitOfAnotherAgent {
             request_id: id,
-            target: call.request.target_agent.to_string(),
+            target: call.recorded.target_agent.to_string(),
             agent: reading.agent.to_string(),
         });
     }
@@ -135,7 +135,7 @@ impl Batch<'_> {
                 "lastFailureMs": reading.last_failure_ms,
                 "threshold": self.bundle.spec().defaults.circuit_breaker.failure_threshold,
             }),
-            call.request.attempt.saturating_sub(1),
+            call.recorded.attempt.saturating_sub(1),
         );
         self.push(RunEvent::CallDegraded {
             request_id: request_id.clone(),
@@ -167,7 +167,7 @@ impl Batch<'_> {
                 class: "circuit_open".to_owned(),
                 rule_id: rule,
             };
-            self.return_failure(asker, &call.request, &class, &reason, &d);
+            self.return_failure(asker, &call.recorded, &class, &reason, &d);
             return;
         }
         // A handoff's receiver (or a retry, a classifier): nobody asked who could fall

@@ -20,7 +20,7 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let agent = call.request.target_agent.clone();
+        let agent = call.recorded.target_agent.clone();
         let Some(classifier) = self.classifiers_of(&agent).get(index).cloned() else {
             return;
         };
@@ -80,7 +80,7 @@ impl Batch<'_> {
         let Some(classified) = self.state.calls.get(&of.request_id).cloned() else {
             return;
         };
-        let agent = classified.request.target_agent.clone();
+        let agent = classified.recorded.target_agent.clone();
         let actions = classified
             .response
             .map(|r| r.actions.clone())
@@ -125,7 +125,7 @@ impl Batch<'_> {
                     "dangerous_output",
                     &message,
                     json!({ "classifier": classifier, "ruleId": rule }),
-                    classified.request.attempt.saturating_sub(1),
+                    classified.recorded.attempt.saturating_sub(1),
                 );
                 self.block(&rule, message, error);
             }

@@ -202,30 +202,19 @@ impl Batch<'_> {
             let agent = order.get(step as usize).map(String::as_str).unwrap_or("");
             return json!({ "step": step, "of": order.len() - 2, "agent": agent });
         }
-        let handoffs = self
-            .state
-            .handoffs
-            .iter()
-            .filter(|h| h.allowed && h.input == InputKind::Decision)
-            .count();
-        json!({ "handoffs": handoffs })
+        json!({ "handoffs": self.state.crossings.count })
     }
 
     /// The agents whose outputs crossed to another agent so far, in the order they first
     /// did.
     fn prior_agents(&self) -> Vec<AgentId> {
-        let mut seen: Vec<AgentId> = Vec::new();
-        for h in &self.state.handoffs {
-            let agent = h.from.as_str();
-            if h.allowed
-                && h.input == InputKind::Decision
-                && !NOT_AGENTS.contains(&agent)
-                && !seen.iter().any(|s| s == agent)
-            {
-                seen.push(h.from.clone());
-            }
-        }
-        seen
+        self.state
+            .crossings
+            .senders
+            .iter()
+            .filter(|a| !NOT_AGENTS.contains(&a.as_str()))
+            .cloned()
+            .collect()
     }
 
     /// The decisions people made on this run's tickets, in ticket order.

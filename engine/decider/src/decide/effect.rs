@@ -37,7 +37,7 @@ use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
 use super::super::event::{RunEvent, TicketSubject};
 use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
-use crate::protocol::{Action, AgentRequest, AgentResponse, DecisionInput};
+use crate::protocol::{Action, AgentResponse, DecisionInput};
 use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 
 /// The `source_agent` of the decision inputs docket adds about effects.
@@ -410,7 +410,7 @@ impl Batch<'_> {
         let Some(asker) = self.state.calls.get(request_id) else {
             return;
         };
-        let episode_id = asker.request.episode_id.clone();
+        let episode_id = asker.recorded.episode_id.clone();
         let effect_id = EffectId::from(format!(
             "{}/effect-{}",
             self.run_id(),
@@ -863,14 +863,15 @@ impl Batch<'_> {
         if let (Some(map), Value::Object(more)) = (result.as_object_mut(), extra) {
             map.extend(more);
         }
-        let mut request = AgentRequest::clone(&asker.request);
-        request.request_id = self.next_request_id();
+        let Some(mut request) = self.request_again(&asker.recorded.request_id) else {
+            return;
+        };
         request.decision_inputs.push(DecisionInput {
             source_agent: EFFECTS_SOURCE.into(),
             output_type: EFFECT_RESULT_TYPE.to_owned(),
             payload: result,
         });
-        let asked = asker.request.request_id.clone();
+        let asked = asker.recorded.request_id.clone();
         self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }
 }

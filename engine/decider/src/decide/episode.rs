@@ -55,7 +55,7 @@ impl Batch<'_> {
         self.state
             .calls
             .get(request_id)
-            .map(|c| c.request.episode_id.clone())
+            .map(|c| c.recorded.episode_id.clone())
             .filter(|e| self.state.episodes.get(e).is_some())
             .unwrap_or_else(EpisodeId::root)
     }
@@ -543,7 +543,7 @@ impl Batch<'_> {
                 .decide_handoff(agent, EXTERNAL, InputKind::Decision)
                 .output_type
                 .map_or_else(|| "episode_result".to_owned(), |t| t.to_string());
-            self.handoff(agent, EXTERNAL, &output_type, &output, Some(&call.request));
+            self.handoff(agent, EXTERNAL, &output_type, &output, Some(&call.recorded));
         } else {
             self.end_run(RunEvent::RunCompleted { output }, Some(agent));
         }
@@ -599,13 +599,14 @@ impl Batch<'_> {
         let result = serde_json::to_value(result).unwrap_or_default();
         let result = self.gate_content(
             &child.agent,
-            &spawner.request.target_agent,
+            &spawner.recorded.target_agent,
             ("episode_result", InputKind::Decision),
             &result,
             &authority,
         );
-        let mut request = AgentRequest::clone(&spawner.request);
-        request.request_id = self.next_request_id();
+        let Some(mut request) = self.request_again(&spawner.recorded.request_id) else {
+            return;
+        };
         request.decision_inputs.push(DecisionInput {
             source_agent: child.agent.clone(),
             output_type: "episode_result".to_owned(),
@@ -614,7 +615,7 @@ impl Batch<'_> {
             }),
         });
         self.schedule_again(
-            &spawner.request.request_id,
+            &spawner.recorded.request_id,
             request,
             spawner.reply_to.clone(),
             None,
@@ -707,8 +708,9 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let mut request = AgentRequest::clone(&call.request);
-        request.request_id = self.next_request_id();
+        let Some(mut request) = self.request_again(&call.recorded.request_id) else {
+            return;
+        };
         request.decision_inputs.push(DecisionInput {
             source_agent: ENGINE.into(),
             output_type: "action_denied".to_owned(),

@@ -16,12 +16,12 @@ impl Batch<'_> {
         // Side effects: a verifier that fails sends the effect to a human.
         if let Some(effect_id) = self.state.verifier_calls.get(request_id).cloned() {
             let failure = format!("{code}: {message}");
-            let verifier = call.request.target_agent.clone();
+            let verifier = call.recorded.target_agent.clone();
             self.on_verifier_answer(&effect_id, &verifier, None, Some(&failure));
             return;
         }
-        let agent = call.request.target_agent.clone();
-        let failures = call.request.attempt;
+        let agent = call.recorded.target_agent.clone();
+        let failures = call.recorded.attempt;
         let classed = self.state.decider_version() >= CLASSED_FAILURES;
         let class = if classed {
             self.bundle.error_class(code)
@@ -43,7 +43,7 @@ impl Batch<'_> {
             Some(EscalationAction::Escalate | EscalationAction::Block)
         );
         if let (true, true, Some(asker)) = (classed, gives_up, &call.reply_to) {
-            self.return_failure(asker, &call.request, &class, message, &decision);
+            self.return_failure(asker, &call.recorded, &class, message, &decision);
             return;
         }
         let stops_at_once = rule == "escalation.stop_on_errors";
@@ -109,8 +109,9 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let mut request = AgentRequest::clone(&call.request);
-        request.request_id = self.next_request_id();
+        let Some(mut request) = self.request_again(&call.recorded.request_id) else {
+            return;
+        };
         request.attempt += 1;
         request.context.insert("previous_attempt".to_owned(), note);
         // From decider version 5, a retry after a timeout waits longer (seed 003: retry
@@ -154,7 +155,7 @@ impl Batch<'_> {
             .state
             .calls
             .get(asker)
-            .map(|c| c.request.target_agent.clone())
+            .map(|c| c.recorded.target_agent.clone())
         else {
             return;
         };

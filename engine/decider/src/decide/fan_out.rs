@@ -40,7 +40,7 @@ impl Batch<'_> {
             .then(|| origin.map_or_else(|| self.run_id().to_string(), CallId::to_string));
         let priority = origin
             .and_then(|o| self.state.calls.get(o))
-            .map(|c| c.request.priority);
+            .map(|c| c.recorded.priority);
         for (to, list) in targets {
             if self.stopped() {
                 return;
@@ -245,11 +245,11 @@ impl Batch<'_> {
             group,
             gap: BranchGap {
                 request_id: request_id.clone(),
-                agent: call.request.target_agent.clone(),
+                agent: call.recorded.target_agent.clone(),
                 error_code: class.code.clone(),
                 error_class: class.class.clone(),
                 error_message: message.to_owned(),
-                attempts: call.request.attempt,
+                attempts: call.recorded.attempt,
             },
         });
         self.flush(request_id);

@@ -774,24 +774,29 @@ impl Batch<'_> {
     /// Calls the agent of `asked` again (same capability, same inputs, a new request id)
     /// with one more decision input: a capability's answer, a human's answer.
     fn call_again(&mut self, asked: &CallId, input: DecisionInput) {
-        let Some(call) = self.state.calls.get(asked).cloned() else {
+        let Some(call) = self.state.calls.get(asked) else {
             return;
         };
-        let mut request = AgentRequest::clone(&call.request);
-        request.request_id = self.next_request_id();
+        let (reply_to, branch_of) = (call.reply_to.clone(), call.branch_of.clone());
+        let Some(mut request) = self.request_again(asked) else {
+            return;
+        };
         request.decision_inputs.push(input);
-        self.schedule_again(
-            asked,
-            request,
-            call.reply_to.clone(),
-            None,
-            call.branch_of.clone(),
-        );
+        self.schedule_again(asked, request, reply_to, None, branch_of);
     }
 
-    /// [`Self::schedule`] for a call made again from `again_of`'s request: from decider
-    /// version 9 its event records `again_of` and only the decision inputs it adds
-    /// ([`LINEAR_CALLS_AGAIN`]).
+    /// A copy of `asked`'s request with a new request id and no decision inputs: those
+    /// the caller pushes are the ones it adds to `asked`'s ([`Self::schedule_again`]).
+    fn request_again(&self, asked: &CallId) -> Option<AgentRequest> {
+        let mut request = self.state.request_again(asked)?;
+        request.request_id = self.next_request_id();
+        Some(request)
+    }
+
+    /// [`Self::schedule`] for a call made again from `again_of`'s request ([`Self::request_again`]),
+    /// whose `decision_inputs` are only the ones it adds to `again_of`'s: from decider
+    /// version 9 its event records `again_of` and those ([`LINEAR_CALLS_AGAIN`]); before,
+    /// the whole list.
     fn schedule_again(
         &mut self,
         again_of: &CallId,
@@ -879,22 +884,18 @@ impl Batch<'_> {
         });
     }
 
-    /// From decider version 9: when `request`'s decision inputs begin with all of
-    /// `asked`'s, leaves it only the ones it adds, and says so (the event then records
-    /// `again_of`). Otherwise (an older run, or inputs that do not extend the repeated
-    /// call's) the request stays whole.
+    /// Whether a call made again from `asked` records only the decision inputs it adds
+    /// (decider version 9); otherwise `asked`'s are put back before them, and the request
+    /// is recorded whole, as earlier versions did.
     fn record_added_inputs(&self, asked: &CallId, request: &mut AgentRequest) -> bool {
-        if self.state.decider_version() < LINEAR_CALLS_AGAIN {
-            return false;
+        if self.state.decider_version() >= LINEAR_CALLS_AGAIN
+            && self.state.calls.contains_key(asked)
+        {
+            return true;
         }
-        let Some(before) = self.state.calls.get(asked) else {
-            return false;
-        };
-        let inherited = &before.request.decision_inputs;
-        if !request.decision_inputs.starts_with(inherited) {
-            return false;
-        }
-        request.decision_inputs.drain(..inherited.len());
-        true
+        let mut whole = self.state.decision_inputs_of(asked);
+        whole.append(&mut request.decision_inputs);
+        request.decision_inputs = whole;
+        false
     }
 }

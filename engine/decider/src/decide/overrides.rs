@@ -260,7 +260,7 @@ impl Batch<'_> {
     pub(super) fn deny_pattern_behind(&self, request_id: &CallId) -> Option<String> {
         let call = self.state.calls.get(request_id)?;
         let response = call.response.as_ref()?;
-        let agent = &call.request.target_agent;
+        let agent = &call.recorded.target_agent;
         response.tool_calls.iter().find_map(|tool| {
             let d = self.bundle.decide_tool_call(agent, &tool.invocation(), &[]);
             (!d.is_allowed() && self.bundle.is_deny_pattern(&d.rule_id))
@@ -377,7 +377,7 @@ impl Batch<'_> {
                     .state
                     .calls
                     .get(&request_id)
-                    .map(|c| c.request.target_agent.clone())
+                    .map(|c| c.recorded.target_agent.clone())
                 else {
                     return;
                 };

@@ -12,7 +12,7 @@ impl Batch<'_> {
         let Some(call) = self.state.calls.get(request_id).cloned() else {
             return;
         };
-        let agent = call.request.target_agent.clone();
+        let agent = call.recorded.target_agent.clone();
         self.confidence = response.confidence_level;
         let failed = response.status == ResponseStatus::Error
             || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
@@ -33,7 +33,7 @@ impl Batch<'_> {
         // ran, against deny patterns and its allowed tools.
         let mut violation = None;
         let mut review = None;
-        let task_denied = self.task_denied(&call.request);
+        let task_denied = self.task_denied(&call.recorded);
         for tool in &response.tool_calls {
             let d = self
                 .bundle
@@ -109,7 +109,7 @@ impl Batch<'_> {
         // capability or classifier call, or ends a child episode.
         let exit = call.reply_to.is_none()
             && call.classifies.is_none()
-            && self.episode_of_call(&call.request.request_id) == crate::ids::ROOT_EPISODE
+            && self.episode_of_call(&call.recorded.request_id) == crate::ids::ROOT_EPISODE
             && self.bundle.agent_ids().any(|a| a == EXTERNAL);
         response.actions.iter().find_map(|action| {
             let to = match action {
@@ -131,7 +131,7 @@ impl Batch<'_> {
     }
 
     pub(super) fn run_actions(&mut self, agent: &str, request_id: &CallId, actions: &[Action]) {
-        let Some(origin) = self.state.calls.get(request_id).map(|c| c.request.clone()) else {
+        let Some(origin) = self.state.calls.get(request_id).map(|c| c.recorded.clone()) else {
             return;
         };
         // From decider version 6, what a block would stop is held for an override.
@@ -246,14 +246,14 @@ impl Batch<'_> {
             let Some(asker) = self.state.calls.get(asker_id).cloned() else {
                 return;
             };
-            let code = call.request.capability_code.clone();
+            let code = call.recorded.capability_code.clone();
             let authority = PolicyDecision {
                 kind: DecisionKind::Capability,
                 verdict: Verdict::Allow,
                 rule_id: format!("capabilities.{code}").into(),
                 reason: format!(
                     "the answer to {}'s request for {code} returns to it",
-                    asker.request.target_agent
+                    asker.recorded.target_agent
                 )
                 .into(),
                 bundle_hash: self.bundle.hash(),
@@ -261,7 +261,7 @@ impl Batch<'_> {
             };
             let answer = self.gate_content(
                 agent,
-                &asker.request.target_agent,
+                &asker.recorded.target_agent,
                 (&code, InputKind::Decision),
                 output,
                 &authority,
@@ -295,7 +295,7 @@ impl Batch<'_> {
                 .decide_handoff(agent, EXTERNAL, InputKind::Decision)
                 .output_type
                 .map_or_else(|| "output".to_owned(), |t| t.to_string());
-            self.handoff(agent, EXTERNAL, &output_type, output, Some(&*call.request));
+            self.handoff(agent, EXTERNAL, &output_type, output, Some(&*call.recorded));
         } else {
             self.end_run(
                 RunEvent::RunCompleted {

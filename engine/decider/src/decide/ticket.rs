@@ -219,7 +219,7 @@ impl Batch<'_> {
             .state
             .calls
             .get(request_id)
-            .map(|c| c.request.target_agent.clone())
+            .map(|c| c.recorded.target_agent.clone())
         else {
             return words.clone();
         };

@@ -174,7 +174,7 @@ impl Batch<'_> {
         let Some(asker) = self.state.calls.get(request_id) else {
             return;
         };
-        let episode_id = asker.request.episode_id.clone();
+        let episode_id = asker.recorded.episode_id.clone();
         let tool_call_id = ToolCallId::from(format!(
             "{}/tool-{}",
             self.run_id(),
@@ -187,7 +187,7 @@ impl Batch<'_> {
             .state
             .episode_gate(self.bundle, &episode_id)
             .unwrap_or_else(|| {
-                let task_denied = self.task_denied(&asker.request);
+                let task_denied = self.task_denied(&asker.recorded);
                 self.bundle
                     .decide_tool_call(agent, &invocation, task_denied)
             });
@@ -426,7 +426,7 @@ impl Batch<'_> {
         // From decider version 8 the context parts decide how much of an observation
         // crosses: scoped (as `tools → agent` scopes it), in full, or without its result.
         let observations = self
-            .context_parts(&asker.request)
+            .context_parts(&asker.recorded)
             .map_or(ContentPart::Scoped, |p| p.observations.value);
         if observations == ContentPart::None
             && let Some(map) = outcome.as_object_mut()
@@ -441,14 +441,15 @@ impl Batch<'_> {
             &authority,
             observations.mode(),
         );
-        let mut request = AgentRequest::clone(&asker.request);
-        request.request_id = self.next_request_id();
+        let Some(mut request) = self.request_again(&asker.recorded.request_id) else {
+            return;
+        };
         request.decision_inputs.push(DecisionInput {
             source_agent: TOOLS_SOURCE.into(),
             output_type: TOOL_RESULT_TYPE.to_owned(),
             payload: delivered,
         });
-        let asked = asker.request.request_id.clone();
+        let asked = asker.recorded.request_id.clone();
         self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }
 }

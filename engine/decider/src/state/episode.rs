@@ -363,7 +363,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 let u = response.usage;
                 let tokens = u.input_tokens.saturating_add(u.output_tokens);
                 tree.charge(
-                    &call.request.episode_id,
+                    &call.recorded.episode_id,
                     tokens,
                     u64::from(u.tool_calls),
                     *at_ms,
@@ -375,7 +375,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         } => {
             tree.last_input_ms = *at_ms;
             if let Some(call) = state.calls.get(request_id) {
-                tree.charge(&call.request.episode_id, 0, 0, *at_ms);
+                tree.charge(&call.recorded.episode_id, 0, 0, *at_ms);
             }
         }
         RunEvent::Escalated { .. } if tree.waiting_since.is_none() => {
@@ -479,7 +479,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         // that made it, so an agent that keeps asking an agent whose circuit is open stops.
         RunEvent::CallDegraded { request_id, .. } => {
             if let Some(call) = state.calls.get(request_id) {
-                let episode_id = call.request.episode_id.clone();
+                let episode_id = call.recorded.episode_id.clone();
                 tree.count_refusal(&episode_id, "circuit_open".to_owned());
             }
         }

@@ -45,6 +45,18 @@ pub struct ContextTold {
     pub decisions: Option<(usize, Arc<Value>)>,
 }
 
+/// The allowed handoffs of decision inputs so far, counted, and their senders in the order
+/// they first crossed: what each request's handoff context tells (its position, its
+/// prior agents), kept as the handoffs are folded rather than read from all of them at
+/// every call.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct DecisionCrossings {
+    /// How many there were.
+    pub(crate) count: usize,
+    /// Their senders, each once, in the order they first crossed.
+    pub(crate) senders: Vec<AgentId>,
+}
+
 impl RunState {
     pub(super) fn apply_handoff(&mut self, event: &RunEvent) {
         match event {
@@ -89,6 +101,10 @@ impl RunState {
                     self.flow_position = *position;
                 }
                 if *input == InputKind::Decision {
+                    self.crossings.count += 1;
+                    if !self.crossings.senders.contains(from) {
+                        self.crossings.senders.push(from.clone());
+                    }
                     self.outputs
                         .entry(from.clone())
                         .or_default()

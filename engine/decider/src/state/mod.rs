@@ -15,6 +15,7 @@ mod fan_out;
 mod handoff;
 mod next;
 mod overrides;
+mod snapshot;
 mod ticket;
 // Governed tools
 mod tool;
@@ -23,6 +24,7 @@ pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use next::NextStep;
+pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval};
 pub use ticket::{Ticket, TicketDecision};
 pub use tool::{ToolCallRecord, ToolPhase};
 
@@ -83,6 +85,7 @@ pub struct RunState {
     /// Tickets opened so far.
     pub(crate) tickets_opened: u32,
     /// Every call, by request id.
+    #[serde(deserialize_with = "call::link_calls")]
     pub(crate) calls: BTreeMap<CallId, Call>,
     /// Calls scheduled and not yet answered.
     pub(crate) pending: BTreeSet<CallId>,
@@ -90,6 +93,9 @@ pub struct RunState {
     pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
     /// Every handoff decision, in order.
     pub(crate) handoffs: Vec<HandoffRecord>,
+    /// The allowed handoffs of decision inputs, counted, and their senders.
+    #[serde(default)]
+    pub(crate) crossings: handoff::DecisionCrossings,
     /// What each agent was told of the run in its handoff context (decider version 7):
     /// the original request and the human decisions, as they last crossed the gate.
     #[serde(default)]

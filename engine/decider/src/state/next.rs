@@ -43,7 +43,7 @@ impl RunState {
         if let Some(tool) = self.due_tool_call() {
             return NextStep::Tool(tool);
         }
-        let calls = self.pending_requests_shared();
+        let calls = self.pending_requests();
         if calls.is_empty() {
             NextStep::Idle
         } else {

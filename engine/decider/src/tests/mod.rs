@@ -47,6 +47,7 @@ pub(crate) mod handoff;
 pub(crate) mod overrides;
 pub(crate) mod replay;
 pub(crate) mod response;
+pub(crate) mod snapshot;
 pub(crate) mod ticket;
 pub(crate) mod tool;
 
@@ -150,7 +151,7 @@ impl History {
     pub(crate) fn pending(&self) -> AgentRequest {
         let pending = self.state.pending_requests();
         assert_eq!(pending.len(), 1, "{pending:?}");
-        pending[0].clone()
+        AgentRequest::clone(&pending[0])
     }
 
     /// The whole log replays: every batch is decided again the same.
@@ -767,7 +768,6 @@ pub(crate) fn effect_result(state: &RunState) -> Value {
     let request = state
         .pending_requests()
         .last()
-        .copied()
         .cloned()
         .expect("a call is pending");
     let input = request

@@ -45,7 +45,7 @@ pub(crate) fn approving_one_of_two_open_tickets_is_not_lost() {
         run.state
             .calls
             .values()
-            .any(|c| c.request.target_agent == "sink"),
+            .any(|c| c.request().target_agent == "sink"),
         "ticket-1's approval took effect"
     );
     run.when(approve("ticket-2").at(2));

@@ -11,6 +11,8 @@ mod executors;
 // Recording a fork's reused part (issue 14 point 5)
 mod fork;
 mod log;
+// Run state snapshots (issue 14 point 6)
+mod snapshots;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
 // Governed tool calls
@@ -602,13 +604,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         log::read_run(&self.inner.store, &Self::stream(run_id)?, run_id).await
     }
 
-    /// A run's folded state.
+    /// A run's state: from its latest snapshot, with the events after it folded on
+    /// ([`Runtime::state_at`]).
     ///
     /// # Errors
     /// [`RuntimeError`].
     pub async fn state(&self, run_id: &RunId) -> Result<RunState, RuntimeError> {
-        let events = self.events(run_id).await?;
-        Ok(RunState::fold(events.iter().map(|e| &e.event)))
+        self.state_at(run_id, None).await
     }
 
     /// Every run in the store with its state, in id order.
@@ -733,6 +735,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
         async {
             let mut carried = None;
+            let mut snapshot_at = state.version();
             loop {
                 let pending = match state.next_step() {
                     // Side effects: due effect work first, one step at a time.
@@ -746,6 +749,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     NextStep::Tool(record) => {
                         let record = record.clone();
                         self.commit_carried(&bundle, carried.take()).await?;
+                        self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                         let was_interrupted = interrupted.contains(&record.tool_call_id);
                         self.tool_step(&mut state, &bundle, &workflow, &record, was_interrupted)
                             .await?;
@@ -755,6 +759,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     _ => break,
                 };
                 self.commit_carried(&bundle, carried.take()).await?;
+                self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                 let pending = self.read_circuits(&mut state, &bundle, pending).await?;
                 let answers = futures::future::join_all(
                     pending.iter().map(|request| self.call(&workflow, request)),
@@ -790,6 +795,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             }
             self.commit_carried(&bundle, carried).await?;
+            self.snapshot_if_due(&state, &mut snapshot_at, true).await;
             tracing::info!(status = state.status().as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
@@ -1009,5 +1015,76 @@ mod tests {
             runtime.events(&"run-w".into()).await.expect("events").len(),
             before
         );
+    }
+
+    /// The state is read from the latest snapshot tied to the log, with the events after
+    /// it folded on; a snapshot this build cannot read, or one of another length than the
+    /// event it is stored at, is ignored and the log folded: the state is the same.
+    #[tokio::test]
+    async fn the_state_comes_from_the_latest_usable_snapshot_and_equals_the_fold() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let runtime = Runtime::new(store.clone());
+        let agent: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(|r: &AgentRequest| {
+            AgentResponse::success(
+                r.request_id.clone(),
+                Confidence::High,
+                vec![Action::Escalate {
+                    reason: "sign-off".into(),
+                    choices: Vec::new(),
+                }],
+            )
+        }));
+        runtime.register_agent("worker", agent);
+        let run: RunId = "run-s".into();
+        runtime
+            .start(&workflow(), serde_json::json!({}), Some(run.clone()))
+            .await
+            .expect("starts");
+        let events: Vec<RunEvent> = runtime
+            .events(&run)
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        let folded = RunState::fold(&events);
+        let stream = StreamId::new("run-s").expect("stream");
+        let early = RunState::fold(&events[..2]);
+        store
+            .put_snapshot(&stream, 2, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
+        assert_eq!(runtime.state_at(&run, Some(2)).await.expect("state"), early);
+        // It is read, not folded around: a snapshot of two events that are not the log's
+        // (a forgery `docket verify` would catch) is what the state at 2 comes from.
+        let forged = RunState::fold([&events[0], &events[0]]);
+        assert_ne!(forged, early);
+        store
+            .put_snapshot(&stream, 2, forged.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(
+            runtime.state_at(&run, Some(2)).await.expect("state"),
+            forged
+        );
+        store
+            .put_snapshot(&stream, 2, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        let last = events.len() as u64;
+        store
+            .put_snapshot(&stream, last, b"not a snapshot".to_vec())
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
+        store
+            .put_snapshot(&stream, last, early.encode_snapshot().expect("encodes"))
+            .await
+            .expect("stored");
+        assert_eq!(runtime.state(&run).await.expect("state"), folded);
     }
 }
