@@ -166,6 +166,22 @@ pub fn export_jsonl(data: &Path, run: &str, file: &Path) -> String {
     stdout_text(&out)
 }
 
+/// Checks a finished example run the way an auditor would: `docket replay` reproduces
+/// every decision, and its export verifies offline.
+pub fn replays_and_exports(data: &Path, run: &str) {
+    let out = docket_on(data, &["replay", run]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    assert!(
+        stdout_text(&out).contains("every decision reproduced"),
+        "{}",
+        stdout_text(&out)
+    );
+    let file = data.join(format!("{run}.jsonl"));
+    export_jsonl(data, run, &file);
+    let out = docket_on(data, &["verify-export", file.to_str().expect("UTF-8 path")]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+}
+
 /// The events of `kind` in a run's events as `run_events` reads them.
 #[must_use]
 pub fn events_of_kind<'a>(

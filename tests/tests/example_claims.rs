@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use docket_tests::{
-    docket_on, events_of_kind, example_agents_built, exit_code, export_jsonl, run_events,
+    docket_on, events_of_kind, example_agents_built, exit_code, replays_and_exports, run_events,
     stdout_text, workspace_root,
 };
 use serde_json::Value;
@@ -57,20 +57,6 @@ fn strings(value: &Value) -> Vec<&str> {
         .as_array()
         .map(|a| a.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default()
-}
-
-fn replays_and_exports(data: &Path, run: &str) {
-    let out = docket_on(data, &["replay", run]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
-    assert!(
-        stdout_text(&out).contains("every decision reproduced"),
-        "{}",
-        stdout_text(&out)
-    );
-    let file = data.join(format!("{run}.jsonl"));
-    export_jsonl(data, run, &file);
-    let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
 }
 
 #[test]

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use docket_tests::{
-    docket_on, events_of_kind, example_agents_built, exit_code, export_jsonl, run_events,
+    docket_on, events_of_kind, example_agents_built, exit_code, replays_and_exports, run_events,
     stdout_text, workspace_root,
 };
 use serde_json::Value;
@@ -43,15 +43,6 @@ fn output(events: &[Value]) -> &Value {
     let completed = events_of_kind(events, "run.completed");
     assert_eq!(completed.len(), 1, "the run completed");
     &completed[0]["payload"]["output"]
-}
-
-fn replays_and_exports(data: &Path, run: &str) {
-    let out = docket_on(data, &["replay", run]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
-    let file = data.join(format!("{run}.jsonl"));
-    export_jsonl(data, run, &file);
-    let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
 }
 
 #[test]

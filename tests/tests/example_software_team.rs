@@ -8,8 +8,8 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use docket_tests::{
-    docket_on, events_of_kind, example_agents_built, exit_code, export_jsonl, run_events,
-    stdout_text, workspace_root,
+    docket_on, events_of_kind, example_agents_built, exit_code, replays_and_exports, run_events,
+    workspace_root,
 };
 
 fn team_built() {
@@ -40,15 +40,6 @@ fn approve(data: &Path, run: &str, ticket: &str, extra: &[&str]) -> i32 {
     ];
     args.extend_from_slice(extra);
     exit_code(&docket_on(data, &args))
-}
-
-fn replays_and_exports(data: &Path, run: &str) {
-    let out = docket_on(data, &["replay", run]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
-    let file = data.join(format!("{run}.jsonl"));
-    export_jsonl(data, run, &file);
-    let out = docket_on(data, &["verify-export", file.to_str().unwrap()]);
-    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
 }
 
 #[test]

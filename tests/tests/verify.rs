@@ -205,21 +205,6 @@ fn locate(data: &Path, stream: &str) -> Vec<(u64, LogPosition)> {
     found
 }
 
-fn crc32(bytes: &[u8]) -> u32 {
-    let mut crc = !0u32;
-    for &b in bytes {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
 /// Rewrites, in its segment file, the event at `at` by replacing `from` with `to` (same
 /// length) in its canonical body, then recomputes its hash and its frame's CRC, as an
 /// insider with write access to the files (but no key) would. Returns the new hash.
@@ -243,7 +228,7 @@ fn forge(data: &Path, at: LogPosition, from: &[u8], to: &[u8]) -> docket_store::
     bytes[body_end + 32..body_end + 64].copy_from_slice(&hash.0);
     let frame = at.frame as usize;
     let len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
-    let crc = crc32(&bytes[frame + 12..frame + 12 + len]);
+    let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
     bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).expect("write segment");
     hash
@@ -382,7 +367,7 @@ fn relink(data: &Path, stream: &str, seq: u64) {
         bytes[body_end + 32..body_end + 64].copy_from_slice(&hash.0);
         let frame = at.frame as usize;
         let len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
-        let crc = crc32(&bytes[frame + 12..frame + 12 + len]);
+        let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
         bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
         std::fs::write(&path, &bytes).expect("write");
         prev = hash;

@@ -52,6 +52,15 @@ fn input<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> 
         .map(|i| &i.payload)
 }
 
+/// The answer of a specialist called without a task.
+fn no_task(request: &AgentRequest) -> AgentResponse {
+    AgentResponse::error(
+        request.request_id.clone(),
+        "INPUT_MISSING_TASK",
+        "expected a task",
+    )
+}
+
 fn tool_results(request: &AgentRequest) -> Vec<&Value> {
     request
         .decision_inputs
@@ -178,11 +187,7 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
 /// Database: writes the migration.
 pub fn database(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
-        return AgentResponse::error(
-            request.request_id.clone(),
-            "INPUT_MISSING_TASK",
-            "expected a task",
-        );
+        return no_task(request);
     };
     let mut response = ok(
         request,
@@ -205,11 +210,7 @@ pub fn database(request: &AgentRequest) -> AgentResponse {
 /// proposes a REST contract.
 pub fn backend(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
-        return AgentResponse::error(
-            request.request_id.clone(),
-            "INPUT_MISSING_TASK",
-            "expected a task",
-        );
+        return no_task(request);
     };
     let results = tool_results(request);
     match results.len() {
@@ -250,11 +251,7 @@ pub fn backend(request: &AgentRequest) -> AgentResponse {
 /// Frontend: builds the form against the API it expects, which is not backend's.
 pub fn frontend(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
-        return AgentResponse::error(
-            request.request_id.clone(),
-            "INPUT_MISSING_TASK",
-            "expected a task",
-        );
+        return no_task(request);
     };
     ok(
         request,
@@ -271,11 +268,7 @@ pub fn frontend(request: &AgentRequest) -> AgentResponse {
 /// time, to show retry, then a person, then a block.
 pub fn qa(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
-        return AgentResponse::error(
-            request.request_id.clone(),
-            "INPUT_MISSING_TASK",
-            "expected a task",
-        );
+        return no_task(request);
     };
     if t["context"]["flaky"] == true {
         return AgentResponse::error(
@@ -304,11 +297,7 @@ pub fn qa(request: &AgentRequest) -> AgentResponse {
 /// Docs: documents the endpoint.
 pub fn docs(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
-        return AgentResponse::error(
-            request.request_id.clone(),
-            "INPUT_MISSING_TASK",
-            "expected a task",
-        );
+        return no_task(request);
     };
     ok(
         request,
