@@ -137,7 +137,8 @@ def tree_root(leaves):
 
 
 def parse_verifier_key(vkey):
-    parts = vkey.split("+")
+    # The key's base64 may itself hold a "+": only the first two split.
+    parts = vkey.split("+", 2)
     if len(parts) != 3:
         raise ValueError("a verifier key is name+keyid+key")
     name, key_id, key = parts
