@@ -20,6 +20,9 @@ import blake3
 
 FORMAT = "docket.export.jsonl"
 VERSION = 1
+# The BLAKE3 derive-key contexts of docs/export-format.md: fixed, never read from the file.
+EVENT_CONTEXT = "docket 2026-11-22 event hash v1"
+GENESIS_CONTEXT = "docket 2026-11-22 stream genesis v1"
 
 
 class Bad(Exception):
@@ -198,10 +201,13 @@ def verify(path, trusted_key=None):
     if header.get("type") != "header" or header.get("format") != FORMAT or header.get("version") != VERSION:
         raise Bad(n, f"not a {FORMAT} version {VERSION} header")
     run = header["run"]
-    prev = blake3.blake3(run.encode(), derive_key_context=header["chain"]["genesis_context"]).digest()
-    if header["chain"].get("genesis") != prev.hex() or header.get("store_format") != 1:
+    chain = header.get("chain") or {}
+    if chain.get("event_context") != EVENT_CONTEXT or chain.get("genesis_context") != GENESIS_CONTEXT:
+        raise Bad(n, "the header names hash contexts other than the format's")
+    prev = blake3.blake3(run.encode(), derive_key_context=GENESIS_CONTEXT).digest()
+    if chain.get("genesis") != prev.hex() or header.get("store_format") != 1:
         raise Bad(n, "the header's genesis or store format is not this run's")
-    event_context = header["chain"]["event_context"]
+    event_context = EVENT_CONTEXT
     leaves, rest = [], lines[1:]
     while rest and obj(*rest[0]).get("type") == "event":
         (n, text), rest = rest[0], rest[1:]
