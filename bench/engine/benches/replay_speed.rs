@@ -23,6 +23,7 @@
 //! request are timed from each.
 #![allow(clippy::print_stdout)]
 
+use docket_bench_engine::{best_of, ms, sizes};
 use std::time::{Duration, Instant};
 
 use docket_decider::{
@@ -158,26 +159,8 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
     }
 }
 
-fn best_of(times: usize, mut f: impl FnMut()) -> Duration {
-    (0..times)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
-
 fn main() {
-    let sizes: Vec<usize> = std::env::var("DOCKET_BENCH_EVENTS")
-        .ok()
-        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![10_000, 100_000]);
+    let sizes = sizes(&[10_000, 100_000]);
     let other = same_rules_other_text();
     let other_bundle = PolicyBundle::from_toml_str(&other, "other.toml").expect("bundle");
     for size in sizes {

@@ -11,7 +11,7 @@
 //! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 1000,4000,16000).
 #![allow(clippy::print_stdout)]
 
-use std::time::{Duration, Instant};
+use docket_bench_engine::{best_of, ms, sizes};
 
 use docket_decider::{
     Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, RunEvent,
@@ -126,26 +126,8 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
     }
 }
 
-fn best_of(times: usize, mut f: impl FnMut()) -> Duration {
-    (0..times)
-        .map(|_| {
-            let t = Instant::now();
-            f();
-            t.elapsed()
-        })
-        .min()
-        .unwrap_or_default()
-}
-
-fn ms(d: Duration) -> String {
-    format!("{:.1} ms", d.as_secs_f64() * 1e3)
-}
-
 fn main() {
-    let sizes: Vec<usize> = std::env::var("DOCKET_BENCH_EVENTS")
-        .ok()
-        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
-        .unwrap_or_else(|| vec![1_000, 4_000, 16_000]);
+    let sizes = sizes(&[1_000, 4_000, 16_000]);
     for size in sizes {
         let events = review_loop(size);
         let recorded: Vec<(&'static str, Vec<u8>)> =
