@@ -24,9 +24,9 @@ use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record}
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
-use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
 use crate::index::Index;
 use crate::lock::WriterLock;
+use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
 use crate::recovery::{self, Contained, RecoveryReport, StreamDamage, ViewReport};
 use crate::shared::{Shared, lock};
 use crate::tree::record_leaf;

@@ -126,7 +126,9 @@ pub enum StoreError {
 
     /// A stream whose events fail their checks, found by a read-only open: the other
     /// streams stay readable (FORMAT.md §10).
-    #[error("stream {stream} is damaged from event {seq} on: in {segment} at byte offset {offset}: {damage}")]
+    #[error(
+        "stream {stream} is damaged from event {seq} on: in {segment} at byte offset {offset}: {damage}"
+    )]
     StreamDamaged {
         stream: StreamId,
         seq: u64,

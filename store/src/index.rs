@@ -323,7 +323,8 @@ impl IndexBatch {
     }
 
     pub(crate) fn blob(&mut self, hash: &Hash, pos: Position) {
-        self.0.push((blob_key(hash).to_vec(), pos.to_bytes().to_vec()));
+        self.0
+            .push((blob_key(hash).to_vec(), pos.to_bytes().to_vec()));
     }
 
     /// The log is indexed up to (segment, offset); also records the next stream number, and
@@ -341,7 +342,8 @@ impl IndexBatch {
     /// A complete subtree of stream `no`'s Merkle tree: the root of the `2^level` leaves from
     /// leaf `index << level` (levels from [`NODE_MIN_LEVEL`] up).
     pub(crate) fn tree_node(&mut self, no: u64, level: u32, index: u64, hash: &TreeHash) {
-        self.0.push((node_key(no, level, index).to_vec(), hash.0.to_vec()));
+        self.0
+            .push((node_key(no, level, index).to_vec(), hash.0.to_vec()));
     }
 
     /// Stream `no`'s tree as far as this batch indexes it: its size and the roots of its
@@ -449,10 +451,7 @@ impl Index {
 
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
         match &self.db {
-            Kv::Sled(db) => db
-                .flush()
-                .map(|_| ())
-                .map_err(|e| self.err("flushing", e)),
+            Kv::Sled(db) => db.flush().map(|_| ()).map_err(|e| self.err("flushing", e)),
             Kv::Memory(_) => Ok(()),
         }
     }
@@ -835,7 +834,8 @@ mod tests {
         ));
         let mut zero_count = run(1, 1, 32).to_bytes();
         zero_count[20..24].copy_from_slice(&0u32.to_be_bytes());
-        index.db
+        index
+            .db
             .insert(&key(EVENT, 0, 1), zero_count.to_vec())
             .unwrap();
         assert!(matches!(

@@ -13,13 +13,13 @@ use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
 use crate::event::{Hash, StreamId};
 use crate::index::{Index, IndexBatch, NODE_MIN_LEVEL, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::lock::is_lock_file;
 use crate::merkle::{TreeBuilder, leaf_hash};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
     segment_header, segment_number, segment_path, sync_dir, valid_frame_after, zero_runway,
 };
 use crate::shared::StreamMap;
-use crate::lock::is_lock_file;
 use crate::verify::check_link;
 
 pub(crate) const MARKER: &str = "DOCKET-STORE";

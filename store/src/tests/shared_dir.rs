@@ -57,7 +57,10 @@ async fn a_view_reads_beside_the_writer_refuses_appends_and_reads_on_after_a_ref
         .append(&sid("a"), 2, vec![ev("e", b"3")])
         .await
         .unwrap();
-    writer.append(&sid("b"), 0, vec![ev("e", b"1")]).await.unwrap();
+    writer
+        .append(&sid("b"), 0, vec![ev("e", b"1")])
+        .await
+        .unwrap();
     // What the view opened on, until it refreshes.
     assert_eq!(view.streams().await.unwrap().len(), 1);
     view.refresh().await.unwrap();
@@ -108,7 +111,10 @@ fn a_missing_or_foreign_directory_is_named_and_left_alone() {
     let missing = dir.path().join("typo");
     let err = view_err(&missing);
     assert!(matches!(&err, StoreError::NoDataDirectory { path } if *path == missing));
-    assert_eq!(err.to_string(), format!("no docket data directory at {}", missing.display()));
+    assert_eq!(
+        err.to_string(),
+        format!("no docket data directory at {}", missing.display())
+    );
     assert!(!missing.exists());
     fs::write(dir.path().join("notes.txt"), "mine").unwrap();
     assert!(matches!(
@@ -167,18 +173,28 @@ async fn a_damaged_stream_is_named_and_the_others_stay_readable() {
     assert_eq!((d.stream.as_str(), d.seq), ("a", 3));
     assert!(matches!(
         &d.damage,
-        Damage::Chain { break_: ChainBreak::Missing { expected: 3, found: 4 }, .. }
+        Damage::Chain {
+            break_: ChainBreak::Missing {
+                expected: 3,
+                found: 4
+            },
+            ..
+        }
     ));
     let err = view.head(&sid("a")).await.unwrap_err();
     assert!(
-        err.to_string().starts_with("stream a is damaged from event 3 on: in "),
+        err.to_string()
+            .starts_with("stream a is damaged from event 3 on: in "),
         "{err}"
     );
     // Its sound events still read, and the read ends with the damage.
     let read: Vec<_> = futures::StreamExt::collect(view.read(&sid("a"), 1..=u64::MAX)).await;
     assert_eq!(read.len(), 3);
     assert!(read[..2].iter().all(Result::is_ok));
-    assert!(matches!(read[2], Err(StoreError::StreamDamaged { seq: 3, .. })));
+    assert!(matches!(
+        read[2],
+        Err(StoreError::StreamDamaged { seq: 3, .. })
+    ));
     let verified = view.verify(&sid("a")).await.unwrap();
     assert_eq!(verified.verified, 2);
     assert!(!verified.is_sound());
@@ -195,7 +211,10 @@ async fn a_second_writer_is_told_who_holds_the_directory() {
     let dir = tempfile::tempdir().unwrap();
     assert_eq!(LockHolder::of(dir.path()), None);
     let store = open(dir.path(), relaxed()).await;
-    store.append(&sid("run-1"), 0, vec![ev("e", b"1")]).await.unwrap();
+    store
+        .append(&sid("run-1"), 0, vec![ev("e", b"1")])
+        .await
+        .unwrap();
     let holder = LockHolder::of(dir.path()).expect("the writer holds the lock");
     assert_eq!(holder.pid, std::process::id());
     assert!(holder.drives(&sid("run-1")));
@@ -230,6 +249,9 @@ async fn a_directory_holding_only_the_lock_files_becomes_a_store() {
     fs::write(dir.path().join("writer.lock"), b"").unwrap();
     fs::write(dir.path().join("writer.holder"), b"pid 1\n").unwrap();
     let store = open(dir.path(), relaxed()).await;
-    store.append(&sid("a"), 0, vec![ev("e", b"1")]).await.unwrap();
+    store
+        .append(&sid("a"), 0, vec![ev("e", b"1")])
+        .await
+        .unwrap();
     store.close().await;
 }
