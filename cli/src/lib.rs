@@ -231,7 +231,7 @@ fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
 /// `--lock-wait`: a number of seconds, not negative.
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(s) if s.is_finite() && s >= 0.0 && s <= 86_400.0 * 365.0 => Ok(s),
+        Ok(s) if (0.0..=86_400.0 * 365.0).contains(&s) => Ok(s),
         _ => Err(format!("`{text}` is not a number of seconds (0 or more)")),
     }
 }

@@ -7,7 +7,7 @@
 //! file is only believed while its lock is held. Readers never take the lock to read the
 //! log: they look at it only to say who writes and which runs are being driven.
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, OpenOptions};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -43,19 +43,20 @@ impl LockHolder {
     #[must_use]
     pub fn of(dir: &Path) -> Option<LockHolder> {
         let file = File::open(dir.join(LOCK_FILE)).ok()?;
-        match file.try_lock_shared() {
+        // fs2's (std's own file locks are newer than the workspace's MSRV).
+        match fs2::FileExt::try_lock_shared(&file) {
             // Nobody holds it: a holder file left there is a dead writer's.
             Ok(()) => {
-                let _ = file.unlock();
+                let _ = fs2::FileExt::unlock(&file);
                 None
             }
-            Err(TryLockError::WouldBlock) => Some(read_holder(dir).unwrap_or(LockHolder {
+            Err(e) if contended(&e) => Some(read_holder(dir).unwrap_or(LockHolder {
                 pid: 0,
                 command: String::new(),
                 since_s: 0,
                 streams: Vec::new(),
             })),
-            Err(TryLockError::Error(_)) => None,
+            Err(_) => None,
         }
     }
 
@@ -77,6 +78,11 @@ impl std::fmt::Display for LockHolder {
         }
         Ok(())
     }
+}
+
+/// Whether a `try_lock` failed because another holds the lock.
+fn contended(e: &std::io::Error) -> bool {
+    e.kind() == fs2::lock_contended_error().kind()
 }
 
 /// Parses the holder file; `None` when it is missing or not written through yet.
@@ -135,9 +141,9 @@ impl WriterLock {
         let start = Instant::now();
         let mut told = false;
         loop {
-            match lock.try_lock() {
+            match fs2::FileExt::try_lock_exclusive(&lock) {
                 Ok(()) => break,
-                Err(TryLockError::WouldBlock) => {
+                Err(e) if contended(&e) => {
                     let holder = read_holder(dir);
                     if start.elapsed() >= wait {
                         return Err(StoreError::Held {
@@ -152,7 +158,7 @@ impl WriterLock {
                     }
                     std::thread::sleep(RETRY);
                 }
-                Err(TryLockError::Error(e)) => {
+                Err(e) => {
                     return Err(io_err("locking the writer lock", &path)(e));
                 }
             }

@@ -259,7 +259,7 @@ fn a_run_whose_driver_died_is_interrupted_and_resumes() {
     );
     let out = docket(&data, &["status", &run]);
     assert!(
-        stdout(&out).contains(&format!("interrupted: no process drives it")),
+        stdout(&out).contains("interrupted: no process drives it"),
         "{}",
         stdout(&out)
     );
