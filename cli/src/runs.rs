@@ -394,6 +394,12 @@ pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::f
 /// no lock, nothing created or repaired (store/FORMAT.md §10). A directory that does not
 /// exist is an error naming it.
 pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "cannot read the data directory {}: it is a file, not a directory (give another with --data DIR)",
+            dir.display()
+        );
+    }
     let store = EmbeddedStore::open_read_only(dir)
         .await
         .map_err(|e| match e {
