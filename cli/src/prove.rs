@@ -69,7 +69,7 @@ async fn prove(args: ProveArgs, data: &Path, out: &mut String) -> anyhow::Result
     let run = &args.run;
     let no_run = || anyhow!("no run {run} in the data directory {}", data.display());
     // Read-only: an auditor's look creates, locks and repairs nothing.
-    let store = crate::runs::open_read(data).await?.store().clone();
+    let store = crate::runs::open_read_for(data, run).await?.store().clone();
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     if store.head(&stream).await?.is_none() {
         return Err(no_run());

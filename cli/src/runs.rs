@@ -373,6 +373,14 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
                 "{e}. Try again once it is done (`docket runs` shows what it drives), stop it, or wait longer with --lock-wait SECS"
             ));
         }
+        // The index is a cache of the log (store/FORMAT.md §1): what to do is safe.
+        Err(e @ StoreError::Index { .. }) => {
+            return Err(anyhow!(
+                "cannot open the data directory {}: {e}. The index is a cache of the log: move {} aside (or delete it) and run the command again to rebuild it from the log",
+                dir.display(),
+                dir.join("index").display()
+            ));
+        }
         Err(e) => {
             return Err(anyhow::Error::new(e)
                 .context(format!("cannot open the data directory {}", dir.display())));
@@ -418,6 +426,21 @@ pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStor
         );
     }
     Ok(Runtime::new(store))
+}
+
+/// [`open_read`] for a command about one run: a missing directory is said as the run
+/// missing from it.
+pub(crate) async fn open_read_for(
+    dir: &Path,
+    run: &RunId,
+) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if !dir.exists() {
+        anyhow::bail!(
+            "no run {run} in the data directory {}: it does not exist (give another with --data DIR or $DOCKET_DATA)",
+            dir.display()
+        );
+    }
+    open_read(dir).await
 }
 
 /// Whether a run whose log says it is running is driven by a live process: the holder
@@ -479,7 +502,7 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
         RunCommand::Diff { run_a, run_b, json } => {
-            let rt = open_read(data).await?;
+            let rt = open_read_for(data, &run_a).await?;
             crate::diff::diff(&rt, &run_a, &run_b, json, out).await
         }
         RunCommand::Fork {
@@ -505,7 +528,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             Ok(code)
         }
         RunCommand::Inspect { run, at, json } => {
-            let rt = open_read(data).await?;
+            let rt = open_read_for(data, &run).await?;
             crate::replay::inspect(&rt, &run, &at, json, out).await
         }
         RunCommand::Replay {
@@ -514,7 +537,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             policies,
             json,
         } => {
-            let rt = open_read(data).await?;
+            let rt = match &run {
+                Some(run) => open_read_for(data, run).await?,
+                None => open_read(data).await?,
+            };
             let what_if = policies
                 .map(|path| crate::replay::NewPolicies::load(&path))
                 .transpose()?;
@@ -691,7 +717,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             Ok(EXIT_COMPLETED)
         }
         RunCommand::Status { run, json } => {
-            let rt = open_read(data).await?;
+            let rt = open_read_for(data, &run).await?;
             let state = rt.state(&run).await?;
             let circuits = run_circuits(&rt, &state).await?;
             let interrupted = state.status() == RunStatus::Running && !driven(data, &run);
@@ -724,7 +750,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             }
         }
         RunCommand::Events { run, json } => {
-            let rt = open_read(data).await?;
+            let rt = open_read_for(data, &run).await?;
             for e in rt.events(&run).await? {
                 if json {
                     let line = json!({

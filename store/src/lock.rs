@@ -118,7 +118,8 @@ pub(crate) struct WriterLock {
 struct Holding {
     file: File,
     path: PathBuf,
-    noted: std::collections::HashSet<StreamId>,
+    /// Checked on every append: a fast hasher (stream ids are not attacker-chosen keys).
+    noted: std::collections::HashSet<StreamId, foldhash::fast::RandomState>,
 }
 
 impl WriterLock {
@@ -185,7 +186,7 @@ impl WriterLock {
             holder: std::sync::Mutex::new(Holding {
                 file,
                 path: holder_path,
-                noted: std::collections::HashSet::new(),
+                noted: std::collections::HashSet::default(),
             }),
         })
     }
