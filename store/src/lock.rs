@@ -33,7 +33,7 @@ pub struct LockHolder {
     /// When it took the lock, in seconds since the Unix epoch.
     pub since_s: u64,
     /// The streams it appended to since it took the lock (the runs it drives).
-    pub streams: Vec<StreamId>,
+    pub streams: std::collections::BTreeSet<StreamId>,
 }
 
 impl LockHolder {
@@ -54,7 +54,7 @@ impl LockHolder {
                 pid: 0,
                 command: String::new(),
                 since_s: 0,
-                streams: Vec::new(),
+                streams: std::collections::BTreeSet::new(),
             })),
             Err(_) => None,
         }
@@ -92,7 +92,7 @@ fn read_holder(dir: &Path) -> Option<LockHolder> {
         pid: 0,
         command: String::new(),
         since_s: 0,
-        streams: Vec::new(),
+        streams: std::collections::BTreeSet::new(),
     };
     // Only whole lines: the holder appends a line per new stream while others read.
     let complete = text.rfind('\n').map_or("", |end| &text[..end]);
@@ -102,7 +102,11 @@ fn read_holder(dir: &Path) -> Option<LockHolder> {
             "pid" => holder.pid = value.parse().ok()?,
             "command" => value.clone_into(&mut holder.command),
             "since" => holder.since_s = value.parse().unwrap_or(0),
-            "stream" => holder.streams.extend(StreamId::new(value).ok()),
+            "stream" => {
+                if let Ok(stream) = StreamId::new(value) {
+                    holder.streams.insert(stream);
+                }
+            }
             _ => {}
         }
     }
@@ -141,6 +145,9 @@ impl WriterLock {
             .map_err(io_err("opening the writer lock", &path))?;
         let start = Instant::now();
         let mut told = false;
+        // A reader asking who writes holds the lock shared for an instant: only a lock
+        // still held on the next try is a writer worth naming.
+        let mut contended_tries = 0;
         loop {
             match fs2::FileExt::try_lock_exclusive(&lock) {
                 Ok(()) => break,
@@ -153,7 +160,11 @@ impl WriterLock {
                             waited: start.elapsed(),
                         });
                     }
-                    if !told && let (Some(tell), Some(h)) = (on_wait, &holder) {
+                    contended_tries += 1;
+                    if !told
+                        && contended_tries > 1
+                        && let (Some(tell), Some(h)) = (on_wait, &holder)
+                    {
                         tell(dir, h);
                         told = true;
                     }
