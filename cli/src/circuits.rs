@@ -79,10 +79,9 @@ pub(crate) async fn execute(
                     .clone(),
                 None => CircuitBreaker::default(),
             };
-            // A data directory that does not exist has no breakers; opening it would
-            // create it.
+            // A data directory that does not exist has no breakers.
             let breakers = if data.is_dir() {
-                crate::runs::open(data)
+                crate::runs::open_read(data)
                     .await?
                     .circuit_breakers(&settings)
                     .await?

@@ -83,7 +83,7 @@ pub(crate) struct VerifyExportArgs {
 pub(crate) fn main(args: ExportArgs, data: Option<PathBuf>) -> std::process::ExitCode {
     crate::runs::run_async(data, |data, out| {
         Box::pin(async move {
-            let rt = crate::runs::open(&data).await?;
+            let rt = crate::runs::open_read_for(&data, &args.run).await?;
             export(&rt, &data, args, out).await
         })
     })

@@ -52,6 +52,11 @@ struct Cli {
     /// Data directory holding the event log (default: $DOCKET_DATA, else ./.docket).
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Commands that record (run, resume, approve, answer, deny, override, fork, ...) wait
+    /// up to this many seconds while another process records in the data directory, then
+    /// say which process it is. Commands that only read never wait.
+    #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
+    lock_wait: f64,
     #[command(subcommand)]
     command: Command,
 }
@@ -165,6 +170,7 @@ struct Failure {
 /// Runs `docket` with the process arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
     let command = match cli.command {
         Command::Policy { command } => command,
         Command::Run(command) => return runs::main(command, cli.data),
@@ -219,6 +225,14 @@ fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
             eprintln!("error: {}", errors::error_text(&e));
             ExitCode::from(1)
         }
+    }
+}
+
+/// `--lock-wait`: a number of seconds, not negative.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(s) if (0.0..=86_400.0 * 365.0).contains(&s) => Ok(s),
+        _ => Err(format!("`{text}` is not a number of seconds (0 or more)")),
     }
 }
 

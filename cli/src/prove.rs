@@ -6,13 +6,13 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, anyhow};
+use anyhow::anyhow;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
 use clap::{ArgGroup, Args};
 use docket_decider::RunId;
 use docket_store::merkle::TreeHash;
-use docket_store::{EmbeddedStore, EventStore, StoreConfig, StoreError, StreamId};
+use docket_store::{EventStore, StoreError, StreamId};
 use serde_json::json;
 
 use crate::runs::EXIT_COMPLETED;
@@ -68,13 +68,8 @@ fn in_run_words(run: &RunId, e: StoreError) -> anyhow::Error {
 async fn prove(args: ProveArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     let run = &args.run;
     let no_run = || anyhow!("no run {run} in the data directory {}", data.display());
-    // Opening would create a store where there is none: an auditor's typo must not.
-    if !EmbeddedStore::exists_in(data) {
-        return Err(no_run());
-    }
-    let store = EmbeddedStore::open(data, StoreConfig::default())
-        .await
-        .with_context(|| format!("cannot open the data directory {}", data.display()))?;
+    // Read-only: an auditor's look creates, locks and repairs nothing.
+    let store = crate::runs::open_read_for(data, run).await?.store().clone();
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     if store.head(&stream).await?.is_none() {
         return Err(no_run());

@@ -16,7 +16,7 @@ use docket_policies::InputKind;
 use docket_runtime::{
     HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
 };
-use docket_store::{EmbeddedStore, StoreConfig};
+use docket_store::{EmbeddedStore, EventStore as _, LockHolder, StoreConfig, StoreError};
 use serde_json::{Value, json};
 
 use crate::words::{date_ns, word};
@@ -33,7 +33,8 @@ pub const EXIT_BLOCKED: u8 = 4;
 #[derive(Subcommand)]
 pub(crate) enum RunCommand {
     /// Start a run of a workflow and drive it until it completes, is blocked, fails or
-    /// waits for a human.
+    /// waits for a human. Says `run ID recorded` on stderr as soon as the run is in the
+    /// log, so another terminal can follow it.
     Run {
         /// The workflow file (TOML, see docs/workflow.md).
         workflow: PathBuf,
@@ -51,13 +52,15 @@ pub(crate) enum RunCommand {
         /// The run id.
         run: RunId,
     },
-    /// List the runs in the data directory.
+    /// List the runs in the data directory: id, workflow, status, events, open tickets.
+    /// A run whose driving process died shows as `interrupted` with the `docket resume`
+    /// that continues it; a run whose events fail their checks as `damaged`, with where.
     Runs {
         /// Only the runs waiting for a human, with their open tickets.
         #[arg(long)]
         waiting: bool,
     },
-    /// Show where a run stands.
+    /// Show where a run stands (`interrupted` when no process drives a running run).
     Status {
         /// The run id.
         run: RunId,
@@ -337,6 +340,20 @@ macro_rules! outln {
     }};
 }
 
+/// How long a command that records waits for another process that is recording in the
+/// same data directory (`--lock-wait`); set once by `main`.
+pub(crate) static LOCK_WAIT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// Said once on stderr when a command has to wait for the writer lock.
+fn tell_waiting(dir: &Path, holder: &LockHolder) {
+    eprintln!(
+        "waiting for {holder}, which is recording in {}: one process records at a time (--lock-wait SECS says how long to wait)",
+        dir.display()
+    );
+}
+
+/// Opens the data directory to record in it (creating it if need be): takes its writer
+/// lock, waiting up to `--lock-wait` for another recording process (store/FORMAT.md §10).
 pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
@@ -344,9 +361,31 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
             dir.display()
         );
     }
-    let store = EmbeddedStore::open(dir, StoreConfig::default())
-        .await
-        .with_context(|| format!("cannot open the data directory {}", dir.display()))?;
+    let config = StoreConfig {
+        lock_wait: LOCK_WAIT.get().copied().unwrap_or(DEFAULT_LOCK_WAIT),
+        on_lock_wait: Some(tell_waiting),
+        ..StoreConfig::default()
+    };
+    let store = match EmbeddedStore::open(dir, config).await {
+        Ok(store) => store,
+        Err(e @ StoreError::Held { .. }) => {
+            return Err(anyhow!(
+                "{e}. Try again once it is done (`docket runs` shows what it drives), stop it, or wait longer with --lock-wait SECS"
+            ));
+        }
+        // The index is a cache of the log (store/FORMAT.md §1): what to do is safe.
+        Err(e @ StoreError::Index { .. }) => {
+            return Err(anyhow!(
+                "cannot open the data directory {}: {e}. The index is a cache of the log: move {} aside (or delete it) and run the command again to rebuild it from the log",
+                dir.display(),
+                dir.join("index").display()
+            ));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open the data directory {}", dir.display())));
+        }
+    };
     let runtime = Runtime::new(store);
     // Read before every effect execution, so `docket kill-switch on` from another
     // process stops this run's next effect.
@@ -354,6 +393,78 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
         dir,
     )));
     Ok(runtime)
+}
+
+/// The default of `--lock-wait`.
+pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the data directory to read it, while another process may be recording in it:
+/// no lock, nothing created or repaired (store/FORMAT.md §10). A directory that does not
+/// exist is an error naming it.
+pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "cannot read the data directory {}: it is a file, not a directory (give another with --data DIR)",
+            dir.display()
+        );
+    }
+    let store = EmbeddedStore::open_read_only(dir)
+        .await
+        .map_err(|e| match e {
+            StoreError::NoDataDirectory { .. } | StoreError::NotADataDirectory { .. } => {
+                anyhow!("{e} (give another with --data DIR or $DOCKET_DATA)")
+            }
+            other => anyhow::Error::new(other)
+                .context(format!("cannot read the data directory {}", dir.display())),
+        })?;
+    if let Some(damage) = store.view_report().and_then(|r| r.log_damage) {
+        eprintln!(
+            "warning: the log is damaged in {} at byte offset {} ({}): nothing after it was read, so runs may lack their later events (docket verify checks the whole directory)",
+            damage.segment.display(),
+            damage.offset,
+            damage.damage
+        );
+    }
+    Ok(Runtime::new(store))
+}
+
+/// [`open_read`] for a command about one run: a missing directory is said as the run
+/// missing from it.
+pub(crate) async fn open_read_for(
+    dir: &Path,
+    run: &RunId,
+) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if !dir.exists() {
+        anyhow::bail!(
+            "no run {run} in the data directory {}: it does not exist (give another with --data DIR or $DOCKET_DATA)",
+            dir.display()
+        );
+    }
+    open_read(dir).await
+}
+
+/// Whether a run whose log says it is running is driven by a live process: the holder
+/// of the writer lock, if it appended to the run (store/FORMAT.md §10).
+pub(crate) fn driven(dir: &Path, run: &RunId) -> bool {
+    let Ok(stream) = docket_store::StreamId::new(run.as_str()) else {
+        return false;
+    };
+    LockHolder::of(dir).is_some_and(|h| h.drives(&stream))
+}
+
+/// Prints `run RUN recorded` on stderr once the run's first event is in the log; aborted
+/// when the run ends before (or was never recorded).
+fn announce_when_recorded(rt: &Runtime<EmbeddedStore>, run: &RunId) -> tokio::task::JoinHandle<()> {
+    let stream = docket_store::StreamId::new(run.as_str()).ok();
+    let store = rt.store().clone();
+    let run = run.clone();
+    tokio::spawn(async move {
+        let Some(stream) = stream else { return };
+        let mut tail = Box::pin(store.tail(&stream, 1));
+        if let Some(Ok(_)) = futures::StreamExt::next(&mut tail).await {
+            eprintln!("run {run} recorded; follow it with: docket status {run}");
+        }
+    })
 }
 
 fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
@@ -391,7 +502,7 @@ fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
 async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     match command {
         RunCommand::Diff { run_a, run_b, json } => {
-            let rt = open(data).await?;
+            let rt = open_read_for(data, &run_a).await?;
             crate::diff::diff(&rt, &run_a, &run_b, json, out).await
         }
         RunCommand::Fork {
@@ -417,7 +528,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             Ok(code)
         }
         RunCommand::Inspect { run, at, json } => {
-            let rt = open(data).await?;
+            let rt = open_read_for(data, &run).await?;
             crate::replay::inspect(&rt, &run, &at, json, out).await
         }
         RunCommand::Replay {
@@ -426,7 +537,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             policies,
             json,
         } => {
-            let rt = open(data).await?;
+            let rt = match &run {
+                Some(run) => open_read_for(data, run).await?,
+                None => open_read(data).await?,
+            };
             let what_if = policies
                 .map(|path| crate::replay::NewPolicies::load(&path))
                 .transpose()?;
@@ -449,7 +563,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 }
                 .into());
             }
-            let outcome = match rt.start(&wf, input, run_id).await {
+            // The run id is said as soon as the run is recorded, before its agents run:
+            // another terminal can follow it (`docket status`) while this one drives.
+            let run_id = run_id.unwrap_or_else(|| rt.new_run_id());
+            let announce = announce_when_recorded(&rt, &run_id);
+            let started = rt.start(&wf, input, Some(run_id)).await;
+            announce.abort();
+            let outcome = match started {
                 Ok(outcome) => outcome,
                 // The workflow does not fit its bundle or this machine: named by the file.
                 Err(RuntimeError::WorkflowRefused { problems, .. }) => {
@@ -535,14 +655,25 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             Ok(summary(out, &outcome))
         }
         RunCommand::Runs { waiting } => {
-            let rt = open(data).await?;
+            let rt = open_read(data).await?;
             // Summaries read event kinds; folding every run would load each whole.
             let runs = if waiting {
                 rt.waiting_runs().await?
             } else {
                 rt.run_summaries().await?
             };
+            // A run that says it is running, with no live process driving it, was
+            // interrupted: its driver died (or was stopped) before it finished.
+            let holder = LockHolder::of(data);
             for run in runs {
+                let interrupted = run.status == RunStatus::Running
+                    && !docket_store::StreamId::new(run.run_id.as_str())
+                        .is_ok_and(|s| holder.as_ref().is_some_and(|h| h.drives(&s)));
+                let status = if interrupted {
+                    format!("interrupted (resume with: docket resume {})", run.run_id)
+                } else {
+                    run.status.as_str().to_owned()
+                };
                 let tickets = if run.open_tickets.is_empty() {
                     String::new()
                 } else {
@@ -555,23 +686,46 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 };
                 outln!(
                     out,
-                    "{}\t{}\t{}{overridable}\t{} events{tickets}",
+                    "{}\t{}\t{status}{overridable}\t{} events{tickets}",
                     run.run_id,
                     run.workflow,
-                    run.status.as_str(),
                     run.events
+                );
+            }
+            // Runs whose events fail their checks: listed with what and where, the
+            // others are read as usual.
+            let report = rt.store().view_report().unwrap_or_default();
+            for d in report
+                .damaged_streams
+                .iter()
+                .filter(|d| docket_evidence::is_run_stream(d.stream.as_str()))
+            {
+                if waiting {
+                    continue;
+                }
+                outln!(
+                    out,
+                    "{}\t?\tdamaged: event {} fails its checks in {} at byte offset {} ({}); `docket verify` checks the directory\t{} sound events",
+                    d.stream,
+                    d.seq,
+                    d.segment.display(),
+                    d.offset,
+                    d.damage,
+                    d.seq - 1
                 );
             }
             Ok(EXIT_COMPLETED)
         }
         RunCommand::Status { run, json } => {
-            let rt = open(data).await?;
+            let rt = open_read_for(data, &run).await?;
             let state = rt.state(&run).await?;
             let circuits = run_circuits(&rt, &state).await?;
+            let interrupted = state.status() == RunStatus::Running && !driven(data, &run);
             let outcome = RunOutcome { run_id: run, state };
             if json {
                 let mut status = status_json(&outcome);
                 status["circuits"] = circuits.iter().map(crate::circuits::breaker_json).collect();
+                status["interrupted"] = Value::Bool(interrupted);
                 outln!(
                     out,
                     "{}",
@@ -580,6 +734,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 Ok(EXIT_COMPLETED)
             } else {
                 summary(out, &outcome);
+                if interrupted {
+                    outln!(
+                        out,
+                        "interrupted: no process drives it (its driver stopped before it finished); resume with: docket resume {}",
+                        outcome.run_id
+                    );
+                }
                 for b in &circuits {
                     outln!(out, "circuit {}", crate::circuits::breaker_line(b));
                 }
@@ -589,7 +750,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             }
         }
         RunCommand::Events { run, json } => {
-            let rt = open(data).await?;
+            let rt = open_read_for(data, &run).await?;
             for e in rt.events(&run).await? {
                 if json {
                     let line = json!({

@@ -18,6 +18,12 @@ pub struct StoreConfig {
     pub blob_threshold: usize,
     /// A new segment file is started once the current one would grow past this size.
     pub segment_max_bytes: u64,
+    /// How long opening waits for another process's writer lock on the directory before it
+    /// gives up with [`crate::StoreError::Held`] (store/FORMAT.md §10).
+    pub lock_wait: std::time::Duration,
+    /// Told, once, who holds the lock when opening has to wait for it (a command says so
+    /// on its terminal).
+    pub on_lock_wait: Option<fn(&std::path::Path, &crate::LockHolder)>,
     /// Injects I/O faults into the log's file layer.
     #[cfg(any(test, feature = "fault-injection"))]
     pub faults: Option<std::sync::Arc<crate::fault::FaultPlan>>,
@@ -29,6 +35,8 @@ impl Default for StoreConfig {
             durability: Durability::Sync,
             blob_threshold: 64 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
+            lock_wait: std::time::Duration::from_secs(10),
+            on_lock_wait: None,
             #[cfg(any(test, feature = "fault-injection"))]
             faults: None,
         }

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 use std::ops::RangeInclusive;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak, mpsc};
@@ -24,8 +24,10 @@ use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record}
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
+use crate::index::Index;
+use crate::lock::WriterLock;
 use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
-use crate::recovery::{self, RecoveryReport};
+use crate::recovery::{self, Contained, RecoveryReport, StreamDamage, ViewReport};
 use crate::shared::{Shared, lock};
 use crate::tree::record_leaf;
 use crate::writer::{AppendJob, Request, Writer};
@@ -58,6 +60,16 @@ struct Inner {
     tx: Option<mpsc::Sender<Request>>,
     writer: Option<JoinHandle<()>>,
     report: RecoveryReport,
+    /// A read-only view's directory and what it found damaged (`None`: a writer).
+    view: Option<View>,
+    /// The writer lock, released after everything above is dropped (declared last).
+    lock: Option<WriterLock>,
+}
+
+/// A read-only view: it indexes the log in memory and can read on from where it stopped.
+struct View {
+    dir: PathBuf,
+    contained: std::sync::Mutex<Contained>,
 }
 
 impl Drop for Inner {
@@ -92,6 +104,8 @@ impl EmbeddedStore {
 
     /// [`EmbeddedStore::open`] for callers outside an async context.
     pub fn open_blocking(dir: &Path, config: StoreConfig) -> Result<EmbeddedStore, StoreError> {
+        // One writer per directory: before anything is created, checked or repaired.
+        let lock = WriterLock::acquire(dir, config.lock_wait, config.on_lock_wait)?;
         let rec = recovery::open(dir, &config)?;
         let faults = config.faults();
         let log_heads = rec.heads.clone();
@@ -120,8 +134,109 @@ impl EmbeddedStore {
                 tx: Some(tx),
                 writer: Some(handle),
                 report: rec.report,
+                view: None,
+                lock: Some(lock),
             }),
         })
+    }
+
+    /// Opens a read-only view of the store in `dir`, while any other process may be
+    /// writing it: takes no lock, creates, truncates and repairs nothing (a missing
+    /// directory is [`StoreError::NoDataDirectory`]). It reads the whole log, checking
+    /// every link and hash, into an index held in memory, so it sees every event
+    /// acknowledged before it opened; [`EmbeddedStore::refresh`] reads on. A stream whose
+    /// events fail their checks is contained: its sound events stay readable, a read past
+    /// them ends with [`StoreError::StreamDamaged`], `streams` leaves it out and
+    /// [`EmbeddedStore::view_report`] names it; every other stream reads as usual.
+    /// Appends are refused ([`StoreError::ReadOnly`]); snapshots are kept in memory only.
+    pub async fn open_read_only(dir: impl AsRef<Path>) -> Result<EmbeddedStore, StoreError> {
+        let dir = dir.as_ref().to_path_buf();
+        tokio::task::spawn_blocking(move || EmbeddedStore::open_read_only_blocking(&dir))
+            .await
+            .map_err(|_| StoreError::Closed)?
+    }
+
+    /// [`EmbeddedStore::open_read_only`] for callers outside an async context.
+    pub fn open_read_only_blocking(dir: &Path) -> Result<EmbeddedStore, StoreError> {
+        let index = Index::in_memory(dir);
+        let mut contained = Contained::default();
+        let heads = recovery::open_view(dir, &index, &mut contained)?;
+        let shared = Arc::new(Shared::new(
+            dir.join("log"),
+            StoreConfig::default(),
+            index,
+            heads,
+        ));
+        Ok(EmbeddedStore {
+            inner: Arc::new(Inner {
+                shared,
+                tx: None,
+                writer: None,
+                report: RecoveryReport::default(),
+                view: Some(View {
+                    dir: dir.to_path_buf(),
+                    contained: std::sync::Mutex::new(contained),
+                }),
+                lock: None,
+            }),
+        })
+    }
+
+    /// Whether this store was opened read-only.
+    #[must_use]
+    pub fn is_read_only(&self) -> bool {
+        self.inner.view.is_some()
+    }
+
+    /// A read-only view's findings: damaged streams, blobs and log, and an unfinished
+    /// last frame (`None` for a writer, which refuses a damaged log when it opens).
+    #[must_use]
+    pub fn view_report(&self) -> Option<ViewReport> {
+        self.inner
+            .view
+            .as_ref()
+            .map(|v| lock(&v.contained).report())
+    }
+
+    /// A read-only view reads the events appended since it opened (or last refreshed),
+    /// waking its tails; a writer has nothing to do.
+    pub async fn refresh(&self) -> Result<(), StoreError> {
+        let inner = self.inner.clone();
+        blocking(move || {
+            let Some(view) = &inner.view else {
+                return Ok(());
+            };
+            let mut contained = lock(&view.contained);
+            let heads = recovery::refresh_view(&view.dir, &inner.shared.index, &mut contained)?;
+            let updated: Vec<(StreamId, u64)> = {
+                let mut current = lock(&inner.shared.heads);
+                let updated = heads
+                    .iter()
+                    .filter(|(id, h)| current.get(*id).is_none_or(|c| c.seq != h.seq))
+                    .map(|(id, h)| (id.clone(), h.seq))
+                    .collect();
+                *current = heads;
+                updated
+            };
+            inner.shared.notify(&updated);
+            Ok(())
+        })
+        .await
+    }
+
+    /// The damage of `stream`, when a read-only view found it damaged.
+    fn damage_of(&self, stream: &StreamId) -> Option<StreamDamage> {
+        let view = self.inner.view.as_ref()?;
+        lock(&view.contained).streams.get(stream).cloned()
+    }
+
+    fn refuse_if_read_only(&self) -> Result<(), StoreError> {
+        match &self.inner.view {
+            Some(view) => Err(StoreError::ReadOnly {
+                path: view.dir.clone(),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// What opening repaired.
@@ -521,10 +636,14 @@ impl EventStore for EmbeddedStore {
         expected_version: u64,
         events: Vec<NewEvent>,
     ) -> Result<Appended, StoreError> {
+        self.refuse_if_read_only()?;
         if events.is_empty() {
             return Err(StoreError::EmptyAppend {
                 stream: stream.clone(),
             });
+        }
+        if let Some(lock) = &self.inner.lock {
+            lock.note(stream);
         }
         let shared = &self.inner.shared;
         let (actual, prev) = shared
@@ -578,7 +697,12 @@ impl EventStore for EmbeddedStore {
             ahead: VecDeque::new(),
             planned: 0,
         };
-        Events::new(cursor)
+        // A damaged stream's read ends with its damage, once its sound events are read.
+        let damage = self
+            .damage_of(stream)
+            .filter(|d| *range.end() >= d.seq && *range.start() <= *range.end())
+            .map(|d| Err(d.to_error()));
+        futures::StreamExt::chain(Events::new(cursor), futures::stream::iter(damage))
     }
 
     fn tail(
@@ -603,6 +727,10 @@ impl EventStore for EmbeddedStore {
     }
 
     async fn head(&self, stream: &StreamId) -> Result<Option<StreamHead>, StoreError> {
+        // A reader asks for the head to read up to it: a damaged stream says so instead.
+        if let Some(d) = self.damage_of(stream) {
+            return Err(d.to_error());
+        }
         Ok(self.inner.shared.head(stream).map(|h| StreamHead {
             stream: stream.clone(),
             seq: h.seq,
@@ -611,8 +739,12 @@ impl EventStore for EmbeddedStore {
     }
 
     async fn streams(&self) -> Result<Vec<StreamHead>, StoreError> {
+        let damaged: Vec<StreamId> = self.view_report().map_or_else(Vec::new, |r| {
+            r.damaged_streams.into_iter().map(|d| d.stream).collect()
+        });
         let mut out: Vec<StreamHead> = lock(&self.inner.shared.heads)
             .iter()
+            .filter(|(id, _)| !damaged.contains(id))
             .map(|(id, h)| StreamHead {
                 stream: id.clone(),
                 seq: h.seq,
@@ -705,11 +837,25 @@ impl EventStore for EmbeddedStore {
     }
 
     async fn verify(&self, stream: &StreamId) -> Result<VerifyReport, StoreError> {
+        let damage = self.damage_of(stream);
         let (shared, stream) = (self.inner.shared.clone(), stream.clone());
-        blocking(move || verify_stream(&shared, &stream)).await
+        let mut report = blocking(move || verify_stream(&shared, &stream)).await?;
+        if let Some(d) = damage
+            && report.first_break.is_none()
+        {
+            report.first_break = Some(match d.damage {
+                crate::error::Damage::Chain { break_, .. } => break_,
+                other => crate::error::ChainBreak::Unreadable {
+                    seq: d.seq,
+                    what: other.to_string(),
+                },
+            });
+        }
+        Ok(report)
     }
 
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {
+        self.refuse_if_read_only()?;
         if bytes.len() > MAX_PAYLOAD {
             return Err(StoreError::BlobTooLarge {
                 len: bytes.len(),

@@ -99,6 +99,44 @@ pub enum StoreError {
     #[error("the store is closed")]
     Closed,
 
+    /// Another process holds the data directory's writer lock (FORMAT.md §10).
+    #[error(
+        "the data directory {} is being written by {}; waited {:.1} s for it to finish",
+        path.display(),
+        holder.as_ref().map_or_else(|| "another process".to_owned(), ToString::to_string),
+        waited.as_secs_f64()
+    )]
+    Held {
+        path: PathBuf,
+        holder: Option<crate::lock::LockHolder>,
+        waited: std::time::Duration,
+    },
+
+    /// A read-only open of a directory that does not exist (it is never created).
+    #[error("no docket data directory at {path}")]
+    NoDataDirectory { path: PathBuf },
+
+    /// A directory with something in it but no store marker, opened read-only.
+    #[error("{path} is not a docket data directory (it has no DOCKET-STORE marker)")]
+    NotADataDirectory { path: PathBuf },
+
+    /// An append or blob put on a store opened read-only.
+    #[error("the data directory {path} was opened read-only: nothing can be recorded through it")]
+    ReadOnly { path: PathBuf },
+
+    /// A stream whose events fail their checks, found by a read-only open: the other
+    /// streams stay readable (FORMAT.md §10).
+    #[error(
+        "stream {stream} is damaged from event {seq} on: in {segment} at byte offset {offset}: {damage}"
+    )]
+    StreamDamaged {
+        stream: StreamId,
+        seq: u64,
+        segment: PathBuf,
+        offset: u64,
+        damage: Box<Damage>,
+    },
+
     /// A tree head or proof asked of a stream for events or sizes it does not have.
     #[error("stream {stream}: {problem}")]
     OutsideTree {

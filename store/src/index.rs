@@ -4,6 +4,7 @@
 //! sled batch together with the log position they cover. sled's own flush is not a sync; after a
 //! crash it may have lost its last moments, and opening re-indexes from `covered` onwards.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
@@ -117,13 +118,153 @@ pub(crate) struct StreamState {
 }
 
 pub(crate) struct Index {
-    db: sled::Db,
+    db: Kv,
     path: PathBuf,
+}
+
+/// Where the index's entries live: sled for a writer, whose index outlives the process; a
+/// map in memory for a read-only view, which builds its own from the log and must write
+/// nothing (sled takes a lock and writes on open).
+enum Kv {
+    Sled(sled::Db),
+    Memory(MemoryMap),
+}
+
+/// A value read from either backend.
+enum Value {
+    Sled(sled::IVec),
+    Memory(Vec<u8>),
+}
+
+impl std::ops::Deref for Value {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            Value::Sled(v) => v,
+            Value::Memory(v) => v,
+        }
+    }
+}
+
+impl AsRef<[u8]> for Value {
+    fn as_ref(&self) -> &[u8] {
+        self
+    }
+}
+
+type Entry = (Value, Value);
+
+impl Kv {
+    fn get(&self, k: &[u8]) -> sled::Result<Option<Value>> {
+        match self {
+            Kv::Sled(db) => Ok(db.get(k)?.map(Value::Sled)),
+            Kv::Memory(m) => Ok(read(m).get(k).cloned().map(Value::Memory)),
+        }
+    }
+
+    fn contains_key(&self, k: &[u8]) -> sled::Result<bool> {
+        match self {
+            Kv::Sled(db) => db.contains_key(k),
+            Kv::Memory(m) => Ok(read(m).contains_key(k)),
+        }
+    }
+
+    fn insert(&self, k: &[u8], v: Vec<u8>) -> sled::Result<()> {
+        match self {
+            Kv::Sled(db) => db.insert(k, v).map(drop),
+            Kv::Memory(m) => {
+                write(m).insert(k.to_vec(), v);
+                Ok(())
+            }
+        }
+    }
+
+    /// The last entry with a key in `lo..=hi`.
+    fn last_in(&self, lo: &[u8], hi: &[u8]) -> sled::Result<Option<Entry>> {
+        match self {
+            Kv::Sled(db) => db
+                .range(lo..=hi)
+                .next_back()
+                .transpose()
+                .map(|e| e.map(|(k, v)| (Value::Sled(k), Value::Sled(v)))),
+            Kv::Memory(m) => Ok(read(m)
+                .range(lo.to_vec()..=hi.to_vec())
+                .next_back()
+                .map(|(k, v)| (Value::Memory(k.clone()), Value::Memory(v.clone())))),
+        }
+    }
+
+    /// Calls `f` with each entry with a key in `lo..=hi`, in key order, until it says stop.
+    fn each_in(
+        &self,
+        lo: &[u8],
+        hi: &[u8],
+        mut f: impl FnMut(&[u8], &[u8]) -> Result<bool, StoreError>,
+    ) -> Result<(), Result<sled::Error, StoreError>> {
+        match self {
+            Kv::Sled(db) => {
+                for item in db.range(lo..=hi) {
+                    let (k, v) = item.map_err(Ok)?;
+                    if !f(&k, &v).map_err(Err)? {
+                        break;
+                    }
+                }
+            }
+            Kv::Memory(m) => {
+                for (k, v) in read(m).range(lo.to_vec()..=hi.to_vec()) {
+                    if !f(k, v).map_err(Err)? {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply(&self, batch: IndexBatch) -> sled::Result<()> {
+        match self {
+            Kv::Sled(db) => {
+                let mut b = sled::Batch::default();
+                for (k, v) in batch.0 {
+                    b.insert(k, v);
+                }
+                db.apply_batch(b)
+            }
+            Kv::Memory(m) => {
+                write(m).extend(batch.0);
+                Ok(())
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn remove(&self, k: &[u8]) {
+        match self {
+            Kv::Sled(db) => {
+                db.remove(k).expect("test index write");
+            }
+            Kv::Memory(m) => {
+                write(m).remove(k);
+            }
+        }
+    }
+}
+
+type MemoryMap = std::sync::RwLock<BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// The memory index's map, for reading (a panic elsewhere cannot leave it half-written:
+/// every write is one `insert` or `extend`).
+fn read(m: &MemoryMap) -> std::sync::RwLockReadGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+    m.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn write(m: &MemoryMap) -> std::sync::RwLockWriteGuard<'_, BTreeMap<Vec<u8>, Vec<u8>>> {
+    m.write().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Index entries of one commit, applied atomically.
 #[derive(Default)]
-pub(crate) struct IndexBatch(sled::Batch);
+pub(crate) struct IndexBatch(Vec<(Vec<u8>, Vec<u8>)>);
 
 fn key(prefix: u8, no: u64, seq: u64) -> [u8; 17] {
     let mut k = [0u8; 17];
@@ -170,7 +311,7 @@ impl IndexBatch {
         for run in runs {
             v.extend_from_slice(&run.to_bytes());
         }
-        self.0.insert(&key(EVENT, no, first.first_seq)[..], v);
+        self.0.push((key(EVENT, no, first.first_seq).to_vec(), v));
     }
 
     /// Registers a new stream under its short number (its head comes from its last run).
@@ -178,11 +319,12 @@ impl IndexBatch {
         let mut k = Vec::with_capacity(1 + id.as_str().len());
         k.push(STREAM);
         k.extend_from_slice(id.as_str().as_bytes());
-        self.0.insert(k, &no.to_be_bytes()[..]);
+        self.0.push((k, no.to_be_bytes().to_vec()));
     }
 
     pub(crate) fn blob(&mut self, hash: &Hash, pos: Position) {
-        self.0.insert(&blob_key(hash)[..], &pos.to_bytes()[..]);
+        self.0
+            .push((blob_key(hash).to_vec(), pos.to_bytes().to_vec()));
     }
 
     /// The log is indexed up to (segment, offset); also records the next stream number, and
@@ -191,15 +333,17 @@ impl IndexBatch {
         let mut v = [0u8; 16];
         v[..8].copy_from_slice(&segment.to_be_bytes());
         v[8..].copy_from_slice(&offset.to_be_bytes());
-        self.0.insert(COVERED, &v[..]);
-        self.0.insert(NEXT_STREAM, &next_stream.to_be_bytes()[..]);
-        self.0.insert(TREE_MARKER, &[1u8][..]);
+        self.0.push((COVERED.to_vec(), v.to_vec()));
+        self.0
+            .push((NEXT_STREAM.to_vec(), next_stream.to_be_bytes().to_vec()));
+        self.0.push((TREE_MARKER.to_vec(), vec![1u8]));
     }
 
     /// A complete subtree of stream `no`'s Merkle tree: the root of the `2^level` leaves from
     /// leaf `index << level` (levels from [`NODE_MIN_LEVEL`] up).
     pub(crate) fn tree_node(&mut self, no: u64, level: u32, index: u64, hash: &TreeHash) {
-        self.0.insert(&node_key(no, level, index)[..], &hash.0[..]);
+        self.0
+            .push((node_key(no, level, index).to_vec(), hash.0.to_vec()));
     }
 
     /// Stream `no`'s tree as far as this batch indexes it: its size and the roots of its
@@ -211,7 +355,7 @@ impl IndexBatch {
             v.push(*level as u8);
             v.extend_from_slice(&hash.0);
         }
-        self.0.insert(&frontier_key(no)[..], v);
+        self.0.push((frontier_key(no).to_vec(), v));
     }
 }
 
@@ -246,9 +390,18 @@ impl Index {
             }
         };
         Ok(Index {
-            db,
+            db: Kv::Sled(db),
             path: path.to_path_buf(),
         })
+    }
+
+    /// An empty index held in memory, for a read-only view of the log under `dir`: nothing
+    /// is written to disk, and it is gone when the view is dropped.
+    pub(crate) fn in_memory(dir: &Path) -> Index {
+        Index {
+            db: Kv::Memory(MemoryMap::default()),
+            path: dir.to_path_buf(),
+        }
     }
 
     /// Opens the index, or, when sled finds its own files damaged (a crash can leave them so),
@@ -293,16 +446,22 @@ impl Index {
     }
 
     pub(crate) fn apply(&self, batch: IndexBatch) -> Result<(), StoreError> {
-        self.db
-            .apply_batch(batch.0)
-            .map_err(|e| self.err("writing", e))
+        self.db.apply(batch).map_err(|e| self.err("writing", e))
     }
 
     pub(crate) fn flush(&self) -> Result<(), StoreError> {
-        self.db
-            .flush()
-            .map(|_| ())
-            .map_err(|e| self.err("flushing", e))
+        match &self.db {
+            Kv::Sled(db) => db.flush().map(|_| ()).map_err(|e| self.err("flushing", e)),
+            Kv::Memory(_) => Ok(()),
+        }
+    }
+
+    /// Turns a failure of [`Kv::each_in`] into the store's error.
+    fn each_err(&self, e: Result<sled::Error, StoreError>) -> StoreError {
+        match e {
+            Ok(e) => self.err("reading", e),
+            Err(e) => e,
+        }
     }
 
     /// (segment, offset) up to which the log is indexed, and the next stream number.
@@ -334,24 +493,32 @@ impl Index {
 
     /// Every stream and its head, in stream id order.
     pub(crate) fn streams(&self) -> Result<Vec<(StreamId, StreamState)>, StoreError> {
+        let mut entries = Vec::new();
+        // Stream keys are `s` and the id's bytes: all sort between `s` and `t`.
+        self.db
+            .each_in(&[STREAM], &[STREAM + 1], |k, v| {
+                if k.first() == Some(&STREAM) {
+                    entries.push((k.to_vec(), v.to_vec()));
+                }
+                Ok(true)
+            })
+            .map_err(|e| self.each_err(e))?;
         let mut out = Vec::new();
-        for item in self.db.scan_prefix([STREAM]) {
-            let (k, v) = item.map_err(|e| self.err("reading", e))?;
+        for (k, v) in entries {
             let id = std::str::from_utf8(&k[1..])
                 .ok()
                 .and_then(|s| StreamId::new(s).ok())
                 .ok_or_else(|| self.damaged("stream id"))?;
             let no = v
-                .as_ref()
+                .as_slice()
                 .try_into()
                 .map(u64::from_be_bytes)
                 .map_err(|_| self.damaged("stream number"))?;
-            let last = self
+            let (k, v) = self
                 .db
-                .range(key(EVENT, no, 0)..=key(EVENT, no, u64::MAX))
-                .next_back()
+                .last_in(&key(EVENT, no, 0), &key(EVENT, no, u64::MAX))
+                .map_err(|e| self.err("reading", e))?
                 .ok_or_else(|| self.damaged("stream without events"))?;
-            let (k, v) = last.map_err(|e| self.err("reading", e))?;
             let run = *self
                 .parse_page(&k, &v)?
                 .last()
@@ -400,12 +567,11 @@ impl Index {
         limit: usize,
     ) -> Result<Vec<Run>, StoreError> {
         let mut out: Vec<Run> = Vec::new();
-        if let Some(item) = self
+        if let Some((k, v)) = self
             .db
-            .range(key(EVENT, no, 0)..=key(EVENT, no, from))
-            .next_back()
+            .last_in(&key(EVENT, no, 0), &key(EVENT, no, from))
+            .map_err(|e| self.err("reading", e))?
         {
-            let (k, v) = item.map_err(|e| self.err("reading", e))?;
             out.extend(
                 self.parse_page(&k, &v)?
                     .into_iter()
@@ -417,16 +583,15 @@ impl Index {
         if events >= limit || start > to {
             return Ok(out);
         }
-        for item in self.db.range(key(EVENT, no, start)..=key(EVENT, no, to)) {
-            let (k, v) = item.map_err(|e| self.err("reading", e))?;
-            for run in self.parse_page(&k, &v)? {
-                events += run.count as usize;
-                out.push(run);
-            }
-            if events >= limit {
-                break;
-            }
-        }
+        self.db
+            .each_in(&key(EVENT, no, start), &key(EVENT, no, to), |k, v| {
+                for run in self.parse_page(k, v)? {
+                    events += run.count as usize;
+                    out.push(run);
+                }
+                Ok(events < limit)
+            })
+            .map_err(|e| self.each_err(e))?;
         Ok(out)
     }
 
@@ -444,7 +609,13 @@ impl Index {
 
     /// Empties the index, for a rebuild from the log.
     pub(crate) fn clear(&self) -> Result<(), StoreError> {
-        self.db.clear().map_err(|e| self.err("clearing", e))
+        match &self.db {
+            Kv::Sled(db) => db.clear().map_err(|e| self.err("clearing", e)),
+            Kv::Memory(m) => {
+                write(m).clear();
+                Ok(())
+            }
+        }
     }
 
     /// A kept node of stream `no`'s tree (see [`IndexBatch::tree_node`]).
@@ -456,7 +627,7 @@ impl Index {
     ) -> Result<Option<TreeHash>, StoreError> {
         let Some(v) = self
             .db
-            .get(node_key(no, level, index))
+            .get(&node_key(no, level, index))
             .map_err(|e| self.err("reading", e))?
         else {
             return Ok(None);
@@ -472,7 +643,7 @@ impl Index {
     pub(crate) fn frontier(&self, no: u64) -> Result<Option<TreeBuilder>, StoreError> {
         let Some(v) = self
             .db
-            .get(frontier_key(no))
+            .get(&frontier_key(no))
             .map_err(|e| self.err("reading", e))?
         else {
             return Ok(None);
@@ -504,11 +675,19 @@ impl Index {
     /// entry.
     #[cfg(test)]
     pub(crate) fn forget_trees(&self) {
-        self.db.remove(TREE_MARKER).expect("test index write");
+        self.db.remove(TREE_MARKER);
         for prefix in [TREE_NODE, TREE_FRONTIER] {
-            for item in self.db.scan_prefix([prefix]) {
-                let (k, _) = item.expect("test index read");
-                self.db.remove(k).expect("test index write");
+            let mut keys = Vec::new();
+            self.db
+                .each_in(&[prefix], &[prefix + 1], |k, _| {
+                    if k.first() == Some(&prefix) {
+                        keys.push(k.to_vec());
+                    }
+                    Ok(true)
+                })
+                .expect("test index read");
+            for k in keys {
+                self.db.remove(&k);
             }
         }
     }
@@ -523,14 +702,14 @@ impl Index {
     #[cfg(test)]
     pub(crate) fn overwrite_tree_node(&self, no: u64, level: u32, index: u64, hash: &TreeHash) {
         self.db
-            .insert(node_key(no, level, index), &hash.0[..])
+            .insert(&node_key(no, level, index), hash.0.to_vec())
             .expect("test index write");
     }
 
     pub(crate) fn blob(&self, hash: &Hash) -> Result<Option<Position>, StoreError> {
         match self
             .db
-            .get(blob_key(hash))
+            .get(&blob_key(hash))
             .map_err(|e| self.err("reading", e))?
         {
             None => Ok(None),
@@ -551,8 +730,7 @@ impl Index {
         v.extend_from_slice(&event_hash.0);
         v.extend_from_slice(state);
         self.db
-            .insert(key(SNAPSHOT, no, seq), v)
-            .map(|_| ())
+            .insert(&key(SNAPSHOT, no, seq), v)
             .map_err(|e| self.err("writing snapshot", e))
     }
 
@@ -564,12 +742,11 @@ impl Index {
     ) -> Result<Option<(u64, Hash, Vec<u8>)>, StoreError> {
         let found = self
             .db
-            .range(key(SNAPSHOT, no, 0)..=key(SNAPSHOT, no, seq))
-            .next_back();
-        let Some(item) = found else {
+            .last_in(&key(SNAPSHOT, no, 0), &key(SNAPSHOT, no, seq))
+            .map_err(|e| self.err("reading snapshot", e))?;
+        let Some((k, v)) = found else {
             return Ok(None);
         };
-        let (k, v) = item.map_err(|e| self.err("reading snapshot", e))?;
         let at = k
             .get(9..17)
             .and_then(|b| b.try_into().ok())
@@ -650,14 +827,17 @@ mod tests {
     fn a_damaged_page_is_a_typed_error() {
         let dir = tempfile::tempdir().unwrap();
         let index = Index::open(&dir.path().join("index")).unwrap();
-        index.db.insert(key(EVENT, 0, 1), &[0u8; 57][..]).unwrap();
+        index.db.insert(&key(EVENT, 0, 1), vec![0u8; 57]).unwrap();
         assert!(matches!(
             index.runs(0, 1, 10, usize::MAX),
             Err(StoreError::Index { .. })
         ));
         let mut zero_count = run(1, 1, 32).to_bytes();
         zero_count[20..24].copy_from_slice(&0u32.to_be_bytes());
-        index.db.insert(key(EVENT, 0, 1), &zero_count[..]).unwrap();
+        index
+            .db
+            .insert(&key(EVENT, 0, 1), zero_count.to_vec())
+            .unwrap();
         assert!(matches!(
             index.runs(0, 1, 10, usize::MAX),
             Err(StoreError::Index { .. })

@@ -21,6 +21,7 @@ mod event;
 #[cfg(any(test, feature = "fault-injection"))]
 mod fault;
 mod index;
+mod lock;
 pub mod merkle;
 mod reader;
 mod recovery;
@@ -43,7 +44,8 @@ pub use error::{ChainBreak, Damage, OutsideTree, StoreError};
 pub use event::{BlobRef, Event, Hash, NewEvent, Payload, StreamId, WallTime};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use fault::FaultPlan;
-pub use recovery::RecoveryReport;
+pub use lock::LockHolder;
+pub use recovery::{BlobDamage, LogDamage, RecoveryReport, StreamDamage, ViewReport};
 pub use scan::{LogEnd, LogPosition, ScanError, ScanSummary, Scanned, scan_log};
 pub use segment::FileOp;
 

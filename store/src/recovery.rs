@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use tracing::{info, info_span, warn};
 
@@ -11,7 +11,9 @@ use crate::chain::blob_hash;
 use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
+use crate::event::{Hash, StreamId};
 use crate::index::{Index, IndexBatch, NODE_MIN_LEVEL, Position, RUN_MAX_EVENTS, Run, StreamState};
+use crate::lock::is_lock_file;
 use crate::merkle::{TreeBuilder, leaf_hash};
 use crate::segment::{
     BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
@@ -74,7 +76,9 @@ fn check_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(io_err("creating store directory", dir))?;
-            let mut entries = fs::read_dir(dir).map_err(io_err("listing store directory", dir))?;
+            let mut entries = fs::read_dir(dir)
+                .map_err(io_err("listing store directory", dir))?
+                .filter(|e| !e.as_ref().is_ok_and(|e| is_lock_file(&e.file_name())));
             if entries.next().is_some() {
                 return Err(StoreError::ForeignDirectory {
                     path: dir.to_path_buf(),
@@ -280,6 +284,7 @@ fn scan(
                         seg,
                         (at as u64, end as u64),
                         payload,
+                        None,
                     )?;
                     at = end;
                 }
@@ -326,6 +331,7 @@ fn scan(
 
 /// Indexes the records of one batch found beyond the index's coverage, checking each event
 /// against its stream's chain.
+#[allow(clippy::too_many_arguments)]
 fn index_frame(
     index: &Index,
     (heads, trees): (&mut StreamMap<StreamState>, &mut HashMap<u64, TreeBuilder>),
@@ -334,6 +340,7 @@ fn index_frame(
     seg: u64,
     (frame_at, frame_end): (u64, u64),
     payload: &[u8],
+    mut contain: Option<&mut Contained>,
 ) -> Result<u64, StoreError> {
     let payload_at = frame_at + BATCH_HEADER_LEN as u64;
     let corrupt = |offset: u64, damage: Damage| StoreError::Corrupt {
@@ -361,6 +368,14 @@ fn index_frame(
                 let (hash, content) =
                     decode_blob(rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
                 if blob_hash(content) != hash {
+                    if let Some(c) = contain.as_deref_mut() {
+                        c.blobs.push(BlobDamage {
+                            address: hash,
+                            segment: path.to_path_buf(),
+                            offset,
+                        });
+                        continue;
+                    }
                     return Err(corrupt(
                         offset,
                         Damage::BadRecord(format!("blob {hash} does not match its content")),
@@ -371,19 +386,37 @@ fn index_frame(
             TAG_EVENT => {
                 let (event, body) = decode_event(rec.body, None)
                     .map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
+                if contain
+                    .as_deref()
+                    .is_some_and(|c| c.streams.contains_key(&event.stream))
+                {
+                    // Past the first break of its stream: nothing after it is believed.
+                    continue;
+                }
                 let head = heads.get(&event.stream).copied();
                 let seq = head.map_or(1, |h| h.seq + 1);
-                check_link(&event.stream, seq, head.map(|h| h.hash), &event, body).map_err(
-                    |break_| {
-                        corrupt(
+                if let Err(break_) =
+                    check_link(&event.stream, seq, head.map(|h| h.hash), &event, body)
+                {
+                    let damage = Damage::Chain {
+                        stream: event.stream.clone(),
+                        break_,
+                    };
+                    let Some(c) = contain.as_deref_mut() else {
+                        return Err(corrupt(offset, damage));
+                    };
+                    c.streams.insert(
+                        event.stream.clone(),
+                        StreamDamage {
+                            stream: event.stream,
+                            seq,
+                            segment: path.to_path_buf(),
                             offset,
-                            Damage::Chain {
-                                stream: event.stream.clone(),
-                                break_,
-                            },
-                        )
-                    },
-                )?;
+                            damage,
+                        },
+                    );
+                    continue;
+                }
                 let no = match head {
                     Some(h) => h.no,
                     None => {
@@ -477,4 +510,237 @@ fn index_frame(
     batch.covered(seg, frame_end, *next_stream);
     index.apply(batch)?;
     Ok(events)
+}
+
+/// A stream whose events fail their checks, as a read-only view found it: everything
+/// before `seq` is sound and readable, nothing from `seq` on is believed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamDamage {
+    pub stream: StreamId,
+    /// The first sequence that fails.
+    pub seq: u64,
+    pub segment: PathBuf,
+    /// Byte offset of the failing record in the segment file.
+    pub offset: u64,
+    pub damage: Damage,
+}
+
+impl StreamDamage {
+    /// The damage as the error a read of the stream ends with.
+    pub fn to_error(&self) -> StoreError {
+        StoreError::StreamDamaged {
+            stream: self.stream.clone(),
+            seq: self.seq,
+            segment: self.segment.clone(),
+            offset: self.offset,
+            damage: Box::new(self.damage.clone()),
+        }
+    }
+}
+
+/// A blob whose content does not hash to its address: events referring to it read as
+/// having no such blob.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobDamage {
+    pub address: Hash,
+    pub segment: PathBuf,
+    pub offset: u64,
+}
+
+/// Where a read-only view stopped reading the log, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogDamage {
+    pub segment: PathBuf,
+    pub offset: u64,
+    pub damage: Damage,
+}
+
+/// What a read-only view found wrong, without repairing any of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ViewReport {
+    /// Streams whose events fail their checks, in stream order; the others are readable.
+    pub damaged_streams: Vec<StreamDamage>,
+    pub damaged_blobs: Vec<BlobDamage>,
+    /// Damage to the log's framing that no crash explains: nothing after it was read, so
+    /// runs may lack the events recorded after it.
+    pub log_damage: Option<LogDamage>,
+    /// The last frame of the last segment is incomplete: a writer is putting it down, or a
+    /// crash tore it (the next writer cuts it). It was never acknowledged.
+    pub unfinished_at: Option<(PathBuf, u64)>,
+}
+
+/// What a read-only view keeps between refreshes.
+#[derive(Default)]
+pub(crate) struct Contained {
+    pub streams: StreamMap<StreamDamage>,
+    pub blobs: Vec<BlobDamage>,
+    pub log_damage: Option<LogDamage>,
+    pub unfinished_at: Option<(PathBuf, u64)>,
+}
+
+impl Contained {
+    pub(crate) fn report(&self) -> ViewReport {
+        let mut damaged_streams: Vec<StreamDamage> = self.streams.values().cloned().collect();
+        damaged_streams.sort_by(|a, b| a.stream.cmp(&b.stream));
+        ViewReport {
+            damaged_streams,
+            damaged_blobs: self.blobs.clone(),
+            log_damage: self.log_damage.clone(),
+            unfinished_at: self.unfinished_at.clone(),
+        }
+    }
+}
+
+/// Whether `dir` holds a store a view can read: `Ok(false)` for a directory a writer is
+/// only creating (nothing in it but the lock files). Never creates anything.
+fn check_view_marker(dir: &Path) -> Result<bool, StoreError> {
+    if !dir.exists() {
+        return Err(StoreError::NoDataDirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    if !dir.is_dir() {
+        return Err(StoreError::NotADataDirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    if dir.join(MARKER).exists() {
+        // Reads the marker; creates nothing, since it is there.
+        check_marker(dir, false)?;
+        return Ok(true);
+    }
+    let mut entries = fs::read_dir(dir)
+        .map_err(io_err("listing data directory", dir))?
+        .filter(|e| !e.as_ref().is_ok_and(|e| is_lock_file(&e.file_name())));
+    if entries.next().is_some() {
+        return Err(StoreError::NotADataDirectory {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(false)
+}
+
+/// Opens a read-only view of the store in `dir`: its log indexed into `index` (in memory),
+/// taking no lock and writing nothing.
+pub(crate) fn open_view(
+    dir: &Path,
+    index: &Index,
+    contained: &mut Contained,
+) -> Result<StreamMap<StreamState>, StoreError> {
+    let _span = info_span!("open_view", dir = %dir.display()).entered();
+    if !check_view_marker(dir)? {
+        return Ok(StreamMap::default());
+    }
+    refresh_view(dir, index, contained)
+}
+
+/// Reads what was appended since the view last read (all of it, the first time), checking
+/// every chain link and hash, containing a broken stream to itself, stopping before an
+/// unfinished last frame; returns every stream's head (a damaged stream's: its last
+/// sound event).
+pub(crate) fn refresh_view(
+    dir: &Path,
+    index: &Index,
+    contained: &mut Contained,
+) -> Result<StreamMap<StreamState>, StoreError> {
+    let log_dir = dir.join("log");
+    let mut heads: StreamMap<StreamState> = index.streams()?.into_iter().collect();
+    if contained.log_damage.is_some() || !log_dir.is_dir() {
+        return Ok(heads);
+    }
+    contained.unfinished_at = None;
+    let segments = list_segments(&log_dir)?;
+    let Some(&last) = segments.last() else {
+        return Ok(heads);
+    };
+    let mut trees: HashMap<u64, TreeBuilder> = HashMap::new();
+    let (covered_seg, covered_off, mut next_stream) =
+        index.covered()?.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
+    'segments: for seg in covered_seg..=last {
+        let path = segment_path(&log_dir, seg);
+        let is_last = seg == last;
+        let mut at = if seg == covered_seg {
+            covered_off
+        } else {
+            SEGMENT_HEADER_LEN
+        } as usize;
+        // A writer appends while this reads: a read of the file may catch a batch half
+        // written. What looks like damage in the last segment is read again before it is
+        // believed (only bytes past the end of the log can have changed).
+        let mut attempts = 0;
+        'read: loop {
+            let bytes = fs::read(&path).map_err(io_err("reading segment", &path))?;
+            if is_last && bytes.len() < SEGMENT_HEADER_LEN as usize {
+                contained.unfinished_at = Some((path.clone(), 0));
+                break 'segments;
+            }
+            if let Err(e) = check_segment_header(&bytes, seg, &path) {
+                contained.log_damage = Some(log_damage_of(e, &path, 0));
+                break 'segments;
+            }
+            while at < bytes.len() {
+                if is_last && zero_runway(&bytes, at) {
+                    break;
+                }
+                match check_batch(&bytes[at..]) {
+                    Ok(payload) => {
+                        let end = at + BATCH_HEADER_LEN + payload.len();
+                        if let Err(e) = index_frame(
+                            index,
+                            (&mut heads, &mut trees),
+                            &mut next_stream,
+                            &path,
+                            seg,
+                            (at as u64, end as u64),
+                            payload,
+                            Some(contained),
+                        ) {
+                            contained.log_damage = Some(log_damage_of(e, &path, at as u64));
+                            break 'segments;
+                        }
+                        at = end;
+                    }
+                    Err(damage) => {
+                        let torn = is_last && valid_frame_after(&bytes, at).is_none();
+                        if torn {
+                            contained.unfinished_at = Some((path.clone(), at as u64));
+                            break 'segments;
+                        }
+                        if is_last && attempts < 3 {
+                            attempts += 1;
+                            continue 'read;
+                        }
+                        contained.log_damage = Some(LogDamage {
+                            segment: path.clone(),
+                            offset: at as u64,
+                            damage,
+                        });
+                        break 'segments;
+                    }
+                }
+            }
+            break;
+        }
+    }
+    Ok(heads)
+}
+
+/// A failure to index a frame, as damage to the log at `offset` of `path`.
+fn log_damage_of(e: StoreError, path: &Path, offset: u64) -> LogDamage {
+    match e {
+        StoreError::Corrupt {
+            segment,
+            offset,
+            damage,
+        } => LogDamage {
+            segment,
+            offset,
+            damage: *damage,
+        },
+        other => LogDamage {
+            segment: path.to_path_buf(),
+            offset,
+            damage: Damage::BadRecord(other.to_string()),
+        },
+    }
 }

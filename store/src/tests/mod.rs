@@ -6,6 +6,7 @@ mod faults;
 mod format_example;
 mod model;
 mod runway;
+mod shared_dir;
 mod tree;
 
 use std::path::{Path, PathBuf};

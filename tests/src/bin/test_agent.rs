@@ -39,6 +39,8 @@
 //! `--kill-parent-once FILE`: when FILE does not exist, creates it on the first request
 //! and kills the parent process (docket) with SIGKILL before answering, as a crash of
 //! docket between recording a request and its answer would.
+//! `--gate FILE`: on each request, creates `FILE.waiting` and answers only once FILE
+//! exists (a test holds the agent, and so the run, mid-call until it creates FILE).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 use std::io::{BufRead, Write};
@@ -80,6 +82,7 @@ struct Script {
     record: Option<String>,
     banner_once: Option<String>,
     kill_parent_once: Option<String>,
+    gate: Option<String>,
     partial: bool,
 }
 
@@ -114,6 +117,8 @@ fn main() -> ExitCode {
             script.banner_once = Some(value("--banner-once"));
         } else if arg == "--kill-parent-once" {
             script.kill_parent_once = Some(value("--kill-parent-once"));
+        } else if arg == "--gate" {
+            script.gate = Some(value("--gate"));
         } else if arg == "--partial" {
             script.partial = true;
         } else if arg == "--record" {
@@ -178,6 +183,19 @@ fn main() -> ExitCode {
             if let Err(err) = appended {
                 eprintln!("test-agent: cannot record to {path}: {err}");
                 return ExitCode::from(8);
+            }
+        }
+        if let Some(gate) = &script.gate {
+            let _ = std::fs::write(format!("{gate}.waiting"), b"");
+            // Bounded: a test that never opens the gate must not leave an agent behind.
+            let mut waited = 0;
+            while !std::path::Path::new(gate).exists() {
+                if waited > 120_000 {
+                    eprintln!("test-agent: the gate {gate} was never opened");
+                    return ExitCode::from(10);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                waited += 10;
             }
         }
         if script.kill_parent_once.as_deref().is_some_and(first_time) {
