@@ -2,10 +2,12 @@
 
 use futures::StreamExt;
 
-use docket_store::{Event, EventStore, Payload, StreamId};
+use std::collections::BTreeMap;
+
+use docket_store::{Event, EventStore, Hash, Payload, StreamId};
 
 use super::RuntimeError;
-use docket_decider::RunEvent;
+use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload, RunEvent};
 
 /// An event as recorded, with its envelope.
 #[derive(Debug, Clone)]
@@ -47,19 +49,51 @@ pub(super) async fn read_run<S: EventStore>(
     Ok(out)
 }
 
-/// An event's payload bytes, fetched from the blob store when it was stored apart.
+/// An event's plain payload bytes (what encoding 1 records): fetched from the blob store
+/// when the whole payload was stored apart, and with the content an encoding-2 payload
+/// refers to put back in place (docs/events.md#content-stored-once), so everything that
+/// reads events sees what it saw before.
 pub(super) async fn payload<S: EventStore>(
     store: &S,
     event: &Event,
 ) -> Result<Vec<u8>, RuntimeError> {
-    Ok(match &event.payload {
+    let bytes = match &event.payload {
         Payload::Inline(bytes) => bytes.clone(),
         Payload::Blob(blob) => store
             .get_blob(&blob.hash)
             .await
             .map_err(RuntimeError::Store)?
             .unwrap_or_default(),
-    })
+    };
+    if event.kind_version != REFERENCED_PAYLOAD {
+        return Ok(bytes);
+    }
+    let stream = event.stream.as_str();
+    let parsed =
+        ReferencedPayload::parse(&event.kind, &bytes).map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    let mut content: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    for r in parsed.refs() {
+        if content.contains_key(&r.hash) {
+            continue;
+        }
+        if let Some(bytes) = store
+            .get_blob(&Hash(r.hash))
+            .await
+            .map_err(RuntimeError::Store)?
+        {
+            content.insert(r.hash, bytes);
+        }
+    }
+    let plain = parsed
+        .resolve(|r| content.get(&r.hash).cloned())
+        .map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    Ok(docket_policies::canonical_json_bytes(&plain))
 }
 
 /// An event of run `run` decoded, or an error naming the run and the event kind.

@@ -1,0 +1,399 @@
+//! Payload encoding 2: content recorded once, referred to by hash (issue 15 point 6).
+//!
+//! What an agent is handed, delivered or answers (and a run's bundle source, input,
+//! results and output) appears in several events of a run: in a response, in each
+//! handoff's `delivered`, in the next call's request. Encoding 2 writes each such value
+//! once, as a content-addressed blob of its canonical JSON, and puts a reference in its
+//! place: `{"blake3": "<64 hex>", "len": N}`, the blob's plain BLAKE3 hash and length.
+//! Which values are referred to is a fixed table of positions per event kind
+//! ([`CONTENT_POSITIONS`]; docs/events.md#content-stored-once): every value present at one
+//! of those positions is a reference, and no value anywhere else is, so a reference is
+//! never confused with content that happens to look like one (an agent may answer
+//! `{"blake3": ...}`). The table is part of the format: a change to it is a new encoding.
+//!
+//! This is an encoding concern only: the event types, what `decide` records and the
+//! fold are unchanged; the runtime rebuilds the plain payload before anything reads it.
+//! Pure (no I/O): the caller fetches each referenced blob and hands it in.
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::event::{DecodeError, RunEvent};
+
+/// `kind_version` of an event whose payload is the plain canonical JSON of the event
+/// (every event recorded before encoding 2, and the data directory's own streams).
+pub const PLAIN_PAYLOAD: u32 = 1;
+
+/// `kind_version` of an event in payload encoding 2: plain canonical JSON, except that
+/// the values at the kind's [`CONTENT_POSITIONS`] are references to blobs.
+pub const REFERENCED_PAYLOAD: u32 = 2;
+
+/// Where content sits in each kind's payload, as JSON pointers in which `*` stands for
+/// every element of an array. A kind not listed has none (its encoding-2 payload is its
+/// plain one).
+pub const CONTENT_POSITIONS: &[(&str, &[&str])] = &[
+    ("run.requested", &["/bundle_source", "/input"]),
+    (
+        "agent.call_scheduled",
+        &[
+            "/request/context/handoff/original_request",
+            "/request/decision_inputs/*/payload",
+            "/request/context_inputs/*/payload",
+        ],
+    ),
+    ("agent.responded", &["/response/actions/*/payload"]),
+    ("handoff.allowed", &["/delivered"]),
+    ("tool.returned", &["/result"]),
+    ("domain.written", &["/content"]),
+    ("episode.finished", &["/result"]),
+    ("run.completed", &["/output"]),
+];
+
+/// The content positions of `kind` (empty for a kind without content).
+#[must_use]
+pub fn content_positions(kind: &str) -> &'static [&'static str] {
+    CONTENT_POSITIONS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(&[], |(_, positions)| positions)
+}
+
+/// A reference found in an encoding-2 payload: where it stands and what it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentRef {
+    /// The JSON pointer (RFC 6901) of the value in the plain payload.
+    pub pointer: String,
+    /// Plain BLAKE3 of the blob's bytes (the store's blob address).
+    pub hash: [u8; 32],
+    /// The blob's length in bytes.
+    pub len: u64,
+}
+
+impl ContentRef {
+    /// The hash in lower-case hex, as references and exports write it.
+    #[must_use]
+    pub fn hash_hex(&self) -> String {
+        self.hash.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// An event in encoding 2: its payload and the blobs it refers to (each once, in the
+/// order first referred to).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReferencedEvent {
+    /// The payload the log records (and its hash covers).
+    pub payload: Vec<u8>,
+    /// The canonical JSON of each referenced value: the blobs to store with the event.
+    pub blobs: Vec<Vec<u8>>,
+}
+
+impl RunEvent {
+    /// This event in payload encoding 2 ([`REFERENCED_PAYLOAD`]).
+    #[must_use]
+    pub fn encode_referenced(&self) -> ReferencedEvent {
+        let positions = content_positions(self.kind());
+        if positions.is_empty() {
+            return ReferencedEvent {
+                payload: self.encode(),
+                blobs: Vec::new(),
+            };
+        }
+        let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
+        let mut blobs: Vec<Vec<u8>> = Vec::new();
+        let mut seen: Vec<blake3::Hash> = Vec::new();
+        for position in positions {
+            let steps: Vec<&str> = position.split('/').skip(1).collect();
+            for_each_at(&mut value, &steps, &mut |slot| {
+                let bytes = docket_policies::canonical_json_bytes(&*slot);
+                let hash = blake3::hash(&bytes);
+                *slot = reference(hash.as_bytes(), bytes.len() as u64);
+                if !seen.contains(&hash) {
+                    seen.push(hash);
+                    blobs.push(bytes);
+                }
+            });
+        }
+        ReferencedEvent {
+            payload: docket_policies::canonical_json_bytes(&value),
+            blobs,
+        }
+    }
+}
+
+/// An encoding-2 payload, parsed: its references, and the plain event once their
+/// content is supplied.
+#[derive(Debug, Clone)]
+pub struct ReferencedPayload {
+    kind: String,
+    value: Value,
+    refs: Vec<ContentRef>,
+}
+
+impl ReferencedPayload {
+    /// Parses `bytes` as an encoding-2 payload of `kind`: every value at the kind's
+    /// content positions must be a well-formed reference.
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the position of a value that is not a reference.
+    pub fn parse(kind: &str, bytes: &[u8]) -> Result<Self, DecodeError> {
+        let err = |message: String| DecodeError {
+            kind: kind.to_owned(),
+            message,
+        };
+        let mut value: Value =
+            serde_json::from_slice(bytes).map_err(|e| err(format!("payload: {e}")))?;
+        let mut refs = Vec::new();
+        let mut bad: Option<String> = None;
+        for position in content_positions(kind) {
+            let steps: Vec<&str> = position.split('/').skip(1).collect();
+            walk(
+                &mut value,
+                &steps,
+                String::new(),
+                &mut |pointer, slot| match parse_reference(slot) {
+                    Some((hash, len)) => refs.push(ContentRef { pointer, hash, len }),
+                    None if bad.is_none() => {
+                        bad = Some(format!(
+                            "the value at {pointer} (a content position, docs/events.md#content-stored-once) \
+                             is not a reference {{\"blake3\": HEX, \"len\": N}}"
+                        ));
+                    }
+                    None => {}
+                },
+            );
+        }
+        if let Some(message) = bad {
+            return Err(err(message));
+        }
+        Ok(Self {
+            kind: kind.to_owned(),
+            value,
+            refs,
+        })
+    }
+
+    /// The references, in table order, then document order.
+    #[must_use]
+    pub fn refs(&self) -> &[ContentRef] {
+        &self.refs
+    }
+
+    /// The plain payload (what encoding 1 records), each reference replaced by the JSON
+    /// of its content; `content` gives a blob's bytes (`None`: the store lacks it).
+    ///
+    /// # Errors
+    /// [`DecodeError`] when a blob is missing, has another length than its reference
+    /// says, or is not JSON.
+    pub fn resolve(
+        &self,
+        mut content: impl FnMut(&ContentRef) -> Option<Vec<u8>>,
+    ) -> Result<Value, DecodeError> {
+        let err = |message: String| DecodeError {
+            kind: self.kind.clone(),
+            message,
+        };
+        let mut value = self.value.clone();
+        for r in &self.refs {
+            let Some(bytes) = content(r) else {
+                return Err(err(format!(
+                    "the content at {} (blob {}) is not in the store",
+                    r.pointer,
+                    r.hash_hex()
+                )));
+            };
+            if bytes.len() as u64 != r.len {
+                return Err(err(format!(
+                    "the content at {} (blob {}) is {} bytes, its reference says {}",
+                    r.pointer,
+                    r.hash_hex(),
+                    bytes.len(),
+                    r.len
+                )));
+            }
+            let inner: Value = serde_json::from_slice(&bytes).map_err(|e| {
+                err(format!(
+                    "the content at {} (blob {}) is not JSON: {e}",
+                    r.pointer,
+                    r.hash_hex()
+                ))
+            })?;
+            if let Some(slot) = value.pointer_mut(&r.pointer) {
+                *slot = inner;
+            }
+        }
+        Ok(value)
+    }
+
+    /// The plain event ([`ReferencedPayload::resolve`], then decoded as
+    /// [`RunEvent::decode`] would the plain bytes).
+    ///
+    /// # Errors
+    /// [`DecodeError`].
+    pub fn decode(
+        &self,
+        content: impl FnMut(&ContentRef) -> Option<Vec<u8>>,
+    ) -> Result<RunEvent, DecodeError> {
+        let value = self.resolve(content)?;
+        let event = RunEvent::deserialize(value).map_err(|e| DecodeError {
+            kind: self.kind.clone(),
+            message: e.to_string(),
+        })?;
+        if event.kind() != self.kind {
+            return Err(DecodeError {
+                kind: self.kind.clone(),
+                message: format!("payload is a {} event", event.kind()),
+            });
+        }
+        Ok(event)
+    }
+}
+
+fn reference(hash: &[u8; 32], len: u64) -> Value {
+    let mut map = Map::new();
+    map.insert(
+        "blake3".into(),
+        Value::String(hash.iter().map(|b| format!("{b:02x}")).collect()),
+    );
+    map.insert("len".into(), Value::from(len));
+    Value::Object(map)
+}
+
+/// `{"blake3": 64 lower-case hex digits, "len": u64}` and nothing else.
+fn parse_reference(value: &Value) -> Option<([u8; 32], u64)> {
+    let map = value.as_object()?;
+    if map.len() != 2 {
+        return None;
+    }
+    let hex = map.get("blake3")?.as_str()?;
+    let len = map.get("len")?.as_u64()?;
+    if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return None;
+    }
+    let mut hash = [0u8; 32];
+    for (i, out) in hash.iter_mut().enumerate() {
+        *out = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some((hash, len))
+}
+
+/// Calls `f` on every value present at `steps` (`*`: each element of an array).
+fn for_each_at(value: &mut Value, steps: &[&str], f: &mut impl FnMut(&mut Value)) {
+    walk(value, steps, String::new(), &mut |_, slot| f(slot));
+}
+
+fn walk(
+    value: &mut Value,
+    steps: &[&str],
+    pointer: String,
+    f: &mut impl FnMut(String, &mut Value),
+) {
+    let Some((step, rest)) = steps.split_first() else {
+        f(pointer, value);
+        return;
+    };
+    if *step == "*" {
+        if let Value::Array(items) = value {
+            for (i, item) in items.iter_mut().enumerate() {
+                walk(item, rest, format!("{pointer}/{i}"), f);
+            }
+        }
+    } else if let Value::Object(map) = value
+        && let Some(inner) = map.get_mut(*step)
+    {
+        // Position steps are plain keys (no `~` or `/`), so they are their own escape.
+        walk(inner, rest, format!("{pointer}/{step}"), f);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::*;
+    use crate::testing::{act, gate_run, gate_source, record};
+
+    #[test]
+    fn every_kind_in_the_table_is_a_kind() {
+        for (kind, positions) in CONTENT_POSITIONS {
+            assert!(RunEvent::KINDS.contains(kind), "{kind}");
+            for p in *positions {
+                assert!(p.starts_with('/') && !p.contains('~'), "{p}");
+            }
+        }
+    }
+
+    fn store_of(blobs: &[Vec<u8>]) -> BTreeMap<[u8; 32], Vec<u8>> {
+        blobs
+            .iter()
+            .map(|b| (*blake3::hash(b).as_bytes(), b.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn content_that_looks_like_a_reference_stays_content() {
+        let fake = json!({"blake3": "00".repeat(32), "len": 3});
+        let event = RunEvent::RunCompleted {
+            output: json!({"$ref": "x", "inner": fake.clone()}),
+        };
+        let encoded = event.encode_referenced();
+        let parsed = ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");
+        assert_eq!(parsed.refs().len(), 1);
+        assert_eq!(parsed.refs()[0].pointer, "/output");
+        let blobs = store_of(&encoded.blobs);
+        let back = parsed
+            .decode(|r| blobs.get(&r.hash).cloned())
+            .expect("decodes");
+        assert_eq!(back, event);
+        // A plain payload where a reference belongs is refused, naming the position.
+        let plain = ReferencedPayload::parse("run.completed", &event.encode());
+        assert!(plain.is_err_and(|e| e.message.contains("/output")));
+    }
+
+    #[test]
+    fn a_missing_or_wrong_blob_is_an_error_naming_the_position() {
+        let event = RunEvent::RunCompleted {
+            output: json!({"answer": 42}),
+        };
+        let encoded = event.encode_referenced();
+        let parsed = ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");
+        let missing = parsed.decode(|_| None).expect_err("no blob");
+        assert!(
+            missing.message.contains("/output") && missing.message.contains("not in the store")
+        );
+        let short = parsed
+            .decode(|_| Some(b"{}".to_vec()))
+            .expect_err("wrong length");
+        assert!(short.message.contains("bytes"), "{short}");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+        /// Whatever the agents do, every event in encoding 2 decodes to itself, its
+        /// payload resolved is its plain encoding byte for byte, and each value is
+        /// stored once.
+        #[test]
+        fn every_event_round_trips_through_encoding_2(
+            edges in prop::collection::vec((0..3usize, 0..3usize), 0..6),
+            mode in 0..3usize,
+            script in prop::collection::vec(act(), 1..25),
+            approvals in prop::collection::vec(any::<bool>(), 25),
+        ) {
+            let (bundle, run) = gate_run(&gate_source(&edges, mode)).expect("the bundle compiles");
+            let recorded = record(&bundle, run, &script, &approvals);
+            for event in &recorded.log {
+                let encoded = event.encode_referenced();
+                let blobs = store_of(&encoded.blobs);
+                prop_assert_eq!(blobs.len(), encoded.blobs.len(), "a blob twice");
+                let parsed = ReferencedPayload::parse(event.kind(), &encoded.payload).expect("parses");
+                let plain = parsed.resolve(|r| blobs.get(&r.hash).cloned()).expect("resolves");
+                prop_assert_eq!(docket_policies::canonical_json_bytes(&plain), event.encode());
+                let back = parsed.decode(|r| blobs.get(&r.hash).cloned()).expect("decodes");
+                prop_assert_eq!(&back, event);
+            }
+        }
+    }
+}
