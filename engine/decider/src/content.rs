@@ -5,11 +5,14 @@
 //! handoff's `delivered`, in the next call's request. Encoding 2 writes each such value
 //! once, as a content-addressed blob of its canonical JSON, and puts a reference in its
 //! place: `{"blake3": "<64 hex>", "len": N}`, the blob's plain BLAKE3 hash and length.
-//! Which values are referred to is a fixed table of positions per event kind
-//! ([`CONTENT_POSITIONS`]; docs/events.md#content-stored-once): every value present at one
-//! of those positions is a reference, and no value anywhere else is, so a reference is
-//! never confused with content that happens to look like one (an agent may answer
-//! `{"blake3": ...}`). The table is part of the format: a change to it is a new encoding.
+//! Where values may be referred to is a fixed table of positions per event kind
+//! ([`CONTENT_POSITIONS`]; docs/events.md#content-stored-once); no value anywhere else is
+//! ever read as a reference. At a position, a value of at least [`REFERENCE_FROM_BYTES`]
+//! bytes of canonical JSON is referred to (smaller ones cost more as a reference and a
+//! blob than inline), and so is any value shaped like a reference (an object whose keys
+//! are exactly `blake3` and `len`) whatever its size, so content an agent wrote never
+//! passes for a reference. The table and the threshold are part of the format: a change
+//! to either is a new encoding.
 //!
 //! This is an encoding concern only: the event types, what `decide` records and the
 //! fold are unchanged; the runtime rebuilds the plain payload before anything reads it.
@@ -27,6 +30,10 @@ pub const PLAIN_PAYLOAD: u32 = 1;
 /// `kind_version` of an event in payload encoding 2: plain canonical JSON, except that
 /// the values at the kind's [`CONTENT_POSITIONS`] are references to blobs.
 pub const REFERENCED_PAYLOAD: u32 = 2;
+
+/// Content at a position whose canonical JSON is at least this long is referred to; a
+/// reference and its blob record take about 125 bytes, so smaller values stay inline.
+pub const REFERENCE_FROM_BYTES: usize = 128;
 
 /// Where content sits in each kind's payload, as JSON pointers in which `*` stands for
 /// every element of an array. A kind not listed has none (its encoding-2 payload is its
@@ -105,6 +112,9 @@ impl RunEvent {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
             for_each_at(&mut value, &steps, &mut |slot| {
                 let bytes = docket_policies::canonical_json_bytes(&*slot);
+                if bytes.len() < REFERENCE_FROM_BYTES && !looks_like_a_reference(slot) {
+                    return;
+                }
                 let hash = blake3::hash(&bytes);
                 *slot = reference(hash.as_bytes(), bytes.len() as u64);
                 if !seen.contains(&hash) {
@@ -130,8 +140,8 @@ pub struct ReferencedPayload {
 }
 
 impl ReferencedPayload {
-    /// Parses `bytes` as an encoding-2 payload of `kind`: every value at the kind's
-    /// content positions must be a well-formed reference.
+    /// Parses `bytes` as an encoding-2 payload of `kind`: a value at one of the kind's
+    /// content positions shaped like a reference must be a well-formed one.
     ///
     /// # Errors
     /// [`DecodeError`] naming the position of a value that is not a reference.
@@ -146,21 +156,21 @@ impl ReferencedPayload {
         let mut bad: Option<String> = None;
         for position in content_positions(kind) {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
-            walk(
-                &mut value,
-                &steps,
-                String::new(),
-                &mut |pointer, slot| match parse_reference(slot) {
+            walk(&mut value, &steps, String::new(), &mut |pointer, slot| {
+                if !looks_like_a_reference(slot) {
+                    return;
+                }
+                match parse_reference(slot) {
                     Some((hash, len)) => refs.push(ContentRef { pointer, hash, len }),
                     None if bad.is_none() => {
                         bad = Some(format!(
-                            "the value at {pointer} (a content position, docs/events.md#content-stored-once) \
-                             is not a reference {{\"blake3\": HEX, \"len\": N}}"
+                            "the reference at {pointer} (docs/events.md#content-stored-once) \
+                                 is not {{\"blake3\": 64 lower-case hex digits, \"len\": N}}"
                         ));
                     }
                     None => {}
-                },
-            );
+                }
+            });
         }
         if let Some(message) = bad {
             return Err(err(message));
@@ -258,6 +268,14 @@ fn reference(hash: &[u8; 32], len: u64) -> Value {
     Value::Object(map)
 }
 
+/// An object whose keys are exactly `blake3` and `len`: at a content position, always a
+/// reference (the encoder refers to content of this shape whatever its size).
+fn looks_like_a_reference(value: &Value) -> bool {
+    value
+        .as_object()
+        .is_some_and(|m| m.len() == 2 && m.contains_key("blake3") && m.contains_key("len"))
+}
+
 /// `{"blake3": 64 lower-case hex digits, "len": u64}` and nothing else.
 fn parse_reference(value: &Value) -> Option<([u8; 32], u64)> {
     let map = value.as_object()?;
@@ -334,28 +352,51 @@ mod tests {
 
     #[test]
     fn content_that_looks_like_a_reference_stays_content() {
-        let fake = json!({"blake3": "00".repeat(32), "len": 3});
-        let event = RunEvent::RunCompleted {
-            output: json!({"$ref": "x", "inner": fake.clone()}),
+        // Small content shaped like a reference is referred to all the same.
+        for output in [
+            json!({"blake3": "00".repeat(32), "len": 3}),
+            json!({"blake3": "not hex", "len": -1}),
+        ] {
+            let event = RunEvent::RunCompleted { output };
+            let encoded = event.encode_referenced();
+            let parsed =
+                ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");
+            assert_eq!(parsed.refs().len(), 1);
+            assert_eq!(parsed.refs()[0].pointer, "/output");
+            let blobs = store_of(&encoded.blobs);
+            let back = parsed
+                .decode(|r| blobs.get(&r.hash).cloned())
+                .expect("decodes");
+            assert_eq!(back, event);
+        }
+        // Read as encoding 2, a plain payload holding a malformed reference is refused,
+        // naming where.
+        let forged = RunEvent::RunCompleted {
+            output: json!({"blake3": "not hex", "len": -1}),
         };
-        let encoded = event.encode_referenced();
-        let parsed = ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");
-        assert_eq!(parsed.refs().len(), 1);
-        assert_eq!(parsed.refs()[0].pointer, "/output");
-        let blobs = store_of(&encoded.blobs);
-        let back = parsed
-            .decode(|r| blobs.get(&r.hash).cloned())
-            .expect("decodes");
-        assert_eq!(back, event);
-        // A plain payload where a reference belongs is refused, naming the position.
-        let plain = ReferencedPayload::parse("run.completed", &event.encode());
-        assert!(plain.is_err_and(|e| e.message.contains("/output")));
+        let refused = ReferencedPayload::parse("run.completed", &forged.encode());
+        assert!(refused.is_err_and(|e| e.message.contains("/output")));
+        // Small content stays inline; large content is referred to; elsewhere nothing is.
+        let small = RunEvent::RunCompleted {
+            output: json!({"$ref": "x"}),
+        };
+        assert_eq!(small.encode_referenced().payload, small.encode());
+        let large = RunEvent::RunCompleted {
+            output: json!({"text": "x".repeat(200)}),
+        };
+        let encoded = large.encode_referenced();
+        assert_eq!(encoded.blobs.len(), 1);
+        assert!(encoded.payload.len() < 150);
+        let failed = RunEvent::RunFailed {
+            reason: "x".repeat(300),
+        };
+        assert_eq!(failed.encode_referenced().payload, failed.encode());
     }
 
     #[test]
     fn a_missing_or_wrong_blob_is_an_error_naming_the_position() {
         let event = RunEvent::RunCompleted {
-            output: json!({"answer": 42}),
+            output: json!({"answer": "4".repeat(200)}),
         };
         let encoded = event.encode_referenced();
         let parsed = ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");

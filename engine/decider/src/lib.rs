@@ -46,8 +46,8 @@ mod tests;
 mod transitions;
 
 pub use content::{
-    CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCED_PAYLOAD, ReferencedEvent,
-    ReferencedPayload, content_positions,
+    CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
+    ReferencedEvent, ReferencedPayload, content_positions,
 };
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,

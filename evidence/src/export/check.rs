@@ -2,10 +2,12 @@
 //! bytes it carries, the chain, the Merkle tree head and the signed checkpoint. It reads
 //! only the file: nothing here trusts the data directory the export came from.
 
+use std::collections::BTreeMap;
 use std::io::BufRead;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
 use docket_store::merkle::{TreeBuilder, TreeHash, leaf_hash};
 use docket_store::{Event, Hash, Payload, StreamId, event_hash, genesis};
 use serde_json::Value;
@@ -90,6 +92,16 @@ pub enum LineFault {
     BadCheckpoint(String),
     #[error("the export ends without the signed checkpoint the key you gave should have signed")]
     Unsigned,
+    #[error(
+        "the content at {pointer} (blob {hash}) has no `content` line before this event, or one of another length"
+    )]
+    MissingContent { pointer: String, hash: Hash },
+    #[error("content {0} appears twice: each is written once")]
+    RepeatedContent(Hash),
+    #[error("content {0} is referred to by no event: it is not part of this run")]
+    UnreferencedContent(Hash),
+    #[error("the event's payload does not read as encoding 2: {0}")]
+    BadReferences(String),
 }
 
 /// What a sound export holds.
@@ -139,7 +151,8 @@ pub fn verify_export(
     expect_type(n, &header, "header")?;
     let format = str_field(n, &header, "format")?;
     let version = u64_field(n, &header, "version")?;
-    if format != EXPORT_FORMAT || version != u64::from(EXPORT_VERSION) {
+    // Version 1 (before `content` lines) is read too: its events are all in encoding 1.
+    if format != EXPORT_FORMAT || !(1..=u64::from(EXPORT_VERSION)).contains(&version) {
         return Err(fault(
             n,
             LineFault::UnsupportedFormat {
@@ -150,7 +163,8 @@ pub fn verify_export(
     let run_text = str_field(n, &header, "run")?;
     let run = StreamId::new(run_text).map_err(|_| fault(n, LineFault::Field("run")))?;
     let promised = u64_field(n, &header, "events")?;
-    let expected = header_value(&run, promised);
+    let mut expected = header_value(&run, promised);
+    expected["version"] = Value::from(version);
     if let Some((key, found)) = first_difference(&header, &expected) {
         return Err(fault(
             n,
@@ -170,17 +184,31 @@ pub fn verify_export(
 
     let mut tree = TreeBuilder::new();
     let mut prev = genesis(&run);
+    // Content lines read so far: (length, referred to yet, line number).
+    let mut contents: BTreeMap<Hash, (u64, bool, usize)> = BTreeMap::new();
     loop {
         let Some((n, line, text)) = lines.next_object()? else {
             return Err(fault(lines.last + 1, LineFault::Truncated));
         };
         match str_field(n, &line, "type")? {
+            "content" if version >= 2 => {
+                let (hash, len) = check_content(n, &line)?;
+                if contents.insert(hash, (len, false, n)).is_some() {
+                    return Err(fault(n, LineFault::RepeatedContent(hash)));
+                }
+            }
             "event" => {
-                let event = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                let (event, payload) = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                if event.kind_version == REFERENCED_PAYLOAD {
+                    check_references(n, &event, &payload, &mut contents)?;
+                }
                 prev = event.hash;
                 tree.push(leaf_hash(&docket_store::event_record(&event)));
             }
             "tree" => {
+                if let Some((hash, (_, _, at))) = contents.iter().find(|(_, c)| !c.1) {
+                    return Err(fault(*at, LineFault::UnreferencedContent(*hash)));
+                }
                 let size = u64_field(n, &line, "size")?;
                 let root = str_field(n, &line, "root")?;
                 let computed = tree.root();
@@ -230,7 +258,7 @@ pub fn verify_export(
                 return Err(fault(
                     n,
                     LineFault::UnexpectedLine {
-                        expected: "event or tree",
+                        expected: "content, event or tree",
                         found: format!("a `{other}` line"),
                     },
                 ));
@@ -339,7 +367,7 @@ fn check_event(
     run: &StreamId,
     seq: u64,
     prev: Hash,
-) -> Result<Event, BadLine> {
+) -> Result<(Event, Vec<u8>), BadLine> {
     if let Some(key) = line.keys().find(|k| !EVENT_FIELDS.contains(&k.as_str())) {
         return Err(fault(n, LineFault::UnknownField(key.clone())));
     }
@@ -408,7 +436,7 @@ fn check_event(
             recorded_policy.as_deref().unwrap_or("null"),
         ));
     }
-    check_payload(n, line, text, &event)?;
+    let payload = check_payload(n, line, text, &event)?;
     let line_prev = str_field(n, line, "prev")?;
     if line_prev != event.prev.to_hex() {
         return Err(differs(n, "prev", line_prev, event.prev));
@@ -436,12 +464,68 @@ fn check_event(
             },
         ));
     }
-    Ok(event)
+    Ok((event, payload))
+}
+
+/// A `content` line: exactly `type`, `hash`, `len`, `content`; the content's plain
+/// BLAKE3 and length are the ones named.
+fn check_content(n: usize, line: &Object) -> Result<(Hash, u64), BadLine> {
+    if let Some(key) = line
+        .keys()
+        .find(|k| !["type", "hash", "len", "content"].contains(&k.as_str()))
+    {
+        return Err(fault(n, LineFault::UnknownField(key.clone())));
+    }
+    let hash = Hash::from_hex(str_field(n, line, "hash")?)
+        .ok_or_else(|| fault(n, LineFault::Field("hash")))?;
+    let len = u64_field(n, line, "len")?;
+    let content = STANDARD
+        .decode(str_field(n, line, "content")?)
+        .map_err(|_| fault(n, LineFault::NotBase64("content")))?;
+    let computed = docket_store::blob_hash(&content);
+    if computed != hash || content.len() as u64 != len {
+        return Err(fault(
+            n,
+            LineFault::WrongBlob {
+                recorded: hash,
+                computed,
+            },
+        ));
+    }
+    Ok((hash, len))
+}
+
+/// Every reference of an encoding-2 payload names content a line before it carried,
+/// of the length it says (docs/events.md#content-stored-once).
+fn check_references(
+    n: usize,
+    event: &Event,
+    payload: &[u8],
+    contents: &mut BTreeMap<Hash, (u64, bool, usize)>,
+) -> Result<(), BadLine> {
+    let parsed = ReferencedPayload::parse(&event.kind, payload)
+        .map_err(|e| fault(n, LineFault::BadReferences(e.message)))?;
+    for r in parsed.refs() {
+        let hash = Hash(r.hash);
+        match contents.get_mut(&hash) {
+            Some((len, used, _)) if *len == r.len => *used = true,
+            _ => {
+                return Err(fault(
+                    n,
+                    LineFault::MissingContent {
+                        pointer: r.pointer.clone(),
+                        hash,
+                    },
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The payload the line shows is the one the record covers (directly, or through its
 /// blob's hash).
-fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(), BadLine> {
+fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<Vec<u8>, BadLine> {
     let bytes = match &event.payload {
         Payload::Inline(bytes) => {
             if line.contains_key("payload_blob") {
@@ -521,7 +605,7 @@ fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(
         }
         _ => return Err(fault(n, LineFault::Field("payload"))),
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// The first key (in order) whose value differs between two JSON objects, with the
