@@ -253,7 +253,8 @@ def verify(path, trusted_key=None):
         raise Bad(n, "the header's genesis or store format is not this run's")
     event_context = EVENT_CONTEXT
     leaves, rest = [], lines[1:]
-    contents = {}  # hash hex -> [length, referred to yet, line]
+    # Content lines: each follows the event that first refers to it, in its order.
+    given, pending = {}, []  # hash hex -> length; [(pointer, hash hex, length)]
     while rest and obj(*rest[0]).get("type") in ("event", "content"):
         (n, text), rest = rest[0], rest[1:]
         line = obj(n, text)
@@ -263,10 +264,12 @@ def verify(path, trusted_key=None):
             data = b64(line["content"], n, "content")
             if blake3.blake3(data).hexdigest() != line["hash"] or len(data) != line["len"]:
                 raise Bad(n, "the content does not hash to the hash it names, or its length differs")
-            if line["hash"] in contents:
-                raise Bad(n, f"content {line['hash']} appears twice")
-            contents[line["hash"]] = [len(data), False, n]
+            if not pending or pending[0][1:] != (line["hash"], line["len"]):
+                raise Bad(n, f"content {line['hash']} is not the content expected here")
+            given[line["hash"]] = pending.pop(0)[2]
             continue
+        if pending:
+            raise Bad(n, f"the content at {pending[0][0]} (blob {pending[0][1]}) of the event before has no `content` line")
         unknown = set(line) - EVENT_FIELDS
         if unknown:
             raise Bad(n, f"field {sorted(unknown)[0]!r} is not part of the export format")
@@ -312,9 +315,10 @@ def verify(path, trusted_key=None):
             except ValueError as e:
                 raise Bad(n, f"the payload does not read as encoding 2: {e}")
             for pointer, h, length in refs:
-                if h not in contents or contents[h][0] != length:
-                    raise Bad(n, f"the content at {pointer} (blob {h}) has no `content` line before this event")
-                contents[h][1] = True
+                if h in given and given[h] != length:
+                    raise Bad(n, f"the reference at {pointer} says {length} bytes, its content has {given[h]}")
+                if h not in given and all(p[1] != h for p in pending):
+                    pending.append((pointer, h, length))
         if line.get("prev") != rec_prev.hex() or line.get("hash") != rec_hash.hex():
             raise Bad(n, "`prev` or `hash` differ from the record's")
         if rec_prev != prev:
@@ -325,10 +329,9 @@ def verify(path, trusted_key=None):
         leaves.append(leaf_hash(record))
     if not rest:
         raise Bad(lines[-1][0] + 1, "the export ends before its tree head line: it was cut short")
-    for h, (_, used, at) in contents.items():
-        if not used:
-            raise Bad(at, f"content {h} is referred to by no event")
     (n, text), rest = rest[0], rest[1:]
+    if pending:
+        raise Bad(n, f"the content at {pending[0][0]} (blob {pending[0][1]}) of the event before has no `content` line")
     tree = obj(n, text)
     if tree.get("type") != "tree":
         raise Bad(n, f"expected an event or the tree head, found a {tree.get('type')!r} line")

@@ -93,13 +93,11 @@ pub enum LineFault {
     #[error("the export ends without the signed checkpoint the key you gave should have signed")]
     Unsigned,
     #[error(
-        "the content at {pointer} (blob {hash}) has no `content` line before this event, or one of another length"
+        "the content at {pointer} (blob {hash}) of the event before has no `content` line: each follows the event that first refers to it"
     )]
     MissingContent { pointer: String, hash: Hash },
-    #[error("content {0} appears twice: each is written once")]
-    RepeatedContent(Hash),
-    #[error("content {0} is referred to by no event: it is not part of this run")]
-    UnreferencedContent(Hash),
+    #[error("content {found} is not the content expected here ({expected})")]
+    UnexpectedContent { found: Hash, expected: String },
     #[error("the event's payload does not read as encoding 2: {0}")]
     BadReferences(String),
 }
@@ -184,31 +182,26 @@ pub fn verify_export(
 
     let mut tree = TreeBuilder::new();
     let mut prev = genesis(&run);
-    // Content lines read so far: (length, referred to yet, line number).
-    let mut contents: BTreeMap<Hash, (u64, bool, usize)> = BTreeMap::new();
+    let mut content = ContentLines::default();
     loop {
         let Some((n, line, text)) = lines.next_object()? else {
             return Err(fault(lines.last + 1, LineFault::Truncated));
         };
-        match str_field(n, &line, "type")? {
-            "content" if version >= 2 => {
-                let (hash, len) = check_content(n, &line)?;
-                if contents.insert(hash, (len, false, n)).is_some() {
-                    return Err(fault(n, LineFault::RepeatedContent(hash)));
-                }
-            }
+        let kind = str_field(n, &line, "type")?;
+        if kind != "content" {
+            content.none_pending(n)?;
+        }
+        match kind {
+            "content" if version >= 2 => content.given(n, &line)?,
             "event" => {
                 let (event, payload) = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
                 if event.kind_version == REFERENCED_PAYLOAD {
-                    check_references(n, &event, &payload, &mut contents)?;
+                    content.referred(n, &event, &payload)?;
                 }
                 prev = event.hash;
                 tree.push(leaf_hash(&docket_store::event_record(&event)));
             }
             "tree" => {
-                if let Some((hash, (_, _, at))) = contents.iter().find(|(_, c)| !c.1) {
-                    return Err(fault(*at, LineFault::UnreferencedContent(*hash)));
-                }
                 let size = u64_field(n, &line, "size")?;
                 let root = str_field(n, &line, "root")?;
                 let computed = tree.root();
@@ -495,32 +488,72 @@ fn check_content(n: usize, line: &Object) -> Result<(Hash, u64), BadLine> {
     Ok((hash, len))
 }
 
-/// Every reference of an encoding-2 payload names content a line before it carried,
-/// of the length it says (docs/events.md#content-stored-once).
-fn check_references(
-    n: usize,
-    event: &Event,
-    payload: &[u8],
-    contents: &mut BTreeMap<Hash, (u64, bool, usize)>,
-) -> Result<(), BadLine> {
-    let parsed = ReferencedPayload::parse(&event.kind, payload)
-        .map_err(|e| fault(n, LineFault::BadReferences(e.message)))?;
-    for r in parsed.refs() {
-        let hash = Hash(r.hash);
-        match contents.get_mut(&hash) {
-            Some((len, used, _)) if *len == r.len => *used = true,
-            _ => {
-                return Err(fault(
-                    n,
-                    LineFault::MissingContent {
-                        pointer: r.pointer.clone(),
-                        hash,
-                    },
-                ));
+/// The content lines (docs/export-format.md): each blob an encoding-2 event refers to
+/// is given once, right after the event that first refers to it, in the order it
+/// refers to them; so every content line is checked where it stands.
+#[derive(Default)]
+struct ContentLines {
+    /// Content given so far, with its length.
+    given: BTreeMap<Hash, u64>,
+    /// What the last event referred to for the first time, still to be given.
+    pending: std::collections::VecDeque<(String, Hash, u64)>,
+}
+
+impl ContentLines {
+    /// Notes the references of an encoding-2 payload: content given before must have
+    /// the length referred to; content not given yet must follow.
+    fn referred(&mut self, n: usize, event: &Event, payload: &[u8]) -> Result<(), BadLine> {
+        let parsed = ReferencedPayload::parse(&event.kind, payload)
+            .map_err(|e| fault(n, LineFault::BadReferences(e.message)))?;
+        for r in parsed.refs() {
+            let hash = Hash(r.hash);
+            match self.given.get(&hash) {
+                Some(len) if *len == r.len => {}
+                Some(len) => {
+                    return Err(differs(n, "a reference's len", r.len, len));
+                }
+                None if self.pending.iter().any(|p| p.1 == hash) => {}
+                None => self.pending.push_back((r.pointer.clone(), hash, r.len)),
             }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// A content line: the next content expected, whole.
+    fn given(&mut self, n: usize, line: &Object) -> Result<(), BadLine> {
+        let (hash, len) = check_content(n, line)?;
+        match self.pending.front() {
+            Some((_, want, want_len)) if *want == hash && *want_len == len => {
+                self.pending.pop_front();
+                self.given.insert(hash, len);
+                Ok(())
+            }
+            expected => Err(fault(
+                n,
+                LineFault::UnexpectedContent {
+                    found: hash,
+                    expected: expected.map_or_else(
+                        || "none: the event before refers to no content not given yet".to_owned(),
+                        |(p, h, _)| format!("the content at {p} of the event before, blob {h}"),
+                    ),
+                },
+            )),
+        }
+    }
+
+    /// Before any other line: the last event's content was all given.
+    fn none_pending(&self, n: usize) -> Result<(), BadLine> {
+        match self.pending.front() {
+            None => Ok(()),
+            Some((pointer, hash, _)) => Err(fault(
+                n,
+                LineFault::MissingContent {
+                    pointer: pointer.clone(),
+                    hash: *hash,
+                },
+            )),
+        }
+    }
 }
 
 /// The payload the line shows is the one the record covers (directly, or through its

@@ -115,7 +115,7 @@ struct BlobLine {
 }
 
 /// Content an encoding-2 event refers to (docs/events.md#content-stored-once), written
-/// once, before the first event line that refers to it.
+/// once, right after the first event line that refers to it.
 #[derive(Serialize)]
 struct ContentLine {
     #[serde(rename = "type")]
@@ -203,29 +203,6 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
                 (content.as_slice(), Some(blob))
             }
         };
-        if event.kind_version == REFERENCED_PAYLOAD {
-            for hash in refs_of(event, bytes) {
-                if !written.insert(hash) {
-                    continue;
-                }
-                let Some(content) = export.blobs.get(&hash) else {
-                    return Err(ExportError::MissingBlob {
-                        run: run.to_owned(),
-                        seq: event.seq,
-                        hash,
-                    });
-                };
-                line(
-                    out,
-                    &ContentLine {
-                        line: "content",
-                        hash: hash.to_hex(),
-                        len: content.len() as u64,
-                        content: STANDARD.encode(content),
-                    },
-                )?;
-            }
-        }
         let (payload, payload_bytes) = match json_text(bytes) {
             Some(raw) => (Some(raw), None),
             None => (None, Some(STANDARD.encode(bytes))),
@@ -250,6 +227,30 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
                 record: STANDARD.encode(record),
             },
         )?;
+        // Its content not given yet follows it, once (docs/export-format.md).
+        if event.kind_version == REFERENCED_PAYLOAD {
+            for hash in refs_of(event, bytes) {
+                if !written.insert(hash) {
+                    continue;
+                }
+                let Some(content) = export.blobs.get(&hash) else {
+                    return Err(ExportError::MissingBlob {
+                        run: run.to_owned(),
+                        seq: event.seq,
+                        hash,
+                    });
+                };
+                line(
+                    out,
+                    &ContentLine {
+                        line: "content",
+                        hash: hash.to_hex(),
+                        len: content.len() as u64,
+                        content: STANDARD.encode(content),
+                    },
+                )?;
+            }
+        }
     }
     line(
         out,
