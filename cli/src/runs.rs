@@ -592,7 +592,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let rt = open(data).await?;
             for e in rt.events(&run).await? {
                 if json {
-                    let line = json!({
+                    let mut line = json!({
                         "seq": e.seq,
                         "kind": e.event.kind(),
                         "recorded_at_ns": e.recorded_at_ns,
@@ -600,6 +600,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                         "hash": e.hash,
                         "payload": e.event.to_value(),
                     });
+                    if !e.content.is_empty() {
+                        line["content"] = crate::replay::content_refs_json(&e.content);
+                    }
                     outln!(out, "{line}");
                 } else {
                     outln!(

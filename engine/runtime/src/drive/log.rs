@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use docket_store::{Event, EventStore, Hash, Payload, StreamId};
 
 use super::RuntimeError;
-use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload, RunEvent};
+use docket_decider::{ContentRef, REFERENCED_PAYLOAD, ReferencedPayload, RunEvent};
 
 /// An event as recorded, with its envelope.
 #[derive(Debug, Clone)]
@@ -22,6 +22,9 @@ pub struct RecordedEvent {
     pub policy: Option<String>,
     /// The decoded event.
     pub event: RunEvent,
+    /// For an event of payload encoding 2, the content its payload refers to by hash
+    /// (docs/events.md#content-stored-once); `event` holds that content in place.
+    pub content: Vec<ContentRef>,
 }
 
 pub(super) async fn read_run<S: EventStore>(
@@ -36,7 +39,7 @@ pub(super) async fn read_run<S: EventStore>(
     let mut out = Vec::new();
     while let Some(event) = reader.next().await {
         let event = event.map_err(RuntimeError::Store)?;
-        let bytes = payload(store, &event).await?;
+        let (bytes, content) = payload_and_refs(store, &event).await?;
         let decoded = decode(run_id, &event, &bytes)?;
         out.push(RecordedEvent {
             seq: event.seq,
@@ -44,6 +47,7 @@ pub(super) async fn read_run<S: EventStore>(
             hash: event.hash.to_hex(),
             policy: event.policy.map(|h| h.to_hex()),
             event: decoded,
+            content,
         });
     }
     Ok(out)
@@ -57,6 +61,14 @@ pub(super) async fn payload<S: EventStore>(
     store: &S,
     event: &Event,
 ) -> Result<Vec<u8>, RuntimeError> {
+    Ok(payload_and_refs(store, event).await?.0)
+}
+
+/// [`payload`], and the references an encoding-2 payload holds.
+async fn payload_and_refs<S: EventStore>(
+    store: &S,
+    event: &Event,
+) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
     let bytes = match &event.payload {
         Payload::Inline(bytes) => bytes.clone(),
         Payload::Blob(blob) => store
@@ -66,7 +78,7 @@ pub(super) async fn payload<S: EventStore>(
             .unwrap_or_default(),
     };
     if event.kind_version != REFERENCED_PAYLOAD {
-        return Ok(bytes);
+        return Ok((bytes, Vec::new()));
     }
     let stream = event.stream.as_str();
     let parsed =
@@ -93,7 +105,10 @@ pub(super) async fn payload<S: EventStore>(
             run: stream.into(),
             source,
         })?;
-    Ok(docket_policies::canonical_json_bytes(&plain))
+    Ok((
+        docket_policies::canonical_json_bytes(&plain),
+        parsed.refs().to_vec(),
+    ))
 }
 
 /// An event of run `run` decoded, or an error naming the run and the event kind.
