@@ -69,7 +69,7 @@ pub(crate) enum RunCommand {
     Events {
         /// The run id.
         run: RunId,
-        /// One JSON object per line (envelope and payload).
+        /// One JSON object per line (envelope and plain payload; `content`: what the payload refers to by hash, docs/events.md#content-stored-once).
         #[arg(long)]
         json: bool,
     },
