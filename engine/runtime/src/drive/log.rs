@@ -64,19 +64,28 @@ pub(super) async fn payload<S: EventStore>(
     Ok(payload_and_refs(store, event).await?.0)
 }
 
-/// [`payload`], and the references an encoding-2 payload holds.
-async fn payload_and_refs<S: EventStore>(
+/// An event's payload bytes as recorded (an encoding-2 payload with its references), its
+/// blob fetched when the whole payload was stored apart.
+pub(super) async fn stored_payload<S: EventStore>(
     store: &S,
     event: &Event,
-) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
-    let bytes = match &event.payload {
+) -> Result<Vec<u8>, RuntimeError> {
+    Ok(match &event.payload {
         Payload::Inline(bytes) => bytes.clone(),
         Payload::Blob(blob) => store
             .get_blob(&blob.hash)
             .await
             .map_err(RuntimeError::Store)?
             .unwrap_or_default(),
-    };
+    })
+}
+
+/// [`payload`], and the references an encoding-2 payload holds.
+async fn payload_and_refs<S: EventStore>(
+    store: &S,
+    event: &Event,
+) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
+    let bytes = stored_payload(store, event).await?;
     if event.kind_version != REFERENCED_PAYLOAD {
         return Ok((bytes, Vec::new()));
     }
