@@ -1274,6 +1274,15 @@ fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
         let fresh = block_on(open_copy(&files, &fixture.manifest.run_id))
             .unwrap_or_else(|e| panic!("{}: the encoding-2 recording: {e}", fixture.label()));
         assert_eq!(fresh.run, golden.run, "{}: other events", fixture.label());
+        for event in &golden.run {
+            assert_eq!(
+                event.encode_referenced(),
+                event.encode_referenced_as_tree(),
+                "{}: {} encodes otherwise in place than as a tree",
+                fixture.label(),
+                event.kind()
+            );
+        }
         assert_eq!(
             fresh.payloads,
             golden.payloads,

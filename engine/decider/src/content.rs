@@ -98,35 +98,125 @@ impl RunEvent {
     /// This event in payload encoding 2 ([`REFERENCED_PAYLOAD`]).
     #[must_use]
     pub fn encode_referenced(&self) -> ReferencedEvent {
-        let positions = content_positions(self.kind());
-        if positions.is_empty() {
+        if content_positions(self.kind()).is_empty() {
             return ReferencedEvent {
                 payload: self.encode(),
                 blobs: Vec::new(),
             };
         }
+        self.encode_referenced_in_place()
+            .unwrap_or_else(|| self.encode_referenced_as_tree())
+    }
+
+    /// The kinds most of a run's events are (handoffs, calls, the output): the content
+    /// values replaced in a copy of the event, which is then written directly, without
+    /// the JSON tree [`RunEvent::encode_referenced_as_tree`] builds. The same bytes
+    /// (checked by the round-trip property below); `None` for the other kinds.
+    fn encode_referenced_in_place(&self) -> Option<ReferencedEvent> {
+        let mut blobs = Blobs::default();
+        let mut event = self.clone();
+        match &mut event {
+            RunEvent::HandoffAllowed { delivered, .. } => {
+                if let Some(r) = blobs.refer(delivered) {
+                    *delivered = std::sync::Arc::new(r);
+                }
+            }
+            RunEvent::RunCompleted { output } => {
+                if let Some(r) = blobs.refer(output) {
+                    *output = r;
+                }
+            }
+            RunEvent::AgentCallScheduled { request, .. } => {
+                // Table order: the original request, then decision, then context inputs.
+                let original = request
+                    .context
+                    .get("handoff")
+                    .and_then(|h| h.get("original_request"))
+                    .and_then(|v| blobs.refer(v));
+                let decision: Vec<Option<Value>> = request
+                    .decision_inputs
+                    .iter()
+                    .map(|i| blobs.refer(&i.payload))
+                    .collect();
+                let context: Vec<Option<Value>> = request
+                    .context_inputs
+                    .iter()
+                    .map(|i| blobs.refer(&i.payload))
+                    .collect();
+                if !blobs.bytes.is_empty() {
+                    let request = std::sync::Arc::make_mut(request);
+                    if let Some(r) = original
+                        && let Some(slot) = request
+                            .context
+                            .get_mut("handoff")
+                            .and_then(|h| h.get_mut("original_request"))
+                    {
+                        *slot = r;
+                    }
+                    for (input, r) in request.decision_inputs.iter_mut().zip(decision) {
+                        if let Some(r) = r {
+                            input.payload = r;
+                        }
+                    }
+                    for (input, r) in request.context_inputs.iter_mut().zip(context) {
+                        if let Some(r) = r {
+                            input.payload = r;
+                        }
+                    }
+                }
+            }
+            _ => return None,
+        }
+        Some(ReferencedEvent {
+            payload: docket_policies::canonical_json_bytes(&event),
+            blobs: blobs.bytes,
+        })
+    }
+
+    /// Any kind: the event as a JSON tree, the values at its content positions replaced.
+    /// The reference [`RunEvent::encode_referenced`] is checked against (the same bytes).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn encode_referenced_as_tree(&self) -> ReferencedEvent {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
-        let mut blobs: Vec<Vec<u8>> = Vec::new();
-        let mut seen: Vec<blake3::Hash> = Vec::new();
-        for position in positions {
+        let mut blobs = Blobs::default();
+        for position in content_positions(self.kind()) {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
             for_each_at(&mut value, &steps, &mut |slot| {
-                let bytes = docket_policies::canonical_json_bytes(&*slot);
-                if bytes.len() < REFERENCE_FROM_BYTES && !looks_like_a_reference(slot) {
-                    return;
-                }
-                let hash = blake3::hash(&bytes);
-                *slot = reference(hash.as_bytes(), bytes.len() as u64);
-                if !seen.contains(&hash) {
-                    seen.push(hash);
-                    blobs.push(bytes);
+                if let Some(r) = blobs.refer(slot) {
+                    *slot = r;
                 }
             });
         }
         ReferencedEvent {
             payload: docket_policies::canonical_json_bytes(&value),
-            blobs,
+            blobs: blobs.bytes,
         }
+    }
+}
+
+/// The blobs of one event, each once, in the order first referred to.
+#[derive(Default)]
+struct Blobs {
+    bytes: Vec<Vec<u8>>,
+    seen: Vec<blake3::Hash>,
+}
+
+impl Blobs {
+    /// The reference that replaces `value` at a content position, its content noted;
+    /// `None` when the value stays inline (small, and not shaped like a reference).
+    fn refer(&mut self, value: &Value) -> Option<Value> {
+        let bytes = docket_policies::canonical_json_bytes(value);
+        if bytes.len() < REFERENCE_FROM_BYTES && !looks_like_a_reference(value) {
+            return None;
+        }
+        let hash = blake3::hash(&bytes);
+        let reference = reference(hash.as_bytes(), bytes.len() as u64);
+        if !self.seen.contains(&hash) {
+            self.seen.push(hash);
+            self.bytes.push(bytes);
+        }
+        Some(reference)
     }
 }
 
@@ -427,6 +517,7 @@ mod tests {
             let recorded = record(&bundle, run, &script, &approvals);
             for event in &recorded.log {
                 let encoded = event.encode_referenced();
+                prop_assert_eq!(&encoded, &event.encode_referenced_as_tree(), "{}", event.kind());
                 let blobs = store_of(&encoded.blobs);
                 prop_assert_eq!(blobs.len(), encoded.blobs.len(), "a blob twice");
                 let parsed = ReferencedPayload::parse(event.kind(), &encoded.payload).expect("parses");
