@@ -187,6 +187,17 @@ async fn jsonl(
             blobs.insert(r.hash, bytes);
         }
     }
+    // The content encoding-2 events refer to (docs/events.md#content-stored-once).
+    for hash in docket_evidence::referenced_blobs(&events, |e| match &e.payload {
+        Payload::Inline(bytes) => Some(bytes.as_slice()),
+        Payload::Blob(r) => blobs.get(&r.hash).map(Vec::as_slice),
+    }) {
+        if !blobs.contains_key(&hash)
+            && let Some(bytes) = store.get_blob(&hash).await?
+        {
+            blobs.insert(hash, bytes);
+        }
+    }
     let seal = seal.map(|(note, key)| Seal {
         note: note.clone(),
         verifier_key: key.to_string(),

@@ -399,6 +399,20 @@ pub(crate) async fn inspect(
             object.insert("hash".to_owned(), json!(here.hash));
             object.insert("effects".to_owned(), crate::effects::list_json(&state));
             object.insert("event".to_owned(), event_json);
+            // The content the event (and the call that carried it on) holds by hash.
+            object.insert("content".to_owned(), content_refs_json(&here.content));
+            if let Some(r) = &found.received
+                && let Some(call) = recorded.get(
+                    usize::try_from(r.seq)
+                        .unwrap_or(usize::MAX)
+                        .saturating_sub(1),
+                )
+            {
+                object.insert(
+                    "received_content".to_owned(),
+                    content_refs_json(&call.content),
+                );
+            }
         }
         outln!(
             out,
@@ -600,10 +614,50 @@ pub(crate) async fn inspect(
             }
         }
     }
+    if let Some(r) = &found.received
+        && r.seq != seq as u64
+        && let Some(call) = recorded.get(
+            usize::try_from(r.seq)
+                .unwrap_or(usize::MAX)
+                .saturating_sub(1),
+        )
+    {
+        content_lines(out, &format!("the call (event {})", r.seq), &call.content);
+    }
+    content_lines(out, &format!("event {seq}"), &here.content);
     outln!(
         out,
         "recorded as event {seq}, chain hash {} (the store checks every hash on read)",
         here.hash
     );
     Ok(EXIT_COMPLETED)
+}
+
+/// The content an event of payload encoding 2 refers to, as `events --json` and
+/// `inspect --json` show it: pointer, BLAKE3 (hex) and length of each.
+pub(crate) fn content_refs_json(refs: &[docket_decider::ContentRef]) -> serde_json::Value {
+    refs.iter()
+        .map(|r| json!({"pointer": r.pointer, "blake3": r.hash_hex(), "len": r.len}))
+        .collect()
+}
+
+/// Names by hash the content `what` carries (docs/events.md#content-stored-once): the
+/// blob the log holds once, which `docket verify` checks against its hash.
+fn content_lines(out: &mut String, what: &str, refs: &[docket_decider::ContentRef]) {
+    if refs.is_empty() {
+        return;
+    }
+    outln!(
+        out,
+        "content {what} holds by hash (stored once, BLAKE3 of its canonical JSON, docs/events.md#content-stored-once):"
+    );
+    for r in refs {
+        outln!(
+            out,
+            "  {} blake3 {} ({} bytes)",
+            r.pointer,
+            r.hash_hex(),
+            r.len
+        );
+    }
 }

@@ -72,7 +72,7 @@ pub(crate) enum RunCommand {
     Events {
         /// The run id.
         run: RunId,
-        /// One JSON object per line (envelope and payload).
+        /// One JSON object per line (envelope and plain payload; `content`: what the payload refers to by hash, docs/events.md#content-stored-once).
         #[arg(long)]
         json: bool,
     },
@@ -753,7 +753,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let rt = open_read_for(data, &run).await?;
             for e in rt.events(&run).await? {
                 if json {
-                    let line = json!({
+                    let mut line = json!({
                         "seq": e.seq,
                         "kind": e.event.kind(),
                         "recorded_at_ns": e.recorded_at_ns,
@@ -761,6 +761,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                         "hash": e.hash,
                         "payload": e.event.to_value(),
                     });
+                    if !e.content.is_empty() {
+                        line["content"] = crate::replay::content_refs_json(&e.content);
+                    }
                     outln!(out, "{line}");
                 } else {
                     outln!(

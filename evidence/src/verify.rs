@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
 use docket_store::merkle::{
     Leaves, TreeBuilder, TreeHash, consistency_proof, leaf_hash, root, verify_consistency,
 };
@@ -157,7 +158,11 @@ struct StreamCheck {
     leaves: Option<Vec<TreeHash>>,
     last_kind: String,
     broken: Option<Problem>,
-    blobs: Vec<(u64, BlobRef)>,
+    /// Blobs the events commit to: (sequence, blob, for content an encoding-2 payload
+    /// refers to, its JSON pointer).
+    blobs: Vec<(u64, BlobRef, Option<String>)>,
+    /// Encoding-2 events whose payload is itself a blob: (sequence, kind, blob).
+    referring_blobs: Vec<(u64, String, Hash)>,
     /// Payloads of the heads log's events.
     payloads: Vec<(u64, Payload)>,
 }
@@ -224,10 +229,82 @@ impl StreamCheck {
             self.roots.insert(seq, self.tree.root());
         }
         self.last_kind.clone_from(&event.kind);
-        if let Payload::Blob(blob) = &event.payload {
-            self.blobs.push((seq, *blob));
+        match &event.payload {
+            Payload::Blob(blob) => {
+                self.blobs.push((seq, *blob, None));
+                if event.kind_version == REFERENCED_PAYLOAD {
+                    // Its references are inside the blob: read after the scan.
+                    self.referring_blobs
+                        .push((seq, event.kind.clone(), blob.hash));
+                }
+            }
+            Payload::Inline(bytes) if event.kind_version == REFERENCED_PAYLOAD => {
+                self.push_refs(seq, &event.kind, bytes);
+            }
+            Payload::Inline(_) => {}
         }
     }
+
+    /// Notes the blobs an encoding-2 payload refers to (docs/events.md#content-stored-once),
+    /// to check each is present, whole and of its length once the log is read.
+    fn push_refs(&mut self, seq: u64, kind: &str, payload: &[u8]) {
+        match ReferencedPayload::parse(kind, payload) {
+            Ok(parsed) => {
+                for r in parsed.refs() {
+                    let blob = BlobRef {
+                        hash: Hash(r.hash),
+                        len: r.len,
+                    };
+                    self.blobs.push((seq, blob, Some(r.pointer.clone())));
+                }
+            }
+            Err(e) => {
+                if self.broken.is_none() {
+                    self.broken = problem(
+                        Some(seq),
+                        format!("event {seq}: {e}"),
+                        "docket did not write this event: its content cannot be checked",
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Reads the payloads of encoding-2 events kept as blobs (larger than the store's blob
+/// threshold even with their content referred to) and notes what they refer to: a
+/// second pass over the log, only when there are such events.
+fn read_referring_blobs(
+    data: &Path,
+    streams: &mut HashMap<StreamId, StreamCheck>,
+) -> Result<(), VerifyError> {
+    let wanted: HashMap<Hash, ()> = streams
+        .values()
+        .flat_map(|c| c.referring_blobs.iter().map(|(_, _, h)| (*h, ())))
+        .collect();
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let mut contents: HashMap<Hash, Vec<u8>> = HashMap::new();
+    scan_log(data, |record| {
+        if let Scanned::Blob {
+            address, content, ..
+        } = record
+            && wanted.contains_key(&address)
+            && blob_hash(content) == address
+        {
+            contents.insert(address, content.to_vec());
+        }
+    })?;
+    for check in streams.values_mut() {
+        for (seq, kind, hash) in std::mem::take(&mut check.referring_blobs) {
+            // A missing payload blob is reported with the event's other blobs.
+            if let Some(bytes) = contents.get(&hash) {
+                check.push_refs(seq, &kind, bytes);
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Verifies the data directory `data`. Reads only; never opens the store.
@@ -324,20 +401,23 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         })
     });
 
+    read_referring_blobs(data, &mut streams)?;
     for check in streams.values_mut() {
         if check.broken.is_some() {
             continue;
         }
-        for (seq, blob) in &check.blobs {
+        check.blobs.sort_by_key(|b| b.0);
+        for (seq, blob, pointer) in &check.blobs {
+            let what_blob = match pointer {
+                None => format!("its payload blob {}", blob.hash),
+                Some(p) => format!("the content at {p} (blob {})", blob.hash),
+            };
             let what = match blobs.get(&blob.hash) {
-                None => Some(format!("its payload blob {} is missing", blob.hash)),
-                Some((_, false)) => Some(format!(
-                    "its payload blob {} does not hash to its address",
-                    blob.hash
-                )),
+                None => Some(format!("{what_blob} is missing")),
+                Some((_, false)) => Some(format!("{what_blob} does not hash to its address")),
                 Some((len, true)) if *len != blob.len => Some(format!(
-                    "its payload blob {} holds {len} bytes, the event says {}",
-                    blob.hash, blob.len
+                    "{what_blob} holds {len} bytes, the event says {}",
+                    blob.len
                 )),
                 Some(_) => None,
             };

@@ -16,16 +16,65 @@ use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
 
 /// A run of `n` events shaped like docket's: JSON payloads, one held as a blob, one
-/// payload that is not JSON, a policy hash on most.
+/// payload that is not JSON, a policy hash on most; from event 6 on, events in payload
+/// encoding 2 referring to content (two contents from one event, content referred to
+/// again later).
 fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
     let stream = StreamId::new(id).expect("valid id");
     let mut prev = genesis(&stream);
     let mut events = Vec::new();
     let mut blobs = BTreeMap::new();
+    let mut content = |name: &str| -> String {
+        let bytes =
+            format!(r#"{{"from":"{id}","text":"{name} {}"}}"#, "x".repeat(150)).into_bytes();
+        let reference = format!(
+            r#"{{"blake3":"{}","len":{}}}"#,
+            blob_hash(&bytes),
+            bytes.len()
+        );
+        blobs.insert(blob_hash(&bytes), bytes);
+        reference
+    };
+    let referring: BTreeMap<u64, (&str, String)> = [
+        (6, ("handoff.allowed", format!(r#"{{"delivered":{},"kind":"handoff.allowed"}}"#, content("a")))),
+        (
+            7,
+            (
+                "agent.responded",
+                format!(
+                    r#"{{"kind":"agent.responded","response":{{"actions":[{{"payload":{}}},{{"payload":{}}},{{"payload":{}}}]}}}}"#,
+                    content("b"),
+                    content("c"),
+                    content("a")
+                ),
+            ),
+        ),
+        (9, ("handoff.allowed", format!(r#"{{"delivered":{},"kind":"handoff.allowed"}}"#, content("c")))),
+        (11, ("run.completed", format!(r#"{{"kind":"run.completed","output":{}}}"#, content("d")))),
+    ]
+    .into_iter()
+    .collect();
     for seq in 1..=n {
         let text = format!(
             r#"{{"run":"{id}","step":{seq},"note":"agent said \"ok\" <script>x</script>","score":1.5e{seq}}}"#
         );
+        if let Some((kind, payload)) = referring.get(&seq) {
+            let mut event = Event {
+                stream: stream.clone(),
+                seq,
+                kind: (*kind).to_owned(),
+                kind_version: docket_decider::REFERENCED_PAYLOAD,
+                recorded_at: WallTime(1_795_000_000_000_000_000 + seq as i64 * 1_000_003),
+                policy: Some(Hash([7; 32])),
+                payload: Payload::Inline(payload.clone().into_bytes()),
+                prev,
+                hash: Hash([0; 32]),
+            };
+            event.hash = event_hash(&prev, &canonical_body(&event));
+            prev = event.hash;
+            events.push(event);
+            continue;
+        }
         let payload = match seq {
             3 => {
                 let bytes = text.into_bytes();
@@ -199,7 +248,23 @@ fn the_unmutated_export_is_sound() {
     // Signed by another key than the one trusted: refused at the checkpoint line.
     let other = SignerKey::from_seed("audit.example/docket", [7; 32]).unwrap();
     let bad = verify_export(export.as_slice(), Some(&other.verifier())).unwrap_err();
-    assert_eq!(bad.line, 15, "{bad}");
+    assert_eq!(bad.line, 19, "{bad}");
+    // Four contents, each given once, after the event that first refers to it.
+    let kinds: Vec<String> = lines_of(&export)
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_slice(l).expect("json");
+            match v["type"].as_str() {
+                Some("event") => format!("e{}", v["seq"]),
+                other => other.unwrap_or_default().to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        kinds[6..13].join(" "),
+        "e6 content e7 content content e8 e9",
+        "{kinds:?}"
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! the segment, and the insider's edits with every length and checksum made right again
 //! (an event deleted, repeated, swapped with the next, replaced by another run's event, a
 //! payload rewritten with the whole rest of its run re-chained, the log cut at a batch
-//! boundary). `docket verify`'s library call catches each one, at the run (and event)
+//! boundary; a blob record an encoding-2 payload refers to deleted, or its content
+//! rewritten). `docket verify`'s library call catches each one, at the run (and event)
 //! where it was made.
 
 use std::path::Path;
@@ -19,6 +20,27 @@ const RUNS: [&str; 3] = ["run-a", "run-b", "run-c"];
 const EVENTS: u64 = 6;
 const SEGMENT_HEADER: usize = 32;
 const TAG_EVENT: u8 = 1;
+const TAG_BLOB: u8 = 2;
+/// The event of each run whose payload (encoding 2) refers to content of its own.
+const REFERRING: u64 = 3;
+
+/// Event `REFERRING` of `run`, in payload encoding 2, and the content it refers to.
+fn referring_event(run: &str) -> (NewEvent, Vec<u8>) {
+    let content = format!(r#"{{"run":"{run}","text":"{}"}}"#, "y".repeat(140)).into_bytes();
+    let payload = format!(
+        r#"{{"delivered":{{"blake3":"{}","len":{}}},"kind":"handoff.allowed"}}"#,
+        blake3::hash(&content).to_hex(),
+        content.len()
+    );
+    let event = NewEvent {
+        kind: "handoff.allowed".to_owned(),
+        kind_version: docket_decider::REFERENCED_PAYLOAD,
+        recorded_at: WallTime(1_795_000_000_000_000_000 + REFERRING as i64),
+        policy: None,
+        payload: payload.into_bytes(),
+    };
+    (event, content)
+}
 
 fn new_event(kind: &str, run: &str, step: u64) -> NewEvent {
     NewEvent {
@@ -43,6 +65,14 @@ async fn sealed_directory(data: &Path) -> Vec<u8> {
                 EVENTS => "run.completed",
                 _ => "agent.responded",
             };
+            if step == REFERRING {
+                let (event, content) = referring_event(run);
+                store
+                    .append_with_blobs(&stream, step - 1, vec![event], vec![content])
+                    .await
+                    .expect("appends");
+                continue;
+            }
             store
                 .append(&stream, step - 1, vec![new_event(kind, run, step)])
                 .await
@@ -172,7 +202,44 @@ fn mutate(rng: &mut TestRng, original: &[u8]) -> (Vec<u8>, String, Expect) {
     let (stream, seq, f, r) = (pick.0.clone(), pick.1, pick.2, pick.3);
     let last_of_stream = places.iter().filter(|p| p.0 == stream).count() as u64;
     let mut frames = frames;
-    match rng.random_range(0..7u8) {
+    let blobs: Vec<(usize, usize)> = frames
+        .iter()
+        .enumerate()
+        .flat_map(|(f, frame)| {
+            frame
+                .iter()
+                .enumerate()
+                .filter(|(_, (tag, _))| *tag == TAG_BLOB)
+                .map(move |(r, _)| (f, r))
+        })
+        .collect();
+    match rng.random_range(0..9u8) {
+        7 | 8 => {
+            // A blob record that a run's encoding-2 payload refers to.
+            let (f, r) = blobs[rng.random_range(0..blobs.len())];
+            let body = frames[f][r].1.clone();
+            let owner = RUNS
+                .iter()
+                .find(|run| {
+                    let needle = format!(r#""run":"{run}""#);
+                    body.windows(needle.len()).any(|w| w == needle.as_bytes())
+                })
+                .expect("the content names its run");
+            let what = if rng.random_range(0..2u8) == 0 {
+                frames[f].remove(r);
+                format!("delete the blob {owner}'s event {REFERRING} refers to")
+            } else {
+                // Its address kept, its content changed (lengths and checksums made right).
+                let at = 32 + rng.random_range(0..body.len() - 32);
+                frames[f][r].1[at] = if body[at] == b'y' { b'z' } else { b'y' };
+                format!("rewrite byte {at} of the blob {owner}'s event {REFERRING} refers to")
+            };
+            (
+                write(&header, &frames),
+                what,
+                Expect::Stream((*owner).to_owned(), Some(REFERRING)),
+            )
+        }
         0 => {
             let at = rng.random_range(0..end);
             let bit = rng.random_range(0..8u8);

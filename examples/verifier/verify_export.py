@@ -19,10 +19,54 @@ import sys
 import blake3
 
 FORMAT = "docket.export.jsonl"
-VERSION = 1
+VERSIONS = (1, 2)  # 2 added `content` lines
 # The BLAKE3 derive-key contexts of docs/export-format.md: fixed, never read from the file.
 EVENT_CONTEXT = "docket 2026-11-22 event hash v1"
 GENESIS_CONTEXT = "docket 2026-11-22 stream genesis v1"
+
+
+# Payload encoding 2 (docs/events.md#content-stored-once): where an event of kind_version 2
+# may refer to content by hash; `*` is every element of an array.
+CONTENT_POSITIONS = {
+    "run.requested": ["/bundle_source", "/input"],
+    "agent.call_scheduled": [
+        "/request/context/handoff/original_request",
+        "/request/decision_inputs/*/payload",
+        "/request/context_inputs/*/payload",
+    ],
+    "agent.responded": ["/response/actions/*/payload"],
+    "handoff.allowed": ["/delivered"],
+    "tool.returned": ["/result"],
+    "domain.written": ["/content"],
+    "episode.finished": ["/result"],
+    "run.completed": ["/output"],
+}
+
+
+def references(kind, payload):
+    """(pointer, hash hex, len) of each reference in an encoding-2 payload, or a reason."""
+    found = []
+
+    def walk(value, steps, pointer):
+        if not steps:
+            if isinstance(value, dict) and set(value) == {"blake3", "len"}:
+                h, n = value["blake3"], value["len"]
+                ok = isinstance(h, str) and len(h) == 64 and all(c in "0123456789abcdef" for c in h)
+                if not ok or not isinstance(n, int) or isinstance(n, bool) or n < 0:
+                    raise ValueError(f"the reference at {pointer} is malformed")
+                found.append((pointer, h, n))
+            return
+        step, rest = steps[0], steps[1:]
+        if step == "*":
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    walk(item, rest, f"{pointer}/{i}")
+        elif isinstance(value, dict) and step in value:
+            walk(value[step], rest, f"{pointer}/{step}")
+
+    for position in CONTENT_POSITIONS.get(kind, []):
+        walk(payload, position.split("/")[1:], "")
+    return found
 
 
 class Bad(Exception):
@@ -198,8 +242,8 @@ def verify(path, trusted_key=None):
         return value
 
     n, header = lines[0][0], obj(*lines[0])
-    if header.get("type") != "header" or header.get("format") != FORMAT or header.get("version") != VERSION:
-        raise Bad(n, f"not a {FORMAT} version {VERSION} header")
+    if header.get("type") != "header" or header.get("format") != FORMAT or header.get("version") not in VERSIONS:
+        raise Bad(n, f"not a {FORMAT} version {' or '.join(map(str, VERSIONS))} header")
     run = header["run"]
     chain = header.get("chain") or {}
     if chain.get("event_context") != EVENT_CONTEXT or chain.get("genesis_context") != GENESIS_CONTEXT:
@@ -209,9 +253,23 @@ def verify(path, trusted_key=None):
         raise Bad(n, "the header's genesis or store format is not this run's")
     event_context = EVENT_CONTEXT
     leaves, rest = [], lines[1:]
-    while rest and obj(*rest[0]).get("type") == "event":
+    # Content lines: each follows the event that first refers to it, in its order.
+    given, pending = {}, []  # hash hex -> length; [(pointer, hash hex, length)]
+    while rest and obj(*rest[0]).get("type") in ("event", "content"):
         (n, text), rest = rest[0], rest[1:]
         line = obj(n, text)
+        if line["type"] == "content":
+            if header["version"] < 2 or set(line) != {"type", "hash", "len", "content"}:
+                raise Bad(n, "a `content` line holds exactly type, hash, len and content (version 2)")
+            data = b64(line["content"], n, "content")
+            if blake3.blake3(data).hexdigest() != line["hash"] or len(data) != line["len"]:
+                raise Bad(n, "the content does not hash to the hash it names, or its length differs")
+            if not pending or pending[0][1:] != (line["hash"], line["len"]):
+                raise Bad(n, f"content {line['hash']} is not the content expected here")
+            given[line["hash"]] = pending.pop(0)[2]
+            continue
+        if pending:
+            raise Bad(n, f"the content at {pending[0][0]} (blob {pending[0][1]}) of the event before has no `content` line")
         unknown = set(line) - EVENT_FIELDS
         if unknown:
             raise Bad(n, f"field {sorted(unknown)[0]!r} is not part of the export format")
@@ -251,6 +309,16 @@ def verify(path, trusted_key=None):
                 raise Bad(n, "`payload` differs from the payload the record covers")
         elif b64(line.get("payload_bytes", ""), n, "payload_bytes") != content:
             raise Bad(n, "`payload_bytes` differ from the payload the record covers")
+        if fields["kind_version"] == 2:
+            try:
+                refs = references(fields["kind"], json.loads(content))
+            except ValueError as e:
+                raise Bad(n, f"the payload does not read as encoding 2: {e}")
+            for pointer, h, length in refs:
+                if h in given and given[h] != length:
+                    raise Bad(n, f"the reference at {pointer} says {length} bytes, its content has {given[h]}")
+                if h not in given and all(p[1] != h for p in pending):
+                    pending.append((pointer, h, length))
         if line.get("prev") != rec_prev.hex() or line.get("hash") != rec_hash.hex():
             raise Bad(n, "`prev` or `hash` differ from the record's")
         if rec_prev != prev:
@@ -262,6 +330,8 @@ def verify(path, trusted_key=None):
     if not rest:
         raise Bad(lines[-1][0] + 1, "the export ends before its tree head line: it was cut short")
     (n, text), rest = rest[0], rest[1:]
+    if pending:
+        raise Bad(n, f"the content at {pending[0][0]} (blob {pending[0][1]}) of the event before has no `content` line")
     tree = obj(n, text)
     if tree.get("type") != "tree":
         raise Bad(n, f"expected an event or the tree head, found a {tree.get('type')!r} line")

@@ -132,6 +132,18 @@ pub trait EventStore: Send + Sync {
         events: Vec<NewEvent>,
     ) -> impl Future<Output = Result<Appended, StoreError>> + Send;
 
+    /// Appends `events` as [`EventStore::append`] does, with `blobs` written in the same
+    /// atomic, durable write, before the events: content the events' payloads refer to by
+    /// hash (docket's payload encoding 2, store/FORMAT.md §11). Each blob is stored once:
+    /// one the store already holds, or that appears twice, is not written again.
+    fn append_with_blobs(
+        &self,
+        stream: &StreamId,
+        expected_version: u64,
+        events: Vec<NewEvent>,
+        blobs: Vec<Vec<u8>>,
+    ) -> impl Future<Output = Result<Appended, StoreError>> + Send;
+
     /// Events with sequences in `range` that exist when the read starts, in order, checked
     /// against the chain as they are read. Memory is bounded whatever the stream's length.
     fn read(

@@ -287,6 +287,7 @@ fn encode_job(
     expected: u64,
     prev: Hash,
     events: Vec<NewEvent>,
+    extra_blobs: Vec<Vec<u8>>,
     blob_threshold: usize,
     reply: oneshot::Sender<Result<Appended, StoreError>>,
 ) -> Result<AppendJob, StoreError> {
@@ -299,7 +300,6 @@ fn encode_job(
     let mut spans = Vec::with_capacity(events.len());
     let mut hashes = Vec::with_capacity(events.len());
     let mut leaves = Vec::with_capacity(events.len());
-    let mut blobs = Vec::new();
     let mut link = prev;
     let total: usize = events
         .iter()
@@ -309,13 +309,28 @@ fn encode_job(
                 .saturating_add(e.kind.len())
                 .saturating_add(160)
         })
-        .fold(0, usize::saturating_add);
+        .fold(0, usize::saturating_add)
+        .saturating_add(
+            extra_blobs
+                .iter()
+                .map(|b| b.len().saturating_add(37))
+                .fold(0, usize::saturating_add),
+        );
     if total > MAX_PAYLOAD {
         return Err(StoreError::TooLarge {
             stream: stream.clone(),
             len: total,
             max: MAX_PAYLOAD,
         });
+    }
+    // Content the payloads refer to, hashed here (off the writer's thread); the writer
+    // skips any the store already holds.
+    let mut blobs: Vec<(Hash, Vec<u8>)> = Vec::with_capacity(extra_blobs.len());
+    for bytes in extra_blobs {
+        let hash = blob_hash(&bytes);
+        if !blobs.iter().any(|(h, _)| *h == hash) {
+            blobs.push((hash, bytes));
+        }
     }
     for (i, event) in events.into_iter().enumerate() {
         check_name("event kind", &event.kind)?;
@@ -636,6 +651,17 @@ impl EventStore for EmbeddedStore {
         expected_version: u64,
         events: Vec<NewEvent>,
     ) -> Result<Appended, StoreError> {
+        self.append_with_blobs(stream, expected_version, events, Vec::new())
+            .await
+    }
+
+    async fn append_with_blobs(
+        &self,
+        stream: &StreamId,
+        expected_version: u64,
+        events: Vec<NewEvent>,
+        blobs: Vec<Vec<u8>>,
+    ) -> Result<Appended, StoreError> {
         self.refuse_if_read_only()?;
         if events.is_empty() {
             return Err(StoreError::EmptyAppend {
@@ -664,6 +690,7 @@ impl EventStore for EmbeddedStore {
                 expected_version,
                 prev,
                 events,
+                blobs,
                 shared.config.blob_threshold,
                 tx,
             )?

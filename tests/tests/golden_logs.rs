@@ -32,14 +32,15 @@ use serde_json::{Map, Value, json};
 
 use docket_decider::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, DECIDER_VERSION, DryRunReport,
-    EffectCallError, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus, RunEvent,
-    RunState, RunStatus, Usage, Verification, WorkflowSpec, recorded_bundle, replay_check,
+    EffectCallError, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
+    REFERENCED_PAYLOAD, ReferencedPayload, RunEvent, RunState, RunStatus, Usage, Verification,
+    WorkflowSpec, recorded_bundle, replay_check,
 };
 use docket_decider::{ExecutorSpec, RunRequested};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
 use docket_runtime::{
     AgentExecutor, HumanDecision, InProcessEffect, InProcessEffectExecutor, InProcessExecutor,
-    Runtime, SteppingClock, Workflow,
+    PayloadEncoding, Runtime, SteppingClock, Workflow,
 };
 use docket_store::{
     Durability, EmbeddedStore, Event, EventStore, FORMAT_VERSION, Payload, StoreConfig, StreamId,
@@ -48,6 +49,14 @@ use docket_tests::{geo_workflow, workspace_root};
 
 /// Set to `1` to write the fixtures missing for the current decider version.
 const BLESS_ENV: &str = "DOCKET_BLESS_GOLDEN";
+
+/// The first decider version whose fixtures are recorded in payload encoding 2 (content
+/// stored once, docs/events.md#content-stored-once), as `docket run` records. The fixtures
+/// of v1..v9 were recorded in encoding 1 before it existed, and a recording of the current
+/// version is compared with them byte for byte, so the harness records them in encoding 1;
+/// `a_recording_in_encoding_2_holds_each_golden_log_s_events` checks encoding 2 against
+/// them event by event.
+const REFERENCED_FIXTURES_FROM: u32 = 10;
 /// 2026-01-01T00:00:00Z, stepping 1 ms per clock read.
 const CLOCK_START_NS: i64 = 1_767_225_600_000_000_000;
 const CLOCK_STEP_NS: i64 = 1_000_000;
@@ -637,6 +646,9 @@ async fn record_with(
     let status = {
         let clock = Arc::new(SteppingClock::new(CLOCK_START_NS, CLOCK_STEP_NS));
         let runtime = Runtime::with_clock(store.clone(), clock);
+        if DECIDER_VERSION < REFERENCED_FIXTURES_FROM {
+            runtime.set_payload_encoding(PayloadEncoding::Plain);
+        }
         shape.register(&runtime);
         let mut outcome = runtime
             .start(workflow, input, Some(shape.run_id().into()))
@@ -941,6 +953,11 @@ async fn read_run(store: &EmbeddedStore, run_id: &str) -> Result<Read, String> {
                 .map_err(|e| format!("blob of event {}: {e}", event.seq))?
                 .ok_or_else(|| format!("blob of event {} is missing", event.seq))?,
         };
+        let bytes = if event.kind_version == REFERENCED_PAYLOAD {
+            plain_payload(store, &event, &bytes).await?
+        } else {
+            bytes
+        };
         let decoded = RunEvent::decode(&event.kind, &bytes)
             .map_err(|e| format!("event {} does not decode: {e}", event.seq))?;
         events.push(event);
@@ -951,6 +968,30 @@ async fn read_run(store: &EmbeddedStore, run_id: &str) -> Result<Read, String> {
         return Err(format!("the read does not end at the head {head:?}"));
     }
     Ok((events, payloads, run))
+}
+
+/// The plain payload of an encoding-2 event: each reference replaced by its blob.
+async fn plain_payload(
+    store: &EmbeddedStore,
+    event: &Event,
+    bytes: &[u8],
+) -> Result<Vec<u8>, String> {
+    let parsed = ReferencedPayload::parse(&event.kind, bytes)
+        .map_err(|e| format!("event {}: {e}", event.seq))?;
+    let mut content = BTreeMap::new();
+    for r in parsed.refs() {
+        let blob = store
+            .get_blob(&docket_store::Hash(r.hash))
+            .await
+            .map_err(|e| format!("event {}: blob {}: {e}", event.seq, r.hash_hex()))?;
+        if let Some(blob) = blob {
+            content.insert(r.hash, blob);
+        }
+    }
+    let plain = parsed
+        .resolve(|r| content.get(&r.hash).cloned())
+        .map_err(|e| format!("event {}: {e}", event.seq))?;
+    Ok(docket_policies::canonical_json_bytes(&plain))
 }
 
 /// Check (a): the fixture reads, verifies, decodes, matches its manifest, replays with
@@ -1181,6 +1222,96 @@ fn this_build_records_each_current_golden_log_byte_for_byte() {
             files == fixture.files(),
             "{}: the same events, but the segment files differ (batches written differently)",
             fixture.label()
+        );
+    }
+}
+
+/// Payload encoding 2 (docs/events.md#content-stored-once) records the same run: this
+/// build, recording each current golden log's shape with content stored once, writes
+/// events that read back (content put back in place) as the golden log's, payload byte
+/// for byte, every event in encoding 2, and, for geo, at least a tenth fewer bytes of log.
+#[test]
+fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
+    let current = fixtures()
+        .into_iter()
+        .filter(|f| f.manifest.decider_version == DECIDER_VERSION);
+    for fixture in current {
+        let golden =
+            block_on(check(&fixture)).unwrap_or_else(|e| panic!("{}: {e}", fixture.label()));
+        let Some(RunEvent::RunRequested(requested)) = golden.run.first() else {
+            unreachable!("checked")
+        };
+        let (workflow, input) = recorded_workflow(requested);
+        let scratch = tempfile::tempdir().expect("tempdir");
+        block_on(async {
+            let store = EmbeddedStore::open(
+                scratch.path(),
+                StoreConfig {
+                    durability: Durability::UnsafeNoSync,
+                    ..StoreConfig::default()
+                },
+            )
+            .await
+            .expect("store opens");
+            let clock = Arc::new(SteppingClock::new(CLOCK_START_NS, CLOCK_STEP_NS));
+            let runtime = Runtime::with_clock(store.clone(), clock);
+            runtime.set_payload_encoding(PayloadEncoding::Referenced);
+            fixture.shape.register(&runtime);
+            let run_id = fixture.shape.run_id();
+            runtime
+                .start(&workflow, input, Some(run_id.clone().into()))
+                .await
+                .expect("the run is recorded");
+            if let Some((ticket, decision)) = fixture.shape.human() {
+                runtime
+                    .decide_ticket(&run_id.clone().into(), ticket, decision)
+                    .await
+                    .expect("the decision is recorded");
+            }
+            store.close().await;
+        });
+        let files = store_files(scratch.path());
+        let fresh = block_on(open_copy(&files, &fixture.manifest.run_id))
+            .unwrap_or_else(|e| panic!("{}: the encoding-2 recording: {e}", fixture.label()));
+        assert_eq!(fresh.run, golden.run, "{}: other events", fixture.label());
+        for event in &golden.run {
+            assert_eq!(
+                event.encode_referenced(),
+                event.encode_referenced_as_tree(),
+                "{}: {} encodes otherwise in place than as a tree",
+                fixture.label(),
+                event.kind()
+            );
+        }
+        assert_eq!(
+            fresh.payloads,
+            golden.payloads,
+            "{}: other plain payloads",
+            fixture.label()
+        );
+        assert!(
+            fresh
+                .events
+                .iter()
+                .all(|e| e.kind_version == REFERENCED_PAYLOAD),
+            "{}: an event not in encoding 2",
+            fixture.label()
+        );
+        let log_bytes = |files: &[(PathBuf, Vec<u8>)]| -> usize {
+            files
+                .iter()
+                .filter(|(name, _)| name.starts_with("log"))
+                .map(|(_, bytes)| log_len(bytes))
+                .sum()
+        };
+        // Content that appears once costs a reference and a blob record more than inline;
+        // a run that hands content on (geo) records less.
+        assert!(
+            fixture.shape != Shape::Geo || log_bytes(&files) * 10 < log_bytes(&fixture.files()) * 9,
+            "{}: encoding 2 writes {} bytes of log, encoding 1 wrote {}",
+            fixture.label(),
+            log_bytes(&files),
+            log_bytes(&fixture.files())
         );
     }
 }

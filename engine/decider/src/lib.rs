@@ -26,6 +26,8 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// Payload encoding 2: content recorded once (issue 15 point 6)
+mod content;
 mod decide;
 mod event;
 mod ids;
@@ -43,6 +45,10 @@ mod tests;
 #[cfg(test)]
 mod transitions;
 
+pub use content::{
+    CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
+    ReferencedEvent, ReferencedPayload, content_positions,
+};
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
     EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,

@@ -32,8 +32,8 @@ pub use agent::{
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    HumanDecision, HumanOverride, RecordedEvent, RunOutcome, RunSummary, Runtime, RuntimeError,
-    resolve_program,
+    HumanDecision, HumanOverride, PayloadEncoding, RecordedEvent, RunOutcome, RunSummary, Runtime,
+    RuntimeError, resolve_program,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,

@@ -2,10 +2,12 @@
 //! bytes it carries, the chain, the Merkle tree head and the signed checkpoint. It reads
 //! only the file: nothing here trusts the data directory the export came from.
 
+use std::collections::BTreeMap;
 use std::io::BufRead;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
 use docket_store::merkle::{TreeBuilder, TreeHash, leaf_hash};
 use docket_store::{Event, Hash, Payload, StreamId, event_hash, genesis};
 use serde_json::Value;
@@ -90,6 +92,14 @@ pub enum LineFault {
     BadCheckpoint(String),
     #[error("the export ends without the signed checkpoint the key you gave should have signed")]
     Unsigned,
+    #[error(
+        "the content at {pointer} (blob {hash}) of the event before has no `content` line: each follows the event that first refers to it"
+    )]
+    MissingContent { pointer: String, hash: Hash },
+    #[error("content {found} is not the content expected here ({expected})")]
+    UnexpectedContent { found: Hash, expected: String },
+    #[error("the event's payload does not read as encoding 2: {0}")]
+    BadReferences(String),
 }
 
 /// What a sound export holds.
@@ -139,7 +149,8 @@ pub fn verify_export(
     expect_type(n, &header, "header")?;
     let format = str_field(n, &header, "format")?;
     let version = u64_field(n, &header, "version")?;
-    if format != EXPORT_FORMAT || version != u64::from(EXPORT_VERSION) {
+    // Version 1 (before `content` lines) is read too: its events are all in encoding 1.
+    if format != EXPORT_FORMAT || !(1..=u64::from(EXPORT_VERSION)).contains(&version) {
         return Err(fault(
             n,
             LineFault::UnsupportedFormat {
@@ -150,7 +161,8 @@ pub fn verify_export(
     let run_text = str_field(n, &header, "run")?;
     let run = StreamId::new(run_text).map_err(|_| fault(n, LineFault::Field("run")))?;
     let promised = u64_field(n, &header, "events")?;
-    let expected = header_value(&run, promised);
+    let mut expected = header_value(&run, promised);
+    expected["version"] = Value::from(version);
     if let Some((key, found)) = first_difference(&header, &expected) {
         return Err(fault(
             n,
@@ -170,13 +182,22 @@ pub fn verify_export(
 
     let mut tree = TreeBuilder::new();
     let mut prev = genesis(&run);
+    let mut content = ContentLines::default();
     loop {
         let Some((n, line, text)) = lines.next_object()? else {
             return Err(fault(lines.last + 1, LineFault::Truncated));
         };
-        match str_field(n, &line, "type")? {
+        let kind = str_field(n, &line, "type")?;
+        if kind != "content" {
+            content.none_pending(n)?;
+        }
+        match kind {
+            "content" if version >= 2 => content.given(n, &line)?,
             "event" => {
-                let event = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                let (event, payload) = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                if event.kind_version == REFERENCED_PAYLOAD {
+                    content.referred(n, &event, &payload)?;
+                }
                 prev = event.hash;
                 tree.push(leaf_hash(&docket_store::event_record(&event)));
             }
@@ -230,7 +251,7 @@ pub fn verify_export(
                 return Err(fault(
                     n,
                     LineFault::UnexpectedLine {
-                        expected: "event or tree",
+                        expected: "content, event or tree",
                         found: format!("a `{other}` line"),
                     },
                 ));
@@ -339,7 +360,7 @@ fn check_event(
     run: &StreamId,
     seq: u64,
     prev: Hash,
-) -> Result<Event, BadLine> {
+) -> Result<(Event, Vec<u8>), BadLine> {
     if let Some(key) = line.keys().find(|k| !EVENT_FIELDS.contains(&k.as_str())) {
         return Err(fault(n, LineFault::UnknownField(key.clone())));
     }
@@ -408,7 +429,7 @@ fn check_event(
             recorded_policy.as_deref().unwrap_or("null"),
         ));
     }
-    check_payload(n, line, text, &event)?;
+    let payload = check_payload(n, line, text, &event)?;
     let line_prev = str_field(n, line, "prev")?;
     if line_prev != event.prev.to_hex() {
         return Err(differs(n, "prev", line_prev, event.prev));
@@ -436,12 +457,108 @@ fn check_event(
             },
         ));
     }
-    Ok(event)
+    Ok((event, payload))
+}
+
+/// A `content` line: exactly `type`, `hash`, `len`, `content`; the content's plain
+/// BLAKE3 and length are the ones named.
+fn check_content(n: usize, line: &Object) -> Result<(Hash, u64), BadLine> {
+    if let Some(key) = line
+        .keys()
+        .find(|k| !["type", "hash", "len", "content"].contains(&k.as_str()))
+    {
+        return Err(fault(n, LineFault::UnknownField(key.clone())));
+    }
+    let hash = Hash::from_hex(str_field(n, line, "hash")?)
+        .ok_or_else(|| fault(n, LineFault::Field("hash")))?;
+    let len = u64_field(n, line, "len")?;
+    let content = STANDARD
+        .decode(str_field(n, line, "content")?)
+        .map_err(|_| fault(n, LineFault::NotBase64("content")))?;
+    let computed = docket_store::blob_hash(&content);
+    if computed != hash || content.len() as u64 != len {
+        return Err(fault(
+            n,
+            LineFault::WrongBlob {
+                recorded: hash,
+                computed,
+            },
+        ));
+    }
+    Ok((hash, len))
+}
+
+/// The content lines (docs/export-format.md): each blob an encoding-2 event refers to
+/// is given once, right after the event that first refers to it, in the order it
+/// refers to them; so every content line is checked where it stands.
+#[derive(Default)]
+struct ContentLines {
+    /// Content given so far, with its length.
+    given: BTreeMap<Hash, u64>,
+    /// What the last event referred to for the first time, still to be given.
+    pending: std::collections::VecDeque<(String, Hash, u64)>,
+}
+
+impl ContentLines {
+    /// Notes the references of an encoding-2 payload: content given before must have
+    /// the length referred to; content not given yet must follow.
+    fn referred(&mut self, n: usize, event: &Event, payload: &[u8]) -> Result<(), BadLine> {
+        let parsed = ReferencedPayload::parse(&event.kind, payload)
+            .map_err(|e| fault(n, LineFault::BadReferences(e.message)))?;
+        for r in parsed.refs() {
+            let hash = Hash(r.hash);
+            match self.given.get(&hash) {
+                Some(len) if *len == r.len => {}
+                Some(len) => {
+                    return Err(differs(n, "a reference's len", r.len, len));
+                }
+                None if self.pending.iter().any(|p| p.1 == hash) => {}
+                None => self.pending.push_back((r.pointer.clone(), hash, r.len)),
+            }
+        }
+        Ok(())
+    }
+
+    /// A content line: the next content expected, whole.
+    fn given(&mut self, n: usize, line: &Object) -> Result<(), BadLine> {
+        let (hash, len) = check_content(n, line)?;
+        match self.pending.front() {
+            Some((_, want, want_len)) if *want == hash && *want_len == len => {
+                self.pending.pop_front();
+                self.given.insert(hash, len);
+                Ok(())
+            }
+            expected => Err(fault(
+                n,
+                LineFault::UnexpectedContent {
+                    found: hash,
+                    expected: expected.map_or_else(
+                        || "none: the event before refers to no content not given yet".to_owned(),
+                        |(p, h, _)| format!("the content at {p} of the event before, blob {h}"),
+                    ),
+                },
+            )),
+        }
+    }
+
+    /// Before any other line: the last event's content was all given.
+    fn none_pending(&self, n: usize) -> Result<(), BadLine> {
+        match self.pending.front() {
+            None => Ok(()),
+            Some((pointer, hash, _)) => Err(fault(
+                n,
+                LineFault::MissingContent {
+                    pointer: pointer.clone(),
+                    hash: *hash,
+                },
+            )),
+        }
+    }
 }
 
 /// The payload the line shows is the one the record covers (directly, or through its
 /// blob's hash).
-fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(), BadLine> {
+fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<Vec<u8>, BadLine> {
     let bytes = match &event.payload {
         Payload::Inline(bytes) => {
             if line.contains_key("payload_blob") {
@@ -521,7 +638,7 @@ fn check_payload(n: usize, line: &Object, text: &str, event: &Event) -> Result<(
         }
         _ => return Err(fault(n, LineFault::Field("payload"))),
     }
-    Ok(())
+    Ok(bytes)
 }
 
 /// The first key (in order) whose value differs between two JSON objects, with the

@@ -1,11 +1,12 @@
 //! Writing a run as JSON lines: a header, one line per event carrying the exact bytes
 //! its hashes cover, the run's Merkle tree head, and its signed checkpoint when sealed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{
     EVENT_CONTEXT, Event, FORMAT_VERSION, GENESIS_CONTEXT, Hash, Payload, StreamId,
@@ -15,8 +16,9 @@ use serde_json::value::RawValue;
 
 /// The `format` the header names.
 pub const EXPORT_FORMAT: &str = "docket.export.jsonl";
-/// Version of the export format (docs/export-format.md); a reader refuses others.
-pub const EXPORT_VERSION: u32 = 1;
+/// Version of the export format (docs/export-format.md): 2 added `content` lines, the
+/// content encoding-2 events refer to. A reader reads 1 and 2 and refuses others.
+pub const EXPORT_VERSION: u32 = 2;
 
 /// A run's signed checkpoint and the key that checks it, when the run is sealed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,7 +34,8 @@ pub struct RunExport<'a> {
     pub run: &'a StreamId,
     /// The run's events from sequence 1, as read from the log.
     pub events: &'a [Event],
-    /// The content of every blob an event refers to.
+    /// The content of every blob an event refers to: a payload kept as a blob, and the
+    /// content an encoding-2 payload refers to ([`referenced_blobs`]).
     pub blobs: &'a BTreeMap<Hash, Vec<u8>>,
     pub seal: Option<&'a Seal>,
 }
@@ -111,6 +114,17 @@ struct BlobLine {
     content: String,
 }
 
+/// Content an encoding-2 event refers to (docs/events.md#content-stored-once), written
+/// once, right after the first event line that refers to it.
+#[derive(Serialize)]
+struct ContentLine {
+    #[serde(rename = "type")]
+    line: &'static str,
+    hash: String,
+    len: u64,
+    content: String,
+}
+
 #[derive(Serialize)]
 struct TreeLine {
     #[serde(rename = "type")]
@@ -161,6 +175,7 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
     let run = export.run.as_str();
     line(out, &header(export.run, export.events.len() as u64))?;
     let mut tree = TreeBuilder::new();
+    let mut written: BTreeSet<Hash> = BTreeSet::new();
     for (i, event) in export.events.iter().enumerate() {
         let expected = i as u64 + 1;
         if event.seq != expected {
@@ -212,6 +227,30 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
                 record: STANDARD.encode(record),
             },
         )?;
+        // Its content not given yet follows it, once (docs/export-format.md).
+        if event.kind_version == REFERENCED_PAYLOAD {
+            for hash in refs_of(event, bytes) {
+                if !written.insert(hash) {
+                    continue;
+                }
+                let Some(content) = export.blobs.get(&hash) else {
+                    return Err(ExportError::MissingBlob {
+                        run: run.to_owned(),
+                        seq: event.seq,
+                        hash,
+                    });
+                };
+                line(
+                    out,
+                    &ContentLine {
+                        line: "content",
+                        hash: hash.to_hex(),
+                        len: content.len() as u64,
+                        content: STANDARD.encode(content),
+                    },
+                )?;
+            }
+        }
     }
     line(
         out,
@@ -232,6 +271,38 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
         )?;
     }
     Ok(())
+}
+
+/// The blobs an encoding-2 event's payload `bytes` refers to, in order (none for a
+/// payload that does not parse: the export shows it as recorded, and its verifier
+/// refuses it).
+fn refs_of(event: &Event, bytes: &[u8]) -> Vec<Hash> {
+    ReferencedPayload::parse(&event.kind, bytes)
+        .map(|p| p.refs().iter().map(|r| Hash(r.hash)).collect())
+        .unwrap_or_default()
+}
+
+/// The blobs the encoding-2 `events` refer to inside their payloads, whose content an
+/// export carries: `payload` gives an event's payload bytes (a payload kept as a blob
+/// included).
+pub fn referenced_blobs<'a>(
+    events: &'a [Event],
+    mut payload: impl FnMut(&'a Event) -> Option<&'a [u8]>,
+) -> Vec<Hash> {
+    let mut out = Vec::new();
+    for event in events {
+        if event.kind_version != REFERENCED_PAYLOAD {
+            continue;
+        }
+        if let Some(bytes) = payload(event) {
+            for hash in refs_of(event, bytes) {
+                if !out.contains(&hash) {
+                    out.push(hash);
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A payload's JSON text exactly as recorded, when it is JSON that fits on one line.

@@ -6,4 +6,6 @@ mod check;
 mod jsonl;
 
 pub use check::{BadLine, ExportSummary, LineFault, SealSummary, verify_export};
-pub use jsonl::{EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, write_jsonl};
+pub use jsonl::{
+    EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, referenced_blobs, write_jsonl,
+};

@@ -185,6 +185,41 @@ async fn large_payloads_become_blobs_covered_by_the_chain() {
     assert!(store.verify(&s).await.unwrap().is_sound());
 }
 
+/// Blobs carried by an append (content its payloads refer to) are written with it, each
+/// once: twice in one append, in one batch, or already in the store, one record.
+#[tokio::test]
+async fn blobs_carried_by_an_append_are_stored_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (sid("run-a"), sid("run-b"));
+    let content = b"{\"answer\":\"the same content\"}".to_vec();
+    let hash = blob_hash(&content);
+    {
+        let store = open(dir.path(), relaxed()).await;
+        let twice = vec![content.clone(), content.clone()];
+        store
+            .append_with_blobs(&a, 0, vec![ev("x", b"{}")], twice)
+            .await
+            .unwrap();
+        let (one, other) = futures::join!(
+            store.append_with_blobs(&a, 1, vec![ev("y", b"{}")], vec![content.clone()]),
+            store.append_with_blobs(&b, 0, vec![ev("z", b"{}")], vec![content.clone()])
+        );
+        one.unwrap();
+        other.unwrap();
+        assert_eq!(store.get_blob(&hash).await.unwrap(), Some(content.clone()));
+        store.close().await;
+    }
+    let bytes = std::fs::read(seg(dir.path(), 1)).unwrap();
+    let records = bytes
+        .windows(32)
+        .filter(|w| *w == hash.0.as_slice())
+        .count();
+    assert_eq!(records, 1, "the blob's address appears once in the log");
+    let store = open(dir.path(), relaxed()).await;
+    assert_eq!(store.get_blob(&hash).await.unwrap(), Some(content));
+    assert_eq!(read_all(&store, &a).await.len(), 2);
+}
+
 #[tokio::test]
 async fn snapshots_latest_at_or_before() {
     let dir = tempfile::tempdir().unwrap();

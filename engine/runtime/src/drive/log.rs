@@ -2,10 +2,12 @@
 
 use futures::StreamExt;
 
-use docket_store::{Event, EventStore, Payload, StreamId};
+use std::collections::BTreeMap;
+
+use docket_store::{Event, EventStore, Hash, Payload, StreamId};
 
 use super::RuntimeError;
-use docket_decider::RunEvent;
+use docket_decider::{ContentRef, REFERENCED_PAYLOAD, ReferencedPayload, RunEvent};
 
 /// An event as recorded, with its envelope.
 #[derive(Debug, Clone)]
@@ -20,6 +22,9 @@ pub struct RecordedEvent {
     pub policy: Option<String>,
     /// The decoded event.
     pub event: RunEvent,
+    /// For an event of payload encoding 2, the content its payload refers to by hash
+    /// (docs/events.md#content-stored-once); `event` holds that content in place.
+    pub content: Vec<ContentRef>,
 }
 
 pub(super) async fn read_run<S: EventStore>(
@@ -34,7 +39,7 @@ pub(super) async fn read_run<S: EventStore>(
     let mut out = Vec::new();
     while let Some(event) = reader.next().await {
         let event = event.map_err(RuntimeError::Store)?;
-        let bytes = payload(store, &event).await?;
+        let (bytes, content) = payload_and_refs(store, &event).await?;
         let decoded = decode(run_id, &event, &bytes)?;
         out.push(RecordedEvent {
             seq: event.seq,
@@ -42,13 +47,26 @@ pub(super) async fn read_run<S: EventStore>(
             hash: event.hash.to_hex(),
             policy: event.policy.map(|h| h.to_hex()),
             event: decoded,
+            content,
         });
     }
     Ok(out)
 }
 
-/// An event's payload bytes, fetched from the blob store when it was stored apart.
+/// An event's plain payload bytes (what encoding 1 records): fetched from the blob store
+/// when the whole payload was stored apart, and with the content an encoding-2 payload
+/// refers to put back in place (docs/events.md#content-stored-once), so everything that
+/// reads events sees what it saw before.
 pub(super) async fn payload<S: EventStore>(
+    store: &S,
+    event: &Event,
+) -> Result<Vec<u8>, RuntimeError> {
+    Ok(payload_and_refs(store, event).await?.0)
+}
+
+/// An event's payload bytes as recorded (an encoding-2 payload with its references), its
+/// blob fetched when the whole payload was stored apart.
+pub(super) async fn stored_payload<S: EventStore>(
     store: &S,
     event: &Event,
 ) -> Result<Vec<u8>, RuntimeError> {
@@ -60,6 +78,46 @@ pub(super) async fn payload<S: EventStore>(
             .map_err(RuntimeError::Store)?
             .unwrap_or_default(),
     })
+}
+
+/// [`payload`], and the references an encoding-2 payload holds.
+async fn payload_and_refs<S: EventStore>(
+    store: &S,
+    event: &Event,
+) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
+    let bytes = stored_payload(store, event).await?;
+    if event.kind_version != REFERENCED_PAYLOAD {
+        return Ok((bytes, Vec::new()));
+    }
+    let stream = event.stream.as_str();
+    let parsed =
+        ReferencedPayload::parse(&event.kind, &bytes).map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    let mut content: BTreeMap<[u8; 32], Vec<u8>> = BTreeMap::new();
+    for r in parsed.refs() {
+        if content.contains_key(&r.hash) {
+            continue;
+        }
+        if let Some(bytes) = store
+            .get_blob(&Hash(r.hash))
+            .await
+            .map_err(RuntimeError::Store)?
+        {
+            content.insert(r.hash, bytes);
+        }
+    }
+    let plain = parsed
+        .resolve(|r| content.get(&r.hash).cloned())
+        .map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    Ok((
+        docket_policies::canonical_json_bytes(&plain),
+        parsed.refs().to_vec(),
+    ))
 }
 
 /// An event of run `run` decoded, or an error naming the run and the event kind.

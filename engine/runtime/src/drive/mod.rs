@@ -33,8 +33,8 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, NextStep, Rejection, RunEvent, RunId, RunRequested,
-    RunState, decide_in_place,
+    Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection, RunEvent, RunId,
+    RunRequested, RunState, decide_in_place,
 };
 
 pub use executors::resolve_program;
@@ -265,6 +265,21 @@ struct Inner<S> {
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
     // Governed tools
     tools: crate::tool::ToolExecutors,
+    /// How run events' payloads are written: [`PayloadEncoding::Plain`] when set.
+    plain_payloads: std::sync::atomic::AtomicBool,
+}
+
+/// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
+/// Either is read back; the choice only changes what new events look like in the log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PayloadEncoding {
+    /// Encoding 1 (`kind_version` 1): the event's canonical JSON, content and all, as
+    /// every run recorded before encoding 2 (the golden logs) was written.
+    Plain,
+    /// Encoding 2 (`kind_version` 2): content written once as a blob and referred to by
+    /// hash at the kind's content positions. The default.
+    #[default]
+    Referenced,
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -289,7 +304,31 @@ impl<S: EventStore + 'static> Runtime<S> {
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
                 tools: crate::tool::ToolExecutors::default(),
+                plain_payloads: std::sync::atomic::AtomicBool::new(false),
             }),
+        }
+    }
+
+    /// Writes run events' payloads in `encoding` from now on (the default is
+    /// [`PayloadEncoding::Referenced`]; tests that compare a recording with a golden log
+    /// of encoding 1 ask for [`PayloadEncoding::Plain`]).
+    pub fn set_payload_encoding(&self, encoding: PayloadEncoding) {
+        self.inner.plain_payloads.store(
+            encoding == PayloadEncoding::Plain,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+
+    /// How run events' payloads are written now.
+    pub fn payload_encoding(&self) -> PayloadEncoding {
+        if self
+            .inner
+            .plain_payloads
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            PayloadEncoding::Plain
+        } else {
+            PayloadEncoding::Referenced
         }
     }
 
@@ -688,19 +727,31 @@ impl<S: EventStore + 'static> Runtime<S> {
         let stream = Self::stream(&run_id)?;
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = WallTime(self.inner.clock.now_ns());
+        let mut blobs = Vec::new();
         let batch = events
             .iter()
-            .map(|e| NewEvent {
-                kind: e.kind().to_owned(),
-                kind_version: KIND_VERSION,
-                recorded_at,
-                policy,
-                payload: e.encode(),
+            .map(|e| {
+                let (kind_version, payload) = match self.payload_encoding() {
+                    PayloadEncoding::Plain => (KIND_VERSION, e.encode()),
+                    PayloadEncoding::Referenced => {
+                        let encoded = e.encode_referenced();
+                        blobs.extend(encoded.blobs);
+                        (REFERENCED_PAYLOAD, encoded.payload)
+                    }
+                };
+                NewEvent {
+                    kind: e.kind().to_owned(),
+                    kind_version,
+                    recorded_at,
+                    policy,
+                    payload,
+                }
             })
             .collect();
+        // The content the events refer to goes in the same atomic write, each blob once.
         self.inner
             .store
-            .append(&stream, version, batch)
+            .append_with_blobs(&stream, version, batch, blobs)
             .await
             .map_err(|e| match e {
                 StoreError::Conflict {

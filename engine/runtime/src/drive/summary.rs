@@ -12,7 +12,7 @@ use serde::Deserialize;
 use docket_store::{Event, EventStore, StreamHead};
 
 use super::RuntimeError;
-use super::log::{decode, payload};
+use super::log::{decode, payload, stored_payload};
 use docket_decider::{RunEvent, RunId, RunStatus};
 
 /// A run as `docket runs` lists it.
@@ -49,6 +49,8 @@ fn is_final_kind(kind: &str) -> bool {
 }
 
 /// The workflow's name from `run.requested`, without decoding the rest.
+/// The workflow's name from `run.requested`'s payload as stored: the name is never a
+/// content position, so a listing does not fetch the bundle source's blob.
 fn workflow_name(run: &str, event: &Event, bytes: &[u8]) -> Result<String, RuntimeError> {
     serde_json::from_slice::<Requested>(bytes)
         .map(|r| r.workflow.name)
@@ -93,7 +95,11 @@ pub(super) async fn summarize<S: EventStore>(
                 if first.kind == "run.requested" {
                     return Ok(Some(RunSummary {
                         run_id: run_id.into(),
-                        workflow: workflow_name(run_id, &first, &payload(store, &first).await?)?,
+                        workflow: workflow_name(
+                            run_id,
+                            &first,
+                            &stored_payload(store, &first).await?,
+                        )?,
                         status: RunStatus::WaitingForHuman,
                         events: head.seq,
                         open_tickets: vec![ticket.into()],
@@ -117,7 +123,8 @@ pub(super) async fn summarize<S: EventStore>(
         summary.events = event.seq;
         match event.kind.as_str() {
             "run.requested" if event.seq == 1 => {
-                summary.workflow = workflow_name(run_id, &event, &payload(store, &event).await?)?;
+                summary.workflow =
+                    workflow_name(run_id, &event, &stored_payload(store, &event).await?)?;
                 summary.status = RunStatus::Running;
             }
             _ if event.seq == 1 => return Ok(None),
