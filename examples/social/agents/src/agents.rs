@@ -8,13 +8,14 @@ use docket_decider::{
 use serde_json::{Map, Value, json};
 
 /// The agents, by the name the binary takes.
-pub const AGENTS: [&str; 6] = [
+pub const AGENTS: [&str; 7] = [
     "orchestrator",
     "planner",
     "creator",
     "publisher",
     "engagement",
     "verifier",
+    "doc",
 ];
 
 /// The agent function for a name of [`AGENTS`].
@@ -27,6 +28,7 @@ pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
         "publisher" => publisher,
         "engagement" => engagement,
         "verifier" => verifier,
+        "doc" => doc,
         _ => return None,
     })
 }
@@ -221,10 +223,23 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 ),
             )
         }
-        "publish" | "engage" => {
+        "publish" | "engage" => spawn(
+            "doc",
+            "document",
+            format!("journal the {name} campaign"),
+            packet(json!({
+                "campaign": name,
+                "episodes": results.iter().map(|r| json!({
+                    "episode": r["episode_id"], "type": r["episode_type"], "summary": r["result"]["summary"],
+                })).collect::<Vec<_>>(),
+            })),
+        ),
+        "document" => {
             let mut done = result(
                 EpisodeStatus::Ok,
-                &format!("{name}: planned, created, published and verified; engagement answered"),
+                &format!(
+                    "{name}: planned, created, published and verified; engagement answered; journaled"
+                ),
                 &results
                     .iter()
                     .filter_map(|r| r["result"]["artifacts_created"].as_array())
@@ -628,13 +643,16 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
         );
     }
     let Some(lookup) = inputs(request, "tool_result").last().copied() else {
-        return respond(
+        let mut response = respond(
             request,
             vec![Action::CallTool {
                 name: "outbox_lookup".into(),
                 arguments: json!({ "idempotency_key": key }),
             }],
         );
+        // docket charges what the agent reports: the lookup is this answer's tool call.
+        response.usage.tool_calls = 1;
+        return response;
     };
     let found = lookup["result"]["count"].as_u64().unwrap_or(0);
     let visible = lookup["status"] == "returned" && found == 1;
@@ -679,6 +697,35 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
                     "outbox:{}",
                     post["post_id"].as_str().unwrap_or_default()
                 )],
+            )),
+        ],
+    )
+}
+
+/// The doc agent (§2.7): appends a journal entry of the campaign's episodes, for
+/// continuity between runs.
+pub fn doc(request: &AgentRequest) -> AgentResponse {
+    let packet = capsules(request);
+    let Some(episodes) = packet["episodes"].as_array() else {
+        return refuse(
+            request,
+            "EPISODES_MISSING",
+            "the task packet lists no episodes to journal",
+        );
+    };
+    let campaign = packet["campaign"].as_str().unwrap_or("campaign");
+    let entry = format!("journal:{campaign}");
+    respond(
+        request,
+        vec![
+            write(
+                "docs_journal",
+                json!({ "summary": format!("{campaign}: {} episodes journaled", episodes.len()), "journal": episodes }),
+            ),
+            finish(result(
+                EpisodeStatus::Ok,
+                &format!("{entry} appended"),
+                &[entry.clone()],
             )),
         ],
     )
