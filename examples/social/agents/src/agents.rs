@@ -725,7 +725,7 @@ pub fn doc(request: &AgentRequest) -> AgentResponse {
             finish(result(
                 EpisodeStatus::Ok,
                 &format!("{entry} appended"),
-                &[entry.clone()],
+                std::slice::from_ref(&entry),
             )),
         ],
     )
