@@ -608,17 +608,16 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
 /// The verifier (§2.6): proves a post is visible exactly once by looking it up in the
 /// outbox (a governed tool call), and writes a verification report. With
 /// `visibility_uncertain` it recurses to probe again (Class D, §3.2) until its depth limit
-/// stops it (`depth_exceeded`). Asked by docket to re-check an effect the executor could
-/// not confirm (`verify_effect`), it answers with a verdict.
+/// stops it (`depth_exceeded`).
 pub fn verifier(request: &AgentRequest) -> AgentResponse {
-    let key = episode_goal(request)
-        .map(|g| g["inputs"]["verify"]["idempotency_key"].clone())
-        .or_else(|| {
-            inputs(request, "effect_receipt")
-                .first()
-                .map(|r| r["idempotency_key"].clone())
-        })
-        .unwrap_or(Value::Null);
+    let Some(key) = episode_goal(request).map(|g| g["inputs"]["verify"]["idempotency_key"].clone())
+    else {
+        return refuse(
+            request,
+            "INPUT_MISSING_GOAL",
+            "the verifier runs in an episode",
+        );
+    };
     if trigger(request) == "visibility_uncertain" {
         if let Some(probe) = inputs(request, "episode_result").last() {
             return respond(
@@ -669,14 +668,6 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
             key.as_str().unwrap_or_default()
         )
     };
-    if request.capability_code == "verify_effect" {
-        return respond(
-            request,
-            vec![Action::Finish {
-                output: json!({ "verified": visible, "reason": summary }),
-            }],
-        );
-    }
     if !visible {
         return respond(
             request,
