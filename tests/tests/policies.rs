@@ -635,9 +635,23 @@ fn recursion_policy_limits_and_budget_rules() {
             .reason
             .contains("no new information")
     );
-    // Named policy: publishing is never recursive, the verifier may go deeper.
+    // Named policy: publishing is never recursive (a publisher, itself a child of the
+    // orchestrator at depth 1, may spawn only its verify child, at depth 2), the verifier
+    // may go deeper.
     assert_eq!(
         b.decide_spawn(&spawn("publisher", "verify", 1))
+            .decision
+            .verdict,
+        Verdict::Allow
+    );
+    assert_eq!(
+        b.decide_spawn(&spawn("publisher", "verify", 2))
+            .decision
+            .verdict,
+        Verdict::Deny
+    );
+    assert_eq!(
+        b.decide_spawn(&spawn("publisher", "publish", 1))
             .decision
             .verdict,
         Verdict::Deny

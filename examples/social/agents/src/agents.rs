@@ -1,0 +1,805 @@
+//! The six roles of seed 004 §2 that a campaign needs, each a pure function of its
+//! request. An agent learns where it stands from its decision inputs only: the goal of its
+//! episode, the results of the children it spawned, the effects and tools it asked for.
+
+use docket_decider::{
+    Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, EpisodeResult, EpisodeStatus,
+};
+use serde_json::{Map, Value, json};
+
+/// The agents, by the name the binary takes.
+pub const AGENTS: [&str; 7] = [
+    "orchestrator",
+    "planner",
+    "creator",
+    "publisher",
+    "engagement",
+    "verifier",
+    "doc",
+];
+
+/// The agent function for a name of [`AGENTS`].
+#[must_use]
+pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
+    Some(match name {
+        "orchestrator" => orchestrator,
+        "planner" => planner,
+        "creator" => creator,
+        "publisher" => publisher,
+        "engagement" => engagement,
+        "verifier" => verifier,
+        "doc" => doc,
+        _ => return None,
+    })
+}
+
+/// What each call reports using: a model call's worth of tokens, so the episodes' budgets
+/// move (`docket status` shows them).
+const CALL_INPUT_TOKENS: u64 = 400;
+const CALL_OUTPUT_TOKENS: u64 = 150;
+
+fn respond(request: &AgentRequest, actions: Vec<Action>) -> AgentResponse {
+    let mut response =
+        AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
+    response.usage.input_tokens = CALL_INPUT_TOKENS;
+    response.usage.output_tokens = CALL_OUTPUT_TOKENS;
+    response
+}
+
+fn refuse(request: &AgentRequest, code: &str, message: &str) -> AgentResponse {
+    AgentResponse::error(request.request_id.clone(), code, message)
+}
+
+/// The payloads of the decision inputs of `output_type`, in order.
+fn inputs<'a>(request: &'a AgentRequest, output_type: &str) -> Vec<&'a Value> {
+    request
+        .decision_inputs
+        .iter()
+        .filter(|i| i.output_type == output_type)
+        .map(|i| &i.payload)
+        .collect()
+}
+
+/// This episode's goal packet: `{episode_id, episode_type, goal, budget, inputs}`.
+fn episode_goal(request: &AgentRequest) -> Option<&Value> {
+    inputs(request, "episode_goal").into_iter().next()
+}
+
+fn episode_type(request: &AgentRequest) -> &str {
+    episode_goal(request)
+        .and_then(|g| g["episode_type"].as_str())
+        .unwrap_or_default()
+}
+
+/// The task packet's `trigger`: what the campaign's `trouble` asks this episode to run
+/// into (empty for a campaign without trouble).
+fn trigger(request: &AgentRequest) -> &str {
+    episode_goal(request)
+        .and_then(|g| g["inputs"]["trigger"].as_str())
+        .unwrap_or_default()
+}
+
+fn capsules(request: &AgentRequest) -> &Value {
+    episode_goal(request).map_or(&Value::Null, |g| &g["inputs"]["capsule_refs"])
+}
+
+/// The latest version of a domain this agent may read (`domain:ID@vN`).
+fn domain<'a>(request: &'a AgentRequest, id: &str) -> Option<&'a Value> {
+    let prefix = format!("domain:{id}@v");
+    request
+        .context_inputs
+        .iter()
+        .filter(|c| c.output_type.starts_with(&prefix))
+        .map(|c| &c.payload)
+        .next_back()
+}
+
+fn finish(result: EpisodeResult) -> Action {
+    Action::FinishEpisode { result }
+}
+
+fn result(status: EpisodeStatus, summary: &str, artifacts: &[String]) -> EpisodeResult {
+    let mut result = EpisodeResult::new(status, summary);
+    result.artifacts_created = artifacts.to_vec();
+    result
+}
+
+fn failed(summary: &str, error_class: &str) -> EpisodeResult {
+    let mut result = EpisodeResult::new(EpisodeStatus::Failed, summary);
+    result.error_class = Some(error_class.to_owned());
+    result
+}
+
+fn spawn(agent: &str, episode_type: &str, goal: String, inputs: Value) -> Action {
+    Action::Spawn {
+        agent: agent.into(),
+        episode_type: episode_type.to_owned(),
+        goal,
+        budget: BudgetRequest::default(),
+        inputs: match inputs {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        },
+    }
+}
+
+fn write(domain: &str, content: Value) -> Action {
+    Action::WriteDomain {
+        domain: domain.to_owned(),
+        content,
+    }
+}
+
+/// A short content hash, as the asset graph records it (seed 004 §4.2) and as the
+/// duplicate-risk check compares it (§5.4).
+fn content_hash(text: &str) -> String {
+    blake3::hash(text.as_bytes()).to_hex()[..16].to_owned()
+}
+
+/// The orchestrator (§2.1): one child episode per role, in order, each with a task packet
+/// (goal, capsule refs, trigger). It publishes nothing and writes no domain. A child that
+/// did not end ok ends the campaign: the root finishes `failed` with a task for a human.
+pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
+    let Some(campaign) = request
+        .decision_inputs
+        .iter()
+        .find(|i| i.source_agent == "external")
+        .map(|i| &i.payload)
+    else {
+        return refuse(
+            request,
+            "INPUT_MISSING_CAMPAIGN",
+            "the orchestrator expects a campaign request from external",
+        );
+    };
+    let name = campaign["campaign"].as_str().unwrap_or("campaign");
+    let trouble = campaign["trouble"].as_str().unwrap_or_default();
+    let packet = |capsule_refs: Value| json!({ "trigger": trouble, "capsule_refs": capsule_refs });
+    let brief = json!({
+        "campaign": name,
+        "brand": campaign["brand"],
+        "platform": campaign["platform"],
+        "topic": campaign["topic"],
+        "launch_date": campaign["launch_date"],
+    });
+    let results = inputs(request, "episode_result");
+    let Some(last) = results.last() else {
+        return respond(
+            request,
+            vec![spawn(
+                "planner",
+                "plan",
+                format!("plan the {name} post"),
+                packet(brief),
+            )],
+        );
+    };
+    let child = last["episode_type"].as_str().unwrap_or_default();
+    let child_result = &last["result"];
+    if child_result["status"] != "ok" {
+        let mut failure = failed(
+            &format!(
+                "the {child} episode ended {}: {}",
+                child_result["status"].as_str().unwrap_or("?"),
+                child_result["summary"].as_str().unwrap_or_default()
+            ),
+            child_result["error_class"]
+                .as_str()
+                .unwrap_or("child_failed"),
+        );
+        failure.next_actions = vec![json!({
+            "for": "human",
+            "task": format!("review the stopped {child} episode of {name} before a new run"),
+        })];
+        return respond(request, vec![finish(failure)]);
+    }
+    let next = match child {
+        "plan" => spawn(
+            "creator",
+            "create",
+            format!("produce the asset for the {name} plan"),
+            packet(brief),
+        ),
+        "create" => spawn(
+            "publisher",
+            "publish",
+            format!(
+                "publish the {name} asset on {}",
+                campaign["platform"].as_str().unwrap_or("the platform")
+            ),
+            packet(brief),
+        ),
+        "publish"
+            if campaign["engagement_events"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty()) =>
+        {
+            spawn(
+                "engagement",
+                "engage",
+                format!("answer the engagement on the {name} post"),
+                packet(
+                    json!({ "campaign": name, "engagement_events": campaign["engagement_events"] }),
+                ),
+            )
+        }
+        "publish" | "engage" => spawn(
+            "doc",
+            "document",
+            format!("journal the {name} campaign"),
+            packet(json!({
+                "campaign": name,
+                "episodes": results.iter().map(|r| json!({
+                    "episode": r["episode_id"], "type": r["episode_type"], "summary": r["result"]["summary"],
+                })).collect::<Vec<_>>(),
+            })),
+        ),
+        "document" => {
+            let mut done = result(
+                EpisodeStatus::Ok,
+                &format!(
+                    "{name}: planned, created, published and verified; engagement answered; journaled"
+                ),
+                &results
+                    .iter()
+                    .filter_map(|r| r["result"]["artifacts_created"].as_array())
+                    .flatten()
+                    .filter_map(|a| a.as_str().map(str::to_owned))
+                    .collect::<Vec<_>>(),
+            );
+            done.decisions = results
+                .iter()
+                .map(|r| json!({ "episode": r["episode_id"], "type": r["episode_type"], "status": r["result"]["status"] }))
+                .collect();
+            return respond(request, vec![finish(done)]);
+        }
+        other => {
+            return refuse(
+                request,
+                "UNEXPECTED_EPISODE_RESULT",
+                &format!("no step follows a {other:?} episode"),
+            );
+        }
+    };
+    respond(request, vec![next])
+}
+
+/// The planner (§2.2): writes the plan node, citing the capsules it used (§4.1). Missing
+/// its brand capsule (`brand_capsule_missing`) it recurses to retrieve it (§5.1), and two
+/// retrievals that find nothing stop it (`no_new_information`).
+pub fn planner(request: &AgentRequest) -> AgentResponse {
+    let Some(goal) = episode_goal(request) else {
+        return refuse(
+            request,
+            "INPUT_MISSING_GOAL",
+            "the planner runs in an episode",
+        );
+    };
+    if episode_type(request) == "retrieve" {
+        // The capsule is nowhere: nothing new to report.
+        return respond(request, vec![finish(result(EpisodeStatus::Ok, "", &[]))]);
+    }
+    if trigger(request) == "brand_capsule_missing" {
+        let tried = inputs(request, "episode_result").len();
+        let place = ["the brand kit", "past plan nodes"][tried.min(1)];
+        return respond(
+            request,
+            vec![spawn(
+                "planner",
+                "retrieve",
+                format!("locate the brand capsule in {place}"),
+                json!({}),
+            )],
+        );
+    }
+    let brief = capsules(request);
+    let name = brief["campaign"].as_str().unwrap_or("campaign");
+    let plan_id = format!("plan-{name}-1");
+    let content = json!({
+        "summary": format!("{plan_id}: one {} post announcing {}", brief["platform"].as_str().unwrap_or("social"), brief["topic"].as_str().unwrap_or("the launch")),
+        "plan_node": {
+            "id": plan_id,
+            "blueprint": "text_post",
+            "platform": brief["platform"],
+            "topic": brief["topic"],
+            "launch_date": brief["launch_date"],
+            "brand": brief["brand"],
+            "pointers": ["capsule:brand/voice@3", "capsule:kb/launch-facts@7"],
+        },
+        "plan_edges": [{
+            "from": plan_id, "to": "engagement",
+            "rationale": "answer launch questions within the day",
+            "evidence_refs": ["capsule:engagement/last-launch@2"],
+        }],
+        "goal": goal["goal"],
+    });
+    respond(
+        request,
+        vec![
+            write("plan_graph", content),
+            finish(result(
+                EpisodeStatus::Ok,
+                &format!("{plan_id} written to the plan graph"),
+                &[format!("plan_graph:{plan_id}")],
+            )),
+        ],
+    )
+}
+
+/// The creator (§2.3): turns the plan node into a text asset recorded with its blueprint,
+/// plan id, prompt and provider refs and hash (§4.2). Troubles: `render_runaway` burns its
+/// whole token budget (`budget_exhausted`); `tone_rubric_fails` recurses into rewrites
+/// that keep failing the tone rubric (`failure_repeats`); `creator_edits_plan` tries to
+/// write the plan graph, which only the planner may (`policy_blocks`).
+pub fn creator(request: &AgentRequest) -> AgentResponse {
+    let Some(goal) = episode_goal(request) else {
+        return refuse(
+            request,
+            "INPUT_MISSING_GOAL",
+            "the creator runs in an episode",
+        );
+    };
+    if episode_type(request) == "rewrite" {
+        let episode = goal["episode_id"].as_str().unwrap_or("rewrite");
+        let mut rubric = failed(
+            &format!("{episode}: the rewrite still reads off-brand (tone rubric: 2/5)"),
+            "tone_rubric",
+        );
+        rubric.artifacts_created = vec![format!("rubric-report:{episode}")];
+        return respond(request, vec![finish(rubric)]);
+    }
+    let Some(plan) = domain(request, "plan_graph") else {
+        return refuse(
+            request,
+            "PLAN_NODE_MISSING",
+            "no plan graph version to create from",
+        );
+    };
+    let node = &plan["plan_node"];
+    let plan_id = node["id"].as_str().unwrap_or("plan");
+    let text = format!(
+        "{} is here: {}. Doors open {}. Tell us what you will build first!",
+        node["brand"].as_str().unwrap_or("We"),
+        node["topic"].as_str().unwrap_or("something new"),
+        node["launch_date"].as_str().unwrap_or("soon"),
+    );
+    let hash = content_hash(&text);
+    let asset_id = format!("asset-{hash}");
+    let asset = json!({
+        "summary": format!("{asset_id}: caption for {plan_id}"),
+        "asset": {
+            "id": asset_id, "blueprint_type": "text_post", "plan_id": plan_id,
+            "prompt_refs": ["prompt:caption/launch@2"], "provider_config_ref": "provider:copy-model/default",
+            "hash": hash, "text": text,
+        },
+    });
+    let created = finish(result(
+        EpisodeStatus::Ok,
+        &format!("{asset_id} written to the asset graph"),
+        &[format!("asset_graph:{asset_id}")],
+    ));
+    match trigger(request) {
+        "render_runaway" => {
+            // The answer that crosses the budget is recorded; its actions are not carried out.
+            let mut response = respond(request, vec![write("asset_graph", asset), created]);
+            response.usage.input_tokens = goal["budget"]["tokens"].as_u64().unwrap_or(u64::MAX / 2);
+            response
+        }
+        "tone_rubric_fails" => {
+            let attempt = inputs(request, "episode_result").len() + 1;
+            respond(
+                request,
+                vec![spawn(
+                    "creator",
+                    "rewrite",
+                    format!(
+                        "rewrite the caption of {asset_id} in the brand voice (attempt {attempt})"
+                    ),
+                    json!({}),
+                )],
+            )
+        }
+        "creator_edits_plan" => respond(
+            request,
+            vec![
+                write(
+                    "plan_graph",
+                    json!({ "summary": format!("{plan_id}: moved to a video blueprint"), "plan_node": { "id": plan_id, "blueprint": "video" } }),
+                ),
+                write("asset_graph", asset),
+                created,
+            ],
+        ),
+        _ => respond(request, vec![write("asset_graph", asset), created]),
+    }
+}
+
+/// The publisher (§2.4): writes the schedule item, asks for the post (dry run → execute
+/// once per key → verify, all docket's), then has the verifier prove it is visible (§8.1:
+/// a `verify` child; its episode result needs that verification).
+pub fn publisher(request: &AgentRequest) -> AgentResponse {
+    if episode_goal(request).is_none() {
+        return refuse(
+            request,
+            "INPUT_MISSING_GOAL",
+            "the publisher runs in an episode",
+        );
+    }
+    if let Some(verified) = inputs(request, "episode_result").last() {
+        let verdict = &verified["result"];
+        if verdict["status"] != "ok" {
+            return respond(
+                request,
+                vec![finish(failed(
+                    &format!(
+                        "the post could not be verified: {}",
+                        verdict["summary"].as_str().unwrap_or_default()
+                    ),
+                    verdict["error_class"]
+                        .as_str()
+                        .unwrap_or("verification_failed"),
+                ))],
+            );
+        }
+        let mut done = result(
+            EpisodeStatus::Ok,
+            &format!(
+                "published and verified: {}",
+                verdict["summary"].as_str().unwrap_or_default()
+            ),
+            &verdict["artifacts_created"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect::<Vec<_>>(),
+        );
+        done.verification_needed = true;
+        return respond(request, vec![finish(done)]);
+    }
+    if let Some(effect) = inputs(request, "effect_result").last() {
+        let status = effect["status"].as_str().unwrap_or_default();
+        if status != "applied" && status != "deduplicated" {
+            return respond(
+                request,
+                vec![finish(failed(
+                    &format!(
+                        "the post was {status}: {}",
+                        effect["reason"]
+                            .as_str()
+                            .or(effect["message"].as_str())
+                            .unwrap_or_default()
+                    ),
+                    &format!("effect_{status}"),
+                ))],
+            );
+        }
+        return respond(
+            request,
+            vec![spawn(
+                "verifier",
+                "verify",
+                format!(
+                    "confirm the post {} is visible once",
+                    effect["idempotency_key"].as_str().unwrap_or_default()
+                ),
+                json!({
+                    "trigger": trigger(request),
+                    "verify": { "kind": effect["kind"], "idempotency_key": effect["idempotency_key"], "receipt": effect["receipt"] },
+                }),
+            )],
+        );
+    }
+    let Some(asset) = domain(request, "asset_graph").map(|a| &a["asset"]) else {
+        return refuse(
+            request,
+            "ASSET_BUNDLE_MISSING",
+            "no asset graph version to publish",
+        );
+    };
+    let brief = capsules(request);
+    let campaign = brief["campaign"].as_str().unwrap_or("campaign");
+    let hash = asset["hash"].as_str().unwrap_or_default();
+    // Same campaign, same asset hash, same window: the same key (duplicate risk, §5.4).
+    let key = format!("publish:{campaign}:{hash}");
+    let item = json!({
+        "summary": format!("{} scheduled on {} at launch", asset["id"].as_str().unwrap_or("asset"), brief["platform"].as_str().unwrap_or("the platform")),
+        "schedule_items": [{ "asset_id": asset["id"], "platform": brief["platform"], "lane": "api", "slot": brief["launch_date"], "idempotency_key": key }],
+    });
+    respond(
+        request,
+        vec![
+            write("schedule", item),
+            Action::RequestEffect {
+                kind: "publish".into(),
+                lane: "api".into(),
+                idempotency_key: Some(key),
+                params: json!({ "platform": brief["platform"], "asset_id": asset["id"], "asset_hash": hash, "text": asset["text"] }),
+            },
+        ],
+    )
+}
+
+/// The engagement agent (§2.5): one reply per engagement event, each a side effect with
+/// its own key (one send attempt per event, §8.2); a DM waits for a person's approval. A
+/// refused send (the kill switch) ends its episode: the lane stops (§6, hard rule).
+pub fn engagement(request: &AgentRequest) -> AgentResponse {
+    let Some(events) = capsules(request)["engagement_events"].as_array() else {
+        return refuse(
+            request,
+            "ENGAGEMENT_EVENTS_MISSING",
+            "the task packet lists no engagement events",
+        );
+    };
+    let sent = inputs(request, "effect_result");
+    if let Some(refused) = sent
+        .iter()
+        .find(|e| e["status"] != "applied" && e["status"] != "deduplicated")
+    {
+        let rule = refused["rule_id"].as_str().unwrap_or_default();
+        let class = if rule.starts_with("kill_switch") {
+            "kill_switch"
+        } else {
+            "send_refused"
+        };
+        let mut stopped = failed(
+            &format!(
+                "the {} to {} was not sent ({}: {}); no further sends on this lane",
+                refused["kind"].as_str().unwrap_or("message"),
+                refused["idempotency_key"].as_str().unwrap_or_default(),
+                rule,
+                refused["reason"].as_str().unwrap_or_default()
+            ),
+            class,
+        );
+        stopped.next_actions = vec![
+            json!({ "for": "human", "task": "answer the remaining engagement by hand once the lane is open" }),
+        ];
+        return respond(request, vec![finish(stopped)]);
+    }
+    if let Some(event) = events.get(sent.len()) {
+        let id = event["event_id"].as_str().unwrap_or("event");
+        let author = event["author"].as_str().unwrap_or("there");
+        let (kind, text) = if event["type"] == "dm" {
+            (
+                "dm",
+                format!("Hi {author}, thanks for writing. Your early-bird code is RAIZE-EARLY."),
+            )
+        } else {
+            (
+                "comment",
+                format!("Thanks {author}! Doors open on launch day; see you there."),
+            )
+        };
+        return respond(
+            request,
+            vec![Action::RequestEffect {
+                kind: kind.into(),
+                lane: "api".into(),
+                idempotency_key: Some(format!("{kind}:{id}")),
+                params: json!({ "in_reply_to": id, "to": author, "text": text }),
+            }],
+        );
+    }
+    let thread: Vec<Value> = sent
+        .iter()
+        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"] }))
+        .collect();
+    respond(
+        request,
+        vec![
+            write(
+                "conversation_summaries",
+                json!({ "summary": format!("{} engagement events answered", thread.len()), "thread": thread }),
+            ),
+            finish(result(
+                EpisodeStatus::Ok,
+                &format!("{} engagement events answered", thread.len()),
+                &sent
+                    .iter()
+                    .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
+                    .map(|id| format!("outbox:{id}"))
+                    .collect::<Vec<_>>(),
+            )),
+        ],
+    )
+}
+
+/// The verifier (§2.6): proves a post is visible exactly once by looking it up in the
+/// outbox (a governed tool call), and writes a verification report. With
+/// `visibility_uncertain` it recurses to probe again (Class D, §3.2) until its depth limit
+/// stops it (`depth_exceeded`).
+pub fn verifier(request: &AgentRequest) -> AgentResponse {
+    let Some(key) = episode_goal(request).map(|g| g["inputs"]["verify"]["idempotency_key"].clone())
+    else {
+        return refuse(
+            request,
+            "INPUT_MISSING_GOAL",
+            "the verifier runs in an episode",
+        );
+    };
+    if trigger(request) == "visibility_uncertain" {
+        if let Some(probe) = inputs(request, "episode_result").last() {
+            return respond(
+                request,
+                vec![finish(failed(
+                    &format!(
+                        "visibility of {key} unconfirmed: {}",
+                        probe["result"]["summary"].as_str().unwrap_or_default()
+                    ),
+                    "visibility_unconfirmed",
+                ))],
+            );
+        }
+        return respond(
+            request,
+            vec![spawn(
+                "verifier",
+                "tool_probe",
+                format!("probe the platform again for {key}"),
+                json!({ "trigger": "visibility_uncertain", "verify": { "idempotency_key": key } }),
+            )],
+        );
+    }
+    let Some(lookup) = inputs(request, "tool_result").last().copied() else {
+        let mut response = respond(
+            request,
+            vec![Action::CallTool {
+                name: "outbox_lookup".into(),
+                arguments: json!({ "idempotency_key": key }),
+            }],
+        );
+        // docket charges what the agent reports: the lookup is this answer's tool call.
+        response.usage.tool_calls = 1;
+        return response;
+    };
+    let found = lookup["result"]["count"].as_u64().unwrap_or(0);
+    let visible = lookup["status"] == "returned" && found == 1;
+    let post = &lookup["result"]["records"][0];
+    let summary = if visible {
+        format!(
+            "{} visible once in the outbox ({})",
+            key.as_str().unwrap_or_default(),
+            post["post_id"].as_str().unwrap_or_default()
+        )
+    } else {
+        format!(
+            "{} found {found} times in the outbox",
+            key.as_str().unwrap_or_default()
+        )
+    };
+    if !visible {
+        return respond(
+            request,
+            vec![finish(failed(&summary, "visibility_unconfirmed"))],
+        );
+    }
+    respond(
+        request,
+        vec![
+            write(
+                "verification_reports",
+                json!({ "summary": summary, "report": { "idempotency_key": key, "post_id": post["post_id"], "copies": found, "visible": true } }),
+            ),
+            finish(result(
+                EpisodeStatus::Ok,
+                &summary,
+                &[format!(
+                    "outbox:{}",
+                    post["post_id"].as_str().unwrap_or_default()
+                )],
+            )),
+        ],
+    )
+}
+
+/// The doc agent (§2.7): appends a journal entry of the campaign's episodes, for
+/// continuity between runs.
+pub fn doc(request: &AgentRequest) -> AgentResponse {
+    let packet = capsules(request);
+    let Some(episodes) = packet["episodes"].as_array() else {
+        return refuse(
+            request,
+            "EPISODES_MISSING",
+            "the task packet lists no episodes to journal",
+        );
+    };
+    let campaign = packet["campaign"].as_str().unwrap_or("campaign");
+    let entry = format!("journal:{campaign}");
+    respond(
+        request,
+        vec![
+            write(
+                "docs_journal",
+                json!({ "summary": format!("{campaign}: {} episodes journaled", episodes.len()), "journal": episodes }),
+            ),
+            finish(result(
+                EpisodeStatus::Ok,
+                &format!("{entry} appended"),
+                std::slice::from_ref(&entry),
+            )),
+        ],
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn goal_request(agent: &str, episode_type: &str, inputs: Value) -> AgentRequest {
+        AgentRequest::new("r1", "orchestrator", agent, "episode").with_decision_input(
+            "orchestrator",
+            "episode_goal",
+            json!({ "episode_id": "ep-2", "episode_type": episode_type, "goal": "g", "budget": {"tokens": 1000}, "inputs": inputs }),
+        )
+    }
+
+    fn actions(response: &AgentResponse) -> Value {
+        serde_json::to_value(response).expect("serialises")["actions"].clone()
+    }
+
+    #[test]
+    fn every_named_agent_exists() {
+        for name in AGENTS {
+            assert!(agent(name).is_some(), "{name}");
+        }
+        assert!(agent("outbox").is_none());
+    }
+
+    #[test]
+    fn the_orchestrator_starts_with_a_plan_episode_and_never_posts() {
+        let request = AgentRequest::new("r1", "external", "orchestrator", "campaign")
+            .with_decision_input(
+                "external",
+                "campaign_request",
+                json!({"campaign": "spring", "platform": "linkedin"}),
+            );
+        let a = actions(&orchestrator(&request));
+        assert_eq!(a[0]["type"], "spawn");
+        assert_eq!(a[0]["agent"], "planner");
+        assert_eq!(a[0]["episode_type"], "plan");
+    }
+
+    #[test]
+    fn a_runaway_render_reports_its_whole_budget() {
+        let request = goal_request("creator", "create", json!({"trigger": "render_runaway"}))
+            .with_context_input(
+                "planner",
+                "domain:plan_graph@v1",
+                json!({"plan_node": {"id": "p"}}),
+            );
+        let response = creator(&request);
+        assert_eq!(response.usage.input_tokens, 1000);
+    }
+
+    #[test]
+    fn the_same_asset_gets_the_same_publish_key() {
+        let request = goal_request(
+            "publisher",
+            "publish",
+            json!({"capsule_refs": {"campaign": "spring"}}),
+        )
+        .with_context_input(
+            "creator",
+            "domain:asset_graph@v1",
+            json!({"asset": {"id": "a", "hash": "abc", "text": "t"}}),
+        );
+        let a = actions(&publisher(&request));
+        assert_eq!(a[1]["type"], "request_effect");
+        assert_eq!(a[1]["idempotency_key"], "publish:spring:abc");
+        assert_eq!(actions(&publisher(&request)), a);
+    }
+
+    #[test]
+    fn a_refused_dm_stops_the_engagement_lane() {
+        let request = goal_request(
+            "engagement",
+            "engage",
+            json!({"capsule_refs": {"engagement_events": [{"event_id": "e1", "type": "dm", "author": "jo"}, {"event_id": "e2", "type": "comment"}]}}),
+        )
+        .with_decision_input("effects", "effect_result", json!({"status": "refused", "kind": "dm", "rule_id": "kill_switch.api", "idempotency_key": "dm:e1"}));
+        let a = actions(&engagement(&request));
+        assert_eq!(a[0]["type"], "finish_episode");
+        assert_eq!(a[0]["result"]["error_class"], "kill_switch");
+    }
+}

@@ -1,0 +1,430 @@
+//! The social example (examples/social, seed 004's agent recursion contracts) run through
+//! the binary: the orchestrator's child episodes (plan, create, publish with its verify
+//! child, engage, document) under their recursion policies and budgets, each domain
+//! written by its single owner, the post, reply and DM as side effects to the outbox
+//! executor (dry run first, one message per idempotency key, also after a resume and a
+//! second run), a person's approval before the DM, the kill switch engaged between two
+//! effects, and each of the document's six stop conditions reached from its input file.
+//! Every run replays and exports.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use docket_tests::{
+    docket_bin, events_of_kind, example_agents_built, exit_code, replays_and_exports, run_events,
+    stdout_text, workspace_root,
+};
+use serde_json::Value;
+
+fn social_built() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| example_agents_built("docket-example-social"));
+}
+
+/// A data directory and the outbox its runs post to.
+struct Agency {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    outbox: PathBuf,
+}
+
+impl Agency {
+    fn new() -> Self {
+        social_built();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let outbox = dir.path().join("outbox.jsonl");
+        Self {
+            _dir: dir,
+            data,
+            outbox,
+        }
+    }
+
+    /// `docket ARGS --data DATA`, its effect executors posting to this agency's outbox.
+    fn docket(&self, args: &[&str]) -> Output {
+        Command::new(docket_bin())
+            .args(args)
+            .arg("--data")
+            .arg(&self.data)
+            .env("SOCIAL_OUTBOX", &self.outbox)
+            .output()
+            .expect("docket runs")
+    }
+
+    /// Runs the campaign of `examples/social/input/{input}.json` as run `id`.
+    fn run(&self, input: &str, id: &str) -> i32 {
+        let example = workspace_root().join("examples/social");
+        let input = example.join("input").join(format!("{input}.json"));
+        let out = self.docket(&[
+            "run",
+            example.join("workflow.toml").to_str().unwrap(),
+            "--input",
+            input.to_str().unwrap(),
+            "--run-id",
+            id,
+        ]);
+        self.code(&out)
+    }
+
+    fn code(&self, out: &Output) -> i32 {
+        let code = exit_code(out);
+        assert!(
+            matches!(code, 0 | 1 | 3),
+            "{}{}",
+            stdout_text(out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        code
+    }
+
+    fn approve(&self, run: &str, ticket: &str) -> i32 {
+        let out = self.docket(&[
+            "approve",
+            run,
+            ticket,
+            "--by",
+            "ana",
+            "--reason",
+            "the early-bird code may go out",
+        ]);
+        self.code(&out)
+    }
+
+    /// Every line of the outbox.
+    fn outbox(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.outbox)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("each outbox line is JSON"))
+            .collect()
+    }
+
+    fn outbox_keys(&self) -> Vec<String> {
+        self.outbox()
+            .iter()
+            .map(|l| l["idempotency_key"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+}
+
+/// `(episode, condition)` of every `episode.stopped`.
+fn stops(events: &[Value]) -> Vec<(String, String)> {
+    events_of_kind(events, "episode.stopped")
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["episode_id"].as_str().unwrap_or("").to_owned(),
+                e["payload"]["condition"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// `(episode, type, agent, depth)` of every `episode.started`.
+fn episodes(events: &[Value]) -> Vec<(String, String, String, u64)> {
+    events_of_kind(events, "episode.started")
+        .iter()
+        .map(|e| {
+            let p = &e["payload"];
+            (
+                p["episode_id"].as_str().unwrap_or("").to_owned(),
+                p["episode_type"].as_str().unwrap_or("").to_owned(),
+                p["agent"].as_str().unwrap_or("").to_owned(),
+                p["depth"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect()
+}
+
+fn kinds_of_effect<'a>(events: &'a [Value], effect: &str) -> Vec<&'a str> {
+    events
+        .iter()
+        .filter(|e| e["payload"]["effect_id"] == effect)
+        .filter_map(|e| e["kind"].as_str())
+        .collect()
+}
+
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before_the_dm() {
+    let agency = Agency::new();
+    assert_eq!(agency.run("success_achieved", "launch"), 3);
+    let events = run_events(&agency.data, "launch");
+    // The DM waits for a person; the post and the reply are out already.
+    let asked = events_of_kind(&events, "human.escalated");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(asked[0]["payload"]["subject"]["type"], "effect");
+    assert!(
+        asked[0]["payload"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("key dm:evt-102"),
+        "{}",
+        asked[0]
+    );
+    let before = agency.outbox_keys();
+    assert_eq!(
+        before,
+        ["publish:spring-launch:a5722ef529842960", "comment:evt-101"]
+    );
+    // Resuming while the ticket is open sends nothing again.
+    let out = agency.docket(&["resume", "launch"]);
+    assert_eq!(agency.code(&out), 3);
+    assert_eq!(agency.outbox_keys(), before);
+
+    assert_eq!(agency.approve("launch", "ticket-1"), 0);
+    let events = run_events(&agency.data, "launch");
+    assert_eq!(
+        episodes(&events),
+        [
+            ("ep-2", "plan", "planner", 1),
+            ("ep-3", "create", "creator", 1),
+            ("ep-4", "publish", "publisher", 1),
+            ("ep-5", "verify", "verifier", 2),
+            ("ep-6", "engage", "engagement", 1),
+            ("ep-7", "document", "doc", 1),
+        ]
+        .map(|(e, t, a, d)| (e.to_owned(), t.to_owned(), a.to_owned(), d))
+    );
+    // Children get half of what their parent has left, at most.
+    for started in events_of_kind(&events, "episode.started") {
+        let budget = &started["payload"]["budget"];
+        assert!(
+            budget["tokens"].as_u64().unwrap_or(u64::MAX) <= 20_000,
+            "{budget}"
+        );
+    }
+    let stopped = stops(&events);
+    assert!(
+        stopped.iter().all(|(_, c)| c == "success_achieved"),
+        "{stopped:?}"
+    );
+    assert_eq!(stopped.last().map(|s| s.0.as_str()), Some("ep-1"));
+
+    // Each domain written by its one writer.
+    let writers: Vec<(String, String)> = events_of_kind(&events, "domain.written")
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["domain"].as_str().unwrap_or("").to_owned(),
+                e["payload"]["agent"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        writers,
+        owned(&[
+            ("plan_graph", "planner"),
+            ("asset_graph", "creator"),
+            ("schedule", "publisher"),
+            ("verification_reports", "verifier"),
+            ("conversation_summaries", "engagement"),
+            ("docs_journal", "doc"),
+        ])
+    );
+    assert!(events_of_kind(&events, "domain.write_denied").is_empty());
+
+    // Dry run → kill switch read → execute → verify, for the post; the DM after a person.
+    assert_eq!(
+        kinds_of_effect(&events, "launch/effect-1"),
+        [
+            "effect.requested",
+            "effect.admitted",
+            "effect.dry_run",
+            "effect.ready",
+            "effect.kill_switch_checked",
+            "effect.started",
+            "effect.applied",
+            "effect.verified",
+            "effect.settled"
+        ]
+    );
+    let dm = kinds_of_effect(&events, "launch/effect-3");
+    assert!(dm.contains(&"effect.applied"), "{dm:?}");
+    let requested: Vec<(&str, &str)> = events_of_kind(&events, "effect.requested")
+        .iter()
+        .map(|e| {
+            (
+                e["payload"]["agent"].as_str().unwrap_or(""),
+                e["payload"]["effect_kind"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        requested,
+        [
+            ("publisher", "publish"),
+            ("engagement", "comment"),
+            ("engagement", "dm")
+        ]
+    );
+    // The verifier saw the post in the outbox through a governed tool call.
+    let lookups = events_of_kind(&events, "tool.returned");
+    assert_eq!(lookups.len(), 1);
+    assert_eq!(lookups[0]["payload"]["result"]["count"], 1);
+
+    // One message per key in the outbox.
+    let keys = agency.outbox_keys();
+    assert_eq!(keys.len(), 3, "{keys:?}");
+    assert_eq!(keys[2], "dm:evt-102");
+    assert_eq!(events_of_kind(&events, "run.completed").len(), 1);
+    replays_and_exports(&agency.data, "launch");
+
+    // The same campaign again: the outbox's ledger applies no key twice across runs.
+    assert_eq!(agency.run("success_achieved", "launch-again"), 3);
+    assert_eq!(agency.approve("launch-again", "ticket-1"), 0);
+    assert_eq!(agency.outbox_keys(), keys);
+    let again = run_events(&agency.data, "launch-again");
+    let receipts: Vec<&Value> = events_of_kind(&again, "effect.applied")
+        .iter()
+        .map(|e| &e["payload"]["receipt"]["result"]["post_id"])
+        .collect();
+    assert_eq!(receipts, ["publish-1", "comment-2", "dm-3"]);
+}
+
+#[test]
+fn the_kill_switch_engaged_between_two_effects_stops_the_dm() {
+    let agency = Agency::new();
+    assert_eq!(agency.run("success_achieved", "incident"), 3);
+    assert_eq!(agency.outbox().len(), 2);
+    let out = agency.docket(&[
+        "kill-switch",
+        "on",
+        "--lane",
+        "api",
+        "--by",
+        "operator",
+        "--reason",
+        "platform incident",
+    ]);
+    assert_eq!(exit_code(&out), 0);
+    // The approval reads the switches again: the DM never reaches the executor.
+    assert_eq!(agency.approve("incident", "ticket-1"), 1);
+    let events = run_events(&agency.data, "incident");
+    let refused = events_of_kind(&events, "effect.refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(refused[0]["payload"]["effect_id"], "incident/effect-3");
+    assert_eq!(
+        refused[0]["payload"]["rule_id"], "kill_switch.api",
+        "{}",
+        refused[0]
+    );
+    assert!(!kinds_of_effect(&events, "incident/effect-3").contains(&"effect.started"));
+    assert_eq!(
+        agency.outbox_keys(),
+        ["publish:spring-launch:a5722ef529842960", "comment:evt-101"]
+    );
+    let failed = events_of_kind(&events, "run.failed");
+    assert_eq!(failed.len(), 1);
+    let reason = failed[0]["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("kill_switch.api"), "{reason}");
+    replays_and_exports(&agency.data, "incident");
+}
+
+/// Runs one stop-condition input; asserts the run failed and the episode of `agent`
+/// stopped on `condition`; returns the events.
+fn stopped_on(agency: &Agency, condition: &str, agent: &str) -> Vec<Value> {
+    assert_eq!(agency.run(condition, condition), 1, "{condition}");
+    let events = run_events(&agency.data, condition);
+    let by_agent: Vec<(String, String)> = episodes(&events)
+        .into_iter()
+        .map(|(e, _, a, _)| (e, a))
+        .collect();
+    let stopped: Vec<(String, String)> = stops(&events)
+        .into_iter()
+        .filter(|(_, c)| c == condition)
+        .collect();
+    assert_eq!(stopped.len(), 1, "{condition}: {:?}", stops(&events));
+    let agent_of = by_agent
+        .iter()
+        .find(|(e, _)| *e == stopped[0].0)
+        .map(|(_, a)| a.as_str());
+    assert_eq!(agent_of, Some(agent), "{condition}: {by_agent:?}");
+    let failed = events_of_kind(&events, "run.failed");
+    assert!(
+        failed[0]["payload"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(condition),
+        "{}",
+        failed[0]
+    );
+    replays_and_exports(&agency.data, condition);
+    events
+}
+
+#[test]
+fn each_stop_condition_of_the_document_is_reached_from_its_input() {
+    let agency = Agency::new();
+
+    // Budget exhausted: the creator's render burns its whole share of the budget.
+    let events = stopped_on(&agency, "budget_exhausted", "creator");
+    assert!(
+        events_of_kind(&events, "domain.written")
+            .iter()
+            .all(|e| e["payload"]["domain"] != "asset_graph")
+    );
+
+    // No new information: two retrievals of the missing brand capsule find nothing.
+    let events = stopped_on(&agency, "no_new_information", "planner");
+    let types: Vec<String> = episodes(&events).into_iter().map(|e| e.1).collect();
+    assert_eq!(types, ["plan", "retrieve", "retrieve"]);
+
+    // Failure repeats: three rewrites fail the tone rubric.
+    let events = stopped_on(&agency, "failure_repeats", "creator");
+    let rewrites = episodes(&events)
+        .into_iter()
+        .filter(|e| e.1 == "rewrite")
+        .count();
+    assert_eq!(rewrites, 3);
+
+    // Policy blocks: the creator tries to write the plan graph, the planner's alone.
+    let events = stopped_on(&agency, "policy_blocks", "creator");
+    let denied = events_of_kind(&events, "domain.write_denied");
+    assert_eq!(denied.len(), 1);
+    assert_eq!(
+        denied[0]["payload"]["decision"]["rule_id"],
+        "domains.plan_graph"
+    );
+
+    // Nothing was published by the four runs above.
+    assert!(agency.outbox().is_empty(), "{:?}", agency.outbox());
+
+    // Depth exceeded: the post is out, and the verifier (not the publisher) recurses to
+    // confirm it until its depth limit.
+    let events = stopped_on(&agency, "depth_exceeded", "verifier");
+    let denied = events_of_kind(&events, "episode.action_denied");
+    assert_eq!(denied.len(), 1);
+    assert!(
+        denied[0]["payload"]["decision"]["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("child depth 4 > max_depth 3"),
+        "{}",
+        denied[0]
+    );
+    assert_eq!(
+        denied[0]["payload"]["decision"]["rule_id"],
+        "verifier-recursion"
+    );
+    assert_eq!(agency.outbox().len(), 1);
+
+    // Success achieved: the campaign of the first test (a separate agency here).
+    let success = Agency::new();
+    assert_eq!(success.run("success_achieved", "success_achieved"), 3);
+    assert_eq!(success.approve("success_achieved", "ticket-1"), 0);
+    let events = run_events(&success.data, "success_achieved");
+    assert!(
+        stops(&events).contains(&("ep-1".to_owned(), "success_achieved".to_owned())),
+        "{:?}",
+        stops(&events)
+    );
+}
