@@ -202,6 +202,59 @@ mod tests {
         assert!(recs[0].expected_impact.contains("75 points"));
     }
 
+    fn request_with(original_request: Value) -> AgentRequest {
+        let mut request =
+            AgentRequest::new("r1", agents::REASONING, agents::STRATEGY, "STRATEGY_PLAN")
+                .with_decision_input(
+                    agents::REASONING,
+                    output_types::GAPS_AND_OPPORTUNITIES,
+                    serde_json::to_value(analysis()).expect("serialises"),
+                );
+        request.context.insert(
+            "handoff".to_owned(),
+            json!({ "original_request": original_request }),
+        );
+        request
+    }
+
+    #[test]
+    fn a_drill_in_the_original_request_is_acted_out_and_nothing_else_changes_strategy() {
+        let plain = handle(&request_with(json!({"topics": ["crm"]})));
+        let Some(Action::Handoff { to, payload, .. }) = plain.actions.first() else {
+            panic!("expected a handoff: {plain:?}");
+        };
+        assert_eq!(to, agents::GOVERNANCE);
+        assert!(
+            payload["recommendations"][0]
+                .get("questions_to_sample")
+                .is_none()
+        );
+
+        let feedback = handle(&request_with(json!({"drill": "question_feedback_loop"})));
+        let Some(Action::RequestCapability {
+            target_agent,
+            capability_code,
+            inputs,
+        }) = feedback.actions.first()
+        else {
+            panic!("expected a capability request: {feedback:?}");
+        };
+        assert_eq!(target_agent.as_str(), agents::OBSERVATION);
+        assert_eq!(capability_code, "question_generation");
+        assert_eq!(inputs["topics"], json!(["crm", "mail"]));
+
+        let questions = handle(&request_with(
+            json!({"drill": "questions_in_recommendations"}),
+        ));
+        let Some(Action::Handoff { payload, .. }) = questions.actions.first() else {
+            panic!("expected a handoff: {questions:?}");
+        };
+        assert_eq!(
+            payload["recommendations"][0]["questions_to_sample"],
+            json!(["Is Acme a good choice for crm?"])
+        );
+    }
+
     #[test]
     fn context_scores_change_only_the_expected_impact() {
         let context = GeoScores {
