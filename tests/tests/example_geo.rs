@@ -79,6 +79,70 @@ fn decision_handoffs(events: &[Value]) -> Vec<(&str, &str)> {
 }
 
 #[test]
+fn the_analysis_passes_both_checkpoints_and_every_guardrail() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let input = workspace_root().join("examples/geo/input.json");
+    let (code, text, events) = run_geo(&data, &input, "analysis");
+    assert_eq!(code, 0, "{text}");
+    // Rule 1: the sequence, one position at a time, out through Checkpoint 2.
+    assert_eq!(
+        decision_handoffs(&events),
+        [
+            ("external", "governance"),
+            ("governance", "observation"),
+            ("observation", "intelligence"),
+            ("intelligence", "reasoning"),
+            ("reasoning", "strategy"),
+            ("strategy", "governance"),
+            ("governance", "external"),
+        ]
+    );
+    assert!(events_of_kind(&events, "handoff.denied").is_empty());
+    let allowed = events_of_kind(&events, "handoff.allowed");
+    // Guardrail 2: Intelligence's scores reach Strategy as read-only context only, scoped
+    // to the overall figures; and each recommendation's gap was checked at Checkpoint 2.
+    let context = allowed
+        .iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == "intelligence" && p["to"] == "strategy")
+        .expect("the context edge");
+    assert_eq!(context["input"], "context");
+    assert_eq!(context["decision"]["rule_id"], "guardrail-2");
+    assert!(context["delivered"].get("by_topic").is_none(), "{context}");
+    let checkpoint_2 = allowed
+        .iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == "strategy" && p["to"] == "governance")
+        .expect("strategy → governance");
+    assert_eq!(
+        checkpoint_2["provenance"][0]["rule_id"],
+        "guardrail-2-provenance"
+    );
+    // No partial outputs, except the collection with an empty answer, on its one edge.
+    let statuses: Vec<&str> = events_of_kind(&events, "agent.responded")
+        .iter()
+        .filter_map(|e| e["payload"]["response"]["status"].as_str())
+        .collect();
+    assert_eq!(
+        statuses,
+        [
+            "SUCCESS", "PARTIAL", "SUCCESS", "SUCCESS", "SUCCESS", "SUCCESS"
+        ]
+    );
+    let output = &events_of_kind(&events, "run.completed")[0]["payload"]["output"];
+    assert_eq!(output["status"], "validated");
+    let cited: Vec<&str> = output["recommendations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["gap_id"].as_str())
+        .collect();
+    assert_eq!(cited, ["gap-1", "gap-2", "gap-3"]);
+    replays_and_exports(&data, "analysis");
+}
+
+#[test]
 fn a_strategy_asking_for_new_questions_is_refused_by_the_question_generation_lock() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
@@ -167,16 +231,36 @@ fn a_window_in_range_passes_checkpoint_1_and_narrows_what_is_observed() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let window = dir.path().join("window.json");
+    // The US answers on CRMs were captured on 2026-01-12, those on email marketing a day
+    // later: a one-day window keeps the first three only.
     std::fs::write(
         &window,
-        r#"{"topics": ["crm for startups"], "brands": ["Acme", "Globex"], "regions": ["US"],
-            "timeRange": {"from": "2026-01-01", "to": "2026-01-31"}}"#,
+        r#"{"topics": ["crm for startups", "email marketing"], "brands": ["Acme", "Globex"],
+            "regions": ["US"], "timeRange": {"from": "2026-01-12", "to": "2026-01-12"}}"#,
     )
     .unwrap();
     let (code, text, events) = run_geo(&data, &window, "window");
     assert_eq!(code, 0, "{text}");
-    let scope = decision_handoffs(&events);
-    assert!(scope.contains(&("governance", "external")), "{scope:?}");
+    let observed = events_of_kind(&events, "handoff.allowed")
+        .into_iter()
+        .map(|e| &e["payload"])
+        .find(|p| p["from"] == "observation" && p["to"] == "intelligence")
+        .expect("observation → intelligence");
+    let snapshots: Vec<(&str, &str)> = observed["delivered"]["snapshots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| Some((s["id"].as_str()?, s["captured_on"].as_str()?)))
+        .collect();
+    assert_eq!(
+        snapshots,
+        [
+            ("s01", "2026-01-12"),
+            ("s02", "2026-01-12"),
+            ("s03", "2026-01-12")
+        ]
+    );
+    assert!(decision_handoffs(&events).contains(&("governance", "external")));
 }
 
 #[test]
