@@ -146,6 +146,23 @@ async fn export(
     Ok(EXIT_COMPLETED)
 }
 
+/// Writes run `run`'s export in `format` to `path`, as `docket export --out PATH` does
+/// (for `docket demo`).
+pub(crate) async fn export_to(
+    rt: &Runtime<EmbeddedStore>,
+    data: &Path,
+    run: &RunId,
+    format: Format,
+    path: &Path,
+) -> anyhow::Result<()> {
+    let args = ExportArgs {
+        run: run.clone(),
+        format,
+        out: Some(path.to_owned()),
+    };
+    export(rt, data, args, &mut String::new()).await.map(drop)
+}
+
 /// The run's signed checkpoint at `size` and the key of this data directory that signed
 /// it, when it was sealed at that size.
 async fn run_seal(

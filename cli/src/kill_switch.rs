@@ -182,3 +182,24 @@ fn initialise_store(dir: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("cannot open the data directory {}", dir.display()))
     })
 }
+
+/// Engages (`on`) or releases a lane's switch in the data directory `dir`, which must
+/// already be a store (`docket demo`'s incident drill).
+pub(crate) fn engage(
+    dir: &Path,
+    lane: &str,
+    on: bool,
+    by: &str,
+    reason: &str,
+) -> anyhow::Result<()> {
+    FileKillSwitch::new(dir)
+        .set(lane, on, by, reason, now_ms())
+        .map(drop)
+        .with_context(|| {
+            format!(
+                "cannot {} the kill switch {lane} in {}",
+                if on { "engage" } else { "release" },
+                dir.display()
+            )
+        })
+}

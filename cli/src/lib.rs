@@ -1,8 +1,8 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
-//! (`keys`, `verify`, `prove`, `export`, `verify-export`) and policy bundles (`policy
-//! check | explain | diff | schema`).
+//! (`keys`, `verify`, `prove`, `export`, `verify-export`), policy bundles (`policy
+//! check | explain | diff | schema`) and the examples' tour (`demo`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 use crate::words::{input_kind, word};
 
 mod circuits;
+mod demo;
 mod diff;
 mod effects;
 mod episodes;
@@ -107,6 +108,13 @@ enum Command {
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
     Prove(prove::ProveArgs),
+    /// Run every example's scenarios on a fresh data directory (default ./docket-demo; a
+    /// previous demo's is replaced, any other non-empty one refused): human steps are
+    /// answered by `demo-reviewer`, each run is summarised (what was allowed and denied
+    /// and why, failed calls, human steps, effects, result), then every run is replayed,
+    /// the directory verified and every run exported, JSON lines and HTML, into
+    /// DIR/reports. Exit 1 if a run does not end as its example says (docs/demo.md).
+    Demo(demo::DemoArgs),
 }
 
 #[derive(Subcommand)]
@@ -189,6 +197,7 @@ pub fn main() -> ExitCode {
         Command::Export(args) => return export::main(args, cli.data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
         Command::Prove(args) => return prove::main(args, cli.data),
+        Command::Demo(args) => return demo::main(args, cli.data),
     };
     let mut out = String::new();
     let result = run(command, &mut out);

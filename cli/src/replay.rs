@@ -200,7 +200,7 @@ fn one_line(r: &ReplayReport) -> String {
     }
 }
 
-fn text(out: &mut String, r: &ReplayReport) {
+pub(crate) fn text(out: &mut String, r: &ReplayReport) {
     outln!(
         out,
         "run {} (decider version {}): {} events, {} inputs, {} decisions",

@@ -833,7 +833,7 @@ fn status_json(outcome: &RunOutcome) -> Value {
 }
 
 /// One line about an event, for `docket events`.
-fn describe(event: &RunEvent) -> String {
+pub(crate) fn describe(event: &RunEvent) -> String {
     if let Some(line) = crate::episodes::describe(event) {
         return line;
     }

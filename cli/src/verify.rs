@@ -109,7 +109,7 @@ fn problem_text(p: &Problem) -> String {
     }
 }
 
-fn print_text(out: &mut String, report: &Verification, checkpoint: Option<&Path>) {
+pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Option<&Path>) {
     let mut failed = 0;
     for run in &report.runs {
         if let Some(p) = &run.problem {

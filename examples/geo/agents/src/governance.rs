@@ -2,12 +2,14 @@
 //! Observation) and checkpoint 2 (validate Strategy's recommendations, finish the run).
 
 use docket_decider::{Action, AgentRequest, AgentResponse};
+use serde::Deserialize;
+use serde_json::Value;
 
 use crate::Failure;
 use crate::answer::{decision_input, handoff, respond};
 use crate::payloads::{
-    AnalysisRequest, Constraints, Recommendations, Scope, ValidatedRecommendations, ValidatedScope,
-    agents, output_types,
+    AnalysisRequest, Constraints, Recommendation, Recommendations, Scope, ValidatedRecommendations,
+    ValidatedScope, agents, output_types,
 };
 
 /// Entry or exit checkpoint, chosen by the decision input it receives.
@@ -98,9 +100,19 @@ fn dedup(
 }
 
 /// Checkpoint 2: every recommendation cites a gap, says what to do and why; nothing else
-/// rides along (unknown fields are refused when parsing).
+/// rides along. A recommendation carrying anything else (questions to sample, say) is
+/// rejected (`RECOMMENDATION_REJECTED`), which the bundle's ladder retries up to its hard
+/// stop (Guardrail 1); a malformed or empty set is a validation error, which stops the
+/// flow at once.
 fn validate_recommendations(request: &AgentRequest) -> Result<(Action, Vec<String>), Failure> {
-    let proposed: Recommendations = decision_input(request, output_types::RECOMMENDATIONS)?;
+    let raw: Value = decision_input(request, output_types::RECOMMENDATIONS)?;
+    reject_extra_fields(&raw)?;
+    let proposed = Recommendations::deserialize(&raw).map_err(|err| {
+        Failure::new(
+            "INPUT_INVALID_PAYLOAD",
+            format!("the recommendations decision input is malformed: {err}"),
+        )
+    })?;
     if proposed.recommendations.is_empty() {
         return Err(Failure::new(
             "VALIDATION_NO_RECOMMENDATIONS",
@@ -132,6 +144,56 @@ fn validate_recommendations(request: &AgentRequest) -> Result<(Action, Vec<Strin
     };
     let output = serde_json::to_value(&validated).unwrap_or_default();
     Ok((Action::Finish { output }, Vec::new()))
+}
+
+/// Rejects recommendations with fields a recommendation does not have, naming each;
+/// questions to sample get Guardrail 3's reason.
+fn reject_extra_fields(raw: &Value) -> Result<(), Failure> {
+    let items = raw
+        .get("recommendations")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let (mut questions, mut others) = (Vec::new(), Vec::new());
+    for (i, item) in items.iter().enumerate() {
+        let Some(fields) = item.as_object() else {
+            continue;
+        };
+        let id = fields
+            .get("id")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("recommendation {}", i + 1), str::to_owned);
+        for field in fields.keys() {
+            if Recommendation::FIELDS.contains(&field.as_str()) {
+                continue;
+            }
+            let found = format!("{id}.{field}");
+            if field.contains("question") {
+                questions.push(found);
+            } else {
+                others.push(found);
+            }
+        }
+    }
+    let mut problems = Vec::new();
+    if !questions.is_empty() {
+        problems.push(format!(
+            "recommendations suggest questions to sample ({}): question generation belongs \
+             to Observation alone, and more questions take a new analysis request (Guardrail 3)",
+            questions.join(", ")
+        ));
+    }
+    if !others.is_empty() {
+        problems.push(format!(
+            "fields a recommendation does not have: {}",
+            others.join(", ")
+        ));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Failure::new("RECOMMENDATION_REJECTED", problems.join("; ")))
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +251,30 @@ mod tests {
     }
 
     #[test]
+    fn a_recommendation_has_exactly_the_fields_the_checkpoint_knows() {
+        let rec = Recommendation {
+            id: "rec-1".into(),
+            gap_id: "gap-1".into(),
+            priority: crate::Priority::High,
+            topic: "crm".into(),
+            action: "a".into(),
+            rationale: "r".into(),
+            expected_impact: "e".into(),
+        };
+        let value = serde_json::to_value(rec).expect("serialises");
+        let mut fields: Vec<&str> = value
+            .as_object()
+            .expect("an object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut known = Recommendation::FIELDS.to_vec();
+        fields.sort_unstable();
+        known.sort_unstable();
+        assert_eq!(fields, known);
+    }
+
+    #[test]
     fn recommendations_with_extra_fields_are_refused() {
         let request = AgentRequest::new("r2", agents::STRATEGY, agents::GOVERNANCE, "G")
             .with_decision_input(
@@ -204,13 +290,12 @@ mod tests {
         assert_eq!(response.status, ResponseStatus::Error);
         assert_eq!(
             response.error_code.as_deref(),
-            Some("INPUT_INVALID_PAYLOAD")
+            Some("RECOMMENDATION_REJECTED")
         );
         assert!(
-            response
-                .error_message
-                .as_deref()
-                .is_some_and(|m| m.contains("questions_to_sample")),
+            response.error_message.as_deref().is_some_and(|m| m
+                .contains("questions to sample (rec-1.questions_to_sample)")
+                && m.contains("Guardrail 3")),
             "{response:?}"
         );
     }

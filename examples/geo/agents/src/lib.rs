@@ -26,7 +26,7 @@ pub use strategy::handle as strategy;
 // The payloads of the pipeline's output types, and the agent and output-type names.
 pub use docket_example_kit::{ServeError, run as serve, serve_lines};
 pub use payloads::{
-    AiAnswerSnapshots, AnalysisRequest, BrandScore, Constraints, Gap, GapsAndOpportunities,
+    AiAnswerSnapshots, AnalysisRequest, BrandScore, Constraints, Drill, Gap, GapsAndOpportunities,
     GeoScores, Opportunity, Pattern, Priority, Recommendation, Recommendations, Scope, Snapshot,
     TimeRange, ValidatedRecommendations, ValidatedScope, agents, output_types,
 };

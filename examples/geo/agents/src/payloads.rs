@@ -53,6 +53,22 @@ pub struct AnalysisRequest {
     /// Optional capture window.
     #[serde(rename = "timeRange", default, skip_serializing_if = "Option::is_none")]
     pub time_range: Option<TimeRange>,
+    /// The example's drills only: how Strategy should misbehave (examples/geo/README.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drill: Option<Drill>,
+}
+
+/// A way Strategy misbehaves on request, so a run shows the guardrail that stops it
+/// (examples/geo/README.md). Strategy reads it from the run's original request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Drill {
+    /// Strategy asks Observation to generate questions on the gaps' topics (a feedback
+    /// loop into question generation): refused by the bundle's lock, Guardrail 3.
+    QuestionFeedbackLoop,
+    /// Strategy writes questions to sample into its recommendations: rejected at
+    /// Checkpoint 2 on every retry until the hard stop, Guardrail 1.
+    QuestionsInRecommendations,
 }
 
 /// An inclusive window of capture dates (`YYYY-MM-DD`).
@@ -240,8 +256,8 @@ pub struct Recommendations {
     pub recommendations: Vec<Recommendation>,
 }
 
-/// One recommendation. Unknown fields are refused at the exit checkpoint, so nothing such
-/// as questions to sample can ride along (Guardrail 3).
+/// One recommendation. A recommendation with any other field is rejected at the exit
+/// checkpoint, so nothing such as questions to sample can ride along (Guardrail 3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Recommendation {
@@ -259,6 +275,19 @@ pub struct Recommendation {
     pub rationale: String,
     /// The expected effect; may use Intelligence's scores as read-only context.
     pub expected_impact: String,
+}
+
+impl Recommendation {
+    /// The fields a recommendation has; the exit checkpoint rejects any other.
+    pub const FIELDS: [&'static str; 7] = [
+        "id",
+        "gap_id",
+        "priority",
+        "topic",
+        "action",
+        "rationale",
+        "expected_impact",
+    ];
 }
 
 /// Governance → External: `{ recommendations, warnings?, status }`.

@@ -1,14 +1,17 @@
 //! Strategy: one recommendation per gap, in Reasoning's order and with Reasoning's
 //! priority. Intelligence's scores, when they arrive as read-only context, only colour the
 //! expected impact (Guardrail 2); no recommendation proposes questions to sample
-//! (Guardrail 3).
+//! (Guardrail 3) — except in the example's drills, where Strategy misbehaves on purpose so
+//! a run shows the guardrail that stops it (examples/geo/README.md).
 
 use docket_decider::{Action, AgentRequest, AgentResponse};
+use serde::Deserialize;
+use serde_json::{Value, json};
 
 use crate::Failure;
 use crate::answer::{context_input, decision_input, handoff, respond};
 use crate::payloads::{
-    Gap, GapsAndOpportunities, GeoScores, Priority, Recommendation, Recommendations, agents,
+    Drill, Gap, GapsAndOpportunities, GeoScores, Priority, Recommendation, Recommendations, agents,
     output_types,
 };
 
@@ -28,14 +31,61 @@ fn plan(request: &AgentRequest) -> Result<(Action, Vec<String>), Failure> {
     }
     let context: Option<GeoScores> = context_input(request, output_types::GEO_SCORES);
     let recommendations = recommend(&analysis, context.as_ref());
-    Ok((
-        handoff(
+    let action = match drill(request) {
+        None => handoff(
             agents::GOVERNANCE,
             output_types::RECOMMENDATIONS,
             &recommendations,
         ),
-        Vec::new(),
-    ))
+        Some(Drill::QuestionFeedbackLoop) => ask_for_questions(&analysis),
+        Some(Drill::QuestionsInRecommendations) => handoff(
+            agents::GOVERNANCE,
+            output_types::RECOMMENDATIONS,
+            &with_questions(&analysis.focus_brand, &recommendations),
+        ),
+    };
+    Ok((action, Vec::new()))
+}
+
+/// The drill the run's original request names, if any (`context.handoff.original_request`,
+/// which the bundle lets Strategy see in full).
+fn drill(request: &AgentRequest) -> Option<Drill> {
+    let drill = request
+        .context
+        .get("handoff")?
+        .get("original_request")?
+        .get("drill")?;
+    Drill::deserialize(drill).ok()
+}
+
+/// Drill `question_feedback_loop`: instead of recommending, ask Observation for new
+/// questions on the gaps' topics — the feedback loop Guardrail 3 forbids.
+fn ask_for_questions(analysis: &GapsAndOpportunities) -> Action {
+    let topics: Vec<&str> = analysis.gaps.iter().map(|g| g.topic.as_str()).collect();
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("topics".to_owned(), json!(topics));
+    inputs.insert("brands".to_owned(), json!([analysis.focus_brand]));
+    Action::RequestCapability {
+        target_agent: agents::OBSERVATION.into(),
+        capability_code: QUESTION_GENERATION.to_owned(),
+        inputs,
+    }
+}
+
+/// The capability Observation owns (the bundle's responsibility lock `guardrail-3`).
+const QUESTION_GENERATION: &str = "question_generation";
+
+/// Drill `questions_in_recommendations`: each recommendation also suggests a question to
+/// sample next time — which the exit checkpoint rejects.
+fn with_questions(focus: &str, recommendations: &Recommendations) -> Value {
+    let mut value = serde_json::to_value(recommendations).unwrap_or_default();
+    if let Some(items) = value["recommendations"].as_array_mut() {
+        for item in items {
+            let topic = item["topic"].as_str().unwrap_or_default().to_owned();
+            item["questions_to_sample"] = json!([format!("Is {focus} a good choice for {topic}?")]);
+        }
+    }
+    value
 }
 
 /// The recommendations for `analysis`'s gaps, in their order.
@@ -150,6 +200,59 @@ mod tests {
         );
         assert!(recs[0].rationale.contains("25%"), "{}", recs[0].rationale);
         assert!(recs[0].expected_impact.contains("75 points"));
+    }
+
+    fn request_with(original_request: Value) -> AgentRequest {
+        let mut request =
+            AgentRequest::new("r1", agents::REASONING, agents::STRATEGY, "STRATEGY_PLAN")
+                .with_decision_input(
+                    agents::REASONING,
+                    output_types::GAPS_AND_OPPORTUNITIES,
+                    serde_json::to_value(analysis()).expect("serialises"),
+                );
+        request.context.insert(
+            "handoff".to_owned(),
+            json!({ "original_request": original_request }),
+        );
+        request
+    }
+
+    #[test]
+    fn a_drill_in_the_original_request_is_acted_out_and_nothing_else_changes_strategy() {
+        let plain = handle(&request_with(json!({"topics": ["crm"]})));
+        let Some(Action::Handoff { to, payload, .. }) = plain.actions.first() else {
+            panic!("expected a handoff: {plain:?}");
+        };
+        assert_eq!(to, agents::GOVERNANCE);
+        assert!(
+            payload["recommendations"][0]
+                .get("questions_to_sample")
+                .is_none()
+        );
+
+        let feedback = handle(&request_with(json!({"drill": "question_feedback_loop"})));
+        let Some(Action::RequestCapability {
+            target_agent,
+            capability_code,
+            inputs,
+        }) = feedback.actions.first()
+        else {
+            panic!("expected a capability request: {feedback:?}");
+        };
+        assert_eq!(target_agent.as_str(), agents::OBSERVATION);
+        assert_eq!(capability_code, "question_generation");
+        assert_eq!(inputs["topics"], json!(["crm", "mail"]));
+
+        let questions = handle(&request_with(
+            json!({"drill": "questions_in_recommendations"}),
+        ));
+        let Some(Action::Handoff { payload, .. }) = questions.actions.first() else {
+            panic!("expected a handoff: {questions:?}");
+        };
+        assert_eq!(
+            payload["recommendations"][0]["questions_to_sample"],
+            json!(["Is Acme a good choice for crm?"])
+        );
     }
 
     #[test]
