@@ -299,6 +299,19 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
 pub(crate) type Pending<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
 
+/// The tokio runtime commands run on (two workers: the CI machines' cores); on failure
+/// the error is printed and the exit code returned.
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_FAILED)
+        })
+}
+
 /// Runs a command on a tokio runtime, prints its output and maps its result to an exit
 /// code.
 pub(crate) fn run_async(
@@ -306,16 +319,9 @@ pub(crate) fn run_async(
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
     init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match async_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+        Err(code) => return code,
     };
     let mut out = String::new();
     let result = runtime.block_on(command(data_dir(data), &mut out));
