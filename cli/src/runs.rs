@@ -563,6 +563,23 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 }
                 .into());
             }
+            // New runs use the latest registered version of the bundle (`Runtime::start`):
+            // said, with whether the workflow's own file is that version.
+            if let Some(latest) = rt.with_latest_bundle(&wf).await? {
+                let v = &latest.version;
+                let file = if latest.file_hash == v.hash {
+                    "the same as the workflow's bundle file"
+                } else {
+                    "not the workflow's bundle file, which differs (`docket policy register` it to run it)"
+                };
+                eprintln!(
+                    "bundle {} version {} ({}), the latest registered in {}: {file}",
+                    v.bundle,
+                    v.version,
+                    v.hash,
+                    data.display()
+                );
+            }
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.
             let run_id = run_id.unwrap_or_else(|| rt.new_run_id());

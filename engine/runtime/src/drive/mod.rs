@@ -427,7 +427,11 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// The bundle compiled from `source`, compiled once per distinct source text (parsing
     /// and compiling is a pure function of the text and its name, and costs far more than
     /// a run's decisions).
-    fn compiled(&self, source: &str, name: &str) -> Result<Arc<PolicyBundle>, RuntimeError> {
+    pub(crate) fn compiled(
+        &self,
+        source: &str,
+        name: &str,
+    ) -> Result<Arc<PolicyBundle>, RuntimeError> {
         let key = format!("{name}\0{source}");
         let mut cache = self
             .inner
@@ -462,6 +466,16 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
+        // New runs use the latest registered version of the bundle's name, if it has one
+        // (docs/governance.md#bundle-versions).
+        let latest = self
+            .with_latest_bundle(workflow)
+            .await
+            .map_err(|e| RuntimeError::Bundle {
+                name: workflow.bundle_source_name.clone(),
+                message: e.to_string(),
+            })?;
+        let workflow = latest.as_ref().map_or(workflow, |l| &l.workflow);
         let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
         self.admit(
             &bundle,
