@@ -33,6 +33,7 @@ mod prove;
 mod replay;
 mod rules;
 mod runs;
+mod telemetry;
 mod verify;
 mod words;
 
@@ -60,6 +61,11 @@ struct Cli {
     /// say which process it is. Commands that only read never wait.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
     lock_wait: f64,
+    /// Export the runtime's spans (runs, agent calls, handoffs, tool calls, effects) over
+    /// OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (default:
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set). docs/observability.md.
+    #[arg(long, global = true, value_name = "ENDPOINT")]
+    otlp: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -183,6 +189,7 @@ struct Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
+    let _ = telemetry::OTLP_FLAG.set(cli.otlp.clone());
     let command = match cli.command {
         Command::Policy {
             command: PolicyCommand::Registry(command),

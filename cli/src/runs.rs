@@ -270,16 +270,6 @@ pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".docket"))
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(crate::words::stderr_colour())
-        .try_init();
-}
-
 /// `docket circuits`, on the same async runtime and error reporting as the run commands.
 pub(crate) fn circuits_main(
     args: crate::circuits::CircuitsArgs,
@@ -305,7 +295,15 @@ pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
-    init_tracing();
+    // Declared before the async runtime, so dropped after it: queued spans are sent
+    // outside it, before the process exits.
+    let _telemetry = match crate::telemetry::init() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -24,6 +24,8 @@ mod circuit;
 mod clock;
 mod drive;
 mod effect;
+// The spans of runs, agent calls, handoffs, tool calls and effects, named for OpenTelemetry.
+mod telemetry;
 // Governed tools: executors of allowed `call_tool` actions.
 mod tool;
 mod transport;
