@@ -462,3 +462,221 @@ fn admission(p: &AdmissionProblem, ids: &[(usize, String)]) -> RuleProblem {
         message: p.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::decision::Verdict;
+    use crate::diff::RuleChangeKind;
+
+    const BUNDLE: &str = r#"
+bundle = { id = "claims" }
+agents = [{ id = "external" }, { id = "intake" }, { id = "fraud" }, { id = "recommendation" }]
+[interactions]
+allowed = [
+  { from = "external", to = "intake" },
+  { from = "intake", to = "fraud" },
+  { from = "fraud", to = "recommendation" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+blocked_context_fields = ["ssn"]
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "fraud-to-recommendation"
+from_agent_id = "fraud"
+to_agent_id = "recommendation"
+handoff_mode = "scoped"
+allowed_context_fields = ["fraud_score", "risk_level"]
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "fraud-to-any"
+from_agent_id = "fraud"
+to_agent_id = "*"
+handoff_mode = "minimal"
+blocked_context_fields = ["internal_notes"]
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "any-to-recommendation"
+from_agent_id = "*"
+to_agent_id = "recommendation"
+conversation_translation = { summarize = true, max_tokens = 100 }
+"#;
+
+    fn bundle() -> PolicyBundle {
+        PolicyBundle::from_toml_str(BUNDLE, "claims.toml").expect("valid")
+    }
+
+    fn rules_json(b: &PolicyBundle) -> Value {
+        serde_json::to_value(b.handoff_rule_set()).expect("JSON")
+    }
+
+    #[test]
+    fn the_listing_is_the_seed_shape_and_replacing_with_it_changes_nothing() {
+        let b = bundle();
+        let listed = rules_json(&b);
+        assert_eq!(listed["bundle"], "claims");
+        assert_eq!(listed["default_handoff_mode"], "full");
+        assert_eq!(listed["blocked_context_fields"], json!(["ssn"]));
+        let first = &listed["rules"][0];
+        assert_eq!(first["id"], "any-to-recommendation");
+        assert_eq!(first["from_agent_id"], "*");
+        assert_eq!(first["audit_enabled"], true);
+        // The listing (or its list) sent back is the same bundle: same hash, no diff.
+        for sent in [listed.clone(), listed["rules"].clone()] {
+            let r = b
+                .replace_handoff_rules(&sent, "claims@2.json")
+                .expect("valid");
+            assert_eq!(r.bundle.hash(), b.hash());
+            assert!(r.diff.is_empty(), "{:?}", r.diff);
+        }
+    }
+
+    #[test]
+    fn a_pair_lists_its_rules_by_precedence_with_what_each_decides() {
+        let b = bundle();
+        let p = b
+            .pair_rules("fraud", "recommendation")
+            .expect("known agents");
+        let got: Vec<(Precedence, &str, Vec<&str>)> = p
+            .rules
+            .iter()
+            .map(|m| {
+                (
+                    m.precedence,
+                    m.rule.id.as_str(),
+                    m.decides.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (
+                    Precedence::Pair,
+                    "fraud-to-recommendation",
+                    vec!["handoff_mode", "allowed_context_fields"]
+                ),
+                (
+                    Precedence::FromAgent,
+                    "fraud-to-any",
+                    vec!["blocked_context_fields"]
+                ),
+                (
+                    Precedence::ToAgent,
+                    "any-to-recommendation",
+                    vec!["conversation_translation"]
+                ),
+            ]
+        );
+        assert_eq!(p.handoff_mode, HandoffMode::Scoped);
+        assert_eq!(p.governing_rule_id, "fraud-to-recommendation");
+        assert_eq!(p.handoff.decision.verdict, Verdict::Allow);
+        // The same decision `policy explain` gives.
+        assert_eq!(
+            p.handoff,
+            b.decide_handoff("fraud", "recommendation", InputKind::Decision)
+        );
+        // A pair no rule names: the default mode governs; a pair the matrix forbids.
+        let p = b.pair_rules("intake", "fraud").expect("known agents");
+        assert!(p.rules.is_empty());
+        assert_eq!(
+            p.governing_rule_id,
+            "multi_agent_handoffs.default_handoff_mode"
+        );
+        let p = b
+            .pair_rules("recommendation", "intake")
+            .expect("known agents");
+        assert_eq!(p.handoff.decision.verdict, Verdict::Deny);
+        let e = b.pair_rules("fraud", "nobody").unwrap_err();
+        assert!(e.to_string().contains("no agent `nobody` (to)"), "{e}");
+    }
+
+    #[test]
+    fn a_replacement_is_checked_and_diffed_and_every_problem_names_its_rule_and_field() {
+        let b = bundle();
+        // Tighten: recommendation gets the score only; a rule without an id gets one.
+        let tightened = json!([
+            {"id": "fraud-to-recommendation", "from_agent_id": "fraud", "to_agent_id": "recommendation",
+             "handoff_mode": "scoped", "allowed_context_fields": ["fraud_score"]},
+            {"from_agent_id": "intake", "to_agent_id": "*", "handoff_mode": "full"}
+        ]);
+        let r = b
+            .replace_handoff_rules(&tightened, "claims@2.json")
+            .expect("valid");
+        assert_ne!(r.bundle.hash(), b.hash());
+        let changes: Vec<(&str, RuleChangeKind)> = r
+            .diff
+            .rules
+            .iter()
+            .map(|c| (c.id.as_str(), c.change))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                ("any-to-recommendation", RuleChangeKind::Removed),
+                ("fraud-to-any", RuleChangeKind::Removed),
+                ("fraud-to-recommendation", RuleChangeKind::Changed),
+                ("handoff:intake->*", RuleChangeKind::Added),
+            ]
+        );
+        // The rest of the bundle is untouched: the new source parses to the same agents.
+        assert_eq!(
+            r.bundle.agent_ids().collect::<Vec<_>>(),
+            b.agent_ids().collect::<Vec<_>>()
+        );
+
+        let bad = json!([
+            {"from_agent_id": "fraud", "to_agent_id": "recommendation", "handoff_mode": "partial"},
+            {"id": "r2", "from_agent_id": "fraud", "to_agent_id": "recommendation",
+             "blocked_context_fields": ["a..b"]},
+            {"id": "r3", "from_agent_id": "intake", "to_agent_id": "fraud", "audit_enabled": false},
+        ]);
+        let Err(RulesError::Refused { problems }) = b.replace_handoff_rules(&bad, "x.json") else {
+            panic!("refused");
+        };
+        let got: Vec<(Option<usize>, Option<&str>, Option<&str>)> = problems
+            .iter()
+            .map(|p| (p.rule, p.rule_id.as_deref(), p.field.as_deref()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Some(1),
+                    Some("handoff:fraud->recommendation"),
+                    Some("handoff_mode")
+                ),
+                (Some(2), Some("r2"), Some("blocked_context_fields[0]")),
+            ],
+            "{problems:#?}"
+        );
+        // Valid, but new runs would refuse it: audit off, and a scoped pair passing nothing.
+        let refused = json!([
+            {"id": "r3", "from_agent_id": "intake", "to_agent_id": "fraud", "audit_enabled": false},
+            {"id": "r4", "from_agent_id": "fraud", "to_agent_id": "recommendation", "handoff_mode": "scoped"},
+        ]);
+        let Err(RulesError::Refused { problems }) = b.replace_handoff_rules(&refused, "x.json")
+        else {
+            panic!("refused");
+        };
+        let got: Vec<(Option<&str>, Option<&str>)> = problems
+            .iter()
+            .map(|p| (p.rule_id.as_deref(), p.field.as_deref()))
+            .collect();
+        assert!(
+            got.contains(&(Some("r3"), Some("audit_enabled"))),
+            "{got:?}"
+        );
+        assert!(
+            got.contains(&(Some("r4"), Some("allowed_context_fields"))),
+            "{got:?}"
+        );
+        // Read-only settings sent back changed, and what is not a list.
+        let mut listed = rules_json(&b);
+        listed["default_handoff_mode"] = json!("minimal");
+        let e = b.replace_handoff_rules(&listed, "x.json").unwrap_err();
+        assert!(e.to_string().contains("`default_handoff_mode`"), "{e}");
+        let e = b.replace_handoff_rules(&json!(3), "x.json").unwrap_err();
+        assert!(e.to_string().contains("got a number"), "{e}");
+    }
+}

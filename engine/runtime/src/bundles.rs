@@ -577,3 +577,88 @@ impl<S: EventStore + 'static> Runtime<S> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docket_store::{EmbeddedStore, StoreConfig};
+
+    const V1: &str = r#"
+bundle = { id = "small" }
+agents = [{ id = "external" }, { id = "worker" }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+    #[tokio::test]
+    async fn versions_are_appended_with_who_and_why_and_never_rewritten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
+            .await
+            .expect("store");
+        let rt = Runtime::new(store);
+        assert!(matches!(
+            rt.registered_bundle(None, None).await,
+            Err(RegistryError::NoVersions { name: None, .. })
+        ));
+        let e = rt.register_bundle(V1, "small.toml", "ana", " ").await;
+        assert!(
+            matches!(e, Err(RegistryError::Unexplained { missing: "why" })),
+            "{e:?}"
+        );
+
+        let v1 = rt
+            .register_bundle(V1, "small.toml", "ana", "first")
+            .await
+            .expect("registered");
+        assert_eq!(
+            (v1.bundle.as_str(), v1.version, v1.replaces),
+            ("small", 1, None)
+        );
+        assert_eq!(v1.source_name, "small@1.toml");
+        // The same bundle again: nothing to register.
+        let e = rt.register_bundle(V1, "again.toml", "bo", "again").await;
+        assert!(
+            matches!(e, Err(RegistryError::Unchanged { version: 1, .. })),
+            "{e:?}"
+        );
+
+        let rules = serde_json::json!([
+            {"id": "w", "from_agent_id": "worker", "to_agent_id": "external", "blocked_context_fields": ["secret"]}
+        ]);
+        let replaced = rt
+            .replace_handoff_rules(None, &rules, "bo", "no secrets out")
+            .await
+            .expect("replaced");
+        assert_eq!(
+            (replaced.registered.version, replaced.registered.replaces),
+            (2, Some(1))
+        );
+        assert_eq!(replaced.affected.runs_compared, 0);
+        // Version 1 reads back as registered, its source from its blob.
+        let read = rt
+            .registered_bundle(Some("small"), Some(1))
+            .await
+            .expect("v1");
+        assert_eq!((read.version, read.source.as_str()), (v1.clone(), V1));
+        let latest = rt.registered_bundle(None, None).await.expect("latest");
+        assert_eq!(latest.version, replaced.registered);
+        assert_eq!(latest.bundle.hash().to_hex(), replaced.registered.hash);
+        let e = rt.registered_bundle(Some("small"), Some(9)).await;
+        assert!(
+            matches!(e, Err(RegistryError::UnknownVersion { latest: 2, .. })),
+            "{e:?}"
+        );
+
+        // Registering from a stale read of the registry: refused, nothing recorded.
+        let (_, versions) = read_all(rt.store()).await.expect("read");
+        let bundle = compile(V1, "small.toml").expect("compiles");
+        let e = rt
+            .append_version(1, &versions, &bundle, V1, "small.toml", "cy", "stale")
+            .await;
+        assert!(matches!(e, Err(RegistryError::Conflict)), "{e:?}");
+        assert_eq!(rt.bundle_versions().await.expect("versions").len(), 2);
+    }
+}
