@@ -25,8 +25,9 @@ macro_rules! outln {
 /// The policy subcommands that read or record bundle versions in the data directory.
 #[derive(Subcommand)]
 pub(crate) enum RegistryCommand {
-    /// Bundle versions registered in the data directory: number, hash, who, why, the
-    /// version each replaces. New runs of a workflow whose bundle has versions use the
+    /// Bundle versions registered in the data directory: number, hash, who, why.
+    ///
+    /// Each with the version it replaces. New runs of a workflow whose bundle has versions use the
     /// latest; a run keeps the bundle it recorded.
     Versions {
         /// Only the versions of this bundle (its `bundle.id`).
@@ -36,9 +37,10 @@ pub(crate) enum RegistryCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Register a bundle file as the next version of the bundle it declares (its
-    /// `bundle.id`); refused when it is invalid, refused for new runs, or the latest
-    /// version already.
+    /// Register a bundle file as the next version of the bundle it declares.
+    ///
+    /// The bundle's name is its `bundle.id`. Refused when it is invalid, refused for new
+    /// runs, or the latest version already.
     Register {
         /// The policy bundle (a .toml or .json file).
         #[arg(value_name = "BUNDLE")]
@@ -53,8 +55,10 @@ pub(crate) enum RegistryCommand {
         #[arg(long)]
         json: bool,
     },
-    /// The handoff rules of a registered bundle's latest version; with --from and --to,
-    /// the rules deciding that pair and the decision they give.
+    /// The handoff rules of a registered bundle's latest version (or one pair's).
+    ///
+    /// With --from and --to: the rules deciding that pair, highest precedence first, and
+    /// the decision they give (as `docket policy explain`).
     Rules {
         /// The bundle (default: the only one registered).
         #[arg(long, value_name = "NAME")]
@@ -69,8 +73,10 @@ pub(crate) enum RegistryCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Replace a registered bundle's handoff rules: FILE is a JSON list of rules (or what
-    /// `docket policy rules --json` prints, edited; `-` reads stdin). Checked as any
+    /// Replace a registered bundle's handoff rules: a new version, its diff, the runs affected.
+    ///
+    /// FILE is a JSON list of rules (or what `docket policy rules --json` prints, edited;
+    /// `-` reads stdin). Checked as any
     /// bundle, registered as its next version, and answered with the diff and the
     /// recorded runs the change would have decided otherwise.
     #[command(name = "set-rules")]

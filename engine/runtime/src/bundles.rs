@@ -176,6 +176,18 @@ pub enum RegistryError {
     Replay { run: String, message: String },
 }
 
+impl RegistryError {
+    /// The problems of a refused replacement, each naming its rule and field (for an API's
+    /// structured answer); empty for any other error.
+    #[must_use]
+    pub fn rule_problems(&self) -> &[docket_policies::RuleProblem] {
+        match self {
+            Self::Rules(RulesError::Refused { problems }) => problems,
+            _ => &[],
+        }
+    }
+}
+
 fn no_versions(name: Option<&str>, known: &[String]) -> String {
     let register = "`docket policy register BUNDLE --by NAME --reason TEXT` registers one";
     match name {
