@@ -2,7 +2,8 @@
 //! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
 //! (`keys`, `verify`, `prove`, `export`, `verify-export`), policy bundles (`policy
-//! check | explain | diff | schema`) and the examples' tour (`demo`).
+//! check | explain | diff | schema`), bundle versions and handoff rules (`policy versions |
+//! register | rules | set-rules`) and the examples' tour (`demo`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -30,7 +31,9 @@ mod kill_switch;
 mod progress;
 mod prove;
 mod replay;
+mod rules;
 mod runs;
+mod telemetry;
 mod verify;
 mod words;
 
@@ -58,6 +61,11 @@ struct Cli {
     /// say which process it is. Commands that only read never wait.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
     lock_wait: f64,
+    /// Export the runtime's spans (runs, agent calls, handoffs, tool calls, effects) over
+    /// OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (default:
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set). docs/observability.md.
+    #[arg(long, global = true, value_name = "ENDPOINT")]
+    otlp: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -167,6 +175,8 @@ enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Registry(rules::RegistryCommand),
 }
 
 /// A failure with the exit code it maps to.
@@ -179,7 +189,15 @@ struct Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
+    let _ = telemetry::OTLP_FLAG.set(cli.otlp.clone());
     let command = match cli.command {
+        Command::Policy {
+            command: PolicyCommand::Registry(command),
+        } => {
+            return runs::run_async(cli.data, |data, out| {
+                Box::pin(async move { rules::execute(command, &data, out).await })
+            });
+        }
         Command::Policy { command } => command,
         Command::Run(command) => return runs::main(command, cli.data),
         Command::KillSwitch { command } => {
@@ -484,6 +502,8 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
             out.push_str(&docket_policies::bundle_json_schema());
             Ok(0)
         }
+        // Run on the async runtime by `main`.
+        PolicyCommand::Registry(_) => Ok(EXIT_USAGE),
         PolicyCommand::Diff { old, new, json } => {
             let (a, b) = (load_bundle(&old)?, load_bundle(&new)?);
             let d = docket_policies::diff(&a, &b);

@@ -270,16 +270,6 @@ pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".docket"))
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(crate::words::stderr_colour())
-        .try_init();
-}
-
 /// `docket circuits`, on the same async runtime and error reporting as the run commands.
 pub(crate) fn circuits_main(
     args: crate::circuits::CircuitsArgs,
@@ -318,7 +308,15 @@ pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
-    init_tracing();
+    // Declared before the async runtime, so dropped after it: queued spans are sent
+    // outside it, before the process exits.
+    let _telemetry = match crate::telemetry::init() {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match async_runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -568,6 +566,23 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     problems,
                 }
                 .into());
+            }
+            // New runs use the latest registered version of the bundle (`Runtime::start`):
+            // said, with whether the workflow's own file is that version.
+            if let Some(latest) = rt.with_latest_bundle(&wf).await? {
+                let v = &latest.version;
+                let file = if latest.file_hash == v.hash {
+                    "the same as the workflow's bundle file"
+                } else {
+                    "not the workflow's bundle file, which differs (`docket policy register` it to run it)"
+                };
+                eprintln!(
+                    "bundle {} version {} ({}), the latest registered in {}: {file}",
+                    v.bundle,
+                    v.version,
+                    v.hash,
+                    data.display()
+                );
             }
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.
