@@ -256,16 +256,17 @@ async fn authorize(
         }
         Err(e) => return ApiError::internal(e.to_string()).into_response(),
     };
-    if !principal.role.allows(route.role) {
-        return ApiError::forbidden(format!(
+    let path = request.uri().path().to_owned();
+    let response = if principal.role.allows(route.role) {
+        request.extensions_mut().insert(principal.clone());
+        next.run(request).await
+    } else {
+        ApiError::forbidden(format!(
             "{method} {} needs the {} role; token `{}` is {}",
             route.path, route.role, principal.name, principal.role
         ))
-        .into_response();
-    }
-    let path = request.uri().path().to_owned();
-    request.extensions_mut().insert(principal.clone());
-    let response = next.run(request).await;
+        .into_response()
+    };
     if method != "GET" {
         state
             .requests

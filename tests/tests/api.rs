@@ -33,11 +33,13 @@ default_handoff_mode = "full"
 "#,
     )
     .expect("write bundle");
+    let input = dir.join("input.json");
+    std::fs::write(&input, r#"{"task": "x"}"#).expect("write input");
     let path = dir.join(format!("{name}.workflow.toml"));
     std::fs::write(
         &path,
         format!(
-            "name = {name:?}\npolicy = {bundle:?}\nentry = \"worker\"\n\
+            "name = {name:?}\npolicy = {bundle:?}\nentry = \"worker\"\ninput = {input:?}\n\
              [agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {args:?}\n"
         ),
     )
@@ -432,7 +434,7 @@ fn a_run_started_through_the_api_is_approved_and_completes_while_sse_follows_it(
     );
     assert_eq!(status, 200, "{explained}");
     assert_eq!(
-        explained["handoff"]["decision"]["verdict"], "ALLOW",
+        explained["handoff"]["decision"]["verdict"], "allow",
         "{explained}"
     );
 
