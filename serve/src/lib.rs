@@ -274,3 +274,19 @@ async fn authorize(
     }
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::is_server;
+
+    #[test]
+    fn a_server_is_told_from_its_command_line() {
+        assert!(is_server("/usr/bin/docket serve --listen 127.0.0.1:0"));
+        assert!(is_server(
+            "docket --data /d --lock-wait 3 serve --allow-remote"
+        ));
+        assert!(!is_server("docket run serve.toml"));
+        assert!(!is_server("docket --data serve run w.toml"));
+        assert!(!is_server("docket"));
+    }
+}
