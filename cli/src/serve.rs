@@ -92,6 +92,7 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
 pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
     crate::runs::run_async(data, |data, _out| {
         Box::pin(async move {
+            docket_serve::check_listen(args.listen, args.allow_remote)?;
             let rt = crate::runs::open(&data).await?;
             let server = Server::bind(rt, &data, args.listen, args.allow_remote).await?;
             let addr = server

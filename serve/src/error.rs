@@ -59,6 +59,15 @@ impl ApiError {
         Self::new(StatusCode::NOT_FOUND, "not_found", message)
     }
 
+    /// 405: the route exists, not with this method.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
+    }
+
     /// 409: the request conflicts with where things stand (a finished run, a run
     /// driven meanwhile, a ticket already decided).
     pub fn conflict(message: impl Into<String>) -> Self {

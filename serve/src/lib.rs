@@ -67,6 +67,19 @@ pub fn is_server(command: &str) -> bool {
     false
 }
 
+/// Refuses an address that is not loopback unless `allow_remote` (docs/api.md#tls):
+/// checked before anything is opened.
+///
+/// # Errors
+/// [`ServeError::Remote`].
+pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), ServeError> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(ServeError::Remote(addr))
+    }
+}
+
 /// Why the server cannot start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -151,9 +164,7 @@ impl Server {
         addr: SocketAddr,
         allow_remote: bool,
     ) -> Result<Self, ServeError> {
-        if !addr.ip().is_loopback() && !allow_remote {
-            return Err(ServeError::Remote(addr));
-        }
+        check_listen(addr, allow_remote)?;
         let requests = requests::RequestLog::open(data)?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -206,6 +217,11 @@ fn router(state: Arc<AppState>) -> Router {
         .merge(api)
         .fallback(|| async {
             ApiError::not_found("no such route (GET /api/openapi.json lists them)")
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::method_not_allowed(
+                "this route does not take this method (GET /api/openapi.json lists them)",
+            )
         })
         .layer(tower_http::limit::RequestBodyLimitLayer::new(4 << 20))
 }

@@ -254,7 +254,7 @@ pub const ROUTES: &[Route] = &[
             "POST",
             "/api/kill-switches/{switch}/engage",
             Operator,
-            "Engage a kill switch (`all` or a lane).",
+            "Engage a kill switch (`global` or a lane).",
         )
     },
     Route {

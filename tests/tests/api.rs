@@ -284,6 +284,16 @@ fn every_route_checks_the_token_and_the_role() {
         (status, answer["error"]["where"].clone()),
         (400, json!("query.limit"))
     );
+    let (status, answer) = server.call("DELETE", "/api/runs", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (405, json!("method_not_allowed"))
+    );
+    let (status, answer) = server.call("GET", "/api/nothing-here", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
     let (status, answer) = server.call("GET", "/api/runs?colour=red", viewer, None);
     assert_eq!(
         (status, answer["error"]["where"].clone()),
@@ -567,4 +577,20 @@ fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
         &["cancel", "asks-2", "--by", "ana", "--reason", "again"],
     );
     assert_eq!(code(&out), 1);
+}
+
+/// Loopback only, unless told: a remote address is refused with what to do, before
+/// anything is created.
+#[test]
+fn a_remote_address_is_refused_without_allow_remote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = docket(&data, &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code(&out), 1, "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("not a loopback address") && said.contains("--allow-remote"),
+        "{said}"
+    );
+    assert!(!data.exists(), "nothing was created");
 }
