@@ -127,8 +127,8 @@ pub(crate) enum RunCommand {
         reason: String,
     },
     /// Cancel a run that is not finished: `run.cancelled` is recorded with who and why and
-    /// the run ends `cancelled`; nothing more happens in it (runs recorded by docket 0.1
-    /// builds before decider version 10 cannot be cancelled). See docs/events.md#runcancelled.
+    /// the run ends `cancelled`; nothing more happens in it (a run recorded by a decider
+    /// before version 10 cannot be cancelled). See docs/events.md#runcancelled.
     Cancel {
         /// The run id.
         run: RunId,
