@@ -1,9 +1,10 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
+//! `approve`, `deny`, `answer`, `override`, `cancel`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
 //! (`keys`, `verify`, `prove`, `export`, `verify-export`), policy bundles (`policy
 //! check | explain | diff | schema`), bundle versions and handoff rules (`policy versions |
-//! register | rules | set-rules`) and the examples' tour (`demo`).
+//! register | rules | set-rules`), the examples' tour (`demo`) and the HTTP API (`serve`,
+//! `token`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -33,6 +34,7 @@ mod prove;
 mod replay;
 mod rules;
 mod runs;
+mod serve;
 mod telemetry;
 mod verify;
 mod words;
@@ -116,6 +118,19 @@ enum Command {
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
     Prove(prove::ProveArgs),
+    /// Serve the data directory over HTTP: a JSON API for runs, tickets, kill switches,
+    /// policy bundles, replay and exports, with server-sent events of each run's log
+    /// (docs/api.md). Every route needs a bearer token (`docket token create`). The server
+    /// holds the directory's writer lock while it runs: commands that record are refused
+    /// meanwhile (use the API); commands that read work as usual. Loopback only unless
+    /// --allow-remote.
+    Serve(serve::ServeArgs),
+    /// Bearer tokens for `docket serve`: create (printed once, stored hashed), list,
+    /// revoke (docs/api.md#tokens-and-roles).
+    Token {
+        #[command(subcommand)]
+        command: serve::TokenCommand,
+    },
     /// Run every example's scenarios on a fresh data directory (default ./docket-demo; a
     /// previous demo's is replaced, any other non-empty one refused): human steps are
     /// answered by `demo-reviewer`, each run is summarised (what was allowed and denied
@@ -216,6 +231,11 @@ pub fn main() -> ExitCode {
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
         Command::Prove(args) => return prove::main(args, cli.data),
         Command::Demo(args) => return demo::main(args, cli.data),
+        Command::Serve(args) => return serve::main(args, cli.data),
+        Command::Token { command } => {
+            let data = runs::data_dir(cli.data);
+            return plain(|out| serve::token(command, &data, out));
+        }
     };
     let mut out = String::new();
     let result = run(command, &mut out);

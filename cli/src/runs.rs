@@ -126,6 +126,19 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
     },
+    /// Cancel a run that is not finished: `run.cancelled` is recorded with who and why and
+    /// the run ends `cancelled`; nothing more happens in it (a run recorded by a decider
+    /// before version 10 cannot be cancelled). See docs/events.md#runcancelled.
+    Cancel {
+        /// The run id.
+        run: RunId,
+        /// Who cancels (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
     /// Override the rule that blocked a run, in a role of the bundle's registry that
     /// outranks it: what the block stopped goes on (docs/governance.md#human-override).
     Override {
@@ -365,6 +378,15 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
             dir.display()
         );
     }
+    // `docket serve` holds the lock for its lifetime: waiting for it is pointless.
+    if let Some(holder) = LockHolder::of(dir).filter(|h| docket_serve::is_server(&h.command)) {
+        anyhow::bail!(
+            "the data directory {} is served by process {} (`{}`), which records for it while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve",
+            dir.display(),
+            holder.pid,
+            holder.command
+        );
+    }
     let config = StoreConfig {
         lock_wait: LOCK_WAIT.get().copied().unwrap_or(DEFAULT_LOCK_WAIT),
         on_lock_wait: Some(tell_waiting),
@@ -372,6 +394,13 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     };
     let store = match EmbeddedStore::open(dir, config).await {
         Ok(store) => store,
+        // `docket serve` holds the lock for its lifetime: what it would record goes
+        // through its API (docs/api.md).
+        Err(e) if held_by_server(&e) => {
+            return Err(anyhow!(
+                "{e}. `docket serve` records for this data directory while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve"
+            ));
+        }
         Err(e @ StoreError::Held { .. }) => {
             return Err(anyhow!(
                 "{e}. Try again once it is done (`docket runs` shows what it drives), stop it, or wait longer with --lock-wait SECS"
@@ -397,6 +426,11 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
         dir,
     )));
     Ok(runtime)
+}
+
+/// Whether the writer lock is held by `docket serve`.
+fn held_by_server(e: &StoreError) -> bool {
+    matches!(e, StoreError::Held { holder: Some(h), .. } if docket_serve::is_server(&h.command))
 }
 
 /// The default of `--lock-wait`.
@@ -657,6 +691,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             crate::verify::seal_after(&rt, data).await;
             Ok(summary(out, &outcome))
         }
+        RunCommand::Cancel { run, by, reason } => {
+            let rt = open(data).await?;
+            let outcome = rt.cancel(&run, &by, &reason).await?;
+            crate::verify::seal_after(&rt, data).await;
+            summary(out, &outcome);
+            Ok(EXIT_COMPLETED)
+        }
         RunCommand::Override {
             run,
             by,
@@ -830,7 +871,9 @@ fn exit_code(status: RunStatus) -> u8 {
         RunStatus::Completed => EXIT_COMPLETED,
         RunStatus::WaitingForHuman => EXIT_WAITING,
         RunStatus::Blocked => EXIT_BLOCKED,
-        RunStatus::Failed | RunStatus::NotStarted | RunStatus::Running => EXIT_FAILED,
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::NotStarted | RunStatus::Running => {
+            EXIT_FAILED
+        }
     }
 }
 
@@ -1006,6 +1049,7 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
+        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {reason}"),
         other => crate::effects::describe(other).unwrap_or_default(),
     }
 }

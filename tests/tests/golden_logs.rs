@@ -816,6 +816,7 @@ fn status_word(status: RunStatus) -> &'static str {
         RunStatus::Completed => "completed",
         RunStatus::Blocked => "blocked",
         RunStatus::Failed => "failed",
+        RunStatus::Cancelled => "cancelled",
     }
 }
 

@@ -418,7 +418,8 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }
         RunEvent::RunCompleted { .. }
         | RunEvent::RunBlocked { .. }
-        | RunEvent::RunFailed { .. } => {
+        | RunEvent::RunFailed { .. }
+        | RunEvent::RunCancelled { .. } => {
             let reason = state.stop_reason.clone();
             for e in tree.episodes.values_mut() {
                 if matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review) {

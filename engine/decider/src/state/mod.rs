@@ -47,13 +47,18 @@ pub enum RunStatus {
     Blocked,
     /// Stopped for another reason.
     Failed,
+    /// Cancelled by a person (decider version 10).
+    Cancelled,
 }
 
 impl RunStatus {
-    /// Completed, blocked or failed: nothing more will happen.
+    /// Completed, blocked, failed or cancelled: nothing more will happen.
     #[must_use]
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Completed | Self::Blocked | Self::Failed)
+        matches!(
+            self,
+            Self::Completed | Self::Blocked | Self::Failed | Self::Cancelled
+        )
     }
 
     /// The word shown to users.
@@ -66,6 +71,7 @@ impl RunStatus {
             Self::Completed => "completed",
             Self::Blocked => "blocked by policy",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -252,7 +258,8 @@ impl RunState {
             }
             RunEvent::RunRequested(_)
             | RunEvent::RunCompleted { .. }
-            | RunEvent::RunFailed { .. } => self.apply_run(event),
+            | RunEvent::RunFailed { .. }
+            | RunEvent::RunCancelled { .. } => self.apply_run(event),
             RunEvent::HumanOverrode { .. } => self.apply_override(event),
             RunEvent::AgentCallScheduled { .. }
             | RunEvent::AgentResponded { .. }
@@ -326,6 +333,10 @@ impl RunState {
             RunEvent::RunFailed { reason } => {
                 self.stop_reason = Some(reason.clone());
                 self.status = RunStatus::Failed;
+            }
+            RunEvent::RunCancelled { by, reason, .. } => {
+                self.stop_reason = Some(format!("cancelled by {by}: {reason}"));
+                self.status = RunStatus::Cancelled;
             }
             _ => {}
         }

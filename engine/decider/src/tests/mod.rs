@@ -34,6 +34,7 @@ use crate::{
     RunRequested, RunState, RunStatus, decide, replay_check,
 };
 
+pub(crate) mod cancel;
 pub(crate) mod capability;
 pub(crate) mod circuit;
 pub(crate) mod classification;

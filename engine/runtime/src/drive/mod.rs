@@ -655,6 +655,90 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.drive(state, bundle, interrupted).await
     }
 
+    /// Cancels a run that is not finished (decider version 10): records `run.cancelled`
+    /// with who and why; the run ends `cancelled`. A process still driving it stops at its
+    /// next append (the run's version moved on: [`RuntimeError::Conflict`]) or its next
+    /// input (refused: the run is finished), recording nothing more.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], e.g. a finished run, a run of an earlier decider version, no
+    /// `by` or `reason`; nothing is recorded then.
+    pub async fn cancel(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let (mut state, bundle) = self.load_state(run_id).await?;
+        let command = Command::Cancel {
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            at_ms: self.now_ms(),
+        };
+        self.decide_and_append(&mut state, &bundle, command).await?;
+        Ok(RunOutcome {
+            run_id: run_id.clone(),
+            state,
+        })
+    }
+
+    /// A run's events after sequence `after`, then each new one as it is recorded; never
+    /// ends while the store is open (`docket serve`'s server-sent events).
+    ///
+    /// # Errors
+    /// [`RuntimeError::InvalidRunId`] for an id the store does not accept; each item
+    /// fails as reading or decoding its event fails.
+    pub fn follow(
+        &self,
+        run_id: &RunId,
+        after: u64,
+    ) -> Result<
+        impl futures::Stream<Item = Result<RecordedEvent, RuntimeError>> + Send + 'static,
+        RuntimeError,
+    >
+    where
+        S: Send + Sync,
+    {
+        let stream = Self::stream(run_id)?;
+        // Boxed: the store's stream is 'static, but its type names the borrows it was made
+        // from.
+        let tail: std::pin::Pin<
+            Box<dyn futures::Stream<Item = Result<docket_store::Event, StoreError>> + Send>,
+        > = Box::pin(self.inner.store.tail(&stream, after.saturating_add(1)));
+        let rt = self.clone();
+        let run = run_id.to_string();
+        Ok(futures::StreamExt::then(tail, move |event| {
+            let rt = rt.clone();
+            let run = run.clone();
+            async move {
+                let event = event.map_err(RuntimeError::Store)?;
+                log::recorded(&rt.inner.store, &run, &event).await
+            }
+        }))
+    }
+
+    /// A run's first event, `run.requested`, read alone, with when it was recorded (ns
+    /// since the Unix epoch): what a list of runs shows without reading whole runs.
+    ///
+    /// # Errors
+    /// [`RuntimeError::UnknownRun`], [`RuntimeError::NoRequest`], and the log's errors.
+    pub async fn requested(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Arc<RunRequested>, i64), RuntimeError> {
+        let stream = Self::stream(run_id)?;
+        let mut reader = Box::pin(self.inner.store.read(&stream, 1..=1));
+        let Some(event) = futures::StreamExt::next(&mut reader).await else {
+            return Err(RuntimeError::UnknownRun(run_id.to_string()));
+        };
+        let event = event.map_err(RuntimeError::Store)?;
+        let recorded = log::recorded(&self.inner.store, run_id.as_str(), &event).await?;
+        match recorded.event {
+            RunEvent::RunRequested(run) => Ok((run, recorded.recorded_at_ns)),
+            _ => Err(RuntimeError::NoRequest(run_id.clone())),
+        }
+    }
+
     /// A run's recorded events with their envelopes.
     ///
     /// # Errors
