@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketId};
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketId};
 use docket_policies::{InputKind, Verdict};
 use docket_runtime::{HumanDecision, Runtime, Workflow, check_executables};
 use docket_store::EmbeddedStore;
@@ -732,10 +732,12 @@ fn summarise(
         state.status().as_str()
     );
 
+    // Every call and handoff decision, from the log (the state keeps only live calls).
+    let history = RunHistory::fold(events);
     // Decisive handoffs allowed, in order, with repeats counted; context inputs counted.
     let mut pairs: Vec<(String, usize)> = Vec::new();
     let mut context = 0;
-    for h in state.handoffs().iter().filter(|h| h.allowed) {
+    for h in history.handoffs().iter().filter(|h| h.allowed) {
         if h.input == InputKind::Context {
             context += 1;
             continue;
@@ -778,7 +780,7 @@ fn summarise(
     }
 
     let mut failures: Vec<(String, usize)> = Vec::new();
-    for call in state.calls().values() {
+    for call in history.calls().values() {
         if let Some(code) = &call.failure {
             let what = format!("{} {code}", call.recorded.target_agent);
             match failures.iter_mut().find(|(w, _)| *w == what) {
@@ -800,7 +802,7 @@ fn summarise(
     outln!(
         out,
         "  calls: {}{}",
-        state.calls().len(),
+        history.calls().len(),
         if failed.is_empty() {
             String::new()
         } else {

@@ -16,7 +16,7 @@
 //! so a call is never dropped in the middle of the decision that read it, and the call
 //! just answered stays until the next such input (the runtime reads its failure code).
 //! Dropping waits until the map holds twice what was kept last time (and at least 8), plus
-//! a quarter of the effects, tool calls, tickets and episodes it scans, so its cost is
+//! a 32nd of the effects, tool calls, tickets and episodes it scans, so its cost is
 //! spread over the calls scheduled in between. (The decider's own tests drop at every
 //! input, so that every canned history checks that nothing dropped was read.)
 //! Dropping is decided from the folded events alone, so a state folded from a snapshot
@@ -65,7 +65,7 @@ impl RunState {
             .retain(|id, call| !call.answered || keep.contains(id));
         let scanned =
             self.effects.len() + self.tool_calls.len() + self.tickets.len() + self.episodes.count();
-        self.prune_at = self.calls.len().saturating_mul(2) + scanned / 4;
+        self.prune_at = self.calls.len().saturating_mul(2) + scanned / 32;
     }
 
     /// The pending calls, the calls open things name, and those they refer to in turn.
