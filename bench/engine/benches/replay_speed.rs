@@ -195,6 +195,8 @@ allowed = [
 ]
 [recursion.default]
 allowed_child_types = ["verify"]
+max_children = 1000000
+max_total_episodes = 1000000
 [multi_agent_handoffs]
 default_handoff_mode = "full"
 "#;
