@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketId};
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketId};
 use docket_policies::{InputKind, Verdict};
 use docket_runtime::{HumanDecision, Runtime, Workflow, check_executables};
 use docket_store::EmbeddedStore;
@@ -725,10 +725,12 @@ fn summarise(
         state.status().as_str()
     );
 
+    // Every call and handoff decision, from the log (the state keeps only live calls).
+    let history = RunHistory::fold(events);
     // Decisive handoffs allowed, in order, with repeats counted; context inputs counted.
     let mut decisive = Vec::new();
     let mut context = 0;
-    for h in state.handoffs().iter().filter(|h| h.allowed) {
+    for h in history.handoffs().iter().filter(|h| h.allowed) {
         if h.input == InputKind::Context {
             context += 1;
         } else {
@@ -757,7 +759,7 @@ fn summarise(
         }
     }
 
-    let failures: Vec<String> = state
+    let failures: Vec<String> = history
         .calls()
         .values()
         .filter_map(|call| {
@@ -769,7 +771,7 @@ fn summarise(
     outln!(
         out,
         "  calls: {}{}",
-        state.calls().len(),
+        history.calls().len(),
         if failed.is_empty() {
             String::new()
         } else {

@@ -11,7 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
+use docket_decider::{
+    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject,
+};
 use docket_policies::InputKind;
 use docket_runtime::{
     HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
@@ -637,13 +639,15 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 Err(other) => return Err(other.into()),
             };
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
             let outcome = rt.resume(&run).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Approve {
             run,
@@ -656,7 +660,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let decision = HumanDecision::approve(&by, &reason).choosing(choose);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Answer {
             run,
@@ -676,7 +681,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .answering(text);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Deny {
             run,
@@ -689,13 +695,15 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Cancel { run, by, reason } => {
             let rt = open(data).await?;
             let outcome = rt.cancel(&run, &by, &reason).await?;
             crate::verify::seal_after(&rt, data).await;
-            summary(out, &outcome);
+            let history = history_of(&rt, &outcome.run_id).await?;
+            summary(out, &outcome, history.handoffs());
             Ok(EXIT_COMPLETED)
         }
         RunCommand::Override {
@@ -714,7 +722,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             };
             let outcome = rt.override_block(&run, o).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Runs { waiting } => {
             let rt = open_read(data).await?;
@@ -783,9 +792,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let state = rt.state(&run).await?;
             let circuits = run_circuits(&rt, &state).await?;
             let interrupted = state.status() == RunStatus::Running && !driven(data, &run);
+            let history = history_of(&rt, &run).await?;
             let outcome = RunOutcome { run_id: run, state };
             if json {
-                let mut status = status_json(&outcome);
+                let mut status = status_json(&outcome, history.handoffs());
                 status["circuits"] = circuits.iter().map(crate::circuits::breaker_json).collect();
                 status["interrupted"] = Value::Bool(interrupted);
                 outln!(
@@ -795,7 +805,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 );
                 Ok(EXIT_COMPLETED)
             } else {
-                summary(out, &outcome);
+                summary(out, &outcome, history.handoffs());
                 if interrupted {
                     outln!(
                         out,
@@ -877,14 +887,24 @@ fn exit_code(status: RunStatus) -> u8 {
     }
 }
 
-fn status_json(outcome: &RunOutcome) -> Value {
+/// Every call and handoff decision of a run, folded from its log: the run's state keeps
+/// only what later decisions read (docs/replay.md#long-runs).
+pub(crate) async fn history_of(
+    rt: &Runtime<EmbeddedStore>,
+    run: &RunId,
+) -> anyhow::Result<RunHistory> {
+    let events = rt.events(run).await?;
+    Ok(RunHistory::fold(events.iter().map(|e| &e.event)))
+}
+
+fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
     let s = &outcome.state;
     json!({
         "run_id": outcome.run_id,
         "status": s.status(),
         "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
         "events": s.version(),
-        "handoffs": s.handoffs(),
+        "handoffs": handoffs,
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
         "output": s.output(),
@@ -1056,7 +1076,7 @@ pub(crate) fn describe(event: &RunEvent) -> String {
 
 /// The summary a person reads after `run`, `resume`, `approve`, `deny` and `status`;
 /// returns the exit code for the run's status.
-pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
+pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> u8 {
     let s: &RunState = &outcome.state;
     let name = s.request().map_or("?", |r| r.workflow.name.as_str());
     outln!(
@@ -1068,9 +1088,9 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
     if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
         outln!(out, "{}", forked_from(f));
     }
-    if !s.handoffs().is_empty() {
+    if !handoffs.is_empty() {
         outln!(out, "handoffs:");
-        for h in s.handoffs() {
+        for h in handoffs {
             let what = if h.input == InputKind::Context {
                 format!("{} (read-only context)", h.output_type)
             } else {

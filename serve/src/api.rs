@@ -17,7 +17,7 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
 use docket_runtime::{
     FileKillSwitch, HumanDecision, HumanOverride, RunOutcome, RuntimeError, Workflow,
 };
@@ -153,7 +153,6 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "decider_version": request.map(|r| r.decider_version),
         "bundle_hash": request.map(|r| r.bundle_hash.as_str()),
         "forked_from": request.and_then(|r| r.forked_from.as_deref()),
-        "handoffs": s.handoffs(),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({ "ticket": id, "reason": t.reason, "subject": t.subject })).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
         "output": s.output(),
@@ -293,7 +292,11 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
 async fn run_summary(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
     let run = run_id(&path(p)?)?;
     let s = state.rt.state(&run).await?;
-    ok(run_json(&state, &run, &s))
+    let mut answer = run_json(&state, &run, &s);
+    // Every handoff decision, from the log: the state keeps only what later decisions read.
+    let events = state.rt.events(&run).await?;
+    answer["handoffs"] = json!(RunHistory::fold(events.iter().map(|e| &e.event)).handoffs());
+    ok(answer)
 }
 
 async fn events(

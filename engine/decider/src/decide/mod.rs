@@ -471,10 +471,14 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
     match command {
         Command::Cancel { by, reason, .. } => cancel::check_cancel(state, by, reason)?,
         Command::RecordResponse { request_id, .. } | Command::RecordFailure { request_id, .. } => {
-            let call = state
-                .calls
-                .get(request_id)
-                .ok_or_else(|| Rejection::UnknownCall(request_id.to_string()))?;
+            let call = state.calls.get(request_id).ok_or_else(|| {
+                // An answered call nothing refers to is left to the log (state/live.rs).
+                if state.answered_and_dropped(request_id) {
+                    Rejection::AlreadyAnswered(request_id.to_string())
+                } else {
+                    Rejection::UnknownCall(request_id.to_string())
+                }
+            })?;
             if call.answered {
                 return Err(Rejection::AlreadyAnswered(request_id.to_string()));
             }

@@ -205,6 +205,11 @@ impl EpisodeTree {
         out
     }
 
+    /// How many episodes the run has started (the root included).
+    pub(crate) fn count(&self) -> usize {
+        self.episodes.len()
+    }
+
     /// Episodes in id order (`ep-2` before `ep-10`).
     #[must_use]
     pub fn in_order(&self) -> Vec<&Episode> {

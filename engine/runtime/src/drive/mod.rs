@@ -166,7 +166,8 @@ pub enum RuntimeError {
 pub struct RunOutcome {
     /// The run.
     pub run_id: RunId,
-    /// Its folded state (status, handoffs, tickets, output...).
+    /// Its folded state (status, pending calls, tickets, output...; its handoffs and
+    /// answered calls are in the log: `docket_decider::RunHistory`).
     pub state: RunState,
 }
 
