@@ -59,6 +59,14 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/policies/diff", get(policy_diff))
         .route("/api/policies/{hash}", get(policy))
         .route("/api/policies/{hash}/explain", get(explain))
+        .route(
+            "/api/governance/handoff-rules",
+            get(handoff_rules).put(replace_handoff_rules),
+        )
+        .route(
+            "/api/governance/handoff-rules/{from_agent}/{to_agent}",
+            get(pair_rules),
+        )
         .route("/api/requests", get(requests))
 }
 
@@ -997,4 +1005,65 @@ async fn requests(State(state): Shared) -> ApiResult {
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect();
     ok(json!({ "requests": lines }))
+}
+
+// ---------------------------------------------------------------------------------------
+// Handoff rules of the registered bundle versions (seed 001's governance API, docs/api.md
+// #handoff-rules): reads of the latest version, and a replacement that registers the next.
+
+const RULES_PARAMS: &[&str] = &["bundle"];
+
+async fn handoff_rules(
+    State(state): Shared,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let q = query(q, RULES_PARAMS)?;
+    let rules = state
+        .rt
+        .handoff_rules(q.get("bundle").map(String::as_str))
+        .await?;
+    ok(json!(rules))
+}
+
+async fn pair_rules(
+    State(state): Shared,
+    p: Result<Path<(String, String)>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let (from, to) = path(p)?;
+    let q = query(q, RULES_PARAMS)?;
+    let rules = state
+        .rt
+        .pair_rules(q.get("bundle").map(String::as_str), &from, &to)
+        .await?;
+    ok(json!(rules))
+}
+
+/// The body is the seed's bare list of rules, or an object with `rules` (and `reason`);
+/// the reason may come as `?reason=` instead. Who is the token's principal.
+async fn replace_handoff_rules(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    q: Result<Query<Params>, QueryRejection>,
+    b: Result<Json<Value>, JsonRejection>,
+) -> ApiResult {
+    let q = query(q, &["bundle", "reason"])?;
+    let b = body(b)?;
+    let reason = q
+        .get("reason")
+        .map(String::as_str)
+        .or_else(|| b.get("reason").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned();
+    if reason.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "why the rules change is required: give `?reason=TEXT`, or `reason` beside `rules` in the body",
+        )
+        .at("query.reason"));
+    }
+    let replaced = state
+        .rt
+        .replace_handoff_rules(q.get("bundle").map(String::as_str), &b, &who.name, &reason)
+        .await?;
+    ok(json!(replaced))
 }

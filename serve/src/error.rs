@@ -3,7 +3,8 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use docket_runtime::RuntimeError;
+use docket_policies::RulesError;
+use docket_runtime::{RegistryError, RuntimeError};
 use serde_json::json;
 
 /// A failed request: its status, a stable code, a message in the user's words and where
@@ -20,6 +21,9 @@ pub struct ApiError {
     /// The field, parameter or resource concerned (`body.reason`, `query.status`,
     /// `run run-1`), when there is one.
     pub at: Option<String>,
+    /// Each problem, when the request has several (a refused replacement of handoff
+    /// rules: each naming its rule and field).
+    pub problems: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -29,6 +33,7 @@ impl ApiError {
             code,
             message: message.into(),
             at: None,
+            problems: None,
         }
     }
 
@@ -87,11 +92,14 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({ "error": {
+        let mut body = json!({ "error": {
             "code": self.code,
             "message": self.message,
             "where": self.at,
         }});
+        if let Some(problems) = self.problems {
+            body["error"]["problems"] = problems;
+        }
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
@@ -100,6 +108,32 @@ impl IntoResponse for ApiError {
             );
         }
         response
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        let message = e.to_string();
+        match &e {
+            RegistryError::NoVersions { .. } | RegistryError::UnknownVersion { .. } => {
+                Self::not_found(message).at("query.bundle")
+            }
+            RegistryError::WhichBundle { .. } => Self::bad_request(message).at("query.bundle"),
+            RegistryError::Unexplained { .. } => Self::bad_request(message).at("query.reason"),
+            RegistryError::Unchanged { .. } | RegistryError::Conflict => Self::conflict(message),
+            RegistryError::Rules(RulesError::UnknownAgent { side, .. }) => {
+                Self::not_found(message).at(format!("path.{side}_agent"))
+            }
+            RegistryError::Rules(RulesError::Refused { problems }) => {
+                let mut refused = Self::refused(message).at("body");
+                refused.problems = Some(json!(problems));
+                refused
+            }
+            RegistryError::Rules(_)
+            | RegistryError::Invalid(_)
+            | RegistryError::NotAdmitted { .. } => Self::refused(message).at("body"),
+            _ => Self::internal(message),
+        }
     }
 }
 

@@ -303,6 +303,53 @@ pub const ROUTES: &[Route] = &[
             "The decision of a recorded bundle for a handoff, with its rule chain.",
         )
     },
+    Route {
+        query: &[(
+            "bundle",
+            "the registered bundle's name (needed when several are registered)",
+        )],
+        ..route(
+            "GET",
+            "/api/governance/handoff-rules",
+            Viewer,
+            "The handoff rules of a registered bundle's latest version (seed 001's shape), with its version and hash.",
+        )
+    },
+    Route {
+        query: &[(
+            "bundle",
+            "the registered bundle's name (needed when several are registered)",
+        )],
+        ..route(
+            "GET",
+            "/api/governance/handoff-rules/{from_agent}/{to_agent}",
+            Viewer,
+            "The rules deciding one agent pair, in precedence order, and the decision they give.",
+        )
+    },
+    Route {
+        query: &[
+            (
+                "bundle",
+                "the registered bundle's name (needed when several are registered)",
+            ),
+            ("reason", "why the rules change (or `reason` in the body)"),
+        ],
+        body: &[
+            (
+                "rules",
+                true,
+                "the new handoff rules: the body itself as a list, or this field of an object",
+            ),
+            ("reason", false, "why the rules change (or `?reason=`)"),
+        ],
+        ..route(
+            "PUT",
+            "/api/governance/handoff-rules",
+            Admin,
+            "Replace the handoff rules: validated, registered as the next bundle version (by the token's name, with the reason); answers the diff and the recorded runs the change would have affected.",
+        )
+    },
     route(
         "GET",
         "/api/requests",

@@ -236,14 +236,16 @@ fn every_route_checks_the_token_and_the_role() {
             .replace("{run}", "no-such-run")
             .replace("{ticket}", "ticket-1")
             .replace("{switch}", "lane-x")
-            .replace("{hash}", "0000");
+            .replace("{hash}", "0000")
+            .replace("{from_agent}", "external")
+            .replace("{to_agent}", "governance");
         assert!(
             openapi["paths"][route.path][route.method.to_lowercase()].is_object(),
             "{} {} is not in /api/openapi.json",
             route.method,
             route.path
         );
-        let body = (route.method == "POST").then(|| json!({}));
+        let body = (route.method == "POST" || route.method == "PUT").then(|| json!({}));
         let (status, answer) = server.call(route.method, &path, None, body.as_ref());
         assert_eq!(
             status, 401,
@@ -307,6 +309,105 @@ fn every_route_checks_the_token_and_the_role() {
     assert_eq!(code(&out), 0);
     let (status, _) = server.call("GET", "/api/runs", viewer, None);
     assert_eq!(status, 401);
+}
+
+/// Seed 001's governance API over the registered geo bundle: the rules, one pair, and a
+/// replacement an admin makes, recorded as the next version by the token's name.
+#[test]
+fn handoff_rules_are_read_and_replaced_through_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let geo = docket_tests::workspace_root().join("examples/geo/policy.toml");
+    let out = docket(
+        &data,
+        &[
+            "policy",
+            "register",
+            geo.to_str().expect("utf-8"),
+            "--by",
+            "alice",
+            "--reason",
+            "as shipped",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{out:?}");
+    let server = Served::start(&data);
+    let viewer = Some(server.token(Role::Viewer));
+    let (status, listed) = server.call("GET", "/api/governance/handoff-rules", viewer, None);
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["version"], 1);
+    let rules = listed["rules"].as_array().expect("a list of rules").clone();
+    assert!(!rules.is_empty(), "{listed}");
+
+    let (status, pair) = server.call(
+        "GET",
+        "/api/governance/handoff-rules/intelligence/strategy",
+        viewer,
+        None,
+    );
+    assert_eq!(status, 200, "{pair}");
+    assert_eq!(
+        (pair["bundle"].is_string(), pair["version"].as_u64()),
+        (true, Some(1))
+    );
+    let (status, unknown) = server.call(
+        "GET",
+        "/api/governance/handoff-rules/nobody/strategy",
+        viewer,
+        None,
+    );
+    assert_eq!(
+        (status, unknown["error"]["where"].clone()),
+        (404, json!("path.from_agent"))
+    );
+
+    // The same rules again: nothing to register. Without a reason: named.
+    let admin = Some(server.token(Role::Admin));
+    let same = Value::Array(rules.clone());
+    let (status, answer) = server.call(
+        "PUT",
+        "/api/governance/handoff-rules?reason=again",
+        admin,
+        Some(&same),
+    );
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = server.call("PUT", "/api/governance/handoff-rules", admin, Some(&same));
+    assert_eq!(
+        (status, answer["error"]["where"].clone()),
+        (400, json!("query.reason"))
+    );
+    // An invalid rule: each problem named.
+    let bad = json!([{"from_agent_id": "nobody", "to_agent_id": "strategy"}]);
+    let (status, answer) = server.call(
+        "PUT",
+        "/api/governance/handoff-rules?reason=broken",
+        admin,
+        Some(&bad),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["error"]["problems"][0]["field"], "from_agent_id",
+        "{answer}"
+    );
+    // A tightening: version 2, by the admin token's name, with the diff.
+    let mut tightened = rules;
+    tightened.push(json!({
+        "from_agent_id": "external",
+        "to_agent_id": "governance",
+        "blocked_context_fields": ["regions"]
+    }));
+    let body = json!({ "rules": tightened, "reason": "no regions" });
+    let (status, answer) = server.call("PUT", "/api/governance/handoff-rules", admin, Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["registered"]["version"], 2);
+    assert_eq!(answer["registered"]["by"], "admin-user");
+    assert_eq!(answer["registered"]["reason"], "no regions");
+    assert!(
+        !answer["diff"]["rules"].as_array().expect("diff").is_empty(),
+        "{answer}"
+    );
+    let (_, listed) = server.call("GET", "/api/governance/handoff-rules", viewer, None);
+    assert_eq!(listed["version"], 2);
 }
 
 #[test]
