@@ -197,6 +197,12 @@ pub(crate) const CANCELLABLE_RUNS: u32 = 10;
 /// (docs/governance.md#budgets).
 pub(crate) const CHARGED_TOOL_CALLS: u32 = 11;
 
+/// Decider version 11: past `finalize_or_escalate_at_percent` of a budget, an answer that
+/// hands off, asks for a capability or writes a domain waits for a human (a `proceed`
+/// ticket) instead of going on; before, only spawns and effects were refused past it
+/// (docs/governance.md#budgets).
+pub(crate) const FINALIZE_OR_ESCALATE: u32 = 11;
+
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
 
