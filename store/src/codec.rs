@@ -40,15 +40,34 @@ const MAX_EXPANDED: usize = 1 << 30;
 
 /// `bytes` compressed, when that makes them shorter.
 pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
+    thread_local! {
+        /// One compression context per thread, reused: creating one per record would cost
+        /// more than compressing a typical record.
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
     if bytes.len() < COMPRESS_FROM {
         return None;
     }
-    let packed = zstd::bulk::compress(bytes, COMPRESSION_LEVEL).ok()?;
+    let packed = COMPRESSOR.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            let mut fresh = zstd::bulk::Compressor::new(COMPRESSION_LEVEL).ok()?;
+            // The frame declares its content size, which `expand` requires.
+            fresh.include_contentsize(true).ok()?;
+            *slot = Some(fresh);
+        }
+        slot.as_mut()?.compress(bytes).ok()
+    })?;
     (packed.len() + 16 < bytes.len()).then_some(packed)
 }
 
 /// The bytes a compressed record holds, expanded; the frame must declare its size.
 fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
     let size = match zstd::zstd_safe::get_frame_content_size(packed) {
         Ok(Some(size)) => size,
         Ok(None) => return Err("compressed record does not declare its size".into()),
@@ -60,7 +79,19 @@ fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
         .ok_or_else(|| {
             format!("compressed record claims {size} bytes, more than any record holds")
         })?;
-    let out = zstd::bulk::decompress(packed, size)
+    let out = DECOMPRESSOR
+        .with(|cell| {
+            let mut slot = cell
+                .try_borrow_mut()
+                .map_err(|_| std::io::Error::other("decompressor in use"))?;
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new()?);
+            }
+            match slot.as_mut() {
+                Some(d) => d.decompress(packed, size),
+                None => Err(std::io::Error::other("no decompressor")),
+            }
+        })
         .map_err(|e| format!("compressed record does not expand: {e}"))?;
     if out.len() == size {
         Ok(out)
