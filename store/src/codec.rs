@@ -1,17 +1,107 @@
 //! Canonical encoding of events and blobs (postcard), and of records inside a batch.
 //!
 //! An event record's body is `canonical body ‖ prev hash ‖ own hash`; the canonical body is
-//! exactly the bytes the chain hash covers (see FORMAT.md).
+//! exactly the bytes the chain hash covers (see FORMAT.md). From format 2 an event's canonical
+//! body, or a blob's content, may be stored compressed (zstd) in a record of its own tag;
+//! [`parse_record`] gives every record back as its uncompressed equivalent, so hashes, leaves
+//! and everything above the log see the same bytes either way.
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
 use crate::event::{BlobRef, Event, Hash, Payload, StreamId, WallTime};
 
 /// Version of the on-disk format (directory marker, segment headers, records, hash inputs).
-pub const FORMAT_VERSION: u32 = 1;
+/// Format 2 added compressed records; format 1 logs are read as before.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest format this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
+
+/// Whether this build reads format `version`.
+pub(crate) fn readable_format(version: u32) -> bool {
+    (OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&version)
+}
 
 pub(crate) const TAG_EVENT: u8 = 1;
 pub(crate) const TAG_BLOB: u8 = 2;
+/// An event record whose canonical body is zstd-compressed (format 2).
+pub(crate) const TAG_EVENT_COMPRESSED: u8 = 3;
+/// A blob record whose content is zstd-compressed (format 2).
+pub(crate) const TAG_BLOB_COMPRESSED: u8 = 4;
+
+/// Bytes below which nothing is compressed: a short body gains nothing.
+const COMPRESS_FROM: usize = 128;
+/// zstd's level: the fastest, whose ratio on docket's JSON payloads is zlib's level 1's.
+const COMPRESSION_LEVEL: i32 = 1;
+/// The most bytes a compressed record may claim to expand to (a record can never hold more).
+const MAX_EXPANDED: usize = 1 << 30;
+
+/// `bytes` compressed, when that makes them shorter.
+pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
+    thread_local! {
+        /// One compression context per thread, reused: creating one per record would cost
+        /// more than compressing a typical record.
+        static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    if bytes.len() < COMPRESS_FROM {
+        return None;
+    }
+    let packed = COMPRESSOR.with(|cell| {
+        let mut slot = cell.try_borrow_mut().ok()?;
+        if slot.is_none() {
+            let mut fresh = zstd::bulk::Compressor::new(COMPRESSION_LEVEL).ok()?;
+            // The frame declares its content size, which `expand` requires.
+            fresh.include_contentsize(true).ok()?;
+            *slot = Some(fresh);
+        }
+        slot.as_mut()?.compress(bytes).ok()
+    })?;
+    (packed.len() + 16 < bytes.len()).then_some(packed)
+}
+
+/// The bytes a compressed record holds, expanded; the frame must declare its size.
+fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
+    thread_local! {
+        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    let size = match zstd::zstd_safe::get_frame_content_size(packed) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err("compressed record does not declare its size".into()),
+        Err(_) => return Err("compressed record is not a zstd frame".into()),
+    };
+    let size = usize::try_from(size)
+        .ok()
+        .filter(|&s| s <= MAX_EXPANDED)
+        .ok_or_else(|| {
+            format!("compressed record claims {size} bytes, more than any record holds")
+        })?;
+    let out = DECOMPRESSOR
+        .with(|cell| {
+            let mut slot = cell
+                .try_borrow_mut()
+                .map_err(|_| std::io::Error::other("decompressor in use"))?;
+            if slot.is_none() {
+                *slot = Some(zstd::bulk::Decompressor::new()?);
+            }
+            match slot.as_mut() {
+                Some(d) => d.decompress(packed, size),
+                None => Err(std::io::Error::other("no decompressor")),
+            }
+        })
+        .map_err(|e| format!("compressed record does not expand: {e}"))?;
+    if out.len() == size {
+        Ok(out)
+    } else {
+        Err(format!(
+            "compressed record expands to {} bytes, it declares {size}",
+            out.len()
+        ))
+    }
+}
 
 #[derive(Serialize)]
 struct BodyOut<'a> {
@@ -116,14 +206,15 @@ pub(crate) fn seal_record(record: &mut [u8], tag: u8) {
     record[4] = tag;
 }
 
-/// One record inside a batch payload.
+/// One record inside a batch payload, as its uncompressed equivalent: `tag` is
+/// [`TAG_EVENT`] or [`TAG_BLOB`] (or an unknown tag) and `body` is what the hashes cover.
 pub(crate) struct RawRecord<'a> {
     /// Offset of the record (its length prefix) within the batch payload.
     pub offset: usize,
-    /// Whole record length including the 5-byte header.
+    /// Whole record length including the 5-byte header, as stored.
     pub len: usize,
     pub tag: u8,
-    pub body: &'a [u8],
+    pub body: Cow<'a, [u8]>,
 }
 
 /// Splits a batch payload into records; `Err((offset, what))` on a malformed one.
@@ -156,12 +247,58 @@ pub(crate) fn parse_record(bytes: &[u8]) -> Result<RawRecord<'_>, String> {
             bytes.len() - 4
         ));
     };
+    let (tag, body) = (rest[0], &rest[1..]);
+    let (tag, body) = match tag {
+        TAG_EVENT_COMPRESSED => {
+            let Some(split) = body.len().checked_sub(64) else {
+                return Err(format!(
+                    "compressed event record is {} bytes, shorter than its two hashes",
+                    body.len()
+                ));
+            };
+            let mut whole = expand(&body[..split])?;
+            whole.extend_from_slice(&body[split..]);
+            (TAG_EVENT, Cow::Owned(whole))
+        }
+        TAG_BLOB_COMPRESSED => {
+            if body.len() < 32 {
+                return Err("compressed blob record shorter than its hash".into());
+            }
+            let mut whole = body[..32].to_vec();
+            whole.extend_from_slice(&expand(&body[32..])?);
+            (TAG_BLOB, Cow::Owned(whole))
+        }
+        _ => (tag, Cow::Borrowed(body)),
+    };
     Ok(RawRecord {
         offset: 0,
         len: 4 + len,
-        tag: rest[0],
-        body: &rest[1..],
+        tag,
+        body,
     })
+}
+
+/// Appends a blob record for `content` to `out` (compressed when `compress` and that is
+/// shorter); returns its offset in `out`.
+pub(crate) fn push_blob(out: &mut Vec<u8>, hash: &Hash, content: &[u8], compress: bool) -> usize {
+    match compress.then(|| self::compress(content)).flatten() {
+        Some(packed) => push_record(out, TAG_BLOB_COMPRESSED, &[&hash.0, &packed]),
+        None => push_record(out, TAG_BLOB, &[&hash.0, content]),
+    }
+}
+
+/// Replaces the event record built at `record[at..]` (header, canonical body, prev, hash,
+/// sealed as [`TAG_EVENT`]) by its compressed form when that is shorter.
+pub(crate) fn compress_event_record(records: &mut Vec<u8>, at: usize) {
+    let body_end = records.len() - 64;
+    let Some(packed) = compress(&records[at + 5..body_end]) else {
+        return;
+    };
+    let hashes = records.split_off(body_end);
+    records.truncate(at + 5);
+    records.extend_from_slice(&packed);
+    records.extend_from_slice(&hashes);
+    seal_record(&mut records[at..], TAG_EVENT_COMPRESSED);
 }
 
 /// Decodes an event record body into an [`Event`], returning also the canonical body bytes.
@@ -258,7 +395,7 @@ mod tests {
         let recs = split_records(&batch).map_err(|e| e.1).unwrap_or_default();
         assert_eq!(recs.len(), 2);
         assert_eq!(recs[1].offset, 45);
-        assert_eq!(recs[1].body, &[8u8; 3]);
+        assert_eq!(&*recs[1].body, &[8u8; 3]);
         let cut = &batch[..batch.len() - 1];
         assert_eq!(split_records(cut).err().map(|e| e.0), Some(45));
         assert!(decode_blob(&[0u8; 10]).is_err());

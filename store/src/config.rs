@@ -18,6 +18,10 @@ pub struct StoreConfig {
     pub blob_threshold: usize,
     /// A new segment file is started once the current one would grow past this size.
     pub segment_max_bytes: u64,
+    /// Whether an event's canonical body or a blob is stored compressed when that makes it
+    /// shorter (FORMAT.md §2); what the hashes cover is the same either way. On by default;
+    /// off to compare, or for a log that older builds must read (they refuse format 2).
+    pub compress: bool,
     /// How long opening waits for another process's writer lock on the directory before it
     /// gives up with [`crate::StoreError::Held`] (store/FORMAT.md §10).
     pub lock_wait: std::time::Duration,
@@ -35,6 +39,7 @@ impl Default for StoreConfig {
             durability: Durability::Sync,
             blob_threshold: 64 * 1024,
             segment_max_bytes: 64 * 1024 * 1024,
+            compress: true,
             lock_wait: std::time::Duration::from_secs(10),
             on_lock_wait: None,
             #[cfg(any(test, feature = "fault-injection"))]

@@ -20,7 +20,9 @@ use crate::api::{
     VerifyReport,
 };
 use crate::chain::{blob_hash, event_hash, genesis};
-use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record};
+use crate::codec::{
+    BodyFields, PayloadView, TAG_EVENT, compress_event_record, encode_body, seal_record,
+};
 use crate::config::StoreConfig;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
@@ -288,9 +290,10 @@ fn encode_job(
     prev: Hash,
     events: Vec<NewEvent>,
     extra_blobs: Vec<Vec<u8>>,
-    blob_threshold: usize,
+    config: &StoreConfig,
     reply: oneshot::Sender<Result<Appended, StoreError>>,
 ) -> Result<AppendJob, StoreError> {
+    let blob_threshold = config.blob_threshold;
     let mut records = Vec::with_capacity(
         events
             .iter()
@@ -359,9 +362,13 @@ fn encode_job(
         let hash = event_hash(&link, &records[at + 5..]);
         records.extend_from_slice(&link.0);
         records.extend_from_slice(&hash.0);
-        let len = records.len() - at;
         seal_record(&mut records[at..], TAG_EVENT);
+        // The leaf covers the record as it is before compression (FORMAT.md §9).
         leaves.push(record_leaf(&records[at..]));
+        if config.compress {
+            compress_event_record(&mut records, at);
+        }
+        let len = records.len() - at;
         spans.push((at, len as u32));
         hashes.push(hash);
         link = hash;
@@ -691,7 +698,7 @@ impl EventStore for EmbeddedStore {
                 prev,
                 events,
                 blobs,
-                shared.config.blob_threshold,
+                &shared.config,
                 tx,
             )?
         };

@@ -22,7 +22,8 @@ pub enum StoreError {
     ForeignDirectory { path: PathBuf },
 
     #[error(
-        "{path} is written in format version {found}; this build reads only version {supported}"
+        "{path} is written in format version {found}; this build reads versions {} to {supported}",
+        crate::codec::OLDEST_FORMAT_VERSION
     )]
     UnsupportedFormat {
         path: PathBuf,

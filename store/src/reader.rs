@@ -10,7 +10,7 @@ use crate::event::{Event, Hash, Payload, StreamId};
 use crate::index::{Position, Run};
 use crate::segment::segment_path;
 use crate::shared::Shared;
-use crate::tree::{TreeCheck, record_leaf};
+use crate::tree::TreeCheck;
 
 /// Most runs fetched per index scan (callers also bound the events of a read by its range).
 pub(crate) const READ_CHUNK: usize = 4096;
@@ -224,9 +224,7 @@ pub(crate) fn verify_stream(
             }
             let checked = bytes
                 .map_err(|what| ChainBreak::Unreadable { seq, what })
-                .and_then(|b| {
-                    crate::verify::check_record(stream, seq, prev, b).map(|e| (e, record_leaf(b)))
-                });
+                .and_then(|b| crate::verify::check_record_leaf(stream, seq, prev, b));
             let (event, leaf) = match checked {
                 Ok(e) => e,
                 Err(b) => {
@@ -289,7 +287,7 @@ pub(crate) fn read_blob(shared: &Shared, hash: &Hash) -> Result<Option<Vec<u8>>,
         if raw.tag != TAG_BLOB {
             return Err(damaged(format!("record tag {} is not a blob", raw.tag)));
         }
-        let (stored, content) = decode_blob(raw.body).map_err(damaged)?;
+        let (stored, content) = decode_blob(&raw.body).map_err(damaged)?;
         if stored != *hash || blob_hash(content) != *hash {
             return Err(damaged(format!("blob {hash} does not match its content")));
         }

@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use tracing::{info, info_span, warn};
 
 use crate::chain::blob_hash;
-use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
+use crate::codec::{
+    FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, readable_format, split_records,
+};
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
 use crate::event::{Hash, StreamId};
@@ -53,8 +55,9 @@ pub(crate) struct Recovered {
     pub report: RecoveryReport,
 }
 
-/// Checks the marker, creating a new store in an empty (or absent) directory.
-fn check_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
+/// Checks the marker, creating a new store in an empty (or absent) directory; returns the
+/// format version the marker names.
+fn check_marker(dir: &Path, sync: bool) -> Result<u32, StoreError> {
     let marker = dir.join(MARKER);
     match fs::read(&marker) {
         Ok(bytes) => {
@@ -65,14 +68,14 @@ fn check_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
                 .ok_or_else(|| StoreError::ForeignDirectory {
                     path: marker.clone(),
                 })?;
-            if version != FORMAT_VERSION {
+            if !readable_format(version) {
                 return Err(StoreError::UnsupportedFormat {
                     path: marker,
                     found: version,
                     supported: FORMAT_VERSION,
                 });
             }
-            Ok(())
+            Ok(version)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(io_err("creating store directory", dir))?;
@@ -86,22 +89,32 @@ fn check_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
             }
             let log_dir = dir.join("log");
             fs::create_dir(&log_dir).map_err(io_err("creating log directory", &log_dir))?;
-            let tmp = dir.join("DOCKET-STORE.tmp");
-            fs::write(&tmp, format!("{MARKER_PREFIX}{FORMAT_VERSION}\n"))
-                .map_err(io_err("writing marker", &tmp))?;
-            if sync {
-                fs::File::open(&tmp)
-                    .and_then(|f| f.sync_all())
-                    .map_err(io_err("syncing marker", &tmp))?;
-            }
-            fs::rename(&tmp, &marker).map_err(io_err("renaming marker", &marker))?;
-            if sync {
-                sync_dir(dir)?;
-            }
-            Ok(())
+            write_marker(dir, sync)?;
+            Ok(FORMAT_VERSION)
         }
         Err(e) => Err(io_err("reading marker", &marker)(e)),
     }
+}
+
+/// Writes the marker naming this build's format (a new file renamed over the old one).
+/// A writer opening an older format's store rewrites it, so that builds which cannot read
+/// what it appends (compressed records, format 2) refuse the store instead of calling
+/// those records damage.
+fn write_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
+    let marker = dir.join(MARKER);
+    let tmp = dir.join("DOCKET-STORE.tmp");
+    fs::write(&tmp, format!("{MARKER_PREFIX}{FORMAT_VERSION}\n"))
+        .map_err(io_err("writing marker", &tmp))?;
+    if sync {
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(io_err("syncing marker", &tmp))?;
+    }
+    fs::rename(&tmp, &marker).map_err(io_err("renaming marker", &marker))?;
+    if sync {
+        sync_dir(dir)?;
+    }
+    Ok(())
 }
 
 /// Segment numbers present, checked to run 1, 2, 3... without a gap.
@@ -138,7 +151,9 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
     let span = info_span!("open_store", dir = %dir.display());
     let _guard = span.enter();
     let sync = config.syncs();
-    check_marker(dir, sync)?;
+    if check_marker(dir, sync)? < FORMAT_VERSION {
+        write_marker(dir, sync)?;
+    }
     let log_dir = dir.join("log");
     let segments = list_segments(&log_dir)?;
     let (index, index_rebuilt) = Index::open_or_rebuild(&dir.join("index"))?;
@@ -366,7 +381,7 @@ fn index_frame(
         match rec.tag {
             TAG_BLOB => {
                 let (hash, content) =
-                    decode_blob(rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
+                    decode_blob(&rec.body).map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
                 if blob_hash(content) != hash {
                     if let Some(c) = contain.as_deref_mut() {
                         c.blobs.push(BlobDamage {
@@ -384,7 +399,7 @@ fn index_frame(
                 batch.blob(&hash, pos);
             }
             TAG_EVENT => {
-                let (event, body) = decode_event(rec.body, None)
+                let (event, body) = decode_event(&rec.body, None)
                     .map_err(|w| corrupt(offset, Damage::BadRecord(w)))?;
                 if contain
                     .as_deref()
@@ -445,7 +460,7 @@ fn index_frame(
                         path: path.to_path_buf(),
                     });
                 }
-                tree.push_reporting(leaf_hash(rec.body), |level, at, node| {
+                tree.push_reporting(leaf_hash(&rec.body), |level, at, node| {
                     if level >= NODE_MIN_LEVEL {
                         batch.tree_node(no, level, at, node);
                     }

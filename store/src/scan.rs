@@ -13,7 +13,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::codec::{FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
+use crate::codec::{
+    FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, readable_format, split_records,
+};
 use crate::error::{Damage, StoreError, io_err};
 use crate::event::{Event, Hash};
 use crate::recovery::MARKER;
@@ -176,7 +178,7 @@ pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSu
                     record: payload_start + record.offset as u64,
                 };
                 match record.tag {
-                    TAG_EVENT => match decode_event(record.body, None) {
+                    TAG_EVENT => match decode_event(&record.body, None) {
                         Ok((event, body)) => {
                             summary.events += 1;
                             visit(Scanned::Event {
@@ -190,7 +192,7 @@ pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSu
                             return Ok(summary);
                         }
                     },
-                    TAG_BLOB => match decode_blob(record.body) {
+                    TAG_BLOB => match decode_blob(&record.body) {
                         Ok((address, content)) => {
                             summary.blobs += 1;
                             visit(Scanned::Blob {
@@ -243,7 +245,7 @@ fn check_marker(dir: &Path) -> Result<(), ScanError> {
         .strip_prefix("docket-store format ")
         .and_then(|v| v.trim_end().parse::<u32>().ok())
         .ok_or_else(|| ScanError::NotAStore(dir.to_path_buf()))?;
-    if version != FORMAT_VERSION {
+    if !readable_format(version) {
         return Err(StoreError::UnsupportedFormat {
             path: marker,
             found: version,

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[cfg(any(test, feature = "fault-injection"))]
 use std::sync::Arc;
 
-use crate::codec::FORMAT_VERSION;
+use crate::codec::{FORMAT_VERSION, readable_format};
 use crate::error::{Damage, StoreError, io_err};
 #[cfg(any(test, feature = "fault-injection"))]
 use crate::fault::FaultPlan;
@@ -96,7 +96,7 @@ pub(crate) fn check_segment_header(
         )));
     }
     let version = le_u32(&bytes[8..12]);
-    if version != FORMAT_VERSION {
+    if !readable_format(version) {
         return Err(StoreError::UnsupportedFormat {
             path: path.to_path_buf(),
             found: version,
@@ -303,14 +303,14 @@ mod tests {
             }) if *damage == Damage::MisnumberedSegment { named: 8, found: 7 }
         ));
         let mut future = h;
-        future[8..12].copy_from_slice(&2u32.to_le_bytes());
+        future[8..12].copy_from_slice(&3u32.to_le_bytes());
         let crc = crc32fast::hash(&future[..24]);
         future[24..28].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             check_segment_header(&future, 7, p),
             Err(StoreError::UnsupportedFormat {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             })
         ));

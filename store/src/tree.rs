@@ -19,7 +19,7 @@ use crate::merkle::{
 };
 use crate::reader::{READ_CHUNK, corrupt, for_each_record};
 use crate::shared::Shared;
-use crate::verify::check_record;
+use crate::verify::check_record_leaf;
 
 /// Bytes before an event record's body: its length (4) and tag (1).
 const RECORD_HEADER: usize = 5;
@@ -60,7 +60,7 @@ fn leaves_of(
         }
         let (event, leaf) = bytes
             .map_err(|what| ChainBreak::Unreadable { seq, what })
-            .and_then(|b| check_record(stream, seq, prev, b).map(|e| (e, record_leaf(b))))
+            .and_then(|b| check_record_leaf(stream, seq, prev, b))
             .map_err(|b| corrupt(shared, pos, stream, b))?;
         prev = Some(event.hash);
         expected += 1;

@@ -1,9 +1,12 @@
 //! Checking events against their chain: shared by reads, `verify` and recovery.
 
 use crate::chain::{event_hash, genesis};
+use std::borrow::Cow;
+
 use crate::codec::{TAG_EVENT, decode_event, parse_record};
 use crate::error::ChainBreak;
 use crate::event::{Event, Hash, StreamId};
+use crate::merkle::{TreeHash, leaf_hash};
 
 /// Checks that `event` (whose canonical body is `body`) is event `seq` of `stream`, links to
 /// `prev` (when known) and hashes to what it records.
@@ -58,6 +61,27 @@ pub(crate) fn check_record(
     prev: Option<Hash>,
     record: &[u8],
 ) -> Result<Event, ChainBreak> {
+    checked_record(stream, seq, prev, record).map(|(event, _)| event)
+}
+
+/// [`check_record`], with the event's Merkle leaf hash (over the record as it is before
+/// compression, FORMAT.md §9).
+pub(crate) fn check_record_leaf(
+    stream: &StreamId,
+    seq: u64,
+    prev: Option<Hash>,
+    record: &[u8],
+) -> Result<(Event, TreeHash), ChainBreak> {
+    checked_record(stream, seq, prev, record).map(|(event, body)| (event, leaf_hash(&body)))
+}
+
+/// The checked event and its record body, uncompressed.
+fn checked_record<'a>(
+    stream: &StreamId,
+    seq: u64,
+    prev: Option<Hash>,
+    record: &'a [u8],
+) -> Result<(Event, Cow<'a, [u8]>), ChainBreak> {
     let unreadable = |what: String| ChainBreak::Unreadable { seq, what };
     let raw = parse_record(record).map_err(unreadable)?;
     if raw.len != record.len() {
@@ -73,7 +97,7 @@ pub(crate) fn check_record(
             raw.tag
         )));
     }
-    let (event, body) = decode_event(raw.body, Some(stream)).map_err(unreadable)?;
+    let (event, body) = decode_event(&raw.body, Some(stream)).map_err(unreadable)?;
     check_link(stream, seq, prev, &event, body)?;
-    Ok(event)
+    Ok((event, raw.body))
 }

@@ -18,7 +18,7 @@ use tokio::sync::oneshot;
 use tracing::{debug, error, info_span};
 
 use crate::api::Appended;
-use crate::codec::{TAG_BLOB, push_record};
+use crate::codec::push_blob;
 use crate::error::StoreError;
 use crate::event::{Hash, StreamId};
 use crate::index::{
@@ -256,6 +256,7 @@ impl Writer {
         {
             // `log_heads` advances as appends are accepted, before the batch is durable: if
             // the write or sync fails, the writer is poisoned and never consults them again.
+            let compress = self.shared.config.compress;
             let heads = &mut self.log_heads;
             for req in batch {
                 match req {
@@ -288,7 +289,7 @@ impl Writer {
                             if matches!(self.shared.blob_position(hash), Ok(Some(_))) {
                                 continue;
                             }
-                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, bytes]);
+                            let at = push_blob(&mut frame, hash, bytes, compress);
                             let len = (frame.len() - at) as u32;
                             placed_blobs.insert(*hash, (at, len));
                             blob_at.push((*hash, at, len));
@@ -320,7 +321,7 @@ impl Writer {
                         let placed = if known {
                             None
                         } else {
-                            let at = push_record(&mut frame, TAG_BLOB, &[&hash.0, &bytes]);
+                            let at = push_blob(&mut frame, &hash, &bytes, compress);
                             let len = (frame.len() - at) as u32;
                             placed_blobs.insert(hash, (at, len));
                             Some((hash, at, len))

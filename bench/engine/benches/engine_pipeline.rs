@@ -10,7 +10,8 @@
 //!   computation), each with the runs/s it would allow on this machine's cores.
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench engine_pipeline`
-//! (`DOCKET_BENCH_CONCURRENT` changes the 1000).
+//! (`DOCKET_BENCH_CONCURRENT` changes the 1000; `DOCKET_BENCH_COMPRESS=0` stores records
+//! uncompressed, to measure what compression costs against the same build).
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -457,7 +458,10 @@ fn main() {
         .expect("tokio");
     rt.block_on(async {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = EmbeddedStore::open(dir.path(), StoreConfig::default()).await.expect("store");
+        let compress = std::env::var("DOCKET_BENCH_COMPRESS").map_or(true, |v| v != "0");
+        println!("records {}", if compress { "compressed" } else { "uncompressed" });
+        let config = StoreConfig { compress, ..StoreConfig::default() };
+        let store = EmbeddedStore::open(dir.path(), config).await.expect("store");
         let runtime = Runtime::new(store.clone());
         register(&runtime);
         let wf = workflow();

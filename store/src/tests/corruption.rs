@@ -39,14 +39,14 @@ async fn foreign_and_future_directories_are_refused() {
     assert!(matches!(err, StoreError::ForeignDirectory { .. }), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("DOCKET-STORE"), "docket-store format 2\n").unwrap();
+    fs::write(dir.path().join("DOCKET-STORE"), "docket-store format 3\n").unwrap();
     let err = open_err(dir.path()).await;
     assert!(
         matches!(
             err,
             StoreError::UnsupportedFormat {
-                found: 2,
-                supported: 1,
+                found: 3,
+                supported: 2,
                 ..
             }
         ),

@@ -1,6 +1,7 @@
 //! Store-level tests: behaviour through the public API, plus damage done to the files.
 
 mod basic;
+mod compression;
 mod corruption;
 mod faults;
 mod format_example;

@@ -102,6 +102,8 @@ async fn only_the_last_segment_keeps_a_runway() {
     let dir = tempfile::tempdir().unwrap();
     let config = || StoreConfig {
         segment_max_bytes: 4096,
+        // Uncompressed, so that the 300-byte events fill three segments.
+        compress: false,
         ..StoreConfig::default()
     };
     one_event_per_batch(dir.path(), config(), 40, 300).await;
