@@ -233,9 +233,9 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
     let query = RunQuery {
         status: status.map(|s| match s {
             "interrupted" => ListedStatus::Interrupted,
-            s => ListedStatus::Is(
-                serde_json::from_value(json!(s)).unwrap_or(RunStatus::NotStarted),
-            ),
+            s => {
+                ListedStatus::Is(serde_json::from_value(json!(s)).unwrap_or(RunStatus::NotStarted))
+            }
         }),
         workflow: q.get("workflow").cloned(),
         started_after: after,

@@ -174,7 +174,9 @@ impl Server {
         let loading = rt.clone();
         tokio::spawn(async move {
             if let Err(e) = loading.load_run_list().await {
-                tracing::warn!("the run list could not be loaded ({e}); the first listing tries again");
+                tracing::warn!(
+                    "the run list could not be loaded ({e}); the first listing tries again"
+                );
             }
         });
         let state = Arc::new(AppState {

@@ -745,7 +745,10 @@ impl Index {
 
     /// Records digests of streams, each `(stream no, seq, event hash, bytes)`, in one sled
     /// batch, replacing each stream's previous one.
-    pub(crate) fn put_digests(&self, digests: &[(u64, u64, Hash, &[u8])]) -> Result<(), StoreError> {
+    pub(crate) fn put_digests(
+        &self,
+        digests: &[(u64, u64, Hash, &[u8])],
+    ) -> Result<(), StoreError> {
         let mut batch = IndexBatch::default();
         for (no, seq, hash, bytes) in digests {
             let mut v = Vec::with_capacity(40 + bytes.len());
@@ -766,8 +769,14 @@ impl Index {
         let mut out = Vec::new();
         self.db
             .each_in(&digest_key(0), &digest_key(u64::MAX), |k, v| {
-                let no = k.get(1..9).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
-                let seq = v.get(..8).and_then(|b| b.try_into().ok()).map(u64::from_be_bytes);
+                let no = k
+                    .get(1..9)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_be_bytes);
+                let seq = v
+                    .get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .map(u64::from_be_bytes);
                 let hash: Option<[u8; 32]> = v.get(8..40).and_then(|b| b.try_into().ok());
                 if let (Some(no), Some(seq), Some(hash)) = (no, seq, hash) {
                     out.push((no, seq, Hash(hash), v[40..].to_vec()));

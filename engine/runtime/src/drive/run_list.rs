@@ -7,7 +7,9 @@
 //! index, store/FORMAT.md §7): a digest at the run's head is believed as it is; one behind
 //! it is read on from its event (whose hash must still be the digest's); a run without one
 //! is read from its first event. From then on every batch this runtime appends is folded
-//! into the table as it is acknowledged, and a batch that changes what the list shows
+//! into the table as it is acknowledged (every batch of a run is appended by
+//! `append_decided`; a batch appended to the store past the runtime is seen at the next
+//! load, as a stale digest), and a batch that changes what the list shows
 //! (status, tickets, override) also rewrites the run's digest, so the next process to load
 //! the list reads little. The log stays the truth: a digest lost with a rebuilt index, or
 //! left stale by a process that did not keep the list, only costs reading the run again.
@@ -259,10 +261,8 @@ impl<S: EventStore + 'static> super::Runtime<S> {
                 return Err(e);
             }
         };
-        let mut digests: BTreeMap<StreamId, StreamDigest> = digests
-            .into_iter()
-            .map(|d| (d.stream.clone(), d))
-            .collect();
+        let mut digests: BTreeMap<StreamId, StreamDigest> =
+            digests.into_iter().map(|d| (d.stream.clone(), d)).collect();
         let work: Vec<(StreamHead, Option<StreamDigest>)> = heads
             .into_iter()
             // The instance's own streams (`_circuits`, `_heads`, `_bundles`): run ids never
@@ -411,10 +411,7 @@ impl<S: EventStore + 'static> super::Runtime<S> {
         events: &[RunEvent],
         hashes: &[Hash],
     ) {
-        if let Some(digest) = self
-            .inner
-            .run_list
-            .appended(run, version, events, hashes)
+        if let Some(digest) = self.inner.run_list.appended(run, version, events, hashes)
             && let Err(e) = self.store().put_digests(vec![digest]).await
         {
             tracing::warn!(run = %run, error = %e, "run digest not written; the next start reads the run again");
@@ -440,7 +437,9 @@ async fn entry_of<S: EventStore>(
         }
         if summary.events < head.seq {
             let mut on = summary.clone();
-            if let Some(hash) = fold_range(store, &head.stream, &mut on, Some(hash), head.seq).await? {
+            if let Some(hash) =
+                fold_range(store, &head.stream, &mut on, Some(hash), head.seq).await?
+            {
                 return Ok(Some((Entry { summary: on, hash }, true)));
             }
         }
