@@ -292,6 +292,9 @@ fn frontier_key(no: u64) -> [u8; 9] {
     k
 }
 
+/// A stream digest as the index holds it: (stream no, seq, event hash, bytes).
+pub(crate) type DigestEntry = (u64, u64, Hash, Vec<u8>);
+
 fn digest_key(no: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
     k[0] = DIGEST;
@@ -765,7 +768,7 @@ impl Index {
     /// Every stream digest: (stream no, seq, event hash, bytes), in stream number order.
     /// An entry too short to hold its seq and hash is left out: a cache entry that cannot
     /// be read is a missing one.
-    pub(crate) fn digests(&self) -> Result<Vec<(u64, u64, Hash, Vec<u8>)>, StoreError> {
+    pub(crate) fn digests(&self) -> Result<Vec<DigestEntry>, StoreError> {
         let mut out = Vec::new();
         self.db
             .each_in(&digest_key(0), &digest_key(u64::MAX), |k, v| {

@@ -273,15 +273,14 @@ impl<S: EventStore + 'static> super::Runtime<S> {
                 (h, d)
             })
             .collect();
-        let read: Vec<(String, Result<Option<(Entry, bool)>, RuntimeError>)> =
-            futures::stream::iter(work)
-                .map(|(head, digest)| async move {
-                    let id = head.stream.as_str().to_owned();
-                    (id, entry_of(store, &head, digest).await)
-                })
-                .buffered(LOADING_READS)
-                .collect()
-                .await;
+        let read: Vec<(String, Found)> = futures::stream::iter(work)
+            .map(|(head, digest)| async move {
+                let id = head.stream.as_str().to_owned();
+                (id, entry_of(store, &head, digest).await)
+            })
+            .buffered(LOADING_READS)
+            .collect()
+            .await;
         let mut write = Vec::new();
         let stale = {
             let mut table = list.table();
@@ -419,13 +418,16 @@ impl<S: EventStore + 'static> super::Runtime<S> {
     }
 }
 
+/// What loading found of one run ([`entry_of`]).
+type Found = Result<Option<(Entry, bool)>, RuntimeError>;
+
 /// A run's entry from its digest and the log: `(entry, whether its digest should be
 /// written again)`, or `None` when the stream is not a run.
 async fn entry_of<S: EventStore>(
     store: &S,
     head: &StreamHead,
     digest: Option<StreamDigest>,
-) -> Result<Option<(Entry, bool)>, RuntimeError> {
+) -> Found {
     let cached = digest.and_then(|d| {
         decode(&d.bytes)
             .filter(|s| s.events == d.seq && s.run_id.as_str() == head.stream.as_str())
