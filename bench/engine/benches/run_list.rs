@@ -31,7 +31,7 @@ use tokio::task::JoinSet;
 
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, WorkflowSpec};
 use docket_runtime::{HumanDecision, InProcessExecutor, Runtime, Workflow};
-use docket_store::{EmbeddedStore, StoreConfig};
+use docket_store::{EmbeddedStore, EventStore as _, StoreConfig};
 
 /// The `docket` binary's allocator, so figures are the product's.
 #[global_allocator]
