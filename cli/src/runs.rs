@@ -727,20 +727,26 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         }
         RunCommand::Runs { waiting } => {
             let rt = open_read(data).await?;
-            // Summaries read event kinds; folding every run would load each whole.
-            let runs = if waiting {
-                rt.waiting_runs().await?
-            } else {
-                rt.run_summaries().await?
-            };
+            // The run list the server answers `GET /api/runs` from (the runtime's
+            // `run_list.rs`); a read-only view reads it from the log (store/FORMAT.md §10).
             // A run that says it is running, with no live process driving it, was
             // interrupted: its driver died (or was stopped) before it finished.
             let holder = LockHolder::of(data);
-            for run in runs {
-                let interrupted = run.status == RunStatus::Running
-                    && !docket_store::StreamId::new(run.run_id.as_str())
-                        .is_ok_and(|s| holder.as_ref().is_some_and(|h| h.drives(&s)));
-                let status = if interrupted {
+            let query = docket_runtime::RunQuery {
+                waiting,
+                ..docket_runtime::RunQuery::default()
+            };
+            let page = rt
+                .list_runs(&query, |run| {
+                    docket_store::StreamId::new(run.as_str())
+                        .is_ok_and(|s| holder.as_ref().is_some_and(|h| h.drives(&s)))
+                })
+                .await?;
+            let mut runs = page.runs;
+            runs.sort_by(|a, b| a.summary.run_id.cmp(&b.summary.run_id));
+            for listed in runs {
+                let run = listed.summary;
+                let status = if listed.interrupted {
                     format!("interrupted (resume with: docket resume {})", run.run_id)
                 } else {
                     run.status.as_str().to_owned()
@@ -762,6 +768,11 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     run.workflow,
                     run.events
                 );
+            }
+            if !waiting {
+                for (run, why) in &page.unreadable {
+                    outln!(out, "{run}\t?\tunreadable: {why}");
+                }
             }
             // Runs whose events fail their checks: listed with what and where, the
             // others are read as usual.

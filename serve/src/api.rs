@@ -19,7 +19,8 @@ use serde_json::{Value, json};
 
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
 use docket_runtime::{
-    FileKillSwitch, HumanDecision, HumanOverride, RunOutcome, RuntimeError, Workflow,
+    FileKillSwitch, HumanDecision, HumanOverride, ListedStatus, RunOutcome, RunQuery, RuntimeError,
+    Workflow,
 };
 use docket_store::{EventStore as _, StreamId};
 
@@ -229,72 +230,57 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
             ApiError::bad_request(format!("limit={limit}: not from 1 to 500")).at("query.limit"),
         );
     }
-    let cursor = q.get("cursor");
-    let mut runs = if waiting == Some(true) {
-        state.rt.waiting_runs().await?
-    } else {
-        state.rt.run_summaries().await?
+    let query = RunQuery {
+        status: status.map(|s| match s {
+            "interrupted" => ListedStatus::Interrupted,
+            s => {
+                ListedStatus::Is(serde_json::from_value(json!(s)).unwrap_or(RunStatus::NotStarted))
+            }
+        }),
+        workflow: q.get("workflow").cloned(),
+        started_after: after,
+        started_before: before,
+        waiting: waiting == Some(true),
+        cursor: q.get("cursor").cloned(),
+        limit: Some(limit),
     };
-    // Run id order: stable while runs are added, and what the cursor continues from.
-    runs.sort_by(|a, b| a.run_id.as_str().cmp(b.run_id.as_str()));
+    // One scan of the run list kept in memory (the runtime's `run_list.rs`), not a read of
+    // every run's log.
     let driving = state
         .driving
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    let mut page = Vec::new();
-    let mut more = false;
-    for run in runs
-        .into_iter()
-        .filter(|r| cursor.is_none_or(|c| r.run_id.as_str() > c.as_str()))
-    {
-        let interrupted = run.status == RunStatus::Running && !driving.contains(&run.run_id);
-        let keep = match status {
-            None => true,
-            Some("interrupted") => interrupted,
-            Some(s) => status_word(run.status) == s,
-        };
-        if !keep || q.get("workflow").is_some_and(|w| *w != run.workflow) {
-            continue;
-        }
-        let started_ms = if after.is_some() || before.is_some() || page.len() < limit {
-            state
-                .rt
-                .requested(&run.run_id)
-                .await
-                .ok()
-                .map(|(r, _)| r.at_ms)
-        } else {
-            None
-        };
-        if after.is_some_and(|t| started_ms.is_none_or(|s| s < t))
-            || before.is_some_and(|t| started_ms.is_none_or(|s| s >= t))
-        {
-            continue;
-        }
-        if page.len() == limit {
-            more = true;
-            break;
-        }
-        page.push(json!({
-            "run_id": run.run_id,
-            "workflow": run.workflow,
-            "status": status_word(run.status),
-            "interrupted": interrupted,
-            "events": run.events,
-            "open_tickets": run.open_tickets,
-            "overridable": run.overridable,
-            "started_at_ms": started_ms,
-        }));
+    let page = state
+        .rt
+        .list_runs(&query, |run| driving.contains(run))
+        .await?;
+    let runs: Vec<Value> = page
+        .runs
+        .iter()
+        .map(|r| {
+            let s = &r.summary;
+            json!({
+                "run_id": s.run_id,
+                "workflow": s.workflow,
+                "status": status_word(s.status),
+                "interrupted": r.interrupted,
+                "events": s.events,
+                "open_tickets": s.open_tickets,
+                "overridable": s.overridable,
+                "started_at_ms": s.started_at_ms,
+            })
+        })
+        .collect();
+    let mut answer = json!({ "runs": runs, "next_cursor": page.next_cursor });
+    if !page.unreadable.is_empty() {
+        answer["unreadable"] = page
+            .unreadable
+            .iter()
+            .map(|(run, why)| json!({ "run_id": run, "error": why }))
+            .collect();
     }
-    let next = if more {
-        page.last()
-            .and_then(|r| r["run_id"].as_str())
-            .map(str::to_owned)
-    } else {
-        None
-    };
-    ok(json!({ "runs": page, "next_cursor": next }))
+    ok(answer)
 }
 
 async fn run_summary(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {

@@ -169,6 +169,16 @@ impl Server {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
+        // The run list, read while the server starts taking requests: from then on every
+        // batch the server appends keeps it current (the runtime's `run_list.rs`).
+        let loading = rt.clone();
+        tokio::spawn(async move {
+            if let Err(e) = loading.load_run_list().await {
+                tracing::warn!(
+                    "the run list could not be loaded ({e}); the first listing tries again"
+                );
+            }
+        });
         let state = Arc::new(AppState {
             rt,
             data: data.to_owned(),

@@ -43,6 +43,19 @@ pub struct Snapshot {
     pub state: Vec<u8>,
 }
 
+/// A caller's digest of a stream up to event `seq` (whose hash is `event_hash`): what it
+/// derives from the events and wants back cheaply, such as docket's run summaries. A cache
+/// kept in the index beside the stream, never part of the log: lost when the index is
+/// rebuilt, and stale once the stream grows past `seq`, so a reader compares `seq` and
+/// `event_hash` with the stream before believing `bytes` (store/FORMAT.md §7).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamDigest {
+    pub stream: StreamId,
+    pub seq: u64,
+    pub event_hash: Hash,
+    pub bytes: Vec<u8>,
+}
+
 /// The result of checking a whole stream against its chain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyReport {
@@ -184,6 +197,18 @@ pub trait EventStore: Send + Sync {
         stream: &StreamId,
         at_or_before: u64,
     ) -> impl Future<Output = Result<Option<Snapshot>, StoreError>> + Send;
+
+    /// Records digests of streams (each replacing the stream's previous one), in one index
+    /// write. A digest of a stream that has no event `seq` is refused
+    /// ([`StoreError::DigestBeyondHead`]); a read-only view keeps them in memory only.
+    fn put_digests(
+        &self,
+        digests: Vec<StreamDigest>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Every stream's latest digest, in stream id order (none for a stream never given one,
+    /// or whose digest was lost with a rebuilt index).
+    fn digests(&self) -> impl Future<Output = Result<Vec<StreamDigest>, StoreError>> + Send;
 
     /// The stream's Merkle tree head over its first `size` events (`None`: all it holds now).
     /// A stream with no events has the empty tree (size 0).

@@ -16,8 +16,8 @@ use tokio::sync::{oneshot, watch};
 use tracing::debug_span;
 
 use crate::api::{
-    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
-    VerifyReport,
+    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamDigest, StreamHead,
+    TreeHead, VerifyReport,
 };
 use crate::chain::{blob_hash, event_hash, genesis};
 use crate::codec::{
@@ -839,6 +839,60 @@ impl EventStore for EmbeddedStore {
             event_hash,
             state,
         }))
+    }
+
+    async fn put_digests(&self, digests: Vec<StreamDigest>) -> Result<(), StoreError> {
+        if digests.is_empty() {
+            return Ok(());
+        }
+        let shared = self.inner.shared.clone();
+        let mut entries = Vec::with_capacity(digests.len());
+        for d in digests {
+            let head = shared.head(&d.stream);
+            let Some(head) = head.filter(|h| d.seq >= 1 && d.seq <= h.seq) else {
+                return Err(StoreError::DigestBeyondHead {
+                    stream: d.stream,
+                    seq: d.seq,
+                    head: head.map_or(0, |h| h.seq),
+                });
+            };
+            entries.push((head.no, d.seq, d.event_hash, d.bytes));
+        }
+        blocking(move || {
+            let refs: Vec<(u64, u64, Hash, &[u8])> = entries
+                .iter()
+                .map(|(no, seq, hash, bytes)| (*no, *seq, *hash, bytes.as_slice()))
+                .collect();
+            shared.index.put_digests(&refs)
+        })
+        .await
+    }
+
+    async fn digests(&self) -> Result<Vec<StreamDigest>, StoreError> {
+        let shared = self.inner.shared.clone();
+        blocking(move || {
+            let found = shared.index.digests()?;
+            // Stream numbers back to ids, from the heads (the index's `s` entries hold the
+            // same map; the heads are already in memory).
+            let ids: std::collections::HashMap<u64, StreamId> = lock(&shared.heads)
+                .iter()
+                .map(|(id, h)| (h.no, id.clone()))
+                .collect();
+            let mut out: Vec<StreamDigest> = found
+                .into_iter()
+                .filter_map(|(no, seq, event_hash, bytes)| {
+                    ids.get(&no).map(|stream| StreamDigest {
+                        stream: stream.clone(),
+                        seq,
+                        event_hash,
+                        bytes,
+                    })
+                })
+                .collect();
+            out.sort_by(|a, b| a.stream.cmp(&b.stream));
+            Ok(out)
+        })
+        .await
     }
 
     async fn tree_head(

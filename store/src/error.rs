@@ -84,6 +84,13 @@ pub enum StoreError {
         head: u64,
     },
 
+    #[error("digest of stream {stream} at sequence {seq} is beyond its head {head}")]
+    DigestBeyondHead {
+        stream: StreamId,
+        seq: u64,
+        head: u64,
+    },
+
     #[error(
         "the log writer stopped after an I/O failure ({cause}); nothing after it was acknowledged. \
          Reopen the store to re-verify the log"

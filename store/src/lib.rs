@@ -33,8 +33,8 @@ mod verify;
 mod writer;
 
 pub use api::{
-    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
-    VerifyReport,
+    Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamDigest, StreamHead,
+    TreeHead, VerifyReport,
 };
 pub use chain::{EVENT_CONTEXT, GENESIS_CONTEXT, blob_hash, event_hash, genesis};
 pub use codec::{FORMAT_VERSION, OLDEST_FORMAT_VERSION};

@@ -42,8 +42,8 @@ pub use bundles::{
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    HumanDecision, HumanOverride, PayloadEncoding, RecordedEvent, RunOutcome, RunSummary, Runtime,
-    RuntimeError, resolve_program,
+    HumanDecision, HumanOverride, ListedRun, ListedStatus, PayloadEncoding, RecordedEvent,
+    RunOutcome, RunPage, RunQuery, RunSummary, Runtime, RuntimeError, resolve_program,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,

@@ -13,6 +13,8 @@ mod fork;
 mod log;
 // Run state snapshots (issue 14 point 6)
 mod snapshots;
+// The run list kept in memory and in the index's digests (issue 17 point 8)
+mod run_list;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
 // Governed tool calls
@@ -47,6 +49,7 @@ pub(crate) async fn payload_bytes<S: EventStore>(
     log::payload(store, event).await
 }
 pub use log::RecordedEvent;
+pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
 pub use summary::RunSummary;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
@@ -268,6 +271,8 @@ struct Inner<S> {
     tools: crate::tool::ToolExecutors,
     /// How run events' payloads are written: [`PayloadEncoding::Plain`] when set.
     plain_payloads: std::sync::atomic::AtomicBool,
+    /// Every run's summary, once something lists runs (`run_list.rs`).
+    run_list: run_list::RunList,
 }
 
 /// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
@@ -306,6 +311,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 )),
                 tools: crate::tool::ToolExecutors::default(),
                 plain_payloads: std::sync::atomic::AtomicBool::new(false),
+                run_list: run_list::RunList::default(),
             }),
         }
     }
@@ -854,7 +860,8 @@ impl<S: EventStore + 'static> Runtime<S> {
             })
             .collect();
         // The content the events refer to goes in the same atomic write, each blob once.
-        self.inner
+        let appended = self
+            .inner
             .store
             .append_with_blobs(&stream, version, batch, blobs)
             .await
@@ -868,6 +875,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                 },
                 other => RuntimeError::Store(other),
             })?;
+        self.note_appended(&run_id, version, events, &appended.hashes)
+            .await;
         for (seq, event) in (version + 1..).zip(events) {
             trace_decision(run_id.as_str(), event, seq);
         }

@@ -7,16 +7,16 @@
 //! they produce.
 
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-use docket_store::{Event, EventStore, StreamHead};
+use docket_store::{Event, EventStore, Hash, StreamHead, StreamId};
 
 use super::RuntimeError;
 use super::log::{decode, payload, stored_payload};
 use docket_decider::{RunEvent, RunId, RunStatus};
 
-/// A run as `docket runs` lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A run as `docket runs` and `GET /api/runs` list it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// The run.
     pub run_id: RunId,
@@ -24,18 +24,23 @@ pub struct RunSummary {
     pub workflow: String,
     /// Where it stands (the same as its folded state's status).
     pub status: RunStatus,
-    /// Events recorded.
+    /// Events recorded: the sequence of its last event.
     pub events: u64,
     /// Tickets waiting for a human decision, in the order they were opened.
     pub open_tickets: Vec<String>,
     /// Blocked by a rule a person may override (`docket override`; decider version 6).
     pub overridable: bool,
+    /// When the run was requested (`run.requested`'s `at_ms`, ms since the Unix epoch).
+    #[serde(default)]
+    pub started_at_ms: Option<i64>,
 }
 
 /// The parts of `run.requested` a listing shows (serde skips the rest unread into memory).
 #[derive(Deserialize)]
 struct Requested {
     workflow: Named,
+    #[serde(default)]
+    at_ms: Option<i64>,
 }
 
 #[derive(Deserialize)]
@@ -48,19 +53,174 @@ fn is_final_kind(kind: &str) -> bool {
     matches!(kind, "run.completed" | "run.blocked" | "run.failed")
 }
 
-/// The workflow's name from `run.requested`, without decoding the rest.
-/// The workflow's name from `run.requested`'s payload as stored: the name is never a
+/// The workflow's name and start from `run.requested`'s payload as stored: neither is a
 /// content position, so a listing does not fetch the bundle source's blob.
-fn workflow_name(run: &str, event: &Event, bytes: &[u8]) -> Result<String, RuntimeError> {
-    serde_json::from_slice::<Requested>(bytes)
-        .map(|r| r.workflow.name)
-        .map_err(|e| RuntimeError::Decode {
-            run: run.into(),
-            source: docket_decider::DecodeError {
-                kind: event.kind.clone(),
-                message: e.to_string(),
+fn requested(run: &str, event: &Event, bytes: &[u8]) -> Result<Requested, RuntimeError> {
+    serde_json::from_slice::<Requested>(bytes).map_err(|e| RuntimeError::Decode {
+        run: run.into(),
+        source: docket_decider::DecodeError {
+            kind: event.kind.clone(),
+            message: e.to_string(),
+        },
+    })
+}
+
+/// What one event changes in a run's summary: the kinds a listing reads, with the little of
+/// their payloads it needs. Made from an event as it is appended ([`Change::of`]) or as it
+/// is read back ([`Change::read`]), so the run list kept current while runs are driven and
+/// the one read from the log fold the same way.
+pub(super) enum Change {
+    Requested {
+        workflow: String,
+        at_ms: Option<i64>,
+    },
+    Escalated(String),
+    Decided(String),
+    Completed,
+    Blocked {
+        overridable: bool,
+    },
+    Overrode,
+    Failed,
+    Cancelled,
+    Other,
+}
+
+impl Change {
+    /// From an event as decided.
+    pub(super) fn of(event: &RunEvent) -> Change {
+        match event {
+            RunEvent::RunRequested(r) => Change::Requested {
+                workflow: r.workflow.name.clone(),
+                at_ms: Some(r.at_ms),
             },
+            RunEvent::Escalated { ticket, .. } => Change::Escalated(ticket.to_string()),
+            RunEvent::HumanDecided { ticket, .. } => Change::Decided(ticket.to_string()),
+            RunEvent::RunCompleted { .. } => Change::Completed,
+            RunEvent::RunBlocked { overridable, .. } => Change::Blocked {
+                overridable: overridable.is_some(),
+            },
+            RunEvent::HumanOverrode { .. } => Change::Overrode,
+            RunEvent::RunFailed { .. } => Change::Failed,
+            RunEvent::RunCancelled { .. } => Change::Cancelled,
+            _ => Change::Other,
+        }
+    }
+
+    /// From an event as stored, decoding its payload only for the kinds that need it.
+    pub(super) async fn read<S: EventStore>(
+        store: &S,
+        run_id: &str,
+        event: &Event,
+    ) -> Result<Change, RuntimeError> {
+        Ok(match event.kind.as_str() {
+            "run.requested" => {
+                let r = requested(run_id, event, &stored_payload(store, event).await?)?;
+                Change::Requested {
+                    workflow: r.workflow.name,
+                    at_ms: r.at_ms,
+                }
+            }
+            "human.escalated" | "human.decided" | "run.blocked" => {
+                Change::of(&decode(run_id, event, &payload(store, event).await?)?)
+            }
+            "run.completed" => Change::Completed,
+            "human.overrode" => Change::Overrode,
+            "run.failed" => Change::Failed,
+            "run.cancelled" => Change::Cancelled,
+            _ => Change::Other,
         })
+    }
+}
+
+impl RunSummary {
+    /// A run nothing is known of yet: folding its events from the first gives its summary.
+    pub(super) fn empty(run_id: &str) -> RunSummary {
+        RunSummary {
+            run_id: run_id.into(),
+            workflow: String::new(),
+            status: RunStatus::NotStarted,
+            events: 0,
+            open_tickets: Vec::new(),
+            overridable: false,
+            started_at_ms: None,
+        }
+    }
+
+    /// Folds event `seq`. `false` when the stream is not a run (its first event is not
+    /// `run.requested`). The rules mirror `RunState::apply`.
+    pub(super) fn apply(&mut self, seq: u64, change: Change) -> bool {
+        self.events = seq;
+        match change {
+            Change::Requested { workflow, at_ms } if seq == 1 => {
+                self.workflow = workflow;
+                self.started_at_ms = at_ms;
+                self.status = RunStatus::Running;
+            }
+            _ if seq == 1 => return false,
+            Change::Requested { .. } | Change::Other => {}
+            Change::Escalated(ticket) => {
+                self.open_tickets.push(ticket);
+                self.status = RunStatus::WaitingForHuman;
+            }
+            Change::Decided(ticket) => {
+                self.open_tickets.retain(|t| *t != ticket);
+                if self.status == RunStatus::WaitingForHuman && self.open_tickets.is_empty() {
+                    self.status = RunStatus::Running;
+                }
+            }
+            Change::Completed => self.status = RunStatus::Completed,
+            Change::Blocked { overridable } => {
+                self.status = RunStatus::Blocked;
+                self.overridable = overridable;
+            }
+            // A person lifted the block (decider version 6): the run goes on.
+            Change::Overrode => {
+                self.overridable = false;
+                self.status = if self.open_tickets.is_empty() {
+                    RunStatus::Running
+                } else {
+                    RunStatus::WaitingForHuman
+                };
+            }
+            Change::Failed => self.status = RunStatus::Failed,
+            Change::Cancelled => self.status = RunStatus::Cancelled,
+        }
+        true
+    }
+}
+
+/// Folds the events `from..=to` of a run onto `summary`, checking that event `from - 1`
+/// (when `from > 1`) has hash `after`: a summary cached at an event the log no longer
+/// holds at that place is not built upon. `Ok(None)`: the stream is not a run, or the
+/// check failed. Returns the hash of the last event folded.
+pub(super) async fn fold_range<S: EventStore>(
+    store: &S,
+    stream: &StreamId,
+    summary: &mut RunSummary,
+    after: Option<Hash>,
+    to: u64,
+) -> Result<Option<Hash>, RuntimeError> {
+    let run_id = stream.as_str();
+    let from = summary.events + 1;
+    let start = if after.is_some() { from - 1 } else { from };
+    let mut events = Box::pin(store.read(stream, start..=to));
+    let mut last = after;
+    while let Some(event) = events.next().await {
+        let event = event.map_err(RuntimeError::Store)?;
+        if event.seq < from {
+            if Some(event.hash) != after {
+                return Ok(None);
+            }
+            continue;
+        }
+        let change = Change::read(store, run_id, &event).await?;
+        if !summary.apply(event.seq, change) {
+            return Ok(None);
+        }
+        last = Some(event.hash);
+    }
+    Ok(last)
 }
 
 /// The run's summary, or `None` when the stream is not a run (no `run.requested` first).
@@ -93,81 +253,26 @@ pub(super) async fn summarize<S: EventStore>(
             if let Some(first) = first.next().await {
                 let first = first.map_err(RuntimeError::Store)?;
                 if first.kind == "run.requested" {
+                    let r = requested(run_id, &first, &stored_payload(store, &first).await?)?;
                     return Ok(Some(RunSummary {
                         run_id: run_id.into(),
-                        workflow: workflow_name(
-                            run_id,
-                            &first,
-                            &stored_payload(store, &first).await?,
-                        )?,
+                        workflow: r.workflow.name,
                         status: RunStatus::WaitingForHuman,
                         events: head.seq,
                         open_tickets: vec![ticket.into()],
                         overridable: false,
+                        started_at_ms: r.at_ms,
                     }));
                 }
             }
         }
     }
-    let mut events = Box::pin(store.read(&head.stream, 1..=head.seq));
-    let mut summary = RunSummary {
-        run_id: run_id.into(),
-        workflow: String::new(),
-        status: RunStatus::NotStarted,
-        events: 0,
-        open_tickets: Vec::new(),
-        overridable: false,
-    };
-    while let Some(event) = events.next().await {
-        let event = event.map_err(RuntimeError::Store)?;
-        summary.events = event.seq;
-        match event.kind.as_str() {
-            "run.requested" if event.seq == 1 => {
-                summary.workflow =
-                    workflow_name(run_id, &event, &stored_payload(store, &event).await?)?;
-                summary.status = RunStatus::Running;
-            }
-            _ if event.seq == 1 => return Ok(None),
-            "human.escalated" => {
-                if let RunEvent::Escalated { ticket, .. } =
-                    decode(run_id, &event, &payload(store, &event).await?)?
-                {
-                    summary.open_tickets.push(ticket.into());
-                }
-                summary.status = RunStatus::WaitingForHuman;
-            }
-            "human.decided" => {
-                if let RunEvent::HumanDecided { ticket, .. } =
-                    decode(run_id, &event, &payload(store, &event).await?)?
-                {
-                    summary.open_tickets.retain(|t| *t != ticket);
-                }
-                if summary.status == RunStatus::WaitingForHuman && summary.open_tickets.is_empty() {
-                    summary.status = RunStatus::Running;
-                }
-            }
-            "run.completed" => summary.status = RunStatus::Completed,
-            "run.blocked" => {
-                summary.status = RunStatus::Blocked;
-                if let RunEvent::RunBlocked { overridable, .. } =
-                    decode(run_id, &event, &payload(store, &event).await?)?
-                {
-                    summary.overridable = overridable.is_some();
-                }
-            }
-            // A person lifted the block (decider version 6): the run goes on.
-            "human.overrode" => {
-                summary.overridable = false;
-                summary.status = if summary.open_tickets.is_empty() {
-                    RunStatus::Running
-                } else {
-                    RunStatus::WaitingForHuman
-                };
-            }
-            "run.failed" => summary.status = RunStatus::Failed,
-            "run.cancelled" => summary.status = RunStatus::Cancelled,
-            _ => {}
-        }
+    let mut summary = RunSummary::empty(run_id);
+    if fold_range(store, &head.stream, &mut summary, None, head.seq)
+        .await?
+        .is_none()
+    {
+        return Ok(None);
     }
     if summary.status == RunStatus::NotStarted {
         return Ok(None);
@@ -182,12 +287,22 @@ pub(super) async fn summarize<S: EventStore>(
 const LISTING_READS: usize = 32;
 
 impl<S: EventStore + 'static> super::Runtime<S> {
-    async fn summaries(&self, only_waiting: bool) -> Result<Vec<RunSummary>, RuntimeError> {
+    /// Every run's summary (only those waiting for a human with `only_waiting`), read from
+    /// the log, in id order: what the run list cost before it was kept (`run_list.rs`),
+    /// kept to check the list against and to measure it by.
+    ///
+    /// # Errors
+    /// [`RuntimeError`] for log and decoding problems.
+    pub async fn run_summaries_from_log(
+        &self,
+        only_waiting: bool,
+    ) -> Result<Vec<RunSummary>, RuntimeError> {
         let heads = self.store().streams().await.map_err(RuntimeError::Store)?;
         let store = self.store();
         // Heads by value: a closure over borrowed heads makes a future that is `Send` only
         // for one borrow, which a server's handlers (spawned, so `Send` for all) refuse.
         let found: Vec<Result<Option<RunSummary>, RuntimeError>> = futures::stream::iter(heads)
+            .filter(|head| futures::future::ready(!head.stream.as_str().starts_with('_')))
             .map(|head| async move { summarize(store, &head, only_waiting).await })
             .buffered(LISTING_READS)
             .collect()
@@ -200,20 +315,30 @@ impl<S: EventStore + 'static> super::Runtime<S> {
         Ok(out)
     }
 
-    /// Every run's status, workflow, size and open tickets, in id order, read from event
-    /// kinds without folding states (`runs()` folds each run whole).
+    async fn summaries(&self, waiting: bool) -> Result<Vec<RunSummary>, RuntimeError> {
+        let query = super::RunQuery {
+            waiting,
+            ..super::RunQuery::default()
+        };
+        let page = self.list_runs(&query, |_| true).await?;
+        let mut out: Vec<RunSummary> = page.runs.into_iter().map(|r| r.summary).collect();
+        out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
+        Ok(out)
+    }
+
+    /// Every run's status, workflow, size and open tickets, in id order, from the run list
+    /// (`list_runs`; `runs()` folds each run whole).
     ///
     /// # Errors
-    /// [`RuntimeError`] for log and decoding problems.
+    /// [`RuntimeError`] when the list cannot be loaded.
     pub async fn run_summaries(&self) -> Result<Vec<RunSummary>, RuntimeError> {
         self.summaries(false).await
     }
 
-    /// The runs waiting for a human, with their open tickets, in id order. A finished run
-    /// costs one event read (its last); only runs still going are read through.
+    /// The runs waiting for a human, with their open tickets, in id order.
     ///
     /// # Errors
-    /// [`RuntimeError`] for log and decoding problems.
+    /// [`RuntimeError`] when the list cannot be loaded.
     pub async fn waiting_runs(&self) -> Result<Vec<RunSummary>, RuntimeError> {
         self.summaries(true).await
     }
