@@ -12,7 +12,8 @@
 //! [`routes::ROUTES`] names; every mutating request is recorded with its principal in the
 //! run's events where it touches a run (`human.decided` `by`, `run.cancelled` `by`), in the
 //! kill switches' history for a flip, and in the API's request log
-//! (`<data>/api/requests.jsonl`) in every case.
+//! (`<data>/api/requests.jsonl`) in every case. The web UI ([`ASSETS`], under `/`) holds
+//! no data: it calls the same API from the browser.
 
 // A library reports every failure as an error value; it never aborts its caller.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -20,9 +21,12 @@
 mod api;
 mod error;
 mod export;
+mod listings;
 mod requests;
 pub mod routes;
+mod session;
 pub mod tokens;
+mod ui;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,7 +42,9 @@ use docket_store::EmbeddedStore;
 
 pub use error::ApiError;
 pub use requests::REQUESTS_FILE;
+pub use session::{COOKIE as SESSION_COOKIE, SESSION_TTL};
 pub use tokens::{Principal, Role, TokenEntry, TokenError};
+pub use ui::{ASSETS, Asset};
 
 /// The subcommand's word, as it appears in the writer lock's holder file: a CLI writer
 /// refused by a server says to use the API ([`is_server`]).
@@ -118,6 +124,7 @@ pub(crate) struct AppState {
     pub(crate) data: PathBuf,
     pub(crate) requests: requests::RequestLog,
     pub(crate) driving: api::Driving,
+    pub(crate) sessions: session::Sessions,
 }
 
 /// Seals the runs that finished, when the data directory has a signing key, as each
@@ -184,6 +191,7 @@ impl Server {
             data: data.to_owned(),
             requests,
             driving: api::Driving::default(),
+            sessions: session::Sessions::default(),
         });
         Ok(Self {
             listener,
@@ -216,14 +224,21 @@ impl Server {
 
 fn router(state: Arc<AppState>) -> Router {
     let api = api::routes()
+        .route(
+            "/api/session",
+            axum::routing::post(session::open).delete(session::close),
+        )
+        .route("/api/tickets", axum::routing::get(listings::tickets))
+        .route("/api/workflows", axum::routing::get(listings::workflows))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             authorize,
         ))
         .with_state(state);
     Router::new()
-        // The web UI's place (issue 17 point 4); the API is under /api.
-        .route("/", axum::routing::get(home))
+        // The web UI (docs/api.md#the-web-ui); the API is under /api.
+        .route("/", axum::routing::get(ui::index))
+        .route("/assets/{file}", axum::routing::get(ui::asset))
         .merge(api)
         .fallback(|| async {
             ApiError::not_found("no such route (GET /api/openapi.json lists them)")
@@ -234,13 +249,6 @@ fn router(state: Arc<AppState>) -> Router {
             )
         })
         .layer(tower_http::limit::RequestBodyLimitLayer::new(4 << 20))
-}
-
-async fn home() -> impl IntoResponse {
-    (
-        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-        "docket serve: the JSON API is under /api (GET /api/openapi.json, docs/api.md); the web UI is not built yet.\n",
-    )
 }
 
 /// Checks the bearer token against the route's role; records a mutating request with its
@@ -266,21 +274,35 @@ async fn authorize(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
-    let Some(token) = token else {
-        return ApiError::unauthenticated(
-            "this route needs a bearer token (Authorization: Bearer TOKEN; docket token create makes one)",
-        )
-        .at("header.authorization")
-        .into_response();
-    };
-    let principal = match tokens::authenticate(&state.data, token) {
-        Ok(Some(p)) => p,
-        Ok(None) => {
-            return ApiError::unauthenticated("unknown or revoked token")
+    let principal = match token {
+        Some(token) => match tokens::authenticate(&state.data, token) {
+            Ok(Some(p)) => p,
+            Ok(None) => {
+                return ApiError::unauthenticated("unknown or revoked token")
+                    .at("header.authorization")
+                    .into_response();
+            }
+            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+        },
+        // A browser's EventSource or link sends no header: the routes the table marks
+        // take the session cookie instead (docs/api.md#sessions-for-the-browser).
+        None => match route
+            .session
+            .then(|| state.sessions.principal(&state.data, request.headers()))
+            .flatten()
+        {
+            Some(Ok(p)) => p,
+            Some(Err(e)) => return e.into_response(),
+            None => {
+                return ApiError::unauthenticated(if route.session {
+                    "this route needs a bearer token (Authorization: Bearer TOKEN; docket token create makes one) or a browser session (POST /api/session)"
+                } else {
+                    "this route needs a bearer token (Authorization: Bearer TOKEN; docket token create makes one)"
+                })
                 .at("header.authorization")
                 .into_response();
-        }
-        Err(e) => return ApiError::internal(e.to_string()).into_response(),
+            }
+        },
     };
     let path = request.uri().path().to_owned();
     let response = if principal.role.allows(route.role) {

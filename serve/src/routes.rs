@@ -19,6 +19,9 @@ pub struct Route {
     pub query: &'static [(&'static str, &'static str)],
     /// Its JSON body's fields: name, whether required, what it means.
     pub body: &'static [(&'static str, bool, &'static str)],
+    /// Whether a browser session cookie (`POST /api/session`) may stand for the bearer
+    /// token: only reads a browser makes without headers (an `EventSource`, a link).
+    pub session: bool,
 }
 
 const fn route(
@@ -34,6 +37,7 @@ const fn route(
         summary,
         query: &[],
         body: &[],
+        session: false,
     }
 }
 
@@ -46,6 +50,30 @@ pub const ROUTES: &[Route] = &[
         "/api/openapi.json",
         Viewer,
         "This description (OpenAPI 3.1).",
+    ),
+    route(
+        "POST",
+        "/api/session",
+        Viewer,
+        "Exchange the bearer token for a browser session: an HttpOnly, SameSite=Strict cookie that routes marked x-docket-session (the event stream, exports) accept; answers the token's name and role.",
+    ),
+    route(
+        "DELETE",
+        "/api/session",
+        Viewer,
+        "End the request's browser session and clear its cookie.",
+    ),
+    route(
+        "GET",
+        "/api/tickets",
+        Viewer,
+        "Every open ticket across runs, oldest run first, with what it asks.",
+    ),
+    route(
+        "GET",
+        "/api/workflows",
+        Operator,
+        "The workflow files under the server's working directory that POST /api/runs can start, each with its default input and the JSON inputs beside it.",
     ),
     Route {
         query: &[
@@ -107,6 +135,7 @@ pub const ROUTES: &[Route] = &[
         ..route("GET", "/api/runs/{run}/events", Viewer, "A run's events.")
     },
     Route {
+        session: true,
         query: &[(
             "after",
             "start after this sequence number (else the Last-Event-ID header, else 0)",
@@ -156,6 +185,7 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
+        session: true,
         query: &[("format", "jsonl (default) or html")],
         ..route(
             "GET",
@@ -382,7 +412,8 @@ pub fn openapi() -> Value {
             "summary": r.summary,
             "operationId": format!("{} {}", r.method, r.path),
             "x-docket-role": r.role.as_str(),
-            "security": [{ "bearer": [] }],
+            "x-docket-session": r.session,
+            "security": if r.session { json!([{ "bearer": [] }, { "session": [] }]) } else { json!([{ "bearer": [] }]) },
             "parameters": parameters,
             "responses": {
                 "200": { "description": "OK" },
@@ -419,11 +450,14 @@ pub fn openapi() -> Value {
         "info": {
             "title": "docket API",
             "version": env!("CARGO_PKG_VERSION"),
-            "description": "Runs, tickets, kill switches and policy bundles of one data directory (docs/api.md). Every route needs a bearer token; x-docket-role is the least role that may call it.",
+            "description": "Runs, tickets, kill switches and policy bundles of one data directory (docs/api.md). Every route needs a bearer token (x-docket-session routes also take the session cookie of POST /api/session); x-docket-role is the least role that may call it.",
         },
         "paths": paths,
         "components": {
-            "securitySchemes": { "bearer": { "type": "http", "scheme": "bearer" } },
+            "securitySchemes": {
+                "bearer": { "type": "http", "scheme": "bearer" },
+                "session": { "type": "apiKey", "in": "cookie", "name": crate::session::COOKIE },
+            },
             "responses": { "Error": {
                 "description": "{ error: { code, message, where } }",
                 "content": { "application/json": { "schema": {

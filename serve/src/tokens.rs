@@ -274,7 +274,15 @@ pub fn revoke(data: &Path, name: &str) -> Result<TokenEntry, TokenError> {
 /// # Errors
 /// [`TokenError::Io`] and [`TokenError::Corrupt`].
 pub fn authenticate(data: &Path, token: &str) -> Result<Option<Principal>, TokenError> {
-    let hash = token_hash(token);
+    authenticate_hash(data, &token_hash(token))
+}
+
+/// The principal of the token whose SHA-256 is `hash` (a browser session keeps the hash,
+/// never the token), if the file still has it.
+///
+/// # Errors
+/// [`TokenError::Io`] and [`TokenError::Corrupt`].
+pub fn authenticate_hash(data: &Path, hash: &str) -> Result<Option<Principal>, TokenError> {
     Ok(list(data)?
         .into_iter()
         .find(|e| constant_time_eq(e.sha256.as_bytes(), hash.as_bytes()))

@@ -1,0 +1,589 @@
+// docket's web UI: one page, its views chosen by the URL's fragment (#/runs, #/runs/ID,
+// #/inbox, #/start, #/policies, #/switches). Every datum comes from the JSON API.
+
+import { ApiError, call, enc, follow, signIn, signOut, token, who } from './api.js';
+import { KINDS, asks, describe, errorBox, h, notice, runLink, statusBadge, time } from './views.js';
+
+const view = document.getElementById('view');
+let leaving = () => {};
+
+const STATUSES = ['running', 'interrupted', 'waiting_for_human', 'completed', 'blocked', 'failed', 'cancelled'];
+
+function show(title, ...children) {
+  document.title = `${title} · docket`;
+  view.replaceChildren(...children);
+}
+
+/** Runs `work`, showing its error (in the API's words) in `place` instead of throwing. */
+async function guarded(place, work) {
+  try {
+    return await work();
+  } catch (e) {
+    if (e instanceof ApiError && e.status === 401) {
+      place.replaceChildren(errorBox(e), h('p', {}, h('a', { href: '#/signin' }, 'Sign in again')));
+    } else {
+      place.replaceChildren(errorBox(e));
+    }
+    return undefined;
+  }
+}
+
+function header() {
+  const me = who();
+  const place = document.getElementById('who');
+  if (!me) {
+    place.replaceChildren(h('a', { href: '#/signin' }, 'Sign in'));
+    return;
+  }
+  place.replaceChildren(
+    'Signed in as ', h('strong', { id: 'who-name' }, me.name), ` (${me.role}) `,
+    h('button', { type: 'button', class: 'secondary', onclick: async () => {
+      await signOut().catch(() => {});
+      header();
+      location.hash = '#/signin';
+    } }, 'Sign out'),
+  );
+  for (const a of document.querySelectorAll('nav a')) {
+    const here = location.hash.startsWith(a.getAttribute('href'));
+    if (here) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Sign-in.
+
+function signInView(next) {
+  const out = h('div', { 'aria-live': 'polite' });
+  const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', required: true, size: 50 });
+  const form = h('form', { id: 'signin', onsubmit: async (ev) => {
+    ev.preventDefault();
+    out.replaceChildren();
+    try {
+      await signIn(input.value);
+      header();
+      location.hash = next && next !== '#/signin' ? next : '#/runs';
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  } },
+  h('label', { for: 'token' }, 'API token', input),
+  h('p', { class: 'muted' }, 'Made with docket token create; kept for this tab only.'),
+  h('button', { type: 'submit' }, 'Sign in'));
+  show('Sign in', h('h1', {}, 'Sign in'), form, out);
+  input.focus();
+}
+
+// ---------------------------------------------------------------------------------------
+// Run list.
+
+function hashQuery() {
+  const i = location.hash.indexOf('?');
+  return new URLSearchParams(i < 0 ? '' : location.hash.slice(i + 1));
+}
+
+const toMs = (local) => (local ? String(new Date(local).getTime()) : '');
+const toLocal = (ms) => {
+  if (!ms) return '';
+  const d = new Date(Number(ms));
+  const pad = (n) => String(n).padStart(2, '0');
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+};
+
+async function runsView() {
+  const q = hashQuery();
+  const status = h('select', { id: 'f-status', name: 'status' },
+    h('option', { value: '' }, 'any'),
+    STATUSES.map((s) => h('option', { value: s, selected: q.get('status') === s }, s.replaceAll('_', ' '))));
+  const workflow = h('input', { type: 'text', id: 'f-workflow', name: 'workflow', value: q.get('workflow') ?? '' });
+  const after = h('input', { type: 'datetime-local', id: 'f-after', value: toLocal(q.get('started_after')) });
+  const before = h('input', { type: 'datetime-local', id: 'f-before', value: toLocal(q.get('started_before')) });
+  const waiting = h('input', { type: 'checkbox', id: 'f-waiting', checked: q.get('waiting') === 'true' });
+  const limit = h('select', { id: 'f-limit' }, ['25', '50', '100', '500'].map((n) =>
+    h('option', { value: n, selected: (q.get('limit') ?? '50') === n }, n)));
+  const filters = h('form', { class: 'inline', role: 'search', onsubmit: (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams();
+    if (status.value) p.set('status', status.value);
+    if (workflow.value.trim()) p.set('workflow', workflow.value.trim());
+    if (after.value) p.set('started_after', toMs(after.value));
+    if (before.value) p.set('started_before', toMs(before.value));
+    if (waiting.checked) p.set('waiting', 'true');
+    if (limit.value !== '50') p.set('limit', limit.value);
+    location.hash = `#/runs?${p}`;
+  } },
+  h('label', { for: 'f-status' }, 'Status', status),
+  h('label', { for: 'f-workflow' }, 'Workflow', workflow),
+  h('label', { for: 'f-after' }, 'Started after', after),
+  h('label', { for: 'f-before' }, 'Started before', before),
+  h('label', { class: 'check', for: 'f-waiting' }, waiting, 'Waiting for a human'),
+  h('label', { for: 'f-limit' }, 'Per page', limit),
+  h('button', { type: 'submit' }, 'Filter'));
+
+  const list = h('div', { 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+  show('Runs', h('h1', {}, 'Runs'), filters, list);
+  const page = await guarded(list, () => call('GET', `/api/runs?${q}`));
+  if (!page) return;
+
+  const boxes = [];
+  const rows = page.runs.map((r) => {
+    const box = h('input', { type: 'checkbox', value: r.run_id, 'aria-label': `select run ${r.run_id}` });
+    boxes.push(box);
+    const waits = r.open_tickets.length > 0;
+    return h('tr', { 'data-run': r.run_id },
+      h('td', {}, box),
+      h('td', {}, runLink(r.run_id)),
+      h('td', {}, statusBadge(r.interrupted ? 'interrupted' : r.status)),
+      h('td', {}, r.workflow),
+      h('td', {}, time(r.started_at_ms)),
+      h('td', {}, waits ? `yes: ${r.open_tickets.join(', ')}` : 'no'),
+      h('td', {}, String(r.events)));
+  });
+  const all = h('input', { type: 'checkbox', 'aria-label': 'select every run on this page', onchange: (ev) => {
+    for (const b of boxes) b.checked = ev.target.checked;
+  } });
+  const table = rows.length === 0
+    ? h('p', {}, 'No run matches.')
+    : h('table', {},
+      h('caption', { class: 'muted' }, `${rows.length} run(s) on this page`),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all), ['Run', 'Status', 'Workflow', 'Started', 'Waits for a human', 'Events'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rows));
+
+  const pages = h('p', { class: 'row' });
+  if (q.get('cursor')) {
+    const first = new URLSearchParams(q);
+    first.delete('cursor');
+    pages.append(h('a', { href: `#/runs?${first}` }, 'First page'));
+  }
+  if (page.next_cursor) {
+    const next = new URLSearchParams(q);
+    next.set('cursor', page.next_cursor);
+    pages.append(h('a', { href: `#/runs?${next}`, rel: 'next' }, 'Next page'));
+  }
+
+  const reason = h('input', { type: 'text', id: 'bulk-reason', size: 40 });
+  const results = h('ul', { 'aria-live': 'polite' });
+  const bulk = async (action) => {
+    const chosen = boxes.filter((b) => b.checked).map((b) => b.value);
+    results.replaceChildren();
+    if (chosen.length === 0) {
+      results.append(h('li', { class: 'error', role: 'alert' }, 'Select the runs first.'));
+      return;
+    }
+    if (action === 'cancel' && !reason.value.trim()) {
+      results.append(h('li', { class: 'error', role: 'alert' }, 'A reason is required to cancel (it is recorded in run.cancelled).'));
+      reason.focus();
+      return;
+    }
+    for (const run of chosen) {
+      const body = action === 'cancel' ? { reason: reason.value } : undefined;
+      try {
+        const r = await call('POST', `/api/runs/${enc(run)}/${action}`, body);
+        results.append(h('li', {}, runLink(run), `: ${action === 'cancel' ? 'cancelled' : 'resumed'}, now `, statusBadge(r.status)));
+      } catch (e) {
+        results.append(h('li', {}, runLink(run), ': ', errorBox(e)));
+      }
+    }
+  };
+  const actions = h('form', { class: 'inline', onsubmit: (ev) => {
+    ev.preventDefault();
+    bulk(ev.submitter?.value === 'resume' ? 'resume' : 'cancel');
+  } },
+  h('label', { for: 'bulk-reason' }, 'Reason (for cancelling)', reason),
+  h('button', { type: 'submit', value: 'cancel', class: 'danger' }, 'Cancel selected'),
+  h('button', { type: 'submit', value: 'resume' }, 'Resume selected'));
+
+  list.replaceChildren(table, pages, h('h2', {}, 'Selected runs'), actions, results);
+}
+
+// ---------------------------------------------------------------------------------------
+// Tickets: the forms of the inbox and of a run's page.
+
+function ticketForm(t) {
+  const key = `${t.run_id}-${t.ticket}`.replace(/[^A-Za-z0-9_-]/g, '_');
+  const s = t.subject ?? {};
+  const out = h('div', { 'aria-live': 'polite' });
+  const reason = h('textarea', { id: `reason-${key}`, name: 'reason' });
+  const parts = [];
+  let text = null;
+  const options = [];
+  if (s.type === 'question') {
+    if ((s.choices ?? []).length > 0) {
+      parts.push(h('fieldset', {}, h('legend', {}, 'Options offered'),
+        s.choices.map((c, i) => {
+          const r = h('input', { type: 'radio', name: `choice-${key}`, value: String(i + 1), id: `choice-${key}-${i + 1}` });
+          options.push(r);
+          return h('label', { class: 'check', for: `choice-${key}-${i + 1}` }, r, c);
+        })));
+    }
+    text = h('textarea', { id: `text-${key}`, name: 'text' });
+    parts.push(h('label', { for: `text-${key}` }, 'Answer in your own words', text));
+  } else if (s.type === 'conflict') {
+    const n = (s.conflicts?.[0] ?? []).length;
+    parts.push(h('fieldset', {}, h('legend', {}, 'Output to keep'),
+      Array.from({ length: n }, (_, i) => {
+        const d = s.conflicts[0][i] ?? {};
+        const r = h('input', { type: 'radio', name: `choice-${key}`, value: String(i + 1), id: `choice-${key}-${i + 1}`, checked: i === 0 });
+        options.push(r);
+        return h('label', { class: 'check', for: `choice-${key}-${i + 1}` }, r, `${i + 1}: ${d.from ?? d.agent ?? JSON.stringify(d).slice(0, 80)}`);
+      })));
+  }
+  const chosen = () => {
+    const r = options.find((o) => o.checked);
+    return r ? Number(r.value) : undefined;
+  };
+  const form = h('form', { class: 'ticket', 'data-ticket': t.ticket, 'data-run': t.run_id, onsubmit: async (ev) => {
+    ev.preventDefault();
+    const action = ev.submitter?.value ?? 'approve';
+    const base = `/api/runs/${enc(t.run_id)}/tickets/${enc(t.ticket)}`;
+    let body;
+    if (action === 'answer') {
+      body = { reason: reason.value };
+      if (chosen() !== undefined) body.choice = chosen();
+      if (text && text.value.trim()) body.text = text.value;
+    } else if (action === 'approve') {
+      body = { reason: reason.value };
+      if (chosen() !== undefined) body.choose = chosen();
+    } else {
+      body = { reason: reason.value };
+    }
+    for (const b of form.querySelectorAll('button')) b.disabled = true;
+    try {
+      const r = await call('POST', `${base}/${action}`, body);
+      const did = { approve: 'Approved', deny: 'Denied', answer: 'Answered' }[action];
+      form.replaceChildren(notice(`${did} ${t.ticket} of `, runLink(t.run_id), ': the run is now ', statusBadge(r.status),
+        r.driven ? ' (going on)' : ''));
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+      for (const b of form.querySelectorAll('button')) b.disabled = false;
+    }
+  } },
+  h('h3', {}, `${t.ticket} of `, runLink(t.run_id), t.workflow ? ` (${t.workflow})` : ''),
+  h('p', { class: 'asks' }, asks(s)),
+  t.reason ? h('p', { class: 'muted' }, `Why a person is asked: ${t.reason}`) : null,
+  parts,
+  h('label', { for: `reason-${key}` }, 'Reason (recorded with your name)', reason),
+  h('div', { class: 'row' },
+    h('button', { type: 'submit', value: 'approve' }, 'Approve'),
+    s.type === 'question' ? h('button', { type: 'submit', value: 'answer' }, 'Answer') : null,
+    h('button', { type: 'submit', value: 'deny', class: 'danger' }, 'Deny')),
+  out);
+  return form;
+}
+
+async function inboxView() {
+  const list = h('div', {}, h('p', {}, 'Loading…'));
+  show('Approvals', h('h1', {}, 'Approvals inbox'),
+    h('p', { class: 'muted' }, 'Every ticket waiting for a person, across runs. Deciding needs the approver role; your token\'s name is recorded as who decided.'),
+    h('p', {}, h('button', { type: 'button', class: 'secondary', onclick: () => inboxView() }, 'Refresh')),
+    list);
+  const got = await guarded(list, () => call('GET', '/api/tickets'));
+  if (!got) return;
+  list.replaceChildren(...(got.tickets.length === 0
+    ? [h('p', { id: 'inbox-empty' }, 'No ticket waits for a person.')]
+    : got.tickets.map(ticketForm)));
+}
+
+// ---------------------------------------------------------------------------------------
+// A run.
+
+async function runView(run) {
+  const summary = h('div', { id: 'run-summary', 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+  const badge = h('span', { id: 'verification' });
+  const link = h('span', { id: 'live', class: 'muted', 'aria-live': 'polite' });
+  const tickets = h('div', { id: 'run-tickets' });
+  const budgets = h('div', { id: 'budgets' });
+  const onlyBad = h('input', { type: 'checkbox', id: 'only-bad' });
+  const timeline = h('ol', { class: 'timeline', id: 'timeline' });
+  const filter = () => {
+    for (const li of timeline.children) li.hidden = onlyBad.checked && !li.classList.contains('bad');
+  };
+  onlyBad.addEventListener('change', filter);
+  const reason = h('input', { type: 'text', id: 'run-reason', size: 40 });
+  const actionOut = h('div', { 'aria-live': 'polite' });
+  const act = async (action) => {
+    actionOut.replaceChildren();
+    try {
+      const body = action === 'cancel' ? { reason: reason.value } : undefined;
+      await call('POST', `/api/runs/${enc(run)}/${action}`, body);
+      actionOut.replaceChildren(notice(action === 'cancel' ? 'Cancelled.' : 'Resumed.'));
+      refresh();
+    } catch (e) {
+      actionOut.replaceChildren(errorBox(e));
+    }
+  };
+  show(`Run ${run}`,
+    h('h1', {}, 'Run ', h('code', { id: 'run-id' }, run), ' ', badge),
+    summary,
+    h('p', { class: 'row' },
+      h('a', { href: `/api/runs/${enc(run)}/export?format=jsonl`, download: `${run}.jsonl` }, 'Export (JSON lines)'),
+      h('a', { href: `/api/runs/${enc(run)}/export?format=html`, target: '_blank', rel: 'noopener' }, 'Export (HTML report)')),
+    h('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      act(ev.submitter?.value === 'resume' ? 'resume' : 'cancel');
+    } },
+    h('label', { for: 'run-reason' }, 'Reason (for cancelling)', reason),
+    h('button', { type: 'submit', value: 'cancel', class: 'danger' }, 'Cancel run'),
+    h('button', { type: 'submit', value: 'resume' }, 'Resume run')),
+    actionOut,
+    h('h2', {}, 'Waiting for a person'), tickets,
+    h('h2', {}, 'Budgets'), budgets,
+    h('h2', {}, 'Timeline ', link),
+    h('p', {}, h('label', { class: 'check', for: 'only-bad' }, onlyBad, 'Failed and denied only')),
+    timeline);
+
+  let pending = null;
+  async function refresh() {
+    const s = await guarded(summary, () => call('GET', `/api/runs/${enc(run)}`));
+    if (!s) return;
+    const facts = [
+      ['Status', h('span', {}, statusBadge(s.interrupted ? 'interrupted' : s.status), s.driven ? ' (being driven)' : '')],
+      ['Workflow', s.workflow],
+      ['Started', time(s.started_at_ms)],
+      ['Events', String(s.events)],
+      ['Decider version', String(s.decider_version ?? '')],
+      ['Policy bundle', h('code', {}, s.bundle_hash ?? '')],
+    ];
+    if (s.forked_from) facts.push(['Forked from', runLink(s.forked_from)]);
+    if (s.blocked_by) facts.push(['Blocked by', h('code', {}, JSON.stringify(s.blocked_by))]);
+    if (s.stop_reason) facts.push(['Stop reason', typeof s.stop_reason === 'string' ? s.stop_reason : JSON.stringify(s.stop_reason)]);
+    if (s.output !== null && s.output !== undefined) facts.push(['Output', h('pre', {}, JSON.stringify(s.output, null, 2))]);
+    summary.replaceChildren(h('dl', { class: 'facts' }, facts.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)])));
+    summary.querySelector('.badge')?.setAttribute('id', 'run-status');
+    tickets.replaceChildren(...(s.open_tickets.length === 0
+      ? [h('p', {}, 'Nothing.')]
+      : s.open_tickets.map((t) => ticketForm({ run_id: run, workflow: s.workflow, ...t }))));
+    const v = await call('GET', `/api/runs/${enc(run)}/verification`).catch((e) => ({ error: e }));
+    badge.replaceChildren(v.error
+      ? h('span', { class: 'badge broken', title: v.error.message }, 'not verified')
+      : v.chain.sound
+        ? h('span', { class: 'badge sound', title: `${v.chain.events} events: links, hashes and Merkle tree check` }, 'verified')
+        : h('span', { class: 'badge broken', title: v.chain.what }, `broken at event ${v.chain.seq}`));
+    const st = await call('GET', `/api/runs/${enc(run)}/state`).catch(() => null);
+    const rows = (st?.episodes ?? []).flatMap((ep) => ep.budgets.map((b) => h('tr', {},
+      h('td', {}, ep.episode_id), h('td', {}, ep.agent), h('td', {}, b.dimension),
+      h('td', {}, String(b.used)), h('td', {}, String(b.limit)), h('td', {}, String(b.left)))));
+    budgets.replaceChildren(rows.length === 0
+      ? h('p', {}, 'No episode budgets in this run.')
+      : h('table', {}, h('thead', {}, h('tr', {}, ['Episode', 'Agent', 'Budget', 'Used', 'Limit', 'Left'].map((c) => h('th', { scope: 'col' }, c)))), h('tbody', {}, rows)));
+  }
+  const later = () => {
+    clearTimeout(pending);
+    pending = setTimeout(refresh, 150);
+  };
+
+  const add = (e) => {
+    const d = describe(e);
+    const li = h('li', { class: `${d.group}${d.bad ? ' bad' : ''}`, 'data-seq': e.seq, 'data-kind': e.kind },
+      h('span', { class: 'seq' }, `#${e.seq}`), ' ', h('code', {}, e.kind), ' ', d.text,
+      e.policy ? h('span', { class: 'muted' }, ` (policy ${e.policy})`) : null,
+      h('details', {}, h('summary', {}, 'Raw event'), h('pre', {}, JSON.stringify(e, null, 2))));
+    li.hidden = onlyBad.checked && !d.bad;
+    timeline.append(li);
+  };
+  await refresh();
+  const got = await guarded(timeline, () => call('GET', `/api/runs/${enc(run)}/events`));
+  if (!got) return;
+  for (const e of got.events) add(e);
+  const last = got.events.length ? got.events[got.events.length - 1].seq : 0;
+  const stop = follow(run, last, KINDS, (e) => {
+    add(e);
+    later();
+  }, (state) => link.replaceChildren(`(${state})`));
+  leaving = stop;
+}
+
+// ---------------------------------------------------------------------------------------
+// Starting a run.
+
+async function startView() {
+  const out = h('div', { 'aria-live': 'polite' });
+  const body = h('div', {}, h('p', {}, 'Loading…'));
+  show('Start a run', h('h1', {}, 'Start a run'), body, out);
+  const got = await guarded(body, () => call('GET', '/api/workflows'));
+  if (!got) return;
+  const byPath = new Map(got.workflows.map((w) => [w.path, w]));
+  const wf = h('select', { id: 'start-workflow' }, got.workflows.map((w) => h('option', { value: w.path }, `${w.path} (${w.name})`)),
+    h('option', { value: '' }, 'another path…'));
+  const other = h('input', { type: 'text', id: 'start-path', size: 50 });
+  const input = h('select', { id: 'start-input' });
+  const custom = h('textarea', { id: 'start-json', rows: 8 });
+  const runId = h('input', { type: 'text', id: 'start-run-id' });
+  const fill = () => {
+    const w = byPath.get(wf.value);
+    other.parentElement.hidden = Boolean(w);
+    input.replaceChildren(
+      h('option', { value: '' }, w?.input ? `the workflow's input (${w.input})` : 'the workflow\'s input file'),
+      (w?.inputs ?? []).filter((i) => i.value !== null).map((i) => h('option', { value: i.path }, i.path)),
+      h('option', { value: '#custom' }, 'JSON typed below'));
+    custom.value = '';
+  };
+  input.addEventListener('change', () => {
+    const w = byPath.get(wf.value);
+    const i = (w?.inputs ?? []).find((x) => x.path === input.value);
+    if (i) custom.value = JSON.stringify(i.value, null, 2);
+    else if (input.value === '') custom.value = '';
+  });
+  wf.addEventListener('change', fill);
+  const form = h('form', { id: 'start', onsubmit: async (ev) => {
+    ev.preventDefault();
+    out.replaceChildren();
+    const request = { workflow: wf.value || other.value.trim() };
+    if (input.value !== '') {
+      try {
+        request.input = JSON.parse(custom.value);
+      } catch (e) {
+        out.replaceChildren(errorBox({ message: `the input is not JSON: ${e.message}`, where: 'input' }));
+        custom.focus();
+        return;
+      }
+    }
+    if (runId.value.trim()) request.run_id = runId.value.trim();
+    try {
+      const r = await call('POST', '/api/runs', request);
+      out.replaceChildren(notice('Started ', runLink(r.run_id), ': ', statusBadge(r.status)));
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  } },
+  h('p', { class: 'muted' }, `Workflow files under the server's directory ${got.root}.`),
+  h('label', { for: 'start-workflow' }, 'Workflow', wf),
+  h('label', { for: 'start-path' }, 'Workflow path on the server', other),
+  h('label', { for: 'start-input' }, 'Input', input),
+  h('label', { for: 'start-json' }, 'Input JSON (when not the workflow\'s own)', custom),
+  h('label', { for: 'start-run-id' }, 'Run id (optional)', runId),
+  h('p', {}, h('button', { type: 'submit' }, 'Start')));
+  body.replaceChildren(form);
+  fill();
+}
+
+// ---------------------------------------------------------------------------------------
+// Policies.
+
+async function policiesView() {
+  const bundles = h('div', {}, h('p', {}, 'Loading…'));
+  const diff = h('div');
+  const rules = h('div', {}, h('p', {}, 'Loading…'));
+  show('Policies', h('h1', {}, 'Policies'),
+    h('h2', {}, 'Bundle versions recorded in runs'), bundles,
+    h('h2', {}, 'Difference between two versions'), diff,
+    h('h2', {}, 'Handoff rules (latest registered version)'), rules);
+  const got = await guarded(bundles, () => call('GET', '/api/policies'));
+  if (got) {
+    bundles.replaceChildren(got.bundles.length === 0 ? h('p', {}, 'No run recorded a bundle yet.') : h('table', {},
+      h('thead', {}, h('tr', {}, ['Hash', 'Name', 'Bundle', 'Version', 'Runs', 'First recorded', 'Source'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, got.bundles.map((b) => {
+        const place = h('div');
+        return h('tr', {}, h('td', {}, h('code', {}, b.hash)), h('td', {}, b.name), h('td', {}, b.bundle ?? ''),
+          h('td', {}, b.version ?? ''), h('td', {}, String(b.runs)), h('td', {}, time(b.first_recorded_ms)),
+          h('td', {}, h('button', { type: 'button', class: 'secondary', onclick: async () => {
+            const p = await guarded(place, () => call('GET', `/api/policies/${enc(b.hash)}`));
+            if (p) place.replaceChildren(h('pre', {}, p.source));
+          } }, 'Show'), place));
+      }))));
+    const pick = (id, label, i) => h('label', { for: id }, label, h('select', { id }, got.bundles.map((b, j) =>
+      h('option', { value: b.hash, selected: j === i }, `${b.bundle ?? b.name} ${b.version ?? ''} ${b.hash.slice(0, 12)}`))));
+    const out = h('div', { 'aria-live': 'polite' });
+    diff.replaceChildren(h('form', { class: 'inline', onsubmit: async (ev) => {
+      ev.preventDefault();
+      const old = document.getElementById('diff-old').value;
+      const neu = document.getElementById('diff-new').value;
+      const d = await guarded(out, () => call('GET', `/api/policies/diff?old=${enc(old)}&new=${enc(neu)}`));
+      if (d) out.replaceChildren(h('pre', { id: 'diff-out' }, JSON.stringify(d, null, 2)));
+    } }, pick('diff-old', 'Before', 0), pick('diff-new', 'After', Math.max(0, got.bundles.length - 1)),
+    h('button', { type: 'submit' }, 'Compare')), out);
+  }
+  const r = await guarded(rules, () => call('GET', '/api/governance/handoff-rules'));
+  if (r) {
+    const list = r.rules ?? [];
+    const cols = [...new Set(list.flatMap((x) => Object.keys(x)))];
+    rules.replaceChildren(
+      h('p', {}, `Bundle ${r.bundle}, version ${r.version}, hash `, h('code', {}, r.hash ?? '')),
+      list.length === 0 ? h('p', {}, 'No handoff rule.') : h('table', {},
+        h('thead', {}, h('tr', {}, cols.map((c) => h('th', { scope: 'col' }, c)))),
+        h('tbody', {}, list.map((x) => h('tr', {}, cols.map((c) => h('td', {},
+          typeof x[c] === 'object' && x[c] !== null ? JSON.stringify(x[c]) : String(x[c] ?? ''))))))));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Kill switches.
+
+async function switchesView() {
+  const engaged = h('div', {}, h('p', {}, 'Loading…'));
+  const history = h('div');
+  const out = h('div', { 'aria-live': 'polite' });
+  const name = h('input', { type: 'text', id: 'switch-name', value: 'global' });
+  const reason = h('input', { type: 'text', id: 'switch-reason', size: 40 });
+  const flip = async (sw, action, why) => {
+    out.replaceChildren();
+    try {
+      await call('POST', `/api/kill-switches/${enc(sw)}/${action}`, { reason: why });
+      out.replaceChildren(notice(`${action === 'engage' ? 'Engaged' : 'Released'} ${sw}.`));
+      load();
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  };
+  show('Kill switches', h('h1', {}, 'Kill switches'),
+    h('p', { class: 'muted' }, 'An engaged switch stops every effect of its lane (global: every effect) from its next one on.'),
+    h('h2', {}, 'Engaged'), engaged,
+    h('h2', {}, 'Engage one'),
+    h('form', { class: 'inline', onsubmit: (ev) => {
+      ev.preventDefault();
+      flip(name.value.trim(), 'engage', reason.value);
+    } }, h('label', { for: 'switch-name' }, 'Switch (global or a lane)', name),
+    h('label', { for: 'switch-reason' }, 'Reason', reason),
+    h('button', { type: 'submit', class: 'danger' }, 'Engage')),
+    out,
+    h('h2', {}, 'History'), history);
+  async function load() {
+    const got = await guarded(engaged, () => call('GET', '/api/kill-switches'));
+    if (!got) return;
+    const on = Object.entries(got.engaged ?? {});
+    engaged.replaceChildren(on.length === 0 ? h('p', {}, 'None: effects run.') : h('table', {},
+      h('thead', {}, h('tr', {}, ['Switch', 'By', 'Reason', 'Since', 'Release'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, on.map(([sw, f]) => {
+        const why = h('input', { type: 'text', 'aria-label': `reason to release ${sw}` });
+        return h('tr', {}, h('td', {}, h('code', {}, sw)), h('td', {}, f.by), h('td', {}, f.reason), h('td', {}, time(f.at_ms)),
+          h('td', {}, h('form', { class: 'inline', onsubmit: (ev) => {
+            ev.preventDefault();
+            flip(sw, 'release', why.value);
+          } }, why, h('button', { type: 'submit' }, `Release ${sw}`))));
+      }))));
+    const flips = got.history ?? [];
+    history.replaceChildren(flips.length === 0 ? h('p', {}, 'No flip yet.') : h('table', {},
+      h('thead', {}, h('tr', {}, ['When', 'Switch', 'Engaged', 'By', 'Reason'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, flips.slice().reverse().map((f) => h('tr', {}, h('td', {}, time(f.at_ms)),
+        h('td', {}, h('code', {}, f.switch ?? f.lane ?? '')), h('td', {}, String(f.engaged ?? f.on ?? '')),
+        h('td', {}, f.by), h('td', {}, f.reason))))));
+  }
+  load();
+}
+
+// ---------------------------------------------------------------------------------------
+// Routing.
+
+async function route() {
+  leaving();
+  leaving = () => {};
+  const hash = location.hash || '#/runs';
+  header();
+  if (!token() && hash !== '#/signin') {
+    signInView(hash);
+    return;
+  }
+  const path = hash.split('?')[0];
+  const run = path.match(/^#\/runs\/(.+)$/);
+  if (path === '#/signin') signInView('#/runs');
+  else if (run) await runView(decodeURIComponent(run[1]));
+  else if (path === '#/inbox') await inboxView();
+  else if (path === '#/start') await startView();
+  else if (path === '#/policies') await policiesView();
+  else if (path === '#/switches') await switchesView();
+  else await runsView();
+  if (!view.contains(document.activeElement)) view.focus({ preventScroll: true });
+}
+
+window.addEventListener('hashchange', route);
+route();

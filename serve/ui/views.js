@@ -1,0 +1,122 @@
+// Building the page from API answers: elements made with text nodes only (never HTML
+// from the API: an agent's output may hold markup), and what each event means.
+
+/** An element: `h('a', { href }, 'text', child...)`; `on*` attributes become listeners. */
+export function h(tag, attrs, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs ?? {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) el.addEventListener(k.slice(2), v);
+    else if (k === 'class') el.className = v;
+    else if (v === true) el.setAttribute(k, '');
+    else el.setAttribute(k, String(v));
+  }
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    el.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return el;
+}
+
+/** An API error as the user reads it: its message and where. */
+export function errorBox(e) {
+  const where = e.where ? h('span', {}, ' (', h('code', {}, e.where), ')') : null;
+  const problems = Array.isArray(e.problems)
+    ? h('ul', {}, e.problems.map((p) => h('li', {}, p.message ?? JSON.stringify(p))))
+    : null;
+  return h('div', { class: 'error', role: 'alert' }, e.message ?? String(e), where, problems);
+}
+
+export const notice = (text, ...more) => h('div', { class: 'notice', role: 'status' }, text, ...more);
+
+export function time(ms) {
+  if (ms === null || ms === undefined) return '';
+  const d = new Date(ms);
+  return h('time', { datetime: d.toISOString() }, d.toLocaleString());
+}
+
+export const statusBadge = (status) =>
+  h('span', { class: `badge status-${status}`, 'data-status': status }, (status ?? '').replaceAll('_', ' '));
+
+export const runLink = (run) => h('a', { href: `#/runs/${encodeURIComponent(run)}` }, run);
+
+/** Every event kind the decider records (docs/events.md); the stream names each. */
+export const KINDS = [
+  'run.requested', 'agent.call_scheduled', 'agent.circuit_checked', 'agent.call_degraded',
+  'agent.responded', 'agent.call_failed', 'handoff.allowed', 'handoff.denied',
+  'policy.decided', 'output.held', 'output.conflict_detected', 'output.archived',
+  'fanout.joined', 'fanout.branch_failed', 'risk.classified', 'human.escalated',
+  'human.decided', 'human.overrode', 'run.completed', 'run.blocked', 'run.failed',
+  'run.cancelled', 'episode.started', 'episode.action_denied', 'episode.finished',
+  'episode.stopped', 'domain.written', 'domain.write_denied', 'effect.requested',
+  'effect.deduplicated', 'effect.admitted', 'effect.refused', 'effect.ready',
+  'effect.started', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
+  'effect.kill_switch_checked', 'effect.applied', 'effect.failed', 'effect.verified',
+  'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
+];
+
+const denied = (d) => d && typeof d === 'object' && String(d.verdict ?? '').toLowerCase() !== 'allow';
+
+/** What an event is on the timeline: its group, one line, and whether it failed or denied. */
+export function describe(e) {
+  const p = e.payload ?? {};
+  const k = e.kind;
+  const rule = (d) => (d && d.rule_id ? ` by rule ${d.rule_id}` : '');
+  if (k === 'handoff.allowed') {
+    return { group: 'handoff', bad: false, text: `handoff ${p.from} → ${p.to} (${p.output_type}) allowed${rule(p.decision)}` };
+  }
+  if (k === 'handoff.denied') {
+    return { group: 'handoff', bad: true, text: `handoff ${p.from} → ${p.to} (${p.output_type}) denied${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
+  }
+  if (k === 'policy.decided') {
+    const d = p.decision ?? {};
+    return { group: 'decision', bad: denied(d), text: `${p.subject}: ${String(d.verdict ?? '').toLowerCase()}${rule(d)}${d.reason ? `: ${d.reason}` : ''}` };
+  }
+  if (k === 'human.escalated') {
+    return { group: 'human', bad: false, text: `${p.ticket} opened: ${p.reason}` };
+  }
+  if (k === 'human.decided') {
+    const how = p.approved ? 'approved' : 'denied';
+    return { group: 'human', bad: !p.approved, text: `${p.ticket} ${how} by ${p.by}: ${p.reason}` };
+  }
+  if (k === 'human.overrode') {
+    return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${p.reason}` };
+  }
+  if (k.startsWith('effect.')) {
+    const bad = ['effect.refused', 'effect.failed'].includes(k);
+    const key = p.idempotency_key ?? p.key ?? p.effect_id ?? '';
+    return { group: 'effect', bad, text: `${k.slice(7).replaceAll('_', ' ')} ${key}${p.reason ? `: ${p.reason}` : ''}` };
+  }
+  if (k.startsWith('tool.')) {
+    return { group: 'effect', bad: ['tool.denied', 'tool.failed'].includes(k), text: `tool ${k.slice(5).replaceAll('_', ' ')}${p.reason ? `: ${p.reason}` : ''}` };
+  }
+  if (k === 'agent.call_failed') {
+    return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };
+  }
+  if (k === 'agent.call_scheduled') {
+    return { group: 'call', bad: false, text: `call to ${p.agent ?? p.request?.agent ?? ''} scheduled` };
+  }
+  if (k === 'run.blocked') {
+    return { group: 'run', bad: true, text: `run blocked by ${p.rule_id}: ${p.reason}` };
+  }
+  if (k === 'run.failed') return { group: 'run', bad: true, text: `run failed: ${p.reason}` };
+  if (k === 'run.cancelled') return { group: 'run', bad: true, text: `run cancelled by ${p.by}: ${p.reason}` };
+  if (k === 'run.completed') return { group: 'run', bad: false, text: 'run completed' };
+  const bad = /denied|failed|refused|degraded/.test(k);
+  return { group: 'other', bad, text: k.replaceAll('_', ' ') };
+}
+
+/** What a ticket asks, in words. */
+export function asks(subject) {
+  const s = subject ?? {};
+  switch (s.type) {
+    case 'question': return `${s.agent} asks: ${s.question}`;
+    case 'retry': return `retry the failed call ${s.request_id}?`;
+    case 'conflict': return `pick one of the conflicting outputs of ${s.group}`;
+    case 'proceed': return `${s.agent}'s remaining actions wait for review (${(s.actions ?? []).length})`;
+    case 'episode_review': return `${s.agent}'s episode ${s.episode_id}: ${s.asked} (${s.summary})`;
+    case 'tool': return `${s.agent} asks to call the tool ${s.name} (matched ${s.pattern}, rule ${s.rule_id})`;
+    case 'effect': return `side effect ${s.effect_id} waits for approval (${String(s.step ?? '').replaceAll('_', ' ')})`;
+    default: return s.type ? s.type.replaceAll('_', ' ') : '';
+  }
+}
