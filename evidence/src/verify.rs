@@ -974,9 +974,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path();
         {
-            let store = EmbeddedStore::open(data, StoreConfig::default())
-                .await
-                .unwrap();
+            // Uncompressed, so that the rewrite below finds the bytes it changes.
+            let config = StoreConfig {
+                compress: false,
+                ..StoreConfig::default()
+            };
+            let store = EmbeddedStore::open(data, config).await.unwrap();
             let a = StreamId::new("run-a").unwrap();
             let b = StreamId::new("run-b").unwrap();
             store

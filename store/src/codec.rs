@@ -16,6 +16,11 @@ use crate::event::{BlobRef, Event, Hash, Payload, StreamId, WallTime};
 /// Format 2 added compressed records; format 1 logs are read as before.
 pub const FORMAT_VERSION: u32 = 2;
 
+/// The version of what the hashes cover: the canonical body, the chain and the Merkle
+/// leaves (FORMAT.md §3, §4, §9). Format 2 changed only how records are stored, not this;
+/// exports name it, since a verifier of an export needs nothing else.
+pub const HASHED_FORMAT_VERSION: u32 = 1;
+
 /// The oldest format this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 

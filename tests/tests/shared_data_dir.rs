@@ -369,11 +369,19 @@ fn damage_event(data: &Path, run: &str, seq: u64) {
         while r < payload.end {
             let n = u32::from_le_bytes(bytes[r..r + 4].try_into().expect("4")) as usize;
             let (tag, body) = (bytes[r + 4], r + 5..r + 4 + n);
-            let stream_len = bytes[body.start] as usize;
-            let stream = &bytes[body.start + 1..body.start + 1 + stream_len];
-            if tag == 1
+            // The canonical body opens with the stream id and the sequence (store/FORMAT.md
+            // §3); a compressed event record (tag 3) holds it as a zstd frame before the
+            // two hashes, which stay plain.
+            let canonical = match tag {
+                1 => bytes[body.start..body.end - 64].to_vec(),
+                3 => zstd::decode_all(&bytes[body.start..body.end - 64]).expect("zstd frame"),
+                _ => Vec::new(),
+            };
+            let stream_len = canonical.first().copied().unwrap_or(0) as usize;
+            let stream = canonical.get(1..1 + stream_len).unwrap_or_default();
+            if !canonical.is_empty()
                 && stream == run.as_bytes()
-                && u64::from(bytes[body.start + 1 + stream_len]) == seq
+                && canonical.get(1 + stream_len).map(|&b| u64::from(b)) == Some(seq)
             {
                 bytes[body.end - 1] ^= 0xff;
                 let crc = crc32fast::hash(&bytes[payload.clone()]);

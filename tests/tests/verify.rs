@@ -205,33 +205,66 @@ fn locate(data: &Path, stream: &str) -> Vec<(u64, LogPosition)> {
     found
 }
 
-/// Rewrites, in its segment file, the event at `at` by replacing `from` with `to` (same
-/// length) in its canonical body, then recomputes its hash and its frame's CRC, as an
-/// insider with write access to the files (but no key) would. Returns the new hash.
-fn forge(data: &Path, at: LogPosition, from: &[u8], to: &[u8]) -> docket_store::Hash {
-    assert_eq!(from.len(), to.len());
+/// Rewrites, in its segment file, event `seq` of `stream` as an insider with write access
+/// to the files (but no key) would: `edit` changes its canonical body and its `prev`; its
+/// hash is recomputed, the record written back plain (a compressed one expanded, store
+/// format 2), its frame's length and CRC fixed, and the index (a cache) deleted so that it
+/// is rebuilt from the rewritten log. Returns the new hash.
+fn rewrite_event(
+    data: &Path,
+    stream: &str,
+    seq: u64,
+    edit: impl FnOnce(&mut Vec<u8>, &mut [u8; 32]),
+) -> docket_store::Hash {
+    let at = locate(data, stream)
+        .into_iter()
+        .find(|(s, _)| *s == seq)
+        .map(|(_, at)| at)
+        .expect("the event to rewrite");
     let path = data.join("log").join(format!("{:020}.seg", at.segment));
     let mut bytes = std::fs::read(&path).expect("segment");
     let record = at.record as usize;
     let n = u32::from_le_bytes(bytes[record..record + 4].try_into().expect("4")) as usize;
-    let body_start = record + 5;
-    let body_end = record + 4 + n - 64;
-    let body = &mut bytes[body_start..body_end];
-    let pos = body
-        .windows(from.len())
-        .position(|w| w == from)
-        .expect("the text to rewrite is in the event");
-    body[pos..pos + to.len()].copy_from_slice(to);
+    let (tag, body) = (bytes[record + 4], record + 5..record + 4 + n);
+    let stored = &bytes[body.start..body.end - 64];
+    let mut canonical = match tag {
+        1 => stored.to_vec(),
+        3 => zstd::decode_all(stored).expect("a zstd frame"),
+        other => panic!("record tag {other} is not an event"),
+    };
     let mut prev = [0u8; 32];
-    prev.copy_from_slice(&bytes[body_end..body_end + 32]);
-    let hash = event_hash(&docket_store::Hash(prev), &bytes[body_start..body_end]);
-    bytes[body_end + 32..body_end + 64].copy_from_slice(&hash.0);
+    prev.copy_from_slice(&bytes[body.end - 64..body.end - 32]);
+    edit(&mut canonical, &mut prev);
+    let hash = event_hash(&docket_store::Hash(prev), &canonical);
+    let mut plain = u32::try_from(1 + canonical.len() + 64)
+        .expect("len")
+        .to_le_bytes()
+        .to_vec();
+    plain.push(1);
+    plain.extend_from_slice(&canonical);
+    plain.extend_from_slice(&prev);
+    plain.extend_from_slice(&hash.0);
+    bytes.splice(record..body.end, plain.iter().copied());
     let frame = at.frame as usize;
-    let len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
+    let old_len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
+    let len = old_len + plain.len() - (body.end - record);
+    bytes[frame + 4..frame + 8].copy_from_slice(&u32::try_from(len).expect("len").to_le_bytes());
     let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
     bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(&path, &bytes).expect("write segment");
+    let _ = std::fs::remove_dir_all(data.join("index"));
     hash
+}
+
+/// [`rewrite_event`] replacing `from` with `to` in the event's canonical body.
+fn forge(data: &Path, stream: &str, seq: u64, from: &[u8], to: &[u8]) -> docket_store::Hash {
+    rewrite_event(data, stream, seq, |body, _| {
+        let pos = body
+            .windows(from.len())
+            .position(|w| w == from)
+            .expect("the text to rewrite is in the event");
+        body.splice(pos..pos + from.len(), to.iter().copied());
+    })
 }
 
 /// The RFC 9162 root of a stream's events as the log holds them now.
@@ -277,11 +310,11 @@ fn an_insider_rewrite_with_recomputed_hashes_fails_verify_even_with_the_heads_lo
 
     // Rewrite the run's last event (run.completed) with every hash recomputed.
     let positions = locate(&s.data, &run);
-    let (last_seq, at) = *positions.last().expect("events");
+    let (last_seq, _) = *positions.last().expect("events");
     let old_root = root_now(&s.data, &run);
     let old_last = payload_of(&s.data, &run, last_seq);
     assert!(String::from_utf8_lossy(&old_last).contains("launch"));
-    let new_hash = forge(&s.data, at, b"launch", b"LAUNCH");
+    let new_hash = forge(&s.data, &run, last_seq, b"launch", b"LAUNCH");
     // The chain still checks: the forgery is invisible without the tree.
     let (code, text) = s.verify(&[&run]);
     assert_eq!(code, 1, "{text}");
@@ -306,19 +339,21 @@ fn an_insider_rewrite_with_recomputed_hashes_fails_verify_even_with_the_heads_lo
             String::from_utf8_lossy(&payload_of(&s.data, "_heads", *seq)).contains(run.as_str())
         })
         .expect("the run's seal");
-    let seal_at = heads
-        .iter()
-        .find(|(seq, _)| *seq == seal_seq)
-        .expect("seal")
-        .1;
     let payload: serde_json::Value =
         serde_json::from_slice(&payload_of(&s.data, "_heads", seal_seq)).expect("json");
     let old_hash = payload["last_hash"].as_str().expect("last_hash").to_owned();
     assert_eq!(payload["root"], old_root.as_str());
-    forge(&s.data, seal_at, old_root.as_bytes(), new_root.as_bytes());
     forge(
         &s.data,
-        seal_at,
+        "_heads",
+        seal_seq,
+        old_root.as_bytes(),
+        new_root.as_bytes(),
+    );
+    forge(
+        &s.data,
+        "_heads",
+        seal_seq,
         old_hash.as_bytes(),
         new_hash.to_hex().as_bytes(),
     );
@@ -339,38 +374,24 @@ fn an_insider_rewrite_with_recomputed_hashes_fails_verify_even_with_the_heads_lo
 }
 
 /// Re-chains the events of `stream` after `seq`: each `prev` set to the hash before it and
-/// each hash recomputed, with the frame CRCs fixed.
+/// each hash recomputed ([`rewrite_event`]).
 fn relink(data: &Path, stream: &str, seq: u64) {
-    let mut prev = None;
-    let mut later = Vec::new();
-    scan_log(data, |r| {
-        if let Scanned::Event { event, at, .. } = r
-            && event.stream.as_str() == stream
-        {
-            if event.seq == seq {
-                prev = Some(event.hash);
-            } else if event.seq > seq {
-                later.push(at);
+    let events = locate(data, stream);
+    let mut prev = {
+        let mut found = None;
+        scan_log(data, |r| {
+            if let Scanned::Event { event, .. } = r
+                && event.stream.as_str() == stream
+                && event.seq == seq
+            {
+                found = Some(event.hash);
             }
-        }
-    })
-    .expect("scan");
-    let mut prev = prev.expect("the rewritten event");
-    for at in later {
-        let path = data.join("log").join(format!("{:020}.seg", at.segment));
-        let mut bytes = std::fs::read(&path).expect("segment");
-        let record = at.record as usize;
-        let n = u32::from_le_bytes(bytes[record..record + 4].try_into().expect("4")) as usize;
-        let body_end = record + 4 + n - 64;
-        bytes[body_end..body_end + 32].copy_from_slice(&prev.0);
-        let hash = event_hash(&prev, &bytes[record + 5..body_end]);
-        bytes[body_end + 32..body_end + 64].copy_from_slice(&hash.0);
-        let frame = at.frame as usize;
-        let len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
-        let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
-        bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
-        std::fs::write(&path, &bytes).expect("write");
-        prev = hash;
+        })
+        .expect("scan");
+        found.expect("the rewritten event")
+    };
+    for (later, _) in events.into_iter().filter(|(s, _)| *s > seq) {
+        prev = rewrite_event(data, stream, later, |_, p| *p = prev.0);
     }
 }
 

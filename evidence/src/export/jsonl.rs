@@ -9,7 +9,7 @@ use base64::engine::general_purpose::STANDARD;
 use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{
-    EVENT_CONTEXT, Event, FORMAT_VERSION, GENESIS_CONTEXT, Hash, Payload, StreamId,
+    EVENT_CONTEXT, Event, GENESIS_CONTEXT, HASHED_FORMAT_VERSION, Hash, Payload, StreamId,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -150,7 +150,7 @@ fn header(run: &StreamId, events: u64) -> Header<'_> {
         version: EXPORT_VERSION,
         run: run.as_str(),
         events,
-        store_format: FORMAT_VERSION,
+        store_format: HASHED_FORMAT_VERSION,
         chain: Chain {
             algorithm: "BLAKE3 derive-key: hash = derive_key(event_context, prev ‖ canonical body)",
             event_context: EVENT_CONTEXT,
