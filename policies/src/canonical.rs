@@ -45,9 +45,14 @@ impl BundleHash {
     pub fn is_hex(&self, hex: &str) -> bool {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         hex.len() == 64
-            && self.0.iter().zip(hex.as_bytes().chunks_exact(2)).all(|(b, pair)| {
-                pair[0] == DIGITS[usize::from(b >> 4)] && pair[1] == DIGITS[usize::from(b & 0xf)]
-            })
+            && self
+                .0
+                .iter()
+                .zip(hex.as_bytes().chunks_exact(2))
+                .all(|(b, pair)| {
+                    pair[0] == DIGITS[usize::from(b >> 4)]
+                        && pair[1] == DIGITS[usize::from(b & 0xf)]
+                })
     }
     /// Parses 64 hex digits.
     pub fn from_hex(s: &str) -> Option<Self> {

@@ -86,8 +86,12 @@ impl Batch<'_> {
             if !self.listed(e, StopCondition::BudgetExhausted) {
                 return None;
             }
-            e.exhausted()
-                .map(|(dim, m)| (e.id.clone(), format!("{dim}: used {} of {}", m.used, m.limit)))
+            e.exhausted().map(|(dim, m)| {
+                (
+                    e.id.clone(),
+                    format!("{dim}: used {} of {}", m.used, m.limit),
+                )
+            })
         });
         if let Some((id, reason)) = exhausted {
             self.stop_episode(
