@@ -547,7 +547,10 @@ fn snapshot_cadences(events: &[RunEvent]) -> [Cadence; 2] {
     for (i, event) in events.iter().enumerate() {
         state.apply(event);
         let v = i as u64 + 1;
-        let due = [v % old_every(v) == 0, v % SNAPSHOT_EVERY == 0];
+        let due = [
+            v.is_multiple_of(old_every(v)),
+            v.is_multiple_of(SNAPSHOT_EVERY),
+        ];
         if !due.contains(&true) {
             continue;
         }
