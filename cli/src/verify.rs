@@ -134,9 +134,14 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
             ("unsigned", _) => "unsigned (no key: `docket keys generate` makes one)".to_owned(),
             _ => "in progress".to_owned(),
         };
+        let snapshots = match run.snapshots_checked {
+            0 => String::new(),
+            1 => ", its snapshot matches the log".to_owned(),
+            n => format!(", its {n} snapshots match the log"),
+        };
         outln!(
             out,
-            "ok    {}  {} events, chain and blobs sound, {state}",
+            "ok    {}  {} events, chain and blobs sound{snapshots}, {state}",
             run.run_id,
             run.events
         );

@@ -15,6 +15,7 @@ mod keys;
 mod note;
 mod report;
 mod seal;
+mod snapshot_check;
 mod verify;
 
 pub use checkpoint::{

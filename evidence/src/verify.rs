@@ -49,6 +49,8 @@ pub enum VerifyError {
     Keys(#[from] KeyError),
     #[error("there is no run {run} in {data} (docket runs lists them)")]
     UnknownRun { run: String, data: PathBuf },
+    #[error("the snapshots beside the log cannot be listed: {0}")]
+    Snapshots(docket_store::StoreError),
 }
 
 /// The first thing wrong with a run, the heads log or the log.
@@ -86,6 +88,9 @@ pub struct RunVerdict {
     pub seals: Vec<SealSeen>,
     /// `sealed`, `sealed-then-grew`, `not-sealed-yet`, `unsigned`, `in-progress`.
     pub seal_state: &'static str,
+    /// Snapshot files of the run (store/FORMAT.md §12) found equal to the fold of the
+    /// events they summarise; one that is not is the run's problem.
+    pub snapshots_checked: u64,
     pub problem: Option<Problem>,
 }
 
@@ -456,6 +461,16 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         &mut notes,
     );
 
+    if let Some(run) = &options.run {
+        runs.retain(|id, _| id == run);
+    }
+    let run_blobs: HashMap<StreamId, Vec<Hash>> = streams
+        .iter()
+        .filter(|(id, _)| runs.contains_key(id.as_str()))
+        .map(|(id, c)| (id.clone(), c.blobs.iter().map(|(_, b, _)| b.hash).collect()))
+        .collect();
+    crate::snapshot_check::check_snapshots(data, &mut runs, &run_blobs, &mut notes)?;
+
     for verdict in runs.values_mut() {
         settle_seal_state(
             verdict,
@@ -542,6 +557,7 @@ fn run_verdict(run: &str, check: &StreamCheck) -> RunVerdict {
         root: check.broken.is_none().then(|| check.tree.root().to_hex()),
         seals: Vec::new(),
         seal_state: "in-progress",
+        snapshots_checked: 0,
         problem: check.broken.clone(),
     }
 }
@@ -587,6 +603,7 @@ fn check_seals(
                 root: None,
                 seals: Vec::new(),
                 seal_state: "in-progress",
+                snapshots_checked: 0,
                 problem: None,
             });
         let (signed_by, fault) = judge_seal(&seal, heads_seq, trusted, streams);

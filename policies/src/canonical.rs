@@ -32,7 +32,27 @@ pub struct BundleHash(pub [u8; 32]);
 
 impl BundleHash {
     pub fn to_hex(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(64);
+        for b in self.0 {
+            out.push(char::from(DIGITS[usize::from(b >> 4)]));
+            out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+        }
+        out
+    }
+    /// Whether `hex` is this hash in lower-case hex, as [`Self::to_hex`] writes it
+    /// (compared without allocating: replay checks it for every recorded input).
+    pub fn is_hex(&self, hex: &str) -> bool {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        hex.len() == 64
+            && self
+                .0
+                .iter()
+                .zip(hex.as_bytes().chunks_exact(2))
+                .all(|(b, pair)| {
+                    pair[0] == DIGITS[usize::from(b >> 4)]
+                        && pair[1] == DIGITS[usize::from(b & 0xf)]
+                })
     }
     /// Parses 64 hex digits.
     pub fn from_hex(s: &str) -> Option<Self> {
@@ -177,6 +197,23 @@ mod tests {
             json_text(&value),
             r#"{"a":{"c":"x","d":[true,null]},"b":1}"#
         );
+    }
+
+    #[test]
+    fn hex_is_lower_case_two_digits_a_byte_and_checked_without_allocating() {
+        let mut bytes = [0u8; 32];
+        for (i, b) in bytes.iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37);
+        }
+        let h = BundleHash(bytes);
+        let formatted: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(h.to_hex(), formatted);
+        assert!(h.is_hex(&formatted));
+        assert!(!h.is_hex(&formatted.to_uppercase()));
+        assert!(!h.is_hex(&formatted[..62]));
+        let mut other = formatted.clone().into_bytes();
+        other[63] = if other[63] == b'0' { b'1' } else { b'0' };
+        assert!(!h.is_hex(std::str::from_utf8(&other).unwrap()));
     }
 
     #[test]

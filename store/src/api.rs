@@ -210,6 +210,13 @@ pub trait EventStore: Send + Sync {
     /// or whose digest was lost with a rebuilt index).
     fn digests(&self) -> impl Future<Output = Result<Vec<StreamDigest>, StoreError>> + Send;
 
+    /// Removes every snapshot of `stream` (an erasure must not leave its content in a
+    /// cache); how many were removed. The log is untouched: a later read folds it.
+    fn remove_snapshots(
+        &self,
+        stream: &StreamId,
+    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+
     /// The stream's Merkle tree head over its first `size` events (`None`: all it holds now).
     /// A stream with no events has the empty tree (size 0).
     fn tree_head(

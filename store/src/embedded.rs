@@ -232,6 +232,12 @@ impl EmbeddedStore {
         lock(&view.contained).streams.get(stream).cloned()
     }
 
+    /// The store's directory (the parent of `log/`).
+    fn root(&self) -> PathBuf {
+        let log = &self.inner.shared.log_dir;
+        log.parent().map_or_else(|| log.clone(), Path::to_path_buf)
+    }
+
     fn refuse_if_read_only(&self) -> Result<(), StoreError> {
         match &self.inner.view {
             Some(view) => Err(StoreError::ReadOnly {
@@ -805,6 +811,8 @@ impl EventStore for EmbeddedStore {
             });
         };
         let stream = stream.clone();
+        // A view writes nothing to the directory: its snapshots stay in its memory.
+        let root = self.inner.view.is_none().then(|| self.root());
         blocking(move || {
             let events = read_chunk(&shared, &stream, head.no, seq, seq, None)?;
             let hash = events
@@ -815,7 +823,10 @@ impl EventStore for EmbeddedStore {
                     seq,
                     head: head.seq,
                 })?;
-            shared.index.put_snapshot(head.no, seq, &hash, &state)
+            match root {
+                Some(root) => crate::snapshots::write(&root, &stream, seq, &hash, &state),
+                None => shared.index.put_snapshot(head.no, seq, &hash, &state),
+            }
         })
         .await
     }
@@ -828,17 +839,43 @@ impl EventStore for EmbeddedStore {
         let Some(head) = self.inner.shared.head(stream) else {
             return Ok(None);
         };
-        let found = self
+        // In the index: a view's own snapshots, or a directory's from before snapshots
+        // were files (FORMAT.md §12).
+        let indexed = self
             .inner
             .shared
             .index
-            .latest_snapshot(head.no, at_or_before)?;
-        Ok(found.map(|(seq, event_hash, state)| Snapshot {
-            stream: stream.clone(),
-            seq,
-            event_hash,
-            state,
-        }))
+            .latest_snapshot(head.no, at_or_before)?
+            .map(|(seq, event_hash, state)| Snapshot {
+                stream: stream.clone(),
+                seq,
+                event_hash,
+                state,
+            });
+        let (root, id) = (self.root(), stream.clone());
+        let (filed, refused) =
+            blocking(move || crate::snapshots::latest(&root, &id, at_or_before)).await?;
+        for why in refused {
+            tracing::warn!(stream = %stream, %why, "snapshot file not used");
+        }
+        Ok(match (indexed, filed) {
+            (Some(i), Some(f)) => Some(if i.seq > f.seq { i } else { f }),
+            (i, f) => i.or(f),
+        })
+    }
+
+    async fn remove_snapshots(&self, stream: &StreamId) -> Result<u64, StoreError> {
+        self.refuse_if_read_only()?;
+        let shared = self.inner.shared.clone();
+        let (root, stream) = (self.root(), stream.clone());
+        blocking(move || {
+            let indexed = match shared.head(&stream) {
+                Some(head) => shared.index.remove_snapshots(head.no)?,
+                None => 0,
+            };
+            Ok(indexed + crate::snapshots::remove_all(&root, &stream)?)
+        })
+        .await
     }
 
     async fn put_digests(&self, digests: Vec<StreamDigest>) -> Result<(), StoreError> {

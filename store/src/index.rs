@@ -181,6 +181,16 @@ impl Kv {
         }
     }
 
+    fn remove(&self, k: &[u8]) -> sled::Result<()> {
+        match self {
+            Kv::Sled(db) => db.remove(k).map(drop),
+            Kv::Memory(m) => {
+                write(m).remove(k);
+                Ok(())
+            }
+        }
+    }
+
     /// The last entry with a key in `lo..=hi`.
     fn last_in(&self, lo: &[u8], hi: &[u8]) -> sled::Result<Option<Entry>> {
         match self {
@@ -235,18 +245,6 @@ impl Kv {
             Kv::Memory(m) => {
                 write(m).extend(batch.0);
                 Ok(())
-            }
-        }
-    }
-
-    #[cfg(test)]
-    fn remove(&self, k: &[u8]) {
-        match self {
-            Kv::Sled(db) => {
-                db.remove(k).expect("test index write");
-            }
-            Kv::Memory(m) => {
-                write(m).remove(k);
             }
         }
     }
@@ -687,7 +685,7 @@ impl Index {
     /// entry.
     #[cfg(test)]
     pub(crate) fn forget_trees(&self) {
-        self.db.remove(TREE_MARKER);
+        self.db.remove(TREE_MARKER).expect("test index write");
         for prefix in [TREE_NODE, TREE_FRONTIER] {
             let mut keys = Vec::new();
             self.db
@@ -699,7 +697,7 @@ impl Index {
                 })
                 .expect("test index read");
             for k in keys {
-                self.db.remove(&k);
+                self.db.remove(&k).expect("test index write");
             }
         }
     }
@@ -788,6 +786,27 @@ impl Index {
             })
             .map_err(|e| self.each_err(e))?;
         Ok(out)
+    }
+
+    /// Removes every snapshot of stream `no` the index holds; how many.
+    pub(crate) fn remove_snapshots(&self, no: u64) -> Result<u64, StoreError> {
+        let (lo, hi) = (key(SNAPSHOT, no, 0), key(SNAPSHOT, no, u64::MAX));
+        let mut keys = Vec::new();
+        self.db
+            .each_in(&lo, &hi, |k, _| {
+                keys.push(k.to_vec());
+                Ok(true)
+            })
+            .map_err(|e| match e {
+                Ok(e) => self.err("reading snapshot", e),
+                Err(e) => e,
+            })?;
+        for k in &keys {
+            self.db
+                .remove(k)
+                .map_err(|e| self.err("removing snapshot", e))?;
+        }
+        Ok(keys.len() as u64)
     }
 
     /// The latest snapshot of stream `no` at or before `seq`: (seq, event hash, state).

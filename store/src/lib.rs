@@ -28,6 +28,7 @@ mod recovery;
 mod scan;
 mod segment;
 mod shared;
+mod snapshots;
 mod tree;
 mod verify;
 mod writer;
@@ -48,6 +49,9 @@ pub use lock::LockHolder;
 pub use recovery::{BlobDamage, LogDamage, RecoveryReport, StreamDamage, ViewReport};
 pub use scan::{LogEnd, LogPosition, ScanError, ScanSummary, Scanned, scan_log};
 pub use segment::FileOp;
+pub use snapshots::{
+    KEEP_LATEST_SNAPSHOTS, SnapshotFile, SnapshotFileError, read_snapshot_file, snapshot_files,
+};
 
 /// The canonical body encoding of an event: the bytes its hash covers after `prev`.
 pub fn canonical_body(event: &Event) -> Vec<u8> {

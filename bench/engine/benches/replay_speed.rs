@@ -23,8 +23,8 @@
 //! The resumed run is built by the decider in memory like the others, written to an
 //! embedded store in a temporary directory in batches of 10,000 events (not by driving
 //! agents through the runtime: a million agent calls would take too long on 2 cores),
-//! with a snapshot where the runtime would have written its last one before the head
-//! and one at the head (a drive that stopped); then `Runtime::state` and the pending
+//! with a snapshot as far back as the runtime's last one can be (`SNAPSHOT_EVERY` - 1
+//! events) and one at the head (a drive that stopped); then `Runtime::state` and the pending
 //! request are timed from each.
 #![allow(clippy::print_stdout)]
 
@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use docket_decider::{
     Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, NextStep,
-    RunEvent, RunHistory, RunRequested, RunState, WorkflowSpec, decide_in_place, snapshot_interval,
+    RunEvent, RunHistory, RunRequested, RunState, SNAPSHOT_EVERY, WorkflowSpec, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 use docket_runtime::Runtime;
@@ -484,6 +484,7 @@ fn measure(shape: Shape, size: usize) {
         let s = RunState::decode_snapshot(&snapshot).expect("state decodes");
         std::hint::black_box(s);
     });
+    let cadences = snapshot_cadences(&events);
     let floor_s = floor.as_secs_f64();
     let row = |what: &str, d: Duration, target: &str| {
         println!(
@@ -514,6 +515,57 @@ fn measure(shape: Shape, size: usize) {
         snapshot.len() as f64 / 1e3,
         state.live_calls().len(),
     );
+    for (what, c) in [
+        ("old: every 1,024, then an eighth of the run", cadences[0]),
+        ("new: every SNAPSHOT_EVERY events", cadences[1]),
+    ] {
+        println!(
+            "snapshots a drive writes over the run, {what}: {} of them, {:.1} MB, encoded in {} ({:.2}x the floor)",
+            c.count,
+            c.bytes as f64 / 1e6,
+            ms(c.encoding),
+            c.encoding.as_secs_f64() / floor_s
+        );
+    }
+}
+
+/// What writing snapshots at one cadence costs over a whole run.
+#[derive(Clone, Copy, Default)]
+struct Cadence {
+    count: u64,
+    bytes: usize,
+    encoding: Duration,
+}
+
+/// The snapshots a drive of `events` writes, at the cadence before `SNAPSHOT_EVERY` (every
+/// 1,024 events, then every eighth of the run in powers of two) and at the current one:
+/// how many, their bytes, and the time to encode them, the state folded event by event.
+fn snapshot_cadences(events: &[RunEvent]) -> [Cadence; 2] {
+    let old_every = |v: u64| ((1u64 << (63 - v.leading_zeros())) / 8).max(1024);
+    let mut out = [Cadence::default(); 2];
+    let mut state = RunState::default();
+    for (i, event) in events.iter().enumerate() {
+        state.apply(event);
+        let v = i as u64 + 1;
+        let due = [
+            v.is_multiple_of(old_every(v)),
+            v.is_multiple_of(SNAPSHOT_EVERY),
+        ];
+        if !due.contains(&true) {
+            continue;
+        }
+        let t = Instant::now();
+        let bytes = state.encode_snapshot().expect("state encodes");
+        let d = t.elapsed();
+        for (c, due) in out.iter_mut().zip(due) {
+            if due {
+                c.count += 1;
+                c.bytes += bytes.len();
+                c.encoding += d;
+            }
+        }
+    }
+    out
 }
 
 /// A run of `size` events of `shape` written to a store, resumed from its snapshots.
@@ -539,9 +591,9 @@ fn resume_from_snapshot(shape: Shape, size: usize) {
         }
         std::hint::black_box(hasher.finalize());
     });
-    // Where the runtime wrote its last snapshot before the head while driving.
-    let every = snapshot_interval(head);
-    let before_head = head / every * every;
+    // The farthest back the runtime's last snapshot can be: a drive that crashed just
+    // before its next snapshot point.
+    let before_head = (head - SNAPSHOT_EVERY + 1).max(1);
     let at_before = RunState::fold(&events[..before_head as usize]);
     let at_head = RunState::fold(events.iter());
     let tokio = tokio::runtime::Builder::new_multi_thread()
@@ -603,7 +655,10 @@ fn resume_from_snapshot(shape: Shape, size: usize) {
         row("resume with no snapshot (the log folded)", folded, "-");
         for (what, state) in [
             (
-                format!("resume from a snapshot {} back", head - before_head),
+                format!(
+                    "resume from a snapshot {} back (the most)",
+                    head - before_head
+                ),
                 &at_before,
             ),
             ("resume from the snapshot at the head".to_owned(), &at_head),

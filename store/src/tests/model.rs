@@ -106,6 +106,16 @@ async fn run(ops: Vec<Op>) {
                 if seq >= 1 && seq <= len {
                     r.unwrap();
                     model.snapshots.insert((stream, seq), state);
+                    // The store prunes a stream's older snapshots (FORMAT.md §12).
+                    let seqs: Vec<u64> = model
+                        .snapshots
+                        .range((stream, 0)..=(stream, u64::MAX))
+                        .map(|((_, q), _)| *q)
+                        .collect();
+                    let kept = crate::snapshots::kept(&seqs);
+                    model
+                        .snapshots
+                        .retain(|(st, q), _| *st != stream || kept.contains(q));
                 } else {
                     assert!(matches!(r, Err(StoreError::SnapshotBeyondHead { .. })));
                 }

@@ -76,30 +76,31 @@ impl Batch<'_> {
     /// the usage just charged exhausted a budget and `budget_exhausted` stopped it.
     pub(super) fn episode_admits(&mut self, request_id: &CallId) -> bool {
         let id = self.episode_of_call(request_id);
-        let chain: Vec<Episode> = self
-            .state
-            .episodes
-            .chain(&id)
-            .into_iter()
-            .cloned()
-            .collect();
+        // Read in place: an episode holds its children, so a copy of the chain (the
+        // root's children grow with the run) made every answer cost the run's length.
+        let chain = self.state.episodes.chain(&id);
         if chain.iter().any(|e| e.phase != EpisodePhase::Running) {
             return false;
         }
-        for e in &chain {
+        let exhausted = chain.iter().find_map(|e| {
             if !self.listed(e, StopCondition::BudgetExhausted) {
-                continue;
+                return None;
             }
-            if let Some((dim, m)) = e.exhausted() {
-                let reason = format!("{dim}: used {} of {}", m.used, m.limit);
-                self.stop_episode(
-                    &e.id,
-                    StopCondition::BudgetExhausted,
-                    "stop_conditions.budget_exhausted",
-                    &reason,
-                );
-                return false;
-            }
+            e.exhausted().map(|(dim, m)| {
+                (
+                    e.id.clone(),
+                    format!("{dim}: used {} of {}", m.used, m.limit),
+                )
+            })
+        });
+        if let Some((id, reason)) = exhausted {
+            self.stop_episode(
+                &id,
+                StopCondition::BudgetExhausted,
+                "stop_conditions.budget_exhausted",
+                &reason,
+            );
+            return false;
         }
         true
     }

@@ -29,7 +29,9 @@ pub use history::RunHistory;
 #[cfg(test)]
 pub(crate) use live::{PRUNING, Pruning};
 pub use next::NextStep;
-pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval};
+pub use snapshot::{
+    SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval,
+};
 pub use ticket::{Ticket, TicketDecision};
 pub use tool::{ToolCallRecord, ToolPhase};
 

@@ -9,7 +9,10 @@ use serde_json::json;
 use super::*;
 use crate::protocol::{AgentResponse, Confidence};
 use crate::testing::{act, gate_run, gate_source, record};
-use crate::{DECIDER_VERSION, RunState, SNAPSHOT_FORMAT, SnapshotError, snapshot_due};
+use crate::{
+    DECIDER_VERSION, RunState, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, snapshot_due,
+    snapshot_interval,
+};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
@@ -139,12 +142,14 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
 }
 
 #[test]
-fn snapshots_fall_due_every_1024_events_then_every_eighth_of_the_run() {
-    assert!(!snapshot_due(0, 1023));
-    assert!(snapshot_due(1000, 1024));
-    assert!(!snapshot_due(1024, 2047));
+fn snapshots_fall_due_every_2048_events_at_any_length() {
+    assert!(!snapshot_due(0, 2047));
+    assert!(snapshot_due(2000, 2048));
+    assert!(!snapshot_due(2048, 4095));
     assert!(snapshot_due(8000, 8200));
-    // A run of about a million events: every 65,536.
-    assert!(!snapshot_due(1_000_000, 1_040_000));
-    assert!(snapshot_due(1_040_000, 1_050_000));
+    // A run of about a million events: still every 2,048, so a resume folds at most
+    // 2,047 events after its snapshot.
+    assert!(!snapshot_due(1_050_000, 1_050_600));
+    assert!(snapshot_due(1_050_600, 1_050_624));
+    assert_eq!(snapshot_interval(1_000_000), SNAPSHOT_EVERY);
 }
