@@ -390,7 +390,7 @@ fn for_each_at(value: &mut Value, steps: &[&str], f: &mut impl FnMut(&mut Value)
     walk(value, steps, String::new(), &mut |_, slot| f(slot));
 }
 
-fn walk(
+pub(crate) fn walk(
     value: &mut Value,
     steps: &[&str],
     pointer: String,

@@ -27,6 +27,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // Payload encoding 2: content recorded once (issue 15 point 6)
+mod commit;
 mod content;
 mod decide;
 mod event;
@@ -45,6 +46,11 @@ mod tests;
 #[cfg(test)]
 mod transitions;
 
+pub use commit::{
+    COMMITTED_PAYLOAD, CommittedEvent, CommittedPayload, CommittedSlot, Disclosure,
+    DisclosureDigest, DisclosureLookup, OpenedDisclosure, SALT_BYTES, digest_text,
+    disclosed_pointer, disclosure_digest, open_disclosure, parse_digest, pointer_touches,
+};
 pub use content::{
     CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
     ReferencedEvent, ReferencedPayload, content_positions,
