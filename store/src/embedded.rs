@@ -1,6 +1,6 @@
 //! The embedded store: segment files written by one group-commit writer, indexed in sled.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -15,6 +15,7 @@ use futures::Stream;
 use tokio::sync::{oneshot, watch};
 use tracing::debug_span;
 
+use crate::disclosures::Disclosures;
 use crate::api::{
     Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
     VerifyReport,
@@ -62,6 +63,9 @@ struct Inner {
     report: RecoveryReport,
     /// A read-only view's directory and what it found damaged (`None`: a writer).
     view: Option<View>,
+    /// Per stream, the sound length of its disclosure file and the digests it holds
+    /// (FORMAT.md §12); writes to any of them are serialised by this lock.
+    disclosed: std::sync::Mutex<HashMap<String, (u64, HashSet<[u8; 32]>)>>,
     /// The writer lock, released after everything above is dropped (declared last).
     lock: Option<WriterLock>,
 }
@@ -135,6 +139,7 @@ impl EmbeddedStore {
                 writer: Some(handle),
                 report: rec.report,
                 view: None,
+                disclosed: std::sync::Mutex::default(),
                 lock: Some(lock),
             }),
         })
@@ -177,6 +182,7 @@ impl EmbeddedStore {
                     dir: dir.to_path_buf(),
                     contained: std::sync::Mutex::new(contained),
                 }),
+                disclosed: std::sync::Mutex::default(),
                 lock: None,
             }),
         })
@@ -228,6 +234,15 @@ impl EmbeddedStore {
     fn damage_of(&self, stream: &StreamId) -> Option<StreamDamage> {
         let view = self.inner.view.as_ref()?;
         lock(&view.contained).streams.get(stream).cloned()
+    }
+
+    /// The data directory (the parent of `log/`).
+    fn dir(&self) -> PathBuf {
+        self.inner
+            .shared
+            .log_dir
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
     }
 
     fn refuse_if_read_only(&self) -> Result<(), StoreError> {
@@ -879,6 +894,66 @@ impl EventStore for EmbeddedStore {
             });
         }
         Ok(report)
+    }
+
+    async fn put_disclosures(
+        &self,
+        stream: &StreamId,
+        disclosures: Vec<([u8; 32], Vec<u8>)>,
+    ) -> Result<(), StoreError> {
+        self.refuse_if_read_only()?;
+        if disclosures.is_empty() {
+            return Ok(());
+        }
+        let (this, stream) = (self.clone(), stream.as_str().to_owned());
+        blocking(move || {
+            let path = crate::disclosures::file_of(&this.dir(), &stream);
+            let mut known = lock(&this.inner.disclosed);
+            if !known.contains_key(&stream) {
+                let (held, sound) = crate::disclosures::read(&path)?;
+                known.insert(stream.clone(), (sound, held.into_keys().collect()));
+            }
+            let Some((sound, held)) = known.get_mut(&stream) else {
+                return Ok(());
+            };
+            let mut new: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+            for (digest, bytes) in disclosures {
+                if !held.contains(&digest) && !new.iter().any(|(d, _)| *d == digest) {
+                    new.push((digest, bytes));
+                }
+            }
+            if new.is_empty() {
+                return Ok(());
+            }
+            let syncs = this.inner.shared.config.syncs();
+            *sound = crate::disclosures::append(&path, *sound, &new, syncs)?;
+            held.extend(new.into_iter().map(|(d, _)| d));
+            Ok(())
+        })
+        .await
+    }
+
+    async fn disclosures(&self, stream: &StreamId) -> Result<Disclosures, StoreError> {
+        let path = crate::disclosures::file_of(&self.dir(), stream.as_str());
+        blocking(move || crate::disclosures::read(&path).map(|(d, _)| d)).await
+    }
+
+    async fn shred_disclosures(
+        &self,
+        stream: &StreamId,
+        digests: Vec<[u8; 32]>,
+        note: Vec<u8>,
+    ) -> Result<Disclosures, StoreError> {
+        self.refuse_if_read_only()?;
+        let (this, stream) = (self.clone(), stream.as_str().to_owned());
+        blocking(move || {
+            let path = crate::disclosures::file_of(&this.dir(), &stream);
+            let mut known = lock(&this.inner.disclosed);
+            let (after, sound) = crate::disclosures::shred(&path, &digests, &note)?;
+            known.insert(stream, (sound, after.keys().copied().collect()));
+            Ok(after)
+        })
+        .await
     }
 
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {
