@@ -4,10 +4,13 @@ use futures::StreamExt;
 
 use std::collections::BTreeMap;
 
-use docket_store::{Event, EventStore, Hash, Payload, StreamId};
+use docket_store::{Disclosures, Event, EventStore, Hash, Payload, StoredDisclosure, StreamId};
 
 use super::RuntimeError;
-use docket_decider::{ContentRef, REFERENCED_PAYLOAD, ReferencedPayload, RunEvent};
+use docket_decider::{
+    COMMITTED_PAYLOAD, CommittedPayload, ContentRef, DisclosureLookup, REFERENCED_PAYLOAD,
+    ReferencedPayload, RunEvent,
+};
 
 /// An event as recorded, with its envelope.
 #[derive(Debug, Clone)]
@@ -37,9 +40,10 @@ pub(super) async fn read_run<S: EventStore>(
     };
     let mut reader = Box::pin(store.read(stream, 1..=head.seq));
     let mut out = Vec::new();
+    let mut disclosed = None;
     while let Some(event) = reader.next().await {
         let event = event.map_err(RuntimeError::Store)?;
-        let (bytes, content) = payload_and_refs(store, &event).await?;
+        let (bytes, content) = payload_and_refs(store, &event, &mut disclosed).await?;
         let decoded = decode(run_id, &event, &bytes)?;
         out.push(RecordedEvent {
             seq: event.seq,
@@ -61,7 +65,17 @@ pub(super) async fn payload<S: EventStore>(
     store: &S,
     event: &Event,
 ) -> Result<Vec<u8>, RuntimeError> {
-    Ok(payload_and_refs(store, event).await?.0)
+    Ok(payload_and_refs(store, event, &mut None).await?.0)
+}
+
+/// [`payload`] for events of one run read in order: `disclosed` keeps the run's
+/// disclosures once read (payload encoding 3).
+pub(super) async fn payload_of_run<S: EventStore>(
+    store: &S,
+    event: &Event,
+    disclosed: &mut Option<Disclosures>,
+) -> Result<Vec<u8>, RuntimeError> {
+    Ok(payload_and_refs(store, event, disclosed).await?.0)
 }
 
 /// An event's payload bytes as recorded (an encoding-2 payload with its references), its
@@ -84,8 +98,12 @@ pub(super) async fn stored_payload<S: EventStore>(
 async fn payload_and_refs<S: EventStore>(
     store: &S,
     event: &Event,
+    disclosed: &mut Option<Disclosures>,
 ) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
     let bytes = stored_payload(store, event).await?;
+    if event.kind_version == COMMITTED_PAYLOAD {
+        return Ok((committed_plain(store, event, &bytes, disclosed).await?, Vec::new()));
+    }
     if event.kind_version != REFERENCED_PAYLOAD {
         return Ok((bytes, Vec::new()));
     }
@@ -118,6 +136,52 @@ async fn payload_and_refs<S: EventStore>(
         docket_policies::canonical_json_bytes(&plain),
         parsed.refs().to_vec(),
     ))
+}
+
+/// The plain payload of an encoding-3 event: its commitments opened with the run's
+/// disclosures (docs/events.md#values-committed-apart), read once into `disclosed`.
+async fn committed_plain<S: EventStore>(
+    store: &S,
+    event: &Event,
+    bytes: &[u8],
+    disclosed: &mut Option<Disclosures>,
+) -> Result<Vec<u8>, RuntimeError> {
+    let stream = event.stream.as_str();
+    let parsed =
+        CommittedPayload::parse(&event.kind, bytes).map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    if parsed.slots().is_empty() {
+        return Ok(bytes.to_vec());
+    }
+    if disclosed.is_none() {
+        *disclosed = Some(
+            store
+                .disclosures(&event.stream)
+                .await
+                .map_err(RuntimeError::Store)?,
+        );
+    }
+    let held = disclosed.as_ref();
+    let plain = parsed
+        .resolve(|digest| lookup(held, digest))
+        .map_err(|source| RuntimeError::Decode {
+            run: stream.into(),
+            source,
+        })?;
+    Ok(docket_policies::canonical_json_bytes(&plain))
+}
+
+/// A disclosure as the decider reads it.
+pub(crate) fn lookup(held: Option<&Disclosures>, digest: &[u8; 32]) -> DisclosureLookup {
+    match held.and_then(|h| h.get(digest)) {
+        Some(StoredDisclosure::Present(bytes)) => DisclosureLookup::Present(bytes.clone()),
+        Some(StoredDisclosure::Shredded(note)) => {
+            DisclosureLookup::Shredded(String::from_utf8_lossy(note).into_owned())
+        }
+        None => DisclosureLookup::Missing,
+    }
 }
 
 /// An event of run `run` decoded, or an error naming the run and the event kind.

@@ -12,6 +12,7 @@ mod executors;
 mod fork;
 mod log;
 // Run state snapshots (issue 14 point 6)
+mod salts;
 mod snapshots;
 // Listing runs without folding them (issue 5 point 7)
 mod summary;
@@ -33,7 +34,7 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection, RunEvent, RunId,
+    Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection, COMMITTED_PAYLOAD, RunEvent, RunId,
     RunRequested, RunState, decide_in_place,
 };
 
@@ -53,6 +54,13 @@ pub use summary::RunSummary;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
+    /// The operating system's random source failed: payload encoding 3 needs unguessable
+    /// salts, so nothing is recorded without one.
+    #[error(
+        "run {run}: the operating system's random source failed ({message}); nothing was \
+         recorded (salted commitments need it: docs/events.md#values-committed-apart)"
+    )]
+    NoRandomness { run: String, message: String },
     /// Another writer appended to the run first.
     #[error(
         "run {run} was written by someone else meanwhile (expected version {expected}, found \
@@ -265,8 +273,10 @@ struct Inner<S> {
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
     // Governed tools
     tools: crate::tool::ToolExecutors,
-    /// How run events' payloads are written: [`PayloadEncoding::Plain`] when set.
-    plain_payloads: std::sync::atomic::AtomicBool,
+    /// How run events' payloads are written: 1, 2 or 3 ([`PayloadEncoding`]).
+    payload_encoding: std::sync::atomic::AtomicU8,
+    /// Each run's salt key for payload encoding 3, drawn from the OS when first needed.
+    salts: salts::SaltKeys,
 }
 
 /// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
@@ -277,9 +287,14 @@ pub enum PayloadEncoding {
     /// every run recorded before encoding 2 (the golden logs) was written.
     Plain,
     /// Encoding 2 (`kind_version` 2): content written once as a blob and referred to by
-    /// hash at the kind's content positions. The default.
-    #[default]
+    /// hash at the kind's content positions.
     Referenced,
+    /// Encoding 3 (`kind_version` 3): the values at the content positions replaced by
+    /// salted commitments, their disclosures kept outside the log so that they can be
+    /// withheld from exports and erased (docs/events.md#values-committed-apart). The
+    /// default.
+    #[default]
+    Committed,
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -304,31 +319,36 @@ impl<S: EventStore + 'static> Runtime<S> {
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
                 tools: crate::tool::ToolExecutors::default(),
-                plain_payloads: std::sync::atomic::AtomicBool::new(false),
+                payload_encoding: std::sync::atomic::AtomicU8::new(3),
+                salts: salts::SaltKeys::default(),
             }),
         }
     }
 
     /// Writes run events' payloads in `encoding` from now on (the default is
-    /// [`PayloadEncoding::Referenced`]; tests that compare a recording with a golden log
+    /// [`PayloadEncoding::Committed`]; tests that compare a recording with a golden log
     /// of encoding 1 ask for [`PayloadEncoding::Plain`]).
     pub fn set_payload_encoding(&self, encoding: PayloadEncoding) {
-        self.inner.plain_payloads.store(
-            encoding == PayloadEncoding::Plain,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let n = match encoding {
+            PayloadEncoding::Plain => 1,
+            PayloadEncoding::Referenced => 2,
+            PayloadEncoding::Committed => 3,
+        };
+        self.inner
+            .payload_encoding
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// How run events' payloads are written now.
     pub fn payload_encoding(&self) -> PayloadEncoding {
-        if self
+        match self
             .inner
-            .plain_payloads
+            .payload_encoding
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            PayloadEncoding::Plain
-        } else {
-            PayloadEncoding::Referenced
+            1 => PayloadEncoding::Plain,
+            2 => PayloadEncoding::Referenced,
+            _ => PayloadEncoding::Committed,
         }
     }
 
@@ -728,12 +748,34 @@ impl<S: EventStore + 'static> Runtime<S> {
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = WallTime(self.inner.clock.now_ns());
         let mut blobs = Vec::new();
-        let batch = events
+        let mut disclosures = Vec::new();
+        let encoding = self.payload_encoding();
+        let mut salt = match encoding {
+            PayloadEncoding::Committed => Some(
+                self.inner
+                    .salts
+                    .for_run(run_id.as_str())
+                    .map_err(|message| RuntimeError::NoRandomness {
+                        run: run_id.to_string(),
+                        message,
+                    })?,
+            ),
+            _ => None,
+        };
+        let batch: Vec<NewEvent> = events
             .iter()
             .map(|e| {
-                let (kind_version, payload) = match self.payload_encoding() {
-                    PayloadEncoding::Plain => (KIND_VERSION, e.encode()),
-                    PayloadEncoding::Referenced => {
+                let committed = salt
+                    .as_mut()
+                    .and_then(|salt| e.encode_committed(&mut |m| salt.salt(m)));
+                let (kind_version, payload) = match (encoding, committed) {
+                    (_, Some(encoded)) => {
+                        disclosures.extend(encoded.disclosures.into_iter().map(|d| (d.digest, d.bytes)));
+                        (COMMITTED_PAYLOAD, encoded.payload)
+                    }
+                    (PayloadEncoding::Plain, None) => (KIND_VERSION, e.encode()),
+                    // Encoding 2, or encoding 3's fallback for a value JCS cannot carry.
+                    (_, None) => {
                         let encoded = e.encode_referenced();
                         blobs.extend(encoded.blobs);
                         (REFERENCED_PAYLOAD, encoded.payload)
@@ -748,6 +790,13 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             })
             .collect();
+        // The disclosures first (outside the log, FORMAT.md §12): an event is never
+        // acknowledged before what it commits to is durable.
+        self.inner
+            .store
+            .put_disclosures(&stream, disclosures)
+            .await
+            .map_err(RuntimeError::Store)?;
         // The content the events refer to goes in the same atomic write, each blob once.
         self.inner
             .store

@@ -99,9 +99,10 @@ impl<S: EventStore + 'static> Runtime<S> {
         }
         let store = &self.inner.store;
         let mut reader = Box::pin(store.read(stream, from..=upto));
+        let mut disclosed = None;
         while let Some(event) = reader.next().await {
             let event = event.map_err(RuntimeError::Store)?;
-            let bytes = log::payload(store, &event).await?;
+            let bytes = log::payload_of_run(store, &event, &mut disclosed).await?;
             state.apply(&log::decode(run_id, &event, &bytes)?);
         }
         Ok(())
