@@ -51,6 +51,15 @@ pub(crate) fn file_of(store: &Path, stream: &str) -> PathBuf {
     dir_of(store).join(name)
 }
 
+/// The disclosures kept for `stream` in the data directory `store`, read without opening
+/// the store (as `docket verify` reads the log): tombstones included, a torn tail ignored.
+///
+/// # Errors
+/// [`StoreError::Io`] when the file exists but cannot be read.
+pub fn read_disclosures(store: &Path, stream: &str) -> Result<Disclosures, StoreError> {
+    read(&file_of(store, stream)).map(|(d, _)| d)
+}
+
 /// Reads `path`: the disclosures, and the length of its sound prefix (0: no file).
 pub(crate) fn read(path: &Path) -> Result<(Disclosures, u64), StoreError> {
     let mut bytes = Vec::new();
