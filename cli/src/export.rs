@@ -61,6 +61,15 @@ pub(crate) struct ExportArgs {
     /// RUN.html in the current directory).
     #[arg(long, value_name = "FILE|-")]
     out: Option<PathBuf>,
+    /// Withhold the values at these JSON pointers into the events' payloads
+    /// (`/output/claimant/name`; `*` stands for any one step), in every event, or with
+    /// `SEQ:POINTER` in event SEQ only. A value is withheld whole: the commitment of the
+    /// smallest committed value holding the pointer stays, its disclosure is left out, and
+    /// the export still verifies; `docket disclose` reveals it later, value by value.
+    /// Only runs recorded in payload encoding 3 can be redacted
+    /// (docs/export-format.md#redacted-exports). JSON lines only.
+    #[arg(long, value_name = "[SEQ:]POINTER", num_args = 1..)]
+    redact: Vec<docket_evidence::Redaction>,
 }
 
 /// The arguments of `docket verify-export`.
@@ -99,7 +108,13 @@ async fn export(
         run,
         format,
         out: to,
+        redact,
     } = args;
+    if !redact.is_empty() && format != Format::Jsonl {
+        return Err(anyhow!(
+            "--redact applies to --format jsonl: an HTML report shows the run's values as they are"
+        ));
+    }
     let store = rt.store();
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
@@ -110,7 +125,7 @@ async fn export(
     let seal = run_seal(rt, data, run.as_str(), head.seq).await?;
     let (bytes, what) = match format {
         Format::Jsonl => (
-            jsonl(store, &stream, head.seq, seal.as_ref()).await?,
+            jsonl(store, &stream, head.seq, seal.as_ref(), &redact).await?,
             "export",
         ),
         Format::Html => (html(rt, &run, &stream, seal.as_ref()).await?, "report"),
@@ -159,6 +174,7 @@ pub(crate) async fn export_to(
         run: run.clone(),
         format,
         out: Some(path.to_owned()),
+        redact: Vec::new(),
     };
     export(rt, data, args, &mut String::new()).await.map(drop)
 }
@@ -189,6 +205,7 @@ async fn jsonl(
     stream: &StreamId,
     size: u64,
     seal: Option<&(String, VerifierKey)>,
+    redact: &[docket_evidence::Redaction],
 ) -> anyhow::Result<Vec<u8>> {
     let mut events: Vec<Event> = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     let mut reader = Box::pin(store.read(stream, 1..=size));
@@ -219,12 +236,19 @@ async fn jsonl(
         note: note.clone(),
         verifier_key: key.to_string(),
     });
+    // The values encoding-3 events commit to (docs/events.md#values-committed-apart).
+    let disclosures = store
+        .disclosures(stream)
+        .await
+        .with_context(|| format!("cannot read the disclosures of run {stream}"))?;
     let mut bytes = Vec::new();
     docket_evidence::write_jsonl(
         &RunExport {
             run: stream,
             events: &events,
             blobs: &blobs,
+            disclosures: &disclosures,
+            redact,
             seal: seal.as_ref(),
         },
         &mut bytes,
@@ -299,6 +323,8 @@ pub(crate) fn verify_export(args: &VerifyExportArgs, out: &mut String) -> anyhow
                 "signed": summary.checkpoint.is_some(),
                 "signed_by": summary.checkpoint.as_ref().map(|c| c.key.clone()),
                 "key_trusted": summary.checkpoint.as_ref().is_some_and(|c| c.key_trusted),
+                "values_disclosed": summary.disclosed,
+                "values_withheld": summary.withheld,
             });
             outln!(out, "{line}");
             Ok(EXIT_COMPLETED)
@@ -311,6 +337,14 @@ pub(crate) fn verify_export(args: &VerifyExportArgs, out: &mut String) -> anyhow
                 summary.events,
                 base64_of(&summary.root.0),
             );
+            if summary.withheld > 0 {
+                outln!(
+                    out,
+                    "values: {} disclosed, each checked against its commitment; {} withheld (redacted or shredded: their commitments stay, so the chain still verifies)",
+                    summary.disclosed,
+                    summary.withheld
+                );
+            }
             match summary.checkpoint {
                 Some(seal) if seal.key_trusted => outln!(
                     out,

@@ -20,6 +20,7 @@ use crate::words::{input_kind, word};
 mod circuits;
 mod demo;
 mod diff;
+mod disclose;
 mod effects;
 mod episodes;
 mod errors;
@@ -104,6 +105,12 @@ enum Command {
     /// the first bad line and why (exit 1). See docs/export-format.md.
     #[command(name = "verify-export")]
     VerifyExport(export::VerifyExportArgs),
+    /// Print the disclosures of the values event N of a run commits to at a JSON pointer
+    /// (payload encoding 3): salt, name and value, and the base64url disclosure whose
+    /// SHA-256 is the digest in the event, so that an auditor holding a redacted export
+    /// checks the value against it (docs/export-format.md#checking-a-disclosure). Reads
+    /// only.
+    Disclose(disclose::DiscloseArgs),
     /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
@@ -196,6 +203,7 @@ pub fn main() -> ExitCode {
         }
         Command::Export(args) => return export::main(args, cli.data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
+        Command::Disclose(args) => return disclose::main(args, cli.data),
         Command::Prove(args) => return prove::main(args, cli.data),
         Command::Demo(args) => return demo::main(args, cli.data),
     };

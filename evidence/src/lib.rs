@@ -21,7 +21,8 @@ pub use checkpoint::{
     Checkpoint, CheckpointError, SignedCheckpoint, Subject, heads_origin, run_origin,
 };
 pub use export::{
-    BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, RunExport, Seal,
+    BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, Redaction,
+    RunExport, Seal,
     SealSummary, referenced_blobs, verify_export, write_jsonl,
 };
 pub use keys::{

@@ -203,15 +203,21 @@ fn commit(
     let committed = match &*slot {
         Value::Object(map) => {
             let mut digests = Vec::with_capacity(map.len());
+            let mut m = Map::new();
             for (name, value) in map.iter() {
-                let Some(d) = add(Some(name), value) else {
-                    return false;
-                };
-                digests.push(Value::String(d));
+                match add(Some(name), value) {
+                    Some(d) => digests.push(Value::String(d)),
+                    // A value JCS cannot carry exactly stays in the clear beside the
+                    // digests, as an SD-JWT claim that is always disclosed; a key named
+                    // `_sd` cannot, so such an event is not committed at all.
+                    None if name == "_sd" => return false,
+                    None => {
+                        m.insert(name.clone(), value.clone());
+                    }
+                }
             }
             // Sorted, so the order tells nothing of the keys (RFC 9901 §4.2.4.1).
             digests.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
-            let mut m = Map::new();
             m.insert("_sd".into(), Value::Array(digests));
             Value::Object(m)
         }
@@ -257,6 +263,9 @@ pub struct CommittedSlot {
     pub digests: Vec<DisclosureDigest>,
     /// Whether the value was an object (its disclosures carry names).
     pub object: bool,
+    /// For an object, the keys left in the clear beside `_sd` (values RFC 8785 cannot
+    /// carry exactly): covered by the event's hash, never withheld.
+    pub clear: Vec<String>,
 }
 
 /// What reading a committed value found in the data directory.
@@ -299,15 +308,16 @@ impl CommittedPayload {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
             walk(&mut probe, &steps, String::new(), &mut |pointer, slot| {
                 match parse_slot(slot) {
-                    Some((digests, object)) => slots.push(CommittedSlot {
+                    Some((digests, object, clear)) => slots.push(CommittedSlot {
                         pointer,
                         digests,
                         object,
+                        clear,
                     }),
                     None if bad.is_none() => {
                         bad = Some(format!(
                             "the value at {pointer} is not a commitment \
-                             (docs/events.md#values-committed-apart): {{\"_sd\": [digests]}} \
+                             (docs/events.md#values-committed-apart): {{\"_sd\": [digests], ...}} \
                              or {{\"...\": digest}}, each digest 43 base64url characters"
                         ));
                     }
@@ -354,6 +364,15 @@ impl CommittedPayload {
         let mut value = self.value.clone();
         for slot in &self.slots {
             let mut object = Map::new();
+            if slot.object
+                && let Some(Value::Object(clear)) = self.value.pointer(&slot.pointer)
+            {
+                for (k, v) in clear {
+                    if k != "_sd" {
+                        object.insert(k.clone(), v.clone());
+                    }
+                }
+            }
             let mut whole = Value::Null;
             for digest in &slot.digests {
                 let at = format!("the value at {} (digest {})", slot.pointer, digest_text(digest));
@@ -420,21 +439,24 @@ impl CommittedPayload {
     }
 }
 
-/// `{"_sd": [digest...]}` (an object) or `{"...": digest}` (a whole value), nothing else.
-fn parse_slot(value: &Value) -> Option<(Vec<DisclosureDigest>, bool)> {
+/// `{"_sd": [digest...], clear keys...}` (an object) or `{"...": digest}` (a whole
+/// value), nothing else.
+fn parse_slot(value: &Value) -> Option<(Vec<DisclosureDigest>, bool, Vec<String>)> {
     let map = value.as_object()?;
-    if map.len() != 1 {
-        return None;
-    }
-    if let Some(Value::Array(items)) = map.get("_sd") {
-        let digests = items
+    if let Some(sd) = map.get("_sd") {
+        let digests = sd
+            .as_array()?
             .iter()
             .map(|d| d.as_str().and_then(parse_digest))
             .collect::<Option<Vec<_>>>()?;
-        return Some((digests, true));
+        let clear = map.keys().filter(|k| *k != "_sd").cloned().collect();
+        return Some((digests, true, clear));
+    }
+    if map.len() != 1 {
+        return None;
     }
     let digest = parse_digest(map.get("...")?.as_str()?)?;
-    Some((vec![digest], false))
+    Some((vec![digest], false, Vec::new()))
 }
 
 /// The pointer of a disclosed value: its slot's, then its name (RFC 6901 escaped).
@@ -533,9 +555,19 @@ mod tests {
             parsed.decode(lookup_in(&encoded.disclosures)).expect("decodes"),
             event
         );
-        // A number JCS would change is refused, so the caller falls back to encoding 2.
+        // A number JCS would change stays in the clear beside the digests; as a whole
+        // value it is refused, so the caller falls back to encoding 2.
         let event = RunEvent::RunCompleted {
-            output: json!({"score": 1.0}),
+            output: json!({"score": 1.0, "name": "Ada"}),
+        };
+        let encoded = event.encode_committed(&mut counter_salt()).expect("committed");
+        let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
+        assert_eq!(parsed.slots()[0].clear, vec!["score".to_owned()]);
+        assert_eq!(encoded.disclosures.len(), 1);
+        let back = parsed.decode(lookup_in(&encoded.disclosures)).expect("decodes");
+        assert_eq!(back.encode(), event.encode());
+        let event = RunEvent::RunCompleted {
+            output: json!([1.0]),
         };
         assert!(event.encode_committed(&mut counter_salt()).is_none());
     }

@@ -7,5 +7,6 @@ mod jsonl;
 
 pub use check::{BadLine, ExportSummary, LineFault, SealSummary, verify_export};
 pub use jsonl::{
-    EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, referenced_blobs, write_jsonl,
+    EXPORT_FORMAT, EXPORT_VERSION, ExportError, Redaction, RunExport, Seal, referenced_blobs,
+    write_jsonl,
 };
