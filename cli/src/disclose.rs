@@ -1,6 +1,7 @@
 //! `docket disclose RUN --seq N --pointer P`: the disclosures behind the commitments of
 //! one event (payload encoding 3), for an auditor who holds a redacted export to check a
-//! value against its digest (docs/export-format.md#checking-a-disclosure).
+//! value against its digest (docs/export-format.md#checking-a-disclosure); and `docket
+//! shred`, which erases them for an erasure request while the log keeps verifying.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -10,8 +11,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Args;
 use docket_decider::{
-    COMMITTED_PAYLOAD, CommittedPayload, RunId, digest_text, disclosed_pointer,
-    open_disclosure, pointer_touches,
+    COMMITTED_PAYLOAD, CommittedPayload, RunId, digest_text, disclosed_pointer, open_disclosure,
+    pointer_touches,
 };
 use docket_store::{EventStore as _, Payload, StoredDisclosure, StreamId};
 use futures::StreamExt as _;
@@ -135,7 +136,9 @@ async fn disclose(
                         outln!(out, "  value       {}", opened.value);
                     }
                 }
-                Some(StoredDisclosure::Shredded(note)) if pointer_touches(&args.pointer, &slot.pointer) => {
+                Some(StoredDisclosure::Shredded(note))
+                    if pointer_touches(&args.pointer, &slot.pointer) =>
+                {
                     found += 1;
                     let note = String::from_utf8_lossy(note);
                     if args.json {
@@ -177,5 +180,141 @@ async fn disclose(
             "check: base64url-decode `disclosure` and read [salt, name, value]; SHA-256 of the `disclosure` text itself, base64url without padding, is `digest`, as the export's event payload lists it (docs/export-format.md#checking-a-disclosure)"
         );
     }
+    Ok(EXIT_COMPLETED)
+}
+
+/// The arguments of `docket shred`.
+#[derive(Args)]
+pub(crate) struct ShredArgs {
+    /// The run id.
+    run: RunId,
+    /// A JSON pointer into the run's payloads (`*` for any one step): every committed
+    /// value it reaches, or that holds it, is erased, in every event of the run that
+    /// recorded it.
+    #[arg(long)]
+    pointer: String,
+    /// Only the values event SEQ commits to there (they are erased wherever else the run
+    /// recorded them too: a run stores each value once).
+    #[arg(long)]
+    seq: Option<u64>,
+    /// Who asks for the erasure (recorded in the tombstone).
+    #[arg(long)]
+    by: String,
+    /// Why (the erasure request; recorded in the tombstone, never the value).
+    #[arg(long)]
+    reason: String,
+}
+
+pub(crate) fn shred_main(args: ShredArgs, data: Option<PathBuf>) -> std::process::ExitCode {
+    crate::runs::run_async(data, |data, out| {
+        Box::pin(async move {
+            let rt = crate::runs::open(&data).await?;
+            shred(rt.store(), &args, out).await
+        })
+    })
+}
+
+async fn shred(
+    store: &docket_store::EmbeddedStore,
+    args: &ShredArgs,
+    out: &mut String,
+) -> anyhow::Result<u8> {
+    let run = &args.run;
+    if !args.pointer.starts_with('/') {
+        return Err(anyhow!(
+            "--pointer {:?}: a JSON pointer into the payloads starts with `/` (e.g. /output/claimant)",
+            args.pointer
+        ));
+    }
+    if args.by.trim().is_empty() || args.reason.trim().is_empty() {
+        return Err(anyhow!(
+            "--by and --reason say who asks for the erasure and why: neither may be empty"
+        ));
+    }
+    let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
+    let Some(head) = store.head(&stream).await? else {
+        return Err(anyhow!(
+            "no run {run} in this data directory (`docket runs` lists them)"
+        ));
+    };
+    let held = store
+        .disclosures(&stream)
+        .await
+        .with_context(|| format!("cannot read the disclosures of run {run}"))?;
+    let mut reader = Box::pin(store.read(&stream, 1..=head.seq));
+    let mut digests: Vec<[u8; 32]> = Vec::new();
+    let mut at: Vec<String> = Vec::new();
+    let mut clear: Vec<String> = Vec::new();
+    while let Some(event) = reader.next().await {
+        let event = event.with_context(|| format!("cannot read run {run}"))?;
+        if args.seq.is_some_and(|s| s != event.seq) {
+            continue;
+        }
+        let bytes = match &event.payload {
+            Payload::Inline(bytes) => bytes.clone(),
+            Payload::Blob(r) => store.get_blob(&r.hash).await?.unwrap_or_default(),
+        };
+        if event.kind_version != COMMITTED_PAYLOAD {
+            if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+                for pointer in docket_decider::content_pointers(&event.kind, &value) {
+                    if pointer_touches(&args.pointer, &pointer) {
+                        clear.push(format!("event {} {pointer}", event.seq));
+                    }
+                }
+            }
+            continue;
+        }
+        let Ok(parsed) = CommittedPayload::parse(&event.kind, &bytes) else {
+            continue;
+        };
+        for slot in parsed.slots() {
+            for digest in &slot.digests {
+                let Some(StoredDisclosure::Present(bytes)) = held.get(digest) else {
+                    continue;
+                };
+                let name = open_disclosure(bytes).ok().and_then(|d| d.name);
+                let pointer = disclosed_pointer(&slot.pointer, name.as_deref());
+                if pointer_touches(&args.pointer, &pointer) && !digests.contains(digest) {
+                    digests.push(*digest);
+                    at.push(format!("event {} {pointer}", event.seq));
+                }
+            }
+        }
+    }
+    if !clear.is_empty() {
+        return Err(anyhow!(
+            "{} of run {run} holds {} in payload encoding 1 or 2, its hash covering the value: erasing it would break the chain, so nothing was erased (only values committed apart in encoding 3 can be; docs/events.md#values-committed-apart)",
+            clear[0],
+            args.pointer
+        ));
+    }
+    if digests.is_empty() {
+        return Err(anyhow!(
+            "run {run} holds no value at {} that is not already erased{}",
+            args.pointer,
+            args.seq
+                .map(|s| format!(" in event {s}"))
+                .unwrap_or_default()
+        ));
+    }
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let note =
+        json!({"by": args.by, "reason": args.reason, "at_ms": since, "pointer": args.pointer});
+    store
+        .shred_disclosures(&stream, digests.clone(), note.to_string().into_bytes())
+        .await
+        .with_context(|| format!("cannot erase the values of run {run}"))?;
+    for (digest, at) in digests.iter().zip(&at) {
+        outln!(out, "shredded {at} (digest {})", digest_text(digest));
+    }
+    outln!(
+        out,
+        "{} value(s) of run {run} erased by {}: their disclosures are gone from the data directory, their commitments stay, and `docket verify` counts them as shredded",
+        digests.len(),
+        args.by
+    );
     Ok(EXIT_COMPLETED)
 }

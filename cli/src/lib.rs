@@ -111,6 +111,11 @@ enum Command {
     /// checks the value against it (docs/export-format.md#checking-a-disclosure). Reads
     /// only.
     Disclose(disclose::DiscloseArgs),
+    /// Erase values of a run for an erasure request (payload encoding 3): their
+    /// disclosures are removed from the data directory, a tombstone naming who, when and
+    /// why in their place; the log is untouched and keeps verifying (`docket verify`
+    /// counts them as shredded). A writer: it waits for the writer lock.
+    Shred(disclose::ShredArgs),
     /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
@@ -204,6 +209,7 @@ pub fn main() -> ExitCode {
         Command::Export(args) => return export::main(args, cli.data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
         Command::Disclose(args) => return disclose::main(args, cli.data),
+        Command::Shred(args) => return disclose::shred_main(args, cli.data),
         Command::Prove(args) => return prove::main(args, cli.data),
         Command::Demo(args) => return demo::main(args, cli.data),
     };

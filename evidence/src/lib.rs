@@ -22,8 +22,7 @@ pub use checkpoint::{
 };
 pub use export::{
     BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, Redaction,
-    RunExport, Seal,
-    SealSummary, referenced_blobs, verify_export, write_jsonl,
+    RunExport, Seal, SealSummary, referenced_blobs, verify_export, write_jsonl,
 };
 pub use keys::{
     KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,

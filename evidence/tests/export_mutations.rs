@@ -176,7 +176,9 @@ fn export_of(id: &str, n: u64) -> Vec<u8> {
             events: &events,
             blobs: &blobs,
             disclosures: &disclosures,
-            redact: &["10:/output/amount".parse::<Redaction>().expect("a redaction")],
+            redact: &["10:/output/amount"
+                .parse::<Redaction>()
+                .expect("a redaction")],
             seal: Some(&seal),
         },
         &mut out,

@@ -149,7 +149,8 @@ pub(crate) fn append(
     file.write_all(&bytes)
         .map_err(io_err("writing disclosures", path))?;
     if sync {
-        file.sync_data().map_err(io_err("syncing disclosures", path))?;
+        file.sync_data()
+            .map_err(io_err("syncing disclosures", path))?;
         if fresh {
             sync_dir(dir)?;
         }
@@ -203,7 +204,8 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = file_of(dir.path(), "run/1");
         assert!(path.ends_with("run%2F1"));
-        let len = append(&path, 0, &[([1; 32], b"[\"s\",\"a\",1]".to_vec())], true).expect("append");
+        let len =
+            append(&path, 0, &[([1; 32], b"[\"s\",\"a\",1]".to_vec())], true).expect("append");
         // A torn record after the sound prefix is ignored, then overwritten.
         let mut f = OpenOptions::new().append(true).open(&path).expect("open");
         f.write_all(&[1, 2, 3]).expect("write");
@@ -212,8 +214,14 @@ mod tests {
         assert_eq!(read_back.len(), 1);
         append(&path, sound, &[([2; 32], b"secret value".to_vec())], false).expect("append");
         let (after, _) = shred(&path, &[[2; 32]], b"by dpo").expect("shred");
-        assert_eq!(after.get(&[2; 32]), Some(&StoredDisclosure::Shredded(b"by dpo".to_vec())));
-        assert!(matches!(after.get(&[1; 32]), Some(StoredDisclosure::Present(_))));
+        assert_eq!(
+            after.get(&[2; 32]),
+            Some(&StoredDisclosure::Shredded(b"by dpo".to_vec()))
+        );
+        assert!(matches!(
+            after.get(&[1; 32]),
+            Some(StoredDisclosure::Present(_))
+        ));
         let raw = std::fs::read(&path).expect("read");
         assert!(!raw.windows(6).any(|w| w == b"secret"));
     }

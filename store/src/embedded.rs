@@ -15,7 +15,6 @@ use futures::Stream;
 use tokio::sync::{oneshot, watch};
 use tracing::debug_span;
 
-use crate::disclosures::Disclosures;
 use crate::api::{
     Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamHead, TreeHead,
     VerifyReport,
@@ -23,6 +22,7 @@ use crate::api::{
 use crate::chain::{blob_hash, event_hash, genesis};
 use crate::codec::{BodyFields, PayloadView, TAG_EVENT, encode_body, seal_record};
 use crate::config::StoreConfig;
+use crate::disclosures::Disclosures;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
 use crate::index::Index;
@@ -65,10 +65,13 @@ struct Inner {
     view: Option<View>,
     /// Per stream, the sound length of its disclosure file and the digests it holds
     /// (FORMAT.md §12); writes to any of them are serialised by this lock.
-    disclosed: std::sync::Mutex<HashMap<String, (u64, HashSet<[u8; 32]>)>>,
+    disclosed: std::sync::Mutex<HashMap<String, DisclosedSoFar>>,
     /// The writer lock, released after everything above is dropped (declared last).
     lock: Option<WriterLock>,
 }
+
+/// A stream's disclosure file as this process knows it: its sound length and digests.
+type DisclosedSoFar = (u64, HashSet<[u8; 32]>);
 
 /// A read-only view: it indexes the log in memory and can read on from where it stopped.
 struct View {

@@ -23,9 +23,9 @@ use docket_example_geo::{governance, intelligence, observation, reasoning, strat
 use docket_policies::{
     InputKind, PolicyBundle, canonical_json_text, count_tokens, count_value_tokens,
 };
-use docket_runtime::Runtime;
 use docket_runtime::Workflow;
 use docket_runtime::{AgentExecutor, InProcessExecutor};
+use docket_runtime::{PayloadEncoding, Runtime};
 use docket_store::{
     EmbeddedStore, EventStore, Hash, NewEvent, StoreConfig, StreamId, WallTime, event_hash, genesis,
 };
@@ -459,6 +459,14 @@ fn main() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(dir.path(), StoreConfig::default()).await.expect("store");
         let runtime = Runtime::new(store.clone());
+        // DOCKET_BENCH_ENCODING=2 records in payload encoding 2 (content by hash) instead of
+        // the default 3 (values committed apart), to compare the two in one build.
+        let encoding = match std::env::var("DOCKET_BENCH_ENCODING").as_deref() {
+            Ok("2") => PayloadEncoding::Referenced,
+            _ => PayloadEncoding::Committed,
+        };
+        runtime.set_payload_encoding(encoding);
+        println!("payload encoding: {encoding:?}");
         register(&runtime);
         let wf = workflow();
         // Warm up (compile the bundle once, fault in pages).

@@ -33,6 +33,24 @@ pub const COMMITTED_PAYLOAD: u32 = 3;
 /// Bytes of salt per disclosure: 128 bits, as RFC 9901 §9.3 recommends.
 pub const SALT_BYTES: usize = 16;
 
+/// Where encoding 3 commits to values: encoding 2's content positions
+/// ([`crate::CONTENT_POSITIONS`]), and in an answer every action's content, not only a
+/// handoff's payload (a finish's output, a write's content, a spawn's or a capability
+/// request's inputs), so that what an agent answered can be withheld wherever it went.
+#[must_use]
+pub fn committed_positions(kind: &str) -> &'static [&'static str] {
+    const RESPONDED: &[&str] = &[
+        "/response/actions/*/payload",
+        "/response/actions/*/output",
+        "/response/actions/*/content",
+        "/response/actions/*/inputs",
+    ];
+    match kind {
+        "agent.responded" => RESPONDED,
+        other => content_positions(other),
+    }
+}
+
 /// SHA-256 of a disclosure's base64url text: what a payload commits to.
 pub type DisclosureDigest = [u8; 32];
 
@@ -133,7 +151,7 @@ impl RunEvent {
         &self,
         salt: &mut dyn FnMut(&[u8]) -> [u8; SALT_BYTES],
     ) -> Option<CommittedEvent> {
-        let positions = content_positions(self.kind());
+        let positions = committed_positions(self.kind());
         if positions.is_empty() {
             return Some(CommittedEvent {
                 payload: self.encode(),
@@ -245,7 +263,8 @@ fn jcs_exact(value: &Value) -> bool {
             } else if let Some(i) = n.as_i64() {
                 i.unsigned_abs() <= LIMIT
             } else {
-                n.as_f64().is_some_and(|f| f.is_finite() && f.fract() != 0.0)
+                n.as_f64()
+                    .is_some_and(|f| f.is_finite() && f.fract() != 0.0)
             }
         }
         Value::Array(items) => items.iter().all(jcs_exact),
@@ -304,10 +323,13 @@ impl CommittedPayload {
         let mut slots = Vec::new();
         let mut bad: Option<String> = None;
         let mut probe = value.clone();
-        for position in content_positions(kind) {
+        for position in committed_positions(kind) {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
-            walk(&mut probe, &steps, String::new(), &mut |pointer, slot| {
-                match parse_slot(slot) {
+            walk(
+                &mut probe,
+                &steps,
+                String::new(),
+                &mut |pointer, slot| match parse_slot(slot) {
                     Some((digests, object, clear)) => slots.push(CommittedSlot {
                         pointer,
                         digests,
@@ -322,8 +344,8 @@ impl CommittedPayload {
                         ));
                     }
                     None => {}
-                }
-            });
+                },
+            );
         }
         if let Some(message) = bad {
             return Err(err(message));
@@ -375,18 +397,26 @@ impl CommittedPayload {
             }
             let mut whole = Value::Null;
             for digest in &slot.digests {
-                let at = format!("the value at {} (digest {})", slot.pointer, digest_text(digest));
+                let at = format!(
+                    "the value at {} (digest {})",
+                    slot.pointer,
+                    digest_text(digest)
+                );
                 let bytes = match lookup(digest) {
                     DisclosureLookup::Present(bytes) => bytes,
                     DisclosureLookup::Shredded(note) => {
                         return Err(err(format!("{at} was shredded: {note}")));
                     }
                     DisclosureLookup::Missing => {
-                        return Err(err(format!("{at}: its disclosure is not in the data directory")));
+                        return Err(err(format!(
+                            "{at}: its disclosure is not in the data directory"
+                        )));
                     }
                 };
                 if disclosure_digest(&bytes) != *digest {
-                    return Err(err(format!("{at}: its disclosure does not hash to the digest")));
+                    return Err(err(format!(
+                        "{at}: its disclosure does not hash to the digest"
+                    )));
                 }
                 let opened = open_disclosure(&bytes).map_err(|e| err(format!("{at}: {e}")))?;
                 match (slot.object, opened.name) {
@@ -400,7 +430,9 @@ impl CommittedPayload {
                         return Err(err(format!("{at}: the disclosure of a key has no name")));
                     }
                     (false, Some(_)) => {
-                        return Err(err(format!("{at}: the disclosure of a whole value has a name")));
+                        return Err(err(format!(
+                            "{at}: the disclosure of a whole value has a name"
+                        )));
                     }
                 }
             }
@@ -531,17 +563,16 @@ mod tests {
         assert!(!text.contains("Ada") && text.contains("\"_sd\""), "{text}");
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
         assert_eq!(parsed.slots()[0].pointer, "/output");
-        let back = parsed.decode(lookup_in(&encoded.disclosures)).expect("decodes");
+        let back = parsed
+            .decode(lookup_in(&encoded.disclosures))
+            .expect("decodes");
         assert_eq!(back, event);
         // Each disclosure is RFC 8785 JSON of [salt, name, value].
         for d in &encoded.disclosures {
             let opened = open_disclosure(&d.bytes).expect("opens");
-            let again = serde_json_canonicalizer::to_vec(&json!([
-                opened.salt,
-                opened.name,
-                opened.value
-            ]))
-            .expect("jcs");
+            let again =
+                serde_json_canonicalizer::to_vec(&json!([opened.salt, opened.name, opened.value]))
+                    .expect("jcs");
             assert_eq!(again, d.bytes);
         }
         // A string is committed whole.
@@ -552,7 +583,9 @@ mod tests {
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
         assert!(!parsed.slots()[0].object);
         assert_eq!(
-            parsed.decode(lookup_in(&encoded.disclosures)).expect("decodes"),
+            parsed
+                .decode(lookup_in(&encoded.disclosures))
+                .expect("decodes"),
             event
         );
         // A number JCS would change stays in the clear beside the digests; as a whole
@@ -560,11 +593,15 @@ mod tests {
         let event = RunEvent::RunCompleted {
             output: json!({"score": 1.0, "name": "Ada"}),
         };
-        let encoded = event.encode_committed(&mut counter_salt()).expect("committed");
+        let encoded = event
+            .encode_committed(&mut counter_salt())
+            .expect("committed");
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
         assert_eq!(parsed.slots()[0].clear, vec!["score".to_owned()]);
         assert_eq!(encoded.disclosures.len(), 1);
-        let back = parsed.decode(lookup_in(&encoded.disclosures)).expect("decodes");
+        let back = parsed
+            .decode(lookup_in(&encoded.disclosures))
+            .expect("decodes");
         assert_eq!(back.encode(), event.encode());
         let event = RunEvent::RunCompleted {
             output: json!([1.0]),
@@ -579,7 +616,9 @@ mod tests {
         };
         let encoded = event.encode_committed(&mut counter_salt()).expect("exact");
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
-        let missing = parsed.decode(|_| DisclosureLookup::Missing).expect_err("missing");
+        let missing = parsed
+            .decode(|_| DisclosureLookup::Missing)
+            .expect_err("missing");
         assert!(missing.message.contains("/output"), "{missing}");
         let forged = parsed
             .decode(|_| DisclosureLookup::Present(br#"["AAAA","name","Eve"]"#.to_vec()))
@@ -598,9 +637,15 @@ mod tests {
     fn pointers_touch_what_holds_them_and_what_they_hold() {
         assert!(pointer_touches("/output/claimant/name", "/output/claimant"));
         assert!(pointer_touches("/output", "/output/claimant"));
-        assert!(pointer_touches("/request/decision_inputs/*/payload/x", "/request/decision_inputs/3/payload/x"));
+        assert!(pointer_touches(
+            "/request/decision_inputs/*/payload/x",
+            "/request/decision_inputs/3/payload/x"
+        ));
         assert!(!pointer_touches("/output/amount", "/output/claimant"));
-        assert_eq!(disclosed_pointer("/output", Some("a/b~c")), "/output/a~1b~0c");
+        assert_eq!(
+            disclosed_pointer("/output", Some("a/b~c")),
+            "/output/a~1b~0c"
+        );
     }
 
     proptest! {

@@ -73,7 +73,9 @@ pub fn content_pointers(kind: &str, payload: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for position in content_positions(kind) {
         let steps: Vec<&str> = position.split('/').skip(1).collect();
-        walk(&mut value, &steps, String::new(), &mut |pointer, _| out.push(pointer));
+        walk(&mut value, &steps, String::new(), &mut |pointer, _| {
+            out.push(pointer)
+        });
     }
     out
 }

@@ -112,7 +112,9 @@ pub enum LineFault {
     MissingDisclosure { pointer: String, digest: String },
     #[error("digest {found} is not the one expected here ({expected})")]
     UnexpectedDisclosure { found: String, expected: String },
-    #[error("the disclosure does not hash to its digest {digest}: it is not the value committed to")]
+    #[error(
+        "the disclosure does not hash to its digest {digest}: it is not the value committed to"
+    )]
     WrongDisclosure { digest: String },
     #[error("the disclosure of the value at {pointer} is not one: {why}")]
     MalformedDisclosure { pointer: String, why: String },
@@ -643,7 +645,10 @@ impl DisclosureLines {
                 n,
                 LineFault::UnexpectedDisclosure {
                     found: text.to_owned(),
-                    expected: format!("the value at {pointer} of the event before, digest {}", digest_text(&want)),
+                    expected: format!(
+                        "the value at {pointer} of the event before, digest {}",
+                        digest_text(&want)
+                    ),
                 },
             ));
         }
@@ -651,13 +656,24 @@ impl DisclosureLines {
             let disclosure = str_field(n, line, "disclosure")?;
             // RFC 9901: the digest is over the base64url text exactly as given.
             if disclosure_digest_of_text(disclosure) != digest {
-                return Err(fault(n, LineFault::WrongDisclosure { digest: text.to_owned() }));
+                return Err(fault(
+                    n,
+                    LineFault::WrongDisclosure {
+                        digest: text.to_owned(),
+                    },
+                ));
             }
             let bytes = URL_SAFE_NO_PAD
                 .decode(disclosure)
                 .map_err(|_| fault(n, LineFault::NotBase64("disclosure")))?;
             let opened = open_disclosure(&bytes).map_err(|why| {
-                fault(n, LineFault::MalformedDisclosure { pointer: pointer.clone(), why })
+                fault(
+                    n,
+                    LineFault::MalformedDisclosure {
+                        pointer: pointer.clone(),
+                        why,
+                    },
+                )
             })?;
             if opened.name.is_some() != named {
                 let why = if named {
@@ -667,7 +683,10 @@ impl DisclosureLines {
                 };
                 return Err(fault(
                     n,
-                    LineFault::MalformedDisclosure { pointer, why: why.into() },
+                    LineFault::MalformedDisclosure {
+                        pointer,
+                        why: why.into(),
+                    },
                 ));
             }
             self.disclosed += 1;

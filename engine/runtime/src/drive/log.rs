@@ -102,7 +102,10 @@ async fn payload_and_refs<S: EventStore>(
 ) -> Result<(Vec<u8>, Vec<ContentRef>), RuntimeError> {
     let bytes = stored_payload(store, event).await?;
     if event.kind_version == COMMITTED_PAYLOAD {
-        return Ok((committed_plain(store, event, &bytes, disclosed).await?, Vec::new()));
+        return Ok((
+            committed_plain(store, event, &bytes, disclosed).await?,
+            Vec::new(),
+        ));
     }
     if event.kind_version != REFERENCED_PAYLOAD {
         return Ok((bytes, Vec::new()));

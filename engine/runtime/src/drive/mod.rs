@@ -34,8 +34,8 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection, COMMITTED_PAYLOAD, RunEvent, RunId,
-    RunRequested, RunState, decide_in_place,
+    COMMITTED_PAYLOAD, Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection,
+    RunEvent, RunId, RunRequested, RunState, decide_in_place,
 };
 
 pub use executors::resolve_program;
@@ -751,15 +751,12 @@ impl<S: EventStore + 'static> Runtime<S> {
         let mut disclosures = Vec::new();
         let encoding = self.payload_encoding();
         let mut salt = match encoding {
-            PayloadEncoding::Committed => Some(
-                self.inner
-                    .salts
-                    .for_run(run_id.as_str())
-                    .map_err(|message| RuntimeError::NoRandomness {
-                        run: run_id.to_string(),
-                        message,
-                    })?,
-            ),
+            PayloadEncoding::Committed => Some(self.inner.salts.for_run(run_id.as_str()).map_err(
+                |message| RuntimeError::NoRandomness {
+                    run: run_id.to_string(),
+                    message,
+                },
+            )?),
             _ => None,
         };
         let batch: Vec<NewEvent> = events
@@ -770,7 +767,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     .and_then(|salt| e.encode_committed(&mut |m| salt.salt(m)));
                 let (kind_version, payload) = match (encoding, committed) {
                     (_, Some(encoded)) => {
-                        disclosures.extend(encoded.disclosures.into_iter().map(|d| (d.digest, d.bytes)));
+                        disclosures
+                            .extend(encoded.disclosures.into_iter().map(|d| (d.digest, d.bytes)));
                         (COMMITTED_PAYLOAD, encoded.payload)
                     }
                     (PayloadEncoding::Plain, None) => (KIND_VERSION, e.encode()),

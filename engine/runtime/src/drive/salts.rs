@@ -24,7 +24,10 @@ impl SaltKeys {
     /// The salt source of `run` (its key drawn now if this process has none yet).
     /// A failing OS source is an error: a fixed key would make salts guessable.
     pub(super) fn for_run(&self, run: &str) -> Result<RunSalts, String> {
-        let mut keys = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut keys = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(key) = keys.get(run) {
             return Ok(RunSalts(*key));
         }

@@ -1,0 +1,354 @@
+//! Redaction that still verifies (docs/export-format.md#redacted-exports), through the
+//! binary: a run recorded in payload encoding 3 exports with values withheld, the export
+//! verifies in docket and in the Python reference verifier, a value disclosed afterwards
+//! checks against its commitment and a forged one does not, and `docket verify` checks
+//! every disclosure of the data directory.
+
+use std::path::Path;
+use std::process::Command;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use docket_tests::{
+    docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text, workspace_root,
+};
+
+/// Whether Python with the verifier's libraries is here (CI must have it).
+#[allow(clippy::print_stderr)] // a skipped check says so
+fn python_verifier() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import blake3, cryptography"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
+        );
+        eprintln!("skipped the Python verifier: python3 with blake3 and cryptography is missing");
+    }
+    ok
+}
+
+fn python(args: &[&str]) -> (i32, String) {
+    let out = Command::new("python3")
+        .arg(workspace_root().join("examples/verifier/verify_export.py"))
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    (exit_code(&out), stdout_text(&out))
+}
+
+fn ok(data: &Path, args: &[&str]) -> String {
+    let out = docket_on(data, args);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "docket {args:?}: {}{}",
+        stdout_text(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_text(&out)
+}
+
+/// The sequence of the run's `run.completed`.
+fn completed_seq(data: &Path, run: &str) -> u64 {
+    ok(data, &["events", run, "--json"])
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
+        .find(|e| e["kind"] == "run.completed")
+        .and_then(|e| e["seq"].as_u64())
+        .expect("the run completed")
+}
+
+#[test]
+fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitment() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let workflow = geo_workflow();
+    ok(
+        &data,
+        &["run", workflow.to_str().unwrap(), "--run-id", "geo-redact"],
+    );
+    let seq = completed_seq(&data, "geo-redact");
+
+    // The value to withhold, as `docket disclose` reveals it.
+    let disclosed = ok(
+        &data,
+        &[
+            "disclose",
+            "geo-redact",
+            "--seq",
+            &seq.to_string(),
+            "--pointer",
+            "/output/recommendations/0/action",
+            "--json",
+        ],
+    );
+    let disclosed: serde_json::Value =
+        serde_json::from_str(disclosed.lines().next().unwrap()).expect("one JSON line");
+    assert_eq!(disclosed["pointer"], "/output/recommendations");
+    let action = disclosed["value"][0]["action"]
+        .as_str()
+        .expect("an action")
+        .to_owned();
+    let disclosure = disclosed["disclosure"].as_str().unwrap().to_owned();
+
+    // Withheld everywhere the run recorded it (the output, and the handoff delivering it).
+    let full = dir.path().join("full.jsonl");
+    let redacted = dir.path().join("redacted.jsonl");
+    ok(
+        &data,
+        &[
+            "export",
+            "geo-redact",
+            "--format",
+            "jsonl",
+            "--out",
+            full.to_str().unwrap(),
+        ],
+    );
+    ok(
+        &data,
+        &[
+            "export",
+            "geo-redact",
+            "--format",
+            "jsonl",
+            "--out",
+            redacted.to_str().unwrap(),
+            "--redact",
+            "/output/recommendations/0/action",
+        ],
+    );
+    let full_text = std::fs::read_to_string(&full).unwrap();
+    let redacted_text = std::fs::read_to_string(&redacted).unwrap();
+    assert!(
+        full_text.contains(&disclosure),
+        "the full export discloses it"
+    );
+    assert!(
+        !redacted_text.contains(&disclosure),
+        "the redacted one does not"
+    );
+    // Neither in the clear: the agent's answer, the handoff and the output all commit to
+    // it apart. (An episode summary quoting it as text is another value, not withheld.)
+    assert!(
+        !redacted_text.contains(&action),
+        "the action is in the clear"
+    );
+    assert!(redacted_text.contains(r#""type":"withheld""#));
+
+    let verdict = ok(
+        Path::new("."),
+        &["verify-export", "--json", redacted.to_str().unwrap()],
+    );
+    let verdict: serde_json::Value = serde_json::from_str(verdict.trim()).unwrap();
+    assert_eq!(verdict["sound"], true, "{verdict}");
+    assert!(verdict["values_withheld"].as_u64() >= Some(1), "{verdict}");
+    assert!(verdict["values_disclosed"].as_u64() > Some(1), "{verdict}");
+    // The same tree head as the full export: chain, tree and seal cover the digests.
+    let full_verdict = ok(
+        Path::new("."),
+        &["verify-export", "--json", full.to_str().unwrap()],
+    );
+    let full_verdict: serde_json::Value = serde_json::from_str(full_verdict.trim()).unwrap();
+    assert_eq!(verdict["root"], full_verdict["root"]);
+
+    // A redacted export whose withheld line is turned into a forged disclosure fails.
+    let forged = URL_SAFE_NO_PAD.encode(
+        serde_json::to_vec(&serde_json::json!([
+            disclosed["salt"],
+            "recommendations",
+            [{"action": "forged"}]
+        ]))
+        .unwrap(),
+    );
+    let digest = disclosed["digest"].as_str().unwrap();
+    let tampered = dir.path().join("tampered.jsonl");
+    std::fs::write(
+        &tampered,
+        redacted_text.replace(
+            &format!(r#"{{"type":"withheld","digest":"{digest}","why":"redacted"}}"#),
+            &format!(r#"{{"type":"disclosure","digest":"{digest}","disclosure":"{forged}"}}"#),
+        ),
+    )
+    .unwrap();
+    let out = docket_on(
+        Path::new("."),
+        &["verify-export", tampered.to_str().unwrap()],
+    );
+    assert_eq!(exit_code(&out), 1, "{}", stdout_text(&out));
+    assert!(
+        stdout_text(&out).contains("does not hash to its digest"),
+        "{}",
+        stdout_text(&out)
+    );
+
+    if python_verifier() {
+        let (code, line) = python(&[redacted.to_str().unwrap()]);
+        assert_eq!(code, 0, "{line}");
+        assert!(line.contains("withheld"), "{line}");
+        let (code, line) = python(&[tampered.to_str().unwrap()]);
+        assert_eq!(code, 1, "{line}");
+        // The disclosure checks against the commitment in the redacted export...
+        let (code, line) = python(&[
+            "disclose",
+            redacted.to_str().unwrap(),
+            &seq.to_string(),
+            &disclosure,
+        ]);
+        assert_eq!(code, 0, "{line}");
+        assert!(line.contains("/output/recommendations"), "{line}");
+        // ... a forged one, and the right one against another event, do not.
+        let (code, line) = python(&[
+            "disclose",
+            redacted.to_str().unwrap(),
+            &seq.to_string(),
+            &forged,
+        ]);
+        assert_eq!(code, 1, "{line}");
+        let (code, line) = python(&["disclose", redacted.to_str().unwrap(), "1", &disclosure]);
+        assert_eq!(code, 1, "{line}");
+    }
+}
+
+#[test]
+fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let workflow = geo_workflow();
+    ok(
+        &data,
+        &["run", workflow.to_str().unwrap(), "--run-id", "geo-v3"],
+    );
+    let said = ok(&data, &["verify"]);
+    assert!(said.contains("ok    geo-v3"), "{said}");
+    ok(&data, &["replay", "geo-v3"]);
+
+    // A pointer that names nothing is refused, naming it, rather than exporting in full.
+    let out = docket_on(
+        &data,
+        &[
+            "export",
+            "geo-v3",
+            "--format",
+            "jsonl",
+            "--out",
+            "-",
+            "--redact",
+            "/output/no_such_key",
+        ],
+    );
+    assert_eq!(exit_code(&out), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/output/no_such_key"));
+
+    // Shredding: the value is gone from every file of the data directory, the log still
+    // verifies, counting it as shredded, and reading the run says what was erased.
+    let seq = completed_seq(&data, "geo-v3");
+    let disclosed = ok(
+        &data,
+        &[
+            "disclose",
+            "geo-v3",
+            "--seq",
+            &seq.to_string(),
+            "--pointer",
+            "/output/recommendations",
+            "--json",
+        ],
+    );
+    let disclosed: serde_json::Value =
+        serde_json::from_str(disclosed.lines().next().unwrap()).expect("one JSON line");
+    let bytes = URL_SAFE_NO_PAD
+        .decode(disclosed["disclosure"].as_str().unwrap())
+        .unwrap();
+    let files_holding = |needle: &[u8]| -> Vec<std::path::PathBuf> {
+        let mut found = Vec::new();
+        let mut stack = vec![data.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if std::fs::read(&path)
+                    .unwrap()
+                    .windows(needle.len())
+                    .any(|w| w == needle)
+                {
+                    found.push(path);
+                }
+            }
+        }
+        found
+    };
+    assert_eq!(
+        files_holding(&bytes).len(),
+        1,
+        "the disclosure is in one file before"
+    );
+    let said = ok(
+        &data,
+        &[
+            "shred",
+            "geo-v3",
+            "--pointer",
+            "/output/recommendations",
+            "--by",
+            "dpo@example",
+            "--reason",
+            "erasure request 17",
+        ],
+    );
+    assert!(said.contains("shredded event"), "{said}");
+    assert_eq!(files_holding(&bytes), Vec::<std::path::PathBuf>::new());
+    let said = ok(&data, &["verify"]);
+    assert!(
+        said.contains("ok    geo-v3") && said.contains("1 value shredded"),
+        "{said}"
+    );
+    let out = docket_on(&data, &["replay", "geo-v3"]);
+    assert_ne!(exit_code(&out), 0);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("shredded") && err.contains("dpo@example"),
+        "{err}"
+    );
+    // A redacted export still writes and verifies: the erased value is `withheld`.
+    let file = dir.path().join("after.jsonl");
+    ok(
+        &data,
+        &[
+            "export",
+            "geo-v3",
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(text.contains(r#""why":"shredded""#));
+    ok(Path::new("."), &["verify-export", file.to_str().unwrap()]);
+
+    // A disclosure changed on disk is damage `docket verify` names, with the event.
+    let file = std::fs::read_dir(data.join("disclosures"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let mut bytes = std::fs::read(&file).unwrap();
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x20;
+    std::fs::write(&file, bytes).unwrap();
+    let out = docket_on(&data, &["verify"]);
+    assert_eq!(exit_code(&out), 1, "{}", stdout_text(&out));
+    assert!(
+        stdout_text(&out).contains("FAIL  geo-v3  event "),
+        "{}",
+        stdout_text(&out)
+    );
+}
