@@ -1,7 +1,7 @@
 //! `docket circuits`: every agent's circuit breaker across the runs of a data directory
 //! (the `_circuits` stream, docs/governance.md#circuit-breaker), and `docket circuits
 //! reset`, a person closing one (recorded: who, why, when). Listing reads only: it creates
-//! and changes nothing, not even a missing data directory.
+//! and changes nothing; a missing data directory is an error naming it.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -79,15 +79,12 @@ pub(crate) async fn execute(
                     .clone(),
                 None => CircuitBreaker::default(),
             };
-            // A data directory that does not exist has no breakers.
-            let breakers = if data.is_dir() {
-                crate::runs::open_read(data)
-                    .await?
-                    .circuit_breakers(&settings)
-                    .await?
-            } else {
-                Vec::new()
-            };
+            // A data directory that does not exist is an error naming it, as for every
+            // read: a typo in --data must not pass for "no breakers".
+            let breakers = crate::runs::open_read(data)
+                .await?
+                .circuit_breakers(&settings)
+                .await?;
             if args.json {
                 let list: Vec<_> = breakers.iter().map(breaker_json).collect();
                 outln!(

@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketId};
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketId};
 use docket_policies::{InputKind, Verdict};
 use docket_runtime::{HumanDecision, Runtime, Workflow, check_executables};
 use docket_store::EmbeddedStore;
@@ -348,16 +348,9 @@ fn say(text: &str) {
 
 /// `docket demo`: exit 0 when every run ended as expected and all the evidence checks.
 pub(crate) fn main(args: DemoArgs, data: Option<PathBuf>) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runs::async_runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
-        }
+        Err(code) => return code,
     };
     match runtime.block_on(demo(args, data)) {
         Ok(code) => ExitCode::from(code),
@@ -732,34 +725,23 @@ fn summarise(
         state.status().as_str()
     );
 
+    // Every call and handoff decision, from the log (the state keeps only live calls).
+    let history = RunHistory::fold(events);
     // Decisive handoffs allowed, in order, with repeats counted; context inputs counted.
-    let mut pairs: Vec<(String, usize)> = Vec::new();
+    let mut decisive = Vec::new();
     let mut context = 0;
-    for h in state.handoffs().iter().filter(|h| h.allowed) {
+    for h in history.handoffs().iter().filter(|h| h.allowed) {
         if h.input == InputKind::Context {
             context += 1;
-            continue;
-        }
-        let pair = format!("{} → {}", h.from, h.to);
-        match pairs.iter_mut().find(|(p, _)| *p == pair) {
-            Some((_, n)) => *n += 1,
-            None => pairs.push((pair, 1)),
+        } else {
+            decisive.push(format!("{} → {}", h.from, h.to));
         }
     }
-    let listed: Vec<String> = pairs
-        .iter()
-        .map(|(p, n)| {
-            if *n > 1 {
-                format!("{p} ×{n}")
-            } else {
-                p.clone()
-            }
-        })
-        .collect();
+    let listed = counted(&decisive);
     outln!(
         out,
         "  allowed: {} handoff(s): {}; {context} read-only context input(s)",
-        pairs.iter().map(|(_, n)| n).sum::<usize>(),
+        decisive.len(),
         if listed.is_empty() {
             "none".to_owned()
         } else {
@@ -777,30 +759,19 @@ fn summarise(
         }
     }
 
-    let mut failures: Vec<(String, usize)> = Vec::new();
-    for call in state.calls().values() {
-        if let Some(code) = &call.failure {
-            let what = format!("{} {code}", call.recorded.target_agent);
-            match failures.iter_mut().find(|(w, _)| *w == what) {
-                Some((_, n)) => *n += 1,
-                None => failures.push((what, 1)),
-            }
-        }
-    }
-    let failed: Vec<String> = failures
-        .iter()
-        .map(|(w, n)| {
-            if *n > 1 {
-                format!("{w} ×{n}")
-            } else {
-                w.clone()
-            }
+    let failures: Vec<String> = history
+        .calls()
+        .values()
+        .filter_map(|call| {
+            let code = call.failure.as_ref()?;
+            Some(format!("{} {code}", call.recorded.target_agent))
         })
         .collect();
+    let failed = counted(&failures);
     outln!(
         out,
         "  calls: {}{}",
-        state.calls().len(),
+        history.calls().len(),
         if failed.is_empty() {
             String::new()
         } else {
@@ -858,6 +829,27 @@ fn summarise(
         Ok(()) => outln!(out, "  as expected ({})", expected_text(scenario.expect)),
         Err(why) => outln!(out, "  UNEXPECTED: {why}"),
     }
+}
+
+/// The distinct items in their first order, each repeated one marked `×N`.
+fn counted(items: &[String]) -> Vec<String> {
+    let mut tally: Vec<(&str, usize)> = Vec::new();
+    for item in items {
+        match tally.iter_mut().find(|(seen, _)| *seen == item.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => tally.push((item, 1)),
+        }
+    }
+    tally
+        .into_iter()
+        .map(|(item, n)| {
+            if n > 1 {
+                format!("{item} ×{n}")
+            } else {
+                item.to_owned()
+            }
+        })
+        .collect()
 }
 
 /// Every refusal the run recorded, one line each: handoffs, policy decisions (tool calls,

@@ -2,7 +2,6 @@
 //! docket (`--format jsonl`, docs/export-format.md) or reads (`--format html`, one
 //! self-contained page, docs/report.md), and the offline check of an export.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,13 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use clap::{Args, ValueEnum};
 use docket_decider::RunId;
-use docket_evidence::{
-    ChainCheck, CheckpointCheck, LoggedEvent, ReportVerification, RunExport, Seal,
-    SignedCheckpoint, VerifierKey, html_report,
-};
+use docket_evidence::{ExportRequest, LoggedEvent, VerifierKey};
 use docket_runtime::Runtime;
-use docket_store::{EmbeddedStore, Event, EventStore as _, Payload, StreamId};
-use futures::StreamExt as _;
+use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 use serde_json::json;
 
 use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
@@ -122,13 +117,20 @@ async fn export(
             "no run {run} in this data directory (`docket runs` lists them)"
         ));
     };
-    let seal = run_seal(rt, data, run.as_str(), head.seq).await?;
-    let (bytes, what) = match format {
-        Format::Jsonl => (
-            jsonl(store, &stream, head.seq, seal.as_ref(), &redact).await?,
-            "export",
-        ),
-        Format::Html => (html(rt, &run, &stream, seal.as_ref()).await?, "report"),
+    let seal = docket_evidence::run_seal(store, data, run.as_str(), head.seq).await?;
+    let events;
+    let request = match format {
+        Format::Jsonl => ExportRequest::Jsonl { redact: &redact },
+        Format::Html => {
+            events = logged_events(rt, &run).await?;
+            ExportRequest::Html { events: &events }
+        }
+    };
+    let bytes =
+        docket_evidence::export_run(store, &stream, head.seq, seal.as_ref(), request).await?;
+    let what = match format {
+        Format::Jsonl => "export",
+        Format::Html => "report",
     };
     let path = to.unwrap_or_else(|| PathBuf::from(format!("{run}.{}", format.extension())));
     if path == Path::new("-") {
@@ -141,7 +143,7 @@ async fn export(
     std::fs::write(&path, &bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     let signed = match &seal {
-        Some((_, key)) => format!("signed by {}", key.label()),
+        Some(seal) => format!("signed by {}", seal.key.label()),
         None => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
     };
     outln!(
@@ -179,90 +181,12 @@ pub(crate) async fn export_to(
     export(rt, data, args, &mut String::new()).await.map(drop)
 }
 
-/// The run's signed checkpoint at `size` and the key of this data directory that signed
-/// it, when it was sealed at that size.
-async fn run_seal(
-    rt: &Runtime<EmbeddedStore>,
-    data: &Path,
-    run: &str,
-    size: u64,
-) -> anyhow::Result<Option<(String, VerifierKey)>> {
-    let seals = docket_evidence::seals_of(rt.store(), run).await?;
-    let Some(seal) = seals.into_iter().rev().find(|s| s.size == size) else {
-        return Ok(None);
-    };
-    let keys = docket_evidence::verifiers(data)?;
-    let signed = SignedCheckpoint::parse(&seal.checkpoint)
-        .map_err(|e| anyhow!("the seal of run {run} in the log of run heads: {e}"))?;
-    let key = signed.signed_by(&keys).map_err(|e| {
-        anyhow!("the seal of run {run} does not check with this directory's keys: {e}")
-    })?;
-    Ok(Some((seal.checkpoint, key.clone())))
-}
-
-async fn jsonl(
-    store: &EmbeddedStore,
-    stream: &StreamId,
-    size: u64,
-    seal: Option<&(String, VerifierKey)>,
-    redact: &[docket_evidence::Redaction],
-) -> anyhow::Result<Vec<u8>> {
-    let mut events: Vec<Event> = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    let mut reader = Box::pin(store.read(stream, 1..=size));
-    while let Some(event) = reader.next().await {
-        events.push(event.with_context(|| format!("cannot read run {stream}"))?);
-    }
-    let mut blobs = BTreeMap::new();
-    for event in &events {
-        if let Payload::Blob(r) = &event.payload
-            && !blobs.contains_key(&r.hash)
-            && let Some(bytes) = store.get_blob(&r.hash).await?
-        {
-            blobs.insert(r.hash, bytes);
-        }
-    }
-    // The content encoding-2 events refer to (docs/events.md#content-stored-once).
-    for hash in docket_evidence::referenced_blobs(&events, |e| match &e.payload {
-        Payload::Inline(bytes) => Some(bytes.as_slice()),
-        Payload::Blob(r) => blobs.get(&r.hash).map(Vec::as_slice),
-    }) {
-        if !blobs.contains_key(&hash)
-            && let Some(bytes) = store.get_blob(&hash).await?
-        {
-            blobs.insert(hash, bytes);
-        }
-    }
-    let seal = seal.map(|(note, key)| Seal {
-        note: note.clone(),
-        verifier_key: key.to_string(),
-    });
-    // The values encoding-3 events commit to (docs/events.md#values-committed-apart).
-    let disclosures = store
-        .disclosures(stream)
-        .await
-        .with_context(|| format!("cannot read the disclosures of run {stream}"))?;
-    let mut bytes = Vec::new();
-    docket_evidence::write_jsonl(
-        &RunExport {
-            run: stream,
-            events: &events,
-            blobs: &blobs,
-            disclosures: &disclosures,
-            redact,
-            seal: seal.as_ref(),
-        },
-        &mut bytes,
-    )?;
-    Ok(bytes)
-}
-
-async fn html(
+/// Run `run`'s events decoded with plain payloads, for its HTML report.
+async fn logged_events(
     rt: &Runtime<EmbeddedStore>,
     run: &RunId,
-    stream: &StreamId,
-    seal: Option<&(String, VerifierKey)>,
-) -> anyhow::Result<Vec<u8>> {
-    let events: Vec<LoggedEvent> = rt
+) -> anyhow::Result<Vec<LoggedEvent>> {
+    Ok(rt
         .events(run)
         .await?
         .into_iter()
@@ -272,26 +196,7 @@ async fn html(
             hash: e.hash,
             event: e.event,
         })
-        .collect();
-    let checked = rt
-        .store()
-        .verify(stream)
-        .await
-        .with_context(|| format!("cannot verify run {run}'s log"))?;
-    let verification = ReportVerification {
-        chain: ChainCheck::from(&checked),
-        checkpoint: seal.map(|(note, key)| CheckpointCheck {
-            note: note.clone(),
-            outcome: format!(
-                "signed by {}, this data directory's key; it covers all {} events",
-                key.label(),
-                events.len()
-            ),
-            sound: true,
-        }),
-    };
-    let page = html_report(&events, &verification).map_err(|e| anyhow!("run {run}: {e}"))?;
-    Ok(page.into_bytes())
+        .collect())
 }
 
 /// Checks an export file offline; exit 1 at its first bad line.

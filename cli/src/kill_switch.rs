@@ -167,7 +167,7 @@ fn flip(
 /// to initialise a directory that is not empty, so switches engaged before the first run
 /// would otherwise keep every later `docket run` out. A directory that is already a store
 /// (possibly held by a running `docket run`) is left alone.
-fn initialise_store(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn initialise_store(dir: &Path) -> anyhow::Result<()> {
     if docket_store::EmbeddedStore::exists_in(dir) {
         return Ok(());
     }

@@ -1,8 +1,10 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`, `answer`, `override`), forensics (`replay`, `inspect`, `diff`,
+//! `approve`, `deny`, `answer`, `override`, `cancel`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
 //! (`keys`, `verify`, `prove`, `export`, `verify-export`), policy bundles (`policy
-//! check | explain | diff | schema`) and the examples' tour (`demo`).
+//! check | explain | diff | schema`), bundle versions and handoff rules (`policy versions |
+//! register | rules | set-rules`), the examples' tour (`demo`) and the HTTP API (`serve`,
+//! `token`).
 //! This is the one crate that prints and chooses exit codes.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -31,7 +33,10 @@ mod kill_switch;
 mod progress;
 mod prove;
 mod replay;
+mod rules;
 mod runs;
+mod serve;
+mod telemetry;
 mod verify;
 mod words;
 
@@ -59,6 +64,11 @@ struct Cli {
     /// say which process it is. Commands that only read never wait.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
     lock_wait: f64,
+    /// Export the runtime's spans (runs, agent calls, handoffs, tool calls, effects) over
+    /// OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (default:
+    /// $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set). docs/observability.md.
+    #[arg(long, global = true, value_name = "ENDPOINT")]
+    otlp: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -120,6 +130,19 @@ enum Command {
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
     Prove(prove::ProveArgs),
+    /// Serve the data directory over HTTP: a JSON API for runs, tickets, kill switches,
+    /// policy bundles, replay and exports, with server-sent events of each run's log
+    /// (docs/api.md). Every route needs a bearer token (`docket token create`). The server
+    /// holds the directory's writer lock while it runs: commands that record are refused
+    /// meanwhile (use the API); commands that read work as usual. Loopback only unless
+    /// --allow-remote.
+    Serve(serve::ServeArgs),
+    /// Bearer tokens for `docket serve`: create (printed once, stored hashed), list,
+    /// revoke (docs/api.md#tokens-and-roles).
+    Token {
+        #[command(subcommand)]
+        command: serve::TokenCommand,
+    },
     /// Run every example's scenarios on a fresh data directory (default ./docket-demo; a
     /// previous demo's is replaced, any other non-empty one refused): human steps are
     /// answered by `demo-reviewer`, each run is summarised (what was allowed and denied
@@ -179,6 +202,8 @@ enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
+    #[command(flatten)]
+    Registry(rules::RegistryCommand),
 }
 
 /// A failure with the exit code it maps to.
@@ -191,7 +216,15 @@ struct Failure {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
+    let _ = telemetry::OTLP_FLAG.set(cli.otlp.clone());
     let command = match cli.command {
+        Command::Policy {
+            command: PolicyCommand::Registry(command),
+        } => {
+            return runs::run_async(cli.data, |data, out| {
+                Box::pin(async move { rules::execute(command, &data, out).await })
+            });
+        }
         Command::Policy { command } => command,
         Command::Run(command) => return runs::main(command, cli.data),
         Command::KillSwitch { command } => {
@@ -212,6 +245,11 @@ pub fn main() -> ExitCode {
         Command::Shred(args) => return disclose::shred_main(args, cli.data),
         Command::Prove(args) => return prove::main(args, cli.data),
         Command::Demo(args) => return demo::main(args, cli.data),
+        Command::Serve(args) => return serve::main(args, cli.data),
+        Command::Token { command } => {
+            let data = runs::data_dir(cli.data);
+            return plain(|out| serve::token(command, &data, out));
+        }
     };
     let mut out = String::new();
     let result = run(command, &mut out);
@@ -498,6 +536,8 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
             out.push_str(&docket_policies::bundle_json_schema());
             Ok(0)
         }
+        // Run on the async runtime by `main`.
+        PolicyCommand::Registry(_) => Ok(EXIT_USAGE),
         PolicyCommand::Diff { old, new, json } => {
             let (a, b) = (load_bundle(&old)?, load_bundle(&new)?);
             let d = docket_policies::diff(&a, &b);

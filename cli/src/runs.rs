@@ -11,7 +11,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_decider::{RunEvent, RunId, RunState, RunStatus, TicketSubject};
+use docket_decider::{
+    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject,
+};
 use docket_policies::InputKind;
 use docket_runtime::{
     HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
@@ -124,6 +126,19 @@ pub(crate) enum RunCommand {
         text: Option<String>,
         /// Why (recorded in the run's log).
         #[arg(long, value_name = "TEXT", default_value = "")]
+        reason: String,
+    },
+    /// Cancel a run that is not finished: `run.cancelled` is recorded with who and why and
+    /// the run ends `cancelled`; nothing more happens in it (a run recorded by a decider
+    /// before version 10 cannot be cancelled). See docs/events.md#runcancelled.
+    Cancel {
+        /// The run id.
+        run: RunId,
+        /// Who cancels (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
         reason: String,
     },
     /// Override the rule that blocked a run, in a role of the bundle's registry that
@@ -270,16 +285,6 @@ pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(".docket"))
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(crate::words::stderr_colour())
-        .try_init();
-}
-
 /// `docket circuits`, on the same async runtime and error reporting as the run commands.
 pub(crate) fn circuits_main(
     args: crate::circuits::CircuitsArgs,
@@ -299,23 +304,37 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
 pub(crate) type Pending<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
 
+/// The tokio runtime commands run on (two workers: the CI machines' cores); on failure
+/// the error is printed and the exit code returned.
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("error: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_FAILED)
+        })
+}
+
 /// Runs a command on a tokio runtime, prints its output and maps its result to an exit
 /// code.
 pub(crate) fn run_async(
     data: Option<PathBuf>,
     command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
 ) -> ExitCode {
-    init_tracing();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
+    // Declared before the async runtime, so dropped after it: queued spans are sent
+    // outside it, before the process exits.
+    let _telemetry = match crate::telemetry::init() {
+        Ok(t) => t,
         Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
         }
+    };
+    let runtime = match async_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
     };
     let mut out = String::new();
     let result = runtime.block_on(command(data_dir(data), &mut out));
@@ -361,6 +380,15 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
             dir.display()
         );
     }
+    // `docket serve` holds the lock for its lifetime: waiting for it is pointless.
+    if let Some(holder) = LockHolder::of(dir).filter(|h| docket_serve::is_server(&h.command)) {
+        anyhow::bail!(
+            "the data directory {} is served by process {} (`{}`), which records for it while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve",
+            dir.display(),
+            holder.pid,
+            holder.command
+        );
+    }
     let config = StoreConfig {
         lock_wait: LOCK_WAIT.get().copied().unwrap_or(DEFAULT_LOCK_WAIT),
         on_lock_wait: Some(tell_waiting),
@@ -368,6 +396,13 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
     };
     let store = match EmbeddedStore::open(dir, config).await {
         Ok(store) => store,
+        // `docket serve` holds the lock for its lifetime: what it would record goes
+        // through its API (docs/api.md).
+        Err(e) if held_by_server(&e) => {
+            return Err(anyhow!(
+                "{e}. `docket serve` records for this data directory while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve"
+            ));
+        }
         Err(e @ StoreError::Held { .. }) => {
             return Err(anyhow!(
                 "{e}. Try again once it is done (`docket runs` shows what it drives), stop it, or wait longer with --lock-wait SECS"
@@ -393,6 +428,11 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
         dir,
     )));
     Ok(runtime)
+}
+
+/// Whether the writer lock is held by `docket serve`.
+fn held_by_server(e: &StoreError) -> bool {
+    matches!(e, StoreError::Held { holder: Some(h), .. } if docket_serve::is_server(&h.command))
 }
 
 /// The default of `--lock-wait`.
@@ -563,6 +603,23 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 }
                 .into());
             }
+            // New runs use the latest registered version of the bundle (`Runtime::start`):
+            // said, with whether the workflow's own file is that version.
+            if let Some(latest) = rt.with_latest_bundle(&wf).await? {
+                let v = &latest.version;
+                let file = if latest.file_hash == v.hash {
+                    "the same as the workflow's bundle file"
+                } else {
+                    "not the workflow's bundle file, which differs (`docket policy register` it to run it)"
+                };
+                eprintln!(
+                    "bundle {} version {} ({}), the latest registered in {}: {file}",
+                    v.bundle,
+                    v.version,
+                    v.hash,
+                    data.display()
+                );
+            }
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.
             let run_id = run_id.unwrap_or_else(|| rt.new_run_id());
@@ -582,13 +639,15 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 Err(other) => return Err(other.into()),
             };
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
             let outcome = rt.resume(&run).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Approve {
             run,
@@ -601,7 +660,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let decision = HumanDecision::approve(&by, &reason).choosing(choose);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Answer {
             run,
@@ -621,7 +681,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .answering(text);
             let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Deny {
             run,
@@ -634,7 +695,16 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
+        }
+        RunCommand::Cancel { run, by, reason } => {
+            let rt = open(data).await?;
+            let outcome = rt.cancel(&run, &by, &reason).await?;
+            crate::verify::seal_after(&rt, data).await;
+            let history = history_of(&rt, &outcome.run_id).await?;
+            summary(out, &outcome, history.handoffs());
+            Ok(EXIT_COMPLETED)
         }
         RunCommand::Override {
             run,
@@ -652,7 +722,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             };
             let outcome = rt.override_block(&run, o).await?;
             crate::verify::seal_after(&rt, data).await;
-            Ok(summary(out, &outcome))
+            let history = history_of(&rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Runs { waiting } => {
             let rt = open_read(data).await?;
@@ -721,9 +792,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let state = rt.state(&run).await?;
             let circuits = run_circuits(&rt, &state).await?;
             let interrupted = state.status() == RunStatus::Running && !driven(data, &run);
+            let history = history_of(&rt, &run).await?;
             let outcome = RunOutcome { run_id: run, state };
             if json {
-                let mut status = status_json(&outcome);
+                let mut status = status_json(&outcome, history.handoffs());
                 status["circuits"] = circuits.iter().map(crate::circuits::breaker_json).collect();
                 status["interrupted"] = Value::Bool(interrupted);
                 outln!(
@@ -733,7 +805,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 );
                 Ok(EXIT_COMPLETED)
             } else {
-                summary(out, &outcome);
+                summary(out, &outcome, history.handoffs());
                 if interrupted {
                     outln!(
                         out,
@@ -809,18 +881,30 @@ fn exit_code(status: RunStatus) -> u8 {
         RunStatus::Completed => EXIT_COMPLETED,
         RunStatus::WaitingForHuman => EXIT_WAITING,
         RunStatus::Blocked => EXIT_BLOCKED,
-        RunStatus::Failed | RunStatus::NotStarted | RunStatus::Running => EXIT_FAILED,
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::NotStarted | RunStatus::Running => {
+            EXIT_FAILED
+        }
     }
 }
 
-fn status_json(outcome: &RunOutcome) -> Value {
+/// Every call and handoff decision of a run, folded from its log: the run's state keeps
+/// only what later decisions read (docs/replay.md#long-runs).
+pub(crate) async fn history_of(
+    rt: &Runtime<EmbeddedStore>,
+    run: &RunId,
+) -> anyhow::Result<RunHistory> {
+    let events = rt.events(run).await?;
+    Ok(RunHistory::fold(events.iter().map(|e| &e.event)))
+}
+
+fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
     let s = &outcome.state;
     json!({
         "run_id": outcome.run_id,
         "status": s.status(),
         "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
         "events": s.version(),
-        "handoffs": s.handoffs(),
+        "handoffs": handoffs,
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
         "output": s.output(),
@@ -985,13 +1069,14 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{reason} [{rule_id}]"),
         RunEvent::RunFailed { reason } => reason.clone(),
+        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {reason}"),
         other => crate::effects::describe(other).unwrap_or_default(),
     }
 }
 
 /// The summary a person reads after `run`, `resume`, `approve`, `deny` and `status`;
 /// returns the exit code for the run's status.
-pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
+pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> u8 {
     let s: &RunState = &outcome.state;
     let name = s.request().map_or("?", |r| r.workflow.name.as_str());
     outln!(
@@ -1003,9 +1088,9 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome) -> u8 {
     if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
         outln!(out, "{}", forked_from(f));
     }
-    if !s.handoffs().is_empty() {
+    if !handoffs.is_empty() {
         outln!(out, "handoffs:");
-        for h in s.handoffs() {
+        for h in handoffs {
             let what = if h.input == InputKind::Context {
                 format!("{} (read-only context)", h.output_type)
             } else {

@@ -31,6 +31,7 @@ mod decision;
 mod diff;
 mod error;
 mod fieldpath;
+mod handoff_rules;
 mod load;
 mod locate;
 mod model;
@@ -50,6 +51,9 @@ pub use decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict}
 pub use diff::{BundleDiff, RuleChangeKind, diff};
 pub use error::{BundleError, Diagnostic, DiagnosticCode};
 pub use fieldpath::select as select_fields;
+pub use handoff_rules::{
+    HandoffRuleSet, MatchedRule, PairRules, Precedence, Replacement, RuleProblem, RulesError,
+};
 pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, Priority};
@@ -69,7 +73,8 @@ pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind, PartialOutputs};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::scope::{
-    AdmissionProblem, ConflictResolution, EmptyScope, HandoffAudit, HandoffMode, ScopedContext,
+    AdmissionProblem, ConflictResolution, ContextRequirements, EmptyScope, HandoffAudit,
+    HandoffMode, HandoffRule, ScopedContext,
 };
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;

@@ -469,6 +469,9 @@ impl Walk {
             RunEvent::RunFailed { reason } => {
                 self.end("failed".to_owned(), json!({ "reason": reason }));
             }
+            RunEvent::RunCancelled { by, reason, .. } => {
+                self.end(format!("cancelled by {by}"), json!({ "reason": reason }));
+            }
             _ => {}
         }
     }

@@ -8,7 +8,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use docket_decider::{AgentRequest, RunEvent, RunState, condition_name, recorded_bundle};
+use docket_decider::{
+    AgentRequest, RunEvent, RunHistory, RunState, condition_name, recorded_bundle,
+};
 use docket_policies::{DecisionKind, Verdict};
 
 /// Names of the points `point_in` understands besides a plain sequence number; each
@@ -330,14 +332,14 @@ pub fn request_hash(request: &AgentRequest) -> String {
 /// (decider version 9).
 fn received(
     events: &[RunEvent],
-    state: &RunState,
+    history: &RunHistory,
     at: usize,
     delivered_at: Option<String>,
 ) -> Option<Received> {
     let RunEvent::AgentCallScheduled { request, .. } = events.get(at)? else {
         return None;
     };
-    let request = state
+    let request = history
         .calls()
         .get(&request.request_id)
         .map_or_else(|| request.clone(), docket_decider::Call::request);
@@ -396,7 +398,7 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
     else {
         return None;
     };
-    let state = RunState::fold(events);
+    let history = RunHistory::fold(events);
     events.iter().enumerate().skip(at + 1).find_map(|(i, e)| {
         let RunEvent::AgentCallScheduled { request, .. } = e else {
             return None;
@@ -404,10 +406,10 @@ fn delivered_by_call(events: &[RunEvent], at: usize) -> Option<Received> {
         if request.target_agent != *to {
             return None;
         }
-        let request = state.calls().get(&request.request_id)?;
+        let request = history.calls().get(&request.request_id)?;
         let value = serde_json::to_value(&*request.request()).ok()?;
         let path = find_delivery(&value, from, delivered)?;
-        received(events, &state, i, Some(path))
+        received(events, &history, i, Some(path))
     })
 }
 
@@ -496,8 +498,10 @@ pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspecti
         })
         .collect();
     let episodes = episode_tree(&state);
+    // Every call up to here, with its whole request (the state keeps only live calls).
+    let history = RunHistory::fold(events.iter().take(seq));
     let received = match here {
-        Some(RunEvent::AgentCallScheduled { .. }) => received(events, &state, at, None),
+        Some(RunEvent::AgentCallScheduled { .. }) => received(events, &history, at, None),
         Some(RunEvent::HandoffAllowed { .. }) => delivered_by_call(events, at),
         Some(
             RunEvent::AgentResponded { request_id, .. }
@@ -507,7 +511,7 @@ pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspecti
             .rposition(|e| {
                 matches!(e, RunEvent::AgentCallScheduled { request, .. } if request.request_id == *request_id)
             })
-            .and_then(|i| received(events, &state, i, None)),
+            .and_then(|i| received(events, &history, i, None)),
         _ => None,
     };
     Inspection {

@@ -14,6 +14,7 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod affected;
 mod align;
 mod causes;
 mod decisions;
@@ -23,6 +24,7 @@ mod inspect;
 mod report;
 mod what_if;
 
+pub use affected::{Affected, AffectedRun, RuleEffect, affected_runs};
 pub use align::{FieldDiff, OnlyIn, RunDiff, Step, StepDiff, diff_runs, steps};
 pub use decisions::{DecisionArea, Outcome};
 pub use diff::{Difference, differences};

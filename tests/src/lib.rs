@@ -269,6 +269,45 @@ impl SeededRng {
     }
 }
 
+/// A one-agent workflow in `dir` (its bundle `policy.toml` with id `bundle_id`, an input,
+/// and `NAME.workflow.toml`) whose agent `worker` runs `agent ARGS` (a test binary such as
+/// `test-agent`, whose path only an integration test knows).
+pub fn one_agent_workflow(
+    dir: &Path,
+    bundle_id: &str,
+    name: &str,
+    agent: &str,
+    args: &[&str],
+) -> PathBuf {
+    let bundle = dir.join("policy.toml");
+    std::fs::write(
+        &bundle,
+        format!(
+            r#"
+bundle = {{ id = "{bundle_id}" }}
+agents = [{{ id = "external" }}, {{ id = "worker" }}]
+[interactions]
+allowed = [{{ from = "external", to = "worker" }}, {{ from = "worker", to = "external" }}]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#
+        ),
+    )
+    .expect("write bundle");
+    let input = dir.join("input.json");
+    std::fs::write(&input, r#"{"task": "x"}"#).expect("write input");
+    let path = dir.join(format!("{name}.workflow.toml"));
+    std::fs::write(
+        &path,
+        format!(
+            "name = {name:?}\npolicy = {bundle:?}\nentry = \"worker\"\ninput = {input:?}\n\
+             [agents.worker]\ncommand = {agent:?}\nargs = {args:?}\n"
+        ),
+    )
+    .expect("write workflow");
+    path
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -86,6 +86,19 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
             "docket-replay",
             &["docket-replay", "docket-decider", "docket-policies"][..],
         ),
+        // The server is a library the binary calls, never the other way.
+        (
+            "docket-serve",
+            &[
+                "docket-serve",
+                "docket-store",
+                "docket-decider",
+                "docket-policies",
+                "docket-runtime",
+                "docket-replay",
+                "docket-evidence",
+            ][..],
+        ),
     ] {
         let docket: Vec<String> = normal_dependencies(package)
             .into_iter()

@@ -274,10 +274,11 @@ fn breakers_are_listed_read_only_and_a_reset_closes_one_for_the_next_run() {
         run_id(&out)
     };
 
-    // Nothing recorded yet: the listing says so and creates no data directory.
+    // No data directory yet: the listing says so, naming it, and creates nothing.
     let out = docket(&data, &["circuits"]);
-    assert_eq!(code(&out), 0);
-    assert_eq!(stdout(&out).trim(), "no circuit breaker recorded");
+    assert_eq!(code(&out), 1);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no docket data directory at"), "{err}");
     assert!(
         !data.exists(),
         "a read-only command created the data directory"

@@ -20,31 +20,7 @@ fn stderr(out: &Output) -> String {
 
 /// A one-agent workflow whose agent runs `test-agent ARGS`.
 fn workflow(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
-    let bundle = dir.join("policy.toml");
-    std::fs::write(
-        &bundle,
-        r#"
-bundle = { id = "shared" }
-agents = [{ id = "external" }, { id = "worker" }]
-[interactions]
-allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
-[multi_agent_handoffs]
-default_handoff_mode = "full"
-"#,
-    )
-    .expect("write bundle");
-    let input = dir.join("input.json");
-    std::fs::write(&input, r#"{"task": "x"}"#).expect("write input");
-    let path = dir.join(format!("{name}.workflow.toml"));
-    std::fs::write(
-        &path,
-        format!(
-            "name = {name:?}\npolicy = {bundle:?}\nentry = \"worker\"\ninput = {input:?}\n\
-             [agents.worker]\ncommand = {TEST_AGENT:?}\nargs = {args:?}\n"
-        ),
-    )
-    .expect("write workflow");
-    path
+    docket_tests::one_agent_workflow(dir, "shared", name, TEST_AGENT, args)
 }
 
 /// `docket ARGS --data DATA` started in the background (in its own process group, so a

@@ -4,16 +4,21 @@
 //! decoding of the recorded bytes plus BLAKE3 hashing of them, which any reader of the
 //! log must do before it can decide anything.
 //!
-//! The run is built in memory by the decider itself: an `asker` agent asks a `helper`
-//! agent for a capability again and again (each round trip records the answer, its gate
-//! crossing and the next call), then finishes. Nothing here touches a disk.
+//! Two run shapes, each built in memory by the decider itself (nothing here touches a
+//! disk but the resumed run's store):
+//! - a long job ([`job_run`]): items handed planner → worker → reviewer → planner, the
+//!   worker asking a helper for every fourth and publishing every 25th (a side effect),
+//!   the planner having every tenth checked in a child episode. Every request is of
+//!   bounded size: this is what a real long run looks like.
+//! - one asker called again and again ([`long_run`]): each answer returns to it in a call
+//!   made again, whose request carries every answer so far. Its log and state grow
+//!   linearly (a call made again records only what it adds), but the pending request the
+//!   runtime sends is as long as the run.
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench replay_speed`
 //! (`DOCKET_BENCH_EVENTS` sets the sizes, comma-separated; default 10000,100000;
-//! `DOCKET_BENCH_RESUME` the length of the run resumed from its snapshot, default
-//! 1000000, 0 to skip). From decider version 9 a call made again records only the input
-//! it adds, and the state keeps it so (linked to the call it repeats), so the log, the
-//! fold and the snapshot all grow linearly with the rounds (see bench/RESULTS.md).
+//! `DOCKET_BENCH_RESUME` the length of the long job resumed from its snapshot, default
+//! 1000000, 0 to skip; `DOCKET_BENCH_RESUME_ASKER` set resumes the asker loop too).
 //!
 //! The resumed run is built by the decider in memory like the others, written to an
 //! embedded store in a temporary directory in batches of 10,000 events (not by driving
@@ -28,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use docket_decider::{
     Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, NextStep,
-    RunEvent, RunRequested, RunState, WorkflowSpec, decide_in_place, snapshot_interval,
+    RunEvent, RunHistory, RunRequested, RunState, WorkflowSpec, decide_in_place, snapshot_interval,
 };
 use docket_policies::PolicyBundle;
 use docket_runtime::Runtime;
@@ -57,12 +62,6 @@ allowed = [
 [multi_agent_handoffs]
 default_handoff_mode = "full"
 "#;
-
-/// A bundle that changes nothing the run decides but has another hash: what-if of it
-/// decides every input again and compares.
-fn same_rules_other_text() -> String {
-    format!("{BUNDLE}\n# the same rules, another text\n")
-}
 
 fn in_process() -> AgentSpec {
     AgentSpec {
@@ -113,7 +112,7 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
         let Some(request) = state.pending_call_ids().first().map(|id| (*id).clone()) else {
             panic!("a call is pending");
         };
-        let target = state.calls()[&request].recorded.target_agent.clone();
+        let target = state.live_calls()[&request].recorded.target_agent.clone();
         let finishing = log.len() >= events;
         let actions = match (target.as_str(), finishing) {
             ("asker", false) => {
@@ -159,103 +158,376 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
     }
 }
 
+/// A long job's bundle: a planner, a worker and a reviewer handing work round a cycle; the
+/// worker asks a helper now and then and publishes now and then (a side effect); the
+/// planner has each tenth item checked in a child episode.
+const JOB_BUNDLE: &str = r#"
+bundle = { id = "long-job" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "planner"
+[[agents]]
+id = "worker"
+side_effects = ["publish"]
+[[agents]]
+id = "reviewer"
+[[agents]]
+id = "helper"
+[[agents.capabilities]]
+code = "lookup"
+[[agents]]
+id = "checker"
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+dry_run_required = false
+[interactions]
+allowed = [
+  { from = "external", to = "planner" },
+  { from = "planner", to = "worker" },
+  { from = "planner", to = "checker" },
+  { from = "worker", to = "reviewer" },
+  { from = "worker", to = "helper" },
+  { from = "reviewer", to = "planner" },
+  { from = "reviewer", to = "external" },
+]
+[recursion.default]
+allowed_child_types = ["verify"]
+max_children = 1000000
+max_total_episodes = 1000000
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+/// A long job of at least `events` events, recorded by the decider as the runtime would:
+/// item after item goes planner → worker → reviewer → planner (each call a new request of
+/// bounded size); every fourth item the worker asks the helper first, every 25th it
+/// publishes (an effect: kill switches read, applied, verified), every tenth the planner
+/// has it checked in a child episode first. Finished by the reviewer, or (`finish` false)
+/// stopped with a call pending.
+fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
+    use docket_decider::{
+        EffectApplied, EffectInput, EffectKillSwitchChecked, EffectReceipt, EffectVerification,
+        EffectWork, EpisodeResult, EpisodeStatus, Verification,
+    };
+    let bundle = PolicyBundle::from_toml_str(JOB_BUNDLE, "long-job.toml").expect("bundle");
+    let run = RunRequested {
+        run_id: "job".into(),
+        workflow: WorkflowSpec {
+            name: "job".into(),
+            policy: "long-job.toml".into(),
+            entry: "planner".into(),
+            input_type: None,
+            goal: None,
+            budget: Default::default(),
+            input: None,
+            agents: ["planner", "worker", "reviewer", "helper", "checker"]
+                .into_iter()
+                .map(|a| (a.into(), in_process()))
+                .collect(),
+            effects: Default::default(),
+            tools: Default::default(),
+        },
+        bundle_source: JOB_BUNDLE.into(),
+        bundle_source_name: "long-job.toml".into(),
+        bundle_hash: bundle.hash().to_hex(),
+        input: json!({"job": "a long-running job", "items": "many"}),
+        at_ms: 1_000,
+        decider_version: DECIDER_VERSION,
+        forked_from: None,
+    };
+    let object = |v: serde_json::Value| match v {
+        serde_json::Value::Object(m) => m,
+        _ => unreachable!("an object"),
+    };
+    let mut state = RunState::default();
+    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
+    let (mut item, mut planner_checked, mut worker_asked, mut worker_published) =
+        (1u64, false, false, false);
+    loop {
+        let command = match state.next_step() {
+            NextStep::Effect(record, work) => {
+                let effect_id = record.requested.effect_id.clone();
+                let input = match work {
+                    EffectWork::Execute => {
+                        // The kill switches read, then (the runtime does both in one
+                        // step) the executor's receipt.
+                        let read = EffectInput::KillSwitchChecked(EffectKillSwitchChecked {
+                            effect_id: effect_id.clone(),
+                            engaged: Vec::new(),
+                            error: None,
+                            at_ms: 2_000,
+                        });
+                        log.extend(
+                            decide_in_place(&mut state, &bundle, Command::RecordEffect(read))
+                                .expect("decided"),
+                        );
+                        EffectInput::Applied(EffectApplied {
+                            effect_id,
+                            receipt: EffectReceipt {
+                                result: json!({"post_id": format!("post-{item}")}),
+                            },
+                            at_ms: 2_000,
+                            reused_from: None,
+                        })
+                    }
+                    EffectWork::Verify => EffectInput::Verified(EffectVerification {
+                        effect_id,
+                        verification: Verification::Applied {
+                            result: json!({"post_id": format!("post-{item}")}),
+                        },
+                        cause: None,
+                        at_ms: 2_000,
+                    }),
+                    other => panic!("no {other:?} in this job"),
+                };
+                Command::RecordEffect(input)
+            }
+            NextStep::Call(pending) => {
+                let request = pending[0].clone();
+                if !finish && log.len() >= events {
+                    return log;
+                }
+                let finishing = log.len() >= events;
+                let actions = match request.target_agent.as_str() {
+                    "planner" if item % 10 == 0 && !planner_checked => {
+                        planner_checked = true;
+                        vec![Action::Spawn {
+                            agent: "checker".into(),
+                            episode_type: "verify".into(),
+                            goal: format!("check item {item}"),
+                            budget: Default::default(),
+                            inputs: object(json!({"item": item})),
+                        }]
+                    }
+                    "planner" => {
+                        planner_checked = false;
+                        vec![Action::Handoff {
+                            to: "worker".into(),
+                            output_type: "task".into(),
+                            payload: json!({"item": item, "what": format!("do item {item}")}),
+                            task: None,
+                        }]
+                    }
+                    "checker" => vec![Action::FinishEpisode {
+                        result: EpisodeResult::new(
+                            EpisodeStatus::Ok,
+                            format!("item {item} checked"),
+                        ),
+                    }],
+                    "helper" => vec![Action::Finish {
+                        output: json!({"answer": format!("about item {item}")}),
+                    }],
+                    "worker" if item % 4 == 1 && !worker_asked => {
+                        worker_asked = true;
+                        vec![Action::RequestCapability {
+                            target_agent: "helper".into(),
+                            capability_code: "lookup".into(),
+                            inputs: object(json!({"question": format!("what of item {item}?")})),
+                        }]
+                    }
+                    "worker" if item % 25 == 2 && !worker_published => {
+                        worker_published = true;
+                        vec![Action::RequestEffect {
+                            kind: "publish".into(),
+                            lane: "api".into(),
+                            idempotency_key: Some(format!("item-{item}")),
+                            params: json!({"text": format!("item {item} done")}),
+                        }]
+                    }
+                    "worker" => {
+                        (worker_asked, worker_published) = (false, false);
+                        vec![Action::Handoff {
+                            to: "reviewer".into(),
+                            output_type: "draft".into(),
+                            payload: json!({"item": item, "draft": format!("item {item} drafted")}),
+                            task: None,
+                        }]
+                    }
+                    "reviewer" if finishing => vec![Action::Finish {
+                        output: json!({"items": item}),
+                    }],
+                    "reviewer" => {
+                        item += 1;
+                        vec![Action::Handoff {
+                            to: "planner".into(),
+                            output_type: "review".into(),
+                            payload: json!({"item": item - 1, "verdict": "fine"}),
+                            task: None,
+                        }]
+                    }
+                    other => panic!("no agent {other} in this job"),
+                };
+                let response =
+                    AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
+                Command::RecordResponse {
+                    request_id: request.request_id.clone(),
+                    response,
+                    at_ms: 2_000,
+                }
+            }
+            NextStep::Done(status) => {
+                assert!(
+                    finish && status == docket_decider::RunStatus::Completed,
+                    "the job stopped early: {status:?} {:?}",
+                    state.stop_reason()
+                );
+                return log;
+            }
+            other => panic!("the job waits: {other:?} {:?}", state.stop_reason()),
+        };
+        let batch = decide_in_place(&mut state, &bundle, command).expect("decided");
+        log.extend(batch);
+    }
+}
+
+/// The two run shapes measured.
+#[derive(Clone, Copy)]
+enum Shape {
+    /// [`job_run`]: a long job, every request of bounded size.
+    Job,
+    /// [`long_run`]: one asker called again and again, its request growing with the run.
+    AskerLoop,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Job => "a long job (planner, worker, reviewer; helper, checks, effects)",
+            Self::AskerLoop => "one asker called again and again",
+        }
+    }
+
+    fn run(self, events: usize, finish: bool) -> Vec<RunEvent> {
+        match self {
+            Self::Job => job_run(events, finish),
+            Self::AskerLoop => long_run(events, finish),
+        }
+    }
+
+    fn bundle(self) -> &'static str {
+        match self {
+            Self::Job => JOB_BUNDLE,
+            Self::AskerLoop => BUNDLE,
+        }
+    }
+}
+
 fn main() {
     let sizes = sizes(&[10_000, 100_000]);
-    let other = same_rules_other_text();
-    let other_bundle = PolicyBundle::from_toml_str(&other, "other.toml").expect("bundle");
-    for size in sizes {
-        let built = Instant::now();
-        let events = long_run(size, true);
-        let built = built.elapsed();
-        let recorded: Vec<(&'static str, Vec<u8>)> =
-            events.iter().map(|e| (e.kind(), e.encode())).collect();
-        let bytes: usize = recorded.iter().map(|(_, b)| b.len()).sum();
-        println!(
-            "\n== a run of {} events ({:.1} MB recorded, {} bytes per event; built in {}) ==",
-            events.len(),
-            bytes as f64 / 1e6,
-            bytes / events.len(),
-            ms(built)
-        );
-        let floor = best_of(3, || {
-            let mut hasher = blake3::Hasher::new();
-            for (kind, b) in &recorded {
-                hasher.update(b);
-                std::hint::black_box(RunEvent::decode(kind, b).expect("decodes"));
-            }
-            std::hint::black_box(hasher.finalize());
-        });
-        let fold = best_of(3, || {
-            std::hint::black_box(RunState::fold(events.iter()));
-        });
-        let replay = best_of(3, || {
-            let report = docket_replay::replay(&events).expect("replays");
-            assert!(report.reproduced(), "{:?}", report.divergence);
-        });
-        let what_if = best_of(3, || {
-            let r = docket_replay::what_if(&events, &other_bundle, &other, "other.toml")
-                .expect("what-if");
-            std::hint::black_box(r);
-        });
-        let state = RunState::fold(events.iter());
-        let snapshot = state.encode_snapshot().expect("state encodes");
-        let encode = best_of(3, || {
-            std::hint::black_box(state.encode_snapshot().expect("state encodes"));
-        });
-        let from_snapshot = best_of(3, || {
-            let s = RunState::decode_snapshot(&snapshot).expect("state decodes");
-            std::hint::black_box(s);
-        });
-        let floor_s = floor.as_secs_f64();
-        let row = |what: &str, d: Duration, target: &str| {
-            println!(
-                "{what:<38} {:>10}  {:>6.2}x the floor   target {target}",
-                ms(d),
-                d.as_secs_f64() / floor_s
-            );
-        };
-        row("floor: decode + BLAKE3 of every event", floor, "-");
-        row("fold (the state, no decisions)", fold, "-");
-        row(
-            "replay (every decision re-derived)",
-            replay,
-            "≤ 1 s at 100,000",
-        );
-        row(
-            "what-if (same rules, other bundle)",
-            what_if,
-            "≤ 1 s at 100,000",
-        );
-        row("snapshot written (encoded)", encode, "-");
-        println!(
-            "{:<38} {:>10}  {:>6.2}x the floor   (snapshot {:.1} MB, {} bytes per event)",
-            "state from its snapshot (decoded)",
-            ms(from_snapshot),
-            from_snapshot.as_secs_f64() / floor_s,
-            snapshot.len() as f64 / 1e6,
-            snapshot.len() / events.len()
-        );
+    for shape in [Shape::Job, Shape::AskerLoop] {
+        for &size in &sizes {
+            measure(shape, size);
+        }
     }
     let resume: usize = std::env::var("DOCKET_BENCH_RESUME")
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(1_000_000);
     if resume > 0 {
-        resume_from_snapshot(resume);
+        resume_from_snapshot(Shape::Job, resume);
+        if std::env::var_os("DOCKET_BENCH_RESUME_ASKER").is_some() {
+            resume_from_snapshot(Shape::AskerLoop, resume);
+        }
     }
 }
 
-/// A run of `size` events written to a store, resumed from its snapshots.
-fn resume_from_snapshot(size: usize) {
+/// Replay, what-if, fold and snapshot of a finished run of `size` events of `shape`.
+fn measure(shape: Shape, size: usize) {
+    let other = format!("{}\n# the same rules, another text\n", shape.bundle());
+    let other_bundle = PolicyBundle::from_toml_str(&other, "other.toml").expect("bundle");
     let built = Instant::now();
-    let events = long_run(size, false);
+    let events = shape.run(size, true);
+    let built = built.elapsed();
+    let recorded: Vec<(&'static str, Vec<u8>)> =
+        events.iter().map(|e| (e.kind(), e.encode())).collect();
+    let bytes: usize = recorded.iter().map(|(_, b)| b.len()).sum();
+    println!(
+        "\n== {}: {} events ({:.1} MB recorded, {} bytes per event; built in {}) ==",
+        shape.name(),
+        events.len(),
+        bytes as f64 / 1e6,
+        bytes / events.len(),
+        ms(built)
+    );
+    let floor = best_of(3, || {
+        let mut hasher = blake3::Hasher::new();
+        for (kind, b) in &recorded {
+            hasher.update(b);
+            std::hint::black_box(RunEvent::decode(kind, b).expect("decodes"));
+        }
+        std::hint::black_box(hasher.finalize());
+    });
+    let fold = best_of(3, || {
+        std::hint::black_box(RunState::fold(events.iter()));
+    });
+    let history = best_of(3, || {
+        std::hint::black_box(RunHistory::fold(events.iter()));
+    });
+    let replay = best_of(3, || {
+        let report = docket_replay::replay(&events).expect("replays");
+        assert!(report.reproduced(), "{:?}", report.divergence);
+    });
+    let what_if = best_of(3, || {
+        let r =
+            docket_replay::what_if(&events, &other_bundle, &other, "other.toml").expect("what-if");
+        std::hint::black_box(r);
+    });
+    let state = RunState::fold(events.iter());
+    let snapshot = state.encode_snapshot().expect("state encodes");
+    let encode = best_of(3, || {
+        std::hint::black_box(state.encode_snapshot().expect("state encodes"));
+    });
+    let from_snapshot = best_of(3, || {
+        let s = RunState::decode_snapshot(&snapshot).expect("state decodes");
+        std::hint::black_box(s);
+    });
+    let floor_s = floor.as_secs_f64();
+    let row = |what: &str, d: Duration, target: &str| {
+        println!(
+            "{what:<38} {:>10}  {:>6.2}x the floor   target {target}",
+            ms(d),
+            d.as_secs_f64() / floor_s
+        );
+    };
+    row("floor: decode + BLAKE3 of every event", floor, "-");
+    row("fold (the live state, no decisions)", fold, "-");
+    row("history (every call and handoff)", history, "-");
+    row(
+        "replay (every decision re-derived)",
+        replay,
+        "≤ 1 s at 100,000",
+    );
+    row(
+        "what-if (same rules, other bundle)",
+        what_if,
+        "≤ 1 s at 100,000",
+    );
+    row("snapshot written (encoded)", encode, "-");
+    println!(
+        "{:<38} {:>10}  {:>6.2}x the floor   (snapshot {:.1} kB, {} calls kept)",
+        "state from its snapshot (decoded)",
+        ms(from_snapshot),
+        from_snapshot.as_secs_f64() / floor_s,
+        snapshot.len() as f64 / 1e3,
+        state.live_calls().len(),
+    );
+}
+
+/// A run of `size` events of `shape` written to a store, resumed from its snapshots.
+fn resume_from_snapshot(shape: Shape, size: usize) {
+    let built = Instant::now();
+    let events = shape.run(size, false);
     let built = built.elapsed();
     let head = events.len() as u64;
     let recorded: Vec<(&'static str, Vec<u8>)> =
         events.iter().map(|e| (e.kind(), e.encode())).collect();
     let bytes: usize = recorded.iter().map(|(_, b)| b.len()).sum();
     println!(
-        "\n== resuming a run of {head} events ({:.1} MB recorded; built in {}) ==",
+        "\n== resuming {}: {head} events ({:.1} MB recorded; built in {}) ==",
+        shape.name(),
         bytes as f64 / 1e6,
         ms(built)
     );
@@ -282,7 +554,8 @@ fn resume_from_snapshot(size: usize) {
         let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
             .await
             .expect("store");
-        let stream = StreamId::new("long").expect("stream id");
+        let run = at_head.run_id().cloned().expect("a run");
+        let stream = StreamId::new(run.as_str()).expect("stream id");
         let written = Instant::now();
         let mut version = 0u64;
         for chunk in recorded.chunks(10_000) {
@@ -304,7 +577,6 @@ fn resume_from_snapshot(size: usize) {
         }
         println!("written to the store in {}", ms(written.elapsed()));
         let rt = Runtime::new(store.clone());
-        let run = docket_decider::RunId::from("long");
         let floor_s = floor.as_secs_f64();
         let row = |what: &str, d: Duration, target: &str| {
             println!(
@@ -320,7 +592,7 @@ fn resume_from_snapshot(size: usize) {
                 let t = Instant::now();
                 let state = rt.state(&run).await.expect("state");
                 let NextStep::Call(pending) = state.next_step() else {
-                    panic!("the asker's call is pending");
+                    panic!("a call is pending");
                 };
                 std::hint::black_box(pending);
                 best = best.min(t.elapsed());
@@ -344,7 +616,11 @@ fn resume_from_snapshot(size: usize) {
                 .expect("snapshot stored");
             let d = time_resume().await;
             row(&what, d, "≤ 100 ms at 1,000,000");
-            println!("  (snapshot {:.1} MB)", size as f64 / 1e6);
+            println!(
+                "  (snapshot {:.1} kB, {} calls kept)",
+                size as f64 / 1e3,
+                state.live_calls().len()
+            );
         }
         let state = rt.state(&run).await.expect("state");
         assert_eq!(state, at_head, "the state from the snapshot is the fold");

@@ -93,7 +93,7 @@ pub struct OutputOverride {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 9;
+pub const DECIDER_VERSION: u32 = 10;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -184,6 +184,11 @@ pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
 /// grows linearly with its rounds, not with their square; the agent still receives the
 /// whole request (docs/events.md#agentcall_scheduled).
 pub(crate) const LINEAR_CALLS_AGAIN: u32 = 9;
+
+/// Decider version 10: a person may cancel a run that is not finished (`run.cancelled`,
+/// naming who and why): it ends `cancelled`, its open episodes ended, and no later input
+/// is accepted (docs/events.md#runcancelled). Runs of earlier versions cannot be cancelled.
+pub(crate) const CANCELLABLE_RUNS: u32 = 10;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -557,6 +562,17 @@ pub enum RunEvent {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    /// Recorded input (decider version 10): a person cancelled the run; it ends
+    /// `cancelled` and nothing more happens in it (docs/events.md#runcancelled).
+    #[serde(rename = "run.cancelled")]
+    RunCancelled {
+        /// Who cancelled it (`docket cancel --by`, or the API token's name).
+        by: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
     /// Decision: the run finished with this output.
     #[serde(rename = "run.completed")]
     RunCompleted {
@@ -805,6 +821,7 @@ impl RunEvent {
         "run.completed",
         "run.blocked",
         "run.failed",
+        "run.cancelled",
         "episode.started",
         "episode.action_denied",
         "episode.finished",
@@ -856,6 +873,7 @@ impl RunEvent {
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
+            Self::RunCancelled { .. } => "run.cancelled",
             // Episodes
             Self::EpisodeStarted { .. } => "episode.started",
             Self::EpisodeActionDenied { .. } => "episode.action_denied",
@@ -896,6 +914,7 @@ impl RunEvent {
                 | Self::AgentCallFailed { .. }
                 | Self::HumanDecided { .. }
                 | Self::HumanOverrode { .. }
+                | Self::RunCancelled { .. }
                 | Self::CircuitChecked { .. }
                 // Side effects
                 | Self::EffectDryRun(_)

@@ -94,8 +94,8 @@ pub use state::episode::{
 };
 pub use state::{
     AgentHealth, CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord,
-    NextStep, RunState, RunStatus, SNAPSHOT_FORMAT, SnapshotError, Ticket, TicketDecision,
-    ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
+    NextStep, RunHistory, RunState, RunStatus, SNAPSHOT_FORMAT, SnapshotError, Ticket,
+    TicketDecision, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
 };
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,

@@ -209,6 +209,17 @@ pub struct Recorded {
     pub state: RunState,
     /// Why the decider refused an input, if it did (recording stopped there).
     pub refused: Option<String>,
+    /// Where each batch ends in the log (the next batch starts with its input's event).
+    pub batch_ends: Vec<usize>,
+}
+
+impl Recorded {
+    /// Every call and handoff decision of the log (the state keeps only what later
+    /// decisions read).
+    #[must_use]
+    pub fn history(&self) -> crate::RunHistory {
+        crate::RunHistory::fold(&self.log)
+    }
 }
 
 /// Records `run` under `bundle`: each act of `script` answers the first pending call (at
@@ -225,6 +236,7 @@ pub fn record(
     let mut state = RunState::default();
     let mut log = Vec::new();
     let mut refused = None;
+    let mut batch_ends = Vec::new();
     let mut step = |state: &mut RunState, command: Command| -> bool {
         match decide(state, bundle, command) {
             Ok(batch) => {
@@ -232,6 +244,7 @@ pub fn record(
                     state.apply(event);
                 }
                 log.extend(batch);
+                batch_ends.push(log.len());
                 true
             }
             Err(rejection) => {
@@ -245,6 +258,7 @@ pub fn record(
             log,
             state,
             refused,
+            batch_ends,
         };
     }
     let mut approvals = approvals.iter().copied();
@@ -301,5 +315,6 @@ pub fn record(
         log,
         state,
         refused,
+        batch_ends,
     }
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    capability, circuit, classification, context, effect, episode, failure, fan_out, handoff,
-    overrides, response, ticket, tool,
+    cancel, capability, circuit, classification, context, effect, episode, failure, fan_out,
+    handoff, overrides, response, ticket, tool,
 };
 
 thread_local! {
@@ -58,6 +58,25 @@ struct Transition {
 use Cover::{Property, Test};
 
 const TRANSITIONS: &[Transition] = &[
+    Transition {
+        concern: "cancel",
+        from: "Running or WaitingForHuman (decider 10)",
+        input: "Cancel by a person, with a reason",
+        to: "Cancelled (final: open episodes ended, later inputs refused)",
+        records: &[],
+        covered_by: &[
+            Test(cancel::a_running_run_is_cancelled_and_takes_no_later_input),
+            Test(cancel::a_run_waiting_for_a_human_is_cancelled),
+        ],
+    },
+    Transition {
+        concern: "cancel",
+        from: "finished, or recorded by decider 1-9",
+        input: "Cancel, or a Cancel naming nobody or giving no reason",
+        to: "unchanged: Rejection, nothing recorded",
+        records: &[],
+        covered_by: &[Test(cancel::cancellations_that_do_not_apply_are_refused)],
+    },
     Transition {
         concern: "overrides",
         from: "Blocked (a handoff a policy denied; decider 6)",
@@ -840,6 +859,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("circuit", include_str!("decide/circuit.rs")),
     ("ticket", include_str!("decide/ticket.rs")),
     ("overrides", include_str!("decide/overrides.rs")),
+    ("cancel", include_str!("decide/cancel.rs")),
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
     ("tool", include_str!("decide/tool.rs")),
@@ -862,6 +882,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/effect.rs"),
     include_str!("tests/replay.rs"),
     include_str!("tests/tool.rs"),
+    include_str!("tests/cancel.rs"),
 ];
 
 #[test]
@@ -916,6 +937,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "agent.call_failed",
         "human.decided",
         "human.overrode",
+        "run.cancelled",
         "agent.circuit_checked",
         "effect.dry_run",
         "effect.kill_switch_checked",

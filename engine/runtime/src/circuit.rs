@@ -304,10 +304,7 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
                 docket_decider::Command::RecordCircuit(reading),
             )
             .await?;
-            let still_pending = state
-                .calls()
-                .get(&request.request_id)
-                .is_some_and(|c| !c.answered);
+            let still_pending = state.is_pending(&request.request_id);
             if still_pending && !state.status().is_final() {
                 tracing::info!(agent, request_id = %request.request_id, "circuit half-open: probe");
                 let event = CircuitEvent {
@@ -339,7 +336,8 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
         if !state.reads_circuits_across_runs() {
             return Ok(());
         }
-        let Some(call) = state.calls().get(&request.request_id) else {
+        // The call answered last stays in the state until the next answer is folded.
+        let Some(call) = state.live_calls().get(&request.request_id) else {
             return Ok(());
         };
         let agent = request.target_agent.as_str();

@@ -8,18 +8,24 @@
 //!   ([`AgentExecutor`] and its implementations), every failure an [`AgentCallError`];
 //! - side-effect executors (once per idempotency key, verified after a crash) and the
 //!   kill switches read before every execution;
-//! - [`Workflow::load`]: workflow files and the bundles they name.
+//! - [`Workflow::load`]: workflow files and the bundles they name;
+//! - bundle versions registered in the data directory, and the handoff-rule API over them
+//!   ([`Runtime::replace_handoff_rules`]).
 
 // A library reports every failure as an error value naming what and where; it never
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod agent;
+// Bundle versions: the `_bundles` stream, and the handoff-rule API over it.
+mod bundles;
 // Circuit breakers across runs: the `_circuits` stream, read before calls.
 mod circuit;
 mod clock;
 mod drive;
 mod effect;
+// The spans of runs, agent calls, handoffs, tool calls and effects, named for OpenTelemetry.
+mod telemetry;
 // Governed tools: executors of allowed `call_tool` actions.
 mod tool;
 mod transport;
@@ -28,6 +34,10 @@ mod workflow;
 pub use agent::{
     AgentCallError, AgentExecutor, CallFuture, CommandExecutor, ExecutorConfigError, HttpExecutor,
     InProcessAgent, InProcessExecutor,
+};
+pub use bundles::{
+    BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredBundle, RegisteredPairRules,
+    RegisteredRules, RegistryError, RulesReplaced,
 };
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};

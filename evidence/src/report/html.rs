@@ -229,9 +229,9 @@ fn header(p: &mut Page, r: &Report<'_>) {
         .raw("</code>)</dd><dt>Status</dt><dd id=\"status\">");
     let class: &'static str = match status {
         docket_decider::RunStatus::Completed => "<span class=\"ok\">",
-        docket_decider::RunStatus::Blocked | docket_decider::RunStatus::Failed => {
-            "<span class=\"bad\">"
-        }
+        docket_decider::RunStatus::Blocked
+        | docket_decider::RunStatus::Failed
+        | docket_decider::RunStatus::Cancelled => "<span class=\"bad\">",
         _ => "<span class=\"wait\">",
     };
     p.raw(class).text(status.as_str()).raw("</span>");

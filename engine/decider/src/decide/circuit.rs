@@ -82,10 +82,13 @@ pub(super) fn check_reading(state: &RunState, reading: &CircuitReading) -> Resul
     if state.decider_version() < CIRCUITS_ACROSS_RUNS {
         return Err(Rejection::CircuitNotRead(id));
     }
-    let call = state
-        .calls
-        .get(&reading.request_id)
-        .ok_or_else(|| Rejection::UnknownCall(id.clone()))?;
+    let call = state.calls.get(&reading.request_id).ok_or_else(|| {
+        if state.answered_and_dropped(&reading.request_id) {
+            Rejection::AlreadyAnswered(id.clone())
+        } else {
+            Rejection::UnknownCall(id.clone())
+        }
+    })?;
     if call.answered {
         return Err(Rejection::AlreadyAnswered(id));
     }

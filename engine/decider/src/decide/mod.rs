@@ -34,6 +34,8 @@ mod episode;
 mod failure;
 mod fan_out;
 mod handoff;
+// Cancelling a run (decider version 10).
+mod cancel;
 // Human overrides of a block: `pub(super)` because the crate root re-exports its types.
 pub(super) mod overrides;
 mod response;
@@ -116,6 +118,15 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
+    /// A person cancelled the run (decider version 10; `cancel.rs`).
+    Cancel {
+        /// Who.
+        by: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
     /// The target agent's circuit breaker, as the runtime read it before calling
     /// (decider version 6).
     RecordCircuit(CircuitReading),
@@ -183,6 +194,7 @@ impl Command {
                 reason,
                 at_ms,
             },
+            Self::Cancel { by, reason, at_ms } => RunEvent::RunCancelled { by, reason, at_ms },
             Self::RecordCircuit(reading) => reading.to_event(),
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
@@ -249,6 +261,7 @@ impl Command {
                 reason,
                 at_ms,
             },
+            RunEvent::RunCancelled { by, reason, at_ms } => Self::Cancel { by, reason, at_ms },
             RunEvent::CircuitChecked { .. } => {
                 return CircuitReading::from_event(event).map(Self::RecordCircuit);
             }
@@ -263,7 +276,8 @@ impl Command {
             Self::RecordResponse { at_ms, .. }
             | Self::RecordFailure { at_ms, .. }
             | Self::RecordHumanDecision { at_ms, .. }
-            | Self::RecordOverride { at_ms, .. } => *at_ms,
+            | Self::RecordOverride { at_ms, .. }
+            | Self::Cancel { at_ms, .. } => *at_ms,
             Self::RecordCircuit(reading) => reading.at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
@@ -328,6 +342,10 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
+    /// A cancellation in a run recorded by a decider before version 10, or one that does
+    /// not say who cancels or why.
+    #[error("cannot cancel: {0}")]
+    CancelRefused(String),
     /// An override of a run that is not blocked.
     #[error("the run is {0}, not blocked: there is nothing to override")]
     NotBlocked(&'static str),
@@ -451,11 +469,16 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         return Err(Rejection::Finished(state.status.as_str()));
     }
     match command {
+        Command::Cancel { by, reason, .. } => cancel::check_cancel(state, by, reason)?,
         Command::RecordResponse { request_id, .. } | Command::RecordFailure { request_id, .. } => {
-            let call = state
-                .calls
-                .get(request_id)
-                .ok_or_else(|| Rejection::UnknownCall(request_id.to_string()))?;
+            let call = state.calls.get(request_id).ok_or_else(|| {
+                // An answered call nothing refers to is left to the log (state/live.rs).
+                if state.answered_and_dropped(request_id) {
+                    Rejection::AlreadyAnswered(request_id.to_string())
+                } else {
+                    Rejection::UnknownCall(request_id.to_string())
+                }
+            })?;
             if call.answered {
                 return Err(Rejection::AlreadyAnswered(request_id.to_string()));
             }
@@ -551,6 +574,7 @@ fn decide_batch(
             }
         }
         command @ Command::RecordOverride { .. } => batch.on_override(command),
+        command @ Command::Cancel { .. } => batch.on_cancel(command),
         command => batch.on_other_input(command),
     }
     batch.settle();
@@ -628,8 +652,10 @@ impl Batch<'_> {
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
-            Command::Start(_) | Command::RecordResponse { .. } | Command::RecordOverride { .. } => {
-            }
+            Command::Start(_)
+            | Command::RecordResponse { .. }
+            | Command::RecordOverride { .. }
+            | Command::Cancel { .. } => {}
         }
     }
 
@@ -659,7 +685,8 @@ impl Batch<'_> {
             Command::Start(_)
             | Command::RecordEffect(_)
             | Command::RecordTool(_)
-            | Command::RecordOverride { .. } => None,
+            | Command::RecordOverride { .. }
+            | Command::Cancel { .. } => None,
         };
         // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {

@@ -7,6 +7,9 @@
 //! agent loop of n rounds folds in time and space linear in n, and the whole request is
 //! rebuilt only where it is needed ([`Call::request`]: a pending call about to be sent,
 //! inspect, a snapshot's check).
+//!
+//! The state keeps only the calls later decisions may read (`live.rs`); every call of the
+//! run, with its answer, is folded from the log when it is shown ([`super::RunHistory`]).
 
 use crate::ids::CallId;
 use std::sync::Arc;
@@ -106,6 +109,14 @@ impl DecisionInputs {
         })
     }
 
+    /// The inputs of the calls this one repeats (all but its own link's), in order.
+    fn inherited(&self) -> Vec<DecisionInput> {
+        self.0
+            .as_ref()
+            .map(|l| l.before.to_vec())
+            .unwrap_or_default()
+    }
+
     /// The whole list, in the order the agent received it.
     pub(crate) fn to_vec(&self) -> Vec<DecisionInput> {
         let links: Vec<&[DecisionInput]> = self.links().collect();
@@ -146,12 +157,16 @@ impl Drop for InputLink {
 }
 
 /// A call as a snapshot holds it: its recorded request and the call it repeats, the
-/// inherited inputs linked again on decoding ([`link_calls`]), never copied.
+/// inherited inputs linked again on decoding ([`link_calls`]), never copied; when the call
+/// it repeats is no longer live (answered, and nothing refers to it), the inputs it
+/// inherited from it, listed (`inherited`).
 #[derive(Serialize, Deserialize)]
 struct StoredCall {
     recorded: Arc<AgentRequest>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     again_of: Option<CallId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    inherited: Option<Vec<DecisionInput>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     reply_to: Option<CallId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -165,20 +180,34 @@ struct StoredCall {
     failure: Option<String>,
 }
 
-impl Serialize for Call {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        StoredCall {
-            recorded: self.recorded.clone(),
-            again_of: self.again_of.clone(),
-            reply_to: self.reply_to.clone(),
-            classifies: self.classifies.clone(),
-            branch_of: self.branch_of.clone(),
-            response: self.response.clone(),
-            answered: self.answered,
-            failure: self.failure.clone(),
-        }
-        .serialize(serializer)
+/// Encodes a state's calls: a call made again from one still in the map by reference to
+/// it, one made again from a call left to the log with the inputs it inherited.
+pub(super) fn store_calls<S: serde::Serializer>(
+    calls: &std::collections::BTreeMap<CallId, Call>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = serializer.serialize_map(Some(calls.len()))?;
+    for (id, call) in calls {
+        let linked = call
+            .again_of
+            .as_ref()
+            .is_some_and(|a| calls.contains_key(a));
+        let inherited = (!linked && call.inputs.inherits()).then(|| call.inputs.inherited());
+        let stored = StoredCall {
+            recorded: call.recorded.clone(),
+            again_of: call.again_of.clone(),
+            inherited,
+            reply_to: call.reply_to.clone(),
+            classifies: call.classifies.clone(),
+            branch_of: call.branch_of.clone(),
+            response: call.response.clone(),
+            answered: call.answered,
+            failure: call.failure.clone(),
+        };
+        map.serialize_entry(id, &stored)?;
     }
+    map.end()
 }
 
 /// Decodes a state's calls and links each call made again to the inputs of the call it
@@ -189,7 +218,27 @@ pub(super) fn link_calls<'de, D: serde::Deserializer<'de>>(
     let stored = std::collections::BTreeMap::<CallId, StoredCall>::deserialize(deserializer)?;
     let mut calls = std::collections::BTreeMap::new();
     for (id, s) in stored {
-        let call = RunState::new_call(&calls, s.recorded, s.again_of.as_ref());
+        let call = match s.inherited {
+            Some(inherited) => {
+                let before = AgentRequest {
+                    decision_inputs: inherited,
+                    ..AgentRequest::clone(&s.recorded)
+                };
+                let before = DecisionInputs::after(DecisionInputs::default(), Arc::new(before));
+                Call {
+                    inputs: DecisionInputs::after(before, s.recorded.clone()),
+                    recorded: s.recorded,
+                    again_of: s.again_of,
+                    reply_to: None,
+                    classifies: None,
+                    branch_of: None,
+                    response: None,
+                    answered: false,
+                    failure: None,
+                }
+            }
+            None => RunState::new_call(&calls, s.recorded, s.again_of.as_ref()),
+        };
         calls.insert(
             id,
             Call {
@@ -204,6 +253,15 @@ pub(super) fn link_calls<'de, D: serde::Deserializer<'de>>(
         );
     }
     Ok(calls)
+}
+
+/// The failure code of an answer that counts as a failure (an error, or a timeout with no
+/// actions), `None` for one that does not.
+#[must_use]
+pub(super) fn failure_of(response: &AgentResponse) -> Option<String> {
+    let failed = matches!(response.status, ResponseStatus::Error)
+        || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
+    failed.then(|| response.failure_code())
 }
 
 /// Consecutive failures of one agent in this run (for its circuit breaker).
@@ -243,12 +301,11 @@ impl RunState {
                 response,
                 at_ms,
             } => {
-                let failed = matches!(response.status, ResponseStatus::Error)
-                    || (response.status == ResponseStatus::Timeout && response.actions.is_empty());
-                self.answer(request_id, failed, *at_ms);
+                let failure = failure_of(response);
+                self.answer(request_id, failure.is_some(), *at_ms);
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.response = Some(response.clone());
-                    call.failure = failed.then(|| response.failure_code());
+                    call.failure = failure;
                 }
             }
             // Not made: the call is settled, and (the agent was not reached) its health is
@@ -279,7 +336,7 @@ impl RunState {
     /// `asked`'s decision inputs, then the ones `recorded` adds; the rest as recorded. (A
     /// log whose `asked` is unknown was not written by docket; its recorded request is
     /// taken as whole.)
-    fn new_call(
+    pub(super) fn new_call(
         calls: &std::collections::BTreeMap<CallId, Call>,
         recorded: Arc<AgentRequest>,
         asked: Option<&CallId>,

@@ -205,6 +205,11 @@ impl EpisodeTree {
         out
     }
 
+    /// How many episodes the run has started (the root included).
+    pub(crate) fn count(&self) -> usize {
+        self.episodes.len()
+    }
+
     /// Episodes in id order (`ep-2` before `ep-10`).
     #[must_use]
     pub fn in_order(&self) -> Vec<&Episode> {
@@ -418,7 +423,8 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }
         RunEvent::RunCompleted { .. }
         | RunEvent::RunBlocked { .. }
-        | RunEvent::RunFailed { .. } => {
+        | RunEvent::RunFailed { .. }
+        | RunEvent::RunCancelled { .. } => {
             let reason = state.stop_reason.clone();
             for e in tree.episodes.values_mut() {
                 if matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review) {

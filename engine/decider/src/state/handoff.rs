@@ -1,5 +1,7 @@
-//! Handoffs as decided: every decision in order, and each agent's last delivered
-//! decision output by type (what context edges and provenance rules read).
+//! Handoffs as decided: what later decisions read of them (each agent's last delivered
+//! decision output by type, for context edges and provenance rules; the crossings counted;
+//! what each agent was told of the run), and the record of each decision, which only
+//! status, inspect and diff show ([`super::RunHistory`]).
 
 use docket_policies::InputKind;
 use std::collections::BTreeMap;
@@ -57,8 +59,12 @@ pub(crate) struct DecisionCrossings {
     pub(crate) senders: Vec<AgentId>,
 }
 
-impl RunState {
-    pub(super) fn apply_handoff(&mut self, event: &RunEvent) {
+impl HandoffRecord {
+    /// The record of a `handoff.allowed` or `handoff.denied` (`None` for other events):
+    /// what status, inspect and diff show of a handoff, folded into [`super::RunHistory`]
+    /// (no later decision reads it).
+    #[must_use]
+    pub fn of(event: &RunEvent) -> Option<Self> {
         match event {
             RunEvent::HandoffAllowed {
                 from,
@@ -66,68 +72,25 @@ impl RunState {
                 output_type,
                 input,
                 decision,
-                delivered,
                 audit,
-                flow_position,
                 ..
-            } => {
-                // The entry agent's input from `external` is the original request.
-                if from == crate::EXTERNAL && *input == InputKind::Decision {
-                    let told = self.context_told.entry(to.clone()).or_default();
-                    told.original_request
-                        .insert(from.clone(), delivered.clone());
-                }
-                if *input == InputKind::Context {
-                    match (from.as_str(), output_type.as_str()) {
-                        (crate::EXTERNAL, "original_request") => {
-                            let told = self.context_told.entry(to.clone()).or_default();
-                            told.original_request.insert(
-                                AgentId::from(audit.from_agent_id.as_str()),
-                                delivered.clone(),
-                            );
-                        }
-                        ("human", "decisions") => {
-                            let count = delivered
-                                .get("decisions")
-                                .and_then(Value::as_array)
-                                .map_or(0, Vec::len);
-                            let told = self.context_told.entry(to.clone()).or_default();
-                            told.decisions = Some((count, delivered.clone()));
-                        }
-                        _ => {}
-                    }
-                }
-                if let Some(position) = flow_position {
-                    self.flow_position = *position;
-                }
-                if *input == InputKind::Decision {
-                    self.crossings.count += 1;
-                    if !self.crossings.senders.contains(from) {
-                        self.crossings.senders.push(from.clone());
-                    }
-                    self.outputs
-                        .entry(from.clone())
-                        .or_default()
-                        .insert(output_type.clone(), delivered.clone());
-                }
-                self.handoffs.push(HandoffRecord {
-                    from: from.clone(),
-                    to: to.clone(),
-                    output_type: output_type.clone(),
-                    input: *input,
-                    allowed: true,
-                    rule_id: decision.rule_id.to_string(),
-                    reason: decision.reason.to_string(),
-                    every_field_removed: audit.every_field_removed,
-                });
-            }
+            } => Some(Self {
+                from: from.clone(),
+                to: to.clone(),
+                output_type: output_type.clone(),
+                input: *input,
+                allowed: true,
+                rule_id: decision.rule_id.to_string(),
+                reason: decision.reason.to_string(),
+                every_field_removed: audit.every_field_removed,
+            }),
             RunEvent::HandoffDenied {
                 from,
                 to,
                 output_type,
                 decision,
                 ..
-            } => self.handoffs.push(HandoffRecord {
+            } => Some(Self {
                 from: from.clone(),
                 to: to.clone(),
                 output_type: output_type.clone(),
@@ -137,7 +100,64 @@ impl RunState {
                 reason: decision.reason.to_string(),
                 every_field_removed: false,
             }),
-            _ => {}
+            _ => None,
+        }
+    }
+}
+
+impl RunState {
+    /// What later decisions read of an allowed handoff (a denied one changes nothing).
+    pub(super) fn apply_handoff(&mut self, event: &RunEvent) {
+        if let RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            input,
+            delivered,
+            audit,
+            flow_position,
+            ..
+        } = event
+        {
+            // The entry agent's input from `external` is the original request.
+            if from == crate::EXTERNAL && *input == InputKind::Decision {
+                let told = self.context_told.entry(to.clone()).or_default();
+                told.original_request
+                    .insert(from.clone(), delivered.clone());
+            }
+            if *input == InputKind::Context {
+                match (from.as_str(), output_type.as_str()) {
+                    (crate::EXTERNAL, "original_request") => {
+                        let told = self.context_told.entry(to.clone()).or_default();
+                        told.original_request.insert(
+                            AgentId::from(audit.from_agent_id.as_str()),
+                            delivered.clone(),
+                        );
+                    }
+                    ("human", "decisions") => {
+                        let count = delivered
+                            .get("decisions")
+                            .and_then(Value::as_array)
+                            .map_or(0, Vec::len);
+                        let told = self.context_told.entry(to.clone()).or_default();
+                        told.decisions = Some((count, delivered.clone()));
+                    }
+                    _ => {}
+                }
+            }
+            if let Some(position) = flow_position {
+                self.flow_position = *position;
+            }
+            if *input == InputKind::Decision {
+                self.crossings.count += 1;
+                if !self.crossings.senders.contains(from) {
+                    self.crossings.senders.push(from.clone());
+                }
+                self.outputs
+                    .entry(from.clone())
+                    .or_default()
+                    .insert(output_type.clone(), delivered.clone());
+            }
         }
     }
 }

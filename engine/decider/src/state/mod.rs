@@ -13,6 +13,8 @@ mod effect;
 pub(crate) mod episode;
 mod fan_out;
 mod handoff;
+mod history;
+mod live;
 mod next;
 mod overrides;
 mod snapshot;
@@ -23,6 +25,9 @@ mod tool;
 pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
+pub use history::RunHistory;
+#[cfg(test)]
+pub(crate) use live::{PRUNING, Pruning};
 pub use next::NextStep;
 pub use snapshot::{SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval};
 pub use ticket::{Ticket, TicketDecision};
@@ -47,13 +52,18 @@ pub enum RunStatus {
     Blocked,
     /// Stopped for another reason.
     Failed,
+    /// Cancelled by a person (decider version 10).
+    Cancelled,
 }
 
 impl RunStatus {
-    /// Completed, blocked or failed: nothing more will happen.
+    /// Completed, blocked, failed or cancelled: nothing more will happen.
     #[must_use]
     pub fn is_final(self) -> bool {
-        matches!(self, Self::Completed | Self::Blocked | Self::Failed)
+        matches!(
+            self,
+            Self::Completed | Self::Blocked | Self::Failed | Self::Cancelled
+        )
     }
 
     /// The word shown to users.
@@ -66,6 +76,7 @@ impl RunStatus {
             Self::Completed => "completed",
             Self::Blocked => "blocked by policy",
             Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
         }
     }
 }
@@ -84,15 +95,22 @@ pub struct RunState {
     pub(crate) calls_scheduled: u32,
     /// Tickets opened so far.
     pub(crate) tickets_opened: u32,
-    /// Every call, by request id.
-    #[serde(deserialize_with = "call::link_calls")]
+    /// The calls later decisions may read, by request id: the pending ones and the
+    /// answered ones something open still refers to (`live.rs`); the others are left to
+    /// the log ([`RunHistory`]).
+    #[serde(
+        serialize_with = "call::store_calls",
+        deserialize_with = "call::link_calls"
+    )]
     pub(crate) calls: BTreeMap<CallId, Call>,
+    /// How many calls the map may hold before the answered ones nothing refers to are
+    /// dropped again (`live.rs`).
+    #[serde(default)]
+    pub(crate) prune_at: usize,
     /// Calls scheduled and not yet answered.
     pub(crate) pending: BTreeSet<CallId>,
     /// The last delivered output of each agent by output type, for context edges.
     pub(crate) outputs: BTreeMap<AgentId, BTreeMap<String, Arc<Value>>>,
-    /// Every handoff decision, in order.
-    pub(crate) handoffs: Vec<HandoffRecord>,
     /// The allowed handoffs of decision inputs, counted, and their senders.
     #[serde(default)]
     pub(crate) crossings: handoff::DecisionCrossings,
@@ -173,16 +191,14 @@ impl RunState {
         self.status
     }
 
-    /// Every scheduled call, by request id.
+    /// The calls later decisions may read, by request id: every pending call, and the
+    /// answered ones something open (a pending call, an effect or tool call in flight, an
+    /// open ticket, a running episode, a block that may be overridden) still refers to.
+    /// A call just answered stays until the next answer is folded. Every call of the run
+    /// is in [`RunHistory::calls`], folded from the log.
     #[must_use]
-    pub fn calls(&self) -> &BTreeMap<CallId, Call> {
+    pub fn live_calls(&self) -> &BTreeMap<CallId, Call> {
         &self.calls
-    }
-
-    /// Every handoff decision, in order.
-    #[must_use]
-    pub fn handoffs(&self) -> &[HandoffRecord] {
-        &self.handoffs
     }
 
     /// In a sequential flow, the position (0-based, in the bundle's `flow_order`) the run
@@ -246,13 +262,22 @@ impl RunState {
     pub fn apply(&mut self, event: &RunEvent) {
         self.version += 1;
         match event {
+            // An input's decision reads only what is live before the input is folded.
+            RunEvent::AgentResponded { .. }
+            | RunEvent::AgentCallFailed { .. }
+            | RunEvent::HumanDecided { .. }
+            | RunEvent::HumanOverrode { .. } => self.prune_calls(),
+            _ => {}
+        }
+        match event {
             RunEvent::RunBlocked { .. } => {
                 self.apply_run(event);
                 self.apply_override(event);
             }
             RunEvent::RunRequested(_)
             | RunEvent::RunCompleted { .. }
-            | RunEvent::RunFailed { .. } => self.apply_run(event),
+            | RunEvent::RunFailed { .. }
+            | RunEvent::RunCancelled { .. } => self.apply_run(event),
             RunEvent::HumanOverrode { .. } => self.apply_override(event),
             RunEvent::AgentCallScheduled { .. }
             | RunEvent::AgentResponded { .. }
@@ -326,6 +351,10 @@ impl RunState {
             RunEvent::RunFailed { reason } => {
                 self.stop_reason = Some(reason.clone());
                 self.status = RunStatus::Failed;
+            }
+            RunEvent::RunCancelled { by, reason, .. } => {
+                self.stop_reason = Some(format!("cancelled by {by}: {reason}"));
+                self.status = RunStatus::Cancelled;
             }
             _ => {}
         }

@@ -19,7 +19,7 @@ const MAGIC: &[u8; 4] = b"DKSS";
 
 /// The version of the snapshot encoding; raised whenever the state's encoding changes, so
 /// that a snapshot written by another build is ignored rather than misread.
-pub const SNAPSHOT_FORMAT: u32 = 1;
+pub const SNAPSHOT_FORMAT: u32 = 2;
 
 const HEADER: usize = 12;
 

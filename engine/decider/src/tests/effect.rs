@@ -743,7 +743,7 @@ pub(crate) fn a_fan_out_branch_with_an_effect_in_flight_is_not_joined_early() {
     run.when(verified(E1, Verification::Applied { result: json!({}) }));
     let reply = run.pending().request_id;
     assert!(
-        run.state.calls[&reply].branch_of.is_some(),
+        run.history().calls()[&reply].branch_of.is_some(),
         "the reply stays in its branch"
     );
     finish(&mut run);

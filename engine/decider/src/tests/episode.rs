@@ -818,7 +818,7 @@ pub(crate) fn a_blocked_or_failed_run_records_the_end_of_every_open_episode() {
     let mut run = research();
     run.when(respond(vec![spawn("worker", "retrieve", None)]));
     let worker = run.pending().request_id;
-    let child_call = run.state.calls[&worker].request().clone();
+    let child_call = run.history().calls()[&worker].request().clone();
     assert_eq!(child_call.episode_id, "ep-2");
     run.when(
         respond(vec![Action::Handoff {

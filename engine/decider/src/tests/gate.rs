@@ -61,7 +61,8 @@ proptest! {
         let (bundle, requested) = gate_requested(&gate_source(&edges, mode)).expect("the gate bundle compiles");
         let run = record(&bundle, requested, &script, &approvals);
         prop_assert!(run.refused.is_none(), "the decider refused an input: {:?}", run.refused);
-        for call in run.state.calls.values() {
+        let history = run.history();
+        for call in history.calls().values() {
             let request = serde_json::to_value(&*call.request()).expect("a request encodes");
             let found = secrets(&request);
             prop_assert!(found.is_empty(), "{} received a blocked field at {found:?}: {request}", call.request().target_agent);
@@ -78,7 +79,7 @@ proptest! {
         // Nor does a spawn: no child is an agent its spawner is forbidden to reach.
         for event in &run.log {
             if let RunEvent::EpisodeStarted { agent, spawned_by, .. } = event {
-                let spawner = &run.state.calls[spawned_by].request().target_agent;
+                let spawner = &history.calls()[spawned_by].request().target_agent;
                 prop_assert!(!(spawner == "a" && agent == "c"), "a spawned c");
             }
         }

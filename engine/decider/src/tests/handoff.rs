@@ -30,9 +30,9 @@ pub(crate) fn a_pipeline_runs_to_completion() {
     ]);
     assert_eq!(run.state.status, RunStatus::Completed);
     assert_eq!(run.state.output, Some(json!({"done": true})));
-    let path: Vec<(&str, &str)> = run
-        .state
-        .handoffs
+    let history = run.history();
+    let path: Vec<(&str, &str)> = history
+        .handoffs()
         .iter()
         .filter(|h| h.input == InputKind::Decision)
         .map(|h| (h.from.as_str(), h.to.as_str()))

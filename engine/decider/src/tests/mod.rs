@@ -34,6 +34,7 @@ use crate::{
     RunRequested, RunState, RunStatus, decide, replay_check,
 };
 
+pub(crate) mod cancel;
 pub(crate) mod capability;
 pub(crate) mod circuit;
 pub(crate) mod classification;
@@ -44,6 +45,7 @@ pub(crate) mod failure;
 pub(crate) mod fan_out;
 pub(crate) mod gate;
 pub(crate) mod handoff;
+pub(crate) mod live;
 pub(crate) mod overrides;
 pub(crate) mod replay;
 pub(crate) mod response;
@@ -81,6 +83,12 @@ impl History {
             at_ms: 0,
             step_ms: 0,
         }
+    }
+
+    /// Every call and handoff decision so far, folded from the log (the state keeps only
+    /// what later decisions read).
+    pub(crate) fn history(&self) -> crate::RunHistory {
+        crate::RunHistory::fold(&self.log)
     }
 
     /// Given `events` were recorded: folds them into the state and the log.

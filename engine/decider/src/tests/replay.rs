@@ -135,7 +135,7 @@ proptest! {
         }
         prop_assert!(replay_check(&run.log, &run.bundle).is_ok(), "{:?}", replay_check(&run.log, &run.bundle));
         prop_assert_eq!(RunState::fold(&run.log), run.state.clone());
-        for call in run.state.calls.values().filter(|c| c.request().target_agent == "c") {
+        for call in run.history().calls().values().filter(|c| c.request().target_agent == "c") {
             for input in call.request().decision_inputs.iter().map(|i| &i.payload)
                 .chain(call.request().context_inputs.iter().map(|i| &i.payload)) {
                 if let Some(map) = input.as_object() {

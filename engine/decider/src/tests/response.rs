@@ -67,7 +67,7 @@ fn partial(actions: Vec<crate::protocol::Action>) -> Response {
 #[test]
 pub(crate) fn a_partial_answer_across_a_refusing_edge_fails_the_agent() {
     let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), DECIDER_VERSION);
-    let crossed = run.state.handoffs.len();
+    let crossed = run.history().handoffs().len();
     run.when(partial(vec![handoff("b", "out", json!({"k": 1}))]))
         .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
     let retry = run.pending();
@@ -78,7 +78,7 @@ pub(crate) fn a_partial_answer_across_a_refusing_edge_fails_the_agent() {
     assert_eq!(note["error_class"], "partial_output");
     let message = note["error_message"].as_str().unwrap_or_default();
     assert!(message.contains("allow:a->b"), "{message}");
-    assert_eq!(run.state.handoffs.len(), crossed, "nothing crossed");
+    assert_eq!(run.history().handoffs().len(), crossed, "nothing crossed");
     // A complete answer on the retry goes on.
     run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
     assert_eq!(run.pending().target_agent, "b");

@@ -34,8 +34,8 @@ proptest! {
         prop_assert_eq!(&resumed, &recorded.state);
         // The whole requests too (PartialEq compares the inputs as lists, not as links).
         prop_assert_eq!(resumed.pending_requests(), recorded.state.pending_requests());
-        for (id, call) in resumed.calls() {
-            prop_assert_eq!(call.request(), recorded.state.calls()[id].request());
+        for (id, call) in resumed.live_calls() {
+            prop_assert_eq!(call.request(), recorded.state.live_calls()[id].request());
         }
     }
 }
@@ -131,7 +131,7 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
         "the input and 50 answers"
     );
     assert_eq!(
-        state.calls()[&pending[0].request_id].decision_input_count(),
+        state.live_calls()[&pending[0].request_id].decision_input_count(),
         51
     );
     let (deep, _) = after(10_000);

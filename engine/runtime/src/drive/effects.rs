@@ -46,14 +46,7 @@ async fn bounded<T>(
 }
 
 fn effect_span(request: &EffectRequest) -> tracing::Span {
-    tracing::info_span!(
-        "effect",
-        run = %request.run_id,
-        effect_id = %request.effect_id,
-        kind = %request.kind,
-        lane = %request.lane,
-        key = %request.idempotency_key,
-    )
+    crate::telemetry::effect(request)
 }
 
 /// What `verify` says, with an unusable answer read as "unknown" (a human decides).
@@ -223,9 +216,12 @@ impl<S: EventStore + 'static> Runtime<S> {
             return self.commit(bundle, staged).await;
         }
         // `effect.started` is durable: the append above returned.
+        let span = effect_span(&request);
         let answer = bounded(&request, executor.execute(&request))
-            .instrument(effect_span(&request))
+            .instrument(span.clone())
             .await;
+        // Where its outcome is recorded: the next event.
+        span.record("docket.seq", state.version() + 1);
         let mut staged = Staged::new(state);
         let effect_id = effect_id.clone();
         match answer {

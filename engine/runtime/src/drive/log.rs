@@ -57,6 +57,24 @@ pub(super) async fn read_run<S: EventStore>(
     Ok(out)
 }
 
+/// One event read from the store, decoded with its envelope.
+pub(super) async fn recorded<S: EventStore>(
+    store: &S,
+    run_id: &str,
+    event: &Event,
+) -> Result<RecordedEvent, RuntimeError> {
+    let (bytes, content) = payload_and_refs(store, event, &mut None).await?;
+    let decoded = decode(run_id, event, &bytes)?;
+    Ok(RecordedEvent {
+        seq: event.seq,
+        recorded_at_ns: event.recorded_at.0,
+        hash: event.hash.to_hex(),
+        policy: event.policy.map(|h| h.to_hex()),
+        event: decoded,
+        content,
+    })
+}
+
 /// An event's plain payload bytes (what encoding 1 records): fetched from the blob store
 /// when the whole payload was stored apart, and with the content an encoding-2 payload
 /// refers to put back in place (docs/events.md#content-stored-once), so everything that

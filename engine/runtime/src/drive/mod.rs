@@ -174,7 +174,8 @@ pub enum RuntimeError {
 pub struct RunOutcome {
     /// The run.
     pub run_id: RunId,
-    /// Its folded state (status, handoffs, tickets, output...).
+    /// Its folded state (status, pending calls, tickets, output...; its handoffs and
+    /// answered calls are in the log: `docket_decider::RunHistory`).
     pub state: RunState,
 }
 
@@ -447,7 +448,11 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// The bundle compiled from `source`, compiled once per distinct source text (parsing
     /// and compiling is a pure function of the text and its name, and costs far more than
     /// a run's decisions).
-    fn compiled(&self, source: &str, name: &str) -> Result<Arc<PolicyBundle>, RuntimeError> {
+    pub(crate) fn compiled(
+        &self,
+        source: &str,
+        name: &str,
+    ) -> Result<Arc<PolicyBundle>, RuntimeError> {
         let key = format!("{name}\0{source}");
         let mut cache = self
             .inner
@@ -482,6 +487,16 @@ impl<S: EventStore + 'static> Runtime<S> {
     ) -> Result<RunOutcome, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
+        // New runs use the latest registered version of the bundle's name, if it has one
+        // (docs/governance.md#bundle-versions).
+        let latest = self
+            .with_latest_bundle(workflow)
+            .await
+            .map_err(|e| RuntimeError::Bundle {
+                name: workflow.bundle_source_name.clone(),
+                message: e.to_string(),
+            })?;
+        let workflow = latest.as_ref().map_or(workflow, |l| &l.workflow);
         let bundle = self.compiled(&workflow.bundle_source, &workflow.bundle_source_name)?;
         self.admit(
             &bundle,
@@ -504,9 +519,15 @@ impl<S: EventStore + 'static> Runtime<S> {
             forked_from: None,
         };
         let mut state = RunState::default();
-        self.decide_and_append(&mut state, &bundle, Command::Start(request))
-            .await?;
-        self.drive(state, bundle, Default::default()).await
+        // The run's span covers its first batch (the entry handoff) too.
+        let span = crate::telemetry::run(run_id.as_str(), &workflow.spec.name);
+        async {
+            self.decide_and_append(&mut state, &bundle, Command::Start(request))
+                .await?;
+            self.drive(state, bundle, Default::default()).await
+        }
+        .instrument(span)
+        .await
     }
 
     /// Folds a run's log and continues it: calls with no recorded answer are made again
@@ -653,6 +674,90 @@ impl<S: EventStore + 'static> Runtime<S> {
         let interrupted = tools::interrupted_tools(&state);
         self.decide_and_append(&mut state, &bundle, command).await?;
         self.drive(state, bundle, interrupted).await
+    }
+
+    /// Cancels a run that is not finished (decider version 10): records `run.cancelled`
+    /// with who and why; the run ends `cancelled`. A process still driving it stops at its
+    /// next append (the run's version moved on: [`RuntimeError::Conflict`]) or its next
+    /// input (refused: the run is finished), recording nothing more.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], e.g. a finished run, a run of an earlier decider version, no
+    /// `by` or `reason`; nothing is recorded then.
+    pub async fn cancel(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let (mut state, bundle) = self.load_state(run_id).await?;
+        let command = Command::Cancel {
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            at_ms: self.now_ms(),
+        };
+        self.decide_and_append(&mut state, &bundle, command).await?;
+        Ok(RunOutcome {
+            run_id: run_id.clone(),
+            state,
+        })
+    }
+
+    /// A run's events after sequence `after`, then each new one as it is recorded; never
+    /// ends while the store is open (`docket serve`'s server-sent events).
+    ///
+    /// # Errors
+    /// [`RuntimeError::InvalidRunId`] for an id the store does not accept; each item
+    /// fails as reading or decoding its event fails.
+    pub fn follow(
+        &self,
+        run_id: &RunId,
+        after: u64,
+    ) -> Result<
+        impl futures::Stream<Item = Result<RecordedEvent, RuntimeError>> + Send + 'static,
+        RuntimeError,
+    >
+    where
+        S: Send + Sync,
+    {
+        let stream = Self::stream(run_id)?;
+        // Boxed: the store's stream is 'static, but its type names the borrows it was made
+        // from.
+        let tail: std::pin::Pin<
+            Box<dyn futures::Stream<Item = Result<docket_store::Event, StoreError>> + Send>,
+        > = Box::pin(self.inner.store.tail(&stream, after.saturating_add(1)));
+        let rt = self.clone();
+        let run = run_id.to_string();
+        Ok(futures::StreamExt::then(tail, move |event| {
+            let rt = rt.clone();
+            let run = run.clone();
+            async move {
+                let event = event.map_err(RuntimeError::Store)?;
+                log::recorded(&rt.inner.store, &run, &event).await
+            }
+        }))
+    }
+
+    /// A run's first event, `run.requested`, read alone, with when it was recorded (ns
+    /// since the Unix epoch): what a list of runs shows without reading whole runs.
+    ///
+    /// # Errors
+    /// [`RuntimeError::UnknownRun`], [`RuntimeError::NoRequest`], and the log's errors.
+    pub async fn requested(
+        &self,
+        run_id: &RunId,
+    ) -> Result<(Arc<RunRequested>, i64), RuntimeError> {
+        let stream = Self::stream(run_id)?;
+        let mut reader = Box::pin(self.inner.store.read(&stream, 1..=1));
+        let Some(event) = futures::StreamExt::next(&mut reader).await else {
+            return Err(RuntimeError::UnknownRun(run_id.to_string()));
+        };
+        let event = event.map_err(RuntimeError::Store)?;
+        let recorded = log::recorded(&self.inner.store, run_id.as_str(), &event).await?;
+        match recorded.event {
+            RunEvent::RunRequested(run) => Ok((run, recorded.recorded_at_ns)),
+            _ => Err(RuntimeError::NoRequest(run_id.clone())),
+        }
     }
 
     /// A run's recorded events with their envelopes.
@@ -810,8 +915,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                 },
                 other => RuntimeError::Store(other),
             })?;
-        for event in events {
-            trace_decision(event);
+        for (seq, event) in (version + 1..).zip(events) {
+            trace_decision(run_id.as_str(), event, seq);
         }
         Ok(())
     }
@@ -830,7 +935,13 @@ impl<S: EventStore + 'static> Runtime<S> {
             .request()
             .map(|r| r.workflow.clone())
             .ok_or_else(|| RuntimeError::NoRequest(run_id.clone()))?;
-        let span = tracing::info_span!("run", run_id = %run_id, workflow = %workflow.name);
+        // Within `start`, its run span goes on.
+        let current = tracing::Span::current();
+        let span = if current.metadata().is_some_and(|m| m.name() == "run") {
+            current
+        } else {
+            crate::telemetry::run(run_id.as_str(), &workflow.name)
+        };
         async {
             let mut carried = None;
             let mut snapshot_at = state.version();
@@ -859,15 +970,28 @@ impl<S: EventStore + 'static> Runtime<S> {
                 self.commit_carried(&bundle, carried.take()).await?;
                 self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                 let pending = self.read_circuits(&mut state, &bundle, pending).await?;
-                let answers = futures::future::join_all(
-                    pending.iter().map(|request| self.call(&workflow, request)),
-                )
-                .await;
+                // One span per call, kept open until its answer is recorded (its seq).
+                let spans: Vec<tracing::Span> = pending
+                    .iter()
+                    .map(|r| crate::telemetry::invoke_agent(r))
+                    .collect();
+                let answers =
+                    futures::future::join_all(pending.iter().zip(&spans).map(|(request, span)| {
+                        self.call(&workflow, request).instrument(span.clone())
+                    }))
+                    .await;
                 let last = pending.len().saturating_sub(1);
-                for (i, (request, answer)) in pending.iter().zip(answers).enumerate() {
+                for (i, ((request, answer), span)) in
+                    pending.iter().zip(answers).zip(spans).enumerate()
+                {
                     if state.status().is_final() {
                         break;
                     }
+                    crate::telemetry::answered(
+                        &span,
+                        answer.as_ref().map_err(AgentCallError::code),
+                        state.version() + 1,
+                    );
                     let at_ms = self.now_ms();
                     let command = match answer {
                         Ok(response) => Command::RecordResponse {
@@ -894,6 +1018,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             }
             self.commit_carried(&bundle, carried).await?;
             self.snapshot_if_due(&state, &mut snapshot_at, true).await;
+            tracing::Span::current().record("docket.status", state.status().as_str());
             tracing::info!(status = state.status().as_str(), "run stopped");
             Ok(RunOutcome {
                 run_id: run_id.clone(),
@@ -922,8 +1047,9 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 }
 
-/// One tracing event per decision, inside a `handoff` span for handoffs.
-fn trace_decision(event: &RunEvent) {
+/// One tracing event per decision (recorded at `seq`), inside a `handoff` span for
+/// handoffs.
+fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
     match event {
         RunEvent::HandoffAllowed {
             from,
@@ -932,9 +1058,16 @@ fn trace_decision(event: &RunEvent) {
             decision,
             ..
         } => {
-            let _span =
-                tracing::info_span!("handoff", from = %from, to = %to, output_type = %output_type)
-                    .entered();
+            let _span = crate::telemetry::handoff(
+                run_id,
+                from.as_str(),
+                to.as_str(),
+                output_type,
+                &decision.rule_id,
+                true,
+                seq,
+            )
+            .entered();
             tracing::info!(rule = %decision.rule_id, "handoff allowed");
         }
         RunEvent::HandoffDenied {
@@ -944,9 +1077,16 @@ fn trace_decision(event: &RunEvent) {
             decision,
             ..
         } => {
-            let _span =
-                tracing::info_span!("handoff", from = %from, to = %to, output_type = %output_type)
-                    .entered();
+            let _span = crate::telemetry::handoff(
+                run_id,
+                from.as_str(),
+                to.as_str(),
+                output_type,
+                &decision.rule_id,
+                false,
+                seq,
+            )
+            .entered();
             tracing::warn!(rule = %decision.rule_id, reason = %decision.reason, "handoff denied");
         }
         RunEvent::Escalated { ticket, reason, .. } => {

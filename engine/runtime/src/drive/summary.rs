@@ -165,6 +165,7 @@ pub(super) async fn summarize<S: EventStore>(
                 };
             }
             "run.failed" => summary.status = RunStatus::Failed,
+            "run.cancelled" => summary.status = RunStatus::Cancelled,
             _ => {}
         }
     }
@@ -184,8 +185,10 @@ impl<S: EventStore + 'static> super::Runtime<S> {
     async fn summaries(&self, only_waiting: bool) -> Result<Vec<RunSummary>, RuntimeError> {
         let heads = self.store().streams().await.map_err(RuntimeError::Store)?;
         let store = self.store();
-        let found: Vec<Result<Option<RunSummary>, RuntimeError>> = futures::stream::iter(&heads)
-            .map(|head| summarize(store, head, only_waiting))
+        // Heads by value: a closure over borrowed heads makes a future that is `Send` only
+        // for one borrow, which a server's handlers (spawned, so `Send` for all) refuse.
+        let found: Vec<Result<Option<RunSummary>, RuntimeError>> = futures::stream::iter(heads)
+            .map(|head| async move { summarize(store, &head, only_waiting).await })
             .buffered(LISTING_READS)
             .collect()
             .await;

@@ -42,12 +42,8 @@ impl<S: EventStore + 'static> Runtime<S> {
         record: &ToolCallRecord,
         interrupted: bool,
     ) -> Result<(), RuntimeError> {
-        let span = tracing::info_span!(
-            "tool",
-            tool_call_id = %record.tool_call_id,
-            tool = %record.name,
-            agent = %record.agent,
-        );
+        let run_id = state.run_id().map(ToString::to_string).unwrap_or_default();
+        let span = crate::telemetry::execute_tool(&run_id, record);
         async {
             let outcome = if interrupted && !record.read_only {
                 Err((
@@ -77,6 +73,9 @@ impl<S: EventStore + 'static> Runtime<S> {
                     })
                 }
                 Err((code, message)) => {
+                    let span = tracing::Span::current();
+                    span.record("error.type", code.as_str());
+                    span.record("otel.status_code", "ERROR");
                     tracing::warn!(code = %code, message = %message, "tool failed");
                     ToolInput::Failed(ToolFailed {
                         tool_call_id,
@@ -86,6 +85,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     })
                 }
             };
+            tracing::Span::current().record("docket.seq", state.version() + 1);
             self.decide_and_append(state, bundle, Command::RecordTool(input))
                 .await
         }

@@ -222,15 +222,26 @@ fn write_line(out: &mut impl Write, line: &str) -> Result<(), OutboxError> {
 pub fn serve_effects(
     outbox: &Outbox,
     input: impl BufRead,
+    output: impl Write,
+) -> Result<(), OutboxError> {
+    serve_lines(input, output, |line| {
+        let call: EffectCall = serde_json::from_str(line).map_err(OutboxError::BadCall)?;
+        answer_effect(outbox, &call)
+    })
+}
+
+/// Answers each non-blank line of `input` with one line on `output`, until `input` ends.
+fn serve_lines(
+    input: impl BufRead,
     mut output: impl Write,
+    mut answer: impl FnMut(&str) -> Result<String, OutboxError>,
 ) -> Result<(), OutboxError> {
     for line in input.lines() {
         let line = line.map_err(OutboxError::Io)?;
         if line.trim().is_empty() {
             continue;
         }
-        let call: EffectCall = serde_json::from_str(&line).map_err(OutboxError::BadCall)?;
-        write_line(&mut output, &answer_effect(outbox, &call)?)?;
+        write_line(&mut output, &answer(&line)?)?;
     }
     Ok(())
 }
@@ -243,14 +254,10 @@ pub fn serve_effects(
 pub fn serve_lookup(
     outbox: &Outbox,
     input: impl BufRead,
-    mut output: impl Write,
+    output: impl Write,
 ) -> Result<(), OutboxError> {
-    for line in input.lines() {
-        let line = line.map_err(OutboxError::Io)?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let call: Value = serde_json::from_str(&line).map_err(OutboxError::BadCall)?;
+    serve_lines(input, output, |line| {
+        let call: Value = serde_json::from_str(line).map_err(OutboxError::BadCall)?;
         let id = call["tool_call_id"].clone();
         let answer = match call["arguments"]["idempotency_key"].as_str() {
             None => {
@@ -265,9 +272,8 @@ pub fn serve_lookup(
                 }
             },
         };
-        write_line(&mut output, &answer.to_string())?;
-    }
-    Ok(())
+        Ok(answer.to_string())
+    })
 }
 
 #[cfg(test)]

@@ -1,0 +1,134 @@
+//! `docket serve` and `docket token`: the data directory behind the JSON API
+//! (docs/api.md), and the bearer tokens that may call it.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use docket_serve::{Role, Server, tokens};
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on; port 0 picks a free one (the line `listening on
+    /// http://ADDR` on stdout says which).
+    #[arg(long, value_name = "ADDR", default_value = docket_serve::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// Listen on an address that is not loopback. The API speaks plain HTTP: put a
+    /// TLS-terminating reverse proxy in front (docs/api.md#tls).
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum TokenCommand {
+    /// Make a bearer token and print it, once; only its SHA-256 is kept, in
+    /// DATA/api/tokens.json.
+    Create {
+        /// What it may do: viewer (reads), operator (also starts, resumes, cancels runs and
+        /// flips kill switches), approver (also decides tickets, overrides), admin (all).
+        #[arg(long, value_name = "ROLE", value_parser = role)]
+        role: Role,
+        /// Its name: recorded as who acted (`human.decided` by, `run.cancelled` by, the
+        /// request log).
+        #[arg(long, value_name = "NAME")]
+        name: String,
+    },
+    /// List the tokens: name, role, when made (never the tokens themselves).
+    List,
+    /// Revoke a token: requests bearing it are refused from then on.
+    Revoke {
+        /// The token's name.
+        name: String,
+    },
+}
+
+fn role(text: &str) -> Result<Role, String> {
+    text.parse::<Role>().map_err(|e| e.to_string())
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `docket token ...`.
+pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> anyhow::Result<u8> {
+    use std::fmt::Write as _;
+    match command {
+        TokenCommand::Create { role, name } => {
+            crate::kill_switch::initialise_store(data)?;
+            let token = tokens::create(data, &name, role, now_s())?;
+            let _ = writeln!(out, "{token}");
+            eprintln!(
+                "token `{name}` ({role}) made; it is shown this once, only its hash is kept in {}",
+                tokens::tokens_path(data).display()
+            );
+        }
+        TokenCommand::List => {
+            for t in tokens::list(data)? {
+                let _ = writeln!(
+                    out,
+                    "{}\t{}\tmade {}",
+                    t.name,
+                    t.role,
+                    crate::words::date_ns(i64::try_from(t.created_s).unwrap_or(0) * 1_000_000_000)
+                );
+            }
+        }
+        TokenCommand::Revoke { name } => {
+            let t = tokens::revoke(data, &name)?;
+            let _ = writeln!(out, "token `{}` ({}) revoked", t.name, t.role);
+        }
+    }
+    Ok(0)
+}
+
+/// `docket serve`: takes the writer lock, binds, says where it listens, serves until
+/// interrupted (Ctrl-C or SIGTERM).
+pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
+    crate::runs::run_async(data, |data, _out| {
+        Box::pin(async move {
+            docket_serve::check_listen(args.listen, args.allow_remote)?;
+            let rt = crate::runs::open(&data).await?;
+            let server = Server::bind(rt, &data, args.listen, args.allow_remote).await?;
+            let addr = server
+                .local_addr()
+                .context("cannot read the bound address")?;
+            // The readiness line: tests and scripts wait for it.
+            println!("listening on http://{addr}");
+            let _ = std::io::stdout().flush();
+            eprintln!(
+                "docket serve: {} (API at http://{addr}/api, docs/api.md); Ctrl-C stops it",
+                data.display()
+            );
+            server.serve(shutdown()).await?;
+            Ok(0)
+        })
+    })
+}
+
+async fn shutdown() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,1092 @@
+//! The handlers: thin, each calling what the `docket` commands call (the runtime, the
+//! replay and evidence crates) and answering JSON, or an [`ApiError`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::convert::Infallible;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
+use axum::extract::{Extension, Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
+use docket_runtime::{
+    FileKillSwitch, HumanDecision, HumanOverride, RunOutcome, RuntimeError, Workflow,
+};
+use docket_store::{EventStore as _, StreamId};
+
+use crate::error::ApiError;
+use crate::tokens::Principal;
+use crate::{AppState, routes};
+
+type Shared = State<Arc<AppState>>;
+type ApiResult = Result<Response, ApiError>;
+
+/// Runs this server is driving right now (a run it started, resumed or continued after a
+/// decision, until that drive ends): a running run not among them is interrupted.
+pub(crate) type Driving = Mutex<BTreeSet<RunId>>;
+
+pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
+    axum::Router::new()
+        .route("/api/openapi.json", get(openapi))
+        .route("/api/runs", get(list_runs).post(start_run))
+        .route("/api/runs/{run}", get(run_summary))
+        .route("/api/runs/{run}/events", get(events))
+        .route("/api/runs/{run}/events/stream", get(event_stream))
+        .route("/api/runs/{run}/state", get(state_at))
+        .route("/api/runs/{run}/verification", get(verification))
+        .route("/api/runs/{run}/replay", get(replay))
+        .route("/api/runs/{run}/what-if", post(what_if))
+        .route("/api/runs/{run}/export", get(export))
+        .route("/api/runs/{run}/resume", post(resume))
+        .route("/api/runs/{run}/cancel", post(cancel))
+        .route("/api/runs/{run}/tickets/{ticket}/approve", post(approve))
+        .route("/api/runs/{run}/tickets/{ticket}/deny", post(deny))
+        .route("/api/runs/{run}/tickets/{ticket}/answer", post(answer))
+        .route("/api/runs/{run}/override", post(override_block))
+        .route("/api/kill-switches", get(kill_switches))
+        .route("/api/kill-switches/{switch}/engage", post(engage))
+        .route("/api/kill-switches/{switch}/release", post(release))
+        .route("/api/policies", get(policies))
+        .route("/api/policies/diff", get(policy_diff))
+        .route("/api/policies/{hash}", get(policy))
+        .route("/api/policies/{hash}/explain", get(explain))
+        .route(
+            "/api/governance/handoff-rules",
+            get(handoff_rules).put(replace_handoff_rules),
+        )
+        .route(
+            "/api/governance/handoff-rules/{from_agent}/{to_agent}",
+            get(pair_rules),
+        )
+        .route("/api/requests", get(requests))
+}
+
+// ---------------------------------------------------------------------------------------
+// Extracting what a request says, each failure a 400 naming where.
+
+fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
+    body.map(|Json(b)| b).map_err(|e| {
+        ApiError::bad_request(format!("the request body: {}", e.body_text())).at("body")
+    })
+}
+
+fn path<T>(p: Result<Path<T>, PathRejection>) -> Result<T, ApiError> {
+    p.map(|Path(p)| p)
+        .map_err(|e| ApiError::bad_request(e.body_text()).at("path"))
+}
+
+type Params = BTreeMap<String, String>;
+
+/// The query parameters, refusing any the route does not take.
+fn query(q: Result<Query<Params>, QueryRejection>, known: &[&str]) -> Result<Params, ApiError> {
+    let Query(q) = q.map_err(|e| ApiError::bad_request(e.body_text()).at("query"))?;
+    if let Some(unknown) = q.keys().find(|k| !known.contains(&k.as_str())) {
+        return Err(ApiError::bad_request(format!(
+            "unknown query parameter `{unknown}` (this route takes: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        ))
+        .at(format!("query.{unknown}")));
+    }
+    Ok(q)
+}
+
+fn parse_param<T: std::str::FromStr>(
+    q: &Params,
+    name: &str,
+    what: &str,
+) -> Result<Option<T>, ApiError> {
+    q.get(name)
+        .map(|v| {
+            v.parse::<T>().map_err(|_| {
+                ApiError::bad_request(format!("{name}={v}: not {what}")).at(format!("query.{name}"))
+            })
+        })
+        .transpose()
+}
+
+fn run_id(run: &str) -> Result<RunId, ApiError> {
+    RunId::parse(run).map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))
+}
+
+fn required(text: &str, field: &str, what: &str) -> Result<(), ApiError> {
+    if text.trim().is_empty() {
+        Err(
+            ApiError::bad_request(format!("`{field}` is required: {what}"))
+                .at(format!("body.{field}")),
+        )
+    } else {
+        Ok(())
+    }
+}
+
+fn ok(value: Value) -> ApiResult {
+    Ok(Json(value).into_response())
+}
+
+// ---------------------------------------------------------------------------------------
+// What a run looks like in answers.
+
+fn status_word(status: RunStatus) -> Value {
+    serde_json::to_value(status).unwrap_or(Value::Null)
+}
+
+fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
+    let driven = state
+        .driving
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .contains(run);
+    let request = s.request();
+    json!({
+        "run_id": run,
+        "workflow": request.map(|r| r.workflow.name.as_str()),
+        "status": status_word(s.status()),
+        "driven": driven,
+        "interrupted": s.status() == RunStatus::Running && !driven,
+        "events": s.version(),
+        "started_at_ms": request.map(|r| r.at_ms),
+        "decider_version": request.map(|r| r.decider_version),
+        "bundle_hash": request.map(|r| r.bundle_hash.as_str()),
+        "forked_from": request.and_then(|r| r.forked_from.as_deref()),
+        "open_tickets": s.open_tickets().map(|(id, t)| json!({ "ticket": id, "reason": t.reason, "subject": t.subject })).collect::<Vec<_>>(),
+        "pending_calls": s.pending_call_ids(),
+        "output": s.output(),
+        "stop_reason": s.stop_reason(),
+        "blocked_by": s.blocked_by(),
+        "overridable": s.overridable(),
+    })
+}
+
+fn event_json(e: &docket_runtime::RecordedEvent) -> Value {
+    json!({
+        "seq": e.seq,
+        "kind": e.event.kind(),
+        "recorded_at_ns": e.recorded_at_ns,
+        "policy": e.policy,
+        "hash": e.hash,
+        "payload": e.event.to_value(),
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Runs: reading.
+
+async fn openapi() -> Json<Value> {
+    Json(routes::openapi())
+}
+
+const LIST_PARAMS: &[&str] = &[
+    "status",
+    "workflow",
+    "started_after",
+    "started_before",
+    "waiting",
+    "cursor",
+    "limit",
+];
+const STATUSES: &[&str] = &[
+    "running",
+    "interrupted",
+    "waiting_for_human",
+    "completed",
+    "blocked",
+    "failed",
+    "cancelled",
+];
+
+async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection>) -> ApiResult {
+    let q = query(q, LIST_PARAMS)?;
+    let status = q.get("status").map(String::as_str);
+    if let Some(s) = status
+        && !STATUSES.contains(&s)
+    {
+        return Err(ApiError::bad_request(format!(
+            "status={s}: not a status (one of {})",
+            STATUSES.join(", ")
+        ))
+        .at("query.status"));
+    }
+    let after: Option<i64> = parse_param(&q, "started_after", "a time in ms since the Unix epoch")?;
+    let before: Option<i64> =
+        parse_param(&q, "started_before", "a time in ms since the Unix epoch")?;
+    let waiting: Option<bool> = parse_param(&q, "waiting", "true or false")?;
+    let limit: usize = parse_param(&q, "limit", "a number from 1 to 500")?.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(
+            ApiError::bad_request(format!("limit={limit}: not from 1 to 500")).at("query.limit"),
+        );
+    }
+    let cursor = q.get("cursor");
+    let mut runs = if waiting == Some(true) {
+        state.rt.waiting_runs().await?
+    } else {
+        state.rt.run_summaries().await?
+    };
+    // Run id order: stable while runs are added, and what the cursor continues from.
+    runs.sort_by(|a, b| a.run_id.as_str().cmp(b.run_id.as_str()));
+    let driving = state
+        .driving
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    let mut page = Vec::new();
+    let mut more = false;
+    for run in runs
+        .into_iter()
+        .filter(|r| cursor.is_none_or(|c| r.run_id.as_str() > c.as_str()))
+    {
+        let interrupted = run.status == RunStatus::Running && !driving.contains(&run.run_id);
+        let keep = match status {
+            None => true,
+            Some("interrupted") => interrupted,
+            Some(s) => status_word(run.status) == s,
+        };
+        if !keep || q.get("workflow").is_some_and(|w| *w != run.workflow) {
+            continue;
+        }
+        let started_ms = if after.is_some() || before.is_some() || page.len() < limit {
+            state
+                .rt
+                .requested(&run.run_id)
+                .await
+                .ok()
+                .map(|(r, _)| r.at_ms)
+        } else {
+            None
+        };
+        if after.is_some_and(|t| started_ms.is_none_or(|s| s < t))
+            || before.is_some_and(|t| started_ms.is_none_or(|s| s >= t))
+        {
+            continue;
+        }
+        if page.len() == limit {
+            more = true;
+            break;
+        }
+        page.push(json!({
+            "run_id": run.run_id,
+            "workflow": run.workflow,
+            "status": status_word(run.status),
+            "interrupted": interrupted,
+            "events": run.events,
+            "open_tickets": run.open_tickets,
+            "overridable": run.overridable,
+            "started_at_ms": started_ms,
+        }));
+    }
+    let next = if more {
+        page.last()
+            .and_then(|r| r["run_id"].as_str())
+            .map(str::to_owned)
+    } else {
+        None
+    };
+    ok(json!({ "runs": page, "next_cursor": next }))
+}
+
+async fn run_summary(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let s = state.rt.state(&run).await?;
+    let mut answer = run_json(&state, &run, &s);
+    // Every handoff decision, from the log: the state keeps only what later decisions read.
+    let events = state.rt.events(&run).await?;
+    answer["handoffs"] = json!(RunHistory::fold(events.iter().map(|e| &e.event)).handoffs());
+    ok(answer)
+}
+
+async fn events(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let q = query(q, &["after"])?;
+    let after: u64 = parse_param(&q, "after", "a sequence number")?.unwrap_or(0);
+    let events: Vec<Value> = state
+        .rt
+        .events(&run)
+        .await?
+        .iter()
+        .filter(|e| e.seq > after)
+        .map(event_json)
+        .collect();
+    ok(json!({ "run_id": run, "events": events }))
+}
+
+/// Server-sent events: one per log event, `id:` its sequence, `event:` its kind, `data:`
+/// the JSON of `GET /api/runs/{run}/events`; from `?after=`, else `Last-Event-ID`.
+async fn event_stream(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+    headers: HeaderMap,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let q = query(q, &["after"])?;
+    let after = match parse_param::<u64>(&q, "after", "a sequence number")? {
+        Some(after) => after,
+        None => match headers.get("last-event-id") {
+            Some(v) => v
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .ok_or_else(|| {
+                    ApiError::bad_request("Last-Event-ID: not a sequence number")
+                        .at("header.last-event-id")
+                })?,
+            None => 0,
+        },
+    };
+    let stream = StreamId::new(run.as_str())
+        .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))?;
+    if state
+        .rt
+        .store()
+        .head(&stream)
+        .await
+        .map_err(RuntimeError::Store)?
+        .is_none()
+    {
+        return Err(RuntimeError::UnknownRun(run.to_string()).into());
+    }
+    let events = state.rt.follow(&run, after)?;
+    // An event that cannot be read ends the stream with an `error` event saying why.
+    let sse = events
+        .scan(false, |failed, item| {
+            if *failed {
+                return futures::future::ready(None);
+            }
+            let event = match item {
+                Ok(e) => SseEvent::default()
+                    .id(e.seq.to_string())
+                    .event(e.event.kind())
+                    .data(event_json(&e).to_string()),
+                Err(e) => {
+                    *failed = true;
+                    SseEvent::default()
+                        .event("error")
+                        .data(json!({ "error": { "code": "internal", "message": e.to_string(), "where": null } }).to_string())
+                }
+            };
+            futures::future::ready(Some(Ok::<_, Infallible>(event)))
+        });
+    Ok(Sse::new(sse)
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+async fn state_at(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let q = query(q, &["at"])?;
+    let at = q.get("at").map_or("last", String::as_str);
+    let recorded = state.rt.events(&run).await?;
+    let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
+    let seq = docket_replay::point_in(&events, at)
+        .map_err(|why| ApiError::bad_request(format!("at={at}: {why}")).at("query.at"))?;
+    let base = state.rt.state_at(&run, Some(seq as u64)).await?;
+    let found = docket_replay::inspect_from(base, &events, seq);
+    let mut value = serde_json::to_value(&found).map_err(|e| ApiError::internal(e.to_string()))?;
+    if let Some(object) = value.as_object_mut() {
+        object.insert("run".to_owned(), json!(run.as_str()));
+        object.insert("hash".to_owned(), json!(recorded[seq - 1].hash));
+    }
+    ok(value)
+}
+
+async fn verification(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let stream = StreamId::new(run.as_str())
+        .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))?;
+    if state
+        .rt
+        .store()
+        .head(&stream)
+        .await
+        .map_err(RuntimeError::Store)?
+        .is_none()
+    {
+        return Err(RuntimeError::UnknownRun(run.to_string()).into());
+    }
+    let report = state
+        .rt
+        .store()
+        .verify(&stream)
+        .await
+        .map_err(RuntimeError::Store)?;
+    let chain = match &report.first_break {
+        None => json!({ "sound": true, "events": report.verified }),
+        Some(b) => {
+            json!({ "sound": false, "verified": report.verified, "seq": b.seq(), "what": b.to_string() })
+        }
+    };
+    ok(json!({ "run_id": run, "chain": chain }))
+}
+
+async fn replay(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let events: Vec<RunEvent> = state
+        .rt
+        .events(&run)
+        .await?
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    let report = docket_replay::replay(&events)
+        .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
+    ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WhatIfBody {
+    policies: String,
+}
+
+async fn what_if(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<WhatIfBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    let name = b.policies.clone();
+    let source = std::fs::read_to_string(&b.policies).map_err(|e| {
+        ApiError::bad_request(format!("cannot read the bundle {name}: {e}")).at("body.policies")
+    })?;
+    let format = docket_policies::Format::from_name(&name).unwrap_or(docket_policies::Format::Toml);
+    let bundle = docket_policies::parse(&source, &name, format)
+        .map_err(|e| ApiError::bad_request(e.to_string()).at("body.policies"))?;
+    let events: Vec<RunEvent> = state
+        .rt
+        .events(&run)
+        .await?
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    let report = docket_replay::what_if(&events, &bundle, &source, &name)
+        .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
+    ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
+}
+
+async fn export(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let q = query(q, &["format", "redact"])?;
+    let format = q.get("format").map_or("jsonl", String::as_str);
+    let redact = q
+        .get("redact")
+        .map(|list| {
+            list.split(',')
+                .map(|one| {
+                    one.parse::<docket_evidence::Redaction>().map_err(|why| {
+                        ApiError::bad_request(format!("redact={list}: {why}")).at("query.redact")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let wanted = match format {
+        "jsonl" => crate::export::Wanted::Jsonl(redact),
+        "html" if redact.is_empty() => crate::export::Wanted::Html,
+        "html" => {
+            return Err(ApiError::bad_request(
+                "redact applies to format=jsonl: an HTML report shows the run's values as they are",
+            )
+            .at("query.redact"));
+        }
+        _ => {
+            return Err(
+                ApiError::bad_request(format!("format={format}: jsonl or html")).at("query.format"),
+            );
+        }
+    };
+    let bytes = crate::export::export(&state.rt, &state.data, &run, wanted).await?;
+    let content_type = if format == "html" {
+        "text/html; charset=utf-8"
+    } else {
+        "application/x-ndjson"
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
+}
+
+// ---------------------------------------------------------------------------------------
+// Runs: driving. The work goes on in the background; the answer comes once its first
+// event is recorded (202, the run still driven) or once it stops (200), whichever first.
+
+/// Drives `work` for `run`, answering as said above; the drive's end is traced and, when
+/// the data directory has a signing key, finished runs are sealed as after a command.
+async fn drive(
+    state: &Arc<AppState>,
+    run: &RunId,
+    recorded_after: u64,
+    work: impl Future<Output = Result<RunOutcome, RuntimeError>> + Send + 'static,
+) -> ApiResult {
+    let stream = StreamId::new(run.as_str())
+        .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))?;
+    state
+        .driving
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(run.clone());
+    let watcher = state.clone();
+    let who = run.clone();
+    let mut handle = tokio::spawn(async move {
+        let outcome = work.await;
+        watcher
+            .driving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&who);
+        if let Err(e) = &outcome {
+            tracing::warn!(run = %who, "drive ended: {e}");
+        }
+        crate::seal(&watcher).await;
+        outcome
+    });
+    let mut tail = Box::pin(state.rt.store().tail(&stream, recorded_after + 1));
+    tokio::select! {
+        biased;
+        joined = &mut handle => {
+            let outcome = joined.map_err(|e| ApiError::internal(format!("the drive of run {run} stopped: {e}")))??;
+            Ok((StatusCode::OK, Json(run_json(state, run, &outcome.state))).into_response())
+        }
+        _ = tail.next() => {
+            let s = state.rt.state(run).await?;
+            Ok((StatusCode::ACCEPTED, Json(run_json(state, run, &s))).into_response())
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    workflow: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    run_id: Option<String>,
+}
+
+async fn start_run(State(state): Shared, b: Result<Json<StartBody>, JsonRejection>) -> ApiResult {
+    let b = body(b)?;
+    let path = PathBuf::from(&b.workflow);
+    let wf = Workflow::load(&path)
+        .map_err(|e| ApiError::bad_request(e.to_string()).at("body.workflow"))?;
+    let input = match b.input {
+        Some(input) => input,
+        None => {
+            let file = wf.spec.input.as_deref().ok_or_else(|| {
+                ApiError::bad_request("no `input` given and the workflow names no `input` file")
+                    .at("body.input")
+            })?;
+            let text = std::fs::read_to_string(file).map_err(|e| {
+                ApiError::bad_request(format!("cannot read the workflow's input {file}: {e}"))
+                    .at("body.input")
+            })?;
+            serde_json::from_str(&text).map_err(|e| {
+                ApiError::bad_request(format!("the workflow's input {file} is not JSON: {e}"))
+                    .at("body.input")
+            })?
+        }
+    };
+    let problems = state.rt.unregistered(&wf.spec);
+    if !problems.is_empty() {
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(ApiError::refused(format!(
+            "{} cannot run, nothing was recorded: {}",
+            b.workflow,
+            text.join("; ")
+        ))
+        .at("body.workflow"));
+    }
+    let run = match &b.run_id {
+        Some(id) => {
+            RunId::parse(id).map_err(|e| ApiError::bad_request(e.to_string()).at("body.run_id"))?
+        }
+        None => state.rt.new_run_id(),
+    };
+    let rt = state.rt.clone();
+    let id = run.clone();
+    drive(&state, &run, 0, async move {
+        rt.start(&wf, input, Some(id)).await
+    })
+    .await
+}
+
+async fn resume(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let version = state.rt.state(&run).await?.version();
+    let rt = state.rt.clone();
+    let id = run.clone();
+    drive(&state, &run, version, async move { rt.resume(&id).await }).await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReasonBody {
+    reason: String,
+}
+
+async fn cancel(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why the run is cancelled")?;
+    let outcome = state.rt.cancel(&run, &who.name, &b.reason).await?;
+    crate::seal(&state).await;
+    ok(run_json(&state, &run, &outcome.state))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    reason: String,
+    #[serde(default)]
+    choose: Option<u32>,
+}
+
+async fn decide(
+    state: &Arc<AppState>,
+    run: RunId,
+    ticket: String,
+    decision: HumanDecision,
+) -> ApiResult {
+    let version = state.rt.state(&run).await?.version();
+    let rt = state.rt.clone();
+    let id = run.clone();
+    drive(state, &run, version, async move {
+        rt.decide_ticket(&id, &ticket, decision).await
+    })
+    .await
+}
+
+async fn approve(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<ApproveBody>, JsonRejection>,
+) -> ApiResult {
+    let (run, ticket) = path(p)?;
+    let run = run_id(&run)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why it is approved")?;
+    let decision = HumanDecision::approve(&who.name, &b.reason).choosing(b.choose);
+    decide(&state, run, ticket, decision).await
+}
+
+async fn deny(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let (run, ticket) = path(p)?;
+    let run = run_id(&run)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why it is denied")?;
+    decide(
+        &state,
+        run,
+        ticket,
+        HumanDecision::deny(&who.name, &b.reason),
+    )
+    .await
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AnswerBody {
+    #[serde(default)]
+    choice: Option<Value>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn answer(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<AnswerBody>, JsonRejection>,
+) -> ApiResult {
+    let (run, ticket) = path(p)?;
+    let run = run_id(&run)?;
+    let b = body(b)?;
+    if b.choice.is_none() && b.text.as_deref().is_none_or(|t| t.trim().is_empty()) {
+        return Err(ApiError::bad_request("an answer needs `choice` or `text`").at("body"));
+    }
+    let choice = match &b.choice {
+        None => None,
+        Some(Value::Number(n)) => Some(n.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+            || ApiError::bad_request(format!("choice {n}: not an option number")).at("body.choice"),
+        )?),
+        Some(Value::String(text)) => {
+            let s = state.rt.state(&run).await?;
+            Some(option_number(&s, &ticket, text)?)
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "choice {other}: give the option's number (from 1) or its text"
+            ))
+            .at("body.choice"));
+        }
+    };
+    let decision = HumanDecision::approve(&who.name, &b.reason)
+        .choosing(choice)
+        .answering(b.text);
+    decide(&state, run, ticket, decision).await
+}
+
+/// A question's option given by its text: its number (from 1), as `docket answer
+/// --choice` takes it.
+fn option_number(state: &RunState, ticket: &str, choice: &str) -> Result<u32, ApiError> {
+    if let Ok(n) = choice.parse::<u32>() {
+        return Ok(n);
+    }
+    let t = state
+        .tickets()
+        .get(&docket_decider::TicketId::from(ticket))
+        .ok_or_else(|| {
+            ApiError::not_found(format!("no ticket {ticket} in this run"))
+                .at(format!("ticket {ticket}"))
+        })?;
+    let TicketSubject::Question { choices, .. } = &t.subject else {
+        return Err(ApiError::bad_request(format!(
+            "ticket {ticket} asks no question with options: approve or deny it"
+        ))
+        .at("body.choice"));
+    };
+    choices
+        .iter()
+        .position(|c| c == choice)
+        .and_then(|i| u32::try_from(i + 1).ok())
+        .ok_or_else(|| {
+            ApiError::bad_request(format!(
+                "ticket {ticket} offers {}; `{choice}` is not one of them",
+                choices
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+            .at("body.choice")
+        })
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OverrideBody {
+    role: String,
+    reason: String,
+    #[serde(default)]
+    rule: Option<String>,
+}
+
+async fn override_block(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<OverrideBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why the rule is overridden")?;
+    required(
+        &b.role,
+        "role",
+        "the role of the bundle's registry you act in",
+    )?;
+    let version = state.rt.state(&run).await?.version();
+    let o = HumanOverride {
+        by: who.name.clone(),
+        role: b.role,
+        reason: b.reason,
+        rule_id: b.rule,
+    };
+    let rt = state.rt.clone();
+    let id = run.clone();
+    drive(&state, &run, version, async move {
+        rt.override_block(&id, o).await
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// Kill switches.
+
+async fn kill_switches(State(state): Shared) -> ApiResult {
+    let switches = FileKillSwitch::new(&state.data);
+    let engaged = switches
+        .state()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let history = switches
+        .history()
+        .map_err(|e| ApiError::internal(e.to_string()))?;
+    ok(json!({ "engaged": engaged.engaged, "history": history }))
+}
+
+async fn flip(
+    state: &AppState,
+    who: &Principal,
+    switch: &str,
+    on: bool,
+    reason: &str,
+) -> ApiResult {
+    required(reason, "reason", "why (kept with the flip)")?;
+    let now_ms = state.rt.now_ms();
+    let flip = FileKillSwitch::new(&state.data)
+        .set(switch, on, &who.name, reason, now_ms)
+        .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("switch {switch}")))?;
+    ok(json!({ "switch": switch, "flip": flip }))
+}
+
+async fn engage(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let switch = path(p)?;
+    let b = body(b)?;
+    flip(&state, &who, &switch, true, &b.reason).await
+}
+
+async fn release(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let switch = path(p)?;
+    let b = body(b)?;
+    flip(&state, &who, &switch, false, &b.reason).await
+}
+
+// ---------------------------------------------------------------------------------------
+// Policy bundles, as recorded in runs.
+
+/// Every bundle recorded in a run, by hash: the `run.requested` that first recorded it,
+/// and how many runs did.
+async fn recorded_bundles(
+    state: &AppState,
+) -> Result<BTreeMap<String, (Arc<docket_decider::RunRequested>, usize)>, ApiError> {
+    let mut bundles: BTreeMap<String, (Arc<docket_decider::RunRequested>, usize)> = BTreeMap::new();
+    for run in state.rt.run_summaries().await? {
+        let Ok((request, _)) = state.rt.requested(&run.run_id).await else {
+            continue;
+        };
+        bundles
+            .entry(request.bundle_hash.clone())
+            .and_modify(|(first, n)| {
+                *n += 1;
+                if request.at_ms < first.at_ms {
+                    *first = request.clone();
+                }
+            })
+            .or_insert((request.clone(), 1));
+    }
+    Ok(bundles)
+}
+
+async fn policies(State(state): Shared) -> ApiResult {
+    let bundles = recorded_bundles(&state).await?;
+    let list: Vec<Value> = bundles
+        .iter()
+        .map(|(hash, (r, runs))| {
+            let b = docket_decider::recorded_bundle(r).ok();
+            json!({
+                "hash": hash,
+                "name": r.bundle_source_name,
+                "bundle": b.as_ref().map(|b| b.spec().bundle.id.clone()),
+                "version": b.as_ref().map(|b| b.spec().bundle.version.clone()),
+                "runs": runs,
+                "first_recorded_ms": r.at_ms,
+            })
+        })
+        .collect();
+    ok(json!({ "bundles": list }))
+}
+
+async fn bundle_by_hash(
+    state: &AppState,
+    hash: &str,
+    at: &str,
+) -> Result<
+    (
+        Arc<docket_decider::RunRequested>,
+        docket_policies::PolicyBundle,
+    ),
+    ApiError,
+> {
+    let bundles = recorded_bundles(state).await?;
+    let (request, _) = bundles.get(hash).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no run recorded a bundle with hash {hash} (GET /api/policies lists them)"
+        ))
+        .at(at.to_owned())
+    })?;
+    let bundle = docket_decider::recorded_bundle(request)
+        .map_err(|e| ApiError::internal(format!("bundle {hash}: {e}")))?;
+    Ok((request.clone(), bundle))
+}
+
+async fn policy(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let hash = path(p)?;
+    let (request, bundle) = bundle_by_hash(&state, &hash, &format!("bundle {hash}")).await?;
+    ok(json!({
+        "hash": hash,
+        "name": request.bundle_source_name,
+        "bundle": bundle.spec().bundle.id,
+        "version": bundle.spec().bundle.version,
+        "agents": bundle.agent_ids().collect::<Vec<_>>(),
+        "source": request.bundle_source,
+    }))
+}
+
+async fn policy_diff(State(state): Shared, q: Result<Query<Params>, QueryRejection>) -> ApiResult {
+    let q = query(q, &["old", "new"])?;
+    let hash = |name: &str| {
+        q.get(name).cloned().ok_or_else(|| {
+            ApiError::bad_request(format!("`{name}` is required: a bundle hash"))
+                .at(format!("query.{name}"))
+        })
+    };
+    let (old, new) = (hash("old")?, hash("new")?);
+    let (_, a) = bundle_by_hash(&state, &old, "query.old").await?;
+    let (_, b) = bundle_by_hash(&state, &new, "query.new").await?;
+    ok(serde_json::to_value(docket_policies::diff(&a, &b))
+        .map_err(|e| ApiError::internal(e.to_string()))?)
+}
+
+async fn explain(
+    State(state): Shared,
+    p: Result<Path<String>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let hash = path(p)?;
+    let q = query(q, &["from", "to", "context"])?;
+    let (_, bundle) = bundle_by_hash(&state, &hash, &format!("bundle {hash}")).await?;
+    let context: bool = parse_param(&q, "context", "true or false")?.unwrap_or(false);
+    let mut agents = Vec::new();
+    for name in ["from", "to"] {
+        let agent = q.get(name).ok_or_else(|| {
+            ApiError::bad_request(format!("`{name}` is required: an agent of the bundle"))
+                .at(format!("query.{name}"))
+        })?;
+        if !bundle.agent_ids().any(|a| a == agent) {
+            return Err(ApiError::bad_request(format!(
+                "{name}={agent}: the bundle declares no agent `{agent}` (its agents: {})",
+                bundle.agent_ids().collect::<Vec<_>>().join(", ")
+            ))
+            .at(format!("query.{name}")));
+        }
+        agents.push(agent.clone());
+    }
+    let input = if context {
+        docket_policies::InputKind::Context
+    } else {
+        docket_policies::InputKind::Decision
+    };
+    let decision = bundle.decide_handoff(&agents[0], &agents[1], input);
+    ok(json!({ "bundle": hash, "handoff": decision }))
+}
+
+// ---------------------------------------------------------------------------------------
+// The request log.
+
+async fn requests(State(state): Shared) -> ApiResult {
+    let text = std::fs::read_to_string(state.requests.path())
+        .map_err(|e| ApiError::internal(format!("{}: {e}", state.requests.path().display())))?;
+    let lines: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    ok(json!({ "requests": lines }))
+}
+
+// ---------------------------------------------------------------------------------------
+// Handoff rules of the registered bundle versions (seed 001's governance API, docs/api.md
+// #handoff-rules): reads of the latest version, and a replacement that registers the next.
+
+const RULES_PARAMS: &[&str] = &["bundle"];
+
+async fn handoff_rules(
+    State(state): Shared,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let q = query(q, RULES_PARAMS)?;
+    let rules = state
+        .rt
+        .handoff_rules(q.get("bundle").map(String::as_str))
+        .await?;
+    ok(json!(rules))
+}
+
+async fn pair_rules(
+    State(state): Shared,
+    p: Result<Path<(String, String)>, PathRejection>,
+    q: Result<Query<Params>, QueryRejection>,
+) -> ApiResult {
+    let (from, to) = path(p)?;
+    let q = query(q, RULES_PARAMS)?;
+    let rules = state
+        .rt
+        .pair_rules(q.get("bundle").map(String::as_str), &from, &to)
+        .await?;
+    ok(json!(rules))
+}
+
+/// The body is the seed's bare list of rules, or an object with `rules` (and `reason`);
+/// the reason may come as `?reason=` instead. Who is the token's principal.
+async fn replace_handoff_rules(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    q: Result<Query<Params>, QueryRejection>,
+    b: Result<Json<Value>, JsonRejection>,
+) -> ApiResult {
+    let q = query(q, &["bundle", "reason"])?;
+    let b = body(b)?;
+    let reason = q
+        .get("reason")
+        .map(String::as_str)
+        .or_else(|| b.get("reason").and_then(Value::as_str))
+        .unwrap_or_default()
+        .to_owned();
+    if reason.trim().is_empty() {
+        return Err(ApiError::bad_request(
+            "why the rules change is required: give `?reason=TEXT`, or `reason` beside `rules` in the body",
+        )
+        .at("query.reason"));
+    }
+    let replaced = state
+        .rt
+        .replace_handoff_rules(q.get("bundle").map(String::as_str), &b, &who.name, &reason)
+        .await?;
+    ok(json!(replaced))
+}

@@ -1,0 +1,171 @@
+//! The API's errors: `{ "error": { "code", "message", "where" } }` with the status that
+//! fits (docs/api.md#errors). Every failure of a handler becomes one; none panics.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use docket_policies::RulesError;
+use docket_runtime::{RegistryError, RuntimeError};
+use serde_json::json;
+
+/// A failed request: its status, a stable code, a message in the user's words and where
+/// the problem is (a field, a parameter, a run), if anywhere.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// A stable, machine-readable code (`unauthenticated`, `forbidden`, `bad_request`,
+    /// `not_found`, `conflict`, `refused`, `internal`).
+    pub code: &'static str,
+    /// What went wrong and what to do.
+    pub message: String,
+    /// The field, parameter or resource concerned (`body.reason`, `query.status`,
+    /// `run run-1`), when there is one.
+    pub at: Option<String>,
+    /// Each problem, when the request has several (a refused replacement of handoff
+    /// rules: each naming its rule and field).
+    pub problems: Option<serde_json::Value>,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            status,
+            code,
+            message: message.into(),
+            at: None,
+            problems: None,
+        }
+    }
+
+    /// Where the problem is.
+    #[must_use]
+    pub fn at(mut self, at: impl Into<String>) -> Self {
+        self.at = Some(at.into());
+        self
+    }
+
+    /// 400: the request itself is wrong.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+
+    /// 401: no token, or one the server does not know.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, "unauthenticated", message)
+    }
+
+    /// 403: the token's role may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
+    /// 404: no such run, ticket, bundle or route.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, "not_found", message)
+    }
+
+    /// 405: the route exists, not with this method.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            message,
+        )
+    }
+
+    /// 409: the request conflicts with where things stand (a finished run, a run
+    /// driven meanwhile, a ticket already decided).
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, "conflict", message)
+    }
+
+    /// 422: well-formed, but the decider or the runtime refuses it.
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNPROCESSABLE_ENTITY, "refused", message)
+    }
+
+    /// 500: the server failed (the log, a file).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "error": {
+            "code": self.code,
+            "message": self.message,
+            "where": self.at,
+        }});
+        if let Some(problems) = self.problems {
+            body["error"]["problems"] = problems;
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"docket\""),
+            );
+        }
+        response
+    }
+}
+
+impl From<RegistryError> for ApiError {
+    fn from(e: RegistryError) -> Self {
+        let message = e.to_string();
+        match &e {
+            RegistryError::NoVersions { .. } | RegistryError::UnknownVersion { .. } => {
+                Self::not_found(message).at("query.bundle")
+            }
+            RegistryError::WhichBundle { .. } => Self::bad_request(message).at("query.bundle"),
+            RegistryError::Unexplained { .. } => Self::bad_request(message).at("query.reason"),
+            RegistryError::Unchanged { .. } | RegistryError::Conflict => Self::conflict(message),
+            RegistryError::Rules(RulesError::UnknownAgent { side, .. }) => {
+                Self::not_found(message).at(format!("path.{side}_agent"))
+            }
+            RegistryError::Rules(RulesError::Refused { problems }) => {
+                let mut refused = Self::refused(message).at("body");
+                refused.problems = Some(json!(problems));
+                refused
+            }
+            RegistryError::Rules(_)
+            | RegistryError::Invalid(_)
+            | RegistryError::NotAdmitted { .. } => Self::refused(message).at("body"),
+            _ => Self::internal(message),
+        }
+    }
+}
+
+impl From<RuntimeError> for ApiError {
+    fn from(e: RuntimeError) -> Self {
+        use docket_decider::Rejection;
+        let message = e.to_string();
+        match &e {
+            RuntimeError::UnknownRun(run) => Self::not_found(message).at(format!("run {run}")),
+            RuntimeError::InvalidRunId { id, .. } => {
+                Self::bad_request(message).at(format!("run {id}"))
+            }
+            RuntimeError::RunExists(run) => Self::conflict(message).at(format!("run {run}")),
+            RuntimeError::Conflict { run, .. } => Self::conflict(message).at(format!("run {run}")),
+            RuntimeError::Rejected { run, rejection } => {
+                let at = format!("run {run}");
+                match rejection {
+                    Rejection::Finished(_) | Rejection::TicketClosed(_) => {
+                        Self::conflict(message).at(at)
+                    }
+                    Rejection::UnknownTicket(t) => {
+                        Self::not_found(message).at(format!("run {run} ticket {t}"))
+                    }
+                    _ => Self::refused(message).at(at),
+                }
+            }
+            RuntimeError::NoRequest(run) => Self::not_found(message).at(format!("run {run}")),
+            RuntimeError::WorkflowRefused { .. } | RuntimeError::NotAdmitted { .. } => {
+                Self::refused(message).at("body.workflow")
+            }
+            RuntimeError::Bundle { .. } => Self::refused(message),
+            _ => Self::internal(message),
+        }
+    }
+}

@@ -1,0 +1,308 @@
+//! `docket serve`: the data directory's one long-lived writer, behind a JSON API
+//! (docs/api.md).
+//!
+//! The server takes the data directory's writer lock when it starts and holds it until it
+//! stops (store/FORMAT.md §10): runs it starts or continues are driven in its process, and
+//! a `docket run`, `approve`... from a terminal meanwhile is refused with an error naming
+//! the server and saying to use the API. Reads go through the same store, whose index is
+//! current with every write it makes; other processes read the directory through
+//! read-only views as usual (`docket status`, `runs`, `verify`).
+//!
+//! Every `/api` route checks a bearer token ([`tokens`]) against the role
+//! [`routes::ROUTES`] names; every mutating request is recorded with its principal in the
+//! run's events where it touches a run (`human.decided` `by`, `run.cancelled` `by`), in the
+//! kill switches' history for a flip, and in the API's request log
+//! (`<data>/api/requests.jsonl`) in every case.
+
+// A library reports every failure as an error value; it never aborts its caller.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod api;
+mod error;
+mod export;
+mod requests;
+pub mod routes;
+pub mod tokens;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use docket_runtime::Runtime;
+use docket_store::EmbeddedStore;
+
+pub use error::ApiError;
+pub use requests::REQUESTS_FILE;
+pub use tokens::{Principal, Role, TokenEntry, TokenError};
+
+/// The subcommand's word, as it appears in the writer lock's holder file: a CLI writer
+/// refused by a server says to use the API ([`is_server`]).
+pub const SERVE_COMMAND: &str = "serve";
+
+/// The default address: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:7700";
+
+/// Whether a writer lock holder's command line is `docket serve`.
+#[must_use]
+pub fn is_server(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    words.next();
+    // Global options (`--data DIR`, `--lock-wait SECS`) may come first.
+    let mut skip = false;
+    for w in words {
+        if skip {
+            skip = false;
+        } else if w == "--data" || w == "--lock-wait" {
+            skip = true;
+        } else if w.starts_with('-') {
+        } else {
+            return w == SERVE_COMMAND;
+        }
+    }
+    false
+}
+
+/// Refuses an address that is not loopback unless `allow_remote` (docs/api.md#tls):
+/// checked before anything is opened.
+///
+/// # Errors
+/// [`ServeError::Remote`].
+pub fn check_listen(addr: SocketAddr, allow_remote: bool) -> Result<(), ServeError> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(ServeError::Remote(addr))
+    }
+}
+
+/// Why the server cannot start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// A non-loopback address without `--allow-remote`.
+    #[error(
+        "--listen {0}: not a loopback address; the API would be reachable from the network without TLS. Put a TLS-terminating reverse proxy in front (docs/api.md#tls) and pass --allow-remote"
+    )]
+    Remote(SocketAddr),
+    /// The address cannot be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Serving failed.
+    #[error("serving failed: {0}")]
+    Serve(std::io::Error),
+    /// The request log cannot be opened.
+    #[error("cannot open the API's request log {path}: {source}")]
+    RequestLog {
+        /// Its path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// What the handlers share.
+pub(crate) struct AppState {
+    pub(crate) rt: Runtime<EmbeddedStore>,
+    pub(crate) data: PathBuf,
+    pub(crate) requests: requests::RequestLog,
+    pub(crate) driving: api::Driving,
+}
+
+/// Seals the runs that finished, when the data directory has a signing key, as each
+/// `docket` command that drives runs does after it (docs/checkpoints.md).
+pub(crate) async fn seal(state: &AppState) {
+    let key = match docket_evidence::signer(&state.data) {
+        Ok(Some(key)) => key,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("finished runs not sealed: {e}");
+            return;
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    if let Err(e) = docket_evidence::seal_finished(
+        state.rt.store(),
+        &state.data,
+        &key,
+        docket_store::WallTime(now),
+    )
+    .await
+    {
+        tracing::warn!("finished runs not sealed ({e}); the next drive tries again");
+    }
+}
+
+/// A bound server, not yet serving: its address is known (bind port 0 to have one
+/// chosen), so a caller can say where it listens before it serves.
+pub struct Server {
+    listener: tokio::net::TcpListener,
+    app: Router,
+}
+
+impl Server {
+    /// Binds `addr` for the data directory opened by `rt` (which holds its writer lock).
+    ///
+    /// # Errors
+    /// [`ServeError`]: a remote address without `allow_remote`, an address in use.
+    pub async fn bind(
+        rt: Runtime<EmbeddedStore>,
+        data: &Path,
+        addr: SocketAddr,
+        allow_remote: bool,
+    ) -> Result<Self, ServeError> {
+        check_listen(addr, allow_remote)?;
+        let requests = requests::RequestLog::open(data)?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| ServeError::Bind { addr, source })?;
+        let state = Arc::new(AppState {
+            rt,
+            data: data.to_owned(),
+            requests,
+            driving: api::Driving::default(),
+        });
+        Ok(Self {
+            listener,
+            app: router(state),
+        })
+    }
+
+    /// Where it listens.
+    ///
+    /// # Errors
+    /// The socket's error.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes.
+    ///
+    /// # Errors
+    /// [`ServeError::Serve`].
+    pub async fn serve(
+        self,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        axum::serve(self.listener, self.app)
+            .with_graceful_shutdown(shutdown)
+            .await
+            .map_err(ServeError::Serve)
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    let api = api::routes()
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authorize,
+        ))
+        .with_state(state);
+    Router::new()
+        // The web UI's place (issue 17 point 4); the API is under /api.
+        .route("/", axum::routing::get(home))
+        .merge(api)
+        .fallback(|| async {
+            ApiError::not_found("no such route (GET /api/openapi.json lists them)")
+        })
+        .method_not_allowed_fallback(|| async {
+            ApiError::method_not_allowed(
+                "this route does not take this method (GET /api/openapi.json lists them)",
+            )
+        })
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(4 << 20))
+}
+
+async fn home() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "docket serve: the JSON API is under /api (GET /api/openapi.json, docs/api.md); the web UI is not built yet.\n",
+    )
+}
+
+/// Checks the bearer token against the route's role; records a mutating request with its
+/// principal once it is answered.
+async fn authorize(
+    State(state): State<Arc<AppState>>,
+    matched: MatchedPath,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let method = request.method().as_str().to_owned();
+    let Some(route) = routes::find(&method, matched.as_str()) else {
+        // A route the table lacks is a bug of this crate: refuse rather than leave it open.
+        return ApiError::internal(format!(
+            "{method} {} has no role in the route table",
+            matched.as_str()
+        ))
+        .into_response();
+    };
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(token) = token else {
+        return ApiError::unauthenticated(
+            "this route needs a bearer token (Authorization: Bearer TOKEN; docket token create makes one)",
+        )
+        .at("header.authorization")
+        .into_response();
+    };
+    let principal = match tokens::authenticate(&state.data, token) {
+        Ok(Some(p)) => p,
+        Ok(None) => {
+            return ApiError::unauthenticated("unknown or revoked token")
+                .at("header.authorization")
+                .into_response();
+        }
+        Err(e) => return ApiError::internal(e.to_string()).into_response(),
+    };
+    let path = request.uri().path().to_owned();
+    let response = if principal.role.allows(route.role) {
+        request.extensions_mut().insert(principal.clone());
+        next.run(request).await
+    } else {
+        ApiError::forbidden(format!(
+            "{method} {} needs the {} role; token `{}` is {}",
+            route.path, route.role, principal.name, principal.role
+        ))
+        .into_response()
+    };
+    if method != "GET" {
+        state
+            .requests
+            .record(&principal, &method, &path, response.status().as_u16());
+    }
+    response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_server;
+
+    #[test]
+    fn a_server_is_told_from_its_command_line() {
+        assert!(is_server("/usr/bin/docket serve --listen 127.0.0.1:0"));
+        assert!(is_server(
+            "docket --data /d --lock-wait 3 serve --allow-remote"
+        ));
+        assert!(!is_server("docket run serve.toml"));
+        assert!(!is_server("docket --data serve run w.toml"));
+        assert!(!is_server("docket"));
+    }
+}

@@ -1,0 +1,673 @@
+//! `docket serve` through HTTP (issue 17 points 2, 5 and 7; docs/api.md): a server started
+//! on an ephemeral port, every route refused without a token (401) and for a role without
+//! permission (403); a run started through the API that waits for a human, approved by an
+//! approver, completes with the token's name as `by`; server-sent events in order, and
+//! after a reconnect with Last-Event-ID only the later ones; `docket status` and `runs`
+//! read while the server drives; cancelling, through the API and `docket cancel`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use docket_serve::Role;
+use docket_serve::routes::ROUTES;
+use docket_tests::{docket_bin, docket_on as docket, exit_code as code, stdout_text as stdout};
+use serde_json::{Value, json};
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+/// A one-agent workflow whose agent runs `test-agent ARGS`.
+fn workflow(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
+    docket_tests::one_agent_workflow(dir, "api", name, TEST_AGENT, args)
+}
+
+/// A `docket serve` on an ephemeral port, killed when dropped.
+struct Served {
+    child: Child,
+    addr: SocketAddr,
+    tokens: Vec<(Role, String)>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Served {
+    /// Makes a token per role (named `ROLE-user`), starts the server and waits for its
+    /// readiness line, which names the port.
+    fn start(data: &Path) -> Self {
+        let tokens = Role::ALL
+            .into_iter()
+            .map(|role| {
+                let out = docket(
+                    data,
+                    &[
+                        "token",
+                        "create",
+                        "--role",
+                        role.as_str(),
+                        "--name",
+                        &format!("{role}-user"),
+                    ],
+                );
+                assert_eq!(code(&out), 0, "{out:?}");
+                (role, stdout(&out).trim().to_owned())
+            })
+            .collect();
+        let mut child = Command::new(docket_bin())
+            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+            .arg(data)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("docket serve starts");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("the readiness line");
+        let addr = line
+            .trim()
+            .strip_prefix("listening on http://")
+            .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
+            .parse()
+            .expect("an address");
+        Self {
+            child,
+            addr,
+            tokens,
+        }
+    }
+
+    fn token(&self, role: Role) -> &str {
+        &self
+            .tokens
+            .iter()
+            .find(|(r, _)| *r == role)
+            .expect("a token")
+            .1
+    }
+
+    /// One request; the status and the body (JSON, or a string when it is not).
+    fn call(
+        &self,
+        method: &str,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&Value>,
+    ) -> (u16, Value) {
+        let mut s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let body = body.map(Value::to_string).unwrap_or_default();
+        let auth = token
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("send");
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).expect("read");
+        let text = String::from_utf8_lossy(&raw);
+        let status: u16 = text
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {text}"));
+        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        (
+            status,
+            serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned())),
+        )
+    }
+
+    /// Reads server-sent events of `run` until one of kind `until` (included), from the
+    /// start or after `last_event_id`: (id, kind, data) each.
+    fn sse(&self, run: &str, last_event_id: Option<u64>, until: &str) -> Vec<(u64, String, Value)> {
+        let mut s = TcpStream::connect(self.addr).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(60)))
+            .expect("timeout");
+        let resume = last_event_id
+            .map(|id| format!("Last-Event-ID: {id}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "GET /api/runs/{run}/events/stream HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\nAuthorization: Bearer {}\r\n{resume}\r\n",
+            self.token(Role::Viewer)
+        )
+        .expect("send");
+        let mut lines = BufReader::new(s).lines();
+        let status = lines.next().expect("a status line").expect("read");
+        assert!(status.contains(" 200 "), "{status}");
+        let (mut id, mut kind) = (0, String::new());
+        let mut seen = Vec::new();
+        // Chunk sizes of the transfer encoding come between the lines and are skipped: an
+        // event's lines are `field: value`.
+        for line in lines {
+            let line = line.expect("an event line before the timeout");
+            if let Some(v) = line.strip_prefix("id: ") {
+                id = v.parse().expect("a sequence id");
+            } else if let Some(v) = line.strip_prefix("event: ") {
+                kind = v.to_owned();
+            } else if let Some(v) = line.strip_prefix("data: ") {
+                seen.push((
+                    id,
+                    kind.clone(),
+                    serde_json::from_str(v).expect("JSON data"),
+                ));
+                if kind == until {
+                    return seen;
+                }
+            }
+        }
+        panic!("the stream ended before a {until} event: {seen:?}");
+    }
+
+    /// Polls the run until `done` holds of it, for at most a minute.
+    fn until(&self, run: &str, done: impl Fn(&Value) -> bool) -> Value {
+        let start = Instant::now();
+        loop {
+            let (status, body) = self.call(
+                "GET",
+                &format!("/api/runs/{run}"),
+                Some(self.token(Role::Viewer)),
+                None,
+            );
+            assert_eq!(status, 200, "{body}");
+            if done(&body) {
+                return body;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "run {run} stayed {body}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// Table-driven: every route of the route table (the one the OpenAPI description is made
+/// from), with no token, a wrong token and each role's.
+#[test]
+fn every_route_checks_the_token_and_the_role() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Served::start(&dir.path().join("data"));
+    let (status, openapi) = server.call(
+        "GET",
+        "/api/openapi.json",
+        Some(server.token(Role::Viewer)),
+        None,
+    );
+    assert_eq!(status, 200);
+    for route in ROUTES {
+        let path = route
+            .path
+            .replace("{run}", "no-such-run")
+            .replace("{ticket}", "ticket-1")
+            .replace("{switch}", "lane-x")
+            .replace("{hash}", "0000")
+            .replace("{from_agent}", "external")
+            .replace("{to_agent}", "governance");
+        assert!(
+            openapi["paths"][route.path][route.method.to_lowercase()].is_object(),
+            "{} {} is not in /api/openapi.json",
+            route.method,
+            route.path
+        );
+        let body = (route.method == "POST" || route.method == "PUT").then(|| json!({}));
+        let (status, answer) = server.call(route.method, &path, None, body.as_ref());
+        assert_eq!(
+            status, 401,
+            "{} {path} without a token: {answer}",
+            route.method
+        );
+        assert_eq!(answer["error"]["code"], "unauthenticated");
+        assert_eq!(answer["error"]["where"], "header.authorization");
+        let (status, _) = server.call(route.method, &path, Some("dkt_not-a-token"), body.as_ref());
+        assert_eq!(status, 401, "{} {path} with an unknown token", route.method);
+        for role in Role::ALL {
+            let (status, answer) =
+                server.call(route.method, &path, Some(server.token(role)), body.as_ref());
+            if role.allows(route.role) {
+                assert!(
+                    status != 401 && status != 403,
+                    "{} {path} as {role}: {status} {answer}",
+                    route.method
+                );
+                assert!(
+                    status < 500,
+                    "{} {path} as {role}: {status} {answer}",
+                    route.method
+                );
+            } else {
+                assert_eq!(status, 403, "{} {path} as {role}: {answer}", route.method);
+                assert_eq!(answer["error"]["code"], "forbidden");
+            }
+        }
+    }
+    // A run that does not exist is named; a bad parameter is named.
+    let viewer = Some(server.token(Role::Viewer));
+    let (status, answer) = server.call("GET", "/api/runs/no-such-run", viewer, None);
+    assert_eq!(status, 404);
+    assert_eq!(answer["error"]["where"], "run no-such-run", "{answer}");
+    let (status, answer) = server.call("GET", "/api/runs?limit=0", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["where"].clone()),
+        (400, json!("query.limit"))
+    );
+    let (status, answer) = server.call("DELETE", "/api/runs", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (405, json!("method_not_allowed"))
+    );
+    let (status, answer) = server.call("GET", "/api/nothing-here", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["code"].clone()),
+        (404, json!("not_found"))
+    );
+    let (status, answer) = server.call("GET", "/api/runs?colour=red", viewer, None);
+    assert_eq!(
+        (status, answer["error"]["where"].clone()),
+        (400, json!("query.colour"))
+    );
+    // Revoked, a token stops working at once.
+    let out = docket(
+        &dir.path().join("data"),
+        &["token", "revoke", "viewer-user"],
+    );
+    assert_eq!(code(&out), 0);
+    let (status, _) = server.call("GET", "/api/runs", viewer, None);
+    assert_eq!(status, 401);
+}
+
+/// Seed 001's governance API over the registered geo bundle: the rules, one pair, and a
+/// replacement an admin makes, recorded as the next version by the token's name.
+#[test]
+fn handoff_rules_are_read_and_replaced_through_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let geo = docket_tests::workspace_root().join("examples/geo/policy.toml");
+    let out = docket(
+        &data,
+        &[
+            "policy",
+            "register",
+            geo.to_str().expect("utf-8"),
+            "--by",
+            "alice",
+            "--reason",
+            "as shipped",
+        ],
+    );
+    assert_eq!(code(&out), 0, "{out:?}");
+    let server = Served::start(&data);
+    let viewer = Some(server.token(Role::Viewer));
+    let (status, listed) = server.call("GET", "/api/governance/handoff-rules", viewer, None);
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["version"], 1);
+    let rules = listed["rules"].as_array().expect("a list of rules").clone();
+    assert!(!rules.is_empty(), "{listed}");
+
+    let (status, pair) = server.call(
+        "GET",
+        "/api/governance/handoff-rules/intelligence/strategy",
+        viewer,
+        None,
+    );
+    assert_eq!(status, 200, "{pair}");
+    assert_eq!(
+        (pair["bundle"].is_string(), pair["version"].as_u64()),
+        (true, Some(1))
+    );
+    let (status, unknown) = server.call(
+        "GET",
+        "/api/governance/handoff-rules/nobody/strategy",
+        viewer,
+        None,
+    );
+    assert_eq!(
+        (status, unknown["error"]["where"].clone()),
+        (404, json!("path.from_agent"))
+    );
+
+    // The same rules again: nothing to register. Without a reason: named.
+    let admin = Some(server.token(Role::Admin));
+    let same = Value::Array(rules.clone());
+    let (status, answer) = server.call(
+        "PUT",
+        "/api/governance/handoff-rules?reason=again",
+        admin,
+        Some(&same),
+    );
+    assert_eq!(status, 409, "{answer}");
+    let (status, answer) = server.call("PUT", "/api/governance/handoff-rules", admin, Some(&same));
+    assert_eq!(
+        (status, answer["error"]["where"].clone()),
+        (400, json!("query.reason"))
+    );
+    // An invalid rule: each problem named.
+    let bad = json!([{"from_agent_id": "nobody", "to_agent_id": "strategy"}]);
+    let (status, answer) = server.call(
+        "PUT",
+        "/api/governance/handoff-rules?reason=broken",
+        admin,
+        Some(&bad),
+    );
+    assert_eq!(status, 422, "{answer}");
+    assert_eq!(
+        answer["error"]["problems"][0]["field"], "from_agent_id",
+        "{answer}"
+    );
+    // A tightening: version 2, by the admin token's name, with the diff.
+    let mut tightened = rules;
+    tightened.push(json!({
+        "from_agent_id": "external",
+        "to_agent_id": "governance",
+        "blocked_context_fields": ["regions"]
+    }));
+    let body = json!({ "rules": tightened, "reason": "no regions" });
+    let (status, answer) = server.call("PUT", "/api/governance/handoff-rules", admin, Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["registered"]["version"], 2);
+    assert_eq!(answer["registered"]["by"], "admin-user");
+    assert_eq!(answer["registered"]["reason"], "no regions");
+    assert!(
+        !answer["diff"]["rules"].as_array().expect("diff").is_empty(),
+        "{answer}"
+    );
+    let (_, listed) = server.call("GET", "/api/governance/handoff-rules", viewer, None);
+    assert_eq!(listed["version"], 2);
+}
+
+#[test]
+fn a_run_started_through_the_api_is_approved_and_completes_while_sse_follows_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let approver = Some(server.token(Role::Approver));
+
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "input": { "task": "x" }, "run_id": "asks-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    assert_eq!(started["run_id"], "asks-1");
+
+    // Every event up to the question, in order, from the first.
+    let first = server.sse("asks-1", None, "human.escalated");
+    let ids: Vec<u64> = first.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(ids, (1..=ids.len() as u64).collect::<Vec<_>>());
+    assert_eq!(first[0].1, "run.requested");
+    server.until("asks-1", |r| r["status"] == "waiting_for_human");
+
+    // Readers work while the server holds the directory; a writer is told to use the API.
+    let out = docket(&data, &["status", "asks-1"]);
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(
+        stdout(&out).contains("waiting for a human"),
+        "{}",
+        stdout(&out)
+    );
+    let out = docket(&data, &["runs"]);
+    assert!(
+        stdout(&out).contains("asks-1\tasks\twaiting for a human"),
+        "{}",
+        stdout(&out)
+    );
+    let out = docket(
+        &data,
+        &[
+            "approve", "asks-1", "ticket-1", "--by", "x", "--reason", "y",
+        ],
+    );
+    assert_eq!(code(&out), 1);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("use its API"), "{said}");
+
+    // Listed, filtered.
+    let (_, waiting) = server.call("GET", "/api/runs?status=waiting_for_human", operator, None);
+    assert_eq!(waiting["runs"][0]["run_id"], "asks-1", "{waiting}");
+    let (_, none) = server.call("GET", "/api/runs?status=completed", operator, None);
+    assert_eq!(none["runs"], json!([]));
+
+    // An operator may not decide; an approver does, and is recorded as who.
+    let approve = "/api/runs/asks-1/tickets/ticket-1/approve";
+    let reason = json!({ "reason": "looks right" });
+    let (status, _) = server.call("POST", approve, operator, Some(&reason));
+    assert_eq!(status, 403);
+    let (status, approved) = server.call("POST", approve, approver, Some(&reason));
+    assert!(status == 200 || status == 202, "{status} {approved}");
+    let done = server.until("asks-1", |r| {
+        r["status"] == "completed" && r["driven"] == false
+    });
+    assert!(done["output"].is_object(), "{done}");
+    let (status, again) = server.call("POST", approve, approver, Some(&reason));
+    assert_eq!(status, 409, "{again}");
+
+    // From the question on, after a reconnect: only the later events, in order.
+    let escalated = first.last().expect("events").0;
+    let rest = server.sse("asks-1", Some(escalated), "run.completed");
+    let ids: Vec<u64> = rest.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(
+        ids,
+        (escalated + 1..=escalated + ids.len() as u64).collect::<Vec<_>>()
+    );
+    assert_eq!(rest[0].1, "human.decided");
+    assert_eq!(rest[0].2["payload"]["by"], "approver-user");
+    assert_eq!(rest[0].2["payload"]["reason"], "looks right");
+
+    // The same events as GET .../events gives.
+    let (_, events) = server.call("GET", "/api/runs/asks-1/events", operator, None);
+    let all = events["events"].as_array().expect("events");
+    assert_eq!(all.len(), first.len() + rest.len());
+    let (_, after) = server.call(
+        "GET",
+        &format!("/api/runs/asks-1/events?after={escalated}"),
+        operator,
+        None,
+    );
+    assert_eq!(after["events"][0]["kind"], "human.decided");
+
+    // Verification, replay, state, export of the finished run.
+    let (status, v) = server.call("GET", "/api/runs/asks-1/verification", operator, None);
+    assert_eq!(
+        (status, v["chain"]["sound"].clone()),
+        (200, json!(true)),
+        "{v}"
+    );
+    let (status, replay) = server.call("GET", "/api/runs/asks-1/replay", operator, None);
+    assert_eq!(status, 200, "{replay}");
+    assert!(replay["divergence"].is_null(), "{replay}");
+    let (status, state) = server.call(
+        "GET",
+        "/api/runs/asks-1/state?at=first-escalation",
+        operator,
+        None,
+    );
+    assert_eq!(status, 200, "{state}");
+    let (status, export) = server.call(
+        "GET",
+        "/api/runs/asks-1/export?format=jsonl",
+        operator,
+        None,
+    );
+    assert_eq!(status, 200);
+    let lines = export.as_str().map_or(0, |t| t.lines().count());
+    assert!(lines > all.len(), "one line per event and more: {lines}");
+
+    // The recorded bundle is listed, and explained.
+    let (_, bundles) = server.call("GET", "/api/policies", operator, None);
+    let hash = bundles["bundles"][0]["hash"]
+        .as_str()
+        .expect("a bundle hash")
+        .to_owned();
+    assert_eq!(bundles["bundles"][0]["runs"], 1);
+    let (status, explained) = server.call(
+        "GET",
+        &format!("/api/policies/{hash}/explain?from=external&to=worker"),
+        operator,
+        None,
+    );
+    assert_eq!(status, 200, "{explained}");
+    assert_eq!(
+        explained["handoff"]["decision"]["verdict"], "allow",
+        "{explained}"
+    );
+
+    // Mutating requests are in the request log with their principal.
+    let (status, log) = server.call(
+        "GET",
+        "/api/requests",
+        Some(server.token(Role::Admin)),
+        None,
+    );
+    assert_eq!(status, 200);
+    let entries = log["requests"].as_array().expect("requests");
+    assert!(
+        entries.iter().any(|e| e["by"] == "approver-user"
+            && e["path"] == approve
+            && (e["status"] == 200 || e["status"] == 202)),
+        "{log}"
+    );
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["by"] == "operator-user" && e["status"] == 403),
+        "{log}"
+    );
+}
+
+#[test]
+fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let gate = dir.path().join("gate");
+    let held = workflow(
+        dir.path(),
+        "held",
+        &["finish", "--gate", gate.to_str().expect("utf-8")],
+    );
+    {
+        let server = Served::start(&data);
+        let operator = Some(server.token(Role::Operator));
+        let (status, started) = server.call(
+            "POST",
+            "/api/runs",
+            operator,
+            Some(&json!({ "workflow": held, "input": {}, "run_id": "held-1" })),
+        );
+        assert_eq!(status, 202, "{started}");
+        // The agent holds the call: the server drives the run, readers see it running.
+        let waiting = dir.path().join("gate.waiting");
+        let start = Instant::now();
+        while !waiting.exists() {
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "the agent was never called"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = docket(&data, &["status", "held-1"]);
+        assert!(
+            stdout(&out).starts_with("run held-1 (held): running"),
+            "{}",
+            stdout(&out)
+        );
+        let (_, run) = server.call("GET", "/api/runs/held-1", operator, None);
+        assert_eq!(
+            (run["driven"].clone(), run["interrupted"].clone()),
+            (json!(true), json!(false))
+        );
+
+        let (status, refused) = server.call(
+            "POST",
+            "/api/runs/held-1/cancel",
+            operator,
+            Some(&json!({ "reason": " " })),
+        );
+        assert_eq!(
+            (status, refused["error"]["where"].clone()),
+            (400, json!("body.reason"))
+        );
+        let (status, cancelled) = server.call(
+            "POST",
+            "/api/runs/held-1/cancel",
+            operator,
+            Some(&json!({ "reason": "wrong input" })),
+        );
+        assert_eq!(status, 200, "{cancelled}");
+        assert_eq!(cancelled["status"], "cancelled");
+        // The agent answers late: nothing more is recorded, the run stays cancelled.
+        std::fs::write(&gate, b"").expect("open the gate");
+        let after = server.until("held-1", |r| r["driven"] == false);
+        assert_eq!(after["status"], "cancelled", "{after}");
+        let (_, events) = server.call("GET", "/api/runs/held-1/events", operator, None);
+        let last = events["events"]
+            .as_array()
+            .and_then(|e| e.last())
+            .cloned()
+            .expect("events");
+        assert_eq!(last["kind"], "run.cancelled");
+        assert_eq!(last["payload"]["by"], "operator-user");
+        let (status, _) = server.call(
+            "POST",
+            "/api/runs/held-1/cancel",
+            operator,
+            Some(&json!({ "reason": "again" })),
+        );
+        assert_eq!(status, 409);
+    }
+    // With the server gone, `docket cancel` records as the server did.
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let out = docket(
+        &data,
+        &["run", asks.to_str().expect("utf-8"), "--run-id", "asks-2"],
+    );
+    assert_eq!(code(&out), 3, "{out:?}");
+    let out = docket(
+        &data,
+        &["cancel", "asks-2", "--by", "ana", "--reason", "not needed"],
+    );
+    assert_eq!(code(&out), 0, "{out:?}");
+    assert!(
+        stdout(&out).starts_with("run asks-2 (asks): cancelled"),
+        "{}",
+        stdout(&out)
+    );
+    let out = docket(&data, &["events", "asks-2"]);
+    assert!(stdout(&out).contains("run.cancelled"), "{}", stdout(&out));
+    let out = docket(&data, &["replay", "asks-2"]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let out = docket(
+        &data,
+        &["cancel", "asks-2", "--by", "ana", "--reason", "again"],
+    );
+    assert_eq!(code(&out), 1);
+}
+
+/// Loopback only, unless told: a remote address is refused with what to do, before
+/// anything is created.
+#[test]
+fn a_remote_address_is_refused_without_allow_remote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = docket(&data, &["serve", "--listen", "0.0.0.0:0"]);
+    assert_eq!(code(&out), 1, "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("not a loopback address") && said.contains("--allow-remote"),
+        "{said}"
+    );
+    assert!(!data.exists(), "nothing was created");
+}
