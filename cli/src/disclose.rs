@@ -283,7 +283,7 @@ async fn shred(
     }
     if !clear.is_empty() {
         return Err(anyhow!(
-            "{} of run {run} holds {} in payload encoding 1 or 2, its hash covering the value: erasing it would break the chain, so nothing was erased (only values committed apart in encoding 3 can be; docs/events.md#values-committed-apart)",
+            "run {run} was not recorded redactable: {} holds {} in payload encoding 1 or 2, its hash covering the value, so erasing it would break the chain and nothing was erased; only a run whose workflow says `[evidence] redactable = true` records values that can be erased (docs/workflow.md#evidence-redactable-values)",
             clear[0],
             args.pointer
         ));

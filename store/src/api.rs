@@ -239,7 +239,8 @@ pub trait EventStore: Send + Sync {
 
     /// Erases the disclosures of `digests` kept for `stream`, a tombstone holding `note`
     /// (who, when, why) in each one's place; what the stream keeps afterwards. The log is
-    /// untouched, so it keeps verifying. Refused by a read-only view.
+    /// untouched, so it keeps verifying; the stream's snapshots (folded state, values in
+    /// the clear) are removed with them. Refused by a read-only view.
     fn shred_disclosures(
         &self,
         stream: &StreamId,

@@ -953,6 +953,11 @@ impl EventStore for EmbeddedStore {
             let path = crate::disclosures::file_of(&this.dir(), &stream);
             let mut known = lock(&this.inner.disclosed);
             let (after, sound) = crate::disclosures::shred(&path, &digests, &note)?;
+            // The stream's snapshots hold folded values in the clear: gone too (a run
+            // recorded redactable writes none; this purges those of an older build).
+            if let Some(head) = this.inner.shared.head(&StreamId::new(&stream)?) {
+                this.inner.shared.index.remove_snapshots(head.no)?;
+            }
             known.insert(stream, (sound, after.keys().copied().collect()));
             Ok(after)
         })

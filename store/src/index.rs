@@ -194,6 +194,31 @@ impl Kv {
         }
     }
 
+    /// Removes every entry with a key in `lo..=hi`; how many.
+    fn remove_in(&self, lo: &[u8], hi: &[u8]) -> sled::Result<usize> {
+        match self {
+            Kv::Sled(db) => {
+                let keys: Vec<_> = db.range(lo..=hi).keys().collect::<sled::Result<_>>()?;
+                for k in &keys {
+                    db.remove(k)?;
+                }
+                db.flush()?;
+                Ok(keys.len())
+            }
+            Kv::Memory(m) => {
+                let mut map = write(m);
+                let keys: Vec<Vec<u8>> = map
+                    .range(lo.to_vec()..=hi.to_vec())
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                for k in &keys {
+                    map.remove(k);
+                }
+                Ok(keys.len())
+            }
+        }
+    }
+
     /// Calls `f` with each entry with a key in `lo..=hi`, in key order, until it says stop.
     fn each_in(
         &self,
@@ -732,6 +757,14 @@ impl Index {
         self.db
             .insert(&key(SNAPSHOT, no, seq), v)
             .map_err(|e| self.err("writing snapshot", e))
+    }
+
+    /// Removes every snapshot of stream `no` (`docket shred`: a snapshot holds folded
+    /// values in the clear); how many there were.
+    pub(crate) fn remove_snapshots(&self, no: u64) -> Result<usize, StoreError> {
+        self.db
+            .remove_in(&key(SNAPSHOT, no, 0), &key(SNAPSHOT, no, u64::MAX))
+            .map_err(|e| self.err("removing snapshots", e))
     }
 
     /// The latest snapshot of stream `no` at or before `seq`: (seq, event hash, state).

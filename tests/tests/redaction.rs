@@ -10,7 +10,8 @@ use std::process::Command;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use docket_tests::{
-    docket_on, exit_code, geo_agents_built, geo_workflow, stdout_text, workspace_root,
+    docket_on, exit_code, geo_agents_built, geo_workflow, redactable_geo_workflow, stdout_text,
+    workspace_root,
 };
 
 /// Whether Python with the verifier's libraries is here (CI must have it).
@@ -66,7 +67,7 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
     geo_agents_built();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let workflow = geo_workflow();
+    let workflow = redactable_geo_workflow(dir.path());
     ok(
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-redact"],
@@ -219,7 +220,7 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     geo_agents_built();
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let workflow = geo_workflow();
+    let workflow = redactable_geo_workflow(dir.path());
     ok(
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-v3"],
@@ -304,6 +305,28 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     );
     assert!(said.contains("shredded event"), "{said}");
     assert_eq!(files_holding(&bytes), Vec::<std::path::PathBuf>::new());
+    // Not only the disclosure: the value's own text is in no file either (no snapshot, no
+    // blob, no index entry holds it: a run recorded redactable writes no snapshots).
+    let mut leaves = Vec::new();
+    let mut stack = vec![disclosed["value"].clone()];
+    while let Some(v) = stack.pop() {
+        match v {
+            serde_json::Value::String(text) => leaves.push(text),
+            serde_json::Value::Array(items) => stack.extend(items),
+            serde_json::Value::Object(map) => stack.extend(map.into_iter().map(|(_, v)| v)),
+            _ => {}
+        }
+    }
+    let longest = leaves
+        .into_iter()
+        .max_by_key(String::len)
+        .expect("a text value");
+    assert!(longest.len() >= 12, "{longest}");
+    assert_eq!(
+        files_holding(longest.as_bytes()),
+        Vec::<std::path::PathBuf>::new(),
+        "{longest}"
+    );
     let said = ok(&data, &["verify"]);
     assert!(
         said.contains("ok    geo-v3") && said.contains("1 value shredded"),
@@ -351,4 +374,49 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         "{}",
         stdout_text(&out)
     );
+}
+
+#[test]
+fn a_run_not_recorded_redactable_refuses_redact_and_shred_naming_the_workflow_field() {
+    geo_agents_built();
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let workflow = geo_workflow();
+    ok(
+        &data,
+        &["run", workflow.to_str().unwrap(), "--run-id", "geo-plain"],
+    );
+    for args in [
+        vec![
+            "export",
+            "geo-plain",
+            "--format",
+            "jsonl",
+            "--out",
+            "-",
+            "--redact",
+            "/output/recommendations",
+        ],
+        vec![
+            "shred",
+            "geo-plain",
+            "--pointer",
+            "/output/recommendations",
+            "--by",
+            "dpo@example",
+            "--reason",
+            "erasure request 18",
+        ],
+    ] {
+        let out = docket_on(&data, &args);
+        assert_eq!(exit_code(&out), 1, "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("not recorded redactable") && err.contains("[evidence] redactable = true"),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing was erased: the run still replays and verifies.
+    ok(&data, &["replay", "geo-plain"]);
+    assert!(ok(&data, &["verify"]).contains("ok    geo-plain"));
 }

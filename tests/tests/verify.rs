@@ -46,6 +46,7 @@ default_handoff_mode = "full"
             root.join("workflow.toml"),
             format!(
                 "name = \"seal\"\npolicy = \"bundle.toml\"\nentry = \"writer\"\ninput = \"input.json\"\n\
+                 [evidence]\nredactable = true\n\
                  [agents.writer]\ncommand = {WRITER:?}\nargs = [\"finish\"]\n"
             ),
         )

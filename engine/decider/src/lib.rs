@@ -100,5 +100,5 @@ pub use state::{
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
     DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, WorkflowBudget, WorkflowError,
-    WorkflowSpec,
+    WorkflowEvidence, WorkflowSpec,
 };

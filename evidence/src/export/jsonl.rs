@@ -119,7 +119,7 @@ pub enum ExportError {
         digest: String,
     },
     #[error(
-        "--redact {redaction}: event {seq} of run {run} holds {pointer} in the clear (payload encoding {version}), its hash covering the value itself: it cannot be withheld without breaking the chain (values committed apart in encoding 3 can; docs/events.md#values-committed-apart)"
+        "--redact {redaction}: run {run} was not recorded redactable: event {seq} holds {pointer} in payload encoding {version}, its hash covering the value itself, so it cannot be withheld without breaking the chain; a run whose workflow says `[evidence] redactable = true` records its values as commitments that can be (docs/workflow.md#evidence-redactable-values)"
     )]
     CannotWithhold {
         run: String,

@@ -67,6 +67,7 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
         budget,
         effects: Default::default(),
         tools: Default::default(),
+        evidence: Default::default(),
         agents: AGENTS
             .into_iter()
             .map(|a| (a.into(), in_process()))

@@ -274,7 +274,8 @@ struct Inner<S> {
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
     // Governed tools
     tools: crate::tool::ToolExecutors,
-    /// How run events' payloads are written: 1, 2 or 3 ([`PayloadEncoding`]).
+    /// How run events' payloads are written: 1, 2 or 3 ([`PayloadEncoding`]); 0: by
+    /// each run's workflow (`[evidence] redactable`: 3, else 2).
     payload_encoding: std::sync::atomic::AtomicU8,
     /// Each run's salt key for payload encoding 3, drawn from the OS when first needed.
     salts: salts::SaltKeys,
@@ -282,7 +283,7 @@ struct Inner<S> {
 
 /// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
 /// Either is read back; the choice only changes what new events look like in the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadEncoding {
     /// Encoding 1 (`kind_version` 1): the event's canonical JSON, content and all, as
     /// every run recorded before encoding 2 (the golden logs) was written.
@@ -292,10 +293,16 @@ pub enum PayloadEncoding {
     Referenced,
     /// Encoding 3 (`kind_version` 3): the values at the content positions replaced by
     /// salted commitments, their disclosures kept outside the log so that they can be
-    /// withheld from exports and erased (docs/events.md#values-committed-apart). The
-    /// default.
-    #[default]
+    /// withheld from exports and erased (docs/events.md#values-committed-apart). What a
+    /// run whose workflow says `[evidence] redactable = true` records.
     Committed,
+}
+
+/// Whether `state`'s run asked for redactable values (`[evidence] redactable`).
+pub(super) fn redactable(state: &RunState) -> bool {
+    state
+        .request()
+        .is_some_and(|r| r.workflow.evidence.redactable)
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -320,15 +327,17 @@ impl<S: EventStore + 'static> Runtime<S> {
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
                 tools: crate::tool::ToolExecutors::default(),
-                payload_encoding: std::sync::atomic::AtomicU8::new(3),
+                payload_encoding: std::sync::atomic::AtomicU8::new(0),
                 salts: salts::SaltKeys::default(),
             }),
         }
     }
 
-    /// Writes run events' payloads in `encoding` from now on (the default is
-    /// [`PayloadEncoding::Committed`]; tests that compare a recording with a golden log
-    /// of encoding 1 ask for [`PayloadEncoding::Plain`]).
+    /// Writes every run's event payloads in `encoding` from now on, whatever its workflow
+    /// says (by default a run's workflow chooses: [`PayloadEncoding::Committed`] when it
+    /// says `[evidence] redactable = true`, else [`PayloadEncoding::Referenced`]; tests
+    /// that compare a recording with a golden log of encoding 1 ask for
+    /// [`PayloadEncoding::Plain`], benchmarks compare encodings).
     pub fn set_payload_encoding(&self, encoding: PayloadEncoding) {
         let n = match encoding {
             PayloadEncoding::Plain => 1,
@@ -340,8 +349,9 @@ impl<S: EventStore + 'static> Runtime<S> {
             .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// How run events' payloads are written now.
-    pub fn payload_encoding(&self) -> PayloadEncoding {
+    /// How the events of a run are written now: as [`Runtime::set_payload_encoding`]
+    /// said, else as its workflow's `[evidence] redactable` says.
+    pub fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
         match self
             .inner
             .payload_encoding
@@ -349,7 +359,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         {
             1 => PayloadEncoding::Plain,
             2 => PayloadEncoding::Referenced,
-            _ => PayloadEncoding::Committed,
+            3 => PayloadEncoding::Committed,
+            _ if redactable => PayloadEncoding::Committed,
+            _ => PayloadEncoding::Referenced,
         }
     }
 
@@ -836,15 +848,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
-        self.append_decided(&run_id, version, bundle, &events).await
+        let redactable = redactable(state);
+        self.append_decided(&run_id, version, redactable, bundle, &events)
+            .await
     }
 
     /// Appends decided events (one batch, or several decided one after the other) at
-    /// `version`, in one durable write.
+    /// `version`, in one durable write; `redactable`: the run's workflow asks for values
+    /// committed apart.
     async fn append_decided(
         &self,
         run_id: &RunId,
         version: u64,
+        redactable: bool,
         bundle: &PolicyBundle,
         events: &[RunEvent],
     ) -> Result<(), RuntimeError> {
@@ -854,7 +870,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let recorded_at = WallTime(self.inner.clock.now_ns());
         let mut blobs = Vec::new();
         let mut disclosures = Vec::new();
-        let encoding = self.payload_encoding();
+        let encoding = self.payload_encoding(redactable);
         let mut salt = match encoding {
             PayloadEncoding::Committed => Some(self.inner.salts.for_run(run_id.as_str()).map_err(
                 |message| RuntimeError::NoRandomness {
@@ -1129,6 +1145,7 @@ mod tests {
             agents: Default::default(),
             effects: Default::default(),
             tools: Default::default(),
+            evidence: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),

@@ -120,7 +120,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         } else {
             snapshot_due(*last, version)
         };
-        if !due {
+        // A run recorded redactable keeps its values only in its disclosures file, so that
+        // `docket shred` can erase them: a snapshot (folded state, values in the clear, in
+        // the index, whose files cannot be rewritten value by value) would keep a copy.
+        // Such a run is folded from its log instead (docs/events.md#values-committed-apart).
+        if !due
+            || self.payload_encoding(super::redactable(state)) == super::PayloadEncoding::Committed
+        {
             return;
         }
         *last = version;
