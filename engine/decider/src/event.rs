@@ -93,7 +93,7 @@ pub struct OutputOverride {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 10;
+pub const DECIDER_VERSION: u32 = 11;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -189,6 +189,19 @@ pub(crate) const LINEAR_CALLS_AGAIN: u32 = 9;
 /// naming who and why): it ends `cancelled`, its open episodes ended, and no later input
 /// is accepted (docs/events.md#runcancelled). Runs of earlier versions cannot be cancelled.
 pub(crate) const CANCELLABLE_RUNS: u32 = 10;
+
+/// Decider version 11: a governed tool call docket schedules for an agent
+/// (`tool.call_scheduled`) is charged to its episode's `tool_calls` budget, and its
+/// ancestors', like the tools an agent reports running itself; before, only reported
+/// calls were, and an agent could call governed tools past its budget
+/// (docs/governance.md#budgets).
+pub(crate) const CHARGED_TOOL_CALLS: u32 = 11;
+
+/// Decider version 11: past `finalize_or_escalate_at_percent` of a budget, an answer that
+/// hands off, asks for a capability or writes a domain waits for a human (a `proceed`
+/// ticket) instead of going on; before, only spawns and effects were refused past it
+/// (docs/governance.md#budgets).
+pub(crate) const FINALIZE_OR_ESCALATE: u32 = 11;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;

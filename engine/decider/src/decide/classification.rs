@@ -89,7 +89,7 @@ impl Batch<'_> {
             RiskVerdict::Safe => {
                 if of.index + 1 < self.classifiers_of(&agent).len() {
                     self.classify(&of.request_id, of.index + 1);
-                } else {
+                } else if self.finalize_or_escalate(&agent, &of.request_id, &actions) {
                     self.process_actions(&agent, &of.request_id, &actions);
                 }
             }

@@ -15,7 +15,7 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
-use crate::event::SCOPED_EVERY_PATH;
+use crate::event::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
 use crate::ids::{AgentId, CallId, EpisodeId};
 use crate::state::episode::DomainVersion;
 use std::collections::BTreeMap;
@@ -102,6 +102,60 @@ impl Batch<'_> {
             }
         }
         true
+    }
+
+    /// From decider version 11, `finalize_or_escalate_at_percent` holds for an answer's
+    /// every action: past it (in the call's episode or an ancestor), an answer that hands
+    /// off, asks for a capability or writes a domain is not carried out but goes to a
+    /// human as a `proceed` ticket naming the budget (approving carries the actions out,
+    /// denying refuses them), so the agent finishes, escalates, or a person lets it go
+    /// on. Spawns, effects and tool calls past the line are refused by their own gates.
+    /// Returns false when the answer was held.
+    pub(super) fn finalize_or_escalate(
+        &mut self,
+        agent: &str,
+        request_id: &CallId,
+        actions: &[Action],
+    ) -> bool {
+        if self.state.decider_version() < FINALIZE_OR_ESCALATE
+            || !actions.iter().any(|a| {
+                matches!(
+                    a,
+                    Action::Handoff { .. }
+                        | Action::RequestCapability { .. }
+                        | Action::WriteDomain { .. }
+                )
+            })
+        {
+            return true;
+        }
+        let id = self.episode_of_call(request_id);
+        let crossed = self.state.episodes.chain(&id).into_iter().find_map(|e| {
+            let d = self.bundle.decide_budget(&e.budget);
+            (d.verdict == Verdict::NeedsApproval).then(|| (e.id.clone(), d))
+        });
+        let Some((episode, decision)) = crossed else {
+            return true;
+        };
+        let reason = format!(
+            "{agent} must finish or escalate: episode {episode}: {}",
+            decision.reason
+        );
+        self.push(RunEvent::PolicyDecided {
+            subject: request_id.to_string(),
+            decision,
+        });
+        let ticket = self.next_ticket();
+        self.push(RunEvent::Escalated {
+            ticket,
+            reason,
+            subject: TicketSubject::Proceed {
+                agent: agent.into(),
+                request_id: request_id.clone(),
+                actions: actions.to_vec(),
+            },
+        });
+        false
     }
 
     /// The escalation ladder's hard stop for a call in a child episode: the child stops

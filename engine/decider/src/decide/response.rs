@@ -86,7 +86,9 @@ impl Batch<'_> {
             self.classify(request_id, 0);
             return;
         }
-        self.process_actions(&agent, request_id, &response.actions);
+        if self.finalize_or_escalate(&agent, request_id, &response.actions) {
+            self.process_actions(&agent, request_id, &response.actions);
+        }
     }
 
     /// From decider version 7: why a partial answer (PARTIAL, or a TIMEOUT with actions)

@@ -18,7 +18,7 @@ use docket_policies::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
 use super::RunState;
-use crate::event::{RunEvent, RunRequested, TicketSubject};
+use crate::event::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
 use crate::protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.
@@ -355,6 +355,7 @@ pub fn condition_name(c: StopCondition) -> &'static str {
 
 /// Folds the episode side of one event (called by [`RunState::apply`] after its own fold).
 pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
+    let version = state.decider_version();
     let tree = &mut state.episodes;
     match event {
         RunEvent::RunRequested(run) => tree.start_root(run),
@@ -374,6 +375,12 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                     *at_ms,
                 );
             }
+        }
+        // From decider version 11 a governed tool call counts when it is scheduled (one
+        // denied never ran and is not charged).
+        RunEvent::ToolCallScheduled(s) if version >= CHARGED_TOOL_CALLS => {
+            let at_ms = tree.last_input_ms;
+            tree.charge(&s.request.episode_id, 0, 1, at_ms);
         }
         RunEvent::AgentCallFailed {
             request_id, at_ms, ..

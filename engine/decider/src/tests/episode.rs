@@ -56,6 +56,11 @@ forbidden_child_types = ["publish"]
 /// Given a research run under `policy` with `budget` started: orch's call in the root
 /// episode ep-1 is pending. Inputs are recorded at 2,000 ms unless they say.
 fn run_with(policy: &str, budget: WorkflowBudget) -> History {
+    run_recorded_by(policy, budget, DECIDER_VERSION)
+}
+
+/// [`run_with`] recorded by decider `version`.
+fn run_recorded_by(policy: &str, budget: WorkflowBudget, version: u32) -> History {
     let (b, text) = bundle_with(policy);
     let workflow = WorkflowSpec {
         name: "research".into(),
@@ -83,7 +88,7 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
             bundle_hash: b.hash().to_hex(),
             input: json!({"q": "why"}),
             at_ms: 1_000,
-            decider_version: DECIDER_VERSION,
+            decider_version: version,
             forked_from: None,
         },
     );
@@ -1303,4 +1308,54 @@ pub(crate) fn the_json_of_the_tree_round_trips() {
     let back: EpisodeTree = serde_json::from_str(&text).expect("parses");
     assert_eq!(back, run.state.episodes);
     let _: Value = serde_json::from_str(&text).expect("json");
+}
+
+#[test]
+pub(crate) fn past_70_percent_a_domain_write_waits_for_a_human_who_may_let_it_go_on() {
+    let write = Action::WriteDomain {
+        domain: "plan".into(),
+        content: json!({"step": 1}),
+    };
+    let mut run = research();
+    run.when(respond(vec![write.clone()]).tokens(700))
+        .then(|events| {
+            assert_eq!(
+                kinds(events),
+                ["agent.responded", "policy.decided", "human.escalated"]
+            );
+            let RunEvent::Escalated {
+                reason, subject, ..
+            } = &events[2]
+            else {
+                panic!("an escalation")
+            };
+            assert!(reason.contains("orch must finish or escalate"), "{reason}");
+            assert!(reason.contains("700/1000 tokens"), "{reason}");
+            assert!(
+                matches!(subject, TicketSubject::Proceed { actions, .. } if actions.len() == 1)
+            );
+        });
+    assert!(!run.state.episodes.domains.contains_key("plan"), "held");
+    // A person lets it go on: the write is carried out.
+    run.when(approve_open());
+    assert_eq!(run.state.episodes.domains["plan"].len(), 1);
+    run.replays();
+
+    // A final answer past the line is no question for a human.
+    let mut finishing = research();
+    finishing
+        .when(
+            respond(vec![Action::Finish {
+                output: json!({"answer": 42}),
+            }])
+            .tokens(700),
+        )
+        .then(|events| assert!(!kinds(events).contains(&"human.escalated")));
+    assert_eq!(finishing.state.status, RunStatus::Completed);
+
+    // Recorded by version 10, the write went on at once.
+    let mut old = run_recorded_by("", budget(1_000), 10);
+    old.when(respond(vec![write]).tokens(700));
+    assert_eq!(old.state.episodes.domains["plan"].len(), 1);
+    old.replays();
 }

@@ -55,6 +55,11 @@ fn tools_run() -> History {
 
 /// [`tools_run`] recorded by decider `version`.
 fn tools_run_at(version: u32) -> History {
+    tools_run_adjusted(version, |_| {})
+}
+
+/// [`tools_run_at`] with `adjust` changing the recorded request further.
+fn tools_run_adjusted(version: u32, adjust: impl FnOnce(&mut crate::RunRequested)) -> History {
     started_under(TOOL_BUNDLE, "tools.toml", |run| {
         run.decider_version = version;
         let spec = |f: fn(&mut ToolSpec)| {
@@ -77,6 +82,7 @@ fn tools_run_at(version: u32) -> History {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         run.input = json!({"q": "docket"});
+        adjust(run);
     })
 }
 
@@ -699,4 +705,78 @@ pub(crate) fn observations_none_tells_the_outcome_without_the_result() {
         RunEvent::PolicyDecided { subject, decision }
             if *subject == request_id && decision.reason.contains("observations = none"))));
     run.replays();
+}
+
+/// [`tools_run_at`] with a root budget of `limit` tool calls.
+fn budgeted_tools_run(version: u32, limit: u64) -> History {
+    tools_run_adjusted(version, |run| run.workflow.budget.tool_calls = limit)
+}
+
+/// The root episode's `tool_calls` meter: (used, limit).
+fn tool_meter(run: &History) -> (u64, u64) {
+    let root = run
+        .state
+        .episodes
+        .get(&crate::ids::EpisodeId::root())
+        .expect("the root episode");
+    let m = &root.budget[crate::state::episode::TOOL_CALLS];
+    (m.used, m.limit)
+}
+
+#[test]
+pub(crate) fn from_version_11_a_scheduled_tool_call_is_charged_to_the_budget() {
+    // Ten calls allowed: the first scheduled call counts one; a denied one counts none.
+    let mut run = budgeted_tools_run(crate::DECIDER_VERSION, 10);
+    run.when(respond(vec![call("search", json!({"q": "x"}))]));
+    assert_eq!(tool_meter(&run), (1, 10));
+    run.when(returned(T1, json!({"hits": 1})));
+    run.when(respond(vec![call("Bash", json!("rm -rf /"))]));
+    assert_eq!(tool_meter(&run), (1, 10), "a denied call never ran");
+    run.replays();
+
+    // Before version 11 only the tools an agent reports are charged.
+    let mut old = budgeted_tools_run(10, 10);
+    old.when(respond(vec![call("search", json!({"q": "x"}))]));
+    assert_eq!(tool_meter(&old), (0, 10));
+    old.replays();
+}
+
+#[test]
+pub(crate) fn governed_tool_calls_exhaust_the_budget_and_stop_the_episode() {
+    // Two calls allowed: the second reaches the limit, so the answer after it stops the
+    // run's episode (`budget_exhausted`) and its finish is not carried out.
+    let mut run = budgeted_tools_run(crate::DECIDER_VERSION, 2);
+    run.when(respond(vec![call("search", json!({"q": "1"}))]));
+    run.when(returned(T1, json!({"hits": 1})));
+    run.when(respond(vec![call("search", json!({"q": "2"}))]));
+    run.when(returned("run-1/tool-2", json!({"hits": 2})));
+    assert_eq!(tool_meter(&run), (2, 2));
+    run.when(respond(vec![Action::Finish {
+        output: json!({"ok": true}),
+    }]))
+    .then(|events| {
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                RunEvent::EpisodeStopped { condition, .. }
+                    if *condition == docket_policies::StopCondition::BudgetExhausted
+            )),
+            "the episode stops on its exhausted tool_calls budget: {:?}",
+            events.iter().map(RunEvent::kind).collect::<Vec<_>>()
+        );
+    });
+    assert_ne!(run.state.status, RunStatus::Completed);
+    run.replays();
+
+    // The same run recorded by version 10 completes: its governed calls were free.
+    let mut old = budgeted_tools_run(10, 2);
+    old.when(respond(vec![call("search", json!({"q": "1"}))]));
+    old.when(returned(T1, json!({"hits": 1})));
+    old.when(respond(vec![call("search", json!({"q": "2"}))]));
+    old.when(returned("run-1/tool-2", json!({"hits": 2})));
+    old.when(respond(vec![Action::Finish {
+        output: json!({"ok": true}),
+    }]));
+    assert_eq!(old.state.status, RunStatus::Completed);
+    old.replays();
 }

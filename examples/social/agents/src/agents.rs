@@ -642,16 +642,15 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
         );
     }
     let Some(lookup) = inputs(request, "tool_result").last().copied() else {
-        let mut response = respond(
+        // docket runs the lookup and charges it to this episode's `tool_calls` budget
+        // itself (decider version 11): the agent reports only tools it runs on its own.
+        return respond(
             request,
             vec![Action::CallTool {
                 name: "outbox_lookup".into(),
                 arguments: json!({ "idempotency_key": key }),
             }],
         );
-        // docket charges what the agent reports: the lookup is this answer's tool call.
-        response.usage.tool_calls = 1;
-        return response;
     };
     let found = lookup["result"]["count"].as_u64().unwrap_or(0);
     let visible = lookup["status"] == "returned" && found == 1;
