@@ -245,6 +245,9 @@ async fn shred(
     let mut digests: Vec<[u8; 32]> = Vec::new();
     let mut at: Vec<String> = Vec::new();
     let mut clear: Vec<String> = Vec::new();
+    // The key each erased disclosure of an object was the value of: the tombstone keeps
+    // it (never the value), so reading the run shows the marker under its key.
+    let mut names: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     while let Some(event) = reader.next().await {
         let event = event.with_context(|| format!("cannot read run {run}"))?;
         if args.seq.is_some_and(|s| s != event.seq) {
@@ -275,6 +278,16 @@ async fn shred(
                 let name = open_disclosure(bytes).ok().and_then(|d| d.name);
                 let pointer = disclosed_pointer(&slot.pointer, name.as_deref());
                 if pointer_touches(&args.pointer, &pointer) && !digests.contains(digest) {
+                    if event.kind == "run.requested" && pointer == "/bundle_source" {
+                        return Err(anyhow!(
+                            "--pointer {} reaches event {} /bundle_source, the policy bundle's text replay decides the run with, not a value anyone gave it: it cannot be shredded, and nothing was erased; name the values to erase (e.g. /input/claimant)",
+                            args.pointer,
+                            event.seq
+                        ));
+                    }
+                    if let Some(name) = name {
+                        names.insert(digest_text(digest), name);
+                    }
                     digests.push(*digest);
                     at.push(format!("event {} {pointer}", event.seq));
                 }
@@ -301,8 +314,8 @@ async fn shred(
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis())
         .unwrap_or(0);
-    let note =
-        json!({"by": args.by, "reason": args.reason, "at_ms": since, "pointer": args.pointer});
+    let note = json!({"by": args.by, "reason": args.reason, "at_ms": since,
+        "pointer": args.pointer, "names": names});
     store
         .shred_disclosures(&stream, digests.clone(), note.to_string().into_bytes())
         .await

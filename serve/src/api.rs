@@ -439,16 +439,23 @@ async fn verification(State(state): Shared, p: Result<Path<String>, PathRejectio
     ok(json!({ "run_id": run, "chain": chain }))
 }
 
+/// A run's events, and the sequence numbers of those holding a shredded value's marker
+/// (replay takes what was decided of them as recorded: docs/replay.md#shredded-values).
+fn split_shredded(
+    recorded: Vec<docket_runtime::RecordedEvent>,
+) -> (Vec<RunEvent>, std::collections::BTreeSet<u64>) {
+    let shredded = recorded
+        .iter()
+        .filter(|e| !e.shredded.is_empty())
+        .map(|e| e.seq)
+        .collect();
+    (recorded.into_iter().map(|e| e.event).collect(), shredded)
+}
+
 async fn replay(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
     let run = run_id(&path(p)?)?;
-    let events: Vec<RunEvent> = state
-        .rt
-        .events(&run)
-        .await?
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
-    let report = docket_replay::replay(&events)
+    let (events, shredded) = split_shredded(state.rt.events(&run).await?);
+    let report = docket_replay::replay_with_shredded(&events, &shredded, |_| {})
         .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
     ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
 }
@@ -473,14 +480,8 @@ async fn what_if(
     let format = docket_policies::Format::from_name(&name).unwrap_or(docket_policies::Format::Toml);
     let bundle = docket_policies::parse(&source, &name, format)
         .map_err(|e| ApiError::bad_request(e.to_string()).at("body.policies"))?;
-    let events: Vec<RunEvent> = state
-        .rt
-        .events(&run)
-        .await?
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
-    let report = docket_replay::what_if(&events, &bundle, &source, &name)
+    let (events, shredded) = split_shredded(state.rt.events(&run).await?);
+    let report = docket_replay::what_if_with_shredded(&events, &shredded, &bundle, &source, &name)
         .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
     ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
 }

@@ -332,12 +332,87 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         said.contains("ok    geo-v3") && said.contains("1 value shredded"),
         "{said}"
     );
-    let out = docket_on(&data, &["replay", "geo-v3"]);
-    assert_ne!(exit_code(&out), 0);
-    let err = String::from_utf8_lossy(&out.stderr);
+    // Reading the run shows the marker where the value stood, with who, when and why.
+    let events: Vec<serde_json::Value> = ok(&data, &["events", "geo-v3", "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let completed = events
+        .iter()
+        .find(|e| e["kind"] == "run.completed")
+        .expect("completed");
+    let marker = &completed["payload"]["output"]["recommendations"]["_shredded"];
+    assert_eq!(marker["by"], "dpo@example", "{completed}");
+    assert_eq!(marker["reason"], "erasure request 17", "{completed}");
+    assert!(marker["at_ms"].as_u64().is_some() && marker["digest"].is_string());
+    let marked: Vec<u64> = events
+        .iter()
+        .filter(|e| e.to_string().contains(r#""_shredded""#))
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    assert!(marked.contains(&seq), "{marked:?}");
+    assert!(ok(&data, &["events", "geo-v3"]).contains("_shredded"));
+    let inspected = ok(
+        &data,
+        &["inspect", "geo-v3", "--at", &seq.to_string(), "--json"],
+    );
+    assert!(inspected.contains("_shredded"), "{inspected}");
+    ok(&data, &["status", "geo-v3"]);
+    // Replay takes the batches holding the erased value as recorded and counts them; the
+    // others are decided again and reproduced. Never a divergence.
+    let said = ok(&data, &["replay", "geo-v3"]);
     assert!(
-        err.contains("shredded") && err.contains("dpo@example"),
-        "{err}"
+        said.contains("depend on shredded values (not re-derivable"),
+        "{said}"
+    );
+    assert!(!said.contains("DIVERGED"), "{said}");
+    let report: serde_json::Value =
+        serde_json::from_str(ok(&data, &["replay", "geo-v3", "--json"]).trim()).expect("json");
+    let (decisions, reproduced, not_rederivable) = (
+        report["decisions"].as_u64().unwrap(),
+        report["reproduced_decisions"].as_u64().unwrap(),
+        report["not_rederivable"].as_u64().unwrap(),
+    );
+    assert!(report["divergence"].is_null(), "{report}");
+    assert_eq!(report["events"], events.len(), "{report}");
+    assert_eq!(reproduced + not_rederivable, decisions, "{report}");
+    // Exactly the decisions of the batches holding a marker: count them from the log.
+    let mut expected = 0;
+    let mut batch: Vec<&serde_json::Value> = Vec::new();
+    let is_input = |e: &serde_json::Value| {
+        matches!(
+            e["kind"].as_str().unwrap(),
+            "run.requested" | "agent.responded" | "agent.call_failed" | "human.decided"
+        )
+    };
+    for event in events
+        .iter()
+        .chain(std::iter::once(&serde_json::Value::Null))
+    {
+        if event.is_null() || is_input(event) {
+            if batch
+                .iter()
+                .any(|e| marked.contains(&e["seq"].as_u64().unwrap()))
+            {
+                expected += batch.len() as u64 - 1;
+            }
+            batch.clear();
+        }
+        batch.push(event);
+    }
+    assert!(expected > 0);
+    assert_eq!(not_rederivable, expected, "{report}");
+    assert!(reproduced > 0, "{report}");
+    assert!(
+        said.contains(&format!(
+            "{} events, {decisions} decisions, {reproduced} reproduced, {not_rederivable} depend on shredded values",
+            events.len()
+        )),
+        "{said}"
+    );
+    assert!(
+        ok(&data, &["replay", "--all"]).contains("depend on shredded values"),
+        "replay --all"
     );
     // A redacted export still writes and verifies: the erased value is `withheld`.
     let file = dir.path().join("after.jsonl");
@@ -355,6 +430,10 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains(r#""why":"shredded""#));
     ok(Path::new("."), &["verify-export", file.to_str().unwrap()]);
+    if python_verifier() {
+        let (code, said) = python(&[file.to_str().unwrap()]);
+        assert_eq!(code, 0, "{said}");
+    }
 
     // A disclosure changed on disk is damage `docket verify` names, with the event.
     let file = std::fs::read_dir(data.join("disclosures"))
@@ -419,4 +498,108 @@ fn a_run_not_recorded_redactable_refuses_redact_and_shred_naming_the_workflow_fi
     // Nothing was erased: the run still replays and verifies.
     ok(&data, &["replay", "geo-plain"]);
     assert!(ok(&data, &["verify"]).contains("ok    geo-plain"));
+}
+
+const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+#[test]
+fn an_unfinished_run_with_a_shredded_value_reads_and_replays_refuses_to_go_on_and_cancels() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let workflow = docket_tests::one_agent_workflow(
+        dir.path(),
+        "shred",
+        "asks",
+        TEST_AGENT,
+        &["escalate_then_finish"],
+    );
+    let mut text = std::fs::read_to_string(&workflow).unwrap();
+    text.push_str("[evidence]\nredactable = true\n");
+    std::fs::write(&workflow, text).unwrap();
+    let out = docket_on(
+        &data,
+        &["run", workflow.to_str().unwrap(), "--run-id", "asks-1"],
+    );
+    assert!(
+        stdout_text(&out).contains("waiting for a human"),
+        "{}",
+        stdout_text(&out)
+    );
+    ok(
+        &data,
+        &[
+            "shred",
+            "asks-1",
+            "--pointer",
+            "/input/task",
+            "--by",
+            "dpo",
+            "--reason",
+            "request 9",
+        ],
+    );
+    // The policy text replay decides with is not a value anyone gave: never erased.
+    let out = docket_on(
+        &data,
+        &[
+            "shred",
+            "asks-1",
+            "--pointer",
+            "/bundle_source",
+            "--by",
+            "dpo",
+            "--reason",
+            "r",
+        ],
+    );
+    assert_eq!(exit_code(&out), 1);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/bundle_source"));
+
+    let events = ok(&data, &["events", "asks-1", "--json"]);
+    let first: serde_json::Value =
+        serde_json::from_str(events.lines().next().unwrap()).expect("json");
+    assert_eq!(first["payload"]["input"]["task"]["_shredded"]["by"], "dpo");
+    let report: serde_json::Value =
+        serde_json::from_str(ok(&data, &["replay", "asks-1", "--json"]).trim()).expect("json");
+    assert!(report["divergence"].is_null(), "{report}");
+    assert!(report["not_rederivable"].as_u64().unwrap() > 0, "{report}");
+
+    // Going on would decide from a state with markers where values were: refused, saying
+    // why and what to do, recording nothing.
+    let before = events.lines().count();
+    for args in [
+        vec!["resume", "asks-1"],
+        vec![
+            "approve", "asks-1", "ticket-1", "--by", "ops", "--reason", "go",
+        ],
+    ] {
+        let out = docket_on(&data, &args);
+        assert_ne!(exit_code(&out), 0, "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("were erased") && err.contains("docket cancel asks-1"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(
+        ok(&data, &["events", "asks-1", "--json"]).lines().count(),
+        before
+    );
+    // Cancelling needs no value: the run ends, and still replays and verifies.
+    ok(
+        &data,
+        &[
+            "cancel",
+            "asks-1",
+            "--by",
+            "ops",
+            "--reason",
+            "erased input",
+        ],
+    );
+    let said = ok(&data, &["replay", "asks-1"]);
+    assert!(said.contains("depend on shredded values"), "{said}");
+    assert!(ok(&data, &["status", "asks-1"]).contains("cancelled"));
+    let said = ok(&data, &["verify"]);
+    assert!(said.contains("1 value shredded"), "{said}");
 }

@@ -298,6 +298,51 @@ pub enum DisclosureLookup {
     Missing,
 }
 
+/// The key of the marker that stands, in a plain payload, for a value `docket shred`
+/// erased: `{"_shredded": {"by", "at_ms", "reason", "digest"}}`
+/// (docs/events.md#values-committed-apart).
+pub const SHREDDED: &str = "_shredded";
+
+/// An encoding-3 payload opened: the plain payload, and where it holds shredded markers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpenedPayload {
+    /// The plain payload, each erased value replaced by its marker.
+    pub value: Value,
+    /// JSON pointers (RFC 6901) into `value` of the markers, in slot order.
+    pub shredded: Vec<String>,
+}
+
+/// The marker of an erased value, and the key it was the value of when the tombstone
+/// names it (`docket shred` writes `names`: digest to key, for the keys it erased).
+/// `note` is the tombstone's text: JSON with `by`, `reason`, `at_ms`, or anything else
+/// (kept whole as `note`).
+fn shredded_marker(digest: &DisclosureDigest, note: &str) -> (Option<String>, Value) {
+    let text = digest_text(digest);
+    let mut marker = Map::new();
+    let mut name = None;
+    match serde_json::from_str::<Value>(note) {
+        Ok(Value::Object(fields)) => {
+            for key in ["by", "at_ms", "reason"] {
+                if let Some(v) = fields.get(key) {
+                    marker.insert(key.to_owned(), v.clone());
+                }
+            }
+            name = fields
+                .get("names")
+                .and_then(|n| n.get(&text))
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        _ => {
+            marker.insert("note".to_owned(), Value::String(note.to_owned()));
+        }
+    }
+    marker.insert("digest".to_owned(), Value::String(text));
+    let mut outer = Map::new();
+    outer.insert(SHREDDED.to_owned(), Value::Object(marker));
+    (name, Value::Object(outer))
+}
+
 /// An encoding-3 payload, parsed: its committed positions, and the plain event once their
 /// disclosures are supplied.
 #[derive(Debug, Clone)]
@@ -370,20 +415,37 @@ impl CommittedPayload {
     }
 
     /// The plain payload (what encoding 1 records), each commitment replaced by what its
-    /// disclosures say; `lookup` gives a disclosure by digest.
+    /// disclosures say, a shredded value by its marker ([`CommittedPayload::open`]).
     ///
     /// # Errors
-    /// [`DecodeError`] naming the position when a disclosure is missing or shredded, does
-    /// not hash to its digest, or is not a disclosure of the right shape.
+    /// As [`CommittedPayload::open`].
     pub fn resolve(
         &self,
-        mut lookup: impl FnMut(&DisclosureDigest) -> DisclosureLookup,
+        lookup: impl FnMut(&DisclosureDigest) -> DisclosureLookup,
     ) -> Result<Value, DecodeError> {
+        Ok(self.open(lookup)?.value)
+    }
+
+    /// The plain payload (what encoding 1 records), each commitment replaced by what its
+    /// disclosures say; `lookup` gives a disclosure by digest. A value `docket shred`
+    /// erased reads as its marker, `{"_shredded": {"by", "at_ms", "reason", "digest"}}`
+    /// ([`SHREDDED`]; docs/events.md#values-committed-apart), and its pointer is listed,
+    /// so that a run with an erased value can still be read (and replay knows which
+    /// decisions it cannot re-derive).
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the position when a disclosure is missing, does not hash
+    /// to its digest, or is not a disclosure of the right shape.
+    pub fn open(
+        &self,
+        mut lookup: impl FnMut(&DisclosureDigest) -> DisclosureLookup,
+    ) -> Result<OpenedPayload, DecodeError> {
         let err = |message: String| DecodeError {
             kind: self.kind.clone(),
             message,
         };
         let mut value = self.value.clone();
+        let mut shredded = Vec::new();
         for slot in &self.slots {
             let mut object = Map::new();
             if slot.object
@@ -396,6 +458,7 @@ impl CommittedPayload {
                 }
             }
             let mut whole = Value::Null;
+            let mut unnamed = Vec::new();
             for digest in &slot.digests {
                 let at = format!(
                     "the value at {} (digest {})",
@@ -405,7 +468,19 @@ impl CommittedPayload {
                 let bytes = match lookup(digest) {
                     DisclosureLookup::Present(bytes) => bytes,
                     DisclosureLookup::Shredded(note) => {
-                        return Err(err(format!("{at} was shredded: {note}")));
+                        let (name, marker) = shredded_marker(digest, &note);
+                        match (slot.object, name) {
+                            (true, Some(name)) => {
+                                shredded.push(disclosed_pointer(&slot.pointer, Some(&name)));
+                                object.insert(name, marker);
+                            }
+                            (true, None) => unnamed.push(marker),
+                            (false, _) => {
+                                shredded.push(slot.pointer.clone());
+                                whole = marker;
+                            }
+                        }
+                        continue;
                     }
                     DisclosureLookup::Missing => {
                         return Err(err(format!(
@@ -436,6 +511,12 @@ impl CommittedPayload {
                     }
                 }
             }
+            if !unnamed.is_empty() {
+                // Keys erased by a tombstone that does not name them (written before
+                // tombstones did): their markers stand together under `_shredded`.
+                shredded.push(disclosed_pointer(&slot.pointer, Some(SHREDDED)));
+                object.insert(SHREDDED.to_owned(), Value::Array(unnamed));
+            }
             if let Some(target) = value.pointer_mut(&slot.pointer) {
                 *target = if slot.object {
                     Value::Object(object)
@@ -444,7 +525,7 @@ impl CommittedPayload {
                 };
             }
         }
-        Ok(value)
+        Ok(OpenedPayload { value, shredded })
     }
 
     /// The plain event ([`CommittedPayload::resolve`], then decoded as
@@ -624,10 +705,41 @@ mod tests {
             .decode(|_| DisclosureLookup::Present(br#"["AAAA","name","Eve"]"#.to_vec()))
             .expect_err("wrong");
         assert!(forged.message.contains("does not hash"), "{forged}");
-        let shredded = parsed
-            .decode(|_| DisclosureLookup::Shredded("by dpo on 2026-11-24".into()))
-            .expect_err("shredded");
-        assert!(shredded.message.contains("shredded: by dpo"), "{shredded}");
+        // A shredded value reads as its marker, each erased key under its name when the
+        // tombstone names it, and its pointer is listed.
+        let name_digest = encoded
+            .disclosures
+            .iter()
+            .find(|d| open_disclosure(&d.bytes).is_ok_and(|o| o.name.as_deref() == Some("name")))
+            .expect("the name's disclosure")
+            .digest;
+        let note = json!({"by": "dpo", "reason": "erasure request 17", "at_ms": 5,
+            "names": {digest_text(&name_digest): "name"}})
+        .to_string();
+        let opened = parsed
+            .open(|d| {
+                if *d == name_digest {
+                    DisclosureLookup::Shredded(note.clone())
+                } else {
+                    lookup_in(&encoded.disclosures)(d)
+                }
+            })
+            .expect("a shredded value reads as its marker");
+        assert_eq!(opened.shredded, vec!["/output/name".to_owned()]);
+        assert_eq!(
+            opened.value,
+            json!({"output": {"age": 36, "name": {"_shredded": {"by": "dpo", "at_ms": 5,
+                "reason": "erasure request 17", "digest": digest_text(&name_digest)}}}})
+        );
+        // A tombstone that does not name the key: the marker stands under `_shredded`.
+        let opened = parsed
+            .open(|_| DisclosureLookup::Shredded("by dpo".into()))
+            .expect("reads");
+        assert_eq!(opened.shredded, vec!["/output/_shredded".to_owned()]);
+        assert_eq!(
+            opened.value["output"]["_shredded"][0]["_shredded"]["note"],
+            "by dpo"
+        );
         // A plain payload read as encoding 3 is refused, naming the position.
         let refused = CommittedPayload::parse("run.completed", &event.encode());
         assert!(refused.is_err_and(|e| e.message.contains("/output")));

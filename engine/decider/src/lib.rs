@@ -48,9 +48,9 @@ mod transitions;
 
 pub use commit::{
     COMMITTED_PAYLOAD, CommittedEvent, CommittedPayload, CommittedSlot, Disclosure,
-    DisclosureDigest, DisclosureLookup, OpenedDisclosure, SALT_BYTES, committed_positions,
-    digest_text, disclosed_pointer, disclosure_digest, open_disclosure, parse_digest,
-    pointer_touches,
+    DisclosureDigest, DisclosureLookup, OpenedDisclosure, OpenedPayload, SALT_BYTES, SHREDDED,
+    committed_positions, digest_text, disclosed_pointer, disclosure_digest, open_disclosure,
+    parse_digest, pointer_touches,
 };
 pub use content::{
     CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,

@@ -77,6 +77,20 @@ pub enum RuntimeError {
     /// The event log failed.
     #[error("event log: {0}")]
     Store(StoreError),
+    /// A run with values `docket shred` erased cannot be driven on: the state later
+    /// decisions read holds those values (docs/events.md#values-committed-apart).
+    #[error(
+        "run {run} cannot go on: {values} value(s) it recorded were erased (`docket shred`), \
+         and what it decides next would read them, so its state cannot be rebuilt without \
+         them; nothing was recorded. End it with `docket cancel {run} --by NAME --reason TEXT`; \
+         reading it (events, inspect, replay, export, verify) still works"
+    )]
+    Shredded {
+        /// The run.
+        run: RunId,
+        /// How many of its values were erased.
+        values: usize,
+    },
     /// No run with this id in the log.
     #[error("no run {0} in this data directory")]
     UnknownRun(String),
@@ -549,6 +563,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
+        self.refuse_shredded(run_id, &state).await?;
         self.check_recorded(run_id, &state)?;
         let interrupted = tools::interrupted_tools(&state);
         self.drive(state, bundle, interrupted).await
@@ -593,6 +608,33 @@ impl<S: EventStore + 'static> Runtime<S> {
         problems
     }
 
+    /// Before an unfinished run is driven again (resume, approve, override): refused when
+    /// a value it recorded was shredded, since the decisions still to come read its state
+    /// and the state holds markers where the erased values were. Cancelling needs no
+    /// value and stays possible; a finished run has nothing left to drive.
+    async fn refuse_shredded(&self, run_id: &RunId, state: &RunState) -> Result<(), RuntimeError> {
+        if state.status().is_final() {
+            return Ok(());
+        }
+        let held = self
+            .inner
+            .store
+            .disclosures(&Self::stream(run_id)?)
+            .await
+            .map_err(RuntimeError::Store)?;
+        let values = held
+            .values()
+            .filter(|d| matches!(d, docket_store::StoredDisclosure::Shredded(_)))
+            .count();
+        if values == 0 {
+            return Ok(());
+        }
+        Err(RuntimeError::Shredded {
+            run: run_id.clone(),
+            values,
+        })
+    }
+
     /// Before a recorded run is driven again (resume, approve): what it needs of this
     /// machine, which may have changed since it started (commands, working directories).
     /// The sections against the bundle were checked when it started.
@@ -628,6 +670,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         if decision.approved {
             // A refusal blocks the run and calls nobody: it needs nothing of this machine.
+            self.refuse_shredded(run_id, &state).await?;
             self.check_recorded(run_id, &state)?;
         }
         let interrupted = tools::interrupted_tools(&state);
@@ -674,6 +717,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.refuse_shredded(run_id, &state).await?;
         if let Some(request) = state.request() {
             let problems = crate::workflow::check_executables(&request.workflow);
             if !problems.is_empty() {
