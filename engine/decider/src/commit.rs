@@ -728,7 +728,7 @@ mod tests {
         assert_eq!(opened.shredded, vec!["/output/name".to_owned()]);
         assert_eq!(
             opened.value,
-            json!({"output": {"age": 36, "name": {"_shredded": {"by": "dpo", "at_ms": 5,
+            json!({"kind": "run.completed", "output": {"age": 36, "name": {"_shredded": {"by": "dpo", "at_ms": 5,
                 "reason": "erasure request 17", "digest": digest_text(&name_digest)}}}})
         );
         // A tombstone that does not name the key: the marker stands under `_shredded`.
