@@ -916,8 +916,8 @@ async fn evidence(
     let mut reproduced = 0;
     for run in runs {
         let events: Vec<RunEvent> = rt.events(run).await?.into_iter().map(|e| e.event).collect();
-        let report =
-            crate::progress::replay_shown(&events).map_err(|e| anyhow!("run {run}: {e}"))?;
+        let report = crate::progress::replay_shown(&events, &Default::default())
+            .map_err(|e| anyhow!("run {run}: {e}"))?;
         if report.reproduced() {
             reproduced += 1;
         } else {

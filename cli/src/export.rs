@@ -2,7 +2,6 @@
 //! docket (`--format jsonl`, docs/export-format.md) or reads (`--format html`, one
 //! self-contained page, docs/report.md), and the offline check of an export.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -10,13 +9,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use clap::{Args, ValueEnum};
 use docket_decider::RunId;
-use docket_evidence::{
-    ChainCheck, CheckpointCheck, LoggedEvent, ReportVerification, RunExport, Seal,
-    SignedCheckpoint, VerifierKey, html_report,
-};
+use docket_evidence::{ExportRequest, LoggedEvent, VerifierKey};
 use docket_runtime::Runtime;
-use docket_store::{EmbeddedStore, Event, EventStore as _, Payload, StreamId};
-use futures::StreamExt as _;
+use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 use serde_json::json;
 
 use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
@@ -61,6 +56,15 @@ pub(crate) struct ExportArgs {
     /// RUN.html in the current directory).
     #[arg(long, value_name = "FILE|-")]
     out: Option<PathBuf>,
+    /// Withhold the values at these JSON pointers into the events' payloads
+    /// (`/output/claimant/name`; `*` stands for any one step), in every event, or with
+    /// `SEQ:POINTER` in event SEQ only. A value is withheld whole: the commitment of the
+    /// smallest committed value holding the pointer stays, its disclosure is left out, and
+    /// the export still verifies; `docket disclose` reveals it later, value by value.
+    /// Only runs recorded in payload encoding 3 can be redacted
+    /// (docs/export-format.md#redacted-exports). JSON lines only.
+    #[arg(long, value_name = "[SEQ:]POINTER", num_args = 1..)]
+    redact: Vec<docket_evidence::Redaction>,
 }
 
 /// The arguments of `docket verify-export`.
@@ -99,7 +103,13 @@ async fn export(
         run,
         format,
         out: to,
+        redact,
     } = args;
+    if !redact.is_empty() && format != Format::Jsonl {
+        return Err(anyhow!(
+            "--redact applies to --format jsonl: an HTML report shows the run's values as they are"
+        ));
+    }
     let store = rt.store();
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
@@ -107,13 +117,20 @@ async fn export(
             "no run {run} in this data directory (`docket runs` lists them)"
         ));
     };
-    let seal = run_seal(rt, data, run.as_str(), head.seq).await?;
-    let (bytes, what) = match format {
-        Format::Jsonl => (
-            jsonl(store, &stream, head.seq, seal.as_ref()).await?,
-            "export",
-        ),
-        Format::Html => (html(rt, &run, &stream, seal.as_ref()).await?, "report"),
+    let seal = docket_evidence::run_seal(store, data, run.as_str(), head.seq).await?;
+    let events;
+    let request = match format {
+        Format::Jsonl => ExportRequest::Jsonl { redact: &redact },
+        Format::Html => {
+            events = logged_events(rt, &run).await?;
+            ExportRequest::Html { events: &events }
+        }
+    };
+    let bytes =
+        docket_evidence::export_run(store, &stream, head.seq, seal.as_ref(), request).await?;
+    let what = match format {
+        Format::Jsonl => "export",
+        Format::Html => "report",
     };
     let path = to.unwrap_or_else(|| PathBuf::from(format!("{run}.{}", format.extension())));
     if path == Path::new("-") {
@@ -126,7 +143,7 @@ async fn export(
     std::fs::write(&path, &bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
     let signed = match &seal {
-        Some((_, key)) => format!("signed by {}", key.label()),
+        Some(seal) => format!("signed by {}", seal.key.label()),
         None => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
     };
     outln!(
@@ -159,86 +176,17 @@ pub(crate) async fn export_to(
         run: run.clone(),
         format,
         out: Some(path.to_owned()),
+        redact: Vec::new(),
     };
     export(rt, data, args, &mut String::new()).await.map(drop)
 }
 
-/// The run's signed checkpoint at `size` and the key of this data directory that signed
-/// it, when it was sealed at that size.
-async fn run_seal(
-    rt: &Runtime<EmbeddedStore>,
-    data: &Path,
-    run: &str,
-    size: u64,
-) -> anyhow::Result<Option<(String, VerifierKey)>> {
-    let seals = docket_evidence::seals_of(rt.store(), run).await?;
-    let Some(seal) = seals.into_iter().rev().find(|s| s.size == size) else {
-        return Ok(None);
-    };
-    let keys = docket_evidence::verifiers(data)?;
-    let signed = SignedCheckpoint::parse(&seal.checkpoint)
-        .map_err(|e| anyhow!("the seal of run {run} in the log of run heads: {e}"))?;
-    let key = signed.signed_by(&keys).map_err(|e| {
-        anyhow!("the seal of run {run} does not check with this directory's keys: {e}")
-    })?;
-    Ok(Some((seal.checkpoint, key.clone())))
-}
-
-async fn jsonl(
-    store: &EmbeddedStore,
-    stream: &StreamId,
-    size: u64,
-    seal: Option<&(String, VerifierKey)>,
-) -> anyhow::Result<Vec<u8>> {
-    let mut events: Vec<Event> = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    let mut reader = Box::pin(store.read(stream, 1..=size));
-    while let Some(event) = reader.next().await {
-        events.push(event.with_context(|| format!("cannot read run {stream}"))?);
-    }
-    let mut blobs = BTreeMap::new();
-    for event in &events {
-        if let Payload::Blob(r) = &event.payload
-            && !blobs.contains_key(&r.hash)
-            && let Some(bytes) = store.get_blob(&r.hash).await?
-        {
-            blobs.insert(r.hash, bytes);
-        }
-    }
-    // The content encoding-2 events refer to (docs/events.md#content-stored-once).
-    for hash in docket_evidence::referenced_blobs(&events, |e| match &e.payload {
-        Payload::Inline(bytes) => Some(bytes.as_slice()),
-        Payload::Blob(r) => blobs.get(&r.hash).map(Vec::as_slice),
-    }) {
-        if !blobs.contains_key(&hash)
-            && let Some(bytes) = store.get_blob(&hash).await?
-        {
-            blobs.insert(hash, bytes);
-        }
-    }
-    let seal = seal.map(|(note, key)| Seal {
-        note: note.clone(),
-        verifier_key: key.to_string(),
-    });
-    let mut bytes = Vec::new();
-    docket_evidence::write_jsonl(
-        &RunExport {
-            run: stream,
-            events: &events,
-            blobs: &blobs,
-            seal: seal.as_ref(),
-        },
-        &mut bytes,
-    )?;
-    Ok(bytes)
-}
-
-async fn html(
+/// Run `run`'s events decoded with plain payloads, for its HTML report.
+async fn logged_events(
     rt: &Runtime<EmbeddedStore>,
     run: &RunId,
-    stream: &StreamId,
-    seal: Option<&(String, VerifierKey)>,
-) -> anyhow::Result<Vec<u8>> {
-    let events: Vec<LoggedEvent> = rt
+) -> anyhow::Result<Vec<LoggedEvent>> {
+    Ok(rt
         .events(run)
         .await?
         .into_iter()
@@ -248,26 +196,7 @@ async fn html(
             hash: e.hash,
             event: e.event,
         })
-        .collect();
-    let checked = rt
-        .store()
-        .verify(stream)
-        .await
-        .with_context(|| format!("cannot verify run {run}'s log"))?;
-    let verification = ReportVerification {
-        chain: ChainCheck::from(&checked),
-        checkpoint: seal.map(|(note, key)| CheckpointCheck {
-            note: note.clone(),
-            outcome: format!(
-                "signed by {}, this data directory's key; it covers all {} events",
-                key.label(),
-                events.len()
-            ),
-            sound: true,
-        }),
-    };
-    let page = html_report(&events, &verification).map_err(|e| anyhow!("run {run}: {e}"))?;
-    Ok(page.into_bytes())
+        .collect())
 }
 
 /// Checks an export file offline; exit 1 at its first bad line.
@@ -299,6 +228,8 @@ pub(crate) fn verify_export(args: &VerifyExportArgs, out: &mut String) -> anyhow
                 "signed": summary.checkpoint.is_some(),
                 "signed_by": summary.checkpoint.as_ref().map(|c| c.key.clone()),
                 "key_trusted": summary.checkpoint.as_ref().is_some_and(|c| c.key_trusted),
+                "values_disclosed": summary.disclosed,
+                "values_withheld": summary.withheld,
             });
             outln!(out, "{line}");
             Ok(EXIT_COMPLETED)
@@ -311,6 +242,14 @@ pub(crate) fn verify_export(args: &VerifyExportArgs, out: &mut String) -> anyhow
                 summary.events,
                 base64_of(&summary.root.0),
             );
+            if summary.withheld > 0 {
+                outln!(
+                    out,
+                    "values: {} disclosed, each checked against its commitment; {} withheld (redacted or shredded: their commitments stay, so the chain still verifies)",
+                    summary.disclosed,
+                    summary.withheld
+                );
+            }
             match summary.checkpoint {
                 Some(seal) if seal.key_trusted => outln!(
                     out,

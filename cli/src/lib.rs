@@ -22,6 +22,7 @@ use crate::words::{input_kind, word};
 mod circuits;
 mod demo;
 mod diff;
+mod disclose;
 mod effects;
 mod episodes;
 mod errors;
@@ -114,6 +115,17 @@ enum Command {
     /// the first bad line and why (exit 1). See docs/export-format.md.
     #[command(name = "verify-export")]
     VerifyExport(export::VerifyExportArgs),
+    /// Print the disclosures of the values event N of a run commits to at a JSON pointer
+    /// (payload encoding 3): salt, name and value, and the base64url disclosure whose
+    /// SHA-256 is the digest in the event, so that an auditor holding a redacted export
+    /// checks the value against it (docs/export-format.md#checking-a-disclosure). Reads
+    /// only.
+    Disclose(disclose::DiscloseArgs),
+    /// Erase values of a run for an erasure request (payload encoding 3): their
+    /// disclosures are removed from the data directory, a tombstone naming who, when and
+    /// why in their place; the log is untouched and keeps verifying (`docket verify`
+    /// counts them as shredded). A writer: it waits for the writer lock.
+    Shred(disclose::ShredArgs),
     /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
@@ -229,6 +241,8 @@ pub fn main() -> ExitCode {
         }
         Command::Export(args) => return export::main(args, cli.data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
+        Command::Disclose(args) => return disclose::main(args, cli.data),
+        Command::Shred(args) => return disclose::shred_main(args, cli.data),
         Command::Prove(args) => return prove::main(args, cli.data),
         Command::Demo(args) => return demo::main(args, cli.data),
         Command::Serve(args) => return serve::main(args, cli.data),

@@ -2,16 +2,21 @@
 //! or redirected (indicatif hides its bar then), so scripts and `--json` stay clean.
 
 use docket_decider::RunEvent;
-use docket_replay::{ReplayError, ReplayReport, replay_with_progress};
+use std::collections::BTreeSet;
+
+use docket_replay::{ReplayError, ReplayReport, replay_with_shredded};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// Runs shorter than this replay too fast for a bar to help.
 const SHOWN_FROM_EVENTS: usize = 20_000;
 
 /// Replays `events`, showing a bar for long runs.
-pub(crate) fn replay_shown(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
+pub(crate) fn replay_shown(
+    events: &[RunEvent],
+    shredded: &BTreeSet<u64>,
+) -> Result<ReplayReport, ReplayError> {
     if events.len() < SHOWN_FROM_EVENTS {
-        return replay_with_progress(events, |_| {});
+        return replay_with_shredded(events, shredded, |_| {});
     }
     let bar =
         ProgressBar::with_draw_target(Some(events.len() as u64), ProgressDrawTarget::stderr());
@@ -20,7 +25,7 @@ pub(crate) fn replay_shown(events: &[RunEvent]) -> Result<ReplayReport, ReplayEr
     {
         bar.set_style(style);
     }
-    let report = replay_with_progress(events, |done| bar.set_position(done as u64));
+    let report = replay_with_shredded(events, shredded, |done| bar.set_position(done as u64));
     bar.finish_and_clear();
     report
 }

@@ -9,7 +9,9 @@ use std::path::Path;
 use anyhow::Context as _;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
-use docket_replay::{ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, what_if};
+use docket_replay::{
+    ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, what_if_with_shredded,
+};
 use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
@@ -73,10 +75,10 @@ pub(crate) async fn execute(
         // Per kind of decision: runs, and stricter / looser / changed decisions.
         let mut per_area: BTreeMap<DecisionArea, (usize, [usize; 3])> = BTreeMap::new();
         for run in &runs {
-            let events: Vec<RunEvent> =
-                rt.events(run).await?.into_iter().map(|e| e.event).collect();
-            let report = what_if(&events, &new.bundle, &new.source, &new.name)
-                .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
+            let (events, shredded) = split_shredded(rt.events(run).await?);
+            let report =
+                what_if_with_shredded(&events, &shredded, &new.bundle, &new.source, &new.name)
+                    .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
             affected += usize::from(!report.unchanged());
             for (area, counts) in report.by_area() {
                 let entry = per_area.entry(area).or_default();
@@ -153,8 +155,8 @@ pub(crate) async fn execute(
     }
     let mut diverged = 0;
     for run in &runs {
-        let events: Vec<RunEvent> = rt.events(run).await?.into_iter().map(|e| e.event).collect();
-        let report = crate::progress::replay_shown(&events)
+        let (events, shredded) = split_shredded(rt.events(run).await?);
+        let report = crate::progress::replay_shown(&events, &shredded)
             .map_err(|e| anyhow::anyhow!("run {run}: {e}"))?;
         diverged += usize::from(!report.reproduced());
         if json {
@@ -184,8 +186,30 @@ pub(crate) async fn execute(
     })
 }
 
+/// A run's events, and the sequence numbers of those holding a shredded value's marker
+/// (replay takes what was decided of them as recorded: docs/replay.md#shredded-values).
+pub(crate) fn split_shredded(
+    recorded: Vec<docket_runtime::RecordedEvent>,
+) -> (Vec<RunEvent>, std::collections::BTreeSet<u64>) {
+    let shredded = recorded
+        .iter()
+        .filter(|e| !e.shredded.is_empty())
+        .map(|e| e.seq)
+        .collect();
+    (recorded.into_iter().map(|e| e.event).collect(), shredded)
+}
+
 fn one_line(r: &ReplayReport) -> String {
     match &r.divergence {
+        None if r.not_rederivable > 0 => format!(
+            "{}\treproduced\t{} events, {} decisions, {} reproduced, {} depend on shredded values (not re-derivable)\t{}",
+            r.run_id,
+            r.events,
+            r.decisions,
+            r.reproduced_decisions,
+            r.not_rederivable,
+            r.status.as_str()
+        ),
         None => format!(
             "{}\treproduced\t{} events, {} decisions\t{}",
             r.run_id,
@@ -211,6 +235,14 @@ pub(crate) fn text(out: &mut String, r: &ReplayReport) {
         r.decisions
     );
     match &r.divergence {
+        None if r.not_rederivable > 0 => outln!(
+            out,
+            "{} events, {} decisions, {} reproduced, {} depend on shredded values (not re-derivable: taken as recorded)",
+            r.events,
+            r.decisions,
+            r.reproduced_decisions,
+            r.not_rederivable
+        ),
         None => outln!(out, "every decision reproduced"),
         Some(d) => {
             outln!(
@@ -277,6 +309,14 @@ fn shorten(text: &str) -> String {
 }
 
 fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
+    if r.not_rederivable > 0 {
+        outln!(
+            out,
+            "run {}: {} recorded decisions depend on shredded values (not re-derivable: taken as recorded)",
+            r.run_id,
+            r.not_rederivable
+        );
+    }
     if r.unchanged() {
         outln!(out, "run {}: nothing would change under {bundle}", r.run_id);
         return;

@@ -847,11 +847,19 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     if !e.content.is_empty() {
                         line["content"] = crate::replay::content_refs_json(&e.content);
                     }
+                    if !e.shredded.is_empty() {
+                        line["shredded"] = json!(e.shredded);
+                    }
                     outln!(out, "{line}");
                 } else {
+                    let erased = if e.shredded.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" [_shredded: {}]", e.shredded.join(", "))
+                    };
                     outln!(
                         out,
-                        "{:>4} {} {:<22} {}",
+                        "{:>4} {} {:<22} {}{erased}",
                         e.seq,
                         date_ns(e.recorded_at_ns),
                         e.event.kind(),

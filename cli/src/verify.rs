@@ -141,9 +141,14 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
         };
         outln!(
             out,
-            "ok    {}  {} events, chain and blobs sound{snapshots}, {state}",
+            "ok    {}  {} events, chain and blobs sound{snapshots}{}, {state}",
             run.run_id,
-            run.events
+            run.events,
+            match run.shredded {
+                0 => String::new(),
+                1 => ", 1 value shredded (its tombstone kept)".to_owned(),
+                n => format!(", {n} values shredded (their tombstones kept)"),
+            }
         );
     }
     let heads = &report.heads;

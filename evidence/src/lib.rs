@@ -22,8 +22,9 @@ pub use checkpoint::{
     Checkpoint, CheckpointError, SignedCheckpoint, Subject, heads_origin, run_origin,
 };
 pub use export::{
-    BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportSummary, LineFault, RunExport, Seal,
-    SealSummary, referenced_blobs, verify_export, write_jsonl,
+    BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportRequest, ExportSummary, LineFault,
+    Redaction, RunExport, RunExportError, RunSeal, Seal, SealSummary, export_run, referenced_blobs,
+    run_seal, verify_export, write_jsonl,
 };
 pub use keys::{
     KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,

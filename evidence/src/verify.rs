@@ -11,7 +11,10 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
+use docket_decider::{
+    COMMITTED_PAYLOAD, CommittedPayload, DisclosureDigest, REFERENCED_PAYLOAD, ReferencedPayload,
+    digest_text, disclosure_digest, open_disclosure,
+};
 use docket_store::merkle::{
     Leaves, TreeBuilder, TreeHash, consistency_proof, leaf_hash, root, verify_consistency,
 };
@@ -88,9 +91,12 @@ pub struct RunVerdict {
     pub seals: Vec<SealSeen>,
     /// `sealed`, `sealed-then-grew`, `not-sealed-yet`, `unsigned`, `in-progress`.
     pub seal_state: &'static str,
-    /// Snapshot files of the run (store/FORMAT.md §12) found equal to the fold of the
+    /// Snapshot files of the run (store/FORMAT.md §13) found equal to the fold of the
     /// events they summarise; one that is not is the run's problem.
     pub snapshots_checked: u64,
+    /// Values of payload encoding 3 erased by `docket shred` (their tombstones checked):
+    /// not damage, the log still verifies.
+    pub shredded: u64,
     pub problem: Option<Problem>,
 }
 
@@ -166,8 +172,13 @@ struct StreamCheck {
     /// Blobs the events commit to: (sequence, blob, for content an encoding-2 payload
     /// refers to, its JSON pointer).
     blobs: Vec<(u64, BlobRef, Option<String>)>,
-    /// Encoding-2 events whose payload is itself a blob: (sequence, kind, blob).
-    referring_blobs: Vec<(u64, String, Hash)>,
+    /// Encoding-2 and -3 events whose payload is itself a blob: (sequence, kind, kind
+    /// version, blob).
+    referring_blobs: Vec<(u64, String, u32, Hash)>,
+    /// What encoding-3 payloads commit to: (sequence, pointer, digest).
+    committed: Vec<(u64, String, DisclosureDigest)>,
+    /// Values found shredded.
+    shredded: u64,
     /// Payloads of the heads log's events.
     payloads: Vec<(u64, Payload)>,
 }
@@ -237,17 +248,90 @@ impl StreamCheck {
         match &event.payload {
             Payload::Blob(blob) => {
                 self.blobs.push((seq, *blob, None));
-                if event.kind_version == REFERENCED_PAYLOAD {
+                if matches!(event.kind_version, REFERENCED_PAYLOAD | COMMITTED_PAYLOAD) {
                     // Its references are inside the blob: read after the scan.
-                    self.referring_blobs
-                        .push((seq, event.kind.clone(), blob.hash));
+                    self.referring_blobs.push((
+                        seq,
+                        event.kind.clone(),
+                        event.kind_version,
+                        blob.hash,
+                    ));
                 }
             }
             Payload::Inline(bytes) if event.kind_version == REFERENCED_PAYLOAD => {
                 self.push_refs(seq, &event.kind, bytes);
             }
+            Payload::Inline(bytes) if event.kind_version == COMMITTED_PAYLOAD => {
+                self.push_commitments(seq, &event.kind, bytes);
+            }
             Payload::Inline(_) => {}
         }
+    }
+
+    /// Notes what an encoding-3 payload commits to (docs/events.md#values-committed-apart),
+    /// to check each disclosure once the log is read.
+    fn push_commitments(&mut self, seq: u64, kind: &str, payload: &[u8]) {
+        match CommittedPayload::parse(kind, payload) {
+            Ok(parsed) => {
+                for slot in parsed.slots() {
+                    for digest in &slot.digests {
+                        self.committed.push((seq, slot.pointer.clone(), *digest));
+                    }
+                }
+            }
+            Err(e) => {
+                if self.broken.is_none() {
+                    self.broken = problem(
+                        Some(seq),
+                        format!("event {seq}: {e}"),
+                        "docket did not write this event: its content cannot be checked",
+                    );
+                }
+            }
+        }
+    }
+
+    /// Checks every disclosure the run's payloads commit to against the run's disclosure
+    /// file: present and hashing to its digest, or shredded (counted, not damage).
+    fn check_disclosures(&mut self, data: &Path, stream: &str) -> Result<(), VerifyError> {
+        if self.committed.is_empty() || self.broken.is_some() {
+            return Ok(());
+        }
+        let held = docket_store::read_disclosures(data, stream).map_err(ScanError::from)?;
+        let mut counted = std::collections::HashSet::new();
+        for (seq, pointer, digest) in &self.committed {
+            let at = format!(
+                "event {seq}: the value at {pointer} (digest {})",
+                digest_text(digest)
+            );
+            let what = match held.get(digest) {
+                None => Some(format!(
+                    "{at} has no disclosure in disclosures/ (store/FORMAT.md §13)"
+                )),
+                Some(docket_store::StoredDisclosure::Present(bytes)) => {
+                    if disclosure_digest(bytes) != *digest {
+                        Some(format!("{at}: its disclosure does not hash to the digest"))
+                    } else {
+                        open_disclosure(bytes).err().map(|e| format!("{at}: {e}"))
+                    }
+                }
+                Some(docket_store::StoredDisclosure::Shredded(_)) => {
+                    if counted.insert(*digest) {
+                        self.shredded += 1;
+                    }
+                    None
+                }
+            };
+            if let Some(what) = what {
+                self.broken = problem(
+                    Some(*seq),
+                    what,
+                    "a value the event commits to is missing or altered",
+                );
+                break;
+            }
+        }
+        Ok(())
     }
 
     /// Notes the blobs an encoding-2 payload refers to (docs/events.md#content-stored-once),
@@ -285,7 +369,7 @@ fn read_referring_blobs(
 ) -> Result<(), VerifyError> {
     let wanted: HashMap<Hash, ()> = streams
         .values()
-        .flat_map(|c| c.referring_blobs.iter().map(|(_, _, h)| (*h, ())))
+        .flat_map(|c| c.referring_blobs.iter().map(|(_, _, _, h)| (*h, ())))
         .collect();
     if wanted.is_empty() {
         return Ok(());
@@ -302,10 +386,14 @@ fn read_referring_blobs(
         }
     })?;
     for check in streams.values_mut() {
-        for (seq, kind, hash) in std::mem::take(&mut check.referring_blobs) {
+        for (seq, kind, version, hash) in std::mem::take(&mut check.referring_blobs) {
             // A missing payload blob is reported with the event's other blobs.
             if let Some(bytes) = contents.get(&hash) {
-                check.push_refs(seq, &kind, bytes);
+                if version == COMMITTED_PAYLOAD {
+                    check.push_commitments(seq, &kind, bytes);
+                } else {
+                    check.push_refs(seq, &kind, bytes);
+                }
             }
         }
     }
@@ -407,6 +495,11 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     });
 
     read_referring_blobs(data, &mut streams)?;
+    for (id, check) in &mut streams {
+        if is_run_stream(id.as_str()) {
+            check.check_disclosures(data, id.as_str())?;
+        }
+    }
     for check in streams.values_mut() {
         if check.broken.is_some() {
             continue;
@@ -558,6 +651,7 @@ fn run_verdict(run: &str, check: &StreamCheck) -> RunVerdict {
         seals: Vec::new(),
         seal_state: "in-progress",
         snapshots_checked: 0,
+        shredded: check.shredded,
         problem: check.broken.clone(),
     }
 }
@@ -604,6 +698,7 @@ fn check_seals(
                 seals: Vec::new(),
                 seal_state: "in-progress",
                 snapshots_checked: 0,
+                shredded: 0,
                 problem: None,
             });
         let (signed_by, fault) = judge_seal(&seal, heads_seq, trusted, streams);

@@ -1,16 +1,19 @@
 //! Seeded random single mutations of signed exports (bit flips, deleted, repeated and
 //! swapped lines, truncations, lines spliced from another run's export), checked against
-//! the key the auditor trusts: every one is caught, at the line where it was made.
+//! the key the auditor trusts: every one is caught, at the line where it was made. The
+//! export is redacted: it discloses some values encoding-3 events commit to and
+//! withholds one.
 
 use std::collections::BTreeMap;
 
+use docket_decider::RunEvent;
 use docket_evidence::{
-    Checkpoint, RunExport, Seal, SignerKey, run_origin, verify_export, write_jsonl,
+    Checkpoint, Redaction, RunExport, Seal, SignerKey, run_origin, verify_export, write_jsonl,
 };
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{
-    BlobRef, Event, Hash, Payload, StreamId, WallTime, blob_hash, canonical_body, event_hash,
-    genesis,
+    BlobRef, Disclosures, Event, Hash, Payload, StoredDisclosure, StreamId, WallTime, blob_hash,
+    canonical_body, event_hash, genesis,
 };
 use proptest::prelude::Rng as _;
 use proptest::test_runner::{RngAlgorithm, TestRng};
@@ -18,8 +21,9 @@ use proptest::test_runner::{RngAlgorithm, TestRng};
 /// A run of `n` events shaped like docket's: JSON payloads, one held as a blob, one
 /// payload that is not JSON, a policy hash on most; from event 6 on, events in payload
 /// encoding 2 referring to content (two contents from one event, content referred to
-/// again later).
-fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
+/// again later); events 10 and 12 in payload encoding 3, committing to values (one
+/// committed to by both), salted with a key of the run's.
+fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>, Disclosures) {
     let stream = StreamId::new(id).expect("valid id");
     let mut prev = genesis(&stream);
     let mut events = Vec::new();
@@ -54,7 +58,44 @@ fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
     ]
     .into_iter()
     .collect();
+    let mut disclosures = Disclosures::new();
+    let salt_key = *blake3::hash(id.as_bytes()).as_bytes();
+    let committed: BTreeMap<u64, serde_json::Value> = [
+        (10, serde_json::json!({"claimant": {"name": "Ada", "run": id}, "amount": 12.5, "score": 2.0})),
+        (12, serde_json::json!({"claimant": {"name": "Ada", "run": id}, "status": "done"})),
+    ]
+    .into_iter()
+    .collect();
     for seq in 1..=n {
+        if let Some(output) = committed.get(&seq) {
+            let encoded = RunEvent::RunCompleted {
+                output: output.clone(),
+            }
+            .encode_committed(&mut |m| {
+                let mut salt = [0u8; 16];
+                salt.copy_from_slice(&blake3::keyed_hash(&salt_key, m).as_bytes()[..16]);
+                salt
+            })
+            .expect("committed");
+            for d in encoded.disclosures {
+                disclosures.insert(d.digest, StoredDisclosure::Present(d.bytes));
+            }
+            let mut event = Event {
+                stream: stream.clone(),
+                seq,
+                kind: "run.completed".to_owned(),
+                kind_version: docket_decider::COMMITTED_PAYLOAD,
+                recorded_at: WallTime(1_795_000_000_000_000_000 + seq as i64 * 1_000_003),
+                policy: Some(Hash([7; 32])),
+                payload: Payload::Inline(encoded.payload),
+                prev,
+                hash: Hash([0; 32]),
+            };
+            event.hash = event_hash(&prev, &canonical_body(&event));
+            prev = event.hash;
+            events.push(event);
+            continue;
+        }
         let text = format!(
             r#"{{"run":"{id}","step":{seq},"note":"agent said \"ok\" <script>x</script>","score":1.5e{seq}}}"#
         );
@@ -106,7 +147,7 @@ fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>) {
         prev = event.hash;
         events.push(event);
     }
-    (stream, events, blobs)
+    (stream, events, blobs, disclosures)
 }
 
 /// The instance key that seals the test runs (a fixed seed: the same bytes every time).
@@ -115,7 +156,7 @@ fn signer() -> SignerKey {
 }
 
 fn export_of(id: &str, n: u64) -> Vec<u8> {
-    let (stream, events, blobs) = run(id, n);
+    let (stream, events, blobs, disclosures) = run(id, n);
     let mut tree = TreeBuilder::new();
     for event in &events {
         tree.push(event_leaf_hash(event));
@@ -134,6 +175,10 @@ fn export_of(id: &str, n: u64) -> Vec<u8> {
             run: &stream,
             events: &events,
             blobs: &blobs,
+            disclosures: &disclosures,
+            redact: &["10:/output/amount"
+                .parse::<Redaction>()
+                .expect("a redaction")],
             seal: Some(&seal),
         },
         &mut out,
@@ -248,7 +293,6 @@ fn the_unmutated_export_is_sound() {
     // Signed by another key than the one trusted: refused at the checkpoint line.
     let other = SignerKey::from_seed("audit.example/docket", [7; 32]).unwrap();
     let bad = verify_export(export.as_slice(), Some(&other.verifier())).unwrap_err();
-    assert_eq!(bad.line, 19, "{bad}");
     // Four contents, each given once, after the event that first refers to it.
     let kinds: Vec<String> = lines_of(&export)
         .iter()
@@ -265,6 +309,15 @@ fn the_unmutated_export_is_sound() {
         "e6 content e7 content content e8 e9",
         "{kinds:?}"
     );
+    // Event 10 commits to two values (`score`, 2.0, stays in the clear: RFC 8785 would
+    // read it back as 2), `amount` withheld; event 12 to two, one of them given already.
+    assert_eq!(
+        kinds[13..21].join(" "),
+        "e10 withheld disclosure e11 content e12 disclosure tree",
+        "{kinds:?}"
+    );
+    assert_eq!(bad.line, 22, "{bad}");
+    assert_eq!((summary.disclosed, summary.withheld), (2, 1));
 }
 
 #[test]

@@ -4,6 +4,10 @@ alone with off-the-shelf libraries: BLAKE3 (`blake3`), SHA-256 (`hashlib`) and, 
 signed checkpoints, Ed25519 (`cryptography`).
 
     python3 verify_export.py RUN.jsonl [--key VERIFIER_KEY]
+    python3 verify_export.py disclose RUN.jsonl SEQ DISCLOSURE
+
+The second form checks a value revealed after a redacted export (`docket disclose` prints
+the DISCLOSURE, base64url): that event SEQ of the export commits to it.
 
 Exit 0 and one line saying what was checked when the export is sound; exit 1 and
 "line N: why" at the first bad line. With --key, the checkpoint must be signed by that
@@ -19,7 +23,7 @@ import sys
 import blake3
 
 FORMAT = "docket.export.jsonl"
-VERSIONS = (1, 2)  # 2 added `content` lines
+VERSIONS = (1, 2, 3)  # 2 added `content` lines, 3 `disclosure` and `withheld` lines
 # The BLAKE3 derive-key contexts of docs/export-format.md: fixed, never read from the file.
 EVENT_CONTEXT = "docket 2026-11-22 event hash v1"
 GENESIS_CONTEXT = "docket 2026-11-22 stream genesis v1"
@@ -41,6 +45,69 @@ CONTENT_POSITIONS = {
     "episode.finished": ["/result"],
     "run.completed": ["/output"],
 }
+
+
+# Payload encoding 3 (docs/events.md#values-committed-apart) commits to values at the same
+# positions, and in an answer at every action's content.
+COMMITTED_POSITIONS = dict(CONTENT_POSITIONS)
+COMMITTED_POSITIONS["agent.responded"] = [
+    "/response/actions/*/payload",
+    "/response/actions/*/output",
+    "/response/actions/*/content",
+    "/response/actions/*/inputs",
+]
+
+
+def commitments(kind, payload):
+    """(pointer, digest, named) of each value an encoding-3 payload commits to, or a reason:
+    at a content position, {"_sd": [digest, ...], clear keys...} (an object, one digest per
+    key committed apart) or {"...": digest} (a whole value)."""
+    found = []
+
+    def digest_ok(d):
+        return isinstance(d, str) and len(d) == 43 and all(
+            c.isascii() and (c.isalnum() or c in "-_") for c in d)
+
+    def walk(value, steps, pointer):
+        if not steps:
+            if isinstance(value, dict) and isinstance(value.get("_sd"), list):
+                for d in value["_sd"]:
+                    if not digest_ok(d):
+                        raise ValueError(f"the commitment at {pointer} holds a malformed digest")
+                    found.append((pointer, d, True))
+            elif isinstance(value, dict) and set(value) == {"..."} and digest_ok(value["..."]):
+                found.append((pointer, value["..."], False))
+            else:
+                raise ValueError(f"the value at {pointer} is not a commitment")
+            return
+        step, rest = steps[0], steps[1:]
+        if step == "*":
+            if isinstance(value, list):
+                for i, item in enumerate(value):
+                    walk(item, rest, f"{pointer}/{i}")
+        elif isinstance(value, dict) and step in value:
+            walk(value[step], rest, f"{pointer}/{step}")
+
+    for position in COMMITTED_POSITIONS.get(kind, []):
+        walk(payload, position.split("/")[1:], "")
+    return found
+
+
+def disclosure_digest(disclosure):
+    """RFC 9901: SHA-256 of the disclosure's base64url text as given, base64url, no padding."""
+    digest = hashlib.sha256(disclosure.encode("ascii")).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
+def open_disclosure(disclosure):
+    """[salt, name, value] or [salt, value] from a base64url disclosure, or a reason."""
+    raw = base64.urlsafe_b64decode(disclosure + "=" * (-len(disclosure) % 4))
+    value = json.loads(raw)
+    if not isinstance(value, list) or len(value) not in (2, 3) or not isinstance(value[0], str):
+        raise ValueError("a disclosure is a JSON array [salt, name, value] or [salt, value]")
+    if len(value) == 3 and not isinstance(value[1], str):
+        raise ValueError("a disclosure's name is a string")
+    return value
 
 
 def references(kind, payload):
@@ -72,6 +139,7 @@ def references(kind, payload):
 class Bad(Exception):
     def __init__(self, line, why):
         super().__init__(f"line {line}: {why}")
+        self.why = why
 
 
 # --- the canonical event body (store/FORMAT.md, section 3) -------------------------------
@@ -255,9 +323,36 @@ def verify(path, trusted_key=None):
     leaves, rest = [], lines[1:]
     # Content lines: each follows the event that first refers to it, in its order.
     given, pending = {}, []  # hash hex -> length; [(pointer, hash hex, length)]
-    while rest and obj(*rest[0]).get("type") in ("event", "content"):
+    # Disclosure and withheld lines: each follows the event that first commits to the value.
+    owed, settled, counts = [], set(), {"disclosed": 0, "withheld": 0}  # [(pointer, digest, named)]
+    while rest and obj(*rest[0]).get("type") in ("event", "content", "disclosure", "withheld"):
         (n, text), rest = rest[0], rest[1:]
         line = obj(n, text)
+        if line["type"] in ("disclosure", "withheld"):
+            fields = {"type", "digest", "disclosure" if line["type"] == "disclosure" else "why"}
+            if header["version"] < 3 or set(line) != fields:
+                raise Bad(n, f"a `{line['type']}` line holds exactly {', '.join(sorted(fields))} (version 3)")
+            if not owed or owed[0][1] != line["digest"]:
+                raise Bad(n, f"digest {line['digest']} is not the one expected here")
+            pointer, digest, named = owed.pop(0)
+            if line["type"] == "disclosure":
+                if disclosure_digest(line["disclosure"]) != digest:
+                    raise Bad(n, f"the disclosure does not hash to its digest {digest}")
+                try:
+                    opened = open_disclosure(line["disclosure"])
+                except ValueError as e:
+                    raise Bad(n, f"the disclosure of the value at {pointer} is not one: {e}")
+                if (len(opened) == 3) != named:
+                    raise Bad(n, f"the disclosure of the value at {pointer} has the wrong shape")
+                counts["disclosed"] += 1
+            else:
+                if line["why"] not in ("redacted", "shredded"):
+                    raise Bad(n, "`why` is redacted or shredded")
+                counts["withheld"] += 1
+            settled.add(digest)
+            continue
+        if owed:
+            raise Bad(n, f"the value at {owed[0][0]} (digest {owed[0][1]}) of the event before has no `disclosure` or `withheld` line")
         if line["type"] == "content":
             if header["version"] < 2 or set(line) != {"type", "hash", "len", "content"}:
                 raise Bad(n, "a `content` line holds exactly type, hash, len and content (version 2)")
@@ -319,6 +414,14 @@ def verify(path, trusted_key=None):
                     raise Bad(n, f"the reference at {pointer} says {length} bytes, its content has {given[h]}")
                 if h not in given and all(p[1] != h for p in pending):
                     pending.append((pointer, h, length))
+        if fields["kind_version"] == 3 and header["version"] >= 3:
+            try:
+                committed = commitments(fields["kind"], json.loads(content))
+            except ValueError as e:
+                raise Bad(n, f"the payload does not read as encoding 3: {e}")
+            for pointer, d, named in committed:
+                if d not in settled and all(o[1] != d for o in owed):
+                    owed.append((pointer, d, named))
         if line.get("prev") != rec_prev.hex() or line.get("hash") != rec_hash.hex():
             raise Bad(n, "`prev` or `hash` differ from the record's")
         if rec_prev != prev:
@@ -332,6 +435,8 @@ def verify(path, trusted_key=None):
     (n, text), rest = rest[0], rest[1:]
     if pending:
         raise Bad(n, f"the content at {pending[0][0]} (blob {pending[0][1]}) of the event before has no `content` line")
+    if owed:
+        raise Bad(n, f"the value at {owed[0][0]} (digest {owed[0][1]}) of the event before has no `disclosure` or `withheld` line")
     tree = obj(n, text)
     if tree.get("type") != "tree":
         raise Bad(n, f"expected an event or the tree head, found a {tree.get('type')!r} line")
@@ -360,7 +465,30 @@ def verify(path, trusted_key=None):
         raise Bad(n + 1, "the export ends without the signed checkpoint the key you gave should have signed")
     if rest:
         raise Bad(rest[0][0], "nothing may follow the checkpoint line")
-    return f"sound: run {run}, {len(leaves)} events, root {base64.b64encode(root).decode()}, {signed}"
+    values = ""
+    if counts["withheld"]:
+        values = f", {counts['disclosed']} values disclosed, {counts['withheld']} withheld"
+    return f"sound: run {run}, {len(leaves)} events, root {base64.b64encode(root).decode()}, {signed}{values}"
+
+
+def check_disclosure(path, seq, disclosure, trusted_key=None):
+    """That event `seq` of a sound export commits to `disclosure` (docs/export-format.md,
+    "Checking a disclosure"): its digest is one the event's payload lists."""
+    verify(path, trusted_key)
+    digest = disclosure_digest(disclosure)
+    opened = open_disclosure(disclosure)
+    with open(path, encoding="utf-8") as f:
+        for text in f:
+            line = json.loads(text)
+            if line.get("type") == "event" and line.get("seq") == seq:
+                if line.get("kind_version") != 3 or "payload" not in line:
+                    raise Bad(0, f"event {seq} does not commit to values apart (payload encoding 3)")
+                for pointer, d, named in commitments(line["kind"], line["payload"]):
+                    if d == digest and named == (len(opened) == 3):
+                        where = pointer + ("/" + opened[1] if named else "")
+                        return f"event {seq} commits to {where} = {json.dumps(opened[-1])[:200]} (digest {digest})"
+                raise Bad(0, f"event {seq} does not commit to this disclosure: its digest {digest} is not in its payload")
+    raise Bad(0, f"the export has no event {seq}")
 
 
 def main(argv):
@@ -370,6 +498,16 @@ def main(argv):
         i = args.index("--key")
         key = args[i + 1]
         del args[i : i + 2]
+    if len(args) == 4 and args[0] == "disclose":
+        try:
+            print(f"{args[1]}: {check_disclosure(args[1], int(args[2]), args[3], key)}")
+            return 0
+        except Bad as e:
+            print(f"{args[1]}: {e.why}")
+            return 1
+        except (KeyError, TypeError, ValueError) as e:
+            print(f"{args[1]}: malformed export or disclosure: {e!r}")
+            return 1
     if len(args) != 1:
         print(__doc__.strip().splitlines()[3].strip(), file=sys.stderr)
         return 2

@@ -516,6 +516,7 @@ mod tests {
                 agents: Default::default(),
                 effects: Default::default(),
                 tools: Default::default(),
+                evidence: Default::default(),
             },
             bundle_source: String::new(),
             bundle_source_name: "w.toml".into(),

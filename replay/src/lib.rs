@@ -36,7 +36,9 @@ pub use inspect::{
 };
 pub use report::{
     DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,
+    replay_with_shredded,
 };
 pub use what_if::{
     Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, decision_of, what_if,
+    what_if_with_shredded,
 };

@@ -1,6 +1,8 @@
 //! Replaying one run's log: every batch decided again from its recorded input, with the
 //! bundle the run recorded and the decider version that recorded it (docs/replay.md).
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 use serde_json::Value;
 
@@ -86,8 +88,14 @@ pub struct ReplayReport {
     /// Recorded inputs (the start, agent answers and failures, human decisions, effect
     /// results), each opening a batch.
     pub inputs: usize,
-    /// Events the decider produced from them, each compared.
+    /// Events decided of them: re-derived and compared, or (`not_rederivable`) taken as
+    /// recorded.
     pub decisions: usize,
+    /// Of `decisions`, those decided again and found as recorded.
+    pub reproduced_decisions: usize,
+    /// Of `decisions`, those that depend on values `docket shred` erased: taken as
+    /// recorded, not re-derived (docs/replay.md#shredded-values).
+    pub not_rederivable: usize,
     /// Where the run stands by the replayed log: its result.
     pub status: RunStatus,
     /// Why it stopped, for a blocked or failed run.
@@ -128,6 +136,24 @@ pub fn replay(events: &[RunEvent]) -> Result<ReplayReport, ReplayError> {
 /// As [`replay`].
 pub fn replay_with_progress(
     events: &[RunEvent],
+    progress: impl FnMut(usize),
+) -> Result<ReplayReport, ReplayError> {
+    replay_with_shredded(events, &BTreeSet::new(), progress)
+}
+
+/// [`replay_with_progress`] of a run some of whose values `docket shred` erased:
+/// `shredded` holds the sequence numbers (from 1) of the events that hold a shredded
+/// value's marker in its place. A batch holding one is not decided again: its recorded
+/// events are taken as given and folded, and its decisions counted as not re-derivable.
+/// Once one has been, the state the decider reads holds markers where values were, so a
+/// later batch decided otherwise than recorded is taken as recorded and counted the same
+/// way (it may rest on an erased value) instead of diverging (docs/replay.md#shredded-values).
+///
+/// # Errors
+/// As [`replay`].
+pub fn replay_with_shredded(
+    events: &[RunEvent],
+    shredded: &BTreeSet<u64>,
     mut progress: impl FnMut(usize),
 ) -> Result<ReplayReport, ReplayError> {
     let Some(RunEvent::RunRequested(run)) = events.first() else {
@@ -150,12 +176,16 @@ pub fn replay_with_progress(
         events: events.len(),
         inputs: 0,
         decisions: 0,
+        reproduced_decisions: 0,
+        not_rederivable: 0,
         status: RunStatus::Running,
         stop_reason: None,
         output: None,
         divergence: None,
     };
     let mut start = 0;
+    // Whether a batch taken as recorded (an erased value) has been folded.
+    let mut tainted = false;
     while start < events.len() {
         let first = &events[start];
         let seq = start as u64 + 1;
@@ -169,39 +199,63 @@ pub fn replay_with_progress(
             .map_or(events.len(), |p| start + 1 + p);
         let recorded = &events[start..end];
         report.inputs += 1;
+        let decisions = recorded.len() - 1;
+        if shredded.range(seq..=end as u64).next().is_some() {
+            // The recorded input or what was decided of it holds an erased value: what
+            // the decider would make of it cannot be known. Take the batch as recorded.
+            for event in recorded {
+                state.apply(event);
+            }
+            tainted = true;
+            report.decisions += decisions;
+            report.not_rederivable += decisions;
+            progress(end);
+            start = end;
+            continue;
+        }
+        // After an erased value entered the state, keep a copy to fall back on: a batch
+        // decided otherwise may rest on the marker, not on a change of behaviour.
+        let before = tainted.then(|| state.clone());
         // Deciding in place leaves `state` folded with the decided batch, which equals
         // the recorded one whenever replay goes on (a divergence stops it): no copy of
         // the whole run per batch, no second fold.
-        match decide_in_place(&mut state, &bundle, command) {
-            Err(rejection) => {
-                report.divergence = Some(Divergence {
-                    code: REJECTED,
-                    seq,
-                    input: first.kind(),
-                    recorded_kinds: recorded
-                        .get(1..)
-                        .unwrap_or_default()
-                        .iter()
-                        .map(RunEvent::kind)
-                        .collect(),
-                    decided_kinds: Vec::new(),
-                    differences: Vec::new(),
-                    at_event: 0,
-                    why: format!(
-                        "the decider now refuses this recorded input ({rejection}); the run's \
-                         later decisions rest on it"
-                    ),
-                });
+        let found = match decide_in_place(&mut state, &bundle, command) {
+            Err(rejection) => Some(Divergence {
+                code: REJECTED,
+                seq,
+                input: first.kind(),
+                recorded_kinds: recorded
+                    .get(1..)
+                    .unwrap_or_default()
+                    .iter()
+                    .map(RunEvent::kind)
+                    .collect(),
+                decided_kinds: Vec::new(),
+                differences: Vec::new(),
+                at_event: 0,
+                why: format!(
+                    "the decider now refuses this recorded input ({rejection}); the run's \
+                     later decisions rest on it"
+                ),
+            }),
+            Ok(decided) if decided != recorded => Some(divergence(seq, recorded, &decided)),
+            Ok(_) => None,
+        };
+        match (found, before) {
+            (None, _) => report.reproduced_decisions += decisions,
+            (Some(_), Some(mut before)) => {
+                for event in recorded {
+                    before.apply(event);
+                }
+                state = before;
+                report.not_rederivable += decisions;
+            }
+            (Some(divergence), None) => {
+                report.divergence = Some(divergence);
                 break;
             }
-            Ok(decided) => {
-                if decided != recorded {
-                    report.divergence = Some(divergence(seq, recorded, &decided));
-                    break;
-                }
-            }
         }
-        report.decisions += recorded.len() - 1;
+        report.decisions += decisions;
         progress(end);
         start = end;
     }

@@ -10,6 +10,7 @@
 //! order (everything after it when the new decision ends the run).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -141,6 +142,9 @@ pub struct WhatIf {
     pub run_id: String,
     /// Batches decided under the new bundle the same way or with changes only in content.
     pub batches_compared: usize,
+    /// Recorded decisions that depend on values `docket shred` erased: taken as
+    /// recorded, not decided again (docs/replay.md#shredded-values).
+    pub not_rederivable: usize,
     /// Each decision that comes out otherwise, in the run's order; the last one parts the
     /// path when there is a path change with a decision to class.
     pub changes: Vec<Change>,
@@ -188,6 +192,24 @@ pub fn what_if(
     source: &str,
     name: &str,
 ) -> Result<WhatIf, ReplayError> {
+    what_if_with_shredded(events, &BTreeSet::new(), bundle, source, name)
+}
+
+/// [`what_if`] of a run some of whose values `docket shred` erased: `shredded` holds the
+/// sequence numbers (from 1) of the events holding a shredded value's marker. A batch
+/// holding one is not decided again: its recorded events are folded as given (the
+/// start under the new bundle) and its decisions counted as not re-derivable
+/// (docs/replay.md#shredded-values).
+///
+/// # Errors
+/// As [`what_if`].
+pub fn what_if_with_shredded(
+    events: &[RunEvent],
+    shredded: &BTreeSet<u64>,
+    bundle: &PolicyBundle,
+    source: &str,
+    name: &str,
+) -> Result<WhatIf, ReplayError> {
     let Some(RunEvent::RunRequested(run)) = events.first() else {
         return Err(ReplayError::NotARun);
     };
@@ -200,6 +222,7 @@ pub fn what_if(
     let mut report = WhatIf {
         run_id: run.run_id.to_string(),
         batches_compared: 0,
+        not_rederivable: 0,
         changes: Vec::new(),
         path_change: None,
         not_as_recorded: BTreeMap::new(),
@@ -226,6 +249,21 @@ pub fn what_if(
             });
         };
         let recorded = &events[start..end];
+        if shredded.range(seq..=end as u64).next().is_some() {
+            // What the decider would make of an erased value cannot be known: the batch
+            // is taken as recorded (its start under the new bundle).
+            for (i, event) in recorded.iter().enumerate() {
+                match (start + i, event) {
+                    (0, RunEvent::RunRequested(_)) => {
+                        state.apply(&RunEvent::RunRequested(Arc::new(rewritten.clone())));
+                    }
+                    _ => state.apply(event),
+                }
+            }
+            report.not_rederivable += recorded.len() - 1;
+            start = end;
+            continue;
+        }
         // Decided in place (a rejection leaves the state as it was): a copy of the state
         // per batch would make a long run's what-if quadratic.
         let decided = match decide_in_place(&mut state, bundle, command) {

@@ -425,16 +425,23 @@ async fn verification(State(state): Shared, p: Result<Path<String>, PathRejectio
     ok(json!({ "run_id": run, "chain": chain }))
 }
 
+/// A run's events, and the sequence numbers of those holding a shredded value's marker
+/// (replay takes what was decided of them as recorded: docs/replay.md#shredded-values).
+fn split_shredded(
+    recorded: Vec<docket_runtime::RecordedEvent>,
+) -> (Vec<RunEvent>, std::collections::BTreeSet<u64>) {
+    let shredded = recorded
+        .iter()
+        .filter(|e| !e.shredded.is_empty())
+        .map(|e| e.seq)
+        .collect();
+    (recorded.into_iter().map(|e| e.event).collect(), shredded)
+}
+
 async fn replay(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
     let run = run_id(&path(p)?)?;
-    let events: Vec<RunEvent> = state
-        .rt
-        .events(&run)
-        .await?
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
-    let report = docket_replay::replay(&events)
+    let (events, shredded) = split_shredded(state.rt.events(&run).await?);
+    let report = docket_replay::replay_with_shredded(&events, &shredded, |_| {})
         .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
     ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
 }
@@ -459,14 +466,8 @@ async fn what_if(
     let format = docket_policies::Format::from_name(&name).unwrap_or(docket_policies::Format::Toml);
     let bundle = docket_policies::parse(&source, &name, format)
         .map_err(|e| ApiError::bad_request(e.to_string()).at("body.policies"))?;
-    let events: Vec<RunEvent> = state
-        .rt
-        .events(&run)
-        .await?
-        .into_iter()
-        .map(|e| e.event)
-        .collect();
-    let report = docket_replay::what_if(&events, &bundle, &source, &name)
+    let (events, shredded) = split_shredded(state.rt.events(&run).await?);
+    let report = docket_replay::what_if_with_shredded(&events, &shredded, &bundle, &source, &name)
         .map_err(|e| ApiError::refused(format!("run {run}: {e}")).at(format!("run {run}")))?;
     ok(serde_json::to_value(&report).map_err(|e| ApiError::internal(e.to_string()))?)
 }
@@ -477,14 +478,37 @@ async fn export(
     q: Result<Query<Params>, QueryRejection>,
 ) -> ApiResult {
     let run = run_id(&path(p)?)?;
-    let q = query(q, &["format"])?;
+    let q = query(q, &["format", "redact"])?;
     let format = q.get("format").map_or("jsonl", String::as_str);
-    if !matches!(format, "jsonl" | "html") {
-        return Err(
-            ApiError::bad_request(format!("format={format}: jsonl or html")).at("query.format"),
-        );
-    }
-    let bytes = crate::export::export(&state.rt, &state.data, &run, format == "html").await?;
+    let redact = q
+        .get("redact")
+        .map(|list| {
+            list.split(',')
+                .map(|one| {
+                    one.parse::<docket_evidence::Redaction>().map_err(|why| {
+                        ApiError::bad_request(format!("redact={list}: {why}")).at("query.redact")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        })
+        .transpose()?
+        .unwrap_or_default();
+    let wanted = match format {
+        "jsonl" => crate::export::Wanted::Jsonl(redact),
+        "html" if redact.is_empty() => crate::export::Wanted::Html,
+        "html" => {
+            return Err(ApiError::bad_request(
+                "redact applies to format=jsonl: an HTML report shows the run's values as they are",
+            )
+            .at("query.redact"));
+        }
+        _ => {
+            return Err(
+                ApiError::bad_request(format!("format={format}: jsonl or html")).at("query.format"),
+            );
+        }
+    };
+    let bytes = crate::export::export(&state.rt, &state.data, &run, wanted).await?;
     let content_type = if format == "html" {
         "text/html; charset=utf-8"
     } else {

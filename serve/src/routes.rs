@@ -186,7 +186,13 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         session: true,
-        query: &[("format", "jsonl (default) or html")],
+        query: &[
+            ("format", "jsonl (default) or html"),
+            (
+                "redact",
+                "jsonl only: [SEQ:]POINTER values to withhold, comma-separated (docs/export-format.md#redacted-exports)",
+            ),
+        ],
         ..route(
             "GET",
             "/api/runs/{run}/export",

@@ -6,6 +6,7 @@ use std::ops::RangeInclusive;
 
 use futures::Stream;
 
+use crate::disclosures::Disclosures;
 use crate::error::{ChainBreak, StoreError};
 use crate::event::{Event, Hash, NewEvent, StreamId};
 use crate::merkle::{ProofFailure, TreeHash, verify_consistency, verify_inclusion};
@@ -251,6 +252,33 @@ pub trait EventStore: Send + Sync {
         &self,
         stream: &StreamId,
     ) -> impl Future<Output = Result<VerifyReport, StoreError>> + Send;
+
+    /// Keeps disclosures of `stream` (docket's payload encoding 3: the values its payloads
+    /// commit to by digest) outside the log, durably, each `(digest, bytes)` once: called
+    /// before the events that commit to them are appended (FORMAT.md §12). Refused by a
+    /// read-only view.
+    fn put_disclosures(
+        &self,
+        stream: &StreamId,
+        disclosures: Vec<([u8; 32], Vec<u8>)>,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send;
+
+    /// Every disclosure kept for `stream`, and the tombstones of those erased.
+    fn disclosures(
+        &self,
+        stream: &StreamId,
+    ) -> impl Future<Output = Result<Disclosures, StoreError>> + Send;
+
+    /// Erases the disclosures of `digests` kept for `stream`, a tombstone holding `note`
+    /// (who, when, why) in each one's place; what the stream keeps afterwards. The log is
+    /// untouched, so it keeps verifying; the stream's snapshots (folded state, values in
+    /// the clear) are removed with them. Refused by a read-only view.
+    fn shred_disclosures(
+        &self,
+        stream: &StreamId,
+        digests: Vec<[u8; 32]>,
+        note: Vec<u8>,
+    ) -> impl Future<Output = Result<Disclosures, StoreError>> + Send;
 
     /// Stores `bytes` durably under their BLAKE3 hash (once, however often it is put).
     fn put_blob(&self, bytes: Vec<u8>) -> impl Future<Output = Result<Hash, StoreError>> + Send;

@@ -1,6 +1,6 @@
 //! The embedded store: segment files written by one group-commit writer, indexed in sled.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::future::Future;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
@@ -24,6 +24,7 @@ use crate::codec::{
     BodyFields, PayloadView, TAG_EVENT, compress_event_record, encode_body, seal_record,
 };
 use crate::config::StoreConfig;
+use crate::disclosures::Disclosures;
 use crate::error::StoreError;
 use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
 use crate::index::Index;
@@ -64,9 +65,15 @@ struct Inner {
     report: RecoveryReport,
     /// A read-only view's directory and what it found damaged (`None`: a writer).
     view: Option<View>,
+    /// Per stream, the sound length of its disclosure file and the digests it holds
+    /// (FORMAT.md §12); writes to any of them are serialised by this lock.
+    disclosed: std::sync::Mutex<HashMap<String, DisclosedSoFar>>,
     /// The writer lock, released after everything above is dropped (declared last).
     lock: Option<WriterLock>,
 }
+
+/// A stream's disclosure file as this process knows it: its sound length and digests.
+type DisclosedSoFar = (u64, HashSet<[u8; 32]>);
 
 /// A read-only view: it indexes the log in memory and can read on from where it stopped.
 struct View {
@@ -137,6 +144,7 @@ impl EmbeddedStore {
                 writer: Some(handle),
                 report: rec.report,
                 view: None,
+                disclosed: std::sync::Mutex::default(),
                 lock: Some(lock),
             }),
         })
@@ -179,6 +187,7 @@ impl EmbeddedStore {
                     dir: dir.to_path_buf(),
                     contained: std::sync::Mutex::new(contained),
                 }),
+                disclosed: std::sync::Mutex::default(),
                 lock: None,
             }),
         })
@@ -977,6 +986,74 @@ impl EventStore for EmbeddedStore {
             });
         }
         Ok(report)
+    }
+
+    async fn put_disclosures(
+        &self,
+        stream: &StreamId,
+        disclosures: Vec<([u8; 32], Vec<u8>)>,
+    ) -> Result<(), StoreError> {
+        self.refuse_if_read_only()?;
+        if disclosures.is_empty() {
+            return Ok(());
+        }
+        let (this, stream) = (self.clone(), stream.as_str().to_owned());
+        blocking(move || {
+            let path = crate::disclosures::file_of(&this.root(), &stream);
+            let mut known = lock(&this.inner.disclosed);
+            if !known.contains_key(&stream) {
+                let (held, sound) = crate::disclosures::read(&path)?;
+                known.insert(stream.clone(), (sound, held.into_keys().collect()));
+            }
+            let Some((sound, held)) = known.get_mut(&stream) else {
+                return Ok(());
+            };
+            let mut new: Vec<([u8; 32], Vec<u8>)> = Vec::new();
+            for (digest, bytes) in disclosures {
+                if !held.contains(&digest) && !new.iter().any(|(d, _)| *d == digest) {
+                    new.push((digest, bytes));
+                }
+            }
+            if new.is_empty() {
+                return Ok(());
+            }
+            let syncs = this.inner.shared.config.syncs();
+            *sound = crate::disclosures::append(&path, *sound, &new, syncs)?;
+            held.extend(new.into_iter().map(|(d, _)| d));
+            Ok(())
+        })
+        .await
+    }
+
+    async fn disclosures(&self, stream: &StreamId) -> Result<Disclosures, StoreError> {
+        let path = crate::disclosures::file_of(&self.root(), stream.as_str());
+        blocking(move || crate::disclosures::read(&path).map(|(d, _)| d)).await
+    }
+
+    async fn shred_disclosures(
+        &self,
+        stream: &StreamId,
+        digests: Vec<[u8; 32]>,
+        note: Vec<u8>,
+    ) -> Result<Disclosures, StoreError> {
+        self.refuse_if_read_only()?;
+        let (this, stream) = (self.clone(), stream.as_str().to_owned());
+        blocking(move || {
+            let path = crate::disclosures::file_of(&this.root(), &stream);
+            let mut known = lock(&this.inner.disclosed);
+            let (after, sound) = crate::disclosures::shred(&path, &digests, &note)?;
+            // The stream's snapshots hold folded values in the clear: gone too, files and
+            // index alike (a run recorded redactable writes none; this purges those of an
+            // older build).
+            let id = StreamId::new(&stream)?;
+            if let Some(head) = this.inner.shared.head(&id) {
+                this.inner.shared.index.remove_snapshots(head.no)?;
+            }
+            crate::snapshots::remove_all(&this.root(), &id)?;
+            known.insert(stream, (sound, after.keys().copied().collect()));
+            Ok(after)
+        })
+        .await
     }
 
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {

@@ -15,6 +15,7 @@ mod api;
 mod chain;
 mod codec;
 mod config;
+mod disclosures;
 mod embedded;
 mod error;
 mod event;
@@ -40,6 +41,7 @@ pub use api::{
 pub use chain::{EVENT_CONTEXT, GENESIS_CONTEXT, blob_hash, event_hash, genesis};
 pub use codec::{FORMAT_VERSION, HASHED_FORMAT_VERSION, OLDEST_FORMAT_VERSION};
 pub use config::{Durability, StoreConfig};
+pub use disclosures::{Disclosures, StoredDisclosure, read_disclosures};
 pub use embedded::{EmbeddedStore, MAX_PAYLOAD, WriterStats};
 pub use error::{ChainBreak, Damage, OutsideTree, StoreError};
 pub use event::{BlobRef, Event, Hash, NewEvent, Payload, StreamId, WallTime};

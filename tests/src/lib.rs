@@ -250,6 +250,12 @@ pub fn geo_workflow_with(dir: &Path, overrides: &[(&str, String)], extra: &str) 
     path
 }
 
+/// The geo workflow with `[evidence] redactable = true` (payload encoding 3: values that
+/// can be withheld and erased), written to `dir`. (Call [`geo_agents_built`] first.)
+pub fn redactable_geo_workflow(dir: &Path) -> PathBuf {
+    geo_workflow_with(dir, &[], "[evidence]\nredactable = true")
+}
+
 /// xorshift64*: a tiny seeded generator, so the kill points of the crash tests are
 /// reproducible from the seed they print.
 pub struct SeededRng(pub u64);

@@ -84,15 +84,17 @@ fn an_export_of_the_geo_run_verifies_in_docket_and_in_python() {
     assert_eq!(verdict["run"], "geo-export");
     let events = verdict["events"].as_u64().unwrap();
     assert!(events > 10, "{verdict}");
-    // Every line but the header, the tree head and the content the events refer to (each
+    // Every line but the header, the tree head and the values the events commit to (each
     // once, docs/export-format.md) is an event.
     let text = std::fs::read_to_string(&file).unwrap();
-    let content = text
+    let values = text
         .lines()
-        .filter(|l| l.starts_with(r#"{"type":"content""#))
+        .filter(|l| {
+            l.starts_with(r#"{"type":"content""#) || l.starts_with(r#"{"type":"disclosure""#)
+        })
         .count() as u64;
-    assert!(content > 0, "the geo run refers to content by hash");
-    assert_eq!(text.lines().count() as u64, events + 2 + content);
+    assert!(values > 0, "the geo run commits to values apart");
+    assert_eq!(text.lines().count() as u64, events + 2 + values);
     if python_verifier() {
         let (code, line) = python_verdict(&file);
         assert_eq!(code, 0, "{line}");
@@ -111,16 +113,20 @@ fn both_verifiers_name_the_same_first_bad_line() {
     let text = std::fs::read_to_string(&file).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let python = python_verifier();
+    // The first event line from the fifth line on (values follow some events).
+    let at = (4..lines.len())
+        .find(|&i| lines[i].starts_with(r#"{"type":"event""#))
+        .unwrap();
     let damaged: Vec<(&str, String, u64)> = vec![
         (
             "a payload value changed",
             {
                 let mut ls = lines.clone();
-                let changed = ls[4].replacen("\"payload\":{", "\"payload\":{\"injected\":1,", 1);
-                ls[4] = &changed;
+                let changed = ls[at].replacen("\"payload\":{", "\"payload\":{\"injected\":1,", 1);
+                ls[at] = &changed;
                 ls.join("\n") + "\n"
             },
-            5,
+            at as u64 + 1,
         ),
         (
             "an event deleted",

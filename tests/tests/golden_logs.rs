@@ -31,10 +31,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use docket_decider::{
-    Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, DECIDER_VERSION, DryRunReport,
-    EffectCallError, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
-    REFERENCED_PAYLOAD, ReferencedPayload, RunEvent, RunState, RunStatus, Usage, Verification,
-    WorkflowSpec, recorded_bundle, replay_check,
+    Action, AgentRequest, AgentResponse, BudgetRequest, COMMITTED_PAYLOAD, CommittedPayload,
+    Confidence, DECIDER_VERSION, DisclosureLookup, DryRunReport, EffectCallError, EffectReceipt,
+    EffectRequest, EpisodeResult, EpisodeStatus, REFERENCED_PAYLOAD, ReferencedPayload, RunEvent,
+    RunState, RunStatus, Usage, Verification, WorkflowSpec, recorded_bundle, replay_check,
 };
 use docket_decider::{ExecutorSpec, RunRequested};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
@@ -705,6 +705,18 @@ fn store_files(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
         let name = path.file_name().expect("file name");
         files.push((Path::new("log").join(name), bytes));
     }
+    // Payload encoding 3's disclosures, kept beside the log (store/FORMAT.md §13).
+    if let Ok(entries) = std::fs::read_dir(dir.join("disclosures")) {
+        let mut paths: Vec<PathBuf> = entries.map(|e| e.expect("entry").path()).collect();
+        paths.sort();
+        for path in paths {
+            let name = path.file_name().expect("file name").to_owned();
+            files.push((
+                Path::new("disclosures").join(name),
+                std::fs::read(&path).expect("disclosures"),
+            ));
+        }
+    }
     files
 }
 
@@ -957,6 +969,8 @@ async fn read_run(store: &EmbeddedStore, run_id: &str) -> Result<Read, String> {
         };
         let bytes = if event.kind_version == REFERENCED_PAYLOAD {
             plain_payload(store, &event, &bytes).await?
+        } else if event.kind_version == COMMITTED_PAYLOAD {
+            committed_plain_payload(store, &event, &bytes).await?
         } else {
             bytes
         };
@@ -992,6 +1006,30 @@ async fn plain_payload(
     }
     let plain = parsed
         .resolve(|r| content.get(&r.hash).cloned())
+        .map_err(|e| format!("event {}: {e}", event.seq))?;
+    Ok(docket_policies::canonical_json_bytes(&plain))
+}
+
+/// The plain payload of an encoding-3 event: each commitment opened with the run's
+/// disclosures.
+async fn committed_plain_payload(
+    store: &EmbeddedStore,
+    event: &Event,
+    bytes: &[u8],
+) -> Result<Vec<u8>, String> {
+    let parsed = CommittedPayload::parse(&event.kind, bytes)
+        .map_err(|e| format!("event {}: {e}", event.seq))?;
+    let held = store
+        .disclosures(&event.stream)
+        .await
+        .map_err(|e| format!("disclosures: {e}"))?;
+    let plain = parsed
+        .resolve(|d| match held.get(d) {
+            Some(docket_store::StoredDisclosure::Present(b)) => {
+                DisclosureLookup::Present(b.clone())
+            }
+            _ => DisclosureLookup::Missing,
+        })
         .map_err(|e| format!("event {}: {e}", event.seq))?;
     Ok(docket_policies::canonical_json_bytes(&plain))
 }
@@ -1234,6 +1272,18 @@ fn this_build_records_each_current_golden_log_byte_for_byte() {
 /// for byte, every event in encoding 2, and, for geo, at least a tenth fewer bytes of log.
 #[test]
 fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
+    recording_in(PayloadEncoding::Referenced);
+}
+
+/// The same in payload encoding 3 (docs/events.md#values-committed-apart): the values
+/// committed apart, read back with their disclosures, are the golden log's payloads byte for
+/// byte, and every event is in encoding 3 (or 2, for a value RFC 8785 cannot carry whole).
+#[test]
+fn a_recording_in_encoding_3_holds_each_golden_log_s_events() {
+    recording_in(PayloadEncoding::Committed);
+}
+
+fn recording_in(encoding: PayloadEncoding) {
     let current = fixtures()
         .into_iter()
         .filter(|f| f.manifest.decider_version == DECIDER_VERSION);
@@ -1257,7 +1307,7 @@ fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
             .expect("store opens");
             let clock = Arc::new(SteppingClock::new(CLOCK_START_NS, CLOCK_STEP_NS));
             let runtime = Runtime::with_clock(store.clone(), clock);
-            runtime.set_payload_encoding(PayloadEncoding::Referenced);
+            runtime.set_payload_encoding(encoding);
             fixture.shape.register(&runtime);
             let run_id = fixture.shape.run_id();
             runtime
@@ -1274,7 +1324,7 @@ fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
         });
         let files = store_files(scratch.path());
         let fresh = block_on(open_copy(&files, &fixture.manifest.run_id))
-            .unwrap_or_else(|e| panic!("{}: the encoding-2 recording: {e}", fixture.label()));
+            .unwrap_or_else(|e| panic!("{}: the {encoding:?} recording: {e}", fixture.label()));
         assert_eq!(fresh.run, golden.run, "{}: other events", fixture.label());
         for event in &golden.run {
             assert_eq!(
@@ -1291,14 +1341,29 @@ fn a_recording_in_encoding_2_holds_each_golden_log_s_events() {
             "{}: other plain payloads",
             fixture.label()
         );
+        let expected: &[u32] = match encoding {
+            PayloadEncoding::Committed => &[COMMITTED_PAYLOAD, REFERENCED_PAYLOAD],
+            _ => &[REFERENCED_PAYLOAD],
+        };
         assert!(
             fresh
                 .events
                 .iter()
-                .all(|e| e.kind_version == REFERENCED_PAYLOAD),
-            "{}: an event not in encoding 2",
+                .all(|e| expected.contains(&e.kind_version)),
+            "{}: an event not in {encoding:?}",
             fixture.label()
         );
+        if encoding == PayloadEncoding::Committed {
+            assert!(
+                fresh
+                    .events
+                    .iter()
+                    .any(|e| e.kind_version == COMMITTED_PAYLOAD),
+                "{}: nothing in encoding 3",
+                fixture.label()
+            );
+            continue;
+        }
         let log_bytes = |files: &[(PathBuf, Vec<u8>)]| -> usize {
             files
                 .iter()

@@ -24,9 +24,9 @@ use docket_example_geo::{governance, intelligence, observation, reasoning, strat
 use docket_policies::{
     InputKind, PolicyBundle, canonical_json_text, count_tokens, count_value_tokens,
 };
-use docket_runtime::Runtime;
 use docket_runtime::Workflow;
 use docket_runtime::{AgentExecutor, InProcessExecutor};
+use docket_runtime::{PayloadEncoding, Runtime};
 use docket_store::{
     EmbeddedStore, EventStore, Hash, NewEvent, StoreConfig, StreamId, WallTime, event_hash, genesis,
 };
@@ -463,6 +463,15 @@ fn main() {
         let config = StoreConfig { compress, ..StoreConfig::default() };
         let store = EmbeddedStore::open(dir.path(), config).await.expect("store");
         let runtime = Runtime::new(store.clone());
+        // DOCKET_BENCH_ENCODING=3 records in payload encoding 3 (values committed apart, what
+        // a workflow with `[evidence] redactable = true` gets) instead of the default 2
+        // (content by hash), to compare the two in one build.
+        let encoding = match std::env::var("DOCKET_BENCH_ENCODING").as_deref() {
+            Ok("3") => PayloadEncoding::Committed,
+            _ => PayloadEncoding::Referenced,
+        };
+        runtime.set_payload_encoding(encoding);
+        println!("payload encoding: {encoding:?}");
         register(&runtime);
         let wf = workflow();
         // Warm up (compile the bundle once, fault in pages).

@@ -74,6 +74,7 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
                 .collect(),
             effects: Default::default(),
             tools: Default::default(),
+            evidence: Default::default(),
         },
         bundle_source: BUNDLE.into(),
         bundle_source_name: "review-loop.toml".into(),

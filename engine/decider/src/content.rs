@@ -65,6 +65,21 @@ pub fn content_positions(kind: &str) -> &'static [&'static str] {
         .map_or(&[], |(_, positions)| positions)
 }
 
+/// The pointers of the values present at `kind`'s content positions in a payload (`*`
+/// expanded): where a value may stand apart from its event.
+#[must_use]
+pub fn content_pointers(kind: &str, payload: &Value) -> Vec<String> {
+    let mut value = payload.clone();
+    let mut out = Vec::new();
+    for position in content_positions(kind) {
+        let steps: Vec<&str> = position.split('/').skip(1).collect();
+        walk(&mut value, &steps, String::new(), &mut |pointer, _| {
+            out.push(pointer)
+        });
+    }
+    out
+}
+
 /// A reference found in an encoding-2 payload: where it stands and what it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContentRef {
@@ -390,7 +405,7 @@ fn for_each_at(value: &mut Value, steps: &[&str], f: &mut impl FnMut(&mut Value)
     walk(value, steps, String::new(), &mut |_, slot| f(slot));
 }
 
-fn walk(
+pub(crate) fn walk(
     value: &mut Value,
     steps: &[&str],
     pointer: String,

@@ -27,6 +27,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 // Payload encoding 2: content recorded once (issue 15 point 6)
+mod commit;
 mod content;
 mod decide;
 mod event;
@@ -45,9 +46,15 @@ mod tests;
 #[cfg(test)]
 mod transitions;
 
+pub use commit::{
+    COMMITTED_PAYLOAD, CommittedEvent, CommittedPayload, CommittedSlot, Disclosure,
+    DisclosureDigest, DisclosureLookup, OpenedDisclosure, OpenedPayload, SALT_BYTES, SHREDDED,
+    committed_positions, digest_text, disclosed_pointer, disclosure_digest, open_disclosure,
+    parse_digest, pointer_touches,
+};
 pub use content::{
     CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
-    ReferencedEvent, ReferencedPayload, content_positions,
+    ReferencedEvent, ReferencedPayload, content_pointers, content_positions,
 };
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
@@ -93,5 +100,5 @@ pub use state::{
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
     DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, WorkflowBudget, WorkflowError,
-    WorkflowSpec,
+    WorkflowEvidence, WorkflowSpec,
 };

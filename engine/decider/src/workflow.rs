@@ -48,6 +48,32 @@ pub struct WorkflowSpec {
     /// How each governed tool is run, by name (`[tools.search]`; docs/workflow.md#tools).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tools: BTreeMap<String, crate::protocol::ToolSpec>,
+    // Evidence
+    /// `[evidence]`: how the run's values are recorded for auditors
+    /// (docs/workflow.md#evidence-redactable-values); left out of the record when it is
+    /// the default, so runs recorded before it read back unchanged.
+    #[serde(default, skip_serializing_if = "WorkflowEvidence::is_default")]
+    pub evidence: WorkflowEvidence,
+}
+
+/// `[evidence]`: what a run records so that its values can later be withheld or erased.
+/// It changes how the log stores payloads, never what the decider decides.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowEvidence {
+    /// Record what agents hand over, deliver and answer as salted commitments, the values
+    /// kept beside the log (payload encoding 3, docs/events.md#values-committed-apart), so
+    /// that `docket export --redact` can withhold them and `docket shred` erase them while
+    /// the log keeps verifying. Default false: values stored once by hash (encoding 2),
+    /// which costs less per run (bench/RESULTS.md) but can be neither withheld nor erased.
+    #[serde(default)]
+    pub redactable: bool,
+}
+
+impl WorkflowEvidence {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// `[budget]`: what the run's root episode may consume. Child episodes get their budgets
@@ -445,6 +471,7 @@ const TOP_KEYS: &[&str] = &[
     "agents",
     "effects",
     "tools",
+    "evidence",
 ];
 const AGENT_KEYS: &[&str] = &[
     "command",
@@ -468,6 +495,7 @@ const TOOL_KEYS: &[&str] = &[
     "read_only",
 ];
 const BUDGET_KEYS: &[&str] = &["tokens", "tool_calls", "wall_time_ms"];
+const EVIDENCE_KEYS: &[&str] = &["redactable"];
 const EFFECT_KEYS: &[&str] = &[
     "command",
     "args",
@@ -518,6 +546,11 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
     };
     if let Some(budget) = table("budget")
         && let Some(err) = unknown(budget, "[budget]", BUDGET_KEYS)
+    {
+        return Err(err);
+    }
+    if let Some(evidence) = table("evidence")
+        && let Some(err) = unknown(evidence, "[evidence]", EVIDENCE_KEYS)
     {
         return Err(err);
     }
@@ -680,6 +713,40 @@ mod tests {
         )
         .expect_err("no agents.x");
         assert!(err.to_string().contains("`x`"), "{err}");
+    }
+
+    #[test]
+    fn evidence_redactable_is_false_unless_said_and_checked_by_name() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n";
+        let agents = "[agents.a]\ncommand = \"x\"\n";
+        let spec =
+            WorkflowSpec::parse(&format!("{base}{agents}"), Path::new("w.toml")).expect("valid");
+        assert!(!spec.evidence.redactable);
+        // Left out of the record when default: runs recorded before it read back the same.
+        let recorded = serde_json::to_value(&spec).expect("json");
+        assert!(recorded.get("evidence").is_none(), "{recorded}");
+        let spec = WorkflowSpec::parse(
+            &format!("{base}[evidence]\nredactable = true\n{agents}"),
+            Path::new("w.toml"),
+        )
+        .expect("valid");
+        assert!(spec.evidence.redactable);
+        let err = WorkflowSpec::parse(
+            &format!("{base}[evidence]\nredactable = \"yes\"\n{agents}"),
+            Path::new("w.toml"),
+        )
+        .expect_err("not a boolean");
+        assert!(err.to_string().contains("redactable"), "{err}");
+        let err = WorkflowSpec::parse(
+            &format!("{base}[evidence]\nredacted = true\n{agents}"),
+            Path::new("w.toml"),
+        )
+        .expect_err("typo");
+        let text = err.to_string();
+        assert!(
+            text.contains("redacted") && text.contains("[evidence]"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -7,7 +7,11 @@ use std::io::BufRead;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use docket_decider::{
+    COMMITTED_PAYLOAD, CommittedPayload, DisclosureDigest, REFERENCED_PAYLOAD, ReferencedPayload,
+    digest_text, open_disclosure, parse_digest,
+};
 use docket_store::merkle::{TreeBuilder, TreeHash, leaf_hash};
 use docket_store::{Event, Hash, Payload, StreamId, event_hash, genesis};
 use serde_json::Value;
@@ -100,6 +104,20 @@ pub enum LineFault {
     UnexpectedContent { found: Hash, expected: String },
     #[error("the event's payload does not read as encoding 2: {0}")]
     BadReferences(String),
+    #[error("the event's payload does not read as encoding 3: {0}")]
+    BadCommitments(String),
+    #[error(
+        "the value at {pointer} (digest {digest}) of the event before has no `disclosure` or `withheld` line: each follows the event that first commits to it"
+    )]
+    MissingDisclosure { pointer: String, digest: String },
+    #[error("digest {found} is not the one expected here ({expected})")]
+    UnexpectedDisclosure { found: String, expected: String },
+    #[error(
+        "the disclosure does not hash to its digest {digest}: it is not the value committed to"
+    )]
+    WrongDisclosure { digest: String },
+    #[error("the disclosure of the value at {pointer} is not one: {why}")]
+    MalformedDisclosure { pointer: String, why: String },
 }
 
 /// What a sound export holds.
@@ -110,6 +128,9 @@ pub struct ExportSummary {
     pub root: TreeHash,
     /// The signed checkpoint, when the export carries one (checked).
     pub checkpoint: Option<SealSummary>,
+    /// Values the export discloses, and withholds (redacted or shredded).
+    pub disclosed: u64,
+    pub withheld: u64,
 }
 
 /// What a checked checkpoint line says.
@@ -183,6 +204,7 @@ pub fn verify_export(
     let mut tree = TreeBuilder::new();
     let mut prev = genesis(&run);
     let mut content = ContentLines::default();
+    let mut values = DisclosureLines::default();
     loop {
         let Some((n, line, text)) = lines.next_object()? else {
             return Err(fault(lines.last + 1, LineFault::Truncated));
@@ -191,12 +213,19 @@ pub fn verify_export(
         if kind != "content" {
             content.none_pending(n)?;
         }
+        if kind != "disclosure" && kind != "withheld" {
+            values.none_pending(n)?;
+        }
         match kind {
             "content" if version >= 2 => content.given(n, &line)?,
+            "disclosure" | "withheld" if version >= 3 => values.given(n, &line)?,
             "event" => {
                 let (event, payload) = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
                 if event.kind_version == REFERENCED_PAYLOAD {
                     content.referred(n, &event, &payload)?;
+                }
+                if event.kind_version == COMMITTED_PAYLOAD && version >= 3 {
+                    values.committed(n, &event, &payload)?;
                 }
                 prev = event.hash;
                 tree.push(leaf_hash(&docket_store::event_record(&event)));
@@ -245,13 +274,15 @@ pub fn verify_export(
                     events: tree.size(),
                     root: computed,
                     checkpoint,
+                    disclosed: values.disclosed,
+                    withheld: values.withheld,
                 });
             }
             other => {
                 return Err(fault(
                     n,
                     LineFault::UnexpectedLine {
-                        expected: "content, event or tree",
+                        expected: "content, disclosure, withheld, event or tree",
                         found: format!("a `{other}` line"),
                     },
                 ));
@@ -469,7 +500,10 @@ fn check_content(n: usize, line: &Object) -> Result<(Hash, u64), BadLine> {
     {
         return Err(fault(n, LineFault::UnknownField(key.clone())));
     }
-    let hash = Hash::from_hex(str_field(n, line, "hash")?)
+    let text = str_field(n, line, "hash")?;
+    // One spelling only: lower-case hex, as written.
+    let hash = Hash::from_hex(text)
+        .filter(|h| h.to_hex() == text)
         .ok_or_else(|| fault(n, LineFault::Field("hash")))?;
     let len = u64_field(n, line, "len")?;
     let content = STANDARD
@@ -554,6 +588,138 @@ impl ContentLines {
             )),
         }
     }
+}
+
+/// The disclosure and withheld lines (docs/export-format.md): each value an encoding-3
+/// event commits to is given once, disclosed or withheld, right after the event that
+/// first commits to it, in the order its payload lists the digests.
+#[derive(Default)]
+struct DisclosureLines {
+    /// Digests given so far.
+    given: std::collections::BTreeSet<DisclosureDigest>,
+    /// What the last event committed to for the first time: pointer, digest, whether
+    /// its disclosure carries a name (a value under an object's key).
+    pending: std::collections::VecDeque<(String, DisclosureDigest, bool)>,
+    disclosed: u64,
+    withheld: u64,
+}
+
+impl DisclosureLines {
+    fn committed(&mut self, n: usize, event: &Event, payload: &[u8]) -> Result<(), BadLine> {
+        let parsed = CommittedPayload::parse(&event.kind, payload)
+            .map_err(|e| fault(n, LineFault::BadCommitments(e.message)))?;
+        for slot in parsed.slots() {
+            for digest in &slot.digests {
+                if !self.given.contains(digest) && !self.pending.iter().any(|p| p.1 == *digest) {
+                    self.pending
+                        .push_back((slot.pointer.clone(), *digest, slot.object));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn given(&mut self, n: usize, line: &Object) -> Result<(), BadLine> {
+        let kind = str_field(n, line, "type")?;
+        let fields: &[&str] = if kind == "disclosure" {
+            &["type", "digest", "disclosure"]
+        } else {
+            &["type", "digest", "why"]
+        };
+        if let Some(key) = line.keys().find(|k| !fields.contains(&k.as_str())) {
+            return Err(fault(n, LineFault::UnknownField(key.clone())));
+        }
+        let text = str_field(n, line, "digest")?;
+        let digest = parse_digest(text).ok_or_else(|| fault(n, LineFault::Field("digest")))?;
+        let Some((pointer, want, named)) = self.pending.front().cloned() else {
+            return Err(fault(
+                n,
+                LineFault::UnexpectedDisclosure {
+                    found: text.to_owned(),
+                    expected: "none: the event before commits to no value not given yet".into(),
+                },
+            ));
+        };
+        if want != digest {
+            return Err(fault(
+                n,
+                LineFault::UnexpectedDisclosure {
+                    found: text.to_owned(),
+                    expected: format!(
+                        "the value at {pointer} of the event before, digest {}",
+                        digest_text(&want)
+                    ),
+                },
+            ));
+        }
+        if kind == "disclosure" {
+            let disclosure = str_field(n, line, "disclosure")?;
+            // RFC 9901: the digest is over the base64url text exactly as given.
+            if disclosure_digest_of_text(disclosure) != digest {
+                return Err(fault(
+                    n,
+                    LineFault::WrongDisclosure {
+                        digest: text.to_owned(),
+                    },
+                ));
+            }
+            let bytes = URL_SAFE_NO_PAD
+                .decode(disclosure)
+                .map_err(|_| fault(n, LineFault::NotBase64("disclosure")))?;
+            let opened = open_disclosure(&bytes).map_err(|why| {
+                fault(
+                    n,
+                    LineFault::MalformedDisclosure {
+                        pointer: pointer.clone(),
+                        why,
+                    },
+                )
+            })?;
+            if opened.name.is_some() != named {
+                let why = if named {
+                    "the value under a key is disclosed as [salt, name, value]"
+                } else {
+                    "a whole value is disclosed as [salt, value]"
+                };
+                return Err(fault(
+                    n,
+                    LineFault::MalformedDisclosure {
+                        pointer,
+                        why: why.into(),
+                    },
+                ));
+            }
+            self.disclosed += 1;
+        } else {
+            let why = str_field(n, line, "why")?;
+            if why != "redacted" && why != "shredded" {
+                return Err(fault(n, LineFault::Field("why")));
+            }
+            self.withheld += 1;
+        }
+        self.pending.pop_front();
+        self.given.insert(digest);
+        Ok(())
+    }
+
+    fn none_pending(&self, n: usize) -> Result<(), BadLine> {
+        match self.pending.front() {
+            None => Ok(()),
+            Some((pointer, digest, _)) => Err(fault(
+                n,
+                LineFault::MissingDisclosure {
+                    pointer: pointer.clone(),
+                    digest: digest_text(digest),
+                },
+            )),
+        }
+    }
+}
+
+/// SHA-256 of a disclosure's base64url text, as given (RFC 9901 §4.2.3).
+fn disclosure_digest_of_text(text: &str) -> DisclosureDigest {
+    use sha2::Digest as _;
+    sha2::Sha256::digest(text.as_bytes()).into()
 }
 
 /// The payload the line shows is the one the record covers (directly, or through its

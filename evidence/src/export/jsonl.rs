@@ -6,10 +6,15 @@ use std::io::Write;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use docket_decider::{
+    COMMITTED_PAYLOAD, CommittedPayload, REFERENCED_PAYLOAD, ReferencedPayload, content_pointers,
+    digest_text, disclosed_pointer, open_disclosure, pointer_touches,
+};
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{
-    EVENT_CONTEXT, Event, GENESIS_CONTEXT, HASHED_FORMAT_VERSION, Hash, Payload, StreamId,
+    Disclosures, EVENT_CONTEXT, Event, GENESIS_CONTEXT, HASHED_FORMAT_VERSION, Hash, Payload,
+    StoredDisclosure, StreamId,
 };
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -17,8 +22,53 @@ use serde_json::value::RawValue;
 /// The `format` the header names.
 pub const EXPORT_FORMAT: &str = "docket.export.jsonl";
 /// Version of the export format (docs/export-format.md): 2 added `content` lines, the
-/// content encoding-2 events refer to. A reader reads 1 and 2 and refuses others.
-pub const EXPORT_VERSION: u32 = 2;
+/// content encoding-2 events refer to; 3 added `disclosure` and `withheld` lines, the
+/// values encoding-3 events commit to. A reader reads 1 to 3 and refuses others.
+pub const EXPORT_VERSION: u32 = 3;
+
+/// A value to withhold from an export (`docket export --redact`): a JSON pointer into the
+/// plain payloads (`*` for any one step), in every event or in one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Redaction {
+    /// The event it applies to; `None`: every event.
+    pub seq: Option<u64>,
+    pub pointer: String,
+}
+
+impl std::str::FromStr for Redaction {
+    type Err = String;
+
+    /// `POINTER` (every event) or `SEQ:POINTER`, the pointer starting with `/`.
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (seq, pointer) = match text.split_once(':') {
+            Some((seq, pointer)) if !seq.starts_with('/') => {
+                let seq = seq.parse::<u64>().map_err(|_| {
+                    format!("{text:?}: before `:` comes an event's sequence number, not {seq:?}")
+                })?;
+                (Some(seq), pointer)
+            }
+            _ => (None, text),
+        };
+        if !pointer.starts_with('/') {
+            return Err(format!(
+                "{text:?}: a JSON pointer into a payload starts with `/` (e.g. /output/claimant/name, or 12:/delivered/email)"
+            ));
+        }
+        Ok(Redaction {
+            seq,
+            pointer: pointer.to_owned(),
+        })
+    }
+}
+
+impl std::fmt::Display for Redaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.seq {
+            Some(seq) => write!(f, "{seq}:{}", self.pointer),
+            None => f.write_str(&self.pointer),
+        }
+    }
+}
 
 /// A run's signed checkpoint and the key that checks it, when the run is sealed.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,6 +87,10 @@ pub struct RunExport<'a> {
     /// The content of every blob an event refers to: a payload kept as a blob, and the
     /// content an encoding-2 payload refers to ([`referenced_blobs`]).
     pub blobs: &'a BTreeMap<Hash, Vec<u8>>,
+    /// The run's disclosures (payload encoding 3; empty for a run recorded before it).
+    pub disclosures: &'a Disclosures,
+    /// The values to withhold.
+    pub redact: &'a [Redaction],
     pub seal: Option<&'a Seal>,
 }
 
@@ -55,6 +109,29 @@ pub enum ExportError {
         expected: u64,
         found: u64,
     },
+    #[error(
+        "event {seq} of run {run} commits to the value at {pointer} (digest {digest}), whose disclosure the data directory does not hold (`docket verify` says more)"
+    )]
+    MissingDisclosure {
+        run: String,
+        seq: u64,
+        pointer: String,
+        digest: String,
+    },
+    #[error(
+        "--redact {redaction}: run {run} was not recorded redactable: event {seq} holds {pointer} in payload encoding {version}, its hash covering the value itself, so it cannot be withheld without breaking the chain; a run whose workflow says `[evidence] redactable = true` records its values as commitments that can be (docs/workflow.md#evidence-redactable-values)"
+    )]
+    CannotWithhold {
+        run: String,
+        redaction: String,
+        seq: u64,
+        pointer: String,
+        version: u32,
+    },
+    #[error(
+        "--redact {redaction}: no value of run {run} is there (the pointers of a run's values: `docket events RUN --json`; content positions: docs/events.md#content-stored-once)"
+    )]
+    NothingThere { run: String, redaction: String },
     #[error("could not write the export: {0}")]
     Write(#[from] std::io::Error),
 }
@@ -125,6 +202,24 @@ struct ContentLine {
     content: String,
 }
 
+/// A value an encoding-3 event commits to, disclosed: RFC 9901's disclosure, base64url.
+#[derive(Serialize)]
+struct DisclosureLine {
+    #[serde(rename = "type")]
+    line: &'static str,
+    digest: String,
+    disclosure: String,
+}
+
+/// A value an encoding-3 event commits to, not in the export: `redacted` or `shredded`.
+#[derive(Serialize)]
+struct WithheldLine {
+    #[serde(rename = "type")]
+    line: &'static str,
+    digest: String,
+    why: &'static str,
+}
+
 #[derive(Serialize)]
 struct TreeLine {
     #[serde(rename = "type")]
@@ -176,6 +271,8 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
     line(out, &header(export.run, export.events.len() as u64))?;
     let mut tree = TreeBuilder::new();
     let mut written: BTreeSet<Hash> = BTreeSet::new();
+    let withheld = withheld(export)?;
+    let mut owed_given: BTreeSet<[u8; 32]> = BTreeSet::new();
     for (i, event) in export.events.iter().enumerate() {
         let expected = i as u64 + 1;
         if event.seq != expected {
@@ -251,6 +348,53 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
                 )?;
             }
         }
+        // The values it commits to that no earlier line gave, disclosed or withheld.
+        if event.kind_version == COMMITTED_PAYLOAD
+            && let Ok(parsed) = CommittedPayload::parse(&event.kind, bytes)
+        {
+            for slot in parsed.slots() {
+                for digest in &slot.digests {
+                    if !owed_given.insert(*digest) {
+                        continue;
+                    }
+                    let text = digest_text(digest);
+                    match export.disclosures.get(digest) {
+                        Some(StoredDisclosure::Present(bytes)) if !withheld.contains(digest) => {
+                            line(
+                                out,
+                                &DisclosureLine {
+                                    line: "disclosure",
+                                    digest: text,
+                                    disclosure: URL_SAFE_NO_PAD.encode(bytes),
+                                },
+                            )?;
+                        }
+                        Some(stored) => {
+                            let why = match stored {
+                                StoredDisclosure::Shredded(_) => "shredded",
+                                StoredDisclosure::Present(_) => "redacted",
+                            };
+                            line(
+                                out,
+                                &WithheldLine {
+                                    line: "withheld",
+                                    digest: text,
+                                    why,
+                                },
+                            )?;
+                        }
+                        None => {
+                            return Err(ExportError::MissingDisclosure {
+                                run: run.to_owned(),
+                                seq: event.seq,
+                                pointer: slot.pointer.clone(),
+                                digest: text,
+                            });
+                        }
+                    }
+                }
+            }
+        }
     }
     line(
         out,
@@ -271,6 +415,86 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
         )?;
     }
     Ok(())
+}
+
+/// The digests of the values `export.redact` names, checked: every redaction names some
+/// value, and none a value whose event's hash covers it (encodings 1 and 2).
+fn withheld(export: &RunExport<'_>) -> Result<BTreeSet<[u8; 32]>, ExportError> {
+    let run = export.run.as_str();
+    let mut out = BTreeSet::new();
+    if export.redact.is_empty() {
+        return Ok(out);
+    }
+    let mut used = vec![false; export.redact.len()];
+    for event in export.events {
+        let bytes = match &event.payload {
+            Payload::Inline(bytes) => Some(bytes.as_slice()),
+            Payload::Blob(r) => export.blobs.get(&r.hash).map(Vec::as_slice),
+        };
+        let Some(bytes) = bytes else { continue };
+        let applies = |r: &Redaction| r.seq.is_none_or(|s| s == event.seq);
+        if event.kind_version == COMMITTED_PAYLOAD {
+            let Ok(parsed) = CommittedPayload::parse(&event.kind, bytes) else {
+                continue;
+            };
+            for slot in parsed.slots() {
+                for name in &slot.clear {
+                    let pointer = disclosed_pointer(&slot.pointer, Some(name));
+                    if let Some(r) = export
+                        .redact
+                        .iter()
+                        .find(|r| applies(r) && pointer_touches(&r.pointer, &pointer))
+                    {
+                        return Err(ExportError::CannotWithhold {
+                            run: run.to_owned(),
+                            redaction: r.to_string(),
+                            seq: event.seq,
+                            pointer,
+                            version: event.kind_version,
+                        });
+                    }
+                }
+                for digest in &slot.digests {
+                    let name = match export.disclosures.get(digest) {
+                        Some(StoredDisclosure::Present(b)) => {
+                            open_disclosure(b).ok().and_then(|d| d.name)
+                        }
+                        _ => None,
+                    };
+                    let pointer = disclosed_pointer(&slot.pointer, name.as_deref());
+                    for (r, used) in export.redact.iter().zip(used.iter_mut()) {
+                        if applies(r) && pointer_touches(&r.pointer, &pointer) {
+                            *used = true;
+                            out.insert(*digest);
+                        }
+                    }
+                }
+            }
+        } else if let Ok(value) = serde_json::from_slice::<serde_json::Value>(bytes) {
+            for pointer in content_pointers(&event.kind, &value) {
+                if let Some(r) = export
+                    .redact
+                    .iter()
+                    .find(|r| applies(r) && pointer_touches(&r.pointer, &pointer))
+                {
+                    return Err(ExportError::CannotWithhold {
+                        run: run.to_owned(),
+                        redaction: r.to_string(),
+                        seq: event.seq,
+                        pointer,
+                        version: event.kind_version,
+                    });
+                }
+            }
+        }
+    }
+    if let Some((r, _)) = export.redact.iter().zip(&used).find(|(_, used)| !**used) {
+        return Err(ExportError::NothingThere {
+            run: run.to_owned(),
+            redaction: r.to_string(),
+        });
+    }
+    Ok(out)
 }
 
 /// The blobs an encoding-2 event's payload `bytes` refers to, in order (none for a

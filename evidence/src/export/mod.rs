@@ -4,8 +4,11 @@
 
 mod check;
 mod jsonl;
+mod run;
 
 pub use check::{BadLine, ExportSummary, LineFault, SealSummary, verify_export};
 pub use jsonl::{
-    EXPORT_FORMAT, EXPORT_VERSION, ExportError, RunExport, Seal, referenced_blobs, write_jsonl,
+    EXPORT_FORMAT, EXPORT_VERSION, ExportError, Redaction, RunExport, Seal, referenced_blobs,
+    write_jsonl,
 };
+pub use run::{ExportRequest, RunExportError, RunSeal, export_run, run_seal};

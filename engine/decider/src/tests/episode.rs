@@ -72,6 +72,7 @@ fn run_recorded_by(policy: &str, budget: WorkflowBudget, version: u32) -> Histor
         budget,
         effects: Default::default(),
         tools: Default::default(),
+        evidence: Default::default(),
         agents: AGENTS
             .into_iter()
             .map(|a| (a.into(), in_process()))

@@ -553,6 +553,7 @@ pub(crate) fn workflow() -> WorkflowSpec {
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
         tools: Default::default(),
+        evidence: Default::default(),
     }
 }
 
@@ -645,6 +646,7 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str, version: u32) -> Hi
             .collect(),
         effects: Default::default(),
         tools: Default::default(),
+        evidence: Default::default(),
     };
     let run = RunRequested {
         run_id: "run-f".into(),
@@ -745,6 +747,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
             .collect::<BTreeMap<_, _>>(),
         effects: Default::default(),
         tools: Default::default(),
+        evidence: Default::default(),
     };
     let run = RunRequested {
         run_id: "run-1".into(),

@@ -146,8 +146,14 @@ impl<S: EventStore + 'static> Runtime<S> {
         if staged.events.is_empty() {
             return Ok(());
         }
-        self.append_decided(&staged.run_id, staged.version, bundle, &staged.events)
-            .await
+        self.append_decided(
+            &staged.run_id,
+            staged.version,
+            staged.redactable,
+            bundle,
+            &staged.events,
+        )
+        .await
     }
 
     /// Reads the kill switches (immediately before execution) and stages the recorded
@@ -387,6 +393,8 @@ impl<S: EventStore + 'static> Runtime<S> {
 pub(super) struct Staged {
     run_id: RunId,
     version: u64,
+    /// The run's workflow asks for redactable values.
+    redactable: bool,
     events: Vec<RunEvent>,
 }
 
@@ -395,6 +403,7 @@ impl Staged {
         Self {
             run_id: state.run_id().cloned().unwrap_or_default(),
             version: state.version(),
+            redactable: super::redactable(state),
             events: Vec::new(),
         }
     }

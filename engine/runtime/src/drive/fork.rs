@@ -52,7 +52,9 @@ impl<S: EventStore + 'static> Runtime<S> {
             })?;
             events.extend(decided);
         }
-        self.append_decided(&run_id, 0, &bundle, &events).await?;
+        let redactable = super::redactable(&state);
+        self.append_decided(&run_id, 0, redactable, &bundle, &events)
+            .await?;
         // A tool call the reused part scheduled was not interrupted: the fork runs it.
         self.drive(state, bundle, Default::default()).await
     }

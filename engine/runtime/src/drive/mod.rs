@@ -12,6 +12,7 @@ mod executors;
 mod fork;
 mod log;
 // Run state snapshots (issue 14 point 6)
+mod salts;
 mod snapshots;
 // The run list kept in memory and in the index's digests (issue 17 point 8)
 mod run_list;
@@ -35,8 +36,8 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection, RunEvent, RunId,
-    RunRequested, RunState, decide_in_place,
+    COMMITTED_PAYLOAD, Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection,
+    RunEvent, RunId, RunRequested, RunState, decide_in_place,
 };
 
 pub use executors::resolve_program;
@@ -56,6 +57,13 @@ pub use summary::RunSummary;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RuntimeError {
+    /// The operating system's random source failed: payload encoding 3 needs unguessable
+    /// salts, so nothing is recorded without one.
+    #[error(
+        "run {run}: the operating system's random source failed ({message}); nothing was \
+         recorded (salted commitments need it: docs/events.md#values-committed-apart)"
+    )]
+    NoRandomness { run: String, message: String },
     /// Another writer appended to the run first.
     #[error(
         "run {run} was written by someone else meanwhile (expected version {expected}, found \
@@ -72,6 +80,20 @@ pub enum RuntimeError {
     /// The event log failed.
     #[error("event log: {0}")]
     Store(StoreError),
+    /// A run with values `docket shred` erased cannot be driven on: the state later
+    /// decisions read holds those values (docs/events.md#values-committed-apart).
+    #[error(
+        "run {run} cannot go on: {values} value(s) it recorded were erased (`docket shred`), \
+         and what it decides next would read them, so its state cannot be rebuilt without \
+         them; nothing was recorded. End it with `docket cancel {run} --by NAME --reason TEXT`; \
+         reading it (events, inspect, replay, export, verify) still works"
+    )]
+    Shredded {
+        /// The run.
+        run: RunId,
+        /// How many of its values were erased.
+        values: usize,
+    },
     /// No run with this id in the log.
     #[error("no run {0} in this data directory")]
     UnknownRun(String),
@@ -269,23 +291,37 @@ struct Inner<S> {
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
     // Governed tools
     tools: crate::tool::ToolExecutors,
-    /// How run events' payloads are written: [`PayloadEncoding::Plain`] when set.
-    plain_payloads: std::sync::atomic::AtomicBool,
+    /// How run events' payloads are written: 1, 2 or 3 ([`PayloadEncoding`]); 0: by
+    /// each run's workflow (`[evidence] redactable`: 3, else 2).
+    payload_encoding: std::sync::atomic::AtomicU8,
+    /// Each run's salt key for payload encoding 3, drawn from the OS when first needed.
+    salts: salts::SaltKeys,
     /// Every run's summary, once something lists runs (`run_list.rs`).
     run_list: run_list::RunList,
 }
 
 /// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
 /// Either is read back; the choice only changes what new events look like in the log.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PayloadEncoding {
     /// Encoding 1 (`kind_version` 1): the event's canonical JSON, content and all, as
     /// every run recorded before encoding 2 (the golden logs) was written.
     Plain,
     /// Encoding 2 (`kind_version` 2): content written once as a blob and referred to by
-    /// hash at the kind's content positions. The default.
-    #[default]
+    /// hash at the kind's content positions.
     Referenced,
+    /// Encoding 3 (`kind_version` 3): the values at the content positions replaced by
+    /// salted commitments, their disclosures kept outside the log so that they can be
+    /// withheld from exports and erased (docs/events.md#values-committed-apart). What a
+    /// run whose workflow says `[evidence] redactable = true` records.
+    Committed,
+}
+
+/// Whether `state`'s run asked for redactable values (`[evidence] redactable`).
+pub(super) fn redactable(state: &RunState) -> bool {
+    state
+        .request()
+        .is_some_and(|r| r.workflow.evidence.redactable)
 }
 
 impl<S: EventStore + 'static> Runtime<S> {
@@ -310,32 +346,42 @@ impl<S: EventStore + 'static> Runtime<S> {
                     crate::effect::InMemoryKillSwitch::default(),
                 )),
                 tools: crate::tool::ToolExecutors::default(),
-                plain_payloads: std::sync::atomic::AtomicBool::new(false),
+                payload_encoding: std::sync::atomic::AtomicU8::new(0),
+                salts: salts::SaltKeys::default(),
                 run_list: run_list::RunList::default(),
             }),
         }
     }
 
-    /// Writes run events' payloads in `encoding` from now on (the default is
-    /// [`PayloadEncoding::Referenced`]; tests that compare a recording with a golden log
-    /// of encoding 1 ask for [`PayloadEncoding::Plain`]).
+    /// Writes every run's event payloads in `encoding` from now on, whatever its workflow
+    /// says (by default a run's workflow chooses: [`PayloadEncoding::Committed`] when it
+    /// says `[evidence] redactable = true`, else [`PayloadEncoding::Referenced`]; tests
+    /// that compare a recording with a golden log of encoding 1 ask for
+    /// [`PayloadEncoding::Plain`], benchmarks compare encodings).
     pub fn set_payload_encoding(&self, encoding: PayloadEncoding) {
-        self.inner.plain_payloads.store(
-            encoding == PayloadEncoding::Plain,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        let n = match encoding {
+            PayloadEncoding::Plain => 1,
+            PayloadEncoding::Referenced => 2,
+            PayloadEncoding::Committed => 3,
+        };
+        self.inner
+            .payload_encoding
+            .store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
-    /// How run events' payloads are written now.
-    pub fn payload_encoding(&self) -> PayloadEncoding {
-        if self
+    /// How the events of a run are written now: as [`Runtime::set_payload_encoding`]
+    /// said, else as its workflow's `[evidence] redactable` says.
+    pub fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
+        match self
             .inner
-            .plain_payloads
+            .payload_encoding
             .load(std::sync::atomic::Ordering::Relaxed)
         {
-            PayloadEncoding::Plain
-        } else {
-            PayloadEncoding::Referenced
+            1 => PayloadEncoding::Plain,
+            2 => PayloadEncoding::Referenced,
+            3 => PayloadEncoding::Committed,
+            _ if redactable => PayloadEncoding::Committed,
+            _ => PayloadEncoding::Referenced,
         }
     }
 
@@ -523,6 +569,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn resume(&self, run_id: &RunId) -> Result<RunOutcome, RuntimeError> {
         let (state, bundle) = self.load_state(run_id).await?;
+        self.refuse_shredded(run_id, &state).await?;
         self.check_recorded(run_id, &state)?;
         let interrupted = tools::interrupted_tools(&state);
         self.drive(state, bundle, interrupted).await
@@ -567,6 +614,33 @@ impl<S: EventStore + 'static> Runtime<S> {
         problems
     }
 
+    /// Before an unfinished run is driven again (resume, approve, override): refused when
+    /// a value it recorded was shredded, since the decisions still to come read its state
+    /// and the state holds markers where the erased values were. Cancelling needs no
+    /// value and stays possible; a finished run has nothing left to drive.
+    async fn refuse_shredded(&self, run_id: &RunId, state: &RunState) -> Result<(), RuntimeError> {
+        if state.status().is_final() {
+            return Ok(());
+        }
+        let held = self
+            .inner
+            .store
+            .disclosures(&Self::stream(run_id)?)
+            .await
+            .map_err(RuntimeError::Store)?;
+        let values = held
+            .values()
+            .filter(|d| matches!(d, docket_store::StoredDisclosure::Shredded(_)))
+            .count();
+        if values == 0 {
+            return Ok(());
+        }
+        Err(RuntimeError::Shredded {
+            run: run_id.clone(),
+            values,
+        })
+    }
+
     /// Before a recorded run is driven again (resume, approve): what it needs of this
     /// machine, which may have changed since it started (commands, working directories).
     /// The sections against the bundle were checked when it started.
@@ -602,6 +676,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         if decision.approved {
             // A refusal blocks the run and calls nobody: it needs nothing of this machine.
+            self.refuse_shredded(run_id, &state).await?;
             self.check_recorded(run_id, &state)?;
         }
         let interrupted = tools::interrupted_tools(&state);
@@ -648,6 +723,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
+        self.refuse_shredded(run_id, &state).await?;
         if let Some(request) = state.request() {
             let problems = crate::workflow::check_executables(&request.workflow);
             if !problems.is_empty() {
@@ -822,15 +898,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                 rejection,
             }
         })?;
-        self.append_decided(&run_id, version, bundle, &events).await
+        let redactable = redactable(state);
+        self.append_decided(&run_id, version, redactable, bundle, &events)
+            .await
     }
 
     /// Appends decided events (one batch, or several decided one after the other) at
-    /// `version`, in one durable write.
+    /// `version`, in one durable write; `redactable`: the run's workflow asks for values
+    /// committed apart.
     async fn append_decided(
         &self,
         run_id: &RunId,
         version: u64,
+        redactable: bool,
         bundle: &PolicyBundle,
         events: &[RunEvent],
     ) -> Result<(), RuntimeError> {
@@ -839,12 +919,32 @@ impl<S: EventStore + 'static> Runtime<S> {
         let policy = Some(Hash(bundle.hash().0));
         let recorded_at = WallTime(self.inner.clock.now_ns());
         let mut blobs = Vec::new();
-        let batch = events
+        let mut disclosures = Vec::new();
+        let encoding = self.payload_encoding(redactable);
+        let mut salt = match encoding {
+            PayloadEncoding::Committed => Some(self.inner.salts.for_run(run_id.as_str()).map_err(
+                |message| RuntimeError::NoRandomness {
+                    run: run_id.to_string(),
+                    message,
+                },
+            )?),
+            _ => None,
+        };
+        let batch: Vec<NewEvent> = events
             .iter()
             .map(|e| {
-                let (kind_version, payload) = match self.payload_encoding() {
-                    PayloadEncoding::Plain => (KIND_VERSION, e.encode()),
-                    PayloadEncoding::Referenced => {
+                let committed = salt
+                    .as_mut()
+                    .and_then(|salt| e.encode_committed(&mut |m| salt.salt(m)));
+                let (kind_version, payload) = match (encoding, committed) {
+                    (_, Some(encoded)) => {
+                        disclosures
+                            .extend(encoded.disclosures.into_iter().map(|d| (d.digest, d.bytes)));
+                        (COMMITTED_PAYLOAD, encoded.payload)
+                    }
+                    (PayloadEncoding::Plain, None) => (KIND_VERSION, e.encode()),
+                    // Encoding 2, or encoding 3's fallback for a value JCS cannot carry.
+                    (_, None) => {
                         let encoded = e.encode_referenced();
                         blobs.extend(encoded.blobs);
                         (REFERENCED_PAYLOAD, encoded.payload)
@@ -859,6 +959,13 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             })
             .collect();
+        // The disclosures first (outside the log, FORMAT.md §13): an event is never
+        // acknowledged before what it commits to is durable.
+        self.inner
+            .store
+            .put_disclosures(&stream, disclosures)
+            .await
+            .map_err(RuntimeError::Store)?;
         // The content the events refer to goes in the same atomic write, each blob once.
         let appended = self
             .inner
@@ -1091,6 +1198,7 @@ mod tests {
             agents: Default::default(),
             effects: Default::default(),
             tools: Default::default(),
+            evidence: Default::default(),
         };
         spec.agents.insert(
             "worker".into(),

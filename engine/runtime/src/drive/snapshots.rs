@@ -99,9 +99,10 @@ impl<S: EventStore + 'static> Runtime<S> {
         }
         let store = &self.inner.store;
         let mut reader = Box::pin(store.read(stream, from..=upto));
+        let mut disclosed = None;
         while let Some(event) = reader.next().await {
             let event = event.map_err(RuntimeError::Store)?;
-            let bytes = log::payload(store, &event).await?;
+            let bytes = log::payload_of_run(store, &event, &mut disclosed).await?;
             state.apply(&log::decode(run_id, &event, &bytes)?);
         }
         Ok(())
@@ -119,7 +120,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         } else {
             snapshot_due(*last, version)
         };
-        if !due {
+        // A run recorded redactable keeps its values only in its disclosures file, so that
+        // `docket shred` can erase them: a snapshot (folded state, values in the clear, in
+        // the index, whose files cannot be rewritten value by value) would keep a copy.
+        // Such a run is folded from its log instead (docs/events.md#values-committed-apart).
+        if !due
+            || self.payload_encoding(super::redactable(state)) == super::PayloadEncoding::Committed
+        {
             return;
         }
         *last = version;
