@@ -200,6 +200,9 @@ fn now_ns() -> i64 {
 }
 
 async fn serve(rt: &Runtime<EmbeddedStore>, dir: &Path) -> (SocketAddr, String) {
+    // A cached directory keeps the last run's token: revoke it (only its hash is stored, so
+    // it cannot be read back) and make a new one.
+    let _ = docket_serve::tokens::revoke(dir, "bench");
     let token =
         docket_serve::tokens::create(dir, "bench", docket_serve::Role::Admin, 0).expect("token");
     let server =
