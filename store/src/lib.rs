@@ -77,6 +77,21 @@ pub fn decode_event_record(record: &[u8]) -> Result<Event, RecordError> {
         .map_err(RecordError)
 }
 
+/// A framed log record as it lies in a segment (`len ‖ tag ‖ body`, FORMAT.md §2), given
+/// back uncompressed: an event's `canonical body ‖ prev ‖ hash` (`true`) or a blob's
+/// `hash ‖ content` (`false`), whether or not the log keeps it compressed. For tools that
+/// read segment files themselves.
+pub fn open_record(framed: &[u8]) -> Result<(bool, Vec<u8>), RecordError> {
+    let raw = codec::parse_record(framed).map_err(RecordError)?;
+    match raw.tag {
+        codec::TAG_EVENT => Ok((true, raw.body.into_owned())),
+        codec::TAG_BLOB => Ok((false, raw.body.into_owned())),
+        other => Err(RecordError(format!(
+            "record tag {other} is neither an event nor a blob"
+        ))),
+    }
+}
+
 /// Why bytes are not an event record (what is wrong with them, in words).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]

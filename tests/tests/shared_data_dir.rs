@@ -368,13 +368,11 @@ fn damage_event(data: &Path, run: &str, seq: u64) {
         let mut r = payload.start;
         while r < payload.end {
             let n = u32::from_le_bytes(bytes[r..r + 4].try_into().expect("4")) as usize;
-            let (tag, body) = (bytes[r + 4], r + 5..r + 4 + n);
+            let body = r + 5..r + 4 + n;
             // The canonical body opens with the stream id and the sequence (store/FORMAT.md
-            // §3); a compressed event record (tag 3) holds it as a zstd frame before the
-            // two hashes, which stay plain.
-            let canonical = match tag {
-                1 => bytes[body.start..body.end - 64].to_vec(),
-                3 => zstd::decode_all(&bytes[body.start..body.end - 64]).expect("zstd frame"),
+            // §3), compressed or not; the two hashes after it stay plain.
+            let canonical = match docket_store::open_record(&bytes[r..r + 4 + n]) {
+                Ok((true, record)) => record[..record.len() - 64].to_vec(),
                 _ => Vec::new(),
             };
             let stream_len = canonical.first().copied().unwrap_or(0) as usize;

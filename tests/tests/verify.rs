@@ -226,15 +226,12 @@ fn rewrite_event(
     let mut bytes = std::fs::read(&path).expect("segment");
     let record = at.record as usize;
     let n = u32::from_le_bytes(bytes[record..record + 4].try_into().expect("4")) as usize;
-    let (tag, body) = (bytes[record + 4], record + 5..record + 4 + n);
-    let stored = &bytes[body.start..body.end - 64];
-    let mut canonical = match tag {
-        1 => stored.to_vec(),
-        3 => zstd::decode_all(stored).expect("a zstd frame"),
-        other => panic!("record tag {other} is not an event"),
-    };
+    let end = record + 4 + n;
+    let (is_event, opened) = docket_store::open_record(&bytes[record..end]).expect("a record");
+    assert!(is_event, "the record is an event");
+    let mut canonical = opened[..opened.len() - 64].to_vec();
     let mut prev = [0u8; 32];
-    prev.copy_from_slice(&bytes[body.end - 64..body.end - 32]);
+    prev.copy_from_slice(&opened[opened.len() - 64..opened.len() - 32]);
     edit(&mut canonical, &mut prev);
     let hash = event_hash(&docket_store::Hash(prev), &canonical);
     let mut plain = u32::try_from(1 + canonical.len() + 64)
@@ -245,10 +242,10 @@ fn rewrite_event(
     plain.extend_from_slice(&canonical);
     plain.extend_from_slice(&prev);
     plain.extend_from_slice(&hash.0);
-    bytes.splice(record..body.end, plain.iter().copied());
+    bytes.splice(record..end, plain.iter().copied());
     let frame = at.frame as usize;
     let old_len = u32::from_le_bytes(bytes[frame + 4..frame + 8].try_into().expect("4")) as usize;
-    let len = old_len + plain.len() - (body.end - record);
+    let len = old_len + plain.len() - (end - record);
     bytes[frame + 4..frame + 8].copy_from_slice(&u32::try_from(len).expect("len").to_le_bytes());
     let crc = crc32fast::hash(&bytes[frame + 12..frame + 12 + len]);
     bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
