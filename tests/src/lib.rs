@@ -314,6 +314,34 @@ default_handoff_mode = "full"
     path
 }
 
+/// Starts `docket serve` on an ephemeral loopback port over `data` (in `cwd`, when given,
+/// so relative workflow paths resolve there) and waits for its readiness line: the child
+/// and the address it listens on. The caller kills the child.
+pub fn start_serve(data: &Path, cwd: Option<&Path>) -> (std::process::Child, std::net::SocketAddr) {
+    use std::io::{BufRead, BufReader};
+    let mut command = Command::new(docket_bin());
+    command
+        .args(["serve", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command.spawn().expect("docket serve starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the readiness line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
+        .parse()
+        .expect("an address");
+    (child, addr)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -16,11 +16,11 @@ use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use docket_serve::ASSETS;
-use docket_tests::{docket_bin, docket_on as docket, exit_code as code, stdout_text as stdout};
+use docket_tests::{docket_on as docket, exit_code as code, stdout_text as stdout};
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use serde_json::{Value, json};
 
@@ -71,24 +71,7 @@ fn token(data: &Path, role: &str, name: &str) -> String {
 
 impl Served {
     fn start(data: &Path, cwd: &Path) -> Self {
-        let mut child = Command::new(docket_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .current_dir(cwd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("docket serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the readiness line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
-            .parse()
-            .expect("an address");
+        let (child, addr) = docket_tests::start_serve(data, Some(cwd));
         Self { child, addr }
     }
 
