@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, anyhow};
 use clap::{Args, ValueEnum};
 use docket_decider::RunId;
-use docket_evidence::{ExportRequest, LoggedEvent, VerifierKey};
+use docket_evidence::{ExportRequest, LoggedEvent, Sealing, VerifierKey};
 use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 use serde_json::json;
@@ -117,7 +117,7 @@ async fn export(
             "no run {run} in this data directory (`docket runs` lists them)"
         ));
     };
-    let seal = docket_evidence::run_seal(store, data, run.as_str(), head.seq).await?;
+    let sealing = docket_evidence::run_seal(store, data, run.as_str(), head.seq).await?;
     let events;
     let request = match format {
         Format::Jsonl => ExportRequest::Jsonl { redact: &redact },
@@ -126,8 +126,7 @@ async fn export(
             ExportRequest::Html { events: &events }
         }
     };
-    let bytes =
-        docket_evidence::export_run(store, &stream, head.seq, seal.as_ref(), request).await?;
+    let bytes = docket_evidence::export_run(store, &stream, head.seq, &sealing, request).await?;
     let what = match format {
         Format::Jsonl => "export",
         Format::Html => "report",
@@ -142,9 +141,15 @@ async fn export(
     }
     std::fs::write(&path, &bytes)
         .with_context(|| format!("cannot write the {what} to {}", path.display()))?;
-    let signed = match &seal {
-        Some(seal) => format!("signed by {}", seal.key.label()),
-        None => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
+    let signed = match &sealing {
+        Sealing::Signed(seal) => format!("signed by {}", seal.key.label()),
+        Sealing::Unsealed => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
+        Sealing::Unverified { why, .. } => {
+            eprintln!(
+                "warning: run {run} is exported unsigned: {why}; `docket verify {run}` says more"
+            );
+            format!("not signed: {why}")
+        }
     };
     outln!(
         out,

@@ -23,8 +23,8 @@ pub use checkpoint::{
 };
 pub use export::{
     BadLine, EXPORT_FORMAT, EXPORT_VERSION, ExportError, ExportRequest, ExportSummary, LineFault,
-    Redaction, RunExport, RunExportError, RunSeal, Seal, SealSummary, export_run, referenced_blobs,
-    run_seal, verify_export, write_jsonl,
+    Redaction, RunExport, RunExportError, RunSeal, Seal, SealSummary, Sealing, export_run,
+    referenced_blobs, run_seal, verify_export, write_jsonl,
 };
 pub use keys::{
     KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,

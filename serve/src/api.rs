@@ -18,6 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
+use docket_evidence::Sealing;
 use docket_runtime::{
     FileKillSwitch, HumanDecision, HumanOverride, ListedStatus, RunOutcome, RunQuery, RuntimeError,
     Workflow,
@@ -508,13 +509,31 @@ async fn export(
             );
         }
     };
-    let bytes = crate::export::export(&state.rt, &state.data, &run, wanted).await?;
+    let (bytes, sealing) = crate::export::export(&state.rt, &state.data, &run, wanted).await?;
     let content_type = if format == "html" {
         "text/html; charset=utf-8"
     } else {
         "application/x-ndjson"
     };
-    Ok(([(header::CONTENT_TYPE, content_type)], bytes).into_response())
+    // Whether the export carries a signed checkpoint, for a client that does not parse it.
+    let seal = match &sealing {
+        Sealing::Signed(seal) => format!("signed by {}", seal.key.label()),
+        Sealing::Unsealed => "unsigned: no checkpoint at this size".to_owned(),
+        Sealing::Unverified { why, .. } => format!("unsigned: {why}"),
+    };
+    let seal = header::HeaderValue::from_str(&seal)
+        .unwrap_or_else(|_| header::HeaderValue::from_static("unsigned"));
+    Ok((
+        [
+            (
+                header::CONTENT_TYPE,
+                header::HeaderValue::from_static(content_type),
+            ),
+            (header::HeaderName::from_static("docket-seal"), seal),
+        ],
+        bytes,
+    )
+        .into_response())
 }
 
 // ---------------------------------------------------------------------------------------

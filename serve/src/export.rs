@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use docket_decider::RunId;
-use docket_evidence::{ExportRequest, LoggedEvent, Redaction, RunExportError};
+use docket_evidence::{ExportRequest, LoggedEvent, Redaction, RunExportError, Sealing};
 use docket_runtime::{Runtime, RuntimeError};
 use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 
@@ -24,7 +24,7 @@ pub(crate) async fn export(
     data: &Path,
     run: &RunId,
     wanted: Wanted,
-) -> Result<Vec<u8>, ApiError> {
+) -> Result<(Vec<u8>, Sealing), ApiError> {
     let fail = |e: RunExportError| {
         let at = format!("run {run}");
         match e {
@@ -39,7 +39,7 @@ pub(crate) async fn export(
     let Some(head) = store.head(&stream).await.map_err(RuntimeError::Store)? else {
         return Err(RuntimeError::UnknownRun(run.to_string()).into());
     };
-    let seal = docket_evidence::run_seal(store, data, run.as_str(), head.seq)
+    let sealing = docket_evidence::run_seal(store, data, run.as_str(), head.seq)
         .await
         .map_err(fail)?;
     let events: Vec<LoggedEvent>;
@@ -60,7 +60,8 @@ pub(crate) async fn export(
             ExportRequest::Html { events: &events }
         }
     };
-    docket_evidence::export_run(store, &stream, head.seq, seal.as_ref(), request)
+    let bytes = docket_evidence::export_run(store, &stream, head.seq, &sealing, request)
         .await
-        .map_err(fail)
+        .map_err(fail)?;
+    Ok((bytes, sealing))
 }

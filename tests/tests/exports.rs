@@ -280,3 +280,88 @@ fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
         );
     }
 }
+
+#[test]
+fn a_run_whose_seal_no_key_here_checks_is_exported_unsigned_with_a_warning() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let made = docket_on(
+        &data,
+        &["keys", "generate", "--name", "lost.example/docket"],
+    );
+    assert_eq!(
+        exit_code(&made),
+        0,
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let sealed = geo_export_in(&data, dir.path());
+    let sealed = std::fs::read_to_string(&sealed).unwrap();
+    assert!(sealed.lines().last().unwrap().contains("\"checkpoint\""));
+
+    // The key is lost (the directory copied without it) and a new one made: the run's
+    // checkpoint was signed by neither the new key nor a retired one.
+    std::fs::remove_dir_all(data.join("keys")).unwrap();
+    let made = docket_on(&data, &["keys", "generate", "--name", "new.example/docket"]);
+    assert_eq!(
+        exit_code(&made),
+        0,
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+
+    let file = dir.path().join("unsigned.jsonl");
+    let out = docket_on(
+        &data,
+        &[
+            "export",
+            "geo-export",
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().unwrap(),
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(exit_code(&out), 0, "{stderr}");
+    assert!(
+        stderr.contains("exported unsigned") && stderr.contains("does not check"),
+        "{stderr}"
+    );
+    assert!(
+        stdout_text(&out).contains("not signed"),
+        "{}",
+        stdout_text(&out)
+    );
+    let text = std::fs::read_to_string(&file).unwrap();
+    // The same events, without the checkpoint line.
+    assert_eq!(text.lines().count() + 1, sealed.lines().count());
+    assert!(!text.lines().last().unwrap().contains("\"checkpoint\""));
+    let (code, verdict) = docket_verdict(&file);
+    assert_eq!(code, 0, "{verdict}");
+
+    // The report shows the checkpoint that does not check, not a pass.
+    let page = dir.path().join("report.html");
+    let out = docket_on(
+        &data,
+        &[
+            "export",
+            "geo-export",
+            "--format",
+            "html",
+            "--out",
+            page.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        html.contains("does not check with this data directory"),
+        "report lacks the seal's failure"
+    );
+}

@@ -11,4 +11,4 @@ pub use jsonl::{
     EXPORT_FORMAT, EXPORT_VERSION, ExportError, Redaction, RunExport, Seal, referenced_blobs,
     write_jsonl,
 };
-pub use run::{ExportRequest, RunExportError, RunSeal, export_run, run_seal};
+pub use run::{ExportRequest, RunExportError, RunSeal, Sealing, export_run, run_seal};

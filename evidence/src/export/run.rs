@@ -56,14 +56,46 @@ pub enum ExportRequest<'a> {
     Html { events: &'a [LoggedEvent] },
 }
 
-/// The signed checkpoint of run `run` at `size`, when it was sealed at that size, and the
-/// key of data directory `data` that signed it.
+/// Whether run `run`'s export at `size` can carry a signed checkpoint.
+#[derive(Clone, Debug)]
+pub enum Sealing {
+    /// Sealed at that size by one of this data directory's keys (the current one or a
+    /// retired one).
+    Signed(RunSeal),
+    /// No checkpoint at that size: the run is unfinished, or was finished before the
+    /// directory had a key.
+    Unsealed,
+    /// A checkpoint at that size that none of this directory's keys signed: its key files
+    /// were removed or replaced, or the log of run heads was altered. The export goes out
+    /// unsigned (its chain and tree still verify) rather than not at all; `docket verify`
+    /// says which it is.
+    Unverified {
+        /// The checkpoint as kept.
+        note: String,
+        /// Why it does not check, in the user's words.
+        why: String,
+    },
+}
+
+impl Sealing {
+    /// The seal an export carries, if any.
+    #[must_use]
+    pub fn seal(&self) -> Option<&RunSeal> {
+        match self {
+            Self::Signed(seal) => Some(seal),
+            Self::Unsealed | Self::Unverified { .. } => None,
+        }
+    }
+}
+
+/// Whether run `run` was sealed at `size`, and by which of data directory `data`'s keys.
+/// Fails only when the log of run heads or the key files cannot be read.
 pub async fn run_seal<S: EventStore>(
     store: &S,
     data: &Path,
     run: &str,
     size: u64,
-) -> Result<Option<RunSeal>, RunExportError> {
+) -> Result<Sealing, RunExportError> {
     let failed = |why: String| RunExportError::Seal {
         run: run.to_owned(),
         why,
@@ -72,18 +104,28 @@ pub async fn run_seal<S: EventStore>(
         .await
         .map_err(|e: SealError| failed(e.to_string()))?;
     let Some(seal) = seals.into_iter().rev().find(|s| s.size == size) else {
-        return Ok(None);
+        return Ok(Sealing::Unsealed);
     };
     let keys = crate::keys::verifiers(data).map_err(|e| failed(e.to_string()))?;
-    let signed = SignedCheckpoint::parse(&seal.checkpoint)
-        .map_err(|e| failed(format!("in the log of run heads: {e}")))?;
-    let key = signed
-        .signed_by(&keys)
-        .map_err(|e| failed(format!("it does not check with this directory's keys: {e}")))?;
-    Ok(Some(RunSeal {
-        note: seal.checkpoint,
-        key: key.clone(),
-    }))
+    let signed = match SignedCheckpoint::parse(&seal.checkpoint) {
+        Ok(signed) => signed,
+        Err(e) => {
+            return Ok(Sealing::Unverified {
+                note: seal.checkpoint,
+                why: format!("its checkpoint in the log of run heads does not parse: {e}"),
+            });
+        }
+    };
+    Ok(match signed.signed_by(&keys) {
+        Ok(key) => Sealing::Signed(RunSeal {
+            note: seal.checkpoint,
+            key: key.clone(),
+        }),
+        Err(e) => Sealing::Unverified {
+            note: seal.checkpoint,
+            why: format!("its checkpoint does not check with this data directory's keys: {e}"),
+        },
+    })
 }
 
 /// The bytes of run `stream`'s export over its first `size` events.
@@ -91,7 +133,7 @@ pub async fn export_run<S: EventStore>(
     store: &S,
     stream: &StreamId,
     size: u64,
-    seal: Option<&RunSeal>,
+    sealing: &Sealing,
     request: ExportRequest<'_>,
 ) -> Result<Vec<u8>, RunExportError> {
     let failed = |source: StoreError| RunExportError::Store {
@@ -103,15 +145,23 @@ pub async fn export_run<S: EventStore>(
             let checked = store.verify(stream).await.map_err(failed)?;
             let verification = ReportVerification {
                 chain: ChainCheck::from(&checked),
-                checkpoint: seal.map(|s| CheckpointCheck {
-                    note: s.note.clone(),
-                    outcome: format!(
-                        "signed by {}, this data directory's key; it covers all {} events",
-                        s.key.label(),
-                        events.len()
-                    ),
-                    sound: true,
-                }),
+                checkpoint: match sealing {
+                    Sealing::Signed(s) => Some(CheckpointCheck {
+                        note: s.note.clone(),
+                        outcome: format!(
+                            "signed by {}, this data directory's key; it covers all {} events",
+                            s.key.label(),
+                            events.len()
+                        ),
+                        sound: true,
+                    }),
+                    Sealing::Unverified { note, why } => Some(CheckpointCheck {
+                        note: note.clone(),
+                        outcome: format!("{why}; `docket verify` on the data directory says more"),
+                        sound: false,
+                    }),
+                    Sealing::Unsealed => None,
+                },
             };
             let page =
                 html_report(events, &verification).map_err(|source| RunExportError::Report {
@@ -148,7 +198,7 @@ pub async fn export_run<S: EventStore>(
             }
             // The values encoding-3 events commit to (docs/events.md#values-committed-apart).
             let disclosures = store.disclosures(stream).await.map_err(failed)?;
-            let seal = seal.map(|s| Seal {
+            let seal = sealing.seal().map(|s| Seal {
                 note: s.note.clone(),
                 verifier_key: s.key.to_string(),
             });
