@@ -46,9 +46,9 @@ pub struct Snapshot {
 
 /// A caller's digest of a stream up to event `seq` (whose hash is `event_hash`): what it
 /// derives from the events and wants back cheaply, such as docket's run summaries. A cache
-/// kept in the index beside the stream, never part of the log: lost when the index is
-/// rebuilt, and stale once the stream grows past `seq`, so a reader compares `seq` and
-/// `event_hash` with the stream before believing `bytes` (store/FORMAT.md §7).
+/// kept in a file beside the log, never part of it: stale once the stream grows past `seq`,
+/// so a reader compares `seq` and `event_hash` with the stream before believing `bytes`
+/// (store/FORMAT.md §14).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamDigest {
     pub stream: StreamId,
@@ -199,16 +199,16 @@ pub trait EventStore: Send + Sync {
         at_or_before: u64,
     ) -> impl Future<Output = Result<Option<Snapshot>, StoreError>> + Send;
 
-    /// Records digests of streams (each replacing the stream's previous one), in one index
-    /// write. A digest of a stream that has no event `seq` is refused
-    /// ([`StoreError::DigestBeyondHead`]); a read-only view keeps them in memory only.
+    /// Records digests of streams (each replacing the stream's previous one). A digest of a
+    /// stream that has no event `seq` is refused ([`StoreError::DigestBeyondHead`]); a
+    /// read-only view keeps none (the writer's are the ones it reads).
     fn put_digests(
         &self,
         digests: Vec<StreamDigest>,
     ) -> impl Future<Output = Result<(), StoreError>> + Send;
 
     /// Every stream's latest digest, in stream id order (none for a stream never given one,
-    /// or whose digest was lost with a rebuilt index).
+    /// or whose digest was lost: the file is a cache).
     fn digests(&self) -> impl Future<Output = Result<Vec<StreamDigest>, StoreError>> + Send;
 
     /// Removes every snapshot of `stream` (an erasure must not leave its content in a

@@ -68,6 +68,8 @@ struct Inner {
     /// Per stream, the sound length of its disclosure file and the digests it holds
     /// (FORMAT.md §12); writes to any of them are serialised by this lock.
     disclosed: std::sync::Mutex<HashMap<String, DisclosedSoFar>>,
+    /// The stream digests file (FORMAT.md §14), appended to by a writer only.
+    digests: Option<std::sync::Mutex<crate::digests::DigestsFile>>,
     /// The writer lock, released after everything above is dropped (declared last).
     lock: Option<WriterLock>,
 }
@@ -145,6 +147,9 @@ impl EmbeddedStore {
                 report: rec.report,
                 view: None,
                 disclosed: std::sync::Mutex::default(),
+                digests: Some(std::sync::Mutex::new(crate::digests::DigestsFile::open(
+                    dir,
+                ))),
                 lock: Some(lock),
             }),
         })
@@ -188,6 +193,7 @@ impl EmbeddedStore {
                     contained: std::sync::Mutex::new(contained),
                 }),
                 disclosed: std::sync::Mutex::default(),
+                digests: None,
                 lock: None,
             }),
         })
@@ -891,52 +897,37 @@ impl EventStore for EmbeddedStore {
         if digests.is_empty() {
             return Ok(());
         }
-        let shared = self.inner.shared.clone();
-        let mut entries = Vec::with_capacity(digests.len());
-        for d in digests {
-            let head = shared.head(&d.stream);
-            let Some(head) = head.filter(|h| d.seq >= 1 && d.seq <= h.seq) else {
+        for d in &digests {
+            let head = self.inner.shared.head(&d.stream);
+            if !head.is_some_and(|h| d.seq >= 1 && d.seq <= h.seq) {
                 return Err(StoreError::DigestBeyondHead {
-                    stream: d.stream,
+                    stream: d.stream.clone(),
                     seq: d.seq,
                     head: head.map_or(0, |h| h.seq),
                 });
-            };
-            entries.push((head.no, d.seq, d.event_hash, d.bytes));
+            }
         }
-        blocking(move || {
-            let refs: Vec<(u64, u64, Hash, &[u8])> = entries
-                .iter()
-                .map(|(no, seq, hash, bytes)| (*no, *seq, *hash, bytes.as_slice()))
-                .collect();
-            shared.index.put_digests(&refs)
+        // A read-only view writes nothing: its digests are for the writer to keep.
+        if self.inner.digests.is_none() {
+            return Ok(());
+        }
+        let inner = self.inner.clone();
+        blocking(move || match &inner.digests {
+            Some(file) => lock(file).append(&digests),
+            None => Ok(()),
         })
         .await
     }
 
     async fn digests(&self) -> Result<Vec<StreamDigest>, StoreError> {
+        let root = self.root();
         let shared = self.inner.shared.clone();
         blocking(move || {
-            let found = shared.index.digests()?;
-            // Stream numbers back to ids, from the heads (the index's `s` entries hold the
-            // same map; the heads are already in memory).
-            let ids: std::collections::HashMap<u64, StreamId> = lock(&shared.heads)
-                .iter()
-                .map(|(id, h)| (h.no, id.clone()))
-                .collect();
-            let mut out: Vec<StreamDigest> = found
-                .into_iter()
-                .filter_map(|(no, seq, event_hash, bytes)| {
-                    ids.get(&no).map(|stream| StreamDigest {
-                        stream: stream.clone(),
-                        seq,
-                        event_hash,
-                        bytes,
-                    })
-                })
-                .collect();
-            out.sort_by(|a, b| a.stream.cmp(&b.stream));
-            Ok(out)
+            let heads = lock(&shared.heads);
+            Ok(crate::digests::latest(&root)
+                .into_values()
+                .filter(|d| heads.contains_key(&d.stream))
+                .collect())
         })
         .await
     }

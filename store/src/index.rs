@@ -19,8 +19,6 @@ const SNAPSHOT: u8 = b'n';
 const BLOB: u8 = b'b';
 const TREE_NODE: u8 = b't';
 const TREE_FRONTIER: u8 = b'f';
-/// A caller's digest of a stream (`docket`'s run summaries, store/FORMAT.md §7).
-const DIGEST: u8 = b'r';
 /// Present once the index keeps Merkle trees: an index written before them lacks the trees
 /// of the streams it holds, and opening rebuilds it from the log.
 const TREE_MARKER: &[u8] = b"m:merkle";
@@ -313,16 +311,6 @@ fn node_key(no: u64, level: u32, index: u64) -> [u8; 18] {
 fn frontier_key(no: u64) -> [u8; 9] {
     let mut k = [0u8; 9];
     k[0] = TREE_FRONTIER;
-    k[1..].copy_from_slice(&no.to_be_bytes());
-    k
-}
-
-/// A stream digest as the index holds it: (stream no, seq, event hash, bytes).
-pub(crate) type DigestEntry = (u64, u64, Hash, Vec<u8>);
-
-fn digest_key(no: u64) -> [u8; 9] {
-    let mut k = [0u8; 9];
-    k[0] = DIGEST;
     k[1..].copy_from_slice(&no.to_be_bytes());
     k
 }
@@ -769,50 +757,6 @@ impl Index {
         self.db
             .insert(&key(SNAPSHOT, no, seq), v)
             .map_err(|e| self.err("writing snapshot", e))
-    }
-
-    /// Records digests of streams, each `(stream no, seq, event hash, bytes)`, in one sled
-    /// batch, replacing each stream's previous one.
-    pub(crate) fn put_digests(
-        &self,
-        digests: &[(u64, u64, Hash, &[u8])],
-    ) -> Result<(), StoreError> {
-        let mut batch = IndexBatch::default();
-        for (no, seq, hash, bytes) in digests {
-            let mut v = Vec::with_capacity(40 + bytes.len());
-            v.extend_from_slice(&seq.to_be_bytes());
-            v.extend_from_slice(&hash.0);
-            v.extend_from_slice(bytes);
-            batch.0.push((digest_key(*no).to_vec(), v));
-        }
-        self.db
-            .apply(batch)
-            .map_err(|e| self.err("writing stream digests", e))
-    }
-
-    /// Every stream digest: (stream no, seq, event hash, bytes), in stream number order.
-    /// An entry too short to hold its seq and hash is left out: a cache entry that cannot
-    /// be read is a missing one.
-    pub(crate) fn digests(&self) -> Result<Vec<DigestEntry>, StoreError> {
-        let mut out = Vec::new();
-        self.db
-            .each_in(&digest_key(0), &digest_key(u64::MAX), |k, v| {
-                let no = k
-                    .get(1..9)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_be_bytes);
-                let seq = v
-                    .get(..8)
-                    .and_then(|b| b.try_into().ok())
-                    .map(u64::from_be_bytes);
-                let hash: Option<[u8; 32]> = v.get(8..40).and_then(|b| b.try_into().ok());
-                if let (Some(no), Some(seq), Some(hash)) = (no, seq, hash) {
-                    out.push((no, seq, Hash(hash), v[40..].to_vec()));
-                }
-                Ok(true)
-            })
-            .map_err(|e| self.each_err(e))?;
-        Ok(out)
     }
 
     /// Removes every snapshot of stream `no` the index holds (an erasure must leave no

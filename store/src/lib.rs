@@ -15,6 +15,7 @@ mod api;
 mod chain;
 mod codec;
 mod config;
+mod digests;
 mod disclosures;
 mod embedded;
 mod error;

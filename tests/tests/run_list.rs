@@ -1,6 +1,6 @@
 //! The run list kept in memory (issue 17 point 8): a page of `list_runs` is the same
-//! whether the list was kept current while the runs were driven, loaded from the index's
-//! digests by a later writer, read from the log by a read-only view, or computed by reading
+//! whether the list was kept current while the runs were driven, loaded from the
+//! digests kept beside the log by a later writer or a read-only view, or computed by reading
 //! every run's log (`run_summaries_from_log`, the old path), for runs in every status and
 //! every filter of `GET /api/runs`; a missing or stale digest is read again and rewritten.
 
@@ -269,7 +269,7 @@ async fn the_kept_list_the_digests_a_view_and_the_log_agree_for_every_status_and
     assert!(slow.iter().all(|s| s.started_at_ms.is_some()));
     check_every_query(&rt, &slow, running).await;
 
-    // A later writer loads from the digests; a view reads the log.
+    // A later writer loads from the digests, and so does a view (it reads the writer's file).
     drop(rt);
     store.close().await;
     let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
@@ -284,6 +284,7 @@ async fn the_kept_list_the_digests_a_view_and_the_log_agree_for_every_status_and
     let view = EmbeddedStore::open_read_only(dir.path())
         .await
         .expect("view opens");
+    assert_eq!(view.digests().await.expect("digests"), digests);
     check_every_query(&runtime(view), &slow, running).await;
 }
 
@@ -351,9 +352,9 @@ async fn a_missing_or_stale_digest_is_read_again_and_rewritten() {
     drop(rt);
     store.close().await;
 
-    // Missing: the index (a cache) is deleted; the writer rebuilds it from the log, with no
-    // digests, and the list is read from the log and its digests written again.
-    std::fs::remove_dir_all(dir.path().join("index")).expect("removes the index");
+    // Missing: the digests file (a cache) is deleted; the list is read from the log and its
+    // digests written again.
+    std::fs::remove_file(dir.path().join("digests")).expect("removes the digests");
     let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
         .await
         .expect("store reopens");

@@ -6,7 +6,7 @@
 //!    the runtime, 1000 at a time, and kept under the target directory
 //!    (`bench-data/run-list-N`) for the next run; the time to build it is printed.
 //! 2. `docket serve` (in process) over it: the time to load the run list (from the log the
-//!    first time, from the index's digests after), then `GET /api/runs` pages for each
+//!    first time, from the digests kept beside the log after), then `GET /api/runs` pages for each
 //!    filter, p50/p95 over `DOCKET_BENCH_PAGES` requests (default 200), against the old
 //!    path: reading every run's summary from the log (`run_summaries_from_log`).
 //! 3. Live events: a subscriber of `GET /api/runs/{run}/events/stream` on a run waiting for
@@ -227,7 +227,7 @@ async fn run_list(runs: usize, pages: usize) {
         "run list loaded in {:.2} s ({})",
         t.elapsed().as_secs_f64(),
         if had_digests {
-            "from the index's digests"
+            "from the digests kept beside the log"
         } else {
             "from the log; digests written for the next start"
         }

@@ -3,15 +3,15 @@
 //! scan of that table rather than a read of every run's log (issue 17 point 8).
 //!
 //! The table is loaded once, on the first listing (or when a server starts,
-//! [`super::Runtime::load_run_list`]), from the store's stream digests (a cache in the
-//! index, store/FORMAT.md §7): a digest at the run's head is believed as it is; one behind
+//! [`super::Runtime::load_run_list`]), from the store's stream digests (a cache in a file
+//! beside the log that read-only views read too, store/FORMAT.md §14): a digest at the run's head is believed as it is; one behind
 //! it is read on from its event (whose hash must still be the digest's); a run without one
 //! is read from its first event. From then on every batch this runtime appends is folded
 //! into the table as it is acknowledged (every batch of a run is appended by
 //! `append_decided`; a batch appended to the store past the runtime is seen at the next
 //! load, as a stale digest), and a batch that changes what the list shows
 //! (status, tickets, override) also rewrites the run's digest, so the next process to load
-//! the list reads little. The log stays the truth: a digest lost with a rebuilt index, or
+//! the list reads little. The log stays the truth: a digest lost (the file deleted), or
 //! left stale by a process that did not keep the list, only costs reading the run again.
 //!
 //! A read-only view cannot read the index (store/FORMAT.md §10): its list is read from
