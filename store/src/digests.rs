@@ -30,6 +30,8 @@ const CHECK: usize = 16;
 #[derive(Debug)]
 pub(crate) struct DigestsFile {
     path: PathBuf,
+    /// Open for appending once written to; closed when the file is rewritten.
+    file: Option<fs::File>,
     /// Entries in the file, and streams they named when it was last read: when entries pass
     /// twice the streams (and a floor), the file is rewritten with each stream's latest only.
     entries: usize,
@@ -37,12 +39,33 @@ pub(crate) struct DigestsFile {
 }
 
 impl DigestsFile {
-    /// Opens the file for appending, reading what it holds to know its size.
+    /// Opens the file for appending, reading what it holds to know its size. A torn tail
+    /// (an append a crash cut short) is cut, and a file that is not a digests file of this
+    /// format is removed, so that what is appended next is read.
     pub(crate) fn open(root: &Path) -> Self {
         let path = root.join(DIGESTS_FILE);
-        let (entries, latest) = read_entries(&path);
+        let read = read_entries(&path);
+        let cut = match read.sound {
+            Sound::Absent => Ok(()),
+            Sound::Foreign => fs::remove_file(&path),
+            Sound::Upto(len) => fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|f| {
+                    if f.metadata()?.len() > len {
+                        f.set_len(len)
+                    } else {
+                        Ok(())
+                    }
+                }),
+        };
+        if let Err(e) = cut {
+            tracing::warn!(path = %path.display(), error = %e, "stream digests could not be cut to their sound entries");
+        }
+        let (entries, latest) = (read.entries, read.latest);
         Self {
             path,
+            file: None,
             entries,
             streams: latest.len(),
         }
@@ -55,17 +78,23 @@ impl DigestsFile {
             return Ok(());
         }
         let mut bytes = Vec::new();
-        if fs::metadata(&self.path).map_or(true, |m| m.len() < HEADER as u64) {
+        if self.file.is_none() && fs::metadata(&self.path).map_or(true, |m| m.len() < HEADER as u64)
+        {
             bytes.extend_from_slice(&header());
         }
         for d in digests {
             entry(d, &mut bytes);
         }
-        let mut file = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .map_err(io_err("opening", &self.path))?;
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(
+                fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.path)
+                    .map_err(io_err("opening", &self.path))?,
+            ),
+        };
         file.write_all(&bytes)
             .map_err(io_err("appending to", &self.path))?;
         // Streams are counted again at the next compaction: so the file is rewritten each
@@ -77,7 +106,7 @@ impl DigestsFile {
     /// Rewrites the file with each stream's latest digest, `more` included, through a
     /// temporary file renamed into place (a reader holds the old file or the new one).
     fn compact(&mut self, more: &[StreamDigest]) -> Result<(), StoreError> {
-        let (_, mut latest) = read_entries(&self.path);
+        let mut latest = read_entries(&self.path).latest;
         for d in more {
             latest.insert(d.stream.clone(), d.clone());
         }
@@ -85,6 +114,7 @@ impl DigestsFile {
         for d in latest.values() {
             entry(d, &mut bytes);
         }
+        self.file = None;
         let tmp = self.path.with_extension("tmp");
         fs::write(&tmp, &bytes).map_err(io_err("writing", &tmp))?;
         fs::rename(&tmp, &self.path).map_err(io_err("renaming into place", &self.path))?;
@@ -98,7 +128,23 @@ impl DigestsFile {
 /// none when there is no file. Reading stops at the first entry cut short or whose check
 /// fails (a torn append, or an altered file), with a warning: what follows is not believed.
 pub(crate) fn latest(root: &Path) -> BTreeMap<StreamId, StreamDigest> {
-    read_entries(&root.join(DIGESTS_FILE)).1
+    read_entries(&root.join(DIGESTS_FILE)).latest
+}
+
+/// What a read of the file found.
+struct Read {
+    entries: usize,
+    latest: BTreeMap<StreamId, StreamDigest>,
+    sound: Sound,
+}
+
+/// How much of the file is sound.
+enum Sound {
+    Absent,
+    /// Not a digests file of this format (or unreadable).
+    Foreign,
+    /// Its first bytes, up to the first entry cut short or failing its check.
+    Upto(u64),
 }
 
 fn header() -> [u8; HEADER] {
@@ -124,20 +170,24 @@ fn entry(d: &StreamDigest, out: &mut Vec<u8>) {
     out.extend_from_slice(&blake3::hash(&body).as_bytes()[..CHECK]);
 }
 
-/// (entries read, each stream's latest).
-fn read_entries(path: &Path) -> (usize, BTreeMap<StreamId, StreamDigest>) {
+fn read_entries(path: &Path) -> Read {
     let mut latest = BTreeMap::new();
+    let nothing = |sound| Read {
+        entries: 0,
+        latest: BTreeMap::new(),
+        sound,
+    };
     let bytes = match fs::read(path) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return (0, latest),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return nothing(Sound::Absent),
         Err(e) => {
             tracing::warn!(path = %path.display(), error = %e, "stream digests not read; runs are read from the log");
-            return (0, latest);
+            return nothing(Sound::Foreign);
         }
     };
     if bytes.len() < HEADER || bytes[..HEADER] != header() {
         tracing::warn!(path = %path.display(), "not a docket digests file of format {FILE_FORMAT}; runs are read from the log");
-        return (0, latest);
+        return nothing(Sound::Foreign);
     }
     let mut at = HEADER;
     let mut entries = 0;
@@ -154,7 +204,11 @@ fn read_entries(path: &Path) -> (usize, BTreeMap<StreamId, StreamDigest>) {
             }
         }
     }
-    (entries, latest)
+    Read {
+        entries,
+        latest,
+        sound: Sound::Upto(at as u64),
+    }
 }
 
 /// The entry at the start of `bytes` and its length, if it is whole and checks.
@@ -221,15 +275,28 @@ mod tests {
         fs::write(&path, &whole[..whole.len() - 3]).unwrap();
         let read = latest(dir.path());
         assert_eq!(read.keys().map(StreamId::as_str).collect::<Vec<_>>(), ["a"]);
+        // The next writer cuts the torn entry, so what it appends is read.
+        DigestsFile::open(dir.path())
+            .append(&[digest("c", 1, b"")])
+            .unwrap();
+        let read = latest(dir.path());
+        assert_eq!(
+            read.keys().map(StreamId::as_str).collect::<Vec<_>>(),
+            ["a", "c"]
+        );
         // Altered: a byte of the first entry's digest changed.
         let mut altered = whole.clone();
         let at = HEADER + 4 + 4 + 1 + 8 + 32;
         altered[at] ^= 1;
         fs::write(&path, &altered).unwrap();
         assert!(latest(dir.path()).is_empty());
-        // Not a digests file at all.
+        // Not a digests file at all: the next writer starts it again.
         fs::write(&path, b"something else").unwrap();
         assert!(latest(dir.path()).is_empty());
+        DigestsFile::open(dir.path())
+            .append(&[digest("d", 1, b"")])
+            .unwrap();
+        assert_eq!(latest(dir.path()).len(), 1);
     }
 
     #[test]
