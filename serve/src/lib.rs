@@ -125,6 +125,9 @@ pub(crate) struct AppState {
     pub(crate) requests: requests::RequestLog,
     pub(crate) driving: api::Driving,
     pub(crate) sessions: session::Sessions,
+    /// The runtime the runs are driven on (the one `Server::bind` was called on); the API
+    /// itself is served on threads of its own ([`Server::serve`]).
+    pub(crate) drives: tokio::runtime::Handle,
 }
 
 /// Seals the runs that finished, when the data directory has a signing key, as each
@@ -192,6 +195,7 @@ impl Server {
             requests,
             driving: api::Driving::default(),
             sessions: session::Sessions::default(),
+            drives: tokio::runtime::Handle::current(),
         });
         Ok(Self {
             listener,
@@ -209,16 +213,55 @@ impl Server {
 
     /// Serves until `shutdown` completes.
     ///
+    /// Requests and event streams are served on threads of their own
+    /// ([`API_THREADS`], named `docket-api`), apart from the runtime the runs are driven on:
+    /// however many runs that runtime has queued, a request or a stream's next event waits
+    /// only behind other requests, not behind every run's next step.
+    ///
     /// # Errors
     /// [`ServeError::Serve`].
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        axum::serve(self.listener, self.app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(ServeError::Serve)
+        let listener = self.listener.into_std().map_err(ServeError::Serve)?;
+        let api = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(API_THREADS)
+            .thread_name("docket-api")
+            .enable_all()
+            .build()
+            .map_err(ServeError::Serve)?;
+        let handle = api.handle().clone();
+        let _api = ApiRuntime(Some(api));
+        let app = self.app;
+        let served = handle.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        });
+        match served.await {
+            Ok(result) => result.map_err(ServeError::Serve),
+            Err(e) => Err(ServeError::Serve(std::io::Error::other(format!(
+                "the API's runtime stopped: {e}"
+            )))),
+        }
+    }
+}
+
+/// Worker threads serving the API and its event streams, apart from the runs' runtime.
+pub const API_THREADS: usize = 2;
+
+/// The API's runtime, shut down without waiting when dropped: [`Server::serve`] is
+/// async, and a runtime dropped from async code would block its caller's thread (tokio
+/// refuses that with a panic).
+struct ApiRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ApiRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
