@@ -369,6 +369,65 @@ async fn authorize(
 #[cfg(test)]
 mod tests {
     use super::is_server;
+    use super::{Role, Server, tokens};
+    use std::io::{Read as _, Write as _};
+
+    /// `GET path` on a new connection, within 30 s; the whole answer.
+    fn get(addr: std::net::SocketAddr, token: &str, path: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("writes");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)
+            .expect("an answer within 30 s");
+        answer
+    }
+
+    #[test]
+    fn the_api_answers_while_every_worker_of_the_runs_runtime_is_busy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The runs' runtime, with one worker.
+        let runs = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
+        let addr = runs.block_on(async {
+            let store =
+                docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
+                    .await
+                    .expect("store");
+            let server = Server::bind(
+                docket_runtime::Runtime::new(store),
+                dir.path(),
+                "127.0.0.1:0".parse().expect("addr"),
+                false,
+            )
+            .await
+            .expect("binds");
+            let addr = server.local_addr().expect("addr");
+            tokio::spawn(server.serve(std::future::pending()));
+            addr
+        });
+        assert!(get(addr, &token, "/api/openapi.json").starts_with("HTTP/1.1 200"));
+        // The runs' only worker is taken until the API has answered again.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (taken, worker_taken) = std::sync::mpsc::channel::<()>();
+        runs.spawn(async move {
+            let _ = taken.send(());
+            let _ = held.recv();
+        });
+        worker_taken.recv().expect("the worker is taken");
+        let answer = get(addr, &token, "/api/openapi.json");
+        let _ = release.send(());
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
 
     #[test]
     fn a_server_is_told_from_its_command_line() {
