@@ -397,7 +397,6 @@ mod tests {
             .enable_all()
             .build()
             .expect("runtime");
-        let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
         let addr = runs.block_on(async {
             let store =
                 docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
@@ -415,6 +414,8 @@ mod tests {
             tokio::spawn(server.serve(std::future::pending()));
             addr
         });
+        // After the store is made: it refuses to be made in a directory holding other files.
+        let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
         assert!(get(addr, &token, "/api/openapi.json").starts_with("HTTP/1.1 200"));
         // The runs' only worker is taken until the API has answered again.
         let (release, held) = std::sync::mpsc::channel::<()>();
