@@ -557,7 +557,8 @@ async fn drive(
         .insert(run.clone());
     let watcher = state.clone();
     let who = run.clone();
-    let mut handle = tokio::spawn(async move {
+    // On the runs' runtime: this handler's threads serve the API only.
+    let mut handle = state.drives.spawn(async move {
         let outcome = work.await;
         watcher
             .driving

@@ -125,6 +125,9 @@ pub(crate) struct AppState {
     pub(crate) requests: requests::RequestLog,
     pub(crate) driving: api::Driving,
     pub(crate) sessions: session::Sessions,
+    /// The runtime the runs are driven on (the one `Server::bind` was called on); the API
+    /// itself is served on threads of its own ([`Server::serve`]).
+    pub(crate) drives: tokio::runtime::Handle,
 }
 
 /// Seals the runs that finished, when the data directory has a signing key, as each
@@ -192,6 +195,7 @@ impl Server {
             requests,
             driving: api::Driving::default(),
             sessions: session::Sessions::default(),
+            drives: tokio::runtime::Handle::current(),
         });
         Ok(Self {
             listener,
@@ -209,16 +213,55 @@ impl Server {
 
     /// Serves until `shutdown` completes.
     ///
+    /// Requests and event streams are served on threads of their own
+    /// ([`API_THREADS`], named `docket-api`), apart from the runtime the runs are driven on:
+    /// however many runs that runtime has queued, a request or a stream's next event waits
+    /// only behind other requests, not behind every run's next step.
+    ///
     /// # Errors
     /// [`ServeError::Serve`].
     pub async fn serve(
         self,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        axum::serve(self.listener, self.app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(ServeError::Serve)
+        let listener = self.listener.into_std().map_err(ServeError::Serve)?;
+        let api = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(API_THREADS)
+            .thread_name("docket-api")
+            .enable_all()
+            .build()
+            .map_err(ServeError::Serve)?;
+        let handle = api.handle().clone();
+        let _api = ApiRuntime(Some(api));
+        let app = self.app;
+        let served = handle.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            axum::serve(listener, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        });
+        match served.await {
+            Ok(result) => result.map_err(ServeError::Serve),
+            Err(e) => Err(ServeError::Serve(std::io::Error::other(format!(
+                "the API's runtime stopped: {e}"
+            )))),
+        }
+    }
+}
+
+/// Worker threads serving the API and its event streams, apart from the runs' runtime.
+pub const API_THREADS: usize = 2;
+
+/// The API's runtime, shut down without waiting when dropped: [`Server::serve`] is
+/// async, and a runtime dropped from async code would block its caller's thread (tokio
+/// refuses that with a panic).
+struct ApiRuntime(Option<tokio::runtime::Runtime>);
+
+impl Drop for ApiRuntime {
+    fn drop(&mut self) {
+        if let Some(rt) = self.0.take() {
+            rt.shutdown_background();
+        }
     }
 }
 
@@ -326,6 +369,66 @@ async fn authorize(
 #[cfg(test)]
 mod tests {
     use super::is_server;
+    use super::{Role, Server, tokens};
+    use std::io::{Read as _, Write as _};
+
+    /// `GET path` on a new connection, within 30 s; the whole answer.
+    fn get(addr: std::net::SocketAddr, token: &str, path: &str) -> String {
+        let mut s = std::net::TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("writes");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer)
+            .expect("an answer within 30 s");
+        answer
+    }
+
+    #[test]
+    fn the_api_answers_while_every_worker_of_the_runs_runtime_is_busy() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // The runs' runtime, with one worker.
+        let runs = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let addr = runs.block_on(async {
+            let store =
+                docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
+                    .await
+                    .expect("store");
+            let server = Server::bind(
+                docket_runtime::Runtime::new(store),
+                dir.path(),
+                "127.0.0.1:0".parse().expect("addr"),
+                false,
+            )
+            .await
+            .expect("binds");
+            let addr = server.local_addr().expect("addr");
+            tokio::spawn(server.serve(std::future::pending()));
+            addr
+        });
+        // After the store is made: it refuses to be made in a directory holding other files.
+        let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
+        assert!(get(addr, &token, "/api/openapi.json").starts_with("HTTP/1.1 200"));
+        // The runs' only worker is taken until the API has answered again.
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let (taken, worker_taken) = std::sync::mpsc::channel::<()>();
+        runs.spawn(async move {
+            let _ = taken.send(());
+            let _ = held.recv();
+        });
+        worker_taken.recv().expect("the worker is taken");
+        let answer = get(addr, &token, "/api/openapi.json");
+        let _ = release.send(());
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
 
     #[test]
     fn a_server_is_told_from_its_command_line() {

@@ -133,6 +133,7 @@ impl EmbeddedStore {
             next_stream: rec.next_stream,
             faults,
             poisoned: None,
+            stored_blobs: crate::writer::StoredBlobs::default(),
         };
         let handle = std::thread::Builder::new()
             .name("docket-log-writer".into())

@@ -105,6 +105,27 @@ impl Shared {
                     .collect()
             })
             .unwrap_or_default();
+        // The in-memory tail is the stream's newest events: when it starts at or before
+        // `from`, sled has nothing in the range that it lacks. A tail following the head reads
+        // only from it, and so never waits for the indexer's sled write (which holds sled's
+        // lock on every read until it is applied).
+        if recent.first().is_some_and(|r| r.first_seq <= from) {
+            // As the index answers: contiguous runs, until they hold `limit` events.
+            let mut out: Vec<Run> = Vec::with_capacity(recent.len());
+            let mut events = 0usize;
+            for run in recent {
+                if events >= limit
+                    || out
+                        .last()
+                        .is_some_and(|p| p.first_seq + u64::from(p.count) != run.first_seq)
+                {
+                    break;
+                }
+                events += run.count as usize;
+                out.push(run);
+            }
+            return Ok(out);
+        }
         let indexed = self.index.runs(no, from, to, limit)?;
         if recent.is_empty() {
             return Ok(indexed);

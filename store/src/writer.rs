@@ -129,6 +129,50 @@ pub(crate) struct Writer {
     pub next_stream: u64,
     pub faults: Faults,
     pub poisoned: Option<String>,
+    /// Blobs lately found or written in the log, so that content appended again and again
+    /// (a workflow's bundle in every run) is recognised without asking sled.
+    pub stored_blobs: StoredBlobs,
+}
+
+/// How many blob hashes [`StoredBlobs`] remembers (32 bytes each, twice).
+const STORED_BLOBS_KEPT: usize = 16 * 1024;
+
+/// The hashes of blobs the log is known to hold, the latest [`STORED_BLOBS_KEPT`] found or
+/// written. A blob in the log stays there, so a remembered hash is never wrong; one not
+/// remembered is looked up. The lookup goes to sled, and every sled read waits while the
+/// indexer applies its write (sled's lock), often tens of milliseconds under load: on the
+/// writer's thread, that wait delays the whole batch and every append queued behind it.
+#[derive(Default)]
+pub(crate) struct StoredBlobs {
+    known: std::collections::HashSet<Hash, foldhash::fast::RandomState>,
+    order: std::collections::VecDeque<Hash>,
+}
+
+impl StoredBlobs {
+    /// Whether the log holds the blob: remembered, or found (and then remembered).
+    fn has(&mut self, shared: &Shared, hash: &Hash) -> bool {
+        if self.known.contains(hash) {
+            return true;
+        }
+        let found = matches!(shared.blob_position(hash), Ok(Some(_)));
+        if found {
+            self.remember(*hash);
+        }
+        found
+    }
+
+    /// Remembers a blob durable in the log, forgetting the oldest beyond the limit.
+    fn remember(&mut self, hash: Hash) {
+        if !self.known.insert(hash) {
+            return;
+        }
+        self.order.push_back(hash);
+        if self.order.len() > STORED_BLOBS_KEPT
+            && let Some(old) = self.order.pop_front()
+        {
+            self.known.remove(&old);
+        }
+    }
 }
 
 impl Writer {
@@ -258,6 +302,7 @@ impl Writer {
             // the write or sync fails, the writer is poisoned and never consults them again.
             let compress = self.shared.config.compress;
             let heads = &mut self.log_heads;
+            let stored = &mut self.stored_blobs;
             for req in batch {
                 match req {
                     Request::Append(job) => {
@@ -286,7 +331,7 @@ impl Writer {
                                 blob_at.push((*hash, at, len));
                                 continue;
                             }
-                            if matches!(self.shared.blob_position(hash), Ok(Some(_))) {
+                            if stored.has(&self.shared, hash) {
                                 continue;
                             }
                             let at = push_blob(&mut frame, hash, bytes, compress);
@@ -316,8 +361,8 @@ impl Writer {
                         });
                     }
                     Request::Blob { hash, bytes, reply } => {
-                        let known = placed_blobs.contains_key(&hash)
-                            || matches!(self.shared.blob_position(&hash), Ok(Some(_)));
+                        let known =
+                            placed_blobs.contains_key(&hash) || stored.has(&self.shared, &hash);
                         let placed = if known {
                             None
                         } else {
@@ -420,6 +465,9 @@ impl Writer {
             }
         }
         lock(&self.shared.recent_blobs).extend(blobs.iter().copied());
+        for (hash, _) in &blobs {
+            self.stored_blobs.remember(*hash);
+        }
         let stats = &self.shared.stats;
         stats.batches.fetch_add(1, Ordering::Relaxed);
         stats.events.fetch_add(events, Ordering::Relaxed);
@@ -710,6 +758,26 @@ mod tests {
             },
             last_hash: Hash([0; 32]),
         }
+    }
+
+    #[test]
+    fn stored_blobs_remember_the_latest_and_forget_the_oldest() {
+        let mut stored = StoredBlobs::default();
+        let hash = |i: usize| {
+            let mut h = [0u8; 32];
+            h[..8].copy_from_slice(&(i as u64).to_le_bytes());
+            Hash(h)
+        };
+        for i in 0..=STORED_BLOBS_KEPT {
+            stored.remember(hash(i));
+        }
+        // Remembering a hash again does not count it twice.
+        stored.remember(hash(STORED_BLOBS_KEPT));
+        assert_eq!(stored.order.len(), STORED_BLOBS_KEPT);
+        assert_eq!(stored.known.len(), STORED_BLOBS_KEPT);
+        assert!(!stored.known.contains(&hash(0)), "the oldest is forgotten");
+        assert!(stored.known.contains(&hash(1)));
+        assert!(stored.known.contains(&hash(STORED_BLOBS_KEPT)));
     }
 
     #[test]
