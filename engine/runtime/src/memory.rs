@@ -2,10 +2,10 @@
 //!
 //! With many runs live at once, the heap grows by hundreds of megabytes of small JSON
 //! values. When the allocator's regions are backed by transparent huge pages, every first
-//! touch of a 2 MiB region makes the kernel zero all of it, most of which a run never uses:
+//! touch of a 2 MiB region makes the kernel zero all of it, much of which no run uses:
 //! in `engine_pipeline`, a third of the process's CPU was the kernel clearing such pages
-//! (bench/RESULTS.md, "Transparent huge pages off"). Ordinary 4 KiB pages are zeroed only
-//! where they are touched.
+//! (bench/RESULTS.md, engine_pipeline, "CPU per run against before issue 15"). Ordinary
+//! 4 KiB pages are zeroed only where they are touched.
 
 /// Asks the kernel not to back this process's memory with transparent huge pages (Linux's
 /// `PR_SET_THP_DISABLE`; inherited by child processes). Call it first thing in `main`.
