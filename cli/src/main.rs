@@ -6,5 +6,8 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    // Before the heap grows: ordinary pages, not transparent huge ones (a kernel without
+    // the setting leaves the process as it was).
+    let _ = docket_runtime::prefer_small_pages();
     docket_cli::main()
 }

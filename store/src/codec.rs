@@ -43,7 +43,26 @@ const COMPRESSION_LEVEL: i32 = 1;
 /// The most bytes a compressed record may claim to expand to (a record can never hold more).
 const MAX_EXPANDED: usize = 1 << 30;
 
-/// `bytes` compressed, when that makes them shorter.
+/// The zstd dictionary records are compressed with (FORMAT.md §2): trained on docket's
+/// own records (`store/zstd/README.md`), so that a record of a few hundred bytes finds
+/// the field names, rule ids and envelopes it shares with every other record there
+/// instead of spelling them out, and zstd starts from the dictionary's entropy tables
+/// instead of building its own for each record. Part of the format: a frame names it by
+/// [`DICTIONARY_ID`], and a reader needs these exact bytes to expand such a frame.
+pub const DICTIONARY: &[u8] = include_bytes!("../zstd/records-1.dict");
+
+/// The id [`DICTIONARY`] declares and every frame compressed with it names.
+pub const DICTIONARY_ID: u32 = 1_145_787_393;
+
+/// [`DICTIONARY`] prepared once for compressing at [`COMPRESSION_LEVEL`].
+static ENCODER_DICTIONARY: std::sync::LazyLock<zstd::dict::EncoderDictionary<'static>> =
+    std::sync::LazyLock::new(|| zstd::dict::EncoderDictionary::copy(DICTIONARY, COMPRESSION_LEVEL));
+
+/// [`DICTIONARY`] prepared once for expanding.
+static DECODER_DICTIONARY: std::sync::LazyLock<zstd::dict::DecoderDictionary<'static>> =
+    std::sync::LazyLock::new(|| zstd::dict::DecoderDictionary::copy(DICTIONARY));
+
+/// `bytes` compressed with [`DICTIONARY`], when that makes them shorter.
 pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     thread_local! {
         /// One compression context per thread, reused: creating one per record would cost
@@ -57,9 +76,12 @@ pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     let packed = COMPRESSOR.with(|cell| {
         let mut slot = cell.try_borrow_mut().ok()?;
         if slot.is_none() {
-            let mut fresh = zstd::bulk::Compressor::new(COMPRESSION_LEVEL).ok()?;
-            // The frame declares its content size, which `expand` requires.
+            let mut fresh =
+                zstd::bulk::Compressor::with_prepared_dictionary(&ENCODER_DICTIONARY).ok()?;
+            // The frame declares its content size, which `expand` requires, and the
+            // dictionary's id (zstd's default), which tells a reader which one to use.
             fresh.include_contentsize(true).ok()?;
+            fresh.include_dictid(true).ok()?;
             *slot = Some(fresh);
         }
         slot.as_mut()?.compress(bytes).ok()
@@ -67,10 +89,13 @@ pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     (packed.len() + 16 < bytes.len()).then_some(packed)
 }
 
-/// The bytes a compressed record holds, expanded; the frame must declare its size.
+/// The bytes a compressed record holds, expanded; the frame must declare its size, and
+/// name either no dictionary (records written before [`DICTIONARY`]) or it.
 fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
     thread_local! {
-        static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        static PLAIN: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+            const { std::cell::RefCell::new(None) };
+        static WITH_DICTIONARY: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
     let size = match zstd::zstd_safe::get_frame_content_size(packed) {
@@ -84,13 +109,32 @@ fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
         .ok_or_else(|| {
             format!("compressed record claims {size} bytes, more than any record holds")
         })?;
-    let out = DECOMPRESSOR
+    let with_dictionary = match zstd::zstd_safe::get_dict_id_from_frame(packed).map(u32::from) {
+        None => false,
+        Some(DICTIONARY_ID) => true,
+        Some(other) => {
+            return Err(format!(
+                "compressed record names zstd dictionary {other}, not docket's \
+                 {DICTIONARY_ID} (store/FORMAT.md §2)"
+            ));
+        }
+    };
+    let decompressor = if with_dictionary {
+        &WITH_DICTIONARY
+    } else {
+        &PLAIN
+    };
+    let out = decompressor
         .with(|cell| {
             let mut slot = cell
                 .try_borrow_mut()
                 .map_err(|_| std::io::Error::other("decompressor in use"))?;
             if slot.is_none() {
-                *slot = Some(zstd::bulk::Decompressor::new()?);
+                *slot = Some(if with_dictionary {
+                    zstd::bulk::Decompressor::with_prepared_dictionary(&DECODER_DICTIONARY)?
+                } else {
+                    zstd::bulk::Decompressor::new()?
+                });
             }
             match slot.as_mut() {
                 Some(d) => d.decompress(packed, size),
@@ -404,6 +448,51 @@ mod tests {
         let cut = &batch[..batch.len() - 1];
         assert_eq!(split_records(cut).err().map(|e| e.0), Some(45));
         assert!(decode_blob(&[0u8; 10]).is_err());
+    }
+
+    /// docket-like JSON, as the records the dictionary is for.
+    fn record_like(i: usize) -> Vec<u8> {
+        format!(
+            "{{\"kind\":\"handoff.allowed\",\"from\":\"observation\",\"to\":\"intelligence\",\
+             \"audit\":{{\"fields_included\":[\"/gaps/{i}/id\",\"/gaps/{i}/priority\"]}},\
+             \"decision\":{{\"verdict\":\"allow\",\"rule_id\":\"matrix.observation.intelligence\"}}}}"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn records_are_compressed_with_the_dictionary_they_name() {
+        // The embedded dictionary declares the id frames name.
+        assert_eq!(
+            &DICTIONARY[..4],
+            &[0x37, 0xa4, 0x30, 0xec],
+            "zstd dictionary magic"
+        );
+        assert_eq!(
+            u32::from_le_bytes([DICTIONARY[4], DICTIONARY[5], DICTIONARY[6], DICTIONARY[7]]),
+            DICTIONARY_ID
+        );
+        let bytes = record_like(7);
+        let packed = compress(&bytes).expect("shorter");
+        assert_eq!(
+            zstd::zstd_safe::get_dict_id_from_frame(&packed).map(u32::from),
+            Some(DICTIONARY_ID)
+        );
+        assert_eq!(expand(&packed).expect("expands"), bytes);
+        // Frames of records written before the dictionary (no dictionary named) expand as
+        // they did.
+        let mut plain = zstd::bulk::Compressor::new(1).expect("compressor");
+        plain.include_contentsize(true).expect("content size");
+        let old = plain.compress(&bytes).expect("compresses");
+        assert_eq!(zstd::zstd_safe::get_dict_id_from_frame(&old), None);
+        assert_eq!(expand(&old).expect("expands"), bytes);
+        // A frame naming another dictionary is refused, naming it.
+        let other = [&DICTIONARY[..4], &7u32.to_le_bytes()[..], &DICTIONARY[8..]].concat();
+        let mut foreign = zstd::bulk::Compressor::with_dictionary(1, &other).expect("compressor");
+        foreign.include_contentsize(true).expect("content size");
+        let foreign = foreign.compress(&bytes).expect("compresses");
+        let refused = expand(&foreign).expect_err("another dictionary");
+        assert!(refused.contains("dictionary 7"), "{refused}");
     }
 
     #[test]

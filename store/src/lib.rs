@@ -40,7 +40,9 @@ pub use api::{
     TreeHead, VerifyReport,
 };
 pub use chain::{EVENT_CONTEXT, GENESIS_CONTEXT, blob_hash, event_hash, genesis};
-pub use codec::{FORMAT_VERSION, HASHED_FORMAT_VERSION, OLDEST_FORMAT_VERSION};
+pub use codec::{
+    DICTIONARY, DICTIONARY_ID, FORMAT_VERSION, HASHED_FORMAT_VERSION, OLDEST_FORMAT_VERSION,
+};
 pub use config::{Durability, StoreConfig};
 pub use disclosures::{Disclosures, StoredDisclosure, read_disclosures};
 pub use embedded::{EmbeddedStore, MAX_PAYLOAD, WriterStats};

@@ -11,7 +11,10 @@
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench engine_pipeline`
 //! (`DOCKET_BENCH_CONCURRENT` changes the 1000; `DOCKET_BENCH_COMPRESS=0` stores records
-//! uncompressed, to measure what compression costs against the same build).
+//! uncompressed, to measure what compression costs against the same build;
+//! `DOCKET_BENCH_THP=1` leaves transparent huge pages on, which the `docket` binary turns
+//! off; `DOCKET_BENCH_ONLY_CONCURRENT=1` stops after the concurrent runs, a short fixed
+//! workload for comparing builds, e.g. under `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -447,6 +450,11 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
 }
 
 fn main() {
+    // As the `docket` binary does first (docket_runtime::prefer_small_pages), so figures are
+    // the product's; DOCKET_BENCH_THP=1 leaves transparent huge pages on, to measure it.
+    if std::env::var("DOCKET_BENCH_THP").map_or(true, |v| v != "1") {
+        docket_runtime::prefer_small_pages().expect("transparent huge pages off");
+    }
     let concurrent: usize = std::env::var("DOCKET_BENCH_CONCURRENT")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -477,10 +485,12 @@ fn main() {
         // Warm up (compile the bundle once, fault in pages).
         sequential(&runtime, &wf, 3, "warm").await;
 
-        let (elapsed, events) = sequential(&runtime, &wf, 30, "seq").await;
+        let only_concurrent = std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1");
+        let seq_runs: u32 = if only_concurrent { 1 } else { 30 };
+        let (elapsed, events) = sequential(&runtime, &wf, seq_runs as usize, "seq").await;
         let secs = elapsed.as_secs_f64();
-        println!("1 run at a time:   30 runs in {:.2} s: {:.1} runs/s, {:.0} events/s ({} events/run)",
-            secs, 30.0 / secs, events as f64 / secs, events / 30);
+        println!("1 run at a time:   {seq_runs} runs in {:.2} s: {:.1} runs/s, {:.0} events/s ({} events/run)",
+            secs, f64::from(seq_runs) / secs, events as f64 / secs, events / u64::from(seq_runs));
 
         let cpu_before = process_cpu();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
@@ -490,6 +500,11 @@ fn main() {
             secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / concurrent as f64);
         let cpu_per_run = cpu / concurrent as u32;
+        // DOCKET_BENCH_ONLY_CONCURRENT=1 stops here: a short, fixed workload to compare two
+        // builds by CPU or instruction counts (e.g. under callgrind).
+        if std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1") {
+            return;
+        }
         let recorded: Vec<RunEvent> = runtime.events(&"conc-0".into()).await.expect("events")
             .into_iter().map(|e| e.event).collect();
         let stats = store.stats();

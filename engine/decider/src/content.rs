@@ -141,6 +141,26 @@ impl RunEvent {
                     *output = r;
                 }
             }
+            RunEvent::AgentResponded { response, .. } => {
+                // `/response/actions/*/payload`: of the actions, only a handoff has a
+                // `payload`.
+                let refs: Vec<Option<Value>> = response
+                    .actions
+                    .iter()
+                    .map(|action| match action {
+                        crate::Action::Handoff { payload, .. } => blobs.refer(payload),
+                        _ => None,
+                    })
+                    .collect();
+                if !blobs.bytes.is_empty() {
+                    let response = std::sync::Arc::make_mut(response);
+                    for (action, r) in response.actions.iter_mut().zip(refs) {
+                        if let (crate::Action::Handoff { payload, .. }, Some(r)) = (action, r) {
+                            *payload = r;
+                        }
+                    }
+                }
+            }
             RunEvent::AgentCallScheduled { request, .. } => {
                 // Table order: the original request, then decision, then context inputs.
                 let original = request

@@ -24,6 +24,8 @@ mod circuit;
 mod clock;
 mod drive;
 mod effect;
+// A process-wide memory setting for programs that drive many runs (the docket binary).
+mod memory;
 // The spans of runs, agent calls, handoffs, tool calls and effects, named for OpenTelemetry.
 mod telemetry;
 // Governed tools: executors of allowed `call_tool` actions.
@@ -51,6 +53,7 @@ pub use effect::{
     InProcessEffectExecutor, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchError,
     KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
 };
+pub use memory::prefer_small_pages;
 pub use tool::{
     CommandToolExecutor, HttpToolExecutor, InProcessToolExecutor, McpToolExecutor, ToolCallError,
     ToolExecutor, ToolExecutors, ToolFuture,
