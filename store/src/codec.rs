@@ -13,8 +13,10 @@ use serde::{Deserialize, Serialize};
 use crate::event::{BlobRef, Event, Hash, Payload, StreamId, WallTime};
 
 /// Version of the on-disk format (directory marker, segment headers, records, hash inputs).
-/// Format 2 added compressed records; format 1 logs are read as before.
-pub const FORMAT_VERSION: u32 = 2;
+/// Format 2 added compressed records, format 3 compressed them with docket's dictionary
+/// (so a build that reads format 2 only refuses such a store by its marker rather than
+/// taking its records for damage); format 1 and 2 logs are read as before.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The version of what the hashes cover: the canonical body, the chain and the Merkle
 /// leaves (FORMAT.md §3, §4, §9). Format 2 changed only how records are stored, not this;

@@ -20,7 +20,7 @@ pub struct StoreConfig {
     pub segment_max_bytes: u64,
     /// Whether an event's canonical body or a blob is stored compressed when that makes it
     /// shorter (FORMAT.md §2); what the hashes cover is the same either way. On by default;
-    /// off to compare, or for a log that older builds must read (they refuse format 2).
+    /// off to compare, or for a log that older builds must read (they refuse format 2 and 3).
     pub compress: bool,
     /// How long opening waits for another process's writer lock on the directory before it
     /// gives up with [`crate::StoreError::Held`] (store/FORMAT.md §10).

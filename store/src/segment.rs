@@ -303,14 +303,14 @@ mod tests {
             }) if *damage == Damage::MisnumberedSegment { named: 8, found: 7 }
         ));
         let mut future = h;
-        future[8..12].copy_from_slice(&3u32.to_le_bytes());
+        future[8..12].copy_from_slice(&4u32.to_le_bytes());
         let crc = crc32fast::hash(&future[..24]);
         future[24..28].copy_from_slice(&crc.to_le_bytes());
         assert!(matches!(
             check_segment_header(&future, 7, p),
             Err(StoreError::UnsupportedFormat {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             })
         ));

@@ -153,7 +153,7 @@ async fn a_format_1_store_is_upgraded_by_a_writer_and_left_alone_by_a_reader() {
     store.close().await;
     assert_eq!(
         fs::read_to_string(&marker).unwrap(),
-        "docket-store format 2\n"
+        "docket-store format 3\n"
     );
 }
 
@@ -169,5 +169,5 @@ async fn a_future_format_names_both_versions() {
         matches!(err, StoreError::UnsupportedFormat { found: 9, .. }),
         "{err}"
     );
-    assert!(err.to_string().contains("reads versions 1 to 2"), "{err}");
+    assert!(err.to_string().contains("reads versions 1 to 3"), "{err}");
 }

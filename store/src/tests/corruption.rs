@@ -39,14 +39,14 @@ async fn foreign_and_future_directories_are_refused() {
     assert!(matches!(err, StoreError::ForeignDirectory { .. }), "{err}");
 
     let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("DOCKET-STORE"), "docket-store format 3\n").unwrap();
+    fs::write(dir.path().join("DOCKET-STORE"), "docket-store format 4\n").unwrap();
     let err = open_err(dir.path()).await;
     assert!(
         matches!(
             err,
             StoreError::UnsupportedFormat {
-                found: 3,
-                supported: 2,
+                found: 4,
+                supported: 3,
                 ..
             }
         ),
