@@ -466,6 +466,16 @@ fn a_person_operates_the_five_examples_from_the_browser() {
         olga.find_element("#page-previous").is_err(),
         "back on the first page"
     );
+
+    // The first and the last of the bundles the runs recorded, compared: tables, not JSON.
+    follow(&olga, "nav a[href='#/policies']");
+    wait_for(&olga, "#diff-new");
+    eval(
+        &olga,
+        "document.getElementById('diff-new').closest('form').requestSubmit()",
+    );
+    wait_for(&olga, "#diff-out #diff-rules tbody tr");
+    shot(&olga, "9-policies");
 }
 
 /// Waits until the run list shows exactly `runs`, in order.
