@@ -323,7 +323,8 @@ const INBOX_POLL_MS = 3000;
 
 async function inboxView() {
   const list = h('div', { id: 'inbox' }, h('p', {}, 'Loading…'));
-  const empty = h('p', { id: 'inbox-empty', hidden: true }, 'No ticket waits for a person.');
+  // Holds the "no ticket" line only while no ticket is open.
+  const empty = h('div', { 'aria-live': 'polite' });
   show('Approvals', h('h1', {}, 'Approvals inbox'),
     h('p', { class: 'muted' }, 'Every ticket waiting for a person, across runs; new ones appear as they open. Deciding needs the approver role; your token\'s name is recorded as who decided.'),
     h('p', {}, h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh')),
@@ -358,7 +359,7 @@ async function inboxView() {
         shown.set(key, form);
         list.append(form);
       }
-      empty.hidden = open.size > 0;
+      empty.replaceChildren(...(open.size === 0 ? [h('p', { id: 'inbox-empty' }, 'No ticket waits for a person.')] : []));
     }
     timer = setTimeout(load, INBOX_POLL_MS);
   }

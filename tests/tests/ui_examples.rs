@@ -429,6 +429,9 @@ fn a_person_operates_the_five_examples_from_the_browser() {
         }
     }
 
+    // Ana's inbox, left open, has seen every ticket go.
+    wait_for(&ana, "#inbox-empty");
+
     // Every run is in the list, completed.
     follow(&olga, "nav a[href='#/runs']");
     for example in EXAMPLES {
