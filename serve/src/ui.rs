@@ -99,3 +99,53 @@ pub(crate) async fn asset(Path(file): Path<String>) -> Response {
         serve,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ASSETS;
+    use docket_decider::RunEvent;
+
+    /// The quoted names of `export const KINDS = [...]` in views.js.
+    fn kinds_in_views() -> Vec<String> {
+        let views = ASSETS
+            .iter()
+            .find(|a| a.path == "/assets/views.js")
+            .expect("views.js is an asset")
+            .body;
+        let start = views
+            .find("export const KINDS = [")
+            .expect("views.js declares KINDS");
+        let list = &views[start..];
+        let list = &list[list.find('[').expect("[") + 1..list.find("];").expect("];")];
+        list.split('\'')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The run page listens on the event stream for the kinds of views.js only (an
+    /// `EventSource` gets named events only when it listens for the name); a kind the
+    /// decider can record but the page does not name would reach it late, from a refill.
+    #[test]
+    fn the_page_listens_for_every_kind_the_decider_records_and_no_other() {
+        let listed = kinds_in_views();
+        let missing: Vec<&&str> = RunEvent::KINDS
+            .iter()
+            .filter(|k| !listed.iter().any(|l| l == *k))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "serve/ui/views.js KINDS misses {missing:?}"
+        );
+        let unknown: Vec<&String> = listed
+            .iter()
+            .filter(|l| !RunEvent::KINDS.contains(&l.as_str()))
+            .collect();
+        assert!(
+            unknown.is_empty(),
+            "serve/ui/views.js KINDS names {unknown:?}, which the decider never records"
+        );
+        assert_eq!(listed.len(), RunEvent::KINDS.len(), "each kind once");
+    }
+}

@@ -122,7 +122,9 @@ async function runsView() {
 
   const list = h('div', { 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
   show('Runs', h('h1', {}, 'Runs'), filters, list);
-  const page = await guarded(list, () => call('GET', `/api/runs?${q}`));
+  const asked = new URLSearchParams(q);
+  asked.delete('back');
+  const page = await guarded(list, () => call('GET', `/api/runs?${asked}`));
   if (!page) return;
 
   const boxes = [];
@@ -149,17 +151,27 @@ async function runsView() {
       h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all), ['Run', 'Status', 'Workflow', 'Started', 'Waits for a human', 'Events'].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, rows));
 
-  const pages = h('p', { class: 'row' });
+  // The API pages forward only (`next_cursor`); the cursors of the pages before this one
+  // ride along in the URL (`back`, oldest first; empty for the first page), so Previous
+  // is a link like the others and survives a reload.
+  const pages = h('nav', { class: 'row', 'aria-label': 'Pages' });
+  const back = q.getAll('back');
+  const withPlace = (cursor, trail) => {
+    const p = new URLSearchParams(q);
+    p.delete('cursor');
+    p.delete('back');
+    if (cursor) p.set('cursor', cursor);
+    for (const c of trail) p.append('back', c);
+    return `#/runs?${p}`;
+  };
   if (q.get('cursor')) {
-    const first = new URLSearchParams(q);
-    first.delete('cursor');
-    pages.append(h('a', { href: `#/runs?${first}` }, 'First page'));
+    pages.append(h('a', { id: 'page-first', href: withPlace('', []) }, 'First page'));
+    pages.append(h('a', { id: 'page-previous', href: withPlace(back.at(-1) ?? '', back.slice(0, -1)), rel: 'prev' }, 'Previous page'));
   }
   if (page.next_cursor) {
-    const next = new URLSearchParams(q);
-    next.set('cursor', page.next_cursor);
-    pages.append(h('a', { href: `#/runs?${next}`, rel: 'next' }, 'Next page'));
+    pages.append(h('a', { id: 'page-next', href: withPlace(page.next_cursor, [...back, q.get('cursor') ?? '']), rel: 'next' }, 'Next page'));
   }
+  if (q.get('cursor') || page.next_cursor) pages.append(h('span', { class: 'muted' }, `page ${back.length + 1}`));
 
   const reason = h('input', { type: 'text', id: 'bulk-reason', size: 40 });
   const results = h('ul', { 'aria-live': 'polite' });
@@ -202,12 +214,13 @@ async function runsView() {
 function ticketForm(t) {
   const key = `${t.run_id}-${t.ticket}`.replace(/[^A-Za-z0-9_-]/g, '_');
   const s = t.subject ?? {};
+  const question = s.type === 'question';
   const out = h('div', { 'aria-live': 'polite' });
   const reason = h('textarea', { id: `reason-${key}`, name: 'reason' });
   const parts = [];
   let text = null;
   const options = [];
-  if (s.type === 'question') {
+  if (question) {
     if ((s.choices ?? []).length > 0) {
       parts.push(h('fieldset', {}, h('legend', {}, 'Options offered'),
         s.choices.map((c, i) => {
@@ -217,42 +230,75 @@ function ticketForm(t) {
         })));
     }
     text = h('textarea', { id: `text-${key}`, name: 'text' });
-    parts.push(h('label', { for: `text-${key}` }, 'Answer in your own words', text));
+    parts.push(h('label', { for: `text-${key}` },
+      (s.choices ?? []).length > 0 ? 'Or answer in your own words' : 'Your answer', text));
   } else if (s.type === 'conflict') {
-    const n = (s.conflicts?.[0] ?? []).length;
+    // What each side said, so that the person can pick one knowingly.
+    const sides = s.conflicts?.[0] ?? [];
     parts.push(h('fieldset', {}, h('legend', {}, 'Output to keep'),
-      Array.from({ length: n }, (_, i) => {
-        const d = s.conflicts[0][i] ?? {};
+      sides.map((d, i) => {
         const r = h('input', { type: 'radio', name: `choice-${key}`, value: String(i + 1), id: `choice-${key}-${i + 1}`, checked: i === 0 });
         options.push(r);
-        return h('label', { class: 'check', for: `choice-${key}-${i + 1}` }, r, `${i + 1}: ${d.from ?? d.agent ?? JSON.stringify(d).slice(0, 80)}`);
+        return h('div', { class: 'option' },
+          h('label', { class: 'check', for: `choice-${key}-${i + 1}` }, r,
+            `${i + 1}: ${d.from ?? '?'} → ${d.to ?? '?'} (${d.output_type ?? 'output'})`),
+          h('details', {}, h('summary', {}, `What ${d.from ?? 'it'} said`), h('pre', {}, JSON.stringify(d.payload ?? d, null, 2))));
       })));
+  } else if (s.type === 'proceed' && (s.actions ?? []).length > 0) {
+    parts.push(h('details', {}, h('summary', {}, 'The actions that wait'), h('pre', {}, JSON.stringify(s.actions, null, 2))));
+  } else if (s.type === 'effect') {
+    // What the effect would do (its kind, lane, key and parameters), read from the run's
+    // effect.requested when the person opens it.
+    const what = h('pre', {}, 'Loading…');
+    const more = h('details', { ontoggle: async () => {
+      if (!more.open || what.dataset.loaded) return;
+      what.dataset.loaded = 'yes';
+      const got = await guarded(what, () => call('GET', `/api/runs/${enc(t.run_id)}/events`));
+      const asked = got?.events.find((e) => e.kind === 'effect.requested' && e.payload?.effect_id === s.effect_id);
+      if (got) what.textContent = asked ? JSON.stringify(asked.payload, null, 2) : `no effect.requested for ${s.effect_id}`;
+    } }, h('summary', {}, 'What the effect would do'), what);
+    parts.push(more);
+  } else if (s.type === 'tool') {
+    parts.push(h('details', {}, h('summary', {}, 'The call'), h('pre', {}, s.invocation ?? JSON.stringify(s.arguments ?? {}, null, 2))));
   }
   const chosen = () => {
     const r = options.find((o) => o.checked);
     return r ? Number(r.value) : undefined;
   };
+  const refuse = (message, field) => {
+    out.replaceChildren(errorBox({ message }));
+    field.focus();
+  };
   const form = h('form', { class: 'ticket', 'data-ticket': t.ticket, 'data-run': t.run_id, onsubmit: async (ev) => {
     ev.preventDefault();
-    const action = ev.submitter?.value ?? 'approve';
+    const action = ev.submitter?.value ?? (question ? 'answer' : 'approve');
     const base = `/api/runs/${enc(t.run_id)}/tickets/${enc(t.ticket)}`;
-    let body;
+    const body = { reason: reason.value };
     if (action === 'answer') {
-      body = { reason: reason.value };
       if (chosen() !== undefined) body.choice = chosen();
       if (text && text.value.trim()) body.text = text.value;
-    } else if (action === 'approve') {
-      body = { reason: reason.value };
-      if (chosen() !== undefined) body.choose = chosen();
+      if (body.choice === undefined && body.text === undefined) {
+        refuse('Choose one of the options or write an answer first.', options[0] ?? text);
+        return;
+      }
     } else {
-      body = { reason: reason.value };
+      if (!reason.value.trim()) {
+        refuse(`A reason is required to ${action} (it is recorded with your name).`, reason);
+        return;
+      }
+      if (action === 'approve' && chosen() !== undefined) body.choose = chosen();
     }
     for (const b of form.querySelectorAll('button')) b.disabled = true;
     try {
       const r = await call('POST', `${base}/${action}`, body);
       const did = { approve: 'Approved', deny: 'Denied', answer: 'Answered' }[action];
-      form.replaceChildren(notice(`${did} ${t.ticket} of `, runLink(t.run_id), ': the run is now ', statusBadge(r.status),
-        r.driven ? ' (going on)' : ''));
+      const done = notice(`${did} ${t.ticket} of `, runLink(t.run_id), ': the run is now ', statusBadge(r.status),
+        r.driven ? ' (going on)' : '');
+      done.classList.add('ticket-done');
+      done.setAttribute('tabindex', '-1');
+      form.replaceChildren(done);
+      done.focus();
+      if (t.onDecided) t.onDecided();
     } catch (e) {
       out.replaceChildren(errorBox(e));
       for (const b of form.querySelectorAll('button')) b.disabled = false;
@@ -260,28 +306,64 @@ function ticketForm(t) {
   } },
   h('h3', {}, `${t.ticket} of `, runLink(t.run_id), t.workflow ? ` (${t.workflow})` : ''),
   h('p', { class: 'asks' }, asks(s)),
-  t.reason ? h('p', { class: 'muted' }, `Why a person is asked: ${t.reason}`) : null,
+  t.reason && !(question && t.reason.includes(s.question)) ? h('p', { class: 'muted' }, `Why a person is asked: ${t.reason}`) : null,
   parts,
-  h('label', { for: `reason-${key}` }, 'Reason (recorded with your name)', reason),
+  h('label', { for: `reason-${key}` }, question ? 'Reason (recorded with your name; optional for an answer)' : 'Reason (recorded with your name)', reason),
   h('div', { class: 'row' },
-    h('button', { type: 'submit', value: 'approve' }, 'Approve'),
-    s.type === 'question' ? h('button', { type: 'submit', value: 'answer' }, 'Answer') : null,
-    h('button', { type: 'submit', value: 'deny', class: 'danger' }, 'Deny')),
+    question
+      ? h('button', { type: 'submit', value: 'answer' }, 'Answer')
+      : h('button', { type: 'submit', value: 'approve' }, s.type === 'conflict' ? 'Keep the chosen output' : 'Approve'),
+    h('button', { type: 'submit', value: 'deny', class: 'danger' }, question ? 'Deny (the run stops)' : 'Deny')),
   out);
   return form;
 }
 
+/** How often an open inbox asks for the tickets again. */
+const INBOX_POLL_MS = 3000;
+
 async function inboxView() {
-  const list = h('div', {}, h('p', {}, 'Loading…'));
+  const list = h('div', { id: 'inbox' }, h('p', {}, 'Loading…'));
+  // Holds the "no ticket" line only while no ticket is open.
+  const empty = h('div', { 'aria-live': 'polite' });
   show('Approvals', h('h1', {}, 'Approvals inbox'),
-    h('p', { class: 'muted' }, 'Every ticket waiting for a person, across runs. Deciding needs the approver role; your token\'s name is recorded as who decided.'),
-    h('p', {}, h('button', { type: 'button', class: 'secondary', onclick: () => inboxView() }, 'Refresh')),
-    list);
-  const got = await guarded(list, () => call('GET', '/api/tickets'));
-  if (!got) return;
-  list.replaceChildren(...(got.tickets.length === 0
-    ? [h('p', { id: 'inbox-empty' }, 'No ticket waits for a person.')]
-    : got.tickets.map(ticketForm)));
+    h('p', { class: 'muted' }, 'Every ticket waiting for a person, across runs; new ones appear as they open. Deciding needs the approver role; your token\'s name is recorded as who decided.'),
+    h('p', {}, h('button', { type: 'button', class: 'secondary', onclick: () => load() }, 'Refresh')),
+    empty, list);
+  // The forms shown, by run and ticket: a form stays while its ticket is open (keeping
+  // what the person typed) or while it shows the person's own decision.
+  const shown = new Map();
+  let stopped = false;
+  let timer = null;
+  leaving = () => {
+    stopped = true;
+    clearTimeout(timer);
+  };
+  async function load() {
+    clearTimeout(timer);
+    const got = await guarded(list, () => call('GET', '/api/tickets'));
+    if (stopped) return;
+    if (!got) {
+      shown.clear();
+    } else {
+      if (shown.size === 0) list.replaceChildren();
+      const open = new Map(got.tickets.map((t) => [`${t.run_id}/${t.ticket}`, t]));
+      for (const [key, form] of shown) {
+        if (!open.has(key) && !form.querySelector('.ticket-done')) {
+          form.remove();
+          shown.delete(key);
+        }
+      }
+      for (const [key, t] of open) {
+        if (shown.has(key)) continue;
+        const form = ticketForm(t);
+        shown.set(key, form);
+        list.append(form);
+      }
+      empty.replaceChildren(...(open.size === 0 ? [h('p', { id: 'inbox-empty' }, 'No ticket waits for a person.')] : []));
+    }
+    timer = setTimeout(load, INBOX_POLL_MS);
+  }
+  await load();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -301,6 +383,13 @@ async function runView(run) {
   onlyBad.addEventListener('change', filter);
   const reason = h('input', { type: 'text', id: 'run-reason', size: 40 });
   const actionOut = h('div', { 'aria-live': 'polite' });
+  const controls = h('form', { class: 'inline', id: 'run-controls', onsubmit: (ev) => {
+    ev.preventDefault();
+    act(ev.submitter?.value === 'resume' ? 'resume' : 'cancel');
+  } },
+  h('label', { for: 'run-reason' }, 'Reason (for cancelling)', reason),
+  h('button', { type: 'submit', value: 'cancel', class: 'danger' }, 'Cancel run'),
+  h('button', { type: 'submit', value: 'resume' }, 'Resume run'));
   const act = async (action) => {
     actionOut.replaceChildren();
     try {
@@ -316,15 +405,9 @@ async function runView(run) {
     h('h1', {}, 'Run ', h('code', { id: 'run-id' }, run), ' ', badge),
     summary,
     h('p', { class: 'row' },
-      h('a', { href: `/api/runs/${enc(run)}/export?format=jsonl`, download: `${run}.jsonl` }, 'Export (JSON lines)'),
-      h('a', { href: `/api/runs/${enc(run)}/export?format=html`, target: '_blank', rel: 'noopener' }, 'Export (HTML report)')),
-    h('form', { class: 'inline', onsubmit: (ev) => {
-      ev.preventDefault();
-      act(ev.submitter?.value === 'resume' ? 'resume' : 'cancel');
-    } },
-    h('label', { for: 'run-reason' }, 'Reason (for cancelling)', reason),
-    h('button', { type: 'submit', value: 'cancel', class: 'danger' }, 'Cancel run'),
-    h('button', { type: 'submit', value: 'resume' }, 'Resume run')),
+      h('a', { id: 'export-jsonl', href: `/api/runs/${enc(run)}/export?format=jsonl`, download: `${run}.jsonl` }, 'Export (JSON lines)'),
+      h('a', { id: 'export-html', href: `/api/runs/${enc(run)}/export?format=html`, target: '_blank', rel: 'noopener' }, 'Export (HTML report)')),
+    controls,
     actionOut,
     h('h2', {}, 'Waiting for a person'), tickets,
     h('h2', {}, 'Budgets'), budgets,
@@ -333,9 +416,13 @@ async function runView(run) {
     timeline);
 
   let pending = null;
+  let runBundle = null;
   async function refresh() {
     const s = await guarded(summary, () => call('GET', `/api/runs/${enc(run)}`));
     if (!s) return;
+    runBundle = s.bundle_hash;
+    // A finished run has nothing to cancel or resume.
+    controls.hidden = ['completed', 'cancelled'].includes(s.status) && !s.driven;
     const facts = [
       ['Status', h('span', {}, statusBadge(s.interrupted ? 'interrupted' : s.status), s.driven ? ' (being driven)' : '')],
       ['Workflow', s.workflow],
@@ -376,7 +463,9 @@ async function runView(run) {
     const d = describe(e);
     const li = h('li', { class: `${d.group}${d.bad ? ' bad' : ''}`, 'data-seq': e.seq, 'data-kind': e.kind },
       h('span', { class: 'seq' }, `#${e.seq}`), ' ', h('code', {}, e.kind), ' ', d.text,
-      e.policy ? h('span', { class: 'muted' }, ` (policy ${e.policy})`) : null,
+      // The bundle each event was decided under, when it is not the run's own (a
+      // registered version taking over, say); the run's is in the summary.
+      e.policy && e.policy !== runBundle ? h('span', { class: 'muted' }, ` (policy ${e.policy})`) : null,
       h('details', {}, h('summary', {}, 'Raw event'), h('pre', {}, JSON.stringify(e, null, 2))));
     li.hidden = onlyBad.checked && !d.bad;
     timeline.append(li);
@@ -397,7 +486,7 @@ async function runView(run) {
 // Starting a run.
 
 async function startView() {
-  const out = h('div', { 'aria-live': 'polite' });
+  const out = h('div', { id: 'start-out', 'aria-live': 'polite' });
   const body = h('div', {}, h('p', {}, 'Loading…'));
   show('Start a run', h('h1', {}, 'Start a run'), body, out);
   const got = await guarded(body, () => call('GET', '/api/workflows'));
@@ -412,9 +501,10 @@ async function startView() {
   const fill = () => {
     const w = byPath.get(wf.value);
     other.parentElement.hidden = Boolean(w);
+    // (replaceChildren takes nodes, not a list: a list would become text.)
     input.replaceChildren(
       h('option', { value: '' }, w?.input ? `the workflow's input (${w.input})` : 'the workflow\'s input file'),
-      (w?.inputs ?? []).filter((i) => i.value !== null).map((i) => h('option', { value: i.path }, i.path)),
+      ...(w?.inputs ?? []).filter((i) => i.value !== null && i.path !== w.input).map((i) => h('option', { value: i.path }, i.path)),
       h('option', { value: '#custom' }, 'JSON typed below'));
     custom.value = '';
   };
@@ -460,6 +550,30 @@ async function startView() {
 // ---------------------------------------------------------------------------------------
 // Policies.
 
+/** `GET /api/policies/diff` as a person reads it: which handoffs now decide otherwise, and
+ * which rules were added, removed or changed. */
+function diffView(d) {
+  const verdict = (v) => h('span', { class: String(v.verdict ?? '').toLowerCase() === 'allow' ? 'allow' : 'deny' },
+    `${String(v.verdict ?? '').toLowerCase()}`, v.rule_id ? h('span', { class: 'muted' }, ` by ${v.rule_id}`) : null);
+  const pairs = d.pairs ?? [];
+  const rules = d.rules ?? [];
+  return h('div', { id: 'diff-out' },
+    h('p', {}, 'From ', h('code', {}, d.old_hash), ' to ', h('code', {}, d.new_hash), ': ',
+      pairs.length === 0 && rules.length === 0 ? 'no difference.' : `${pairs.length} handoff(s) decide otherwise, ${rules.length} rule(s) differ.`),
+    pairs.length === 0 ? null : h('table', { id: 'diff-pairs' },
+      h('caption', {}, 'Handoffs whose verdict or deciding rule changed'),
+      h('thead', {}, h('tr', {}, ['From', 'To', 'Input', 'Before', 'After', 'Why now'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, pairs.map((p) => h('tr', {},
+        h('td', {}, p.from), h('td', {}, p.to), h('td', {}, p.input),
+        h('td', {}, verdict(p.old)), h('td', {}, verdict(p.new)), h('td', {}, p.new?.reason ?? ''))))),
+    rules.length === 0 ? null : h('table', { id: 'diff-rules' },
+      h('caption', {}, 'Rules and settings'),
+      h('thead', {}, h('tr', {}, ['Section', 'Rule or setting', 'Change'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, rules.map((r) => h('tr', { class: `change-${r.change}` },
+        h('td', {}, h('code', {}, r.section)), h('td', {}, h('code', {}, r.id)), h('td', {}, r.change))))),
+    h('details', {}, h('summary', {}, 'As JSON'), h('pre', {}, JSON.stringify(d, null, 2))));
+}
+
 async function policiesView() {
   const bundles = h('div', {}, h('p', {}, 'Loading…'));
   const diff = h('div');
@@ -489,7 +603,7 @@ async function policiesView() {
       const old = document.getElementById('diff-old').value;
       const neu = document.getElementById('diff-new').value;
       const d = await guarded(out, () => call('GET', `/api/policies/diff?old=${enc(old)}&new=${enc(neu)}`));
-      if (d) out.replaceChildren(h('pre', { id: 'diff-out' }, JSON.stringify(d, null, 2)));
+      if (d) out.replaceChildren(diffView(d));
     } }, pick('diff-old', 'Before', 0), pick('diff-new', 'After', Math.max(0, got.bundles.length - 1)),
     h('button', { type: 'submit' }, 'Compare')), out);
   }
@@ -586,4 +700,9 @@ async function route() {
 }
 
 window.addEventListener('hashchange', route);
+// A section's link followed while on it shows it afresh (no hashchange then).
+document.querySelector('header').addEventListener('click', (ev) => {
+  const a = ev.target.closest('a');
+  if (a && a.getAttribute('href') === location.hash) route();
+});
 route();

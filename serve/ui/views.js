@@ -40,7 +40,11 @@ export const statusBadge = (status) =>
 
 export const runLink = (run) => h('a', { href: `#/runs/${encodeURIComponent(run)}` }, run);
 
-/** Every event kind the decider records (docs/events.md); the stream names each. */
+/**
+ * Every event kind the decider records (docs/events.md); the stream names each, and an
+ * EventSource hears only the names it listens for. Kept equal to `RunEvent::KINDS` by
+ * the test in serve/src/ui.rs.
+ */
 export const KINDS = [
   'run.requested', 'agent.call_scheduled', 'agent.circuit_checked', 'agent.call_degraded',
   'agent.responded', 'agent.call_failed', 'handoff.allowed', 'handoff.denied',
@@ -76,16 +80,24 @@ export function describe(e) {
     return { group: 'human', bad: false, text: `${p.ticket} opened: ${p.reason}` };
   }
   if (k === 'human.decided') {
-    const how = p.approved ? 'approved' : 'denied';
-    return { group: 'human', bad: !p.approved, text: `${p.ticket} ${how} by ${p.by}: ${p.reason}` };
+    const how = !p.approved ? 'denied' : p.answer !== undefined && p.answer !== null ? 'answered' : 'approved';
+    const choice = p.choice ? ` (option ${p.choice})` : '';
+    const answer = p.answer ? ` “${p.answer}”` : '';
+    return { group: 'human', bad: !p.approved, text: `${p.ticket} ${how}${choice}${answer} by ${p.by}${p.reason ? `: ${p.reason}` : ''}` };
   }
   if (k === 'human.overrode') {
     return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${p.reason}` };
+  }
+  if (k === 'effect.requested') {
+    return { group: 'effect', bad: false, text: `${p.agent ?? ''} asks for the effect ${p.effect_kind ?? ''} ${p.effect_id ?? ''} (key ${p.idempotency_key ?? ''}, lane ${p.lane ?? ''})` };
   }
   if (k.startsWith('effect.')) {
     const bad = ['effect.refused', 'effect.failed'].includes(k);
     const key = p.idempotency_key ?? p.key ?? p.effect_id ?? '';
     return { group: 'effect', bad, text: `${k.slice(7).replaceAll('_', ' ')} ${key}${p.reason ? `: ${p.reason}` : ''}` };
+  }
+  if (k === 'tool.call_scheduled') {
+    return { group: 'effect', bad: false, text: `tool ${p.name ?? ''} called by ${p.request?.agent ?? ''} (${p.tool_call_id ?? ''})` };
   }
   if (k.startsWith('tool.')) {
     return { group: 'effect', bad: ['tool.denied', 'tool.failed'].includes(k), text: `tool ${k.slice(5).replaceAll('_', ' ')}${p.reason ? `: ${p.reason}` : ''}` };
@@ -94,7 +106,45 @@ export function describe(e) {
     return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };
   }
   if (k === 'agent.call_scheduled') {
-    return { group: 'call', bad: false, text: `call to ${p.agent ?? p.request?.agent ?? ''} scheduled` };
+    const r = p.request ?? {};
+    const again = p.again_of ? `, again (of ${p.again_of})` : '';
+    return { group: 'call', bad: false, text: `call ${r.request_id ?? ''} to ${r.target_agent ?? p.agent ?? ''} scheduled${again}` };
+  }
+  if (k === 'agent.responded') {
+    const r = p.response ?? {};
+    const actions = (r.actions ?? []).map((a) => a.type ?? a.action).filter(Boolean);
+    return { group: 'call', bad: /error|fail/i.test(String(r.status ?? '')),
+      text: `${p.request_id} answered ${r.status ?? ''}${actions.length ? `: ${actions.join(', ')}` : ''}` };
+  }
+  if (k === 'run.requested') {
+    return { group: 'run', bad: false, text: `run requested: workflow ${p.workflow?.name ?? ''}, decider version ${p.decider_version ?? 0}${p.forked_from ? `, forked from ${p.forked_from.run_id}` : ''}` };
+  }
+  if (k === 'risk.classified') {
+    return { group: 'decision', bad: p.verdict !== 'SAFE', text: `${p.classifier} classified ${p.request_id}: ${p.verdict}${p.reason ? `: ${p.reason}` : ''}` };
+  }
+  if (k === 'output.conflict_detected') {
+    return { group: 'decision', bad: false, text: `conflicting outputs in ${p.group} (${(p.candidates ?? []).length} candidates; resolution ${p.resolution ?? ''})` };
+  }
+  if (k === 'output.archived') {
+    return { group: 'decision', bad: false, text: `output of ${p.delivery?.from ?? ''} archived in ${p.group}: ${p.reason ?? ''}` };
+  }
+  if (k === 'episode.started') {
+    return { group: 'episode', bad: false, text: `episode ${p.episode_id} (${p.episode_type ?? ''}) started for ${p.agent}${p.goal ? `: ${p.goal}` : ''}${rule(p.decision)}` };
+  }
+  if (k === 'episode.finished') {
+    return { group: 'episode', bad: false, text: `episode ${p.episode_id} of ${p.agent} finished ${p.result?.status ?? ''}${p.result?.summary ? `: ${p.result.summary}` : ''}` };
+  }
+  if (k === 'episode.stopped') {
+    return { group: 'episode', bad: p.condition !== 'success_achieved', text: `episode ${p.episode_id} stopped: ${String(p.condition ?? '').replaceAll('_', ' ')}${p.rule_id ? ` by rule ${p.rule_id}` : ''}${p.reason ? `: ${p.reason}` : ''}` };
+  }
+  if (k === 'episode.action_denied') {
+    return { group: 'episode', bad: true, text: `${p.agent}'s ${p.action} in ${p.episode_id} denied${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
+  }
+  if (k === 'domain.written') {
+    return { group: 'decision', bad: false, text: `${p.agent} wrote ${p.domain} version ${p.version}${rule(p.decision)}` };
+  }
+  if (k === 'domain.write_denied') {
+    return { group: 'decision', bad: true, text: `${p.agent} may not write ${p.domain}${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
   }
   if (k === 'run.blocked') {
     return { group: 'run', bad: true, text: `run blocked by ${p.rule_id}: ${p.reason}` };

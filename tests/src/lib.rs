@@ -318,11 +318,22 @@ default_handoff_mode = "full"
 /// so relative workflow paths resolve there) and waits for its readiness line: the child
 /// and the address it listens on. The caller kills the child.
 pub fn start_serve(data: &Path, cwd: Option<&Path>) -> (std::process::Child, std::net::SocketAddr) {
+    start_serve_with(data, cwd, &[])
+}
+
+/// [`start_serve`] with extra environment variables for the server and the agents and
+/// effect executors it starts (the social example's `SOCIAL_OUTBOX`, say).
+pub fn start_serve_with(
+    data: &Path,
+    cwd: Option<&Path>,
+    env: &[(&str, &std::ffi::OsStr)],
+) -> (std::process::Child, std::net::SocketAddr) {
     use std::io::{BufRead, BufReader};
     let mut command = Command::new(docket_bin());
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     if let Some(cwd) = cwd {
