@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+pub mod browser;
+
 /// The workspace's root directory.
 #[must_use]
 pub fn workspace_root() -> PathBuf {

@@ -11,11 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use docket_tests::browser::{CHROMIUM, chromium_present};
 use docket_tests::{
     docket_bin, exit_code, geo_agents_built, geo_workflow, stdout_text, summary_run_id,
 };
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 const AGENT: &str = env!("CARGO_BIN_EXE_effect-agent");
 const LEDGER: &str = env!("CARGO_BIN_EXE_effect-ledger");
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -90,21 +90,6 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
-}
-
-/// Whether Chromium is here; without it, a skip (said on stderr) outside CI, a failure
-/// in CI.
-#[allow(clippy::print_stderr)]
-fn chromium_present() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{CHROMIUM} is missing and CI is set: .ci/run installs Debian's chromium"
-    );
-    eprintln!("skipped: {CHROMIUM} is missing (apt-get install chromium); set CI to fail instead");
-    false
 }
 
 /// The DOM headless Chromium builds from `page`, with nothing fetched from the network.

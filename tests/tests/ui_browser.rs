@@ -20,11 +20,11 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use docket_serve::ASSETS;
-use docket_tests::{docket_on as docket, exit_code as code, stdout_text as stdout};
+use docket_tests::browser::{self, CHROMIUM, chromium_present, token};
+use docket_tests::{docket_on as docket, exit_code as code};
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use serde_json::{Value, json};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 /// How long any one condition in the browser is waited for.
 const BOUND: Duration = Duration::from_secs(60);
@@ -60,13 +60,6 @@ impl Answer {
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or_else(|_| Value::String(self.body.clone()))
     }
-}
-
-/// Makes a token (`ROLE` named `NAME`) and prints it.
-fn token(data: &Path, role: &str, name: &str) -> String {
-    let out = docket(data, &["token", "create", "--role", role, "--name", name]);
-    assert_eq!(code(&out), 0, "{out:?}");
-    stdout(&out).trim().to_owned()
 }
 
 impl Served {
@@ -368,47 +361,14 @@ fn the_session_cookie_opens_the_stream_and_exports_and_nothing_else() {
     );
 }
 
-/// Whether Chromium is here; without it, a skip (said on stderr) outside CI, a failure
-/// in CI.
-#[allow(clippy::print_stderr)]
-fn chromium_present() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{CHROMIUM} is missing and CI is set: .ci/run installs Debian's chromium"
-    );
-    eprintln!("skipped: {CHROMIUM} is missing (apt-get install chromium); set CI to fail instead");
-    false
-}
-
-/// Signs in on `tab` with `token` by the keyboard: the token field has the focus, Enter
-/// submits; waits until the header names who signed in.
-fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
-    tab.navigate_to(base).expect("navigate");
-    tab.wait_until_navigated().expect("the page loads");
-    tab.wait_for_element_with_custom_timeout("#token", BOUND)
-        .expect("the sign-in form")
-        .focus()
-        .expect("focus");
-    tab.type_str(token).expect("type the token");
-    tab.press_key("Enter").expect("submit");
-    let who = tab
-        .wait_for_element_with_custom_timeout("#who-name", BOUND)
-        .expect("signed in");
-    assert_eq!(who.get_inner_text().expect("text"), name);
-}
-
 /// Waits until `selector` matches in `tab`, for at most [`BOUND`].
 fn wait_for(tab: &Tab, selector: &str) {
-    if let Err(e) = tab.wait_for_element_with_custom_timeout(selector, BOUND) {
-        let page = tab
-            .evaluate("document.getElementById('view').innerText", false)
-            .ok()
-            .and_then(|o| o.value);
-        panic!("no {selector} within {BOUND:?} ({e}); the page shows: {page:?}");
-    }
+    browser::wait_for(tab, selector, BOUND);
+}
+
+/// Signs in on `tab` by the keyboard and waits until the header names who signed in.
+fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
+    browser::sign_in(tab, base, token, name, BOUND);
 }
 
 #[test]

@@ -13,18 +13,15 @@
 //! is set.
 
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use docket_tests::{
-    docket_on as docket, example_agents_built, exit_code as code, stdout_text as stdout,
-    workspace_root,
-};
+use docket_tests::browser::{self, CHROMIUM, chromium_present, token};
+use docket_tests::{example_agents_built, workspace_root};
 use headless_chrome::protocol::cdp::Page;
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use serde_json::Value;
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 /// How long any one condition in the browser is waited for.
 const BOUND: Duration = Duration::from_secs(90);
 
@@ -86,21 +83,6 @@ const EXAMPLES: &[Example] = &[
     },
 ];
 
-/// Whether Chromium is here; without it, a skip (said on stderr) outside CI, a failure
-/// in CI.
-#[allow(clippy::print_stderr)]
-fn chromium_present() -> bool {
-    if Path::new(CHROMIUM).exists() {
-        return true;
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "{CHROMIUM} is missing and CI is set: .ci/run installs Debian's chromium"
-    );
-    eprintln!("skipped: {CHROMIUM} is missing (apt-get install chromium); set CI to fail instead");
-    false
-}
-
 /// What the page shows, for a failure's message.
 fn page_text(tab: &Tab) -> String {
     tab.evaluate("document.getElementById('view').innerText", false)
@@ -112,12 +94,12 @@ fn page_text(tab: &Tab) -> String {
 
 /// Waits until `selector` matches in `tab`, for at most [`BOUND`].
 fn wait_for(tab: &Tab, selector: &str) {
-    if let Err(e) = tab.wait_for_element_with_custom_timeout(selector, BOUND) {
-        panic!(
-            "no {selector} within {BOUND:?} ({e}); the page shows: {}",
-            page_text(tab)
-        );
-    }
+    browser::wait_for(tab, selector, BOUND);
+}
+
+/// Signs in on `tab` by the keyboard and waits until the header names who signed in.
+fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
+    browser::sign_in(tab, base, token, name, BOUND);
 }
 
 /// The value of the expression `js` in `tab` (awaited when a promise), through JSON (the
@@ -165,21 +147,6 @@ fn shot(tab: &Tab, name: &str) {
     let dir = PathBuf::from(dir);
     std::fs::write(dir.join(format!("{name}.png")), png).expect("a PNG");
     std::fs::write(dir.join(format!("{name}.txt")), page_text(tab)).expect("the text");
-}
-
-/// Signs in on `tab` by the keyboard and waits until the header names who signed in.
-fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
-    tab.navigate_to(base).expect("navigate");
-    tab.wait_until_navigated().expect("the page loads");
-    wait_for(tab, "#token");
-    tab.find_element("#token")
-        .expect("the token field")
-        .focus()
-        .expect("focus");
-    tab.type_str(token).expect("type the token");
-    tab.press_key("Enter").expect("submit");
-    wait_for(tab, "#who-name");
-    assert_eq!(text_of(tab, "#who-name"), name);
 }
 
 /// Follows the link `selector` by the keyboard (focus, Enter), with `tab` in front (a
@@ -248,12 +215,6 @@ fn fetched(tab: &Tab, selector: &str, needle: &str) -> (u64, String, String, boo
         got[2].as_str().unwrap_or_default().to_owned(),
         got[3].as_bool().unwrap_or(false),
     )
-}
-
-fn token(data: &Path, role: &str, name: &str) -> String {
-    let out = docket(data, &["token", "create", "--role", role, "--name", name]);
-    assert_eq!(code(&out), 0, "{out:?}");
-    stdout(&out).trim().to_owned()
 }
 
 #[test]
