@@ -438,7 +438,7 @@ async fn a_fork_from_any_event_of_any_golden_log_reuses_every_input_before_it() 
     let root = docket_tests::workspace_root().join("tests/golden");
     let mut forks = 0;
     // (the directory under tests/golden holding shapes, shape): `v11/geo`, and
-    // `v11/store-format-3/geo` for a store format's own set (tests/golden/README.md).
+    // `store-format-3/v11/geo` for a store format's own set (tests/golden/README.md).
     let mut fixtures = Vec::new();
     let mut groups = vec![String::new()];
     while let Some(group) = groups.pop() {
