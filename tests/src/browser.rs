@@ -1,10 +1,11 @@
 //! What the browser tests (`ui_browser.rs`, `ui_examples.rs`, `report_browser.rs`) share:
 //! Debian's Chromium, driven through the DevTools protocol, and signing in to `docket serve`.
 
-use std::path::Path;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use headless_chrome::Tab;
+use headless_chrome::{Browser, LaunchOptions, Tab};
 
 /// Debian's `chromium`, which `.ci/run` installs when it is missing.
 pub const CHROMIUM: &str = "/usr/bin/chromium";
@@ -23,6 +24,31 @@ pub fn chromium_present() -> bool {
     );
     eprintln!("skipped: {CHROMIUM} is missing (apt-get install chromium); set CI to fail instead");
     false
+}
+
+/// Headless Chromium with its profile in `profile`, closed after `idle` without a
+/// command, with nothing of its own reaching the network (no sync, updates or
+/// background requests), so that what a test sees comes from the page it opened.
+#[must_use]
+pub fn launch(profile: PathBuf, idle: Duration, window: Option<(u32, u32)>) -> Browser {
+    Browser::new(LaunchOptions {
+        headless: true,
+        sandbox: false,
+        path: Some(PathBuf::from(CHROMIUM)),
+        user_data_dir: Some(profile),
+        idle_browser_timeout: idle,
+        window_size: window,
+        args: vec![
+            OsStr::new("--disable-gpu"),
+            OsStr::new("--disable-quic"),
+            OsStr::new("--no-first-run"),
+            OsStr::new("--disable-background-networking"),
+            OsStr::new("--disable-component-update"),
+            OsStr::new("--disable-sync"),
+        ],
+        ..LaunchOptions::default()
+    })
+    .expect("chromium starts under the DevTools protocol")
 }
 
 /// Makes a bearer token for `data` (`ROLE` named `NAME`) with `docket token create`.

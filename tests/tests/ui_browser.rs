@@ -12,7 +12,6 @@
 //! through the API has the approval by the token's name. Without Chromium the browser
 //! test says it was skipped and passes, unless `CI` is set.
 
-use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -20,9 +19,9 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use docket_serve::ASSETS;
-use docket_tests::browser::{self, CHROMIUM, chromium_present, token};
+use docket_tests::browser::{self, chromium_present, token};
 use docket_tests::{docket_on as docket, exit_code as code};
-use headless_chrome::{Browser, LaunchOptions, Tab};
+use headless_chrome::Tab;
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -393,23 +392,7 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
     }
 
     let profile = dir.path().join("chromium-profile");
-    let browser = Browser::new(LaunchOptions {
-        headless: true,
-        sandbox: false,
-        path: Some(PathBuf::from(CHROMIUM)),
-        user_data_dir: Some(profile),
-        idle_browser_timeout: Duration::from_secs(300),
-        args: vec![
-            OsStr::new("--disable-gpu"),
-            OsStr::new("--disable-quic"),
-            OsStr::new("--no-first-run"),
-            OsStr::new("--disable-background-networking"),
-            OsStr::new("--disable-component-update"),
-            OsStr::new("--disable-sync"),
-        ],
-        ..LaunchOptions::default()
-    })
-    .expect("chromium starts under the DevTools protocol");
+    let browser = browser::launch(profile, Duration::from_secs(300), None);
     let base = format!("http://{}/", server.addr);
 
     // A viewer watches the run's page; the events so far are on its timeline.

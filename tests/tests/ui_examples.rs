@@ -12,14 +12,13 @@
 //! a person sees. Without Chromium the test says it was skipped and passes, unless `CI`
 //! is set.
 
-use std::ffi::OsStr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use docket_tests::browser::{self, CHROMIUM, chromium_present, token};
+use docket_tests::browser::{self, chromium_present, token};
 use docket_tests::{example_agents_built, workspace_root};
+use headless_chrome::Tab;
 use headless_chrome::protocol::cdp::Page;
-use headless_chrome::{Browser, LaunchOptions, Tab};
 use serde_json::Value;
 
 /// How long any one condition in the browser is waited for.
@@ -244,24 +243,11 @@ fn a_person_operates_the_five_examples_from_the_browser() {
     }
     let _server = Killed(child);
 
-    let browser = Browser::new(LaunchOptions {
-        headless: true,
-        sandbox: false,
-        path: Some(PathBuf::from(CHROMIUM)),
-        user_data_dir: Some(dir.path().join("chromium-profile")),
-        idle_browser_timeout: Duration::from_secs(600),
-        window_size: Some((1280, 1000)),
-        args: vec![
-            OsStr::new("--disable-gpu"),
-            OsStr::new("--disable-quic"),
-            OsStr::new("--no-first-run"),
-            OsStr::new("--disable-background-networking"),
-            OsStr::new("--disable-component-update"),
-            OsStr::new("--disable-sync"),
-        ],
-        ..LaunchOptions::default()
-    })
-    .expect("chromium starts under the DevTools protocol");
+    let browser = browser::launch(
+        dir.path().join("chromium-profile"),
+        Duration::from_secs(600),
+        Some((1280, 1000)),
+    );
     let base = format!("http://{addr}/");
     // Olga starts runs and watches them; Ana takes the human steps from the inbox.
     let olga = browser.new_tab().expect("a tab");
