@@ -924,8 +924,11 @@ impl EventStore for EmbeddedStore {
         let root = self.root();
         let shared = self.inner.shared.clone();
         blocking(move || {
+            // The file is read before the heads are locked: the writer takes that lock for
+            // every batch.
+            let latest = crate::digests::latest(&root);
             let heads = lock(&shared.heads);
-            Ok(crate::digests::latest(&root)
+            Ok(latest
                 .into_values()
                 .filter(|d| heads.contains_key(&d.stream))
                 .collect())

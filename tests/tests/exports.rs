@@ -199,23 +199,26 @@ fn export_and_verify_export_errors_say_what_and_where() {
     assert_eq!(verdict["line"], 1, "{verdict}");
 }
 
-#[test]
-fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let made = docket_on(
-        &data,
-        &["keys", "generate", "--name", "audit.example/docket"],
-    );
+/// Makes `data`'s signing key named `name` (`docket keys generate`) and returns its public
+/// half (`docket keys show`).
+fn generate_key(data: &Path, name: &str) -> String {
+    let made = docket_on(data, &["keys", "generate", "--name", name]);
     assert_eq!(
         exit_code(&made),
         0,
         "{}",
         String::from_utf8_lossy(&made.stderr)
     );
-    let key = stdout_text(&docket_on(&data, &["keys", "show"]))
+    stdout_text(&docket_on(data, &["keys", "show"]))
         .trim()
-        .to_owned();
+        .to_owned()
+}
+
+#[test]
+fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key = generate_key(&data, "audit.example/docket");
     let file = geo_export_in(&data, dir.path());
     let text = std::fs::read_to_string(&file).unwrap();
     let last: serde_json::Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
@@ -243,13 +246,7 @@ fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
 
     // Another instance's key: refused at the checkpoint line.
     let elsewhere = dir.path().join("elsewhere");
-    let _ = docket_on(
-        &elsewhere,
-        &["keys", "generate", "--name", "audit.example/docket"],
-    );
-    let other = stdout_text(&docket_on(&elsewhere, &["keys", "show"]))
-        .trim()
-        .to_owned();
+    let other = generate_key(&elsewhere, "audit.example/docket");
     let out = Command::new(docket_bin())
         .args(["verify-export", "--json", "--key", &other])
         .arg(&file)
@@ -285,16 +282,7 @@ fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
 fn a_run_whose_seal_no_key_here_checks_is_exported_unsigned_with_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
-    let made = docket_on(
-        &data,
-        &["keys", "generate", "--name", "lost.example/docket"],
-    );
-    assert_eq!(
-        exit_code(&made),
-        0,
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    generate_key(&data, "lost.example/docket");
     let sealed = geo_export_in(&data, dir.path());
     let sealed = std::fs::read_to_string(&sealed).unwrap();
     assert!(sealed.lines().last().unwrap().contains("\"checkpoint\""));
@@ -302,13 +290,7 @@ fn a_run_whose_seal_no_key_here_checks_is_exported_unsigned_with_a_warning() {
     // The key is lost (the directory copied without it) and a new one made: the run's
     // checkpoint was signed by neither the new key nor a retired one.
     std::fs::remove_dir_all(data.join("keys")).unwrap();
-    let made = docket_on(&data, &["keys", "generate", "--name", "new.example/docket"]);
-    assert_eq!(
-        exit_code(&made),
-        0,
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
+    generate_key(&data, "new.example/docket");
 
     let file = dir.path().join("unsigned.jsonl");
     let out = docket_on(
