@@ -192,20 +192,24 @@ fn prune(v: &mut Value, t: &Trie) {
 /// transparent; an array of scalars is a leaf).
 pub fn leaves(v: &Value) -> Vec<String> {
     let mut out = BTreeSet::new();
-    walk(v, String::new(), &mut out);
+    walk(v, &mut String::new(), &mut out);
     out.into_iter().collect()
 }
 
-fn walk(v: &Value, prefix: String, out: &mut BTreeSet<String>) {
+/// Adds the leaf paths under `v` to `out`, `path` holding the path to `v` (restored on
+/// return). A path is allocated only when first seen: an array of a thousand records
+/// repeats the same few paths.
+fn walk(v: &Value, path: &mut String, out: &mut BTreeSet<String>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
+            let at = path.len();
             for (k, child) in m {
-                let p = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                walk(child, p, out);
+                if at > 0 {
+                    path.push('.');
+                }
+                path.push_str(k);
+                walk(child, path, out);
+                path.truncate(at);
             }
         }
         Value::Array(items)
@@ -214,12 +218,12 @@ fn walk(v: &Value, prefix: String, out: &mut BTreeSet<String>) {
                 .any(|i| matches!(i, Value::Object(m) if !m.is_empty())) =>
         {
             for i in items {
-                walk(i, prefix.clone(), out);
+                walk(i, path, out);
             }
         }
         _ => {
-            if !prefix.is_empty() {
-                out.insert(prefix);
+            if !path.is_empty() && !out.contains(path.as_str()) {
+                out.insert(path.clone());
             }
         }
     }

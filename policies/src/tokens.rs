@@ -5,12 +5,21 @@
 //! times faster, and counting sits on every handoff. The tokenizer is built once per
 //! process; counting is a pure function of the text.
 //!
+//! Splitting a text into pieces (the pre-tokenizer) runs cl100k's own patterns, as
+//! bpe-openai writes them, on a regex with a search cache per thread: bpe-openai's regex
+//! is private and takes its cache from a pool shared by every thread for each piece,
+//! which cost more than the search on a busy runtime. The split is checked piece for
+//! piece against bpe-openai's (tests below).
+//!
 //! JSON payloads repeat the same short pieces (keys, quotes and colons, common words), so
 //! each thread remembers the count of the pre-tokenizer's short pieces: a piece's count
 //! depends on the piece alone, so the cache changes no result, only the time.
 
 use std::cell::RefCell;
+use std::sync::LazyLock;
 
+use regex_automata::meta::{Cache, Regex};
+use regex_automata::{Anchored, Input};
 use serde_json::Value;
 
 use crate::canonical;
@@ -20,40 +29,88 @@ const CACHED_PIECE_BYTES: usize = 24;
 /// The per-thread cache is emptied when it holds this many pieces.
 const CACHED_PIECES: usize = 1 << 16;
 
-/// Piece → count, looked up only and never iterated: its order cannot reach a result.
+/// cl100k's pre-tokenizer, as bpe-openai 0.3 builds it: tiktoken's `\s+(?!\S)` is the
+/// second pattern, `\s+\s`, whose last character is given back (a look-ahead of one).
+const CL100K_PATTERNS: [&str; 3] = [
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+$",
+    "\\s+\\s",
+    "\\s+",
+];
+/// The pattern of [`CL100K_PATTERNS`] whose match ends in one character of look-ahead.
+const LOOKAHEAD_PATTERN: usize = 1;
+
+/// The patterns compiled; `None` only if they did not (then bpe-openai's own split is
+/// used, the same pieces more slowly).
+static CL100K_SPLIT: LazyLock<Option<Regex>> =
+    LazyLock::new(|| Regex::new_many(&CL100K_PATTERNS).ok());
+
+/// Piece → count, looked up only and never iterated: its order cannot reach a result
+/// (foldhash: SipHash cost more than the lookups it serves).
 #[expect(
     clippy::disallowed_types,
     reason = "looked up only, never iterated: no order can reach a count"
 )]
-type PieceCounts = std::collections::HashMap<Box<str>, u32>;
+type PieceCounts = std::collections::HashMap<Box<str>, u32, foldhash::fast::RandomState>;
 
 thread_local! {
-    static PIECE_TOKENS: RefCell<PieceCounts> = RefCell::new(PieceCounts::new());
+    static PIECE_TOKENS: RefCell<PieceCounts> = RefCell::new(PieceCounts::default());
+    static SPLIT_CACHE: RefCell<Option<Cache>> =
+        RefCell::new(CL100K_SPLIT.as_ref().map(Regex::create_cache));
+}
+
+/// Calls `each` with the pre-tokenizer's pieces of `text` in order (bpe-openai's
+/// `Tokenizer::split` for cl100k, with this thread's search cache).
+fn split(text: &str, mut each: impl FnMut(&str)) {
+    SPLIT_CACHE.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        let (Some(regex), Some(cache)) = (CL100K_SPLIT.as_ref(), cache.as_mut()) else {
+            bpe_openai::cl100k_base().split(text).for_each(each);
+            return;
+        };
+        let mut last = 0;
+        while last < text.len() {
+            let rest = &text[last..];
+            let input = Input::new(rest).anchored(Anchored::Yes);
+            let Some(m) = regex.search_with(cache, &input) else {
+                break;
+            };
+            let mut end = last + m.range().end;
+            if m.pattern().as_usize() == LOOKAHEAD_PATTERN
+                && let Some(ahead) = text[last..end].chars().next_back()
+            {
+                end -= ahead.len_utf8();
+            }
+            if end == last {
+                break;
+            }
+            each(&text[last..end]);
+            last = end;
+        }
+    });
 }
 
 /// Tokens in `text`: the sum over the pre-tokenizer's pieces of each piece's BPE count,
 /// as `bpe_openai::Tokenizer::count` computes it (cl100k does no normalisation).
 pub fn count_text(text: &str) -> usize {
-    let tokenizer = bpe_openai::cl100k_base();
+    let bpe = &bpe_openai::cl100k_base().bpe;
     PIECE_TOKENS.with(|cache| {
         let mut cache = cache.borrow_mut();
-        tokenizer
-            .split(text)
-            .map(|piece| {
-                if piece.len() > CACHED_PIECE_BYTES {
-                    return tokenizer.bpe.count(piece.as_bytes());
-                }
-                if let Some(n) = cache.get(piece) {
-                    return *n as usize;
-                }
-                let n = tokenizer.bpe.count(piece.as_bytes());
+        let mut total = 0;
+        split(text, |piece| {
+            total += if piece.len() > CACHED_PIECE_BYTES {
+                bpe.count(piece.as_bytes())
+            } else if let Some(n) = cache.get(piece) {
+                *n as usize
+            } else {
+                let n = bpe.count(piece.as_bytes());
                 if cache.len() >= CACHED_PIECES {
                     cache.clear();
                 }
                 cache.insert(piece.into(), u32::try_from(n).unwrap_or(u32::MAX));
                 n
-            })
-            .sum()
+            };
+        });
+        total
     })
 }
 
@@ -133,6 +190,17 @@ mod tests {
             text in "([ \t\r\n]{0,4}|[a-zA-Z]{1,8}|[0-9]{1,5}|'(s|t|re|ve|m|ll|d)|[.,:;!?\"{}\\[\\]]{1,3}|é|ß|日本語|🙂|\u{00a0}|\u{3000})*"
         ) {
             prop_assert_eq!(count_text(&text), tiktoken(&text));
+        }
+
+        /// The split with this thread's cache gives bpe-openai's pieces, in order.
+        #[test]
+        fn splits_as_bpe_openai_does(
+            text in "([ \t\r\n]{0,4}|[a-zA-Z]{1,8}|[0-9]{1,5}|'(s|t|re|ve|m|ll|d)|[.,:;!?\"{}\\[\\]]{1,3}|é|日本語|🙂|\u{00a0})*|.*"
+        ) {
+            let mut ours = Vec::new();
+            split(&text, |piece| ours.push(piece.to_owned()));
+            let theirs: Vec<&str> = bpe_openai::cl100k_base().split(&text).collect();
+            prop_assert_eq!(ours, theirs);
         }
 
         #[test]

@@ -775,7 +775,8 @@ mod python {
         // A snapshot without answer text makes the result PARTIAL, with a warning.
         let mut partial = request.clone();
         partial.request_id = "req-7f3c".into();
-        partial.decision_inputs[0].payload["snapshots"][1]["answer"] = json!("");
+        std::sync::Arc::make_mut(&mut partial.decision_inputs[0].payload)["snapshots"][1]["answer"] =
+            json!("");
         let response = agent.call(&partial).await.expect("the agent answers");
         assert_eq!(response.status, ResponseStatus::Partial);
         assert_eq!(response.warnings, ["1 snapshot(s) had no answer text"]);

@@ -49,7 +49,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
             DecisionInput {
                 source_agent: source_agent.into(),
                 output_type,
-                payload,
+                payload: payload.into(),
             }
         }),
         0..3,
@@ -59,7 +59,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
             ContextInput {
                 source_agent: source_agent.into(),
                 output_type,
-                payload,
+                payload: payload.into(),
             }
         }),
         0..3,

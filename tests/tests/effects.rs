@@ -242,7 +242,7 @@ fn agent(posts: Vec<(&'static str, &'static str)>) -> Arc<InProcessExecutor> {
             .decision_inputs
             .iter()
             .filter(|i| i.output_type == "effect_result")
-            .map(|i| i.payload.clone())
+            .map(|i| Value::clone(&i.payload))
             .collect();
         let action = match posts.get(results.len()) {
             Some((lane, key)) => Action::RequestEffect {

@@ -434,7 +434,7 @@ fn in_process_run(
             .find(|i| i.output_type == "tool_result");
         let action = match result {
             Some(i) => docket_decider::Action::Finish {
-                output: i.payload.clone(),
+                output: serde_json::Value::clone(&i.payload),
             },
             None => docket_decider::Action::CallTool {
                 name: tool.into(),

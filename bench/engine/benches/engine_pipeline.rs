@@ -59,6 +59,16 @@ fn process_cpu() -> Duration {
     Duration::from_millis(ticks * 10)
 }
 
+/// User ticks, system ticks and minor page faults of this process (/proc/self/stat), to
+/// say where CPU per run goes.
+fn process_split() -> [u64; 3] {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+    let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
+    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+    [at(11), at(12), at(7)]
+}
+
 fn workflow() -> Workflow {
     let mut wf = Workflow::load(&geo_workflow()).expect("geo workflow loads");
     for agent in wf.spec.agents.values_mut() {
@@ -493,6 +503,7 @@ fn main() {
             secs, f64::from(seq_runs) / secs, events as f64 / secs, events / u64::from(seq_runs));
 
         let cpu_before = process_cpu();
+        let split_before = process_split();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
         let cpu = process_cpu().saturating_sub(cpu_before);
         let secs = elapsed.as_secs_f64();
@@ -500,6 +511,10 @@ fn main() {
             secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / concurrent as f64);
         let cpu_per_run = cpu / concurrent as u32;
+        let split = process_split();
+        let per_run = |i: usize| (split[i] - split_before[i]) as f64 / concurrent as f64;
+        println!("  of which user {:.0} µs, system {:.0} µs per run; {:.0} minor page faults per run",
+            per_run(0) * 1e4, per_run(1) * 1e4, per_run(2));
         // DOCKET_BENCH_ONLY_CONCURRENT=1 stops here: a short, fixed workload to compare two
         // builds by CPU or instruction counts (e.g. under callgrind).
         if std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1") {

@@ -20,6 +20,7 @@
 
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 use crate::event::{DecodeError, RunEvent};
 
@@ -190,12 +191,12 @@ impl RunEvent {
                     }
                     for (input, r) in request.decision_inputs.iter_mut().zip(decision) {
                         if let Some(r) = r {
-                            input.payload = r;
+                            input.payload = Arc::new(r);
                         }
                     }
                     for (input, r) in request.context_inputs.iter_mut().zip(context) {
                         if let Some(r) = r {
-                            input.payload = r;
+                            input.payload = Arc::new(r);
                         }
                     }
                 }

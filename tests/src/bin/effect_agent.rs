@@ -82,7 +82,7 @@ fn main() -> ExitCode {
             .decision_inputs
             .iter()
             .find(|i| i.output_type != "effect_result")
-            .map_or(Value::Null, |i| i.payload.clone());
+            .map_or(Value::Null, |i| Value::clone(&i.payload));
         let action = if results.len() < count {
             let key = format!("{prefix}-{}", results.len() + 1);
             Action::RequestEffect {

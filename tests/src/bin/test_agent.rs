@@ -303,7 +303,7 @@ fn main() -> ExitCode {
                     request
                         .decision_inputs
                         .first()
-                        .map_or_else(|| json!({}), |i| i.payload.clone())
+                        .map_or_else(|| json!({}), |i| serde_json::Value::clone(&i.payload))
                 });
                 let actions = match behaviour.as_str() {
                     "handoff" => vec![Action::Handoff {

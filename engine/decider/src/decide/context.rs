@@ -68,13 +68,13 @@ impl Batch<'_> {
                         "context.decisions",
                         format!("{to} is told the human decisions made in this run"),
                     );
-                    Arc::new(self.gate_content(
+                    self.gate_content(
                         "human",
                         &to,
                         ("decisions", InputKind::Context),
                         &json!({ "decisions": decisions }),
                         &why,
-                    ))
+                    )
                 }
             };
             handoff.insert(

@@ -31,6 +31,7 @@
 use crate::ids::{AgentId, CallId, EffectId, EpisodeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::sync::Arc;
 
 use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
 
@@ -869,7 +870,7 @@ impl Batch<'_> {
         request.decision_inputs.push(DecisionInput {
             source_agent: EFFECTS_SOURCE.into(),
             output_type: EFFECT_RESULT_TYPE.to_owned(),
-            payload: result,
+            payload: Arc::new(result),
         });
         let asked = asker.recorded.request_id.clone();
         self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);

@@ -19,6 +19,7 @@ use crate::event::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
 use crate::ids::{AgentId, CallId, EpisodeId};
 use crate::state::episode::DomainVersion;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
@@ -292,10 +293,10 @@ impl Batch<'_> {
         request.decision_inputs.push(DecisionInput {
             source_agent: agent.into(),
             output_type: "episode_goal".to_owned(),
-            payload: json!({
+            payload: Arc::new(json!({
                 "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
                 "budget": budget, "inputs": inputs,
-            }),
+            })),
         });
         self.schedule(request, None, None, None);
         true
@@ -665,9 +666,9 @@ impl Batch<'_> {
         request.decision_inputs.push(DecisionInput {
             source_agent: child.agent.clone(),
             output_type: "episode_result".to_owned(),
-            payload: json!({
+            payload: Arc::new(json!({
                 "episode_id": child.id, "episode_type": child.episode_type, "result": result,
-            }),
+            })),
         });
         self.schedule_again(
             &spawner.recorded.request_id,
@@ -769,10 +770,10 @@ impl Batch<'_> {
         request.decision_inputs.push(DecisionInput {
             source_agent: ENGINE.into(),
             output_type: "action_denied".to_owned(),
-            payload: json!({
+            payload: Arc::new(json!({
                 "agent": agent, "action": action, "rule_id": &*decision.rule_id,
                 "reason": &*decision.reason, "condition": condition_name(condition),
-            }),
+            })),
         });
         self.schedule_again(request_id, request, call.reply_to, None, call.branch_of);
     }

@@ -52,7 +52,7 @@ impl Batch<'_> {
                 .map(|d| DecisionInput {
                     source_agent: d.from.clone(),
                     output_type: d.output_type.clone(),
-                    payload: Value::clone(&d.payload),
+                    payload: Arc::clone(&d.payload),
                 })
                 .collect();
             for gap in gaps {

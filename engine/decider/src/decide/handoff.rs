@@ -23,9 +23,9 @@ impl Batch<'_> {
         (output_type, input): (&str, InputKind),
         payload: &Value,
         authority: &PolicyDecision,
-    ) -> Value {
+    ) -> Arc<Value> {
         if self.state.decider_version() < SCOPED_EVERY_PATH {
-            return payload.clone();
+            return Arc::new(payload.clone());
         }
         self.gate_content_in(from, to, (output_type, input), payload, authority, None)
     }
@@ -39,16 +39,16 @@ impl Batch<'_> {
         payload: &Value,
         authority: &PolicyDecision,
         mode: Option<HandoffMode>,
-    ) -> Value {
+    ) -> Arc<Value> {
         if self.state.decider_version() < SCOPED_EVERY_PATH {
-            return payload.clone();
+            return Arc::new(payload.clone());
         }
         let scoped = self
             .bundle
             .scope_authorised_in(from, to, payload, authority, mode);
         let contract = scoped.decision.clone();
         let crossing = Crossing::by(from, to, (output_type, input), authority.clone());
-        Value::clone(&self.record_allowed(crossing, contract, scoped))
+        self.record_allowed(crossing, contract, scoped)
     }
 
     /// From decider version 3, the latest outputs of the agents the receiver requires
@@ -130,7 +130,7 @@ impl Batch<'_> {
                 request.context_inputs.push(ContextInput {
                     source_agent: from.into(),
                     output_type,
-                    payload: Value::clone(&delivered),
+                    payload: delivered,
                 });
             }
         }
@@ -361,7 +361,7 @@ impl Batch<'_> {
                 inputs.push(ContextInput {
                     source_agent: AgentId::from(&edge.from),
                     output_type,
-                    payload: Value::clone(&delivered),
+                    payload: delivered,
                 });
             }
         }

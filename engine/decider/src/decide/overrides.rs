@@ -322,7 +322,12 @@ impl Batch<'_> {
                     &authority,
                 );
                 if to == EXTERNAL {
-                    self.end_run(RunEvent::RunCompleted { output: delivered }, Some(&from));
+                    self.end_run(
+                        RunEvent::RunCompleted {
+                            output: Value::clone(&delivered),
+                        },
+                        Some(&from),
+                    );
                     return;
                 }
                 self.outbox.push(Delivery {
@@ -330,7 +335,7 @@ impl Batch<'_> {
                     to,
                     output_type,
                     confidence: self.confidence,
-                    payload: Arc::new(delivered),
+                    payload: delivered,
                     task,
                 });
                 match request_id {
@@ -388,7 +393,7 @@ impl Batch<'_> {
                     &note,
                     &authority,
                 );
-                self.retry(&request_id, note);
+                self.retry(&request_id, Arc::unwrap_or_clone(note));
             }
         }
     }

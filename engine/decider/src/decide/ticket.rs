@@ -118,7 +118,7 @@ impl Batch<'_> {
                     ("previous_attempt", InputKind::Context),
                     &note,
                 );
-                self.retry(&request_id, note);
+                self.retry(&request_id, Arc::unwrap_or_clone(note));
             }
             TicketSubject::Proceed {
                 agent,
@@ -214,17 +214,17 @@ impl Batch<'_> {
         ticket: &TicketId,
         what: (&str, InputKind),
         words: &Value,
-    ) -> Value {
+    ) -> Arc<Value> {
         let Some(agent) = self
             .state
             .calls
             .get(request_id)
             .map(|c| c.recorded.target_agent.clone())
         else {
-            return words.clone();
+            return Arc::new(words.clone());
         };
         if self.state.decider_version() < HUMANS_ANSWER {
-            return words.clone();
+            return Arc::new(words.clone());
         }
         let authority = PolicyDecision {
             kind: DecisionKind::Escalation,

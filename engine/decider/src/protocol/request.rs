@@ -7,6 +7,7 @@ use crate::ids::{AgentId, CallId, EpisodeId, RunId};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use std::sync::Arc;
 
 /// How long the engine waits for an answer when nothing says otherwise: 30,000 ms (30 s).
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -100,7 +101,8 @@ pub struct DecisionInput {
     /// (e.g. `gaps_and_opportunities`), or the capability code for a capability request.
     pub output_type: String,
     /// The input itself, already validated against the output type's schema.
-    pub payload: Value,
+    // Shared with the `handoff.allowed` that delivered it: a run holds each payload once.
+    pub payload: Arc<Value>,
 }
 
 /// A read-only reference the agent may consult but must not decide from (Guardrail 2).
@@ -111,7 +113,8 @@ pub struct ContextInput {
     /// The output type it was produced as (e.g. `geo_scores`).
     pub output_type: String,
     /// The reference itself.
-    pub payload: Value,
+    // Shared with the `handoff.allowed` that delivered it.
+    pub payload: Arc<Value>,
 }
 
 impl AgentRequest {
@@ -176,7 +179,7 @@ impl AgentRequest {
         self.decision_inputs.push(DecisionInput {
             source_agent: source_agent.into(),
             output_type: output_type.into(),
-            payload,
+            payload: Arc::new(payload),
         });
         self
     }
@@ -192,7 +195,7 @@ impl AgentRequest {
         self.context_inputs.push(ContextInput {
             source_agent: source_agent.into(),
             output_type: output_type.into(),
-            payload,
+            payload: Arc::new(payload),
         });
         self
     }

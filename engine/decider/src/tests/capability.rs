@@ -80,7 +80,7 @@ pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
         (last.source_agent.as_str(), last.output_type.as_str()),
         ("b", "questions")
     );
-    assert_eq!(last.payload, json!({"q": 1}));
+    assert_eq!(*last.payload, json!({"q": 1}));
 }
 
 #[test]
@@ -142,7 +142,7 @@ pub(crate) fn capability_inputs_are_scoped_and_audited() {
     let asked = run.pending();
     assert_eq!(asked.target_agent, "b");
     assert_eq!(
-        asked.decision_inputs.last().map(|i| &i.payload),
+        asked.decision_inputs.last().map(|i| &*i.payload),
         Some(&json!({"topics": ["t"]}))
     );
     run.replays();
@@ -162,7 +162,7 @@ pub(crate) fn version_1_runs_replay_capability_requests_as_they_were_decided() {
     let asked = run.pending();
     assert_eq!(asked.target_agent, "c");
     assert_eq!(
-        asked.decision_inputs.last().map(|i| &i.payload),
+        asked.decision_inputs.last().map(|i| &*i.payload),
         Some(&json!({"text": "t", "secret": "s3cret"}))
     );
     run.replays();

@@ -680,7 +680,7 @@ pub(crate) fn only_the_owner_writes_a_domain_each_write_a_new_version_read_by_ot
         .iter()
         .find(|c| c.output_type == "domain:plan@v2")
         .expect("plan v2 delivered");
-    assert_eq!(read.payload, json!({"step": 2}));
+    assert_eq!(*read.payload, json!({"step": 2}));
     // The worker is not plan's owner.
     run.when(respond(vec![write(3)])).then(|events| {
         assert!(

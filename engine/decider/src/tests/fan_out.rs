@@ -38,7 +38,7 @@ pub(crate) fn fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser()
     let sink = run.state.pending_requests()[0].clone();
     assert_eq!(sink.target_agent, "sink");
     assert_eq!(sink.decision_inputs.len(), 1);
-    assert_eq!(sink.decision_inputs[0].payload, json!({"v": "right"}));
+    assert_eq!(*sink.decision_inputs[0].payload, json!({"v": "right"}));
     run.replays();
 }
 
@@ -60,7 +60,7 @@ pub(crate) fn fan_out_conflicts_go_to_a_human_who_picks_the_output() {
             .at(2),
     );
     let sink = run.state.pending_requests()[0].clone();
-    assert_eq!(sink.decision_inputs[0].payload, json!({"v": "right"}));
+    assert_eq!(*sink.decision_inputs[0].payload, json!({"v": "right"}));
     run.replays();
 }
 
@@ -128,7 +128,7 @@ pub(crate) fn a_failed_branch_is_a_gap_the_join_goes_on_without() {
     let sink = run.pending();
     assert_eq!(sink.target_agent, "sink");
     assert_eq!(sink.decision_inputs.len(), 2, "{:?}", sink.decision_inputs);
-    assert_eq!(sink.decision_inputs[0].payload, json!({"v": 1}));
+    assert_eq!(*sink.decision_inputs[0].payload, json!({"v": 1}));
     let gap = &sink.decision_inputs[1];
     assert_eq!(gap.source_agent, "right");
     assert_eq!(gap.output_type, "branch_failed");

@@ -65,10 +65,10 @@ pub(crate) fn context_edges_arrive_as_context_inputs() {
     });
     let request = run.state.pending_requests()[0].clone();
     // c's scoped mode keeps only `keep`, for the decision input and the context input.
-    assert_eq!(request.decision_inputs[0].payload, json!({"keep": 3}));
+    assert_eq!(*request.decision_inputs[0].payload, json!({"keep": 3}));
     assert_eq!(request.context_inputs.len(), 1);
     assert_eq!(request.context_inputs[0].source_agent, "a");
-    assert_eq!(request.context_inputs[0].payload, json!({"keep": 1}));
+    assert_eq!(*request.context_inputs[0].payload, json!({"keep": 1}));
 }
 
 #[test]
@@ -461,7 +461,7 @@ pub(crate) fn a_receiver_gets_the_prior_outputs_it_requires_scoped_in_its_contex
     assert_eq!(prior.len(), 1, "{:?}", request.context_inputs);
     assert_eq!(prior[0].source_agent, "a");
     assert_eq!(prior[0].output_type, "prior:ab");
-    assert_eq!(prior[0].payload, json!({"trigger": 1}));
+    assert_eq!(*prior[0].payload, json!({"trigger": 1}));
     let recorded = run
         .decided()
         .iter()

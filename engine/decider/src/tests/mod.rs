@@ -788,7 +788,7 @@ pub(crate) fn effect_result(state: &RunState) -> Value {
         .clone();
     assert_eq!(input.source_agent, EFFECTS_SOURCE);
     assert_eq!(input.output_type, EFFECT_RESULT_TYPE);
-    input.payload
+    std::sync::Arc::unwrap_or_clone(input.payload)
 }
 
 // ---------------------------------------------------------------------------------------

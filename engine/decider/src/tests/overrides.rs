@@ -452,6 +452,6 @@ pub(crate) fn an_override_lets_the_runs_input_past_the_entry_checkpoint() {
             "agent.call_scheduled",
         ]);
     assert_eq!(run.pending().target_agent, "a");
-    assert_eq!(run.pending().decision_inputs[0].payload, json!({"x": 1}));
+    assert_eq!(*run.pending().decision_inputs[0].payload, json!({"x": 1}));
     run.replays();
 }

@@ -122,7 +122,7 @@ fn tool_result(run: &History) -> Value {
     let input = request.decision_inputs.last().expect("a decision input");
     assert_eq!(input.source_agent, TOOLS_SOURCE);
     assert_eq!(input.output_type, TOOL_RESULT_TYPE);
-    input.payload.clone()
+    Value::clone(&input.payload)
 }
 
 fn decision_rule(events: &[RunEvent]) -> (docket_policies::Verdict, String) {

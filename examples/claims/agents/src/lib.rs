@@ -115,7 +115,7 @@ fn input<T: DeserializeOwned>(
                 format!("expected a decision input of output type {output_type}"),
             )
         })?;
-    T::deserialize(&found.payload).map_err(|e| {
+    T::deserialize(&*found.payload).map_err(|e| {
         (
             "INPUT_INVALID_PAYLOAD",
             format!("the {output_type} decision input is malformed: {e}"),

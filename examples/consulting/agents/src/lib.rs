@@ -59,7 +59,7 @@ fn input<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> 
         .map(
             |i| match (i.payload.get("role"), i.payload.get("content")) {
                 (Some(_), Some(content)) => content,
-                _ => &i.payload,
+                _ => &*i.payload,
             },
         )
 }
@@ -71,7 +71,7 @@ fn prior<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> 
         .context_inputs
         .iter()
         .find(|i| i.output_type == wanted)
-        .map(|i| &i.payload)
+        .map(|i| &*i.payload)
 }
 
 /// Intent classification (seed 003's contract): the primary intent, its confidence and

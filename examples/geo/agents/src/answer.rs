@@ -37,7 +37,7 @@ pub(crate) fn decision_input<T: DeserializeOwned>(
                 format!("expected a decision input of output type {output_type}"),
             )
         })?;
-    T::deserialize(&input.payload).map_err(|err| {
+    T::deserialize(&*input.payload).map_err(|err| {
         Failure::new(
             "INPUT_INVALID_PAYLOAD",
             format!("the {output_type} decision input is malformed: {err}"),
@@ -54,7 +54,7 @@ pub(crate) fn context_input<T: DeserializeOwned>(
         .context_inputs
         .iter()
         .find(|input| input.output_type == output_type)
-        .and_then(|input| T::deserialize(&input.payload).ok())
+        .and_then(|input| T::deserialize(&*input.payload).ok())
 }
 
 /// One handoff (or finish) action carrying `payload`.

@@ -56,7 +56,7 @@ fn inputs<'a>(request: &'a AgentRequest, output_type: &str) -> Vec<&'a Value> {
         .decision_inputs
         .iter()
         .filter(|i| i.output_type == output_type)
-        .map(|i| &i.payload)
+        .map(|i| &*i.payload)
         .collect()
 }
 
@@ -90,7 +90,7 @@ fn domain<'a>(request: &'a AgentRequest, id: &str) -> Option<&'a Value> {
         .context_inputs
         .iter()
         .filter(|c| c.output_type.starts_with(&prefix))
-        .map(|c| &c.payload)
+        .map(|c| &*c.payload)
         .next_back()
 }
 
@@ -144,7 +144,7 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
         .decision_inputs
         .iter()
         .find(|i| i.source_agent == "external")
-        .map(|i| &i.payload)
+        .map(|i| &*i.payload)
     else {
         return refuse(
             request,

@@ -49,7 +49,7 @@ fn input<'a>(request: &'a AgentRequest, output_type: &str) -> Option<&'a Value> 
         .decision_inputs
         .iter()
         .find(|i| i.output_type == output_type)
-        .map(|i| &i.payload)
+        .map(|i| &*i.payload)
 }
 
 /// The answer of a specialist called without a task.
@@ -66,7 +66,7 @@ fn tool_results(request: &AgentRequest) -> Vec<&Value> {
         .decision_inputs
         .iter()
         .filter(|i| i.output_type == "tool_result")
-        .map(|i| &i.payload)
+        .map(|i| &*i.payload)
         .collect()
 }
 
