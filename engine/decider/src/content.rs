@@ -110,7 +110,48 @@ pub struct ReferencedEvent {
     pub blobs: Vec<Vec<u8>>,
 }
 
+/// What the events of one append have referred to so far, so that content two of them
+/// share (a handoff's delivered payload is the next call's decision input: the same
+/// value) is written out and hashed once and stored once. Values are told apart by
+/// identity: the events are borrowed for the memo's life, so an address names one value.
+#[derive(Default)]
+pub struct ReferencedContent<'a> {
+    referred: Vec<(&'a Value, Option<Value>)>,
+    stored: Vec<blake3::Hash>,
+}
+
+impl<'a> ReferencedContent<'a> {
+    /// The reference for `value` (`None`: it stays inline), its blob added to `blobs`
+    /// unless an earlier event of the append carries the same bytes.
+    fn refer(&mut self, blobs: &mut Blobs, value: &'a Value) -> Option<Value> {
+        if let Some((_, reference)) = self.referred.iter().find(|(v, _)| std::ptr::eq(*v, value)) {
+            return reference.clone();
+        }
+        let reference = blobs.refer_unless(value, &self.stored);
+        self.referred.push((value, reference.clone()));
+        reference
+    }
+}
+
 impl RunEvent {
+    /// This event in payload encoding 2 ([`REFERENCED_PAYLOAD`]), after the events of the
+    /// same append noted in `earlier`: a blob an earlier one carries is not carried again
+    /// (the append stores the blobs of all its events).
+    #[must_use]
+    pub fn encode_referenced_after<'a>(
+        &'a self,
+        earlier: &mut ReferencedContent<'a>,
+    ) -> ReferencedEvent {
+        if content_positions(self.kind()).is_empty() {
+            return ReferencedEvent {
+                payload: self.encode(),
+                blobs: Vec::new(),
+            };
+        }
+        self.encode_referenced_in_place(earlier)
+            .unwrap_or_else(|| self.encode_referenced_as_tree())
+    }
+
     /// This event in payload encoding 2 ([`REFERENCED_PAYLOAD`]).
     #[must_use]
     pub fn encode_referenced(&self) -> ReferencedEvent {
@@ -120,7 +161,7 @@ impl RunEvent {
                 blobs: Vec::new(),
             };
         }
-        self.encode_referenced_in_place()
+        self.encode_referenced_in_place(&mut ReferencedContent::default())
             .unwrap_or_else(|| self.encode_referenced_as_tree())
     }
 
@@ -128,33 +169,48 @@ impl RunEvent {
     /// values replaced in a copy of the event, which is then written directly, without
     /// the JSON tree [`RunEvent::encode_referenced_as_tree`] builds. The same bytes
     /// (checked by the round-trip property below); `None` for the other kinds.
-    fn encode_referenced_in_place(&self) -> Option<ReferencedEvent> {
+    fn encode_referenced_in_place<'a>(
+        &'a self,
+        earlier: &mut ReferencedContent<'a>,
+    ) -> Option<ReferencedEvent> {
         let mut blobs = Blobs::default();
+        // The references are taken from `self` (whose values the memo may name), then put
+        // in a copy of the event; its payloads are shared, so the copy is shallow.
         let mut event = self.clone();
-        match &mut event {
-            RunEvent::HandoffAllowed { delivered, .. } => {
-                if let Some(r) = blobs.refer(delivered) {
-                    *delivered = std::sync::Arc::new(r);
+        match (self, &mut event) {
+            (
+                RunEvent::HandoffAllowed { delivered, .. },
+                RunEvent::HandoffAllowed {
+                    delivered: slot, ..
+                },
+            ) => {
+                if let Some(r) = earlier.refer(&mut blobs, delivered) {
+                    *slot = std::sync::Arc::new(r);
                 }
             }
-            RunEvent::RunCompleted { output } => {
-                if let Some(r) = blobs.refer(output) {
-                    *output = r;
+            (RunEvent::RunCompleted { output }, RunEvent::RunCompleted { output: slot }) => {
+                if let Some(r) = earlier.refer(&mut blobs, output) {
+                    *slot = r;
                 }
             }
-            RunEvent::AgentResponded { response, .. } => {
+            (
+                RunEvent::AgentResponded { response, .. },
+                RunEvent::AgentResponded { response: slot, .. },
+            ) => {
                 // `/response/actions/*/payload`: of the actions, only a handoff has a
                 // `payload`.
                 let refs: Vec<Option<Value>> = response
                     .actions
                     .iter()
                     .map(|action| match action {
-                        crate::Action::Handoff { payload, .. } => blobs.refer(payload),
+                        crate::Action::Handoff { payload, .. } => {
+                            earlier.refer(&mut blobs, payload)
+                        }
                         _ => None,
                     })
                     .collect();
-                if !blobs.bytes.is_empty() {
-                    let response = std::sync::Arc::make_mut(response);
+                if refs.iter().any(Option::is_some) {
+                    let response = std::sync::Arc::make_mut(slot);
                     for (action, r) in response.actions.iter_mut().zip(refs) {
                         if let (crate::Action::Handoff { payload, .. }, Some(r)) = (action, r) {
                             *payload = r;
@@ -162,25 +218,30 @@ impl RunEvent {
                     }
                 }
             }
-            RunEvent::AgentCallScheduled { request, .. } => {
+            (
+                RunEvent::AgentCallScheduled { request, .. },
+                RunEvent::AgentCallScheduled { request: slot, .. },
+            ) => {
                 // Table order: the original request, then decision, then context inputs.
                 let original = request
                     .context
                     .get("handoff")
                     .and_then(|h| h.get("original_request"))
-                    .and_then(|v| blobs.refer(v));
+                    .and_then(|v| earlier.refer(&mut blobs, v));
                 let decision: Vec<Option<Value>> = request
                     .decision_inputs
                     .iter()
-                    .map(|i| blobs.refer(&i.payload))
+                    .map(|i| earlier.refer(&mut blobs, &i.payload))
                     .collect();
                 let context: Vec<Option<Value>> = request
                     .context_inputs
                     .iter()
-                    .map(|i| blobs.refer(&i.payload))
+                    .map(|i| earlier.refer(&mut blobs, &i.payload))
                     .collect();
-                if !blobs.bytes.is_empty() {
-                    let request = std::sync::Arc::make_mut(request);
+                let referred =
+                    original.is_some() || decision.iter().chain(&context).any(Option::is_some);
+                if referred {
+                    let request = std::sync::Arc::make_mut(slot);
                     if let Some(r) = original
                         && let Some(slot) = request
                             .context
@@ -203,6 +264,7 @@ impl RunEvent {
             }
             _ => return None,
         }
+        earlier.stored.extend(blobs.seen.iter().copied());
         Some(ReferencedEvent {
             payload: docket_policies::canonical_json_bytes(&event),
             blobs: blobs.bytes,
@@ -242,13 +304,18 @@ impl Blobs {
     /// The reference that replaces `value` at a content position, its content noted;
     /// `None` when the value stays inline (small, and not shaped like a reference).
     fn refer(&mut self, value: &Value) -> Option<Value> {
+        self.refer_unless(value, &[])
+    }
+
+    /// [`Self::refer`], the blob left out when `stored` (an earlier event's) holds it.
+    fn refer_unless(&mut self, value: &Value, stored: &[blake3::Hash]) -> Option<Value> {
         let bytes = docket_policies::canonical_json_bytes(value);
         if bytes.len() < REFERENCE_FROM_BYTES && !looks_like_a_reference(value) {
             return None;
         }
         let hash = blake3::hash(&bytes);
         let reference = reference(hash.as_bytes(), bytes.len() as u64);
-        if !self.seen.contains(&hash) {
+        if !self.seen.contains(&hash) && !stored.contains(&hash) {
             self.seen.push(hash);
             self.bytes.push(bytes);
         }
@@ -563,6 +630,32 @@ mod tests {
                 let back = parsed.decode(|r| blobs.get(&r.hash).cloned()).expect("decodes");
                 prop_assert_eq!(&back, event);
             }
+        }
+
+        /// Encoded as one append (the runtime's batches), every event's payload is the
+        /// one it has alone, and the append carries each blob its events need, once.
+        #[test]
+        fn an_append_carries_each_blob_once_and_the_same_payloads(
+            edges in prop::collection::vec((0..3usize, 0..3usize), 0..6),
+            mode in 0..3usize,
+            script in prop::collection::vec(act(), 1..25),
+            approvals in prop::collection::vec(any::<bool>(), 25),
+        ) {
+            let (bundle, run) = gate_run(&gate_source(&edges, mode)).expect("the bundle compiles");
+            let recorded = record(&bundle, run, &script, &approvals);
+            let mut earlier = ReferencedContent::default();
+            let mut carried = Vec::new();
+            let mut needed = BTreeMap::new();
+            for event in &recorded.log {
+                let alone = event.encode_referenced();
+                let in_append = event.encode_referenced_after(&mut earlier);
+                prop_assert_eq!(&in_append.payload, &alone.payload, "{}", event.kind());
+                carried.extend(in_append.blobs);
+                needed.extend(store_of(&alone.blobs));
+            }
+            let carried_once = store_of(&carried);
+            prop_assert_eq!(carried_once.len(), carried.len(), "a blob twice in one append");
+            prop_assert_eq!(carried_once, needed);
         }
     }
 }

@@ -54,7 +54,7 @@ pub use commit::{
 };
 pub use content::{
     CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
-    ReferencedEvent, ReferencedPayload, content_pointers, content_positions,
+    ReferencedContent, ReferencedEvent, ReferencedPayload, content_pointers, content_positions,
 };
 pub use decide::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,

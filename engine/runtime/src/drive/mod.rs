@@ -36,8 +36,8 @@ use crate::workflow::Workflow;
 use docket_decider::WorkflowSpec;
 use docket_decider::{AgentRequest, AgentResponse};
 use docket_decider::{
-    COMMITTED_PAYLOAD, Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD, Rejection,
-    RunEvent, RunId, RunRequested, RunState, decide_in_place,
+    COMMITTED_PAYLOAD, Command, DecodeError, KIND_VERSION, NextStep, REFERENCED_PAYLOAD,
+    ReferencedContent, Rejection, RunEvent, RunId, RunRequested, RunState, decide_in_place,
 };
 
 pub use executors::resolve_program;
@@ -930,6 +930,8 @@ impl<S: EventStore + 'static> Runtime<S> {
             )?),
             _ => None,
         };
+        // Content two events of the batch share is written out, hashed and stored once.
+        let mut referred = ReferencedContent::default();
         let batch: Vec<NewEvent> = events
             .iter()
             .map(|e| {
@@ -945,7 +947,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     (PayloadEncoding::Plain, None) => (KIND_VERSION, e.encode()),
                     // Encoding 2, or encoding 3's fallback for a value JCS cannot carry.
                     (_, None) => {
-                        let encoded = e.encode_referenced();
+                        let encoded = e.encode_referenced_after(&mut referred);
                         blobs.extend(encoded.blobs);
                         (REFERENCED_PAYLOAD, encoded.payload)
                     }
