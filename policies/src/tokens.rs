@@ -24,8 +24,9 @@ use serde_json::Value;
 
 use crate::canonical;
 
-/// Pieces longer than this are counted each time (they rarely repeat).
-const CACHED_PIECE_BYTES: usize = 24;
+/// Pieces longer than this are counted each time (they rarely repeat); shorter ones are
+/// remembered under their bytes packed in a `u128` (see [`piece_key`]).
+const CACHED_PIECE_BYTES: usize = 15;
 /// The per-thread cache is emptied when it holds this many pieces.
 const CACHED_PIECES: usize = 1 << 16;
 
@@ -44,13 +45,23 @@ const LOOKAHEAD_PATTERN: usize = 1;
 static CL100K_SPLIT: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new_many(&CL100K_PATTERNS).ok());
 
-/// Piece → count, looked up only and never iterated: its order cannot reach a result
-/// (foldhash: SipHash cost more than the lookups it serves).
+/// Piece (as [`piece_key`]) → count, looked up only and never iterated: its order cannot
+/// reach a result (foldhash: SipHash cost more than the lookups it serves).
 #[expect(
     clippy::disallowed_types,
     reason = "looked up only, never iterated: no order can reach a count"
 )]
-type PieceCounts = std::collections::HashMap<Box<str>, u32, foldhash::fast::RandomState>;
+type PieceCounts = std::collections::HashMap<u128, u32, foldhash::fast::RandomState>;
+
+/// A piece of at most [`CACHED_PIECE_BYTES`] bytes as one number: its bytes, then its
+/// length in the top byte (so that pieces that differ only by trailing zero bytes differ),
+/// looked up without a pointer to follow or a string to compare.
+fn piece_key(piece: &[u8]) -> u128 {
+    let mut bytes = [0u8; 16];
+    bytes[..piece.len()].copy_from_slice(piece);
+    bytes[15] = piece.len() as u8;
+    u128::from_le_bytes(bytes)
+}
 
 thread_local! {
     static PIECE_TOKENS: RefCell<PieceCounts> = RefCell::new(PieceCounts::default());
@@ -97,16 +108,20 @@ pub fn count_text(text: &str) -> usize {
         let mut cache = cache.borrow_mut();
         let mut total = 0;
         split(text, |piece| {
-            total += if piece.len() > CACHED_PIECE_BYTES {
-                bpe.count(piece.as_bytes())
-            } else if let Some(n) = cache.get(piece) {
+            let bytes = piece.as_bytes();
+            if bytes.len() > CACHED_PIECE_BYTES {
+                total += bpe.count(bytes);
+                return;
+            }
+            let key = piece_key(bytes);
+            total += if let Some(n) = cache.get(&key) {
                 *n as usize
             } else {
-                let n = bpe.count(piece.as_bytes());
+                let n = bpe.count(bytes);
                 if cache.len() >= CACHED_PIECES {
                     cache.clear();
                 }
-                cache.insert(piece.into(), u32::try_from(n).unwrap_or(u32::MAX));
+                cache.insert(key, u32::try_from(n).unwrap_or(u32::MAX));
                 n
             };
         });
@@ -141,6 +156,15 @@ mod tests {
         assert_eq!(count_text("hello world"), 2);
         assert_eq!(count_text(""), 0);
         assert!(count_value(&serde_json::json!({"fraud_score": 0.92})) > 3);
+    }
+
+    #[test]
+    fn pieces_that_differ_by_trailing_zero_bytes_are_remembered_apart() {
+        assert_ne!(piece_key(b"a"), piece_key(b"a\0"));
+        assert_ne!(piece_key(b""), piece_key(b"\0"));
+        for text in ["a", "a\0", "a", "\0\0", "a\0"] {
+            assert_eq!(count_text(text), tiktoken(text), "{text:?}");
+        }
     }
 
     #[test]

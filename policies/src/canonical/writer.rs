@@ -609,6 +609,39 @@ mod tests {
         assert_eq!(direct(&v), reference(&v));
     }
 
+    /// Objects sorted inside objects sorted, beside arrays of them: each keeps its own
+    /// keys apart from its parent's and its siblings'.
+    #[test]
+    fn unsorted_objects_nested_in_unsorted_objects() {
+        #[derive(Serialize)]
+        struct Inner {
+            y: u8,
+            b: &'static str,
+            #[serde(flatten)]
+            rest: BTreeMap<u8, Value>,
+        }
+        #[derive(Serialize)]
+        struct Outer {
+            z: Inner,
+            m: Vec<Inner>,
+            a: u8,
+            #[serde(flatten)]
+            rest: BTreeMap<String, Inner>,
+        }
+        let inner = |n: u8| Inner {
+            y: n,
+            b: "b",
+            rest: BTreeMap::from([(10, json!({"q": n, "p": [n]})), (2, json!(null))]),
+        };
+        let v = Outer {
+            z: inner(1),
+            m: vec![inner(2), inner(3)],
+            a: 4,
+            rest: BTreeMap::from([("c".to_owned(), inner(5)), ("a".to_owned(), inner(6))]),
+        };
+        assert_eq!(direct(&v), reference(&v));
+    }
+
     #[test]
     fn wide_and_narrow_numbers_as_the_value_tree_has_them() {
         assert_eq!(direct(&0.1f32), reference(&0.1f32));
