@@ -165,7 +165,8 @@ impl PolicyBundle {
     /// [`RulesError::UnknownAgent`] when either agent is not declared.
     pub fn pair_rules(&self, from: &str, to: &str) -> Result<PairRules, RulesError> {
         for (side, agent) in [("from", from), ("to", to)] {
-            if self.agent(agent).is_none() {
+            let source = side == "from" && crate::rules::scope::is_content_source(agent);
+            if self.agent(agent).is_none() && !source {
                 return Err(RulesError::UnknownAgent {
                     bundle: self.spec.bundle.id.clone(),
                     side,
