@@ -590,6 +590,13 @@ conversation_translation = { summarize = true, max_tokens = 100 }
         assert_eq!(p.handoff.decision.verdict, Verdict::Deny);
         let e = b.pair_rules("fraud", "nobody").unwrap_err();
         assert!(e.to_string().contains("no agent `nobody` (to)"), "{e}");
+        // A person sends content without being an agent; it never receives any.
+        let p = b
+            .pair_rules("human", "intake")
+            .expect("a sender that is no agent");
+        assert_eq!(p.from_agent_id, "human");
+        let e = b.pair_rules("intake", "human").unwrap_err();
+        assert!(e.to_string().contains("no agent `human` (to)"), "{e}");
     }
 
     #[test]
