@@ -1134,8 +1134,9 @@ impl PolicyBundle {
         let edges = &spec.interactions.allowed;
         let is_edge = |from: &str, to: &str| edges.iter().any(|e| e.from == from && e.to == to);
         let mut out = Vec::new();
-        // Answers to capability requests, for each asking edge whose return is no edge.
-        for ask in edges {
+        // Answers to capability requests, for each asking edge whose return is no edge
+        // (`external` hands the run its input; it asks for no capability).
+        for ask in edges.iter().filter(|e| e.from != "external") {
             let Some(owner) = self.agent(&ask.to).and_then(|i| spec.agents.get(i)) else {
                 continue;
             };
