@@ -358,12 +358,22 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                     error: anyhow::anyhow!(problems.join("\n")),
                 });
             }
+            // Valid and admitted, but content off the interaction matrix would arrive
+            // empty (a capability's answer, a person's, a tool's result): said, not refused.
+            let warnings: Vec<String> = b
+                .emptied_content()
+                .iter()
+                .map(|e| format!("{}: {e}", file.display()))
+                .collect();
             if json {
                 print_json(
                     out,
-                    &json!({ "valid": true, "file": file.display().to_string(), "bundle": b.spec().bundle.id, "hash": b.hash() }),
+                    &json!({ "valid": true, "file": file.display().to_string(), "bundle": b.spec().bundle.id, "hash": b.hash(), "warnings": warnings }),
                 );
             } else {
+                for w in &warnings {
+                    eprintln!("warning: {w}");
+                }
                 outln!(
                     out,
                     "ok {} ({} agents)",

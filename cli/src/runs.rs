@@ -605,7 +605,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             }
             // New runs use the latest registered version of the bundle (`Runtime::start`):
             // said, with whether the workflow's own file is that version.
-            if let Some(latest) = rt.with_latest_bundle(&wf).await? {
+            let latest = rt.with_latest_bundle(&wf).await?;
+            if let Some(latest) = &latest {
                 let v = &latest.version;
                 let file = if latest.file_hash == v.hash {
                     "the same as the workflow's bundle file"
@@ -619,6 +620,12 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     v.hash,
                     data.display()
                 );
+            }
+            // Content off the interaction matrix that the bundle would empty: said before
+            // the run starts, not refused (docs/governance.md#content-that-is-not-a-handoff).
+            let chosen = latest.as_ref().map_or(&wf, |l| &l.workflow);
+            for w in emptied_content(chosen) {
+                eprintln!("warning: {w}");
             }
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.
@@ -1316,4 +1323,20 @@ fn print_output(out: &mut String, output: &Value) {
             outln!(out, "  warning: {}", w.as_str().unwrap_or_default());
         }
     }
+}
+
+/// What `workflow`'s bundle would empty off the interaction matrix, each named with the
+/// bundle's file ([`docket_policies::PolicyBundle::emptied_content`]); nothing for a bundle
+/// that does not compile, which starting the run refuses with its own error.
+fn emptied_content(workflow: &Workflow) -> Vec<String> {
+    let name = &workflow.bundle_source_name;
+    docket_policies::Format::from_name(name)
+        .and_then(|format| docket_policies::parse(&workflow.bundle_source, name, format).ok())
+        .map(|b| {
+            b.emptied_content()
+                .iter()
+                .map(|e| format!("{name}: {e}"))
+                .collect()
+        })
+        .unwrap_or_default()
 }

@@ -165,7 +165,8 @@ impl PolicyBundle {
     /// [`RulesError::UnknownAgent`] when either agent is not declared.
     pub fn pair_rules(&self, from: &str, to: &str) -> Result<PairRules, RulesError> {
         for (side, agent) in [("from", from), ("to", to)] {
-            if self.agent(agent).is_none() {
+            let source = side == "from" && crate::rules::scope::is_content_source(agent);
+            if self.agent(agent).is_none() && !source {
                 return Err(RulesError::UnknownAgent {
                     bundle: self.spec.bundle.id.clone(),
                     side,
@@ -589,6 +590,13 @@ conversation_translation = { summarize = true, max_tokens = 100 }
         assert_eq!(p.handoff.decision.verdict, Verdict::Deny);
         let e = b.pair_rules("fraud", "nobody").unwrap_err();
         assert!(e.to_string().contains("no agent `nobody` (to)"), "{e}");
+        // A person sends content without being an agent; it never receives any.
+        let p = b
+            .pair_rules("human", "intake")
+            .expect("a sender that is no agent");
+        assert_eq!(p.from_agent_id, "human");
+        let e = b.pair_rules("intake", "human").unwrap_err();
+        assert!(e.to_string().contains("no agent `human` (to)"), "{e}");
     }
 
     #[test]

@@ -86,6 +86,40 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The sender a handoff rule names (`from_agent_id`): an agent reference, `*`, or a
+    /// [content source](crate::CONTENT_SOURCES) that is no agent (a person, docket's tools),
+    /// whose content reaches agents through the same gate.
+    pub(crate) fn source_ref(&mut self, p: Pointer, id: &str) {
+        if id == "*" || self.agents.contains(id) || scope::is_content_source(id) {
+            return;
+        }
+        self.push(
+            p,
+            Code::UnknownReference,
+            format!(
+                "unknown agent `{id}`: declare it under [[agents]], or name `human` (a \
+                 person's answers and decisions) or `tools` (the results of tools docket runs)"
+            ),
+        );
+    }
+
+    /// A receiver a handoff rule names (`to_agent_id`): as [`Self::agent_ref`], with a
+    /// clearer word for a content source named as a receiver.
+    pub(crate) fn receiver_ref(&mut self, p: Pointer, id: &str) {
+        if scope::is_content_source(id) && !self.agents.contains(id) {
+            self.push(
+                p,
+                Code::InvalidValue,
+                format!(
+                    "`{id}` sends content but never receives it: name it as from_agent_id, \
+                     or declare an agent `{id}` under [[agents]]"
+                ),
+            );
+            return;
+        }
+        self.agent_ref(p, id, true);
+    }
+
     /// Every path of a list of field paths parses.
     pub(crate) fn field_paths(&mut self, p: &Pointer, paths: &[String]) {
         for (i, path) in paths.iter().enumerate() {

@@ -35,9 +35,12 @@ fn check_prints_the_bundle_hash_for_every_example() {
             .map(str::to_owned)
             .expect("hash line");
         assert_eq!(hash_line.len(), "hash ".len() + 64);
+        // Every example gives the content that crosses no edge of its matrix a rule.
+        assert!(!stderr(&o).contains("warning"), "{name}: {}", stderr(&o));
         let j = docket(&["policy", "check", &path(name), "--json"]);
         let v: Value = serde_json::from_slice(&j.stdout).expect("json");
         assert_eq!(v["valid"], true);
+        assert_eq!(v["warnings"], serde_json::json!([]), "{name}");
         assert_eq!(
             format!("hash {}", v["hash"].as_str().expect("hash")),
             hash_line
@@ -295,4 +298,121 @@ context_parts = { prior_outputs = ["a", "ghost"] }
         err.contains("/multi_agent_handoffs/context_parts/agent_identity"),
         "{err}"
     );
+}
+
+/// Content crossing a pair that is no edge of the matrix, scoped to nothing, is named with
+/// the rule to add: the consulting bundle without its rule for ANL's answers to CST, and
+/// without the one for a person's answers.
+#[test]
+fn check_warns_of_content_off_the_matrix_that_would_arrive_empty() {
+    let text = std::fs::read_to_string(path("consulting")).expect("the consulting bundle");
+    let mut cut = text.clone();
+    for id in ["anl-answers-cst", "person-answers-full"] {
+        let start = cut
+            .find(&format!(
+                "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"{id}\""
+            ))
+            .unwrap_or_else(|| panic!("rule {id} in the consulting bundle"));
+        let end = cut[start + 1..]
+            .find("\n[[")
+            .map_or(cut.len(), |i| start + 1 + i);
+        cut.replace_range(start..end, "");
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bundle = dir.path().join("policy.toml");
+    std::fs::write(&bundle, cut).expect("bundle");
+    let file = bundle.to_str().expect("utf-8");
+    let o = docket(&["policy", "check", file]);
+    assert!(
+        o.status.success(),
+        "a warning, not a refusal: {}",
+        stderr(&o)
+    );
+    let err = stderr(&o);
+    let warnings: Vec<&str> = err.lines().filter(|l| l.starts_with("warning: ")).collect();
+    assert_eq!(warnings.len(), 2, "{err}");
+    let answers = warnings
+        .iter()
+        .find(|w| w.contains("ANL → CST"))
+        .unwrap_or_else(|| panic!("{err}"));
+    let opening = format!("warning: {file}: ANL → CST: answers to capability requests (`ANL_");
+    for words in [
+        opening.as_str(),
+        "would arrive empty",
+        "no edge of the interaction matrix",
+        "from_agent_id = \"ANL\", to_agent_id = \"CST\"",
+    ] {
+        assert!(answers.contains(words), "{answers}");
+    }
+    let person = warnings
+        .iter()
+        .find(|w| w.contains("human → ANL"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(person.contains("a person's answers"), "{person}");
+    assert!(
+        person.contains("from_agent_id = \"human\", to_agent_id = \"*\""),
+        "{person}"
+    );
+    let j = docket(&["policy", "check", file, "--json"]);
+    let v: Value = serde_json::from_slice(&j.stdout).expect("json");
+    assert_eq!(v["valid"], true);
+    assert_eq!(v["warnings"].as_array().map(Vec::len), Some(2), "{v}");
+    // The untouched bundle has none.
+    assert!(!stderr(&docket(&["policy", "check", &path("consulting")])).contains("warning"));
+}
+
+/// `docket run` says the same warnings before the run starts, and runs.
+#[test]
+fn run_warns_of_content_off_the_matrix_that_would_arrive_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        r#"
+bundle = { id = "scoped" }
+agents = [{ id = "external" }, { id = "worker", allowed_tools = ["Read"] }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "scoped"
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "in"
+from_agent_id = "external"
+to_agent_id = "worker"
+allowed_context_fields = ["task"]
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "out"
+from_agent_id = "worker"
+to_agent_id = "external"
+allowed_context_fields = ["task"]
+"#,
+    )
+    .expect("bundle");
+    std::fs::write(dir.path().join("input.json"), r#"{"task": "x"}"#).expect("input");
+    let workflow = dir.path().join("workflow.toml");
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"scoped\"\npolicy = \"policy.toml\"\nentry = \"worker\"\ninput = \"input.json\"\n\
+             [agents.worker]\ncommand = {:?}\nargs = [\"finish\"]\n",
+            env!("CARGO_BIN_EXE_test-agent")
+        ),
+    )
+    .expect("workflow");
+    let data = dir.path().join("data");
+    let o = Command::new(docket_bin())
+        .args(["run", workflow.to_str().expect("utf-8"), "--data"])
+        .arg(&data)
+        .output()
+        .expect("run docket");
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(0), "the run goes on: {err}");
+    let warned = |pair: &str, what: &str| {
+        err.lines().any(|l| {
+            l.starts_with("warning: ")
+                && l.contains(&format!("policy.toml: {pair}: {what}"))
+                && l.contains("would arrive empty")
+        })
+    };
+    assert!(warned("human → worker", "a person's answers"), "{err}");
+    assert!(warned("tools → worker", "the results of tools"), "{err}");
 }

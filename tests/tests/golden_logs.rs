@@ -80,10 +80,11 @@ enum Shape {
     Waiting,
     Answered,
     Fallback,
+    Refused,
 }
 
 impl Shape {
-    const ALL: [Shape; 7] = [
+    const ALL: [Shape; 8] = [
         Shape::Geo,
         Shape::Episode,
         Shape::Effect,
@@ -91,6 +92,7 @@ impl Shape {
         Shape::Waiting,
         Shape::Answered,
         Shape::Fallback,
+        Shape::Refused,
     ];
 
     fn name(self) -> &'static str {
@@ -102,6 +104,7 @@ impl Shape {
             Shape::Waiting => "waiting",
             Shape::Answered => "answered",
             Shape::Fallback => "fallback",
+            Shape::Refused => "refused",
         }
     }
 
@@ -111,6 +114,7 @@ impl Shape {
         match self {
             Shape::Answered => 4,
             Shape::Fallback => 5,
+            Shape::Refused => 12,
             _ => 1,
         }
     }
@@ -128,7 +132,7 @@ impl Shape {
             Shape::Geo | Shape::Episode | Shape::Effect | Shape::Answered | Shape::Fallback => {
                 RunStatus::Completed
             }
-            Shape::Blocked => RunStatus::Blocked,
+            Shape::Blocked | Shape::Refused => RunStatus::Blocked,
             Shape::Waiting => RunStatus::WaitingForHuman,
         }
     }
@@ -156,6 +160,7 @@ impl Shape {
                 ("run.completed", 1),
             ],
             Shape::Blocked => &[("handoff.denied", 1), ("run.blocked", 1)],
+            Shape::Refused => &[("policy.decided", 1), ("run.blocked", 1)],
             Shape::Waiting => &[("human.escalated", 1)],
             Shape::Fallback => &[
                 ("agent.responded", 4),
@@ -214,6 +219,10 @@ impl Shape {
                 inline(FALLBACK_WORKFLOW, FALLBACK_BUNDLE, "fallback.toml"),
                 json!({"question": "net present value?"}),
             ),
+            Shape::Refused => (
+                inline(REFUSED_WORKFLOW, REFUSED_BUNDLE, "refused.toml"),
+                json!({"story": "the harbour reopens"}),
+            ),
         }
     }
 
@@ -262,6 +271,10 @@ impl Shape {
             Shape::Fallback => {
                 agent("orc", orc);
                 agent("anl", anl);
+            }
+            Shape::Refused => {
+                agent("reporter", reporter);
+                agent("desk", never_called);
             }
         }
     }
@@ -498,6 +511,60 @@ fn never_called(r: &AgentRequest) -> AgentResponse {
         r,
         vec![Action::Finish {
             output: json!({ "published": true }),
+        }],
+    )
+}
+
+// `refused` (from decider version 12): the reporter asks the desk for `fact_check`, a
+// capability a responsibility lock keeps from reporters; the run is blocked by the lock,
+// its stop reason stating the lock's reason once.
+
+const REFUSED_BUNDLE: &str = r#"
+bundle = { id = "golden-refused" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "reporter"
+[[agents]]
+id = "desk"
+[[agents.capabilities]]
+code = "fact_check"
+[interactions]
+allowed = [
+  { from = "external", to = "reporter" },
+  { from = "reporter", to = "desk" },
+  { from = "reporter", to = "external" },
+  { from = "desk", to = "external" },
+]
+[[responsibility_locks]]
+id = "the-desk-checks-facts"
+capability = "fact_check"
+owner = "desk"
+forbidden_requesters = ["reporter"]
+reason = "a reporter does not check their own story"
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+const REFUSED_WORKFLOW: &str = r#"
+name = "newsroom"
+policy = "refused.toml"
+entry = "reporter"
+[agents.reporter]
+in_process = true
+[agents.desk]
+in_process = true
+"#;
+
+fn reporter(r: &AgentRequest) -> AgentResponse {
+    let mut inputs = serde_json::Map::new();
+    inputs.insert("story".into(), json!("the harbour reopens"));
+    success(
+        r,
+        vec![Action::RequestCapability {
+            target_agent: "desk".into(),
+            capability_code: "fact_check".into(),
+            inputs,
         }],
     )
 }
@@ -1320,6 +1387,29 @@ fn this_build_records_each_current_golden_log_byte_for_byte() {
             fixture.label()
         );
     }
+}
+
+/// The `refused` golden log of the current version (decider version 12 on) records the
+/// stop reason of a capability request a lock refuses with the lock's reason once.
+#[test]
+fn the_refused_golden_log_states_the_locks_reason_once() {
+    bless_if_asked();
+    let fixture = fixtures()
+        .into_iter()
+        .find(|f| f.shape == Shape::Refused && f.manifest.decider_version == DECIDER_VERSION)
+        .expect("a refused golden log of the current version");
+    let golden = block_on(check(&fixture)).unwrap_or_else(|e| panic!("{}: {e}", fixture.label()));
+    let Some(RunEvent::RunBlocked {
+        rule_id, reason, ..
+    }) = golden.run.last()
+    else {
+        panic!("{}: the run ends blocked", fixture.label());
+    };
+    assert_eq!(rule_id, "the-desk-checks-facts");
+    assert_eq!(
+        reason,
+        "reporter may not obtain fact_check from desk: a reporter does not check their own story"
+    );
 }
 
 /// Payload encoding 2 (docs/events.md#content-stored-once) records the same run: this

@@ -93,7 +93,7 @@ pub struct OutputOverride {
 /// recorded version is lower, so that every recorded log replays by any later build. A
 /// golden log of each version is checked in under `tests/golden/`. What each version
 /// changed is listed in docs/events.md#decider-versions.
-pub const DECIDER_VERSION: u32 = 11;
+pub const DECIDER_VERSION: u32 = 12;
 
 /// Decider version 2: a capability request needs an interaction-matrix edge from the
 /// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
@@ -202,6 +202,13 @@ pub(crate) const CHARGED_TOOL_CALLS: u32 = 11;
 /// ticket) instead of going on; before, only spawns and effects were refused past it
 /// (docs/governance.md#budgets).
 pub(crate) const FINALIZE_OR_ESCALATE: u32 = 11;
+
+/// Decider version 12: a refused capability request states its reason once. The stop
+/// reason (`run.blocked`) and the asker's error no longer repeat what the policy's reason
+/// already says: a responsibility lock's "X may not obtain `Y`" is not prefixed again,
+/// and input errors the reason lists are not appended a second time
+/// (docs/governance.md#capability-requests).
+pub(crate) const PLAIN_CAPABILITY_REFUSALS: u32 = 12;
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;

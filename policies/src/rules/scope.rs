@@ -25,10 +25,23 @@ use crate::error::DiagnosticCode as Code;
 use crate::fieldpath::{self, leaves, remove, select};
 use crate::locate::{Pointer, ptr};
 use crate::model::{AgentSpec, BundleSpec};
-use crate::rules::context_parts::{ContextParts, PriorOutputs};
+use crate::rules::context_parts::{ContentPart, ContextParts, PriorOutputs};
 use crate::rules::handoff::{HandoffDecision, InputKind};
 use crate::validate::Checker;
 use crate::{tokens, translate};
+
+/// Senders of content that are no agent of the bundle, which a handoff rule may name as
+/// `from_agent_id` without declaring them: `human`, a person's answers, decisions and
+/// approval reasons, and `tools`, the results of the tools docket runs for an agent
+/// (docs/governance.md#handoff-rules-and-blocked-fields). Their content crosses the same
+/// gate as an agent's, scoped for the pair `human → AGENT` or `tools → AGENT`.
+pub const CONTENT_SOURCES: [&str; 2] = ["human", "tools"];
+
+/// Whether `id` is one of the [`CONTENT_SOURCES`].
+#[must_use]
+pub fn is_content_source(id: &str) -> bool {
+    CONTENT_SOURCES.contains(&id)
+}
 
 /// The `multi_agent_handoffs` section: what context crosses a handoff
 /// (docs/governance.md#handoff-modes, docs/governance.md#handoff-rules-and-blocked-fields).
@@ -110,7 +123,10 @@ pub enum HandoffMode {
 #[serde(deny_unknown_fields)]
 pub struct HandoffRule {
     pub id: String,
+    /// The sender: an agent, `*`, or a sender that is no agent, `human` (a person's
+    /// answers and decisions) or `tools` (the results of tools docket runs).
     pub from_agent_id: String,
+    /// The receiver: an agent or `*`.
     pub to_agent_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff_mode: Option<HandoffMode>,
@@ -270,8 +286,8 @@ fn handoff_rules(c: &mut Checker<'_>) {
     let mut pairs = BTreeMap::new();
     for (i, r) in h.agent_handoff_rules.iter().enumerate() {
         let p = base.key("agent_handoff_rules").index(i);
-        c.agent_ref(p.key("from_agent_id"), &r.from_agent_id, true);
-        c.agent_ref(p.key("to_agent_id"), &r.to_agent_id, true);
+        c.source_ref(p.key("from_agent_id"), &r.from_agent_id);
+        c.receiver_ref(p.key("to_agent_id"), &r.to_agent_id);
         if let Some(prev) = pairs.insert(
             (r.from_agent_id.as_str(), r.to_agent_id.as_str()),
             r.id.as_str(),
@@ -638,6 +654,86 @@ impl std::fmt::Display for EmptyScope {
     }
 }
 
+/// Content that would arrive empty by a pair that is no edge of the interaction matrix:
+/// see [`PolicyBundle::emptied_content`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmptiedContent {
+    /// Who sends it: the capability's agent, `human` or `tools`.
+    pub from: String,
+    /// The agents it would reach empty (one for a capability's answer).
+    pub to: Vec<String>,
+    /// What it is.
+    pub content: EmptiedKind,
+    /// The rule that scopes the pair (`multi_agent_handoffs.default_handoff_mode` when no
+    /// rule sets a mode).
+    pub rule_id: String,
+}
+
+/// What crosses a pair that is no edge of the interaction matrix.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EmptiedKind {
+    /// The answers to capability requests, returning to the agent that asked.
+    CapabilityAnswer {
+        /// The capabilities the asker may request.
+        codes: Vec<String>,
+    },
+    /// A person's answers to questions, decisions and approval reasons.
+    PersonsAnswer,
+    /// The results of the tools docket runs for the agent.
+    ToolResult,
+}
+
+impl EmptiedKind {
+    /// The content kind in the user's words, as `output_type` names it in the log.
+    #[must_use]
+    pub fn describe(&self) -> String {
+        match self {
+            Self::CapabilityAnswer { codes } => format!(
+                "answers to capability requests ({})",
+                codes
+                    .iter()
+                    .map(|c| format!("`{c}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Self::PersonsAnswer => {
+                "a person's answers and decisions (`human_answer`, `decisions`)".to_owned()
+            }
+            Self::ToolResult => "the results of tools docket runs (`tool_result`)".to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for EmptiedContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let why = if self.rule_id == "multi_agent_handoffs.default_handoff_mode" {
+            "the default handoff mode `scoped` applies".to_owned()
+        } else {
+            format!("rule `{}` scopes it", self.rule_id)
+        };
+        let (pairs, to) = match self.to.as_slice() {
+            [one] => (format!("{} → {one}", self.from), format!("\"{one}\"")),
+            many => (
+                many.iter()
+                    .map(|t| format!("{} → {t}", self.from))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                "\"*\" (or one rule per agent)".to_owned(),
+            ),
+        };
+        write!(
+            f,
+            "{pairs}: {} would arrive empty: the pair is no edge of the interaction matrix, \
+             {why} and no rule lists allowed_context_fields for it; add a handoff rule with \
+             from_agent_id = \"{}\", to_agent_id = {to} and allowed_context_fields (or \
+             handoff_mode = \"full\")",
+            self.content.describe(),
+            self.from,
+        )
+    }
+}
+
 /// One precedence level that matched the pair.
 struct Level<'a> {
     rule_id: String,
@@ -992,27 +1088,144 @@ impl PolicyBundle {
     /// error, so that runs recorded under such a bundle still replay.)
     #[must_use]
     pub fn empty_scopes(&self) -> Vec<EmptyScope> {
-        let h = &self.spec.multi_agent_handoffs;
         let mut out = Vec::new();
         for edge in &self.spec.interactions.allowed {
-            let levels = self.levels(&edge.from, &edge.to);
-            let mode_level = levels.iter().find(|l| l.mode.is_some());
-            let mode = mode_level
-                .and_then(|l| l.mode)
-                .unwrap_or(h.default_handoff_mode);
-            let allowed = levels.iter().find_map(|l| l.allowed);
-            if mode == HandoffMode::Scoped && allowed.is_none_or(<[String]>::is_empty) {
+            if let Some(rule_id) = self.scoped_to_nothing(&edge.from, &edge.to) {
                 out.push(EmptyScope {
                     from: edge.from.clone(),
                     to: edge.to.clone(),
-                    rule_id: mode_level.map_or_else(
-                        || "multi_agent_handoffs.default_handoff_mode".to_owned(),
-                        |l| l.rule_id.clone(),
-                    ),
+                    rule_id,
                 });
             }
         }
         out
+    }
+
+    /// The rule that scopes `from → to` (`multi_agent_handoffs.default_handoff_mode` when
+    /// none sets a mode) when the pair is scoped and no level lists
+    /// `allowed_context_fields` for it: every payload crossing it arrives as `{}`.
+    fn scoped_to_nothing(&self, from: &str, to: &str) -> Option<String> {
+        let h = &self.spec.multi_agent_handoffs;
+        let levels = self.levels(from, to);
+        let mode_level = levels.iter().find(|l| l.mode.is_some());
+        let mode = mode_level
+            .and_then(|l| l.mode)
+            .unwrap_or(h.default_handoff_mode);
+        let allowed = levels.iter().find_map(|l| l.allowed);
+        (mode == HandoffMode::Scoped && allowed.is_none_or(<[String]>::is_empty)).then(|| {
+            mode_level.map_or_else(
+                || "multi_agent_handoffs.default_handoff_mode".to_owned(),
+                |l| l.rule_id.clone(),
+            )
+        })
+    }
+
+    /// Content that reaches an agent by a pair that is no edge of the interaction matrix,
+    /// and that the bundle scopes to nothing, so that it would arrive as `{}`: a
+    /// capability's answer (the capability's agent → the agent that asked, where the
+    /// matrix has only the asking edge), a person's answers and decisions (`human → agent`,
+    /// to every agent a handoff can reach), and the results of tools docket runs for an
+    /// agent that may use tools (`tools → agent`, unless `context_parts.observations` is
+    /// `full`). Warnings, not admission problems: `docket policy check` and `docket run`
+    /// say them, naming the rule to add (docs/governance.md#content-that-is-not-a-handoff).
+    #[must_use]
+    pub fn emptied_content(&self) -> Vec<EmptiedContent> {
+        let spec = &self.spec;
+        let edges = &spec.interactions.allowed;
+        let is_edge = |from: &str, to: &str| edges.iter().any(|e| e.from == from && e.to == to);
+        let mut out = Vec::new();
+        // Answers to capability requests, for each asking edge whose return is no edge
+        // (`external` hands the run its input; it asks for no capability).
+        for ask in edges.iter().filter(|e| e.from != "external") {
+            let Some(owner) = self.agent(&ask.to).and_then(|i| spec.agents.get(i)) else {
+                continue;
+            };
+            let codes: Vec<String> = owner
+                .capabilities
+                .iter()
+                .filter(|c| self.may_request(&ask.from, &ask.to, &c.code))
+                .map(|c| c.code.clone())
+                .collect();
+            if codes.is_empty() || is_edge(&ask.to, &ask.from) {
+                continue;
+            }
+            if let Some(rule_id) = self.scoped_to_nothing(&ask.to, &ask.from) {
+                out.push(EmptiedContent {
+                    from: ask.to.clone(),
+                    to: vec![ask.from.clone()],
+                    content: EmptiedKind::CapabilityAnswer { codes },
+                    rule_id,
+                });
+            }
+        }
+        // A person's answers, and tools' results, grouped by the rule that empties them.
+        let reachable: BTreeSet<&str> = edges
+            .iter()
+            .map(|e| e.to.as_str())
+            .filter(|to| self.agent(to).is_some() && *to != "external")
+            .filter(|to| !is_content_source(to))
+            .collect();
+        let observations_full = |to: &str| {
+            let full = |p: &ContextParts| p.observations == Some(ContentPart::Full);
+            full(&spec.multi_agent_handoffs.context_parts)
+                || spec
+                    .multi_agent_handoffs
+                    .agent_handoff_rules
+                    .iter()
+                    .any(|r| {
+                        (r.to_agent_id == to || r.to_agent_id == "*")
+                            && r.context_parts.as_ref().is_some_and(full)
+                    })
+        };
+        for (source, kind) in [
+            ("human", EmptiedKind::PersonsAnswer),
+            ("tools", EmptiedKind::ToolResult),
+        ] {
+            let mut by_rule: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for to in &reachable {
+                let uses = match kind {
+                    EmptiedKind::ToolResult => {
+                        let uses_tools = self
+                            .agent(to)
+                            .and_then(|i| spec.agents.get(i))
+                            .is_some_and(|a| !a.allowed_tools.is_empty());
+                        uses_tools && !observations_full(to)
+                    }
+                    _ => true,
+                };
+                if !uses || is_edge(source, to) {
+                    continue;
+                }
+                if let Some(rule_id) = self.scoped_to_nothing(source, to) {
+                    by_rule.entry(rule_id).or_default().push((*to).to_owned());
+                }
+            }
+            for (rule_id, to) in by_rule {
+                out.push(EmptiedContent {
+                    from: source.to_owned(),
+                    to,
+                    content: kind.clone(),
+                    rule_id,
+                });
+            }
+        }
+        out
+    }
+
+    /// Whether no responsibility lock keeps `code` of `target` from `asker`.
+    fn may_request(&self, asker: &str, target: &str, code: &str) -> bool {
+        self.spec
+            .responsibility_locks
+            .iter()
+            .filter(|l| l.capability == code)
+            .all(|l| {
+                l.owner == target
+                    && !l.forbidden_requesters.iter().any(|a| a == asker)
+                    && (asker == l.owner
+                        || l.requesters
+                            .as_ref()
+                            .is_none_or(|r| r.iter().any(|a| a == asker)))
+            })
     }
 
     fn levels(&self, from: &str, to: &str) -> Vec<Level<'_>> {
@@ -1133,6 +1346,145 @@ mod tests {
         // The same rule with an allow-list passes something.
         let listed = format!("{full}{rule}allowed_context_fields = [\"x\"]\n");
         assert!(pairs(&bundle(&listed)).is_empty());
+    }
+
+    /// external → orc → anl → (none back), scoped by default with an allow-list on each
+    /// edge; orc may use tools and asks anl for `npv`; `extra` appended.
+    fn off_the_matrix(extra: &str) -> Result<PolicyBundle, crate::BundleError> {
+        let rule = |id: &str, from: &str, to: &str, more: &str| {
+            format!(
+                "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"{id}\"\n\
+                 from_agent_id = \"{from}\"\nto_agent_id = \"{to}\"\n{more}\n"
+            )
+        };
+        let listed = "allowed_context_fields = [\"x\"]";
+        PolicyBundle::from_toml_str(
+            &format!(
+                "bundle = {{ id = \"t\" }}\n[[agents]]\nid = \"external\"\n[[agents]]\nid = \"orc\"\n\
+                 allowed_tools = [\"Read\"]\n[[agents]]\nid = \"anl\"\n\
+                 capabilities = [{{ code = \"npv\" }}]\n\
+                 [interactions]\nallowed = [{{ from = \"external\", to = \"orc\" }}, \
+                 {{ from = \"orc\", to = \"anl\" }}, {{ from = \"orc\", to = \"external\" }}]\n\
+                 [multi_agent_handoffs]\ndefault_handoff_mode = \"scoped\"\n{}{}{}{extra}",
+                rule("in", "external", "orc", listed),
+                rule("ask", "orc", "anl", listed),
+                rule("out", "orc", "external", listed),
+            ),
+            "t.toml",
+        )
+    }
+
+    #[test]
+    fn content_off_the_matrix_that_would_arrive_empty_is_named_with_the_rule_to_add() {
+        let bundle = off_the_matrix("").unwrap();
+        assert!(
+            bundle.admission_problems().is_empty(),
+            "every edge passes something"
+        );
+        let found = bundle.emptied_content();
+        let default = "multi_agent_handoffs.default_handoff_mode".to_owned();
+        assert_eq!(
+            found,
+            [
+                EmptiedContent {
+                    from: "anl".into(),
+                    to: vec!["orc".into()],
+                    content: EmptiedKind::CapabilityAnswer {
+                        codes: vec!["npv".into()]
+                    },
+                    rule_id: default.clone(),
+                },
+                EmptiedContent {
+                    from: "human".into(),
+                    to: vec!["anl".into(), "orc".into()],
+                    content: EmptiedKind::PersonsAnswer,
+                    rule_id: default.clone(),
+                },
+                EmptiedContent {
+                    from: "tools".into(),
+                    to: vec!["orc".into()],
+                    content: EmptiedKind::ToolResult,
+                    rule_id: default,
+                },
+            ]
+        );
+        let said = found[0].to_string();
+        for words in [
+            "anl → orc: answers to capability requests (`npv`) would arrive empty",
+            "no edge of the interaction matrix",
+            "from_agent_id = \"anl\", to_agent_id = \"orc\"",
+        ] {
+            assert!(said.contains(words), "{said}");
+        }
+        let said = found[1].to_string();
+        assert!(
+            said.starts_with("human → anl, human → orc: a person's answers"),
+            "{said}"
+        );
+        assert!(
+            said.contains("from_agent_id = \"human\", to_agent_id = \"*\""),
+            "{said}"
+        );
+
+        // The rules the findings ask for silence them.
+        let fixed = off_the_matrix(
+            "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"answers\"\nfrom_agent_id = \"anl\"\n\
+             to_agent_id = \"orc\"\nallowed_context_fields = [\"npv\"]\n\
+             [[multi_agent_handoffs.agent_handoff_rules]]\nid = \"people\"\nfrom_agent_id = \"human\"\n\
+             to_agent_id = \"*\"\nhandoff_mode = \"full\"\n\
+             [[multi_agent_handoffs.agent_handoff_rules]]\nid = \"observations\"\nfrom_agent_id = \"tools\"\n\
+             to_agent_id = \"orc\"\nhandoff_mode = \"full\"\n",
+        )
+        .unwrap();
+        assert_eq!(fixed.emptied_content(), []);
+        // A capability a lock keeps from the asker sends it no answer.
+        let locked = off_the_matrix(
+            "[[responsibility_locks]]\nid = \"l\"\ncapability = \"npv\"\nowner = \"anl\"\n\
+             forbidden_requesters = [\"orc\"]\nreason = \"r\"\n",
+        )
+        .unwrap();
+        assert!(
+            !locked
+                .emptied_content()
+                .iter()
+                .any(|e| matches!(e.content, EmptiedKind::CapabilityAnswer { .. }))
+        );
+    }
+
+    #[test]
+    fn a_rule_may_name_the_person_or_tools_as_its_sender_but_not_as_receiver() {
+        let rule = |from: &str, to: &str| {
+            format!(
+                "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"r\"\nfrom_agent_id = \"{from}\"\n\
+                 to_agent_id = \"{to}\"\nhandoff_mode = \"full\"\n"
+            )
+        };
+        let person = off_the_matrix(&rule("human", "orc")).unwrap();
+        assert_eq!(
+            person
+                .spec()
+                .multi_agent_handoffs
+                .agent_handoff_rules
+                .iter()
+                .filter(|r| r.from_agent_id == "human")
+                .count(),
+            1
+        );
+        off_the_matrix(&rule("tools", "*")).unwrap();
+        let typo = off_the_matrix(&rule("humna", "orc")).expect_err("not a sender");
+        let said = typo.to_string();
+        assert!(said.contains("unknown agent `humna`"), "{said}");
+        assert!(said.contains("name `human`"), "{said}");
+        assert!(
+            said.contains("agent_handoff_rules/3/from_agent_id") || said.contains("t.toml:"),
+            "{said}"
+        );
+        let backwards = off_the_matrix(&rule("orc", "human")).expect_err("not a receiver");
+        let said = backwards.to_string();
+        assert!(
+            said.contains("`human` sends content but never receives it"),
+            "{said}"
+        );
     }
 
     #[test]

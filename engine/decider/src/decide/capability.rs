@@ -7,7 +7,7 @@
 
 use super::handoff::Crossing;
 use super::*;
-use crate::event::GOVERNED_CAPABILITY_REQUESTS;
+use crate::event::{GOVERNED_CAPABILITY_REQUESTS, PLAIN_CAPABILITY_REFUSALS};
 
 impl Batch<'_> {
     /// Decides `agent`'s request for `capability_code` from `target`, and schedules the
@@ -32,8 +32,10 @@ impl Batch<'_> {
         });
         let allowed = d.decision.is_allowed();
         let rule = d.decision.rule_id.to_string();
+        let plain = self.state.decider_version() >= PLAIN_CAPABILITY_REFUSALS;
         let mut reason = d.decision.reason.to_string();
-        if !d.input_errors.is_empty() {
+        // Before version 12 the input errors the reason already lists were appended again.
+        if !plain && !d.input_errors.is_empty() {
             reason = format!("{reason}: {}", d.input_errors.join("; "));
         }
         let capability = d.decision.clone();
@@ -50,9 +52,14 @@ impl Batch<'_> {
                 json!({ "capability": capability_code, "target": target, "ruleId": rule }),
                 origin.attempt.saturating_sub(1),
             );
+            let why = if plain {
+                refusal_detail(&reason, agent, capability_code)
+            } else {
+                &reason
+            };
             self.block(
                 &rule,
-                format!("{agent} may not obtain {capability_code} from {target}: {reason}"),
+                format!("{agent} may not obtain {capability_code} from {target}: {why}"),
                 error,
             );
             return false;
@@ -115,4 +122,12 @@ impl Batch<'_> {
         let delivered = self.record_allowed(crossing, capability, scoped);
         Some(Value::clone(&delivered))
     }
+}
+
+/// What a refusal's reason adds to "X may not obtain Y from Z": a responsibility lock's
+/// reason starts with "X may not obtain `Y`: ", which the stop reason already says.
+fn refusal_detail<'r>(reason: &'r str, agent: &str, capability_code: &str) -> &'r str {
+    reason
+        .strip_prefix(&format!("{agent} may not obtain `{capability_code}`: "))
+        .unwrap_or(reason)
 }

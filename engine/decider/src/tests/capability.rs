@@ -279,3 +279,78 @@ pub(crate) fn version_8_calls_made_again_record_the_whole_request() {
     assert_eq!(run.pending().decision_inputs.len(), 1 + 4);
     run.replays();
 }
+
+/// The stop reason and the asker's error of a refused capability request, recorded by
+/// decider `version`: a refusal by the responsibility lock (`c` may not ask for
+/// `questions`) and one by the capability's input schema (`topics` missing).
+fn refusals(version: u32) -> [(String, String); 2] {
+    let blocked = |run: &mut History| {
+        let RunEvent::RunBlocked { reason, error, .. } =
+            run.decided().last().expect("an event").clone()
+        else {
+            panic!("run.blocked last: {:?}", kinds(run.decided()));
+        };
+        (
+            reason,
+            error["message"].as_str().unwrap_or_default().to_owned(),
+        )
+    };
+    let mut locked = started_under(BUNDLE, "t.toml", |r| r.decider_version = version);
+    locked.when(respond(vec![handoff("b", "ab", json!({}))]));
+    locked.when(respond(vec![handoff("c", "bc", json!({}))]));
+    locked.when(respond(vec![ask("b", "questions", json!({}))]));
+    let mut invalid = started_under(BUNDLE, "t.toml", |r| r.decider_version = version);
+    invalid.when(respond(vec![ask("b", "questions", json!({}))]));
+    [blocked(&mut locked), blocked(&mut invalid)]
+}
+
+#[test]
+pub(crate) fn a_refused_capability_request_states_its_reason_once() {
+    let [(lock, lock_error), (schema, schema_error)] = refusals(DECIDER_VERSION);
+    assert_eq!(
+        lock,
+        "c may not obtain questions from b: Guardrail 3: question generation lock"
+    );
+    assert_eq!(
+        lock_error,
+        "c may not obtain `questions`: Guardrail 3: question generation lock"
+    );
+    assert_eq!(
+        schema.matches("\"topics\" is a required property").count(),
+        1,
+        "{schema}"
+    );
+    assert!(
+        schema.starts_with("a may not obtain questions from b: INPUT_VALIDATION_FAILED: "),
+        "{schema}"
+    );
+    assert_eq!(
+        schema_error
+            .matches("\"topics\" is a required property")
+            .count(),
+        1,
+        "{schema_error}"
+    );
+}
+
+#[test]
+pub(crate) fn before_version_12_a_refused_capability_request_repeats_its_reason_as_recorded() {
+    let [(lock, _), (schema, schema_error)] = refusals(11);
+    assert_eq!(
+        lock,
+        "c may not obtain questions from b: c may not obtain `questions`: Guardrail 3: \
+         question generation lock"
+    );
+    assert_eq!(
+        schema.matches("\"topics\" is a required property").count(),
+        2,
+        "{schema}"
+    );
+    assert_eq!(
+        schema_error
+            .matches("\"topics\" is a required property")
+            .count(),
+        2,
+        "{schema_error}"
+    );
+}

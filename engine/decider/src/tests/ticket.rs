@@ -204,3 +204,51 @@ pub(crate) fn version_3_runs_keep_their_escalations() {
     ]);
     run.replays();
 }
+
+/// A handoff rule may name the person as its sender (`from_agent_id = "human"`): a
+/// person's answer to `a` is scoped by it, as an agent's output would be by its rule.
+#[test]
+pub(crate) fn a_rule_from_human_scopes_a_persons_answer() {
+    let source = format!(
+        "{BUNDLE}\n[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"answers-to-a\"\n\
+         from_agent_id = \"human\"\nto_agent_id = \"a\"\nhandoff_mode = \"scoped\"\n\
+         allowed_context_fields = [\"answer\", \"by\"]\n"
+    );
+    let mut run = started_under(&source, "t.toml", |_| {});
+    run.when(respond(vec![Action::Escalate {
+        reason: "which matters more?".into(),
+        choices: vec!["speed".into(), "safety".into()],
+    }]));
+    run.when(approve("ticket-1").by("ana").choice(2).answer("safety"))
+        .then_kinds(&["human.decided", "handoff.allowed", "agent.call_scheduled"])
+        .then(|events| {
+            let RunEvent::HandoffAllowed {
+                from,
+                to,
+                audit,
+                delivered,
+                ..
+            } = &events[1]
+            else {
+                panic!("the answer crosses the gate: {events:?}");
+            };
+            assert_eq!((from.as_str(), to.as_str()), ("human", "a"));
+            assert_eq!(&*audit.governance_rule_id, "answers-to-a");
+            assert_eq!(**delivered, json!({"answer": "safety", "by": "ana"}));
+            assert!(
+                audit
+                    .context_after_scoping
+                    .fields_excluded
+                    .contains(&"question".to_owned()),
+                "{audit:?}"
+            );
+        });
+    let answer = run
+        .pending()
+        .decision_inputs
+        .last()
+        .expect("an input")
+        .clone();
+    assert_eq!(answer.payload, json!({"answer": "safety", "by": "ana"}));
+    run.replays();
+}
