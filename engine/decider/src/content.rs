@@ -148,8 +148,10 @@ impl RunEvent {
                 blobs: Vec::new(),
             };
         }
-        self.encode_referenced_in_place(earlier)
-            .unwrap_or_else(|| self.encode_referenced_as_tree())
+        match self.encode_referenced_in_place(earlier) {
+            Some(encoded) => encoded,
+            None => self.encode_referenced_as_tree_after(&mut earlier.stored),
+        }
     }
 
     /// This event in payload encoding 2 ([`REFERENCED_PAYLOAD`]).
@@ -276,16 +278,23 @@ impl RunEvent {
     #[doc(hidden)]
     #[must_use]
     pub fn encode_referenced_as_tree(&self) -> ReferencedEvent {
+        self.encode_referenced_as_tree_after(&mut Vec::new())
+    }
+
+    /// [`Self::encode_referenced_as_tree`], leaving out the blobs whose hashes `stored`
+    /// holds (an earlier event of the append carries them) and adding its own.
+    fn encode_referenced_as_tree_after(&self, stored: &mut Vec<blake3::Hash>) -> ReferencedEvent {
         let mut value = serde_json::to_value(self).unwrap_or(Value::Null);
         let mut blobs = Blobs::default();
         for position in content_positions(self.kind()) {
             let steps: Vec<&str> = position.split('/').skip(1).collect();
             for_each_at(&mut value, &steps, &mut |slot| {
-                if let Some(r) = blobs.refer(slot) {
+                if let Some(r) = blobs.refer_unless(slot, stored) {
                     *slot = r;
                 }
             });
         }
+        stored.extend(blobs.seen.iter().copied());
         ReferencedEvent {
             payload: docket_policies::canonical_json_bytes(&value),
             blobs: blobs.bytes,
@@ -301,13 +310,9 @@ struct Blobs {
 }
 
 impl Blobs {
-    /// The reference that replaces `value` at a content position, its content noted;
-    /// `None` when the value stays inline (small, and not shaped like a reference).
-    fn refer(&mut self, value: &Value) -> Option<Value> {
-        self.refer_unless(value, &[])
-    }
-
-    /// [`Self::refer`], the blob left out when `stored` (an earlier event's) holds it.
+    /// The reference that replaces `value` at a content position, its content noted
+    /// unless `stored` (an earlier event's of the append) holds it; `None` when the value
+    /// stays inline (small, and not shaped like a reference).
     fn refer_unless(&mut self, value: &Value, stored: &[blake3::Hash]) -> Option<Value> {
         let bytes = docket_policies::canonical_json_bytes(value);
         if bytes.len() < REFERENCE_FROM_BYTES && !looks_like_a_reference(value) {

@@ -249,6 +249,6 @@ pub(crate) fn a_rule_from_human_scopes_a_persons_answer() {
         .last()
         .expect("an input")
         .clone();
-    assert_eq!(answer.payload, json!({"answer": "safety", "by": "ana"}));
+    assert_eq!(*answer.payload, json!({"answer": "safety", "by": "ana"}));
     run.replays();
 }
