@@ -110,6 +110,58 @@ pub struct ReferencedEvent {
     pub blobs: Vec<Vec<u8>>,
 }
 
+/// `response` with each handoff's payload replaced by its reference where `refs` has one,
+/// built field by field: copying the response whole would copy the payloads it replaces.
+fn with_referred_payloads(
+    response: &crate::AgentResponse,
+    refs: Vec<Option<Value>>,
+) -> crate::AgentResponse {
+    let crate::AgentResponse {
+        request_id,
+        status,
+        confidence_level,
+        warnings,
+        error_code,
+        error_message,
+        usage,
+        tool_calls,
+        actions,
+        metadata,
+    } = response;
+    crate::AgentResponse {
+        request_id: request_id.clone(),
+        status: *status,
+        confidence_level: *confidence_level,
+        warnings: warnings.clone(),
+        error_code: error_code.clone(),
+        error_message: error_message.clone(),
+        usage: *usage,
+        tool_calls: tool_calls.clone(),
+        actions: actions
+            .iter()
+            .zip(refs)
+            .map(|(action, r)| match (action, r) {
+                (
+                    crate::Action::Handoff {
+                        to,
+                        output_type,
+                        task,
+                        ..
+                    },
+                    Some(r),
+                ) => crate::Action::Handoff {
+                    to: to.clone(),
+                    output_type: output_type.clone(),
+                    payload: r,
+                    task: task.clone(),
+                },
+                (action, _) => action.clone(),
+            })
+            .collect(),
+        metadata: metadata.clone(),
+    }
+}
+
 /// What the events of one append have referred to so far, so that content two of them
 /// share (a handoff's delivered payload is the next call's decision input: the same
 /// value) is written out and hashed once and stored once. Values are told apart by
@@ -212,12 +264,7 @@ impl RunEvent {
                     })
                     .collect();
                 if refs.iter().any(Option::is_some) {
-                    let response = std::sync::Arc::make_mut(slot);
-                    for (action, r) in response.actions.iter_mut().zip(refs) {
-                        if let (crate::Action::Handoff { payload, .. }, Some(r)) = (action, r) {
-                            *payload = r;
-                        }
-                    }
+                    *slot = Arc::new(with_referred_payloads(response, refs));
                 }
             }
             (
