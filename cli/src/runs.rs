@@ -624,7 +624,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             // Content off the interaction matrix that the bundle would empty: said before
             // the run starts, not refused (docs/governance.md#content-that-is-not-a-handoff).
             let chosen = latest.as_ref().map_or(&wf, |l| &l.workflow);
-            for w in emptied_content(chosen) {
+            for w in chosen.emptied_content() {
                 eprintln!("warning: {w}");
             }
             // The run id is said as soon as the run is recorded, before its agents run:
@@ -1323,20 +1323,4 @@ fn print_output(out: &mut String, output: &Value) {
             outln!(out, "  warning: {}", w.as_str().unwrap_or_default());
         }
     }
-}
-
-/// What `workflow`'s bundle would empty off the interaction matrix, each named with the
-/// bundle's file ([`docket_policies::PolicyBundle::emptied_content`]); nothing for a bundle
-/// that does not compile, which starting the run refuses with its own error.
-fn emptied_content(workflow: &Workflow) -> Vec<String> {
-    let name = &workflow.bundle_source_name;
-    docket_policies::Format::from_name(name)
-        .and_then(|format| docket_policies::parse(&workflow.bundle_source, name, format).ok())
-        .map(|b| {
-            b.emptied_content()
-                .iter()
-                .map(|e| format!("{name}: {e}"))
-                .collect()
-        })
-        .unwrap_or_default()
 }

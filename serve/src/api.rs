@@ -547,7 +547,7 @@ async fn drive(
     run: &RunId,
     recorded_after: u64,
     work: impl Future<Output = Result<RunOutcome, RuntimeError>> + Send + 'static,
-) -> ApiResult {
+) -> Result<(StatusCode, Json<Value>), ApiError> {
     let stream = StreamId::new(run.as_str())
         .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))?;
     state
@@ -576,11 +576,11 @@ async fn drive(
         biased;
         joined = &mut handle => {
             let outcome = joined.map_err(|e| ApiError::internal(format!("the drive of run {run} stopped: {e}")))??;
-            Ok((StatusCode::OK, Json(run_json(state, run, &outcome.state))).into_response())
+            Ok((StatusCode::OK, Json(run_json(state, run, &outcome.state))))
         }
         _ = tail.next() => {
             let s = state.rt.state(run).await?;
-            Ok((StatusCode::ACCEPTED, Json(run_json(state, run, &s))).into_response())
+            Ok((StatusCode::ACCEPTED, Json(run_json(state, run, &s))))
         }
     }
 }
@@ -633,12 +633,22 @@ async fn start_run(State(state): Shared, b: Result<Json<StartBody>, JsonRejectio
         }
         None => state.rt.new_run_id(),
     };
+    // Content off the interaction matrix the bundle would empty: said, not refused
+    // (docs/governance.md#content-that-is-not-a-handoff), as `docket run` says it.
+    let warnings = wf.emptied_content();
+    for w in &warnings {
+        tracing::warn!(run = %run, "{w}");
+    }
     let rt = state.rt.clone();
     let id = run.clone();
-    drive(&state, &run, 0, async move {
+    let mut answer = drive(&state, &run, 0, async move {
         rt.start(&wf, input, Some(id)).await
     })
-    .await
+    .await?;
+    if !warnings.is_empty() {
+        answer.1["warnings"] = json!(warnings);
+    }
+    Ok(answer.into_response())
 }
 
 async fn resume(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
@@ -646,7 +656,8 @@ async fn resume(State(state): Shared, p: Result<Path<String>, PathRejection>) ->
     let version = state.rt.state(&run).await?.version();
     let rt = state.rt.clone();
     let id = run.clone();
-    drive(&state, &run, version, async move { rt.resume(&id).await }).await
+    let answer = drive(&state, &run, version, async move { rt.resume(&id).await }).await?;
+    Ok(answer.into_response())
 }
 
 #[derive(Deserialize)]
@@ -686,10 +697,11 @@ async fn decide(
     let version = state.rt.state(&run).await?.version();
     let rt = state.rt.clone();
     let id = run.clone();
-    drive(state, &run, version, async move {
+    let answer = drive(state, &run, version, async move {
         rt.decide_ticket(&id, &ticket, decision).await
     })
-    .await
+    .await?;
+    Ok(answer.into_response())
 }
 
 async fn approve(
@@ -838,10 +850,11 @@ async fn override_block(
     };
     let rt = state.rt.clone();
     let id = run.clone();
-    drive(&state, &run, version, async move {
+    let answer = drive(&state, &run, version, async move {
         rt.override_block(&id, o).await
     })
-    .await
+    .await?;
+    Ok(answer.into_response())
 }
 
 // ---------------------------------------------------------------------------------------

@@ -532,6 +532,57 @@ fn a_run_started_through_the_api_is_approved_and_completes_while_sse_follows_it(
     );
 }
 
+/// A run whose bundle would empty content off the interaction matrix (here a person's
+/// answers to the worker, under `scoped` with no rule for them) starts, and the answer to
+/// `POST /api/runs` says so, as `docket run` does on stderr.
+#[test]
+fn starting_a_run_says_what_its_bundle_would_empty() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let plain_dir = dir.path().join("plain");
+    std::fs::create_dir(&plain_dir).expect("plain dir");
+    let plain = workflow(&plain_dir, "plain", &["finish"]);
+    let bundle = dir.path().join("policy.toml");
+    let full = std::fs::read_to_string(&bundle).expect("bundle");
+    // The matrix's two edges cross whole; anything else falls to `scoped`.
+    let scoped = full.replace("\"full\"", "\"scoped\"")
+        + "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"in\"\nfrom_agent_id = \"external\"\n\
+           to_agent_id = \"worker\"\nhandoff_mode = \"full\"\n\
+           [[multi_agent_handoffs.agent_handoff_rules]]\nid = \"out\"\nfrom_agent_id = \"worker\"\n\
+           to_agent_id = \"external\"\nhandoff_mode = \"full\"\n";
+    std::fs::write(&bundle, scoped).expect("bundle");
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "run_id": "warned-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    let warnings = started["warnings"].as_array().expect("warnings");
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap_or_default();
+            w.contains("policy.toml") && w.contains("human") && w.contains("worker")
+        }),
+        "{started}"
+    );
+    server.until("warned-1", |r| r["status"] == "waiting_for_human");
+
+    // A bundle that empties nothing: no `warnings` at all.
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": plain, "run_id": "plain-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    assert!(started.get("warnings").is_none(), "{started}");
+}
+
 #[test]
 fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
     let dir = tempfile::tempdir().expect("tempdir");

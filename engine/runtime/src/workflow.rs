@@ -61,6 +61,24 @@ pub struct Workflow {
 }
 
 impl Workflow {
+    /// What this workflow's bundle would scope to nothing off the interaction matrix
+    /// (docs/governance.md#content-that-is-not-a-handoff), each named with the bundle's
+    /// file: said when a run starts, never refused. Nothing for a bundle that does not
+    /// compile, which starting the run refuses with its own error.
+    #[must_use]
+    pub fn emptied_content(&self) -> Vec<String> {
+        let name = &self.bundle_source_name;
+        docket_policies::Format::from_name(name)
+            .and_then(|format| docket_policies::parse(&self.bundle_source, name, format).ok())
+            .map(|b| {
+                b.emptied_content()
+                    .iter()
+                    .map(|e| format!("{name}: {e}"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// Reads a workflow file and the bundle it names.
     ///
     /// Paths are made absolute against the workflow file's directory (its real path), so
