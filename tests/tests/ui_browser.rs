@@ -9,8 +9,9 @@
 //! person signs in with an approver token, approves a waiting run from the inbox with the
 //! keyboard, while a second tab signed in as a viewer watches the run's page; that page
 //! shows the run complete as the events arrive over server-sent events, and the log read
-//! through the API has the approval by the token's name. Without Chromium the browser
-//! test says it was skipped and passes, unless `CI` is set.
+//! through the API has the approval by the token's name. Another denies a ticket: without
+//! a reason the page refuses it and nothing is decided; with one the run stops, blocked.
+//! Without Chromium the browser tests say they were skipped and pass, unless `CI` is set.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -520,4 +521,93 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
         .click()
         .expect("open the inbox");
     wait_for(&inbox, "#inbox-empty");
+}
+
+#[test]
+fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let approver = token(&data, "approver", "ana");
+    let viewer = token(&data, "viewer", "vic");
+    let operator = token(&data, "operator", "op");
+    let wf = asking_workflow(dir.path());
+    let server = Served::start(&data, dir.path());
+    let started = server.bearer(
+        "POST",
+        "/api/runs",
+        &operator,
+        Some(&json!({ "workflow": wf, "run_id": "deny-1" })),
+    );
+    assert!(matches!(started.status, 200 | 202), "{}", started.body);
+    server.until("deny-1", &viewer, |r| r["status"] == "waiting_for_human");
+    if !chromium_present() {
+        return;
+    }
+
+    let profile = dir.path().join("chromium-profile");
+    let browser = browser::launch(profile, Duration::from_secs(300), None);
+    let base = format!("http://{}/", server.addr);
+    let inbox = browser.new_tab().expect("a tab");
+    sign_in(&inbox, &base, &approver, "ana");
+    inbox
+        .navigate_to(&format!("{base}#/inbox"))
+        .expect("the inbox");
+    let form = "form.ticket[data-run='deny-1'][data-ticket='ticket-1']";
+    wait_for(&inbox, form);
+    let deny = format!("{form} button[value=deny]");
+
+    // Without a reason, the page refuses before asking the server, and nothing is decided.
+    inbox
+        .find_element(&deny)
+        .expect("the Deny button")
+        .click()
+        .expect("deny");
+    wait_for(&inbox, &format!("{form} .error"));
+    let refused = inbox
+        .find_element(&format!("{form} .error"))
+        .expect("the refusal")
+        .get_inner_text()
+        .expect("text");
+    assert!(
+        refused.contains("A reason is required to deny"),
+        "{refused}"
+    );
+    let run = server
+        .bearer("GET", "/api/runs/deny-1", &viewer, None)
+        .json();
+    assert_eq!(run["status"], "waiting_for_human", "{run}");
+
+    // With one, the run stops, blocked, the decision recorded with the token's name.
+    inbox
+        .find_element(&format!("{form} textarea[name=reason]"))
+        .expect("the reason field")
+        .focus()
+        .expect("focus");
+    inbox.type_str("not what we asked for").expect("type");
+    inbox
+        .find_element(&deny)
+        .expect("the Deny button")
+        .click()
+        .expect("deny");
+    wait_for(&inbox, ".notice");
+    let said = inbox
+        .find_element(".notice")
+        .expect("the notice")
+        .get_inner_text()
+        .expect("text");
+    assert!(said.contains("Denied ticket-1 of deny-1"), "{said}");
+    server.until("deny-1", &viewer, |r| r["status"] == "blocked");
+    let events = server
+        .bearer("GET", "/api/runs/deny-1/events", &viewer, None)
+        .json();
+    let decided = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "human.decided")
+        .cloned()
+        .expect("human.decided");
+    assert_eq!(decided["payload"]["by"], "ana");
+    assert_eq!(decided["payload"]["approved"], false);
+    assert_eq!(decided["payload"]["reason"], "not what we asked for");
 }
