@@ -2,7 +2,7 @@
 // #/inbox, #/start, #/policies, #/switches). Every datum comes from the JSON API.
 
 import { ApiError, call, enc, follow, signIn, signOut, token, who } from './api.js';
-import { KINDS, asks, describe, errorBox, h, notice, runLink, statusBadge, time } from './views.js';
+import { KINDS, asks, describe, errorBox, h, notice, runLink, statusBadge, time, verdictWords } from './views.js';
 
 const view = document.getElementById('view');
 let leaving = () => {};
@@ -553,8 +553,9 @@ async function startView() {
 /** `GET /api/policies/diff` as a person reads it: which handoffs now decide otherwise, and
  * which rules were added, removed or changed. */
 function diffView(d) {
-  const verdict = (v) => h('span', { class: String(v.verdict ?? '').toLowerCase() === 'allow' ? 'allow' : 'deny' },
-    `${String(v.verdict ?? '').toLowerCase()}`, v.rule_id ? h('span', { class: 'muted' }, ` by ${v.rule_id}`) : null);
+  const classes = { allow: 'allow', deny: 'deny', needs_approval: 'review' };
+  const verdict = (v) => h('span', { class: classes[String(v.verdict ?? '').toLowerCase()] ?? '' },
+    verdictWords(v.verdict), v.rule_id ? h('span', { class: 'muted' }, ` by ${v.rule_id}`) : null);
   const pairs = d.pairs ?? [];
   const rules = d.rules ?? [];
   return h('div', { id: 'diff-out' },

@@ -59,7 +59,10 @@ export const KINDS = [
   'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
 ];
 
-const denied = (d) => d && typeof d === 'object' && String(d.verdict ?? '').toLowerCase() !== 'allow';
+/** A decision that refused: `needs_approval` waits for a person and is no denial. */
+const denied = (d) => d && typeof d === 'object' && String(d.verdict ?? '').toLowerCase() === 'deny';
+/** A verdict as a person reads it (`needs_approval` → `needs approval`). */
+export const verdictWords = (v) => String(v ?? '').toLowerCase().replace('_', ' ');
 
 /** What an event is on the timeline: its group, one line, and whether it failed or denied. */
 export function describe(e) {
@@ -74,7 +77,7 @@ export function describe(e) {
   }
   if (k === 'policy.decided') {
     const d = p.decision ?? {};
-    return { group: 'decision', bad: denied(d), text: `${p.subject}: ${String(d.verdict ?? '').toLowerCase()}${rule(d)}${d.reason ? `: ${d.reason}` : ''}` };
+    return { group: 'decision', bad: denied(d), text: `${p.subject}: ${verdictWords(d.verdict)}${rule(d)}${d.reason ? `: ${d.reason}` : ''}` };
   }
   if (k === 'human.escalated') {
     return { group: 'human', bad: false, text: `${p.ticket} opened: ${p.reason}` };

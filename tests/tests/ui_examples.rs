@@ -255,6 +255,7 @@ fn a_person_operates_the_five_examples_from_the_browser() {
     let ana = browser.new_tab().expect("a tab");
     sign_in(&ana, &base, &approver, "ana");
 
+    let mut waiting_decisions = 0;
     for (n, example) in EXAMPLES.iter().enumerate() {
         let shot_name = |step: &str| format!("{n}-{}-{step}", example.run);
         // Start it from the form.
@@ -328,6 +329,17 @@ fn a_person_operates_the_five_examples_from_the_browser() {
         wait_for(&olga, "#verification .badge.sound");
         shot(&olga, &shot_name("completed"));
 
+        // A decision that waits for a person reads as such, and is not shown as a denial.
+        let review = eval(
+            &olga,
+            "JSON.stringify([...document.querySelectorAll(\"#timeline li[data-kind='policy.decided']\")]\
+             .filter(li => li.innerText.includes('needs approval')).map(li => li.classList.contains('bad')))",
+        );
+        let review: Vec<bool> =
+            serde_json::from_str(review.as_str().unwrap_or("[]")).expect("a list");
+        assert!(!review.contains(&true), "needs approval shown as denied");
+        waiting_decisions += review.len();
+
         // The audit trail: decisions with their rules, raw events, exports.
         let rules = eval(
             &olga,
@@ -375,6 +387,11 @@ fn a_person_operates_the_five_examples_from_the_browser() {
             );
         }
     }
+
+    assert!(
+        waiting_decisions > 0,
+        "no example showed a decision waiting for a person"
+    );
 
     // Ana's inbox, left open, has seen every ticket go.
     wait_for(&ana, "#inbox-empty");
