@@ -371,30 +371,56 @@ fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
     browser::sign_in(tab, base, token, name, BOUND);
 }
 
+/// A server over a fresh data directory in `dir`, an approver (`ana`), a viewer (`vic`)
+/// and a run `run` of [`asking_workflow`] started by an operator and waiting for a person.
+struct WaitingRun {
+    server: Served,
+    approver: String,
+    viewer: String,
+}
+
+impl WaitingRun {
+    fn start(dir: &Path, run: &str) -> Self {
+        let data = dir.join("data");
+        let approver = token(&data, "approver", "ana");
+        let viewer = token(&data, "viewer", "vic");
+        let operator = token(&data, "operator", "op");
+        let wf = asking_workflow(dir);
+        let server = Served::start(&data, dir);
+        let started = server.bearer(
+            "POST",
+            "/api/runs",
+            &operator,
+            Some(&json!({ "workflow": wf, "run_id": run })),
+        );
+        assert!(matches!(started.status, 200 | 202), "{}", started.body);
+        server.until(run, &viewer, |r| r["status"] == "waiting_for_human");
+        WaitingRun {
+            server,
+            approver,
+            viewer,
+        }
+    }
+
+    /// Headless Chromium with its profile in `dir`, and `server`'s address to open.
+    fn browser_of(server: &Served, dir: &Path) -> (headless_chrome::Browser, String) {
+        let browser = browser::launch(dir.join("chromium-profile"), Duration::from_secs(300), None);
+        (browser, format!("http://{}/", server.addr))
+    }
+}
+
 #[test]
 fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let approver = token(&data, "approver", "ana");
-    let viewer = token(&data, "viewer", "vic");
-    let operator = token(&data, "operator", "op");
-    let wf = asking_workflow(dir.path());
-    let server = Served::start(&data, dir.path());
-    let started = server.bearer(
-        "POST",
-        "/api/runs",
-        &operator,
-        Some(&json!({ "workflow": wf, "run_id": "inbox-1" })),
-    );
-    assert!(matches!(started.status, 200 | 202), "{}", started.body);
-    server.until("inbox-1", &viewer, |r| r["status"] == "waiting_for_human");
+    let WaitingRun {
+        server,
+        approver,
+        viewer,
+    } = WaitingRun::start(dir.path(), "inbox-1");
     if !chromium_present() {
         return;
     }
-
-    let profile = dir.path().join("chromium-profile");
-    let browser = browser::launch(profile, Duration::from_secs(300), None);
-    let base = format!("http://{}/", server.addr);
+    let (browser, base) = WaitingRun::browser_of(&server, dir.path());
 
     // A viewer watches the run's page; the events so far are on its timeline.
     let watcher = browser.new_tab().expect("a tab");
@@ -526,27 +552,15 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
 #[test]
 fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let approver = token(&data, "approver", "ana");
-    let viewer = token(&data, "viewer", "vic");
-    let operator = token(&data, "operator", "op");
-    let wf = asking_workflow(dir.path());
-    let server = Served::start(&data, dir.path());
-    let started = server.bearer(
-        "POST",
-        "/api/runs",
-        &operator,
-        Some(&json!({ "workflow": wf, "run_id": "deny-1" })),
-    );
-    assert!(matches!(started.status, 200 | 202), "{}", started.body);
-    server.until("deny-1", &viewer, |r| r["status"] == "waiting_for_human");
+    let WaitingRun {
+        server,
+        approver,
+        viewer,
+    } = WaitingRun::start(dir.path(), "deny-1");
     if !chromium_present() {
         return;
     }
-
-    let profile = dir.path().join("chromium-profile");
-    let browser = browser::launch(profile, Duration::from_secs(300), None);
-    let base = format!("http://{}/", server.addr);
+    let (browser, base) = WaitingRun::browser_of(&server, dir.path());
     let inbox = browser.new_tab().expect("a tab");
     sign_in(&inbox, &base, &approver, "ana");
     inbox

@@ -106,7 +106,9 @@ impl ContentRef {
 pub struct ReferencedEvent {
     /// The payload the log records (and its hash covers).
     pub payload: Vec<u8>,
-    /// The canonical JSON of each referenced value: the blobs to store with the event.
+    /// The canonical JSON of each referenced value: the blobs to store with the event
+    /// (from [`RunEvent::encode_referenced_after`], those no earlier event of the append
+    /// carries).
     pub blobs: Vec<Vec<u8>>,
 }
 
