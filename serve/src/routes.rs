@@ -121,7 +121,7 @@ pub const ROUTES: &[Route] = &[
             "POST",
             "/api/runs",
             Operator,
-            "Start a run; answers 202 once it is recorded and drives it in the background.",
+            "Start a run; answers 202 once it is recorded and drives it in the background, with `warnings` when its bundle would scope content off the interaction matrix to nothing.",
         )
     },
     route(
