@@ -50,23 +50,42 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 /// User + system CPU time of this process so far (Linux `/proc/self/stat`, clock ticks
 /// of 10 ms): CPU per run holds still when other work shares the machine, wall time does not.
-fn process_cpu() -> Duration {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at `) `.
-    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
-    let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-    Duration::from_millis(ticks * 10)
+/// This process's CPU so far, from `/proc/self/stat`: user and system time in clock ticks
+/// of 10 ms, and minor page faults, to say where CPU per run goes.
+#[derive(Clone, Copy)]
+struct ProcessCpu {
+    user_ticks: u64,
+    system_ticks: u64,
+    minor_faults: u64,
 }
 
-/// User ticks, system ticks and minor page faults of this process (/proc/self/stat), to
-/// say where CPU per run goes.
-fn process_split() -> [u64; 3] {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
-    let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
-    let at = |i: usize| fields.get(i).copied().unwrap_or(0);
-    [at(11), at(12), at(7)]
+impl ProcessCpu {
+    fn now() -> Self {
+        let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // Fields after the command name (which may hold spaces) start at `) `.
+        let after = stat.rsplit_once(") ").map_or("", |(_, rest)| rest);
+        let fields: Vec<u64> = after.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
+        let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+        ProcessCpu {
+            user_ticks: at(11),
+            system_ticks: at(12),
+            minor_faults: at(7),
+        }
+    }
+
+    /// What was spent between `earlier` and this reading.
+    fn since(self, earlier: Self) -> Self {
+        ProcessCpu {
+            user_ticks: self.user_ticks.saturating_sub(earlier.user_ticks),
+            system_ticks: self.system_ticks.saturating_sub(earlier.system_ticks),
+            minor_faults: self.minor_faults.saturating_sub(earlier.minor_faults),
+        }
+    }
+
+    /// User and system time together.
+    fn total(self) -> Duration {
+        Duration::from_millis((self.user_ticks + self.system_ticks) * 10)
+    }
 }
 
 fn workflow() -> Workflow {
@@ -502,19 +521,18 @@ fn main() {
         println!("1 run at a time:   {seq_runs} runs in {:.2} s: {:.1} runs/s, {:.0} events/s ({} events/run)",
             secs, f64::from(seq_runs) / secs, events as f64 / secs, events / u64::from(seq_runs));
 
-        let cpu_before = process_cpu();
-        let split_before = process_split();
+        let cpu_before = ProcessCpu::now();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
-        let cpu = process_cpu().saturating_sub(cpu_before);
+        let spent = ProcessCpu::now().since(cpu_before);
+        let cpu = spent.total();
         let secs = elapsed.as_secs_f64();
         println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
             secs, concurrent as f64 / secs, events as f64 / secs, cpu.as_secs_f64(),
             cpu.as_secs_f64() * 1e6 / concurrent as f64);
         let cpu_per_run = cpu / concurrent as u32;
-        let split = process_split();
-        let per_run = |i: usize| (split[i] - split_before[i]) as f64 / concurrent as f64;
+        let per_run = |n: u64| n as f64 / concurrent as f64;
         println!("  of which user {:.0} µs, system {:.0} µs per run; {:.0} minor page faults per run",
-            per_run(0) * 1e4, per_run(1) * 1e4, per_run(2));
+            per_run(spent.user_ticks) * 1e4, per_run(spent.system_ticks) * 1e4, per_run(spent.minor_faults));
         // DOCKET_BENCH_ONLY_CONCURRENT=1 stops here: a short, fixed workload to compare two
         // builds by CPU or instruction counts (e.g. under callgrind).
         if std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1") {
