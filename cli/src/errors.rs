@@ -69,12 +69,13 @@ fn json_phrase(message: &str) -> String {
 
 /// The user-facing text of one cause, when it is a kind this module rewrites.
 fn cause_text(cause: &(dyn StdError + 'static)) -> Option<String> {
-    if let Some(WorkflowLoadError::Spec(WorkflowError::Parse { path, message })) =
+    if let Some(WorkflowLoadError::Spec(WorkflowError::Parse { path, message, .. })) =
         cause.downcast_ref::<WorkflowLoadError>()
     {
         return Some(workflow_parse(path, message));
     }
-    if let Some(WorkflowError::Parse { path, message }) = cause.downcast_ref::<WorkflowError>() {
+    if let Some(WorkflowError::Parse { path, message, .. }) = cause.downcast_ref::<WorkflowError>()
+    {
         return Some(workflow_parse(path, message));
     }
     if let Some(e) = cause.downcast_ref::<std::io::Error>() {

@@ -20,6 +20,11 @@ pub(crate) struct ServeArgs {
     /// TLS-terminating reverse proxy in front (docs/api.md#tls).
     #[arg(long)]
     allow_remote: bool,
+    /// The directory whose workflow and bundle files requests may name (paths resolve
+    /// under it; the data directory, hidden files and other files stay out of reach:
+    /// docs/api.md#files-the-api-reads). Default: the directory docket serve starts in.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    root: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -94,7 +99,8 @@ pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
         Box::pin(async move {
             docket_serve::check_listen(args.listen, args.allow_remote)?;
             let rt = crate::runs::open(&data).await?;
-            let server = Server::bind(rt, &data, args.listen, args.allow_remote).await?;
+            let server =
+                Server::bind(rt, &data, &args.root, args.listen, args.allow_remote).await?;
             let addr = server
                 .local_addr()
                 .context("cannot read the bound address")?;

@@ -20,10 +20,10 @@ use serde_json::{Value, json};
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
 use docket_evidence::Sealing;
 use docket_runtime::{
-    FileKillSwitch, HumanDecision, HumanOverride, ListedStatus, RunOutcome, RunQuery, RuntimeError,
-    Workflow,
+    FileKillSwitch, HumanDecision, HumanOverride, ListedStatus, Recorded, RunOutcome, RunQuery,
+    RuntimeError, SourceKind, Workflow,
 };
-use docket_store::{EventStore as _, StreamId};
+use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 
 use crate::error::ApiError;
 use crate::tokens::Principal;
@@ -461,9 +461,13 @@ async fn what_if(
     let run = run_id(&path(p)?)?;
     let b = body(b)?;
     let name = b.policies.clone();
-    let source = std::fs::read_to_string(&b.policies).map_err(|e| {
-        ApiError::bad_request(format!("cannot read the bundle {name}: {e}")).at("body.policies")
-    })?;
+    let sources = state.sources.clone();
+    let read = tokio::task::spawn_blocking(move || {
+        sources.read(std::path::Path::new(&b.policies), SourceKind::Bundle)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("reading the bundle {name}: {e}")))?;
+    let (_, source) = read.map_err(|e| ApiError::source(&e, "body.policies"))?;
     let format = docket_policies::Format::from_name(&name).unwrap_or(docket_policies::Format::Toml);
     let bundle = docket_policies::parse(&source, &name, format)
         .map_err(|e| ApiError::bad_request(e.to_string()).at("body.policies"))?;
@@ -540,6 +544,17 @@ async fn export(
 // Runs: driving. The work goes on in the background; the answer comes once its first
 // event is recorded (202, the run still driven) or once it stops (200), whichever first.
 
+/// Drives a run whose input `recorded` holds on, answering 200 when the drive stops
+/// before it records anything more, else 202 once it records its next event.
+async fn drive_recorded(
+    state: &Arc<AppState>,
+    run: &RunId,
+    recorded: Recorded<EmbeddedStore>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let version = recorded.state().version();
+    drive(state, run, version, recorded.drive()).await
+}
+
 /// Drives `work` for `run`, answering as said above; the drive's end is traced and, when
 /// the data directory has a signing key, finished runs are sealed as after a command.
 async fn drive(
@@ -595,28 +610,44 @@ struct StartBody {
     run_id: Option<String>,
 }
 
+/// Reads the workflow a request names, and its default input when the request gives
+/// none, from under the server's root (docs/api.md#files-the-api-reads), off the API's
+/// threads.
+async fn load_workflow(
+    state: &Arc<AppState>,
+    workflow: &str,
+    input: Option<Value>,
+) -> Result<(Workflow, Value), ApiError> {
+    let sources = state.sources.clone();
+    let path = PathBuf::from(workflow);
+    let loaded = tokio::task::spawn_blocking(move || {
+        let wf = Workflow::load_within(&path, &sources).map_err(|e| ApiError::workflow(&e))?;
+        let input = match input {
+            Some(input) => input,
+            None => {
+                let file = wf.spec.input.as_deref().ok_or_else(|| {
+                    ApiError::bad_request("no `input` given and the workflow names no `input` file")
+                        .at("body.input")
+                })?;
+                let (_, text) = sources
+                    .read(std::path::Path::new(file), SourceKind::Input)
+                    .map_err(|e| ApiError::source(&e, "body.input"))?;
+                serde_json::from_str(&text).map_err(|e| {
+                    ApiError::bad_request(format!("the workflow's input {file} is not JSON: {e}"))
+                        .at("body.input")
+                })?
+            }
+        };
+        Ok((wf, input))
+    });
+    loaded
+        .await
+        .map_err(|e| ApiError::internal(format!("reading the workflow {workflow}: {e}")))?
+}
+
 async fn start_run(State(state): Shared, b: Result<Json<StartBody>, JsonRejection>) -> ApiResult {
     let b = body(b)?;
-    let path = PathBuf::from(&b.workflow);
-    let wf = Workflow::load(&path)
-        .map_err(|e| ApiError::bad_request(e.to_string()).at("body.workflow"))?;
-    let input = match b.input {
-        Some(input) => input,
-        None => {
-            let file = wf.spec.input.as_deref().ok_or_else(|| {
-                ApiError::bad_request("no `input` given and the workflow names no `input` file")
-                    .at("body.input")
-            })?;
-            let text = std::fs::read_to_string(file).map_err(|e| {
-                ApiError::bad_request(format!("cannot read the workflow's input {file}: {e}"))
-                    .at("body.input")
-            })?;
-            serde_json::from_str(&text).map_err(|e| {
-                ApiError::bad_request(format!("the workflow's input {file} is not JSON: {e}"))
-                    .at("body.input")
-            })?
-        }
-    };
+    let (wf, input) = load_workflow(&state, &b.workflow, b.input).await?;
     let problems = state.rt.unregistered(&wf.spec);
     if !problems.is_empty() {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
@@ -639,12 +670,10 @@ async fn start_run(State(state): Shared, b: Result<Json<StartBody>, JsonRejectio
     for w in &warnings {
         tracing::warn!(run = %run, "{w}");
     }
-    let rt = state.rt.clone();
-    let id = run.clone();
-    let mut answer = drive(&state, &run, 0, async move {
-        rt.start(&wf, input, Some(id)).await
-    })
-    .await?;
+    // Recorded before anything is answered: an id taken, even at the same moment, is a
+    // 409 and nothing of this request is recorded.
+    let recorded = state.rt.record_start(&wf, input, Some(run.clone())).await?;
+    let mut answer = drive_recorded(&state, &run, recorded).await?;
     if !warnings.is_empty() {
         answer.1["warnings"] = json!(warnings);
     }
@@ -694,13 +723,10 @@ async fn decide(
     ticket: String,
     decision: HumanDecision,
 ) -> ApiResult {
-    let version = state.rt.state(&run).await?.version();
-    let rt = state.rt.clone();
-    let id = run.clone();
-    let answer = drive(state, &run, version, async move {
-        rt.decide_ticket(&id, &ticket, decision).await
-    })
-    .await?;
+    // Recorded before anything is answered: of two decisions at once, one is recorded
+    // and answered 2xx, the other is answered 409 naming the one recorded.
+    let recorded = state.rt.record_decision(&run, &ticket, decision).await?;
+    let answer = drive_recorded(state, &run, recorded).await?;
     Ok(answer.into_response())
 }
 

@@ -4,7 +4,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use docket_policies::RulesError;
-use docket_runtime::{RegistryError, RuntimeError};
+use docket_runtime::{RegistryError, RuntimeError, SourceError, WorkflowLoadError};
 use serde_json::json;
 
 /// A failed request: its status, a stable code, a message in the user's words and where
@@ -137,6 +137,32 @@ impl From<RegistryError> for ApiError {
     }
 }
 
+impl ApiError {
+    /// A file a request named that was not read, found at `at` (`body.workflow`): the
+    /// request's fault (400) unless the server could not read a file it may read (500,
+    /// naming the path).
+    pub(crate) fn source(e: &SourceError, at: &str) -> Self {
+        let message = e.to_string();
+        if e.is_io() {
+            Self::internal(message).at(at)
+        } else {
+            Self::bad_request(message).at(at)
+        }
+    }
+
+    /// A workflow that was not loaded, named at `body.workflow`.
+    pub(crate) fn workflow(e: &WorkflowLoadError) -> Self {
+        match e {
+            WorkflowLoadError::Read(source) | WorkflowLoadError::ReadBundle { source } => {
+                let mut error = Self::source(source, "body.workflow");
+                error.message = e.to_string();
+                error
+            }
+            _ => Self::bad_request(e.to_string()).at("body.workflow"),
+        }
+    }
+}
+
 impl From<RuntimeError> for ApiError {
     fn from(e: RuntimeError) -> Self {
         use docket_decider::Rejection;
@@ -147,6 +173,9 @@ impl From<RuntimeError> for ApiError {
                 Self::bad_request(message).at(format!("run {id}"))
             }
             RuntimeError::RunExists(run) => Self::conflict(message).at(format!("run {run}")),
+            RuntimeError::TicketDecided { run, ticket, .. } => {
+                Self::conflict(message).at(format!("run {run} ticket {ticket}"))
+            }
             RuntimeError::Conflict { run, .. } => Self::conflict(message).at(format!("run {run}")),
             RuntimeError::Rejected { run, rejection } => {
                 let at = format!("run {run}");

@@ -37,7 +37,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use docket_runtime::Runtime;
+use docket_runtime::{Runtime, SourceRoot};
 use docket_store::EmbeddedStore;
 
 pub use error::ApiError;
@@ -107,6 +107,15 @@ pub enum ServeError {
     /// Serving failed.
     #[error("serving failed: {0}")]
     Serve(std::io::Error),
+    /// The directory files are read from (`--root`) cannot be resolved.
+    #[error("--root {path}: {source}")]
+    Root {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The request log cannot be opened.
     #[error("cannot open the API's request log {path}: {source}")]
     RequestLog {
@@ -122,6 +131,8 @@ pub enum ServeError {
 pub(crate) struct AppState {
     pub(crate) rt: Runtime<EmbeddedStore>,
     pub(crate) data: PathBuf,
+    /// Where the files requests name are read from.
+    pub(crate) sources: SourceRoot,
     pub(crate) requests: requests::RequestLog,
     pub(crate) driving: api::Driving,
     pub(crate) sessions: session::Sessions,
@@ -165,16 +176,24 @@ pub struct Server {
 
 impl Server {
     /// Binds `addr` for the data directory opened by `rt` (which holds its writer lock).
+    /// The workflow and bundle files requests name are read from under `root`, never from
+    /// the data directory (docs/api.md#files-the-api-reads).
     ///
     /// # Errors
-    /// [`ServeError`]: a remote address without `allow_remote`, an address in use.
+    /// [`ServeError`]: a remote address without `allow_remote`, an address in use, a root
+    /// that is not a directory.
     pub async fn bind(
         rt: Runtime<EmbeddedStore>,
         data: &Path,
+        root: &Path,
         addr: SocketAddr,
         allow_remote: bool,
     ) -> Result<Self, ServeError> {
         check_listen(addr, allow_remote)?;
+        let sources = SourceRoot::new(root, &[data]).map_err(|source| ServeError::Root {
+            path: root.to_owned(),
+            source,
+        })?;
         let requests = requests::RequestLog::open(data)?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
@@ -192,6 +211,7 @@ impl Server {
         let state = Arc::new(AppState {
             rt,
             data: data.to_owned(),
+            sources,
             requests,
             driving: api::Driving::default(),
             sessions: session::Sessions::default(),
@@ -404,6 +424,7 @@ mod tests {
                     .expect("store");
             let server = Server::bind(
                 docket_runtime::Runtime::new(store),
+                dir.path(),
                 dir.path(),
                 "127.0.0.1:0".parse().expect("addr"),
                 false,

@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use docket_runtime::Workflow;
+use docket_runtime::{SourceKind, SourceRoot, Workflow};
 
 use crate::AppState;
 use crate::error::ApiError;
@@ -57,15 +57,15 @@ const MAX_INPUT_BYTES: u64 = 64 * 1024;
 /// with its name, entry agent, default input, and the JSON files beside it (and in its
 /// `input/` folder) that can be given as its input: the examples' scenarios.
 pub(crate) async fn workflows(State(state): State<Arc<AppState>>) -> ApiResult {
-    let root = std::env::current_dir()
-        .map_err(|e| ApiError::internal(format!("the server's working directory: {e}")))?;
+    let sources = state.sources.clone();
     let data = std::fs::canonicalize(&state.data).unwrap_or_else(|_| state.data.clone());
     let listed = tokio::task::spawn_blocking(move || {
+        let root = sources.dir().to_owned();
         let mut files = Vec::new();
         collect_toml(&root, &data, 1, &mut files);
         let workflows: Vec<Value> = files
             .iter()
-            .filter_map(|path| describe(&root, path))
+            .filter_map(|path| describe(&sources, path))
             .collect();
         json!({ "root": root, "workflows": workflows })
     })
@@ -104,9 +104,10 @@ fn collect_toml(dir: &Path, data: &Path, depth: usize, out: &mut Vec<PathBuf>) {
 
 /// The workflow at `path` as the start form shows it, or `None` when the file is not a
 /// workflow (a policy bundle, say).
-fn describe(root: &Path, path: &Path) -> Option<Value> {
+fn describe(sources: &SourceRoot, path: &Path) -> Option<Value> {
+    let root = sources.dir();
     let relative = path.strip_prefix(root).unwrap_or(path);
-    let wf = Workflow::load(relative).ok()?;
+    let wf = Workflow::load_within(relative, sources).ok()?;
     let dir = path.parent()?;
     let mut inputs = Vec::new();
     for folder in [dir.to_owned(), dir.join("input")] {
@@ -122,9 +123,9 @@ fn describe(root: &Path, path: &Path) -> Option<Value> {
         for file in files {
             let small = std::fs::metadata(&file).is_ok_and(|m| m.len() <= MAX_INPUT_BYTES);
             let value = small
-                .then(|| std::fs::read_to_string(&file).ok())
+                .then(|| sources.read(&file, SourceKind::Input).ok())
                 .flatten()
-                .and_then(|text| serde_json::from_str::<Value>(&text).ok());
+                .and_then(|(_, text)| serde_json::from_str::<Value>(&text).ok());
             inputs.push(json!({
                 "path": file.strip_prefix(root).unwrap_or(&file),
                 "value": value,

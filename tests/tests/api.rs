@@ -59,7 +59,9 @@ impl Served {
                 (role, stdout(&out).trim().to_owned())
             })
             .collect();
-        let (child, addr) = docket_tests::start_serve(data, None);
+        // In the data directory's parent: the workflows the tests write are there, and
+        // the server reads only under the directory it starts in.
+        let (child, addr) = docket_tests::start_serve(data, data.parent());
         Self {
             child,
             addr,
@@ -689,6 +691,236 @@ fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
         &["cancel", "asks-2", "--by", "ana", "--reason", "again"],
     );
     assert_eq!(code(&out), 1);
+}
+
+/// Files a request names (issue 28 rows 1, 3 and 4): read only from under the server's
+/// directory, never from its data directory, never hidden ones, only regular files; no
+/// error quotes what a file holds; a FIFO or a device answers at once and blocks no route.
+#[test]
+fn files_a_request_names_are_confined_bounded_and_never_quoted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    // A secret in the data directory, beside the tokens; one outside the server's
+    // directory; one in a hidden file; one in a file under it that is not a workflow.
+    std::fs::write(data.join("secret.toml"), "s3cret-in-data = 1\n").expect("write");
+    let outside = tempfile::tempdir().expect("tempdir");
+    let outside_file = outside.path().join("secret.toml");
+    std::fs::write(&outside_file, "s3cret-outside\n").expect("write");
+    std::fs::write(dir.path().join(".env"), "TOKEN = \"s3cret-hidden\"\n").expect("write");
+    std::fs::write(dir.path().join("notes.toml"), "password: s3cret-notes\n").expect("write");
+    std::os::unix::fs::symlink(&outside_file, dir.path().join("link.toml")).expect("symlink");
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.toml")).expect("symlink");
+    let fifo = dir.path().join("fifo.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+    let tokens = data.join("api").join("tokens.json");
+
+    let cases: Vec<(String, &str)> = vec![
+        (
+            data.join("secret.toml").display().to_string(),
+            "data directory",
+        ),
+        ("data/secret.toml".to_owned(), "data directory"),
+        ("data/api/tokens.json".to_owned(), "data directory"),
+        (tokens.display().to_string(), "data directory"),
+        (
+            outside_file.display().to_string(),
+            "outside the server's directory",
+        ),
+        (
+            "../secret.toml".to_owned(),
+            "outside the server's directory",
+        ),
+        ("link.toml".to_owned(), "outside the server's directory"),
+        ("/etc/passwd".to_owned(), "outside the server's directory"),
+        (
+            "/proc/self/environ".to_owned(),
+            "outside the server's directory",
+        ),
+        ("/dev/zero".to_owned(), "outside the server's directory"),
+        ("zero.toml".to_owned(), "outside the server's directory"),
+        (".env".to_owned(), "hidden"),
+        ("fifo.toml".to_owned(), "not a regular file (it is a FIFO)"),
+        ("notes.toml".to_owned(), "notes.toml:1:"),
+    ];
+    for (path, says) in &cases {
+        let (status, body) = server.call(
+            "POST",
+            "/api/runs",
+            operator,
+            Some(&json!({ "workflow": path, "input": {} })),
+        );
+        assert_eq!(status, 400, "{path}: {body}");
+        assert_eq!(body["error"]["where"], "body.workflow", "{path}: {body}");
+        let message = body["error"]["message"].as_str().expect("a message");
+        assert!(message.contains(says), "{path}: {message}");
+        assert!(
+            !message.contains("s3cret"),
+            "{path} quoted its file: {message}"
+        );
+        // No route waits behind what the request named.
+        let (status, _) = server.call("GET", "/api/runs", operator, None);
+        assert_eq!(status, 200, "after {path}");
+    }
+    // A what-if's bundle is read by the same rules.
+    let (status, _) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "run_id": "confined-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status}");
+    for (path, says) in [
+        ("data/secret.toml", "data directory"),
+        ("/etc/passwd", "outside the server's directory"),
+        ("fifo.toml", "FIFO"),
+    ] {
+        let (status, body) = server.call(
+            "POST",
+            "/api/runs/confined-1/what-if",
+            operator,
+            Some(&json!({ "policies": path })),
+        );
+        assert_eq!(status, 400, "{path}: {body}");
+        let message = body["error"]["message"].as_str().expect("a message");
+        assert!(message.contains(says), "{path}: {message}");
+        assert!(!message.contains("s3cret"), "{message}");
+    }
+    // A workflow under the directory, named relative to it, runs.
+    let (status, body) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": "asks.workflow.toml", "run_id": "relative-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {body}");
+}
+
+/// A run id already taken is refused (issue 28 row 8): 409, and the request's input is
+/// recorded nowhere.
+#[test]
+fn a_run_id_already_taken_is_refused_and_nothing_is_recorded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let start = |input: Value| {
+        server.call(
+            "POST",
+            "/api/runs",
+            operator,
+            Some(&json!({ "workflow": asks, "input": input, "run_id": "taken-1" })),
+        )
+    };
+    let (status, body) = start(json!({ "task": "first" }));
+    assert!(status == 200 || status == 202, "{status} {body}");
+    server.until("taken-1", |r| r["status"] == "waiting_for_human");
+    let (_, before) = server.call("GET", "/api/runs/taken-1/events", operator, None);
+    let (status, body) = start(json!({ "task": "second" }));
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["where"], "run taken-1", "{body}");
+    let (_, after) = server.call("GET", "/api/runs/taken-1/events", operator, None);
+    assert_eq!(before, after);
+    assert!(!after.to_string().contains("second"), "{after}");
+}
+
+/// Two people deciding one ticket at the same moment (issue 28 row 5): one decision is
+/// recorded and answered 2xx, the other is answered 409 naming the one recorded, and the
+/// request log says what each got. Tried on several runs, each with both requests
+/// released together.
+#[test]
+fn of_two_decisions_on_one_ticket_one_is_recorded_and_the_other_is_409() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let approver = server.token(Role::Approver).to_owned();
+    const RUNS: usize = 6;
+    for i in 0..RUNS {
+        let run = format!("race-{i}");
+        let (status, body) = server.call(
+            "POST",
+            "/api/runs",
+            operator,
+            Some(&json!({ "workflow": asks, "input": { "task": "x" }, "run_id": run })),
+        );
+        assert!(status == 200 || status == 202, "{status} {body}");
+        server.until(&run, |r| r["status"] == "waiting_for_human");
+        let barrier = std::sync::Barrier::new(2);
+        let (approved, denied) = std::thread::scope(|s| {
+            let decide = |verb: &'static str| {
+                let (barrier, approver, run) = (&barrier, &approver, &run);
+                let server = &server;
+                s.spawn(move || {
+                    barrier.wait();
+                    server.call(
+                        "POST",
+                        &format!("/api/runs/{run}/tickets/ticket-1/{verb}"),
+                        Some(approver),
+                        Some(&json!({ "reason": format!("{verb} it") })),
+                    )
+                })
+            };
+            let a = decide("approve");
+            let d = decide("deny");
+            (a.join().expect("approve"), d.join().expect("deny"))
+        });
+        let ok = |s: u16| s == 200 || s == 202;
+        assert!(
+            ok(approved.0) != ok(denied.0),
+            "{run}: exactly one decision is acknowledged: {approved:?} {denied:?}"
+        );
+        let (winner, loser, won) = if ok(approved.0) {
+            (approved, denied, "approved")
+        } else {
+            (denied, approved, "denied")
+        };
+        assert_eq!(loser.0, 409, "{run}: {loser:?}");
+        let message = loser.1["error"]["message"].as_str().expect("a message");
+        assert!(
+            message.contains(&format!("already decided ({won} by approver-user")),
+            "{run}: {message}"
+        );
+        assert!(ok(winner.0));
+        let (_, events) = server.call("GET", &format!("/api/runs/{run}/events"), operator, None);
+        let decided: Vec<&Value> = events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .filter(|e| e["kind"] == "human.decided")
+            .collect();
+        assert_eq!(decided.len(), 1, "{run}: {events}");
+        assert_eq!(
+            decided[0]["payload"]["approved"],
+            json!(won == "approved"),
+            "{run}: {events}"
+        );
+    }
+    // The request log: per run, one acknowledged decision and one 409.
+    let log = std::fs::read_to_string(data.join("api").join("requests.jsonl")).expect("log");
+    for i in 0..RUNS {
+        let statuses: Vec<u64> = log
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
+            .filter(|l| {
+                l["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(&format!("/api/runs/race-{i}/tickets/")))
+            })
+            .map(|l| l["status"].as_u64().expect("status"))
+            .collect();
+        let mut sorted = statuses.clone();
+        sorted.sort_unstable();
+        assert!(
+            sorted.len() == 2 && sorted[1] == 409 && (sorted[0] == 200 || sorted[0] == 202),
+            "race-{i}: {statuses:?}"
+        );
+    }
 }
 
 /// Loopback only, unless told: a remote address is refused with what to do, before

@@ -205,10 +205,15 @@ async fn serve(rt: &Runtime<EmbeddedStore>, dir: &Path) -> (SocketAddr, String) 
     let _ = docket_serve::tokens::revoke(dir, "bench");
     let token =
         docket_serve::tokens::create(dir, "bench", docket_serve::Role::Admin, 0).expect("token");
-    let server =
-        docket_serve::Server::bind(rt.clone(), dir, "127.0.0.1:0".parse().expect("addr"), false)
-            .await
-            .expect("binds");
+    let server = docket_serve::Server::bind(
+        rt.clone(),
+        dir,
+        dir,
+        "127.0.0.1:0".parse().expect("addr"),
+        false,
+    )
+    .await
+    .expect("binds");
     let addr = server.local_addr().expect("addr");
     tokio::spawn(server.serve(std::future::pending()));
     (addr, token)

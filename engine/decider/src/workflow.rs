@@ -339,12 +339,21 @@ pub enum ExecutorSpec {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkflowError {
-    /// The TOML is invalid or has unknown or missing fields.
-    #[error("invalid workflow file {path}: {message}")]
+    /// The TOML is invalid or has unknown or missing fields. Shown with the parser's
+    /// location and words only: the file may not be a workflow at all, and its text is
+    /// not repeated (docs/api.md#files-the-api-reads).
+    #[error("invalid workflow file {path}:{line}:{column}: {what}")]
     Parse {
         /// The file.
         path: PathBuf,
-        /// What and where.
+        /// 1-based line the parser stopped at.
+        line: usize,
+        /// 1-based column, in characters.
+        column: usize,
+        /// The parser's words.
+        what: String,
+        /// The parser's whole text, with the excerpt of the file it draws: for a program
+        /// that shows a person their own file (the `docket` command's words).
         message: String,
     },
     /// A key the workflow format does not have (a misspelling, usually): named with the
@@ -393,9 +402,17 @@ impl WorkflowSpec {
     /// [`WorkflowError::Parse`] or [`WorkflowError::Invalid`].
     pub fn parse(text: &str, path: &Path) -> Result<Self, WorkflowError> {
         check_keys(text, path)?;
-        let spec: WorkflowSpec = toml::from_str(text).map_err(|err| WorkflowError::Parse {
-            path: path.to_owned(),
-            message: err.to_string(),
+        let spec: WorkflowSpec = toml::from_str(text).map_err(|err| {
+            let (line, column) = err
+                .span()
+                .map_or((1, 1), |s| docket_policies::line_col(text, s.start));
+            WorkflowError::Parse {
+                path: path.to_owned(),
+                line,
+                column,
+                what: err.message().trim().to_owned(),
+                message: err.to_string(),
+            }
         })?;
         let invalid = |message: String| WorkflowError::Invalid {
             path: path.to_owned(),

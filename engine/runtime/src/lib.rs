@@ -44,8 +44,9 @@ pub use bundles::{
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    HumanDecision, HumanOverride, ListedRun, ListedStatus, PayloadEncoding, RecordedEvent,
-    RunOutcome, RunPage, RunQuery, RunSummary, Runtime, RuntimeError, resolve_program,
+    HumanDecision, HumanOverride, ListedRun, ListedStatus, PayloadEncoding, Recorded,
+    RecordedEvent, RunOutcome, RunPage, RunQuery, RunSummary, Runtime, RuntimeError,
+    resolve_program,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,
@@ -60,6 +61,6 @@ pub use tool::{
 };
 pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport};
 pub use workflow::{
-    Workflow, WorkflowLoadError, WorkflowProblem, check_against_bundle, check_executables,
-    check_workflow,
+    MAX_SOURCE_BYTES, SourceError, SourceKind, SourceRoot, Workflow, WorkflowLoadError,
+    WorkflowProblem, check_against_bundle, check_executables, check_workflow, read_source,
 };

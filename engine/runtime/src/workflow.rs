@@ -4,37 +4,31 @@
 //! decider's ([`WorkflowSpec`]); documented for users in `docs/workflow.md`.
 
 mod check;
+mod source;
 
 use std::path::{Path, PathBuf};
 
 pub(crate) use check::problems_text;
 pub use check::{WorkflowProblem, check_against_bundle, check_executables, check_workflow};
 use docket_decider::{ExecutorSpec, WorkflowError, WorkflowSpec};
+pub use source::{MAX_SOURCE_BYTES, SourceError, SourceKind, SourceRoot, read_source};
 
 /// A workflow file that could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum WorkflowLoadError {
-    /// The file could not be read.
-    #[error("cannot read workflow file {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read (or, through a [`SourceRoot`], may not be).
+    #[error(transparent)]
+    Read(SourceError),
     /// The file's text is not a valid workflow.
     #[error(transparent)]
     Spec(#[from] WorkflowError),
     /// The policy bundle could not be read.
-    #[error("cannot read policy bundle {path} named by the workflow: {source}")]
+    #[error("{source} (named by the workflow's `policy`)")]
     ReadBundle {
-        /// The bundle file.
-        path: PathBuf,
         /// Why.
         #[source]
-        source: std::io::Error,
+        source: SourceError,
     },
     /// The workflow does not fit its bundle or this machine ([`check_workflow`]): a run of
     /// it would stop at its first use of the part named. (`Runtime::start` reports these
@@ -92,14 +86,13 @@ impl Workflow {
     /// starts ([`crate::Runtime::start`]), before anything is recorded; a caller may check
     /// earlier by calling [`check_workflow`] itself.
     ///
+    /// Files are read as [`read_source`] reads them: regular files only, bounded in
+    /// size, without blocking.
+    ///
     /// # Errors
     /// [`WorkflowLoadError`] naming the file.
     pub fn load(path: &Path) -> Result<Self, WorkflowLoadError> {
-        let text = std::fs::read_to_string(path).map_err(|source| WorkflowLoadError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
-        let mut spec = WorkflowSpec::parse(&text, path)?;
+        let text = read_source(path, SourceKind::Workflow).map_err(WorkflowLoadError::Read)?;
         let dir = path.parent().unwrap_or_else(|| Path::new("."));
         let dir = if dir.as_os_str().is_empty() {
             Path::new(".")
@@ -111,20 +104,53 @@ impl Workflow {
         let dir = std::fs::canonicalize(dir)
             .or_else(|_| std::path::absolute(dir))
             .unwrap_or_else(|_| dir.to_owned());
+        Self::from_text(&text, path, &dir, |bundle| {
+            read_source(bundle, SourceKind::Bundle).map(|text| (bundle.to_owned(), text))
+        })
+    }
+
+    /// Reads a workflow file named by a client of `docket serve`, and the bundle it
+    /// names, confined to `root` ([`SourceRoot::read`]): a path outside it, into the
+    /// data directory, hidden, or not a `.toml` workflow is refused before it is read.
+    /// Errors name the path as the client gave it and quote none of the file beyond the
+    /// parser's location and words.
+    ///
+    /// # Errors
+    /// [`WorkflowLoadError`] naming the file.
+    pub fn load_within(path: &Path, root: &SourceRoot) -> Result<Self, WorkflowLoadError> {
+        let (real, text) = root
+            .read(path, SourceKind::Workflow)
+            .map_err(WorkflowLoadError::Read)?;
+        let dir = real.parent().unwrap_or(root.dir()).to_owned();
+        Self::from_text(&text, path, &dir, |bundle| {
+            root.read(bundle, SourceKind::Bundle)
+        })
+    }
+
+    /// The workflow of `text` (read from `path`, whose real directory is `dir`), its
+    /// bundle read by `read_bundle` (given the bundle's path, it answers the path to
+    /// record and the text).
+    fn from_text(
+        text: &str,
+        path: &Path,
+        dir: &Path,
+        read_bundle: impl FnOnce(&Path) -> Result<(PathBuf, String), SourceError>,
+    ) -> Result<Self, WorkflowLoadError> {
+        let mut spec = WorkflowSpec::parse(text, path)?;
         for agent in spec.agents.values_mut() {
             if let ExecutorSpec::Command { command, .. } = &mut agent.executor {
-                resolve_command(&dir, command);
+                resolve_command(dir, command);
             }
             if let Some(cwd) = &mut agent.cwd {
-                *cwd = resolve_dir(&dir, cwd);
+                *cwd = resolve_dir(dir, cwd);
             }
         }
         for effect in spec.effects.values_mut() {
             if let Some(command) = &mut effect.command {
-                resolve_command(&dir, command);
+                resolve_command(dir, command);
             }
             if let Some(cwd) = &mut effect.cwd {
-                *cwd = resolve_dir(&dir, cwd);
+                *cwd = resolve_dir(dir, cwd);
             }
         }
         // Governed tools: `command` and `mcp` programs, like effects'.
@@ -138,13 +164,8 @@ impl Workflow {
         if let Some(input) = &mut spec.input {
             *input = dir.join(input.as_str()).to_string_lossy().into_owned();
         }
-        let bundle_path = dir.join(&spec.policy);
-        let bundle_source = std::fs::read_to_string(&bundle_path).map_err(|source| {
-            WorkflowLoadError::ReadBundle {
-                path: bundle_path.clone(),
-                source,
-            }
-        })?;
+        let (bundle_path, bundle_source) = read_bundle(&dir.join(&spec.policy))
+            .map_err(|source| WorkflowLoadError::ReadBundle { source })?;
         let bundle_source_name = bundle_path.to_string_lossy().into_owned();
         Ok(Self {
             spec,

@@ -11,6 +11,7 @@ mod executors;
 // Recording a fork's reused part (issue 14 point 5)
 mod fork;
 mod log;
+mod recorded;
 // Run state snapshots (issue 14 point 6)
 mod salts;
 mod snapshots;
@@ -50,6 +51,7 @@ pub(crate) async fn payload_bytes<S: EventStore>(
     log::payload(store, event).await
 }
 pub use log::RecordedEvent;
+pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
 pub use summary::RunSummary;
 
@@ -119,6 +121,25 @@ pub enum RuntimeError {
         name: String,
         /// The bundle error.
         message: String,
+    },
+    /// A decision on a ticket that another decision closed first (two people deciding
+    /// at once): nothing was recorded for this one.
+    #[error(
+        "run {run}: ticket {ticket} was already decided{}; nothing was recorded for this decision",
+        decided.as_ref().map(|d| format!(
+            " ({} by {}: {})",
+            if d.approved { "approved" } else { "denied" },
+            d.by,
+            d.reason
+        )).unwrap_or_default()
+    )]
+    TicketDecided {
+        /// The run.
+        run: RunId,
+        /// The ticket.
+        ticket: String,
+        /// The decision that closed it, as recorded.
+        decided: Option<Box<docket_decider::TicketDecision>>,
     },
     /// The decider refused the command.
     #[error("run {run}: {rejection}")]
@@ -517,6 +538,25 @@ impl<S: EventStore + 'static> Runtime<S> {
         input: Value,
         run_id: Option<RunId>,
     ) -> Result<RunOutcome, RuntimeError> {
+        self.record_start(workflow, input, run_id)
+            .await?
+            .drive()
+            .await
+    }
+
+    /// Records a new run's `run.requested` (and the batch it causes), durably, without
+    /// driving it: [`Recorded::drive`] goes on. For a caller that answers once the run is
+    /// recorded (`docket serve`'s 202): an id already taken, even by a run started at the
+    /// same moment, is [`RuntimeError::RunExists`] or [`RuntimeError::Conflict`].
+    ///
+    /// # Errors
+    /// [`RuntimeError`] for log, bundle and id problems; nothing is recorded then.
+    pub async fn record_start(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        run_id: Option<RunId>,
+    ) -> Result<Recorded<S>, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
         // New runs use the latest registered version of the bundle's name, if it has one
@@ -553,13 +593,16 @@ impl<S: EventStore + 'static> Runtime<S> {
         let mut state = RunState::default();
         // The run's span covers its first batch (the entry handoff) too.
         let span = crate::telemetry::run(run_id.as_str(), &workflow.spec.name);
-        async {
-            self.decide_and_append(&mut state, &bundle, Command::Start(request))
-                .await?;
-            self.drive(state, bundle, Default::default()).await
-        }
-        .instrument(span)
-        .await
+        self.decide_and_append(&mut state, &bundle, Command::Start(request))
+            .instrument(span.clone())
+            .await?;
+        Ok(Recorded {
+            runtime: self.clone(),
+            state,
+            bundle,
+            interrupted: Default::default(),
+            span,
+        })
     }
 
     /// Folds a run's log and continues it: calls with no recorded answer are made again
@@ -673,24 +716,76 @@ impl<S: EventStore + 'static> Runtime<S> {
         ticket: &str,
         decision: HumanDecision,
     ) -> Result<RunOutcome, RuntimeError> {
-        let (mut state, bundle) = self.load_state(run_id).await?;
-        if decision.approved {
-            // A refusal blocks the run and calls nobody: it needs nothing of this machine.
-            self.refuse_shredded(run_id, &state).await?;
-            self.check_recorded(run_id, &state)?;
+        self.record_decision(run_id, ticket, decision)
+            .await?
+            .drive()
+            .await
+    }
+
+    /// Records a human decision on a ticket, durably, without driving the run on:
+    /// [`Recorded::drive`] goes on. When the run moved on meanwhile (another process
+    /// drove it), the decision is decided again on the newer state; a ticket another
+    /// decision closed first is [`RuntimeError::TicketDecided`], naming that decision.
+    ///
+    /// # Errors
+    /// As [`Runtime::decide_ticket`]; nothing is recorded then.
+    pub async fn record_decision(
+        &self,
+        run_id: &RunId,
+        ticket: &str,
+        decision: HumanDecision,
+    ) -> Result<Recorded<S>, RuntimeError> {
+        // Each try reads a newer version; a run written by others without end is not a
+        // reason to try forever.
+        const TRIES: usize = 8;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (mut state, bundle) = self.load_state(run_id).await?;
+            // Decided already, by a decision that may also have ended the run: named
+            // as such, whatever else the decider would refuse first.
+            let decided = state
+                .tickets()
+                .get(&docket_decider::TicketId::from(ticket))
+                .and_then(|t| t.decision.clone())
+                .map(Box::new);
+            if decided.is_some() {
+                return Err(RuntimeError::TicketDecided {
+                    run: run_id.clone(),
+                    ticket: ticket.to_owned(),
+                    decided,
+                });
+            }
+            if decision.approved {
+                // A refusal blocks the run and calls nobody: it needs nothing of this machine.
+                self.refuse_shredded(run_id, &state).await?;
+                self.check_recorded(run_id, &state)?;
+            }
+            let interrupted = tools::interrupted_tools(&state);
+            let command = Command::RecordHumanDecision {
+                ticket: ticket.into(),
+                approved: decision.approved,
+                by: decision.by.clone(),
+                reason: decision.reason.clone(),
+                choice: decision.choice,
+                answer: decision.answer.clone(),
+                at_ms: self.now_ms(),
+            };
+            match self.decide_and_append(&mut state, &bundle, command).await {
+                Ok(()) => {
+                    return Ok(Recorded {
+                        runtime: self.clone(),
+                        state,
+                        bundle,
+                        interrupted,
+                        span: tracing::Span::none(),
+                    });
+                }
+                // Written meanwhile: read again, and decided again or named as decided.
+                Err(RuntimeError::Conflict { .. }) if tries < TRIES => {}
+                Err(e) => return Err(e),
+            }
         }
-        let interrupted = tools::interrupted_tools(&state);
-        let command = Command::RecordHumanDecision {
-            ticket: ticket.into(),
-            approved: decision.approved,
-            by: decision.by,
-            reason: decision.reason,
-            choice: decision.choice,
-            answer: decision.answer,
-            at_ms: self.now_ms(),
-        };
-        self.decide_and_append(&mut state, &bundle, command).await?;
-        self.drive(state, bundle, interrupted).await
     }
 
     /// Records a person's override of the rule that blocked a run and continues what the
