@@ -109,6 +109,130 @@ impl Agency {
     }
 }
 
+/// A kill while the verifier's outbox lookup is under way (issue 28 row 15): the lookup
+/// only reads, so the example's `[tools.outbox_lookup]` says `read_only`, and a resume runs
+/// it again instead of telling the verifier it failed. The example's workflow is run as
+/// it is, but for the lookup's program: a wrapper whose first process never answers (the
+/// moment of the kill) and whose later ones are the real `social-outbox`.
+#[test]
+fn a_kill_during_the_verifiers_lookup_is_resumed_by_looking_again() {
+    let agency = Agency::new();
+    let example = workspace_root().join("examples/social");
+    let dir = agency
+        .data
+        .parent()
+        .expect("the agency's directory")
+        .to_owned();
+    let marker = dir.join("lookup-started");
+    let wrapper = dir.join("lookup-wrapper.sh");
+    let real = docket_tests::workspace_bin("docket-example-social", "social-outbox");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nif [ ! -e '{marker}' ]; then echo $$ > '{marker}.tmp'; mv '{marker}.tmp' '{marker}'; exec sleep 600; fi\nexec '{real}' \"$@\"\n",
+            marker = marker.display(),
+            real = real.display(),
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let text = std::fs::read_to_string(example.join("workflow.toml")).expect("workflow");
+    let lookup = "[tools.outbox_lookup]\ncommand = \"social-outbox\"";
+    assert!(text.contains(lookup), "the example's lookup section moved");
+    let text = text
+        .replace(
+            lookup,
+            &format!(
+                "[tools.outbox_lookup]\ncommand = {:?}",
+                wrapper.display().to_string()
+            ),
+        )
+        .replace(
+            "policy = \"policy.toml\"",
+            &format!(
+                "policy = {:?}",
+                example.join("policy.toml").display().to_string()
+            ),
+        )
+        .replace(
+            "input = \"input/",
+            &format!("input = \"{}/input/", example.display()),
+        );
+    let workflow = dir.join("workflow.toml");
+    std::fs::write(&workflow, text).expect("workflow copy");
+
+    let mut run = Command::new(docket_bin())
+        .args([
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--run-id",
+            "killed",
+        ])
+        .arg("--data")
+        .arg(&agency.data)
+        .env("SOCIAL_OUTBOX", &agency.outbox)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docket runs");
+    // The lookup's first process says its pid once it is the call under way.
+    let started = std::time::Instant::now();
+    let lookup_pid = loop {
+        if let Ok(pid) = std::fs::read_to_string(&marker) {
+            break pid.trim().to_owned();
+        }
+        if let Some(status) = run.try_wait().expect("wait") {
+            panic!("docket ended ({status}) before the verifier's lookup");
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(120),
+            "no lookup within two minutes"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    run.kill().expect("SIGKILL");
+    run.wait().expect("reaped");
+    let _ = Command::new("kill").args(["-9", &lookup_pid]).status();
+    let events = run_events(&agency.data, "killed");
+    let started_calls = events_of_kind(&events, "tool.call_scheduled");
+    assert!(
+        !started_calls.is_empty(),
+        "the lookup was recorded as scheduled"
+    );
+    assert!(
+        events_of_kind(&events, "tool.returned").len() < started_calls.len(),
+        "the kill came while a lookup was under way"
+    );
+
+    let out = agency.docket(&["resume", "killed"]);
+    assert_eq!(agency.code(&out), 3, "{}", stdout_text(&out));
+    let events = run_events(&agency.data, "killed");
+    let failed = events_of_kind(&events, "tool.failed");
+    assert!(failed.is_empty(), "{failed:?}");
+    let stopped = stops(&events);
+    assert!(
+        stopped.iter().all(|(_, c)| c == "success_achieved"),
+        "{stopped:?}"
+    );
+    assert!(
+        stopped.iter().any(|(e, _)| e == "ep-5"),
+        "the verify episode ended: {stopped:?}"
+    );
+    assert_eq!(agency.approve("killed", "ticket-1"), 0);
+    assert_eq!(
+        agency.outbox_keys(),
+        [
+            "publish:spring-launch:a5722ef529842960",
+            "comment:evt-101",
+            "dm:evt-102"
+        ]
+    );
+}
+
 /// `(episode, condition)` of every `episode.stopped`.
 fn stops(events: &[Value]) -> Vec<(String, String)> {
     events_of_kind(events, "episode.stopped")
