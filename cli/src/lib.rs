@@ -69,6 +69,10 @@ struct Cli {
     /// $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set). docs/observability.md.
     #[arg(long, global = true, value_name = "ENDPOINT")]
     otlp: Option<String>,
+    /// Worker threads that drive runs (default: $DOCKET_THREADS, else the machine's
+    /// available parallelism). `docket serve` answers the API on threads of its own.
+    #[arg(long, global = true, value_name = "N", value_parser = threads)]
+    threads: Option<usize>,
     #[command(subcommand)]
     command: Command,
 }
@@ -217,6 +221,17 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
     let _ = telemetry::OTLP_FLAG.set(cli.otlp.clone());
+    let threads = match cli
+        .threads
+        .map_or_else(runs::threads_from_env, |n| Ok(Some(n)))
+    {
+        Ok(threads) => threads,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let _ = runs::THREADS.set(threads);
     let command = match cli.command {
         Command::Policy {
             command: PolicyCommand::Registry(command),
@@ -290,6 +305,16 @@ fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
 }
 
 /// `--lock-wait`: a number of seconds, not negative.
+fn threads(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (1..=runs::MAX_THREADS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`{text}` is not a number of threads from 1 to {}",
+            runs::MAX_THREADS
+        )),
+    }
+}
+
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(s) if (0.0..=86_400.0 * 365.0).contains(&s) => Ok(s),

@@ -304,11 +304,37 @@ pub(crate) fn main(command: RunCommand, data: Option<PathBuf>) -> ExitCode {
 pub(crate) type Pending<'a> =
     std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
 
-/// The tokio runtime commands run on (two workers: the CI machines' cores); on failure
-/// the error is printed and the exit code returned.
+/// The most worker threads `--threads` or `DOCKET_THREADS` may ask for.
+pub(crate) const MAX_THREADS: usize = 1024;
+
+/// The worker threads runs are driven on (`--threads`, `DOCKET_THREADS`, else the
+/// machine's available parallelism), set once by `main`.
+pub(crate) static THREADS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
+/// `DOCKET_THREADS`, when set; `None` when not (the machine's parallelism then).
+pub(crate) fn threads_from_env() -> Result<Option<usize>, String> {
+    match std::env::var("DOCKET_THREADS") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("DOCKET_THREADS is not a number of threads".to_owned())
+        }
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(Some(n)),
+            _ => Err(format!(
+                "DOCKET_THREADS={text}: not a number of threads from 1 to {MAX_THREADS}"
+            )),
+        },
+    }
+}
+
+/// The tokio runtime commands run on, with [`THREADS`] workers; on failure the error is
+/// printed and the exit code returned.
 pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    let threads = THREADS.get().copied().flatten().unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
     tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_all()
         .build()
         .map_err(|e| {

@@ -52,6 +52,51 @@ mod command {
         agent.shutdown().await;
     }
 
+    /// `processes = 2`: calls under way at once are served by two processes, the third
+    /// waits for one of them; calls one after another keep to the first process.
+    #[tokio::test]
+    async fn a_pool_serves_overlapping_calls_on_its_processes_and_no_more() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let gate = dir.path().join("gate");
+        let gate_arg = gate.to_str().expect("utf-8");
+        let agent = Arc::new(CommandExecutor::pooled(
+            CommandConfig::new(TEST_AGENT).args(["--gate", gate_arg]),
+            std::num::NonZeroUsize::new(2).expect("two"),
+        ));
+        let calls: Vec<_> = (1..=3)
+            .map(|i| {
+                let agent = agent.clone();
+                tokio::spawn(async move { agent.call(&request(&format!("r{i}"), "echo")).await })
+            })
+            .collect();
+        // Both processes are started while the gate holds every answer back.
+        let started = std::time::Instant::now();
+        while agent.processes_started() < 2 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "two processes within a minute"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        std::fs::write(&gate, b"").expect("open the gate");
+        let mut pids = std::collections::BTreeMap::new();
+        for call in calls {
+            let response = call.await.expect("joined").expect("answers");
+            let (pid, _) = process_of(&response);
+            *pids.entry(pid).or_insert(0) += 1;
+        }
+        assert_eq!(pids.len(), 2, "{pids:?}");
+        assert_eq!(pids.values().copied().max(), Some(2), "{pids:?}");
+        assert_eq!(agent.processes_started(), 2);
+        assert_eq!(agent.start_count(), 2);
+        // One after another: the first process each time.
+        let a = agent.call(&request("r4", "echo")).await.expect("answers");
+        let b = agent.call(&request("r5", "echo")).await.expect("answers");
+        assert_eq!(process_of(&a).0, process_of(&b).0);
+        assert_eq!(agent.start_count(), 2);
+        agent.shutdown().await;
+    }
+
     #[tokio::test]
     async fn decision_and_context_inputs_arrive_labelled_and_apart() {
         let agent = test_agent(&[]);

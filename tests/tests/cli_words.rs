@@ -781,3 +781,39 @@ fn every_option_and_argument_of_every_command_is_described() {
     // docket; policy and its 4; 7 run commands; kill-switch and its 3.
     assert!(seen >= 17, "only {seen} commands found");
 }
+
+/// `--threads` and `DOCKET_THREADS` (docs/commands.md#threads): a count out of range is
+/// refused naming the setting, before anything runs; a valid one runs the command.
+#[test]
+fn a_thread_count_out_of_range_is_refused_naming_the_setting() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let out = docket(&data, &["--threads", "0", "runs"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("`0` is not a number of threads from 1 to"),
+        "{said}"
+    );
+    let out = Command::new(docket_bin())
+        .args(["runs", "--data"])
+        .arg(&data)
+        .env("DOCKET_THREADS", "many")
+        .output()
+        .expect("run docket");
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(said.contains("DOCKET_THREADS=many"), "{said}");
+    assert!(!data.exists(), "nothing was created");
+    let out = docket(
+        &data,
+        &[
+            "--threads",
+            "3",
+            "policy",
+            "check",
+            example("geo").to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}

@@ -13,7 +13,8 @@
 //! (`DOCKET_BENCH_CONCURRENT` changes the 1000; `DOCKET_BENCH_COMPRESS=0` stores records
 //! uncompressed, to measure what compression costs against the same build;
 //! `DOCKET_BENCH_THP=1` leaves transparent huge pages on, which the `docket` binary turns
-//! off; `DOCKET_BENCH_ONLY_CONCURRENT=1` stops after the concurrent runs, a short fixed
+//! off; `DOCKET_BENCH_THREADS` sets the worker threads, by default the machine's available
+//! parallelism as `docket` sizes its own; `DOCKET_BENCH_ONLY_CONCURRENT=1` stops after the concurrent runs, a short fixed
 //! workload for comparing builds, e.g. under `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
 
@@ -488,8 +489,14 @@ fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1000);
+    // As `docket` sizes its runtime: the machine's parallelism, unless told.
+    let threads: usize = std::env::var("DOCKET_BENCH_THREADS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    println!("worker threads {threads}");
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads)
         .enable_all()
         .build()
         .expect("tokio");

@@ -70,6 +70,7 @@ fn in_process() -> AgentSpec {
         classifiers: Vec::new(),
         cwd: None,
         max_response_bytes: None,
+        processes: None,
     }
 }
 

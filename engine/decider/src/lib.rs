@@ -99,6 +99,6 @@ pub use state::{
 };
 pub use workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
-    DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, WorkflowBudget, WorkflowError,
-    WorkflowEvidence, WorkflowSpec,
+    DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, MAX_AGENT_PROCESSES, WorkflowBudget,
+    WorkflowError, WorkflowEvidence, WorkflowSpec,
 };

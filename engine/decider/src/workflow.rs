@@ -266,7 +266,15 @@ pub struct AgentSpec {
     /// response line, or an HTTP body); default 1 MiB. Left out of the record when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_response_bytes: Option<u64>,
+    /// How many processes of a `command` agent may serve calls at once, each one call at
+    /// a time (docs/workflow.md#agents); when absent, as many as the machine has cores.
+    /// How calls are carried, not what is decided; left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
 }
+
+/// The most processes one agent may have (`[agents.NAME] processes`).
+pub const MAX_AGENT_PROCESSES: u32 = 1024;
 
 impl AgentSpec {
     /// What is wrong with the settings that depend on how the agent is reached, if
@@ -297,6 +305,20 @@ impl AgentSpec {
             if usize::try_from(limit).is_err() {
                 return Some(format!(
                     "`max_response_bytes` = {limit} is more than this machine can address"
+                ));
+            }
+        }
+        if let Some(processes) = self.processes {
+            if !command {
+                return Some(
+                    "`processes` goes with `command` only (an `http` agent takes calls as \
+                     its server does; an in-process one, as many as come)"
+                        .to_owned(),
+                );
+            }
+            if processes == 0 || processes > MAX_AGENT_PROCESSES {
+                return Some(format!(
+                    "`processes` = {processes}: from 1 to {MAX_AGENT_PROCESSES}"
                 ));
             }
         }
@@ -406,11 +428,18 @@ impl WorkflowSpec {
             let (line, column) = err
                 .span()
                 .map_or((1, 1), |s| docket_policies::line_col(text, s.start));
+            let what = err.message().trim();
+            // In a file that is TOML, the key whose value is wrong is named (keys only:
+            // a file that is not TOML is not quoted at all).
+            let what = match err.span().and_then(|s| key_at(text, s.start)) {
+                Some(key) if toml::de::DeTable::parse(text).is_ok() => format!("{key}: {what}"),
+                _ => what.to_owned(),
+            };
             WorkflowError::Parse {
                 path: path.to_owned(),
                 line,
                 column,
-                what: err.message().trim().to_owned(),
+                what,
                 message: err.to_string(),
             }
         })?;
@@ -476,6 +505,28 @@ impl WorkflowSpec {
     }
 }
 
+/// The key written before `offset` on its line (`key = value`), with the `[section]` it
+/// is in when there is one: `` [evidence] `redactable` ``.
+fn key_at(text: &str, offset: usize) -> Option<String> {
+    let before = text.get(..offset)?;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let (key, _) = before.get(line_start..)?.split_once('=')?;
+    let key = key.trim();
+    if key.is_empty() || key.starts_with('[') {
+        return None;
+    }
+    let section = before
+        .get(..line_start)?
+        .lines()
+        .rev()
+        .map(str::trim)
+        .find(|l| l.starts_with('['));
+    Some(match section {
+        Some(section) => format!("{section} `{key}`"),
+        None => format!("`{key}`"),
+    })
+}
+
 /// The keys of each section of a workflow file (`env` tables take any key).
 const TOP_KEYS: &[&str] = &[
     "name",
@@ -500,6 +551,7 @@ const AGENT_KEYS: &[&str] = &[
     "classifiers",
     "cwd",
     "max_response_bytes",
+    "processes",
 ];
 const TOOL_KEYS: &[&str] = &[
     "command",

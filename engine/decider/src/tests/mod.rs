@@ -477,6 +477,7 @@ pub(crate) fn in_process() -> AgentSpec {
         classifiers: Vec::new(),
         cwd: None,
         max_response_bytes: None,
+        processes: None,
     }
 }
 

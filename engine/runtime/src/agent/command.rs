@@ -1,39 +1,58 @@
 //! Agents as commands: child processes speaking JSON lines, one request line in on stdin,
 //! one response line out on stdout (`docs/agent-protocol.md`). The process plumbing
 //! (kept between calls, restarted, killed at the deadline, stderr tail) is
-//! [`ProcessTransport`]'s.
+//! [`ProcessTransport`](crate::transport::ProcessTransport)'s; several processes of one
+//! agent are a [`ProcessPool`].
+
+use std::num::NonZeroUsize;
 
 use super::{AgentCallError, AgentExecutor, CallFuture, accept_response, encode, traced};
-use crate::transport::{CommandConfig, ProcessTransport};
+use crate::transport::{CommandConfig, ProcessPool};
 use docket_decider::AgentRequest;
 
-/// An agent behind a child process's stdin and stdout. Calls to one executor are served
-/// one at a time (the protocol has one request in flight per process), and time queued
+/// An agent behind child processes' stdin and stdout: up to `processes` of them
+/// (`[agents.NAME] processes`, docs/workflow.md#agents), each serving one call at a time
+/// (the protocol has one request in flight per process). A call takes the first idle
+/// process, so calls one after another reach the same one; time queued for a process
 /// counts against the request's `timeout_ms`.
 pub struct CommandExecutor {
-    transport: ProcessTransport,
+    pool: ProcessPool,
 }
 
 impl CommandExecutor {
-    /// An executor that starts the process on its first call. A process that exits
+    /// An executor of one process, started on its first call. A process that exits
     /// cleanly after each answer (a one-shot agent) serves every call.
     #[must_use]
     pub fn new(config: CommandConfig) -> Self {
+        Self::pooled(config, NonZeroUsize::MIN)
+    }
+
+    /// An executor of up to `processes` processes, each started when a call finds every
+    /// started one busy.
+    #[must_use]
+    pub fn pooled(config: CommandConfig, processes: NonZeroUsize) -> Self {
         Self {
-            transport: ProcessTransport::new(config).retry_clean_exit(true),
+            pool: ProcessPool::new(&config, processes, true),
         }
     }
 
-    /// How many times the process has been started (1 after the first call, more after
-    /// restarts).
+    /// How many times its processes have been started (1 after the first call, more
+    /// after restarts or when calls overlapped).
     #[must_use]
     pub fn start_count(&self) -> u64 {
-        self.transport.start_count()
+        self.pool.start_count()
     }
 
-    /// Kills the process, if one is running. The next call starts a new one.
+    /// How many of its processes have been started at least once: the most calls that
+    /// were under way at once, up to its size.
+    #[must_use]
+    pub fn processes_started(&self) -> usize {
+        self.pool.started()
+    }
+
+    /// Kills its processes, if any is running. The next call starts a new one.
     pub async fn shutdown(&self) {
-        self.transport.shutdown().await;
+        self.pool.shutdown().await;
     }
 }
 
@@ -44,7 +63,7 @@ impl AgentExecutor for CommandExecutor {
             // An answer that is not a response (a banner line, a half-written document)
             // or that answers another request leaves the process out of step with the
             // requests: it is killed before the next call, which starts a fresh one.
-            self.transport
+            self.pool
                 .exchange_checked(&line, deadline, |answer| {
                     let checked = accept_response(request, &answer);
                     let in_step = !matches!(

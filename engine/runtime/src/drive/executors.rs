@@ -79,12 +79,13 @@ impl Executors {
                     ))
                 });
         }
-        // One executor (one process) per agent and way of reaching it.
+        // One executor (one pool of processes) per agent and way of reaching it.
         let key = format!(
-            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}",
+            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
             serde_json::to_string(&spec.executor).unwrap_or_default(),
             spec.cwd,
-            spec.max_response_bytes
+            spec.max_response_bytes,
+            spec.processes
         );
         let limit = spec
             .max_response_bytes
@@ -105,7 +106,10 @@ impl Executors {
                 if let Some(limit) = limit {
                     config = config.max_response_bytes(limit);
                 }
-                Arc::new(CommandExecutor::new(config))
+                Arc::new(CommandExecutor::pooled(
+                    config,
+                    agent_processes(spec.processes),
+                ))
             }
             ExecutorSpec::Http { http } => {
                 let executor = HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?;
@@ -121,4 +125,15 @@ impl Executors {
         built.insert(key, executor.clone());
         Ok(executor)
     }
+}
+
+/// How many processes a `command` agent may have: its `processes`, else as many as the
+/// machine has cores (docs/workflow.md#agents).
+fn agent_processes(declared: Option<u32>) -> std::num::NonZeroUsize {
+    declared
+        .and_then(|n| usize::try_from(n).ok())
+        .and_then(std::num::NonZeroUsize::new)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism().unwrap_or(std::num::NonZeroUsize::MIN)
+        })
 }

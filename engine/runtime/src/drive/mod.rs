@@ -1305,6 +1305,7 @@ mod tests {
                 classifiers: Vec::new(),
                 cwd: None,
                 max_response_bytes: None,
+                processes: None,
             },
         );
         Workflow {

@@ -8,12 +8,14 @@
 
 mod http;
 mod in_process;
+mod pool;
 mod process;
 
 use std::path::PathBuf;
 
 pub(crate) use http::HttpTransport;
 pub(crate) use in_process::{CatchPanic, catch_panic};
+pub(crate) use pool::ProcessPool;
 pub(crate) use process::ProcessTransport;
 pub use process::{CommandConfig, ExitReport};
 
