@@ -8,6 +8,7 @@ use docket_runtime::{AgentCallError, AgentExecutor, CommandConfig, CommandExecut
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+const WAITING_AGENT: &str = env!("CARGO_BIN_EXE_waiting-agent");
 
 fn test_agent(args: &[&str]) -> CommandExecutor {
     CommandExecutor::new(CommandConfig::new(TEST_AGENT).args(args.iter().copied()))
@@ -62,6 +63,7 @@ mod command {
         let agent = Arc::new(CommandExecutor::pooled(
             CommandConfig::new(TEST_AGENT).args(["--gate", gate_arg]),
             std::num::NonZeroUsize::new(2).expect("two"),
+            std::num::NonZeroUsize::MIN,
         ));
         let calls: Vec<_> = (1..=3)
             .map(|i| {
@@ -93,6 +95,63 @@ mod command {
         let a = agent.call(&request("r4", "echo")).await.expect("answers");
         let b = agent.call(&request("r5", "echo")).await.expect("answers");
         assert_eq!(process_of(&a).0, process_of(&b).0);
+        assert_eq!(agent.start_count(), 2);
+        agent.shutdown().await;
+    }
+
+    /// `requests_per_process = 4`: four calls are under way on one process at once (the
+    /// agent answers only once it holds four), each answered by its own response,
+    /// matched by request id whatever order they come back in.
+    #[tokio::test]
+    async fn one_process_takes_several_requests_at_once_and_each_gets_its_answer() {
+        let agent = Arc::new(CommandExecutor::pooled(
+            CommandConfig::new(WAITING_AGENT).args(["--at-once", "4", "--together", "4"]),
+            std::num::NonZeroUsize::MIN,
+            std::num::NonZeroUsize::new(4).expect("four"),
+        ));
+        let calls: Vec<_> = (1..=4)
+            .map(|i| {
+                let agent = agent.clone();
+                tokio::spawn(async move {
+                    let request = request(&format!("r{i}"), &format!("CODE_{i}"));
+                    (i, agent.call(&request).await)
+                })
+            })
+            .collect();
+        let mut pids = std::collections::BTreeSet::new();
+        for call in calls {
+            let (i, answered) = call.await.expect("joined");
+            let response = answered.expect("answers");
+            assert_eq!(response.request_id, format!("r{i}").as_str());
+            let output = finish_output(&response);
+            assert_eq!(output["code"], format!("CODE_{i}"));
+            assert_eq!(
+                output["together"], 4,
+                "four were under way at once: {output}"
+            );
+            pids.insert(process_of(&response).0);
+        }
+        assert_eq!(pids.len(), 1, "one process: {pids:?}");
+        assert_eq!(agent.start_count(), 1);
+        agent.shutdown().await;
+    }
+
+    /// A process taking several requests that answers a request that is not under way
+    /// is ended, every call waiting on it fails, and the next call starts a new one.
+    #[tokio::test]
+    async fn an_answer_to_no_request_under_way_ends_the_process_and_the_next_call_starts_anew() {
+        let agent = CommandExecutor::pooled(
+            CommandConfig::new(TEST_AGENT),
+            std::num::NonZeroUsize::MIN,
+            std::num::NonZeroUsize::new(4).expect("four"),
+        );
+        let err = agent
+            .call(&request("r1", "wrong_id"))
+            .await
+            .expect_err("an answer to another request");
+        assert_eq!(err.code(), "AGENT_REQUEST_ID_MISMATCH", "{err}");
+        let answer = agent.call(&request("r2", "echo")).await.expect("answers");
+        assert_eq!(answer.request_id, "r2");
         assert_eq!(agent.start_count(), 2);
         agent.shutdown().await;
     }

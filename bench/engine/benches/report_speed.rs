@@ -53,6 +53,7 @@ fn in_process() -> AgentSpec {
         cwd: None,
         max_response_bytes: None,
         processes: None,
+        requests_per_process: None,
     }
 }
 

@@ -271,9 +271,15 @@ pub struct AgentSpec {
     /// How calls are carried, not what is decided; left out of the record when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
+    /// How many requests one process of a `command` agent takes at once, answering each
+    /// by its `request_id` in any order (docs/agent-protocol.md#several-requests-at-once);
+    /// default 1. Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests_per_process: Option<u32>,
 }
 
-/// The most processes one agent may have (`[agents.NAME] processes`).
+/// The most processes one agent may have (`[agents.NAME] processes`), and the most
+/// requests one of them may take at once (`requests_per_process`).
 pub const MAX_AGENT_PROCESSES: u32 = 1024;
 
 impl AgentSpec {
@@ -319,6 +325,16 @@ impl AgentSpec {
             if processes == 0 || processes > MAX_AGENT_PROCESSES {
                 return Some(format!(
                     "`processes` = {processes}: from 1 to {MAX_AGENT_PROCESSES}"
+                ));
+            }
+        }
+        if let Some(requests) = self.requests_per_process {
+            if !command {
+                return Some("`requests_per_process` goes with `command` only".to_owned());
+            }
+            if requests == 0 || requests > MAX_AGENT_PROCESSES {
+                return Some(format!(
+                    "`requests_per_process` = {requests}: from 1 to {MAX_AGENT_PROCESSES}"
                 ));
             }
         }
@@ -552,6 +568,7 @@ const AGENT_KEYS: &[&str] = &[
     "cwd",
     "max_response_bytes",
     "processes",
+    "requests_per_process",
 ];
 const TOOL_KEYS: &[&str] = &[
     "command",

@@ -40,6 +40,89 @@ pub fn serve_lines(
     Ok(())
 }
 
+/// Answers the request lines of `input` on `output` as [`serve_lines`] does, but with
+/// up to `at_once` requests handled at the same time on as many threads, each response
+/// written whole as soon as it is ready, in whatever order they finish: for an agent run
+/// with `requests_per_process = at_once` in the workflow
+/// (docs/agent-protocol.md#several-requests-at-once), whose requests wait on something
+/// slow (a model). docket matches each response to its request by `request_id`.
+///
+/// # Errors
+/// [`ServeError`] on I/O failure or a line that is not a request; requests already
+/// being handled are answered first.
+pub fn serve_lines_at_once(
+    input: impl BufRead,
+    output: impl Write + Send,
+    handle: fn(&AgentRequest) -> AgentResponse,
+    at_once: std::num::NonZeroUsize,
+) -> Result<(), ServeError> {
+    let output = std::sync::Mutex::new(output);
+    let (requests, queue) = std::sync::mpsc::sync_channel::<AgentRequest>(at_once.get());
+    let queue = std::sync::Mutex::new(queue);
+    std::thread::scope(|threads| {
+        let workers: Vec<_> = (0..at_once.get())
+            .map(|_| {
+                threads.spawn(|| -> Result<(), ServeError> {
+                    loop {
+                        let next = queue
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .recv();
+                        let Ok(request) = next else {
+                            return Ok(());
+                        };
+                        let mut line = serde_json::to_vec(&handle(&request))
+                            .map_err(|err| ServeError::Io(err.into()))?;
+                        line.push(b'\n');
+                        let mut out = output
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        out.write_all(&line).map_err(ServeError::Io)?;
+                        out.flush().map_err(ServeError::Io)?;
+                    }
+                })
+            })
+            .collect();
+        let read = (|| {
+            for line in input.lines() {
+                let line = line.map_err(ServeError::Io)?;
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let request: AgentRequest =
+                    serde_json::from_str(&line).map_err(ServeError::BadRequest)?;
+                if requests.send(request).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        })();
+        drop(requests);
+        let mut result = read;
+        for worker in workers {
+            let done = worker.join().unwrap_or_else(|_| {
+                Err(ServeError::Io(std::io::Error::other(
+                    "a request handler panicked",
+                )))
+            });
+            result = result.and(done);
+        }
+        result
+    })
+}
+
+/// Serves stdin and stdout until stdin ends, with up to `at_once` requests handled at the
+/// same time ([`serve_lines_at_once`]).
+///
+/// # Errors
+/// [`ServeError`]; the binary reports it on stderr, which docket keeps for diagnosis.
+pub fn run_at_once(
+    handle: fn(&AgentRequest) -> AgentResponse,
+    at_once: std::num::NonZeroUsize,
+) -> Result<(), ServeError> {
+    serve_lines_at_once(std::io::stdin().lock(), std::io::stdout(), handle, at_once)
+}
+
 /// Serves stdin and stdout until stdin ends.
 ///
 /// # Errors
@@ -64,6 +147,43 @@ mod tests {
                 output: json!(request.capability_code),
             }],
         )
+    }
+
+    #[test]
+    fn requests_handled_at_once_are_each_answered_once_by_their_id() {
+        let requests: Vec<AgentRequest> = (0..50)
+            .map(|i| AgentRequest::new(format!("r{i}"), "a", "b", format!("CODE_{i}")))
+            .collect();
+        let input: String = requests
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("serialises") + "\n")
+            .collect();
+        let mut output = Vec::new();
+        serve_lines_at_once(
+            input.as_bytes(),
+            &mut output,
+            echo,
+            std::num::NonZeroUsize::new(8).expect("eight"),
+        )
+        .expect("serves");
+        let mut answered: Vec<(String, String)> = output
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let r = parse_response(l).expect("a whole response per line");
+                let code = match &r.actions[..] {
+                    [Action::Finish { output }] => output.as_str().unwrap_or_default().to_owned(),
+                    other => panic!("{other:?}"),
+                };
+                (r.request_id.to_string(), code)
+            })
+            .collect();
+        answered.sort();
+        let mut expected: Vec<(String, String)> = (0..50)
+            .map(|i| (format!("r{i}"), format!("CODE_{i}")))
+            .collect();
+        expected.sort();
+        assert_eq!(answered, expected);
     }
 
     #[test]

@@ -478,6 +478,7 @@ pub(crate) fn in_process() -> AgentSpec {
         cwd: None,
         max_response_bytes: None,
         processes: None,
+        requests_per_process: None,
     }
 }
 

@@ -24,15 +24,20 @@ impl CommandExecutor {
     /// cleanly after each answer (a one-shot agent) serves every call.
     #[must_use]
     pub fn new(config: CommandConfig) -> Self {
-        Self::pooled(config, NonZeroUsize::MIN)
+        Self::pooled(config, NonZeroUsize::MIN, NonZeroUsize::MIN)
     }
 
     /// An executor of up to `processes` processes, each started when a call finds every
-    /// started one busy.
+    /// started one full; each takes `requests_per_process` requests at once
+    /// (docs/agent-protocol.md#several-requests-at-once), answered in any order.
     #[must_use]
-    pub fn pooled(config: CommandConfig, processes: NonZeroUsize) -> Self {
+    pub fn pooled(
+        config: CommandConfig,
+        processes: NonZeroUsize,
+        requests_per_process: NonZeroUsize,
+    ) -> Self {
         Self {
-            pool: ProcessPool::new(&config, processes, true),
+            pool: ProcessPool::new(&config, processes, requests_per_process, true),
         }
     }
 
@@ -64,7 +69,7 @@ impl AgentExecutor for CommandExecutor {
             // or that answers another request leaves the process out of step with the
             // requests: it is killed before the next call, which starts a fresh one.
             self.pool
-                .exchange_checked(&line, deadline, |answer| {
+                .exchange_checked(&line, &request.request_id, deadline, |answer| {
                     let checked = accept_response(request, &answer);
                     let in_step = !matches!(
                         checked,

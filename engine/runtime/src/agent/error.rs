@@ -3,7 +3,7 @@
 
 use docket_decider::{AgentRequest, MalformedResponse, ValidationError};
 
-use crate::transport::{ExitReport, TransportError};
+use crate::transport::{ExitReport, Interrupted, TransportError};
 
 /// An agent call that produced no acceptable response.
 #[derive(Debug, thiserror::Error)]
@@ -110,6 +110,14 @@ impl AgentCallError {
             TransportError::CannotStart { program, source } => {
                 Self::io(format!("starting {}", program.display()), source)
             }
+            // A process taking several requests answered one not under way.
+            TransportError::Ended {
+                during: Interrupted::OutOfStep { named, .. },
+                ..
+            } => Self::RequestIdMismatch {
+                expected: request.request_id.to_string(),
+                actual: named.unwrap_or_default(),
+            },
             TransportError::Ended {
                 exit, stderr_tail, ..
             } => Self::Crashed { exit, stderr_tail },

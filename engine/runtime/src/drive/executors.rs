@@ -81,11 +81,12 @@ impl Executors {
         }
         // One executor (one pool of processes) per agent and way of reaching it.
         let key = format!(
-            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
             serde_json::to_string(&spec.executor).unwrap_or_default(),
             spec.cwd,
             spec.max_response_bytes,
-            spec.processes
+            spec.processes,
+            spec.requests_per_process
         );
         let limit = spec
             .max_response_bytes
@@ -109,6 +110,10 @@ impl Executors {
                 Arc::new(CommandExecutor::pooled(
                     config,
                     agent_processes(spec.processes),
+                    spec.requests_per_process
+                        .and_then(|n| usize::try_from(n).ok())
+                        .and_then(std::num::NonZeroUsize::new)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
                 ))
             }
             ExecutorSpec::Http { http } => {

@@ -1306,6 +1306,7 @@ mod tests {
                 cwd: None,
                 max_response_bytes: None,
                 processes: None,
+                requests_per_process: None,
             },
         );
         Workflow {

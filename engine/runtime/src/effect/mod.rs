@@ -303,7 +303,9 @@ fn effect_error(err: TransportError, request: &EffectRequest, endpoint: &str) ->
         } => {
             let what = match during {
                 Interrupted::Writing(err) => format!("writing the call: {err}"),
-                reading @ Interrupted::Reading { .. } => reading.to_string(),
+                other @ (Interrupted::Reading { .. } | Interrupted::OutOfStep { .. }) => {
+                    other.to_string()
+                }
             };
             unavailable(format!(
                 "the process ended ({exit}) without answering ({what}); last stderr: {stderr_tail:?}"

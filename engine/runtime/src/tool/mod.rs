@@ -279,7 +279,9 @@ fn transport_error(err: TransportError, request: &ToolRequest, endpoint: &str) -
         } => {
             let what = match during {
                 Interrupted::Writing(err) => format!("writing the call: {err}"),
-                reading @ Interrupted::Reading { .. } => reading.to_string(),
+                other @ (Interrupted::Reading { .. } | Interrupted::OutOfStep { .. }) => {
+                    other.to_string()
+                }
             };
             ToolCallError::Unavailable {
                 endpoint,

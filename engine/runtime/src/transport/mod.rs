@@ -8,6 +8,7 @@
 
 mod http;
 mod in_process;
+mod multiplex;
 mod pool;
 mod process;
 
@@ -120,5 +121,14 @@ pub(crate) enum Interrupted {
     Reading {
         /// How many bytes of the line had arrived.
         partial: usize,
+    },
+    /// A process taking several lines at once answered with a line that names no line
+    /// under way: which answer is whose is lost, so the process was ended.
+    #[error("an answer named no request under way ({}; it began {excerpt:?})", named.as_deref().map_or_else(|| "no request_id".to_owned(), |id| format!("request_id {id:?}")))]
+    OutOfStep {
+        /// The request id it named, if it named one.
+        named: Option<String>,
+        /// The line's first bytes (bounded).
+        excerpt: String,
     },
 }

@@ -1,47 +1,75 @@
-//! Several child processes of one command, each speaking JSON lines one exchange at a
-//! time: an exchange takes the lowest-numbered idle process, starting it on first use, so
-//! calls made one after another always reach the same process and a second process is
-//! started only when two exchanges are under way at once. Waiting for an idle process
-//! counts against the exchange's deadline, in the order the exchanges came.
+//! Several child processes of one command: an exchange takes the lowest-numbered process
+//! with room for one more (a process takes one line at a time, or `per_process` lines at
+//! once when the program says it answers several, [`MultiplexTransport`]), starting it
+//! on first use. Calls made one after another therefore always reach the same process,
+//! and a second process is started only when the first is full. Waiting for room counts
+//! against the exchange's deadline, in the order the exchanges came.
 
-use std::collections::BTreeSet;
 use std::num::NonZeroUsize;
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use super::multiplex::MultiplexTransport;
 use super::{CommandConfig, ProcessTransport, TransportError};
 
-/// Up to `size` processes of one command.
+/// One process of the pool.
+enum Slot {
+    /// One line at a time.
+    One(ProcessTransport),
+    /// Several lines at once, answers matched by request id.
+    Many(MultiplexTransport),
+}
+
+/// Up to `size` processes of one command, each taking `per_process` lines at once.
 pub(crate) struct ProcessPool {
-    processes: Box<[ProcessTransport]>,
-    idle: Mutex<BTreeSet<usize>>,
-    /// One permit per idle process; tokio's semaphore serves waiters in order.
+    slots: Box<[Slot]>,
+    /// Exchanges under way on each process.
+    load: Mutex<Vec<usize>>,
+    per_process: usize,
+    /// One permit per line the pool may have under way; tokio's semaphore serves
+    /// waiters in order.
     permits: Semaphore,
 }
 
 impl ProcessPool {
-    /// A pool of at most `size` processes, none started yet.
-    pub(crate) fn new(config: &CommandConfig, size: NonZeroUsize, retry_clean_exit: bool) -> Self {
-        let processes = (0..size.get())
-            .map(|_| ProcessTransport::new(config.clone()).retry_clean_exit(retry_clean_exit))
+    /// A pool of at most `size` processes taking `per_process` lines each, none started.
+    pub(crate) fn new(
+        config: &CommandConfig,
+        size: NonZeroUsize,
+        per_process: NonZeroUsize,
+        retry_clean_exit: bool,
+    ) -> Self {
+        let slots = (0..size.get())
+            .map(|_| {
+                if per_process.get() == 1 {
+                    Slot::One(
+                        ProcessTransport::new(config.clone()).retry_clean_exit(retry_clean_exit),
+                    )
+                } else {
+                    Slot::Many(MultiplexTransport::new(config.clone()))
+                }
+            })
             .collect();
         Self {
-            processes,
-            idle: Mutex::new((0..size.get()).collect()),
-            permits: Semaphore::new(size.get()),
+            slots,
+            load: Mutex::new(vec![0; size.get()]),
+            per_process: per_process.get(),
+            permits: Semaphore::new(size.get().saturating_mul(per_process.get())),
         }
     }
 
-    /// As [`ProcessTransport::exchange_checked`], on the lowest-numbered idle process.
+    /// Sends `line`, the request `request_id`, to the lowest-numbered process with room,
+    /// as [`ProcessTransport::exchange_checked`] does for one process.
     ///
     /// # Errors
     /// As [`ProcessTransport::exchange_checked`]; [`TransportError::TimedOut`] too when
-    /// no process became idle before `deadline`.
+    /// no process had room before `deadline`.
     pub(crate) async fn exchange_checked<T>(
         &self,
         line: &[u8],
+        request_id: &str,
         deadline: Instant,
         check: impl FnOnce(Vec<u8>) -> (T, bool),
     ) -> Result<T, TransportError> {
@@ -49,60 +77,77 @@ impl ProcessPool {
         else {
             return Err(TransportError::TimedOut);
         };
-        let taken = Taken::take(&self.idle);
-        self.processes[taken.slot]
-            .exchange_checked(line, deadline, check)
-            .await
+        // Declared after the permit, so dropped before it: the room is given back before
+        // the next waiter is let in.
+        let taken = Taken::take(&self.load, self.per_process);
+        match &self.slots[taken.slot] {
+            Slot::One(process) => process.exchange_checked(line, deadline, check).await,
+            Slot::Many(process) => {
+                process
+                    .exchange_checked(line, request_id, deadline, check)
+                    .await
+            }
+        }
     }
 
     /// How many times its processes have been started, all together.
     pub(crate) fn start_count(&self) -> u64 {
-        self.processes
-            .iter()
-            .map(ProcessTransport::start_count)
-            .sum()
+        self.slots.iter().map(Slot::start_count).sum()
     }
 
     /// How many processes have been started at least once.
     pub(crate) fn started(&self) -> usize {
-        self.processes
-            .iter()
-            .filter(|p| p.start_count() > 0)
-            .count()
+        self.slots.iter().filter(|s| s.start_count() > 0).count()
     }
 
     /// Kills every running process; the next exchanges start new ones.
     pub(crate) async fn shutdown(&self) {
-        for process in &self.processes {
-            process.shutdown().await;
+        for slot in &self.slots {
+            match slot {
+                Slot::One(process) => process.shutdown().await,
+                Slot::Many(process) => process.shutdown().await,
+            }
         }
     }
 }
 
-/// An idle process taken for one exchange, given back when the exchange ends, however it
-/// ends (a caller that stops waiting drops the exchange mid-way).
+impl Slot {
+    fn start_count(&self) -> u64 {
+        match self {
+            Self::One(process) => process.start_count(),
+            Self::Many(process) => process.start_count(),
+        }
+    }
+}
+
+/// Room on one process taken for one exchange, given back when the exchange ends,
+/// however it ends (a caller that stops waiting drops the exchange mid-way).
 struct Taken<'a> {
-    idle: &'a Mutex<BTreeSet<usize>>,
+    load: &'a Mutex<Vec<usize>>,
     slot: usize,
 }
 
 impl<'a> Taken<'a> {
-    /// Takes the lowest-numbered idle process; the caller holds a permit, so one is idle.
-    fn take(idle: &'a Mutex<BTreeSet<usize>>) -> Self {
-        let slot = idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop_first()
+    /// Takes room on the lowest-numbered process that has some; the caller holds a
+    /// permit, so one has.
+    fn take(load: &'a Mutex<Vec<usize>>, per_process: usize) -> Self {
+        let mut load_of = load.lock().unwrap_or_else(PoisonError::into_inner);
+        let slot = load_of
+            .iter()
+            .position(|&n| n < per_process)
             .unwrap_or_default();
-        Self { idle, slot }
+        if let Some(n) = load_of.get_mut(slot) {
+            *n += 1;
+        }
+        Self { load, slot }
     }
 }
 
 impl Drop for Taken<'_> {
     fn drop(&mut self) {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(self.slot);
+        let mut load = self.load.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(n) = load.get_mut(self.slot) {
+            *n = n.saturating_sub(1);
+        }
     }
 }

@@ -109,12 +109,12 @@ pub struct ExitReport {
 }
 
 impl ExitReport {
-    const UNKNOWN: Self = Self {
+    pub(super) const UNKNOWN: Self = Self {
         code: None,
         signal: None,
     };
 
-    fn from_status(status: std::process::ExitStatus) -> Self {
+    pub(super) fn from_status(status: std::process::ExitStatus) -> Self {
         #[cfg(unix)]
         let signal = std::os::unix::process::ExitStatusExt::signal(&status);
         #[cfg(not(unix))]
@@ -342,11 +342,11 @@ impl ProcessTransport {
 }
 
 /// A running child process with piped stdin, stdout and stderr.
-struct Process {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    stderr: StderrTail,
+pub(super) struct Process {
+    pub(super) child: Child,
+    pub(super) stdin: ChildStdin,
+    pub(super) stdout: BufReader<ChildStdout>,
+    pub(super) stderr: StderrTail,
     /// Set while a line is written but its answer not fully read: if the caller gave up
     /// on the exchange (dropped its future), the process's output is out of step with the
     /// lines and it must not be reused.
@@ -355,7 +355,7 @@ struct Process {
 
 impl Process {
     /// Starts the process described by `config`.
-    fn spawn(config: &CommandConfig) -> std::io::Result<Self> {
+    pub(super) fn spawn(config: &CommandConfig) -> std::io::Result<Self> {
         let mut command = Command::new(&config.program);
         command
             .args(&config.args)
@@ -436,7 +436,7 @@ async fn ended(slot: &mut Option<Process>, during: Interrupted) -> TransportErro
 }
 
 /// What reading one answer line produced.
-enum LineRead {
+pub(super) enum LineRead {
     Line(Vec<u8>),
     /// stdout ended, after `partial` bytes of an unfinished line.
     Ended {
@@ -449,7 +449,10 @@ enum LineRead {
 }
 
 /// Reads one non-blank line, holding at most `limit` bytes of it (plus one read buffer).
-async fn read_line(stdout: &mut BufReader<ChildStdout>, limit: usize) -> std::io::Result<LineRead> {
+pub(super) async fn read_line(
+    stdout: &mut BufReader<ChildStdout>,
+    limit: usize,
+) -> std::io::Result<LineRead> {
     let mut line = Vec::new();
     loop {
         let buffer = stdout.fill_buf().await?;
@@ -481,9 +484,9 @@ async fn read_line(stdout: &mut BufReader<ChildStdout>, limit: usize) -> std::io
 
 /// The last bytes a process wrote to stderr, collected by a background task so a chatty
 /// process never blocks on a full pipe.
-struct StderrTail {
+pub(super) struct StderrTail {
     tail: Arc<StdMutex<VecDeque<u8>>>,
-    reader: JoinHandle<()>,
+    pub(super) reader: JoinHandle<()>,
 }
 
 impl StderrTail {
@@ -506,7 +509,7 @@ impl StderrTail {
     }
 
     /// Waits (briefly) for stderr to end, then returns its tail.
-    async fn finish(mut self) -> String {
+    pub(super) async fn finish(mut self) -> String {
         if tokio::time::timeout(STDERR_DRAIN_LIMIT, &mut self.reader)
             .await
             .is_err()
