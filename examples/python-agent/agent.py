@@ -10,8 +10,10 @@ per line on stdout, nothing else on stdout. Logs go to stderr. The process is ke
 between requests, so state may be cached, but every answer must depend on the request only.
 """
 
+import concurrent.futures
 import json
 import sys
+import threading
 
 
 def error(request, code, message):
@@ -76,18 +78,35 @@ def handle(request):
     return response
 
 
-def main():
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        request = json.loads(line)
-        try:
-            response = handle(request)
-        except Exception as exc:  # an agent bug becomes an ERROR response, not a crash
-            response = error(request, "AGENT_INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
-        sys.stdout.write(json.dumps(response) + "\n")
+def answer(request, out_lock):
+    try:
+        response = handle(request)
+    except Exception as exc:  # an agent bug becomes an ERROR response, not a crash
+        response = error(request, "AGENT_INTERNAL_ERROR", f"{type(exc).__name__}: {exc}")
+    line = json.dumps(response) + "\n"
+    with out_lock:  # one whole response line at a time, even with several under way
+        sys.stdout.write(line)
         sys.stdout.flush()
-        print(f"answered {request['request_id']}", file=sys.stderr)
+    print(f"answered {request['request_id']}", file=sys.stderr)
+
+
+def main():
+    """`agent.py [--at-once N]`: with N above 1, up to N requests are handled at once on
+    threads, each answered by its request_id as it finishes (the workflow says
+    `requests_per_process = N`: docs/agent-protocol.md#several-requests-at-once)."""
+    at_once = 1
+    if len(sys.argv) == 3 and sys.argv[1] == "--at-once":
+        at_once = max(1, int(sys.argv[2]))
+    out_lock = threading.Lock()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=at_once) as pool:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            if at_once == 1:
+                answer(request, out_lock)
+            else:
+                pool.submit(answer, request, out_lock)
 
 
 if __name__ == "__main__":

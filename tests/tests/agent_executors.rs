@@ -888,6 +888,54 @@ mod python {
         agent.shutdown().await;
     }
 
+    /// `agent.py --at-once 4` with `requests_per_process = 4`: eight requests at once
+    /// on one process, each answered as the documented request is, under its own id.
+    #[tokio::test]
+    async fn the_example_agent_takes_several_requests_at_once() {
+        if !python3_available() {
+            return;
+        }
+        let doc = agent_protocol_doc();
+        let request: AgentRequest =
+            serde_json::from_str(&doc_example(&doc, "request").expect("request example"))
+                .expect("request parses");
+        let documented = parse_response(
+            doc_example(&doc, "response")
+                .expect("response example")
+                .as_bytes(),
+        )
+        .expect("response parses");
+        let script = workspace_root().join("examples/python-agent/agent.py");
+        let agent = Arc::new(CommandExecutor::pooled(
+            CommandConfig::new("python3").args([
+                script.as_os_str(),
+                "--at-once".as_ref(),
+                "4".as_ref(),
+            ]),
+            std::num::NonZeroUsize::MIN,
+            std::num::NonZeroUsize::new(4).expect("four"),
+        ));
+        let calls: Vec<_> = (0..8)
+            .map(|i| {
+                let agent = agent.clone();
+                let mut request = request.clone();
+                request.request_id = format!("req-at-once-{i}").into();
+                tokio::spawn(
+                    async move { (request.request_id.clone(), agent.call(&request).await) },
+                )
+            })
+            .collect();
+        for call in calls {
+            let (id, answered) = call.await.expect("joined");
+            let mut response = answered.expect("the agent answers");
+            assert_eq!(response.request_id, id);
+            response.request_id = documented.request_id.clone();
+            assert_eq!(response, documented);
+        }
+        assert_eq!(agent.start_count(), 1);
+        agent.shutdown().await;
+    }
+
     #[tokio::test]
     async fn the_documented_minimal_agent_runs() {
         if !python3_available() {

@@ -8,6 +8,7 @@
 //!
 //! Each answer finishes with `{"code": CAPABILITY_CODE, "together": SEEN}` and names the
 //! process in its metadata (`pid`).
+#![allow(clippy::print_stderr)]
 
 use std::num::NonZeroUsize;
 use std::process::ExitCode;

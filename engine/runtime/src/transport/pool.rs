@@ -17,7 +17,7 @@ use super::{CommandConfig, ProcessTransport, TransportError};
 /// One process of the pool.
 enum Slot {
     /// One line at a time.
-    One(ProcessTransport),
+    One(Box<ProcessTransport>),
     /// Several lines at once, answers matched by request id.
     Many(MultiplexTransport),
 }
@@ -44,9 +44,9 @@ impl ProcessPool {
         let slots = (0..size.get())
             .map(|_| {
                 if per_process.get() == 1 {
-                    Slot::One(
+                    Slot::One(Box::new(
                         ProcessTransport::new(config.clone()).retry_clean_exit(retry_clean_exit),
-                    )
+                    ))
                 } else {
                     Slot::Many(MultiplexTransport::new(config.clone()))
                 }
