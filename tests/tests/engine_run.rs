@@ -415,7 +415,8 @@ fn retry_escalate_block_with_an_approval_across_processes() {
     );
     assert_eq!(code(&out), 1);
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("blocked"),
+        String::from_utf8_lossy(&out.stderr)
+            .contains("ticket-1 was already decided (approved by ana: one more try)"),
         "{out:?}"
     );
 }
