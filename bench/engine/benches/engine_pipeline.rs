@@ -89,6 +89,56 @@ impl ProcessCpu {
     }
 }
 
+/// CPU ticks per thread name (`/proc/self/task/*/stat`, threads of one name added up:
+/// tokio's workers are all `tokio-runtime-w`), to find the work every run passes through
+/// one thread for: the log's writer and indexer (issue 30 point 1).
+#[derive(Default)]
+struct ThreadCpu(std::collections::BTreeMap<String, u64>);
+
+impl ThreadCpu {
+    fn now() -> Self {
+        let mut by_name = std::collections::BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+            return Self(by_name);
+        };
+        for task in tasks.flatten() {
+            let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+                continue;
+            };
+            let Some((head, rest)) = stat.rsplit_once(") ") else {
+                continue;
+            };
+            let name = head.split_once(" (").map_or("?", |(_, n)| n).to_owned();
+            let fields: Vec<u64> = rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
+            let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
+            *by_name.entry(name).or_insert(0) += ticks;
+        }
+        Self(by_name)
+    }
+
+    /// Ticks spent per thread name since `earlier` (a thread that ended meanwhile is
+    /// not counted), largest first.
+    fn since(&self, earlier: &Self) -> Vec<(String, u64)> {
+        let mut spent: Vec<(String, u64)> = self
+            .0
+            .iter()
+            .map(|(name, &t)| {
+                (
+                    name.clone(),
+                    t.saturating_sub(earlier.0.get(name).copied().unwrap_or(0)),
+                )
+            })
+            .filter(|(_, t)| *t > 0)
+            .collect();
+        spent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        spent
+    }
+}
+
+/// Threads that every run's appends pass through one at a time: their CPU per run is the
+/// serial section, and 1 / that is the most runs/s one process can reach.
+const SERIAL_THREADS: [&str; 2] = ["docket-log-writ", "docket-log-inde"];
+
 fn workflow() -> Workflow {
     let mut wf = Workflow::load(&geo_workflow()).expect("geo workflow loads");
     for agent in wf.spec.agents.values_mut() {
@@ -529,8 +579,10 @@ fn main() {
             secs, f64::from(seq_runs) / secs, events as f64 / secs, events / u64::from(seq_runs));
 
         let cpu_before = ProcessCpu::now();
+        let threads_before = ThreadCpu::now();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
         let spent = ProcessCpu::now().since(cpu_before);
+        let by_thread = ThreadCpu::now().since(&threads_before);
         let cpu = spent.total();
         let secs = elapsed.as_secs_f64();
         println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
@@ -540,6 +592,22 @@ fn main() {
         let per_run = |n: u64| n as f64 / concurrent as f64;
         println!("  of which user {:.0} µs, system {:.0} µs per run; {:.0} minor page faults per run",
             per_run(spent.user_ticks) * 1e4, per_run(spent.system_ticks) * 1e4, per_run(spent.minor_faults));
+        // Per thread: a thread all runs pass through caps the process at 1 / its CPU per run.
+        let mut serial_us = 0.0;
+        for (name, ticks) in &by_thread {
+            let us = per_run(*ticks) * 1e4;
+            let serial = SERIAL_THREADS.contains(&name.as_str());
+            if serial {
+                serial_us = f64::max(serial_us, us);
+            }
+            println!("  thread {name:<16} {us:>8.0} µs per run{}", if serial { "  (one thread for every run)" } else { "" });
+        }
+        if serial_us > 0.0 {
+            println!("  serial CPU per run {serial_us:.0} µs (the busiest thread every run passes through): at most {:.0} runs/s for one process, whatever its cores",
+                1e6 / serial_us);
+        } else {
+            println!("  serial CPU per run below the 10 ms tick over this many runs (no ceiling measurable)");
+        }
         // DOCKET_BENCH_ONLY_CONCURRENT=1 stops here: a short, fixed workload to compare two
         // builds by CPU or instruction counts (e.g. under callgrind).
         if std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1") {
