@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
 use docket_evidence::Sealing;
 use docket_runtime::{
-    FileKillSwitch, HumanDecision, KillSwitchFileError, HumanOverride, ListedStatus, RunOutcome, RunQuery, RuntimeError,
-    Workflow,
+    FileKillSwitch, HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, RunOutcome,
+    RunQuery, RuntimeError, Workflow,
 };
 use docket_store::{EventStore as _, StreamId};
 
@@ -914,9 +914,11 @@ fn switch_error(e: KillSwitchFileError, switch: &str) -> ApiError {
 
 async fn kill_switches(State(state): Shared) -> ApiResult {
     let switches = FileKillSwitch::new(&state.data);
-    let read = tokio::task::spawn_blocking(move || Ok::<_, KillSwitchFileError>((switches.state()?, switches.history()?)))
-        .await
-        .map_err(|e| ApiError::internal(format!("reading the kill switches: {e}")))?;
+    let read = tokio::task::spawn_blocking(move || {
+        Ok::<_, KillSwitchFileError>((switches.state()?, switches.history()?))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("reading the kill switches: {e}")))?;
     let (engaged, history) = read.map_err(|e| switch_error(e, "global"))?;
     ok(json!({ "engaged": engaged.engaged, "history": history }))
 }

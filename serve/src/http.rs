@@ -71,7 +71,7 @@ pub(crate) async fn serve(
         });
     }
     drop(open_rx);
-    let _ = stopping.send(true);
+    stopping.send_replace(true);
     open_tx.closed().await;
     Ok(())
 }

@@ -242,6 +242,7 @@ impl Server {
         let listener = self.listener.into_std().map_err(ServeError::Serve)?;
         let api = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(API_THREADS)
+            .max_blocking_threads(API_BLOCKING_THREADS)
             .thread_name("docket-api")
             .enable_all()
             .build()
@@ -265,6 +266,10 @@ impl Server {
 
 /// Worker threads serving the API and its event streams, apart from the runs' runtime.
 pub const API_THREADS: usize = 2;
+
+/// Threads the API's blocking work (reads of the log, kill switch files) may use at once:
+/// a burst of new streams queues its reads here instead of starting a thread each.
+pub const API_BLOCKING_THREADS: usize = 16;
 
 /// The API's runtime, shut down without waiting when dropped: [`Server::serve`] is
 /// async, and a runtime dropped from async code would block its caller's thread (tokio
@@ -300,13 +305,25 @@ fn router(state: Arc<AppState>) -> Router {
         .fallback(|| async {
             ApiError::not_found("no such route (GET /api/openapi.json lists them)")
         })
-        .method_not_allowed_fallback(|| async {
-            ApiError::method_not_allowed(
-                "this route does not take this method (GET /api/openapi.json lists them)",
-            )
+        .method_not_allowed_fallback(|request: Request| async move {
+            let allowed = request
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|path| routes::methods(path.as_str()))
+                .unwrap_or_default();
+            if allowed.is_empty() {
+                ApiError::method_not_allowed(
+                    "this route does not take this method (GET /api/openapi.json lists them)",
+                )
+                .into_response()
+            } else {
+                method_not_allowed(&allowed)
+            }
         })
         .layer(axum::extract::DefaultBodyLimit::max(limits::MAX_BODY))
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(limits::MAX_BODY))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            limits::MAX_BODY,
+        ))
         .layer(axum::middleware::from_fn(limits::check_size))
         .layer(axum::middleware::from_fn(limits::close_if_unread))
 }
@@ -487,16 +504,23 @@ mod tests {
         let rt = docket_runtime::Runtime::new(store);
         rt.register_agent(
             "worker",
-            std::sync::Arc::new(docket_runtime::InProcessExecutor::new(|r: &AgentRequest| {
-                AgentResponse::success(
-                    r.request_id.clone(),
-                    Confidence::High,
-                    vec![Action::Escalate {
-                        reason: "a human signs off".into(),
-                        choices: Vec::new(),
-                    }],
-                )
-            })),
+            std::sync::Arc::new(docket_runtime::InProcessExecutor::new(
+                |r: &AgentRequest| {
+                    AgentResponse::success(
+                        r.request_id.clone(),
+                        Confidence::High,
+                        vec![
+                            Action::Escalate {
+                                reason: "a human signs off".into(),
+                                choices: Vec::new(),
+                            },
+                            Action::Finish {
+                                output: serde_json::json!({ "done": true }),
+                            },
+                        ],
+                    )
+                },
+            )),
         );
         let bundle = "bundle = { id = \"b\" }\nagents = [{ id = \"external\" }, { id = \"worker\" }]\n[interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
         let wf = docket_runtime::Workflow {
@@ -508,9 +532,13 @@ mod tests {
             bundle_source: bundle.into(),
             bundle_source_name: "b.toml".into(),
         };
-        rt.start(&wf, serde_json::json!({}), Some("held-1".into()))
-            .await
-            .expect("the run starts");
+        rt.start(
+            &wf,
+            serde_json::json!({}),
+            Some(String::from("held-1").into()),
+        )
+        .await
+        .expect("the run starts");
         (rt, faults.ops_seen())
     }
 
@@ -522,13 +550,12 @@ mod tests {
         // The same steps in a store without faults count the file operations before the
         // cancel's append, so that the faulty store fails exactly that one.
         let counted = tempfile::tempdir().expect("tempdir");
-        let (_, before) = runs.block_on(waiting_run(
-            counted.path(),
-            docket_store::FaultPlan::new(),
-        ));
+        let (_, before) =
+            runs.block_on(waiting_run(counted.path(), docket_store::FaultPlan::new()));
         let dir = tempfile::tempdir().expect("tempdir");
         let addr = runs.block_on(async {
-            let (rt, seen) = waiting_run(dir.path(), docket_store::FaultPlan::fail_op(before)).await;
+            let (rt, seen) =
+                waiting_run(dir.path(), docket_store::FaultPlan::fail_op(before)).await;
             assert_eq!(seen, before, "the same steps, the same operations");
             let server = Server::bind(rt, dir.path(), "127.0.0.1:0".parse().expect("addr"), false)
                 .await
@@ -551,10 +578,9 @@ mod tests {
         let mut answer = String::new();
         s.read_to_string(&mut answer).expect("an answer");
         assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
-        let json: serde_json::Value = serde_json::from_str(
-            answer.split_once("\r\n\r\n").map_or("", |(_, b)| b),
-        )
-        .expect("a JSON error");
+        let json: serde_json::Value =
+            serde_json::from_str(answer.split_once("\r\n\r\n").map_or("", |(_, b)| b))
+                .expect("a JSON error");
         assert_eq!(json["error"]["code"], "internal", "{json}");
         let at = json["error"]["where"].as_str().unwrap_or_default();
         assert!(at.starts_with("file ") && at.contains("log"), "{json}");

@@ -323,7 +323,12 @@ pub const ROUTES: &[Route] = &[
         "Continue a run from its log (202; driven in the background).",
     ),
     Route {
-        body: &[("reason", true, Kind::Said, "why (recorded in run.cancelled)")],
+        body: &[(
+            "reason",
+            true,
+            Kind::Said,
+            "why (recorded in run.cancelled)",
+        )],
         example: r#"{ "reason": "wrong input" }"#,
         ..route(
             "POST",
@@ -334,7 +339,12 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         body: &[
-            ("reason", true, Kind::Said, "why (recorded in human.decided)"),
+            (
+                "reason",
+                true,
+                Kind::Said,
+                "why (recorded in human.decided)",
+            ),
             (
                 "choose",
                 false,
@@ -354,7 +364,12 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
-        body: &[("reason", true, Kind::Said, "why (recorded in human.decided)")],
+        body: &[(
+            "reason",
+            true,
+            Kind::Said,
+            "why (recorded in human.decided)",
+        )],
         example: r#"{ "reason": "not for this client" }"#,
         ..route(
             "POST",
@@ -623,7 +638,10 @@ pub fn openapi() -> Value {
         if !r.body.is_empty() {
             let mut schema = body_schema(r.body);
             // The replacement of handoff rules also takes the list alone as its body.
-            if r.body.iter().any(|(_, _, kind, _)| matches!(kind, Kind::Rules)) {
+            if r.body
+                .iter()
+                .any(|(_, _, kind, _)| matches!(kind, Kind::Rules))
+            {
                 schema["additionalProperties"] = json!(true);
                 schema = json!({ "oneOf": [Kind::Rules.schema(), schema] });
             }
@@ -691,8 +709,8 @@ mod tests {
     fn every_example_body_fits_its_schema() {
         let description = openapi();
         for r in ROUTES.iter().filter(|r| !r.body.is_empty()) {
-            let documented = &description["paths"][r.path][r.method.to_lowercase()]
-                ["requestBody"]["content"]["application/json"];
+            let documented = &description["paths"][r.path][r.method.to_lowercase()]["requestBody"]
+                ["content"]["application/json"];
             let schema = &documented["schema"];
             let validator = jsonschema::validator_for(schema)
                 .unwrap_or_else(|e| panic!("{} {}: {e}", r.method, r.path));
@@ -721,7 +739,12 @@ mod tests {
                 if matches!(kind, Kind::Said | Kind::Text | Kind::RunId) {
                     let mut body = example.clone();
                     body[*name] = json!(5);
-                    assert!(!validator.is_valid(&body), "{} {}: {body}", r.method, r.path);
+                    assert!(
+                        !validator.is_valid(&body),
+                        "{} {}: {body}",
+                        r.method,
+                        r.path
+                    );
                 }
             }
             let mut extra = example.clone();

@@ -118,7 +118,10 @@ mod tests {
         let refused = streams.open("a").err().expect("a's third is refused");
         assert_eq!(refused.status.as_u16(), 429);
         let _b1 = streams.open("b").expect("b's first");
-        let refused = streams.open("b").err().expect("the server's fourth is refused");
+        let refused = streams
+            .open("b")
+            .err()
+            .expect("the server's fourth is refused");
         assert_eq!(refused.status.as_u16(), 503);
         drop(a1);
         let _b2 = streams.open("b").expect("a slot freed");

@@ -93,13 +93,7 @@ impl Served {
 
     /// One request on a new connection (closed after it): the answer's status, headers
     /// (lower-case names) and body (JSON, or a string when it is not).
-    fn call(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<&Value>,
-    ) -> Answer {
+    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> Answer {
         let body = body.map(Value::to_string).unwrap_or_default();
         let auth = token
             .map(|t| format!("Authorization: Bearer {t}\r\n"))
@@ -189,12 +183,14 @@ impl Answer {
 
 /// A finished one-agent run `run` in `data`, recorded before the server starts.
 fn finished_run(dir: &Path, data: &Path, run: &str) {
-    let wf: PathBuf =
-        docket_tests::one_agent_workflow(dir, "http", &format!("{run}-wf"), TEST_AGENT, &["finish"]);
-    let out = docket(
-        data,
-        &["run", wf.to_str().expect("utf-8"), "--run-id", run],
+    let wf: PathBuf = docket_tests::one_agent_workflow(
+        dir,
+        "http",
+        &format!("{run}-wf"),
+        TEST_AGENT,
+        &["finish"],
     );
+    let out = docket(data, &["run", wf.to_str().expect("utf-8"), "--run-id", run]);
     assert_eq!(code(&out), 0, "{out:?}");
 }
 
@@ -231,12 +227,7 @@ fn live_event_streams_are_limited_per_token_and_in_all() {
     let (second, _second) = open_stream(&server, "done-1", &viewer);
     assert!(second.contains(" 200 "), "{second}");
 
-    let refused = server.call(
-        "GET",
-        "/api/runs/done-1/events/stream",
-        Some(&viewer),
-        None,
-    );
+    let refused = server.call("GET", "/api/runs/done-1/events/stream", Some(&viewer), None);
     assert_eq!(refused.status, 429, "{refused:?}");
     assert_eq!(refused.error().0, "too_many_streams", "{refused:?}");
     assert!(refused.header("retry-after").is_some(), "{refused:?}");
@@ -289,7 +280,12 @@ fn head_answers_as_get_without_a_body() {
     finished_run(dir.path(), &data, "done-1");
     let server = Served::start(&data, &[]);
     let viewer = Some(server.token(Role::Viewer));
-    for path in ["/api/runs", "/api/runs/done-1", "/api/openapi.json", "/api/kill-switches"] {
+    for path in [
+        "/api/runs",
+        "/api/runs/done-1",
+        "/api/openapi.json",
+        "/api/kill-switches",
+    ] {
         let got = server.call("GET", path, viewer, None);
         let head = server.call("HEAD", path, viewer, None);
         assert_eq!(got.status, 200, "GET {path}: {got:?}");
@@ -312,7 +308,12 @@ fn head_answers_as_get_without_a_body() {
         "{head:?}"
     );
     // HEAD reads, so the request log does not list it.
-    let log = server.call("GET", "/api/requests", Some(server.token(Role::Admin)), None);
+    let log = server.call(
+        "GET",
+        "/api/requests",
+        Some(server.token(Role::Admin)),
+        None,
+    );
     assert!(
         log.body["requests"]
             .as_array()
@@ -388,7 +389,11 @@ fn requests_larger_than_the_api_takes_are_refused_in_json() {
     let operator = server.token(Role::Operator);
     let check = |answer: &Answer, status: u16, at: &str| {
         assert_eq!(answer.status, status, "{answer:?}");
-        assert_eq!(answer.header("content-type"), Some("application/json"), "{answer:?}");
+        assert_eq!(
+            answer.header("content-type"),
+            Some("application/json"),
+            "{answer:?}"
+        );
         assert_eq!(answer.error(), ("too_large", at), "{answer:?}");
     };
     let reason = format!("{{\"reason\": \"{}\"}}", "x".repeat(3 << 20));
@@ -469,12 +474,21 @@ fn a_cursor_that_is_not_one_is_refused() {
     assert_eq!(first.status, 200, "{first:?}");
     assert_eq!(first.body["runs"][0]["run_id"], "run-a", "{first:?}");
     let next = first.body["next_cursor"].as_str().expect("a next page");
-    let second = server.call("GET", &format!("/api/runs?limit=1&cursor={next}"), viewer, None);
+    let second = server.call(
+        "GET",
+        &format!("/api/runs?limit=1&cursor={next}"),
+        viewer,
+        None,
+    );
     assert_eq!(second.body["runs"][0]["run_id"], "run-b", "{second:?}");
     for garbage in ["%21%21garbage", "no-such-run", "%20"] {
         let answer = server.call("GET", &format!("/api/runs?cursor={garbage}"), viewer, None);
         assert_eq!(answer.status, 400, "cursor={garbage}: {answer:?}");
-        assert_eq!(answer.error(), ("bad_request", "query.cursor"), "{answer:?}");
+        assert_eq!(
+            answer.error(),
+            ("bad_request", "query.cursor"),
+            "{answer:?}"
+        );
     }
 }
 
@@ -494,13 +508,13 @@ fn a_kill_switch_the_server_cannot_write_is_a_server_error_naming_the_file() {
         Some(server.token(Role::Operator)),
         Some(&json!({ "reason": "stop everything" })),
     );
-    assert!(
-        (500..600).contains(&answer.status),
-        "{answer:?}"
-    );
+    assert!((500..600).contains(&answer.status), "{answer:?}");
     let (code, at) = answer.error();
     assert_eq!(code, "internal", "{answer:?}");
-    assert!(at.starts_with("file ") && at.ends_with("kill-switches.lock"), "{answer:?}");
+    assert!(
+        at.starts_with("file ") && at.ends_with("kill-switches.lock"),
+        "{answer:?}"
+    );
     // A name that is not a switch is still the request's fault.
     std::fs::remove_dir(&lock).expect("the directory removed");
     let answer = server.call(
@@ -528,7 +542,10 @@ fn the_request_log_is_readable_by_its_owner_only() {
     );
     assert_eq!(answer.status, 404);
     let log = data.join("api").join(docket_serve::REQUESTS_FILE);
-    let mode = std::fs::metadata(&log).expect("the log").permissions().mode();
+    let mode = std::fs::metadata(&log)
+        .expect("the log")
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o600, "{mode:o}");
 }
 
@@ -555,7 +572,12 @@ fn every_documented_body_is_read_by_its_route() {
         let documented = &openapi["paths"][route.path][route.method.to_lowercase()]["requestBody"]
             ["content"]["application/json"];
         let example = documented["example"].clone();
-        assert!(example.is_object(), "{} {}: {documented}", route.method, route.path);
+        assert!(
+            example.is_object(),
+            "{} {}: {documented}",
+            route.method,
+            route.path
+        );
         let names: Vec<&str> = route.body.iter().map(|(n, _, _, _)| *n).collect();
         let mut keys: Vec<&str> = example
             .as_object()
@@ -564,7 +586,11 @@ fn every_documented_body_is_read_by_its_route() {
         keys.sort_unstable();
         let mut sorted = names.clone();
         sorted.sort_unstable();
-        assert_eq!(keys, sorted, "{} {}: the example shows every field", route.method, route.path);
+        assert_eq!(
+            keys, sorted,
+            "{} {}: the example shows every field",
+            route.method, route.path
+        );
         let required: Value = route
             .body
             .iter()

@@ -110,15 +110,16 @@ async fn subscribe(addr: SocketAddr, token: &str, run: &str, last: u64) -> TcpSt
     let mut buf = [0u8; 16 << 10];
     loop {
         let n = s.read(&mut buf).await.expect("reads");
-        assert!(n > 0, "the stream of {run} closed: {}", String::from_utf8_lossy(&seen));
+        assert!(
+            n > 0,
+            "the stream of {run} closed: {}",
+            String::from_utf8_lossy(&seen)
+        );
         seen.extend_from_slice(&buf[..n]);
         if !seen.starts_with(b"HTTP/1.1 200") && seen.len() >= 12 {
             panic!("refused: {}", String::from_utf8_lossy(&seen));
         }
-        if seen
-            .windows(wanted.len())
-            .any(|w| w == wanted.as_bytes())
-        {
+        if seen.windows(wanted.len()).any(|w| w == wanted.as_bytes()) {
             return s;
         }
     }
