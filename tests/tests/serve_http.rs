@@ -425,18 +425,20 @@ fn requests_larger_than_the_api_takes_are_refused_in_json() {
         "POST /api/runs/no-such-run/cancel HTTP/1.1\r\nHost: test\r\nConnection: close\r\nAuthorization: Bearer {operator}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
     )
     .expect("send");
-    let chunk = "x".repeat(1 << 20);
-    let mut sent = Ok(());
-    for _ in 0..5 {
-        sent = write!(s, "{:x}\r\n{chunk}\r\n", chunk.len());
-        if sent.is_err() {
-            break;
+    // Sent from another thread while this one reads: the server answers once 4 MiB have
+    // come and closes, and a client still writing would lose the answer to the reset.
+    let mut writer = s.try_clone().expect("clone");
+    let sending = std::thread::spawn(move || {
+        let chunk = "x".repeat(1 << 20);
+        for _ in 0..5 {
+            if write!(writer, "{:x}\r\n{chunk}\r\n", chunk.len()).is_err() {
+                return;
+            }
         }
-    }
-    if sent.is_ok() {
-        let _ = write!(s, "0\r\n\r\n");
-    }
+        let _ = write!(writer, "0\r\n\r\n");
+    });
     check(&Answer::read_one(&mut s), 413, "body");
+    let _ = sending.join();
 
     // Headers: too many, too large.
     let many: String = (0..150).map(|i| format!("X-Extra-{i}: {i}\r\n")).collect();
