@@ -25,6 +25,14 @@ pub(crate) struct ServeArgs {
     /// docs/api.md#files-the-api-reads). Default: the directory docket serve starts in.
     #[arg(long, value_name = "DIR", default_value = ".")]
     root: PathBuf,
+    /// Most live event streams (`GET /api/runs/RUN/events/stream`) open at once; one more
+    /// is answered 503 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = docket_serve::StreamLimits::DEFAULT_TOTAL as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_streams: u64,
+    /// Most live event streams one token (or its browser sessions) may hold open; one
+    /// more is answered 429 with Retry-After.
+    #[arg(long, value_name = "N", default_value_t = docket_serve::StreamLimits::DEFAULT_PER_TOKEN as u64, value_parser = clap::value_parser!(u64).range(1..))]
+    max_streams_per_token: u64,
 }
 
 #[derive(Subcommand)]
@@ -99,8 +107,12 @@ pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
         Box::pin(async move {
             docket_serve::check_listen(args.listen, args.allow_remote)?;
             let rt = crate::runs::open(&data).await?;
-            let server =
-                Server::bind(rt, &data, &args.root, args.listen, args.allow_remote).await?;
+            let server = Server::bind(rt, &data, &args.root, args.listen, args.allow_remote)
+                .await?
+                .limit_streams(docket_serve::StreamLimits {
+                    total: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
+                    per_token: usize::try_from(args.max_streams_per_token).unwrap_or(usize::MAX),
+                });
             let addr = server
                 .local_addr()
                 .context("cannot read the bound address")?;

@@ -20,8 +20,8 @@ use serde_json::{Value, json};
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
 use docket_evidence::Sealing;
 use docket_runtime::{
-    FileKillSwitch, HumanDecision, HumanOverride, ListedStatus, Recorded, RunOutcome, RunQuery,
-    RuntimeError, SourceKind, Workflow,
+    FileKillSwitch, HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, Recorded,
+    RunOutcome, RunQuery, RuntimeError, SourceKind, Workflow,
 };
 use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 
@@ -77,7 +77,11 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
 
 fn body<T>(body: Result<Json<T>, JsonRejection>) -> Result<T, ApiError> {
     body.map(|Json(b)| b).map_err(|e| {
-        ApiError::bad_request(format!("the request body: {}", e.body_text())).at("body")
+        if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            crate::limits::body_too_large()
+        } else {
+            ApiError::bad_request(format!("the request body: {}", e.body_text())).at("body")
+        }
     })
 }
 
@@ -231,6 +235,10 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
             ApiError::bad_request(format!("limit={limit}: not from 1 to 500")).at("query.limit"),
         );
     }
+    let cursor = match q.get("cursor") {
+        Some(c) => Some(list_cursor(&state, c).await?),
+        None => None,
+    };
     let query = RunQuery {
         status: status.map(|s| match s {
             "interrupted" => ListedStatus::Interrupted,
@@ -242,7 +250,7 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
         started_after: after,
         started_before: before,
         waiting: waiting == Some(true),
-        cursor: q.get("cursor").cloned(),
+        cursor,
         limit: Some(limit),
     };
     // One scan of the run list kept in memory (the runtime's `run_list.rs`), not a read of
@@ -284,6 +292,24 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
     ok(answer)
 }
 
+/// A page's cursor: the `next_cursor` of a previous page, the id of a run listed there;
+/// anything else is refused rather than read as the first page.
+async fn list_cursor(state: &AppState, cursor: &str) -> Result<String, ApiError> {
+    let refused = || {
+        ApiError::bad_request(format!(
+            "cursor={cursor}: not a cursor of this list (give the next_cursor of a previous page, or no cursor for the first)"
+        ))
+        .at("query.cursor")
+    };
+    let run = RunId::parse(cursor).map_err(|_| refused())?;
+    let stream = StreamId::new(run.as_str()).map_err(|_| refused())?;
+    match state.rt.store().head(&stream).await {
+        Ok(Some(_)) => Ok(run.to_string()),
+        Ok(None) => Err(refused()),
+        Err(e) => Err(ApiError::from(&e)),
+    }
+}
+
 async fn run_summary(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
     let run = run_id(&path(p)?)?;
     let s = state.rt.state(&run).await?;
@@ -317,6 +343,7 @@ async fn events(
 /// the JSON of `GET /api/runs/{run}/events`; from `?after=`, else `Last-Event-ID`.
 async fn event_stream(
     State(state): Shared,
+    Extension(who): Extension<Principal>,
     p: Result<Path<String>, PathRejection>,
     q: Result<Query<Params>, QueryRejection>,
     headers: HeaderMap,
@@ -349,10 +376,17 @@ async fn event_stream(
     {
         return Err(RuntimeError::UnknownRun(run.to_string()).into());
     }
+    // Counted from here until the connection ends (the slot goes with the stream).
+    let slot = state.streams.open(&who.name)?;
     let events = state.rt.follow(&run, after)?;
-    // An event that cannot be read ends the stream with an `error` event saying why.
+    let mut stopping = state.stopping.subscribe();
+    // An event that cannot be read ends the stream with an `error` event saying why; the
+    // server stopping ends it.
     let sse = events
-        .scan(false, |failed, item| {
+        .take_until(async move {
+            let _ = stopping.wait_for(|stopping| *stopping).await;
+        })
+        .scan((false, slot), |(failed, _slot), item| {
             if *failed {
                 return futures::future::ready(None);
             }
@@ -886,14 +920,32 @@ async fn override_block(
 // ---------------------------------------------------------------------------------------
 // Kill switches.
 
+/// A kill switch's failure: a name that is not a switch is the request's fault; the
+/// switches' files failing are the server's, named.
+fn switch_error(e: KillSwitchFileError, switch: &str) -> ApiError {
+    let message = e.to_string();
+    match &e {
+        KillSwitchFileError::InvalidSwitch { .. } => {
+            ApiError::bad_request(message).at(format!("switch {switch}"))
+        }
+        KillSwitchFileError::Io { path, source, .. } => {
+            ApiError::io(message, source).at(format!("file {}", path.display()))
+        }
+        KillSwitchFileError::Corrupt { path, .. } => {
+            ApiError::internal(message).at(format!("file {}", path.display()))
+        }
+        _ => ApiError::internal(message),
+    }
+}
+
 async fn kill_switches(State(state): Shared) -> ApiResult {
     let switches = FileKillSwitch::new(&state.data);
-    let engaged = switches
-        .state()
-        .map_err(|e| ApiError::internal(e.to_string()))?;
-    let history = switches
-        .history()
-        .map_err(|e| ApiError::internal(e.to_string()))?;
+    let read = tokio::task::spawn_blocking(move || {
+        Ok::<_, KillSwitchFileError>((switches.state()?, switches.history()?))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("reading the kill switches: {e}")))?;
+    let (engaged, history) = read.map_err(|e| switch_error(e, "global"))?;
     ok(json!({ "engaged": engaged.engaged, "history": history }))
 }
 
@@ -906,9 +958,13 @@ async fn flip(
 ) -> ApiResult {
     required(reason, "reason", "why (kept with the flip)")?;
     let now_ms = state.rt.now_ms();
-    let flip = FileKillSwitch::new(&state.data)
-        .set(switch, on, &who.name, reason, now_ms)
-        .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("switch {switch}")))?;
+    let switches = FileKillSwitch::new(&state.data);
+    let (name, by, why) = (switch.to_owned(), who.name.clone(), reason.to_owned());
+    // The flip waits for the switches' file lock: off the API's threads.
+    let flip = tokio::task::spawn_blocking(move || switches.set(&name, on, &by, &why, now_ms))
+        .await
+        .map_err(|e| ApiError::internal(format!("flipping kill switch {switch}: {e}")))?
+        .map_err(|e| switch_error(e, switch))?;
     ok(json!({ "switch": switch, "flip": flip }))
 }
 

@@ -14,7 +14,8 @@ pub struct ApiError {
     /// The HTTP status.
     pub status: StatusCode,
     /// A stable, machine-readable code (`unauthenticated`, `forbidden`, `bad_request`,
-    /// `not_found`, `conflict`, `refused`, `internal`).
+    /// `not_found`, `conflict`, `refused`, `too_large`, `too_many_streams`, `busy`,
+    /// `no_space`, `internal`).
     pub code: &'static str,
     /// What went wrong and what to do.
     pub message: String,
@@ -24,6 +25,8 @@ pub struct ApiError {
     /// Each problem, when the request has several (a refused replacement of handoff
     /// rules: each naming its rule and field).
     pub problems: Option<serde_json::Value>,
+    /// Seconds to wait before trying again (`Retry-After`), when waiting helps.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -34,6 +37,7 @@ impl ApiError {
             message: message.into(),
             at: None,
             problems: None,
+            retry_after: None,
         }
     }
 
@@ -88,6 +92,44 @@ impl ApiError {
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
     }
+
+    /// 413 (a body) or 431 (the headers), 414 (the URI): the request is larger than the
+    /// API takes.
+    pub fn too_large(status: StatusCode, message: impl Into<String>) -> Self {
+        Self::new(status, "too_large", message)
+    }
+
+    /// 429: this token holds as many event streams as it may.
+    pub fn too_many_streams(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::TOO_MANY_REQUESTS, "too_many_streams", message)
+    }
+
+    /// 503: the server holds as many event streams as it may.
+    pub fn busy(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+    }
+
+    /// 507: the server's disk is full; nothing was recorded.
+    pub fn no_space(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::INSUFFICIENT_STORAGE, "no_space", message)
+    }
+
+    /// A failure of the server's own files: 507 when the disk is full, else 500; the
+    /// message names the file (never the client's fault, whatever the operation).
+    pub fn io(message: impl Into<String>, source: &std::io::Error) -> Self {
+        if source.kind() == std::io::ErrorKind::StorageFull {
+            Self::no_space(message)
+        } else {
+            Self::internal(message)
+        }
+    }
+
+    /// Says when to try again.
+    #[must_use]
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after = Some(seconds);
+        self
+    }
 }
 
 impl IntoResponse for ApiError {
@@ -101,6 +143,11 @@ impl IntoResponse for ApiError {
             body["error"]["problems"] = problems;
         }
         let mut response = (self.status, axum::Json(body)).into_response();
+        if let Some(seconds) = self.retry_after {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
         if self.status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -194,6 +241,21 @@ impl From<RuntimeError> for ApiError {
                 Self::refused(message).at("body.workflow")
             }
             RuntimeError::Bundle { .. } => Self::refused(message),
+            RuntimeError::Store(store) => Self::from(store),
+            _ => Self::internal(message),
+        }
+    }
+}
+
+impl From<&docket_store::StoreError> for ApiError {
+    /// The log's failures are the server's: 5xx naming the file (507 when its disk is
+    /// full), whatever the request.
+    fn from(e: &docket_store::StoreError) -> Self {
+        let message = format!("event log: {e}");
+        match e {
+            docket_store::StoreError::Io { source, path, .. } => {
+                Self::io(message, source).at(format!("file {}", path.display()))
+            }
             _ => Self::internal(message),
         }
     }

@@ -21,10 +21,13 @@
 mod api;
 mod error;
 mod export;
+mod http;
+mod limits;
 mod listings;
 mod requests;
 pub mod routes;
 mod session;
+mod streams;
 pub mod tokens;
 mod ui;
 
@@ -43,6 +46,7 @@ use docket_store::EmbeddedStore;
 pub use error::ApiError;
 pub use requests::REQUESTS_FILE;
 pub use session::{COOKIE as SESSION_COOKIE, SESSION_TTL};
+pub use streams::StreamLimits;
 pub use tokens::{Principal, Role, TokenEntry, TokenError};
 pub use ui::{ASSETS, Asset};
 
@@ -139,6 +143,10 @@ pub(crate) struct AppState {
     /// The runtime the runs are driven on (the one `Server::bind` was called on); the API
     /// itself is served on threads of its own ([`Server::serve`]).
     pub(crate) drives: tokio::runtime::Handle,
+    /// The event streams open, against their limits.
+    pub(crate) streams: streams::Streams,
+    /// Turns true when the server stops: event streams end on it.
+    pub(crate) stopping: tokio::sync::watch::Sender<bool>,
 }
 
 /// Seals the runs that finished, when the data directory has a signing key, as each
@@ -171,7 +179,7 @@ pub(crate) async fn seal(state: &AppState) {
 /// chosen), so a caller can say where it listens before it serves.
 pub struct Server {
     listener: tokio::net::TcpListener,
-    app: Router,
+    state: AppState,
 }
 
 impl Server {
@@ -208,7 +216,7 @@ impl Server {
                 );
             }
         });
-        let state = Arc::new(AppState {
+        let state = AppState {
             rt,
             data: data.to_owned(),
             sources,
@@ -216,11 +224,18 @@ impl Server {
             driving: api::Driving::default(),
             sessions: session::Sessions::default(),
             drives: tokio::runtime::Handle::current(),
-        });
-        Ok(Self {
-            listener,
-            app: router(state),
-        })
+            streams: streams::Streams::new(StreamLimits::default()),
+            stopping: tokio::sync::watch::Sender::new(false),
+        };
+        Ok(Self { listener, state })
+    }
+
+    /// Sets how many event streams may be open, in all and per token (default
+    /// [`StreamLimits::default`]).
+    #[must_use]
+    pub fn limit_streams(mut self, limits: StreamLimits) -> Self {
+        self.state.streams = streams::Streams::new(limits);
+        self
     }
 
     /// Where it listens.
@@ -247,18 +262,18 @@ impl Server {
         let listener = self.listener.into_std().map_err(ServeError::Serve)?;
         let api = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(API_THREADS)
+            .max_blocking_threads(API_BLOCKING_THREADS)
             .thread_name("docket-api")
             .enable_all()
             .build()
             .map_err(ServeError::Serve)?;
         let handle = api.handle().clone();
         let _api = ApiRuntime(Some(api));
-        let app = self.app;
+        let stopping = self.state.stopping.clone();
+        let app = router(Arc::new(self.state));
         let served = handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
-            axum::serve(listener, app)
-                .with_graceful_shutdown(shutdown)
-                .await
+            http::serve(listener, app, shutdown, stopping).await
         });
         match served.await {
             Ok(result) => result.map_err(ServeError::Serve),
@@ -271,6 +286,10 @@ impl Server {
 
 /// Worker threads serving the API and its event streams, apart from the runs' runtime.
 pub const API_THREADS: usize = 2;
+
+/// Threads the API's blocking work (reads of the log, kill switch files) may use at once:
+/// a burst of new streams queues its reads here instead of starting a thread each.
+pub const API_BLOCKING_THREADS: usize = 16;
 
 /// The API's runtime, shut down without waiting when dropped: [`Server::serve`] is
 /// async, and a runtime dropped from async code would block its caller's thread (tokio
@@ -306,12 +325,27 @@ fn router(state: Arc<AppState>) -> Router {
         .fallback(|| async {
             ApiError::not_found("no such route (GET /api/openapi.json lists them)")
         })
-        .method_not_allowed_fallback(|| async {
-            ApiError::method_not_allowed(
-                "this route does not take this method (GET /api/openapi.json lists them)",
-            )
+        .method_not_allowed_fallback(|request: Request| async move {
+            let allowed = request
+                .extensions()
+                .get::<MatchedPath>()
+                .map(|path| routes::methods(path.as_str()))
+                .unwrap_or_default();
+            if allowed.is_empty() {
+                ApiError::method_not_allowed(
+                    "this route does not take this method (GET /api/openapi.json lists them)",
+                )
+                .into_response()
+            } else {
+                method_not_allowed(&allowed)
+            }
         })
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(4 << 20))
+        .layer(axum::extract::DefaultBodyLimit::max(limits::MAX_BODY))
+        .layer(tower_http::limit::RequestBodyLimitLayer::new(
+            limits::MAX_BODY,
+        ))
+        .layer(axum::middleware::from_fn(limits::check_size))
+        .layer(axum::middleware::from_fn(limits::close_if_unread))
 }
 
 /// Checks the bearer token against the route's role; records a mutating request with its
@@ -323,7 +357,13 @@ async fn authorize(
     next: Next,
 ) -> Response {
     let method = request.method().as_str().to_owned();
-    let Some(route) = routes::find(&method, matched.as_str()) else {
+    // HEAD is GET without the body (axum answers it with the GET route's handler).
+    let as_method = if method == "HEAD" { "GET" } else { &method };
+    let Some(route) = routes::find(as_method, matched.as_str()) else {
+        let allowed = routes::methods(matched.as_str());
+        if !allowed.is_empty() {
+            return method_not_allowed(&allowed);
+        }
         // A route the table lacks is a bug of this crate: refuse rather than leave it open.
         return ApiError::internal(format!(
             "{method} {} has no role in the route table",
@@ -378,10 +418,27 @@ async fn authorize(
         ))
         .into_response()
     };
-    if method != "GET" {
+    if as_method != "GET" {
         state
             .requests
             .record(&principal, &method, &path, response.status().as_u16());
+    }
+    response
+}
+
+/// 405 for a route that takes other methods, with `Allow` naming them (`HEAD` with `GET`).
+fn method_not_allowed(allowed: &[&str]) -> Response {
+    let mut methods: Vec<&str> = allowed.to_vec();
+    if methods.contains(&"GET") {
+        methods.push("HEAD");
+    }
+    let allow = methods.join(", ");
+    let mut response = ApiError::method_not_allowed(format!(
+        "this route takes {allow} (GET /api/openapi.json lists them)"
+    ))
+    .into_response();
+    if let Ok(value) = header::HeaderValue::from_str(&allow) {
+        response.headers_mut().insert(header::ALLOW, value);
     }
     response
 }
@@ -449,6 +506,114 @@ mod tests {
         let answer = get(addr, &token, "/api/openapi.json");
         let _ = release.send(());
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// A run waiting for a human in a new store at `dir` with fault plan `faults`: the
+    /// runtime, and the file operations the store made so far.
+    async fn waiting_run(
+        dir: &std::path::Path,
+        faults: std::sync::Arc<docket_store::FaultPlan>,
+    ) -> (docket_runtime::Runtime<docket_store::EmbeddedStore>, u64) {
+        use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, WorkflowSpec};
+        let config = docket_store::StoreConfig {
+            faults: Some(faults.clone()),
+            ..docket_store::StoreConfig::default()
+        };
+        let store = docket_store::EmbeddedStore::open(dir, config)
+            .await
+            .expect("store");
+        let rt = docket_runtime::Runtime::new(store);
+        rt.register_agent(
+            "worker",
+            std::sync::Arc::new(docket_runtime::InProcessExecutor::new(
+                |r: &AgentRequest| {
+                    AgentResponse::success(
+                        r.request_id.clone(),
+                        Confidence::High,
+                        vec![
+                            Action::Escalate {
+                                reason: "a human signs off".into(),
+                                choices: Vec::new(),
+                            },
+                            Action::Finish {
+                                output: serde_json::json!({ "done": true }),
+                            },
+                        ],
+                    )
+                },
+            )),
+        );
+        let bundle = "bundle = { id = \"b\" }\nagents = [{ id = \"external\" }, { id = \"worker\" }]\n[interactions]\nallowed = [{ from = \"external\", to = \"worker\" }, { from = \"worker\", to = \"external\" }]\n[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\n";
+        let wf = docket_runtime::Workflow {
+            spec: WorkflowSpec::parse(
+                "name = \"w\"\npolicy = \"b.toml\"\nentry = \"worker\"\n[agents.worker]\nin_process = true\n",
+                std::path::Path::new("w.workflow.toml"),
+            )
+            .expect("workflow"),
+            bundle_source: bundle.into(),
+            bundle_source_name: "b.toml".into(),
+        };
+        rt.start(
+            &wf,
+            serde_json::json!({}),
+            Some(String::from("held-1").into()),
+        )
+        .await
+        .expect("the run starts");
+        (rt, faults.ops_seen())
+    }
+
+    /// A failure of the log's files is the server's: 5xx naming the file, never a 400;
+    /// and nothing of it is kept: the run reads as it was.
+    #[test]
+    fn a_failed_write_of_the_log_is_a_server_error_naming_the_file() {
+        let runs = tokio::runtime::Runtime::new().expect("runtime");
+        // The same steps in a store without faults count the file operations before the
+        // cancel's append, so that the faulty store fails exactly that one.
+        let counted = tempfile::tempdir().expect("tempdir");
+        let (_, before) =
+            runs.block_on(waiting_run(counted.path(), docket_store::FaultPlan::new()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let addr = runs.block_on(async {
+            let (rt, seen) =
+                waiting_run(dir.path(), docket_store::FaultPlan::fail_op(before)).await;
+            assert_eq!(seen, before, "the same steps, the same operations");
+            let server = Server::bind(
+                rt,
+                dir.path(),
+                dir.path(),
+                "127.0.0.1:0".parse().expect("addr"),
+                false,
+            )
+            .await
+            .expect("binds");
+            let addr = server.local_addr().expect("addr");
+            tokio::spawn(server.serve(std::future::pending()));
+            addr
+        });
+        let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
+        let mut s = std::net::TcpStream::connect(addr).expect("connects");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+            .expect("timeout");
+        let body = r#"{"reason":"no longer needed"}"#;
+        write!(
+            s,
+            "POST /api/runs/held-1/cancel HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .expect("writes");
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).expect("an answer");
+        assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
+        let json: serde_json::Value =
+            serde_json::from_str(answer.split_once("\r\n\r\n").map_or("", |(_, b)| b))
+                .expect("a JSON error");
+        assert_eq!(json["error"]["code"], "internal", "{json}");
+        let at = json["error"]["where"].as_str().unwrap_or_default();
+        assert!(at.starts_with("file ") && at.contains("log"), "{json}");
+        let state = get(addr, &token, "/api/runs/held-1");
+        assert!(state.starts_with("HTTP/1.1 200"), "{state}");
+        assert!(state.contains("\"waiting_for_human\""), "{state}");
     }
 
     #[test]

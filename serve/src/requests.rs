@@ -2,6 +2,7 @@
 //! mutating request once it is answered (when, who, role, method, path, status). It is
 //! outside the event log: what a request did to a run is in the run's own events, with
 //! the same principal; this log also keeps what was refused (docs/api.md#request-log).
+//! Mode 0600, as the token file beside it.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -28,17 +29,14 @@ impl RequestLog {
             source,
         };
         std::fs::create_dir_all(data.join(API_DIR)).map_err(error)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(error)?;
+        let file = open_private(&path).map_err(error)?;
         Ok(Self {
             path,
             file: Mutex::new(file),
         })
     }
 
+    /// The log's path.
     pub(crate) fn path(&self) -> &Path {
         &self.path
     }
@@ -61,4 +59,28 @@ impl RequestLog {
             tracing::error!(path = %self.path.display(), "cannot record a request: {e}");
         }
     }
+}
+
+/// Opens the log for appending, readable and writable by its owner only (it names who
+/// did what): created so, and a log an older server made readable to others is narrowed.
+#[cfg(unix)]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)?;
+    if file.metadata()?.permissions().mode() & 0o077 != 0 {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    }
+    Ok(file)
+}
+
+#[cfg(not(unix))]
+fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
 }

@@ -5,6 +5,71 @@ use serde_json::{Map, Value, json};
 
 use crate::tokens::Role;
 
+/// What a query parameter or a body field holds, as the handlers take it: the OpenAPI
+/// description says the same, so a request valid by the description is one the route
+/// reads.
+#[derive(Debug, Clone, Copy)]
+pub enum Kind {
+    /// Any text.
+    Text,
+    /// Text with something besides spaces (a reason, a role).
+    Said,
+    /// Any JSON value.
+    Json,
+    /// A whole number from `min` to `max`.
+    Number {
+        /// The least.
+        min: u64,
+        /// The greatest.
+        max: u64,
+    },
+    /// A whole number, possibly negative (a time in ms since the Unix epoch).
+    Signed,
+    /// `true` or `false`.
+    Flag,
+    /// One of these words.
+    Word(&'static [&'static str]),
+    /// A run id: letters, digits, `.`, `_`, `-`, starting with a letter or digit.
+    RunId,
+    /// A question's option: its number (from 1) or its text.
+    Choice,
+    /// A list of handoff rules, each an object (seed 001's shape).
+    Rules,
+}
+
+impl Kind {
+    /// Its JSON Schema.
+    #[must_use]
+    pub fn schema(self) -> Value {
+        match self {
+            Self::Text => json!({ "type": "string" }),
+            Self::Said => json!({ "type": "string", "pattern": "\\S" }),
+            Self::Json => json!({}),
+            Self::Number { min, max } => {
+                json!({ "type": "integer", "minimum": min, "maximum": max })
+            }
+            Self::Signed => json!({ "type": "integer", "minimum": i64::MIN, "maximum": i64::MAX }),
+            Self::Flag => json!({ "type": "boolean" }),
+            Self::Word(words) => json!({ "type": "string", "enum": words }),
+            Self::RunId => json!({
+                "type": "string",
+                "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$",
+            }),
+            Self::Choice => json!({ "oneOf": [
+                { "type": "integer", "minimum": 1, "maximum": u32::MAX },
+                { "type": "string", "pattern": "\\S" },
+            ]}),
+            Self::Rules => json!({ "type": "array", "items": { "type": "object" } }),
+        }
+    }
+}
+
+/// A query parameter: its name, what it holds, what it means.
+pub type Param = (&'static str, Kind, &'static str);
+
+/// A body field: its name, whether required, what it holds, what it means.
+pub type Field = (&'static str, bool, Kind, &'static str);
+
 /// One route of the API.
 pub struct Route {
     /// `GET`, `POST`.
@@ -15,10 +80,15 @@ pub struct Route {
     pub role: Role,
     /// What it does, one line.
     pub summary: &'static str,
-    /// Its query parameters: name and what it means.
-    pub query: &'static [(&'static str, &'static str)],
-    /// Its JSON body's fields: name, whether required, what it means.
-    pub body: &'static [(&'static str, bool, &'static str)],
+    /// Its query parameters.
+    pub query: &'static [Param],
+    /// Its JSON body's fields (an object; unknown fields are refused).
+    pub body: &'static [Field],
+    /// Body fields of which at least one must be given (with something besides spaces,
+    /// when text).
+    pub at_least_one: &'static [&'static str],
+    /// An example of its body (JSON text), for the description and its test.
+    pub example: &'static str,
     /// Whether a browser session cookie (`POST /api/session`) may stand for the bearer
     /// token: only reads a browser makes without headers (an `EventSource`, a link).
     pub session: bool,
@@ -37,9 +107,17 @@ const fn route(
         summary,
         query: &[],
         body: &[],
+        at_least_one: &[],
+        example: "",
         session: false,
     }
 }
+
+/// A sequence number.
+const SEQ: Kind = Kind::Number {
+    min: 0,
+    max: u64::MAX,
+};
 
 use Role::{Admin, Approver, Operator, Viewer};
 
@@ -79,26 +157,43 @@ pub const ROUTES: &[Route] = &[
         query: &[
             (
                 "status",
+                Kind::Word(&[
+                    "running",
+                    "interrupted",
+                    "waiting_for_human",
+                    "completed",
+                    "blocked",
+                    "failed",
+                    "cancelled",
+                ]),
                 "running, interrupted, waiting_for_human, completed, blocked, failed or cancelled",
             ),
-            ("workflow", "the workflow's name"),
+            ("workflow", Kind::Text, "the workflow's name"),
             (
                 "started_after",
+                Kind::Signed,
                 "runs started at or after this time, ms since the Unix epoch",
             ),
             (
                 "started_before",
+                Kind::Signed,
                 "runs started before this time, ms since the Unix epoch",
             ),
             (
                 "waiting",
+                Kind::Flag,
                 "true: only runs waiting for a human (as status=waiting_for_human)",
             ),
             (
                 "cursor",
-                "the next_cursor of the previous page (runs are in run id order)",
+                Kind::RunId,
+                "the next_cursor of the previous page (runs are in run id order); anything else is refused",
             ),
-            ("limit", "runs per page, 1 to 500 (default 50)"),
+            (
+                "limit",
+                Kind::Number { min: 1, max: 500 },
+                "runs per page, 1 to 500 (default 50)",
+            ),
         ],
         ..route(
             "GET",
@@ -109,14 +204,26 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         body: &[
-            ("workflow", true, "the workflow file's path on the server"),
+            (
+                "workflow",
+                true,
+                Kind::Text,
+                "the workflow file's path on the server",
+            ),
             (
                 "input",
                 false,
+                Kind::Json,
                 "the run's input (JSON); default: the workflow's input file",
             ),
-            ("run_id", false, "the run's id (default: a new one)"),
+            (
+                "run_id",
+                false,
+                Kind::RunId,
+                "the run's id (default: a new one)",
+            ),
         ],
+        example: r#"{ "workflow": "examples/geo/workflow.toml", "input": { "brand": "Acme" }, "run_id": "acme-1" }"#,
         ..route(
             "POST",
             "/api/runs",
@@ -131,13 +238,14 @@ pub const ROUTES: &[Route] = &[
         "A run's summary: status, handoffs, open tickets, output, whether it is driven.",
     ),
     Route {
-        query: &[("after", "only the events after this sequence number")],
+        query: &[("after", SEQ, "only the events after this sequence number")],
         ..route("GET", "/api/runs/{run}/events", Viewer, "A run's events.")
     },
     Route {
         session: true,
         query: &[(
             "after",
+            SEQ,
             "start after this sequence number (else the Last-Event-ID header, else 0)",
         )],
         ..route(
@@ -150,6 +258,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         query: &[(
             "at",
+            Kind::Text,
             "an event number, or first, last, first-X, last-X (as docket inspect --at); default last",
         )],
         ..route(
@@ -175,8 +284,10 @@ pub const ROUTES: &[Route] = &[
         body: &[(
             "policies",
             true,
+            Kind::Text,
             "the path on the server of the bundle to decide under",
         )],
+        example: r#"{ "policies": "examples/geo/policy.toml" }"#,
         ..route(
             "POST",
             "/api/runs/{run}/what-if",
@@ -187,9 +298,14 @@ pub const ROUTES: &[Route] = &[
     Route {
         session: true,
         query: &[
-            ("format", "jsonl (default) or html"),
+            (
+                "format",
+                Kind::Word(&["jsonl", "html"]),
+                "jsonl (default) or html",
+            ),
             (
                 "redact",
+                Kind::Text,
                 "jsonl only: [SEQ:]POINTER values to withhold, comma-separated (docs/export-format.md#redacted-exports)",
             ),
         ],
@@ -207,7 +323,13 @@ pub const ROUTES: &[Route] = &[
         "Continue a run from its log (202; driven in the background).",
     ),
     Route {
-        body: &[("reason", true, "why (recorded in run.cancelled)")],
+        body: &[(
+            "reason",
+            true,
+            Kind::Said,
+            "why (recorded in run.cancelled)",
+        )],
+        example: r#"{ "reason": "wrong input" }"#,
         ..route(
             "POST",
             "/api/runs/{run}/cancel",
@@ -217,13 +339,23 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         body: &[
-            ("reason", true, "why (recorded in human.decided)"),
+            (
+                "reason",
+                true,
+                Kind::Said,
+                "why (recorded in human.decided)",
+            ),
             (
                 "choose",
                 false,
+                Kind::Number {
+                    min: 0,
+                    max: u32::MAX as u64,
+                },
                 "on a conflict ticket the output kept, on a question the option (from 1)",
             ),
         ],
+        example: r#"{ "reason": "looks right", "choose": 1 }"#,
         ..route(
             "POST",
             "/api/runs/{run}/tickets/{ticket}/approve",
@@ -232,7 +364,13 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
-        body: &[("reason", true, "why (recorded in human.decided)")],
+        body: &[(
+            "reason",
+            true,
+            Kind::Said,
+            "why (recorded in human.decided)",
+        )],
+        example: r#"{ "reason": "not for this client" }"#,
         ..route(
             "POST",
             "/api/runs/{run}/tickets/{ticket}/deny",
@@ -245,11 +383,14 @@ pub const ROUTES: &[Route] = &[
             (
                 "choice",
                 false,
+                Kind::Choice,
                 "one of the options offered: its number (from 1) or its text",
             ),
-            ("text", false, "the answer in your own words"),
-            ("reason", false, "why"),
+            ("text", false, Kind::Text, "the answer in your own words"),
+            ("reason", false, Kind::Text, "why"),
         ],
+        example: r#"{ "choice": 1, "text": "the second region first", "reason": "budget" }"#,
+        at_least_one: &["choice", "text"],
         ..route(
             "POST",
             "/api/runs/{run}/tickets/{ticket}/answer",
@@ -262,15 +403,18 @@ pub const ROUTES: &[Route] = &[
             (
                 "role",
                 true,
+                Kind::Said,
                 "the role of the bundle's registry you act in (docs/governance.md#human-override)",
             ),
-            ("reason", true, "why"),
+            ("reason", true, Kind::Said, "why"),
             (
                 "rule",
                 false,
+                Kind::Text,
                 "the rule overridden (default: the one that blocked)",
             ),
         ],
+        example: r#"{ "role": "compliance", "reason": "signed off by legal", "rule": "handoff.strategy-to-publisher" }"#,
         ..route(
             "POST",
             "/api/runs/{run}/override",
@@ -285,7 +429,8 @@ pub const ROUTES: &[Route] = &[
         "The kill switches engaged, and every flip with who and why.",
     ),
     Route {
-        body: &[("reason", true, "why (kept with the flip)")],
+        body: &[("reason", true, Kind::Said, "why (kept with the flip)")],
+        example: r#"{ "reason": "the outbox is down" }"#,
         ..route(
             "POST",
             "/api/kill-switches/{switch}/engage",
@@ -294,7 +439,8 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
-        body: &[("reason", true, "why (kept with the flip)")],
+        body: &[("reason", true, Kind::Said, "why (kept with the flip)")],
+        example: r#"{ "reason": "the outbox is down" }"#,
         ..route(
             "POST",
             "/api/kill-switches/{switch}/release",
@@ -316,8 +462,8 @@ pub const ROUTES: &[Route] = &[
     ),
     Route {
         query: &[
-            ("old", "the hash of the bundle before"),
-            ("new", "the hash of the bundle after"),
+            ("old", Kind::Text, "the hash of the bundle before"),
+            ("new", Kind::Text, "the hash of the bundle after"),
         ],
         ..route(
             "GET",
@@ -328,9 +474,9 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         query: &[
-            ("from", "the sending agent"),
-            ("to", "the receiving agent"),
-            ("context", "true: a read-only context handoff"),
+            ("from", Kind::Text, "the sending agent"),
+            ("to", Kind::Text, "the receiving agent"),
+            ("context", Kind::Flag, "true: a read-only context handoff"),
         ],
         ..route(
             "GET",
@@ -342,6 +488,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         query: &[(
             "bundle",
+            Kind::Text,
             "the registered bundle's name (needed when several are registered)",
         )],
         ..route(
@@ -354,6 +501,7 @@ pub const ROUTES: &[Route] = &[
     Route {
         query: &[(
             "bundle",
+            Kind::Text,
             "the registered bundle's name (needed when several are registered)",
         )],
         ..route(
@@ -367,18 +515,30 @@ pub const ROUTES: &[Route] = &[
         query: &[
             (
                 "bundle",
+                Kind::Text,
                 "the registered bundle's name (needed when several are registered)",
             ),
-            ("reason", "why the rules change (or `reason` in the body)"),
+            (
+                "reason",
+                Kind::Said,
+                "why the rules change (or `reason` in the body)",
+            ),
         ],
         body: &[
             (
                 "rules",
                 true,
+                Kind::Rules,
                 "the new handoff rules: the body itself as a list, or this field of an object",
             ),
-            ("reason", false, "why the rules change (or `?reason=`)"),
+            (
+                "reason",
+                false,
+                Kind::Said,
+                "why the rules change (or `?reason=`)",
+            ),
         ],
+        example: r#"{ "rules": [{ "from_agent_id": "external", "to_agent_id": "governance", "blocked_context_fields": ["regions"] }], "reason": "no regions" }"#,
         ..route(
             "PUT",
             "/api/governance/handoff-rules",
@@ -400,6 +560,39 @@ pub fn find(method: &str, path: &str) -> Option<&'static Route> {
     ROUTES.iter().find(|r| r.method == method && r.path == path)
 }
 
+/// The JSON Schema of a body made of `fields`: an object with them, no other.
+fn body_schema(fields: &[Field]) -> Value {
+    let properties: Map<String, Value> = fields
+        .iter()
+        .map(|(name, _, kind, what)| {
+            let mut schema = kind.schema();
+            schema["description"] = json!(what);
+            ((*name).to_owned(), schema)
+        })
+        .collect();
+    let required: Vec<&str> = fields
+        .iter()
+        .filter(|(_, required, _, _)| *required)
+        .map(|(name, _, _, _)| *name)
+        .collect();
+    json!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": false,
+    })
+}
+
+/// The methods the table has for matched `path`.
+#[must_use]
+pub fn methods(path: &str) -> Vec<&'static str> {
+    ROUTES
+        .iter()
+        .filter(|r| r.path == path)
+        .map(|r| r.method)
+        .collect()
+}
+
 /// The OpenAPI 3.1 description of [`ROUTES`].
 #[must_use]
 pub fn openapi() -> Value {
@@ -409,10 +602,17 @@ pub fn openapi() -> Value {
             .path
             .split('/')
             .filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}')))
-            .map(|name| json!({ "name": name, "in": "path", "required": true, "schema": { "type": "string" } }))
+            .map(|name| {
+                let schema = if name == "run" {
+                    Kind::RunId.schema()
+                } else {
+                    Kind::Text.schema()
+                };
+                json!({ "name": name, "in": "path", "required": true, "schema": schema })
+            })
             .collect();
-        parameters.extend(r.query.iter().map(|(name, what)| {
-            json!({ "name": name, "in": "query", "required": false, "description": what, "schema": { "type": "string" } })
+        parameters.extend(r.query.iter().map(|(name, kind, what)| {
+            json!({ "name": name, "in": "query", "required": false, "description": what, "schema": kind.schema() })
         }));
         let mut op = json!({
             "summary": r.summary,
@@ -428,23 +628,42 @@ pub fn openapi() -> Value {
                 "403": { "$ref": "#/components/responses/Error" },
                 "404": { "$ref": "#/components/responses/Error" },
                 "409": { "$ref": "#/components/responses/Error" },
+                "default": { "$ref": "#/components/responses/Error" },
             },
         });
+        if r.method == "POST" {
+            op["responses"]["202"] =
+                json!({ "description": "Recorded; the run is driven on in the background" });
+        }
         if !r.body.is_empty() {
-            let properties: Map<String, Value> = r
-                .body
+            let mut schema = body_schema(r.body);
+            // The replacement of handoff rules also takes the list alone as its body.
+            if r.body
                 .iter()
-                .map(|(name, _, what)| ((*name).to_owned(), json!({ "description": what })))
-                .collect();
-            let required: Vec<&str> = r
-                .body
-                .iter()
-                .filter(|(_, req, _)| *req)
-                .map(|(n, _, _)| *n)
-                .collect();
-            op["requestBody"] = json!({ "required": true, "content": { "application/json": { "schema": {
-                "type": "object", "properties": properties, "required": required,
-            }}}});
+                .any(|(_, _, kind, _)| matches!(kind, Kind::Rules))
+            {
+                schema["additionalProperties"] = json!(true);
+                schema = json!({ "oneOf": [Kind::Rules.schema(), schema] });
+            }
+            if !r.at_least_one.is_empty() {
+                schema["anyOf"] = r
+                    .at_least_one
+                    .iter()
+                    .map(|name| {
+                        let mut given = Map::new();
+                        given.insert(
+                            (*name).to_owned(),
+                            json!({ "not": { "type": "string", "pattern": "^\\s*$" } }),
+                        );
+                        json!({ "required": [name], "properties": given })
+                    })
+                    .collect();
+            }
+            let example: Value = serde_json::from_str(r.example).unwrap_or(Value::Null);
+            op["requestBody"] = json!({ "required": true, "content": { "application/json": {
+                "schema": schema,
+                "example": example,
+            }}});
         }
         let entry = paths
             .entry(r.path.to_owned())
@@ -477,4 +696,61 @@ pub fn openapi() -> Value {
             }},
         },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Kind, ROUTES, openapi};
+    use serde_json::{Value, json};
+
+    /// Each body's example is valid by its schema, and so is each of its fields given the
+    /// other values its kind allows; a text field given a number is not.
+    #[test]
+    fn every_example_body_fits_its_schema() {
+        let description = openapi();
+        for r in ROUTES.iter().filter(|r| !r.body.is_empty()) {
+            let documented = &description["paths"][r.path][r.method.to_lowercase()]["requestBody"]
+                ["content"]["application/json"];
+            let schema = &documented["schema"];
+            let validator = jsonschema::validator_for(schema)
+                .unwrap_or_else(|e| panic!("{} {}: {e}", r.method, r.path));
+            let example = &documented["example"];
+            assert!(
+                validator.is_valid(example),
+                "{} {}: {example}",
+                r.method,
+                r.path
+            );
+            for (name, _, kind, _) in r.body {
+                let others: Vec<Value> = match kind {
+                    Kind::Text => vec![json!(""), json!("é ü")],
+                    Kind::Said => vec![json!(" a "), json!("x")],
+                    Kind::Json => vec![json!(null), json!([1]), json!({ "a": 1 })],
+                    Kind::Number { min, max } => vec![json!(min), json!(max)],
+                    Kind::Choice => vec![json!(1), json!(u32::MAX), json!("the first")],
+                    Kind::RunId => vec![json!("a"), json!("A.b_c-1")],
+                    _ => Vec::new(),
+                };
+                for value in others {
+                    let mut body = example.clone();
+                    body[*name] = value;
+                    assert!(validator.is_valid(&body), "{} {}: {body}", r.method, r.path);
+                }
+                if matches!(kind, Kind::Said | Kind::Text | Kind::RunId) {
+                    let mut body = example.clone();
+                    body[*name] = json!(5);
+                    assert!(
+                        !validator.is_valid(&body),
+                        "{} {}: {body}",
+                        r.method,
+                        r.path
+                    );
+                }
+            }
+            let mut extra = example.clone();
+            extra["unknown_field"] = json!(1);
+            let open = r.body.iter().any(|(_, _, k, _)| matches!(k, Kind::Rules));
+            assert_eq!(validator.is_valid(&extra), open, "{} {}", r.method, r.path);
+        }
+    }
 }
