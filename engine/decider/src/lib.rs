@@ -77,7 +77,7 @@ pub use event::{
 pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId, ToolCallId};
 pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
-    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
+    DEFAULT_TIMEOUT_MS, DecisionInput, MAX_ACTIONS, MAX_LIST_ENTRIES, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
     EffectErrorBody, EffectOp, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
     MalformedResponse, Priority, ResponseStatus, TaskRestrictions, ToolCall, Usage,
     ValidationError, ValidationProblem, Verification, accept_effect_answer, agent_protocol_schema,
