@@ -99,7 +99,11 @@ impl<'a> Lines<'a> {
     pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
         let offset = offset.min(self.src.len());
         let line = self.starts.partition_point(|&s| s <= offset);
-        let start = self.starts.get(line.saturating_sub(1)).copied().unwrap_or(0);
+        let start = self
+            .starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
         let column = self.src.get(start..offset).map_or(0, |s| s.chars().count()) + 1;
         (line, column)
     }

@@ -54,7 +54,10 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     let agents = spec.agents.iter().map(|a| a.id.as_str()).collect();
     let mut output_types: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
     for t in &spec.output_types {
-        output_types.entry(t.id.as_str()).or_default().insert(t.version);
+        output_types
+            .entry(t.id.as_str())
+            .or_default()
+            .insert(t.version);
     }
     let mut c = Checker {
         spec,

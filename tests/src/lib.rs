@@ -404,7 +404,7 @@ pub fn generated_bundle(agents: usize) -> String {
         t.push('\n');
     }
     for d in 0..agents.div_ceil(10) {
-        let _ = writeln!(t, "[[domains]]\nid = \"d{d}\"\n");
+        let _ = writeln!(t, "[[domains]]\nid = \"d{d}\"\nexclusive = false\n");
     }
     let _ = writeln!(
         t,
@@ -461,7 +461,8 @@ pub fn generated_bundle(agents: usize) -> String {
         })
         .collect();
     let _ = writeln!(t, "context = [\n  {}\n]", context.join(",\n  "));
-    let mut forbidden = vec!["{ from = \"*\", to = \"external\", reason = \"the run's input only\" }".to_owned()];
+    let mut forbidden =
+        vec!["{ from = \"*\", to = \"external\", reason = \"the run's input only\" }".to_owned()];
     forbidden.extend((1..agents).step_by(3).map(|i| {
         format!(
             "{{ from = \"{}\", to = \"{}\", reason = \"no way back\" }}",

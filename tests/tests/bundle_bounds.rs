@@ -78,7 +78,10 @@ fn check(src: &str) -> Result<usize, docket_policies::BundleError> {
 fn bytes_to_check(src: &str) -> u64 {
     let (bytes, result) = allocated_by(|| check(src));
     let problems = result.unwrap_or_else(|e| panic!("the generated bundle is valid: {e}"));
-    assert_eq!(problems, 0, "the generated bundle is admitted without warnings");
+    assert_eq!(
+        problems, 0,
+        "the generated bundle is admitted without warnings"
+    );
     bytes
 }
 
@@ -132,7 +135,10 @@ fn a_bundle_with_many_problems_is_refused_at_a_cost_in_proportion_to_its_size() 
             last.message
         );
         // Every problem listed is located in the source.
-        assert!(diagnostics[..MAX_PROBLEMS].iter().all(|d| d.line > 0), "{err}");
+        assert!(
+            diagnostics[..MAX_PROBLEMS].iter().all(|d| d.line > 0),
+            "{err}"
+        );
         bytes
     };
     let (small, large) = (broken(500), broken(2_000));

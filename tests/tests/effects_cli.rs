@@ -331,7 +331,9 @@ fn an_answer_for_another_effect_names_both_ids_as_written() {
         .unwrap_or_else(|| panic!("a dry run is recorded: {:?}\n{said}", kinds(&log)));
     let message = dry_run["outcome"].to_string();
     assert!(
-        message.contains(r#"the answer's effect_id \"someone-else\" is not the request's \"other-1/effect-"#),
+        message.contains(
+            r#"the answer's effect_id \"someone-else\" is not the request's \"other-1/effect-"#
+        ),
         "{message}"
     );
     for text in [&message, &said] {

@@ -235,7 +235,10 @@ fn a_value_of_the_wrong_type_in_an_agent_section_is_named_with_its_key() {
         assert_eq!(code(&out), 1, "{worker}: {err}");
         let file = format!("error: invalid workflow file {}{line}", workflow.display());
         assert!(err.starts_with(&file), "{worker}: {err}");
-        assert!(err.contains(expected), "{worker}: missing {expected:?} in {err}");
+        assert!(
+            err.contains(expected),
+            "{worker}: missing {expected:?} in {err}"
+        );
         assert!(!err.contains("how to reach the agent"), "{worker}: {err}");
         assert_eq!(runs(&data), "", "{worker}: nothing recorded");
     }
@@ -252,7 +255,12 @@ fn a_problem_naming_a_large_bundles_agents_lists_twenty_and_counts_the_rest() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     let extra = format!("[agents.ghost]\n{}\n", test_agent(&["finish"]));
-    let workflow = write_workflow(&dir.path().join("wf"), &bundle, &test_agent(&["finish"]), &extra);
+    let workflow = write_workflow(
+        &dir.path().join("wf"),
+        &bundle,
+        &test_agent(&["finish"]),
+        &extra,
+    );
     let data = dir.path().join("data");
     let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
     let err = stderr(&out);

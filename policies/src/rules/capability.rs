@@ -103,7 +103,9 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 format!("capability `{}` is locked twice", l.capability),
             );
         }
-        let declarers = declared.get(l.capability.as_str()).map_or(&[][..], Vec::as_slice);
+        let declarers = declared
+            .get(l.capability.as_str())
+            .map_or(&[][..], Vec::as_slice);
         if !declarers.iter().any(|(_, a, _)| a.id == l.owner) {
             c.push(
                 p.key("capability"),

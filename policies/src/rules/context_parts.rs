@@ -333,7 +333,10 @@ fn check_parts(
     }
     // A receiver that requires prior outputs this setting hides could never get them.
     let shown: Option<BTreeSet<&str>> = match prior {
-        PriorOutputs::Which(PriorOutputsWhich::Required | PriorOutputsWhich::All) => return,
+        // Every required output crosses.
+        PriorOutputs::Which(PriorOutputsWhich::Required | PriorOutputsWhich::All) => {
+            return check_identity(c, p, parts, prior);
+        }
         PriorOutputs::Which(PriorOutputsWhich::None) => None,
         PriorOutputs::Agents(list) => Some(list.iter().map(String::as_str).collect()),
     };
@@ -349,7 +352,13 @@ fn check_parts(
             .flat_map(|(_, receivers)| receivers.iter().copied())
             .collect()
     } else {
-        required.by_id.get(to).into_iter().flatten().copied().collect()
+        required
+            .by_id
+            .get(to)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect()
     };
     for a in receivers.into_iter().filter_map(|i| spec.agents.get(i)) {
         let hidden: Vec<&str> = a
@@ -375,6 +384,11 @@ fn check_parts(
             );
         }
     }
+    check_identity(c, p, parts, prior);
+}
+
+/// `agent_identity = "hide"` cannot go with a setting whose prior outputs name agents.
+fn check_identity(c: &mut Checker<'_>, p: &Pointer, parts: &ContextParts, prior: &PriorOutputs) {
     let names_agents = matches!(
         prior,
         PriorOutputs::Which(PriorOutputsWhich::All) | PriorOutputs::Agents(_)

@@ -167,6 +167,7 @@ pub enum FlowRelation {
 }
 
 /// Classifies `from → to` against `order` (an agent may appear more than once).
+#[cfg(test)]
 pub fn relation(order: &[String], from: &str, to: &str) -> FlowRelation {
     FlowIndex::new(order).relation(order, from, to)
 }

@@ -308,7 +308,13 @@ impl Verdicts {
     pub(crate) fn compile(spec: &BundleSpec, index: &AgentIndex) -> Self {
         let m = &spec.interactions;
         let at = |id: &str| index.get(id).copied();
-        let pattern = |id: &str| if id == "*" { Some(None) } else { at(id).map(Some) };
+        let pattern = |id: &str| {
+            if id == "*" {
+                Some(None)
+            } else {
+                at(id).map(Some)
+            }
+        };
         let mut allowed = BTreeMap::new();
         for (i, e) in m.allowed.iter().enumerate() {
             if let (Some(f), Some(t)) = (at(&e.from), at(&e.to)) {
@@ -357,7 +363,11 @@ fn compute(
         }
     };
     if input == InputKind::Context {
-        if let Some(e) = verdicts.context.get(&(f, t)).and_then(|&i| m.context.get(i)) {
+        if let Some(e) = verdicts
+            .context
+            .get(&(f, t))
+            .and_then(|&i| m.context.get(i))
+        {
             let id = edge_id(&e.id, "context", from, to);
             let uses = if e.permitted_uses.is_empty() {
                 String::new()
@@ -411,7 +421,11 @@ fn compute(
         StepOutcome::NotApplicable,
         format!("no forbidden edge matches {from} → {to}"),
     ));
-    if let Some(e) = verdicts.allowed.get(&(f, t)).and_then(|&i| m.allowed.get(i)) {
+    if let Some(e) = verdicts
+        .allowed
+        .get(&(f, t))
+        .and_then(|&i| m.allowed.get(i))
+    {
         let id = edge_id(&e.id, "allow", from, to);
         let trigger = e
             .trigger

@@ -459,7 +459,10 @@ impl<'a> EdgeTypes<'a> {
                 .entry(from.as_str())
                 .or_default()
                 .insert(to.as_str());
-            out.by_to.entry(to.as_str()).or_default().insert(from.as_str());
+            out.by_to
+                .entry(to.as_str())
+                .or_default()
+                .insert(from.as_str());
         }
         out
     }
@@ -484,7 +487,12 @@ impl<'a> EdgeTypes<'a> {
 
     /// The distinct output-type schemas a handoff rule's fields are drawn from.
     fn schemas(&self, from: &str, to: &str) -> Vec<&'a Value> {
-        let mut out: Vec<&Value> = self.edges(from, to).into_iter().flatten().flatten().collect();
+        let mut out: Vec<&Value> = self
+            .edges(from, to)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
         out.sort_by_key(|v| std::ptr::from_ref(*v));
         out.dedup_by_key(|v| std::ptr::from_ref(*v));
         out
