@@ -355,19 +355,6 @@ pub fn start_serve_with(
     (child, addr)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_block_after_its_marker() {
-        let text = "intro\n<!-- example: a -->\n```json\n{\"x\": 1}\n```\n<!-- example: b -->\n```\nB\n```\n";
-        assert_eq!(doc_example(text, "a").as_deref(), Some("{\"x\": 1}\n"));
-        assert_eq!(doc_example(text, "b").as_deref(), Some("B\n"));
-        assert_eq!(doc_example(text, "c"), None);
-    }
-}
-
 /// A valid policy bundle (TOML) with `agents` agents besides `external`, using every part
 /// of the bundle whose checks relate agents to one another: a flow order through every
 /// agent (one of them twice), an allowed edge from each agent to the next carrying an
@@ -489,4 +476,17 @@ pub fn generated_bundle(agents: usize) -> String {
         );
     }
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_block_after_its_marker() {
+        let text = "intro\n<!-- example: a -->\n```json\n{\"x\": 1}\n```\n<!-- example: b -->\n```\nB\n```\n";
+        assert_eq!(doc_example(text, "a").as_deref(), Some("{\"x\": 1}\n"));
+        assert_eq!(doc_example(text, "b").as_deref(), Some("B\n"));
+        assert_eq!(doc_example(text, "c"), None);
+    }
 }

@@ -9,6 +9,8 @@
 // The counting allocator below is the one use of `unsafe` in the tests: a `GlobalAlloc`
 // must be an `unsafe impl`. It only forwards to the system allocator.
 #![allow(unsafe_code)]
+// The measured bytes are printed (`--nocapture`) for the record of a run.
+#![allow(clippy::print_stdout)]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
