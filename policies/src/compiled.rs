@@ -1,5 +1,5 @@
-//! The compiled, indexed form of a validated bundle: agent ids interned, every handoff
-//! verdict precomputed in a dense table, tool patterns and capability schemas parsed once.
+//! The compiled, indexed form of a validated bundle: agent ids interned, the interaction
+//! matrix indexed by agent position, tool patterns and capability schemas parsed once.
 //! Built once per bundle; every decision afterwards is a pure lookup or a short walk. Each
 //! index is built by its rule's file under `rules/`; here is one field and one line each.
 
@@ -26,7 +26,7 @@ pub struct PolicyBundle {
     pub(crate) agent_ids: Vec<Arc<str>>,
     /// Lookup only (never iterated), so its order cannot leak into a decision.
     pub(crate) index: AgentIndex,
-    /// Every handoff verdict, precomputed.
+    /// The interaction matrix, indexed for deciding any pair.
     pub(crate) handoffs: handoff::Verdicts,
     /// Handoff rule index by (from, to) pattern, `*` included.
     pub(crate) handoff_rules: BTreeMap<(String, String), usize>,
@@ -61,12 +61,12 @@ impl PolicyBundle {
             .iter()
             .map(|a| Arc::from(a.id.as_str()))
             .collect();
-        let index = agent_ids
+        let index: AgentIndex = agent_ids
             .iter()
             .enumerate()
             .map(|(i, id)| (id.clone(), i))
             .collect();
-        let handoffs = handoff::Verdicts::compile(&spec, hash, &agent_ids);
+        let handoffs = handoff::Verdicts::compile(&spec, &index);
         let handoff_rules = scope::index_rules(&spec);
         let capability_schemas = capability::compile(&spec)?;
         let output_schemas = contract::compile(&spec)?;

@@ -27,6 +27,8 @@ pub enum DiagnosticCode {
     ImpossibleFieldPath,
     /// A malformed field path, tool pattern or JSON Schema, or an out-of-range value.
     InvalidValue,
+    /// How many problems were found beyond those listed.
+    MoreProblems,
 }
 
 impl fmt::Display for DiagnosticCode {
@@ -41,6 +43,7 @@ impl fmt::Display for DiagnosticCode {
             Self::FlowForbidsEdge => "flow order forbids edge",
             Self::ImpossibleFieldPath => "impossible field path",
             Self::InvalidValue => "invalid value",
+            Self::MoreProblems => "more problems",
         };
         f.write_str(s)
     }

@@ -32,6 +32,7 @@ mod diff;
 mod error;
 mod fieldpath;
 mod handoff_rules;
+mod limits;
 mod load;
 mod locate;
 mod model;
@@ -54,6 +55,7 @@ pub use fieldpath::select as select_fields;
 pub use handoff_rules::{
     HandoffRuleSet, MatchedRule, PairRules, Precedence, Replacement, RuleProblem, RulesError,
 };
+pub use limits::{MAX_AGENTS, MAX_ENTRIES, MAX_FLOW_ORDER, MAX_PROBLEMS, MAX_RULES};
 pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, Priority};

@@ -80,11 +80,46 @@ pub fn line_col(src: &str, offset: usize) -> (usize, usize) {
     (line, column)
 }
 
+/// Where each line of a text starts, to turn byte offsets into lines and columns without
+/// reading the text again for each.
+pub(crate) struct Lines<'a> {
+    src: &'a str,
+    starts: Vec<usize>,
+}
+
+impl<'a> Lines<'a> {
+    pub(crate) fn new(src: &'a str) -> Self {
+        let starts = std::iter::once(0)
+            .chain(src.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Self { src, starts }
+    }
+
+    /// As [`line_col`].
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.src.len());
+        let line = self.starts.partition_point(|&s| s <= offset);
+        let start = self
+            .starts
+            .get(line.saturating_sub(1))
+            .copied()
+            .unwrap_or(0);
+        let column = self.src.get(start..offset).map_or(0, |s| s.chars().count()) + 1;
+        (line, column)
+    }
+}
+
 /// Byte offset of the deepest part of `pointer` that exists in a TOML document.
+#[cfg(test)]
 pub fn toml_offset(src: &str, pointer: &Pointer) -> usize {
-    let Ok(doc) = DeTable::parse(src) else {
-        return 0;
-    };
+    match DeTable::parse(src) {
+        Ok(doc) => toml_offset_in(&doc, pointer),
+        Err(_) => 0,
+    }
+}
+
+/// As [`toml_offset`], in a document already parsed.
+pub(crate) fn toml_offset_in(doc: &toml::Spanned<DeTable<'_>>, pointer: &Pointer) -> usize {
     let mut best = doc.span().start;
     let mut table: Option<&DeTable<'_>> = Some(doc.get_ref());
     let mut array: Option<&[toml::Spanned<DeValue<'_>>]> = None;

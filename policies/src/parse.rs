@@ -4,7 +4,7 @@
 
 use crate::compiled::PolicyBundle;
 use crate::error::{BundleError, Diagnostic, DiagnosticCode};
-use crate::locate::{self, Pointer};
+use crate::locate;
 use crate::model::BundleSpec;
 
 /// The two spellings of a bundle.
@@ -68,31 +68,44 @@ pub fn parse_spec(src: &str, source_name: &str, format: Format) -> Result<Bundle
 pub fn parse(src: &str, source_name: &str, format: Format) -> Result<PolicyBundle, BundleError> {
     let spec = parse_spec(src, source_name, format)?;
     PolicyBundle::from_spec(spec).map_err(|issues| {
-        let mut located: Vec<Diagnostic> = issues
-            .into_iter()
-            .map(|i| {
-                let (line, column) = position(src, format, &i.pointer);
-                Diagnostic {
-                    source: source_name.to_owned(),
-                    line,
-                    column,
-                    pointer: i.pointer.to_string(),
-                    code: i.code,
-                    message: i.message,
-                }
-            })
-            .collect();
+        // The source is read once for every problem: its lines, and for TOML its spans.
+        let lines = locate::Lines::new(src);
+        let toml = match format {
+            Format::Toml => toml::de::DeTable::parse(src).ok(),
+            Format::Json => None,
+        };
+        let mut more = None;
+        let mut located: Vec<Diagnostic> = Vec::with_capacity(issues.len());
+        for i in issues {
+            let (line, column) = if i.code == DiagnosticCode::MoreProblems {
+                (0, 0)
+            } else {
+                let offset = match &toml {
+                    Some(doc) => locate::toml_offset_in(doc, &i.pointer),
+                    None if format == Format::Json => locate::json_offset(src, &i.pointer),
+                    None => 0,
+                };
+                lines.line_col(offset)
+            };
+            let d = Diagnostic {
+                source: source_name.to_owned(),
+                line,
+                column,
+                pointer: i.pointer.to_string(),
+                code: i.code,
+                message: i.message,
+            };
+            if d.code == DiagnosticCode::MoreProblems {
+                more = Some(d);
+            } else {
+                located.push(d);
+            }
+        }
         located.sort_by_key(|d| (d.line, d.column));
+        // How many more were found comes last, after those listed.
+        located.extend(more);
         BundleError::Invalid(located)
     })
-}
-
-fn position(src: &str, format: Format, pointer: &Pointer) -> (usize, usize) {
-    let offset = match format {
-        Format::Toml => locate::toml_offset(src, pointer),
-        Format::Json => locate::json_offset(src, pointer),
-    };
-    locate::line_col(src, offset)
 }
 
 impl PolicyBundle {

@@ -7,12 +7,13 @@
 //! defaults and agent registry, the uniqueness of rule ids across sections, and the order
 //! the rules' checks run in, which is the order problems are reported in.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
 use crate::error::DiagnosticCode as Code;
 use crate::fieldpath;
+use crate::limits::{self, MAX_PROBLEMS};
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
@@ -32,16 +33,38 @@ pub struct Issue {
 pub(crate) struct Checker<'a> {
     pub(crate) spec: &'a BundleSpec,
     pub(crate) agents: BTreeSet<&'a str>,
+    /// The versions declared of each output type id.
+    output_types: BTreeMap<&'a str, BTreeSet<u32>>,
     issues: Vec<Issue>,
+    /// Problems found beyond the first [`MAX_PROBLEMS`], counted, not kept.
+    more: usize,
 }
 
-/// Every problem in `spec`, in document order of the checks (empty when valid).
+/// Every problem in `spec`, in the order of the checks (empty when valid): the first
+/// [`MAX_PROBLEMS`], then, when there were more, one saying how many
+/// ([`Code::MoreProblems`]). A list longer than its limit (`limits.rs`) is reported
+/// alone, before any other check runs, so that checking costs what the bundle's size
+/// allows.
 pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
+    let mut over = limits::check(spec);
+    if !over.is_empty() {
+        over.truncate(MAX_PROBLEMS);
+        return over;
+    }
     let agents = spec.agents.iter().map(|a| a.id.as_str()).collect();
+    let mut output_types: BTreeMap<&str, BTreeSet<u32>> = BTreeMap::new();
+    for t in &spec.output_types {
+        output_types
+            .entry(t.id.as_str())
+            .or_default()
+            .insert(t.version);
+    }
     let mut c = Checker {
         spec,
         agents,
+        output_types,
         issues: Vec::new(),
+        more: 0,
     };
     // One line per rule; the order is the order problems are reported in.
     c.bundle();
@@ -60,16 +83,41 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     provenance::check(&mut c);
     authority::check(&mut c);
     c.rule_ids();
+    if c.more > 0 {
+        c.issues.push(Issue {
+            pointer: Pointer::root(),
+            code: Code::MoreProblems,
+            message: format!(
+                "{} more problems not listed (the first {MAX_PROBLEMS} are)",
+                c.more
+            ),
+        });
+    }
     c.issues
 }
 
 impl<'a> Checker<'a> {
     pub(crate) fn push(&mut self, pointer: Pointer, code: Code, message: impl Into<String>) {
+        if self.is_full() {
+            self.more += 1;
+            return;
+        }
         self.issues.push(Issue {
             pointer,
             code,
             message: message.into(),
         });
+    }
+
+    /// Whether [`MAX_PROBLEMS`] problems are listed already: a check whose message costs
+    /// more than finding the problem may then only count it ([`Self::count`]).
+    pub(crate) fn is_full(&self) -> bool {
+        self.issues.len() >= MAX_PROBLEMS
+    }
+
+    /// Counts a problem beyond those listed.
+    pub(crate) fn count(&mut self) {
+        self.more += 1;
     }
 
     /// An agent reference: an id the registry declares (or `*` where `wildcard_ok`).
@@ -191,10 +239,9 @@ impl<'a> Checker<'a> {
             None => (r, None),
         };
         let found = self
-            .spec
             .output_types
-            .iter()
-            .any(|t| t.id == id && version.is_none_or(|v| v == t.version));
+            .get(id)
+            .is_some_and(|versions| version.is_none_or(|v| versions.contains(&v)));
         if !found {
             self.push(
                 p,

@@ -355,6 +355,129 @@ pub fn start_serve_with(
     (child, addr)
 }
 
+/// A valid policy bundle (TOML) with `agents` agents besides `external`, using every part
+/// of the bundle whose checks relate agents to one another: a flow order through every
+/// agent (one of them twice), an allowed edge from each agent to the next carrying an
+/// output type, context edges, exact and wildcard forbidden edges, capabilities with
+/// responsibility locks, write domains, side effects with a verifier, receivers that
+/// require prior outputs, handoff rules for `FROM → *` and `* → TO` with context parts,
+/// and provenance. Its size grows linearly with `agents`, so what checking it costs can
+/// be compared across sizes.
+#[must_use]
+pub fn generated_bundle(agents: usize) -> String {
+    use std::fmt::Write as _;
+    let a = |i: usize| format!("a{i:06}");
+    let mut t = String::new();
+    let _ = writeln!(t, "[bundle]\nid = \"generated-{agents}\"\n");
+    let _ = writeln!(
+        t,
+        "[defaults]\ntimeout_ms = 1000\n\n[[agents]]\nid = \"external\"\n"
+    );
+    for i in 0..agents {
+        let _ = writeln!(t, "[[agents]]\nid = \"{}\"\nrole = \"worker\"", a(i));
+        let _ = writeln!(t, "allowed_tools = [\"Read\", \"Bash(git *)\"]");
+        let _ = writeln!(t, "write_scopes = [\"d{}\"]", i / 10);
+        if i % 10 == 0 {
+            let _ = writeln!(t, "capabilities = [{{ code = \"cap_{i}\" }}]");
+            let _ = writeln!(t, "side_effects = [\"publish\"]");
+        }
+        if i % 7 == 3 {
+            let _ = writeln!(
+                t,
+                "context_requirements = {{ requires_prior_outputs = [\"{}\"] }}",
+                a(i - 1)
+            );
+        }
+        t.push('\n');
+    }
+    for d in 0..agents.div_ceil(10) {
+        let _ = writeln!(t, "[[domains]]\nid = \"d{d}\"\nexclusive = false\n");
+    }
+    let _ = writeln!(
+        t,
+        "[[output_types]]\nid = \"work\"\nversion = 1\nschema = {{ type = \"object\", properties = {{ text = {{ type = \"string\" }}, gaps = {{ type = \"array\" }} }} }}\n"
+    );
+    let _ = writeln!(
+        t,
+        "[[side_effects]]\nid = \"publish-api\"\nkind = \"publish\"\nlane = \"api\"\nretry_cap = 1\nverifier = \"{}\"\n",
+        a(0)
+    );
+    for i in (0..agents).step_by(10) {
+        let _ = writeln!(
+            t,
+            "[[responsibility_locks]]\nid = \"lock-{i}\"\ncapability = \"cap_{i}\"\nowner = \"{}\"\nreason = \"only its owner\"\n",
+            a(i)
+        );
+    }
+    if agents >= 2 {
+        let _ = writeln!(
+            t,
+            "[[provenance]]\nid = \"cites-gaps\"\nat = {{ from = \"{}\", to = \"{}\" }}\nitems = \"/gaps\"\ncites = \"gap_id\"\nproduced_by = {{ agent = \"{}\", output_type = \"work\", ids = \"/gaps/*/id\" }}\n",
+            a(1),
+            a(2.min(agents - 1)),
+            a(0)
+        );
+    }
+    // The flow order visits every agent, and the first one again at the end.
+    let mut order = vec!["\"external\"".to_owned()];
+    order.extend((0..agents).map(|i| format!("\"{}\"", a(i))));
+    if agents > 0 {
+        order.push(format!("\"{}\"", a(0)));
+    }
+    let _ = writeln!(t, "[interactions]\nflow_order = [{}]", order.join(", "));
+    let mut allowed = Vec::new();
+    if agents > 0 {
+        allowed.push(format!("{{ from = \"external\", to = \"{}\" }}", a(0)));
+    }
+    for i in 0..agents {
+        let next = if i + 1 < agents { a(i + 1) } else { a(0) };
+        allowed.push(format!(
+            "{{ from = \"{}\", to = \"{next}\", output_type = \"work\" }}",
+            a(i)
+        ));
+    }
+    let _ = writeln!(t, "allowed = [\n  {}\n]", allowed.join(",\n  "));
+    let context: Vec<String> = (0..agents.saturating_sub(2))
+        .step_by(5)
+        .map(|i| {
+            format!(
+                "{{ from = \"{}\", to = \"{}\", output_type = \"work\" }}",
+                a(i),
+                a(i + 2)
+            )
+        })
+        .collect();
+    let _ = writeln!(t, "context = [\n  {}\n]", context.join(",\n  "));
+    let mut forbidden =
+        vec!["{ from = \"*\", to = \"external\", reason = \"the run's input only\" }".to_owned()];
+    forbidden.extend((1..agents).step_by(3).map(|i| {
+        format!(
+            "{{ from = \"{}\", to = \"{}\", reason = \"no way back\" }}",
+            a(i),
+            a(i - 1)
+        )
+    }));
+    let _ = writeln!(t, "forbidden = [\n  {}\n]\n", forbidden.join(",\n  "));
+    let _ = writeln!(
+        t,
+        "[multi_agent_handoffs]\ndefault_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]\n"
+    );
+    for i in (0..agents).step_by(4) {
+        let _ = writeln!(
+            t,
+            "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"from-{i}\"\nfrom_agent_id = \"{}\"\nto_agent_id = \"*\"\nhandoff_mode = \"scoped\"\nallowed_context_fields = [\"text\"]\ncontext_parts = {{ prior_outputs = \"required\" }}\n",
+            a(i)
+        );
+        let _ = writeln!(
+            t,
+            "[[multi_agent_handoffs.agent_handoff_rules]]\nid = \"into-{i}\"\nfrom_agent_id = \"*\"\nto_agent_id = \"{}\"\nblocked_context_fields = [\"text.draft\"]\ncontext_parts = {{ prior_outputs = [\"{}\"] }}\n",
+            a(i),
+            a(i.saturating_sub(1))
+        );
+    }
+    t
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -575,7 +575,7 @@ fn errors_say_what_and_where_once_in_user_words() {
         "bad agent section",
         &run(&wf),
         1,
-        &["bad-agent.toml:5:1", "[agents.worker]", "`command`"],
+        &["bad-agent.toml:6:11", "[agents.worker]", "`command`"],
     );
     // A number where a string is expected, a string where a number is.
     let wf = variant(

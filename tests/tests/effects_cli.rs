@@ -293,3 +293,50 @@ fn an_effect_executor_that_printed_a_stray_line_is_restarted() {
     let starts = std::fs::read_to_string(root.join("starts.txt")).expect("starts");
     assert_eq!(starts.lines().count(), 2, "{starts}");
 }
+
+/// An executor answering for another effect is named in the user's words: both ids as
+/// they are written (`"launch-..."`), never as Rust's Debug text (`EffectId("…")`).
+#[test]
+fn an_answer_for_another_effect_names_both_ids_as_written() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path();
+    let data = root.join("data");
+    std::fs::write(root.join("bundle.toml"), bundle(false)).expect("bundle");
+    std::fs::write(root.join("input.json"), "{}").expect("input");
+    let wf = root.join("workflow.toml");
+    let answer = r#"{"effect_id":"someone-else","result":{"ok":true,"preview":"x"}}"#;
+    std::fs::write(
+        &wf,
+        format!(
+            "name = \"publish\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
+             [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"launch\", \"--count\", \"1\", \"--lane\", \"api\"]\n\
+             [effects.publish]\ncommand = \"sh\"\nargs = [\"-c\", {:?}]\n",
+            format!("while read -r line; do echo '{answer}'; done"),
+        ),
+    )
+    .expect("workflow");
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "other-1"],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = events(&data, "other-1");
+    let (_, dry_run) = log
+        .iter()
+        .find(|(k, _)| k == "effect.dry_run")
+        .unwrap_or_else(|| panic!("a dry run is recorded: {:?}\n{said}", kinds(&log)));
+    let message = dry_run["outcome"].to_string();
+    assert!(
+        message.contains(
+            r#"the answer's effect_id \"someone-else\" is not the request's \"other-1/effect-"#
+        ),
+        "{message}"
+    );
+    for text in [&message, &said] {
+        assert!(!text.contains("EffectId("), "{text}");
+    }
+}

@@ -204,6 +204,73 @@ fn a_workflow_that_cannot_run_is_refused_before_anything_is_recorded() {
     }
 }
 
+/// A value of the wrong type in an agent's section is named with its line, column,
+/// section and key, and what to write instead (not "does not say how to reach the agent",
+/// which is all the deserializer can tell).
+#[test]
+fn a_value_of_the_wrong_type_in_an_agent_section_is_named_with_its_key() {
+    let cases = [
+        (
+            format!("{}\nenv = {{ A = 1 }}", test_agent(&["finish"])),
+            ":8:", // the `env` line, after name, policy, entry, input, the section, command, args
+            "[agents.worker]: `env.A` is a number, but environment variable values must be strings: write A = \"1\"",
+        ),
+        (
+            format!("command = {TEST_AGENT:?}\nargs = [\"finish\", 2]"),
+            ":7:",
+            "[agents.worker]: `args` must be a list of strings: its item 2 is a number",
+        ),
+        (
+            "command = 5".to_owned(),
+            ":6:",
+            "[agents.worker]: `command` must be a string, not a number",
+        ),
+    ];
+    for (worker, line, expected) in cases {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let workflow = write_workflow(&dir.path().join("wf"), BUNDLE, &worker, "");
+        let data = dir.path().join("data");
+        let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+        let err = stderr(&out);
+        assert_eq!(code(&out), 1, "{worker}: {err}");
+        let file = format!("error: invalid workflow file {}{line}", workflow.display());
+        assert!(err.starts_with(&file), "{worker}: {err}");
+        assert!(
+            err.contains(expected),
+            "{worker}: missing {expected:?} in {err}"
+        );
+        assert!(!err.contains("how to reach the agent"), "{worker}: {err}");
+        assert_eq!(runs(&data), "", "{worker}: nothing recorded");
+    }
+}
+
+/// A problem that names the bundle's agents lists the first 20 and counts the rest, so a
+/// large bundle does not make every problem as long as its registry.
+#[test]
+fn a_problem_naming_a_large_bundles_agents_lists_twenty_and_counts_the_rest() {
+    let agents: Vec<String> = (0..50).map(|i| format!("{{ id = \"w{i:02}\" }}")).collect();
+    let bundle = BUNDLE.replace(
+        r#"{ id = "worker" }]"#,
+        &format!(r#"{{ id = "worker" }}, {}]"#, agents.join(", ")),
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = format!("[agents.ghost]\n{}\n", test_agent(&["finish"]));
+    let workflow = write_workflow(
+        &dir.path().join("wf"),
+        &bundle,
+        &test_agent(&["finish"]),
+        &extra,
+    );
+    let data = dir.path().join("data");
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    let err = stderr(&out);
+    assert_eq!(code(&out), 1, "{err}");
+    assert!(
+        err.contains("(its agents: external, w00, w01,") && err.contains(", w18, and 32 more)"),
+        "{err}"
+    );
+}
+
 /// The same workflows, fixed, do run: the checks refuse what cannot run, not more.
 #[test]
 fn a_workflow_whose_every_routable_agent_is_reachable_runs() {

@@ -79,10 +79,10 @@ pub use protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
     EffectErrorBody, EffectOp, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
-    MalformedResponse, Priority, ResponseStatus, TaskRestrictions, ToolCall, Usage,
-    ValidationError, ValidationProblem, Verification, accept_effect_answer, agent_protocol_schema,
-    agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
-    parse_response,
+    MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, Priority, ResponseStatus, TaskRestrictions,
+    ToolCall, Usage, ValidationError, ValidationProblem, Verification, accept_effect_answer,
+    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    effect_protocol_schema_pretty, parse_response,
 };
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,

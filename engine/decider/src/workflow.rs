@@ -413,6 +413,24 @@ pub enum WorkflowError {
         /// The keys that section accepts.
         known: String,
     },
+    /// A value of the wrong type in an agent's section (where the deserializer could say
+    /// only that no way of reaching the agent matched): named with its line, column,
+    /// section and key.
+    #[error("invalid workflow file {path}:{line}:{column}: {section}: {message}")]
+    WrongType {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line of the value.
+        line: usize,
+        /// 1-based column of the value, in characters.
+        column: usize,
+        /// Where: `[agents.scorer]`.
+        section: String,
+        /// The key as written, `env.NAME` for an environment variable.
+        key: String,
+        /// What the value is and what it should be.
+        message: String,
+    },
     /// The file parses but does not make sense.
     #[error("invalid workflow file {path}: {message}")]
     Invalid {
@@ -656,6 +674,7 @@ fn check_keys(text: &str, path: &Path) -> Result<(), WorkflowError> {
                 }
                 if group == "agents" {
                     agent_executor_keys(t, &name, path)?;
+                    agent_value_types(t, &name, text, path)?;
                 }
             }
         }
@@ -694,6 +713,110 @@ fn agent_executor_keys(
         path: path.to_owned(),
         message,
     })
+}
+
+/// The values of an `[agents.ID]` section that say how to reach the agent have their
+/// types: `command`, `http` and `cwd` strings, `args` a list of strings, `env` a table of
+/// strings, `in_process` a boolean. Checked on the text, where each value's place is
+/// known: the deserializer could only say that no way of reaching the agent matched.
+fn agent_value_types(
+    table: &toml::de::DeTable<'_>,
+    section: &str,
+    text: &str,
+    path: &Path,
+) -> Result<(), WorkflowError> {
+    use toml::de::DeValue;
+    let kind = |v: &DeValue<'_>| match v {
+        DeValue::String(_) => "a string",
+        DeValue::Integer(_) => "a number",
+        DeValue::Float(_) => "a number",
+        DeValue::Boolean(_) => "a boolean",
+        DeValue::Datetime(_) => "a date",
+        DeValue::Array(_) => "a list",
+        DeValue::Table(_) => "a table",
+    };
+    let wrong = |key: String, at: usize, message: String| {
+        let (line, column) = docket_policies::line_col(text, at);
+        Err(WorkflowError::WrongType {
+            path: path.to_owned(),
+            line,
+            column,
+            section: section.to_owned(),
+            key,
+            message,
+        })
+    };
+    for (k, v) in table.iter() {
+        let key: &str = k.get_ref().as_ref();
+        let at = v.span().start;
+        match (key, v.get_ref()) {
+            ("command" | "http" | "cwd", DeValue::String(_))
+            | ("in_process", DeValue::Boolean(_)) => {}
+            ("command" | "http" | "cwd", other) => {
+                return wrong(
+                    key.to_owned(),
+                    at,
+                    format!("`{key}` must be a string, not {}", kind(other)),
+                );
+            }
+            ("in_process", other) => {
+                return wrong(
+                    key.to_owned(),
+                    at,
+                    format!("`in_process` must be `true`, not {}", kind(other)),
+                );
+            }
+            ("args", DeValue::Array(items)) => {
+                for (i, item) in items.iter().enumerate() {
+                    if !matches!(item.get_ref(), DeValue::String(_)) {
+                        return wrong(
+                            format!("args[{i}]"),
+                            item.span().start,
+                            format!(
+                                "`args` must be a list of strings: its item {} is {}",
+                                i + 1,
+                                kind(item.get_ref())
+                            ),
+                        );
+                    }
+                }
+            }
+            ("env", DeValue::Table(vars)) => {
+                for (name, value) in vars.iter() {
+                    let name: &str = name.get_ref().as_ref();
+                    if !matches!(value.get_ref(), DeValue::String(_)) {
+                        let raw = text
+                            .get(value.span())
+                            .filter(|r| r.len() <= 40 && !r.contains(['\n', '"']))
+                            .unwrap_or("…");
+                        return wrong(
+                            format!("env.{name}"),
+                            value.span().start,
+                            format!(
+                                "`env.{name}` is {}, but environment variable values must be \
+                                 strings: write {name} = \"{raw}\"",
+                                kind(value.get_ref())
+                            ),
+                        );
+                    }
+                }
+            }
+            ("args" | "env", other) => {
+                let want = if key == "args" {
+                    "a list of strings"
+                } else {
+                    "a table of strings"
+                };
+                return wrong(
+                    key.to_owned(),
+                    at,
+                    format!("`{key}` must be {want}, not {}", kind(other)),
+                );
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

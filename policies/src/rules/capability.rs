@@ -81,6 +81,17 @@ pub(crate) fn check_agent(c: &mut Checker<'_>, p: &Pointer, a: &AgentSpec) {
 /// no agent is both a requester and a forbidden one.
 pub(crate) fn check(c: &mut Checker<'_>) {
     let spec = c.spec;
+    // Who declares each capability, in the registry's order: (agent position, the agent,
+    // the position of its first capability of that code).
+    let mut declared: BTreeMap<&str, Vec<(usize, &AgentSpec, usize)>> = BTreeMap::new();
+    for (j, a) in spec.agents.iter().enumerate() {
+        for (k, cap) in a.capabilities.iter().enumerate() {
+            let list = declared.entry(cap.code.as_str()).or_default();
+            if list.last().is_none_or(|(last, _, _)| *last != j) {
+                list.push((j, a, k));
+            }
+        }
+    }
     let mut locked = BTreeSet::new();
     for (i, l) in spec.responsibility_locks.iter().enumerate() {
         let p = ptr!["responsibility_locks", i];
@@ -92,26 +103,29 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 format!("capability `{}` is locked twice", l.capability),
             );
         }
-        for (j, a) in spec.agents.iter().enumerate() {
-            let declares = a.capabilities.iter().position(|c| c.code == l.capability);
-            match declares {
-                Some(k) if a.id != l.owner => c.push(
+        let declarers = declared
+            .get(l.capability.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        if !declarers.iter().any(|(_, a, _)| a.id == l.owner) {
+            c.push(
+                p.key("capability"),
+                Code::UnknownReference,
+                format!(
+                    "owner `{}` does not declare capability `{}`",
+                    l.owner, l.capability
+                ),
+            );
+        }
+        for &(j, a, k) in declarers {
+            if a.id != l.owner {
+                c.push(
                     ptr!["agents", j, "capabilities", k, "code"],
                     Code::Contradiction,
                     format!(
                         "`{}` belongs exclusively to `{}` ({}); `{}` cannot declare it",
                         l.capability, l.owner, l.id, a.id
                     ),
-                ),
-                None if a.id == l.owner => c.push(
-                    p.key("capability"),
-                    Code::UnknownReference,
-                    format!(
-                        "owner `{}` does not declare capability `{}`",
-                        l.owner, l.capability
-                    ),
-                ),
-                _ => {}
+                );
             }
         }
         let forbidden: BTreeSet<&str> = l.forbidden_requesters.iter().map(String::as_str).collect();

@@ -7,6 +7,8 @@
 //! `* → *`), then the bundle-wide setting, then the built-in default, which is what docket
 //! did before the setting existed. Blocked fields are removed whatever a part says.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -254,9 +256,11 @@ impl PolicyBundle {
 pub(crate) fn check(c: &mut Checker<'_>) {
     let spec = c.spec;
     let h = &spec.multi_agent_handoffs;
+    let required = Required::new(spec);
     check_parts(
         c,
         spec,
+        &required,
         &ptr!["multi_agent_handoffs", "context_parts"],
         &h.context_parts,
         "*",
@@ -269,8 +273,36 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 i,
                 "context_parts"
             ];
-            check_parts(c, spec, &p, parts, &r.to_agent_id);
+            check_parts(c, spec, &required, &p, parts, &r.to_agent_id);
         }
+    }
+}
+
+/// The registry's prior-output requirements, indexed both ways.
+struct Required<'a> {
+    /// Agent positions by id.
+    by_id: BTreeMap<&'a str, Vec<usize>>,
+    /// The positions of the agents that require each agent's outputs.
+    by_output: BTreeMap<&'a str, Vec<usize>>,
+}
+
+impl<'a> Required<'a> {
+    fn new(spec: &'a BundleSpec) -> Self {
+        let mut out = Self {
+            by_id: BTreeMap::new(),
+            by_output: BTreeMap::new(),
+        };
+        for (i, a) in spec.agents.iter().enumerate() {
+            out.by_id.entry(a.id.as_str()).or_default().push(i);
+            for r in a
+                .context_requirements
+                .iter()
+                .flat_map(|c| &c.requires_prior_outputs)
+            {
+                out.by_output.entry(r.as_str()).or_default().push(i);
+            }
+        }
+        out
     }
 }
 
@@ -278,6 +310,7 @@ pub(crate) fn check(c: &mut Checker<'_>) {
 fn check_parts(
     c: &mut Checker<'_>,
     spec: &BundleSpec,
+    required: &Required<'_>,
     p: &Pointer,
     parts: &ContextParts,
     to: &str,
@@ -299,18 +332,42 @@ fn check_parts(
         }
     }
     // A receiver that requires prior outputs this setting hides could never get them.
-    for a in &spec.agents {
-        if to != "*" && a.id != to {
-            continue;
+    let shown: Option<BTreeSet<&str>> = match prior {
+        // Every required output crosses.
+        PriorOutputs::Which(PriorOutputsWhich::Required | PriorOutputsWhich::All) => {
+            return check_identity(c, p, parts, prior);
         }
-        let required = a
+        PriorOutputs::Which(PriorOutputsWhich::None) => None,
+        PriorOutputs::Agents(list) => Some(list.iter().map(String::as_str).collect()),
+    };
+    let hides = |r: &str| shown.as_ref().is_none_or(|s| !s.contains(r));
+    // The receivers concerned, in the registry's order: the one named, or (for `*`) each
+    // that requires an output this setting hides, found from the outputs' side so that
+    // the work follows what is hidden rather than every receiver.
+    let receivers: BTreeSet<usize> = if to == "*" {
+        required
+            .by_output
+            .iter()
+            .filter(|(output, _)| hides(output))
+            .flat_map(|(_, receivers)| receivers.iter().copied())
+            .collect()
+    } else {
+        required
+            .by_id
+            .get(to)
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect()
+    };
+    for a in receivers.into_iter().filter_map(|i| spec.agents.get(i)) {
+        let hidden: Vec<&str> = a
             .context_requirements
             .as_ref()
-            .map_or(&[][..], |r| r.requires_prior_outputs.as_slice());
-        let hidden: Vec<&str> = required
+            .map_or(&[][..], |r| r.requires_prior_outputs.as_slice())
             .iter()
-            .filter(|r| !prior.admits(r, required))
             .map(String::as_str)
+            .filter(|r| hides(r))
             .collect();
         if !hidden.is_empty() {
             c.push(
@@ -327,6 +384,11 @@ fn check_parts(
             );
         }
     }
+    check_identity(c, p, parts, prior);
+}
+
+/// `agent_identity = "hide"` cannot go with a setting whose prior outputs name agents.
+fn check_identity(c: &mut Checker<'_>, p: &Pointer, parts: &ContextParts, prior: &PriorOutputs) {
     let names_agents = matches!(
         prior,
         PriorOutputs::Which(PriorOutputsWhich::All) | PriorOutputs::Agents(_)

@@ -36,7 +36,11 @@ fn yes() -> bool {
 pub(crate) fn check(c: &mut Checker<'_>) {
     let spec = c.spec;
     let mut ids = BTreeSet::new();
+    let mut exclusive_ids = BTreeSet::new();
     for (i, d) in spec.domains.iter().enumerate() {
+        if d.exclusive {
+            exclusive_ids.insert(d.id.as_str());
+        }
         if !ids.insert(d.id.as_str()) {
             c.push(
                 ptr!["domains", i, "id"],
@@ -56,7 +60,7 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 );
                 continue;
             }
-            let exclusive = spec.domains.iter().any(|x| x.id == *d && x.exclusive);
+            let exclusive = exclusive_ids.contains(d.as_str());
             let list = writers.entry(d.as_str()).or_default();
             if let (true, Some(owner)) = (exclusive, list.first().copied()) {
                 c.push(

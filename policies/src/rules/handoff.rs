@@ -2,22 +2,22 @@
 //! section: may `from` hand off to `to`? Explicit forbidden edges first, then allowed edges,
 //! then what the flow order forbids (skip, reverse, circular: `flow.rs`), then deny by
 //! default. Read-only context edges (Guardrail 2) are a separate kind of input that never
-//! counts as a decision input. Every pair's verdict is decided once per bundle, when it is
-//! compiled.
+//! counts as a decision input. A pair is decided when asked, from indexes of the matrix built
+//! once per bundle (a bundle of n agents has n² pairs, far more than it has edges).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::canonical::{BundleHash, sort_dedup};
-use crate::compiled::PolicyBundle;
+use crate::compiled::{AgentIndex, PolicyBundle};
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
-use crate::rules::flow::{self, FlowRelation};
+use crate::rules::flow::{self, FlowIndex, FlowRelation};
 use crate::validate::Checker;
 
 /// The rule id of a pair that no edge allows and nothing forbids.
@@ -127,10 +127,6 @@ pub fn edge_id(id: &Option<String>, kind: &str, from: &str, to: &str) -> String 
     id.clone().unwrap_or_else(|| format!("{kind}:{from}->{to}"))
 }
 
-fn covers(pattern: &str, agent: &str) -> bool {
-    pattern == "*" || pattern == agent
-}
-
 /// The matrix's checks: every agent and output type it names is declared, no pair is
 /// listed twice, no allowed edge is also forbidden or contradicts the flow order, and
 /// every forbidden edge says why.
@@ -142,6 +138,14 @@ pub(crate) fn check(c: &mut Checker<'_>) {
     }
     if m.sequential_flow {
         flow::check_sequential(c, m);
+    }
+    let flow_index = FlowIndex::new(&m.flow_order);
+    // The first forbidden edge of each pattern pair, for the allowed edges' contradictions.
+    let mut forbidding: BTreeMap<(&str, &str), (usize, &ForbiddenEdge)> = BTreeMap::new();
+    for (j, f) in m.forbidden.iter().enumerate() {
+        forbidding
+            .entry((f.from.as_str(), f.to.as_str()))
+            .or_insert((j, f));
     }
     let mut decisive = BTreeSet::new();
     for (i, e) in m.allowed.iter().enumerate() {
@@ -158,12 +162,17 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 format!("edge {} → {} is allowed twice", e.from, e.to),
             );
         }
-        flow::check_allowed_edge(c, &p, &m.flow_order, e);
-        if let Some((j, f)) = m
-            .forbidden
+        flow::check_allowed_edge(c, &p, &m.flow_order, &flow_index, e);
+        let patterns = [
+            (e.from.as_str(), e.to.as_str()),
+            (e.from.as_str(), "*"),
+            ("*", e.to.as_str()),
+            ("*", "*"),
+        ];
+        if let Some(&(j, f)) = patterns
             .iter()
-            .enumerate()
-            .find(|(_, f)| covers(&f.from, &e.from) && covers(&f.to, &e.to))
+            .filter_map(|k| forbidding.get(k))
+            .min_by_key(|(j, _)| *j)
         {
             c.push(
                 p.clone(),
@@ -280,26 +289,56 @@ pub struct HandoffDecision {
     pub flow: FlowRelation,
 }
 
-/// Every pair's verdict, decided once per bundle (agents in canonical order, `n` of them):
-/// `decisive[from * n + to]` for a decision input, `context[from * n + to]` for read-only
-/// context.
+/// The matrix indexed by agent position (agents in canonical order), so that deciding a
+/// pair is a few lookups: its allowed and context edge, the forbidden edges that cover it
+/// (exact, then `from → *`, `* → to`, `* → *`), and where each agent stands in the flow
+/// order. Built in time linear in the matrix (times a logarithm), whatever the number of
+/// pairs.
 pub(crate) struct Verdicts {
-    decisive: Vec<HandoffDecision>,
-    context: Vec<HandoffDecision>,
+    /// Allowed edge by (from, to), into `interactions.allowed`.
+    allowed: BTreeMap<(usize, usize), usize>,
+    /// Context edge by (from, to), into `interactions.context`.
+    context: BTreeMap<(usize, usize), usize>,
+    /// Forbidden edge by (from, to) pattern, `None` for `*`, into `interactions.forbidden`.
+    forbidden: BTreeMap<(Option<usize>, Option<usize>), usize>,
+    flow: FlowIndex,
 }
 
 impl Verdicts {
-    pub(crate) fn compile(spec: &BundleSpec, hash: BundleHash, agent_ids: &[Arc<str>]) -> Self {
-        let n = agent_ids.len();
-        let mut decisive = Vec::with_capacity(n * n);
-        let mut context = Vec::with_capacity(n * n);
-        for from in agent_ids {
-            for to in agent_ids {
-                decisive.push(compute(spec, hash, from, to, InputKind::Decision));
-                context.push(compute(spec, hash, from, to, InputKind::Context));
+    pub(crate) fn compile(spec: &BundleSpec, index: &AgentIndex) -> Self {
+        let m = &spec.interactions;
+        let at = |id: &str| index.get(id).copied();
+        let pattern = |id: &str| {
+            if id == "*" {
+                Some(None)
+            } else {
+                at(id).map(Some)
+            }
+        };
+        let mut allowed = BTreeMap::new();
+        for (i, e) in m.allowed.iter().enumerate() {
+            if let (Some(f), Some(t)) = (at(&e.from), at(&e.to)) {
+                allowed.entry((f, t)).or_insert(i);
             }
         }
-        Self { decisive, context }
+        let mut context = BTreeMap::new();
+        for (i, e) in m.context.iter().enumerate() {
+            if let (Some(f), Some(t)) = (at(&e.from), at(&e.to)) {
+                context.entry((f, t)).or_insert(i);
+            }
+        }
+        let mut forbidden = BTreeMap::new();
+        for (i, e) in m.forbidden.iter().enumerate() {
+            if let (Some(f), Some(t)) = (pattern(&e.from), pattern(&e.to)) {
+                forbidden.entry((f, t)).or_insert(i);
+            }
+        }
+        Self {
+            allowed,
+            context,
+            forbidden,
+            flow: FlowIndex::new(&m.flow_order),
+        }
     }
 }
 
@@ -307,12 +346,13 @@ impl Verdicts {
 fn compute(
     spec: &BundleSpec,
     hash: BundleHash,
-    from: &str,
-    to: &str,
+    verdicts: &Verdicts,
+    (f, t): (usize, usize),
+    (from, to): (&str, &str),
     input: InputKind,
 ) -> HandoffDecision {
     let m = &spec.interactions;
-    let rel = flow::relation(&m.flow_order, from, to);
+    let rel = verdicts.flow.relation(&m.flow_order, from, to);
     let mut chain = Vec::new();
     let done = |verdict, rule_id: String, reason: String, chain, output_type: Option<&String>| {
         HandoffDecision {
@@ -323,7 +363,11 @@ fn compute(
         }
     };
     if input == InputKind::Context {
-        if let Some(e) = m.context.iter().find(|e| e.from == from && e.to == to) {
+        if let Some(e) = verdicts
+            .context
+            .get(&(f, t))
+            .and_then(|&i| m.context.get(i))
+        {
             let id = edge_id(&e.id, "context", from, to);
             let uses = if e.permitted_uses.is_empty() {
                 String::new()
@@ -347,12 +391,15 @@ fn compute(
         ));
     }
     // Exact forbidden edges first, then wildcards: the most specific reason wins.
-    let mut forbidden: Vec<_> = m
-        .forbidden
-        .iter()
-        .filter(|f| covers(&f.from, from) && covers(&f.to, to))
-        .collect();
-    forbidden.sort_by_key(|f| (f.from == "*", f.to == "*"));
+    let forbidden: Vec<&ForbiddenEdge> = [
+        (Some(f), Some(t)),
+        (Some(f), None),
+        (None, Some(t)),
+        (None, None),
+    ]
+    .iter()
+    .filter_map(|k| verdicts.forbidden.get(k).and_then(|&i| m.forbidden.get(i)))
+    .collect();
     if let Some(f) = forbidden.first() {
         let id = edge_id(&f.id, "forbid", &f.from, &f.to);
         chain.push(RuleStep::new(
@@ -374,7 +421,11 @@ fn compute(
         StepOutcome::NotApplicable,
         format!("no forbidden edge matches {from} → {to}"),
     ));
-    if let Some(e) = m.allowed.iter().find(|e| e.from == from && e.to == to) {
+    if let Some(e) = verdicts
+        .allowed
+        .get(&(f, t))
+        .and_then(|&i| m.allowed.get(i))
+    {
         let id = edge_id(&e.id, "allow", from, to);
         let trigger = e
             .trigger
@@ -454,19 +505,15 @@ impl PolicyBundle {
 
     /// May `from` hand work (or, with [`InputKind::Context`], read-only context) to `to`?
     pub fn decide_handoff(&self, from: &str, to: &str, input: InputKind) -> HandoffDecision {
-        let n = self.agent_ids.len();
         match (self.agent(from), self.agent(to)) {
-            (Some(f), Some(t)) => {
-                let table = if input == InputKind::Decision {
-                    &self.handoffs.decisive
-                } else {
-                    &self.handoffs.context
-                };
-                match table.get(f * n + t) {
-                    Some(d) => d.clone(),
-                    None => self.unknown_agent(from, to, input),
-                }
-            }
+            (Some(f), Some(t)) => compute(
+                &self.spec,
+                self.hash,
+                &self.handoffs,
+                (f, t),
+                (from, to),
+                input,
+            ),
             _ => self.unknown_agent(from, to, input),
         }
     }

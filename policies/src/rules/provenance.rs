@@ -70,6 +70,17 @@ pub struct ProducedBy {
 /// it names the citing field, and some allowed edge carries what it cites.
 pub(crate) fn check(c: &mut Checker<'_>) {
     let spec = c.spec;
+    if spec.provenance.is_empty() {
+        return;
+    }
+    let type_id = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
+    // (sender, output type id) of every allowed edge that carries a type.
+    let carried: BTreeSet<(&str, String)> = spec
+        .interactions
+        .allowed
+        .iter()
+        .filter_map(|e| Some((e.from.as_str(), type_id(e.output_type.as_deref()?))))
+        .collect();
     for (i, r) in spec.provenance.iter().enumerate() {
         let p = ptr!["provenance", i];
         c.agent_ref(p.key("at").key("from"), &r.at.from, false);
@@ -110,11 +121,10 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 "cites must name the field of each item that holds the cited id",
             );
         }
-        let base = |t: &str| t.split('@').next().unwrap_or(t).to_owned();
-        let produces = spec.interactions.allowed.iter().any(|e| {
-            e.from == r.produced_by.agent
-                && e.output_type.as_deref().map(base) == Some(base(&r.produced_by.output_type))
-        });
+        let produces = carried.contains(&(
+            r.produced_by.agent.as_str(),
+            type_id(&r.produced_by.output_type),
+        ));
         if c.agents.contains(r.produced_by.agent.as_str()) && !produces {
             c.push(
                 p.key("produced_by"),

@@ -3,7 +3,7 @@
 //! recursion limits, child types, stop conditions and the budget rules (a child gets at most 50%
 //! of its parent's remaining budget; past 70% an episode must finalize or escalate, not recurse).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -213,8 +213,9 @@ fn check_policy(c: &mut Checker<'_>, p: Pointer, r: &RecursionPolicy) {
             ),
         );
     }
+    let forbidden: BTreeSet<&String> = r.forbidden_child_types.iter().collect();
     for (j, t) in r.allowed_child_types.iter().enumerate() {
-        if r.forbidden_child_types.contains(t) {
+        if forbidden.contains(t) {
             c.push(
                 p.key("allowed_child_types").index(j),
                 Code::Contradiction,

@@ -25,6 +25,7 @@ use crate::error::DiagnosticCode as Code;
 use crate::fieldpath::{self, leaves, remove, select};
 use crate::locate::{Pointer, ptr};
 use crate::model::{AgentSpec, BundleSpec};
+use crate::rules::capability::ResponsibilityLock;
 use crate::rules::context_parts::{ContentPart, ContextParts, PriorOutputs};
 use crate::rules::handoff::{HandoffDecision, InputKind};
 use crate::validate::Checker;
@@ -224,8 +225,9 @@ impl ConflictResolution {
 /// rules govern one pair, no rule contradicts itself, and every allowed or blocked field is
 /// one the declared output types can carry.
 pub(crate) fn check(c: &mut Checker<'_>) {
-    handoff_rules(c);
-    receiver_field_paths(c);
+    let types = EdgeTypes::new(c.spec);
+    handoff_rules(c, &types);
+    receiver_field_paths(c, &types);
 }
 
 /// One agent's `context_requirements` (at `p`, the agent's pointer): the agents it names
@@ -262,7 +264,7 @@ pub(crate) fn check_receiver(c: &mut Checker<'_>, p: &Pointer, a: &AgentSpec) {
 }
 
 /// The section itself: its field lists and its per-pair rules.
-fn handoff_rules(c: &mut Checker<'_>) {
+fn handoff_rules(c: &mut Checker<'_>, types: &EdgeTypes<'_>) {
     let spec = c.spec;
     let h = &spec.multi_agent_handoffs;
     let base = ptr!["multi_agent_handoffs"];
@@ -331,7 +333,7 @@ fn handoff_rules(c: &mut Checker<'_>) {
         }
         // A field the declared output type can never contain is a typo waiting to leak.
         if r.from_agent_id != "*" {
-            let schemas = schemas_for(spec, &r.from_agent_id, &r.to_agent_id);
+            let schemas = types.schemas(&r.from_agent_id, &r.to_agent_id);
             if !schemas.is_empty() {
                 let lists = [
                     ("allowed_context_fields", allowed),
@@ -403,64 +405,121 @@ fn impossible_paths(
     }
 }
 
-fn schemas_for<'a>(spec: &'a BundleSpec, from: &str, to: &str) -> Vec<&'a Value> {
-    let m = &spec.interactions;
-    let refs = m
-        .allowed
-        .iter()
-        .map(|e| (&e.from, &e.to, &e.output_type))
-        .chain(m.context.iter().map(|e| (&e.from, &e.to, &e.output_type)))
-        .filter(|(f, t, _)| *f == from && (to == "*" || *t == to))
-        .filter_map(|(_, _, o)| o.as_deref());
-    let mut out = Vec::new();
-    for r in refs {
-        let (id, version) = match r.split_once('@') {
-            Some((id, v)) => (id, v.parse::<u32>().ok()),
-            None => (r, None),
-        };
-        let best = spec
-            .output_types
-            .iter()
-            .filter(|t| t.id == id && version.is_none_or(|v| v == t.version))
-            .max_by_key(|t| t.version);
-        if let Some(t) = best {
-            out.push(&t.schema);
+/// The output types the matrix's edges (allowed and context) carry, indexed by sender
+/// and by pair, each resolved to its schema (the latest version when the edge names none),
+/// so that the checks of every handoff rule and receiver together read each edge a few
+/// times, not once per rule.
+struct EdgeTypes<'a> {
+    /// Each edge's output type by (from, to): `None` when it names none, else the
+    /// schema of the type it names, if declared.
+    by_pair: BTreeMap<(&'a str, &'a str), Vec<Option<Option<&'a Value>>>>,
+    /// The receivers each sender has an edge to.
+    by_from: BTreeMap<&'a str, BTreeSet<&'a str>>,
+    /// The senders each receiver has an edge from.
+    by_to: BTreeMap<&'a str, BTreeSet<&'a str>>,
+}
+
+impl<'a> EdgeTypes<'a> {
+    fn new(spec: &'a BundleSpec) -> Self {
+        let mut types: BTreeMap<&str, BTreeMap<u32, &Value>> = BTreeMap::new();
+        for t in &spec.output_types {
+            types
+                .entry(t.id.as_str())
+                .or_default()
+                .insert(t.version, &t.schema);
         }
+        let schema = |r: &str| {
+            let (id, version) = match r.split_once('@') {
+                Some((id, v)) => (id, v.parse::<u32>().ok()),
+                None => (r, None),
+            };
+            let versions = types.get(id)?;
+            match version {
+                Some(v) => versions.get(&v).copied(),
+                None => versions.values().next_back().copied(),
+            }
+        };
+        let m = &spec.interactions;
+        let edges = m
+            .allowed
+            .iter()
+            .map(|e| (&e.from, &e.to, &e.output_type))
+            .chain(m.context.iter().map(|e| (&e.from, &e.to, &e.output_type)));
+        let mut out = Self {
+            by_pair: BTreeMap::new(),
+            by_from: BTreeMap::new(),
+            by_to: BTreeMap::new(),
+        };
+        for (from, to, output_type) in edges {
+            out.by_pair
+                .entry((from.as_str(), to.as_str()))
+                .or_default()
+                .push(output_type.as_deref().map(schema));
+            out.by_from
+                .entry(from.as_str())
+                .or_default()
+                .insert(to.as_str());
+            out.by_to
+                .entry(to.as_str())
+                .or_default()
+                .insert(from.as_str());
+        }
+        out
     }
-    out
+
+    /// The output type of every edge of `from → to` (`to` may be `*`), as in `by_pair`.
+    fn edges(&self, from: &str, to: &str) -> Vec<Option<Option<&'a Value>>> {
+        let mut out = Vec::new();
+        let mut add = |t: &str| {
+            if let Some(list) = self.by_pair.get(&(from, t)) {
+                out.extend(list.iter().copied());
+            }
+        };
+        if to == "*" {
+            for t in self.by_from.get(from).into_iter().flatten() {
+                add(t);
+            }
+        } else {
+            add(to);
+        }
+        out
+    }
+
+    /// The distinct output-type schemas a handoff rule's fields are drawn from.
+    fn schemas(&self, from: &str, to: &str) -> Vec<&'a Value> {
+        let mut out: Vec<&Value> = self
+            .edges(from, to)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .collect();
+        out.sort_by_key(|v| std::ptr::from_ref(*v));
+        out.dedup_by_key(|v| std::ptr::from_ref(*v));
+        out
+    }
 }
 
 /// A receiver's own allow/block lists must name fields some incoming edge can carry,
 /// when every incoming edge declares its output type.
-fn receiver_field_paths(c: &mut Checker<'_>) {
+fn receiver_field_paths(c: &mut Checker<'_>, types: &EdgeTypes<'_>) {
     let spec = c.spec;
-    let m = &spec.interactions;
     for (i, a) in spec.agents.iter().enumerate() {
         let Some(ctx) = &a.context_requirements else {
             continue;
         };
-        let incoming: Vec<Option<&String>> = m
-            .allowed
-            .iter()
-            .filter(|e| e.to == a.id)
-            .map(|e| e.output_type.as_ref())
-            .chain(
-                m.context
-                    .iter()
-                    .filter(|e| e.to == a.id)
-                    .map(|e| e.output_type.as_ref()),
-            )
+        let senders = types.by_to.get(a.id.as_str());
+        let incoming: Vec<Option<Option<&Value>>> = senders
+            .into_iter()
+            .flatten()
+            .flat_map(|from| types.edges(from, &a.id))
             .collect();
+        // An edge that names no output type could carry anything.
         if incoming.is_empty() || incoming.iter().any(Option::is_none) {
             continue;
         }
-        let mut schemas = Vec::new();
-        for e in m.allowed.iter().filter(|e| e.to == a.id) {
-            schemas.extend(schemas_for(spec, &e.from, &a.id));
-        }
-        for e in m.context.iter().filter(|e| e.to == a.id) {
-            schemas.extend(schemas_for(spec, &e.from, &a.id));
-        }
+        let mut schemas: Vec<&Value> = incoming.into_iter().flatten().flatten().collect();
+        schemas.sort_by_key(|v| std::ptr::from_ref(*v));
+        schemas.dedup_by_key(|v| std::ptr::from_ref(*v));
         let allowed = ctx.allowed_context_fields.as_deref().unwrap_or_default();
         let lists = [
             ("allowed_context_fields", allowed),
@@ -1132,7 +1191,15 @@ impl PolicyBundle {
     pub fn emptied_content(&self) -> Vec<EmptiedContent> {
         let spec = &self.spec;
         let edges = &spec.interactions.allowed;
-        let is_edge = |from: &str, to: &str| edges.iter().any(|e| e.from == from && e.to == to);
+        let pairs: BTreeSet<(&str, &str)> = edges
+            .iter()
+            .map(|e| (e.from.as_str(), e.to.as_str()))
+            .collect();
+        let is_edge = |from: &str, to: &str| pairs.contains(&(from, to));
+        let mut locks: BTreeMap<&str, Vec<&ResponsibilityLock>> = BTreeMap::new();
+        for l in &spec.responsibility_locks {
+            locks.entry(l.capability.as_str()).or_default().push(l);
+        }
         let mut out = Vec::new();
         // Answers to capability requests, for each asking edge whose return is no edge
         // (`external` hands the run its input; it asks for no capability).
@@ -1140,16 +1207,22 @@ impl PolicyBundle {
             let Some(owner) = self.agent(&ask.to).and_then(|i| spec.agents.get(i)) else {
                 continue;
             };
+            if owner.capabilities.is_empty() || is_edge(&ask.to, &ask.from) {
+                continue;
+            }
+            let Some(rule_id) = self.scoped_to_nothing(&ask.to, &ask.from) else {
+                continue;
+            };
             let codes: Vec<String> = owner
                 .capabilities
                 .iter()
-                .filter(|c| self.may_request(&ask.from, &ask.to, &c.code))
+                .filter(|c| {
+                    let locks = locks.get(c.code.as_str()).map_or(&[][..], Vec::as_slice);
+                    may_request(locks, &ask.from, &ask.to)
+                })
                 .map(|c| c.code.clone())
                 .collect();
-            if codes.is_empty() || is_edge(&ask.to, &ask.from) {
-                continue;
-            }
-            if let Some(rule_id) = self.scoped_to_nothing(&ask.to, &ask.from) {
+            if !codes.is_empty() {
                 out.push(EmptiedContent {
                     from: ask.to.clone(),
                     to: vec![ask.from.clone()],
@@ -1165,17 +1238,19 @@ impl PolicyBundle {
             .filter(|to| self.agent(to).is_some() && *to != "external")
             .filter(|to| !is_content_source(to))
             .collect();
+        let full = |p: &ContextParts| p.observations == Some(ContentPart::Full);
+        // Receivers some handoff rule gives full observations (`*`: every receiver).
+        let observations_full_for: BTreeSet<&str> = spec
+            .multi_agent_handoffs
+            .agent_handoff_rules
+            .iter()
+            .filter(|r| r.context_parts.as_ref().is_some_and(full))
+            .map(|r| r.to_agent_id.as_str())
+            .collect();
         let observations_full = |to: &str| {
-            let full = |p: &ContextParts| p.observations == Some(ContentPart::Full);
             full(&spec.multi_agent_handoffs.context_parts)
-                || spec
-                    .multi_agent_handoffs
-                    .agent_handoff_rules
-                    .iter()
-                    .any(|r| {
-                        (r.to_agent_id == to || r.to_agent_id == "*")
-                            && r.context_parts.as_ref().is_some_and(full)
-                    })
+                || observations_full_for.contains(to)
+                || observations_full_for.contains("*")
         };
         for (source, kind) in [
             ("human", EmptiedKind::PersonsAnswer),
@@ -1212,22 +1287,6 @@ impl PolicyBundle {
         out
     }
 
-    /// Whether no responsibility lock keeps `code` of `target` from `asker`.
-    fn may_request(&self, asker: &str, target: &str, code: &str) -> bool {
-        self.spec
-            .responsibility_locks
-            .iter()
-            .filter(|l| l.capability == code)
-            .all(|l| {
-                l.owner == target
-                    && !l.forbidden_requesters.iter().any(|a| a == asker)
-                    && (asker == l.owner
-                        || l.requesters
-                            .as_ref()
-                            .is_none_or(|r| r.iter().any(|a| a == asker)))
-            })
-    }
-
     fn levels(&self, from: &str, to: &str) -> Vec<Level<'_>> {
         let rules = &self.spec.multi_agent_handoffs.agent_handoff_rules;
         let mut out = Vec::new();
@@ -1259,6 +1318,17 @@ impl PolicyBundle {
         }
         out
     }
+}
+
+/// Whether none of `locks` (those of one capability, in normal form: their lists sorted)
+/// keeps the capability of `target` from `asker`.
+fn may_request(locks: &[&ResponsibilityLock], asker: &str, target: &str) -> bool {
+    let names = |list: &[String]| list.binary_search_by(|a| a.as_str().cmp(asker)).is_ok();
+    locks.iter().all(|l| {
+        l.owner == target
+            && !names(&l.forbidden_requesters)
+            && (asker == l.owner || l.requesters.as_deref().is_none_or(names))
+    })
 }
 
 fn level_note(l: &Level<'_>) -> String {

@@ -84,7 +84,7 @@ pub(crate) fn check(c: &mut Checker<'_>) {
             );
         }
         if let Some(v) = &s.verifier
-            && !spec.agents.iter().any(|a| &a.id == v)
+            && !c.agents.contains(v.as_str())
         {
             c.push(
                 p.key("verifier"),
@@ -93,9 +93,10 @@ pub(crate) fn check(c: &mut Checker<'_>) {
             );
         }
     }
+    let governed: BTreeSet<&str> = spec.side_effects.iter().map(|s| s.kind.as_str()).collect();
     for (i, a) in spec.agents.iter().enumerate() {
         for (j, k) in a.side_effects.iter().enumerate() {
-            if !spec.side_effects.iter().any(|s| &s.kind == k) {
+            if !governed.contains(k.as_str()) {
                 c.push(
                     ptr!["agents", i, "side_effects", j],
                     Code::UnknownReference,

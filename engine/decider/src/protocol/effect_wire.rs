@@ -126,7 +126,7 @@ pub fn accept_answer<T: DeserializeOwned>(
         Some(Value::String(id)) => {
             return Err(malformed(format!(
                 "the answer's effect_id {id:?} is not the request's {:?}",
-                request.effect_id
+                request.effect_id.as_str()
             )));
         }
         Some(_) => return Err(malformed("effect_id is not a string".to_owned())),

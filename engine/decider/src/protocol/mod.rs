@@ -35,4 +35,4 @@ pub use tool::{
     DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,
     accept_tool_answer, resolve_tool, tool_invocation,
 };
-pub use validate::{ValidationError, ValidationProblem};
+pub use validate::{MAX_ACTIONS, MAX_LIST_ENTRIES, ValidationError, ValidationProblem};

@@ -77,6 +77,14 @@ pub enum ValidationProblem {
         /// Why it does not parse.
         reason: String,
     },
+    /// A list longer than the protocol allows (docs/agent-protocol.md#limits).
+    #[error("lists {count} entries, more than the limit of {limit}")]
+    TooMany {
+        /// How many the response lists.
+        count: usize,
+        /// The most a response may list.
+        limit: usize,
+    },
     /// usage.tool_calls counts fewer calls than tool_calls lists.
     #[error("{reported} is less than the {listed} entries in tool_calls")]
     UsageBelowListed {
@@ -85,6 +93,21 @@ pub enum ValidationProblem {
         /// tool_calls.len().
         listed: usize,
     },
+}
+
+/// The most actions one response may carry (docs/agent-protocol.md#limits).
+pub const MAX_ACTIONS: usize = 1_000;
+/// The most entries of `tool_calls`, of `warnings`, and of a handed-off task's
+/// `denied_tools`, in one response.
+pub const MAX_LIST_ENTRIES: usize = 1_000;
+
+/// A list of `count` entries within `limit`, or the problem naming the list.
+fn at_most(field: &str, count: usize, limit: usize) -> Result<(), ValidationError> {
+    if count > limit {
+        fail(field, ValidationProblem::TooMany { count, limit })
+    } else {
+        Ok(())
+    }
 }
 
 fn fail(field: impl Into<String>, problem: ValidationProblem) -> Result<(), ValidationError> {
@@ -188,7 +211,8 @@ impl AgentResponse {
     /// - ERROR needs `error_message`, and carries no confidence and no actions;
     /// - `error_code`, when present, is CATEGORY_SPECIFIC_ERROR;
     /// - `usage.tool_calls` is at least the number of `tool_calls` listed;
-    /// - names in tool calls and actions are not empty, and `finish` comes last.
+    /// - names in tool calls and actions are not empty, and `finish` comes last;
+    /// - no list is longer than its limit ([`MAX_ACTIONS`], [`MAX_LIST_ENTRIES`]).
     ///
     /// # Errors
     /// The first rule broken, naming the field.
@@ -246,6 +270,9 @@ impl AgentResponse {
                 },
             );
         }
+        at_most("actions", self.actions.len(), MAX_ACTIONS)?;
+        at_most("tool_calls", self.tool_calls.len(), MAX_LIST_ENTRIES)?;
+        at_most("warnings", self.warnings.len(), MAX_LIST_ENTRIES)?;
         for (i, warning) in self.warnings.iter().enumerate() {
             non_empty(|| format!("warnings[{i}]"), warning)?;
         }
@@ -303,6 +330,11 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
                 return Ok(());
             };
             non_empty(|| format!("actions[{i}].task.id"), &task.id)?;
+            at_most(
+                &format!("actions[{i}].task.denied_tools"),
+                task.denied_tools.len(),
+                MAX_LIST_ENTRIES,
+            )?;
             for (j, pattern) in task.denied_tools.iter().enumerate() {
                 let at = || format!("actions[{i}].task.denied_tools[{j}]");
                 non_empty(at, pattern)?;

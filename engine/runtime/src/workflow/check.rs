@@ -4,7 +4,7 @@
 //! knows, every command resolves and every working directory exists. A run whose
 //! workflow has a problem is refused before anything is recorded.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -65,16 +65,17 @@ pub fn check_workflow(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<Workflo
 #[must_use]
 pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<WorkflowProblem> {
     let mut problems = Vec::new();
-    let known: Vec<&str> = bundle.agent_ids().collect();
+    let known: BTreeSet<&str> = bundle.agent_ids().collect();
+    let known_list = listed(known.iter().copied());
     // A risk classifier is reached through the workflow's own `classifiers` lists, not
     // through the bundle: naming it there is what makes it known.
-    let classifiers: Vec<&str> = spec
+    let classifiers: BTreeSet<&str> = spec
         .agents
         .values()
         .flat_map(|a| a.classifiers.iter().map(String::as_str))
         .collect();
     for id in spec.agents.keys() {
-        if !known.contains(&id.as_str()) && !classifiers.contains(&id.as_str()) {
+        if !known.contains(id.as_str()) && !classifiers.contains(id.as_str()) {
             problems.push(WorkflowProblem {
                 section: format!("[agents.{id}]"),
                 message: format!(
@@ -82,7 +83,7 @@ pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<W
                      (its agents: {}): fix the name, remove the section, or declare the \
                      agent under [[agents]] in the bundle",
                     bundle.spec().bundle.id,
-                    known.join(", ")
+                    known_list
                 ),
             });
         }
@@ -95,19 +96,20 @@ pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<W
                     "is missing: the policy bundle can route work to `{agent}` ({}), but the \
                      workflow does not say how to reach it; add the section with `command`, \
                      `http` or `in_process = true`",
-                    why.join("; ")
+                    listed_with(why.iter().map(String::as_str), "; ")
                 ),
             });
         }
     }
-    let kinds: Vec<&str> = bundle
+    let kinds: BTreeSet<&str> = bundle
         .spec()
         .side_effects
         .iter()
         .map(|s| s.kind.as_str())
         .collect();
+    let kinds_list = listed(kinds.iter().copied());
     for kind in spec.effects.keys() {
-        if !kinds.contains(&kind.as_str()) {
+        if !kinds.contains(kind.as_str()) {
             problems.push(WorkflowProblem {
                 section: format!("[effects.{kind}]"),
                 message: format!(
@@ -117,7 +119,7 @@ pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<W
                     if kinds.is_empty() {
                         "none".to_owned()
                     } else {
-                        kinds.join(", ")
+                        kinds_list.clone()
                     }
                 ),
             });
@@ -126,16 +128,46 @@ pub fn check_against_bundle(spec: &WorkflowSpec, bundle: &PolicyBundle) -> Vec<W
     problems
 }
 
-/// Every agent the bundle can route work to, but `external`, with why.
+/// The most names a problem lists of a longer list (the bundle's agents, its effect
+/// kinds, the reasons an agent is routable); the rest are counted, so that the problems
+/// of a workflow cost what the workflow and its bundle do, not their product.
+const LISTED: usize = 20;
+
+/// `names` joined by `, `, the first [`LISTED`] of them and how many more.
+fn listed<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    listed_with(names, ", ")
+}
+
+fn listed_with<'a>(names: impl Iterator<Item = &'a str>, separator: &str) -> String {
+    let mut text = String::new();
+    let mut more = 0usize;
+    for (i, name) in names.enumerate() {
+        if i >= LISTED {
+            more += 1;
+            continue;
+        }
+        if i > 0 {
+            text.push_str(separator);
+        }
+        text.push_str(name);
+    }
+    if more > 0 {
+        text.push_str(&format!("{separator}and {more} more"));
+    }
+    text
+}
+
+/// Every agent the bundle can route work to, but `external`, with why (each reason
+/// once, in the order found).
 fn routable(bundle: &PolicyBundle) -> BTreeMap<String, Vec<String>> {
     let spec = bundle.spec();
-    let mut reasons: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut reasons: BTreeMap<String, (BTreeSet<String>, Vec<String>)> = BTreeMap::new();
     let mut add = |agent: &str, why: String| {
         if agent == EXTERNAL || agent == "*" {
             return;
         }
-        let list = reasons.entry(agent.to_owned()).or_default();
-        if !list.contains(&why) {
+        let (seen, list) = reasons.entry(agent.to_owned()).or_default();
+        if seen.insert(why.clone()) {
             list.push(why);
         }
     };
@@ -166,6 +198,9 @@ fn routable(bundle: &PolicyBundle) -> BTreeMap<String, Vec<String>> {
         }
     }
     reasons
+        .into_iter()
+        .map(|(agent, (_, list))| (agent, list))
+        .collect()
 }
 
 /// The commands and working directories, as recorded (relative paths already made
