@@ -106,7 +106,10 @@ impl AcknowledgedFile {
         let this = AcknowledgedFile { file, path };
         this.record(end)
             .and_then(|()| this.file.set_len(LEN as u64))
-            .map_err(io_err("writing the acknowledged end of the log to", &this.path))?;
+            .map_err(io_err(
+                "writing the acknowledged end of the log to",
+                &this.path,
+            ))?;
         Ok(this)
     }
 

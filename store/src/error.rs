@@ -311,7 +311,11 @@ fn recorded_after(streams: &[StreamId]) -> String {
     };
     format!(
         "; events of {} {}{more} were recorded after it and cannot be read past it",
-        if streams.len() == 1 { "stream" } else { "streams" },
+        if streams.len() == 1 {
+            "stream"
+        } else {
+            "streams"
+        },
         names.join(", ")
     )
 }

@@ -202,7 +202,14 @@ pub(crate) fn streams_after(log_dir: &Path, segments: &[u64], from: LogPoint) ->
     let mut note = |payload: &[u8]| {
         let mut at = 0;
         while let Some(rest) = payload.get(at..).filter(|r| !r.is_empty()) {
-            let Ok(rec) = parse_record(rest) else { break };
+            let Ok(rec) = parse_record(rest) else {
+                if let Some(stream) = stream_of_cut_record(rest)
+                    && !seen.contains(&stream)
+                {
+                    seen.push(stream);
+                }
+                break;
+            };
             if rec.tag == TAG_EVENT
                 && let Ok((event, _)) = decode_event(&rec.body, None)
                 && !seen.contains(&event.stream)
@@ -252,6 +259,21 @@ pub(crate) fn streams_after(log_dir: &Path, segments: &[u64], from: LogPoint) ->
         }
     }
     seen
+}
+
+/// The stream of an event record cut short, when it is stored uncompressed and its id
+/// (at the start of its canonical body, §3) is still there.
+fn stream_of_cut_record(record: &[u8]) -> Option<StreamId> {
+    if record.get(4) != Some(&TAG_EVENT) {
+        return None;
+    }
+    let len = usize::from(*record.get(5)?);
+    if len >= 0x80 {
+        // A longer id's length takes more than one varint byte: not worth guessing at.
+        return None;
+    }
+    let id = std::str::from_utf8(record.get(6..6 + len)?).ok()?;
+    StreamId::new(id).ok()
 }
 
 /// Damage at `here`, said as damage to an acknowledged batch when `acknowledged` is

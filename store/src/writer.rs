@@ -19,16 +19,16 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tracing::{debug, error, info_span};
 
+use crate::acknowledged::{AcknowledgedFile, LogPoint};
 use crate::api::Appended;
 use crate::codec::push_blob;
 use crate::error::StoreError;
+use crate::error::io_err;
 use crate::event::{Hash, StreamId};
 use crate::index::{
     IndexBatch, NODE_MIN_LEVEL, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState,
 };
 use crate::merkle::TreeHash;
-use crate::acknowledged::{AcknowledgedFile, LogPoint};
-use crate::error::io_err;
 use crate::segment::{
     BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch, segment_path, sync_dir,
 };
@@ -673,11 +673,7 @@ const INDEX_RETRY: Duration = Duration::from_millis(500);
 /// end of the log they reach (§15). If sled fails, the entries stay in memory (reads still
 /// work), the writer stops taking appends, and the same entries are written again every
 /// [`INDEX_RETRY`] until sled takes them; then the writer takes appends again.
-fn index_batches(
-    shared: &Shared,
-    rx: &Receiver<Durable>,
-    acknowledged: Option<&AcknowledgedFile>,
-) {
+fn index_batches(shared: &Shared, rx: &Receiver<Durable>, acknowledged: Option<&AcknowledgedFile>) {
     // Runs of the gathered batches per stream number, in log (so sequence) order.
     let mut per_stream: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
     // Batches sled refused, written again with the next attempt.

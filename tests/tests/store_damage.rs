@@ -95,7 +95,10 @@ fn a_writer_refuses_to_append_after_damage_in_the_middle_of_a_segment() {
     flip(&segment(&data), at + len / 2);
     let log_before = files(&data.join("log"));
 
-    let out = docket(&data, &["run", wf.to_str().expect("utf-8"), "--run-id", "new"]);
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "new"],
+    );
     let err = stderr(&out);
     assert_eq!(code(&out), 1, "{err}");
     assert!(err.contains("00000000000000000001.seg"), "{err}");
@@ -154,7 +157,10 @@ fn damage_to_the_last_acknowledged_batch_fails_verify_instead_of_passing_as_torn
         "{}",
         stderr(&out)
     );
-    let out = docket(&data, &["run", wf.to_str().expect("utf-8"), "--run-id", "new"]);
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "new"],
+    );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
         stderr(&out).contains("not a torn write"),
@@ -229,10 +235,16 @@ fn a_garbage_marker_is_named_as_such() {
         let err = stderr(&out);
         assert_eq!(code(&out), 1, "docket {args:?}: {err}");
         assert!(
-            err.contains(&format!("{} is not a docket store marker", marker.display())),
+            err.contains(&format!(
+                "{} is not a docket store marker",
+                marker.display()
+            )),
             "docket {args:?}: {err}"
         );
-        assert!(!err.contains("nothing was ever recorded"), "docket {args:?}: {err}");
+        assert!(
+            !err.contains("nothing was ever recorded"),
+            "docket {args:?}: {err}"
+        );
     }
 }
 
@@ -242,7 +254,10 @@ fn a_stray_file_in_the_log_directory_is_named_as_such() {
     let (data, wf) = runs(dir.path(), &["first"]);
     // A file not named as a segment is no part of the log.
     std::fs::write(data.join("log").join("notes.txt"), b"mine").expect("write");
-    let out = docket(&data, &["run", wf.to_str().expect("utf-8"), "--run-id", "second"]);
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "second"],
+    );
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let out = docket(&data, &["runs"]);
     assert_eq!(code(&out), 0, "{}", stderr(&out));
@@ -253,7 +268,10 @@ fn a_stray_file_in_the_log_directory_is_named_as_such() {
     // One named as a segment far past the last is named, not a segment missing before it.
     let stray = data.join("log").join("00000000000000000007.seg");
     std::fs::write(&stray, b"not mine").expect("write");
-    let out = docket(&data, &["run", wf.to_str().expect("utf-8"), "--run-id", "third"]);
+    let out = docket(
+        &data,
+        &["run", wf.to_str().expect("utf-8"), "--run-id", "third"],
+    );
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
         stderr(&out).contains(&stray.display().to_string())

@@ -64,15 +64,24 @@ async fn foreign_and_future_directories_are_refused() {
         let marker = dir.path().join("DOCKET-STORE");
         fs::write(&marker, garbage).unwrap();
         let err = open_err(dir.path()).await;
-        assert!(matches!(&err, StoreError::BadMarker { path, .. } if path == &marker), "{err}");
-        assert!(err.to_string().contains("is not a docket store marker"), "{err}");
+        assert!(
+            matches!(&err, StoreError::BadMarker { path, .. } if path == &marker),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("is not a docket store marker"),
+            "{err}"
+        );
         let err = match EmbeddedStore::open_read_only(dir.path()).await {
             Ok(_) => panic!("a view opened a directory with a garbage marker"),
             Err(e) => e,
         };
         assert!(matches!(&err, StoreError::BadMarker { .. }), "{err}");
         let err = crate::scan_log(dir.path(), |_| {}).unwrap_err();
-        assert!(matches!(&err, crate::ScanError::Store(StoreError::BadMarker { .. })), "{err}");
+        assert!(
+            matches!(&err, crate::ScanError::Store(StoreError::BadMarker { .. })),
+            "{err}"
+        );
     }
 }
 
@@ -206,7 +215,10 @@ async fn a_writer_refuses_to_append_after_damage_the_index_covers() {
     let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
     let report = view.view_report().unwrap();
     let damage = report.log_damage.expect("the view reports the damage");
-    assert_eq!((damage.segment, damage.offset), (path.clone(), third as u64));
+    assert_eq!(
+        (damage.segment, damage.offset),
+        (path.clone(), third as u64)
+    );
     assert_eq!(damage.streams_after, vec![sid("a"), sid("b"), sid("c")]);
     let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
     assert!(
@@ -291,10 +303,19 @@ async fn a_log_cut_before_its_acknowledged_end_is_damage() {
     }
     let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
     let damage = view.view_report().unwrap().log_damage.expect("reported");
-    assert!(matches!(damage.damage, Damage::AcknowledgedMissing { .. }), "{damage:?}");
+    assert!(
+        matches!(damage.damage, Damage::AcknowledgedMissing { .. }),
+        "{damage:?}"
+    );
     let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
     assert!(
-        matches!(&summary.end, crate::LogEnd::Damaged { damage: Damage::AcknowledgedMissing { .. }, .. }),
+        matches!(
+            &summary.end,
+            crate::LogEnd::Damaged {
+                damage: Damage::AcknowledgedMissing { .. },
+                ..
+            }
+        ),
         "{summary:?}"
     );
 }
@@ -438,7 +459,10 @@ async fn missing_or_foreign_segment_files_are_named() {
     assert!(stray.exists());
 
     // A file named as a segment past a gap is named itself, not the segments missing.
-    let last = (1..).take_while(|&n| seg(dir.path(), n).exists()).last().unwrap();
+    let last = (1..)
+        .take_while(|&n| seg(dir.path(), n).exists())
+        .last()
+        .unwrap();
     let far = seg(dir.path(), last + 5);
     fs::write(&far, b"not a segment").unwrap();
     let err = open_err(dir.path()).await;
@@ -448,14 +472,21 @@ async fn missing_or_foreign_segment_files_are_named() {
         "{err}"
     );
     assert!(
-        err.to_string()
-            .contains(&format!("segments {} to {} are missing, or this file is not part of this log", last + 1, last + 4)),
+        err.to_string().contains(&format!(
+            "segments {} to {} are missing, or this file is not part of this log",
+            last + 1,
+            last + 4
+        )),
         "{err}"
     );
     // Readers read the log up to the gap, and say where it is.
     let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
     assert_eq!(read_all(&view, &sid("a")).await.len(), 6);
-    let damage = view.view_report().unwrap().log_damage.expect("the gap is reported");
+    let damage = view
+        .view_report()
+        .unwrap()
+        .log_damage
+        .expect("the gap is reported");
     assert_eq!(damage.segment, far);
     let mut events = 0;
     let summary = crate::scan_log(dir.path(), |r| {
@@ -537,6 +568,7 @@ async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
     store.close().await;
 
     // Damage event 9,000's payload (a later chunk): the read yields 1..=8,999, then the break.
+    // The batch's checksum is sealed again: the frame is intact, the event's hash is wrong.
     let path = seg(dir.path(), 1);
     let mut bytes = fs::read(&path).unwrap();
     let needle = b"payload 00008999";
@@ -545,6 +577,12 @@ async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
         .position(|w| w == needle)
         .unwrap();
     bytes[at + 8] ^= 0x01;
+    let (frame, len) = frames(&bytes)
+        .into_iter()
+        .find(|&(f, l)| f < at && at < f + l)
+        .unwrap();
+    let crc = crc32fast::hash(&bytes[frame + 12..frame + len]);
+    bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
     fs::write(&path, &bytes).unwrap();
     let store = open(dir.path(), relaxed()).await;
     let mut read = Box::pin(store.read(&s, 1..=n));

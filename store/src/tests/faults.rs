@@ -158,7 +158,10 @@ async fn a_failing_index_stops_appends_until_it_heals_and_loses_nothing_acknowle
                 Err(e) => panic!("{e}"),
             }
         }
-        assert!(taken, "the writer never took appends again after the index healed");
+        assert!(
+            taken,
+            "the writer never took appends again after the index healed"
+        );
         store.close().await;
     }
     // Everything acknowledged is there and sound.
