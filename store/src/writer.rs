@@ -550,11 +550,11 @@ impl Writer {
     /// batch, when the cut fails too).
     fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
         let result = self.write_and_sync(frame);
-        if result.is_err() {
-            if let Err(cut) = self.cut_back() {
-                error!(error = %cut, "cutting the failed batch off the log failed too; tried again before the next batch");
-                self.cut_pending = true;
-            }
+        if result.is_err()
+            && let Err(cut) = self.cut_back()
+        {
+            error!(error = %cut, "cutting the failed batch off the log failed too; tried again before the next batch");
+            self.cut_pending = true;
         }
         result
     }
