@@ -355,7 +355,7 @@ pub(crate) fn main(args: DemoArgs, data: Option<PathBuf>) -> ExitCode {
     match runtime.block_on(demo(args, data)) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", crate::errors::error_text(&e));
+            say!("error: {}", crate::errors::error_text(&e));
             ExitCode::from(EXIT_FAILED)
         }
     }

@@ -145,7 +145,7 @@ async fn export(
         Sealing::Signed(seal) => format!("signed by {}", seal.key.label()),
         Sealing::Unsealed => "not signed: the run has no checkpoint at this size (a finished run is sealed once the data directory has a key: `docket keys generate`)".to_owned(),
         Sealing::Unverified { why, .. } => {
-            eprintln!(
+            say!(
                 "warning: run {run} is exported unsigned: {why}; `docket verify {run}` says more"
             );
             format!("not signed: {why}")

@@ -69,13 +69,13 @@ pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: cannot write output: {e}");
+        say!("error: cannot write output: {e}");
         return ExitCode::from(crate::runs::EXIT_FAILED);
     }
     match result {
         Ok(()) => ExitCode::from(crate::runs::EXIT_COMPLETED),
         Err(e) => {
-            eprintln!("error: {}", crate::errors::error_text(&e));
+            say!("error: {}", crate::errors::error_text(&e));
             ExitCode::from(crate::runs::EXIT_FAILED)
         }
     }

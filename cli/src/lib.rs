@@ -6,7 +6,22 @@
 //! register | rules | set-rules`), the examples' tour (`demo`) and the HTTP API (`serve`,
 //! `token`).
 //! This is the one crate that prints and chooses exit codes.
-#![allow(clippy::print_stdout, clippy::print_stderr)]
+//!
+//! It writes diagnostics through `say!` and a command's output on stdout in one write
+//! whose failure on a closed pipe is quiet, never through `println!` or `eprintln!`,
+//! which panic when the reader has gone (`docket status RUN 2>&1 | head -1`); clippy
+//! holds the crate to that.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
+/// Writes a line on stderr. What cannot be written (stderr closed, a pipe whose reader
+/// has gone) is dropped: a diagnostic is not worth a panic, and the exit code still says
+/// how the command ended.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -272,13 +287,13 @@ pub fn main() -> ExitCode {
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: cannot write output: {e}");
+        say!("error: cannot write output: {e}");
         return ExitCode::from(1);
     }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(f) => {
-            eprintln!("error: {}", errors::error_text(&f.error));
+            say!("error: {}", errors::error_text(&f.error));
             ExitCode::from(f.code)
         }
     }
@@ -292,13 +307,13 @@ fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: cannot write output: {e}");
+        say!("error: cannot write output: {e}");
         return ExitCode::from(1);
     }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", errors::error_text(&e));
+            say!("error: {}", errors::error_text(&e));
             ExitCode::from(1)
         }
     }
@@ -397,7 +412,7 @@ fn run(command: PolicyCommand, out: &mut String) -> Result<u8, Failure> {
                 );
             } else {
                 for w in &warnings {
-                    eprintln!("warning: {w}");
+                    say!("warning: {w}");
                 }
                 outln!(
                     out,

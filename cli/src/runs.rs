@@ -338,7 +338,7 @@ pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
         .enable_all()
         .build()
         .map_err(|e| {
-            eprintln!("error: cannot start the async runtime: {e}");
+            say!("error: cannot start the async runtime: {e}");
             ExitCode::from(EXIT_FAILED)
         })
 }
@@ -354,7 +354,7 @@ pub(crate) fn run_async(
     let _telemetry = match crate::telemetry::init() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return ExitCode::from(2);
         }
     };
@@ -367,13 +367,13 @@ pub(crate) fn run_async(
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
-        eprintln!("error: cannot write output: {e}");
+        say!("error: cannot write output: {e}");
         return ExitCode::from(EXIT_FAILED);
     }
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {}", crate::errors::error_text(&e));
+            say!("error: {}", crate::errors::error_text(&e));
             ExitCode::from(EXIT_FAILED)
         }
     }
@@ -391,7 +391,7 @@ pub(crate) static LOCK_WAIT: std::sync::OnceLock<std::time::Duration> = std::syn
 
 /// Said once on stderr when a command has to wait for the writer lock.
 fn tell_waiting(dir: &Path, holder: &LockHolder) {
-    eprintln!(
+    say!(
         "waiting for {holder}, which is recording in {}: one process records at a time (--lock-wait SECS says how long to wait)",
         dir.display()
     );
@@ -484,8 +484,21 @@ pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStor
                 .context(format!("cannot read the data directory {}", dir.display())),
         })?;
     if let Some(damage) = store.view_report().and_then(|r| r.log_damage) {
-        eprintln!(
-            "warning: the log is damaged in {} at byte offset {} ({}): nothing after it was read, so runs may lack their later events (docket verify checks the whole directory)",
+        let after = if damage.streams_after.is_empty() {
+            "runs may lack their later events".to_owned()
+        } else {
+            format!(
+                "these runs have events recorded after it, not shown: {}",
+                damage
+                    .streams_after
+                    .iter()
+                    .map(docket_store::StreamId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        say!(
+            "warning: the log is damaged in {} at byte offset {} ({}): nothing after it was read, so {after} (docket verify checks the whole directory)",
             damage.segment.display(),
             damage.offset,
             damage.damage
@@ -495,7 +508,7 @@ pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStor
 }
 
 /// [`open_read`] for a command about one run: a missing directory is said as the run
-/// missing from it.
+/// missing from it, and a run recorded only after damage to the log as that damage.
 pub(crate) async fn open_read_for(
     dir: &Path,
     run: &RunId,
@@ -506,7 +519,20 @@ pub(crate) async fn open_read_for(
             dir.display()
         );
     }
-    open_read(dir).await
+    let rt = open_read(dir).await?;
+    if let Some(damage) = rt.store().view_report().and_then(|r| r.log_damage)
+        && let Ok(stream) = docket_store::StreamId::new(run.as_str())
+        && damage.streams_after.contains(&stream)
+        && matches!(rt.store().head(&stream).await, Ok(None))
+    {
+        anyhow::bail!(
+            "run {run} was recorded after damage to the log in {} at byte offset {} ({}): none of its events can be read (docket verify checks the whole directory)",
+            damage.segment.display(),
+            damage.offset,
+            damage.damage
+        );
+    }
+    Ok(rt)
 }
 
 /// Whether a run whose log says it is running is driven by a live process: the holder
@@ -528,7 +554,7 @@ fn announce_when_recorded(rt: &Runtime<EmbeddedStore>, run: &RunId) -> tokio::ta
         let Some(stream) = stream else { return };
         let mut tail = Box::pin(store.tail(&stream, 1));
         if let Some(Ok(_)) = futures::StreamExt::next(&mut tail).await {
-            eprintln!("run {run} recorded; follow it with: docket status {run}");
+            say!("run {run} recorded; follow it with: docket status {run}");
         }
     })
 }
@@ -639,7 +665,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 } else {
                     "not the workflow's bundle file, which differs (`docket policy register` it to run it)"
                 };
-                eprintln!(
+                say!(
                     "bundle {} version {} ({}), the latest registered in {}: {file}",
                     v.bundle,
                     v.version,
@@ -651,7 +677,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             // the run starts, not refused (docs/governance.md#content-that-is-not-a-handoff).
             let chosen = latest.as_ref().map_or(&wf, |l| &l.workflow);
             for w in chosen.emptied_content() {
-                eprintln!("warning: {w}");
+                say!("warning: {w}");
             }
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.

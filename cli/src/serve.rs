@@ -76,7 +76,7 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
             crate::kill_switch::initialise_store(data)?;
             let token = tokens::create(data, &name, role, now_s())?;
             let _ = writeln!(out, "{token}");
-            eprintln!(
+            say!(
                 "token `{name}` ({role}) made; it is shown this once, only its hash is kept in {}",
                 tokens::tokens_path(data).display()
             );
@@ -117,9 +117,12 @@ pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
                 .local_addr()
                 .context("cannot read the bound address")?;
             // The readiness line: tests and scripts wait for it.
-            println!("listening on http://{addr}");
-            let _ = std::io::stdout().flush();
-            eprintln!(
+            {
+                let mut stdout = std::io::stdout().lock();
+                let _ = writeln!(stdout, "listening on http://{addr}");
+                let _ = stdout.flush();
+            }
+            say!(
                 "docket serve: {} (API at http://{addr}/api, docs/api.md); Ctrl-C stops it",
                 data.display()
             );

@@ -83,7 +83,7 @@ impl Drop for Telemetry {
     fn drop(&mut self) {
         if let Some(provider) = self.provider.take() {
             if let Err(e) = provider.force_flush() {
-                eprintln!("warning: OpenTelemetry spans not all sent: {e}");
+                say!("warning: OpenTelemetry spans not all sent: {e}");
             }
             let _ = provider.shutdown();
         }

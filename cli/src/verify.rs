@@ -215,7 +215,7 @@ pub(crate) async fn seal_after(rt: &Runtime<EmbeddedStore>, data: &Path) {
         Ok(Some(key)) => key,
         Ok(None) => return,
         Err(e) => {
-            eprintln!("warning: finished runs not sealed: {e}");
+            say!("warning: finished runs not sealed: {e}");
             return;
         }
     };
@@ -223,7 +223,7 @@ pub(crate) async fn seal_after(rt: &Runtime<EmbeddedStore>, data: &Path) {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
     if let Err(e) = docket_evidence::seal_finished(rt.store(), data, &key, WallTime(now)).await {
-        eprintln!(
+        say!(
             "warning: finished runs not sealed ({e}); the next command that drives runs tries again"
         );
     }

@@ -460,6 +460,12 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         }
     })?;
 
+    for path in &summary.ignored {
+        notes.push(format!(
+            "{} is not a segment file (<20 digits>.seg): no part of the log, not read",
+            path.display()
+        ));
+    }
     let log_problem = match &summary.end {
         LogEnd::Clean => None,
         LogEnd::Unfinished {
@@ -475,11 +481,53 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             segment,
             offset,
             damage,
+            streams_after,
         } => problem(
             None,
-            format!("{} at byte {offset}: {damage}", segment.display()),
+            format!(
+                "{} at byte {offset}: {damage}{}",
+                segment.display(),
+                if streams_after.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; recorded after it: {}",
+                        streams_after
+                            .iter()
+                            .map(StreamId::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    )
+                }
+            ),
             "the log is damaged where no crash can tear it: nothing after this point was read",
         ),
+    };
+    // Runs with events after the damage: each fails, listed even when nothing of it was
+    // read before the damage.
+    let cut_off: Vec<(StreamId, Problem)> = match &summary.end {
+        LogEnd::Damaged {
+            segment,
+            offset,
+            streams_after,
+            ..
+        } => streams_after
+            .iter()
+            .map(|id| {
+                (
+                    id.clone(),
+                    Problem {
+                        seq: None,
+                        what: format!(
+                            "events recorded after the damage in {} at byte {offset} could not be read",
+                            segment.display()
+                        ),
+                        why: "the run lacks what was recorded after the damage: its events there are not checked, nor shown".to_owned(),
+                    },
+                )
+            })
+            .collect(),
+        _ => Vec::new(),
     };
     let log_problem = log_problem.or_else(|| {
         first_bad_blob.and_then(|(address, at)| {
@@ -535,6 +583,17 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             runs.insert(id.as_str().to_owned(), run_verdict(id.as_str(), check));
         } else if let Some(p) = &check.broken {
             stream_problems.insert(id.as_str().to_owned(), p.clone());
+        }
+    }
+    for (id, p) in cut_off {
+        if is_run_stream(id.as_str()) {
+            let verdict = runs
+                .entry(id.as_str().to_owned())
+                .or_insert_with(|| run_verdict(id.as_str(), &StreamCheck::default()));
+            verdict.problem.get_or_insert(p);
+            verdict.finished = false;
+        } else {
+            stream_problems.entry(id.as_str().to_owned()).or_insert(p);
         }
     }
 

@@ -133,6 +133,8 @@ impl EmbeddedStore {
             next_stream: rec.next_stream,
             faults,
             poisoned: None,
+            cut_pending: false,
+            acknowledged: Some(rec.acknowledged),
             stored_blobs: crate::writer::StoredBlobs::default(),
         };
         let handle = std::thread::Builder::new()

@@ -31,12 +31,29 @@ pub enum StoreError {
         supported: u32,
     },
 
-    #[error("log damaged in {segment} at byte offset {offset}: {damage}")]
+    #[error(
+        "log damaged in {} at byte offset {offset}: {damage}{}",
+        segment.display(),
+        recorded_after(streams_after)
+    )]
     Corrupt {
         segment: PathBuf,
         offset: u64,
         damage: Box<Damage>,
+        /// Streams with events recorded after the damage (found by reading on from the next
+        /// sound batch): what a reader that stops at the damage does not show. Empty when
+        /// there are none or the damage was found by a read of one stream.
+        streams_after: Vec<StreamId>,
     },
+
+    /// The store's marker file is there but is not a docket store marker.
+    #[error(
+        "{} is not a docket store marker ({why}): it should hold one line, `docket-store format N`. \
+         If the directory is a docket data directory, the marker was damaged: write that line back \
+         (N = 3, or the format its segments' headers name)",
+        path.display()
+    )]
+    BadMarker { path: PathBuf, why: &'static str },
 
     #[error(
         "the index covers {segment} up to byte {indexed_to}, but the file holds only {len} bytes: \
@@ -208,6 +225,28 @@ pub enum Damage {
     DamageBeforeValidData,
     #[error("segment {0} is missing from the sequence of segment files")]
     MissingSegment(u64),
+    /// A file named as a segment beyond a gap in the numbering: either segments were removed
+    /// or the file is not part of this log.
+    #[error(
+        "a segment file numbered {found} follows segment {after}: segments {} to {} are missing, or this file is not part of this log (if it does not belong, move it out of log/)",
+        after + 1,
+        found - 1
+    )]
+    StraySegment { found: u64, after: u64 },
+    /// Damage to a batch the writer acknowledged as durable: a crash cannot tear it.
+    #[error(
+        "{damage}, in a batch acknowledged as durable (the log was acknowledged up to byte {offset} of segment {segment}): not a torn write"
+    )]
+    AcknowledgedBatch {
+        damage: Box<Damage>,
+        segment: u64,
+        offset: u64,
+    },
+    /// The log ends before the position up to which it was acknowledged.
+    #[error(
+        "the log ends here, but it was acknowledged up to byte {offset} of segment {segment}: acknowledged events are missing"
+    )]
+    AcknowledgedMissing { segment: u64, offset: u64 },
     #[error("stream {stream}: {break_}")]
     Chain {
         stream: StreamId,
@@ -255,6 +294,30 @@ pub enum ChainBreak {
         stored: Option<TreeHash>,
         computed: TreeHash,
     },
+}
+
+/// `; recorded after it: streams a, b` (at most 20 named), or nothing.
+fn recorded_after(streams: &[StreamId]) -> String {
+    const NAMED: usize = 20;
+    if streams.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = streams.iter().take(NAMED).map(StreamId::as_str).collect();
+    let more = streams.len().saturating_sub(NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "; events of {} {}{more} were recorded after it and cannot be read past it",
+        if streams.len() == 1 {
+            "stream"
+        } else {
+            "streams"
+        },
+        names.join(", ")
+    )
 }
 
 /// The sequence of the first event under a tree node.

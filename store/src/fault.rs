@@ -22,6 +22,7 @@ pub struct FaultPlan {
     indexer_held: Mutex<bool>,
     indexer_released: Condvar,
     fail_index: AtomicBool,
+    disk_full: AtomicBool,
 }
 
 impl FaultPlan {
@@ -57,9 +58,25 @@ impl FaultPlan {
         self.released.notify_all();
     }
 
-    /// Makes every later sled write of the indexer fail.
+    /// Makes every later sled write of the indexer fail, until [`FaultPlan::heal_index_writes`].
     pub fn fail_index_writes(&self) {
         self.fail_index.store(true, Ordering::SeqCst);
+    }
+
+    /// Lets the indexer's sled writes succeed again.
+    pub fn heal_index_writes(&self) {
+        self.fail_index.store(false, Ordering::SeqCst);
+    }
+
+    /// Fails every file operation of the log with "No space left on device" (ENOSPC), as
+    /// a full disk does, until [`FaultPlan::free_space`].
+    pub fn fill_disk(&self) {
+        self.disk_full.store(true, Ordering::SeqCst);
+    }
+
+    /// Ends [`FaultPlan::fill_disk`].
+    pub fn free_space(&self) {
+        self.disk_full.store(false, Ordering::SeqCst);
     }
 
     pub(crate) fn index_write_fails(&self) -> bool {
@@ -108,6 +125,10 @@ impl FaultPlan {
     /// Called before each file operation; `Err` means: fail it.
     pub(crate) fn before(&self, op: FileOp) -> io::Result<()> {
         let n = self.seen.fetch_add(1, Ordering::SeqCst);
+        if self.disk_full.load(Ordering::SeqCst) {
+            // ENOSPC, as Linux reports a full disk.
+            return Err(io::Error::from_raw_os_error(28));
+        }
         if self.armed.load(Ordering::SeqCst) && n == self.fail_at.load(Ordering::SeqCst) {
             return Err(io::Error::other(format!("injected fault at {op:?} #{n}")));
         }

@@ -11,6 +11,7 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod acknowledged;
 mod api;
 mod chain;
 mod codec;

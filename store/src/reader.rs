@@ -110,6 +110,7 @@ pub(crate) fn corrupt(
             stream: stream.clone(),
             break_,
         }),
+        streams_after: Vec::new(),
     }
 }
 
@@ -183,6 +184,7 @@ pub(crate) fn read_chunk_into(
                     found: expected - 1,
                 },
             }),
+            streams_after: Vec::new(),
         });
     }
     Ok(())
@@ -281,6 +283,7 @@ pub(crate) fn read_blob(shared: &Shared, hash: &Hash) -> Result<Option<Vec<u8>>,
             segment: segment_path(&shared.log_dir, pos.segment),
             offset: pos.offset,
             damage: Box::new(Damage::BadRecord(what)),
+            streams_after: Vec::new(),
         };
         let bytes = bytes.map_err(damaged)?;
         let raw = parse_record(bytes).map_err(damaged)?;

@@ -7,9 +7,11 @@ use std::path::{Path, PathBuf};
 
 use tracing::{info, info_span, warn};
 
+use crate::acknowledged::{self, AcknowledgedFile, LogPoint};
 use crate::chain::blob_hash;
 use crate::codec::{
-    FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, readable_format, split_records,
+    FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, parse_record, readable_format,
+    split_records,
 };
 use crate::config::StoreConfig;
 use crate::error::{Damage, StoreError, io_err};
@@ -18,7 +20,7 @@ use crate::index::{Index, IndexBatch, NODE_MIN_LEVEL, Position, RUN_MAX_EVENTS, 
 use crate::lock::is_lock_file;
 use crate::merkle::{TreeBuilder, leaf_hash};
 use crate::segment::{
-    BATCH_HEADER_LEN, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
+    BATCH_HEADER_LEN, BATCH_MAGIC, LogFile, SEGMENT_HEADER_LEN, check_batch, check_segment_header,
     segment_header, segment_number, segment_path, sync_dir, valid_frame_after, zero_runway,
 };
 use crate::shared::StreamMap;
@@ -52,7 +54,33 @@ pub(crate) struct Recovered {
     /// The last segment's file length: zeros from `len` on (a durable log's runway).
     pub zeroed_to: u64,
     pub next_stream: u64,
+    /// Where the writer records how far the log was acknowledged (§15).
+    pub acknowledged: AcknowledgedFile,
     pub report: RecoveryReport,
+}
+
+/// The format version a marker file's bytes name.
+pub(crate) fn marker_version(path: &Path, bytes: &[u8]) -> Result<u32, StoreError> {
+    let bad = |why| StoreError::BadMarker {
+        path: path.to_path_buf(),
+        why,
+    };
+    let text = std::str::from_utf8(bytes).map_err(|_| bad("it is not text"))?;
+    let version = text
+        .strip_prefix(MARKER_PREFIX)
+        .ok_or_else(|| bad("it does not start with `docket-store format `"))?;
+    let version = version
+        .trim_end()
+        .parse::<u32>()
+        .map_err(|_| bad("the format it names is not a number"))?;
+    if !readable_format(version) {
+        return Err(StoreError::UnsupportedFormat {
+            path: path.to_path_buf(),
+            found: version,
+            supported: FORMAT_VERSION,
+        });
+    }
+    Ok(version)
 }
 
 /// Checks the marker, creating a new store in an empty (or absent) directory; returns the
@@ -60,23 +88,7 @@ pub(crate) struct Recovered {
 fn check_marker(dir: &Path, sync: bool) -> Result<u32, StoreError> {
     let marker = dir.join(MARKER);
     match fs::read(&marker) {
-        Ok(bytes) => {
-            let text = String::from_utf8_lossy(&bytes);
-            let version = text
-                .strip_prefix(MARKER_PREFIX)
-                .and_then(|v| v.trim_end().parse::<u32>().ok())
-                .ok_or_else(|| StoreError::ForeignDirectory {
-                    path: marker.clone(),
-                })?;
-            if !readable_format(version) {
-                return Err(StoreError::UnsupportedFormat {
-                    path: marker,
-                    found: version,
-                    supported: FORMAT_VERSION,
-                });
-            }
-            Ok(version)
-        }
+        Ok(bytes) => marker_version(&marker, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             fs::create_dir_all(dir).map_err(io_err("creating store directory", dir))?;
             let mut entries = fs::read_dir(dir)
@@ -117,34 +129,164 @@ fn write_marker(dir: &Path, sync: bool) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// Segment numbers present, checked to run 1, 2, 3... without a gap.
-fn list_segments(log_dir: &Path) -> Result<Vec<u64>, StoreError> {
-    let mut numbers = Vec::new();
-    for entry in fs::read_dir(log_dir).map_err(io_err("listing log directory", log_dir))? {
-        let entry = entry.map_err(io_err("listing log directory", log_dir))?;
-        let name = entry.file_name();
-        let no = name
-            .to_str()
-            .and_then(segment_number)
-            .ok_or_else(|| StoreError::Corrupt {
-                segment: entry.path(),
+/// The segment files of a log directory.
+pub(crate) struct Segments {
+    /// Segment numbers 1, 2, 3... without a gap: the log.
+    pub numbers: Vec<u64>,
+    /// The first file named as a segment beyond a gap in the numbering, and what is wrong:
+    /// the log cannot be read past the last segment before it.
+    pub gap: Option<(PathBuf, Damage)>,
+    /// Files not named as segments (`<20 digits>.seg`): not part of the log, left alone.
+    pub ignored: Vec<PathBuf>,
+}
+
+impl Segments {
+    /// The gap as the error a writer refuses to open with.
+    pub(crate) fn refuse_gap(&self) -> Result<(), StoreError> {
+        match &self.gap {
+            Some((path, damage)) => Err(StoreError::Corrupt {
+                segment: path.clone(),
                 offset: 0,
-                damage: Box::new(Damage::BadSegmentHeader("not a segment file name")),
-            })?;
-        numbers.push(no);
-    }
-    numbers.sort_unstable();
-    for (i, &no) in numbers.iter().enumerate() {
-        let expected = i as u64 + 1;
-        if no != expected {
-            return Err(StoreError::Corrupt {
-                segment: segment_path(log_dir, expected),
-                offset: 0,
-                damage: Box::new(Damage::MissingSegment(expected)),
-            });
+                damage: Box::new(damage.clone()),
+                streams_after: Vec::new(),
+            }),
+            None => Ok(()),
         }
     }
-    Ok(numbers)
+}
+
+/// Lists the segments of `log_dir`; a file that is not named as one is ignored, with a
+/// warning (the writer only ever creates segment names, so it cannot be part of the log).
+pub(crate) fn list_segments(log_dir: &Path) -> Result<Segments, StoreError> {
+    let mut named = Vec::new();
+    let mut ignored = Vec::new();
+    for entry in fs::read_dir(log_dir).map_err(io_err("listing log directory", log_dir))? {
+        let entry = entry.map_err(io_err("listing log directory", log_dir))?;
+        match entry.file_name().to_str().and_then(segment_number) {
+            Some(no) => named.push(no),
+            None => {
+                warn!(file = %entry.path().display(), "not a segment file: ignored (the log directory holds only <20 digits>.seg files)");
+                ignored.push(entry.path());
+            }
+        }
+    }
+    named.sort_unstable();
+    ignored.sort();
+    let run = named
+        .iter()
+        .enumerate()
+        .take_while(|(i, no)| **no == *i as u64 + 1)
+        .count();
+    let gap = named.get(run).map(|&found| {
+        (
+            segment_path(log_dir, found),
+            Damage::StraySegment {
+                found,
+                after: run as u64,
+            },
+        )
+    });
+    named.truncate(run);
+    Ok(Segments {
+        numbers: named,
+        gap,
+        ignored,
+    })
+}
+
+/// The streams with events recorded from `from` on, read past damage there: the records
+/// of the damaged batch that still decode, then every sound batch after it. What a reader
+/// stopping at `from` does not show. Best effort: what cannot be read is passed over.
+pub(crate) fn streams_after(log_dir: &Path, segments: &[u64], from: LogPoint) -> Vec<StreamId> {
+    let mut seen: Vec<StreamId> = Vec::new();
+    let mut note = |payload: &[u8]| {
+        let mut at = 0;
+        while let Some(rest) = payload.get(at..).filter(|r| !r.is_empty()) {
+            let Ok(rec) = parse_record(rest) else {
+                if let Some(stream) = stream_of_cut_record(rest)
+                    && !seen.contains(&stream)
+                {
+                    seen.push(stream);
+                }
+                break;
+            };
+            if rec.tag == TAG_EVENT
+                && let Ok((event, _)) = decode_event(&rec.body, None)
+                && !seen.contains(&event.stream)
+            {
+                seen.push(event.stream);
+            }
+            at += rec.len;
+        }
+    };
+    for &seg in segments.iter().filter(|&&s| s >= from.segment) {
+        let Ok(bytes) = fs::read(segment_path(log_dir, seg)) else {
+            continue;
+        };
+        let mut at = if seg == from.segment {
+            from.offset as usize
+        } else {
+            SEGMENT_HEADER_LEN as usize
+        };
+        if seg == from.segment && at >= SEGMENT_HEADER_LEN as usize {
+            // The damaged batch itself, as far as its records still decode.
+            if let Some(header) = bytes.get(at..at + BATCH_HEADER_LEN)
+                && header[..4] == BATCH_MAGIC
+            {
+                let mut len = [0u8; 4];
+                len.copy_from_slice(&header[4..8]);
+                let end = (at + BATCH_HEADER_LEN)
+                    .saturating_add(u32::from_le_bytes(len) as usize)
+                    .min(bytes.len());
+                note(&bytes[at + BATCH_HEADER_LEN..end]);
+            }
+            match valid_frame_after(&bytes, at) {
+                Some(next) => at = next,
+                None => continue,
+            }
+        }
+        while at < bytes.len() {
+            match check_batch(&bytes[at..]) {
+                Ok(payload) => {
+                    note(payload);
+                    at += BATCH_HEADER_LEN + payload.len();
+                }
+                Err(_) => match valid_frame_after(&bytes, at) {
+                    Some(next) => at = next,
+                    None => break,
+                },
+            }
+        }
+    }
+    seen
+}
+
+/// The stream of an event record cut short, when it is stored uncompressed and its id
+/// (at the start of its canonical body, §3) is still there.
+fn stream_of_cut_record(record: &[u8]) -> Option<StreamId> {
+    if record.get(4) != Some(&TAG_EVENT) {
+        return None;
+    }
+    let len = usize::from(*record.get(5)?);
+    if len >= 0x80 {
+        // A longer id's length takes more than one varint byte: not worth guessing at.
+        return None;
+    }
+    let id = std::str::from_utf8(record.get(6..6 + len)?).ok()?;
+    StreamId::new(id).ok()
+}
+
+/// Damage at `here`, said as damage to an acknowledged batch when `acknowledged` is
+/// beyond it.
+pub(crate) fn judged(damage: Damage, here: LogPoint, acknowledged: Option<LogPoint>) -> Damage {
+    match acknowledged {
+        Some(end) if here < end => Damage::AcknowledgedBatch {
+            damage: Box::new(damage),
+            segment: end.segment,
+            offset: end.offset,
+        },
+        _ => damage,
+    }
 }
 
 pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreError> {
@@ -155,7 +297,12 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         write_marker(dir, sync)?;
     }
     let log_dir = dir.join("log");
-    let segments = list_segments(&log_dir)?;
+    let listed = list_segments(&log_dir)?;
+    // Nothing is appended after a gap: it would be unreadable to every reader.
+    listed.refuse_gap()?;
+    let segments = listed.numbers;
+    // Read before the log, as every reader does (§15).
+    let marked = acknowledged::read(dir);
     let (index, index_rebuilt) = Index::open_or_rebuild(&dir.join("index"))?;
     let mut report = RecoveryReport {
         index_rebuilt,
@@ -166,7 +313,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         index.clear()?;
         report.trees_built = true;
     }
-    let scanned = match scan(&index, &log_dir, &segments, config, &mut report) {
+    let scanned = match scan(&index, &log_dir, &segments, config, marked, &mut report) {
         Err(StoreError::IndexDamaged { what, .. }) => {
             // The index's trees do not follow from its own entries (damage to sled's data,
             // not to its files): like damaged files, rebuilt from the log.
@@ -174,7 +321,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
             index.clear()?;
             report.index_rebuilt = true;
             report.reindexed_events = 0;
-            scan(&index, &log_dir, &segments, config, &mut report)?
+            scan(&index, &log_dir, &segments, config, marked, &mut report)?
         }
         other => other?,
     };
@@ -189,6 +336,13 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         zeroed_to,
         next_stream,
     } = scanned;
+    let acknowledged = AcknowledgedFile::create(
+        dir,
+        LogPoint {
+            segment,
+            offset: len,
+        },
+    )?;
     Ok(Recovered {
         index,
         heads,
@@ -197,6 +351,7 @@ pub(crate) fn open(dir: &Path, config: &StoreConfig) -> Result<Recovered, StoreE
         len,
         zeroed_to,
         next_stream,
+        acknowledged,
         report,
     })
 }
@@ -211,13 +366,19 @@ struct Scanned {
     next_stream: u64,
 }
 
-/// Indexes the log from where the index's coverage ends, cutting a torn tail; an
-/// [`StoreError::IndexDamaged`] when the index's entries contradict each other.
+/// Checks every batch frame of the log and indexes those beyond the index's coverage,
+/// cutting a torn tail; an [`StoreError::IndexDamaged`] when the index's entries contradict
+/// each other or the log.
+///
+/// Every frame is checked, not only those the index lacks: a writer must not append after
+/// damage, since every reader stops there. What is before the index's coverage or the
+/// acknowledged end (`marked`, §15) was acknowledged: damage there is never cut as torn.
 fn scan(
     index: &Index,
     log_dir: &Path,
     segments: &[u64],
     config: &StoreConfig,
+    marked: Option<LogPoint>,
     report: &mut RecoveryReport,
 ) -> Result<Scanned, StoreError> {
     let sync = config.syncs();
@@ -226,6 +387,17 @@ fn scan(
     let mut trees: HashMap<u64, TreeBuilder> = HashMap::new();
     let covered = index.covered()?;
     let (covered_seg, covered_off, mut next_stream) = covered.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
+    let indexed_to = covered.map(|(segment, offset, _)| LogPoint { segment, offset });
+    let acknowledged = indexed_to.max(marked);
+    let missing = |segment: PathBuf, offset: u64, end: LogPoint| StoreError::Corrupt {
+        segment,
+        offset,
+        damage: Box::new(Damage::AcknowledgedMissing {
+            segment: end.segment,
+            offset: end.offset,
+        }),
+        streams_after: Vec::new(),
+    };
 
     let Some(&last) = segments.last() else {
         if covered.is_some() {
@@ -234,6 +406,14 @@ fn scan(
                 len: 0,
                 indexed_to: covered_off,
             });
+        }
+        if let Some(end) = marked.filter(|m| {
+            *m > LogPoint {
+                segment: 1,
+                offset: SEGMENT_HEADER_LEN,
+            }
+        }) {
+            return Err(missing(segment_path(&log_dir, 1), 0, end));
         }
         let file = LogFile::create(&log_dir, 1, &config.faults(), sync)?;
         return Ok(Scanned {
@@ -255,23 +435,18 @@ fn scan(
 
     let mut last_len = SEGMENT_HEADER_LEN;
     let mut zeroed_to = SEGMENT_HEADER_LEN;
-    for seg in covered_seg..=last {
+    for seg in 1..=last {
         let path = segment_path(&log_dir, seg);
         let is_last = seg == last;
         let bytes = fs::read(&path).map_err(io_err("reading segment", &path))?;
-        let start = if seg == covered_seg {
-            covered_off
-        } else {
-            SEGMENT_HEADER_LEN
-        };
-        if start > bytes.len() as u64 && !(is_last && start == SEGMENT_HEADER_LEN) {
-            return Err(StoreError::LogShorterThanIndex {
-                segment: path,
-                len: bytes.len() as u64,
-                indexed_to: start,
-            });
-        }
         if is_last && (bytes.len() as u64) < SEGMENT_HEADER_LEN {
+            let start = LogPoint {
+                segment: seg,
+                offset: SEGMENT_HEADER_LEN,
+            };
+            if let Some(end) = acknowledged.filter(|a| *a > start) {
+                return Err(missing(path, 0, end));
+            }
             // Torn while being created: it never held a batch.
             warn!(segment = %path.display(), "rewriting the header of a segment torn at creation");
             let file = LogFile::open(path.clone(), &config.faults())?;
@@ -285,22 +460,38 @@ fn scan(
             break;
         }
         check_segment_header(&bytes, seg, &path)?;
-        let mut at = start as usize;
+        // Frames before this offset are in the index already: checked, not indexed again.
+        let index_from = match seg.cmp(&covered_seg) {
+            std::cmp::Ordering::Less => u64::MAX,
+            std::cmp::Ordering::Equal => covered_off,
+            std::cmp::Ordering::Greater => SEGMENT_HEADER_LEN,
+        } as usize;
+        let mut at = SEGMENT_HEADER_LEN as usize;
         let mut file_len = bytes.len();
         while at < bytes.len() {
             match check_batch(&bytes[at..]) {
                 Ok(payload) => {
                     let end = at + BATCH_HEADER_LEN + payload.len();
-                    report.reindexed_events += index_frame(
-                        index,
-                        (&mut heads, &mut trees),
-                        &mut next_stream,
-                        &path,
-                        seg,
-                        (at as u64, end as u64),
-                        payload,
-                        None,
-                    )?;
+                    if at >= index_from {
+                        report.reindexed_events += index_frame(
+                            index,
+                            (&mut heads, &mut trees),
+                            &mut next_stream,
+                            &path,
+                            seg,
+                            (at as u64, end as u64),
+                            payload,
+                            None,
+                        )?;
+                    } else if end > index_from {
+                        return Err(StoreError::IndexDamaged {
+                            what: format!(
+                                "it covers {} up to byte {index_from}, inside the batch at byte {at}",
+                                path.display()
+                            ),
+                            path: index.path().to_path_buf(),
+                        });
+                    }
                     at = end;
                 }
                 Err(_) if is_last && zero_runway(&bytes, at) => {
@@ -308,11 +499,17 @@ fn scan(
                     break;
                 }
                 Err(damage) => {
-                    if !is_last || valid_frame_after(&bytes, at).is_some() {
+                    let here = LogPoint {
+                        segment: seg,
+                        offset: at as u64,
+                    };
+                    let acked = acknowledged.is_some_and(|a| here < a);
+                    if acked || !is_last || valid_frame_after(&bytes, at).is_some() {
                         return Err(StoreError::Corrupt {
                             segment: path,
                             offset: at as u64,
-                            damage: Box::new(damage),
+                            damage: Box::new(judged(damage, here, acknowledged)),
+                            streams_after: streams_after(&log_dir, segments, here),
                         });
                     }
                     warn!(segment = %path.display(), offset = at, bytes = bytes.len() - at, %damage,
@@ -328,10 +525,24 @@ fn scan(
                 }
             }
         }
+        if seg == covered_seg && at < index_from {
+            return Err(StoreError::LogShorterThanIndex {
+                segment: path,
+                len: at as u64,
+                indexed_to: covered_off,
+            });
+        }
         if is_last {
             last_len = at.min(file_len) as u64;
             zeroed_to = file_len as u64;
         }
+    }
+    let end = LogPoint {
+        segment: last,
+        offset: last_len,
+    };
+    if let Some(acked) = marked.filter(|m| *m > end) {
+        return Err(missing(segment_path(&log_dir, last), last_len, acked));
     }
     let file = LogFile::open(segment_path(&log_dir, last), &config.faults())?;
     Ok(Scanned {
@@ -362,6 +573,7 @@ fn index_frame(
         segment: path.to_path_buf(),
         offset,
         damage: Box::new(damage),
+        streams_after: Vec::new(),
     };
     let records = split_records(payload)
         .map_err(|(off, what)| corrupt(payload_at + off as u64, Damage::BadRecord(what)))?;
@@ -568,6 +780,9 @@ pub struct LogDamage {
     pub segment: PathBuf,
     pub offset: u64,
     pub damage: Damage,
+    /// Streams with events recorded after the damage, which the view does not show past it
+    /// (read on from the next sound batch; best effort).
+    pub streams_after: Vec<StreamId>,
 }
 
 /// What a read-only view found wrong, without repairing any of it.
@@ -664,16 +879,22 @@ pub(crate) fn refresh_view(
         return Ok(heads);
     }
     contained.unfinished_at = None;
-    let segments = list_segments(&log_dir)?;
-    let Some(&last) = segments.last() else {
-        return Ok(heads);
-    };
-    let mut trees: HashMap<u64, TreeBuilder> = HashMap::new();
+    // Read before the log (§15): the writer records it only once what it covers is durable,
+    // so the segments read afterwards hold at least that much.
+    let acknowledged = acknowledged::read(dir);
+    let listed = list_segments(&log_dir)?;
+    let segments = &listed.numbers;
     let (covered_seg, covered_off, mut next_stream) =
         index.covered()?.unwrap_or((1, SEGMENT_HEADER_LEN, 0));
-    'segments: for seg in covered_seg..=last {
+    let mut end = LogPoint {
+        segment: covered_seg,
+        offset: covered_off,
+    };
+    let mut trees: HashMap<u64, TreeBuilder> = HashMap::new();
+    let mut damaged: Option<(PathBuf, LogPoint, Damage)> = None;
+    'segments: for &seg in segments.iter().filter(|&&s| s >= covered_seg) {
         let path = segment_path(&log_dir, seg);
-        let is_last = seg == last;
+        let is_last = Some(&seg) == segments.last();
         let mut at = if seg == covered_seg {
             covered_off
         } else {
@@ -685,12 +906,17 @@ pub(crate) fn refresh_view(
         let mut attempts = 0;
         'read: loop {
             let bytes = fs::read(&path).map_err(io_err("reading segment", &path))?;
+            let here = |at: usize| LogPoint {
+                segment: seg,
+                offset: at as u64,
+            };
             if is_last && bytes.len() < SEGMENT_HEADER_LEN as usize {
                 contained.unfinished_at = Some((path.clone(), 0));
                 break 'segments;
             }
             if let Err(e) = check_segment_header(&bytes, seg, &path) {
-                contained.log_damage = Some(log_damage_of(e, &path, 0));
+                let d = log_damage_of(e, &path, 0);
+                damaged = Some((d.segment, here(0), d.damage));
                 break 'segments;
             }
             while at < bytes.len() {
@@ -699,43 +925,77 @@ pub(crate) fn refresh_view(
                 }
                 match check_batch(&bytes[at..]) {
                     Ok(payload) => {
-                        let end = at + BATCH_HEADER_LEN + payload.len();
+                        let frame_end = at + BATCH_HEADER_LEN + payload.len();
                         if let Err(e) = index_frame(
                             index,
                             (&mut heads, &mut trees),
                             &mut next_stream,
                             &path,
                             seg,
-                            (at as u64, end as u64),
+                            (at as u64, frame_end as u64),
                             payload,
                             Some(contained),
                         ) {
-                            contained.log_damage = Some(log_damage_of(e, &path, at as u64));
+                            let d = log_damage_of(e, &path, at as u64);
+                            damaged = Some((d.segment, here(d.offset as usize), d.damage));
                             break 'segments;
                         }
-                        at = end;
+                        at = frame_end;
                     }
                     Err(damage) => {
-                        let torn = is_last && valid_frame_after(&bytes, at).is_none();
+                        let acked = acknowledged.is_some_and(|a| here(at) < a);
+                        let torn = !acked && is_last && valid_frame_after(&bytes, at).is_none();
                         if torn {
                             contained.unfinished_at = Some((path.clone(), at as u64));
+                            end = here(at);
                             break 'segments;
                         }
-                        if is_last && attempts < 3 {
+                        if is_last && !acked && attempts < 3 {
                             attempts += 1;
                             continue 'read;
                         }
-                        contained.log_damage = Some(LogDamage {
-                            segment: path.clone(),
-                            offset: at as u64,
-                            damage,
-                        });
+                        damaged = Some((
+                            path.clone(),
+                            here(at),
+                            judged(damage, here(at), acknowledged),
+                        ));
                         break 'segments;
                     }
                 }
             }
+            end = here(at);
             break;
         }
+    }
+    if damaged.is_none() {
+        damaged = match (&listed.gap, acknowledged) {
+            (Some((path, damage)), _) => Some((
+                path.clone(),
+                LogPoint {
+                    segment: end.segment + 1,
+                    offset: 0,
+                },
+                damage.clone(),
+            )),
+            // The log ends before what was acknowledged: batches are missing.
+            (None, Some(a)) if end < a => Some((
+                segment_path(&log_dir, end.segment),
+                end,
+                Damage::AcknowledgedMissing {
+                    segment: a.segment,
+                    offset: a.offset,
+                },
+            )),
+            _ => None,
+        };
+    }
+    if let Some((segment, from, damage)) = damaged {
+        contained.log_damage = Some(LogDamage {
+            segment,
+            offset: from.offset,
+            damage,
+            streams_after: streams_after(&log_dir, segments, from),
+        });
     }
     Ok(heads)
 }
@@ -747,15 +1007,18 @@ fn log_damage_of(e: StoreError, path: &Path, offset: u64) -> LogDamage {
             segment,
             offset,
             damage,
+            ..
         } => LogDamage {
             segment,
             offset,
             damage: *damage,
+            streams_after: Vec::new(),
         },
         other => LogDamage {
             segment: path.to_path_buf(),
             offset,
             damage: Damage::BadRecord(other.to_string()),
+            streams_after: Vec::new(),
         },
     }
 }

@@ -13,15 +13,16 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::codec::{
-    FORMAT_VERSION, TAG_BLOB, TAG_EVENT, decode_blob, decode_event, readable_format, split_records,
-};
+use tracing::warn;
+
+use crate::acknowledged::LogPoint;
+use crate::codec::{TAG_BLOB, TAG_EVENT, decode_blob, decode_event, split_records};
 use crate::error::{Damage, StoreError, io_err};
-use crate::event::{Event, Hash};
-use crate::recovery::MARKER;
+use crate::event::{Event, Hash, StreamId};
+use crate::recovery::{MARKER, Segments, judged, marker_version, streams_after};
 use crate::segment::{
-    BATCH_HEADER_LEN, SEGMENT_HEADER_LEN, check_batch, check_segment_header, segment_number,
-    segment_path, valid_frame_after, zero_runway,
+    BATCH_HEADER_LEN, SEGMENT_HEADER_LEN, check_batch, check_segment_header, segment_path,
+    valid_frame_after, zero_runway,
 };
 
 /// Where a record sits in the log.
@@ -66,11 +67,15 @@ pub enum LogEnd {
         damage: Damage,
     },
     /// Damage that no crash explains (a bad frame with valid data after it, or in any
-    /// segment but the last, or a record that does not decode): the scan stopped there.
+    /// segment but the last, or in a batch that was acknowledged, or a record that does not
+    /// decode), or a log that ends before what was acknowledged: the scan stopped there.
     Damaged {
         segment: PathBuf,
         offset: u64,
         damage: Damage,
+        /// Streams with events recorded after the damage (read on from the next sound
+        /// batch, best effort), none of which the scan handed over past it.
+        streams_after: Vec<StreamId>,
     },
 }
 
@@ -82,6 +87,8 @@ pub struct ScanSummary {
     pub events: u64,
     pub blobs: u64,
     pub end: LogEnd,
+    /// Files in `log/` that are not named as segments: not part of the log, not read.
+    pub ignored: Vec<PathBuf>,
 }
 
 /// Why a directory cannot be scanned at all.
@@ -111,30 +118,63 @@ pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSu
         return Err(ScanError::NoDirectory(dir.to_path_buf()));
     }
     check_marker(dir)?;
+    // Read before the log (FORMAT.md §15): what it covers is in the segments read afterwards.
+    let acknowledged = crate::acknowledged::read(dir);
     let log_dir = dir.join("log");
-    let segments = list_segments(&log_dir)?;
+    let listed = list_segments(&log_dir)?;
+    for path in &listed.ignored {
+        warn!(file = %path.display(), "not a segment file: not read");
+    }
+    let segments = listed.numbers;
     let mut summary = ScanSummary {
         segments: segments.len() as u64,
         frames: 0,
         events: 0,
         blobs: 0,
         end: LogEnd::Clean,
+        ignored: listed.ignored,
+    };
+    let damaged_at = |path: &Path, here: LogPoint, damage: Damage| LogEnd::Damaged {
+        segment: path.to_path_buf(),
+        offset: here.offset,
+        damage,
+        streams_after: streams_after(&log_dir, &segments, here),
+    };
+    let mut end = LogPoint {
+        segment: 1,
+        offset: SEGMENT_HEADER_LEN,
     };
     let last = segments.last().copied();
-    for no in segments {
+    for &no in &segments {
         let path = segment_path(&log_dir, no);
         let is_last = Some(no) == last;
+        let here = |at: usize| LogPoint {
+            segment: no,
+            offset: at as u64,
+        };
+        let acked = |at: usize| acknowledged.is_some_and(|a| here(at) < a);
         let bytes = fs::read(&path).map_err(io_err("reading segment", &path))?;
-        if is_last && bytes.len() < SEGMENT_HEADER_LEN as usize {
+        if is_last
+            && bytes.len() < SEGMENT_HEADER_LEN as usize
+            && !acked(SEGMENT_HEADER_LEN as usize)
+        {
             // Being created: it holds no batch yet.
             summary.end = LogEnd::Unfinished {
                 segment: path,
                 offset: 0,
                 damage: Damage::BadSegmentHeader("shorter than 32 bytes"),
             };
-            break;
+            return Ok(summary);
         }
-        check_segment_header(&bytes, no, &path)?;
+        if let Err(e) = check_segment_header(&bytes, no, &path) {
+            match e {
+                StoreError::Corrupt { damage, .. } => {
+                    summary.end = damaged_at(&path, here(0), *damage);
+                    return Ok(summary);
+                }
+                other => return Err(other.into()),
+            }
+        }
         let mut at = SEGMENT_HEADER_LEN as usize;
         while at < bytes.len() {
             if is_last && zero_runway(&bytes, at) {
@@ -143,20 +183,15 @@ pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSu
             let payload = match check_batch(&bytes[at..]) {
                 Ok(payload) => payload,
                 Err(damage) => {
-                    let torn = is_last && valid_frame_after(&bytes, at).is_none();
-                    let (segment, offset) = (path.clone(), at as u64);
+                    let torn = is_last && !acked(at) && valid_frame_after(&bytes, at).is_none();
                     summary.end = if torn {
                         LogEnd::Unfinished {
-                            segment,
-                            offset,
+                            segment: path.clone(),
+                            offset: at as u64,
                             damage,
                         }
                     } else {
-                        LogEnd::Damaged {
-                            segment,
-                            offset,
-                            damage,
-                        }
+                        damaged_at(&path, here(at), judged(damage, here(at), acknowledged))
                     };
                     return Ok(summary);
                 }
@@ -218,15 +253,36 @@ pub fn scan_log(dir: &Path, mut visit: impl FnMut(Scanned<'_>)) -> Result<ScanSu
             }
             at += BATCH_HEADER_LEN + payload.len();
         }
+        end = here(at);
+    }
+    if let Some((path, damage)) = listed.gap {
+        summary.end = LogEnd::Damaged {
+            segment: path,
+            offset: 0,
+            damage,
+            streams_after: Vec::new(),
+        };
+    } else if let Some(a) = acknowledged.filter(|a| end < *a) {
+        summary.end = damaged_at(
+            &segment_path(&log_dir, end.segment),
+            end,
+            Damage::AcknowledgedMissing {
+                segment: a.segment,
+                offset: a.offset,
+            },
+        );
     }
     Ok(summary)
 }
 
+/// A record that does not decode, inside a sound batch frame. Streams after it are not
+/// looked for: a frame whose checksum holds was written so, not damaged since.
 fn damaged(path: &Path, offset: u64, what: String) -> LogEnd {
     LogEnd::Damaged {
         segment: path.to_path_buf(),
         offset,
         damage: Damage::BadRecord(what),
+        streams_after: Vec::new(),
     }
 }
 
@@ -240,59 +296,19 @@ fn check_marker(dir: &Path) -> Result<(), ScanError> {
         }
         Err(e) => return Err(io_err("reading marker", &marker)(e).into()),
     };
-    let text = String::from_utf8_lossy(&bytes);
-    let version = text
-        .strip_prefix("docket-store format ")
-        .and_then(|v| v.trim_end().parse::<u32>().ok())
-        .ok_or_else(|| ScanError::NotAStore(dir.to_path_buf()))?;
-    if !readable_format(version) {
-        return Err(StoreError::UnsupportedFormat {
-            path: marker,
-            found: version,
-            supported: FORMAT_VERSION,
-        }
-        .into());
-    }
+    marker_version(&marker, &bytes)?;
     Ok(())
 }
 
-/// Segment numbers, checked to run 1, 2, 3... without a gap; any other file is refused.
-fn list_segments(log_dir: &Path) -> Result<Vec<u64>, ScanError> {
-    let entries = match fs::read_dir(log_dir) {
-        Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(ScanError::BadLayout {
-                path: log_dir.to_path_buf(),
-                why: "the log directory is missing".to_owned(),
-            });
-        }
-        Err(e) => return Err(io_err("listing log directory", log_dir)(e).into()),
-    };
-    let mut numbers = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_err("listing log directory", log_dir))?;
-        let name = entry.file_name();
-        let no = name
-            .to_str()
-            .and_then(segment_number)
-            .ok_or_else(|| ScanError::BadLayout {
-                path: entry.path(),
-                why: "not a segment file: the log directory holds only <20 digits>.seg files"
-                    .to_owned(),
-            })?;
-        numbers.push(no);
+/// The segments of `log_dir`; a missing log directory is a [`ScanError::BadLayout`].
+fn list_segments(log_dir: &Path) -> Result<Segments, ScanError> {
+    if !log_dir.is_dir() {
+        return Err(ScanError::BadLayout {
+            path: log_dir.to_path_buf(),
+            why: "the log directory is missing".to_owned(),
+        });
     }
-    numbers.sort_unstable();
-    for (i, &no) in numbers.iter().enumerate() {
-        let expected = i as u64 + 1;
-        if no != expected {
-            return Err(ScanError::BadLayout {
-                path: segment_path(log_dir, expected),
-                why: format!("segment {expected} is missing from the sequence of segment files"),
-            });
-        }
-    }
-    Ok(numbers)
+    Ok(crate::recovery::list_segments(log_dir)?)
 }
 
 #[cfg(test)]
@@ -376,6 +392,9 @@ mod tests {
         let end = original.iter().rposition(|&b| b != 0).unwrap() + 1;
         let cut = original[..end - 20].to_vec();
         fs::write(&seg, &cut).unwrap();
+        // As a crash leaves it: the batch was never acknowledged, so the acknowledged end
+        // (FORMAT.md §15) does not cover it.
+        fs::remove_file(dir.path().join(crate::acknowledged::ACKNOWLEDGED_FILE)).unwrap();
         let mut seen = Vec::new();
         let summary = scan_log(dir.path(), |r| {
             if let Scanned::Event { event, .. } = r {

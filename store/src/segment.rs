@@ -79,6 +79,7 @@ pub(crate) fn check_segment_header(
         segment: path.to_path_buf(),
         offset: 0,
         damage: Box::new(damage),
+        streams_after: Vec::new(),
     };
     if bytes.len() < SEGMENT_HEADER_LEN as usize {
         return Err(corrupt(Damage::BadSegmentHeader("shorter than 32 bytes")));

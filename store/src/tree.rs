@@ -83,6 +83,7 @@ fn leaves_of(
                     found: expected - 1,
                 },
             }),
+            streams_after: Vec::new(),
         });
     }
     Ok((leaves, hashes))

@@ -3,10 +3,12 @@
 //! It takes every append waiting in its channel, checks expected versions in arrival order,
 //! writes them as one batch frame, issues one `fdatasync`, and only then makes them readable
 //! and acknowledges each. Their sled index entries are written by a second thread behind it;
-//! until then reads find them in memory. After any I/O failure it rolls the file back to the
-//! last synced length and refuses all further work ("poisoned"): after a failed fsync the
-//! kernel may have dropped the dirty pages, so nothing is acknowledged that was not proven
-//! durable; reopening re-verifies.
+//! until then reads find them in memory. After an I/O failure it answers the batch as failed
+//! and cuts the file back to the last synced length: after a failed fsync the kernel may
+//! have dropped the batch's dirty pages, so nothing is acknowledged that was not proven
+//! durable, and the next batch is written afresh from that length (a full disk that is
+//! freed again costs only the batches written while it was full). Only when the cut itself
+//! fails does it refuse further batches, trying the cut again before each.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -17,15 +19,19 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tracing::{debug, error, info_span};
 
+use crate::acknowledged::{AcknowledgedFile, LogPoint};
 use crate::api::Appended;
 use crate::codec::push_blob;
 use crate::error::StoreError;
+use crate::error::io_err;
 use crate::event::{Hash, StreamId};
 use crate::index::{
     IndexBatch, NODE_MIN_LEVEL, PAGE_MAX_RUNS, Position, RUN_MAX_EVENTS, Run, StreamState,
 };
 use crate::merkle::TreeHash;
-use crate::segment::{BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch};
+use crate::segment::{
+    BATCH_HEADER_LEN, Faults, LogFile, SEGMENT_HEADER_LEN, seal_batch, segment_path, sync_dir,
+};
 use crate::shared::{Shared, StreamMap, lock};
 
 /// Longest the writer waits for more appends before a batch, when the previous batch held
@@ -129,6 +135,11 @@ pub(crate) struct Writer {
     pub next_stream: u64,
     pub faults: Faults,
     pub poisoned: Option<String>,
+    /// A failed batch's bytes are still to be cut off the file (the cut failed too): tried
+    /// again before the next batch, which is refused until it succeeds.
+    pub cut_pending: bool,
+    /// Where the indexer records how far the log was acknowledged (§15).
+    pub acknowledged: Option<AcknowledgedFile>,
     /// Blobs lately found or written in the log, so that content appended again and again
     /// (a workflow's bundle in every run) is recognised without asking sled.
     pub stored_blobs: StoredBlobs,
@@ -180,9 +191,10 @@ impl Writer {
         // Indexing (sled) runs on its own thread, overlapping the next batch's write and sync.
         let (to_indexer, from_writer) = mpsc::channel::<Durable>();
         let shared = self.shared.clone();
+        let acknowledged = self.acknowledged.take();
         let indexer = std::thread::Builder::new()
             .name("docket-log-indexer".into())
-            .spawn(move || index_batches(&shared, &from_writer));
+            .spawn(move || index_batches(&shared, &from_writer, acknowledged.as_ref()));
         let indexer = match indexer {
             Ok(handle) => Some((to_indexer, handle)),
             Err(e) => {
@@ -280,10 +292,13 @@ impl Writer {
     }
 
     fn commit(&mut self, batch: Vec<Request>, indexer: Option<&mpsc::Sender<Durable>>) {
-        if self.poisoned.is_none() {
-            self.poisoned = lock(&self.shared.index_failed).clone();
-        }
-        if let Some(cause) = &self.poisoned {
+        // While the index cannot be written, nothing more is taken: the indexer retries, and
+        // the acknowledged batches it holds stay readable from memory meanwhile.
+        let refused = self
+            .poisoned
+            .clone()
+            .or_else(|| lock(&self.shared.index_failed).clone());
+        if let Some(cause) = refused {
             for r in batch {
                 reject(r, || StoreError::Poisoned {
                     cause: cause.clone(),
@@ -291,15 +306,27 @@ impl Writer {
             }
             return;
         }
+        if self.cut_pending {
+            if let Err(e) = self.cut_back() {
+                error!(error = %e, segment = %self.file.path.display(), "cutting a failed batch off the log failed again");
+                for r in batch {
+                    reject(r, || same_failure(&e));
+                }
+                return;
+            }
+            self.cut_pending = false;
+        }
         let span = info_span!("group_commit", requests = batch.len());
         let _guard = span.enter();
 
         let mut frame = vec![0u8; BATCH_HEADER_LEN];
         let mut accepted = Vec::with_capacity(batch.len());
         let mut placed_blobs: HashMap<Hash, (usize, u32)> = HashMap::new();
+        // `log_heads` advance as appends are accepted, before the batch is durable: if the
+        // write or sync fails, they are put back from here.
+        let mut undo: Vec<(StreamId, Option<StreamState>)> = Vec::new();
+        let next_stream_before = self.next_stream;
         {
-            // `log_heads` advances as appends are accepted, before the batch is durable: if
-            // the write or sync fails, the writer is poisoned and never consults them again.
             let compress = self.shared.config.compress;
             let heads = &mut self.log_heads;
             let stored = &mut self.stored_blobs;
@@ -317,6 +344,9 @@ impl Writer {
                                 actual,
                             }));
                             continue;
+                        }
+                        if !undo.iter().any(|(id, _)| *id == job.stream) {
+                            undo.push((job.stream.clone(), current));
                         }
                         let no = match current {
                             Some(s) => s.no,
@@ -388,14 +418,18 @@ impl Writer {
         seal_batch(&mut frame);
 
         if let Err(e) = self.write_durably(&frame) {
-            let cause = e.to_string();
-            error!(error = %cause, segment = %self.file.path.display(), "log write failed; writer poisoned");
-            self.poisoned = Some(cause.clone());
+            error!(error = %e, segment = %self.file.path.display(), "log write failed; the batch is answered as failed");
+            for (stream, before) in undo {
+                match before {
+                    Some(state) => self.log_heads.insert(stream, state),
+                    None => self.log_heads.remove(&stream),
+                };
+            }
+            self.next_stream = next_stream_before;
+            let again = same_failure(&e);
             let mut first = Some(e);
             for a in accepted {
-                let err = first.take().unwrap_or_else(|| StoreError::Poisoned {
-                    cause: cause.clone(),
-                });
+                let err = first.take().unwrap_or_else(|| same_failure(&again));
                 match a {
                     Accepted::Append { job, .. } => {
                         let _ = job.reply.send(Err(err));
@@ -512,8 +546,20 @@ impl Writer {
     }
 
     /// Writes the frame at the end of the log (starting a new segment if needed) and syncs it.
-    /// On failure, truncates back to the last durable length.
+    /// On failure, cuts the file back to the last durable length (or leaves that to the next
+    /// batch, when the cut fails too).
     fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+        let result = self.write_and_sync(frame);
+        if result.is_err()
+            && let Err(cut) = self.cut_back()
+        {
+            error!(error = %cut, "cutting the failed batch off the log failed too; tried again before the next batch");
+            self.cut_pending = true;
+        }
+        result
+    }
+
+    fn write_and_sync(&mut self, frame: &[u8]) -> Result<(), StoreError> {
         let max = self.shared.config.segment_max_bytes;
         let syncs = self.shared.config.syncs();
         if self.len > SEGMENT_HEADER_LEN && self.len + frame.len() as u64 > max {
@@ -524,6 +570,7 @@ impl Writer {
                 if syncs {
                     self.file.sync()?;
                 }
+                self.zeroed_to = self.len;
             }
             let next = LogFile::create(
                 &self.shared.log_dir,
@@ -537,22 +584,33 @@ impl Writer {
             self.zeroed_to = SEGMENT_HEADER_LEN;
         }
         let end = self.len + frame.len() as u64;
-        let result = self.extend_runway(end, max).and_then(|()| {
-            self.file.write_at(self.len, frame)?;
+        self.extend_runway(end, max)?;
+        self.file.write_at(self.len, frame)?;
+        if syncs {
+            self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
+            self.file.sync()?;
+        }
+        Ok(())
+    }
+
+    /// Cuts the current segment back to the last durable length, with its runway, and syncs
+    /// it; removes a next segment whose creation failed (it never held a batch), so that the
+    /// next batch starts from a log exactly as it was before the failed one.
+    fn cut_back(&mut self) -> Result<(), StoreError> {
+        let syncs = self.shared.config.syncs();
+        let next = segment_path(&self.shared.log_dir, self.segment + 1);
+        if next.exists() {
+            std::fs::remove_file(&next).map_err(io_err("removing the unused segment", &next))?;
             if syncs {
-                self.shared.stats.syncs.fetch_add(1, Ordering::Relaxed);
-                self.file.sync()?;
-            }
-            Ok(())
-        });
-        if result.is_err() {
-            self.zeroed_to = self.len;
-            let rolled_back = self.file.truncate(self.len).and_then(|()| self.file.sync());
-            if let Err(e) = rolled_back {
-                error!(error = %e, "rolling back a failed batch also failed; reopen will truncate it");
+                sync_dir(&self.shared.log_dir)?;
             }
         }
-        result
+        self.file.truncate(self.len)?;
+        if syncs {
+            self.file.sync()?;
+        }
+        self.zeroed_to = self.len;
+        Ok(())
     }
 
     /// In durable mode, makes sure the file holds zeros up to `end` and a runway beyond it
@@ -567,6 +625,24 @@ impl Writer {
         }
         self.zeroed_to = to;
         Ok(())
+    }
+}
+
+/// The same failure again, for another request of a failed batch (an I/O error cannot be
+/// cloned: its kind and message are).
+fn same_failure(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Io { op, path, source } => StoreError::Io {
+            op,
+            path: path.clone(),
+            source: source.raw_os_error().map_or_else(
+                || std::io::Error::new(source.kind(), source.to_string()),
+                std::io::Error::from_raw_os_error,
+            ),
+        },
+        other => StoreError::Poisoned {
+            cause: other.to_string(),
+        },
     }
 }
 
@@ -588,77 +664,66 @@ fn reject(r: Request, err: impl Fn() -> StoreError) {
 /// of CPU per event, the index's catching up included (`store_append -- profile 256 400`).
 const INDEX_GATHER: Duration = Duration::from_millis(100);
 
+/// How long the indexer waits before writing again to sled after a write failed (a full
+/// disk, say), while the writer takes no appends.
+const INDEX_RETRY: Duration = Duration::from_millis(500);
+
 /// The indexer thread: writes durable batches' index entries to sled, several batches per sled
-/// write, in order, then drops them from the in-memory tail. If sled fails, the entries stay in
-/// memory (reads still work) and the writer stops taking appends: reopening re-indexes.
-fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
-    let mut failed = false;
+/// write, in order, then drops them from the in-memory tail, and records the acknowledged
+/// end of the log they reach (§15). If sled fails, the entries stay in memory (reads still
+/// work), the writer stops taking appends, and the same entries are written again every
+/// [`INDEX_RETRY`] until sled takes them; then the writer takes appends again.
+fn index_batches(shared: &Shared, rx: &Receiver<Durable>, acknowledged: Option<&AcknowledgedFile>) {
     // Runs of the gathered batches per stream number, in log (so sequence) order.
     let mut per_stream: BTreeMap<u64, Vec<Run>> = BTreeMap::new();
-    while let Ok(first) = rx.recv() {
-        // Sleep rather than wait on the channel, so batches arriving meanwhile do not wake
-        // this thread one by one (the cores are the appenders' and the writer's).
-        // The writer unparks it when it stops, so closing does not wait out the gathering.
-        std::thread::park_timeout(INDEX_GATHER);
-        let mut group = vec![first];
+    // Batches sled refused, written again with the next attempt.
+    let mut failed: Vec<Durable> = Vec::new();
+    let mut closing = false;
+    loop {
+        let mut group = std::mem::take(&mut failed);
+        if group.is_empty() {
+            let Ok(first) = rx.recv() else { break };
+            // Sleep rather than wait on the channel, so batches arriving meanwhile do not wake
+            // this thread one by one (the cores are the appenders' and the writer's).
+            // The writer unparks it when it stops, so closing does not wait out the gathering.
+            std::thread::park_timeout(INDEX_GATHER);
+            group.push(first);
+        } else {
+            match rx.recv_timeout(INDEX_RETRY) {
+                Ok(d) => group.push(d),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                // One last attempt: what sled does not take then, reopening re-indexes.
+                Err(mpsc::RecvTimeoutError::Disconnected) => closing = true,
+            }
+        }
         group.extend(rx.try_iter());
         #[cfg(any(test, feature = "fault-injection"))]
         if let Some(plan) = &shared.config.faults {
             plan.wait_while_indexer_held();
         }
-        if failed {
-            continue;
+        if let (Some(file), Some((segment, offset, _))) =
+            (acknowledged, group.last().map(|d| d.covered))
+        {
+            // The batches are durable and acknowledged, whatever sled makes of them.
+            file.record_or_warn(LogPoint { segment, offset });
         }
-        let mut index = IndexBatch::default();
         per_stream.clear();
-        if let Err(e) = grow_trees(shared, &group, &mut index) {
-            let cause = e.to_string();
-            error!(error = %cause, "index write failed; writer poisoned");
-            *lock(&shared.index_failed) = Some(cause);
-            failed = true;
-            continue;
-        }
-        for d in &group {
-            for (id, no) in &d.new_streams {
-                index.new_stream(id, *no);
+        match write_index(shared, &group, &mut per_stream) {
+            Ok(()) => {
+                if lock(&shared.index_failed).take().is_some() {
+                    tracing::info!("the index is written again; the writer takes appends again");
+                }
             }
-            for (no, run) in &d.runs {
-                per_stream.entry(*no).or_default().push(*run);
+            Err(e) => {
+                let cause = e.to_string();
+                error!(error = %cause, "index write failed; appends are refused until it succeeds");
+                *lock(&shared.index_failed) = Some(cause);
+                if closing {
+                    break;
+                }
+                failed = group;
+                continue;
             }
-            for (hash, pos) in &d.blobs {
-                index.blob(hash, *pos);
-            }
-        }
-        for (no, runs) in &per_stream {
-            for page in pages(runs) {
-                index.page(*no, page);
-            }
-        }
-        if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
-            index.covered(segment, end, next_stream);
-        }
-        #[cfg(any(test, feature = "fault-injection"))]
-        let injected = shared
-            .config
-            .faults
-            .as_ref()
-            .is_some_and(|p| p.index_write_fails());
-        #[cfg(not(any(test, feature = "fault-injection")))]
-        let injected = false;
-        let applied = if injected {
-            Err(StoreError::Index {
-                what: "injected index write failure".into(),
-                path: std::path::PathBuf::from("index"),
-            })
-        } else {
-            shared.index.apply(index)
-        };
-        if let Err(e) = applied {
-            let cause = e.to_string();
-            error!(error = %cause, "index write failed; writer poisoned");
-            *lock(&shared.index_failed) = Some(cause);
-            failed = true;
-            continue;
         }
         {
             // sled now has these runs: they are the oldest of each stream's in-memory tail.
@@ -678,7 +743,53 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>) {
                 recent.remove(hash);
             }
         }
+        if closing {
+            break;
+        }
     }
+}
+
+/// Writes the index entries of `group` (its pages, blobs, tree nodes and coverage) to sled
+/// in one atomic batch; `per_stream` gets the runs written, per stream.
+fn write_index(
+    shared: &Shared,
+    group: &[Durable],
+    per_stream: &mut BTreeMap<u64, Vec<Run>>,
+) -> Result<(), StoreError> {
+    let mut index = IndexBatch::default();
+    grow_trees(shared, group, &mut index)?;
+    for d in group {
+        for (id, no) in &d.new_streams {
+            index.new_stream(id, *no);
+        }
+        for (no, run) in &d.runs {
+            per_stream.entry(*no).or_default().push(*run);
+        }
+        for (hash, pos) in &d.blobs {
+            index.blob(hash, *pos);
+        }
+    }
+    for (no, runs) in per_stream.iter() {
+        for page in pages(runs) {
+            index.page(*no, page);
+        }
+    }
+    if let Some((segment, end, next_stream)) = group.last().map(|d| d.covered) {
+        index.covered(segment, end, next_stream);
+    }
+    #[cfg(any(test, feature = "fault-injection"))]
+    if shared
+        .config
+        .faults
+        .as_ref()
+        .is_some_and(|p| p.index_write_fails())
+    {
+        return Err(StoreError::Index {
+            what: "injected index write failure".into(),
+            path: std::path::PathBuf::from("index"),
+        });
+    }
+    shared.index.apply(index)
 }
 
 /// Pushes the leaves of durable batches onto their streams' Merkle trees, as the index

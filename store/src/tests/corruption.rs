@@ -54,10 +54,35 @@ async fn foreign_and_future_directories_are_refused() {
     );
     assert!(err.to_string().contains("DOCKET-STORE"), "{err}");
 
-    let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("DOCKET-STORE"), [0xff, 0x00, 0x13]).unwrap();
-    let err = open_err(dir.path()).await;
-    assert!(matches!(err, StoreError::ForeignDirectory { .. }), "{err}");
+    // A garbage marker is named as such, for writers and readers alike.
+    for garbage in [
+        &b"\xff\x00\x13"[..],
+        &b"docket-store format three\n"[..],
+        &b"hello\n"[..],
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("DOCKET-STORE");
+        fs::write(&marker, garbage).unwrap();
+        let err = open_err(dir.path()).await;
+        assert!(
+            matches!(&err, StoreError::BadMarker { path, .. } if path == &marker),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("is not a docket store marker"),
+            "{err}"
+        );
+        let err = match EmbeddedStore::open_read_only(dir.path()).await {
+            Ok(_) => panic!("a view opened a directory with a garbage marker"),
+            Err(e) => e,
+        };
+        assert!(matches!(&err, StoreError::BadMarker { .. }), "{err}");
+        let err = crate::scan_log(dir.path(), |_| {}).unwrap_err();
+        assert!(
+            matches!(&err, crate::ScanError::Store(StoreError::BadMarker { .. })),
+            "{err}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -81,11 +106,12 @@ async fn future_segment_version_names_the_segment() {
 }
 
 #[tokio::test]
-async fn torn_tail_is_cut_when_unindexed_and_refused_when_indexed() {
+async fn torn_tail_is_cut_when_unacknowledged_and_refused_when_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
     one_event_per_batch(dir.path(), relaxed(), 4, 20).await;
     let path = seg(dir.path(), 1);
     let len = fs::metadata(&path).unwrap().len();
+    let fourth = frames(&fs::read(&path).unwrap())[3].0 as u64;
     fs::OpenOptions::new()
         .write(true)
         .open(&path)
@@ -93,15 +119,34 @@ async fn torn_tail_is_cut_when_unindexed_and_refused_when_indexed() {
         .set_len(len - 5)
         .unwrap();
 
-    // The index says event 4 was acknowledged: its loss is an error, not a repair.
-    let err = open_err(dir.path()).await;
-    assert!(
-        matches!(&err, StoreError::LogShorterThanIndex { segment, .. } if segment == &path),
-        "{err}"
-    );
+    // The index, and without it the acknowledged end beside the log, say event 4 was
+    // acknowledged: its loss is damage, not a repair.
+    for witness in ["index", "acknowledged end"] {
+        let err = open_err(dir.path()).await;
+        match &err {
+            StoreError::Corrupt {
+                segment,
+                offset,
+                damage,
+                streams_after,
+            } => {
+                assert_eq!(segment, &path, "{witness}");
+                assert_eq!(*offset, fourth, "{witness}");
+                assert!(
+                    matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
+                        if matches!(**damage, Damage::TruncatedFrame { .. })),
+                    "{witness}: {damage}"
+                );
+                assert_eq!(streams_after, &vec![sid("a")], "{witness}");
+            }
+            other => panic!("{witness}: {other}"),
+        }
+        assert!(err.to_string().contains("not a torn write"), "{err}");
+        drop_index(dir.path());
+    }
 
     // Without that knowledge, a cut last batch is a torn, unacknowledged tail.
-    drop_index(dir.path());
+    fs::remove_file(dir.path().join("acknowledged")).unwrap();
     let store = open(dir.path(), relaxed()).await;
     assert!(store.recovery_report().truncated_bytes > 0);
     assert_eq!(store.recovery_report().reindexed_events, 3);
@@ -112,6 +157,175 @@ async fn torn_tail_is_cut_when_unindexed_and_refused_when_indexed() {
         .unwrap();
     assert_eq!(next.first_seq, 4);
     assert!(store.verify(&sid("a")).await.unwrap().is_sound());
+}
+
+/// Flips one bit at `offset` of `path`.
+fn flip(path: &Path, offset: usize) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[offset] ^= 0x01;
+    fs::write(path, &bytes).unwrap();
+}
+
+#[tokio::test]
+async fn a_writer_refuses_to_append_after_damage_the_index_covers() {
+    // Two streams, interleaved; a bit flipped in a's second batch, which the index covers.
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), StoreConfig::default()).await;
+    for (s, i) in [("a", 0u8), ("b", 0), ("a", 1), ("b", 1), ("c", 0)] {
+        store
+            .append(&sid(s), u64::from(i), vec![ev("e", &[i; 40])])
+            .await
+            .unwrap();
+    }
+    store.close().await;
+    let path = seg(dir.path(), 1);
+    let f = frames(&fs::read(&path).unwrap());
+    let (third, third_len) = f[2];
+    flip(&path, third + third_len / 2);
+
+    let err = match EmbeddedStore::open(dir.path(), StoreConfig::default()).await {
+        Ok(_) => panic!("the writer opened a log with damage in the middle"),
+        Err(e) => e,
+    };
+    match &err {
+        StoreError::Corrupt {
+            segment,
+            offset,
+            damage,
+            streams_after,
+        } => {
+            assert_eq!(segment, &path);
+            assert_eq!(*offset, third as u64);
+            assert!(
+                matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
+                    if matches!(**damage, Damage::BadFrameChecksum { .. })),
+                "{damage}"
+            );
+            // Everything a reader stopping there would not show: a's damaged batch, then b
+            // and c after it.
+            assert_eq!(streams_after, &vec![sid("a"), sid("b"), sid("c")]);
+        }
+        other => panic!("{other}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&format!("at byte offset {third}")), "{text}");
+    assert!(text.contains("streams a, b, c"), "{text}");
+
+    // Readers stop at the same place and name the same streams.
+    let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
+    let report = view.view_report().unwrap();
+    let damage = report.log_damage.expect("the view reports the damage");
+    assert_eq!(
+        (damage.segment, damage.offset),
+        (path.clone(), third as u64)
+    );
+    assert_eq!(damage.streams_after, vec![sid("a"), sid("b"), sid("c")]);
+    let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
+    assert!(
+        matches!(&summary.end, crate::LogEnd::Damaged { offset, streams_after, .. }
+            if *offset == third as u64 && streams_after.len() == 3),
+        "{summary:?}"
+    );
+}
+
+#[tokio::test]
+async fn damage_to_the_last_acknowledged_batch_is_never_cut_as_torn() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path(), StoreConfig::default()).await;
+    store
+        .append(&sid("a"), 0, vec![ev("e", b"first")])
+        .await
+        .unwrap();
+    store
+        .append(
+            &sid("a"),
+            1,
+            (0..5).map(|i| ev("e", &[i; 30])).collect::<Vec<_>>(),
+        )
+        .await
+        .unwrap();
+    store.close().await;
+    let path = seg(dir.path(), 1);
+    let f = frames_to_runway(&fs::read(&path).unwrap());
+    let (last, last_len) = *f.last().unwrap();
+    flip(&path, last + last_len - 1);
+    let damaged = fs::read(&path).unwrap();
+
+    // The writer: from its index, then from the acknowledged end beside the log.
+    for witness in ["index", "acknowledged end"] {
+        match open_err(dir.path()).await {
+            StoreError::Corrupt { offset, damage, .. } => {
+                assert_eq!(offset, last as u64, "{witness}");
+                assert!(
+                    matches!(&*damage, Damage::AcknowledgedBatch { .. }),
+                    "{witness}: {damage}"
+                );
+            }
+            other => panic!("{witness}: {other}"),
+        }
+        drop_index(dir.path());
+    }
+    // Readers, which never open the index.
+    let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
+    let report = view.view_report().unwrap();
+    assert_eq!(report.unfinished_at, None);
+    let damage = report.log_damage.expect("reported as damage");
+    assert_eq!(damage.offset, last as u64);
+    assert_eq!(damage.streams_after, vec![sid("a")]);
+    let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
+    assert!(
+        matches!(&summary.end, crate::LogEnd::Damaged { offset, damage: Damage::AcknowledgedBatch { .. }, .. }
+            if *offset == last as u64),
+        "{summary:?}"
+    );
+    assert_eq!(fs::read(&path).unwrap(), damaged, "nothing was cut");
+}
+
+#[tokio::test]
+async fn a_log_cut_before_its_acknowledged_end_is_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    one_event_per_batch(dir.path(), StoreConfig::default(), 3, 20).await;
+    let path = seg(dir.path(), 1);
+    let bytes = fs::read(&path).unwrap();
+    let f = frames_to_runway(&bytes);
+    // The last batch is gone altogether, runway and all: every frame left is sound.
+    fs::write(&path, &bytes[..f[2].0]).unwrap();
+    drop_index(dir.path());
+    match open_err(dir.path()).await {
+        StoreError::Corrupt { offset, damage, .. } => {
+            assert_eq!(offset, f[2].0 as u64);
+            assert!(
+                matches!(*damage, Damage::AcknowledgedMissing { segment: 1, .. }),
+                "{damage}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
+    let damage = view.view_report().unwrap().log_damage.expect("reported");
+    assert!(
+        matches!(damage.damage, Damage::AcknowledgedMissing { .. }),
+        "{damage:?}"
+    );
+    let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
+    assert!(
+        matches!(
+            &summary.end,
+            crate::LogEnd::Damaged {
+                damage: Damage::AcknowledgedMissing { .. },
+                ..
+            }
+        ),
+        "{summary:?}"
+    );
+}
+
+/// (offset, length) of each batch frame of a durable segment, up to its runway.
+fn frames_to_runway(bytes: &[u8]) -> Vec<(usize, usize)> {
+    frames(bytes)
+        .into_iter()
+        .take_while(|&(at, _)| bytes[at] != 0)
+        .collect()
 }
 
 #[tokio::test]
@@ -132,11 +346,13 @@ async fn flipped_byte_before_the_tail_is_corruption_with_its_offset() {
             segment,
             offset,
             damage,
+            ..
         } => {
             assert_eq!(segment, &path);
             assert_eq!(*offset, second as u64);
             assert!(
-                matches!(**damage, Damage::BadFrameChecksum { .. }),
+                matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
+                    if matches!(**damage, Damage::BadFrameChecksum { .. })),
                 "{damage}"
             );
         }
@@ -229,19 +445,67 @@ async fn missing_or_foreign_segment_files_are_named() {
     assert_eq!(read_all(&store, &sid("a")).await.len(), 6);
     store.close().await;
 
+    // A file not named as a segment is not part of the log: left alone.
     let stray = dir.path().join("log").join("stray.tmp");
     fs::write(&stray, b"x").unwrap();
+    let store = open(dir.path(), config.clone()).await;
+    assert_eq!(read_all(&store, &sid("a")).await.len(), 6);
+    store.close().await;
+    let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
+    assert_eq!(view.view_report().unwrap(), crate::ViewReport::default());
+    let summary = crate::scan_log(dir.path(), |_| {}).unwrap();
+    assert_eq!(summary.ignored, vec![stray.clone()]);
+    assert_eq!(summary.end, crate::LogEnd::Clean);
+    assert!(stray.exists());
+
+    // A file named as a segment past a gap is named itself, not the segments missing.
+    let last = (1..)
+        .take_while(|&n| seg(dir.path(), n).exists())
+        .last()
+        .unwrap();
+    let far = seg(dir.path(), last + 5);
+    fs::write(&far, b"not a segment").unwrap();
     let err = open_err(dir.path()).await;
     assert!(
-        matches!(&err, StoreError::Corrupt { segment, .. } if segment == &stray),
+        matches!(&err, StoreError::Corrupt { segment, damage, .. }
+            if segment == &far && **damage == Damage::StraySegment { found: last + 5, after: last }),
         "{err}"
     );
-    fs::remove_file(&stray).unwrap();
+    assert!(
+        err.to_string().contains(&format!(
+            "segments {} to {} are missing, or this file is not part of this log",
+            last + 1,
+            last + 4
+        )),
+        "{err}"
+    );
+    // Readers read the log up to the gap, and say where it is.
+    let view = EmbeddedStore::open_read_only(dir.path()).await.unwrap();
+    assert_eq!(read_all(&view, &sid("a")).await.len(), 6);
+    let damage = view
+        .view_report()
+        .unwrap()
+        .log_damage
+        .expect("the gap is reported");
+    assert_eq!(damage.segment, far);
+    let mut events = 0;
+    let summary = crate::scan_log(dir.path(), |r| {
+        if matches!(r, crate::Scanned::Event { .. }) {
+            events += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(events, 6);
+    assert!(
+        matches!(&summary.end, crate::LogEnd::Damaged { segment, .. } if segment == &far),
+        "{summary:?}"
+    );
+    fs::remove_file(&far).unwrap();
 
     fs::remove_file(seg(dir.path(), 2)).unwrap();
     let err = open_err(dir.path()).await;
     assert!(
-        matches!(&err, StoreError::Corrupt { damage, .. } if **damage == Damage::MissingSegment(2)),
+        matches!(&err, StoreError::Corrupt { damage, .. } if **damage == Damage::StraySegment { found: 3, after: 1 }),
         "{err}"
     );
 }
@@ -304,6 +568,7 @@ async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
     store.close().await;
 
     // Damage event 9,000's payload (a later chunk): the read yields 1..=8,999, then the break.
+    // The batch's checksum is sealed again: the frame is intact, the event's hash is wrong.
     let path = seg(dir.path(), 1);
     let mut bytes = fs::read(&path).unwrap();
     let needle = b"payload 00008999";
@@ -312,6 +577,12 @@ async fn long_reads_check_every_chunk_read_ahead_and_stop_at_damage() {
         .position(|w| w == needle)
         .unwrap();
     bytes[at + 8] ^= 0x01;
+    let (frame, len) = frames(&bytes)
+        .into_iter()
+        .find(|&(f, l)| f < at && at < f + l)
+        .unwrap();
+    let crc = crc32fast::hash(&bytes[frame + 12..frame + len]);
+    bytes[frame + 8..frame + 12].copy_from_slice(&crc.to_le_bytes());
     fs::write(&path, &bytes).unwrap();
     let store = open(dir.path(), relaxed()).await;
     let mut read = Box::pin(store.read(&s, 1..=n));
