@@ -242,7 +242,7 @@ pub fn main() -> ExitCode {
     {
         Ok(threads) => threads,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             return ExitCode::from(2);
         }
     };
