@@ -211,6 +211,14 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The router it serves: every route, the role check and the request log, to be
+    /// called in-process (tower's `oneshot`) without a connection, as the fuzzing harness
+    /// does.
+    #[must_use]
+    pub fn router(&self) -> Router {
+        self.app.clone()
+    }
+
     /// Serves until `shutdown` completes.
     ///
     /// Requests and event streams are served on threads of their own
