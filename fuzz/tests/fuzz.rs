@@ -7,6 +7,13 @@
 //! random seed; default one from the clock, printed), `DOCKET_FUZZ_OUT` (where
 //! reproducers go; default the system's temporary directory).
 
+// The harness reports to the terminal, as a command does.
+#![expect(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the harness prints its report"
+)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;

@@ -214,7 +214,6 @@ impl Server {
     /// The router it serves: every route, the role check and the request log, to be
     /// called in-process (tower's `oneshot`) without a connection, as the fuzzing harness
     /// does.
-    #[must_use]
     pub fn router(&self) -> Router {
         self.app.clone()
     }

@@ -21,7 +21,7 @@ struct Example {
     name: String,
     file: String,
     doc: Document,
-    bundle: PolicyBundle,
+    bundle: std::sync::Arc<PolicyBundle>,
     /// A directory holding a copy of the example's bundle and input files, where the
     /// mutated workflow is written to be loaded.
     dir: PathBuf,
@@ -65,8 +65,9 @@ impl Workflows {
             }
             let policy =
                 std::fs::read_to_string(dir.join("policy.toml")).map_err(|e| e.to_string())?;
-            let bundle =
-                PolicyBundle::from_toml_str(&policy, "policy.toml").map_err(|e| e.to_string())?;
+            let bundle = std::sync::Arc::new(
+                PolicyBundle::from_toml_str(&policy, "policy.toml").map_err(|e| e.to_string())?,
+            );
             workflows.sort();
             for (file, text) in workflows {
                 examples.push(Example {
