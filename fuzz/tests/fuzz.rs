@@ -5,7 +5,8 @@
 //! Environment: `DOCKET_FUZZ_SECONDS` (per target; default 0: seeds and regressions
 //! only), `DOCKET_FUZZ_TARGETS` (comma-separated; default all), `DOCKET_FUZZ_SEED` (the
 //! random seed; default one from the clock, printed), `DOCKET_FUZZ_OUT` (where
-//! reproducers go; default the system's temporary directory).
+//! reproducers go; default the system's temporary directory), `DOCKET_FUZZ_STRICT=1`
+//! (also assert what issue 28 asks and today's code does not yet do: `docket_fuzz::strict`).
 
 // The harness reports to the terminal, as a command does.
 #![expect(
@@ -35,24 +36,9 @@ const CASE_LIMIT: Duration = Duration::from_secs(120);
 
 const TARGETS: [&str; 5] = ["bundles", "workflows", "responses", "api", "segments"];
 
-fn go<T: Target>(
-    made: Result<T, docket_fuzz::SetupError>,
-    settings: &Settings,
-    notes: impl Fn(&T) -> Vec<String>,
-) -> Report {
+fn go<T: Target>(made: Result<T, docket_fuzz::SetupError>, settings: &Settings) -> Report {
     match made {
-        Ok(mut target) => {
-            let mut report = run(&mut target, settings);
-            report.failures.extend(
-                notes(&target)
-                    .into_iter()
-                    .filter(|n| n.starts_with("FAIL ")),
-            );
-            for n in notes(&target).iter().filter(|n| !n.starts_with("FAIL ")) {
-                println!("  {}: {n}", report.target);
-            }
-            report
-        }
+        Ok(mut target) => run(&mut target, settings),
         Err(e) => Report {
             failures: vec![format!("setting the target up failed: {e}")],
             ..Report::default()
@@ -107,29 +93,11 @@ fn main() -> ExitCode {
     let mut failed = false;
     for name in &chosen {
         let report = match name.as_str() {
-            "bundles" => go(Bundles::new(), &settings, |_| Vec::new()),
-            "workflows" => go(Workflows::new(), &settings, |t| {
-                vec![format!(
-                    "{} loads skipped: the bundle path names a device or FIFO",
-                    t.skipped_special
-                )]
-            }),
-            "responses" => go(Responses::new(), &settings, |_| Vec::new()),
-            "api" => go(Api::new(), &settings, |t| {
-                let mut notes = vec![
-                    format!(
-                        "answers: {} 2xx, {} 4xx, {} 5xx",
-                        t.statuses[0], t.statuses[1], t.statuses[2]
-                    ),
-                    format!(
-                        "{} requests skipped: a string names a device or FIFO",
-                        t.skipped_special
-                    ),
-                ];
-                notes.extend(t.server_errors.iter().map(|e| format!("5xx: {e}")));
-                notes
-            }),
-            _ => go(Segments::new(), &settings, |_| Vec::new()),
+            "bundles" => go(Bundles::new(), &settings),
+            "workflows" => go(Workflows::new(), &settings),
+            "responses" => go(Responses::new(), &settings),
+            "api" => go(Api::new(), &settings),
+            _ => go(Segments::new(), &settings),
         };
         println!(
             "{:<10} {:>8} generated + {:>4} seeds and regressions, {:>8.1} CPU s, max {} bytes live for a {}-byte input, {} failures",
@@ -141,6 +109,9 @@ fn main() -> ExitCode {
             report.max_peak.1,
             report.failures.len()
         );
+        for n in &report.notes {
+            println!("  {name}: {n}");
+        }
         for f in &report.failures {
             println!("  FAILED {name}: {f}");
             failed = true;

@@ -154,6 +154,7 @@ pub struct Api {
     pub skipped_special: u64,
     /// The 5xx answers seen, one line each (the first few).
     pub server_errors: Vec<String>,
+    strict: bool,
 }
 
 impl Api {
@@ -182,6 +183,7 @@ impl Api {
             statuses: [0; 3],
             skipped_special: 0,
             server_errors: Vec::new(),
+            strict: crate::strict(),
         };
         api.serve()?;
         let served = api.served.as_ref().ok_or("no server")?;
@@ -556,11 +558,17 @@ impl Target for Api {
                     _ => 1,
                 };
                 self.statuses[class] += 1;
-                if class == 2 && self.server_errors.len() < 20 {
-                    self.server_errors.push(format!(
+                if class == 2 {
+                    let seen = format!(
                         "{status} for {line}: {}",
                         String::from_utf8_lossy(&response[..response.len().min(300)])
-                    ));
+                    );
+                    if self.strict {
+                        return Err(format!("a server error for a client's request: {seen}"));
+                    }
+                    if self.server_errors.len() < 20 {
+                        self.server_errors.push(seen);
+                    }
                 }
                 Ok(())
             }
@@ -577,5 +585,14 @@ impl Target for Api {
             per_byte: 1024,
             constant: 96 << 20,
         }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        let mut notes = vec![format!(
+            "answers: {} 2xx, {} 4xx, {} 5xx; {} requests skipped: a string names a device or FIFO",
+            self.statuses[0], self.statuses[1], self.statuses[2], self.skipped_special
+        )];
+        notes.extend(self.server_errors.iter().map(|e| format!("5xx: {e}")));
+        notes
     }
 }

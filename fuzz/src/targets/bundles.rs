@@ -19,6 +19,9 @@ const EXPLAINED_AGENTS: usize = 6;
 pub struct Bundles {
     examples: Vec<(String, Document, PolicyBundle)>,
     dict: Dictionary,
+    /// Inputs that compiled, and that were refused with diagnostics.
+    compiled: u64,
+    refused: u64,
 }
 
 impl Bundles {
@@ -48,15 +51,25 @@ impl Bundles {
             .filter_map(|(_, d, _)| d.tree.as_ref())
             .collect();
         let dict = Dictionary::of(&trees);
-        Ok(Self { examples, dict })
+        Ok(Self {
+            examples,
+            dict,
+            compiled: 0,
+            refused: 0,
+        })
     }
 }
 
-/// What `docket policy check`, `explain` and `diff` ask of a bundle's text.
+/// What `docket policy check`, `explain` and `diff` ask of a bundle's text; whether it
+/// compiled.
 ///
 /// # Errors
 /// A diagnostic located outside the text.
-pub fn check_bundle(text: &str, format: Format, base: Option<&PolicyBundle>) -> Result<(), String> {
+pub fn check_bundle(
+    text: &str,
+    format: Format,
+    base: Option<&PolicyBundle>,
+) -> Result<bool, String> {
     let name = if format == Format::Json {
         "fuzz.json"
     } else {
@@ -86,7 +99,7 @@ pub fn check_bundle(text: &str, format: Format, base: Option<&PolicyBundle>) -> 
             if let Some(base) = base {
                 let _ = docket_policies::diff(base, &b);
             }
-            Ok(())
+            Ok(true)
         }
         Err(e) => {
             let _ = e.to_string();
@@ -100,7 +113,7 @@ pub fn check_bundle(text: &str, format: Format, base: Option<&PolicyBundle>) -> 
                     ));
                 }
             }
-            Ok(())
+            Ok(false)
         }
     }
 }
@@ -154,7 +167,20 @@ impl Target for Bundles {
         let Ok(text) = std::str::from_utf8(body) else {
             return Ok(());
         };
-        check_bundle(text, format, base)
+        let compiled = check_bundle(text, format, base)?;
+        if compiled {
+            self.compiled += 1;
+        } else {
+            self.refused += 1;
+        }
+        Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "{} inputs compiled, {} refused with diagnostics (the rest not UTF-8)",
+            self.compiled, self.refused
+        )]
     }
 
     fn bound(&self) -> Bound {

@@ -31,6 +31,11 @@ struct Canned {
 pub struct Responses {
     canned: Vec<Canned>,
     dict: Dictionary,
+    /// Inputs accepted as the call's answer, refused as malformed or invalid, and
+    /// inputs whose batch `decide` made (the others it rejected).
+    accepted: u64,
+    refused: u64,
+    decided: u64,
 }
 
 impl Responses {
@@ -114,12 +119,19 @@ impl Responses {
             "call_tool",
             "write_domain",
         ]);
-        Ok(Self { canned, dict })
+        Ok(Self {
+            canned,
+            dict,
+            accepted: 0,
+            refused: 0,
+            decided: 0,
+        })
     }
 }
 
-/// What the runtime and the decider do with `bytes` answering the canned call.
-fn answer(c: &Canned, bytes: &[u8]) -> Result<(), String> {
+/// What the runtime and the decider do with `bytes` answering the canned call: whether
+/// the bytes were accepted as its answer, and whether `decide` made a batch of them.
+fn answer(c: &Canned, bytes: &[u8]) -> Result<(bool, bool), String> {
     let request_id = c.request.request_id.clone();
     let at_ms = 1_767_225_600_000;
     let command = match parse_response(bytes) {
@@ -143,6 +155,7 @@ fn answer(c: &Canned, bytes: &[u8]) -> Result<(), String> {
             at_ms,
         },
     };
+    let accepted = matches!(command, Command::RecordResponse { .. });
     match decide(&c.state, &c.bundle, command) {
         Ok(batch) => {
             let mut state = c.state.clone();
@@ -154,12 +167,13 @@ fn answer(c: &Canned, bytes: &[u8]) -> Result<(), String> {
                 }
             }
             let _ = state.status();
+            Ok((accepted, true))
         }
         Err(rejection) => {
             let _ = rejection.to_string();
+            Ok((accepted, false))
         }
     }
-    Ok(())
 }
 
 impl Target for Responses {
@@ -204,7 +218,23 @@ impl Target for Responses {
         else {
             return Ok(());
         };
-        answer(c, body)
+        let (accepted, decided) = answer(c, body)?;
+        if accepted {
+            self.accepted += 1;
+        } else {
+            self.refused += 1;
+        }
+        if decided {
+            self.decided += 1;
+        }
+        Ok(())
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "{} inputs accepted as the call's answer, {} refused (recorded as the call's failure); {} decided, the rest rejected by decide",
+            self.accepted, self.refused, self.decided
+        )]
     }
 
     fn bound(&self) -> Bound {

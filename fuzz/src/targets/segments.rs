@@ -151,6 +151,13 @@ pub struct Segments {
     scratch: tempfile::TempDir,
     cases: u64,
     runtime: tokio::runtime::Runtime,
+    /// Inputs the scan read to a clean end, that `verify` passed, that the writer opened,
+    /// and that the writer appended to.
+    scanned_clean: u64,
+    verified: u64,
+    opened: u64,
+    appended: u64,
+    strict: bool,
 }
 
 impl Segments {
@@ -212,6 +219,11 @@ impl Segments {
             scratch,
             cases: 0,
             runtime,
+            scanned_clean: 0,
+            verified: 0,
+            opened: 0,
+            appended: 0,
+            strict: crate::strict(),
         })
     }
 }
@@ -233,11 +245,14 @@ fn reframe(bytes: &mut [u8]) {
     }
 }
 
+/// The stream [`exercise`] appends to.
+const APPENDED: &str = "fuzz-appended";
+
 /// Reads and verifies every stream of `store`; appends one event to a new stream when
-/// `append`.
-async fn exercise(store: &EmbeddedStore, append: bool) {
+/// `append`, and says whether it was acknowledged.
+async fn exercise(store: &EmbeddedStore, append: bool) -> bool {
     let Ok(streams) = store.streams().await else {
-        return;
+        return false;
     };
     for head in streams {
         let mut events = store.read(&head.stream, 1..=u64::MAX);
@@ -248,7 +263,7 @@ async fn exercise(store: &EmbeddedStore, append: bool) {
         }
         let _ = store.verify(&head.stream).await;
     }
-    if append && let Ok(stream) = StreamId::new("fuzz-appended") {
+    if append && let Ok(stream) = StreamId::new(APPENDED) {
         let event = NewEvent {
             kind: "fuzz.appended".into(),
             kind_version: 1,
@@ -256,8 +271,21 @@ async fn exercise(store: &EmbeddedStore, append: bool) {
             policy: None,
             payload: b"{}".to_vec(),
         };
-        let _ = store.append(&stream, 0, vec![event]).await;
+        return store.append(&stream, 0, vec![event]).await.is_ok();
     }
+    false
+}
+
+/// Whether a read-only view of `dir` reads the event [`exercise`] appended.
+async fn appended_is_read(dir: &Path) -> bool {
+    let Ok(store) = EmbeddedStore::open_read_only(dir).await else {
+        return false;
+    };
+    let Ok(stream) = StreamId::new(APPENDED) else {
+        return false;
+    };
+    let events: Vec<_> = store.read(&stream, 1..=1).collect().await;
+    events.len() == 1 && events.iter().all(Result::is_ok)
 }
 
 impl Target for Segments {
@@ -365,14 +393,27 @@ impl Target for Segments {
         }
         .map_err(|e| e.to_string())?;
 
-        let _ = docket_store::scan_log(&dir, |_| {}).map_err(|e| e.to_string());
-        let _ = docket_evidence::verify(&dir, &docket_evidence::VerifyOptions::default())
-            .map(|v| format!("{v:?}"))
-            .map_err(|e| e.to_string());
+        if let Ok(summary) = docket_store::scan_log(&dir, |_| {}) {
+            if matches!(summary.end, docket_store::LogEnd::Clean) {
+                self.scanned_clean += 1;
+            }
+        }
+        match docket_evidence::verify(&dir, &docket_evidence::VerifyOptions::default()) {
+            Ok(v) => {
+                if v.is_sound() {
+                    self.verified += 1;
+                }
+            }
+            Err(e) => {
+                let _ = e.to_string();
+            }
+        }
         let read_dir = dir.clone();
-        self.runtime.block_on(async move {
+        let (opened, appended, read) = self.runtime.block_on(async move {
             match EmbeddedStore::open_read_only(&read_dir).await {
-                Ok(store) => exercise(&store, false).await,
+                Ok(store) => {
+                    exercise(&store, false).await;
+                }
                 Err(e) => {
                     let _ = e.to_string();
                 }
@@ -384,14 +425,23 @@ impl Target for Segments {
             };
             match EmbeddedStore::open(&read_dir, config).await {
                 Ok(store) => {
-                    exercise(&store, true).await;
+                    let appended = exercise(&store, true).await;
                     store.close().await;
+                    let read = appended && appended_is_read(&read_dir).await;
+                    (true, appended, read)
                 }
                 Err(e) => {
                     let _ = e.to_string();
+                    (false, false, false)
                 }
             }
         });
+        self.opened += u64::from(opened);
+        self.appended += u64::from(appended);
+        if self.strict && appended && !read {
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err("the writer acknowledged an append that a reader of the directory then does not read (issue 28 row 6)".into());
+        }
         let _ = std::fs::remove_dir_all(&dir);
         Ok(())
     }
@@ -403,5 +453,12 @@ impl Target for Segments {
             per_byte: 512,
             constant: 64 << 20,
         }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "{} inputs scanned to a clean end, {} passed verify, {} opened by the writer, {} appended to by it",
+            self.scanned_clean, self.verified, self.opened, self.appended
+        )]
     }
 }

@@ -34,6 +34,10 @@ pub struct Workflows {
     /// Loads skipped because the bundle path names a file that is not a regular file
     /// (a device or FIFO would be read forever: issue 28 rows 3 and 4).
     pub skipped_special: u64,
+    /// Inputs that parsed, that passed the checks, and that loaded.
+    parsed: u64,
+    runnable: u64,
+    loaded: u64,
 }
 
 impl Workflows {
@@ -101,6 +105,9 @@ impl Workflows {
             dict,
             _tmp: tmp,
             skipped_special: 0,
+            parsed: 0,
+            runnable: 0,
+            loaded: 0,
         })
     }
 }
@@ -151,8 +158,12 @@ impl Target for Workflows {
         let path = e.dir.join("fuzzed.toml");
         match WorkflowSpec::parse(text, &path) {
             Ok(spec) => {
+                self.parsed += 1;
                 let problems = check_workflow(&spec, &e.bundle);
                 let _ = problems.iter().map(ToString::to_string).count();
+                if problems.is_empty() {
+                    self.runnable += 1;
+                }
                 if special(&e.dir.join(&spec.policy)) {
                     self.skipped_special += 1;
                     return Ok(());
@@ -161,6 +172,7 @@ impl Target for Workflows {
                     .map_err(|err| format!("writing {}: {err}", path.display()))?;
                 match Workflow::load(&path) {
                     Ok(w) => {
+                        self.loaded += 1;
                         let _ = w.emptied_content();
                     }
                     Err(err) => {
@@ -180,5 +192,12 @@ impl Target for Workflows {
             per_byte: 512,
             constant: 32 << 20,
         }
+    }
+
+    fn notes(&self) -> Vec<String> {
+        vec![format!(
+            "{} inputs parsed, {} passed the checks (commands of the examples are bare names looked up on PATH), {} loaded with their bundle; {} loads skipped: the bundle path names a device or FIFO",
+            self.parsed, self.runnable, self.loaded, self.skipped_special
+        )]
     }
 }
