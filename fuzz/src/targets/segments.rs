@@ -393,10 +393,10 @@ impl Target for Segments {
         }
         .map_err(|e| e.to_string())?;
 
-        if let Ok(summary) = docket_store::scan_log(&dir, |_| {}) {
-            if matches!(summary.end, docket_store::LogEnd::Clean) {
-                self.scanned_clean += 1;
-            }
+        if let Ok(summary) = docket_store::scan_log(&dir, |_| {})
+            && matches!(summary.end, docket_store::LogEnd::Clean)
+        {
+            self.scanned_clean += 1;
         }
         match docket_evidence::verify(&dir, &docket_evidence::VerifyOptions::default()) {
             Ok(v) => {
