@@ -421,3 +421,6 @@ pub fn repository() -> PathBuf {
         .parent()
         .map_or_else(|| PathBuf::from(".."), Path::to_path_buf)
 }
+
+#[cfg(test)]
+mod tests;

@@ -230,7 +230,7 @@ impl Segments {
 
 /// Makes every batch frame's CRC right again, walking frames from the header on while
 /// their magic and length hold.
-fn reframe(bytes: &mut [u8]) {
+pub fn reframe(bytes: &mut [u8]) {
     let mut at = 32;
     while at + 12 <= bytes.len() && &bytes[at..at + 4] == b"DKTB" {
         let len = u32::from_le_bytes([bytes[at + 4], bytes[at + 5], bytes[at + 6], bytes[at + 7]])
