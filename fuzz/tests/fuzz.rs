@@ -5,7 +5,8 @@
 //! Environment: `DOCKET_FUZZ_SECONDS` (per target; default 0: seeds and regressions
 //! only), `DOCKET_FUZZ_TARGETS` (comma-separated; default all), `DOCKET_FUZZ_SEED` (the
 //! random seed; default one from the clock, printed), `DOCKET_FUZZ_OUT` (where
-//! reproducers go; default the system's temporary directory), `DOCKET_FUZZ_STRICT=1`
+//! reproducers go; default the system's temporary directory), `DOCKET_FUZZ_REGRESSIONS` (the
+//! directory of regression inputs, `<dir>/<target>/*`; default `fuzz/regressions`), `DOCKET_FUZZ_STRICT=1`
 //! (also assert what issue 28 asks and today's code does not yet do: `docket_fuzz::strict`).
 
 // The harness reports to the terminal, as a command does.
@@ -82,7 +83,10 @@ fn main() -> ExitCode {
         seconds,
         seed,
         out,
-        regressions: docket_fuzz::repository().join("fuzz/regressions"),
+        regressions: std::env::var_os("DOCKET_FUZZ_REGRESSIONS").map_or_else(
+            || docket_fuzz::repository().join("fuzz/regressions"),
+            PathBuf::from,
+        ),
     };
     docket_fuzz::install(HARD_CAP, CASE_LIMIT);
     println!(
