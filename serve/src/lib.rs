@@ -246,6 +246,13 @@ impl Server {
         self.listener.local_addr()
     }
 
+    /// The router it serves: every route, the role check and the request log, to be
+    /// called in-process (tower's `oneshot`) without a connection, as the fuzzing harness
+    /// does.
+    pub fn router(&self) -> Router {
+        self.app.clone()
+    }
+
     /// Serves until `shutdown` completes.
     ///
     /// Requests and event streams are served on threads of their own
