@@ -249,8 +249,8 @@ impl Server {
     /// The router it serves: every route, the role check and the request log, to be
     /// called in-process (tower's `oneshot`) without a connection, as the fuzzing harness
     /// does.
-    pub fn router(&self) -> Router {
-        self.app.clone()
+    pub fn router(self) -> Router {
+        router(Arc::new(self.state))
     }
 
     /// Serves until `shutdown` completes.

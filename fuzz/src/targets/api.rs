@@ -136,7 +136,6 @@ struct Served {
     /// Run ids and ticket ids, for paths.
     words: Vec<String>,
     put_rules: Value,
-    _server: Server,
 }
 
 pub struct Api {
@@ -256,6 +255,7 @@ impl Api {
         let data = dir.path().to_owned();
         let workflow =
             Workflow::load(&self.root.join("workflow.toml")).map_err(|e| e.to_string())?;
+        let root = self.root.clone();
         let served = self.runtime.block_on(async move {
             let config = StoreConfig {
                 durability: docket_store::Durability::UnsafeNoSync,
@@ -281,9 +281,15 @@ impl Api {
             }
             let token = docket_serve::tokens::create(&data, "fuzz-admin", Role::Admin, 0)
                 .map_err(|e| e.to_string())?;
-            let server = Server::bind(rt, &data, "127.0.0.1:0".parse().map_err(|_| "addr")?, false)
-                .await
-                .map_err(|e| e.to_string())?;
+            let server = Server::bind(
+                rt,
+                &data,
+                &root,
+                "127.0.0.1:0".parse().map_err(|_| "addr")?,
+                false,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
             let router = server.router();
             // The PUT of the handoff rules: the rules as they are, with a reason.
             let rules = call(&router, &token, "GET", "/api/governance/handoff-rules", None)
@@ -297,7 +303,6 @@ impl Api {
                 token,
                 words,
                 put_rules,
-                _server: server,
             })
         })?;
         self.served = Some(served);
