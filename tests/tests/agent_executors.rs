@@ -840,15 +840,8 @@ mod python {
         found
     }
 
-    fn python_agent(script: &std::path::Path) -> CommandExecutor {
-        CommandExecutor::new(CommandConfig::new("python3").args([script.as_os_str()]))
-    }
-
-    #[tokio::test]
-    async fn the_example_agent_answers_the_documented_request_as_documented() {
-        if !python3_available() {
-            return;
-        }
+    /// The request and response docs/agent-protocol.md shows for the example agent.
+    fn documented_exchange() -> (AgentRequest, AgentResponse) {
         let doc = agent_protocol_doc();
         let request: AgentRequest =
             serde_json::from_str(&doc_example(&doc, "request").expect("request example"))
@@ -859,6 +852,19 @@ mod python {
                 .as_bytes(),
         )
         .expect("response parses");
+        (request, documented)
+    }
+
+    fn python_agent(script: &std::path::Path) -> CommandExecutor {
+        CommandExecutor::new(CommandConfig::new("python3").args([script.as_os_str()]))
+    }
+
+    #[tokio::test]
+    async fn the_example_agent_answers_the_documented_request_as_documented() {
+        if !python3_available() {
+            return;
+        }
+        let (request, documented) = documented_exchange();
 
         let agent = python_agent(&workspace_root().join("examples/python-agent/agent.py"));
         let response = agent.call(&request).await.expect("the agent answers");
@@ -895,16 +901,7 @@ mod python {
         if !python3_available() {
             return;
         }
-        let doc = agent_protocol_doc();
-        let request: AgentRequest =
-            serde_json::from_str(&doc_example(&doc, "request").expect("request example"))
-                .expect("request parses");
-        let documented = parse_response(
-            doc_example(&doc, "response")
-                .expect("response example")
-                .as_bytes(),
-        )
-        .expect("response parses");
+        let (request, documented) = documented_exchange();
         let script = workspace_root().join("examples/python-agent/agent.py");
         let agent = Arc::new(CommandExecutor::pooled(
             CommandConfig::new("python3").args([
