@@ -2,9 +2,7 @@
 //! handoff exactly the request the receiving agent was sent, with a hash recomputed here
 //! from the exported log alone.
 
-mod canned;
-
-use canned::{Recorder, WORKER_BUNDLE, golden};
+use crate::canned::{Recorder, WORKER_BUNDLE, golden};
 use docket_decider::{Action, DECIDER_VERSION, RunEvent};
 use docket_replay::{inspect, point_in};
 use docket_tests::{docket_on, exit_code, stdout_text};

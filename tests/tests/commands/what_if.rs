@@ -4,9 +4,7 @@
 //! decision where the run would part, and what would not have happened after it, in
 //! the run's causal order; the recorded bundle reports nothing.
 
-mod canned;
-
-use canned::{Recorder, WORKER_BUNDLE, golden, golden_events, worker_run};
+use crate::canned::{Recorder, WORKER_BUNDLE, golden, golden_events, worker_run};
 use docket_decider::{Action, DECIDER_VERSION, RunEvent};
 use docket_policies::PolicyBundle;
 use docket_replay::{ChangeKind, DecisionArea, Outcome, WhatIf, what_if};

@@ -318,3 +318,73 @@ mod documented_examples {
         );
     }
 }
+
+/// The documented count limits (docs/agent-protocol.md#limits): a response at each limit
+/// passes the structural checks, one entry more is refused naming the list, its count and
+/// the limit.
+#[test]
+fn lists_longer_than_their_limit_are_refused_naming_the_list_and_the_limit() {
+    let handoff = |denied: usize| {
+        serde_json::json!({
+            "type": "handoff", "to": "b", "output_type": "t", "payload": {},
+            "task": { "id": "t1", "denied_tools": vec!["shell"; denied] },
+        })
+    };
+    let plain =
+        serde_json::json!({ "type": "handoff", "to": "b", "output_type": "t", "payload": {} });
+    let response = |actions: Vec<Value>, tool_calls: usize, warnings: usize| {
+        let text = serde_json::json!({
+            "request_id": "r1",
+            "status": "SUCCESS",
+            "confidence_level": "HIGH",
+            "actions": actions,
+            "tool_calls": vec![serde_json::json!({ "name": "search" }); tool_calls],
+            "warnings": vec!["degraded"; warnings],
+            "usage": { "tool_calls": tool_calls },
+        })
+        .to_string();
+        parse_response(text.as_bytes()).expect("parses")
+    };
+    let cases = [
+        (
+            "actions",
+            response(vec![plain.clone(); 1_001], 0, 0),
+            1_001,
+            1_000,
+        ),
+        (
+            "tool_calls",
+            response(vec![plain.clone()], 1_001, 0),
+            1_001,
+            1_000,
+        ),
+        (
+            "warnings",
+            response(vec![plain.clone()], 0, 1_001),
+            1_001,
+            1_000,
+        ),
+        (
+            "actions[0].task.denied_tools",
+            response(vec![handoff(1_001)], 0, 0),
+            1_001,
+            1_000,
+        ),
+    ];
+    for (list, over, count, limit) in cases {
+        let refused = over.validate().expect_err(list).to_string();
+        assert!(
+            refused.contains(list)
+                && refused.contains(&count.to_string())
+                && refused.contains(&limit.to_string()),
+            "{list}: {refused}"
+        );
+    }
+    for at_limit in [
+        response(vec![plain.clone(); 1_000], 0, 0),
+        response(vec![plain.clone()], 1_000, 1_000),
+        response(vec![handoff(1_000)], 0, 0),
+    ] {
+        at_limit.validate().expect("at the limit");
+    }
+}

@@ -121,3 +121,27 @@ fn the_check_sees_a_forbidden_dependency_where_there_is_one() {
         "{deps:?}"
     );
 }
+
+#[test]
+fn a_plain_build_compiles_no_test_only_crate() {
+    // `cargo build` builds the default members' libraries and programs: the test
+    // crate's programs and shared support must need none of what only the tests use
+    // (browser driving, the server and CLI crates, property testing).
+    let deps = normal_dependencies("docket-tests");
+    assert!(deps.contains("docket-tests"), "{deps:?}");
+    let found: Vec<&str> = [
+        "headless_chrome",
+        "proptest",
+        "docket-serve",
+        "docket-cli",
+        "docket-replay",
+        "hyper",
+    ]
+    .into_iter()
+    .filter(|only_for_tests| deps.contains(*only_for_tests))
+    .collect();
+    assert!(
+        found.is_empty(),
+        "docket-tests needs {found:?} to build its programs; make them dev-dependencies"
+    );
+}

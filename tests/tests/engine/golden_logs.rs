@@ -14,7 +14,7 @@
 //!   multi-threaded runtime, as `docket run` records) to the same files once trimmed;
 //! - a copy of every fixture with one byte changed fails those checks.
 //!
-//! **Blessing.** `DOCKET_BLESS_GOLDEN=1 cargo test -p docket-tests --test golden_logs`
+//! **Blessing.** `DOCKET_BLESS_GOLDEN=1 cargo test -p docket-tests --test engine golden_logs::`
 //! records every shape that has no fixture yet for the current decider version into
 //! `tests/golden/v<DECIDER_VERSION>/<shape>/`, then runs the checks above on it. It never
 //! overwrites a fixture: a fixture of a released decider version is never re-blessed; a

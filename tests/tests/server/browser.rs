@@ -54,9 +54,9 @@ pub fn launch(profile: PathBuf, idle: Duration, window: Option<(u32, u32)>) -> B
 /// Makes a bearer token for `data` (`ROLE` named `NAME`) with `docket token create`.
 #[must_use]
 pub fn token(data: &Path, role: &str, name: &str) -> String {
-    let out = crate::docket_on(data, &["token", "create", "--role", role, "--name", name]);
-    assert_eq!(crate::exit_code(&out), 0, "{out:?}");
-    crate::stdout_text(&out).trim().to_owned()
+    let out = docket_tests::docket_on(data, &["token", "create", "--role", role, "--name", name]);
+    assert_eq!(docket_tests::exit_code(&out), 0, "{out:?}");
+    docket_tests::stdout_text(&out).trim().to_owned()
 }
 
 /// Waits until `selector` matches in `tab`, for at most `bound`; a failure says what the

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use docket_tests::browser::{CHROMIUM, chromium_present};
+use crate::browser::{CHROMIUM, chromium_present};
 use docket_tests::{
     docket_bin, exit_code, geo_agents_built, geo_workflow, stdout_text, summary_run_id,
 };

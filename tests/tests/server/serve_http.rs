@@ -1,4 +1,4 @@
-//! `docket serve` as HTTP says it should behave, through raw TCP (issue 28 rows 9, 11, 12,
+//! `docket serve` as HTTP says it should behave, through raw TCP (issue 28 rows 9, 10, 11, 12,
 //! 13 and 16; docs/api.md): live event streams limited per token and in all; `HEAD` as
 //! `GET` without a body; a refused request whose body was not read says
 //! `Connection: close`, one whose body was read keeps the connection; requests larger than
@@ -628,4 +628,208 @@ fn every_documented_body_is_read_by_its_route() {
             );
         }
     }
+}
+
+/// A `docket serve` whose data directory is on a tmpfs of `size` bytes of its own (a mount
+/// namespace made by `unshare`, no privilege needed where user namespaces are allowed),
+/// with an operator's and a viewer's token; `None` where the namespace cannot be made.
+/// The tmpfs is reached from here through `/proc/PID/root`.
+fn served_on_a_small_disk(dir: &Path, size: u64) -> Option<(Served, PathBuf)> {
+    let disk = dir.join("disk");
+    std::fs::create_dir_all(&disk).expect("the mount point");
+    let probe = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "true"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        return None;
+    }
+    // Inside the namespace: the tmpfs, the tokens (written into it), then the server.
+    let script = r#"set -e
+mount -t tmpfs -o "size=$1" tmpfs "$2"
+bin="$3"; data="$2/data"
+"$bin" token create --data "$data" --role operator --name operator-user > "$2/operator.token"
+"$bin" token create --data "$data" --role viewer --name viewer-user > "$2/viewer.token"
+exec "$bin" serve --listen 127.0.0.1:0 --data "$data""#;
+    let mut child = Command::new("unshare")
+        .args([
+            "--user",
+            "--map-root-user",
+            "--mount",
+            "sh",
+            "-c",
+            script,
+            "sh",
+        ])
+        .arg(size.to_string())
+        .arg(&disk)
+        .arg(docket_tests::docket_bin())
+        .current_dir(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("unshare starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("the readiness line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on http://")
+        .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
+        .parse()
+        .expect("an address");
+    // `unshare` and `sh` exec: the child's pid is the server's.
+    let seen = PathBuf::from(format!("/proc/{}/root", child.id())).join(
+        disk.strip_prefix("/")
+            .expect("an absolute temporary directory"),
+    );
+    let token = |role: &str| {
+        std::fs::read_to_string(seen.join(format!("{role}.token")))
+            .expect("a token written in the namespace")
+            .trim()
+            .to_owned()
+    };
+    let tokens = vec![
+        (Role::Operator, token("operator")),
+        (Role::Viewer, token("viewer")),
+    ];
+    Some((
+        Served {
+            child,
+            addr,
+            tokens,
+        },
+        seen,
+    ))
+}
+
+/// Row 10: a full disk refuses a new run 507 naming the file, and once space is free the
+/// same server records and completes runs again, without a restart; the directory
+/// verifies.
+#[cfg(target_os = "linux")]
+#[test]
+#[allow(clippy::print_stderr)]
+fn after_a_full_disk_is_freed_the_server_records_again_without_a_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let workflow =
+        docket_tests::one_agent_workflow(dir.path(), "disk", "disk", TEST_AGENT, &["finish"]);
+    let Some((server, disk)) = served_on_a_small_disk(dir.path(), 8 << 20) else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI is set, and a user and mount namespace (unshare) cannot be made here"
+        );
+        eprintln!("skipped: unshare cannot make a user and mount namespace here");
+        return;
+    };
+    let operator = Some(server.token(Role::Operator));
+    // Inputs that do not compress, so that a few runs need more than the space left in
+    // the log's preallocated runway.
+    let mut rng = docket_tests::SeededRng(10);
+    let start = |run: &str, rng: &mut docket_tests::SeededRng| {
+        let pad: String = (0..(256 << 10) / 16)
+            .map(|_| format!("{:016x}", rng.next_u64()))
+            .collect();
+        server.call(
+            "POST",
+            "/api/runs",
+            operator,
+            Some(&json!({
+                "workflow": workflow.file_name().and_then(|n| n.to_str()),
+                "run_id": run,
+                "input": { "task": "x", "pad": pad },
+            })),
+        )
+    };
+    let accepted = |answer: &Answer| answer.status == 200 || answer.status == 202;
+    let answer = start("before", &mut rng);
+    assert!(accepted(&answer), "{answer:?}");
+
+    // Fill the disk, then start runs until one is refused for want of space.
+    let filler = disk.join("filler");
+    let mut file = std::fs::File::create(&filler).expect("the filler");
+    let chunk = vec![0u8; 64 << 10];
+    loop {
+        match file.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::StorageFull => break,
+            Err(e) => panic!("filling the disk: {e}"),
+        }
+    }
+    let mut started = vec!["before".to_owned()];
+    let refused = (0..40)
+        .find_map(|n| {
+            let run = format!("full-{n}");
+            let answer = start(&run, &mut rng);
+            if accepted(&answer) {
+                started.push(run);
+                None
+            } else {
+                Some((run, answer))
+            }
+        })
+        .expect("a run refused within 40 runs of 256 KiB on a full disk");
+    let (refused_run, answer) = refused;
+    eprintln!("{} runs accepted, then {answer:?}", started.len());
+    assert_eq!(answer.status, 507, "{answer:?}");
+    let (kind, at) = answer.error();
+    assert!(
+        !kind.is_empty() && at.starts_with("file ") && at.contains("/data/"),
+        "{answer:?}"
+    );
+
+    // The refused run was either never recorded, or the answer says it was and it is
+    // there, stopped, for a resume.
+    let recorded = answer.body["error"]["recorded"].as_str().map(str::to_owned);
+    let status_of = |run: &str| {
+        server.call(
+            "GET",
+            &format!("/api/runs/{run}"),
+            Some(server.token(Role::Viewer)),
+            None,
+        )
+    };
+    match &recorded {
+        Some(run) => {
+            assert_eq!(run, &refused_run, "{answer:?}");
+            assert!(
+                answer.body["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("resume")),
+                "{answer:?}"
+            );
+            let seen = status_of(run);
+            assert_eq!(seen.status, 200, "{seen:?}");
+            started.push(refused_run.clone());
+        }
+        None => assert_eq!(status_of(&refused_run).status, 404),
+    }
+
+    // Free it: the same server records again. A run the full disk stopped is resumed;
+    // every run accepted, or said to be recorded, completes.
+    drop(file);
+    std::fs::remove_file(&filler).expect("the filler removed");
+    let answer = start("after", &mut rng);
+    assert!(accepted(&answer), "{answer:?}");
+    started.push("after".to_owned());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    for run in &started {
+        loop {
+            let seen = status_of(run);
+            assert_eq!(seen.status, 200, "{seen:?}");
+            if seen.body["status"] == "completed" {
+                break;
+            }
+            if seen.body["interrupted"] == true {
+                let resumed =
+                    server.call("POST", &format!("/api/runs/{run}/resume"), operator, None);
+                assert!(accepted(&resumed), "{resumed:?}");
+            }
+            assert!(Instant::now() < deadline, "run {run} stayed {seen:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    // The directory verifies, read beside the running server.
+    let out = docket(&disk.join("data"), &["verify", "--all"]);
+    assert_eq!(code(&out), 0, "{out:?}");
 }

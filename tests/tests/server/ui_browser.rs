@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use crate::browser::{self, chromium_present, token};
 use docket_serve::ASSETS;
-use docket_tests::browser::{self, chromium_present, token};
 use docket_tests::{docket_on as docket, exit_code as code};
 use headless_chrome::Tab;
 use serde_json::{Value, json};

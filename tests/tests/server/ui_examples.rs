@@ -15,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use docket_tests::browser::{self, chromium_present, token};
+use crate::browser::{self, chromium_present, token};
 use docket_tests::{example_agents_built, workspace_root};
 use headless_chrome::Tab;
 use headless_chrome::protocol::cdp::Page;
