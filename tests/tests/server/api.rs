@@ -5,10 +5,7 @@
 //! after a reconnect with Last-Event-ID only the later ones; `docket status` and `runs`
 //! read while the server drives; cancelling, through the API and `docket cancel`.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use docket_serve::Role;
@@ -16,167 +13,13 @@ use docket_serve::routes::ROUTES;
 use docket_tests::{docket_on as docket, exit_code as code, stdout_text as stdout};
 use serde_json::{Value, json};
 
+use crate::served::Served;
+
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
 /// A one-agent workflow whose agent runs `test-agent ARGS`.
 fn workflow(dir: &Path, name: &str, args: &[&str]) -> PathBuf {
     docket_tests::one_agent_workflow(dir, "api", name, TEST_AGENT, args)
-}
-
-/// A `docket serve` on an ephemeral port, killed when dropped.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-    tokens: Vec<(Role, String)>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Served {
-    /// Makes a token per role (named `ROLE-user`), starts the server and waits for its
-    /// readiness line, which names the port.
-    fn start(data: &Path) -> Self {
-        let tokens = Role::ALL
-            .into_iter()
-            .map(|role| {
-                let out = docket(
-                    data,
-                    &[
-                        "token",
-                        "create",
-                        "--role",
-                        role.as_str(),
-                        "--name",
-                        &format!("{role}-user"),
-                    ],
-                );
-                assert_eq!(code(&out), 0, "{out:?}");
-                (role, stdout(&out).trim().to_owned())
-            })
-            .collect();
-        // In the data directory's parent: the workflows the tests write are there, and
-        // the server reads only under the directory it starts in.
-        let (child, addr) = docket_tests::start_serve(data, data.parent());
-        Self {
-            child,
-            addr,
-            tokens,
-        }
-    }
-
-    fn token(&self, role: Role) -> &str {
-        &self
-            .tokens
-            .iter()
-            .find(|(r, _)| *r == role)
-            .expect("a token")
-            .1
-    }
-
-    /// One request; the status and the body (JSON, or a string when it is not).
-    fn call(
-        &self,
-        method: &str,
-        path: &str,
-        token: Option<&str>,
-        body: Option<&Value>,
-    ) -> (u16, Value) {
-        let mut s = TcpStream::connect(self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("timeout");
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .expect("send");
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).expect("read");
-        let text = String::from_utf8_lossy(&raw);
-        let status: u16 = text
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status line: {text}"));
-        let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-        (
-            status,
-            serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned())),
-        )
-    }
-
-    /// Reads server-sent events of `run` until one of kind `until` (included), from the
-    /// start or after `last_event_id`: (id, kind, data) each.
-    fn sse(&self, run: &str, last_event_id: Option<u64>, until: &str) -> Vec<(u64, String, Value)> {
-        let mut s = TcpStream::connect(self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("timeout");
-        let resume = last_event_id
-            .map(|id| format!("Last-Event-ID: {id}\r\n"))
-            .unwrap_or_default();
-        write!(
-            s,
-            "GET /api/runs/{run}/events/stream HTTP/1.1\r\nHost: test\r\nAccept: text/event-stream\r\nAuthorization: Bearer {}\r\n{resume}\r\n",
-            self.token(Role::Viewer)
-        )
-        .expect("send");
-        let mut lines = BufReader::new(s).lines();
-        let status = lines.next().expect("a status line").expect("read");
-        assert!(status.contains(" 200 "), "{status}");
-        let (mut id, mut kind) = (0, String::new());
-        let mut seen = Vec::new();
-        // Chunk sizes of the transfer encoding come between the lines and are skipped: an
-        // event's lines are `field: value`.
-        for line in lines {
-            let line = line.expect("an event line before the timeout");
-            if let Some(v) = line.strip_prefix("id: ") {
-                id = v.parse().expect("a sequence id");
-            } else if let Some(v) = line.strip_prefix("event: ") {
-                kind = v.to_owned();
-            } else if let Some(v) = line.strip_prefix("data: ") {
-                seen.push((
-                    id,
-                    kind.clone(),
-                    serde_json::from_str(v).expect("JSON data"),
-                ));
-                if kind == until {
-                    return seen;
-                }
-            }
-        }
-        panic!("the stream ended before a {until} event: {seen:?}");
-    }
-
-    /// Polls the run until `done` holds of it, for at most a minute.
-    fn until(&self, run: &str, done: impl Fn(&Value) -> bool) -> Value {
-        let start = Instant::now();
-        loop {
-            let (status, body) = self.call(
-                "GET",
-                &format!("/api/runs/{run}"),
-                Some(self.token(Role::Viewer)),
-                None,
-            );
-            assert_eq!(status, 200, "{body}");
-            if done(&body) {
-                return body;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "run {run} stayed {body}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
 }
 
 /// Table-driven: every route of the route table (the one the OpenAPI description is made

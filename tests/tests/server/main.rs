@@ -5,5 +5,6 @@ mod api;
 mod browser;
 mod report_browser;
 mod serve_http;
+mod served;
 mod ui_browser;
 mod ui_examples;

@@ -7,179 +7,18 @@
 //! private; each route's documented example body is read by the route.
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use docket_serve::Role;
 use docket_serve::routes::ROUTES;
-use docket_tests::{docket_on as docket, exit_code as code, stdout_text as stdout};
+use docket_tests::{docket_on as docket, exit_code as code};
 use serde_json::{Value, json};
 
+use crate::served::{Answer, Served};
+
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
-
-/// A `docket serve` on an ephemeral port with `args`, killed when dropped; a token per
-/// role, named `ROLE-user`.
-struct Served {
-    child: Child,
-    addr: SocketAddr,
-    tokens: Vec<(Role, String)>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Served {
-    fn start(data: &Path, args: &[&str]) -> Self {
-        let tokens = Role::ALL
-            .into_iter()
-            .map(|role| {
-                let name = format!("{role}-user");
-                let out = docket(
-                    data,
-                    &["token", "create", "--role", role.as_str(), "--name", &name],
-                );
-                assert_eq!(code(&out), 0, "{out:?}");
-                (role, stdout(&out).trim().to_owned())
-            })
-            .collect();
-        let mut child = Command::new(docket_tests::docket_bin())
-            .args(["serve", "--listen", "127.0.0.1:0", "--data"])
-            .arg(data)
-            .args(args)
-            // Relative paths in bodies resolve in the test's directory, not the workspace.
-            .current_dir(data.parent().expect("the data directory's parent"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("docket serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the readiness line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
-            .parse()
-            .expect("an address");
-        Self {
-            child,
-            addr,
-            tokens,
-        }
-    }
-
-    fn token(&self, role: Role) -> &str {
-        &self
-            .tokens
-            .iter()
-            .find(|(r, _)| *r == role)
-            .expect("a token")
-            .1
-    }
-
-    fn connect(&self) -> TcpStream {
-        let s = TcpStream::connect(self.addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(60)))
-            .expect("timeout");
-        s
-    }
-
-    /// One request on a new connection (closed after it): the answer's status, headers
-    /// (lower-case names) and body (JSON, or a string when it is not).
-    fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<&Value>) -> Answer {
-        let body = body.map(Value::to_string).unwrap_or_default();
-        let auth = token
-            .map(|t| format!("Authorization: Bearer {t}\r\n"))
-            .unwrap_or_default();
-        let mut s = self.connect();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .expect("send");
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).expect("read");
-        Answer::parse(&raw)
-    }
-}
-
-/// An HTTP answer.
-#[derive(Debug)]
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Value,
-}
-
-impl Answer {
-    /// Parses a whole answer (a `Content-Length` body, or none).
-    fn parse(raw: &[u8]) -> Self {
-        let text = String::from_utf8_lossy(raw);
-        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-        let mut lines = head.lines();
-        let status = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status line: {text}"));
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_owned()))
-            .collect();
-        Self {
-            status,
-            headers,
-            body: serde_json::from_str(body).unwrap_or_else(|_| Value::String(body.to_owned())),
-        }
-    }
-
-    /// Reads one answer with a `Content-Length` body from `s`, leaving the connection open.
-    fn read_one(s: &mut TcpStream) -> Self {
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            let n = s.read(&mut byte).expect("an answer before the timeout");
-            assert!(
-                n == 1,
-                "the connection closed mid-answer: {:?}",
-                String::from_utf8_lossy(&head)
-            );
-            head.push(byte[0]);
-        }
-        let mut answer = Self::parse(&head);
-        let length: usize = answer
-            .header("content-length")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
-        let mut body = vec![0u8; length];
-        s.read_exact(&mut body).expect("the body");
-        answer.body = serde_json::from_slice(&body)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned()));
-        answer
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn error(&self) -> (&str, &str) {
-        (
-            self.body["error"]["code"].as_str().unwrap_or_default(),
-            self.body["error"]["where"].as_str().unwrap_or_default(),
-        )
-    }
-}
 
 /// A finished one-agent run `run` in `data`, recorded before the server starts.
 fn finished_run(dir: &Path, data: &Path, run: &str) {
@@ -217,7 +56,7 @@ fn live_event_streams_are_limited_per_token_and_in_all() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     finished_run(dir.path(), &data, "done-1");
-    let server = Served::start(
+    let server = Served::start_with(
         &data,
         &["--max-streams", "3", "--max-streams-per-token", "2"],
     );
@@ -227,7 +66,7 @@ fn live_event_streams_are_limited_per_token_and_in_all() {
     let (second, _second) = open_stream(&server, "done-1", &viewer);
     assert!(second.contains(" 200 "), "{second}");
 
-    let refused = server.call("GET", "/api/runs/done-1/events/stream", Some(&viewer), None);
+    let refused = server.request("GET", "/api/runs/done-1/events/stream", Some(&viewer), None);
     assert_eq!(refused.status, 429, "{refused:?}");
     assert_eq!(refused.error().0, "too_many_streams", "{refused:?}");
     assert!(refused.header("retry-after").is_some(), "{refused:?}");
@@ -240,7 +79,7 @@ fn live_event_streams_are_limited_per_token_and_in_all() {
 
     let (third, _third) = open_stream(&server, "done-1", server.token(Role::Operator));
     assert!(third.contains(" 200 "), "{third}");
-    let busy = server.call(
+    let busy = server.request(
         "GET",
         "/api/runs/done-1/events/stream",
         Some(server.token(Role::Admin)),
@@ -250,7 +89,7 @@ fn live_event_streams_are_limited_per_token_and_in_all() {
     assert_eq!(busy.error().0, "busy", "{busy:?}");
     assert!(busy.header("retry-after").is_some(), "{busy:?}");
     // Other routes are not limited by streams.
-    let runs = server.call("GET", "/api/runs", Some(&viewer), None);
+    let runs = server.request("GET", "/api/runs", Some(&viewer), None);
     assert_eq!(runs.status, 200, "{runs:?}");
 
     // A stream whose client went away frees its place (noticed at the latest when the
@@ -278,7 +117,7 @@ fn head_answers_as_get_without_a_body() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     finished_run(dir.path(), &data, "done-1");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let viewer = Some(server.token(Role::Viewer));
     for path in [
         "/api/runs",
@@ -286,8 +125,8 @@ fn head_answers_as_get_without_a_body() {
         "/api/openapi.json",
         "/api/kill-switches",
     ] {
-        let got = server.call("GET", path, viewer, None);
-        let head = server.call("HEAD", path, viewer, None);
+        let got = server.request("GET", path, viewer, None);
+        let head = server.request("HEAD", path, viewer, None);
         assert_eq!(got.status, 200, "GET {path}: {got:?}");
         assert_eq!(head.status, 200, "HEAD {path}: {head:?}");
         assert_eq!(head.body, json!(""), "HEAD {path} sent a body");
@@ -297,18 +136,18 @@ fn head_answers_as_get_without_a_body() {
             "HEAD {path}"
         );
     }
-    let head = server.call("HEAD", "/api/runs/no-such-run", viewer, None);
+    let head = server.request("HEAD", "/api/runs/no-such-run", viewer, None);
     assert_eq!(head.status, 404, "{head:?}");
-    let head = server.call("HEAD", "/api/runs", None, None);
+    let head = server.request("HEAD", "/api/runs", None, None);
     assert_eq!(head.status, 401, "{head:?}");
-    let head = server.call("HEAD", "/api/runs/done-1/cancel", viewer, None);
+    let head = server.request("HEAD", "/api/runs/done-1/cancel", viewer, None);
     assert_eq!(head.status, 405, "{head:?}");
     assert!(
         head.header("allow").is_some_and(|a| a.contains("POST")),
         "{head:?}"
     );
     // HEAD reads, so the request log does not list it.
-    let log = server.call(
+    let log = server.request(
         "GET",
         "/api/requests",
         Some(server.token(Role::Admin)),
@@ -331,7 +170,7 @@ fn head_answers_as_get_without_a_body() {
 fn a_refused_request_whose_body_was_not_read_says_connection_close() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let body = json!({ "reason": "why not" }).to_string();
     for (who, status) in [
         (Some(server.token(Role::Viewer)), 403),
@@ -385,7 +224,7 @@ fn a_refused_request_whose_body_was_not_read_says_connection_close() {
 fn requests_larger_than_the_api_takes_are_refused_in_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let operator = server.token(Role::Operator);
     let check = |answer: &Answer, status: u16, at: &str| {
         assert_eq!(answer.status, status, "{answer:?}");
@@ -458,7 +297,7 @@ fn requests_larger_than_the_api_takes_are_refused_in_json() {
     .expect("send");
     check(&Answer::read_one(&mut s), 431, "header");
     let long = format!("/api/runs?workflow={}", "z".repeat(10 << 10));
-    let answer = server.call("GET", &long, Some(operator), None);
+    let answer = server.request("GET", &long, Some(operator), None);
     check(&answer, 414, "uri");
 }
 
@@ -470,13 +309,13 @@ fn a_cursor_that_is_not_one_is_refused() {
     let data = dir.path().join("data");
     finished_run(dir.path(), &data, "run-a");
     finished_run(dir.path(), &data, "run-b");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let viewer = Some(server.token(Role::Viewer));
-    let first = server.call("GET", "/api/runs?limit=1", viewer, None);
+    let first = server.request("GET", "/api/runs?limit=1", viewer, None);
     assert_eq!(first.status, 200, "{first:?}");
     assert_eq!(first.body["runs"][0]["run_id"], "run-a", "{first:?}");
     let next = first.body["next_cursor"].as_str().expect("a next page");
-    let second = server.call(
+    let second = server.request(
         "GET",
         &format!("/api/runs?limit=1&cursor={next}"),
         viewer,
@@ -484,7 +323,7 @@ fn a_cursor_that_is_not_one_is_refused() {
     );
     assert_eq!(second.body["runs"][0]["run_id"], "run-b", "{second:?}");
     for garbage in ["%21%21garbage", "no-such-run", "%20"] {
-        let answer = server.call("GET", &format!("/api/runs?cursor={garbage}"), viewer, None);
+        let answer = server.request("GET", &format!("/api/runs?cursor={garbage}"), viewer, None);
         assert_eq!(answer.status, 400, "cursor={garbage}: {answer:?}");
         assert_eq!(
             answer.error(),
@@ -501,10 +340,10 @@ fn a_cursor_that_is_not_one_is_refused() {
 fn a_kill_switch_the_server_cannot_write_is_a_server_error_naming_the_file() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let lock = data.join("kill-switches.lock");
     std::fs::create_dir_all(&lock).expect("a directory where the lock file goes");
-    let answer = server.call(
+    let answer = server.request(
         "POST",
         "/api/kill-switches/global/engage",
         Some(server.token(Role::Operator)),
@@ -519,7 +358,7 @@ fn a_kill_switch_the_server_cannot_write_is_a_server_error_naming_the_file() {
     );
     // A name that is not a switch is still the request's fault.
     std::fs::remove_dir(&lock).expect("the directory removed");
-    let answer = server.call(
+    let answer = server.request(
         "POST",
         "/api/kill-switches/a%20b/engage",
         Some(server.token(Role::Operator)),
@@ -535,8 +374,8 @@ fn the_request_log_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt as _;
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let server = Served::start(&data, &[]);
-    let answer = server.call(
+    let server = Served::start(&data);
+    let answer = server.request(
         "POST",
         "/api/runs/no-such-run/cancel",
         Some(server.token(Role::Operator)),
@@ -558,10 +397,10 @@ fn the_request_log_is_readable_by_its_owner_only() {
 fn every_documented_body_is_read_by_its_route() {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
-    let server = Served::start(&data, &[]);
+    let server = Served::start(&data);
     let admin = Some(server.token(Role::Admin));
     let (status, openapi) = {
-        let a = server.call("GET", "/api/openapi.json", admin, None);
+        let a = server.request("GET", "/api/openapi.json", admin, None);
         (a.status, a.body)
     };
     assert_eq!(status, 200);
@@ -605,7 +444,7 @@ fn every_documented_body_is_read_by_its_route() {
             bodies.push(required);
         }
         for body in &bodies {
-            let answer = server.call(route.method, &path, admin, Some(body));
+            let answer = server.request(route.method, &path, admin, Some(body));
             assert!(
                 !(answer.status == 400 && answer.error().1 == "body"),
                 "{} {path} refused its documented body {body}: {answer:?}",
@@ -620,7 +459,7 @@ fn every_documented_body_is_read_by_its_route() {
         {
             let mut wrong = example.clone();
             wrong[*name] = json!(5);
-            let answer = server.call(route.method, &path, admin, Some(&wrong));
+            let answer = server.request(route.method, &path, admin, Some(&wrong));
             assert_eq!(
                 answer.status, 400,
                 "{} {path} with {wrong}: {answer:?}",
@@ -628,79 +467,6 @@ fn every_documented_body_is_read_by_its_route() {
             );
         }
     }
-}
-
-/// A `docket serve` whose data directory is on a tmpfs of `size` bytes of its own (a mount
-/// namespace made by `unshare`, no privilege needed where user namespaces are allowed),
-/// with an operator's and a viewer's token; `None` where the namespace cannot be made.
-/// The tmpfs is reached from here through `/proc/PID/root`.
-fn served_on_a_small_disk(dir: &Path, size: u64) -> Option<(Served, PathBuf)> {
-    let disk = dir.join("disk");
-    std::fs::create_dir_all(&disk).expect("the mount point");
-    let probe = Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "true"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        return None;
-    }
-    // Inside the namespace: the tmpfs, the tokens (written into it), then the server.
-    let script = r#"set -e
-mount -t tmpfs -o "size=$1" tmpfs "$2"
-bin="$3"; data="$2/data"
-"$bin" token create --data "$data" --role operator --name operator-user > "$2/operator.token"
-"$bin" token create --data "$data" --role viewer --name viewer-user > "$2/viewer.token"
-exec "$bin" serve --listen 127.0.0.1:0 --data "$data""#;
-    let mut child = Command::new("unshare")
-        .args([
-            "--user",
-            "--map-root-user",
-            "--mount",
-            "sh",
-            "-c",
-            script,
-            "sh",
-        ])
-        .arg(size.to_string())
-        .arg(&disk)
-        .arg(docket_tests::docket_bin())
-        .current_dir(dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("unshare starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the readiness line");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
-        .parse()
-        .expect("an address");
-    // `unshare` and `sh` exec: the child's pid is the server's.
-    let seen = PathBuf::from(format!("/proc/{}/root", child.id())).join(
-        disk.strip_prefix("/")
-            .expect("an absolute temporary directory"),
-    );
-    let token = |role: &str| {
-        std::fs::read_to_string(seen.join(format!("{role}.token")))
-            .expect("a token written in the namespace")
-            .trim()
-            .to_owned()
-    };
-    let tokens = vec![
-        (Role::Operator, token("operator")),
-        (Role::Viewer, token("viewer")),
-    ];
-    Some((
-        Served {
-            child,
-            addr,
-            tokens,
-        },
-        seen,
-    ))
 }
 
 /// Row 10: a full disk refuses a new run 507 naming the file, and once space is free the
@@ -713,7 +479,7 @@ fn after_a_full_disk_is_freed_the_server_records_again_without_a_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let workflow =
         docket_tests::one_agent_workflow(dir.path(), "disk", "disk", TEST_AGENT, &["finish"]);
-    let Some((server, disk)) = served_on_a_small_disk(dir.path(), 8 << 20) else {
+    let Some((server, disk)) = crate::served::on_a_small_disk(dir.path(), 8 << 20) else {
         assert!(
             std::env::var_os("CI").is_none(),
             "CI is set, and a user and mount namespace (unshare) cannot be made here"
@@ -729,7 +495,7 @@ fn after_a_full_disk_is_freed_the_server_records_again_without_a_restart() {
         let pad: String = (0..(256 << 10) / 16)
             .map(|_| format!("{:016x}", rng.next_u64()))
             .collect();
-        server.call(
+        server.request(
             "POST",
             "/api/runs",
             operator,
@@ -782,7 +548,7 @@ fn after_a_full_disk_is_freed_the_server_records_again_without_a_restart() {
     // there, stopped, for a resume.
     let recorded = answer.body["error"]["recorded"].as_str().map(str::to_owned);
     let status_of = |run: &str| {
-        server.call(
+        server.request(
             "GET",
             &format!("/api/runs/{run}"),
             Some(server.token(Role::Viewer)),
@@ -822,7 +588,7 @@ fn after_a_full_disk_is_freed_the_server_records_again_without_a_restart() {
             }
             if seen.body["interrupted"] == true {
                 let resumed =
-                    server.call("POST", &format!("/api/runs/{run}/resume"), operator, None);
+                    server.request("POST", &format!("/api/runs/{run}/resume"), operator, None);
                 assert!(accepted(&resumed), "{resumed:?}");
             }
             assert!(Instant::now() < deadline, "run {run} stayed {seen:?}");
