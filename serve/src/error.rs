@@ -24,7 +24,7 @@ pub struct ApiError {
     pub at: Option<String>,
     /// Each problem, when the request has several (a refused replacement of handoff
     /// rules: each naming its rule and field).
-    pub problems: Option<serde_json::Value>,
+    pub problems: Option<Box<serde_json::Value>>,
     /// Seconds to wait before trying again (`Retry-After`), when waiting helps.
     pub retry_after: Option<u64>,
     /// The run this request recorded before it failed: it stays in the log, stopped where
@@ -156,7 +156,7 @@ impl IntoResponse for ApiError {
             "where": self.at,
         }});
         if let Some(problems) = self.problems {
-            body["error"]["problems"] = problems;
+            body["error"]["problems"] = *problems;
         }
         if let Some(run) = self.recorded {
             body["error"]["recorded"] = run.into();
@@ -192,7 +192,7 @@ impl From<RegistryError> for ApiError {
             }
             RegistryError::Rules(RulesError::Refused { problems }) => {
                 let mut refused = Self::refused(message).at("body");
-                refused.problems = Some(json!(problems));
+                refused.problems = Some(Box::new(json!(problems)));
                 refused
             }
             RegistryError::Rules(_)
