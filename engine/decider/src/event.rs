@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -22,10 +22,10 @@ use super::decide::effect::{
 };
 use super::decide::overrides::Overridable;
 use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
-use crate::protocol::{
+use crate::workflow::WorkflowSpec;
+use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
 };
-use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
 pub const KIND_VERSION: u32 = 1;

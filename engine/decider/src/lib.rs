@@ -2,9 +2,9 @@
 //!
 //! This crate holds everything a run's decisions depend on, and nothing that does I/O, so
 //! that audit replay links it without an async runtime, a network stack or the store:
-//! - the agent protocol (what an agent is sent and what it may answer) and the effect
-//!   protocol (what an effect executor is asked and answers), with their validation and
-//!   generated JSON Schemas;
+//! - the wire protocols' documents and ids are `docket_protocol`'s (re-exported here);
+//!   this crate parses and validates what agents send and accepts what effect and tool
+//!   executors answer;
 //! - workflows as data ([`WorkflowSpec`], parsed from a workflow file's text);
 //!
 //! - [`decide`]`(&RunState, &PolicyBundle, Command) -> Result<Vec<RunEvent>, Rejection>`:
@@ -31,7 +31,6 @@ mod commit;
 mod content;
 mod decide;
 mod event;
-mod ids;
 mod protocol;
 mod replay;
 mod state;
@@ -69,24 +68,24 @@ pub use decide::tool::{
     ToolInput, ToolReturned,
 };
 pub use decide::{CircuitReading, Command, EXTERNAL, Rejection, decide, decide_in_place};
+pub use docket_protocol::{
+    Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence, ContextInput,
+    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
+    EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
+    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, TaskRestrictions, TicketId,
+    ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification,
+    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    effect_protocol_schema_pretty,
+};
 pub use event::{
     BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, KIND_VERSION,
     MAX_TIMEOUT_GROWTH, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject,
     seed_error,
 };
-pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId, ToolCallId};
 pub use protocol::{
-    Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
-    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
-    EffectErrorBody, EffectOp, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
-    MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, Priority, ResponseStatus, TaskRestrictions,
-    ToolCall, Usage, ValidationError, ValidationProblem, Verification, accept_effect_answer,
-    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
-    effect_protocol_schema_pretty, parse_response,
-};
-pub use protocol::{
-    DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,
-    accept_tool_answer, resolve_tool, tool_invocation,
+    DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
+    ToolSpec, ValidateRequest, ValidateResponse, ValidationError, ValidationProblem,
+    accept_effect_answer, accept_tool_answer, parse_response, resolve_tool, tool_invocation,
 };
 pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
 pub use state::episode::{

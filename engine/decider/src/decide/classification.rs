@@ -3,7 +3,7 @@
 //! waits for a human, DANGEROUS blocks). See docs/governance.md#escalation-and-tickets.
 
 use super::*;
-use crate::ids::CallId;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     pub(super) fn classifiers_of(&self, agent: &str) -> Vec<String> {

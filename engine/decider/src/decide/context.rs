@@ -10,8 +10,8 @@
 use super::handoff::Crossing;
 use super::*;
 use crate::event::{HANDOFF_CONTEXT, SCOPED_CONTEXT_PARTS};
-use crate::ids::AgentId;
 use docket_policies::{AgentIdentity, ContentPart, ContextPartsDecision, RuleStep};
+use docket_protocol::AgentId;
 use serde_json::Map;
 
 /// Agents whose outputs are not another agent's work: the caller, a person, the tools.

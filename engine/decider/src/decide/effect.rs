@@ -28,7 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{AgentId, CallId, EffectId, EpisodeId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -38,8 +38,8 @@ use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
 use super::super::event::{RunEvent, TicketSubject};
 use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
-use crate::protocol::{Action, AgentResponse, DecisionInput};
-use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
+use docket_protocol::{Action, AgentResponse, DecisionInput};
+use docket_protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 
 /// The `source_agent` of the decision inputs docket adds about effects.
 pub const EFFECTS_SOURCE: &str = "effects";

@@ -16,8 +16,8 @@
 //! episode tree is closed in its log.
 
 use crate::event::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
-use crate::ids::{AgentId, CallId, EpisodeId};
 use crate::state::episode::DomainVersion;
+use docket_protocol::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -30,12 +30,12 @@ use docket_policies::{
 
 use super::super::event::{RunEvent, TicketSubject, seed_error};
 use super::{Batch, EXTERNAL};
-use crate::protocol::{
-    Action, AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
-};
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
     stopped_result,
+};
+use docket_protocol::{
+    Action, AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
 };
 
 /// `source_agent` of the decision inputs the engine itself adds (refusals).

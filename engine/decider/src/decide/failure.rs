@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::event::{CLASSED_FAILURES, MAX_TIMEOUT_GROWTH};
-use crate::ids::CallId;
 use docket_policies::ErrorClass;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     /// Retry → escalate → block, as the bundle's escalation ladder says (Guardrail 1).

@@ -5,9 +5,9 @@
 
 use super::*;
 use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
-use crate::ids::AgentId;
-use crate::protocol::TaskRestrictions;
 use docket_policies::{FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext};
+use docket_protocol::AgentId;
+use docket_protocol::TaskRestrictions;
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when

@@ -15,7 +15,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, EffectId, EpisodeId, RunId, TicketId};
+use docket_protocol::{CallId, EffectId, EpisodeId, RunId, TicketId};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -55,7 +55,7 @@ use super::event::{
     RunEvent, RunRequested, TicketSubject, seed_error,
 };
 use super::state::{RunState, RunStatus};
-use crate::protocol::{
+use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
 };
 

@@ -19,9 +19,9 @@
 
 use super::*;
 use crate::event::{HUMAN_OVERRIDES, TASK_RESTRICTIONS};
-use crate::ids::AgentId;
-use crate::protocol::TaskRestrictions;
 use docket_policies::{Authority, OverrideRequest};
+use docket_protocol::AgentId;
+use docket_protocol::TaskRestrictions;
 use serde::{Deserialize, Serialize};
 
 /// What a block stopped, recorded on `run.blocked` (decider version 6) for an override to

@@ -4,8 +4,8 @@
 
 use super::*;
 use crate::event::PARTIAL_RESULTS;
-use crate::ids::CallId;
 use docket_policies::PARTIAL_OUTPUT_REFUSED;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     pub(super) fn on_response(&mut self, request_id: &CallId, response: &AgentResponse) {
@@ -111,7 +111,7 @@ impl Batch<'_> {
         // capability or classifier call, or ends a child episode.
         let exit = call.reply_to.is_none()
             && call.classifies.is_none()
-            && self.episode_of_call(&call.recorded.request_id) == crate::ids::ROOT_EPISODE
+            && self.episode_of_call(&call.recorded.request_id) == docket_protocol::ROOT_EPISODE
             && self.bundle.agent_ids().any(|a| a == EXTERNAL);
         response.actions.iter().find_map(|action| {
             let to = match action {

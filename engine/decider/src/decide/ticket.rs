@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::event::HUMANS_ANSWER;
-use crate::ids::TicketId;
+use docket_protocol::TicketId;
 
 /// What a human said on a ticket.
 pub(super) struct HumanWords<'a> {

@@ -20,9 +20,10 @@
 
 use super::*;
 use crate::event::{REVIEWED_TOOL_CALLS, TASK_RESTRICTIONS};
-use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
-use crate::protocol::{ToolRequest, resolve_tool, tool_invocation};
+use crate::protocol::{resolve_tool, tool_invocation};
 use docket_policies::ContentPart;
+use docket_protocol::ToolRequest;
+use docket_protocol::{AgentId, CallId, EpisodeId, ToolCallId};
 use serde::{Deserialize, Serialize};
 
 /// The `source_agent` of the `tool_result` decision inputs (and the sender scoping sees).
@@ -315,7 +316,7 @@ impl Batch<'_> {
     pub(super) fn on_tool_ticket(
         &mut self,
         subject: &TicketSubject,
-        ticket: &crate::ids::TicketId,
+        ticket: &docket_protocol::TicketId,
         approved: bool,
         by: &str,
         reason: &str,

@@ -11,7 +11,7 @@
 //! The state keeps only the calls later decisions may read (`live.rs`); every call of the
 //! run, with its answer, is folded from the log when it is shown ([`super::RunHistory`]).
 
-use crate::ids::CallId;
+use docket_protocol::CallId;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -21,7 +21,7 @@ use crate::event::{Classifies, RunEvent};
 
 /// The failure code of a call an open circuit refused (decider version 6).
 pub const CIRCUIT_OPEN_CODE: &str = "CIRCUIT_OPEN";
-use crate::protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus};
+use docket_protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus};
 
 /// One scheduled agent call.
 #[derive(Debug, Clone, PartialEq)]

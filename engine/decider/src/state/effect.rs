@@ -7,8 +7,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::decide::effect::*;
 use crate::event::{RunEvent, TicketSubject};
-use crate::ids::RunId;
-use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
+use docket_protocol::RunId;
+use docket_protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 
 /// Where an effect stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

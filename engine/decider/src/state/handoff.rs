@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::RunState;
 use crate::event::RunEvent;
 
-use crate::ids::AgentId;
+use docket_protocol::AgentId;
 /// One handoff as decided (allowed or denied).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRecord {

@@ -3,7 +3,7 @@
 //! it, so the run's state ([`RunState`](super::RunState)) and its snapshot do not keep it
 //! (docs/replay.md#long-runs); it is folded from the log when it is shown.
 
-use crate::ids::CallId;
+use docket_protocol::CallId;
 use std::collections::BTreeMap;
 
 use super::call::{CIRCUIT_OPEN_CODE, Call};

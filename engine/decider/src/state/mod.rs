@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 

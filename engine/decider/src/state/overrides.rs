@@ -5,7 +5,7 @@
 use super::episode::EpisodePhase;
 use super::{RunState, RunStatus};
 use crate::event::RunEvent;
-use crate::protocol::EpisodeStatus;
+use docket_protocol::EpisodeStatus;
 
 impl RunState {
     pub(super) fn apply_override(&mut self, event: &RunEvent) {

@@ -1,7 +1,7 @@
 //! Human tickets: opened by an escalation, closed by a human decision; the run waits
 //! while any is open (docs/governance.md#escalation-and-tickets).
 
-use crate::ids::TicketId;
+use docket_protocol::TicketId;
 use serde::{Deserialize, Serialize};
 
 use super::{RunState, RunStatus};

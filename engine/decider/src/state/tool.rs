@@ -6,8 +6,8 @@ use serde_json::Value;
 
 use super::RunState;
 use crate::event::{RunEvent, TicketSubject};
-use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
-use crate::protocol::ToolRequest;
+use docket_protocol::ToolRequest;
+use docket_protocol::{AgentId, CallId, EpisodeId, ToolCallId};
 
 /// Where a tool call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

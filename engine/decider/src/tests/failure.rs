@@ -2,8 +2,8 @@
 //! breaker.
 
 use super::*;
-use crate::protocol::AgentResponse;
 use crate::{MAX_TIMEOUT_GROWTH, RunEvent, RunStatus};
+use docket_protocol::AgentResponse;
 
 #[test]
 pub(crate) fn failures_go_retry_escalate_block() {
