@@ -4,8 +4,8 @@
 use docket_policies::{BundleError, Format, PolicyBundle};
 
 use super::decide::{Command, Rejection, decide};
-use super::event::{DECIDER_VERSION, RunEvent, RunRequested};
 use super::state::RunState;
+use crate::events::{DECIDER_VERSION, RunEvent, RunRequested};
 
 /// Where a log and a fresh decision disagree.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -9,7 +9,7 @@
 //! decides again from the record, without the circuits stream.
 
 use super::*;
-use crate::event::{CIRCUITS_ACROSS_RUNS, TicketSubject};
+use crate::events::{CIRCUITS_ACROSS_RUNS, TicketSubject};
 use crate::state::CIRCUIT_OPEN_CODE;
 use docket_policies::{ErrorClass, OnOpen};
 use docket_protocol::{AgentId, CallId};

@@ -109,7 +109,7 @@ impl Batch<'_> {
             }
             RiskVerdict::Dangerous => {
                 self.hold(
-                    overrides::HeldStep::Actions {
+                    crate::events::overrides::HeldStep::Actions {
                         agent: agent.clone(),
                         request_id: of.request_id.clone(),
                         actions,

@@ -5,7 +5,7 @@
 //! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
-use crate::event::{BranchGap, PARTIAL_RESULTS};
+use crate::events::{BranchGap, PARTIAL_RESULTS};
 use crate::state::Call;
 use docket_policies::ErrorClass;
 use docket_protocol::{AgentId, CallId};

@@ -3,7 +3,7 @@
 //! finish).
 
 use super::*;
-use crate::event::PARTIAL_RESULTS;
+use crate::events::PARTIAL_RESULTS;
 use docket_policies::PARTIAL_OUTPUT_REFUSED;
 use docket_protocol::CallId;
 
@@ -137,8 +137,9 @@ impl Batch<'_> {
             return;
         };
         // From decider version 6, what a block would stop is held for an override.
-        let all: Option<Arc<[Action]>> =
-            (self.state.decider_version() >= crate::event::HUMAN_OVERRIDES).then(|| actions.into());
+        let all: Option<Arc<[Action]>> = (self.state.decider_version()
+            >= crate::events::HUMAN_OVERRIDES)
+            .then(|| actions.into());
         for (i, action) in actions.iter().enumerate() {
             if self.stopped() {
                 return;

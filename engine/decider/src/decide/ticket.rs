@@ -4,7 +4,7 @@
 //! #humans-answer.
 
 use super::*;
-use crate::event::HUMANS_ANSWER;
+use crate::events::HUMANS_ANSWER;
 use docket_protocol::TicketId;
 
 /// What a human said on a ticket.

@@ -5,8 +5,8 @@
 use super::RunState;
 use serde::{Deserialize, Serialize};
 
-use crate::decide::effect::*;
-use crate::event::{RunEvent, TicketSubject};
+use crate::events::effect::*;
+use crate::events::{RunEvent, TicketSubject};
 use docket_protocol::RunId;
 use docket_protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 

@@ -18,7 +18,7 @@ use docket_policies::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
 use super::RunState;
-use crate::event::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
+use crate::events::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
 use docket_protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.

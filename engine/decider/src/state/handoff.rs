@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::RunState;
-use crate::event::RunEvent;
+use crate::events::RunEvent;
 
 use docket_protocol::AgentId;
 /// One handoff as decided (allowed or denied).

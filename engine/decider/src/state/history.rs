@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use super::call::{CIRCUIT_OPEN_CODE, Call};
 use super::handoff::HandoffRecord;
-use crate::event::RunEvent;
+use crate::events::RunEvent;
 
 /// Every call and every handoff decision of a run, folded from its events. Cheap to fold:
 /// it shares each call's recorded request and answer with its event, and a call made again

@@ -5,7 +5,7 @@ use docket_protocol::TicketId;
 use serde::{Deserialize, Serialize};
 
 use super::{RunState, RunStatus};
-use crate::event::{RunEvent, TicketSubject};
+use crate::events::{RunEvent, TicketSubject};
 
 /// A human ticket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

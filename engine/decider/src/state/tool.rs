@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::RunState;
-use crate::event::{RunEvent, TicketSubject};
+use crate::events::{RunEvent, TicketSubject};
 use docket_protocol::ToolRequest;
 use docket_protocol::{AgentId, CallId, EpisodeId, ToolCallId};
 

@@ -11,7 +11,7 @@ use docket_policies::PolicyBundle;
 use docket_policies::StopCondition;
 
 use super::*;
-use crate::workflow::{WorkflowBudget, WorkflowSpec};
+use crate::events::workflow::{WorkflowBudget, WorkflowSpec};
 use crate::{
     DECIDER_VERSION, Episode, EpisodeId, EpisodePhase, EpisodeTree, RunEvent, RunRequested,
     RunState, RunStatus, TicketSubject, condition_name, replay_check,

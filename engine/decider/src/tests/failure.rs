@@ -2,7 +2,8 @@
 //! breaker.
 
 use super::*;
-use crate::{MAX_TIMEOUT_GROWTH, RunEvent, RunStatus};
+use crate::events::MAX_TIMEOUT_GROWTH;
+use crate::{RunEvent, RunStatus};
 use docket_protocol::AgentResponse;
 
 #[test]

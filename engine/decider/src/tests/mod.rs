@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use docket_policies::PolicyBundle;
 
-use crate::workflow::{AgentSpec, ExecutorSpec, WorkflowSpec};
+use crate::events::workflow::{AgentSpec, ExecutorSpec, WorkflowSpec};
 use crate::{
     Command, DECIDER_VERSION, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, Rejection, RunEvent,
     RunRequested, RunState, RunStatus, decide, replay_check,

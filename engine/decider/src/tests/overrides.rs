@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::decide::overrides::HeldStep;
+use crate::events::overrides::HeldStep;
 use docket_policies::{Authority, StepOutcome};
 use docket_protocol::{Action, BudgetRequest, EpisodeResult, EpisodeStatus};
 

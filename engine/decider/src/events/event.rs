@@ -15,14 +15,14 @@ use std::sync::Arc;
 use docket_policies::Meter;
 use docket_policies::StopCondition;
 
-use super::decide::effect::{
+use super::effect::{
     EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
     EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
     EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
 };
-use super::decide::overrides::Overridable;
-use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
-use crate::workflow::WorkflowSpec;
+use super::overrides::Overridable;
+use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
+use super::workflow::WorkflowSpec;
 use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
 };
