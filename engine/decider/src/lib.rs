@@ -86,8 +86,8 @@ pub use events::workflow::{
     WorkflowError, WorkflowEvidence, WorkflowSpec,
 };
 pub use events::{
-    BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, KIND_VERSION,
-    OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject,
+    Batches, BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom,
+    KIND_VERSION, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject, batches,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{

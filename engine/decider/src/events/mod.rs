@@ -8,9 +8,11 @@
 //!   events and what a block stopped;
 //! - `workflow.rs`: the workflow spec recorded in `run.requested`, and its parsing from
 //!   text (`docs/workflow.md`);
+//! - `batches.rs`: a log split into its batches, each opened by a recorded input;
 //! - `content.rs` (payload encoding 2: content stored once) and `commit.rs` (payload
 //!   encoding 3: values committed apart), rebuilt to the plain payload on read.
 
+mod batches;
 // Payload encoding 3: values committed apart (docs/events.md#values-committed-apart).
 pub(crate) mod commit;
 // Payload encoding 2: content recorded once (docs/events.md#content-stored-once).
@@ -21,4 +23,5 @@ pub(crate) mod overrides;
 pub(crate) mod tool;
 pub(crate) mod workflow;
 
+pub use batches::{Batches, batches};
 pub use event::*;
