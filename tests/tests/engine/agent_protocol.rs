@@ -3,7 +3,8 @@
 
 use docket_decider::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, Priority,
-    ResponseStatus, TaskRestrictions, ToolCall, Usage, parse_response,
+    ResponseStatus, TaskRestrictions, ToolCall, Usage, ValidateRequest, ValidateResponse,
+    parse_response,
 };
 use proptest::prelude::*;
 use serde_json::{Map, Value};
@@ -282,7 +283,7 @@ proptest! {
 }
 
 mod documented_examples {
-    use docket_decider::{AgentRequest, parse_response};
+    use docket_decider::{AgentRequest, ValidateRequest, ValidateResponse, parse_response};
     use docket_tests::{agent_protocol_doc, doc_example};
 
     #[test]

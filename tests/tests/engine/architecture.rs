@@ -1,7 +1,8 @@
 //! The crate boundaries ARCHITECTURE.md promises, checked on the real dependency graph:
-//! the pure core (`docket-decider`, `docket-policies`) links no async runtime, network
-//! stack, file lock or store, so audit replay can link it alone and nothing in it can
-//! reach the outside world.
+//! the pure core (`docket-protocol`, `docket-decider`, `docket-policies`) links no async
+//! runtime, network stack, file lock or store, so audit replay can link it alone and
+//! nothing in it can reach the outside world; agents link the protocol crate and no other
+//! part of the engine.
 
 use std::collections::BTreeSet;
 use std::process::Command;
@@ -58,7 +59,12 @@ const FORBIDDEN_IN_THE_CORE: &[&str] = &[
 
 #[test]
 fn the_decider_and_policies_link_no_io_runtime_and_no_store() {
-    for package in ["docket-decider", "docket-policies", "docket-replay"] {
+    for package in [
+        "docket-protocol",
+        "docket-decider",
+        "docket-policies",
+        "docket-replay",
+    ] {
         let deps = normal_dependencies(package);
         assert!(
             deps.contains(package),
@@ -81,10 +87,19 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
     for (package, allowed) in [
         ("docket-policies", &["docket-policies"][..]),
         ("docket-store", &["docket-store"][..]),
-        ("docket-decider", &["docket-decider", "docket-policies"][..]),
+        ("docket-protocol", &["docket-protocol"][..]),
+        (
+            "docket-decider",
+            &["docket-decider", "docket-protocol", "docket-policies"][..],
+        ),
         (
             "docket-replay",
-            &["docket-replay", "docket-decider", "docket-policies"][..],
+            &[
+                "docket-replay",
+                "docket-decider",
+                "docket-protocol",
+                "docket-policies",
+            ][..],
         ),
         // The server is a library the binary calls, never the other way.
         (
@@ -93,6 +108,7 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
                 "docket-serve",
                 "docket-store",
                 "docket-decider",
+                "docket-protocol",
                 "docket-policies",
                 "docket-runtime",
                 "docket-replay",
@@ -107,6 +123,40 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
         assert!(
             docket.is_empty(),
             "{package} depends on {docket:?}, across a boundary ARCHITECTURE.md forbids"
+        );
+    }
+}
+
+/// What an agent written in Rust needs of docket is the protocol crate: the policy bundle,
+/// the decider, JSON Schema generation and the tokenizer tables stay out of its binary.
+#[test]
+fn agents_link_the_protocol_crate_and_no_other_part_of_the_engine() {
+    for package in [
+        "docket-protocol",
+        "docket-example-kit",
+        "docket-example-geo",
+        "docket-example-claims",
+        "docket-example-consulting",
+        "docket-example-software-team",
+        "docket-example-social",
+    ] {
+        let deps = normal_dependencies(package);
+        assert!(
+            deps.contains(package),
+            "cargo tree printed no {package}: {deps:?}"
+        );
+        let found: Vec<&String> = deps
+            .iter()
+            .filter(|d| {
+                (d.starts_with("docket-")
+                    && !d.starts_with("docket-example-")
+                    && *d != "docket-protocol")
+                    || *d == "schemars"
+            })
+            .collect();
+        assert!(
+            found.is_empty(),
+            "{package} depends on {found:?}; an agent links docket-protocol only (ARCHITECTURE.md, code map)"
         );
     }
 }

@@ -4,7 +4,6 @@
 
 use super::TaskRestrictions;
 use crate::ids::{AgentId, CallId, EpisodeId, RunId};
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -18,7 +17,8 @@ fn default_timeout_ms() -> u64 {
 
 /// One call of one agent. Agents must ignore fields they do not know, so the engine can
 /// add fields without breaking existing agents.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AgentRequest {
     /// Unique id of this request; the response must echo it exactly. A retry of the same
     /// step gets a new request_id and a higher `attempt`.
@@ -67,19 +67,9 @@ pub struct AgentRequest {
 
 /// The request's priority (docs/agent-protocol.md#the-request).
 #[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Default,
-    Serialize,
-    Deserialize,
-    JsonSchema,
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize, Deserialize,
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Priority {
     /// Served first when the engine has a queue.
@@ -93,7 +83,8 @@ pub enum Priority {
 
 /// An input the agent may decide from, labelled with where it came from so a later check
 /// can tell which agent produced what a decision rests on (Guardrail 2 provenance).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DecisionInput {
     /// The agent that produced this input (`external` for the run's input).
     pub source_agent: AgentId,
@@ -106,7 +97,8 @@ pub struct DecisionInput {
 }
 
 /// A read-only reference the agent may consult but must not decide from (Guardrail 2).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ContextInput {
     /// The agent that produced this reference.
     pub source_agent: AgentId,

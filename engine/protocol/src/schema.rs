@@ -76,6 +76,8 @@ fn document(
     let mut generator = SchemaSettings::draft2020_12().into_generator();
     let one_of = documents(&mut generator);
     let definitions = generator.take_definitions(true);
+    // The description names the crate the types lived in when the checked-in files were
+    // first generated; it stays as it is so those files do not change.
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": title,

@@ -6,13 +6,13 @@ use crate::ids::{AgentId, CallId};
 use std::cmp::Ordering;
 use std::fmt;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 /// An agent's answer to one request. Unknown fields are rejected, so a misspelt field is
 /// reported instead of silently ignored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct AgentResponse {
     /// The request's `request_id`, echoed exactly; a mismatch is an agent error.
@@ -49,7 +49,8 @@ pub struct AgentResponse {
 }
 
 /// The response status (docs/agent-protocol.md#the-response).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ResponseStatus {
     /// The request was completed fully.
@@ -84,7 +85,8 @@ impl fmt::Display for ResponseStatus {
 /// Confidence levels (docs/agent-protocol.md#the-response). Ordered so that
 /// `High > Medium > Low > Speculative`, which is what preferring the higher-confidence
 /// output compares (docs/governance.md#escalation-and-tickets).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum Confidence {
     /// Well supported.
@@ -121,7 +123,8 @@ impl PartialOrd for Confidence {
 }
 
 /// What one call consumed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
     /// Model input tokens.
@@ -136,7 +139,8 @@ pub struct Usage {
 }
 
 /// One tool invocation, as the agent made it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct ToolCall {
     /// The tool's name, e.g. `Bash`.
@@ -160,7 +164,8 @@ impl ToolCall {
 /// Its `denied_tools` are decided after the bundle's deny patterns and the agent's MUST NOT
 /// rules and before its allowed tools, for the receiver's `call_tool` actions and the tool
 /// calls it reports.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct TaskRestrictions {
     /// The task's id, as the orchestrator names it (recorded and shown in denials).
@@ -174,12 +179,11 @@ pub struct TaskRestrictions {
 /// One thing an agent asks the engine to do. Tagged by `"type"`; an unknown type is
 /// rejected when the response is parsed, naming the type and the ones that exist.
 //
-// Not `#[non_exhaustive]` on purpose: when the episode actions (spawn a child episode,
-// write to a domain, request a side effect, finish with an EpisodeResult) are added, every
-// `match` in the decider must be made to handle them.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+// Not `#[non_exhaustive]` on purpose: when an action is added, every `match` in the
+// decider (another crate) must be made to handle it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-#[non_exhaustive]
 pub enum Action {
     /// Hand the work to the next agent, as the interaction matrix allows.
     Handoff {
@@ -237,7 +241,7 @@ pub enum Action {
         goal: String,
         /// What the child may consume; omitted dimensions get the most allowed.
         #[serde(default)]
-        budget: crate::protocol::BudgetRequest,
+        budget: crate::BudgetRequest,
         /// Inputs for the child, delivered as its decision input with the goal.
         #[serde(default)]
         inputs: Map<String, Value>,
@@ -254,7 +258,7 @@ pub enum Action {
     /// End this agent's episode with a result (docs/governance.md#episodes).
     FinishEpisode {
         /// The episode's result.
-        result: crate::protocol::EpisodeResult,
+        result: crate::EpisodeResult,
     },
     // Side effects (docs/governance.md#side-effects)
     /// Ask docket to carry out a side effect (a publish, a DM...). docket decides it under

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
 use serde_json::Value;
 
 use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
@@ -15,17 +15,17 @@ use std::sync::Arc;
 use docket_policies::Meter;
 use docket_policies::StopCondition;
 
-use super::decide::effect::{
+use super::effect::{
     EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
     EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
     EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
 };
-use super::decide::overrides::Overridable;
-use super::decide::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
-use crate::protocol::{
+use super::overrides::Overridable;
+use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
+use super::workflow::WorkflowSpec;
+use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
 };
-use crate::workflow::WorkflowSpec;
 
 /// Version of every event kind's payload.
 pub const KIND_VERSION: u32 = 1;

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
-use crate::event::{DecodeError, RunEvent};
+use super::event::{DecodeError, RunEvent};
 
 /// `kind_version` of an event whose payload is the plain canonical JSON of the event
 /// (every event recorded before encoding 2, and the data directory's own streams).

@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::ids::AgentId;
+use docket_protocol::AgentId;
 use serde::{Deserialize, Serialize};
 
 /// A workflow as recorded in `run.requested`.

@@ -1,13 +1,13 @@
 //! What agents send about episodes (docs/governance.md#episodes): the budget a spawn asks
 //! for, and the `EpisodeResult` every episode ends with.
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// The budget a `spawn` asks for its child. A dimension left out gets the most the
 /// bundle allows: `child_max_share_percent` (50%) of the parent's remaining budget.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct BudgetRequest {
     /// Model tokens (input + output).
@@ -22,7 +22,8 @@ pub struct BudgetRequest {
 }
 
 /// How an episode ended (docs/agent-protocol.md#episode-actions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum EpisodeStatus {
     /// The goal is met.
@@ -46,7 +47,8 @@ impl EpisodeStatus {
 }
 
 /// What an episode hands back when it ends (docs/agent-protocol.md#episode-actions).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct EpisodeResult {
     /// ok, needs_review or failed.

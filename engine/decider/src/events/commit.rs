@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use sha2::{Digest as _, Sha256};
 
-use crate::content::{content_positions, walk};
-use crate::event::{DecodeError, RunEvent};
+use super::content::{content_positions, walk};
+use super::event::{DecodeError, RunEvent};
 
 /// `kind_version` of an event in payload encoding 3: the values at the kind's content
 /// positions replaced by salted commitments.

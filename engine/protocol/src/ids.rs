@@ -8,7 +8,6 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Deref;
 
-use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The text before an id's trailing number, and the number (`run-1/call-10` →
@@ -44,7 +43,8 @@ macro_rules! ordered_by_number {
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+        #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
         #[serde(transparent)]
         pub struct $name(String);
 
