@@ -588,6 +588,10 @@ fn files_a_request_names_are_confined_bounded_and_never_quoted() {
         (".env".to_owned(), "hidden"),
         ("fifo.toml".to_owned(), "not a regular file (it is a FIFO)"),
         ("notes.toml".to_owned(), "notes.toml:1:"),
+        // Paths that can name no file: the request's fault, never the server's.
+        ("a\0b.toml".to_owned(), "cannot read"),
+        (format!("{}.toml", "w".repeat(300)), "cannot read"),
+        ("asks.workflow.toml/inner.toml".to_owned(), "cannot read"),
     ];
     for (path, says) in &cases {
         let (status, body) = server.call(
@@ -620,6 +624,7 @@ fn files_a_request_names_are_confined_bounded_and_never_quoted() {
         ("data/secret.toml", "data directory"),
         ("/etc/passwd", "outside the server's directory"),
         ("fifo.toml", "FIFO"),
+        ("a\0b.toml", "cannot read"),
     ] {
         let (status, body) = server.call(
             "POST",

@@ -134,12 +134,18 @@ impl SourceError {
     }
 
     /// Whether the error is the server's (a file it could not read for a reason of its
-    /// own machine) rather than the request's (a path it may not or cannot read).
+    /// own machine) rather than the request's (a path that names nothing it may read: no
+    /// such file, not allowed, a NUL byte, a name too long, a file where a folder should
+    /// be).
     #[must_use]
     pub fn is_io(&self) -> bool {
+        use std::io::ErrorKind::{
+            InvalidFilename, InvalidInput, IsADirectory, NotADirectory, NotFound, PermissionDenied,
+        };
         matches!(self, Self::Io { source, .. } if !matches!(
             source.kind(),
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::PermissionDenied
+            NotFound | PermissionDenied | InvalidInput | InvalidFilename | NotADirectory
+                | IsADirectory
         ))
     }
 }
