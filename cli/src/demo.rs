@@ -602,11 +602,10 @@ async fn drive(
     run: &RunId,
     scenario: &Scenario,
 ) -> anyhow::Result<RunState> {
-    let outcome = rt
+    let outcome = crate::verify::app(rt, dir)
         .start(workflow, input, Some(run.clone()))
         .await
         .with_context(|| format!("run {run}"))?;
-    crate::verify::seal_after(rt, dir).await;
     if let Some(lane) = scenario.kill_switch {
         crate::kill_switch::engage(dir, lane, true, DEMO_OPERATOR, "the demo's incident drill")?;
     }
@@ -638,12 +637,11 @@ async fn answer(
         } else {
             HumanDecision::deny(DEMO_REVIEWER, answer.reason)
         };
-        state = rt
+        state = crate::verify::app(rt, dir)
             .decide_ticket(run, ticket.as_str(), decision)
             .await
             .with_context(|| format!("run {run}, {ticket}"))?
             .state;
-        crate::verify::seal_after(rt, dir).await;
     }
     Ok(state)
 }

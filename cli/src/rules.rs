@@ -252,8 +252,7 @@ pub(crate) async fn execute(
                 )
             })?;
             let rt = crate::runs::open(data).await?;
-            let r = rt
-                .replace_handoff_rules(bundle.as_deref(), &rules, &by, &reason)
+            let r = docket_app::replace_handoff_rules(&rt, bundle.as_deref(), &rules, &by, &reason)
                 .await?;
             if json {
                 print_json(out, &r);

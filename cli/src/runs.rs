@@ -615,9 +615,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 override_output: override_output.as_deref(),
                 run_id,
             };
-            let code = crate::fork::fork(&rt, args, out).await?;
-            crate::verify::seal_after(&rt, data).await;
-            Ok(code)
+            crate::fork::fork(&crate::verify::app(&rt, data), args, out).await
         }
         RunCommand::Inspect { run, at, json } => {
             let rt = open_read_for(data, &run).await?;
@@ -697,14 +695,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 }
                 Err(other) => return Err(other.into()),
             };
-            crate::verify::seal_after(&rt, data).await;
+            crate::verify::app(&rt, data).seal().await;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
-            let outcome = rt.resume(&run).await?;
-            crate::verify::seal_after(&rt, data).await;
+            let outcome = crate::verify::app(&rt, data).resume(&run).await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
@@ -717,8 +714,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         } => {
             let rt = open(data).await?;
             let decision = HumanDecision::approve(&by, &reason).choosing(choose);
-            let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
-            crate::verify::seal_after(&rt, data).await;
+            let outcome = crate::verify::app(&rt, data)
+                .decide_ticket(&run, &ticket, decision)
+                .await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
@@ -738,8 +736,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let decision = HumanDecision::approve(&by, &reason)
                 .choosing(choice)
                 .answering(text);
-            let outcome = rt.decide_ticket(&run, &ticket, decision).await?;
-            crate::verify::seal_after(&rt, data).await;
+            let outcome = crate::verify::app(&rt, data)
+                .decide_ticket(&run, &ticket, decision)
+                .await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
@@ -750,17 +749,17 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             reason,
         } => {
             let rt = open(data).await?;
-            let outcome = rt
+            let outcome = crate::verify::app(&rt, data)
                 .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
-            crate::verify::seal_after(&rt, data).await;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
         RunCommand::Cancel { run, by, reason } => {
             let rt = open(data).await?;
-            let outcome = rt.cancel(&run, &by, &reason).await?;
-            crate::verify::seal_after(&rt, data).await;
+            let outcome = crate::verify::app(&rt, data)
+                .cancel(&run, &by, &reason)
+                .await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             summary(out, &outcome, history.handoffs());
             Ok(EXIT_COMPLETED)
@@ -779,8 +778,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 reason,
                 rule_id: rule,
             };
-            let outcome = rt.override_block(&run, o).await?;
-            crate::verify::seal_after(&rt, data).await;
+            let outcome = crate::verify::app(&rt, data)
+                .override_block(&run, o)
+                .await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }

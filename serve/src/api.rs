@@ -617,7 +617,7 @@ async fn drive(
         if let Err(e) = &outcome {
             tracing::warn!(run = %who, "drive ended: {e}");
         }
-        crate::seal(&watcher).await;
+        watcher.app.seal().await;
         outcome
     });
     let mut tail = Box::pin(state.rt.store().tail(&stream, recorded_after + 1));
@@ -738,8 +738,7 @@ async fn cancel(
     let run = run_id(&path(p)?)?;
     let b = body(b)?;
     required(&b.reason, "reason", "why the run is cancelled")?;
-    let outcome = state.rt.cancel(&run, &who.name, &b.reason).await?;
-    crate::seal(&state).await;
+    let outcome = state.app.cancel(&run, &who.name, &b.reason).await?;
     ok(run_json(&state, &run, &outcome.state))
 }
 
@@ -1186,9 +1185,13 @@ async fn replace_handoff_rules(
         )
         .at("query.reason"));
     }
-    let replaced = state
-        .rt
-        .replace_handoff_rules(q.get("bundle").map(String::as_str), &b, &who.name, &reason)
-        .await?;
+    let replaced = docket_app::replace_handoff_rules(
+        &state.rt,
+        q.get("bundle").map(String::as_str),
+        &b,
+        &who.name,
+        &reason,
+    )
+    .await?;
     ok(json!(replaced))
 }

@@ -3,6 +3,7 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use docket_app::ReplaceError;
 use docket_policies::RulesError;
 use docket_runtime::{RegistryError, RuntimeError, SourceError, WorkflowLoadError};
 use serde_json::json;
@@ -180,6 +181,15 @@ impl From<RegistryError> for ApiError {
             | RegistryError::Invalid(_)
             | RegistryError::NotAdmitted { .. } => Self::refused(message).at("body"),
             _ => Self::internal(message),
+        }
+    }
+}
+
+impl From<ReplaceError> for ApiError {
+    fn from(e: ReplaceError) -> Self {
+        match e {
+            ReplaceError::Registry(e) => Self::from(e),
+            _ => Self::internal(e.to_string()),
         }
     }
 }

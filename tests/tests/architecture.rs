@@ -77,7 +77,7 @@ fn the_decider_and_policies_link_no_io_runtime_and_no_store() {
 }
 
 #[test]
-fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
+fn each_crate_depends_only_on_the_docket_crates_below_it() {
     for (package, allowed) in [
         ("docket-policies", &["docket-policies"][..]),
         ("docket-store", &["docket-store"][..]),
@@ -85,6 +85,31 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
         (
             "docket-replay",
             &["docket-replay", "docket-decider", "docket-policies"][..],
+        ),
+        // The runtime drives runs; it does not replay them (what a bundle change would
+        // have decided otherwise is the application layer's).
+        (
+            "docket-runtime",
+            &[
+                "docket-runtime",
+                "docket-store",
+                "docket-decider",
+                "docket-policies",
+            ][..],
+        ),
+        // The application layer sits above the runtime, replay and evidence, below the
+        // command and the server.
+        (
+            "docket-app",
+            &[
+                "docket-app",
+                "docket-store",
+                "docket-decider",
+                "docket-policies",
+                "docket-runtime",
+                "docket-replay",
+                "docket-evidence",
+            ][..],
         ),
         // The server is a library the binary calls, never the other way.
         (
@@ -97,6 +122,7 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
                 "docket-runtime",
                 "docket-replay",
                 "docket-evidence",
+                "docket-app",
             ][..],
         ),
     ] {

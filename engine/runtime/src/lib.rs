@@ -11,6 +11,9 @@
 //! - [`Workflow::load`]: workflow files and the bundles they name;
 //! - bundle versions registered in the data directory, and the handoff-rule API over them
 //!   ([`Runtime::replace_handoff_rules`]).
+//!
+//! It does not replay: what a bundle change would have decided otherwise is the
+//! application layer's (`docket-app`), over [`Runtime::runs_of_bundle`].
 
 // A library reports every failure as an error value naming what and where; it never
 // aborts its caller. (Tests are exempt: see clippy.toml.)
@@ -39,7 +42,7 @@ pub use agent::{
 };
 pub use bundles::{
     BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredBundle, RegisteredPairRules,
-    RegisteredRules, RegistryError, RulesReplaced,
+    RegisteredRules, RegistryError, RulesRegistered,
 };
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
