@@ -128,7 +128,7 @@ pub enum RegistryError {
     #[error("bundle registry (stream {BUNDLES_STREAM}), event {seq}: {message}")]
     Unreadable { seq: u64, message: String },
     /// Who or why is missing.
-    #[error("registering a bundle version needs {missing} (--by NAME --reason TEXT)")]
+    #[error("registering a bundle version needs {missing}")]
     Unexplained { missing: &'static str },
     /// No version is registered (under that name).
     #[error("{}", no_versions(name.as_deref(), known))]
@@ -137,7 +137,7 @@ pub enum RegistryError {
         known: Vec<String>,
     },
     /// Several bundles are registered and none was named.
-    #[error("several bundles are registered ({}): say which (--bundle NAME)", names.join(", "))]
+    #[error("several bundles are registered ({}): say which", names.join(", "))]
     WhichBundle { names: Vec<String> },
     /// No such version.
     #[error("bundle `{bundle}` has no version {version} (its latest is {latest})")]
@@ -188,18 +188,15 @@ impl RegistryError {
 }
 
 fn no_versions(name: Option<&str>, known: &[String]) -> String {
-    let register = "`docket policy register BUNDLE --by NAME --reason TEXT` registers one";
     match name {
         Some(name) if known.is_empty() => {
-            format!(
-                "no version of bundle `{name}` is registered in this data directory; {register}"
-            )
+            format!("no version of bundle `{name}` is registered in this data directory")
         }
         Some(name) => format!(
-            "no version of bundle `{name}` is registered in this data directory (registered: {}); {register}",
+            "no version of bundle `{name}` is registered in this data directory (registered: {})",
             known.join(", ")
         ),
-        None => format!("no bundle is registered in this data directory; {register}"),
+        None => "no bundle is registered in this data directory".to_owned(),
     }
 }
 

@@ -82,13 +82,13 @@ pub enum RuntimeError {
     /// The event log failed.
     #[error("event log: {0}")]
     Store(StoreError),
-    /// A run with values `docket shred` erased cannot be driven on: the state later
-    /// decisions read holds those values (docs/events.md#values-committed-apart).
+    /// A run with erased values cannot be driven on: the state later decisions read
+    /// holds those values (docs/events.md#values-committed-apart). Cancelling it and
+    /// reading it still work.
     #[error(
-        "run {run} cannot go on: {values} value(s) it recorded were erased (`docket shred`), \
-         and what it decides next would read them, so its state cannot be rebuilt without \
-         them; nothing was recorded. End it with `docket cancel {run} --by NAME --reason TEXT`; \
-         reading it (events, inspect, replay, export, verify) still works"
+        "run {run} cannot go on: {values} value(s) it recorded were erased, and what it \
+         decides next would read them, so its state cannot be rebuilt without them; nothing \
+         was recorded"
     )]
     Shredded {
         /// The run.
@@ -99,8 +99,8 @@ pub enum RuntimeError {
     /// No run with this id in the log.
     #[error("no run {0} in this data directory")]
     UnknownRun(String),
-    /// A run id is already taken.
-    #[error("run {0} already exists (use `docket resume {0}`)")]
+    /// A run id is already taken (the run can be resumed).
+    #[error("run {0} already exists")]
     RunExists(RunId),
     /// A recorded event could not be decoded.
     #[error("run {run}: {source}")]
@@ -193,7 +193,7 @@ pub enum RuntimeError {
         message: String,
     },
     /// A circuit reset that does not say who resets it or why.
-    #[error("resetting {agent}'s circuit breaker needs {missing} (--by NAME --reason TEXT)")]
+    #[error("resetting {agent}'s circuit breaker needs {missing}")]
     ResetUnexplained {
         /// The agent.
         agent: String,
@@ -201,9 +201,7 @@ pub enum RuntimeError {
         missing: &'static str,
     },
     /// A circuit reset of an agent whose breaker was never recorded.
-    #[error(
-        "no circuit breaker is recorded for agent `{0}` in this data directory (`docket circuits` lists them)"
-    )]
+    #[error("no circuit breaker is recorded for agent `{0}` in this data directory")]
     UnknownCircuit(String),
 }
 
