@@ -281,7 +281,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ///
     /// # Errors
     /// [`RegistryError`]: none registered, an unknown name or version, an unreadable one.
-    pub async fn registered_bundle(
+    pub(crate) async fn registered_bundle(
         &self,
         name: Option<&str>,
         version: Option<u32>,

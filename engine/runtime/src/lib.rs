@@ -31,6 +31,9 @@ mod effect;
 mod memory;
 // The spans of runs, agent calls, handoffs, tool calls and effects, named for OpenTelemetry.
 mod telemetry;
+// Test oracles for other crates' tests and benchmarks (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 // Governed tools: executors of allowed `call_tool` actions.
 mod tool;
 mod transport;
@@ -41,8 +44,8 @@ pub use agent::{
     InProcessAgent, InProcessExecutor,
 };
 pub use bundles::{
-    BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredBundle, RegisteredPairRules,
-    RegisteredRules, RegistryError, RulesRegistered,
+    BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredPairRules, RegisteredRules,
+    RegistryError, RulesRegistered,
 };
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};

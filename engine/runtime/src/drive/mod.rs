@@ -54,6 +54,8 @@ pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
 pub use summary::RunSummary;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use summary::summarize;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
@@ -390,7 +392,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     /// How the events of a run are written now: as [`Runtime::set_payload_encoding`]
     /// said, else as its workflow's `[evidence] redactable` says.
-    pub fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
+    pub(crate) fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
         match self
             .inner
             .payload_encoding
@@ -930,33 +932,6 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn state(&self, run_id: &RunId) -> Result<RunState, RuntimeError> {
         self.state_at(run_id, None).await
-    }
-
-    /// Every run in the store with its state, in id order.
-    ///
-    /// # Errors
-    /// [`RuntimeError`].
-    pub async fn runs(&self) -> Result<Vec<RunOutcome>, RuntimeError> {
-        let mut heads = self
-            .inner
-            .store
-            .streams()
-            .await
-            .map_err(RuntimeError::Store)?;
-        heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
-        let mut runs = Vec::new();
-        for head in heads {
-            // The instance's own streams (`_circuits`, `_heads`): run ids never start with `_`.
-            if head.stream.as_str().starts_with('_') {
-                continue;
-            }
-            let run_id = RunId::from(head.stream.as_str());
-            let state = self.state(&run_id).await?;
-            if state.request().is_some() {
-                runs.push(RunOutcome { run_id, state });
-            }
-        }
-        Ok(runs)
     }
 
     async fn load_state(
