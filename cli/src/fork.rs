@@ -89,8 +89,8 @@ pub(crate) async fn fork(
     let (parting, live_from, replaced) =
         (plan.parting.clone(), plan.live_from, plan.override_replaced);
     let outcome = app.start_fork(plan.request, plan.inputs).await?;
-    let history = crate::runs::history_of(rt, &outcome.run_id).await?;
-    let code = crate::runs::summary(out, &outcome, history.handoffs());
+    let history = crate::show::history_of(rt, &outcome.run_id).await?;
+    let code = crate::show::summary(out, &outcome, history.handoffs());
     outln!(
         out,
         "reused {reused_total} recorded input(s) of {} before event {live_from}{}",
