@@ -9,6 +9,9 @@
 //!   with the recorded runs of that bundle the change would have decided otherwise
 //!   ([`affected_runs`], replay's what-if of each).
 //!
+//! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
+//!   as the option's number.
+//!
 //! It prints nothing and names no command: its errors carry data, and each front end
 //! words them for its people.
 
@@ -16,10 +19,12 @@
 // aborts its caller.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod choice;
 mod drive;
 mod governance;
 mod seal;
 
+pub use choice::{ChoiceError, option_number};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use seal::{Unsealed, seal_finished};

@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_decider::{HandoffRecord, RunId, RunState, RunStatus, TicketSubject};
+use docket_app::ChoiceError;
+use docket_decider::{HandoffRecord, RunId, RunState, RunStatus};
 use docket_runtime::{
     HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
 };
@@ -239,33 +240,22 @@ fn someone(name: &str) -> Result<String, String> {
 /// `--choice C` on a question: the option's number (from 1), given as a number or as the
 /// option's text.
 fn option_number(state: &RunState, ticket: &str, choice: &str) -> anyhow::Result<u32> {
-    if let Ok(n) = choice.parse::<u32>() {
-        return Ok(n);
-    }
-    let t = state
-        .tickets()
-        .get(&docket_decider::TicketId::from(ticket))
-        .ok_or_else(|| anyhow!("no ticket {ticket} in this run"))?;
-    let TicketSubject::Question { choices, .. } = &t.subject else {
-        return Err(anyhow!(
-            "ticket {ticket} asks no question with options: approve or deny it"
-        ));
-    };
-    choices
-        .iter()
-        .position(|c| c == choice)
-        .and_then(|i| u32::try_from(i + 1).ok())
-        .ok_or_else(|| {
-            anyhow!(
-                "ticket {ticket} offers {}; `{choice}` is not one of them",
-                choices
-                    .iter()
-                    .enumerate()
-                    .map(|(i, c)| format!("{} `{c}`", i + 1))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        })
+    docket_app::option_number(state, ticket, choice).map_err(|e| match e {
+        ChoiceError::NotAnOption {
+            ticket,
+            choice,
+            choices,
+        } => anyhow!(
+            "ticket {ticket} offers {}; `{choice}` is not one of them",
+            choices
+                .iter()
+                .enumerate()
+                .map(|(i, c)| format!("{} `{c}`", i + 1))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        other => anyhow!(other),
+    })
 }
 
 /// `docket circuits`, on the same async runtime and error reporting as the run commands.
