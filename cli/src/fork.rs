@@ -8,7 +8,7 @@ use std::path::Path;
 
 use anyhow::{Context as _, anyhow};
 use docket_app::App;
-use docket_decider::{AgentResponse, CallId, RunEvent, RunId, parse_response};
+use docket_decider::{AgentResponse, CallId, RunEvent, RunId, ValidateResponse, parse_response};
 use docket_replay::{ForkSpec, plan_fork, point_in};
 use docket_store::EmbeddedStore;
 

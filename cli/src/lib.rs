@@ -78,18 +78,24 @@ struct Cli {
     /// Data directory holding the event log (default: $DOCKET_DATA, else ./.docket).
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Seconds a command that records waits for another process recording here.
+    ///
     /// Commands that record (run, resume, approve, answer, deny, override, fork, ...) wait
     /// up to this many seconds while another process records in the data directory, then
     /// say which process it is. Commands that only read never wait.
     #[arg(long, global = true, value_name = "SECS", default_value_t = 10.0, value_parser = seconds)]
     lock_wait: f64,
-    /// Export the runtime's spans (runs, agent calls, handoffs, tool calls, effects) over
-    /// OTLP/HTTP to this collector, e.g. http://127.0.0.1:4318 (default:
+    /// Export spans over OTLP/HTTP to this collector.
+    ///
+    /// The runtime's spans (runs, agent calls, handoffs, tool calls, effects), to a
+    /// collector such as http://127.0.0.1:4318 (default:
     /// $OTEL_EXPORTER_OTLP_ENDPOINT; off when neither is set). docs/observability.md.
     #[arg(long, global = true, value_name = "ENDPOINT")]
     otlp: Option<String>,
-    /// Worker threads that drive runs (default: $DOCKET_THREADS, else the machine's
-    /// available parallelism). `docket serve` answers the API on threads of its own.
+    /// Worker threads that drive runs.
+    ///
+    /// Default: $DOCKET_THREADS, else the machine's available parallelism. `docket
+    /// serve` answers the API on threads of its own.
     #[arg(long, global = true, value_name = "N", value_parser = threads)]
     threads: Option<usize>,
     #[command(subcommand)]
@@ -105,68 +111,89 @@ enum Command {
     },
     #[command(flatten)]
     Run(runs::RunCommand),
-    /// Kill switches for side effects: engaged, no effect of the lane (or none at all)
-    /// executes, in any run, from its next effect on.
+    /// Engage, release and show kill switches for side effects.
+    ///
+    /// Engaged, no effect of the lane (or none at all) executes, in any run, from its
+    /// next effect on.
     #[command(name = "kill-switch")]
     KillSwitch {
         #[command(subcommand)]
         command: kill_switch::KillSwitchCommand,
     },
+    /// Show agents' circuit breakers, or reset one.
+    ///
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
-    /// The data directory's signing key: `docket keys generate` makes it (finished runs
-    /// are sealed with it from then on), `docket keys show` prints its public key
-    /// (docs/checkpoints.md).
+    /// Make or show the data directory's signing key.
+    ///
+    /// `docket keys generate` makes it (finished runs are sealed with it from then on),
+    /// `docket keys show` prints its public key (docs/checkpoints.md).
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
     },
-    /// Check the data directory without trusting docket, reading only: every chain link,
+    /// Check the data directory's chains, hashes, trees and signed seals.
+    ///
+    /// Reads only, without trusting docket: every chain link,
     /// hash and blob, each run's Merkle tree against its signed seal, the log of run heads
     /// against its signed checkpoint, and with --checkpoint that the log extends one you
     /// kept. One line per run; exit 1 on any failure (docs/checkpoints.md#verify).
     Verify(verify::VerifyArgs),
-    /// Export a run for auditors; `--format html`: its report, one self-contained page.
+    /// Export a run for auditors (JSON lines, or an HTML report).
     ///
+    /// `--format html`: its report, one self-contained page.
     /// The page has no script and loads nothing from the network; it shows the run's
     /// header, the verification of its log, every denial, the episode tree, handoffs,
     /// decisions, effects, human decisions and budgets over time (docs/report.md).
     Export(export::ExportArgs),
-    /// Check an export offline, reading nothing but the file: every line against the
+    /// Check an exported run offline.
+    ///
+    /// Reads nothing but the file: every line against the
     /// bytes its hashes cover, every link, the tree head and the signed checkpoint; names
     /// the first bad line and why (exit 1). See docs/export-format.md.
     #[command(name = "verify-export")]
     VerifyExport(export::VerifyExportArgs),
-    /// Print the disclosures of the values event N of a run commits to at a JSON pointer
+    /// Print the disclosures behind a committed value, for an auditor.
+    ///
+    /// The disclosures of the values event N of a run commits to at a JSON pointer
     /// (payload encoding 3): salt, name and value, and the base64url disclosure whose
     /// SHA-256 is the digest in the event, so that an auditor holding a redacted export
     /// checks the value against it (docs/export-format.md#checking-a-disclosure). Reads
     /// only.
     Disclose(disclose::DiscloseArgs),
-    /// Erase values of a run for an erasure request (payload encoding 3): their
+    /// Erase a run's values for an erasure request; the log keeps verifying.
+    ///
+    /// Values committed apart (payload encoding 3): their
     /// disclosures are removed from the data directory, a tombstone naming who, when and
     /// why in their place; the log is untouched and keeps verifying (`docket verify`
     /// counts them as shredded). A writer: it waits for the writer lock.
     Shred(disclose::ShredArgs),
-    /// Print an RFC 9162 Merkle proof over a run's events, checked first: that event N is
+    /// Print an RFC 9162 Merkle proof over a run's events.
+    ///
+    /// Checked first: that event N is
     /// in the run's tree (--seq N), or that an earlier tree is a prefix of a later one
     /// (--from-size M). docs/proofs.md says how to check one with any RFC 9162 library.
     Prove(prove::ProveArgs),
-    /// Serve the data directory over HTTP: a JSON API for runs, tickets, kill switches,
+    /// Serve the data directory over HTTP: the API, live events and the web UI.
+    ///
+    /// A JSON API for runs, tickets, kill switches,
     /// policy bundles, replay and exports, with server-sent events of each run's log
     /// (docs/api.md). Every route needs a bearer token (`docket token create`). The server
     /// holds the directory's writer lock while it runs: commands that record are refused
     /// meanwhile (use the API); commands that read work as usual. Loopback only unless
     /// --allow-remote.
     Serve(serve::ServeArgs),
-    /// Bearer tokens for `docket serve`: create (printed once, stored hashed), list,
-    /// revoke (docs/api.md#tokens-and-roles).
+    /// Create, list and revoke the bearer tokens of `docket serve`.
+    ///
+    /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles).
     Token {
         #[command(subcommand)]
         command: serve::TokenCommand,
     },
-    /// Run every example's scenarios on a fresh data directory (default ./docket-demo; a
+    /// Run every example's scenarios and summarise them.
+    ///
+    /// On a fresh data directory (default ./docket-demo; a
     /// previous demo's is replaced, any other non-empty one refused): human steps are
     /// answered by `demo-reviewer`, each run is summarised (what was allowed and denied
     /// and why, failed calls, human steps, effects, result), then every run is replayed,

@@ -99,10 +99,42 @@ def disclosure_digest(disclosure):
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def unique_keys(pairs):
+    """An object whose keys are each given once: JSON readers differ on which copy of a
+    duplicated key they keep (RFC 8259 section 4), so an export names each key once."""
+    seen = {}
+    for key, value in pairs:
+        if key in seen:
+            raise ValueError(f"key {key!r} appears twice in one object")
+        seen[key] = value
+    return seen
+
+
+def not_json(word):
+    raise ValueError(f"{word} is not JSON")
+
+
+def loads(text):
+    """JSON with each key of every object given once."""
+    return json.loads(text, object_pairs_hook=unique_keys, parse_constant=not_json)
+
+
+def same_json(a, b):
+    """Whether two parsed JSON values are the same value: of the same JSON type all the way
+    down (Python's own == takes true for 1 and 1 for 1.0)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 def open_disclosure(disclosure):
     """[salt, name, value] or [salt, value] from a base64url disclosure, or a reason."""
     raw = base64.urlsafe_b64decode(disclosure + "=" * (-len(disclosure) % 4))
-    value = json.loads(raw)
+    value = loads(raw)
     if not isinstance(value, list) or len(value) not in (2, 3) or not isinstance(value[0], str):
         raise ValueError("a disclosure is a JSON array [salt, name, value] or [salt, value]")
     if len(value) == 3 and not isinstance(value[1], str):
@@ -277,9 +309,14 @@ def check_note(note, vkey):
         raise ValueError("the note has no blank line before its signatures")
     message = (text + "\n").encode()
     key = Ed25519PublicKey.from_public_bytes(public)
-    for sig_line in signatures.splitlines():
-        if not sig_line.startswith("\u2014 "):
-            raise ValueError("a signature line does not start with an em dash and a space")
+    if not signatures.endswith("\n"):
+        raise ValueError("the note does not end with a newline")
+    lines = signatures[:-1].split("\n")
+    # Every signature line is well formed before any is trusted: a note is one text.
+    for sig_line in lines:
+        if not sig_line.startswith("\u2014 ") or " " not in sig_line[2:]:
+            raise ValueError("a signature line is not an em dash, a space, a name, a space and base64")
+    for sig_line in lines:
         signer, _, b64 = sig_line[2:].rpartition(" ")
         raw = base64.b64decode(b64, validate=True)
         if signer == name and raw[:4] == key_id:
@@ -295,14 +332,25 @@ def check_note(note, vkey):
 
 
 def verify(path, trusted_key=None):
+    """The export's summary, or Bad naming its first bad line: a field missing or of the
+    wrong type is named at the line being checked."""
+    current = [1]
+    try:
+        return check_lines(path, trusted_key, current)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as e:
+        raise Bad(current[0], f"a field is missing or has the wrong type: {e!r}")
+
+
+def check_lines(path, trusted_key, current):
     with open(path, encoding="utf-8") as f:
         lines = [(n, text) for n, text in enumerate(f, start=1) if text.strip()]
     if not lines:
         raise Bad(1, "the file is empty")
 
     def obj(n, text):
+        current[0] = n
         try:
-            value = json.loads(text)
+            value = loads(text)
         except ValueError as e:
             raise Bad(n, f"not JSON: {e}")
         if not isinstance(value, dict):
@@ -310,14 +358,14 @@ def verify(path, trusted_key=None):
         return value
 
     n, header = lines[0][0], obj(*lines[0])
-    if header.get("type") != "header" or header.get("format") != FORMAT or header.get("version") not in VERSIONS:
+    if header.get("type") != "header" or header.get("format") != FORMAT or not any(same_json(header.get("version"), v) for v in VERSIONS):
         raise Bad(n, f"not a {FORMAT} version {' or '.join(map(str, VERSIONS))} header")
     run = header["run"]
     chain = header.get("chain") or {}
     if chain.get("event_context") != EVENT_CONTEXT or chain.get("genesis_context") != GENESIS_CONTEXT:
         raise Bad(n, "the header names hash contexts other than the format's")
     prev = blake3.blake3(run.encode(), derive_key_context=GENESIS_CONTEXT).digest()
-    if chain.get("genesis") != prev.hex() or header.get("store_format") != 1:
+    if chain.get("genesis") != prev.hex() or not same_json(header.get("store_format"), 1):
         raise Bad(n, "the header's genesis or store format is not this run's")
     event_context = EVENT_CONTEXT
     leaves, rest = [], lines[1:]
@@ -357,7 +405,7 @@ def verify(path, trusted_key=None):
             if header["version"] < 2 or set(line) != {"type", "hash", "len", "content"}:
                 raise Bad(n, "a `content` line holds exactly type, hash, len and content (version 2)")
             data = b64(line["content"], n, "content")
-            if blake3.blake3(data).hexdigest() != line["hash"] or len(data) != line["len"]:
+            if blake3.blake3(data).hexdigest() != line["hash"] or not same_json(len(data), line["len"]):
                 raise Bad(n, "the content does not hash to the hash it names, or its length differs")
             if not pending or pending[0][1:] != (line["hash"], line["len"]):
                 raise Bad(n, f"content {line['hash']} is not the content expected here")
@@ -379,16 +427,16 @@ def verify(path, trusted_key=None):
         if fields["seq"] != seq:
             raise Bad(n, f"expected event {seq}, found event {fields['seq']}")
         for name in ("seq", "kind", "kind_version", "recorded_at_ns", "policy"):
-            if line.get(name) != fields[name]:
+            if not same_json(line.get(name), fields[name]):
                 raise Bad(n, f"`{name}` says {line.get(name)!r}, the record says {fields[name]!r}")
-        if line.get("leaf_index") != seq - 1:
+        if not same_json(line.get("leaf_index"), seq - 1):
             raise Bad(n, "`leaf_index` is not seq - 1")
         payload = fields["payload"]
         if payload[0] == "inline":
             content = payload[1]
         else:
             blob = line.get("payload_blob") or {}
-            if blob.get("hash") != payload[1].hex() or blob.get("len") != payload[2] or len(blob) != 3:
+            if blob.get("hash") != payload[1].hex() or not same_json(blob.get("len"), payload[2]) or len(blob) != 3:
                 raise Bad(n, "`payload_blob` does not name the blob the record names")
             content = b64(blob.get("content", ""), n, "payload_blob.content")
             if blake3.blake3(content).digest() != payload[1] or len(content) != payload[2]:
@@ -397,7 +445,7 @@ def verify(path, trusted_key=None):
             raise Bad(n, "`payload_blob` on an event whose payload is inline")
         if "payload" in line:
             try:
-                same = json.loads(content) == line["payload"]
+                same = same_json(loads(content), line["payload"])
             except ValueError:
                 same = False
             if not same:
@@ -406,7 +454,7 @@ def verify(path, trusted_key=None):
             raise Bad(n, "`payload_bytes` differ from the payload the record covers")
         if fields["kind_version"] == 2:
             try:
-                refs = references(fields["kind"], json.loads(content))
+                refs = references(fields["kind"], loads(content))
             except ValueError as e:
                 raise Bad(n, f"the payload does not read as encoding 2: {e}")
             for pointer, h, length in refs:
@@ -416,7 +464,7 @@ def verify(path, trusted_key=None):
                     pending.append((pointer, h, length))
         if fields["kind_version"] == 3 and header["version"] >= 3:
             try:
-                committed = commitments(fields["kind"], json.loads(content))
+                committed = commitments(fields["kind"], loads(content))
             except ValueError as e:
                 raise Bad(n, f"the payload does not read as encoding 3: {e}")
             for pointer, d, named in committed:
@@ -441,9 +489,9 @@ def verify(path, trusted_key=None):
     if tree.get("type") != "tree":
         raise Bad(n, f"expected an event or the tree head, found a {tree.get('type')!r} line")
     root = tree_root(leaves)
-    if tree.get("size") != len(leaves) or tree.get("root") != base64.b64encode(root).decode():
+    if not same_json(tree.get("size"), len(leaves)) or tree.get("root") != base64.b64encode(root).decode():
         raise Bad(n, "the tree head does not match the events")
-    if header.get("events") != len(leaves):
+    if not same_json(header.get("events"), len(leaves)):
         raise Bad(n, f"the header promises {header.get('events')} events, the export holds {len(leaves)}")
     signed = "not signed"
     if rest:
@@ -451,6 +499,8 @@ def verify(path, trusted_key=None):
         checkpoint = obj(n, text)
         if checkpoint.get("type") != "checkpoint":
             raise Bad(n, "only a checkpoint line may follow the tree head")
+        if trusted_key and checkpoint.get("verifier_key") != trusted_key:
+            raise Bad(n, f"checkpoint: the export names verifier key {checkpoint.get('verifier_key')!r}, not the key you gave")
         vkey = trusted_key or checkpoint["verifier_key"]
         try:
             body = check_note(checkpoint["note"], vkey)
@@ -479,7 +529,7 @@ def check_disclosure(path, seq, disclosure, trusted_key=None):
     opened = open_disclosure(disclosure)
     with open(path, encoding="utf-8") as f:
         for text in f:
-            line = json.loads(text)
+            line = loads(text)
             if line.get("type") == "event" and line.get("seq") == seq:
                 if line.get("kind_version") != 3 or "payload" not in line:
                     raise Bad(0, f"event {seq} does not commit to values apart (payload encoding 3)")

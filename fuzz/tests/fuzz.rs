@@ -6,8 +6,7 @@
 //! only), `DOCKET_FUZZ_TARGETS` (comma-separated; default all), `DOCKET_FUZZ_SEED` (the
 //! random seed; default one from the clock, printed), `DOCKET_FUZZ_OUT` (where
 //! reproducers go; default the system's temporary directory), `DOCKET_FUZZ_REGRESSIONS` (the
-//! directory of regression inputs, `<dir>/<target>/*`; default `fuzz/regressions`), `DOCKET_FUZZ_STRICT=1`
-//! (also assert what issue 28 asks and today's code does not yet do: `docket_fuzz::strict`).
+//! directory of regression inputs, `<dir>/<target>/*`; default `fuzz/regressions`).
 
 // The harness reports to the terminal, as a command does.
 #![expect(

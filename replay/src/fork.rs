@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use docket_decider::{
     AgentRequest, AgentResponse, CallId, Command, DECIDER_VERSION, ForkedFrom, OutputOverride,
-    RunEvent, RunId, RunRequested, RunState, decide_in_place,
+    RunEvent, RunId, RunRequested, RunState, batches, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 
@@ -284,73 +284,73 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
         override_replaced: None,
     };
     let mut asked_by_parent = Questions::default();
-    for (i, event) in parent.iter().enumerate().take(from - 1) {
-        let seq = i as u64 + 1;
-        if !event.is_input() {
-            if Questions::asks(event) {
-                let event = renamed(event, parent_id, fork_id, 0);
-                asked_by_parent.note(std::slice::from_ref(&event));
-            }
-            continue;
-        }
-        if i == 0 {
-            continue;
-        }
-        let event = renamed(event, parent_id, fork_id, shift);
-        let overrides = match (&output_override, &event) {
-            (
-                Some((_, fork_call, _, _)),
-                RunEvent::AgentResponded { request_id, .. }
-                | RunEvent::AgentCallFailed { request_id, .. },
-            ) => request_id == fork_call,
-            _ => false,
-        };
-        let subject = subject(&event);
-        let (was, now) = (asked_by_parent.get(&subject), asked_by_fork.get(&subject));
-        if !overrides && was != now {
-            plan.parting = Some(parting(seq, &event, &subject, was, now));
-            plan.live_from = seq;
-            break;
-        }
-        let command = match (&output_override, overrides) {
-            (Some((_, fork_call, _, response)), true) => Command::RecordResponse {
-                request_id: fork_call.clone(),
-                response: response.clone(),
-                at_ms: input_time(&event).unwrap_or(spec.now_ms),
-            },
-            _ => match Command::from_event(&event) {
-                Some(command) => command,
-                None => break,
-            },
-        };
-        match decide_in_place(&mut state, bundle, command.clone()) {
-            Ok(decided) => asked_by_fork.note(&decided),
-            Err(rejection) if overrides => {
-                return Err(ForkError::OverrideRefused {
-                    call: rename_id(subject.as_str(), fork_id, parent_id),
-                    message: rejection.to_string(),
-                });
-            }
-            // The fork took another path that does not wait for this input (an effect
-            // now needing approval, a ticket never opened): it goes live from here.
-            Err(rejection) => {
-                plan.parting = Some(Parting {
-                    seq,
-                    input: event.kind(),
-                    why: format!("the fork does not wait for this input: {rejection}"),
-                    differences: Vec::new(),
-                });
+    // The parent's batches before `--from`: each input decided again for the fork (the
+    // first, `run.requested`, is the fork's start above), then the questions the parent's
+    // recorded decisions of it asked.
+    for (start, batch) in batches(&parent[..from - 1]) {
+        let (input, decisions) = (&batch[0], &batch[1..]);
+        if start > 0 {
+            let seq = start as u64 + 1;
+            let event = renamed(input, parent_id, fork_id, shift);
+            let overrides = match (&output_override, &event) {
+                (
+                    Some((_, fork_call, _, _)),
+                    RunEvent::AgentResponded { request_id, .. }
+                    | RunEvent::AgentCallFailed { request_id, .. },
+                ) => request_id == fork_call,
+                _ => false,
+            };
+            let subject = subject(&event);
+            let (was, now) = (asked_by_parent.get(&subject), asked_by_fork.get(&subject));
+            if !overrides && was != now {
+                plan.parting = Some(parting(seq, &event, &subject, was, now));
                 plan.live_from = seq;
                 break;
             }
+            let command = match (&output_override, overrides) {
+                (Some((_, fork_call, _, response)), true) => Command::RecordResponse {
+                    request_id: fork_call.clone(),
+                    response: response.clone(),
+                    at_ms: input_time(&event).unwrap_or(spec.now_ms),
+                },
+                _ => match Command::from_event(&event) {
+                    Some(command) => command,
+                    None => break,
+                },
+            };
+            match decide_in_place(&mut state, bundle, command.clone()) {
+                Ok(decided) => asked_by_fork.note(&decided),
+                Err(rejection) if overrides => {
+                    return Err(ForkError::OverrideRefused {
+                        call: rename_id(subject.as_str(), fork_id, parent_id),
+                        message: rejection.to_string(),
+                    });
+                }
+                // The fork took another path that does not wait for this input (an effect
+                // now needing approval, a ticket never opened): it goes live from here.
+                Err(rejection) => {
+                    plan.parting = Some(Parting {
+                        seq,
+                        input: event.kind(),
+                        why: format!("the fork does not wait for this input: {rejection}"),
+                        differences: Vec::new(),
+                    });
+                    plan.live_from = seq;
+                    break;
+                }
+            }
+            if overrides {
+                output_override = None;
+                plan.override_replaced = Some(true);
+            } else {
+                *plan.reused.entry(event.kind()).or_default() += 1;
+            }
+            plan.inputs.push(command);
         }
-        if overrides {
-            output_override = None;
-            plan.override_replaced = Some(true);
-        } else {
-            *plan.reused.entry(event.kind()).or_default() += 1;
+        for event in decisions.iter().filter(|e| Questions::asks(e)) {
+            let event = renamed(event, parent_id, fork_id, 0);
+            asked_by_parent.note(std::slice::from_ref(&event));
         }
-        plan.inputs.push(command);
     }
     // An override of a call the parent answered at or after `--from`: the fork's answer to
     // it, if the fork has asked it and not been answered.

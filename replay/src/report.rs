@@ -7,7 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use docket_decider::{
-    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, decide_in_place, recorded_bundle,
+    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, batches, decide_in_place,
+    recorded_bundle,
 };
 
 use crate::diff::{Difference, differences};
@@ -183,21 +184,16 @@ pub fn replay_with_shredded(
         output: None,
         divergence: None,
     };
-    let mut start = 0;
     // Whether a batch taken as recorded (an erased value) has been folded.
     let mut tainted = false;
-    while start < events.len() {
-        let first = &events[start];
+    for (start, recorded) in batches(events) {
+        let first = &recorded[0];
+        let end = start + recorded.len();
         let seq = start as u64 + 1;
         let command = Command::from_event(first).ok_or(ReplayError::NotAnInput {
             seq,
             kind: first.kind(),
         })?;
-        let end = events[start + 1..]
-            .iter()
-            .position(RunEvent::is_input)
-            .map_or(events.len(), |p| start + 1 + p);
-        let recorded = &events[start..end];
         report.inputs += 1;
         let decisions = recorded.len() - 1;
         if shredded.range(seq..=end as u64).next().is_some() {
@@ -210,7 +206,6 @@ pub fn replay_with_shredded(
             report.decisions += decisions;
             report.not_rederivable += decisions;
             progress(end);
-            start = end;
             continue;
         }
         // After an erased value entered the state, keep a copy to fall back on: a batch
@@ -257,7 +252,6 @@ pub fn replay_with_shredded(
         }
         report.decisions += decisions;
         progress(end);
-        start = end;
     }
     report.status = state.status();
     report.stop_reason = state.stop_reason().map(str::to_owned);

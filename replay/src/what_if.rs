@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use docket_decider::{Command, RunEvent, RunRequested, RunState, decide_in_place};
+use docket_decider::{Command, RunEvent, RunRequested, RunState, batches, decide_in_place};
 use docket_policies::PolicyBundle;
 
 use crate::causes::consequences;
@@ -229,14 +229,10 @@ pub fn what_if_with_shredded(
         would_not_happen: Vec::new(),
     };
     let mut state = RunState::default();
-    let mut start = 0;
-    while start < events.len() {
-        let first = &events[start];
+    for (start, recorded) in batches(events) {
+        let first = &recorded[0];
         let seq = start as u64 + 1;
-        let end = events[start + 1..]
-            .iter()
-            .position(RunEvent::is_input)
-            .map_or(events.len(), |p| start + 1 + p);
+        let end = start + recorded.len();
         let command = if start == 0 {
             Some(Command::Start(rewritten.clone()))
         } else {
@@ -248,7 +244,6 @@ pub fn what_if_with_shredded(
                 kind: first.kind(),
             });
         };
-        let recorded = &events[start..end];
         if shredded.range(seq..=end as u64).next().is_some() {
             // What the decider would make of an erased value cannot be known: the batch
             // is taken as recorded (its start under the new bundle).
@@ -261,7 +256,6 @@ pub fn what_if_with_shredded(
                 }
             }
             report.not_rederivable += recorded.len() - 1;
-            start = end;
             continue;
         }
         // Decided in place (a rejection leaves the state as it was): a copy of the state
@@ -354,7 +348,6 @@ pub fn what_if_with_shredded(
             return Ok(report);
         }
         report.batches_compared += 1;
-        start = end;
     }
     Ok(report)
 }

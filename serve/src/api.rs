@@ -625,7 +625,11 @@ async fn drive(
     tokio::select! {
         biased;
         joined = &mut handle => {
-            let outcome = joined.map_err(|e| ApiError::internal(format!("the drive of run {run} stopped: {e}")))??;
+            let outcome = joined
+                .map_err(|e| ApiError::internal(format!("the drive of run {run} stopped: {e}")))?
+                // What the request asked for was recorded before the drive began: the
+                // run is in the log, stopped where the failure found it.
+                .map_err(|e| ApiError::from(e).after_recording(run.as_str()))?;
             Ok((StatusCode::OK, Json(run_json(state, run, &outcome.state))))
         }
         _ = tail.next() => {

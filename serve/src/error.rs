@@ -27,9 +27,12 @@ pub struct ApiError {
     pub at: Option<String>,
     /// Each problem, when the request has several (a refused replacement of handoff
     /// rules: each naming its rule and field).
-    pub problems: Option<serde_json::Value>,
+    pub problems: Option<Box<serde_json::Value>>,
     /// Seconds to wait before trying again (`Retry-After`), when waiting helps.
     pub retry_after: Option<u64>,
+    /// The run this request recorded before it failed: it stays in the log, stopped where
+    /// the failure found it, for a resume once the cause is mended.
+    pub recorded: Option<String>,
 }
 
 impl ApiError {
@@ -41,6 +44,7 @@ impl ApiError {
             at: None,
             problems: None,
             retry_after: None,
+            recorded: None,
         }
     }
 
@@ -112,7 +116,7 @@ impl ApiError {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
     }
 
-    /// 507: the server's disk is full; nothing was recorded.
+    /// 507: the server's disk is full; nothing was recorded, unless `recorded` names a run.
     pub fn no_space(message: impl Into<String>) -> Self {
         Self::new(StatusCode::INSUFFICIENT_STORAGE, "no_space", message)
     }
@@ -125,6 +129,18 @@ impl ApiError {
         } else {
             Self::internal(message)
         }
+    }
+
+    /// Says that run `run` was recorded before the failure and stopped where it found it.
+    #[must_use]
+    pub fn after_recording(mut self, run: &str) -> Self {
+        self.message = format!(
+            "run {run} is recorded up to where it stopped: {}; resume it \
+             (POST /api/runs/{run}/resume) once that is mended",
+            self.message
+        );
+        self.recorded = Some(run.to_owned());
+        self
     }
 
     /// Says when to try again.
@@ -143,7 +159,10 @@ impl IntoResponse for ApiError {
             "where": self.at,
         }});
         if let Some(problems) = self.problems {
-            body["error"]["problems"] = problems;
+            body["error"]["problems"] = *problems;
+        }
+        if let Some(run) = self.recorded {
+            body["error"]["recorded"] = run.into();
         }
         let mut response = (self.status, axum::Json(body)).into_response();
         if let Some(seconds) = self.retry_after {
@@ -178,7 +197,7 @@ impl From<RegistryError> for ApiError {
             }
             RegistryError::Rules(RulesError::Refused { problems }) => {
                 let mut refused = Self::refused(message).at("body");
-                refused.problems = Some(json!(problems));
+                refused.problems = Some(Box::new(json!(problems)));
                 refused
             }
             RegistryError::Rules(_)

@@ -444,20 +444,46 @@ mod tests {
     use super::{Role, Server, tokens};
     use std::io::{Read as _, Write as _};
 
-    /// `GET path` on a new connection, within 30 s; the whole answer.
-    fn get(addr: std::net::SocketAddr, token: &str, path: &str) -> String {
+    /// `METHOD path` with a JSON `body` on a new connection, within 30 s; the whole answer.
+    fn request(
+        addr: std::net::SocketAddr,
+        token: &str,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> String {
         let mut s = std::net::TcpStream::connect(addr).expect("connects");
         s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
             .expect("timeout");
         write!(
             s,
-            "GET {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
         )
         .expect("writes");
         let mut answer = String::new();
         s.read_to_string(&mut answer)
             .expect("an answer within 30 s");
         answer
+    }
+
+    /// `GET path`, as [`request`] does.
+    fn get(addr: std::net::SocketAddr, token: &str, path: &str) -> String {
+        request(addr, token, "GET", path, "")
+    }
+
+    /// A server over `rt` and `dir` on an ephemeral loopback port, served on the current
+    /// runtime; its address.
+    async fn serving(
+        rt: docket_runtime::Runtime<docket_store::EmbeddedStore>,
+        dir: &std::path::Path,
+    ) -> std::net::SocketAddr {
+        let server = Server::bind(rt, dir, dir, "127.0.0.1:0".parse().expect("addr"), false)
+            .await
+            .expect("binds");
+        let addr = server.local_addr().expect("addr");
+        tokio::spawn(server.serve(std::future::pending()));
+        addr
     }
 
     #[test]
@@ -474,18 +500,7 @@ mod tests {
                 docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
                     .await
                     .expect("store");
-            let server = Server::bind(
-                docket_runtime::Runtime::new(store),
-                dir.path(),
-                dir.path(),
-                "127.0.0.1:0".parse().expect("addr"),
-                false,
-            )
-            .await
-            .expect("binds");
-            let addr = server.local_addr().expect("addr");
-            tokio::spawn(server.serve(std::future::pending()));
-            addr
+            serving(docket_runtime::Runtime::new(store), dir.path()).await
         });
         // After the store is made: it refuses to be made in a directory holding other files.
         let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
@@ -573,32 +588,16 @@ mod tests {
             let (rt, seen) =
                 waiting_run(dir.path(), docket_store::FaultPlan::fail_op(before)).await;
             assert_eq!(seen, before, "the same steps, the same operations");
-            let server = Server::bind(
-                rt,
-                dir.path(),
-                dir.path(),
-                "127.0.0.1:0".parse().expect("addr"),
-                false,
-            )
-            .await
-            .expect("binds");
-            let addr = server.local_addr().expect("addr");
-            tokio::spawn(server.serve(std::future::pending()));
-            addr
+            serving(rt, dir.path()).await
         });
         let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
-        let mut s = std::net::TcpStream::connect(addr).expect("connects");
-        s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
-            .expect("timeout");
-        let body = r#"{"reason":"no longer needed"}"#;
-        write!(
-            s,
-            "POST /api/runs/held-1/cancel HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer {token}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .expect("writes");
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).expect("an answer");
+        let answer = request(
+            addr,
+            &token,
+            "POST",
+            "/api/runs/held-1/cancel",
+            r#"{"reason":"no longer needed"}"#,
+        );
         assert!(answer.starts_with("HTTP/1.1 500"), "{answer}");
         let json: serde_json::Value =
             serde_json::from_str(answer.split_once("\r\n\r\n").map_or("", |(_, b)| b))

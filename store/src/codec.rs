@@ -91,13 +91,21 @@ pub(crate) fn compress(bytes: &[u8]) -> Option<Vec<u8>> {
     (packed.len() + 16 < bytes.len()).then_some(packed)
 }
 
+/// Bytes an expansion holds before the frame's own output shows it needs more. A frame's
+/// declared size is checked against [`MAX_EXPANDED`] but otherwise believed only as far as
+/// the frame really expands, so a damaged or forged size costs no memory it does not fill.
+const EXPANSION_STEP: usize = 64 * 1024;
+
 /// The bytes a compressed record holds, expanded; the frame must declare its size, and
-/// name either no dictionary (records written before [`DICTIONARY`]) or it.
+/// name either no dictionary (records written before [`DICTIONARY`]) or it. Memory grows
+/// with the output actually produced (doubling from [`EXPANSION_STEP`]), never past the
+/// declared size.
 fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
+    use zstd::stream::raw::{Decoder, InBuffer, Operation, OutBuffer};
     thread_local! {
-        static PLAIN: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        static PLAIN: std::cell::RefCell<Option<Decoder<'static>>> =
             const { std::cell::RefCell::new(None) };
-        static WITH_DICTIONARY: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        static WITH_DICTIONARY: std::cell::RefCell<Option<Decoder<'static>>> =
             const { std::cell::RefCell::new(None) };
     }
     let size = match zstd::zstd_safe::get_frame_content_size(packed) {
@@ -121,29 +129,60 @@ fn expand(packed: &[u8]) -> Result<Vec<u8>, String> {
             ));
         }
     };
-    let decompressor = if with_dictionary {
+    let decoder = if with_dictionary {
         &WITH_DICTIONARY
     } else {
         &PLAIN
     };
-    let out = decompressor
-        .with(|cell| {
-            let mut slot = cell
-                .try_borrow_mut()
-                .map_err(|_| std::io::Error::other("decompressor in use"))?;
-            if slot.is_none() {
-                *slot = Some(if with_dictionary {
-                    zstd::bulk::Decompressor::with_prepared_dictionary(&DECODER_DICTIONARY)?
-                } else {
-                    zstd::bulk::Decompressor::new()?
-                });
+    let expanded = decoder.with(|cell| -> std::io::Result<Vec<u8>> {
+        let mut slot = cell
+            .try_borrow_mut()
+            .map_err(|_| std::io::Error::other("decompressor in use"))?;
+        let decoder = match slot.as_mut() {
+            Some(decoder) => {
+                decoder.reinit()?;
+                decoder
             }
-            match slot.as_mut() {
-                Some(d) => d.decompress(packed, size),
-                None => Err(std::io::Error::other("no decompressor")),
+            None => slot.insert(if with_dictionary {
+                Decoder::with_prepared_dictionary(&DECODER_DICTIONARY)?
+            } else {
+                Decoder::new()?
+            }),
+        };
+        let mut out = Vec::with_capacity(size.min(EXPANSION_STEP));
+        let mut input = InBuffer::around(packed);
+        loop {
+            if out.len() == out.capacity() {
+                if out.len() == size {
+                    // Full at the declared size: the frame must end here.
+                    let mut spare = [0u8; 1];
+                    let mut probe = OutBuffer::around(&mut spare[..]);
+                    let left = decoder.run(&mut input, &mut probe)?;
+                    if probe.pos() > 0 {
+                        return Err(std::io::Error::other(format!(
+                            "it expands to more than the {size} bytes it declares"
+                        )));
+                    }
+                    if left != 0 {
+                        return Err(std::io::Error::other("the frame is cut short"));
+                    }
+                    return Ok(out);
+                }
+                let more = out.capacity().max(EXPANSION_STEP).min(size - out.len());
+                out.reserve_exact(more);
             }
-        })
-        .map_err(|e| format!("compressed record does not expand: {e}"))?;
+            let (before, consumed) = (out.len(), input.pos());
+            let mut output = OutBuffer::around_pos(&mut out, before);
+            let left = decoder.run(&mut input, &mut output)?;
+            if left == 0 {
+                return Ok(out);
+            }
+            if out.len() == before && input.pos() == consumed {
+                return Err(std::io::Error::other("the frame is cut short"));
+            }
+        }
+    });
+    let out = expanded.map_err(|e| format!("compressed record does not expand: {e}"))?;
     if out.len() == size {
         Ok(out)
     } else {
@@ -495,6 +534,53 @@ mod tests {
         let foreign = foreign.compress(&bytes).expect("compresses");
         let refused = expand(&foreign).expect_err("another dictionary");
         assert!(refused.contains("dictionary 7"), "{refused}");
+    }
+
+    /// The offset and width of a frame header's content size field (RFC 8878 §3.1.1.1).
+    fn content_size_field(frame: &[u8]) -> (usize, usize) {
+        let descriptor = frame[4];
+        let single_segment = descriptor & 0x20 != 0;
+        let dictionary_id = [0, 1, 2, 4][usize::from(descriptor & 0x03)];
+        let width = match descriptor >> 6 {
+            0 => usize::from(single_segment),
+            1 => 2,
+            2 => 4,
+            _ => 8,
+        };
+        (5 + usize::from(!single_segment) + dictionary_id, width)
+    }
+
+    #[test]
+    fn a_record_expands_as_far_as_its_frame_really_does() {
+        // Several times the first step, so the output grows more than once.
+        let bytes: Vec<u8> = (0..5 * EXPANSION_STEP)
+            .flat_map(|i| format!("{{\"n\":{i}}}").into_bytes())
+            .take(5 * EXPANSION_STEP + 17)
+            .collect();
+        let packed = compress(&bytes).expect("shorter");
+        assert_eq!(expand(&packed).expect("expands"), bytes);
+
+        // The same frame claiming more than it holds: refused, naming both sizes, the
+        // claim never taken as memory to set aside (the fuzz regression
+        // `segments-zstd-declared-size` counts that).
+        let (at, width) = content_size_field(&packed);
+        assert_eq!(width, 4, "a 4-byte content size field");
+        let mut forged = packed.clone();
+        let claim = u32::try_from(MAX_EXPANDED / 2).expect("fits");
+        forged[at..at + 4].copy_from_slice(&claim.to_le_bytes());
+        let refused = expand(&forged).expect_err("claims more than it holds");
+        assert!(refused.contains("does not expand"), "{refused}");
+
+        // Claiming less than it holds: refused too.
+        let mut short = packed.clone();
+        let claim = u32::try_from(bytes.len() - 1).expect("fits");
+        short[at..at + 4].copy_from_slice(&claim.to_le_bytes());
+        let refused = expand(&short).expect_err("holds more than it claims");
+        assert!(refused.contains("does not expand"), "{refused}");
+
+        // A frame cut short.
+        let refused = expand(&packed[..packed.len() / 2]).expect_err("cut short");
+        assert!(refused.contains("does not expand"), "{refused}");
     }
 
     #[test]

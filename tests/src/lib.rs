@@ -1,13 +1,11 @@
 //! Shared support for docket's integration tests.
 //!
-//! The tests themselves live in `tests/tests/*.rs`, one file per capability, and use
-//! only the public API of the docket crates and the `docket` binary.
+//! The tests themselves live in `tests/tests/`, a few test programs of one module per
+//! capability, and use only the public API of the docket crates and the `docket` binary.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-pub mod browser;
 
 /// The workspace's root directory.
 #[must_use]

@@ -6,7 +6,9 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, parse_response};
+use docket_decider::{
+    Action, AgentRequest, AgentResponse, Confidence, ValidateResponse, parse_response,
+};
 use docket_runtime::{AgentExecutor, CommandConfig, CommandExecutor, InProcessExecutor};
 use serde_json::json;
 

@@ -2,9 +2,9 @@
 //!
 //! This crate holds everything a run's decisions depend on, and nothing that does I/O, so
 //! that audit replay links it without an async runtime, a network stack or the store:
-//! - the agent protocol (what an agent is sent and what it may answer) and the effect
-//!   protocol (what an effect executor is asked and answers), with their validation and
-//!   generated JSON Schemas;
+//! - the wire protocols' documents and ids are `docket_protocol`'s (re-exported here);
+//!   this crate parses and validates what agents send and accepts what effect and tool
+//!   executors answer;
 //! - workflows as data ([`WorkflowSpec`], parsed from a workflow file's text);
 //!
 //! - [`decide`]`(&RunState, &PolicyBundle, Command) -> Result<Vec<RunEvent>, Rejection>`:
@@ -26,16 +26,21 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-// Payload encoding 2: content recorded once (issue 15 point 6)
-mod commit;
-mod content;
-mod decide;
-mod event;
-mod ids;
+// The layers, bottom up; each imports only the ones below it.
+//
+// The wire documents and ids are `docket_protocol`'s; `protocol/` is the engine's side of
+// them (parsing, validation, accepting executors' answers, `[tools.NAME]` sections).
 mod protocol;
-mod replay;
+// The vocabulary of a run's log: every event and payload type, the workflow spec recorded
+// in `run.requested`, and the payload encodings (content stored once, values committed
+// apart).
+mod events;
+// The run's state: one file per concern folding its events; snapshots; the run's history.
 mod state;
-mod workflow;
+// `decide`: a recorded input and the state in, the batch of events it causes out.
+mod decide;
+// Audit: every batch of a log decided again and compared.
+mod replay;
 
 /// Random runs for property tests (feature `testing`; the decider's own tests use it too).
 #[cfg(any(test, feature = "testing"))]
@@ -46,49 +51,57 @@ mod tests;
 #[cfg(test)]
 mod transitions;
 
-pub use commit::{
-    COMMITTED_PAYLOAD, CommittedEvent, CommittedPayload, CommittedSlot, Disclosure,
-    DisclosureDigest, DisclosureLookup, OpenedDisclosure, OpenedPayload, SALT_BYTES, SHREDDED,
-    committed_positions, digest_text, disclosed_pointer, disclosure_digest, open_disclosure,
-    parse_digest, pointer_touches,
+// Ids and wire documents (`docket_protocol`), and the engine's checks of what it receives.
+pub use docket_protocol::{
+    Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence, ContextInput,
+    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
+    EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
+    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, TaskRestrictions, TicketId,
+    ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification,
+    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    effect_protocol_schema_pretty,
 };
-pub use content::{
-    CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
-    ReferencedContent, ReferencedEvent, ReferencedPayload, content_pointers, content_positions,
+pub use protocol::{
+    DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
+    ToolSpec, ValidateRequest, ValidateResponse, ValidationError, ValidationProblem,
+    accept_effect_answer, accept_tool_answer, parse_response,
 };
-pub use decide::effect::{
+
+// Events: the log's vocabulary and the decider version that recorded it.
+pub use events::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
-    EffectDeduplicated, EffectDryRun, EffectFailed, EffectInput, EffectKillSwitchChecked,
-    EffectReady, EffectRefused, EffectRequested, EffectSettled, EffectStarted, EffectTicketStep,
+    EffectDeduplicated, EffectDryRun, EffectFailed, EffectKillSwitchChecked, EffectReady,
+    EffectRefused, EffectRequested, EffectSettled, EffectStarted, EffectTicketStep,
     EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
     VERIFY_EFFECT_CAPABILITY,
 };
-pub use decide::overrides::{HeldStep, Overridable};
-pub use decide::tool::{
+pub use events::overrides::{HeldStep, Overridable};
+pub use events::tool::{
     TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
-    ToolInput, ToolReturned,
+    ToolReturned,
 };
-pub use decide::{CircuitReading, Command, EXTERNAL, Rejection, decide, decide_in_place};
-pub use event::{
-    BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, KIND_VERSION,
-    MAX_TIMEOUT_GROWTH, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject,
-    seed_error,
+pub use events::workflow::{
+    AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
+    DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, MAX_AGENT_PROCESSES, WorkflowBudget,
+    WorkflowError, WorkflowEvidence, WorkflowSpec,
 };
-pub use ids::{AgentId, CallId, EffectId, EpisodeId, InvalidRunId, RunId, TicketId, ToolCallId};
-pub use protocol::{
-    Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, ContextInput,
-    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
-    EffectErrorBody, EffectOp, EffectReceipt, EffectRequest, EpisodeResult, EpisodeStatus,
-    MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, Priority, ResponseStatus, TaskRestrictions,
-    ToolCall, Usage, ValidationError, ValidationProblem, Verification, accept_effect_answer,
-    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
-    effect_protocol_schema_pretty, parse_response,
+pub use events::{
+    Batches, BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom,
+    KIND_VERSION, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject, batches,
 };
-pub use protocol::{
-    DEFAULT_TOOL_TIMEOUT_MS, ToolAnswer, ToolAnswerError, ToolErrorBody, ToolRequest, ToolSpec,
-    accept_tool_answer, resolve_tool, tool_invocation,
+// Payload encodings 2 (content stored once) and 3 (values committed apart).
+pub use events::commit::{
+    COMMITTED_PAYLOAD, CommittedEvent, CommittedPayload, CommittedSlot, Disclosure,
+    DisclosureDigest, DisclosureLookup, OpenedDisclosure, OpenedPayload, SALT_BYTES, SHREDDED,
+    digest_text, disclosed_pointer, disclosure_digest, open_disclosure, parse_digest,
+    pointer_touches,
 };
-pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
+pub use events::content::{
+    CONTENT_POSITIONS, ContentRef, PLAIN_PAYLOAD, REFERENCE_FROM_BYTES, REFERENCED_PAYLOAD,
+    ReferencedContent, ReferencedEvent, ReferencedPayload, content_pointers,
+};
+
+// State: the fold, its snapshots and the run's history.
 pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
@@ -97,8 +110,11 @@ pub use state::{
     NextStep, RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError,
     Ticket, TicketDecision, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
 };
-pub use workflow::{
-    AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
-    DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, MAX_AGENT_PROCESSES, WorkflowBudget,
-    WorkflowError, WorkflowEvidence, WorkflowSpec,
+
+// Decide: the recorded inputs and the decision function.
+pub use decide::{
+    CircuitReading, Command, EXTERNAL, EffectInput, Rejection, ToolInput, decide, decide_in_place,
 };
+
+// Replay: audit of a recorded log.
+pub use replay::{ReplayMismatch, recorded_bundle, replay_check};

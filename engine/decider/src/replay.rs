@@ -4,8 +4,8 @@
 use docket_policies::{BundleError, Format, PolicyBundle};
 
 use super::decide::{Command, Rejection, decide};
-use super::event::{DECIDER_VERSION, RunEvent, RunRequested};
 use super::state::RunState;
+use crate::events::{DECIDER_VERSION, RunEvent, RunRequested, batches};
 
 /// Where a log and a fresh decision disagree.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -59,9 +59,8 @@ pub enum ReplayMismatch {
 /// The first [`ReplayMismatch`].
 pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), ReplayMismatch> {
     let mut state = RunState::default();
-    let mut start = 0;
-    while start < events.len() {
-        let first = &events[start];
+    for (start, recorded) in batches(events) {
+        let first = &recorded[0];
         let command = Command::from_event(first).ok_or(ReplayMismatch::NotAnInput {
             index: start,
             kind: first.kind(),
@@ -74,16 +73,11 @@ pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), Re
                 supported: DECIDER_VERSION,
             });
         }
-        let end = events[start + 1..]
-            .iter()
-            .position(RunEvent::is_input)
-            .map_or(events.len(), |p| start + 1 + p);
         let decided =
             decide(&state, bundle, command).map_err(|rejection| ReplayMismatch::Rejected {
                 index: start,
                 rejection,
             })?;
-        let recorded = &events[start..end];
         if decided != recorded {
             return Err(ReplayMismatch::Differs {
                 index: start,
@@ -94,7 +88,6 @@ pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), Re
         for event in recorded {
             state.apply(event);
         }
-        start = end;
     }
     Ok(())
 }

@@ -9,9 +9,9 @@ use std::path::Path;
 use proptest::prelude::*;
 use serde_json::{Map, Value, json};
 
-use crate::protocol::{Action, AgentResponse, Confidence, EpisodeResult, EpisodeStatus};
 use crate::{Command, RunEvent, RunRequested, RunState, RunStatus, WorkflowSpec, decide};
 use docket_policies::PolicyBundle;
+use docket_protocol::{Action, AgentResponse, Confidence, EpisodeResult, EpisodeStatus};
 
 /// The agents of [`gate_source`]'s bundles.
 pub const AGENTS: [&str; 3] = ["a", "b", "c"];

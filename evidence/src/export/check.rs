@@ -36,6 +36,10 @@ pub enum LineFault {
     Empty,
     #[error("not a JSON object: {0}")]
     NotJson(String),
+    #[error(
+        "key `{0}` appears twice in one object: JSON readers differ on which copy they keep, so each key of an export appears once"
+    )]
+    DuplicateKey(String),
     #[error("could not read the file: {0}")]
     Unreadable(String),
     #[error("expected a {expected} line, found {found}")]
@@ -308,13 +312,24 @@ impl<R: BufRead> Lines<R> {
             if text.trim().is_empty() {
                 continue;
             }
-            return match serde_json::from_str::<Value>(&text) {
-                Ok(Value::Object(map)) => Ok(Some((n, map, text))),
+            return match serde_json::from_str::<OneReading>(&text) {
+                Ok(OneReading(Value::Object(map))) => Ok(Some((n, map, text))),
                 Ok(_) => Err(fault(
                     n,
                     LineFault::NotJson("a JSON value that is not an object".into()),
                 )),
-                Err(e) => Err(fault(n, LineFault::NotJson(e.to_string()))),
+                Err(e) => Err(fault(
+                    n,
+                    match e.to_string().strip_prefix(DUPLICATE_KEY) {
+                        Some(rest) => LineFault::DuplicateKey(
+                            rest.split(DUPLICATE_KEY_END)
+                                .next()
+                                .unwrap_or(rest)
+                                .to_owned(),
+                        ),
+                        None => LineFault::NotJson(e.to_string()),
+                    },
+                )),
             };
         }
         Ok(None)
@@ -322,6 +337,82 @@ impl<R: BufRead> Lines<R> {
 }
 
 type Object = serde_json::Map<String, Value>;
+
+/// What a duplicated key's parse error starts with, before the key.
+const DUPLICATE_KEY: &str = "duplicate key `";
+const DUPLICATE_KEY_END: &str = "` ";
+
+/// A JSON value read as every conforming reader reads it: an object that names a key twice
+/// (which readers resolve differently, RFC 8259 §4, RFC 7493 §2.3) is refused, at any depth.
+struct OneReading(Value);
+
+impl<'de> serde::Deserialize<'de> for OneReading {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(OneReadingVisitor).map(OneReading)
+    }
+}
+
+struct OneReadingVisitor;
+
+impl<'de> serde::de::Visitor<'de> for OneReadingVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(v)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number out of range"))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(OneReading(item)) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Object::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!(
+                    "{DUPLICATE_KEY}{key}{DUPLICATE_KEY_END}"
+                )));
+            }
+            let OneReading(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
 
 fn expect_type(n: usize, line: &Object, expected: &'static str) -> Result<(), BadLine> {
     let found = str_field(n, line, "type")?;
@@ -846,6 +937,17 @@ fn check_checkpoint(
     let note = str_field(n, line, "note")?;
     let carried = VerifierKey::parse(str_field(n, line, "verifier_key")?)
         .map_err(|e| bad(format!("verifier_key: {e}")))?;
+    // The key the file names must be the one the auditor trusts: a file naming a key that
+    // never signed it is not sound, whoever else signed it.
+    if let Some(trusted) = trusted
+        && trusted != &carried
+    {
+        return Err(bad(format!(
+            "the export names verifier key {}, not the key you gave ({})",
+            carried.label(),
+            trusted.label()
+        )));
+    }
     let key = trusted.unwrap_or(&carried);
     let signed = SignedCheckpoint::parse(note).map_err(|e| bad(e.to_string()))?;
     signed

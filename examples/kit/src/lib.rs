@@ -3,7 +3,7 @@
 
 use std::io::{BufRead, Write};
 
-use docket_decider::{AgentRequest, AgentResponse};
+use docket_protocol::{AgentRequest, AgentResponse};
 
 /// Why serving stopped.
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +136,8 @@ pub fn run(handle: fn(&AgentRequest) -> AgentResponse) -> Result<(), ServeError>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use docket_decider::{Action, Confidence, parse_response};
+    use docket_decider::{ValidateResponse, parse_response};
+    use docket_protocol::{Action, Confidence};
     use serde_json::json;
 
     fn echo(request: &AgentRequest) -> AgentResponse {

@@ -10,7 +10,8 @@
 use std::sync::Arc;
 
 use docket_decider::{
-    AgentRequest, Command, RunEvent, RunState, decide, parse_response, recorded_bundle,
+    AgentRequest, Command, RunEvent, RunState, ValidateResponse, decide, parse_response,
+    recorded_bundle,
 };
 use docket_policies::PolicyBundle;
 use proptest::prelude::*;

@@ -187,26 +187,12 @@ async fn a_writer_refuses_to_append_after_damage_the_index_covers() {
         Ok(_) => panic!("the writer opened a log with damage in the middle"),
         Err(e) => e,
     };
-    match &err {
-        StoreError::Corrupt {
-            segment,
-            offset,
-            damage,
-            streams_after,
-        } => {
-            assert_eq!(segment, &path);
-            assert_eq!(*offset, third as u64);
-            assert!(
-                matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
-                    if matches!(**damage, Damage::BadFrameChecksum { .. })),
-                "{damage}"
-            );
-            // Everything a reader stopping there would not show: a's damaged batch, then b
-            // and c after it.
-            assert_eq!(streams_after, &vec![sid("a"), sid("b"), sid("c")]);
-        }
-        other => panic!("{other}"),
-    }
+    // Everything a reader stopping there would not show: a's damaged batch, then b and c
+    // after it.
+    assert_eq!(
+        acknowledged_batch_damaged(&err, &path, third),
+        &vec![sid("a"), sid("b"), sid("c")]
+    );
     let text = err.to_string();
     assert!(text.contains(&format!("at byte offset {third}")), "{text}");
     assert!(text.contains("streams a, b, c"), "{text}");
@@ -341,23 +327,7 @@ async fn flipped_byte_before_the_tail_is_corruption_with_its_offset() {
     bytes[second + second_len - 3] ^= 0x01;
     fs::write(&path, &bytes).unwrap();
     let err = open_err(dir.path()).await;
-    match &err {
-        StoreError::Corrupt {
-            segment,
-            offset,
-            damage,
-            ..
-        } => {
-            assert_eq!(segment, &path);
-            assert_eq!(*offset, second as u64);
-            assert!(
-                matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
-                    if matches!(**damage, Damage::BadFrameChecksum { .. })),
-                "{damage}"
-            );
-        }
-        other => panic!("{other}"),
-    }
+    acknowledged_batch_damaged(&err, &path, second);
     assert!(
         err.to_string().contains(&format!("offset {second}")),
         "{err}"
@@ -640,4 +610,31 @@ async fn a_damaged_index_is_moved_aside_and_rebuilt_from_the_log() {
     let store = open(dir.path(), relaxed()).await;
     assert!(!store.recovery_report().index_rebuilt);
     assert_eq!(read_all(&store, &sid("a")).await.len(), 5);
+}
+
+/// Asserts that `err` reports the batch at `offset` of `segment`, acknowledged, as damaged
+/// by a bad frame checksum; the streams it names after the damage.
+fn acknowledged_batch_damaged<'e>(
+    err: &'e StoreError,
+    segment: &Path,
+    offset: usize,
+) -> &'e Vec<StreamId> {
+    match err {
+        StoreError::Corrupt {
+            segment: at,
+            offset: found,
+            damage,
+            streams_after,
+        } => {
+            assert_eq!(at, segment);
+            assert_eq!(*found, offset as u64);
+            assert!(
+                matches!(&**damage, Damage::AcknowledgedBatch { damage, .. }
+                    if matches!(**damage, Damage::BadFrameChecksum { .. })),
+                "{damage}"
+            );
+            streams_after
+        }
+        other => panic!("{other}"),
+    }
 }

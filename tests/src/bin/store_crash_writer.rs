@@ -1,4 +1,4 @@
-//! Child process of the SIGKILL crash test (`tests/tests/store_crash.rs`).
+//! Child process of the SIGKILL crash test (`tests/tests/crashes/store_crash.rs`).
 //!
 //! Opens the store in the directory given as the first argument and appends from many
 //! concurrent tasks until it is killed, printing `ack <stream> <seq> <hash>` for every event

@@ -5,7 +5,7 @@
 //! cancellation is refused (`Rejection::Finished`) and nothing is recorded of it.
 
 use super::{Batch, Command, Rejection};
-use crate::event::CANCELLABLE_RUNS;
+use crate::events::CANCELLABLE_RUNS;
 use crate::state::RunState;
 
 /// Whether a run may be cancelled by `by` for `reason` (its status was checked not final).

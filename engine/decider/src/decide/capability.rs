@@ -7,7 +7,7 @@
 
 use super::handoff::Crossing;
 use super::*;
-use crate::event::{GOVERNED_CAPABILITY_REQUESTS, PLAIN_CAPABILITY_REFUSALS};
+use crate::events::{GOVERNED_CAPABILITY_REQUESTS, PLAIN_CAPABILITY_REFUSALS};
 
 impl Batch<'_> {
     /// Decides `agent`'s request for `capability_code` from `target`, and schedules the

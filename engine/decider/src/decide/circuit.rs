@@ -9,10 +9,10 @@
 //! decides again from the record, without the circuits stream.
 
 use super::*;
-use crate::event::{CIRCUITS_ACROSS_RUNS, TicketSubject};
-use crate::ids::{AgentId, CallId};
+use crate::events::{CIRCUITS_ACROSS_RUNS, TicketSubject};
 use crate::state::CIRCUIT_OPEN_CODE;
 use docket_policies::{ErrorClass, OnOpen};
+use docket_protocol::{AgentId, CallId};
 
 /// What the runtime read of an agent's circuit breaker before calling it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -3,7 +3,7 @@
 //! waits for a human, DANGEROUS blocks). See docs/governance.md#escalation-and-tickets.
 
 use super::*;
-use crate::ids::CallId;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     pub(super) fn classifiers_of(&self, agent: &str) -> Vec<String> {
@@ -109,7 +109,7 @@ impl Batch<'_> {
             }
             RiskVerdict::Dangerous => {
                 self.hold(
-                    overrides::HeldStep::Actions {
+                    crate::events::overrides::HeldStep::Actions {
                         agent: agent.clone(),
                         request_id: of.request_id.clone(),
                         actions,

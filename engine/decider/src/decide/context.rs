@@ -9,13 +9,10 @@
 
 use super::handoff::Crossing;
 use super::*;
-use crate::event::{HANDOFF_CONTEXT, SCOPED_CONTEXT_PARTS};
-use crate::ids::AgentId;
+use crate::events::{HANDOFF_CONTEXT, SCOPED_CONTEXT_PARTS};
 use docket_policies::{AgentIdentity, ContentPart, ContextPartsDecision, RuleStep};
+use docket_protocol::AgentId;
 use serde_json::Map;
-
-/// Agents whose outputs are not another agent's work: the caller, a person, the tools.
-pub(super) const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
 
 impl Batch<'_> {
     /// From decider version 7, sets `context.handoff` of `request` (replacing any carried

@@ -15,9 +15,9 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
-use crate::event::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
-use crate::ids::{AgentId, CallId, EpisodeId};
+use crate::events::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
 use crate::state::episode::DomainVersion;
+use docket_protocol::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -28,14 +28,14 @@ use docket_policies::{
     DecisionKind, InputKind, PolicyDecision, RuleStep, SpawnRequest, StepOutcome, Verdict,
 };
 
-use super::super::event::{RunEvent, TicketSubject, seed_error};
 use super::{Batch, EXTERNAL};
-use crate::protocol::{
-    Action, AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
-};
+use crate::events::{RunEvent, TicketSubject, seed_error};
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
     stopped_result,
+};
+use docket_protocol::{
+    Action, AgentRequest, BudgetRequest, ContextInput, DecisionInput, EpisodeResult, EpisodeStatus,
 };
 
 /// `source_agent` of the decision inputs the engine itself adds (refusals).
@@ -342,7 +342,7 @@ impl Batch<'_> {
             actions.extend(all.get(*next..).unwrap_or(&[]).iter().cloned());
         }
         self.hold(
-            super::overrides::HeldStep::Spawn {
+            crate::events::overrides::HeldStep::Spawn {
                 agent: agent.into(),
                 request_id: request_id.clone(),
                 actions,

@@ -3,9 +3,9 @@
 //! See docs/governance.md#failure-ladder and #guardrail-1-retry-hard-stop.
 
 use super::*;
-use crate::event::{CLASSED_FAILURES, MAX_TIMEOUT_GROWTH};
-use crate::ids::CallId;
+use crate::events::{CLASSED_FAILURES, MAX_TIMEOUT_GROWTH};
 use docket_policies::ErrorClass;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     /// Retry → escalate → block, as the bundle's escalation ladder says (Guardrail 1).
@@ -77,7 +77,7 @@ impl Batch<'_> {
                 }
                 let pattern = self.deny_pattern_behind(request_id);
                 self.hold(
-                    overrides::HeldStep::Retry {
+                    crate::events::overrides::HeldStep::Retry {
                         request_id: request_id.clone(),
                     },
                     pattern,

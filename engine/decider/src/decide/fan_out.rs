@@ -5,10 +5,10 @@
 //! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
-use crate::event::{BranchGap, PARTIAL_RESULTS};
-use crate::ids::{AgentId, CallId};
+use crate::events::{BranchGap, PARTIAL_RESULTS};
 use crate::state::Call;
 use docket_policies::ErrorClass;
+use docket_protocol::{AgentId, CallId};
 
 /// The output type of the decision input that tells a receiver of a fan-out's gap.
 const BRANCH_FAILED: &str = "branch_failed";
@@ -301,7 +301,7 @@ impl Batch<'_> {
 /// The task the receiver of `deliveries` is given (decider version 8): that of the first
 /// delivery that gives one, forbidding what every delivery's task forbids (tasks restrict,
 /// never grant).
-fn merged_task(deliveries: &[Delivery]) -> Option<crate::protocol::TaskRestrictions> {
+fn merged_task(deliveries: &[Delivery]) -> Option<docket_protocol::TaskRestrictions> {
     let mut tasks = deliveries.iter().filter_map(|d| d.task.as_ref());
     let mut task = tasks.next()?.clone();
     for other in tasks {

@@ -4,10 +4,10 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::event::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
-use crate::ids::AgentId;
-use crate::protocol::TaskRestrictions;
+use crate::events::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
 use docket_policies::{FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext};
+use docket_protocol::AgentId;
+use docket_protocol::TaskRestrictions;
 
 impl Batch<'_> {
     /// The audit of a scoping decision as recorded: from decider version 2, flagged when
@@ -88,7 +88,7 @@ impl Batch<'_> {
                 .outputs
                 .keys()
                 .map(AgentId::as_str)
-                .filter(|a| *a != to && !super::context::NOT_AGENTS.contains(a))
+                .filter(|a| *a != to && !NOT_AGENTS.contains(a))
                 .filter(|a| setting.value.admits(a, required))
                 .map(|from| {
                     (

@@ -15,7 +15,7 @@
 //! the file deciding it and the tests covering it) is code, checked by its tests:
 //! `transitions.rs` at the crate root.
 
-use crate::ids::{CallId, EffectId, EpisodeId, RunId, TicketId};
+use docket_protocol::{CallId, EffectId, EpisodeId, RunId, TicketId};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -27,8 +27,9 @@ mod context;
 mod circuit;
 pub use circuit::CircuitReading;
 mod classification;
-// Side effects: `pub(super)` because the crate root re-exports its event and input types.
-pub(super) mod effect;
+// Side effects.
+mod effect;
+pub use effect::EffectInput;
 // Episodes: spawn, domain writes, results, stop conditions.
 mod episode;
 mod failure;
@@ -36,13 +37,14 @@ mod fan_out;
 mod handoff;
 // Cancelling a run (decider version 10).
 mod cancel;
-// Human overrides of a block: `pub(super)` because the crate root re-exports its types.
-pub(super) mod overrides;
+// Human overrides of a block.
+mod overrides;
 mod response;
 mod ticket;
 use ticket::HumanWords;
 // Governed tools: `call_tool`, decided before it runs.
-pub(super) mod tool;
+mod tool;
+pub use tool::ToolInput;
 
 use docket_policies::ConflictResolution;
 use docket_policies::{
@@ -50,17 +52,20 @@ use docket_policies::{
     StepOutcome, Verdict,
 };
 
-use super::event::{
+use super::state::{RunState, RunStatus};
+use crate::events::{
     CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, LINEAR_CALLS_AGAIN, RiskVerdict,
     RunEvent, RunRequested, TicketSubject, seed_error,
 };
-use super::state::{RunState, RunStatus};
-use crate::protocol::{
+use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
 };
 
 /// The agent id that stands for the caller of the run (docs/governance.md#the-external-agent).
 pub const EXTERNAL: &str = "external";
+
+/// Agents whose outputs are not another agent's work: the caller, a person, the tools.
+const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
 
 /// A recorded input, handed to [`decide`].
 #[derive(Debug, Clone, PartialEq)]
@@ -597,7 +602,7 @@ struct Batch<'a> {
     episode: EpisodeId,
     /// What the block about to be recorded stops, for an override to continue (decider
     /// version 6; `overrides.rs`).
-    held: Option<Box<overrides::Overridable>>,
+    held: Option<Box<crate::events::overrides::Overridable>>,
     /// The call whose actions are being carried out, and its actions after the current one.
     acting: Option<(CallId, Arc<[Action]>, usize)>,
     /// A person's override authorises the next spawn of a forbidden child type.

@@ -3,9 +3,9 @@
 //! finish).
 
 use super::*;
-use crate::event::PARTIAL_RESULTS;
-use crate::ids::CallId;
+use crate::events::PARTIAL_RESULTS;
 use docket_policies::PARTIAL_OUTPUT_REFUSED;
+use docket_protocol::CallId;
 
 impl Batch<'_> {
     pub(super) fn on_response(&mut self, request_id: &CallId, response: &AgentResponse) {
@@ -111,7 +111,7 @@ impl Batch<'_> {
         // capability or classifier call, or ends a child episode.
         let exit = call.reply_to.is_none()
             && call.classifies.is_none()
-            && self.episode_of_call(&call.recorded.request_id) == crate::ids::ROOT_EPISODE
+            && self.episode_of_call(&call.recorded.request_id) == docket_protocol::ROOT_EPISODE
             && self.bundle.agent_ids().any(|a| a == EXTERNAL);
         response.actions.iter().find_map(|action| {
             let to = match action {
@@ -137,8 +137,9 @@ impl Batch<'_> {
             return;
         };
         // From decider version 6, what a block would stop is held for an override.
-        let all: Option<Arc<[Action]>> =
-            (self.state.decider_version() >= crate::event::HUMAN_OVERRIDES).then(|| actions.into());
+        let all: Option<Arc<[Action]>> = (self.state.decider_version()
+            >= crate::events::HUMAN_OVERRIDES)
+            .then(|| actions.into());
         for (i, action) in actions.iter().enumerate() {
             if self.stopped() {
                 return;

@@ -4,8 +4,8 @@
 //! #humans-answer.
 
 use super::*;
-use crate::event::HUMANS_ANSWER;
-use crate::ids::TicketId;
+use crate::events::HUMANS_ANSWER;
+use docket_protocol::TicketId;
 
 /// What a human said on a ticket.
 pub(super) struct HumanWords<'a> {

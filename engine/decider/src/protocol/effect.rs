@@ -1,133 +1,176 @@
-//! The effect protocol's data: what an effect executor is asked (`EffectRequest`) and what
-//! it may answer (a dry-run report, a receipt, a verification), and why a call produced no
-//! usable answer. Documented for executor authors in `docs/effect-protocol.md`.
+//! Accepting an effect executor's answer (docs/effect-protocol.md): the bytes checked
+//! against the call they answer, with the path of a malformed field in the error.
 
-use schemars::JsonSchema;
-
-use crate::ids::{EffectId, EpisodeId, RunId};
-use serde::{Deserialize, Serialize};
+use docket_protocol::{EffectCallError, EffectErrorBody, EffectOp, EffectRequest};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// What the executor is asked to do, with everything it needs to do it idempotently.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct EffectRequest {
-    /// The run the effect belongs to.
-    pub run_id: RunId,
-    /// The episode that asked for it.
-    pub episode_id: EpisodeId,
-    /// Unique in the run (`{run}/effect-N`).
-    pub effect_id: EffectId,
-    /// Effect kind, as the bundle's `[[side_effects]]` names it (`publish`, `dm`...).
-    pub kind: String,
-    /// Lane (`api`, `browser`...).
-    pub lane: String,
-    /// The key the executor must apply at most once.
-    pub idempotency_key: String,
-    /// The effect's parameters, as the agent gave them.
-    #[serde(default)]
-    pub params: Value,
-    /// Which attempt this is for the key, from 1.
-    pub attempt: u32,
-    /// The call is cut off after this long.
-    pub timeout_ms: u64,
-}
-
-/// The answer to a dry run: would the effect work, and what would it do?
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct DryRunReport {
-    /// The dry run passed: executing is expected to succeed.
-    pub ok: bool,
-    /// What the effect would do (a rendered payload, a diff...), for the record.
-    #[serde(default)]
-    pub preview: Value,
-    /// Why it would fail, or any note for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// The executor's receipt for an applied effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct EffectReceipt {
-    /// What the outside world returned (a post id, a message id...).
-    #[serde(default)]
-    pub result: Value,
-}
-
-/// Whether the effect behind an idempotency key happened, as the executor knows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum Verification {
-    /// It happened; this is its receipt.
-    Applied {
-        /// What it returned.
-        #[serde(default)]
-        result: Value,
-    },
-    /// It did not happen: executing it is safe.
-    NotApplied,
-    /// The executor cannot tell; a human must look (the effect becomes needs_review).
-    Unknown {
-        /// Why it cannot tell.
-        message: String,
-    },
-}
-
-/// An effect call that produced no usable answer.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum EffectCallError {
-    /// The executor refused or failed the effect and said why.
-    #[error("effect executor failed `{effect_id}` with {code}: {message}")]
-    Failed {
-        /// The effect.
-        effect_id: EffectId,
-        /// The executor's error code.
-        code: String,
-        /// What it said.
-        message: String,
-    },
-    /// No answer within the request's `timeout_ms`.
-    #[error("effect executor did not answer `{effect_id}` within {timeout_ms} ms")]
-    Timeout {
-        /// The effect.
-        effect_id: EffectId,
-        /// The limit.
-        timeout_ms: u64,
-    },
-    /// The answer could not be understood (not JSON, wrong shape, wrong effect id...).
-    #[error("effect executor answered `{effect_id}` with something malformed: {message}")]
-    Malformed {
-        /// The effect.
-        effect_id: EffectId,
-        /// What was wrong.
-        message: String,
-    },
-    /// The executor could not be reached (process died, connection refused...).
-    #[error("effect executor for `{effect_id}` is unavailable: {message}")]
-    Unavailable {
-        /// The effect.
-        effect_id: EffectId,
-        /// What happened.
-        message: String,
-    },
-    /// No executor serves this effect kind.
-    #[error("no effect executor for kind `{kind}` (declare one in the workflow's [effects])")]
-    NoExecutor {
-        /// The kind.
-        kind: String,
-    },
-}
-
-impl EffectCallError {
-    /// A stable code for the record (`EFFECT_TIMEOUT`...).
-    #[must_use]
-    pub fn code(&self) -> &str {
-        match self {
-            Self::Failed { code, .. } => code,
-            Self::Timeout { .. } => "EFFECT_TIMEOUT",
-            Self::Malformed { .. } => "EFFECT_MALFORMED",
-            Self::Unavailable { .. } => "EFFECT_UNAVAILABLE",
-            Self::NoExecutor { .. } => "EFFECT_NO_EXECUTOR",
+/// Checks an answer that arrived as bytes against the request it answers: JSON, the same
+/// `effect_id`, exactly one of `result` / `error`, a `result` of the operation's shape.
+///
+/// # Errors
+/// [`EffectCallError::Malformed`] naming what was wrong, or [`EffectCallError::Failed`]
+/// when the executor answered an error.
+pub fn accept_answer<T: DeserializeOwned>(
+    request: &EffectRequest,
+    op: EffectOp,
+    bytes: &[u8],
+) -> Result<T, EffectCallError> {
+    let malformed = |message: String| EffectCallError::Malformed {
+        effect_id: request.effect_id.clone(),
+        message,
+    };
+    let value: Value = serde_json::from_slice(bytes)
+        .map_err(|e| malformed(format!("the {} answer is not JSON: {e}", op.name())))?;
+    let Value::Object(mut fields) = value else {
+        return Err(malformed(format!(
+            "the {} answer is not a JSON object",
+            op.name()
+        )));
+    };
+    match fields.get("effect_id") {
+        Some(Value::String(id)) if *id == request.effect_id => {}
+        Some(Value::String(id)) => {
+            return Err(malformed(format!(
+                "the answer's effect_id {id:?} is not the request's {:?}",
+                request.effect_id.as_str()
+            )));
         }
+        Some(_) => return Err(malformed("effect_id is not a string".to_owned())),
+        None => return Err(malformed("the answer has no effect_id".to_owned())),
+    }
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "effect_id" | "result" | "error"))
+    {
+        return Err(malformed(format!(
+            "unknown field `{unknown}` in the answer"
+        )));
+    }
+    match (fields.remove("result"), fields.remove("error")) {
+        (Some(result), None) => decode(result)
+            .map_err(|e| malformed(format!("the {} result is invalid: {e}", op.name()))),
+        (None, Some(error)) => {
+            let body: EffectErrorBody =
+                decode(error).map_err(|e| malformed(format!("the error is invalid: {e}")))?;
+            Err(EffectCallError::Failed {
+                effect_id: request.effect_id.clone(),
+                code: body.code,
+                message: body.message,
+            })
+        }
+        (Some(_), Some(_)) => Err(malformed(
+            "the answer has both `result` and `error`".to_owned(),
+        )),
+        (None, None) => Err(malformed(
+            "the answer has neither `result` nor `error`".to_owned(),
+        )),
+    }
+}
+
+/// Decodes with the path of the offending field in the message (`preview.x: ...`).
+fn decode<T: DeserializeOwned>(value: Value) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use docket_protocol::{DryRunReport, EffectReceipt, Verification};
+    use serde_json::json;
+
+    fn request() -> EffectRequest {
+        EffectRequest {
+            run_id: "run".into(),
+            episode_id: "ep".into(),
+            effect_id: "run/effect-1".into(),
+            kind: "publish".into(),
+            lane: "api".into(),
+            idempotency_key: "k1".into(),
+            params: json!({"text": "hi"}),
+            attempt: 1,
+            timeout_ms: 1000,
+        }
+    }
+
+    fn answer<T: DeserializeOwned>(op: EffectOp, text: &str) -> Result<T, EffectCallError> {
+        accept_answer(&request(), op, text.as_bytes())
+    }
+
+    fn malformed_message<T: DeserializeOwned + std::fmt::Debug>(
+        op: EffectOp,
+        text: &str,
+    ) -> String {
+        match answer::<T>(op, text) {
+            Err(EffectCallError::Malformed { message, .. }) => message,
+            other => panic!("expected malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn results_of_each_operation_are_accepted() {
+        let report: DryRunReport = answer(
+            EffectOp::DryRun,
+            r#"{"effect_id":"run/effect-1","result":{"ok":true,"preview":{"x":1}}}"#,
+        )
+        .expect("dry run");
+        assert!(report.ok);
+        let receipt: EffectReceipt = answer(
+            EffectOp::Execute,
+            r#"{"effect_id":"run/effect-1","result":{"result":{"post_id":"p"}}}"#,
+        )
+        .expect("execute");
+        assert_eq!(receipt.result["post_id"], "p");
+        let verification: Verification = answer(
+            EffectOp::Verify,
+            r#"{"effect_id":"run/effect-1","result":{"status":"not_applied"}}"#,
+        )
+        .expect("verify");
+        assert_eq!(verification, Verification::NotApplied);
+    }
+
+    #[test]
+    fn an_error_answer_is_a_failure_with_its_code() {
+        let err = answer::<EffectReceipt>(
+            EffectOp::Execute,
+            r#"{"effect_id":"run/effect-1","error":{"code":"RATE_LIMITED","message":"slow down"}}"#,
+        )
+        .expect_err("failed");
+        assert_eq!(err.code(), "RATE_LIMITED");
+    }
+
+    #[test]
+    fn malformed_answers_say_what_is_wrong() {
+        for (text, expected) in [
+            ("not json", "not JSON"),
+            ("[1]", "not a JSON object"),
+            (r#"{"result":{}}"#, "no effect_id"),
+            (r#"{"effect_id":"other","result":{}}"#, "\"other\""),
+            (r#"{"effect_id":"run/effect-1"}"#, "neither"),
+            (
+                r#"{"effect_id":"run/effect-1","result":{},"error":{"code":"a","message":"b"}}"#,
+                "both",
+            ),
+            (
+                r#"{"effect_id":"run/effect-1","result":{"status":"maybe"}}"#,
+                "verify result is invalid",
+            ),
+            (r#"{"effect_id":"run/effect-1","reslt":{}}"#, "`reslt`"),
+        ] {
+            let message = malformed_message::<Verification>(EffectOp::Verify, text);
+            assert!(message.contains(expected), "{text}: {message}");
+        }
+        let message = malformed_message::<DryRunReport>(
+            EffectOp::DryRun,
+            r#"{"effect_id":"run/effect-1","result":{"ok":"yes"}}"#,
+        );
+        assert!(message.contains("ok:"), "{message}");
     }
 }

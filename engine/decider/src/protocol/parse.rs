@@ -1,7 +1,7 @@
 //! Turning the bytes an agent sent into an [`AgentResponse`], or into a description of what
 //! is wrong with them and where.
 
-use super::response::AgentResponse;
+use docket_protocol::AgentResponse;
 
 /// How many bytes of a bad response are quoted in the error.
 const EXCERPT_BYTES: usize = 160;

@@ -1,7 +1,7 @@
 //! Governed tools (docs/agent-protocol.md#tools-call_tool, docs/workflow.md#tools): how a
-//! workflow declares a tool's executor (`[tools.NAME]`), the exact request a tool
-//! executor receives, the answer it gives, and the text a call is matched against the
-//! bundle's tool patterns with.
+//! workflow declares a tool's executor (`[tools.NAME]`), the text a call is matched
+//! against the bundle's tool patterns with, and the check of a tool executor's answer
+//! against its call (the request and answer themselves are `docket_protocol`'s).
 //!
 //! A tool is reached by `name`: the section `[tools.NAME]`, or, for a section fronting an
 //! MCP server (`mcp = "program"`), `SECTION:TOOL`, the server's tool `TOOL`.
@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ids::{AgentId, EpisodeId, RunId, ToolCallId};
+use docket_protocol::{ToolAnswer, ToolRequest};
 
 /// The default time one tool call may take when `[tools.NAME]` gives no `timeout_ms`.
 pub const DEFAULT_TOOL_TIMEOUT_MS: u64 = 30_000;
@@ -127,52 +127,6 @@ pub fn tool_invocation(name: &str, arguments: &Value) -> String {
         other => docket_policies::canonical_json_text(other),
     };
     format!("{name}({text})")
-}
-
-/// Exactly what a tool executor is given, recorded in `tool.call_scheduled` before it
-/// runs (docs/agent-protocol.md#tool-executors).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolRequest {
-    /// The run.
-    pub run_id: RunId,
-    /// The asking agent's episode.
-    pub episode_id: EpisodeId,
-    /// `{run}/tool-N`; echoed in the answer.
-    pub tool_call_id: ToolCallId,
-    /// The asking agent.
-    pub agent: AgentId,
-    /// The tool as the executor knows it (for an MCP section, the server's tool name).
-    pub tool: String,
-    /// The arguments, as the agent gave them.
-    #[serde(default)]
-    pub arguments: Value,
-    /// docket stops waiting after this long.
-    pub timeout_ms: u64,
-}
-
-/// A tool executor's answer: the call's `tool_call_id` and exactly one of `result` or
-/// `error`. Unknown fields are refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolAnswer {
-    /// The call's id, echoed.
-    pub tool_call_id: ToolCallId,
-    /// What the tool returned (any JSON).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result: Option<Value>,
-    /// The tool refused or failed the call.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ToolErrorBody>,
-}
-
-/// A tool's own error: a stable upper-case `code` and a `message`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ToolErrorBody {
-    /// `NOT_FOUND`, `INVALID_ARGUMENTS`...
-    pub code: String,
-    /// For people.
-    pub message: String,
 }
 
 /// Why an answer is not a usable answer to a call.

@@ -3,8 +3,7 @@
 //! and PARTIAL, an error message with ERROR, the echoed request_id...). Each failure names
 //! the field, as a path such as `actions[2].to`.
 
-use super::request::AgentRequest;
-use super::response::{Action, AgentResponse, ResponseStatus};
+use docket_protocol::{Action, AgentRequest, AgentResponse, ResponseStatus};
 
 /// A request or response that parsed but breaks a protocol rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -138,13 +137,39 @@ fn is_error_code(code: &str) -> bool {
         })
 }
 
-impl AgentRequest {
+/// The protocol's rules for a request beyond its JSON shape (a trait because the request
+/// is `docket_protocol`'s type).
+pub trait ValidateRequest {
+    /// Checks the request's own rules.
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    fn validate(&self) -> Result<(), ValidationError>;
+}
+
+/// The protocol's rules for a response beyond its JSON shape (a trait because the
+/// response is `docket_protocol`'s type).
+pub trait ValidateResponse {
+    /// Checks the response against the request it answers.
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    fn validate_for(&self, request: &AgentRequest) -> Result<(), ValidationError>;
+
+    /// Checks the response's own rules.
+    ///
+    /// # Errors
+    /// The first rule broken, naming the field.
+    fn validate(&self) -> Result<(), ValidationError>;
+}
+
+impl ValidateRequest for AgentRequest {
     /// Checks the request's own rules: ids and agents named, attempt and timeout at least 1,
     /// every input labelled with its producing agent and output type.
     ///
     /// # Errors
     /// The first rule broken, naming the field.
-    pub fn validate(&self) -> Result<(), ValidationError> {
+    fn validate(&self) -> Result<(), ValidationError> {
         for (field, value) in [
             ("request_id", self.request_id.as_str()),
             ("correlation_id", self.correlation_id.as_str()),
@@ -186,13 +211,13 @@ impl AgentRequest {
     }
 }
 
-impl AgentResponse {
+impl ValidateResponse for AgentResponse {
     /// Checks the response against the request it answers: the request_id echo first,
-    /// then [`AgentResponse::validate`].
+    /// then [`ValidateResponse::validate`].
     ///
     /// # Errors
     /// The first rule broken, naming the field.
-    pub fn validate_for(&self, request: &AgentRequest) -> Result<(), ValidationError> {
+    fn validate_for(&self, request: &AgentRequest) -> Result<(), ValidationError> {
         if self.request_id != request.request_id {
             return fail(
                 "request_id",
@@ -216,7 +241,7 @@ impl AgentResponse {
     ///
     /// # Errors
     /// The first rule broken, naming the field.
-    pub fn validate(&self) -> Result<(), ValidationError> {
+    fn validate(&self) -> Result<(), ValidationError> {
         use ResponseStatus::{Error, Partial, Success, Timeout};
         let status = self.status;
         non_empty(|| "request_id".to_owned(), &self.request_id)?;
@@ -401,8 +426,7 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ids::{AgentId, RunId};
-    use crate::protocol::{Confidence, ToolCall};
+    use docket_protocol::{AgentId, Confidence, RunId, ToolCall};
     use serde_json::json;
 
     fn request() -> AgentRequest {

@@ -11,17 +11,17 @@
 //! The state keeps only the calls later decisions may read (`live.rs`); every call of the
 //! run, with its answer, is folded from the log when it is shown ([`super::RunHistory`]).
 
-use crate::ids::CallId;
+use docket_protocol::CallId;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::RunState;
-use crate::event::{Classifies, RunEvent};
+use crate::events::{Classifies, RunEvent};
 
 /// The failure code of a call an open circuit refused (decider version 6).
 pub const CIRCUIT_OPEN_CODE: &str = "CIRCUIT_OPEN";
-use crate::protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus};
+use docket_protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus};
 
 /// One scheduled agent call.
 #[derive(Debug, Clone, PartialEq)]
@@ -413,7 +413,7 @@ impl RunState {
     /// it read (decider version 6 and later); earlier runs keep the breaker in the run.
     #[must_use]
     pub fn reads_circuits_across_runs(&self) -> bool {
-        self.decider_version() >= crate::event::CIRCUITS_ACROSS_RUNS
+        self.decider_version() >= crate::events::CIRCUITS_ACROSS_RUNS
     }
 
     /// The whole requests of the calls scheduled but not answered, in request-id order,

@@ -5,10 +5,10 @@
 use super::RunState;
 use serde::{Deserialize, Serialize};
 
-use crate::decide::effect::*;
-use crate::event::{RunEvent, TicketSubject};
-use crate::ids::RunId;
-use crate::protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
+use crate::events::effect::*;
+use crate::events::{RunEvent, TicketSubject};
+use docket_protocol::RunId;
+use docket_protocol::{DryRunReport, EffectReceipt, EffectRequest, Verification};
 
 /// Where an effect stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

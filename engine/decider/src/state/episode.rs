@@ -8,7 +8,7 @@
 //! to the call's episode and every ancestor; wall time is the recorded time since the
 //! episode started, less the time the run waited for a human.
 
-use crate::ids::{AgentId, CallId, EpisodeId};
+use docket_protocol::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -18,11 +18,11 @@ use docket_policies::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
 use super::RunState;
-use crate::event::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
-use crate::protocol::{EpisodeResult, EpisodeStatus};
+use crate::events::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
+use docket_protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.
-pub use crate::ids::ROOT_EPISODE;
+pub use docket_protocol::ROOT_EPISODE;
 
 /// Budget dimensions, as named in meters and events.
 pub const TOKENS: &str = "tokens";

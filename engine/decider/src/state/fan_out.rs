@@ -2,7 +2,7 @@
 //! branches that failed past retrying (gaps, decider version 7).
 
 use super::RunState;
-use crate::event::RunEvent;
+use crate::events::RunEvent;
 
 impl RunState {
     pub(super) fn apply_fan_out(&mut self, event: &RunEvent) {

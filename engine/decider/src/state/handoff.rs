@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::RunState;
-use crate::event::RunEvent;
+use crate::events::RunEvent;
 
-use crate::ids::AgentId;
+use docket_protocol::AgentId;
 /// One handoff as decided (allowed or denied).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRecord {

@@ -3,12 +3,12 @@
 //! it, so the run's state ([`RunState`](super::RunState)) and its snapshot do not keep it
 //! (docs/replay.md#long-runs); it is folded from the log when it is shown.
 
-use crate::ids::CallId;
+use docket_protocol::CallId;
 use std::collections::BTreeMap;
 
 use super::call::{CIRCUIT_OPEN_CODE, Call};
 use super::handoff::HandoffRecord;
-use crate::event::RunEvent;
+use crate::events::RunEvent;
 
 /// Every call and every handoff decision of a run, folded from its events. Cheap to fold:
 /// it shares each call's recorded request and answer with its event, and a call made again

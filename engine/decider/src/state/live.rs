@@ -22,7 +22,7 @@
 //! Dropping is decided from the folded events alone, so a state folded from a snapshot
 //! drops exactly what the state folded from the first event drops.
 
-use crate::ids::CallId;
+use docket_protocol::CallId;
 use std::collections::BTreeSet;
 
 use serde::Serialize;

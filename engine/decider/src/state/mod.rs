@@ -1,7 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
-use crate::ids::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -35,7 +35,7 @@ pub use snapshot::{
 pub use ticket::{Ticket, TicketDecision};
 pub use tool::{ToolCallRecord, ToolPhase};
 
-use super::event::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
+use crate::events::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -128,7 +128,7 @@ pub struct RunState {
     /// Fan-out branches that failed past retrying, waiting for their group's join
     /// (decider version 7, `fan_out_partial`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub(crate) gaps: BTreeMap<String, Vec<crate::event::BranchGap>>,
+    pub(crate) gaps: BTreeMap<String, Vec<crate::events::BranchGap>>,
     /// Human tickets, by id.
     pub(crate) tickets: BTreeMap<TicketId, Ticket>,
     /// Per-agent failure counts.
@@ -161,7 +161,7 @@ pub struct RunState {
     pub(crate) blocked_by: Option<String>,
     /// What the block stopped, when a person may override it (decider version 6).
     #[serde(default)]
-    pub(crate) overridable: Option<Box<crate::decide::overrides::Overridable>>,
+    pub(crate) overridable: Option<Box<crate::events::overrides::Overridable>>,
 }
 
 impl RunState {

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{EffectRecord, EffectWork, RunState, RunStatus, ToolCallRecord};
-use crate::protocol::AgentRequest;
+use docket_protocol::AgentRequest;
 
 /// The next thing the runtime must do for a run.
 #[derive(Debug, Clone, PartialEq)]

@@ -4,8 +4,8 @@
 
 use super::episode::EpisodePhase;
 use super::{RunState, RunStatus};
-use crate::event::RunEvent;
-use crate::protocol::EpisodeStatus;
+use crate::events::RunEvent;
+use docket_protocol::EpisodeStatus;
 
 impl RunState {
     pub(super) fn apply_override(&mut self, event: &RunEvent) {
@@ -70,7 +70,7 @@ impl RunState {
     /// What the block stopped, when a person may override it (decider version 6): the
     /// level the rule sits at and the step an override continues.
     #[must_use]
-    pub fn overridable(&self) -> Option<&crate::decide::overrides::Overridable> {
+    pub fn overridable(&self) -> Option<&crate::events::overrides::Overridable> {
         self.overridable.as_deref()
     }
 }

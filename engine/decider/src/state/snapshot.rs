@@ -12,7 +12,7 @@
 //! again on decoding, so a snapshot grows with the run's events, not with their square.
 
 use super::RunState;
-use crate::event::{DECIDER_VERSION, RunEvent};
+use crate::events::{DECIDER_VERSION, RunEvent};
 
 /// The first bytes of every snapshot.
 const MAGIC: &[u8; 4] = b"DKSS";

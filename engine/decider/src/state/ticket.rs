@@ -1,11 +1,11 @@
 //! Human tickets: opened by an escalation, closed by a human decision; the run waits
 //! while any is open (docs/governance.md#escalation-and-tickets).
 
-use crate::ids::TicketId;
+use docket_protocol::TicketId;
 use serde::{Deserialize, Serialize};
 
 use super::{RunState, RunStatus};
-use crate::event::{RunEvent, TicketSubject};
+use crate::events::{RunEvent, TicketSubject};
 
 /// A human ticket.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -5,9 +5,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::RunState;
-use crate::event::{RunEvent, TicketSubject};
-use crate::ids::{AgentId, CallId, EpisodeId, ToolCallId};
-use crate::protocol::ToolRequest;
+use crate::events::{RunEvent, TicketSubject};
+use docket_protocol::ToolRequest;
+use docket_protocol::{AgentId, CallId, EpisodeId, ToolCallId};
 
 /// Where a tool call stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::RunEvent;
-use crate::protocol::Action;
+use docket_protocol::Action;
 
 /// `run-1` started under the test bundle where `c` also offers `summary` (with no
 /// decision edge from `a` to `c`) and `secret` is blocked on every handoff, recorded by

@@ -7,9 +7,9 @@
 use serde_json::json;
 
 use super::*;
-use crate::protocol::Action;
 use crate::{CircuitReading, RunStatus};
 use docket_policies::Verdict;
+use docket_protocol::Action;
 
 /// The breaker of the one pending call's target, read at 100,000 ms: `failures` in a
 /// row, the last `ago_ms` before the reading.

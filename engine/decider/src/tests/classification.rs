@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::*;
 use crate::RunStatus;
-use crate::protocol::Action;
+use docket_protocol::Action;
 
 #[test]
 pub(crate) fn risk_classifier_verdicts() {

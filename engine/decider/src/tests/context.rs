@@ -6,7 +6,7 @@
 use serde_json::json;
 
 use super::*;
-use crate::protocol::Action;
+use docket_protocol::Action;
 
 /// The context crossings in the last input's whole batch (the harness leaves them out of
 /// `decided`).

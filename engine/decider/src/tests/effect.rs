@@ -8,13 +8,13 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::{Action, AgentResponse, Confidence};
-use crate::protocol::{DryRunReport, EffectReceipt, Verification};
 use crate::{
     DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectId, EffectInput,
     EffectKillSwitchChecked, EffectPhase, EffectTicketStep, EffectVerification, EffectWork,
     NextStep, Rejection, RunEvent, RunState, RunStatus, TicketSubject, VERIFY_EFFECT_CAPABILITY,
 };
+use docket_protocol::{Action, AgentResponse, Confidence};
+use docket_protocol::{DryRunReport, EffectReceipt, Verification};
 
 const E1: &str = "run-1/effect-1";
 const E2: &str = "run-1/effect-2";

@@ -11,13 +11,13 @@ use docket_policies::PolicyBundle;
 use docket_policies::StopCondition;
 
 use super::*;
-use crate::protocol::{
-    Action, AgentResponse, BudgetRequest, Confidence, EpisodeResult, EpisodeStatus, Usage,
-};
-use crate::workflow::{WorkflowBudget, WorkflowSpec};
+use crate::events::workflow::{WorkflowBudget, WorkflowSpec};
 use crate::{
     DECIDER_VERSION, Episode, EpisodeId, EpisodePhase, EpisodeTree, RunEvent, RunRequested,
     RunState, RunStatus, TicketSubject, condition_name, replay_check,
+};
+use docket_protocol::{
+    Action, AgentResponse, BudgetRequest, Confidence, EpisodeResult, EpisodeStatus, Usage,
 };
 
 const AGENTS: [&str; 3] = ["orch", "worker", "verifier"];

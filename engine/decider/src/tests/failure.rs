@@ -2,8 +2,9 @@
 //! breaker.
 
 use super::*;
-use crate::protocol::AgentResponse;
-use crate::{MAX_TIMEOUT_GROWTH, RunEvent, RunStatus};
+use crate::events::MAX_TIMEOUT_GROWTH;
+use crate::{RunEvent, RunStatus};
+use docket_protocol::AgentResponse;
 
 #[test]
 pub(crate) fn failures_go_retry_escalate_block() {

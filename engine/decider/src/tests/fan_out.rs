@@ -3,8 +3,8 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::Confidence;
 use crate::{Rejection, RunEvent, RunStatus};
+use docket_protocol::Confidence;
 
 /// `agent`'s branch answers with `confidence`, handing `payload` to sink.
 fn branch(agent: &str, confidence: Confidence, payload: Value) -> Response {

@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 use docket_policies::{HandoffAudit, InputKind, PolicyBundle};
 
 use super::*;
-use crate::protocol::Action;
 use crate::{DECIDER_VERSION, RunEvent, RunRequested, RunStatus};
+use docket_protocol::Action;
 
 #[test]
 pub(crate) fn a_pipeline_runs_to_completion() {

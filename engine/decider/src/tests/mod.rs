@@ -26,13 +26,13 @@ use serde_json::{Value, json};
 
 use docket_policies::PolicyBundle;
 
-use crate::ids::CallId;
-use crate::protocol::{Action, AgentRequest, AgentResponse, Confidence, ToolCall, Usage};
-use crate::workflow::{AgentSpec, ExecutorSpec, WorkflowSpec};
+use crate::events::workflow::{AgentSpec, ExecutorSpec, WorkflowSpec};
 use crate::{
     Command, DECIDER_VERSION, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, Rejection, RunEvent,
     RunRequested, RunState, RunStatus, decide, replay_check,
 };
+use docket_protocol::CallId;
+use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ToolCall, Usage};
 
 pub(crate) mod cancel;
 pub(crate) mod capability;
@@ -249,7 +249,7 @@ impl Response {
     }
 
     /// The answer's status (`PARTIAL`, `TIMEOUT` with actions...).
-    pub(crate) fn status(mut self, status: crate::protocol::ResponseStatus) -> Self {
+    pub(crate) fn status(mut self, status: docket_protocol::ResponseStatus) -> Self {
         self.response.status = status;
         self
     }

@@ -6,9 +6,9 @@
 use serde_json::json;
 
 use super::*;
-use crate::decide::overrides::HeldStep;
-use crate::protocol::{Action, BudgetRequest, EpisodeResult, EpisodeStatus};
+use crate::events::overrides::HeldStep;
 use docket_policies::{Authority, StepOutcome};
+use docket_protocol::{Action, BudgetRequest, EpisodeResult, EpisodeStatus};
 
 const OV: &str = r#"
 bundle = { id = "ov" }

@@ -6,8 +6,8 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::{Action, AgentResponse, Confidence};
 use crate::{DECIDER_VERSION, ReplayMismatch, RunEvent, RunRequested, RunState, RunStatus};
+use docket_protocol::{Action, AgentResponse, Confidence};
 
 #[test]
 pub(crate) fn events_encode_with_sorted_keys_and_decode_back() {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::RunEvent;
-use crate::protocol::Action;
+use docket_protocol::Action;
 
 #[test]
 pub(crate) fn escalate_action_waits_and_approval_proceeds() {
@@ -60,8 +60,8 @@ fn refusing_partial(edge: Option<&str>, version: u32) -> History {
     started_under(&src, "t.toml", |run| run.decider_version = version)
 }
 
-fn partial(actions: Vec<crate::protocol::Action>) -> Response {
-    respond(actions).status(crate::protocol::ResponseStatus::Partial)
+fn partial(actions: Vec<docket_protocol::Action>) -> Response {
+    respond(actions).status(docket_protocol::ResponseStatus::Partial)
 }
 
 #[test]
@@ -108,10 +108,10 @@ pub(crate) fn a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_
     run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
     run.when(respond(vec![handoff("c", "out", json!({"keep": 1}))]));
     run.when(
-        respond(vec![crate::protocol::Action::Finish {
+        respond(vec![docket_protocol::Action::Finish {
             output: json!({"keep": 2}),
         }])
-        .status(crate::protocol::ResponseStatus::Timeout),
+        .status(docket_protocol::ResponseStatus::Timeout),
     )
     .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
     let note = &run.pending().context["previous_attempt"];

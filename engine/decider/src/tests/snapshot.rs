@@ -7,12 +7,12 @@ use proptest::prelude::*;
 use serde_json::json;
 
 use super::*;
-use crate::protocol::{AgentResponse, Confidence};
 use crate::testing::{act, gate_run, gate_source, record};
 use crate::{
     DECIDER_VERSION, RunState, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, snapshot_due,
     snapshot_interval,
 };
+use docket_protocol::{AgentResponse, Confidence};
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
@@ -93,7 +93,7 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
         let (bundle, mut state) = (run.bundle, run.state);
         for round in 0..rounds {
             for action in [
-                crate::protocol::Action::RequestCapability {
+                docket_protocol::Action::RequestCapability {
                     target_agent: "b".into(),
                     capability_code: "questions".into(),
                     inputs: json!({"topics": [round]})
@@ -101,7 +101,7 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
                         .cloned()
                         .unwrap_or_default(),
                 },
-                crate::protocol::Action::Finish {
+                docket_protocol::Action::Finish {
                     output: json!({"answer": round}),
                 },
             ] {

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::*;
 use crate::RunStatus;
-use crate::protocol::Action;
+use docket_protocol::Action;
 
 #[test]
 pub(crate) fn human_denial_blocks() {

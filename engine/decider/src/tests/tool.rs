@@ -6,11 +6,12 @@
 use serde_json::{Value, json};
 
 use super::*;
-use crate::protocol::{Action, ToolSpec};
+use crate::protocol::{ToolSpec, ValidateResponse};
 use crate::{
     NextStep, Rejection, RunEvent, RunStatus, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolFailed,
     ToolInput, ToolPhase, ToolReturned,
 };
+use docket_protocol::Action;
 
 const TOOL_BUNDLE: &str = r#"
 bundle = { id = "tools" }
@@ -315,7 +316,7 @@ pub(crate) fn outcomes_for_unknown_calls_are_rejected() {
 
 #[test]
 fn malformed_call_tool_actions_are_refused_naming_the_field() {
-    let request = crate::protocol::AgentRequest::new("r1", "external", "a", "work");
+    let request = docket_protocol::AgentRequest::new("r1", "external", "a", "work");
     let check = |text: &str| -> String {
         match crate::protocol::parse_response(text.as_bytes()) {
             Err(e) => e.to_string(),
@@ -642,7 +643,7 @@ pub(crate) fn before_version_8_a_handoffs_task_is_not_recorded_or_applied() {
 
 #[test]
 fn malformed_tasks_are_refused_naming_the_field() {
-    let request = crate::protocol::AgentRequest::new("r1", "external", "a", "work");
+    let request = docket_protocol::AgentRequest::new("r1", "external", "a", "work");
     let check = |task: &str| -> String {
         let text = format!(
             r#"{{"request_id": "r1", "status": "SUCCESS", "confidence_level": "HIGH", "actions": [{{"type": "handoff", "to": "b", "output_type": "job", "payload": {{}}, "task": {task}}}]}}"#
@@ -717,7 +718,7 @@ fn tool_meter(run: &History) -> (u64, u64) {
     let root = run
         .state
         .episodes
-        .get(&crate::ids::EpisodeId::root())
+        .get(&docket_protocol::EpisodeId::root())
         .expect("the root episode");
     let m = &root.budget[crate::state::episode::TOOL_CALLS];
     (m.used, m.limit)

@@ -26,7 +26,9 @@ pub use error::{AgentCallError, ExecutorConfigError};
 pub use http::HttpExecutor;
 pub use in_process::{InProcessAgent, InProcessExecutor};
 
-use docket_decider::{AgentRequest, AgentResponse, ValidationProblem, parse_response};
+use docket_decider::{
+    AgentRequest, AgentResponse, ValidateResponse, ValidationProblem, parse_response,
+};
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -40,7 +42,7 @@ pub type CallFuture<'a> =
 pub trait AgentExecutor: Send + Sync {
     /// Calls the agent. The call ends within the request's `timeout_ms` (for in-process
     /// agents: when the agent yields), with a response that echoes the request's
-    /// request_id and passes [`AgentResponse::validate`], or with an [`AgentCallError`].
+    /// request_id and passes [`ValidateResponse::validate`], or with an [`AgentCallError`].
     fn call<'a>(&'a self, request: &'a AgentRequest) -> CallFuture<'a>;
 }
 

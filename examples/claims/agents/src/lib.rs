@@ -7,7 +7,7 @@
 //! Each agent is a pure function from request to response; every computation is
 //! deterministic (no clock, ordered maps).
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence};
+use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};

@@ -7,7 +7,7 @@
 //!
 //! Each agent is a pure function from request to response; nothing reads a clock.
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
+use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
 use serde_json::{Value, json};
 
 /// The agents, by the name the binary takes.

@@ -1,6 +1,6 @@
 //! Building responses and reading inputs, shared by the five agents.
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
+use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 

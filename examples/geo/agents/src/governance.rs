@@ -1,7 +1,7 @@
 //! Governance: checkpoint 1 (validate the analysis request, hand a validated scope to
 //! Observation) and checkpoint 2 (validate Strategy's recommendations, finish the run).
 
-use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_protocol::{Action, AgentRequest, AgentResponse};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -199,7 +199,8 @@ fn reject_extra_fields(raw: &Value) -> Result<(), Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use docket_decider::ResponseStatus;
+    use docket_decider::ValidateResponse;
+    use docket_protocol::ResponseStatus;
     use serde_json::json;
 
     fn entry(payload: serde_json::Value) -> AgentRequest {

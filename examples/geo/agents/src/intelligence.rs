@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_protocol::{Action, AgentRequest, AgentResponse};
 
 use crate::Failure;
 use crate::answer::{decision_input, handoff, ratio, respond};

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_protocol::{Action, AgentRequest, AgentResponse};
 use serde::Deserialize;
 
 use crate::Failure;

@@ -4,7 +4,7 @@
 //! (Guardrail 3) — except in the example's drills, where Strategy misbehaves on purpose so
 //! a run shows the guardrail that stops it (examples/geo/README.md).
 
-use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_protocol::{Action, AgentRequest, AgentResponse};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -2,7 +2,7 @@
 //! request. An agent learns where it stands from its decision inputs only: the goal of its
 //! episode, the results of the children it spawned, the effects and tools it asked for.
 
-use docket_decider::{
+use docket_protocol::{
     Action, AgentRequest, AgentResponse, BudgetRequest, Confidence, EpisodeResult, EpisodeStatus,
 };
 use serde_json::{Map, Value, json};

@@ -10,7 +10,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufRead, Read as _, Write};
 use std::path::{Path, PathBuf};
 
-use docket_decider::{
+use docket_protocol::{
     DryRunReport, EffectAnswer, EffectCall, EffectOp, EffectReceipt, Verification,
 };
 use serde_json::{Value, json};

@@ -10,7 +10,9 @@
 
 use std::io::{BufRead, Write};
 
-use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, TaskRestrictions, ToolCall};
+use docket_protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, TaskRestrictions, ToolCall,
+};
 use serde_json::{Value, json};
 
 /// The agents, by the name the binary takes.

@@ -1,0 +1,1000 @@
+//! The events of a run (`docs/events.md` describes each for users), and their encoding:
+//! JSON with keys in sorted order, so an event's bytes never depend on how the binary
+//! was built (serde_json's `preserve_order` may be unified on in some workspace builds).
+
+use serde::{Deserialize, Serialize};
+
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId, RunId, TicketId, ToolCallId};
+use serde_json::Value;
+
+use docket_policies::{HandoffAudit, InputKind, PolicyDecision};
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use docket_policies::Meter;
+use docket_policies::StopCondition;
+
+use super::effect::{
+    EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
+    EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
+    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
+};
+use super::overrides::Overridable;
+use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
+use super::workflow::WorkflowSpec;
+use docket_protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
+};
+
+/// Version of every event kind's payload.
+pub const KIND_VERSION: u32 = 1;
+
+/// The run's first event: everything needed to run, resume and audit it without any file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRequested {
+    /// Chosen by the runtime; the log stream's id.
+    pub run_id: RunId,
+    /// The workflow as loaded.
+    pub workflow: WorkflowSpec,
+    /// The policy bundle's source text, as read when the run started.
+    pub bundle_source: String,
+    /// The bundle's file name (its extension picks TOML or JSON).
+    pub bundle_source_name: String,
+    /// The compiled bundle's hash (hex), checked whenever the bundle is rebuilt.
+    pub bundle_hash: String,
+    /// The run's input, handed from `external` to the entry agent.
+    pub input: Value,
+    /// Wall time the run was requested, ms since the Unix epoch.
+    pub at_ms: i64,
+    /// The version of the decider that recorded the run ([`DECIDER_VERSION`] then): replay
+    /// decides with that version's behaviour. 0 in runs recorded before versions were
+    /// recorded, which replay as version 1.
+    #[serde(default)]
+    pub decider_version: u32,
+    /// For a fork (`docket fork`, docs/replay.md#fork): the run it was forked from, and
+    /// where. Absent otherwise, so logs recorded before forks keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<Box<ForkedFrom>>,
+}
+
+/// What a fork was made from: its parent run, the event from which it went live, the
+/// parent's chain hash there (proving which log the reused answers were read from), and
+/// the answers given instead of the parent's (docs/replay.md#fork). The bundle it decides
+/// under is recorded as any run's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkedFrom {
+    /// The parent run.
+    pub run_id: RunId,
+    /// The parent's event from which the fork went live (1-based): the recorded inputs
+    /// before it were reused.
+    pub seq: u64,
+    /// The parent's chain hash at `seq` (hex): it covers the parent's events 1..=seq.
+    pub hash: String,
+    /// The parent's calls whose recorded answer was replaced (`docket fork
+    /// --override-output`), each with the file the answer was read from.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OutputOverride>,
+}
+
+/// One answer a fork was given instead of its parent's recorded one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputOverride {
+    /// The parent's call (`{parent}/call-N`).
+    pub call: CallId,
+    /// The file the answer was read from, as given.
+    pub file: String,
+}
+
+/// The decider's behaviour version, recorded in every run's `run.requested`.
+///
+/// A change to what `decide` makes of a recorded input (a new event, another verdict, a
+/// field more in a payload) raises it, and keeps the old behaviour for runs whose
+/// recorded version is lower, so that every recorded log replays by any later build. A
+/// golden log of each version is checked in under `tests/golden/`. What each version
+/// changed is listed in docs/events.md#decider-versions.
+pub const DECIDER_VERSION: u32 = 12;
+
+/// Decider version 2: a capability request needs an interaction-matrix edge from the
+/// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
+/// as `handoff.allowed` or `handoff.denied` (docs/governance.md#capability-requests).
+pub(crate) const GOVERNED_CAPABILITY_REQUESTS: u32 = 2;
+
+/// Decider version 2: a handoff whose scoping removed every field of a non-empty payload
+/// is flagged in its audit (`every_field_removed`).
+pub(crate) const FLAGGED_EMPTIED_HANDOFFS: u32 = 2;
+
+/// Decider version 3: content that crosses from one agent to another by a rule other than
+/// a handoff (a capability's answer, a spawn's inputs, a child's result, a domain
+/// version read) is scoped for the pair and recorded as `handoff.allowed`, the deciding
+/// rule the one that let it cross (docs/governance.md#one-gate).
+pub(crate) const SCOPED_EVERY_PATH: u32 = 3;
+
+/// Decider version 4: an agent whose last action is `escalate` asks a human a question
+/// (`ticket.question`); the decision or answer is delivered to it in a new call, through
+/// the gate (`handoff.allowed` from `human`). A retry's `previous_attempt` context goes
+/// through the gate too. A decision must name who decides, a choice must be one the
+/// ticket offers, and an answer must answer a question (docs/governance.md#humans-answer).
+pub(crate) const HUMANS_ANSWER: u32 = 4;
+
+/// Decider version 5: a failure's error code is classed (the bundle's `error_classes`,
+/// else the built-in classes) before the ladder reads it, so `non_retryable_errors` and
+/// `stop_on_errors` name classes; a retry after a timeout waits longer (twice the last
+/// timeout, at most four times the agent's own); a capability call the ladder would
+/// escalate or stop is answered to the agent that asked, as `capability_failed`, so it
+/// may fall back (docs/governance.md#failure-ladder).
+pub(crate) const CLASSED_FAILURES: u32 = 5;
+
+/// Decider version 6: a run blocked by a rule a person may override (a handoff a policy
+/// denied, a DANGEROUS verdict, a forbidden child type, the failure ladder's hard stop)
+/// records on `run.blocked` what the block stopped (`overridable`); `human.overrode`, from
+/// a person whose role outranks the blocking rule, continues exactly that step
+/// (docs/governance.md#human-override). Runs of earlier versions cannot be overridden.
+pub(crate) const HUMAN_OVERRIDES: u32 = 6;
+/// Decider version 6: an agent's circuit breaker counts its failures across runs. The
+/// runtime reads it from the data directory's `_circuits` stream before a call and, when
+/// the count has reached the threshold, records what it read (`agent.circuit_checked`);
+/// the decider decides open or half-open from that record alone. An open circuit answers
+/// with a graceful degradation response (`agent.call_degraded`: a capability's asker is
+/// told `capability_failed`, class `circuit_open`; another call waits for a human) unless
+/// the bundle says `on_open = "block"`. The run's own failure count no longer blocks it
+/// (docs/governance.md#circuit-breaker).
+pub(crate) const CIRCUITS_ACROSS_RUNS: u32 = 6;
+
+/// Decider version 7: every request carries a handoff context assembled by the engine
+/// (`context.handoff`: session, workflow position, prior agents, the human decisions made
+/// and the original request), its content parts crossing the gate like any content
+/// (docs/agent-protocol.md#the-handoff-context).
+pub(crate) const HANDOFF_CONTEXT: u32 = 7;
+
+/// Decider version 7: partial results, as the bundle allows them. A PARTIAL answer whose
+/// handoff (or exit finish) crosses an edge that refuses partial outputs fails the
+/// answering agent with `PARTIAL_OUTPUT_REFUSED` (class `partial_output`) and goes up
+/// the failure ladder (docs/governance.md#partial-outputs). With `[multi_agent_handoffs]
+/// fan_out_partial = true`, a fan-out branch the ladder would escalate or stop is
+/// recorded as a gap (`fanout.branch_failed`) and the join goes on with the other
+/// branches, each receiver told of the gap by a gated `branch_failed` decision input
+/// (docs/governance.md#partial-results).
+pub(crate) const PARTIAL_RESULTS: u32 = 7;
+
+/// Decider version 8: a `call_tool` that matches a review pattern opens a ticket
+/// (`TicketSubject::Tool`) instead of being refused: approving runs the tool, denying
+/// tells the asking agent the call was denied (docs/governance.md#tools).
+pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
+
+/// Decider version 8: a handoff may give its receiver a task with restrictions
+/// (`task.denied_tools`); the receiving call records them (`request.task`), and its
+/// `call_tool` actions and reported tool calls are decided with them, after the bundle's
+/// deny patterns and the agent's MUST NOT rules (docs/agent-protocol.md#task-restrictions).
+pub(crate) const TASK_RESTRICTIONS: u32 = 8;
+
+/// Decider version 8: the bundle's context parts (`context_parts`, bundle-wide and per
+/// handoff rule) decide what of the run reaches a handoff's receiver: the original input
+/// (scoped, full or none), prior outputs (required, all, none or named agents'),
+/// observations (tool results scoped, full or without their result) and agent identity
+/// (`prior_agents` shown or hidden). A call whose parts depart from the defaults records
+/// them first (`policy.decided`, kind `context_scope`, subject the call)
+/// (docs/governance.md#context-parts).
+pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
+
+/// Decider version 9: a call made again (a capability's or a human's answer, a tool's or
+/// a side effect's result, a child episode's result, a denied action, a retry) records
+/// the call it repeats (`again_of`) and only the decision inputs it adds: the inputs it
+/// inherits are the repeated call's, rebuilt by the fold. A long agent loop's log so
+/// grows linearly with its rounds, not with their square; the agent still receives the
+/// whole request (docs/events.md#agentcall_scheduled).
+pub(crate) const LINEAR_CALLS_AGAIN: u32 = 9;
+
+/// Decider version 10: a person may cancel a run that is not finished (`run.cancelled`,
+/// naming who and why): it ends `cancelled`, its open episodes ended, and no later input
+/// is accepted (docs/events.md#runcancelled). Runs of earlier versions cannot be cancelled.
+pub(crate) const CANCELLABLE_RUNS: u32 = 10;
+
+/// Decider version 11: a governed tool call docket schedules for an agent
+/// (`tool.call_scheduled`) is charged to its episode's `tool_calls` budget, and its
+/// ancestors', like the tools an agent reports running itself; before, only reported
+/// calls were, and an agent could call governed tools past its budget
+/// (docs/governance.md#budgets).
+pub(crate) const CHARGED_TOOL_CALLS: u32 = 11;
+
+/// Decider version 11: past `finalize_or_escalate_at_percent` of a budget, an answer that
+/// hands off, asks for a capability or writes a domain waits for a human (a `proceed`
+/// ticket) instead of going on; before, only spawns and effects were refused past it
+/// (docs/governance.md#budgets).
+pub(crate) const FINALIZE_OR_ESCALATE: u32 = 11;
+
+/// Decider version 12: a refused capability request states its reason once. The stop
+/// reason (`run.blocked`) and the asker's error no longer repeat what the policy's reason
+/// already says: a responsibility lock's "X may not obtain `Y`" is not prefixed again,
+/// and input errors the reason lists are not appended a second time
+/// (docs/governance.md#capability-requests).
+pub(crate) const PLAIN_CAPABILITY_REFUSALS: u32 = 12;
+
+/// How many times an agent's own timeout a retry after timeouts may wait, at most.
+pub const MAX_TIMEOUT_GROWTH: u64 = 4;
+
+/// One output on its way to an agent: what a governed handoff delivers (already checked
+/// and scoped), with the sender's confidence for conflict resolution.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    /// Sender.
+    pub from: AgentId,
+    /// Receiver.
+    pub to: AgentId,
+    /// Output type.
+    pub output_type: String,
+    /// The sender's confidence in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<Confidence>,
+    /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
+    /// run state's outputs).
+    pub payload: Arc<Value>,
+    /// The task the handoff gives the receiver (decider version 8).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskRestrictions>,
+}
+
+/// A fan-out branch that failed past retrying, recorded as a gap the join goes on
+/// without (decider version 7, `fan_out_partial`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BranchGap {
+    /// The failed branch's last call.
+    pub request_id: CallId,
+    /// The branch's agent.
+    pub agent: AgentId,
+    /// Its last error code, and the code's class.
+    pub error_code: String,
+    pub error_class: String,
+    /// Its last error message.
+    pub error_message: String,
+    /// How many attempts the branch made.
+    pub attempts: u32,
+}
+
+/// Which response a classifier call classifies, and which classifier of the agent's list
+/// it is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Classifies {
+    /// The classified call.
+    pub request_id: CallId,
+    /// Position in the agent's `classifiers` list.
+    pub index: usize,
+}
+
+/// A risk classifier's verdict (docs/governance.md#output-validation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum RiskVerdict {
+    /// The output proceeds.
+    Safe,
+    /// A human reviews before the output proceeds.
+    ReviewRequired,
+    /// The output is blocked.
+    Dangerous,
+}
+
+/// What a human ticket waits for, and what approving it does.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TicketSubject {
+    /// A failed step the escalation ladder sent to a human: approving retries it.
+    Retry {
+        /// The failed call.
+        request_id: CallId,
+    },
+    /// Conflicting fan-out outputs: approving picks one (`choice`, from 1; default 1).
+    Conflict {
+        /// The fan-out group.
+        group: String,
+        /// The request whose answer completed the fan-out.
+        origin: CallId,
+        /// Unresolved conflicts; the ticket decides the first.
+        conflicts: Vec<Vec<Delivery>>,
+        /// Outputs already decided, which proceed with the winner.
+        proceed: Vec<Delivery>,
+    },
+    /// An agent's remaining actions, held for review (an `escalate` action or a
+    /// REVIEW_REQUIRED verdict): approving carries them out.
+    Proceed {
+        /// The agent whose actions wait.
+        agent: AgentId,
+        /// The call that produced them.
+        request_id: CallId,
+        /// The actions, in order.
+        actions: Vec<Action>,
+    },
+    /// An agent's question to a human (its last action was `escalate`, from decider
+    /// version 4): approving or answering calls the agent again with the decision, the
+    /// answer or the chosen option as a decision input from `human`; denying blocks.
+    Question {
+        /// The agent that asked.
+        agent: AgentId,
+        /// The call whose response asked.
+        request_id: CallId,
+        /// The question, in the agent's words.
+        question: String,
+        /// The options the agent offered, if any (`docket answer --choice`).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        choices: Vec<String>,
+    },
+    // Episodes
+    /// A review ticket: an episode finished `needs_review`
+    /// (docs/governance.md#escalation-and-tickets). Approving accepts its result as ok (the
+    /// human is the reviewer); denying stops the episode (`policy_blocks`) and blocks the
+    /// run.
+    EpisodeReview {
+        /// The episode.
+        episode_id: EpisodeId,
+        /// The agent that ran it.
+        agent: AgentId,
+        /// The call whose `finish_episode` asked for review.
+        request_id: CallId,
+        /// Its summary.
+        summary: String,
+        /// What the person is asked to do.
+        asked: String,
+        /// The result awaiting review.
+        result: EpisodeResult,
+    },
+    /// A `call_tool` that matched a review pattern (decider version 8): approving runs the
+    /// tool (its result returns to the agent through the gate), denying tells the agent
+    /// the call was denied; neither blocks the run.
+    Tool {
+        /// `{run}/tool-N`, reserved for the call.
+        tool_call_id: ToolCallId,
+        /// The asking call.
+        request_id: CallId,
+        /// The asking agent.
+        agent: AgentId,
+        /// Its episode.
+        episode_id: EpisodeId,
+        /// The tool as the agent named it.
+        name: String,
+        /// The arguments as given.
+        #[serde(default)]
+        arguments: Value,
+        /// The call as patterns see it: `Tool(argument)`.
+        invocation: String,
+        /// The review pattern's id.
+        rule_id: String,
+        /// The review pattern as written in the bundle.
+        pattern: String,
+    },
+    // Side effects
+    /// A side effect waits for a human: approving continues its path (see `step`).
+    Effect {
+        /// The effect (`{run}/effect-N`).
+        effect_id: EffectId,
+        /// What the person is asked.
+        step: EffectTicketStep,
+    },
+}
+
+/// One event of a run's log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind")]
+#[non_exhaustive]
+pub enum RunEvent {
+    /// Recorded input: a run was started.
+    #[serde(rename = "run.requested")]
+    RunRequested(Arc<RunRequested>),
+    /// Decision: the engine will send this exact request to its target agent.
+    #[serde(rename = "agent.call_scheduled")]
+    AgentCallScheduled {
+        /// The request, as the agent receives it (shared with the run state's call).
+        request: Arc<AgentRequest>,
+        /// For a capability call: the request whose agent asked, which gets the answer.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reply_to: Option<CallId>,
+        /// For a risk classifier call: the response it classifies.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        classifies: Option<Classifies>,
+        /// For a branch of a parallel fan-out: the group (the request that fanned out).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        branch_of: Option<String>,
+        /// From decider version 9, for a call made again: the call it repeats. `request`
+        /// then holds only the decision inputs added to that call's; the agent receives
+        /// that call's inputs followed by these ([`crate::RunState`] rebuilds the whole
+        /// request).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        again_of: Option<CallId>,
+    },
+    /// Decision: a branch's output waits for the other branches of its fan-out.
+    #[serde(rename = "output.held")]
+    OutputHeld {
+        /// The fan-out group.
+        group: String,
+        /// The output.
+        delivery: Delivery,
+    },
+    /// Decision: branches of a fan-out produced different outputs of the same type for
+    /// the same agent; never hidden.
+    #[serde(rename = "output.conflict_detected")]
+    ConflictDetected {
+        /// The fan-out group.
+        group: String,
+        /// The outputs, in branch order.
+        candidates: Vec<Delivery>,
+        /// `prefer_higher_confidence` or `human`, from the bundle.
+        resolution: String,
+        /// The winner's index, when decided without a human.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        winner: Option<usize>,
+    },
+    /// Decision: a losing output, archived (never deleted).
+    #[serde(rename = "output.archived")]
+    OutputArchived {
+        /// The fan-out group.
+        group: String,
+        /// The losing output.
+        delivery: Delivery,
+        /// Why it lost.
+        reason: String,
+    },
+    /// Decision: every branch of a fan-out answered; these outputs go on.
+    #[serde(rename = "fanout.joined")]
+    FanoutJoined {
+        /// The fan-out group.
+        group: String,
+        /// What proceeds.
+        deliveries: Vec<Delivery>,
+    },
+    /// Decision (decider version 7, `fan_out_partial`): a branch of a fan-out failed
+    /// past retrying; the join goes on without it.
+    #[serde(rename = "fanout.branch_failed")]
+    FanoutBranchFailed {
+        /// The fan-out group.
+        group: String,
+        /// The missing branch.
+        gap: BranchGap,
+    },
+    /// Recorded input: the agent answered (any status).
+    #[serde(rename = "agent.responded")]
+    AgentResponded {
+        /// The call answered.
+        request_id: CallId,
+        /// The response as parsed and checked by the executor (shared with the run
+        /// state's call).
+        response: Arc<AgentResponse>,
+        /// Wall time it was received, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Recorded input: the call failed without a usable response (timeout, crash,
+    /// malformed, oversized...).
+    #[serde(rename = "agent.call_failed")]
+    AgentCallFailed {
+        /// The call that failed.
+        request_id: CallId,
+        /// The executor's stable error code (`AGENT_TIMEOUT`...).
+        code: String,
+        /// What went wrong, for people.
+        message: String,
+        /// Wall time of the failure, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision: a handoff passed the interaction matrix and the data contract, and was
+    /// scoped; `delivered` is exactly what the receiver gets.
+    #[serde(rename = "handoff.allowed")]
+    HandoffAllowed {
+        /// Sender.
+        from: AgentId,
+        /// Receiver.
+        to: AgentId,
+        /// The output type carried.
+        output_type: String,
+        /// Decision input or read-only context input (Guardrail 2).
+        input: InputKind,
+        /// The interaction-matrix decision.
+        decision: PolicyDecision,
+        /// The output-type contract check.
+        contract: PolicyDecision,
+        /// The scoping audit record (docs/governance.md#handoff-modes).
+        audit: HandoffAudit,
+        /// The scoped payload the receiver gets (shared with its delivery and the run
+        /// state's outputs).
+        delivered: Arc<Value>,
+        /// The provenance rules checked on this handoff (Guardrail 2), all allowed.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        provenance: Vec<PolicyDecision>,
+        /// In a sequential flow, the position (0-based, in `flow_order`) the run moves to
+        /// with this handoff (docs/governance.md#sequential-flow); absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        flow_position: Option<u32>,
+    },
+    /// Decision: a handoff was refused; the flow stops.
+    #[serde(rename = "handoff.denied")]
+    HandoffDenied {
+        /// Sender.
+        from: AgentId,
+        /// Intended receiver.
+        to: AgentId,
+        /// The output type it claimed.
+        output_type: String,
+        /// The deciding rule and reason (matrix, contract or provenance).
+        decision: PolicyDecision,
+        /// The error object (docs/events.md#the-error-object).
+        error: Value,
+    },
+    /// Decision: any other policy decision (tool calls, capability requests, escalation
+    /// ladder steps, circuit breaker).
+    #[serde(rename = "policy.decided")]
+    PolicyDecided {
+        /// What was decided about (a request id, usually).
+        subject: String,
+        /// The decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: a risk classifier's verdict on a response, read from its answer.
+    #[serde(rename = "risk.classified")]
+    RiskClassified {
+        /// The classified call.
+        request_id: CallId,
+        /// The classifier agent.
+        classifier: AgentId,
+        /// SAFE, REVIEW_REQUIRED or DANGEROUS.
+        verdict: RiskVerdict,
+        /// The classifier's reason.
+        reason: String,
+    },
+    /// Decision: the run waits for a human on this ticket.
+    #[serde(rename = "human.escalated")]
+    Escalated {
+        /// `ticket-N`, unique in the run.
+        ticket: TicketId,
+        /// What the person is asked, and why.
+        reason: String,
+        /// What approving does.
+        subject: TicketSubject,
+    },
+    /// Recorded input: a human approved or refused a ticket.
+    #[serde(rename = "human.decided")]
+    HumanDecided {
+        /// The ticket.
+        ticket: TicketId,
+        /// Approved (true) or denied.
+        approved: bool,
+        /// Who decided.
+        by: String,
+        /// Why.
+        reason: String,
+        /// For a conflict ticket: the chosen output; for a question: the chosen option
+        /// (from 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        choice: Option<u32>,
+        /// For a question: the human's answer in their own words.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Recorded input (decider version 6): a person overrode the rule that blocked the run
+    /// (docs/governance.md#human-override); what the block stopped continues.
+    #[serde(rename = "human.overrode")]
+    HumanOverrode {
+        /// Who.
+        by: String,
+        /// The role they act in: an entry of the bundle's registry.
+        role: String,
+        /// The rule overridden: the block's `rule_id`.
+        rule_id: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Recorded input (decider version 10): a person cancelled the run; it ends
+    /// `cancelled` and nothing more happens in it (docs/events.md#runcancelled).
+    #[serde(rename = "run.cancelled")]
+    RunCancelled {
+        /// Who cancelled it (`docket cancel --by`, or the API token's name).
+        by: String,
+        /// Why.
+        reason: String,
+        /// When, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision: the run finished with this output.
+    #[serde(rename = "run.completed")]
+    RunCompleted {
+        /// The final output (the exit agent's `finish` output or its handoff to `external`).
+        output: Value,
+    },
+    /// Recorded input (decider version 6): the agent's circuit breaker as the runtime read
+    /// it from the data directory's circuits stream before calling, recorded when its
+    /// failures reached the bundle's threshold (docs/governance.md#circuit-breaker).
+    #[serde(rename = "agent.circuit_checked")]
+    CircuitChecked {
+        /// The call about to be made.
+        request_id: CallId,
+        /// Its target agent, whose breaker was read.
+        agent: AgentId,
+        /// Consecutive failures of the agent across runs, as read.
+        consecutive_failures: u32,
+        /// When the last of them was recorded, ms since the Unix epoch.
+        last_failure_ms: i64,
+        /// When the last half-open probe was let through, if one was since that failure.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        last_probe_ms: Option<i64>,
+        /// When it was read, ms since the Unix epoch.
+        at_ms: i64,
+    },
+    /// Decision (decider version 6): the call was not made because the agent's circuit is
+    /// open; the caller gets a graceful degradation response instead.
+    #[serde(rename = "agent.call_degraded")]
+    CallDegraded {
+        /// The call not made.
+        request_id: CallId,
+        /// Its target agent.
+        agent: AgentId,
+        /// The error object (docs/events.md#the-error-object), `errorType` `circuit_open`.
+        error: Value,
+    },
+    /// Decision: a policy stopped the run; it needs a human (a new run or a new bundle).
+    #[serde(rename = "run.blocked")]
+    RunBlocked {
+        /// The deciding rule.
+        rule_id: String,
+        /// Why.
+        reason: String,
+        /// The error object (docs/events.md#the-error-object).
+        error: Value,
+        /// From decider version 6, for a block a person may override: the level the rule
+        /// sits at and what the block stopped, which an override continues
+        /// (docs/governance.md#human-override). Absent otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        overridable: Option<Box<Overridable>>,
+    },
+    /// Decision: the run cannot go on for a reason that is not a policy.
+    #[serde(rename = "run.failed")]
+    RunFailed {
+        /// Why.
+        reason: String,
+    },
+    // Episodes
+    /// Decision: a spawn was allowed; the child episode starts (its first call follows).
+    #[serde(rename = "episode.started")]
+    EpisodeStarted {
+        /// `ep-N`, unique in the run (the root is `ep-1`).
+        episode_id: EpisodeId,
+        /// The spawning episode.
+        parent: EpisodeId,
+        /// The root is 0.
+        depth: u32,
+        /// The child type (`verify`...).
+        episode_type: String,
+        /// The agent that runs it.
+        agent: AgentId,
+        /// Its goal.
+        goal: String,
+        /// Its budget per dimension (`tokens`, `tool_calls`, `wall_time_ms`).
+        budget: BTreeMap<String, u64>,
+        /// The call whose `spawn` started it; its agent gets the result.
+        spawned_by: CallId,
+        /// Recorded time of the input that caused it (the child's wall-time origin).
+        at_ms: i64,
+        /// The spawn decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: an episode action was refused (a spawn by the recursion policy or the
+    /// budget rules, a `finish_episode` whose verification has not passed).
+    #[serde(rename = "episode.action_denied")]
+    EpisodeActionDenied {
+        /// The acting agent's episode.
+        episode_id: EpisodeId,
+        /// The acting agent.
+        agent: AgentId,
+        /// `spawn` or `finish_episode`.
+        action: String,
+        /// What was asked (child type, agent, goal, budget; or the result).
+        detail: Value,
+        /// The deciding rule and reason.
+        decision: PolicyDecision,
+        /// The stop condition the refusal stands for.
+        condition: StopCondition,
+    },
+    /// Decision: an episode's agent finished it with a result.
+    #[serde(rename = "episode.finished")]
+    EpisodeFinished {
+        /// The episode.
+        episode_id: EpisodeId,
+        /// Its agent.
+        agent: AgentId,
+        /// The result.
+        result: EpisodeResult,
+    },
+    /// Decision: an episode stopped on one of the six stop conditions
+    /// (docs/governance.md#stop-conditions).
+    #[serde(rename = "episode.stopped")]
+    EpisodeStopped {
+        /// The episode.
+        episode_id: EpisodeId,
+        /// Which condition.
+        condition: StopCondition,
+        /// The deciding rule.
+        rule_id: String,
+        /// Why, with the numbers.
+        reason: String,
+        /// Its budget and usage when it stopped.
+        usage: BTreeMap<String, Meter>,
+    },
+    /// Decision: a new version of a domain (append-only; earlier versions stay).
+    #[serde(rename = "domain.written")]
+    DomainWritten {
+        /// The domain.
+        domain: String,
+        /// 1 for the first write, then n+1.
+        version: u32,
+        /// The owning agent that wrote it.
+        agent: AgentId,
+        /// The writer's episode.
+        episode_id: EpisodeId,
+        /// The content.
+        content: Value,
+        /// The write decision.
+        decision: PolicyDecision,
+    },
+    /// Decision: a domain write was refused (not the owner, or another agent already
+    /// writes the domain in this episode).
+    #[serde(rename = "domain.write_denied")]
+    DomainWriteDenied {
+        /// The domain.
+        domain: String,
+        /// The agent that tried.
+        agent: AgentId,
+        /// Its episode.
+        episode_id: EpisodeId,
+        /// The deciding rule and reason.
+        decision: PolicyDecision,
+    },
+    // Side effects
+    /// Decision: an agent's `request_effect`, numbered and with its attempt for the key.
+    #[serde(rename = "effect.requested")]
+    EffectRequested(EffectRequested),
+    /// Decision: the key was already applied in this run; the recorded receipt is the result.
+    #[serde(rename = "effect.deduplicated")]
+    EffectDeduplicated(EffectDeduplicated),
+    /// Decision: the effect passed admission and goes to its dry run or execution gate.
+    #[serde(rename = "effect.admitted")]
+    EffectAdmitted(EffectAdmitted),
+    /// Decision: the effect will not be executed (policy, kill switch, dry run, human).
+    #[serde(rename = "effect.refused")]
+    EffectRefused(EffectRefused),
+    /// Decision: the effect may go to its execution gate (kill switch, full decision).
+    #[serde(rename = "effect.ready")]
+    EffectReady(EffectReady),
+    /// Decision: the effect is executed now; durable before the executor is called.
+    #[serde(rename = "effect.started")]
+    EffectStarted(EffectStarted),
+    /// Decision: a verifier agent re-checks an applied effect (Class D before Class C).
+    #[serde(rename = "effect.verifier_called")]
+    EffectVerifierCalled(EffectVerifierCalled),
+    /// Decision: the effect's path is over (verified or not); the agent gets the result.
+    #[serde(rename = "effect.settled")]
+    EffectSettled(EffectSettled),
+    /// Recorded input: the executor's dry run.
+    #[serde(rename = "effect.dry_run")]
+    EffectDryRun(EffectDryRun),
+    /// Recorded input: the kill switches as read immediately before execution.
+    #[serde(rename = "effect.kill_switch_checked")]
+    EffectKillSwitchChecked(EffectKillSwitchChecked),
+    /// Recorded input: the executor applied the effect; its receipt.
+    #[serde(rename = "effect.applied")]
+    EffectApplied(EffectApplied),
+    /// Recorded input: the executor failed the effect.
+    #[serde(rename = "effect.failed")]
+    EffectFailed(EffectFailed),
+    /// Recorded input: the executor's verification of an applied effect.
+    #[serde(rename = "effect.verified")]
+    EffectVerified(EffectVerification),
+    /// Recorded input: the executor's verification of an effect started without a
+    /// recorded result (after a crash, or an execute call that gave no answer).
+    #[serde(rename = "effect.recovered")]
+    EffectRecovered(EffectVerification),
+    // Governed tools
+    /// Decision: an agent's `call_tool` was allowed; the executor runs it next (the exact
+    /// request is durable before it runs).
+    #[serde(rename = "tool.call_scheduled")]
+    ToolCallScheduled(ToolCallScheduled),
+    /// Decision: an agent's `call_tool` was refused before any executor ran it.
+    #[serde(rename = "tool.denied")]
+    ToolDenied(ToolDenied),
+    /// Recorded input: the tool's result.
+    #[serde(rename = "tool.returned")]
+    ToolReturned(ToolReturned),
+    /// Recorded input: the tool call failed (the executor's error, or a call interrupted
+    /// by a crash that is not run again).
+    #[serde(rename = "tool.failed")]
+    ToolFailed(ToolFailed),
+}
+
+/// An event payload that could not be decoded.
+#[derive(Debug, thiserror::Error)]
+#[error("event of kind {kind:?} is not a valid docket run event: {message}")]
+pub struct DecodeError {
+    /// The envelope's kind.
+    pub kind: String,
+    /// What was wrong.
+    pub message: String,
+}
+
+impl RunEvent {
+    /// Every event kind, in the order of [`RunEvent::kind`]'s match.
+    pub const KINDS: &'static [&'static str] = &[
+        "run.requested",
+        "agent.call_scheduled",
+        "agent.circuit_checked",
+        "agent.call_degraded",
+        "agent.responded",
+        "agent.call_failed",
+        "handoff.allowed",
+        "handoff.denied",
+        "policy.decided",
+        "output.held",
+        "output.conflict_detected",
+        "output.archived",
+        "fanout.joined",
+        "fanout.branch_failed",
+        "risk.classified",
+        "human.escalated",
+        "human.decided",
+        "human.overrode",
+        "run.completed",
+        "run.blocked",
+        "run.failed",
+        "run.cancelled",
+        "episode.started",
+        "episode.action_denied",
+        "episode.finished",
+        "episode.stopped",
+        "domain.written",
+        "domain.write_denied",
+        "effect.requested",
+        "effect.deduplicated",
+        "effect.admitted",
+        "effect.refused",
+        "effect.ready",
+        "effect.started",
+        "effect.verifier_called",
+        "effect.settled",
+        "effect.dry_run",
+        "effect.kill_switch_checked",
+        "effect.applied",
+        "effect.failed",
+        "effect.verified",
+        "effect.recovered",
+        "tool.call_scheduled",
+        "tool.denied",
+        "tool.returned",
+        "tool.failed",
+    ];
+
+    /// The event kind stored in the envelope (`run.requested`...).
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::RunRequested(_) => "run.requested",
+            Self::AgentCallScheduled { .. } => "agent.call_scheduled",
+            Self::CircuitChecked { .. } => "agent.circuit_checked",
+            Self::CallDegraded { .. } => "agent.call_degraded",
+            Self::AgentResponded { .. } => "agent.responded",
+            Self::AgentCallFailed { .. } => "agent.call_failed",
+            Self::HandoffAllowed { .. } => "handoff.allowed",
+            Self::HandoffDenied { .. } => "handoff.denied",
+            Self::PolicyDecided { .. } => "policy.decided",
+            Self::OutputHeld { .. } => "output.held",
+            Self::ConflictDetected { .. } => "output.conflict_detected",
+            Self::OutputArchived { .. } => "output.archived",
+            Self::FanoutJoined { .. } => "fanout.joined",
+            Self::FanoutBranchFailed { .. } => "fanout.branch_failed",
+            Self::RiskClassified { .. } => "risk.classified",
+            Self::Escalated { .. } => "human.escalated",
+            Self::HumanDecided { .. } => "human.decided",
+            Self::HumanOverrode { .. } => "human.overrode",
+            Self::RunCompleted { .. } => "run.completed",
+            Self::RunBlocked { .. } => "run.blocked",
+            Self::RunFailed { .. } => "run.failed",
+            Self::RunCancelled { .. } => "run.cancelled",
+            // Episodes
+            Self::EpisodeStarted { .. } => "episode.started",
+            Self::EpisodeActionDenied { .. } => "episode.action_denied",
+            Self::EpisodeFinished { .. } => "episode.finished",
+            Self::EpisodeStopped { .. } => "episode.stopped",
+            Self::DomainWritten { .. } => "domain.written",
+            Self::DomainWriteDenied { .. } => "domain.write_denied",
+            // Side effects
+            Self::EffectRequested(_) => "effect.requested",
+            Self::EffectDeduplicated(_) => "effect.deduplicated",
+            Self::EffectAdmitted(_) => "effect.admitted",
+            Self::EffectRefused(_) => "effect.refused",
+            Self::EffectReady(_) => "effect.ready",
+            Self::EffectStarted(_) => "effect.started",
+            Self::EffectVerifierCalled(_) => "effect.verifier_called",
+            Self::EffectSettled(_) => "effect.settled",
+            Self::EffectDryRun(_) => "effect.dry_run",
+            Self::EffectKillSwitchChecked(_) => "effect.kill_switch_checked",
+            Self::EffectApplied(_) => "effect.applied",
+            Self::EffectFailed(_) => "effect.failed",
+            Self::EffectVerified(_) => "effect.verified",
+            Self::EffectRecovered(_) => "effect.recovered",
+            // Governed tools
+            Self::ToolCallScheduled(_) => "tool.call_scheduled",
+            Self::ToolDenied(_) => "tool.denied",
+            Self::ToolReturned(_) => "tool.returned",
+            Self::ToolFailed(_) => "tool.failed",
+        }
+    }
+
+    /// Whether this event is a recorded input (it opens a batch) rather than a decision.
+    #[must_use]
+    pub fn is_input(&self) -> bool {
+        matches!(
+            self,
+            Self::RunRequested(_)
+                | Self::AgentResponded { .. }
+                | Self::AgentCallFailed { .. }
+                | Self::HumanDecided { .. }
+                | Self::HumanOverrode { .. }
+                | Self::RunCancelled { .. }
+                | Self::CircuitChecked { .. }
+                // Side effects
+                | Self::EffectDryRun(_)
+                | Self::EffectKillSwitchChecked(_)
+                | Self::EffectApplied(_)
+                | Self::EffectFailed(_)
+                | Self::EffectVerified(_)
+                | Self::EffectRecovered(_)
+                // Governed tools
+                | Self::ToolReturned(_)
+                | Self::ToolFailed(_)
+        )
+    }
+
+    /// The payload as JSON with keys sorted at every level.
+    #[must_use]
+    pub fn to_value(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+
+    /// The canonical payload bytes (sorted keys, no whitespace).
+    #[must_use]
+    pub fn encode(&self) -> Vec<u8> {
+        docket_policies::canonical_json_bytes(self)
+    }
+
+    /// Decodes a payload; `kind` is the envelope's kind, checked against the payload's.
+    ///
+    /// # Errors
+    /// [`DecodeError`] when the bytes are not this kind of event.
+    pub fn decode(kind: &str, bytes: &[u8]) -> Result<Self, DecodeError> {
+        let err = |message: String| DecodeError {
+            kind: kind.to_owned(),
+            message,
+        };
+        let event: RunEvent = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+        if event.kind() != kind {
+            return Err(err(format!("payload is a {} event", event.kind())));
+        }
+        Ok(event)
+    }
+}
+
+/// The error object of `handoff.denied` and `run.blocked` (docs/events.md#the-error-object).
+#[must_use]
+pub fn seed_error(
+    request_id: &str,
+    agent: &str,
+    error_type: &str,
+    message: &str,
+    details: Value,
+    retry_count: u32,
+) -> Value {
+    serde_json::json!({
+        "error": true,
+        "requestId": request_id,
+        "agent": agent,
+        "errorType": error_type,
+        "message": message,
+        "details": details,
+        "retryCount": retry_count,
+    })
+}

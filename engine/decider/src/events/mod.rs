@@ -1,0 +1,27 @@
+//! The events layer: the vocabulary of a run's log and its encodings. Every payload type
+//! is here, so the state (which folds events) and `decide` (which makes them) import it
+//! and it imports neither.
+//!
+//! - `event.rs`: `RunEvent`, its canonical JSON encoding, `RunRequested` with the
+//!   `DECIDER_VERSION` that recorded the run, the versioned behaviours (`docs/events.md`);
+//! - `effect.rs`, `tool.rs`, `overrides.rs`: the payloads of the `effect.*` and `tool.*`
+//!   events and what a block stopped;
+//! - `workflow.rs`: the workflow spec recorded in `run.requested`, and its parsing from
+//!   text (`docs/workflow.md`);
+//! - `batches.rs`: a log split into its batches, each opened by a recorded input;
+//! - `content.rs` (payload encoding 2: content stored once) and `commit.rs` (payload
+//!   encoding 3: values committed apart), rebuilt to the plain payload on read.
+
+mod batches;
+// Payload encoding 3: values committed apart (docs/events.md#values-committed-apart).
+pub(crate) mod commit;
+// Payload encoding 2: content recorded once (docs/events.md#content-stored-once).
+pub(crate) mod content;
+pub(crate) mod effect;
+mod event;
+pub(crate) mod overrides;
+pub(crate) mod tool;
+pub(crate) mod workflow;
+
+pub use batches::{Batches, batches};
+pub use event::*;

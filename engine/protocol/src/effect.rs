@@ -1,0 +1,135 @@
+//! The effect protocol's data: what an effect executor is asked (`EffectRequest`) and what
+//! it may answer (a dry-run report, a receipt, a verification), and why a call produced no
+//! usable answer. Documented for executor authors in `docs/effect-protocol.md`.
+
+use crate::ids::{EffectId, EpisodeId, RunId};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// What the executor is asked to do, with everything it needs to do it idempotently.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct EffectRequest {
+    /// The run the effect belongs to.
+    pub run_id: RunId,
+    /// The episode that asked for it.
+    pub episode_id: EpisodeId,
+    /// Unique in the run (`{run}/effect-N`).
+    pub effect_id: EffectId,
+    /// Effect kind, as the bundle's `[[side_effects]]` names it (`publish`, `dm`...).
+    pub kind: String,
+    /// Lane (`api`, `browser`...).
+    pub lane: String,
+    /// The key the executor must apply at most once.
+    pub idempotency_key: String,
+    /// The effect's parameters, as the agent gave them.
+    #[serde(default)]
+    pub params: Value,
+    /// Which attempt this is for the key, from 1.
+    pub attempt: u32,
+    /// The call is cut off after this long.
+    pub timeout_ms: u64,
+}
+
+/// The answer to a dry run: would the effect work, and what would it do?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DryRunReport {
+    /// The dry run passed: executing is expected to succeed.
+    pub ok: bool,
+    /// What the effect would do (a rendered payload, a diff...), for the record.
+    #[serde(default)]
+    pub preview: Value,
+    /// Why it would fail, or any note for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The executor's receipt for an applied effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct EffectReceipt {
+    /// What the outside world returned (a post id, a message id...).
+    #[serde(default)]
+    pub result: Value,
+}
+
+/// Whether the effect behind an idempotency key happened, as the executor knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum Verification {
+    /// It happened; this is its receipt.
+    Applied {
+        /// What it returned.
+        #[serde(default)]
+        result: Value,
+    },
+    /// It did not happen: executing it is safe.
+    NotApplied,
+    /// The executor cannot tell; a human must look (the effect becomes needs_review).
+    Unknown {
+        /// Why it cannot tell.
+        message: String,
+    },
+}
+
+/// An effect call that produced no usable answer.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EffectCallError {
+    /// The executor refused or failed the effect and said why.
+    #[error("effect executor failed `{effect_id}` with {code}: {message}")]
+    Failed {
+        /// The effect.
+        effect_id: EffectId,
+        /// The executor's error code.
+        code: String,
+        /// What it said.
+        message: String,
+    },
+    /// No answer within the request's `timeout_ms`.
+    #[error("effect executor did not answer `{effect_id}` within {timeout_ms} ms")]
+    Timeout {
+        /// The effect.
+        effect_id: EffectId,
+        /// The limit.
+        timeout_ms: u64,
+    },
+    /// The answer could not be understood (not JSON, wrong shape, wrong effect id...).
+    #[error("effect executor answered `{effect_id}` with something malformed: {message}")]
+    Malformed {
+        /// The effect.
+        effect_id: EffectId,
+        /// What was wrong.
+        message: String,
+    },
+    /// The executor could not be reached (process died, connection refused...).
+    #[error("effect executor for `{effect_id}` is unavailable: {message}")]
+    Unavailable {
+        /// The effect.
+        effect_id: EffectId,
+        /// What happened.
+        message: String,
+    },
+    /// No executor serves this effect kind.
+    #[error("no effect executor for kind `{kind}` (declare one in the workflow's [effects])")]
+    NoExecutor {
+        /// The kind.
+        kind: String,
+    },
+}
+
+impl EffectCallError {
+    /// A stable code for the record (`EFFECT_TIMEOUT`...).
+    #[must_use]
+    pub fn code(&self) -> &str {
+        match self {
+            Self::Failed { code, .. } => code,
+            Self::Timeout { .. } => "EFFECT_TIMEOUT",
+            Self::Malformed { .. } => "EFFECT_MALFORMED",
+            Self::Unavailable { .. } => "EFFECT_UNAVAILABLE",
+            Self::NoExecutor { .. } => "EFFECT_NO_EXECUTOR",
+        }
+    }
+}

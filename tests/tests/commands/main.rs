@@ -1,0 +1,24 @@
+//! The `docket` commands through the binary and the public API, one module per
+//! capability: policies, replay, what-if, fork, inspect, exports, proofs, verification,
+//! listings, snapshots, telemetry, the words commands print.
+
+mod canned;
+mod cli_policy;
+mod cli_words;
+mod demo;
+mod effects_cli;
+mod exports;
+mod fork;
+mod inspect;
+mod otlp;
+mod policies;
+mod prove;
+mod redaction;
+mod replay;
+mod run_list;
+mod run_listing;
+mod shared_data_dir;
+mod snapshots;
+mod verify;
+mod what_if;
+mod workflow_load;
