@@ -64,7 +64,7 @@ pub(crate) async fn execute(
                     data.display()
                 );
             }
-            let rt = crate::runs::open(data).await?;
+            let rt = crate::command::open(data).await?;
             rt.reset_circuit(&agent, &by, &reason).await?;
             outln!(out, "{agent}: circuit closed by {by} ({reason})");
             Ok(0)
@@ -81,7 +81,7 @@ pub(crate) async fn execute(
             };
             // A data directory that does not exist is an error naming it, as for every
             // read: a typo in --data must not pass for "no breakers".
-            let breakers = crate::runs::open_read(data)
+            let breakers = crate::command::open_read(data)
                 .await?
                 .circuit_breakers(&settings)
                 .await?;

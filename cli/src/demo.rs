@@ -17,8 +17,8 @@ use docket_policies::{InputKind, Verdict};
 use docket_runtime::{HumanDecision, Runtime, Workflow, check_executables};
 use docket_store::EmbeddedStore;
 
+use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
 use crate::export::Format;
-use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
 
 /// Who answers the runs' human steps; recorded as such in every ticket's decision.
 pub(crate) const DEMO_REVIEWER: &str = "demo-reviewer";
@@ -348,7 +348,7 @@ fn say(text: &str) {
 
 /// `docket demo`: exit 0 when every run ended as expected and all the evidence checks.
 pub(crate) fn main(args: DemoArgs, data: Option<PathBuf>) -> ExitCode {
-    let runtime = match crate::runs::async_runtime() {
+    let runtime = match crate::command::async_runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -367,7 +367,7 @@ async fn demo(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<u8> {
     let dir = data.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
     let replaced = prepare(&dir)?;
     route_outboxes(&mut workflows, &dir)?;
-    let rt = crate::runs::open(&dir).await?;
+    let rt = crate::command::open(&dir).await?;
     std::fs::write(
         dir.join(MARKER),
         "Made by `docket demo`: a data directory of example runs. The next `docket demo` \
@@ -602,11 +602,10 @@ async fn drive(
     run: &RunId,
     scenario: &Scenario,
 ) -> anyhow::Result<RunState> {
-    let outcome = rt
+    let outcome = crate::verify::app(rt, dir)
         .start(workflow, input, Some(run.clone()))
         .await
         .with_context(|| format!("run {run}"))?;
-    crate::verify::seal_after(rt, dir).await;
     if let Some(lane) = scenario.kill_switch {
         crate::kill_switch::engage(dir, lane, true, DEMO_OPERATOR, "the demo's incident drill")?;
     }
@@ -638,12 +637,11 @@ async fn answer(
         } else {
             HumanDecision::deny(DEMO_REVIEWER, answer.reason)
         };
-        state = rt
+        state = crate::verify::app(rt, dir)
             .decide_ticket(run, ticket.as_str(), decision)
             .await
             .with_context(|| format!("run {run}, {ticket}"))?
             .state;
-        crate::verify::seal_after(rt, dir).await;
     }
     Ok(state)
 }
@@ -867,7 +865,7 @@ fn denials(events: &[RunEvent]) -> Vec<String> {
             RunEvent::PolicyDecided { decision, .. } => decision.verdict == Verdict::Deny,
             _ => false,
         })
-        .map(|event| format!("{}: {}", event.kind(), crate::runs::describe(event)))
+        .map(|event| format!("{}: {}", event.kind(), crate::show::describe(event)))
         .collect()
 }
 

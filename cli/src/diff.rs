@@ -9,7 +9,7 @@ use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::Value;
 
-use crate::runs::EXIT_COMPLETED;
+use crate::command::EXIT_COMPLETED;
 
 /// Characters of a value a line shows.
 const VALUE_SHOWN: usize = 80;

@@ -18,7 +18,7 @@ use docket_store::{EventStore as _, Payload, StoredDisclosure, StreamId};
 use futures::StreamExt as _;
 use serde_json::json;
 
-use crate::runs::EXIT_COMPLETED;
+use crate::command::EXIT_COMPLETED;
 
 macro_rules! outln {
     ($out:expr, $($arg:tt)*) => {{
@@ -44,9 +44,9 @@ pub(crate) struct DiscloseArgs {
 }
 
 pub(crate) fn main(args: DiscloseArgs, data: Option<PathBuf>) -> std::process::ExitCode {
-    crate::runs::run_async(data, |data, out| {
+    crate::command::run_async(data, |data, out| {
         Box::pin(async move {
-            let rt = crate::runs::open_read_for(&data, &args.run).await?;
+            let rt = crate::command::open_read_for(&data, &args.run).await?;
             disclose(rt.store(), &args, out).await
         })
     })
@@ -206,9 +206,9 @@ pub(crate) struct ShredArgs {
 }
 
 pub(crate) fn shred_main(args: ShredArgs, data: Option<PathBuf>) -> std::process::ExitCode {
-    crate::runs::run_async(data, |data, out| {
+    crate::command::run_async(data, |data, out| {
         Box::pin(async move {
-            let rt = crate::runs::open(&data).await?;
+            let rt = crate::command::open(&data).await?;
             shred(rt.store(), &args, out).await
         })
     })

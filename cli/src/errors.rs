@@ -10,8 +10,9 @@ use std::error::Error as StdError;
 use std::fmt::Write as _;
 use std::path::Path;
 
+use docket_app::ReplaceError;
 use docket_decider::WorkflowError;
-use docket_runtime::WorkflowLoadError;
+use docket_runtime::{RegistryError, RuntimeError, WorkflowLoadError};
 
 /// The whole chain of `error`, each cause once, in user words (no trailing newline).
 pub(crate) fn error_text(error: &anyhow::Error) -> String {
@@ -78,6 +79,9 @@ fn cause_text(cause: &(dyn StdError + 'static)) -> Option<String> {
     {
         return Some(workflow_parse(path, message));
     }
+    if let Some(words) = command_words(cause) {
+        return Some(words);
+    }
     if let Some(e) = cause.downcast_ref::<std::io::Error>() {
         return Some(io_words(e));
     }
@@ -85,6 +89,43 @@ fn cause_text(cause: &(dyn StdError + 'static)) -> Option<String> {
         return Some(json_error(e));
     }
     None
+}
+
+/// A library error whose way out is a command to type: its message, with the command.
+/// The libraries' errors carry the data (the run, the agent, what is missing); which
+/// command helps is the command line's to say.
+fn command_words(cause: &(dyn StdError + 'static)) -> Option<String> {
+    if let Some(e) = cause.downcast_ref::<RuntimeError>() {
+        return runtime_words(e);
+    }
+    let registry = match cause.downcast_ref::<ReplaceError>() {
+        Some(ReplaceError::Registry(e)) => Some(e),
+        _ => cause.downcast_ref::<RegistryError>(),
+    }?;
+    match registry {
+        RegistryError::Runtime(e) => runtime_words(e),
+        RegistryError::Unexplained { .. } => Some(format!("{registry} (--by NAME --reason TEXT)")),
+        RegistryError::WhichBundle { .. } => Some(format!("{registry} (--bundle NAME)")),
+        RegistryError::NoVersions { .. } => Some(format!(
+            "{registry}; `docket policy register BUNDLE --by NAME --reason TEXT` registers one"
+        )),
+        _ => None,
+    }
+}
+
+fn runtime_words(e: &RuntimeError) -> Option<String> {
+    match e {
+        RuntimeError::RunExists(run) => Some(format!("{e} (use `docket resume {run}`)")),
+        RuntimeError::Shredded { run, values } => Some(format!(
+            "run {run} cannot go on: {values} value(s) it recorded were erased (`docket shred`), \
+             and what it decides next would read them, so its state cannot be rebuilt without \
+             them; nothing was recorded. End it with `docket cancel {run} --by NAME --reason \
+             TEXT`; reading it (events, inspect, replay, export, verify) still works"
+        )),
+        RuntimeError::ResetUnexplained { .. } => Some(format!("{e} (--by NAME --reason TEXT)")),
+        RuntimeError::UnknownCircuit(_) => Some(format!("{e} (`docket circuits` lists them)")),
+        _ => None,
+    }
 }
 
 /// An I/O error without its `(os error N)` and in lower case (`no such file or directory`).

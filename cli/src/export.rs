@@ -14,7 +14,7 @@ use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, EventStore as _, StreamId};
 use serde_json::json;
 
-use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
+use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
 
 macro_rules! outln {
     ($out:expr, $($arg:tt)*) => {{
@@ -85,9 +85,9 @@ pub(crate) struct VerifyExportArgs {
 
 /// `docket export`, on the same async runtime and error reporting as the run commands.
 pub(crate) fn main(args: ExportArgs, data: Option<PathBuf>) -> std::process::ExitCode {
-    crate::runs::run_async(data, |data, out| {
+    crate::command::run_async(data, |data, out| {
         Box::pin(async move {
-            let rt = crate::runs::open_read_for(&data, &args.run).await?;
+            let rt = crate::command::open_read_for(&data, &args.run).await?;
             export(&rt, &data, args, out).await
         })
     })

@@ -1,14 +1,15 @@
 //! `docket fork RUN --from POINT`: a new run that reuses a recorded run's answers before
 //! an event and goes live from there (docs/replay.md#fork). The replay crate plans what
-//! is reused; the runtime records it and drives the rest.
+//! is reused; the runtime records it and drives the rest, and the finished runs are sealed
+//! after it (`docket_app::App`).
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context as _, anyhow};
+use docket_app::App;
 use docket_decider::{AgentResponse, CallId, RunEvent, RunId, ValidateResponse, parse_response};
 use docket_replay::{ForkSpec, plan_fork, point_in};
-use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 
 use crate::replay::NewPolicies;
@@ -55,10 +56,11 @@ fn read_override(arg: &str) -> anyhow::Result<(CallId, String, AgentResponse)> {
 /// Plans, records and drives the fork; prints its summary and what it reused. The exit
 /// code is the fork's status, as for `docket run`.
 pub(crate) async fn fork(
-    rt: &Runtime<EmbeddedStore>,
+    app: &App<EmbeddedStore>,
     args: ForkArgs<'_>,
     out: &mut String,
 ) -> anyhow::Result<u8> {
+    let rt = app.runtime();
     let recorded = rt.events(args.run).await?;
     let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();
     let seq = point_in(&events, args.from).map_err(|why| anyhow!("--from {}: {why}", args.from))?;
@@ -86,9 +88,9 @@ pub(crate) async fn fork(
     let reused_total: usize = plan.reused.values().sum();
     let (parting, live_from, replaced) =
         (plan.parting.clone(), plan.live_from, plan.override_replaced);
-    let outcome = rt.start_fork(plan.request, plan.inputs).await?;
-    let history = crate::runs::history_of(rt, &outcome.run_id).await?;
-    let code = crate::runs::summary(out, &outcome, history.handoffs());
+    let outcome = app.start_fork(plan.request, plan.inputs).await?;
+    let history = crate::show::history_of(rt, &outcome.run_id).await?;
+    let code = crate::show::summary(out, &outcome, history.handoffs());
     outln!(
         out,
         "reused {reused_total} recorded input(s) of {} before event {live_from}{}",

@@ -70,13 +70,13 @@ pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
         && e.kind() != std::io::ErrorKind::BrokenPipe
     {
         say!("error: cannot write output: {e}");
-        return ExitCode::from(crate::runs::EXIT_FAILED);
+        return ExitCode::from(crate::command::EXIT_FAILED);
     }
     match result {
-        Ok(()) => ExitCode::from(crate::runs::EXIT_COMPLETED),
+        Ok(()) => ExitCode::from(crate::command::EXIT_COMPLETED),
         Err(e) => {
             say!("error: {}", crate::errors::error_text(&e));
-            ExitCode::from(crate::runs::EXIT_FAILED)
+            ExitCode::from(crate::command::EXIT_FAILED)
         }
     }
 }

@@ -35,6 +35,8 @@ use serde_json::{Value, json};
 use crate::words::{input_kind, word};
 
 mod circuits;
+// What every command shares: exit codes, the data directory, the store opened.
+mod command;
 mod demo;
 mod diff;
 mod disclose;
@@ -51,6 +53,8 @@ mod replay;
 mod rules;
 mod runs;
 mod serve;
+// How a run is shown: its summary, its events in one line each.
+mod show;
 mod telemetry;
 mod verify;
 mod words;
@@ -261,11 +265,11 @@ struct Failure {
 /// Runs `docket` with the process arguments.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _ = runs::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
+    let _ = command::LOCK_WAIT.set(std::time::Duration::from_secs_f64(cli.lock_wait));
     let _ = telemetry::OTLP_FLAG.set(cli.otlp.clone());
     let threads = match cli
         .threads
-        .map_or_else(runs::threads_from_env, |n| Ok(Some(n)))
+        .map_or_else(command::threads_from_env, |n| Ok(Some(n)))
     {
         Ok(threads) => threads,
         Err(e) => {
@@ -273,27 +277,27 @@ pub fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let _ = runs::THREADS.set(threads);
+    let _ = command::THREADS.set(threads);
     let command = match cli.command {
         Command::Policy {
             command: PolicyCommand::Registry(command),
         } => {
-            return runs::run_async(cli.data, |data, out| {
+            return command::run_async(cli.data, |data, out| {
                 Box::pin(async move { rules::execute(command, &data, out).await })
             });
         }
         Command::Policy { command } => command,
         Command::Run(command) => return runs::main(command, cli.data),
         Command::KillSwitch { command } => {
-            return kill_switch::main(command, &runs::data_dir(cli.data));
+            return kill_switch::main(command, &command::data_dir(cli.data));
         }
         Command::Circuits(args) => return runs::circuits_main(args, cli.data),
         Command::Keys { command } => {
-            let data = runs::data_dir(cli.data);
+            let data = command::data_dir(cli.data);
             return plain(|out| keys::execute(command, &data, out));
         }
         Command::Verify(args) => {
-            let data = runs::data_dir(cli.data);
+            let data = command::data_dir(cli.data);
             return plain(|out| verify::execute(args, &data, out));
         }
         Command::Export(args) => return export::main(args, cli.data),
@@ -304,7 +308,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => return demo::main(args, cli.data),
         Command::Serve(args) => return serve::main(args, cli.data),
         Command::Token { command } => {
-            let data = runs::data_dir(cli.data);
+            let data = command::data_dir(cli.data);
             return plain(|out| serve::token(command, &data, out));
         }
     };
@@ -349,10 +353,10 @@ fn plain(command: impl FnOnce(&mut String) -> anyhow::Result<u8>) -> ExitCode {
 /// `--lock-wait`: a number of seconds, not negative.
 fn threads(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
-        Ok(n) if (1..=runs::MAX_THREADS).contains(&n) => Ok(n),
+        Ok(n) if (1..=command::MAX_THREADS).contains(&n) => Ok(n),
         _ => Err(format!(
             "`{text}` is not a number of threads from 1 to {}",
-            runs::MAX_THREADS
+            command::MAX_THREADS
         )),
     }
 }

@@ -15,7 +15,7 @@ use docket_store::merkle::TreeHash;
 use docket_store::{EventStore, StoreError, StreamId};
 use serde_json::json;
 
-use crate::runs::EXIT_COMPLETED;
+use crate::command::EXIT_COMPLETED;
 
 macro_rules! outln {
     ($out:expr, $($arg:tt)*) => {{
@@ -47,7 +47,7 @@ pub(crate) struct ProveArgs {
 
 /// `docket prove`, on the run commands' runtime and error reporting.
 pub(crate) fn main(args: ProveArgs, data: Option<PathBuf>) -> ExitCode {
-    crate::runs::run_async(data, |data, out| {
+    crate::command::run_async(data, |data, out| {
         Box::pin(async move { prove(args, &data, out).await })
     })
 }
@@ -69,7 +69,10 @@ async fn prove(args: ProveArgs, data: &Path, out: &mut String) -> anyhow::Result
     let run = &args.run;
     let no_run = || anyhow!("no run {run} in the data directory {}", data.display());
     // Read-only: an auditor's look creates, locks and repairs nothing.
-    let store = crate::runs::open_read_for(data, run).await?.store().clone();
+    let store = crate::command::open_read_for(data, run)
+        .await?
+        .store()
+        .clone();
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     if store.head(&stream).await?.is_none() {
         return Err(no_run());

@@ -16,7 +16,7 @@ use docket_runtime::Runtime;
 use docket_store::EmbeddedStore;
 use serde_json::json;
 
-use crate::runs::{EXIT_COMPLETED, EXIT_FAILED};
+use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
 
 /// Characters of a run's output the text report shows.
 const OUTPUT_SHOWN: usize = 160;

@@ -115,7 +115,7 @@ pub(crate) async fn execute(
 ) -> anyhow::Result<u8> {
     match command {
         RegistryCommand::Versions { bundle, json } => {
-            let rt = crate::runs::open_read(data).await?;
+            let rt = crate::command::open_read(data).await?;
             let versions: Vec<BundleVersion> = rt
                 .bundle_versions()
                 .await?
@@ -145,7 +145,7 @@ pub(crate) async fn execute(
             let name = file.display().to_string();
             let source = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read the bundle {name}"))?;
-            let rt = crate::runs::open(data).await?;
+            let rt = crate::command::open(data).await?;
             let v = rt.register_bundle(&source, &name, &by, &reason).await?;
             if json {
                 print_json(out, &v);
@@ -161,7 +161,7 @@ pub(crate) async fn execute(
             to,
             json,
         } => {
-            let rt = crate::runs::open_read(data).await?;
+            let rt = crate::command::open_read(data).await?;
             if let (Some(from), Some(to)) = (from, to) {
                 let r = rt.pair_rules(bundle.as_deref(), &from, &to).await?;
                 if json {
@@ -251,9 +251,8 @@ pub(crate) async fn execute(
                     crate::errors::json_error(&e)
                 )
             })?;
-            let rt = crate::runs::open(data).await?;
-            let r = rt
-                .replace_handoff_rules(bundle.as_deref(), &rules, &by, &reason)
+            let rt = crate::command::open(data).await?;
+            let r = docket_app::replace_handoff_rules(&rt, bundle.as_deref(), &rules, &by, &reason)
                 .await?;
             if json {
                 print_json(out, &r);

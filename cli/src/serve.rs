@@ -103,10 +103,10 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
 /// `docket serve`: takes the writer lock, binds, says where it listens, serves until
 /// interrupted (Ctrl-C or SIGTERM).
 pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
-    crate::runs::run_async(data, |data, _out| {
+    crate::command::run_async(data, |data, _out| {
         Box::pin(async move {
             docket_serve::check_listen(args.listen, args.allow_remote)?;
-            let rt = crate::runs::open(&data).await?;
+            let rt = crate::command::open(&data).await?;
             let server = Server::bind(rt, &data, &args.root, args.listen, args.allow_remote)
                 .await?
                 .limit_streams(docket_serve::StreamLimits {

@@ -1,14 +1,16 @@
-//! `docket verify` (read-only: it never opens the store) and the seal hook the run
-//! commands call after driving runs (docs/checkpoints.md).
+//! `docket verify` (read-only: it never opens the store), and the application layer the
+//! run commands drive runs through, which seals the finished ones after them
+//! (docs/checkpoints.md).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use clap::Args;
+use docket_app::{App, Unsealed};
 use docket_evidence::{Problem, Verification, VerifierKey, VerifyOptions};
 use docket_runtime::Runtime;
-use docket_store::{EmbeddedStore, WallTime};
+use docket_store::EmbeddedStore;
 
 /// `docket verify`.
 #[derive(Args)]
@@ -208,23 +210,19 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
     );
 }
 
-/// Seals the finished runs not sealed yet, when the data directory has a key. A failure
-/// is reported, not fatal: the command did what it was asked, and the next one catches up.
-pub(crate) async fn seal_after(rt: &Runtime<EmbeddedStore>, data: &Path) {
-    let key = match docket_evidence::signer(data) {
-        Ok(Some(key)) => key,
-        Ok(None) => return,
-        Err(e) => {
-            say!("warning: finished runs not sealed: {e}");
-            return;
+/// The application layer over `rt` and the data directory `data`: each command that
+/// drives runs seals the finished ones after it, when the data directory has a key. A
+/// failure is reported, not fatal: the command did what it was asked, and the next one
+/// catches up.
+pub(crate) fn app(rt: &Runtime<EmbeddedStore>, data: &Path) -> App<EmbeddedStore> {
+    App::new(rt.clone(), data, unsealed)
+}
+
+fn unsealed(e: &Unsealed) {
+    match e {
+        Unsealed::Key(_) => say!("warning: {e}"),
+        Unsealed::Seal(_) => {
+            say!("warning: {e}; the next command that drives runs tries again");
         }
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    if let Err(e) = docket_evidence::seal_finished(rt.store(), data, &key, WallTime(now)).await {
-        say!(
-            "warning: finished runs not sealed ({e}); the next command that drives runs tries again"
-        );
     }
 }

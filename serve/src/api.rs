@@ -17,7 +17,8 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject};
+use docket_app::ChoiceError;
+use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus};
 use docket_evidence::Sealing;
 use docket_runtime::{
     FileKillSwitch, HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, Recorded,
@@ -617,7 +618,7 @@ async fn drive(
         if let Err(e) = &outcome {
             tracing::warn!(run = %who, "drive ended: {e}");
         }
-        crate::seal(&watcher).await;
+        watcher.app.seal().await;
         outcome
     });
     let mut tail = Box::pin(state.rt.store().tail(&stream, recorded_after + 1));
@@ -742,8 +743,7 @@ async fn cancel(
     let run = run_id(&path(p)?)?;
     let b = body(b)?;
     required(&b.reason, "reason", "why the run is cancelled")?;
-    let outcome = state.rt.cancel(&run, &who.name, &b.reason).await?;
-    crate::seal(&state).await;
+    let outcome = state.app.cancel(&run, &who.name, &b.reason).await?;
     ok(run_json(&state, &run, &outcome.state))
 }
 
@@ -846,40 +846,14 @@ async fn answer(
     decide(&state, run, ticket, decision).await
 }
 
-/// A question's option given by its text: its number (from 1), as `docket answer
-/// --choice` takes it.
+/// A question's option given as its text, as its number; the error where it is.
 fn option_number(state: &RunState, ticket: &str, choice: &str) -> Result<u32, ApiError> {
-    if let Ok(n) = choice.parse::<u32>() {
-        return Ok(n);
-    }
-    let t = state
-        .tickets()
-        .get(&docket_decider::TicketId::from(ticket))
-        .ok_or_else(|| {
-            ApiError::not_found(format!("no ticket {ticket} in this run"))
-                .at(format!("ticket {ticket}"))
-        })?;
-    let TicketSubject::Question { choices, .. } = &t.subject else {
-        return Err(ApiError::bad_request(format!(
-            "ticket {ticket} asks no question with options: approve or deny it"
-        ))
-        .at("body.choice"));
-    };
-    choices
-        .iter()
-        .position(|c| c == choice)
-        .and_then(|i| u32::try_from(i + 1).ok())
-        .ok_or_else(|| {
-            ApiError::bad_request(format!(
-                "ticket {ticket} offers {}; `{choice}` is not one of them",
-                choices
-                    .iter()
-                    .map(|c| format!("`{c}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ))
-            .at("body.choice")
-        })
+    docket_app::option_number(state, ticket, choice).map_err(|e| match &e {
+        ChoiceError::UnknownTicket { ticket } => {
+            ApiError::not_found(e.to_string()).at(format!("ticket {ticket}"))
+        }
+        _ => ApiError::bad_request(e.to_string()).at("body.choice"),
+    })
 }
 
 #[derive(Deserialize)]
@@ -1190,9 +1164,13 @@ async fn replace_handoff_rules(
         )
         .at("query.reason"));
     }
-    let replaced = state
-        .rt
-        .replace_handoff_rules(q.get("bundle").map(String::as_str), &b, &who.name, &reason)
-        .await?;
+    let replaced = docket_app::replace_handoff_rules(
+        &state.rt,
+        q.get("bundle").map(String::as_str),
+        &b,
+        &who.name,
+        &reason,
+    )
+    .await?;
     ok(json!(replaced))
 }

@@ -1,8 +1,11 @@
 //! The API's errors: `{ "error": { "code", "message", "where" } }` with the status that
-//! fits (docs/api.md#errors). Every failure of a handler becomes one; none panics.
+//! fits (docs/api.md#errors). Every failure of a handler becomes one; none panics. The
+//! libraries' errors carry data; where one has a way out, it is said here in the API's
+//! terms (a parameter, a route), never as a command to type.
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use docket_app::ReplaceError;
 use docket_policies::RulesError;
 use docket_runtime::{RegistryError, RuntimeError, SourceError, WorkflowLoadError};
 use serde_json::json;
@@ -184,7 +187,9 @@ impl From<RegistryError> for ApiError {
             RegistryError::NoVersions { .. } | RegistryError::UnknownVersion { .. } => {
                 Self::not_found(message).at("query.bundle")
             }
-            RegistryError::WhichBundle { .. } => Self::bad_request(message).at("query.bundle"),
+            RegistryError::WhichBundle { .. } => {
+                Self::bad_request(format!("{message} (`?bundle=NAME`)")).at("query.bundle")
+            }
             RegistryError::Unexplained { .. } => Self::bad_request(message).at("query.reason"),
             RegistryError::Unchanged { .. } | RegistryError::Conflict => Self::conflict(message),
             RegistryError::Rules(RulesError::UnknownAgent { side, .. }) => {
@@ -199,6 +204,15 @@ impl From<RegistryError> for ApiError {
             | RegistryError::Invalid(_)
             | RegistryError::NotAdmitted { .. } => Self::refused(message).at("body"),
             _ => Self::internal(message),
+        }
+    }
+}
+
+impl From<ReplaceError> for ApiError {
+    fn from(e: ReplaceError) -> Self {
+        match e {
+            ReplaceError::Registry(e) => Self::from(e),
+            _ => Self::internal(e.to_string()),
         }
     }
 }
@@ -260,6 +274,9 @@ impl From<RuntimeError> for ApiError {
                 Self::refused(message).at("body.workflow")
             }
             RuntimeError::Bundle { .. } => Self::refused(message),
+            RuntimeError::Shredded { run, .. } => Self::internal(format!(
+                "{message}; cancelling it (`POST /api/runs/{run}/cancel`) and reading it still work"
+            )),
             RuntimeError::Store(store) => Self::from(store),
             _ => Self::internal(message),
         }

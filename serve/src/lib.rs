@@ -134,6 +134,10 @@ pub enum ServeError {
 /// What the handlers share.
 pub(crate) struct AppState {
     pub(crate) rt: Runtime<EmbeddedStore>,
+    /// The same runtime, sealing the runs that finished after it drives, when the data
+    /// directory has a signing key, as each `docket` command that drives runs does
+    /// (docs/checkpoints.md).
+    pub(crate) app: docket_app::App<EmbeddedStore>,
     pub(crate) data: PathBuf,
     /// Where the files requests name are read from.
     pub(crate) sources: SourceRoot,
@@ -149,29 +153,12 @@ pub(crate) struct AppState {
     pub(crate) stopping: tokio::sync::watch::Sender<bool>,
 }
 
-/// Seals the runs that finished, when the data directory has a signing key, as each
-/// `docket` command that drives runs does after it (docs/checkpoints.md).
-pub(crate) async fn seal(state: &AppState) {
-    let key = match docket_evidence::signer(&state.data) {
-        Ok(Some(key)) => key,
-        Ok(None) => return,
-        Err(e) => {
-            tracing::warn!("finished runs not sealed: {e}");
-            return;
-        }
-    };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    if let Err(e) = docket_evidence::seal_finished(
-        state.rt.store(),
-        &state.data,
-        &key,
-        docket_store::WallTime(now),
-    )
-    .await
-    {
-        tracing::warn!("finished runs not sealed ({e}); the next drive tries again");
+/// Says in the server's log that finished runs were not sealed (the next drive tries
+/// again).
+fn unsealed(e: &docket_app::Unsealed) {
+    match e {
+        docket_app::Unsealed::Key(_) => tracing::warn!("{e}"),
+        docket_app::Unsealed::Seal(_) => tracing::warn!("{e}; the next drive tries again"),
     }
 }
 
@@ -217,6 +204,7 @@ impl Server {
             }
         });
         let state = AppState {
+            app: docket_app::App::new(rt.clone(), data, unsealed),
             rt,
             data: data.to_owned(),
             sources,

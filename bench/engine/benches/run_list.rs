@@ -298,8 +298,7 @@ async fn run_list(runs: usize, pages: usize) {
     let mut samples = Vec::new();
     for _ in 0..rounds {
         let t = Instant::now();
-        let all = rt
-            .run_summaries_from_log(false)
+        let all = docket_runtime::testing::run_summaries_from_log(&rt, false)
             .await
             .expect("reads the log");
         assert_eq!(all.len(), runs);

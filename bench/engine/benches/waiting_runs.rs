@@ -3,8 +3,8 @@
 //! in-process agent escalates, at most `DOCKET_BENCH_CONCURRENT` (default 1000) at a time,
 //! on the durable default store in a temporary directory. Prints resident memory (VmRSS and
 //! VmHWM from /proc/self/status) before and after, bytes per waiting run, the time taken,
-//! what listing the waiting ones (`waiting_runs()`), every run's summary
-//! (`run_summaries()`) and every run folded (`runs()`, last; `DOCKET_BENCH_FOLD=0` skips
+//! what listing the waiting ones (`testing::waiting_runs`), every run's summary
+//! (`run_summaries()`) and every run folded (`testing::runs`, last; `DOCKET_BENCH_FOLD=0` skips
 //! it) cost, and approves a sample to check they complete.
 //!
 //! Run with `cargo bench -p docket-bench-engine --bench waiting_runs`.
@@ -194,7 +194,9 @@ fn main() {
         );
 
         let t = Instant::now();
-        let waiting = runtime.waiting_runs().await.expect("waiting runs");
+        let waiting = docket_runtime::testing::waiting_runs(&runtime)
+            .await
+            .expect("waiting runs");
         let waiting_secs = t.elapsed().as_secs_f64();
         let (rss2, _) = memory();
         let ours = waiting
@@ -239,7 +241,9 @@ fn main() {
             sample.len(),
             t.elapsed().as_secs_f64() * 1000.0 / sample.len() as f64
         );
-        let still = runtime.waiting_runs().await.expect("waiting runs");
+        let still = docket_runtime::testing::waiting_runs(&runtime)
+            .await
+            .expect("waiting runs");
         assert_eq!(
             still
                 .iter()
@@ -257,7 +261,7 @@ fn main() {
         // The full fold, last (it loads every run's state): `DOCKET_BENCH_FOLD=0` skips it.
         if env_or("DOCKET_BENCH_FOLD", 1) == 1 {
             let t = Instant::now();
-            let all = runtime.runs().await.expect("runs");
+            let all = docket_runtime::testing::runs(&runtime).await.expect("runs");
             let runs_secs = t.elapsed().as_secs_f64();
             let (rss4, hwm4) = memory();
             println!(

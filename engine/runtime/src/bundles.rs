@@ -11,8 +11,9 @@
 //!
 //! Replacing a bundle's handoff rules (seed 001 Task 8's `PUT`) checks the new list as any
 //! bundle, registers the result as the next version, and answers with its diff and the
-//! recorded runs of that bundle the change would have decided otherwise (replay's
-//! what-if of each).
+//! new bundle; the recorded runs of that bundle ([`Runtime::runs_of_bundle`]) are what the
+//! application layer (`docket-app`) re-decides to say which the change would have decided
+//! otherwise.
 
 use std::sync::Arc;
 
@@ -25,7 +26,6 @@ use docket_policies::{
     AdmissionProblem, BundleDiff, BundleError, Format, HandoffRuleSet, PairRules, PolicyBundle,
     RulesError,
 };
-use docket_replay::Affected;
 use docket_store::{EventStore, Hash, NewEvent, StoreError, StreamId, blob_hash};
 
 use crate::drive::{Runtime, RuntimeError};
@@ -101,15 +101,17 @@ pub struct RegisteredPairRules {
     pub pair: PairRules,
 }
 
-/// A replacement of the handoff rules, registered (`PUT /api/governance/handoff-rules`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct RulesReplaced {
+/// A replacement of the handoff rules, registered as the bundle's next version.
+#[derive(Debug)]
+pub struct RulesRegistered {
     /// The new version.
     pub registered: BundleVersion,
     /// What changed from the version it replaces, per pair and per rule.
     pub diff: BundleDiff,
-    /// The recorded runs of this bundle the change would have decided otherwise.
-    pub affected: Affected,
+    /// The new version's bundle.
+    pub bundle: PolicyBundle,
+    /// Its source text (JSON).
+    pub source: String,
 }
 
 /// Why the registry could not answer or record.
@@ -126,7 +128,7 @@ pub enum RegistryError {
     #[error("bundle registry (stream {BUNDLES_STREAM}), event {seq}: {message}")]
     Unreadable { seq: u64, message: String },
     /// Who or why is missing.
-    #[error("registering a bundle version needs {missing} (--by NAME --reason TEXT)")]
+    #[error("registering a bundle version needs {missing}")]
     Unexplained { missing: &'static str },
     /// No version is registered (under that name).
     #[error("{}", no_versions(name.as_deref(), known))]
@@ -135,7 +137,7 @@ pub enum RegistryError {
         known: Vec<String>,
     },
     /// Several bundles are registered and none was named.
-    #[error("several bundles are registered ({}): say which (--bundle NAME)", names.join(", "))]
+    #[error("several bundles are registered ({}): say which", names.join(", "))]
     WhichBundle { names: Vec<String> },
     /// No such version.
     #[error("bundle `{bundle}` has no version {version} (its latest is {latest})")]
@@ -171,9 +173,6 @@ pub enum RegistryError {
     /// A handoff-rule request that cannot be answered (an unknown agent, invalid rules).
     #[error(transparent)]
     Rules(#[from] RulesError),
-    /// A recorded run could not be re-decided.
-    #[error("run {run}: {message}")]
-    Replay { run: String, message: String },
 }
 
 impl RegistryError {
@@ -189,18 +188,15 @@ impl RegistryError {
 }
 
 fn no_versions(name: Option<&str>, known: &[String]) -> String {
-    let register = "`docket policy register BUNDLE --by NAME --reason TEXT` registers one";
     match name {
         Some(name) if known.is_empty() => {
-            format!(
-                "no version of bundle `{name}` is registered in this data directory; {register}"
-            )
+            format!("no version of bundle `{name}` is registered in this data directory")
         }
         Some(name) => format!(
-            "no version of bundle `{name}` is registered in this data directory (registered: {}); {register}",
+            "no version of bundle `{name}` is registered in this data directory (registered: {})",
             known.join(", ")
         ),
-        None => format!("no bundle is registered in this data directory; {register}"),
+        None => "no bundle is registered in this data directory".to_owned(),
     }
 }
 
@@ -285,7 +281,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     ///
     /// # Errors
     /// [`RegistryError`]: none registered, an unknown name or version, an unreadable one.
-    pub async fn registered_bundle(
+    pub(crate) async fn registered_bundle(
         &self,
         name: Option<&str>,
         version: Option<u32>,
@@ -502,8 +498,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     /// Replaces the handoff rules of a registered bundle's latest version by `rules` (a
     /// JSON list in the governance API's shape), registers the result as its next version
-    /// (by `by`, for `reason`), and says what changed and which recorded runs of the
-    /// bundle it would have decided otherwise.
+    /// (by `by`, for `reason`), and says what changed.
     ///
     /// # Errors
     /// [`RegistryError::Rules`] naming each rule and field that is wrong, and the
@@ -514,7 +509,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         rules: &Value,
         by: &str,
         reason: &str,
-    ) -> Result<RulesReplaced, RegistryError> {
+    ) -> Result<RulesRegistered, RegistryError> {
         let (at, versions) = read_all(self.store()).await?;
         let base = self.load_version(&versions, name, None).await?;
         let next = base.version.version + 1;
@@ -533,32 +528,23 @@ impl<S: EventStore + 'static> Runtime<S> {
                 reason,
             )
             .await?;
-        let affected = self
-            .affected_runs(
-                bundle,
-                &replacement.bundle,
-                &replacement.source,
-                &registered.source_name,
-            )
-            .await?;
-        Ok(RulesReplaced {
+        Ok(RulesRegistered {
             registered,
             diff: replacement.diff,
-            affected,
+            bundle: replacement.bundle,
+            source: replacement.source,
         })
     }
 
-    /// What-if of every recorded run of the bundle named `name` under `bundle`.
+    /// Every recorded run of the bundle named `name`, with its events, in id order: what
+    /// a what-if of a new version of that bundle re-decides.
     ///
     /// # Errors
-    /// [`RegistryError`].
-    pub async fn affected_runs(
+    /// [`RegistryError`] when the run list or a run's log cannot be read.
+    pub async fn runs_of_bundle(
         &self,
         name: &str,
-        bundle: &PolicyBundle,
-        source: &str,
-        source_name: &str,
-    ) -> Result<Affected, RegistryError> {
+    ) -> Result<Vec<(RunId, Vec<RunEvent>)>, RegistryError> {
         let mut runs: Vec<(RunId, Vec<RunEvent>)> = Vec::new();
         for summary in self.run_summaries().await? {
             let events: Vec<RunEvent> = self
@@ -576,17 +562,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 runs.push((summary.run_id, events));
             }
         }
-        docket_replay::affected_runs(
-            runs.iter()
-                .map(|(id, events)| (id.as_str(), events.as_slice())),
-            bundle,
-            source,
-            source_name,
-        )
-        .map_err(|(run, e)| RegistryError::Replay {
-            run,
-            message: e.to_string(),
-        })
+        Ok(runs)
     }
 }
 
@@ -648,7 +624,7 @@ default_handoff_mode = "full"
             (replaced.registered.version, replaced.registered.replaces),
             (2, Some(1))
         );
-        assert_eq!(replaced.affected.runs_compared, 0);
+        assert!(rt.runs_of_bundle("small").await.expect("runs").is_empty());
         // Version 1 reads back as registered, its source from its blob.
         let read = rt
             .registered_bundle(Some("small"), Some(1))

@@ -11,6 +11,9 @@
 //! - [`Workflow::load`]: workflow files and the bundles they name;
 //! - bundle versions registered in the data directory, and the handoff-rule API over them
 //!   ([`Runtime::replace_handoff_rules`]).
+//!
+//! It does not replay: what a bundle change would have decided otherwise is the
+//! application layer's (`docket-app`), over [`Runtime::runs_of_bundle`].
 
 // A library reports every failure as an error value naming what and where; it never
 // aborts its caller. (Tests are exempt: see clippy.toml.)
@@ -28,6 +31,9 @@ mod effect;
 mod memory;
 // The spans of runs, agent calls, handoffs, tool calls and effects, named for OpenTelemetry.
 mod telemetry;
+// Test oracles for other crates' tests and benchmarks (feature `testing`).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 // Governed tools: executors of allowed `call_tool` actions.
 mod tool;
 mod transport;
@@ -38,8 +44,8 @@ pub use agent::{
     InProcessAgent, InProcessExecutor,
 };
 pub use bundles::{
-    BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredBundle, RegisteredPairRules,
-    RegisteredRules, RegistryError, RulesReplaced,
+    BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredPairRules, RegisteredRules,
+    RegistryError, RulesRegistered,
 };
 pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};

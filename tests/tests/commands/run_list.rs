@@ -1,7 +1,7 @@
 //! The run list kept in memory (issue 17 point 8): a page of `list_runs` is the same
 //! whether the list was kept current while the runs were driven, loaded from the
 //! digests kept beside the log by a later writer or a read-only view, or computed by reading
-//! every run's log (`run_summaries_from_log`, the old path), for runs in every status and
+//! every run's log (`docket_runtime::testing::run_summaries_from_log`, the old path), for runs in every status and
 //! every filter of `GET /api/runs`; a missing or stale digest is read again and rewritten.
 
 use std::path::Path;
@@ -258,8 +258,7 @@ async fn the_kept_list_the_digests_a_view_and_the_log_agree_for_every_status_and
     // Loaded now: every batch below is folded in as it is appended.
     rt.load_run_list().await.expect("loads");
     drive_every_status(&rt).await;
-    let slow = rt
-        .run_summaries_from_log(false)
+    let slow = docket_runtime::testing::run_summaries_from_log(&rt, false)
         .await
         .expect("reads the log");
     assert_eq!(slow.len(), 7);
@@ -335,8 +334,7 @@ async fn a_missing_or_stale_digest_is_read_again_and_rewritten() {
         .await
         .expect("store reopens");
     let rt = runtime(store.clone());
-    let slow = rt
-        .run_summaries_from_log(false)
+    let slow = docket_runtime::testing::run_summaries_from_log(&rt, false)
         .await
         .expect("reads the log");
     assert_eq!(

@@ -1,5 +1,6 @@
-//! Listing runs without folding them (issue 5 point 7): `run_summaries()` and
-//! `waiting_runs()` read event kinds only, and must agree with the full fold (`runs()`) on
+//! Listing runs without folding them (issue 5 point 7): `run_summaries()` and the run
+//! list's waiting runs (`docket_runtime::testing::waiting_runs`) read event kinds only,
+//! and must agree with the full fold (`docket_runtime::testing::runs`) on
 //! every run's status, size and workflow, whatever state the runs are in; `docket runs
 //! [--waiting]` prints them.
 
@@ -158,7 +159,7 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         )
         .await
         .expect("decides one");
-    let folded = runtime.runs().await.expect("runs");
+    let folded = docket_runtime::testing::runs(&runtime).await.expect("runs");
     let summaries = runtime.run_summaries().await.expect("summaries");
     assert_eq!(
         summaries
@@ -201,7 +202,9 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
     assert_eq!(denied.state.status(), folded[1].state.status());
     assert_eq!(half.state.status(), RunStatus::WaitingForHuman);
 
-    let waiting = runtime.waiting_runs().await.expect("waiting runs");
+    let waiting = docket_runtime::testing::waiting_runs(&runtime)
+        .await
+        .expect("waiting runs");
     let listed: Vec<(&str, Vec<&str>)> = waiting
         .iter()
         .map(|w| {
@@ -231,7 +234,9 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         .await
         .expect("approves");
     assert_eq!(done.state.status(), RunStatus::Completed);
-    let waiting = runtime.waiting_runs().await.expect("waiting runs");
+    let waiting = docket_runtime::testing::waiting_runs(&runtime)
+        .await
+        .expect("waiting runs");
     assert_eq!(waiting.len(), 1);
 }
 

@@ -83,7 +83,7 @@ fn the_decider_and_policies_link_no_io_runtime_and_no_store() {
 }
 
 #[test]
-fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
+fn each_crate_depends_only_on_the_docket_crates_below_it() {
     for (package, allowed) in [
         ("docket-policies", &["docket-policies"][..]),
         ("docket-store", &["docket-store"][..]),
@@ -101,6 +101,31 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
                 "docket-policies",
             ][..],
         ),
+        // The runtime drives runs; it does not replay them (what a bundle change would
+        // have decided otherwise is the application layer's).
+        (
+            "docket-runtime",
+            &[
+                "docket-runtime",
+                "docket-store",
+                "docket-decider",
+                "docket-policies",
+            ][..],
+        ),
+        // The application layer sits above the runtime, replay and evidence, below the
+        // command and the server.
+        (
+            "docket-app",
+            &[
+                "docket-app",
+                "docket-store",
+                "docket-decider",
+                "docket-policies",
+                "docket-runtime",
+                "docket-replay",
+                "docket-evidence",
+            ][..],
+        ),
         // The server is a library the binary calls, never the other way.
         (
             "docket-serve",
@@ -113,6 +138,7 @@ fn the_policies_crate_depends_on_no_other_docket_crate_and_the_store_on_none() {
                 "docket-runtime",
                 "docket-replay",
                 "docket-evidence",
+                "docket-app",
             ][..],
         ),
     ] {
@@ -169,6 +195,54 @@ fn the_check_sees_a_forbidden_dependency_where_there_is_one() {
     assert!(
         deps.contains("tokio") && deps.contains("docket-store"),
         "{deps:?}"
+    );
+}
+
+/// Every `.rs` file under `dir`, with its text.
+fn sources(dir: &std::path::Path, out: &mut Vec<(std::path::PathBuf, String)>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            let text = std::fs::read_to_string(&path).expect("read a source file");
+            out.push((path, text));
+        }
+    }
+}
+
+/// Library errors carry data; the command line adds the command to type and the server
+/// the route to call (ARCHITECTURE.md, invariants). A command or a flag quoted in a
+/// library's code, outside a comment, is one its users would read in a message.
+#[test]
+fn library_crates_quote_no_command_to_type() {
+    const QUOTED: &[&str] = &["`docket ", "--by NAME", "--reason TEXT", "--bundle NAME"];
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in [
+        "engine/runtime/src",
+        "replay/src",
+        "store/src",
+        "policies/src",
+        "app/src",
+    ] {
+        sources(&root.join(dir), &mut files);
+    }
+    assert!(files.len() > 50, "read only {} source files", files.len());
+    let mut found = Vec::new();
+    for (path, text) in &files {
+        for (n, line) in text.lines().enumerate() {
+            let code = line.trim_start();
+            if !code.starts_with("//") && QUOTED.iter().any(|q| code.contains(q)) {
+                found.push(format!("{}:{}: {code}", path.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "library code quoting a command line (say it in cli/src/errors.rs or serve/src/error.rs):\n{}",
+        found.join("\n")
     );
 }
 

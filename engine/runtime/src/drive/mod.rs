@@ -54,6 +54,8 @@ pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
 pub use summary::RunSummary;
+#[cfg(any(test, feature = "testing"))]
+pub(crate) use summary::summarize;
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
@@ -82,13 +84,13 @@ pub enum RuntimeError {
     /// The event log failed.
     #[error("event log: {0}")]
     Store(StoreError),
-    /// A run with values `docket shred` erased cannot be driven on: the state later
-    /// decisions read holds those values (docs/events.md#values-committed-apart).
+    /// A run with erased values cannot be driven on: the state later decisions read
+    /// holds those values (docs/events.md#values-committed-apart). Cancelling it and
+    /// reading it still work.
     #[error(
-        "run {run} cannot go on: {values} value(s) it recorded were erased (`docket shred`), \
-         and what it decides next would read them, so its state cannot be rebuilt without \
-         them; nothing was recorded. End it with `docket cancel {run} --by NAME --reason TEXT`; \
-         reading it (events, inspect, replay, export, verify) still works"
+        "run {run} cannot go on: {values} value(s) it recorded were erased, and what it \
+         decides next would read them, so its state cannot be rebuilt without them; nothing \
+         was recorded"
     )]
     Shredded {
         /// The run.
@@ -99,8 +101,8 @@ pub enum RuntimeError {
     /// No run with this id in the log.
     #[error("no run {0} in this data directory")]
     UnknownRun(String),
-    /// A run id is already taken.
-    #[error("run {0} already exists (use `docket resume {0}`)")]
+    /// A run id is already taken (the run can be resumed).
+    #[error("run {0} already exists")]
     RunExists(RunId),
     /// A recorded event could not be decoded.
     #[error("run {run}: {source}")]
@@ -193,7 +195,7 @@ pub enum RuntimeError {
         message: String,
     },
     /// A circuit reset that does not say who resets it or why.
-    #[error("resetting {agent}'s circuit breaker needs {missing} (--by NAME --reason TEXT)")]
+    #[error("resetting {agent}'s circuit breaker needs {missing}")]
     ResetUnexplained {
         /// The agent.
         agent: String,
@@ -201,9 +203,7 @@ pub enum RuntimeError {
         missing: &'static str,
     },
     /// A circuit reset of an agent whose breaker was never recorded.
-    #[error(
-        "no circuit breaker is recorded for agent `{0}` in this data directory (`docket circuits` lists them)"
-    )]
+    #[error("no circuit breaker is recorded for agent `{0}` in this data directory")]
     UnknownCircuit(String),
 }
 
@@ -392,7 +392,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     /// How the events of a run are written now: as [`Runtime::set_payload_encoding`]
     /// said, else as its workflow's `[evidence] redactable` says.
-    pub fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
+    pub(crate) fn payload_encoding(&self, redactable: bool) -> PayloadEncoding {
         match self
             .inner
             .payload_encoding
@@ -932,33 +932,6 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// [`RuntimeError`].
     pub async fn state(&self, run_id: &RunId) -> Result<RunState, RuntimeError> {
         self.state_at(run_id, None).await
-    }
-
-    /// Every run in the store with its state, in id order.
-    ///
-    /// # Errors
-    /// [`RuntimeError`].
-    pub async fn runs(&self) -> Result<Vec<RunOutcome>, RuntimeError> {
-        let mut heads = self
-            .inner
-            .store
-            .streams()
-            .await
-            .map_err(RuntimeError::Store)?;
-        heads.sort_by(|a, b| a.stream.as_str().cmp(b.stream.as_str()));
-        let mut runs = Vec::new();
-        for head in heads {
-            // The instance's own streams (`_circuits`, `_heads`): run ids never start with `_`.
-            if head.stream.as_str().starts_with('_') {
-                continue;
-            }
-            let run_id = RunId::from(head.stream.as_str());
-            let state = self.state(&run_id).await?;
-            if state.request().is_some() {
-                runs.push(RunOutcome { run_id, state });
-            }
-        }
-        Ok(runs)
     }
 
     async fn load_state(

@@ -9,7 +9,9 @@
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
-use docket_store::{Event, EventStore, Hash, StreamHead, StreamId};
+#[cfg(any(test, feature = "testing"))]
+use docket_store::StreamHead;
+use docket_store::{Event, EventStore, Hash, StreamId};
 
 use super::RuntimeError;
 use super::log::{decode, payload, stored_payload};
@@ -49,6 +51,7 @@ struct Named {
 }
 
 /// The kinds that end a run: nothing is appended after them.
+#[cfg(any(test, feature = "testing"))]
 fn is_final_kind(kind: &str) -> bool {
     matches!(kind, "run.completed" | "run.blocked" | "run.failed")
 }
@@ -223,11 +226,13 @@ pub(super) async fn fold_range<S: EventStore>(
     Ok(last)
 }
 
-/// The run's summary, or `None` when the stream is not a run (no `run.requested` first).
+/// The run's summary, or `None` when the stream is not a run (no `run.requested` first),
+/// read from its log (the test oracle `testing::run_summaries_from_log` of the run list).
 /// With `only_waiting`, a run whose last event ends it is skipped after reading that one
 /// event, so finished runs cost one read; a run whose last event opened its first ticket
 /// costs two (that one and `run.requested`); other runs are read through.
-pub(super) async fn summarize<S: EventStore>(
+#[cfg(any(test, feature = "testing"))]
+pub(crate) async fn summarize<S: EventStore>(
     store: &S,
     head: &StreamHead,
     only_waiting: bool,
@@ -283,39 +288,10 @@ pub(super) async fn summarize<S: EventStore>(
     Ok(Some(summary))
 }
 
-/// How many runs a listing reads at once (each read waits on the store's blocking pool).
-const LISTING_READS: usize = 32;
-
 impl<S: EventStore + 'static> super::Runtime<S> {
-    /// Every run's summary (only those waiting for a human with `only_waiting`), read from
-    /// the log, in id order: what the run list cost before it was kept (`run_list.rs`),
-    /// kept to check the list against and to measure it by.
-    ///
-    /// # Errors
-    /// [`RuntimeError`] for log and decoding problems.
-    pub async fn run_summaries_from_log(
-        &self,
-        only_waiting: bool,
-    ) -> Result<Vec<RunSummary>, RuntimeError> {
-        let heads = self.store().streams().await.map_err(RuntimeError::Store)?;
-        let store = self.store();
-        // Heads by value: a closure over borrowed heads makes a future that is `Send` only
-        // for one borrow, which a server's handlers (spawned, so `Send` for all) refuse.
-        let found: Vec<Result<Option<RunSummary>, RuntimeError>> = futures::stream::iter(heads)
-            .filter(|head| futures::future::ready(!head.stream.as_str().starts_with('_')))
-            .map(|head| async move { summarize(store, &head, only_waiting).await })
-            .buffered(LISTING_READS)
-            .collect()
-            .await;
-        let mut out = Vec::new();
-        for summary in found {
-            out.extend(summary?);
-        }
-        out.sort_by(|a, b| a.run_id.cmp(&b.run_id));
-        Ok(out)
-    }
-
-    async fn summaries(&self, waiting: bool) -> Result<Vec<RunSummary>, RuntimeError> {
+    /// Every run's status, workflow, size and open tickets (only those waiting for a
+    /// human with `waiting`), in id order, from the run list (`list_runs`).
+    pub(crate) async fn summaries(&self, waiting: bool) -> Result<Vec<RunSummary>, RuntimeError> {
         let query = super::RunQuery {
             waiting,
             ..super::RunQuery::default()
@@ -327,19 +303,11 @@ impl<S: EventStore + 'static> super::Runtime<S> {
     }
 
     /// Every run's status, workflow, size and open tickets, in id order, from the run list
-    /// (`list_runs`; `runs()` folds each run whole).
+    /// (`list_runs`).
     ///
     /// # Errors
     /// [`RuntimeError`] when the list cannot be loaded.
     pub async fn run_summaries(&self) -> Result<Vec<RunSummary>, RuntimeError> {
         self.summaries(false).await
-    }
-
-    /// The runs waiting for a human, with their open tickets, in id order.
-    ///
-    /// # Errors
-    /// [`RuntimeError`] when the list cannot be loaded.
-    pub async fn waiting_runs(&self) -> Result<Vec<RunSummary>, RuntimeError> {
-        self.summaries(true).await
     }
 }

@@ -1,0 +1,153 @@
+//! A run driven, then the runs that finished sealed: what every front end does after it
+//! records an input.
+
+use std::path::{Path, PathBuf};
+
+use docket_decider::{Command, RunId, RunRequested};
+use docket_runtime::{HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow};
+use docket_store::EventStore;
+use serde_json::Value;
+
+use crate::seal::{Unsealed, seal_finished};
+
+/// A data directory's runtime, with what follows each drive: sealing the runs that
+/// finished. A failure to seal is not the drive's: it goes to the front end's `report`
+/// (a warning on a terminal, a log line in a server), and the next drive seals them.
+pub struct App<S: EventStore + 'static> {
+    runtime: Runtime<S>,
+    data: PathBuf,
+    report: fn(&Unsealed),
+}
+
+impl<S: EventStore + 'static> Clone for App<S> {
+    fn clone(&self) -> Self {
+        Self {
+            runtime: self.runtime.clone(),
+            data: self.data.clone(),
+            report: self.report,
+        }
+    }
+}
+
+impl<S: EventStore + 'static> App<S> {
+    /// The runtime over the data directory `data`; `report` says that finished runs were
+    /// not sealed.
+    #[must_use]
+    pub fn new(runtime: Runtime<S>, data: impl Into<PathBuf>, report: fn(&Unsealed)) -> Self {
+        Self {
+            runtime,
+            data: data.into(),
+            report,
+        }
+    }
+
+    /// The runtime.
+    #[must_use]
+    pub fn runtime(&self) -> &Runtime<S> {
+        &self.runtime
+    }
+
+    /// The data directory.
+    #[must_use]
+    pub fn data(&self) -> &Path {
+        &self.data
+    }
+
+    /// Seals the runs that finished and are not sealed at their current size, when the
+    /// data directory has a signing key; a failure goes to `report`.
+    pub async fn seal(&self) {
+        if let Err(e) = seal_finished(self.runtime.store(), &self.data).await {
+            (self.report)(&e);
+        }
+    }
+
+    /// The outcome of a drive, after sealing when it went well.
+    async fn sealed(
+        &self,
+        outcome: Result<RunOutcome, RuntimeError>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = outcome?;
+        self.seal().await;
+        Ok(outcome)
+    }
+
+    /// Starts a run of `workflow` on `input` ([`Runtime::start`]), then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::start`]; nothing is sealed then.
+    pub async fn start(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        run_id: Option<RunId>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.start(workflow, input, run_id).await;
+        self.sealed(outcome).await
+    }
+
+    /// Resumes `run` ([`Runtime::resume`]), then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::resume`]; nothing is sealed then.
+    pub async fn resume(&self, run: &RunId) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.resume(run).await;
+        self.sealed(outcome).await
+    }
+
+    /// Records a human's decision on `ticket` and drives on ([`Runtime::decide_ticket`]),
+    /// then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::decide_ticket`]; nothing is sealed then.
+    pub async fn decide_ticket(
+        &self,
+        run: &RunId,
+        ticket: &str,
+        decision: HumanDecision,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.decide_ticket(run, ticket, decision).await;
+        self.sealed(outcome).await
+    }
+
+    /// Records an override of the rule blocking `run` and drives on
+    /// ([`Runtime::override_block`]), then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::override_block`]; nothing is sealed then.
+    pub async fn override_block(
+        &self,
+        run: &RunId,
+        o: HumanOverride,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.override_block(run, o).await;
+        self.sealed(outcome).await
+    }
+
+    /// Cancels `run` ([`Runtime::cancel`]), then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::cancel`]; nothing is sealed then.
+    pub async fn cancel(
+        &self,
+        run: &RunId,
+        by: &str,
+        reason: &str,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.cancel(run, by, reason).await;
+        self.sealed(outcome).await
+    }
+
+    /// Records a fork planned by replay (`docket_replay::plan_fork`) and drives it on
+    /// ([`Runtime::start_fork`]), then seals.
+    ///
+    /// # Errors
+    /// [`RuntimeError`], as [`Runtime::start_fork`]; nothing is sealed then.
+    pub async fn start_fork(
+        &self,
+        request: RunRequested,
+        inputs: Vec<Command>,
+    ) -> Result<RunOutcome, RuntimeError> {
+        let outcome = self.runtime.start_fork(request, inputs).await;
+        self.sealed(outcome).await
+    }
+}

@@ -1,0 +1,30 @@
+//! docket's application layer: what the `docket` command (`docket-cli`) and the server
+//! (`docket-serve`) both do over a data directory, above the runtime (`docket-runtime`),
+//! replay (`docket-replay`) and evidence (`docket-evidence`):
+//! - [`App`]: starting, resuming, deciding, overriding, cancelling and forking a run, each
+//!   followed by sealing the runs that finished (when the data directory has a signing
+//!   key, docs/checkpoints.md); [`seal_finished`] alone for a caller that drives runs
+//!   itself;
+//! - [`replace_handoff_rules`]: a new version of a bundle's handoff rules, registered,
+//!   with the recorded runs of that bundle the change would have decided otherwise
+//!   ([`affected_runs`], replay's what-if of each).
+//!
+//! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
+//!   as the option's number.
+//!
+//! It prints nothing and names no command: its errors carry data, and each front end
+//! words them for its people.
+
+// A library reports every failure as an error value naming what and where; it never
+// aborts its caller.
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod choice;
+mod drive;
+mod governance;
+mod seal;
+
+pub use choice::{ChoiceError, option_number};
+pub use drive::App;
+pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
+pub use seal::{Unsealed, seal_finished};

@@ -1,0 +1,268 @@
+//! What every command shares: its exit codes, the data directory, the async runtime it
+//! runs on, and the store opened for writing or reading (waiting for the writer lock as
+//! `--lock-wait` says).
+//!
+//! Exit codes (documented in the README): 0 completed (or the command succeeded),
+//! 1 failed or an error, 2 bad command-line input (clap), 3 waiting for a human,
+//! 4 blocked by policy.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use docket_decider::RunId;
+use docket_runtime::Runtime;
+use docket_store::{EmbeddedStore, EventStore as _, LockHolder, StoreConfig, StoreError};
+
+/// The run completed.
+pub const EXIT_COMPLETED: u8 = 0;
+/// The run failed, or the command could not be carried out.
+pub const EXIT_FAILED: u8 = 1;
+/// The run waits for a human decision (`docket approve`, `docket answer` or `docket deny`).
+pub const EXIT_WAITING: u8 = 3;
+/// A policy stopped the run.
+pub const EXIT_BLOCKED: u8 = 4;
+
+/// The data directory: `--data`, else `$DOCKET_DATA`, else `./.docket`.
+pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
+    flag.or_else(|| std::env::var_os("DOCKET_DATA").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(".docket"))
+}
+
+pub(crate) type Pending<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = anyhow::Result<u8>> + 'a>>;
+
+/// The most worker threads `--threads` or `DOCKET_THREADS` may ask for.
+pub(crate) const MAX_THREADS: usize = 1024;
+
+/// The worker threads runs are driven on (`--threads`, `DOCKET_THREADS`, else the
+/// machine's available parallelism), set once by `main`.
+pub(crate) static THREADS: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+
+/// `DOCKET_THREADS`, when set; `None` when not (the machine's parallelism then).
+pub(crate) fn threads_from_env() -> Result<Option<usize>, String> {
+    match std::env::var("DOCKET_THREADS") {
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => {
+            Err("DOCKET_THREADS is not a number of threads".to_owned())
+        }
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n) if (1..=MAX_THREADS).contains(&n) => Ok(Some(n)),
+            _ => Err(format!(
+                "DOCKET_THREADS={text}: not a number of threads from 1 to {MAX_THREADS}"
+            )),
+        },
+    }
+}
+
+/// The tokio runtime commands run on, with [`THREADS`] workers; on failure the error is
+/// printed and the exit code returned.
+pub(crate) fn async_runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    let threads = THREADS.get().copied().flatten().unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    });
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            say!("error: cannot start the async runtime: {e}");
+            ExitCode::from(EXIT_FAILED)
+        })
+}
+
+/// Runs a command on a tokio runtime, prints its output and maps its result to an exit
+/// code.
+pub(crate) fn run_async(
+    data: Option<PathBuf>,
+    command: impl for<'a> FnOnce(PathBuf, &'a mut String) -> Pending<'a>,
+) -> ExitCode {
+    // Declared before the async runtime, so dropped after it: queued spans are sent
+    // outside it, before the process exits.
+    let _telemetry = match crate::telemetry::init() {
+        Ok(t) => t,
+        Err(e) => {
+            say!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match async_runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    let mut out = String::new();
+    let result = runtime.block_on(command(data_dir(data), &mut out));
+    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
+        && e.kind() != std::io::ErrorKind::BrokenPipe
+    {
+        say!("error: cannot write output: {e}");
+        return ExitCode::from(EXIT_FAILED);
+    }
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            say!("error: {}", crate::errors::error_text(&e));
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}
+
+/// How long a command that records waits for another process that is recording in the
+/// same data directory (`--lock-wait`); set once by `main`.
+pub(crate) static LOCK_WAIT: std::sync::OnceLock<std::time::Duration> = std::sync::OnceLock::new();
+
+/// Said once on stderr when a command has to wait for the writer lock.
+fn tell_waiting(dir: &Path, holder: &LockHolder) {
+    say!(
+        "waiting for {holder}, which is recording in {}: one process records at a time (--lock-wait SECS says how long to wait)",
+        dir.display()
+    );
+}
+
+/// Opens the data directory to record in it (creating it if need be): takes its writer
+/// lock, waiting up to `--lock-wait` for another recording process (store/FORMAT.md §10).
+pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "cannot open the data directory {}: it is a file, not a directory (give another with --data DIR)",
+            dir.display()
+        );
+    }
+    // `docket serve` holds the lock for its lifetime: waiting for it is pointless.
+    if let Some(holder) = LockHolder::of(dir).filter(|h| docket_serve::is_server(&h.command)) {
+        anyhow::bail!(
+            "the data directory {} is served by process {} (`{}`), which records for it while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve",
+            dir.display(),
+            holder.pid,
+            holder.command
+        );
+    }
+    let config = StoreConfig {
+        lock_wait: LOCK_WAIT.get().copied().unwrap_or(DEFAULT_LOCK_WAIT),
+        on_lock_wait: Some(tell_waiting),
+        ..StoreConfig::default()
+    };
+    let store = match EmbeddedStore::open(dir, config).await {
+        Ok(store) => store,
+        // `docket serve` holds the lock for its lifetime: what it would record goes
+        // through its API (docs/api.md).
+        Err(e) if held_by_server(&e) => {
+            return Err(anyhow!(
+                "{e}. `docket serve` records for this data directory while it runs: use its API instead (docs/api.md), e.g. POST /api/runs/RUN/tickets/TICKET/approve"
+            ));
+        }
+        Err(e @ StoreError::Held { .. }) => {
+            return Err(anyhow!(
+                "{e}. Try again once it is done (`docket runs` shows what it drives), stop it, or wait longer with --lock-wait SECS"
+            ));
+        }
+        // The index is a cache of the log (store/FORMAT.md §1): what to do is safe.
+        Err(e @ StoreError::Index { .. }) => {
+            return Err(anyhow!(
+                "cannot open the data directory {}: {e}. The index is a cache of the log: move {} aside (or delete it) and run the command again to rebuild it from the log",
+                dir.display(),
+                dir.join("index").display()
+            ));
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open the data directory {}", dir.display())));
+        }
+    };
+    let runtime = Runtime::new(store);
+    // Read before every effect execution, so `docket kill-switch on` from another
+    // process stops this run's next effect.
+    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
+        dir,
+    )));
+    Ok(runtime)
+}
+
+/// Whether the writer lock is held by `docket serve`.
+fn held_by_server(e: &StoreError) -> bool {
+    matches!(e, StoreError::Held { holder: Some(h), .. } if docket_serve::is_server(&h.command))
+}
+
+/// The default of `--lock-wait`.
+pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the data directory to read it, while another process may be recording in it:
+/// no lock, nothing created or repaired (store/FORMAT.md §10). A directory that does not
+/// exist is an error naming it.
+pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if dir.exists() && !dir.is_dir() {
+        anyhow::bail!(
+            "cannot read the data directory {}: it is a file, not a directory (give another with --data DIR)",
+            dir.display()
+        );
+    }
+    let store = EmbeddedStore::open_read_only(dir)
+        .await
+        .map_err(|e| match e {
+            StoreError::NoDataDirectory { .. } | StoreError::NotADataDirectory { .. } => {
+                anyhow!("{e} (give another with --data DIR or $DOCKET_DATA)")
+            }
+            other => anyhow::Error::new(other)
+                .context(format!("cannot read the data directory {}", dir.display())),
+        })?;
+    if let Some(damage) = store.view_report().and_then(|r| r.log_damage) {
+        let after = if damage.streams_after.is_empty() {
+            "runs may lack their later events".to_owned()
+        } else {
+            format!(
+                "these runs have events recorded after it, not shown: {}",
+                damage
+                    .streams_after
+                    .iter()
+                    .map(docket_store::StreamId::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        say!(
+            "warning: the log is damaged in {} at byte offset {} ({}): nothing after it was read, so {after} (docket verify checks the whole directory)",
+            damage.segment.display(),
+            damage.offset,
+            damage.damage
+        );
+    }
+    Ok(Runtime::new(store))
+}
+
+/// [`open_read`] for a command about one run: a missing directory is said as the run
+/// missing from it, and a run recorded only after damage to the log as that damage.
+pub(crate) async fn open_read_for(
+    dir: &Path,
+    run: &RunId,
+) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    if !dir.exists() {
+        anyhow::bail!(
+            "no run {run} in the data directory {}: it does not exist (give another with --data DIR or $DOCKET_DATA)",
+            dir.display()
+        );
+    }
+    let rt = open_read(dir).await?;
+    if let Some(damage) = rt.store().view_report().and_then(|r| r.log_damage)
+        && let Ok(stream) = docket_store::StreamId::new(run.as_str())
+        && damage.streams_after.contains(&stream)
+        && matches!(rt.store().head(&stream).await, Ok(None))
+    {
+        anyhow::bail!(
+            "run {run} was recorded after damage to the log in {} at byte offset {} ({}): none of its events can be read (docket verify checks the whole directory)",
+            damage.segment.display(),
+            damage.offset,
+            damage.damage
+        );
+    }
+    Ok(rt)
+}
+
+/// Whether a run whose log says it is running is driven by a live process: the holder
+/// of the writer lock, if it appended to the run (store/FORMAT.md §10).
+pub(crate) fn driven(dir: &Path, run: &RunId) -> bool {
+    let Ok(stream) = docket_store::StreamId::new(run.as_str()) else {
+        return false;
+    };
+    LockHolder::of(dir).is_some_and(|h| h.drives(&stream))
+}

@@ -1,0 +1,426 @@
+//! How a run is shown to people: its summary after a command drove it (status, handoffs,
+//! open tickets, output), each event in one line, and the exit code its status maps to.
+
+use std::fmt::Write as _;
+
+use docket_decider::{
+    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject,
+};
+use docket_policies::InputKind;
+use docket_runtime::{RunOutcome, Runtime};
+use docket_store::EmbeddedStore;
+use serde_json::Value;
+
+use crate::command::{EXIT_BLOCKED, EXIT_COMPLETED, EXIT_FAILED, EXIT_WAITING};
+use crate::words::word;
+
+macro_rules! outln {
+    ($out:expr, $($arg:tt)*) => {{
+        let _ = writeln!($out, $($arg)*);
+    }};
+}
+
+/// The exit code for a run's status.
+pub(crate) fn exit_code(status: RunStatus) -> u8 {
+    match status {
+        RunStatus::Completed => EXIT_COMPLETED,
+        RunStatus::WaitingForHuman => EXIT_WAITING,
+        RunStatus::Blocked => EXIT_BLOCKED,
+        RunStatus::Failed | RunStatus::Cancelled | RunStatus::NotStarted | RunStatus::Running => {
+            EXIT_FAILED
+        }
+    }
+}
+
+/// Every call and handoff decision of a run, folded from its log: the run's state keeps
+/// only what later decisions read (docs/replay.md#long-runs).
+pub(crate) async fn history_of(
+    rt: &Runtime<EmbeddedStore>,
+    run: &RunId,
+) -> anyhow::Result<RunHistory> {
+    let events = rt.events(run).await?;
+    Ok(RunHistory::fold(events.iter().map(|e| &e.event)))
+}
+
+/// One line about an event, for `docket events`.
+pub(crate) fn describe(event: &RunEvent) -> String {
+    if let Some(line) = crate::episodes::describe(event) {
+        return line;
+    }
+    match event {
+        RunEvent::RunRequested(r) => format!(
+            "workflow {} entry {} bundle {}{}",
+            r.workflow.name,
+            r.workflow.entry,
+            &r.bundle_hash[..12.min(r.bundle_hash.len())],
+            r.forked_from
+                .as_ref()
+                .map(|f| format!("; {}", forked_from(f)))
+                .unwrap_or_default()
+        ),
+        RunEvent::AgentCallScheduled {
+            request, again_of, ..
+        } => format!(
+            "{} → {} {} attempt {} in {}{}",
+            request.request_id,
+            request.target_agent,
+            request.capability_code,
+            request.attempt,
+            request.episode_id,
+            again_of
+                .as_ref()
+                .map(|asked| format!(" (again of {asked})"))
+                .unwrap_or_default()
+        ),
+        RunEvent::AgentResponded {
+            request_id,
+            response,
+            ..
+        } => format!(
+            "{request_id} {} ({} action(s))",
+            response.status,
+            response.actions.len()
+        ),
+        RunEvent::AgentCallFailed {
+            request_id,
+            code,
+            message,
+            ..
+        } => {
+            format!("{request_id} {code}: {message}")
+        }
+        RunEvent::HandoffAllowed {
+            from,
+            to,
+            output_type,
+            input,
+            decision,
+            ..
+        } => format!(
+            "{from} → {to} {output_type}{} by {}",
+            if *input == InputKind::Context {
+                " (read-only context)"
+            } else {
+                ""
+            },
+            decision.rule_id
+        ),
+        RunEvent::HandoffDenied {
+            from, to, decision, ..
+        } => {
+            format!("{from} → {to}: {} [{}]", decision.reason, decision.rule_id)
+        }
+        RunEvent::PolicyDecided { subject, decision } => format!(
+            "{subject}: {} {} by {}: {}",
+            word(&decision.kind),
+            word(&decision.verdict),
+            decision.rule_id,
+            decision.reason
+        ),
+        RunEvent::RiskClassified {
+            request_id,
+            classifier,
+            verdict,
+            reason,
+        } => {
+            format!("{request_id} {} by {classifier}: {reason}", word(verdict))
+        }
+        RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
+        RunEvent::OutputHeld { group, delivery } => format!(
+            "{} → {} {} held for fan-out {group}",
+            delivery.from, delivery.to, delivery.output_type
+        ),
+        RunEvent::ConflictDetected {
+            candidates,
+            resolution,
+            winner,
+            ..
+        } => format!(
+            "{} conflicting outputs for {}, {resolution}: {}",
+            candidates.len(),
+            candidates.first().map_or("?", |d| d.to.as_str()),
+            winner.map_or_else(
+                || "a human decides".to_owned(),
+                |w| format!("output {} wins", w + 1)
+            )
+        ),
+        RunEvent::OutputArchived {
+            delivery, reason, ..
+        } => {
+            format!(
+                "{}'s {} archived: {reason}",
+                delivery.from, delivery.output_type
+            )
+        }
+        RunEvent::FanoutBranchFailed { group, gap } => format!(
+            "fan-out {group}: {}'s branch failed ({}: {}), the others go on",
+            gap.agent, gap.error_code, gap.error_message
+        ),
+        RunEvent::FanoutJoined { group, deliveries } => {
+            format!(
+                "fan-out {group} joined, {} output(s) go on",
+                deliveries.len()
+            )
+        }
+        RunEvent::HumanDecided {
+            ticket,
+            approved,
+            by,
+            reason,
+            ..
+        } => format!(
+            "{ticket} {} by {by}: {reason}",
+            if *approved { "approved" } else { "denied" }
+        ),
+        RunEvent::HumanOverrode {
+            by,
+            role,
+            rule_id,
+            reason,
+            ..
+        } => format!("{by} ({role}) overrode {rule_id}: {reason}"),
+        RunEvent::CircuitChecked {
+            request_id,
+            agent,
+            consecutive_failures,
+            ..
+        } => format!(
+            "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
+        ),
+        RunEvent::CallDegraded {
+            request_id, agent, ..
+        } => format!("{request_id} not sent: {agent}'s circuit is open"),
+        RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
+        RunEvent::RunBlocked {
+            rule_id, reason, ..
+        } => format!("{reason} [{rule_id}]"),
+        RunEvent::RunFailed { reason } => reason.clone(),
+        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {reason}"),
+        other => crate::effects::describe(other).unwrap_or_default(),
+    }
+}
+
+/// The summary a person reads after `run`, `resume`, `approve`, `deny` and `status`;
+/// returns the exit code for the run's status.
+pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> u8 {
+    let s: &RunState = &outcome.state;
+    let name = s.request().map_or("?", |r| r.workflow.name.as_str());
+    outln!(
+        out,
+        "run {} ({name}): {}",
+        outcome.run_id,
+        s.status().as_str()
+    );
+    if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
+        outln!(out, "{}", forked_from(f));
+    }
+    if !handoffs.is_empty() {
+        outln!(out, "handoffs:");
+        for h in handoffs {
+            let what = if h.input == InputKind::Context {
+                format!("{} (read-only context)", h.output_type)
+            } else {
+                h.output_type.clone()
+            };
+            if h.allowed {
+                outln!(
+                    out,
+                    "  allowed  {} → {}  {}  [{}]{}",
+                    h.from,
+                    h.to,
+                    what,
+                    h.rule_id,
+                    if h.every_field_removed {
+                        "  (every field removed: the receiver got none of the payload)"
+                    } else {
+                        ""
+                    }
+                );
+            } else {
+                outln!(
+                    out,
+                    "  DENIED   {} → {}  {}  [{}]: {}",
+                    h.from,
+                    h.to,
+                    what,
+                    h.rule_id,
+                    h.reason
+                );
+            }
+        }
+    }
+    for (id, t) in s.open_tickets() {
+        print_ticket(out, &outcome.run_id, id.as_str(), t);
+    }
+    if let Some(reason) = s.stop_reason() {
+        outln!(out, "stopped: {reason}");
+    }
+    print_overridable(out, &outcome.run_id, s);
+    if let Some(output) = s.output() {
+        print_output(out, output);
+    }
+    exit_code(s.status())
+}
+
+/// What a fork was forked from, in one line.
+fn forked_from(f: &docket_decider::ForkedFrom) -> String {
+    let overrides: Vec<String> = f
+        .overrides
+        .iter()
+        .map(|o| format!("{} answered from {}", o.call, o.file))
+        .collect();
+    format!(
+        "forked from {} at event {} (its chain hash there {}){}",
+        f.run_id,
+        f.seq,
+        f.hash.get(..16).unwrap_or(&f.hash),
+        if overrides.is_empty() {
+            String::new()
+        } else {
+            format!("; {}", overrides.join("; "))
+        }
+    )
+}
+
+/// An open ticket: what is asked, what there is to choose from, and the command that
+/// decides it.
+fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Ticket) {
+    outln!(out, "waiting for a human on {id}: {}", t.reason);
+    match &t.subject {
+        TicketSubject::Question { choices, .. } => {
+            for (i, c) in choices.iter().enumerate() {
+                outln!(out, "  {}. {c}", i + 1);
+            }
+            let what = if choices.is_empty() {
+                "--text TEXT"
+            } else {
+                "--choice N|--text TEXT"
+            };
+            outln!(
+                out,
+                "  answer with: docket answer {run} {id} --by NAME {what}  (or docket approve / deny ...)"
+            );
+            return;
+        }
+        TicketSubject::Conflict { conflicts, .. } => {
+            for (i, d) in conflicts.first().into_iter().flatten().enumerate() {
+                let confidence = d.confidence.map_or_else(String::new, |c| {
+                    format!(", confidence {}", format!("{c:?}").to_uppercase())
+                });
+                outln!(
+                    out,
+                    "  {}. from {} ({}{confidence}): {}",
+                    i + 1,
+                    d.from,
+                    d.output_type,
+                    serde_json::to_string(&*d.payload).unwrap_or_default()
+                );
+            }
+            outln!(
+                out,
+                "  decide with: docket approve {run} {id} --choose N --by NAME --reason TEXT  (or docket deny ...)"
+            );
+            return;
+        }
+        TicketSubject::Tool {
+            name,
+            invocation,
+            rule_id,
+            pattern,
+            ..
+        } => {
+            let argument = invocation
+                .strip_prefix(name.as_str())
+                .and_then(|r| r.strip_prefix('('))
+                .and_then(|r| r.strip_suffix(')'))
+                .unwrap_or("");
+            outln!(out, "  tool: {name}");
+            outln!(out, "  argument: {argument}");
+            outln!(out, "  review pattern: {rule_id} (`{pattern}`)");
+        }
+        _ => {}
+    }
+    outln!(
+        out,
+        "  decide with: docket approve {run} {id} --by NAME --reason TEXT  (or docket deny ...)"
+    );
+}
+
+/// A block a person may override: what an override continues, the level the rule sits
+/// at, the roles that outrank it and the command (docs/governance.md#human-override).
+fn print_overridable(out: &mut String, run: &RunId, s: &RunState) {
+    let (Some(held), Some(rule)) = (s.overridable(), s.blocked_by()) else {
+        return;
+    };
+    let level = held.level;
+    let roles = s
+        .request()
+        .and_then(|r| docket_decider::recorded_bundle(r).ok())
+        .map(|b| {
+            b.roles_outranking(level)
+                .into_iter()
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    outln!(
+        out,
+        "overridable: `{rule}` sits at authority level {} ({}); an override means {}",
+        level.level(),
+        level.as_str(),
+        held.step.describe()
+    );
+    if let Some(pattern) = &held.deny_pattern {
+        outln!(
+            out,
+            "  but the deny pattern `{pattern}` is behind it: absolute unless the bundle sets [overrides] deny_patterns_overridable"
+        );
+    }
+    let who = if roles.is_empty() {
+        "no role of the bundle's registry outranks it".to_owned()
+    } else {
+        format!("roles that may: {}", roles.join(", "))
+    };
+    outln!(
+        out,
+        "  override with: docket override {run} --by NAME --role ROLE --reason TEXT  ({who})"
+    );
+}
+
+fn print_output(out: &mut String, output: &Value) {
+    let Some(recs) = output.get("recommendations").and_then(Value::as_array) else {
+        outln!(out, "output:");
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(output).unwrap_or_default()
+        );
+        return;
+    };
+    let status = output.get("status").and_then(Value::as_str).unwrap_or("?");
+    outln!(out, "recommendations ({status}):");
+    let field = |r: &Value, k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+    for r in recs {
+        outln!(
+            out,
+            "  {} [{}] {}: {}",
+            field(r, "id"),
+            field(r, "priority"),
+            field(r, "topic"),
+            field(r, "action")
+        );
+        let why = field(r, "rationale");
+        if !why.is_empty() {
+            outln!(out, "      why: {why} (cites {})", field(r, "gap_id"));
+        }
+        let impact = field(r, "expected_impact");
+        if !impact.is_empty() {
+            outln!(out, "      expected impact: {impact}");
+        }
+    }
+    if let Some(warnings) = output.get("warnings").and_then(Value::as_array) {
+        for w in warnings {
+            outln!(out, "  warning: {}", w.as_str().unwrap_or_default());
+        }
+    }
+}
