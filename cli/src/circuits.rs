@@ -36,8 +36,10 @@ pub(crate) struct CircuitsArgs {
 
 #[derive(Subcommand)]
 enum CircuitsCommand {
-    /// Close an agent's breaker: recorded in the `_circuits` stream with who and why; the
-    /// next call of any run is made.
+    /// Close an agent's breaker.
+    ///
+    /// Recorded in the `_circuits` stream with who and why; the next call of any run is
+    /// made.
     Reset {
         /// The agent, as `docket circuits` lists it.
         agent: String,

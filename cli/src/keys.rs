@@ -10,8 +10,9 @@ use docket_store::{EmbeddedStore, StoreConfig};
 
 #[derive(Subcommand)]
 pub(crate) enum KeysCommand {
-    /// Make the data directory's signing key (Ed25519). From then on every finished run
-    /// is sealed: its signed checkpoint goes into the log of run heads. The private key
+    /// Make the data directory's signing key (Ed25519).
+    ///
+    /// From then on every finished run is sealed: its signed checkpoint goes into the log of run heads. The private key
     /// is `<data>/keys/signer.key` (mode 0600), never in the log.
     Generate {
         /// The key's name, the prefix of every checkpoint origin (no '+', no spaces;
@@ -23,8 +24,9 @@ pub(crate) enum KeysCommand {
         #[arg(long)]
         force: bool,
     },
-    /// Print the public verifier key (C2SP signed-note form: name+keyid+base64 key), the
-    /// one an auditor keeps to check seals and checkpoints (`docket verify --key`).
+    /// Print the public verifier key, the one an auditor keeps.
+    ///
+    /// C2SP signed-note form (name+keyid+base64 key), the one an auditor keeps to check seals and checkpoints (`docket verify --key`).
     Show,
 }
 

@@ -16,8 +16,10 @@ use serde_json::json;
 
 #[derive(Subcommand)]
 pub(crate) enum KillSwitchCommand {
-    /// Engage a switch: no effect of the lane (or, without --lane, none at all) executes
-    /// until it is released.
+    /// Engage a switch: its lane's effects (or all of them) stop.
+    ///
+    /// No effect of the lane (or, without --lane, none at all) executes until it is
+    /// released.
     On(Flip),
     /// Release a switch.
     Off(Flip),

@@ -24,8 +24,9 @@ use crate::words::date_ns;
 
 #[derive(Subcommand)]
 pub(crate) enum RunCommand {
-    /// Start a run of a workflow and drive it until it completes, is blocked, fails or
-    /// waits for a human. Says `run ID recorded` on stderr as soon as the run is in the
+    /// Start a run of a workflow and drive it.
+    ///
+    /// Drives it until it completes, is blocked, fails or waits for a human. Says `run ID recorded` on stderr as soon as the run is in the
     /// log, so another terminal can follow it.
     Run {
         /// The workflow file (TOML, see docs/workflow.md).
@@ -44,15 +45,18 @@ pub(crate) enum RunCommand {
         /// The run id.
         run: RunId,
     },
-    /// List the runs in the data directory: id, workflow, status, events, open tickets.
-    /// A run whose driving process died shows as `interrupted` with the `docket resume`
+    /// List the runs in the data directory.
+    ///
+    /// Id, workflow, status, events, open tickets. A run whose driving process died shows as `interrupted` with the `docket resume`
     /// that continues it; a run whose events fail their checks as `damaged`, with where.
     Runs {
         /// Only the runs waiting for a human, with their open tickets.
         #[arg(long)]
         waiting: bool,
     },
-    /// Show where a run stands (`interrupted` when no process drives a running run).
+    /// Show where a run stands.
+    ///
+    /// `interrupted` when no process drives a running run.
     Status {
         /// The run id.
         run: RunId,
@@ -60,7 +64,9 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Print a run's events, one per line: sequence, recorded time (UTC), kind, summary.
+    /// Print a run's events, one per line.
+    ///
+    /// Sequence, recorded time (UTC), kind, summary.
     Events {
         /// The run id.
         run: RunId,
@@ -98,7 +104,7 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
-    /// Answer an agent's question: the agent is called again with the answer.
+    /// Answer an agent's question; the agent is called again with the answer.
     #[command(group(clap::ArgGroup::new("what").required(true).multiple(true).args(["choice", "text"])))]
     Answer {
         /// The run id.
@@ -118,8 +124,9 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT", default_value = "")]
         reason: String,
     },
-    /// Cancel a run that is not finished: `run.cancelled` is recorded with who and why and
-    /// the run ends `cancelled`; nothing more happens in it (a run recorded by a decider
+    /// Cancel a run that is not finished.
+    ///
+    /// `run.cancelled` is recorded with who and why and the run ends `cancelled`; nothing more happens in it (a run recorded by a decider
     /// before version 10 cannot be cancelled). See docs/events.md#runcancelled.
     Cancel {
         /// The run id.
@@ -131,8 +138,9 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
-    /// Override the rule that blocked a run, in a role of the bundle's registry that
-    /// outranks it: what the block stopped goes on (docs/governance.md#human-override).
+    /// Override the rule that blocked a run, in a role that outranks it.
+    ///
+    /// In a role of the bundle's registry that outranks the rule: what the block stopped goes on (docs/governance.md#human-override).
     Override {
         /// The run id.
         run: RunId,
@@ -150,8 +158,10 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "RULE")]
         rule: Option<String>,
     },
-    /// Re-derive every decision a run recorded, with its recorded bundle and decider
-    /// version, calling no agent: prints the counts and the run's result, or the first
+    /// Re-derive a run's decisions from its log, or what-if under another bundle.
+    ///
+    /// Every decision the run recorded, with its recorded bundle and decider version,
+    /// calling no agent: prints the counts and the run's result, or the first
     /// divergence with what differs and why (docs/replay.md). Exit 1 on a divergence.
     Replay {
         /// The run id (or --all).
@@ -174,7 +184,9 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Compare two runs step by step: calls, handoffs, policy decisions, effects (by
+    /// Compare two runs step by step.
+    ///
+    /// Calls, handoffs, policy decisions, effects (by
     /// idempotency key), tool calls and tickets are aligned by what they are, not by
     /// where they sit in the logs, and each difference of decision, payload or outcome is
     /// shown, with the steps only one run took (docs/replay.md#diff).
@@ -187,7 +199,9 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Start a new run from a recorded one: the recorded answers, receipts and decisions
+    /// Start a new run from a recorded one, reusing its answers up to a point.
+    ///
+    /// The recorded answers, receipts and decisions
     /// before POINT are reused (no agent called, no effect applied again), while the fork
     /// asks what the parent asked; from there it runs live. The fork records what it was
     /// forked from (docs/replay.md#fork).
@@ -210,7 +224,9 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "ID", value_parser = |id: &str| RunId::parse(id))]
         run_id: Option<RunId>,
     },
-    /// Show a run as it stood at any event of its log: status, flow position, pending
+    /// Show a run as it stood at any event, and what that event carried.
+    ///
+    /// Status, flow position, pending
     /// calls and tool calls, open tickets, the episode tree with budgets used and left,
     /// effects, circuit readings; and exactly what that event carried: for a call or a
     /// handoff, the whole request the receiving agent was sent, with its request hash

@@ -769,6 +769,19 @@ fn every_option_and_argument_of_every_command_is_described() {
                     found.iter().any(|(n, _)| n.contains("--help")),
                     "{what}:\n{help}"
                 );
+                // Each command in one short line, as cargo and git list theirs; the
+                // details are in the command's own help.
+                for line in help
+                    .lines()
+                    .skip_while(|l| !l.starts_with("Commands:"))
+                    .skip(1)
+                    .take_while(|l| l.starts_with("  "))
+                {
+                    assert!(
+                        line.chars().count() <= 100,
+                        "{what}: a command's line is longer than 100 characters:\n{line}"
+                    );
+                }
                 for sub in subcommands(&help) {
                     let mut next = path.clone();
                     next.push(sub);
