@@ -328,7 +328,6 @@ pub fn start_serve_with(
     cwd: Option<&Path>,
     env: &[(&str, &std::ffi::OsStr)],
 ) -> (std::process::Child, std::net::SocketAddr) {
-    use std::io::{BufRead, BufReader};
     let mut command = Command::new(docket_bin());
     command
         .args(["serve", "--listen", "127.0.0.1:0", "--data"])
@@ -340,17 +339,23 @@ pub fn start_serve_with(
         command.current_dir(cwd);
     }
     let mut child = command.spawn().expect("docket serve starts");
+    let addr = serve_address(&mut child);
+    (child, addr)
+}
+
+/// Reads `docket serve`'s readiness line from the child's piped standard output: the
+/// address it listens on.
+pub fn serve_address(child: &mut std::process::Child) -> std::net::SocketAddr {
+    use std::io::{BufRead, BufReader};
     let mut line = String::new();
     BufReader::new(child.stdout.take().expect("stdout"))
         .read_line(&mut line)
         .expect("the readiness line");
-    let addr = line
-        .trim()
+    line.trim()
         .strip_prefix("listening on http://")
         .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
         .parse()
-        .expect("an address");
-    (child, addr)
+        .expect("an address")
 }
 
 /// A valid policy bundle (TOML) with `agents` agents besides `external`, using every part

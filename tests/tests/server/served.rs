@@ -56,16 +56,7 @@ impl Served {
             .stderr(Stdio::null())
             .spawn()
             .expect("docket serve starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout"))
-            .read_line(&mut line)
-            .expect("the readiness line");
-        let addr = line
-            .trim()
-            .strip_prefix("listening on http://")
-            .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
-            .parse()
-            .expect("an address");
+        let addr = docket_tests::serve_address(&mut child);
         Self {
             child,
             addr,
@@ -234,16 +225,7 @@ exec "$bin" serve --listen 127.0.0.1:0 --data "$data""#;
         .stderr(Stdio::null())
         .spawn()
         .expect("unshare starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("the readiness line");
-    let addr = line
-        .trim()
-        .strip_prefix("listening on http://")
-        .unwrap_or_else(|| panic!("not a readiness line: {line:?}"))
-        .parse()
-        .expect("an address");
+    let addr = docket_tests::serve_address(&mut child);
     // `unshare` and `sh` exec: the child's pid is the server's.
     let seen = PathBuf::from(format!("/proc/{}/root", child.id())).join(
         disk.strip_prefix("/")
