@@ -424,7 +424,7 @@ fn a_run_whose_seal_no_key_here_checks_is_exported_unsigned_with_a_warning() {
 /// One seeded change of meaning to one line of an export.
 mod mutation {
     use docket_tests::SeededRng;
-    use serde_json::{Map, Value};
+    use serde_json::Value;
 
     /// What was done, for the failure message.
     pub(super) struct Mutated {
@@ -658,10 +658,6 @@ mod mutation {
             }
         }
     }
-
-    /// Keeps `Map` in scope for the JSON objects above.
-    #[allow(dead_code)]
-    type Object = Map<String, Value>;
 }
 
 /// One reading of every export: 10,000 seeded changes of meaning to the lines of a signed

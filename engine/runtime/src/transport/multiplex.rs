@@ -211,12 +211,7 @@ impl MultiplexTransport {
     }
 
     fn start(&self) -> Result<Live, TransportError> {
-        let process =
-            Process::spawn(&self.config).map_err(|source| TransportError::CannotStart {
-                program: self.config.program.clone(),
-                source,
-            })?;
-        self.starts.fetch_add(1, Ordering::Relaxed);
+        let process = Process::start(&self.config, &self.starts)?;
         let Process {
             child,
             stdin,

@@ -331,13 +331,7 @@ impl ProcessTransport {
     }
 
     fn spawn(&self) -> Result<Process, TransportError> {
-        let process =
-            Process::spawn(&self.config).map_err(|source| TransportError::CannotStart {
-                program: self.config.program.clone(),
-                source,
-            })?;
-        self.starts.fetch_add(1, Ordering::Relaxed);
-        Ok(process)
+        Process::start(&self.config, &self.starts)
     }
 }
 
@@ -354,6 +348,20 @@ pub(super) struct Process {
 }
 
 impl Process {
+    /// Starts the process described by `config` for an executor, counting the start in
+    /// `starts`; a program that cannot be started is named.
+    pub(super) fn start(
+        config: &CommandConfig,
+        starts: &AtomicU64,
+    ) -> Result<Self, TransportError> {
+        let process = Self::spawn(config).map_err(|source| TransportError::CannotStart {
+            program: config.program.clone(),
+            source,
+        })?;
+        starts.fetch_add(1, Ordering::Relaxed);
+        Ok(process)
+    }
+
     /// Starts the process described by `config`.
     pub(super) fn spawn(config: &CommandConfig) -> std::io::Result<Self> {
         let mut command = Command::new(&config.program);
