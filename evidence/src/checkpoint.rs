@@ -22,12 +22,7 @@ pub enum CheckpointError {
 
 /// The origin of a run's checkpoints: the instance's key name, `/run/`, the run id.
 pub fn run_origin(instance: &str, run: &str) -> String {
-    format!("{instance}{}", run_origin_suffix(run))
-}
-
-/// How every origin of `run`'s checkpoints ends, whatever the instance.
-pub(crate) fn run_origin_suffix(run: &str) -> String {
-    format!("/run/{run}")
+    format!("{instance}/run/{run}")
 }
 
 /// The origin of the checkpoints of an instance's log of run heads.

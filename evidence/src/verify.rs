@@ -1034,8 +1034,8 @@ fn check_auditor_checkpoint(
         problem: None,
     };
     let fail = |what: String, why: &str| problem(None, what, why);
-    match signed.signed_by(trusted) {
-        Ok(key) => verdict.signed_by = Some(key.label()),
+    let key = match signed.signed_by(trusted) {
+        Ok(key) => key,
         Err(e) => {
             verdict.problem = fail(
                 format!("its signature does not verify with a trusted key: {e}"),
@@ -1043,6 +1043,27 @@ fn check_auditor_checkpoint(
             );
             return verdict;
         }
+    };
+    verdict.signed_by = Some(key.label());
+    // One origin rule: the name of the key that signed it, then `/heads` or `/run/<run id>`
+    // (docs/checkpoints.md#sealing); another trusted key's name is no origin of this key's.
+    let own = match cp.subject(key.name()) {
+        Subject::Heads => Some(HEADS_STREAM.to_owned()),
+        Subject::Run(run) => Some(run),
+        Subject::Foreign => None,
+    };
+    if stream.is_some() && own.as_deref() != stream {
+        verdict.problem = fail(
+            format!(
+                "its origin {} is neither {} nor {}: the name of the key that signed it ({}), then the heads log or a run",
+                cp.origin,
+                heads_origin(key.name()),
+                run_origin(key.name(), "<run id>"),
+                key.label()
+            ),
+            "it is a checkpoint of another log",
+        );
+        return verdict;
     }
     let check = match stream {
         Some(HEADS_STREAM) => Some(heads),

@@ -27,6 +27,10 @@ VERSIONS = (1, 2, 3)  # 2 added `content` lines, 3 `disclosure` and `withheld` l
 # The BLAKE3 derive-key contexts of docs/export-format.md: fixed, never read from the file.
 EVENT_CONTEXT = "docket 2026-11-22 event hash v1"
 GENESIS_CONTEXT = "docket 2026-11-22 stream genesis v1"
+# The header's descriptions of the chain and the tree, exactly as the page gives them.
+CHAIN_ALGORITHM = "BLAKE3 derive-key: hash = derive_key(event_context, prev \u2016 canonical body)"
+TREE = {"algorithm": "RFC 9162 SHA-256", "leaf": "SHA-256(0x00 \u2016 record), leaf index = seq - 1"}
+HEADER_FIELDS = {"type", "format", "version", "run", "events", "store_format", "chain", "tree"}
 
 
 # Payload encoding 2 (docs/events.md#content-stored-once): where an event of kind_version 2
@@ -117,6 +121,23 @@ def not_json(word):
 def loads(text):
     """JSON with each key of every object given once."""
     return json.loads(text, object_pairs_hook=unique_keys, parse_constant=not_json)
+
+
+def raw_member(text, name):
+    """The text of the value of the top-level member `name` of the JSON object `text`,
+    exactly as written (the line's keys are unique: `loads` read it first)."""
+    decoder = json.JSONDecoder()
+    space = " \t\n\r"
+    i = len(text) - len(text.lstrip(space)) + 1  # past the opening brace
+    while True:
+        i += len(text[i:]) - len(text[i:].lstrip(space))
+        key, i = decoder.raw_decode(text, i)
+        i += len(text[i:]) - len(text[i:].lstrip(space)) + 1  # past the colon
+        i += len(text[i:]) - len(text[i:].lstrip(space))
+        _, end = decoder.raw_decode(text, i)
+        if key == name:
+            return text[i:end]
+        i = end + len(text[end:]) - len(text[end:].lstrip(space)) + 1  # past the comma
 
 
 def same_json(a, b):
@@ -364,6 +385,9 @@ def check_lines(path, trusted_key, current):
     chain = header.get("chain") or {}
     if chain.get("event_context") != EVENT_CONTEXT or chain.get("genesis_context") != GENESIS_CONTEXT:
         raise Bad(n, "the header names hash contexts other than the format's")
+    if set(header) != HEADER_FIELDS or set(chain) != {"algorithm", "event_context", "genesis_context", "genesis"} \
+            or chain["algorithm"] != CHAIN_ALGORITHM or not same_json(header["tree"], TREE):
+        raise Bad(n, "the header's fields or its descriptions of the chain and the tree are not the format's")
     prev = blake3.blake3(run.encode(), derive_key_context=GENESIS_CONTEXT).digest()
     if chain.get("genesis") != prev.hex() or not same_json(header.get("store_format"), 1):
         raise Bad(n, "the header's genesis or store format is not this run's")
@@ -444,11 +468,9 @@ def check_lines(path, trusted_key, current):
         if payload[0] == "inline" and "payload_blob" in line:
             raise Bad(n, "`payload_blob` on an event whose payload is inline")
         if "payload" in line:
-            try:
-                same = same_json(loads(content), line["payload"])
-            except ValueError:
-                same = False
-            if not same:
+            # Bytes, not parsed values: the record covers bytes, and parsed values compare
+            # equal across key orders, escapes and number spellings.
+            if raw_member(text, "payload").encode("utf-8") != content:
                 raise Bad(n, "`payload` differs from the payload the record covers")
         elif b64(line.get("payload_bytes", ""), n, "payload_bytes") != content:
             raise Bad(n, "`payload_bytes` differ from the payload the record covers")
@@ -508,8 +530,9 @@ def check_lines(path, trusted_key, current):
             raise Bad(n, f"checkpoint: {e}")
         if len(body) < 3 or body[1] != str(len(leaves)) or body[2] != base64.b64encode(root).decode():
             raise Bad(n, "checkpoint: its size and root are not the export's tree head")
-        if not body[0].endswith("/" + run):
-            raise Bad(n, f"checkpoint: its origin {body[0]!r} does not name run {run}")
+        origin = f"{vkey.split('+')[0]}/run/{run}"  # the signing key's name, /run/, the run id
+        if body[0] != origin:
+            raise Bad(n, f"checkpoint: its origin {body[0]!r} is not {origin!r}")
         signed = f"signed by {vkey.split('+')[0]}" + ("" if trusted_key else " (the key the export carries; pass --key to check against one you trust)")
     elif trusted_key:
         raise Bad(n + 1, "the export ends without the signed checkpoint the key you gave should have signed")

@@ -166,6 +166,26 @@ pub fn export_jsonl(data: &Path, run: &str, file: &Path) -> String {
     stdout_text(&out)
 }
 
+/// Whether python3 with the reference verifier's libraries (`blake3`, `cryptography`) is
+/// here. On CI it must be (`.ci/run` installs them); elsewhere a test without it says so
+/// on standard error and checks the rest.
+#[must_use]
+#[allow(clippy::print_stderr)] // a skipped check says so
+pub fn python_verifier() -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", "import blake3, cryptography"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
+        );
+        eprintln!("skipped the Python checks: python3 with blake3 and cryptography is missing");
+    }
+    ok
+}
+
 /// Checks a finished example run the way an auditor would: `docket replay` reproduces
 /// every decision, and its export verifies offline.
 pub fn replays_and_exports(data: &Path, run: &str) {

@@ -18,7 +18,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use super::jsonl::{EXPORT_FORMAT, EXPORT_VERSION, header_value};
-use crate::checkpoint::{SignedCheckpoint, run_origin_suffix};
+use crate::checkpoint::{SignedCheckpoint, run_origin};
 use crate::note::VerifierKey;
 
 /// The first thing wrong with an export: its line (from 1) and why.
@@ -962,13 +962,14 @@ fn check_checkpoint(
             STANDARD.encode(root.0)
         )));
     }
-    if !checkpoint
-        .origin
-        .ends_with(&run_origin_suffix(run.as_str()))
-    {
+    // One origin rule, as `docket verify` reads seals: the signing key's name, `/run/`,
+    // the run id (docs/checkpoints.md#sealing).
+    let expected = run_origin(key.name(), run.as_str());
+    if checkpoint.origin != expected {
         return Err(bad(format!(
-            "its origin {:?} is not run {run}'s",
-            checkpoint.origin
+            "its origin {:?} is not {expected:?}: the name of the key that signed it ({}), /run/, the run id",
+            checkpoint.origin,
+            key.name()
         )));
     }
     Ok(SealSummary {

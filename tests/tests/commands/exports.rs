@@ -6,29 +6,9 @@ use std::path::Path;
 use std::process::Command;
 
 use docket_tests::{
-    docket_bin, docket_on, exit_code, export_jsonl, geo_agents_built, geo_workflow, stdout_text,
-    workspace_root,
+    docket_bin, docket_on, exit_code, export_jsonl, geo_agents_built, geo_workflow,
+    python_verifier, stdout_text, workspace_root,
 };
-
-/// Whether Python with the verifier's libraries is here; on CI it must be (`.ci/run`
-/// installs them), elsewhere a test without it says so and checks the rest.
-#[allow(clippy::print_stderr)] // a skipped check says so
-fn python_verifier() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import blake3, cryptography"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
-        );
-        eprintln!(
-            "skipped the Python verifier: python3 with blake3 and cryptography is not installed"
-        );
-    }
-    ok
-}
 
 /// The Python verifier's verdict: exit code and its one line.
 fn python_verdict(file: &Path) -> (i32, String) {
@@ -349,6 +329,74 @@ fn a_sealed_run_exports_its_signed_checkpoint_and_both_verifiers_check_it() {
             stdout_text(&out)
         );
     }
+}
+
+/// The export of `file` with its checkpoint replaced by one the instance's own key signs
+/// for `origin` (the same size and root).
+fn resigned_for(data: &Path, file: &Path, origin: &str) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    let (rest, last) = text.trim_end().rsplit_once('\n').unwrap();
+    let mut line: serde_json::Value = serde_json::from_str(last).unwrap();
+    let signed = docket_evidence::SignedCheckpoint::parse(line["note"].as_str().unwrap()).unwrap();
+    let mut checkpoint = signed.checkpoint;
+    checkpoint.origin = origin.to_owned();
+    let key = docket_evidence::signer(data)
+        .unwrap()
+        .expect("the data directory's key");
+    line["note"] = checkpoint.sign(&key).unwrap().into();
+    format!("{rest}\n{line}\n")
+}
+
+#[test]
+fn a_checkpoint_signed_by_the_right_key_for_another_origin_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let key = generate_key(&data, "audit.example/docket");
+    let file = geo_export_in(&data, dir.path());
+    // The one origin rule: the key's name, `/run/`, the run id. A prefix that merely ends
+    // in `/run/geo-export`, or another key's name, is some other log's checkpoint.
+    for origin in [
+        "elsewhere.example/docket/run/geo-export",
+        "audit.example/docket/x/run/geo-export",
+        "audit.example/docket/run/geo-export/run/geo-export",
+    ] {
+        let forged = dir.path().join("forged.jsonl");
+        std::fs::write(&forged, resigned_for(&data, &file, origin)).unwrap();
+        let lines = std::fs::read_to_string(&forged).unwrap().lines().count();
+        for with_key in [false, true] {
+            let mut cmd = Command::new(docket_bin());
+            cmd.args(["verify-export", "--json"]);
+            if with_key {
+                cmd.args(["--key", &key]);
+            }
+            let out = cmd.arg(&forged).output().unwrap();
+            let verdict: serde_json::Value =
+                serde_json::from_str(stdout_text(&out).trim()).unwrap();
+            assert_eq!(exit_code(&out), 1, "{origin}: {verdict}");
+            assert_eq!(verdict["line"], lines, "{verdict}");
+            assert!(
+                verdict["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains(&format!(
+                        "its origin \"{origin}\" is not \"audit.example/docket/run/geo-export\""
+                    ))),
+                "{verdict}"
+            );
+        }
+        if python_verifier() {
+            let (code, line) = python_verdict(&forged);
+            assert_eq!(code, 1, "{origin}: {line}");
+            assert!(line.contains("its origin"), "{line}");
+        }
+    }
+    // The same re-signing with the right origin is sound: only the origin was refused.
+    let same = dir.path().join("same.jsonl");
+    std::fs::write(
+        &same,
+        resigned_for(&data, &file, "audit.example/docket/run/geo-export"),
+    )
+    .unwrap();
+    assert_eq!(docket_verdict(&same).0, 0);
 }
 
 #[test]

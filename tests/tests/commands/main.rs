@@ -1,11 +1,12 @@
 //! The `docket` commands through the binary and the public API, one module per
 //! capability: policies, replay, what-if, fork, inspect, exports, proofs, verification,
-//! listings, snapshots, telemetry, the words commands print.
+//! listings, snapshots, telemetry, the words commands print, the format pages' snippets.
 
 mod canned;
 mod cli_policy;
 mod cli_words;
 mod demo;
+mod doc_snippets;
 mod effects_cli;
 mod exports;
 mod fork;

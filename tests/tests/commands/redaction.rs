@@ -10,26 +10,9 @@ use std::process::Command;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use docket_tests::{
-    docket_on, exit_code, geo_agents_built, geo_workflow, redactable_geo_workflow, stdout_text,
-    workspace_root,
+    docket_on, exit_code, geo_agents_built, geo_workflow, python_verifier, redactable_geo_workflow,
+    stdout_text, workspace_root,
 };
-
-/// Whether Python with the verifier's libraries is here (CI must have it).
-#[allow(clippy::print_stderr)] // a skipped check says so
-fn python_verifier() -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", "import blake3, cryptography"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "CI must have python3 with blake3 and cryptography (.ci/run installs them)"
-        );
-        eprintln!("skipped the Python verifier: python3 with blake3 and cryptography is missing");
-    }
-    ok
-}
 
 fn python(args: &[&str]) -> (i32, String) {
     let out = Command::new("python3")
