@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use docket_decider::{DryRunOutcome, RunEvent, RunState};
 
-use crate::words::word;
+use crate::words::{reason as said, word};
 
 /// The effects section of `docket status` (nothing when the run asked for none).
 pub(crate) fn list_text(out: &mut String, state: &RunState) {
@@ -82,7 +82,12 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             if e.dry_run { ", dry run next" } else { "" }
         ),
         RunEvent::EffectRefused(e) => {
-            format!("{} refused: {} [{}]", e.effect_id, e.reason, e.rule_id)
+            format!(
+                "{} refused: {} [{}]",
+                e.effect_id,
+                said(&e.reason),
+                e.rule_id
+            )
         }
         RunEvent::EffectReady(e) => {
             format!("{} ready to execute ({})", e.effect_id, word(&e.because))
@@ -107,7 +112,7 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
                 e.effect_id,
                 word(&e.status),
                 word(&e.by),
-                e.reason
+                said(&e.reason)
             )
         }
         RunEvent::EffectDryRun(e) => match &e.outcome {
@@ -129,9 +134,13 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             }
         },
         RunEvent::EffectKillSwitchChecked(e) => format!(
-            "{} kill switches engaged: [{}]{}",
+            "{} kill switches: {}{}",
             e.effect_id,
-            e.engaged.join(", "),
+            if e.engaged.is_empty() {
+                "none engaged".to_owned()
+            } else {
+                format!("{} engaged", e.engaged.join(", "))
+            },
             e.error
                 .as_deref()
                 .map(|m| format!(" (unreadable: {m})"))

@@ -7,6 +7,8 @@ use docket_decider::{EpisodeId, EpisodeTree, RunEvent, condition_name};
 use docket_policies::Meter;
 use serde_json::{Value, json};
 
+use crate::words::reason as said;
+
 /// One line about an episode or domain event; `None` for other events.
 pub(crate) fn describe(event: &RunEvent) -> Option<String> {
     Some(match event {
@@ -31,7 +33,7 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
         } => format!(
             "{episode_id} {agent}'s {action} refused ({}): {} [{}]",
             condition_name(*condition),
-            decision.reason,
+            said(&decision.reason),
             decision.rule_id
         ),
         RunEvent::EpisodeFinished {
@@ -48,8 +50,9 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             rule_id,
             ..
         } => format!(
-            "{episode_id} {}: {reason} [{rule_id}]",
-            condition_name(*condition)
+            "{episode_id} {}: {} [{rule_id}]",
+            condition_name(*condition),
+            said(reason)
         ),
         RunEvent::DomainWritten {
             domain,
@@ -65,7 +68,8 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             ..
         } => format!(
             "{agent} may not write {domain}: {} [{}]",
-            decision.reason, decision.rule_id
+            said(&decision.reason),
+            decision.rule_id
         ),
         _ => return None,
     })

@@ -12,7 +12,7 @@ use docket_store::EmbeddedStore;
 use serde_json::Value;
 
 use crate::command::{EXIT_BLOCKED, EXIT_COMPLETED, EXIT_FAILED, EXIT_WAITING};
-use crate::words::word;
+use crate::words::{json_preview, reason as said, word};
 
 macro_rules! outln {
     ($out:expr, $($arg:tt)*) => {{
@@ -108,14 +108,17 @@ pub(crate) fn describe(event: &RunEvent) -> String {
         RunEvent::HandoffDenied {
             from, to, decision, ..
         } => {
-            format!("{from} → {to}: {} [{}]", decision.reason, decision.rule_id)
+            format!(
+                "{from} → {to}: {} [{}]",
+                said(&decision.reason),
+                decision.rule_id
+            )
         }
         RunEvent::PolicyDecided { subject, decision } => format!(
-            "{subject}: {} {} by {}: {}",
+            "{subject}: {} {}: {}",
             word(&decision.kind),
             word(&decision.verdict),
-            decision.rule_id,
-            decision.reason
+            because(&decision.reason, &decision.rule_id)
         ),
         RunEvent::RiskClassified {
             request_id,
@@ -123,9 +126,13 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             verdict,
             reason,
         } => {
-            format!("{request_id} {} by {classifier}: {reason}", word(verdict))
+            format!(
+                "{request_id} {} by {classifier}: {}",
+                word(verdict),
+                said(reason)
+            )
         }
-        RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {reason}"),
+        RunEvent::Escalated { ticket, reason, .. } => format!("{ticket}: {}", said(reason)),
         RunEvent::OutputHeld { group, delivery } => format!(
             "{} → {} {} held for fan-out {group}",
             delivery.from, delivery.to, delivery.output_type
@@ -148,8 +155,10 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             delivery, reason, ..
         } => {
             format!(
-                "{}'s {} archived: {reason}",
-                delivery.from, delivery.output_type
+                "{}'s {} archived: {}",
+                delivery.from,
+                delivery.output_type,
+                said(reason)
             )
         }
         RunEvent::FanoutBranchFailed { group, gap } => format!(
@@ -169,8 +178,9 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             reason,
             ..
         } => format!(
-            "{ticket} {} by {by}: {reason}",
-            if *approved { "approved" } else { "denied" }
+            "{ticket} {} by {by}: {}",
+            if *approved { "approved" } else { "denied" },
+            said(reason)
         ),
         RunEvent::HumanOverrode {
             by,
@@ -178,7 +188,7 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             rule_id,
             reason,
             ..
-        } => format!("{by} ({role}) overrode {rule_id}: {reason}"),
+        } => format!("{by} ({role}) overrode {rule_id}: {}", said(reason)),
         RunEvent::CircuitChecked {
             request_id,
             agent,
@@ -193,10 +203,56 @@ pub(crate) fn describe(event: &RunEvent) -> String {
         RunEvent::RunCompleted { .. } => "output recorded".to_owned(),
         RunEvent::RunBlocked {
             rule_id, reason, ..
-        } => format!("{reason} [{rule_id}]"),
-        RunEvent::RunFailed { reason } => reason.clone(),
-        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {reason}"),
-        other => crate::effects::describe(other).unwrap_or_default(),
+        } => format!("{} [{rule_id}]", said(reason)),
+        RunEvent::RunFailed { reason } => said(reason).to_owned(),
+        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {}", said(reason)),
+        RunEvent::ToolCallScheduled(t) => format!(
+            "{} {} calls tool {} ([tools.{}]{}) for {}",
+            t.tool_call_id,
+            t.request.agent,
+            t.name,
+            t.section,
+            if t.read_only { ", read-only" } else { "" },
+            t.request_id
+        ),
+        RunEvent::ToolDenied(t) => format!(
+            "{} {}'s call of tool {} refused: {} [{}]",
+            t.tool_call_id,
+            t.agent,
+            t.name,
+            said(&t.reason),
+            t.rule_id
+        ),
+        RunEvent::ToolReturned(t) => format!(
+            "{} returned {}",
+            t.tool_call_id,
+            json_preview(&t.result, 60)
+        ),
+        RunEvent::ToolFailed(t) => format!(
+            "{} failed {}: {}",
+            t.tool_call_id,
+            t.code,
+            if t.message.trim().is_empty() {
+                "no message given"
+            } else {
+                &t.message
+            }
+        ),
+        // Every other kind is a side effect's; a kind this build has no words for (a
+        // newer log) points at its payload.
+        other => crate::effects::describe(other)
+            .unwrap_or_else(|| format!("(no words for {}: see --json)", other.kind())),
+    }
+}
+
+/// A decision's reason and its rule in brackets, the rule named once: a reason that
+/// already names it (`... (strategy-told-the-request)`) is not followed by it again.
+fn because(reason: &str, rule_id: &str) -> String {
+    let reason = said(reason);
+    if rule_id.is_empty() || reason.contains(rule_id) {
+        reason.to_owned()
+    } else {
+        format!("{reason} [{rule_id}]")
     }
 }
 
@@ -244,7 +300,7 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
                     h.to,
                     what,
                     h.rule_id,
-                    h.reason
+                    said(&h.reason)
                 );
             }
         }
@@ -253,7 +309,7 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
         print_ticket(out, &outcome.run_id, id.as_str(), t);
     }
     if let Some(reason) = s.stop_reason() {
-        outln!(out, "stopped: {reason}");
+        outln!(out, "stopped: {}", said(reason));
     }
     print_overridable(out, &outcome.run_id, s);
     if let Some(output) = s.output() {
@@ -285,7 +341,7 @@ fn forked_from(f: &docket_decider::ForkedFrom) -> String {
 /// An open ticket: what is asked, what there is to choose from, and the command that
 /// decides it.
 fn print_ticket(out: &mut String, run: &RunId, id: &str, t: &docket_decider::Ticket) {
-    outln!(out, "waiting for a human on {id}: {}", t.reason);
+    outln!(out, "waiting for a human on {id}: {}", said(&t.reason));
     match &t.subject {
         TicketSubject::Question { choices, .. } => {
             for (i, c) in choices.iter().enumerate() {
@@ -421,6 +477,49 @@ fn print_output(out: &mut String, output: &Value) {
     if let Some(warnings) = output.get("warnings").and_then(Value::as_array) {
         for w in warnings {
             outln!(out, "  warning: {}", w.as_str().unwrap_or_default());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(json: &str) -> RunEvent {
+        let value: Value = serde_json::from_str(json).expect("JSON");
+        let kind = value["kind"].as_str().expect("a kind");
+        RunEvent::decode(kind, json.as_bytes()).expect("an event")
+    }
+
+    #[test]
+    fn tool_events_and_reasonless_decisions_say_something() {
+        let request = r#"{"run_id":"r","episode_id":"ep-1","tool_call_id":"r/tool-1","agent":"analyst","tool":"search","arguments":{"q":"x"},"timeout_ms":1000}"#;
+        let cases = [
+            (
+                format!(
+                    r#"{{"kind":"tool.call_scheduled","tool_call_id":"r/tool-1","request_id":"r/call-2","name":"search","section":"search","read_only":true,"request":{request}}}"#
+                ),
+                "r/tool-1 analyst calls tool search ([tools.search], read-only) for r/call-2",
+            ),
+            (
+                r#"{"kind":"tool.denied","tool_call_id":"r/tool-1","request_id":"r/call-2","agent":"analyst","episode_id":"ep-1","name":"rm","arguments":{},"rule_id":"deny-rm","reason":""}"#.to_owned(),
+                "r/tool-1 analyst's call of tool rm refused: no reason given [deny-rm]",
+            ),
+            (
+                r#"{"kind":"tool.returned","tool_call_id":"r/tool-1","result":{"hits":3},"at_ms":5}"#.to_owned(),
+                r#"r/tool-1 returned {"hits":3}"#,
+            ),
+            (
+                r#"{"kind":"tool.failed","tool_call_id":"r/tool-1","code":"TOOL_TIMEOUT","message":"","at_ms":5}"#.to_owned(),
+                "r/tool-1 failed TOOL_TIMEOUT: no message given",
+            ),
+            (
+                r#"{"kind":"risk.classified","request_id":"r/call-2","classifier":"risk-classifier","verdict":"SAFE","reason":""}"#.to_owned(),
+                "r/call-2 SAFE by risk-classifier: no reason given",
+            ),
+        ];
+        for (json, words) in cases {
+            assert_eq!(describe(&event(&json)), words, "{json}");
         }
     }
 }

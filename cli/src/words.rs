@@ -17,6 +17,24 @@ pub(crate) fn word<T: Serialize>(value: &T) -> String {
     }
 }
 
+/// A reason as a person reads it: a reason recorded empty says so, never a dangling colon.
+pub(crate) fn reason(text: &str) -> &str {
+    if text.trim().is_empty() {
+        "no reason given"
+    } else {
+        text
+    }
+}
+
+/// A JSON value in at most `max` characters, for one line about an event.
+pub(crate) fn json_preview(value: &serde_json::Value, max: usize) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
 /// A decision's input kind, as `policy explain` and `policy diff` describe it.
 pub(crate) fn input_kind(input: docket_policies::InputKind) -> &'static str {
     match input {

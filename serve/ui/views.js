@@ -69,18 +69,20 @@ export function describe(e) {
   const p = e.payload ?? {};
   const k = e.kind;
   const rule = (d) => (d && d.rule_id ? ` by rule ${d.rule_id}` : '');
+  // A reason recorded empty says so, never a dangling colon.
+  const why = (r) => (String(r ?? '').trim() ? r : 'no reason given');
   if (k === 'handoff.allowed') {
     return { group: 'handoff', bad: false, text: `handoff ${p.from} → ${p.to} (${p.output_type}) allowed${rule(p.decision)}` };
   }
   if (k === 'handoff.denied') {
-    return { group: 'handoff', bad: true, text: `handoff ${p.from} → ${p.to} (${p.output_type}) denied${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
+    return { group: 'handoff', bad: true, text: `handoff ${p.from} → ${p.to} (${p.output_type}) denied${rule(p.decision)}: ${why(p.decision?.reason)}` };
   }
   if (k === 'policy.decided') {
     const d = p.decision ?? {};
     return { group: 'decision', bad: denied(d), text: `${p.subject}: ${verdictWords(d.verdict)}${rule(d)}${d.reason ? `: ${d.reason}` : ''}` };
   }
   if (k === 'human.escalated') {
-    return { group: 'human', bad: false, text: `${p.ticket} opened: ${p.reason}` };
+    return { group: 'human', bad: false, text: `${p.ticket} opened: ${why(p.reason)}` };
   }
   if (k === 'human.decided') {
     const how = !p.approved ? 'denied' : p.answer !== undefined && p.answer !== null ? 'answered' : 'approved';
@@ -89,7 +91,7 @@ export function describe(e) {
     return { group: 'human', bad: !p.approved, text: `${p.ticket} ${how}${choice}${answer} by ${p.by}${p.reason ? `: ${p.reason}` : ''}` };
   }
   if (k === 'human.overrode') {
-    return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${p.reason}` };
+    return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${why(p.reason)}` };
   }
   if (k === 'effect.requested') {
     return { group: 'effect', bad: false, text: `${p.agent ?? ''} asks for the effect ${p.effect_kind ?? ''} ${p.effect_id ?? ''} (key ${p.idempotency_key ?? ''}, lane ${p.lane ?? ''})` };
@@ -102,8 +104,15 @@ export function describe(e) {
   if (k === 'tool.call_scheduled') {
     return { group: 'effect', bad: false, text: `tool ${p.name ?? ''} called by ${p.request?.agent ?? ''} (${p.tool_call_id ?? ''})` };
   }
-  if (k.startsWith('tool.')) {
-    return { group: 'effect', bad: ['tool.denied', 'tool.failed'].includes(k), text: `tool ${k.slice(5).replaceAll('_', ' ')}${p.reason ? `: ${p.reason}` : ''}` };
+  if (k === 'tool.denied') {
+    return { group: 'effect', bad: true, text: `${p.agent}'s call of tool ${p.name} (${p.tool_call_id}) refused${p.rule_id ? ` by rule ${p.rule_id}` : ''}: ${why(p.reason)}` };
+  }
+  if (k === 'tool.returned') {
+    const result = JSON.stringify(p.result ?? null);
+    return { group: 'effect', bad: false, text: `tool call ${p.tool_call_id} returned ${result.length > 60 ? `${result.slice(0, 60)}…` : result}` };
+  }
+  if (k === 'tool.failed') {
+    return { group: 'effect', bad: true, text: `tool call ${p.tool_call_id} failed ${p.code}: ${String(p.message ?? '').trim() || 'no message given'}` };
   }
   if (k === 'agent.call_failed') {
     return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };
@@ -123,13 +132,13 @@ export function describe(e) {
     return { group: 'run', bad: false, text: `run requested: workflow ${p.workflow?.name ?? ''}, decider version ${p.decider_version ?? 0}${p.forked_from ? `, forked from ${p.forked_from.run_id}` : ''}` };
   }
   if (k === 'risk.classified') {
-    return { group: 'decision', bad: p.verdict !== 'SAFE', text: `${p.classifier} classified ${p.request_id}: ${p.verdict}${p.reason ? `: ${p.reason}` : ''}` };
+    return { group: 'decision', bad: p.verdict !== 'SAFE', text: `${p.classifier} classified ${p.request_id}: ${p.verdict}: ${why(p.reason)}` };
   }
   if (k === 'output.conflict_detected') {
     return { group: 'decision', bad: false, text: `conflicting outputs in ${p.group} (${(p.candidates ?? []).length} candidates; resolution ${p.resolution ?? ''})` };
   }
   if (k === 'output.archived') {
-    return { group: 'decision', bad: false, text: `output of ${p.delivery?.from ?? ''} archived in ${p.group}: ${p.reason ?? ''}` };
+    return { group: 'decision', bad: false, text: `output of ${p.delivery?.from ?? ''} archived in ${p.group}: ${why(p.reason)}` };
   }
   if (k === 'episode.started') {
     return { group: 'episode', bad: false, text: `episode ${p.episode_id} (${p.episode_type ?? ''}) started for ${p.agent}${p.goal ? `: ${p.goal}` : ''}${rule(p.decision)}` };
@@ -141,19 +150,19 @@ export function describe(e) {
     return { group: 'episode', bad: p.condition !== 'success_achieved', text: `episode ${p.episode_id} stopped: ${String(p.condition ?? '').replaceAll('_', ' ')}${p.rule_id ? ` by rule ${p.rule_id}` : ''}${p.reason ? `: ${p.reason}` : ''}` };
   }
   if (k === 'episode.action_denied') {
-    return { group: 'episode', bad: true, text: `${p.agent}'s ${p.action} in ${p.episode_id} denied${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
+    return { group: 'episode', bad: true, text: `${p.agent}'s ${p.action} in ${p.episode_id} denied${rule(p.decision)}: ${why(p.decision?.reason)}` };
   }
   if (k === 'domain.written') {
     return { group: 'decision', bad: false, text: `${p.agent} wrote ${p.domain} version ${p.version}${rule(p.decision)}` };
   }
   if (k === 'domain.write_denied') {
-    return { group: 'decision', bad: true, text: `${p.agent} may not write ${p.domain}${rule(p.decision)}: ${p.decision?.reason ?? ''}` };
+    return { group: 'decision', bad: true, text: `${p.agent} may not write ${p.domain}${rule(p.decision)}: ${why(p.decision?.reason)}` };
   }
   if (k === 'run.blocked') {
-    return { group: 'run', bad: true, text: `run blocked by ${p.rule_id}: ${p.reason}` };
+    return { group: 'run', bad: true, text: `run blocked by ${p.rule_id}: ${why(p.reason)}` };
   }
-  if (k === 'run.failed') return { group: 'run', bad: true, text: `run failed: ${p.reason}` };
-  if (k === 'run.cancelled') return { group: 'run', bad: true, text: `run cancelled by ${p.by}: ${p.reason}` };
+  if (k === 'run.failed') return { group: 'run', bad: true, text: `run failed: ${why(p.reason)}` };
+  if (k === 'run.cancelled') return { group: 'run', bad: true, text: `run cancelled by ${p.by}: ${why(p.reason)}` };
   if (k === 'run.completed') return { group: 'run', bad: false, text: 'run completed' };
   const bad = /denied|failed|refused|degraded/.test(k);
   return { group: 'other', bad, text: k.replaceAll('_', ' ') };

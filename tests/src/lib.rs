@@ -166,6 +166,32 @@ pub fn export_jsonl(data: &Path, run: &str, file: &Path) -> String {
     stdout_text(&out)
 }
 
+/// Copies the golden log of `shape` recorded by decider version `version` (`v12`) into
+/// `dir`, a data directory of its own (tests/golden/README.md); its run is `golden-SHAPE`.
+pub fn golden_log_copy(version: &str, shape: &str, dir: &Path) {
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut found = Vec::new();
+        for entry in std::fs::read_dir(dir).expect("a directory").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                found.extend(files(&path));
+            } else {
+                found.push(path);
+            }
+        }
+        found
+    }
+    let from = workspace_root()
+        .join("tests/golden")
+        .join(version)
+        .join(shape);
+    for file in files(&from) {
+        let to = dir.join(file.strip_prefix(&from).expect("inside the fixture"));
+        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
+        std::fs::copy(&file, to).expect("copy the golden log");
+    }
+}
+
 /// Whether python3 with the reference verifier's libraries (`blake3`, `cryptography`) is
 /// here. On CI it must be (`.ci/run` installs them); elsewhere a test without it says so
 /// on standard error and checks the rest.

@@ -53,6 +53,15 @@ impl Page {
         self
     }
 
+    /// A recorded reason, or that none was given (a reason recorded empty).
+    fn reason(&mut self, reason: &str) -> &mut Self {
+        if reason.trim().is_empty() {
+            self.raw("<span class=\"none\">no reason given</span>")
+        } else {
+            self.text(reason)
+        }
+    }
+
     fn count(&mut self, n: u64) -> &mut Self {
         self.out.push_str(&n.to_string());
         self
@@ -241,7 +250,7 @@ fn header(p: &mut Page, r: &Report<'_>) {
     p.raw("</dd>");
     if let Some(reason) = r.state.stop_reason() {
         p.raw("<dt>Why it stopped</dt><dd>")
-            .text(reason)
+            .reason(reason)
             .raw("</dd>");
     }
     p.raw("<dt>Policy bundle</dt><dd>");
@@ -416,9 +425,12 @@ fn decision_table(p: &mut Page, rows: &[super::model::Decision<'_>], outcome: bo
         } else {
             p.raw("<code>").text(&d.decided.rule).raw("</code>");
         }
-        p.raw("</td><td>")
-            .text(d.reason.unwrap_or(""))
-            .raw("</td></tr>\n");
+        p.raw("</td><td>");
+        match d.reason {
+            Some(reason) => p.reason(reason),
+            None => p.raw("<span class=\"none\">—</span>"),
+        };
+        p.raw("</td></tr>\n");
     }
     p.raw("</tbody></table></div>\n");
 }
@@ -530,7 +542,7 @@ fn handoffs(p: &mut Page, r: &Report<'_>) {
         .raw("</dd><dt>Rule</dt><dd><code>")
         .text(&h.rule)
         .raw("</code></dd><dt>Reason</dt><dd>")
-        .text(h.reason)
+        .reason(h.reason)
         .raw("</dd>");
         if let Some(mode) = &h.mode {
             p.raw("<dt>Scoping</dt><dd>")
@@ -600,7 +612,7 @@ fn effects(p: &mut Page, r: &Report<'_>) {
             p.raw("<dt>Refused or failed</dt><dd><code>")
                 .text(rule)
                 .raw("</code>: ")
-                .text(reason)
+                .reason(reason)
                 .raw("</dd>");
         }
         p.raw("<dt>Receipt</dt><dd>");
@@ -648,7 +660,7 @@ fn humans(p: &mut Page, r: &Report<'_>) {
                 .raw("</td><td>")
                 .text(&h.asked)
                 .raw("</td><td>")
-                .text(h.reason)
+                .reason(h.reason)
                 .raw("</td><td>")
                 .text(h.answer.as_deref().unwrap_or(""))
                 .raw("</td></tr>\n");
@@ -662,7 +674,7 @@ fn humans(p: &mut Page, r: &Report<'_>) {
             p.raw("<li><code>")
                 .text(id.as_str())
                 .raw("</code>: ")
-                .text(&t.reason)
+                .reason(&t.reason)
                 .raw("</li>");
         }
         p.raw("</ul>\n");

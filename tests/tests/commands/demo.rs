@@ -103,9 +103,8 @@ fn the_demo_runs_every_example_and_leaves_verified_reports() {
     }
     let g3 = block(&text, "geo-question-feedback");
     assert!(
-        g3.contains(
-            "capability deny by guardrail-3: strategy may not obtain `question_generation`"
-        ),
+        g3.contains("capability deny: strategy may not obtain `question_generation`: Guardrail 3")
+            && g3.contains("[guardrail-3]"),
         "{g3}"
     );
     let g1 = block(&text, "geo-questions-in-recommendations");
@@ -115,7 +114,8 @@ fn the_demo_runs_every_example_and_leaves_verified_reports() {
     );
     // A tool refused before it runs, a circuit open: denials with their rules.
     assert!(
-        block(&text, "software-team-signup").contains("tool_call deny by deny-rm-rf"),
+        block(&text, "software-team-signup").contains("tool_call deny: `Bash(rm -rf")
+            && block(&text, "software-team-signup").contains("[deny-rm-rf]"),
         "{text}"
     );
     assert!(

@@ -390,15 +390,7 @@ fn fork_errors_name_the_run_the_point_and_the_call() {
 /// The golden log of one shape and decider version, read through the public API.
 async fn golden(version: &str, shape: &str) -> Vec<docket_decider::RunEvent> {
     let dir = tempfile::tempdir().expect("tempdir");
-    let from = docket_tests::workspace_root()
-        .join("tests/golden")
-        .join(version)
-        .join(shape);
-    for entry in walk(&from) {
-        let to = dir.path().join(entry.strip_prefix(&from).expect("inside"));
-        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(&entry, to).expect("copy the golden log");
-    }
+    docket_tests::golden_log_copy(version, shape, dir.path());
     let store = docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
         .await
         .expect("the store opens");
@@ -409,20 +401,6 @@ async fn golden(version: &str, shape: &str) -> Vec<docket_decider::RunEvent> {
         .into_iter()
         .map(|e| e.event)
         .collect()
-}
-
-/// Every file under `dir`.
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("a directory").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            files.extend(walk(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files
 }
 
 /// The geo golden log of the current decider version.

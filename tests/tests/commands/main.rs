@@ -8,6 +8,7 @@ mod cli_words;
 mod demo;
 mod doc_snippets;
 mod effects_cli;
+mod event_words;
 mod exports;
 mod fork;
 mod inspect;

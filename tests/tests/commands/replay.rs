@@ -7,19 +7,11 @@ use docket_decider::RunEvent;
 use docket_replay::{ChangeKind, DIVERGENCE, replay, what_if};
 use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, StoreConfig};
-use docket_tests::{docket_on, exit_code, stdout_text, workspace_root};
+use docket_tests::{docket_on, exit_code, stdout_text};
 
 /// A copy of the geo golden log of the current decider version, in `dir`.
 fn golden_geo(dir: &Path) {
-    let from = workspace_root()
-        .join("tests/golden")
-        .join(format!("v{}", docket_decider::DECIDER_VERSION))
-        .join("geo");
-    for file in ["DOCKET-STORE", "log/00000000000000000001.seg"] {
-        let to = dir.join(file);
-        std::fs::create_dir_all(to.parent().expect("a parent")).expect("mkdir");
-        std::fs::copy(from.join(file), to).expect("copy the golden log");
-    }
+    docket_tests::golden_log_copy(&format!("v{}", docket_decider::DECIDER_VERSION), "geo", dir);
 }
 
 async fn events(dir: &Path) -> Vec<RunEvent> {
