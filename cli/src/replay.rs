@@ -308,6 +308,18 @@ fn shorten(text: &str) -> String {
     short
 }
 
+/// A decision's area and what it was, the area said once: `effect post-1 admitted`, not
+/// `effect effect post-1 admitted` (most readings already begin with their area).
+fn area_what(area: docket_replay::DecisionArea, what: &str) -> String {
+    let words = area.as_str().replace('_', " ");
+    let what = shorten(what);
+    if what.starts_with(&format!("{words} ")) {
+        what
+    } else {
+        format!("{words}  {what}")
+    }
+}
+
 fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
     if r.not_rederivable > 0 {
         outln!(
@@ -361,11 +373,10 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         };
         outln!(
             out,
-            "  event {}  {}  {}  {}{outcomes}{fields}{rules}",
+            "  event {}  {}  {}{outcomes}{fields}{rules}",
             c.seq,
             c.kind.as_str(),
-            c.area.as_str(),
-            shorten(&c.what),
+            area_what(c.area, &c.what),
         );
     }
     if let Some(p) = &r.path_change {
@@ -379,9 +390,8 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
         for d in &p.instead {
             outln!(
                 out,
-                "  instead: {} {}: {}{}",
-                d.area.as_str(),
-                shorten(&d.what),
+                "  instead: {}: {}{}",
+                area_what(d.area, &d.what),
                 d.outcome.as_str(),
                 if d.rule.is_empty() {
                     String::new()
@@ -397,13 +407,7 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
             .collect();
         outln!(out, "  not as recorded after it: {}", not.join(", "));
         for c in r.would_not_happen.iter().take(CONSEQUENCES_SHOWN) {
-            outln!(
-                out,
-                "    event {}  {}  {}",
-                c.seq,
-                c.area.as_str(),
-                shorten(&c.what)
-            );
+            outln!(out, "    event {}  {}", c.seq, area_what(c.area, &c.what));
         }
         if r.would_not_happen.len() > CONSEQUENCES_SHOWN {
             outln!(

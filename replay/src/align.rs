@@ -13,7 +13,9 @@
 //! | the run | — | completed, blocked, failed | — | output, why it stopped |
 //!
 //! Each run's own ids are read as the steps they name (`run-1/call-3` as `call strategy
-//! #2`, in a request, an answer or a receipt), so two runs' requests compare by content.
+//! #2`, in a request, an answer or a receipt), so two runs' requests compare by content,
+//! and a request's inputs are compared in the order of their sources, so a join whose
+//! branches answered in another order lines up branch by branch.
 
 use std::collections::BTreeMap;
 
@@ -22,6 +24,7 @@ use serde_json::{Value, json};
 
 use docket_decider::RunEvent;
 
+use crate::decisions::handoff_rule;
 use crate::diff::differences;
 use crate::fork::rename_run;
 
@@ -198,6 +201,26 @@ pub fn steps(events: &[RunEvent]) -> Vec<Step> {
     walk.steps
 }
 
+/// A request's inputs in the order of their sources (agent, then output type), not the
+/// order they came in: a join delivers a fan-out's outputs in the order its branches
+/// answered, which says nothing of the run, so two runs' requests line up branch by
+/// branch.
+fn by_source(request: &mut Value) {
+    for inputs in ["decision_inputs", "context_inputs"] {
+        if let Some(Value::Array(list)) = request.get_mut(inputs) {
+            list.sort_by(|a, b| {
+                let key = |v: &Value| {
+                    (
+                        v["source_agent"].as_str().unwrap_or_default().to_owned(),
+                        v["output_type"].as_str().unwrap_or_default().to_owned(),
+                    )
+                };
+                key(a).cmp(&key(b))
+            });
+        }
+    }
+}
+
 struct Walk {
     run: String,
     steps: Vec<Step>,
@@ -267,7 +290,9 @@ impl Walk {
                     seq,
                     Some(request.request_id.to_string()),
                 );
-                let payload = self.neutral(serde_json::to_value(&**request).unwrap_or_default());
+                let mut payload =
+                    self.neutral(serde_json::to_value(&**request).unwrap_or_default());
+                by_source(&mut payload);
                 self.steps[at].payload = Some(payload);
             }
             RunEvent::AgentResponded {
@@ -311,14 +336,7 @@ impl Walk {
                 ..
             } => {
                 let at = self.begin(format!("handoff {from} → {to} ({output_type})"), seq, None);
-                let rule = if *decision.rule_id == *audit.governance_rule_id {
-                    decision.rule_id.to_string()
-                } else {
-                    format!(
-                        "{}; scoped by {}",
-                        decision.rule_id, audit.governance_rule_id
-                    )
-                };
+                let rule = handoff_rule(decision, audit);
                 let payload = self.neutral((**delivered).clone());
                 let step = &mut self.steps[at];
                 step.decision = Some(format!("allowed [{rule}]"));
@@ -499,7 +517,8 @@ mod tests {
 
     use super::*;
     use docket_decider::{
-        Action, AgentRequest, AgentResponse, CallId, Confidence, RunRequested, WorkflowSpec,
+        Action, AgentRequest, AgentResponse, CallId, Confidence, DecisionInput, RunRequested,
+        WorkflowSpec,
     };
 
     fn start(run: &str) -> RunEvent {
@@ -617,6 +636,60 @@ mod tests {
             (Some(json!(1)), Some(json!(2)))
         );
         assert_eq!(diff.differing[0].outcome[0].path, "/output/n");
+    }
+
+    /// A join's call to `agent`, carrying the branches' outputs in `order`.
+    fn joined(run: &str, n: u32, agent: &str, order: &[(&str, Value)]) -> RunEvent {
+        let RunEvent::AgentCallScheduled { request, .. } = call(run, n, agent, "join") else {
+            unreachable!("call makes a scheduled call")
+        };
+        let mut request = (*request).clone();
+        request.decision_inputs = order
+            .iter()
+            .map(|(from, payload)| DecisionInput {
+                source_agent: (*from).into(),
+                output_type: "finding".into(),
+                payload: Arc::new(payload.clone()),
+            })
+            .collect();
+        RunEvent::AgentCallScheduled {
+            request: Arc::new(request),
+            reply_to: None,
+            classifies: None,
+            branch_of: None,
+            again_of: None,
+        }
+    }
+
+    #[test]
+    fn fan_out_answers_align_by_branch_not_by_arrival() {
+        // Two branches answer in one order in A and in the other in B; the join hands the
+        // judge their outputs in the order they came.
+        let (left, right) = (json!({"side": "left"}), json!({"side": "right"}));
+        let a = [
+            start("a"),
+            call("a", 1, "left", "x"),
+            call("a", 2, "right", "x"),
+            answer("a", 1, left.clone()),
+            answer("a", 2, right.clone()),
+            joined(
+                "a",
+                3,
+                "judge",
+                &[("left", left.clone()), ("right", right.clone())],
+            ),
+        ];
+        let b = [
+            start("b"),
+            call("b", 1, "left", "x"),
+            call("b", 2, "right", "x"),
+            answer("b", 2, right.clone()),
+            answer("b", 1, left.clone()),
+            joined("b", 3, "judge", &[("right", right), ("left", left)]),
+        ];
+        let diff = diff_runs(&a, &b);
+        assert!(diff.no_difference(), "{diff:?}");
+        assert_eq!(diff.same, 4);
     }
 
     #[test]

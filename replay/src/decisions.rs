@@ -3,12 +3,10 @@
 //! tickets, the run's end), so what-if can class any two of them against each other and
 //! name what would not have happened (docs/replay.md#what-if).
 
-use std::sync::Arc;
-
 use serde::Serialize;
 
 use docket_decider::{RunEvent, TicketSubject, condition_name};
-use docket_policies::{DecisionKind, PolicyDecision, StopCondition, Verdict};
+use docket_policies::{DecisionKind, HandoffAudit, PolicyDecision, StopCondition, Verdict};
 
 /// The kind of decision an event is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -154,9 +152,15 @@ fn recursion_limit(decision: &PolicyDecision) -> bool {
         || decision.reason.starts_with("max_total_episodes ")
 }
 
-/// The rule a handoff was decided by, and the one that scoped it when another.
-pub(crate) fn handoff_rule(decision: &PolicyDecision, scoping: &Arc<str>) -> String {
-    if decision.rule_id == *scoping {
+/// The rule a handoff was decided by, and the one that scoped it when that is another
+/// rule and it played a part: it withheld fields of the payload or translated it. A
+/// scoping rule under which everything crossed as sent is not named.
+pub(crate) fn handoff_rule(decision: &PolicyDecision, audit: &HandoffAudit) -> String {
+    let scoping = &audit.governance_rule_id;
+    let played_a_part = !audit.context_after_scoping.fields_excluded.is_empty()
+        || audit.conversation_translation_applied
+        || audit.every_field_removed;
+    if decision.rule_id == *scoping || !played_a_part {
         decision.rule_id.to_string()
     } else {
         format!("{}; scoped by {scoping}", decision.rule_id)
@@ -188,7 +192,7 @@ pub(crate) fn read(event: &RunEvent) -> Option<Reading> {
                 area,
                 format!("handoff {from} → {to} ({output_type})"),
                 Outcome::Allowed,
-                &handoff_rule(decision, &audit.governance_rule_id),
+                &handoff_rule(decision, audit),
             )
         }
         RunEvent::HandoffDenied {

@@ -481,11 +481,11 @@ fn compare(seq: u64, recorded: &RunEvent, decided: &RunEvent) -> Option<Change> 
     } else {
         (r.area, r.what)
     };
-    // A handoff scoped by another rule names both rules on each side.
+    // A handoff scoped by another rule that played a part names both rules.
     let rule_after = match decided {
         RunEvent::HandoffAllowed {
             decision, audit, ..
-        } => handoff_rule(decision, &audit.governance_rule_id),
+        } => handoff_rule(decision, audit),
         _ => d.rule,
     };
     Some(Change {

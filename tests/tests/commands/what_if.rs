@@ -374,13 +374,16 @@ fn docket_replay_all_summarises_what_if_per_kind_of_decision_and_rule() {
     let text = stdout_text(&out);
     assert_eq!(exit_code(&out), 0, "{text}");
     assert!(
-        text.contains("stricter  effect  effect golden-effect/effect-1: allowed → needs approval"),
+        text.contains("stricter  effect golden-effect/effect-1: allowed → needs approval"),
         "{text}"
     );
     assert!(
-        text.contains("instead: effect effect golden-effect/effect-1 waits for a human"),
+        text.contains("instead: effect golden-effect/effect-1 waits for a human"),
         "{text}"
     );
+    // Each area said once, before what it decided (`effect effect ...` before).
+    assert_eq!(crate::event_words::said_twice(&text), None, "{text}");
+    assert!(text.contains("    event 21  run completed"), "{text}");
     assert!(text.contains("run completed"), "{text}");
     let out = docket_on(dir.path(), &["replay", "--all", "--policies", bundle]);
     let text = stdout_text(&out);
