@@ -466,6 +466,53 @@ fn an_auditors_checkpoint_checks_against_a_grown_log_and_a_run_checkpoint_too() 
     assert!(text.contains("signature"), "{text}");
 }
 
+#[test]
+fn a_checkpoint_signed_for_another_trusted_keys_origin_is_refused() {
+    let s = Setup::new();
+    s.keys();
+    let run = s.run();
+    let out = s.docket(&["verify", &run, "--json"]);
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let note = report["runs"][0]["seals"][0]["checkpoint"]
+        .as_str()
+        .expect("the run's signed checkpoint");
+    // Another instance's key, trusted too, names the origin; this instance's key signs.
+    let elsewhere = s.root.join("elsewhere");
+    let made = docket_on(
+        &elsewhere,
+        &["keys", "generate", "--name", "other.example/docket"],
+    );
+    assert_eq!(exit_code(&made), 0);
+    let other = stdout_text(&docket_on(&elsewhere, &["keys", "show"]))
+        .trim()
+        .to_owned();
+    let own = stdout_text(&s.docket(&["keys", "show"])).trim().to_owned();
+    let mut checkpoint = docket_evidence::SignedCheckpoint::parse(note)
+        .expect("a checkpoint")
+        .checkpoint;
+    checkpoint.origin = format!("other.example/docket/run/{run}");
+    let signer = docket_evidence::signer(&s.data)
+        .expect("keys")
+        .expect("a key");
+    let forged = s.root.join("forged.note");
+    std::fs::write(&forged, checkpoint.sign(&signer).expect("signed")).expect("write");
+    let (code, text) = s.verify(&[
+        "--key",
+        &own,
+        "--key",
+        &other,
+        "--checkpoint",
+        forged.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "its origin other.example/docket/run/{run} is neither example.com/docket/heads nor example.com/docket/run/<run id>"
+        )),
+        "{text}"
+    );
+}
+
 /// Every file under `dir` with its bytes.
 fn snapshot(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
     let mut out = BTreeMap::new();
