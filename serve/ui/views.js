@@ -79,7 +79,11 @@ export function describe(e) {
   }
   if (k === 'policy.decided') {
     const d = p.decision ?? {};
-    return { group: 'decision', bad: denied(d), text: `${p.subject}: ${verdictWords(d.verdict)}${rule(d)}${d.reason ? `: ${d.reason}` : ''}` };
+    // The rule after the reason, named once (a reason may name it already), as
+    // `docket events` writes it.
+    const reason = why(d.reason);
+    const named = d.rule_id && !reason.includes(d.rule_id) ? ` [${d.rule_id}]` : '';
+    return { group: 'decision', bad: denied(d), text: `${p.subject}: ${verdictWords(d.verdict)}: ${reason}${named}` };
   }
   if (k === 'human.escalated') {
     return { group: 'human', bad: false, text: `${p.ticket} opened: ${why(p.reason)}` };

@@ -1,6 +1,6 @@
-//! Every event says something (docs/events.md): `docket events` and `docket status` give
-//! each kind of event its words, with nothing empty after the kind, no empty reason left
-//! dangling after a colon, and no word said twice in a row.
+//! Every event says something (docs/events.md): `docket events`, `docket status` and the
+//! web UI's timeline give each kind of event its words, with nothing empty after the kind,
+//! no empty reason left dangling after a colon, and no word said twice in a row.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -60,6 +60,62 @@ fn description(line: &str) -> (&str, &str) {
     (fields[2], rest)
 }
 
+/// The web UI's timeline (serve/ui/views.js `describe`) on the events of `docket events
+/// --json`, which the API serves in the same form: each has its words, none said twice.
+/// Run with node when it is installed (CI installs none: the UI's browser tests show the
+/// timeline there).
+#[allow(clippy::print_stderr)] // a skipped check says so
+fn timeline_words(shape: &str, events_json: &str) {
+    let script = format!(
+        "import {{ describe }} from {:?};\n\
+         import {{ readFileSync }} from 'node:fs';\n\
+         for (const line of readFileSync(0, 'utf8').split('\\n').filter(Boolean)) {{\n\
+           const e = JSON.parse(line);\n\
+           console.log(`${{e.kind}}\\t${{describe(e).text}}`);\n\
+         }}\n",
+        format!(
+            "file://{}",
+            workspace_root().join("serve/ui/views.js").display()
+        )
+    );
+    let child = std::process::Command::new("node")
+        .args(["--input-type=module", "-e", &script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        eprintln!("skipped the web timeline's words: node is not installed");
+        return;
+    };
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(events_json.as_bytes())
+        .expect("events to node");
+    let out = child.wait_with_output().expect("node runs");
+    assert!(
+        out.status.success(),
+        "{shape}: views.js: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), events_json.lines().count(), "{text}");
+    for line in text.lines() {
+        let (kind, words) = line.split_once('\t').unwrap_or((line, ""));
+        let words = words.trim();
+        assert!(
+            !words.is_empty() && !words.ends_with(':') && !words.contains("undefined"),
+            "{shape}: the timeline says nothing of {kind}: {line:?}"
+        );
+        if let Some(twice) = said_twice(words) {
+            panic!("{shape}: the timeline says {twice:?} for {kind}: {line:?}");
+        }
+    }
+}
+
 #[test]
 fn every_event_kind_of_the_golden_logs_has_its_words() {
     let version = format!("v{}", docket_decider::DECIDER_VERSION);
@@ -112,6 +168,8 @@ fn every_event_kind_of_the_golden_logs_has_its_words() {
             }
             kinds.insert(kind.clone());
         }
+
+        timeline_words(shape, &stdout_text(&json));
 
         let status = docket_on(data, &["status", &run]);
         let said = stdout_text(&status);
