@@ -274,9 +274,6 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
         bundle: &docket_policies::PolicyBundle,
         pending: Vec<std::sync::Arc<docket_decider::AgentRequest>>,
     ) -> Result<Vec<std::sync::Arc<docket_decider::AgentRequest>>, RuntimeError> {
-        if !state.reads_circuits_across_runs() {
-            return Ok(pending);
-        }
         let threshold = bundle.spec().defaults.circuit_breaker.failure_threshold;
         let mut calls = Vec::with_capacity(pending.len());
         for request in pending {
@@ -333,9 +330,6 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
         request: &docket_decider::AgentRequest,
         at_ms: i64,
     ) -> Result<(), RuntimeError> {
-        if !state.reads_circuits_across_runs() {
-            return Ok(());
-        }
         // The call answered last stays in the state until the next answer is folded.
         let Some(call) = state.live_calls().get(&request.request_id) else {
             return Ok(());

@@ -4,7 +4,6 @@
 //! #humans-answer.
 
 use super::*;
-use crate::events::HUMANS_ANSWER;
 use docket_protocol::TicketId;
 
 /// What a human said on a ticket.
@@ -28,7 +27,7 @@ pub(super) fn options_offered(subject: &TicketSubject) -> Option<usize> {
     }
 }
 
-/// From decider version 4: a decision names who decides, a choice is one the ticket
+/// A decision names who decides, a choice is one the ticket
 /// offers, and an answer answers a question (and is not a denial).
 pub(super) fn check_words(
     ticket: &TicketId,
@@ -205,9 +204,9 @@ impl Batch<'_> {
         }
     }
 
-    /// A human's words on their way to the agent of `request_id`: from decider version 4
-    /// through the gate, as content from `human` (scoped for that agent and recorded as
-    /// `handoff.allowed` naming the ticket); before, as they are.
+    /// A human's words on their way to the agent of `request_id`: through the gate, as
+    /// content from `human` (scoped for that agent and recorded as `handoff.allowed`
+    /// naming the ticket).
     fn human_words_to(
         &mut self,
         request_id: &CallId,
@@ -223,9 +222,6 @@ impl Batch<'_> {
         else {
             return Arc::new(words.clone());
         };
-        if self.state.decider_version() < HUMANS_ANSWER {
-            return Arc::new(words.clone());
-        }
         let authority = PolicyDecision {
             kind: DecisionKind::Escalation,
             verdict: Verdict::Allow,
