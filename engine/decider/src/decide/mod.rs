@@ -132,8 +132,7 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// The target agent's circuit breaker, as the runtime read it before calling
-    ///.
+    /// The target agent's circuit breaker, as the runtime read it before calling.
     RecordCircuit(CircuitReading),
     // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
@@ -839,9 +838,8 @@ impl Batch<'_> {
         self.schedule_from(Some(again_of), request, reply_to, classifies, branch_of);
     }
 
-    /// Schedules a call, unless the target has no executor or (decider versions 1 to 5)
-    /// its circuit in this run is open. From version 6 the circuit is read by the
-    /// runtime across runs, recorded and decided in `circuit.rs`.
+    /// Schedules a call, unless the target has no executor. The target's circuit is read
+    /// by the runtime across runs, recorded and decided in `circuit.rs`.
     fn schedule(
         &mut self,
         request: AgentRequest,

@@ -5,9 +5,9 @@
 //! (`circuit.failed`), a half-open probe let through (`circuit.probed`), a success after
 //! failures (`circuit.closed`), a person's reset (`circuit.reset`: who and why; it
 //! closes the breaker). The runtime folds it once, keeps the fold in memory, and
-//! appends to it as runs of decider version 6 or later answer calls. Before such a run
-//! calls an agent whose failures reached the threshold, it records what it read in the run
-//! (`agent.circuit_checked`) and the decider decides; the run's log alone replays it.
+//! appends to it as runs answer calls. Before a run calls an agent whose failures reached
+//! the threshold, it records what it read in the run (`agent.circuit_checked`) and the
+//! decider decides; the run's log alone replays it.
 //!
 //! The stream is written after the run's own batch: a crash between the two loses that
 //! one outcome from the breaker, never anything from a run.
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use docket_store::{EventStore, NewEvent, StoreError, StreamId, WallTime};
 
-use crate::drive::RuntimeError;
+use super::RuntimeError;
 
 /// The stream holding every agent's breaker, one per data directory.
 pub const CIRCUITS_STREAM: &str = "_circuits";
@@ -156,7 +156,7 @@ async fn load<S: EventStore>(store: &S) -> Result<Folded, RuntimeError> {
         };
         let change = Change::from_kind(&event.kind)
             .ok_or_else(|| bad(format!("unknown kind {:?}", event.kind)))?;
-        let bytes = crate::drive::payload_bytes(store, &event).await?;
+        let bytes = super::payload_bytes(store, &event).await?;
         if change == Change::Reset {
             let r: CircuitReset =
                 serde_json::from_slice(&bytes).map_err(|err| bad(err.to_string()))?;
@@ -263,8 +263,8 @@ impl Circuits {
     }
 }
 
-impl<S: EventStore + 'static> crate::drive::Runtime<S> {
-    /// Before calling (decider version 6): reads each target's breaker; when its failures
+impl<S: EventStore + 'static> super::Runtime<S> {
+    /// Before calling: reads each target's breaker; when its failures
     /// reached the bundle's threshold, records the reading in the run and lets the decider
     /// decide. Returns the calls to make: those below the threshold and the half-open
     /// probes (each recorded in the circuits stream before it is made).
@@ -322,7 +322,7 @@ impl<S: EventStore + 'static> crate::drive::Runtime<S> {
         Ok(calls)
     }
 
-    /// After a call's answer was decided (decider version 6): a failure counts toward its
+    /// After a call's answer was decided: a failure counts toward its
     /// agent's breaker; a success after failures closes it.
     pub(crate) async fn record_outcome(
         &self,
@@ -451,7 +451,7 @@ fn status_of(
     }
 }
 
-impl<S: EventStore + 'static> crate::drive::Runtime<S> {
+impl<S: EventStore + 'static> super::Runtime<S> {
     /// Every agent's breaker recorded in this data directory, by agent, in the state it is
     /// in now under `settings` (a bundle's `defaults.circuit_breaker`). Reads only.
     ///
