@@ -190,6 +190,7 @@ class TaskRestrictions:
     denied_tools: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         out: dict[str, Any] = {"id": self.id}
         if self.denied_tools:
             out["denied_tools"] = list(self.denied_tools)
@@ -405,6 +406,7 @@ class Handoff:
     task: TaskRestrictions | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         out = {"type": "handoff", "to": self.to, "output_type": self.output_type, "payload": self.payload}
         if self.task is not None:
             out["task"] = self.task.to_json()
@@ -420,6 +422,7 @@ class RequestCapability:
     inputs: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {
             "type": "request_capability",
             "target_agent": self.target_agent,
@@ -436,6 +439,7 @@ class Escalate:
     choices: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         out: dict[str, Any] = {"type": "escalate", "reason": self.reason}
         if self.choices:
             out["choices"] = list(self.choices)
@@ -449,6 +453,7 @@ class Finish:
     output: Any = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"type": "finish", "output": self.output}
 
 
@@ -461,6 +466,7 @@ class Budget:
     wall_time_ms: int | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {k: v for k, v in (("tokens", self.tokens), ("tool_calls", self.tool_calls),
                                   ("wall_time_ms", self.wall_time_ms)) if v is not None}
 
@@ -476,6 +482,7 @@ class Spawn:
     inputs: Mapping[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {
             "type": "spawn",
             "agent": self.agent,
@@ -494,6 +501,7 @@ class WriteDomain:
     content: Any
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"type": "write_domain", "domain": self.domain, "content": self.content}
 
 
@@ -510,6 +518,7 @@ class EpisodeResult:
     error_class: str | None = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         out: dict[str, Any] = {"status": self.status, "summary": self.summary}
         if self.artifacts_created:
             out["artifacts_created"] = list(self.artifacts_created)
@@ -531,6 +540,7 @@ class FinishEpisode:
     result: EpisodeResult
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"type": "finish_episode", "result": self.result.to_json()}
 
 
@@ -544,6 +554,7 @@ class RequestEffect:
     params: Any = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         out: dict[str, Any] = {"type": "request_effect", "kind": self.kind, "lane": self.lane}
         if self.idempotency_key is not None:
             out["idempotency_key"] = self.idempotency_key
@@ -561,6 +572,7 @@ class CallTool:
     arguments: Any = None
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"type": "call_tool", "name": self.name, "arguments": self.arguments}
 
 
@@ -582,6 +594,7 @@ class ToolCall:
     arguments: str = ""
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"name": self.name, "arguments": self.arguments}
 
 
@@ -595,6 +608,7 @@ class Usage:
     tool_calls: int = 0
 
     def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
         return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "tool_calls": self.tool_calls}
 
