@@ -4,6 +4,7 @@ builder. Agents under test run as real processes (stdio) or servers (HTTP)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -70,3 +71,24 @@ def run_agent(source: str, lines: list[str], tmp_path: Path, *args: str) -> subp
 def response_lines(stdout: str) -> list[dict[str, Any]]:
     """Every stdout line parsed as JSON: a line that is not JSON fails the test."""
     return [json.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def docket() -> str:
+    """The docket binary from DOCKET_BIN (set by .ci/run): skipped without it, except under
+    CI, where its absence fails the test."""
+    path = os.environ.get("DOCKET_BIN", "")
+    if not path or not os.access(path, os.X_OK):
+        why = (f"DOCKET_BIN={path!r} is not an executable docket; build it (cargo build -p docket-cli "
+               "--bin docket) and set DOCKET_BIN=target/debug/docket")
+        if os.environ.get("CI"):
+            pytest.fail("CI must run the end-to-end tests: " + why)
+        pytest.skip(why)
+    return path
+
+
+def events(docket: str, data: Path, run: str) -> list[dict[str, Any]]:
+    """`docket events RUN --json`, parsed."""
+    out = subprocess.run([docket, "events", run, "--json", "--data", str(data)],
+                         capture_output=True, text=True, timeout=60, check=True)
+    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]

@@ -9,37 +9,18 @@ CI, where its absence fails the test."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 import docket_agent as da
+
+from conftest import events
 
 E2E = Path(__file__).resolve().parent / "e2e"
 sys.path.insert(0, str(E2E))
 import resolver  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def docket() -> str:
-    path = os.environ.get("DOCKET_BIN", "")
-    if not path or not os.access(path, os.X_OK):
-        why = (f"DOCKET_BIN={path!r} is not an executable docket; build it (cargo build -p docket-cli "
-               "--bin docket) and set DOCKET_BIN=target/debug/docket")
-        if os.environ.get("CI"):
-            pytest.fail("CI must run the end-to-end test: " + why)
-        pytest.skip(why)
-    return path
-
-
-def events(docket: str, data: Path, run: str) -> list[dict[str, Any]]:
-    out = subprocess.run([docket, "events", run, "--json", "--data", str(data)],
-                         capture_output=True, text=True, timeout=60, check=True)
-    return [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
 
 
 def test_a_run_of_sdk_agents_records_handoffs_and_tool_decisions(docket: str, tmp_path: Path) -> None:
