@@ -12,7 +12,6 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import docket_agent as da
 

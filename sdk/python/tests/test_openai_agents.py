@@ -150,3 +150,28 @@ def test_the_tool_executor_runs_the_agents_functions_for_docket() -> None:
                                             "arguments": {}}))
     assert unknown["error"]["code"] == "TOOL_UNKNOWN"
     assert "concierge has no function tool 'refund_order' (it has: lookup_order)" == unknown["error"]["message"]
+
+
+def test_the_adapter_says_why() -> None:
+    from docket_agent import openai_agents
+
+    for name in openai_agents.__all__:
+        value = getattr(openai_agents, name)
+        assert (value.__doc__ or "").strip(), name
+    for method in ("__call__", "conversation", "run_tool"):
+        assert (getattr(AgentsSdkAgent, method).__doc__ or "").strip(), method
+
+
+def test_the_documented_adapter_answers_with_a_governed_tool_call() -> None:
+    from conftest import REPO, doc_example
+
+    scope: dict[str, Any] = {"__name__": "concierge"}
+    exec(doc_example("openai-agents", REPO / "docs" / "python.md"), scope)
+    adapter: AgentsSdkAgent = scope["concierge"]
+    adapter.model = ScriptedModel([lambda sent: [tool_call("lookup_order", '{"order": "A-7"}')],
+                                   lambda sent: [tool_call("transfer_to_refunds_desk", "{}")]])
+    assert answer(adapter, decision_inputs=[TICKET])["actions"] == [
+        {"type": "call_tool", "name": "lookup_order", "arguments": {"order": "A-7"}}]
+    assert answer(adapter, decision_inputs=[TICKET])["actions"][0]["to"] == "refunds"
+    ran = asyncio.run(adapter.run_tool({"tool_call_id": "t-1", "tool": "lookup_order", "arguments": {"order": "A-7"}}))
+    assert ran == {"tool_call_id": "t-1", "result": {"shipping": "lost in transit"}}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Sequence, Union
+from typing import Any, Literal, Mapping, Union
 
 __all__ = [
     "Action",
