@@ -167,9 +167,12 @@ def test_the_example_agent_answers_the_documented_request_from_a_checkout() -> N
     installed), as docket's own test runs it with a bare python3."""
     request = json.loads(doc_example("request"))
     unknown = dict(request, request_id="req-7f3b", capability_code="TRANSLATE")
+    partial = json.loads(json.dumps(request))
+    partial["request_id"] = "req-7f3c"
+    partial["decision_inputs"][0]["payload"]["snapshots"][1]["answer"] = ""
     done = subprocess.run(
         [sys.executable, "-S", str(REPO / "examples" / "python-agent" / "agent.py"), "--at-once", "2"],
-        input=json.dumps(request) + "\n" + json.dumps(unknown) + "\n",
+        input="".join(json.dumps(r) + "\n" for r in (request, unknown, partial)),
         capture_output=True, text=True, timeout=60, check=False,
     )
     assert done.returncode == 0, done.stderr
@@ -178,3 +181,5 @@ def test_the_example_agent_answers_the_documented_request_from_a_checkout() -> N
     documented.pop("usage")
     assert by_id["req-7f3a"] == documented
     assert by_id["req-7f3b"]["error_code"] == "INPUT_UNKNOWN_CAPABILITY"
+    assert (by_id["req-7f3c"]["status"], by_id["req-7f3c"]["warnings"]) == (
+        "PARTIAL", ["1 snapshot(s) had no answer text"])
