@@ -86,7 +86,7 @@ class HttpAgent:
     def serve_forever(self) -> None:
         """Serves until ``stop()`` (from another thread) or Ctrl-C."""
         try:
-            self.server.serve_forever()
+            self.server.serve_forever(poll_interval=0.1)  # how soon stop() is noticed
         except KeyboardInterrupt:
             pass
         finally:
