@@ -115,7 +115,8 @@ pub use state::{
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    CircuitReading, Command, EXTERNAL, EffectInput, Rejection, ToolInput, decide, decide_in_place,
+    CircuitReading, Command, EXTERNAL, EffectInput, PersonAct, Rejection, TicketAsks, ToolInput,
+    decide, decide_in_place,
 };
 
 // Replay: audit of a recorded log.

@@ -4,19 +4,15 @@
 //! (a call, an effect, a tool call) stays as recorded: an answer arriving after the
 //! cancellation is refused (`Rejection::Finished`) and nothing is recorded of it.
 
-use super::{Batch, Command, Rejection};
+use super::{Batch, Command, PersonAct, Rejection};
 
 /// Whether a run may be cancelled by `by` for `reason` (its status was checked not final).
 pub(super) fn check_cancel(by: &str, reason: &str) -> Result<(), Rejection> {
     if by.trim().is_empty() {
-        return Err(Rejection::CancelRefused(
-            "a cancellation must name who cancels (--by NAME)".to_owned(),
-        ));
+        return Err(Rejection::Unnamed(PersonAct::Cancellation));
     }
     if reason.trim().is_empty() {
-        return Err(Rejection::CancelRefused(
-            "a cancellation must say why (--reason TEXT)".to_owned(),
-        ));
+        return Err(Rejection::Unexplained(PersonAct::Cancellation));
     }
     Ok(())
 }

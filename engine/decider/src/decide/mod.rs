@@ -326,15 +326,15 @@ pub enum Rejection {
         count: usize,
     },
     /// A human decision that names nobody.
-    #[error("ticket {0}: a decision must name who decides (--by NAME)")]
+    #[error("ticket {0}: a decision must name who decides")]
     Anonymous(String),
     /// A choice on a ticket that offers none.
-    #[error("ticket {ticket} offers no choices: {what}")]
+    #[error("ticket {ticket} offers no choices: {asks}")]
     NoChoiceOffered {
         /// The ticket.
         ticket: String,
         /// What the ticket asks instead.
-        what: String,
+        asks: TicketAsks,
     },
     /// An answer, or an approval or denial, that does not fit the ticket: an answer to a
     /// ticket that asks no question, or a denial that carries an answer.
@@ -345,9 +345,12 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
-    /// A cancellation that does not say who cancels or why.
-    #[error("cannot cancel: {0}")]
-    CancelRefused(String),
+    /// A person's input (an override, a cancellation) that names nobody.
+    #[error("{0} must name who {verb}", verb = .0.verb())]
+    Unnamed(PersonAct),
+    /// A person's input (an override, a cancellation) that does not say why.
+    #[error("{0} must say why")]
+    Unexplained(PersonAct),
     /// An override of a run that is not blocked.
     #[error("the run is {0}, not blocked: there is nothing to override")]
     NotBlocked(&'static str),
@@ -433,6 +436,37 @@ pub fn decide_in_place(
     let (events, after) = decide_batch(std::mem::take(state), bundle, command);
     *state = after;
     Ok(events)
+}
+
+/// What a ticket asks for when a choice was given that it does not offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TicketAsks {
+    /// An open question: an answer in words.
+    #[error("the agent asked an open question: answer it in words")]
+    Words,
+    /// Approval: approve or deny.
+    #[error("it asks for approval: approve or deny it")]
+    Approval,
+}
+
+/// A person's input that must name who makes it and say why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PersonAct {
+    /// An override of the rule that blocked a run.
+    #[error("an override")]
+    Override,
+    /// A cancellation of a run.
+    #[error("a cancellation")]
+    Cancellation,
+}
+
+impl PersonAct {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Override => "overrides",
+            Self::Cancellation => "cancels",
+        }
+    }
 }
 
 /// Whether `command` applies to `state` under `bundle`.

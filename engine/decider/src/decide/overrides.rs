@@ -41,14 +41,10 @@ pub(super) fn check_override(
         )));
     };
     if by.trim().is_empty() {
-        return Err(Rejection::OverrideRefused(
-            "an override must name who overrides (--by NAME)".to_owned(),
-        ));
+        return Err(Rejection::Unnamed(PersonAct::Override));
     }
     if reason.trim().is_empty() {
-        return Err(Rejection::OverrideRefused(
-            "an override must say why (--reason TEXT)".to_owned(),
-        ));
+        return Err(Rejection::Unexplained(PersonAct::Override));
     }
     if rule_id != blocked_by {
         return Err(Rejection::OverrideRefused(format!(

@@ -42,14 +42,13 @@ pub(super) fn check_words(
     }
     let question = matches!(subject, TicketSubject::Question { .. });
     if choice.is_some() && options_offered(subject).is_none() {
-        let what = if question {
-            "the agent asked an open question: answer it in words (docket answer --text)"
-        } else {
-            "it asks for approval: approve or deny it"
-        };
         return Err(Rejection::NoChoiceOffered {
             ticket: ticket.to_string(),
-            what: what.to_owned(),
+            asks: if question {
+                TicketAsks::Words
+            } else {
+                TicketAsks::Approval
+            },
         });
     }
     if answer.is_some() && !question {
