@@ -11,7 +11,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use docket_app::ReplaceError;
-use docket_decider::WorkflowError;
+use docket_decider::{Rejection, TicketAsks, WorkflowError};
+use docket_evidence::{ExportError, VerifyError};
 use docket_runtime::{RegistryError, RuntimeError, WorkflowLoadError};
 
 /// The whole chain of `error`, each cause once, in user words (no trailing newline).
@@ -98,6 +99,23 @@ fn command_words(cause: &(dyn StdError + 'static)) -> Option<String> {
     if let Some(e) = cause.downcast_ref::<RuntimeError>() {
         return runtime_words(e);
     }
+    if let Some(e) = cause.downcast_ref::<Rejection>() {
+        return rejection_words(e);
+    }
+    if let Some(e @ VerifyError::UnknownRun { .. }) = cause.downcast_ref::<VerifyError>() {
+        return Some(format!("{e} (`docket runs` lists them)"));
+    }
+    match cause.downcast_ref::<ExportError>() {
+        Some(e @ ExportError::MissingDisclosure { .. }) => {
+            return Some(format!("{e} (`docket verify` says more)"));
+        }
+        Some(e @ ExportError::NothingThere { run, .. }) => {
+            return Some(format!(
+                "{e}; the pointers of the run's values: `docket events {run} --json`"
+            ));
+        }
+        _ => {}
+    }
     let registry = match cause.downcast_ref::<ReplaceError>() {
         Some(ReplaceError::Registry(e)) => Some(e),
         _ => cause.downcast_ref::<RegistryError>(),
@@ -113,7 +131,24 @@ fn command_words(cause: &(dyn StdError + 'static)) -> Option<String> {
     }
 }
 
+/// A refused input whose way out is a flag or a command.
+fn rejection_words(rejection: &Rejection) -> Option<String> {
+    let hint = match rejection {
+        Rejection::Anonymous(_) | Rejection::Unnamed(_) => "--by NAME",
+        Rejection::Unexplained(_) => "--reason TEXT",
+        Rejection::NoChoiceOffered {
+            asks: TicketAsks::Words,
+            ..
+        } => "`docket answer RUN TICKET --text TEXT`",
+        _ => return None,
+    };
+    Some(format!("{rejection} ({hint})"))
+}
+
 fn runtime_words(e: &RuntimeError) -> Option<String> {
+    if let RuntimeError::Rejected { run, rejection } = e {
+        return rejection_words(rejection).map(|words| format!("run {run}: {words}"));
+    }
     match e {
         RuntimeError::RunExists(run) => Some(format!("{e} (use `docket resume {run}`)")),
         RuntimeError::Shredded { run, values } => Some(format!(

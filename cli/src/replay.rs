@@ -199,6 +199,22 @@ pub(crate) fn split_shredded(
     (recorded.into_iter().map(|e| e.event).collect(), shredded)
 }
 
+/// A value of a difference as the text report shows it.
+fn shown(value: &Option<serde_json::Value>) -> String {
+    value
+        .as_ref()
+        .map_or_else(|| "(absent)".to_owned(), ToString::to_string)
+}
+
+/// ", N worded otherwise" when this build words some decisions otherwise.
+fn reworded_note(r: &ReplayReport) -> String {
+    if r.reworded_decisions == 0 {
+        String::new()
+    } else {
+        format!(", {} worded otherwise", r.reworded_decisions)
+    }
+}
+
 fn one_line(r: &ReplayReport) -> String {
     match &r.divergence {
         None if r.not_rederivable > 0 => format!(
@@ -211,10 +227,11 @@ fn one_line(r: &ReplayReport) -> String {
             r.status.as_str()
         ),
         None => format!(
-            "{}\treproduced\t{} events, {} decisions\t{}",
+            "{}\treproduced\t{} events, {} decisions{}\t{}",
             r.run_id,
             r.events,
             r.decisions,
+            reworded_note(r),
             r.status.as_str()
         ),
         Some(d) => format!(
@@ -256,10 +273,6 @@ pub(crate) fn text(out: &mut String, r: &ReplayReport) {
             outln!(out, "  recorded: {}", d.recorded_kinds.join(", "));
             outln!(out, "  decided:  {}", d.decided_kinds.join(", "));
             for diff in &d.differences {
-                let show = |v: &Option<serde_json::Value>| {
-                    v.as_ref()
-                        .map_or_else(|| "(absent)".to_owned(), |v| v.to_string())
-                };
                 outln!(
                     out,
                     "  event {} at {}: recorded {}, decided {}",
@@ -269,11 +282,34 @@ pub(crate) fn text(out: &mut String, r: &ReplayReport) {
                     } else {
                         &diff.path
                     },
-                    show(&diff.recorded),
-                    show(&diff.decided)
+                    shown(&diff.recorded),
+                    shown(&diff.decided)
                 );
             }
             outln!(out, "  help: docs/errors/{}.md", d.code);
+        }
+    }
+    if r.divergence.is_none() && r.reworded_decisions > 0 {
+        outln!(
+            out,
+            "{} of them worded otherwise by this build: their reasons changed, not their decisions (docs/replay.md#wording)",
+            r.reworded_decisions
+        );
+        for rewording in &r.rewordings {
+            for diff in &rewording.differences {
+                outln!(
+                    out,
+                    "  event {} ({}) at {}: recorded {}, now {}",
+                    rewording.seq,
+                    rewording.kind,
+                    diff.path,
+                    shown(&diff.recorded),
+                    shown(&diff.decided)
+                );
+            }
+        }
+        if r.rewordings.len() < r.reworded_decisions {
+            outln!(out, "  ... (--json lists the first {})", r.rewordings.len());
         }
     }
     let result = match (&r.stop_reason, &r.output) {

@@ -50,7 +50,7 @@ pub enum VerifyError {
     Scan(#[from] ScanError),
     #[error(transparent)]
     Keys(#[from] KeyError),
-    #[error("there is no run {run} in {data} (docket runs lists them)")]
+    #[error("there is no run {run} in {data}")]
     UnknownRun { run: String, data: PathBuf },
     #[error("the snapshots beside the log cannot be listed: {0}")]
     Snapshots(docket_store::StoreError),

@@ -24,8 +24,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use docket_decider::{
-    AgentRequest, AgentResponse, CallId, Command, DECIDER_VERSION, ForkedFrom, OutputOverride,
-    RunEvent, RunId, RunRequested, RunState, batches, decide_in_place,
+    AgentRequest, AgentResponse, CallId, Command, ForkedFrom, OutputOverride, RunEvent, RunId,
+    RunRequested, RunState, UnsupportedDecider, batches, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 
@@ -41,16 +41,9 @@ pub enum ForkError {
     /// The parent's log is not a run's log.
     #[error("the parent's log does not start with run.requested")]
     NotARun,
-    /// The parent was recorded by a newer decider.
-    #[error(
-        "the parent run was recorded by decider version {recorded}; this build decides up to version {supported}"
-    )]
-    NewerDecider {
-        /// The parent's version.
-        recorded: u32,
-        /// This build's.
-        supported: u32,
-    },
+    /// The parent was recorded by a decider version this build does not decide as.
+    #[error("the parent run: {0}")]
+    Version(#[from] UnsupportedDecider),
     /// `--from` is not an event of the parent.
     #[error("--from {seq}: the parent has events 1 to {len}")]
     OutOfRange {
@@ -173,12 +166,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
     let Some(RunEvent::RunRequested(run)) = parent.first() else {
         return Err(ForkError::NotARun);
     };
-    if run.decider_version > DECIDER_VERSION {
-        return Err(ForkError::NewerDecider {
-            recorded: run.decider_version,
-            supported: DECIDER_VERSION,
-        });
-    }
+    UnsupportedDecider::check(run.decider_version)?;
     let len = parent.len();
     let from = usize::try_from(spec.from).unwrap_or(usize::MAX);
     if !(1..=len).contains(&from) {

@@ -35,8 +35,8 @@ pub use inspect::{
     state_at, state_at_from,
 };
 pub use report::{
-    DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, replay, replay_with_progress,
-    replay_with_shredded,
+    DIVERGENCE, Divergence, REJECTED, ReplayError, ReplayReport, Rewording, replay,
+    replay_with_progress, replay_with_shredded,
 };
 pub use what_if::{
     Change, ChangeKind, Consequence, Decided, PathChange, WhatIf, decision_of, what_if,

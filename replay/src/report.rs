@@ -7,8 +7,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use docket_decider::{
-    Command, DECIDER_VERSION, RunEvent, RunState, RunStatus, batches, decide_in_place,
-    recorded_bundle,
+    Command, RunEvent, RunState, RunStatus, UnsupportedDecider, batches, decide_in_place,
+    recorded_bundle, same_decisions,
 };
 
 use crate::diff::{Difference, differences};
@@ -20,6 +20,8 @@ pub const REJECTED: &str = "R002";
 
 /// How many differing places a divergence lists.
 const DIFFERENCES_SHOWN: usize = 20;
+/// How many reworded decisions a report lists (it counts them all).
+const REWORDINGS_SHOWN: usize = 20;
 
 /// Why a log could not be replayed at all.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -44,16 +46,22 @@ pub enum ReplayError {
         /// The compiler's error.
         message: String,
     },
-    /// The run was recorded by a newer decider than this build's.
-    #[error(
-        "the run was recorded by decider version {recorded}; this build decides up to version {supported}: replay it with a newer docket"
-    )]
-    NewerDecider {
-        /// The version in `run.requested`.
-        recorded: u32,
-        /// This build's.
-        supported: u32,
-    },
+    /// The run was recorded by a decider version this build does not decide as.
+    #[error(transparent)]
+    Version(#[from] UnsupportedDecider),
+}
+
+/// A decision this build words otherwise: the same decision, its words for people
+/// (`docket_decider::WORDING`: reasons, rule notes, error messages) changed
+/// (docs/replay.md#wording). Not a divergence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rewording {
+    /// 1-based sequence of the recorded event.
+    pub seq: u64,
+    /// Its kind.
+    pub kind: &'static str,
+    /// The places worded otherwise (JSON pointers into the event).
+    pub differences: Vec<Difference>,
 }
 
 /// The first batch whose decisions differ from the recorded ones.
@@ -92,8 +100,13 @@ pub struct ReplayReport {
     /// Events decided of them: re-derived and compared, or (`not_rederivable`) taken as
     /// recorded.
     pub decisions: usize,
-    /// Of `decisions`, those decided again and found as recorded.
+    /// Of `decisions`, those decided again and found as recorded (their words for people
+    /// may differ: `reworded_decisions`).
     pub reproduced_decisions: usize,
+    /// Of `reproduced_decisions`, those this build words otherwise.
+    pub reworded_decisions: usize,
+    /// The first of them (at most 20), with the places worded otherwise.
+    pub rewordings: Vec<Rewording>,
     /// Of `decisions`, those that depend on values `docket shred` erased: taken as
     /// recorded, not re-derived (docs/replay.md#shredded-values).
     pub not_rederivable: usize,
@@ -160,12 +173,7 @@ pub fn replay_with_shredded(
     let Some(RunEvent::RunRequested(run)) = events.first() else {
         return Err(ReplayError::NotARun);
     };
-    if run.decider_version > DECIDER_VERSION {
-        return Err(ReplayError::NewerDecider {
-            recorded: run.decider_version,
-            supported: DECIDER_VERSION,
-        });
-    }
+    UnsupportedDecider::check(run.decider_version)?;
     let bundle = recorded_bundle(run).map_err(|e| ReplayError::Bundle {
         name: run.bundle_source_name.clone(),
         message: e.to_string(),
@@ -173,11 +181,13 @@ pub fn replay_with_shredded(
     let mut state = RunState::default();
     let mut report = ReplayReport {
         run_id: run.run_id.to_string(),
-        decider_version: run.decider_version.max(1),
+        decider_version: run.decider_version,
         events: events.len(),
         inputs: 0,
         decisions: 0,
         reproduced_decisions: 0,
+        reworded_decisions: 0,
+        rewordings: Vec::new(),
         not_rederivable: 0,
         status: RunStatus::Running,
         stop_reason: None,
@@ -233,8 +243,18 @@ pub fn replay_with_shredded(
                      later decisions rest on it"
                 ),
             }),
-            Ok(decided) if decided != recorded => Some(divergence(seq, recorded, &decided)),
-            Ok(_) => None,
+            Ok(decided) if decided.as_slice() == recorded => None,
+            Ok(decided)
+                if decided.len() == recorded.len()
+                    && recorded
+                        .iter()
+                        .zip(&decided)
+                        .all(|(r, d)| same_decisions(r, d)) =>
+            {
+                reworded(&mut report, seq, recorded, &decided);
+                None
+            }
+            Ok(decided) => Some(divergence(seq, recorded, &decided)),
         };
         match (found, before) {
             (None, _) => report.reproduced_decisions += decisions,
@@ -257,6 +277,23 @@ pub fn replay_with_shredded(
     report.stop_reason = state.stop_reason().map(str::to_owned);
     report.output = state.output().cloned();
     Ok(report)
+}
+
+/// Counts the events of a batch this build words otherwise, and lists the first.
+fn reworded(report: &mut ReplayReport, seq: u64, recorded: &[RunEvent], decided: &[RunEvent]) {
+    for (i, (r, d)) in recorded.iter().zip(decided).enumerate() {
+        if r == d {
+            continue;
+        }
+        report.reworded_decisions += 1;
+        if report.rewordings.len() < REWORDINGS_SHOWN {
+            report.rewordings.push(Rewording {
+                seq: seq + i as u64,
+                kind: r.kind(),
+                differences: differences(&json(r), &json(d), DIFFERENCES_SHOWN),
+            });
+        }
+    }
 }
 
 /// The first differing event of a batch, and what its difference means.

@@ -266,6 +266,10 @@ impl From<RuntimeError> for ApiError {
                     Rejection::UnknownTicket(t) => {
                         Self::not_found(message).at(format!("run {run} ticket {t}"))
                     }
+                    Rejection::Anonymous(_) | Rejection::Unnamed(_) => {
+                        Self::refused(message).at("body.by")
+                    }
+                    Rejection::Unexplained(_) => Self::refused(message).at("body.reason"),
                     _ => Self::refused(message).at(at),
                 }
             }

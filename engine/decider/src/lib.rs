@@ -14,7 +14,8 @@
 //!   audit or denied with their error object, calls scheduled with their exact
 //!   request, escalation steps, tickets, completion, block, failure).
 //! - [`RunState::apply`] / [`RunState::evolve`]: fold one event.
-//! - [`replay_check`]: re-decide every batch of a log and compare.
+//! - [`replay_check`]: re-decide every batch of a log and compare its decisions (the
+//!   words for people in them, [`WORDING`], may differ).
 //!
 //! Invariants: no tokio, clock, store, I/O, randomness or hash-map iteration order in here
 //! (BTreeMap and Vec only). Time enters only inside recorded inputs (`at_ms`); request ids
@@ -87,7 +88,8 @@ pub use events::workflow::{
 };
 pub use events::{
     Batches, BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom,
-    KIND_VERSION, OutputOverride, RiskVerdict, RunEvent, RunRequested, TicketSubject, batches,
+    KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunEvent, RunRequested,
+    TicketSubject, UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{
@@ -106,15 +108,16 @@ pub use state::episode::{
     DomainVersion, Episode, EpisodePhase, EpisodeTree, ROOT_EPISODE, condition_name,
 };
 pub use state::{
-    AgentHealth, CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord,
-    NextStep, RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError,
-    Ticket, TicketDecision, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
+    CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep,
+    RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, Ticket,
+    TicketDecision, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
 };
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    CircuitReading, Command, EXTERNAL, EffectInput, Rejection, ToolInput, decide, decide_in_place,
+    CircuitReading, Command, EXTERNAL, EffectInput, PersonAct, Rejection, TicketAsks, ToolInput,
+    decide, decide_in_place,
 };
 
 // Replay: audit of a recorded log.
-pub use replay::{ReplayMismatch, recorded_bundle, replay_check};
+pub use replay::{ReplayMismatch, Reworded, recorded_bundle, replay_check};

@@ -5,7 +5,7 @@ use docket_policies::{BundleError, Format, PolicyBundle};
 
 use super::decide::{Command, Rejection, decide};
 use super::state::RunState;
-use crate::events::{DECIDER_VERSION, RunEvent, RunRequested, batches};
+use crate::events::{RunEvent, RunRequested, UnsupportedDecider, batches, same_decisions};
 
 /// Where a log and a fresh decision disagree.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -28,16 +28,9 @@ pub enum ReplayMismatch {
         /// Why.
         rejection: Rejection,
     },
-    /// The run was recorded by a decider newer than this build's.
-    #[error(
-        "the run was recorded by decider version {recorded}; this build decides up to version {supported}: replay it with a newer docket"
-    )]
-    NewerDecider {
-        /// The version in `run.requested`.
-        recorded: u32,
-        /// [`DECIDER_VERSION`].
-        supported: u32,
-    },
+    /// The run was recorded by a decider version this build does not decide as.
+    #[error(transparent)]
+    Version(#[from] UnsupportedDecider),
     /// `decide` produced other events than the log holds.
     #[error(
         "the batch opened by event {index} differs on replay: recorded {recorded:?}, decided {decided:?}"
@@ -52,12 +45,27 @@ pub enum ReplayMismatch {
     },
 }
 
-/// Checks that every batch of `events` is exactly what `decide` makes of its first event
-/// under `bundle`. A log cut after a whole batch (a run in progress) passes.
+/// A decided event that differs from the recorded one in its words for people only
+/// ([`crate::WORDING`]): the same decisions, explained otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reworded {
+    /// 0-based position of the recorded event in the log.
+    pub index: usize,
+    /// Its kind.
+    pub kind: &'static str,
+}
+
+/// Checks that every batch of `events` holds the decisions `decide` makes of its first
+/// event under `bundle`: the same events, but for their wording (docs/replay.md#wording).
+/// A log cut after a whole batch (a run in progress) passes.
 ///
 /// # Errors
-/// The first [`ReplayMismatch`].
-pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), ReplayMismatch> {
+/// The first [`ReplayMismatch`]; the events worded otherwise are the `Ok` value.
+pub fn replay_check(
+    events: &[RunEvent],
+    bundle: &PolicyBundle,
+) -> Result<Vec<Reworded>, ReplayMismatch> {
+    let mut reworded = Vec::new();
     let mut state = RunState::default();
     for (start, recorded) in batches(events) {
         let first = &recorded[0];
@@ -65,31 +73,42 @@ pub fn replay_check(events: &[RunEvent], bundle: &PolicyBundle) -> Result<(), Re
             index: start,
             kind: first.kind(),
         })?;
-        if let Command::Start(run) = &command
-            && run.decider_version > DECIDER_VERSION
-        {
-            return Err(ReplayMismatch::NewerDecider {
-                recorded: run.decider_version,
-                supported: DECIDER_VERSION,
-            });
+        if let Command::Start(run) = &command {
+            UnsupportedDecider::check(run.decider_version)?;
         }
         let decided =
             decide(&state, bundle, command).map_err(|rejection| ReplayMismatch::Rejected {
                 index: start,
                 rejection,
             })?;
-        if decided != recorded {
+        if decided.len() != recorded.len()
+            || !recorded
+                .iter()
+                .zip(&decided)
+                .all(|(r, d)| same_decisions(r, d))
+        {
             return Err(ReplayMismatch::Differs {
                 index: start,
                 recorded: recorded.iter().map(RunEvent::kind).collect(),
                 decided: decided.iter().map(RunEvent::kind).collect(),
             });
         }
+        reworded.extend(
+            recorded
+                .iter()
+                .zip(&decided)
+                .enumerate()
+                .filter(|(_, (r, d))| r != d)
+                .map(|(i, (r, _))| Reworded {
+                    index: start + i,
+                    kind: r.kind(),
+                }),
+        );
         for event in recorded {
             state.apply(event);
         }
     }
-    Ok(())
+    Ok(reworded)
 }
 
 /// The policy bundle a run recorded, compiled from its source text. [`decide`] checks its

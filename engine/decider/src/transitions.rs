@@ -121,7 +121,7 @@ const TRANSITIONS: &[Transition] = &[
     },
     Transition {
         concern: "overrides",
-        from: "Blocked, Running, or blocked by a run of decider 1-5",
+        from: "Blocked, or Running",
         input: "RecordOverride: role not above the rule, unknown role, absolute rule (deny pattern, [overrides] absolute), no --by or --reason, another rule, nothing overridable",
         to: "unchanged: Rejection, nothing recorded",
         records: &[],
@@ -130,7 +130,6 @@ const TRANSITIONS: &[Transition] = &[
                 overrides::overrides_the_authority_order_does_not_allow_are_refused_and_record_nothing,
             ),
             Test(overrides::a_bundle_may_mark_a_rule_absolute),
-            Test(overrides::a_run_recorded_by_decider_5_cannot_be_overridden),
         ],
     },
     Transition {
@@ -217,14 +216,13 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "response",
         from: "Running",
-        input: "RecordResponse PARTIAL (or TIMEOUT with actions) whose handoff or exit finish crosses an edge refusing partial outputs (v7)",
-        to: "the failure ladder (PARTIAL_OUTPUT_REFUSED, class partial_output); version 6 and earlier: the answer goes on",
+        input: "RecordResponse PARTIAL (or TIMEOUT with actions) whose handoff or exit finish crosses an edge refusing partial outputs",
+        to: "the failure ladder (PARTIAL_OUTPUT_REFUSED, class partial_output)",
         records: &["policy.decided", "agent.call_scheduled", "handoff.allowed"],
         covered_by: &[
             Test(response::a_partial_answer_across_a_refusing_edge_fails_the_agent),
             Test(response::a_partial_answer_goes_on_where_the_edge_accepts_it),
             Test(response::a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_exit),
-            Test(response::version_6_partial_answers_pass_every_edge),
         ],
     },
     Transition {
@@ -249,7 +247,7 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "capability",
         from: "Running",
-        input: "RecordResponse, capability request without a matrix edge (version 2)",
+        input: "RecordResponse, capability request without a matrix edge",
         to: "Blocked",
         records: &["policy.decided", "handoff.denied", "run.blocked"],
         covered_by: &[Test(
@@ -265,7 +263,6 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[
             Test(capability::capability_inputs_are_scoped_and_audited),
             Test(capability::allowed_capability_answer_returns_to_the_asker),
-            Test(capability::version_1_runs_replay_capability_requests_as_they_were_decided),
             Property("no_blocked_field_reaches_any_agent_and_no_handoff_crosses_a_forbidden_pair"),
         ],
     },
@@ -319,7 +316,7 @@ const TRANSITIONS: &[Transition] = &[
         concern: "fan_out",
         from: "Running (fan-out)",
         input: "RecordFailure of a branch the ladder would escalate or stop, with fan_out_partial (v7), another branch running or an output held",
-        to: "Running (gap recorded; joined once the other branches answer, each receiver told by a gated branch_failed input) / the ladder (no setting, version 6, or nothing to go on with)",
+        to: "Running (gap recorded; joined once the other branches answer, each receiver told by a gated branch_failed input) / the ladder (no setting, or nothing to go on with)",
         records: &[
             "policy.decided",
             "fanout.branch_failed",
@@ -331,19 +328,8 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[
             Test(fan_out::a_failed_branch_is_a_gap_the_join_goes_on_without),
             Test(fan_out::a_branch_that_fails_first_waits_for_the_others_then_the_join_tells_the_gap),
-            Test(fan_out::without_fan_out_partial_or_before_version_7_a_failed_branch_goes_up_the_ladder),
+            Test(fan_out::without_fan_out_partial_a_failed_branch_goes_up_the_ladder),
             Test(fan_out::when_no_branch_is_left_to_go_on_with_the_ladder_decides),
-        ],
-    },
-    Transition {
-        concern: "failure",
-        from: "Running",
-        input: "RecordFailure, retry with the circuit open in the run (decider versions 1 to 5)",
-        to: "Blocked",
-        records: &["policy.decided", "run.blocked"],
-        covered_by: &[
-            Test(failure::version_5_an_open_circuit_blocks_the_next_call_to_a_failing_agent),
-            Test(circuit::version_6_runs_leave_the_breaker_to_the_reading),
         ],
     },
     Transition {
@@ -420,7 +406,7 @@ const TRANSITIONS: &[Transition] = &[
     },
     Transition {
         concern: "context",
-        from: "Running (decider version 7)",
+        from: "Running",
         input: "any input that schedules a call to an agent not yet told the original request, or after a new human decision",
         to: "Running (the call carries context.handoff; its content parts crossed the gate)",
         records: &["handoff.allowed", "agent.call_scheduled"],
@@ -431,7 +417,7 @@ const TRANSITIONS: &[Transition] = &[
     },
     Transition {
         concern: "context",
-        from: "Running (decider version 8, a bundle setting context parts)",
+        from: "Running (a bundle setting context parts)",
         input: "any input that schedules a call whose pair's context parts depart from the defaults",
         to: "Running (the parts recorded; the call carries what they let cross)",
         records: &["policy.decided", "handoff.allowed", "agent.call_scheduled"],
@@ -484,7 +470,7 @@ const TRANSITIONS: &[Transition] = &[
         concern: "episode",
         from: "Running",
         input: "RecordResponse, spawn allowed",
-        to: "Running (the child's call scheduled in ep-N, its inputs and later its result scoped, version 3)",
+        to: "Running (the child's call scheduled in ep-N, its inputs and later its result scoped)",
         records: &[
             "episode.started",
             "handoff.allowed",
@@ -801,7 +787,7 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "tool",
         from: "Running",
-        input: "RecordResponse, call_tool matching a review pattern (version 8)",
+        input: "RecordResponse, call_tool matching a review pattern",
         to: "WaitingForHuman (a tool ticket naming the tool, argument and pattern)",
         records: &["policy.decided", "human.escalated"],
         covered_by: &[Test(
@@ -826,14 +812,13 @@ const TRANSITIONS: &[Transition] = &[
     },
     Transition {
         concern: "tool",
-        from: "Running (a call given a task by its handoff, version 8)",
+        from: "Running (a call given a task by its handoff)",
         input: "RecordResponse, call_tool or a reported tool call the task forbids",
         to: "Running (the call refused, rule `task`; a reported call rejects the output)",
         records: &["policy.decided", "tool.denied", "agent.call_scheduled"],
         covered_by: &[
             Test(tool::a_task_restriction_denies_a_call_tool_the_agent_is_allowed),
             Test(tool::a_task_restriction_rejects_a_reported_tool_call),
-            Test(tool::before_version_8_a_handoffs_task_is_not_recorded_or_applied),
         ],
     },
     Transition {

@@ -22,8 +22,6 @@
 mod agent;
 // Bundle versions: the `_bundles` stream, and the handoff-rule API over it.
 mod bundles;
-// Circuit breakers across runs: the `_circuits` stream, read before calls.
-mod circuit;
 mod clock;
 mod drive;
 mod effect;
@@ -47,12 +45,11 @@ pub use bundles::{
     BUNDLES_STREAM, BundleVersion, LatestBundle, RegisteredPairRules, RegisteredRules,
     RegistryError, RulesRegistered,
 };
-pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    HumanDecision, HumanOverride, ListedRun, ListedStatus, PayloadEncoding, Recorded,
-    RecordedEvent, RunOutcome, RunPage, RunQuery, RunSummary, Runtime, RuntimeError,
-    resolve_program,
+    BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset, HumanDecision, HumanOverride,
+    ListedRun, ListedStatus, PayloadEncoding, Recorded, RecordedEvent, RunOutcome, RunPage,
+    RunQuery, RunSummary, Runtime, RuntimeError,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,
@@ -65,7 +62,7 @@ pub use tool::{
     CommandToolExecutor, HttpToolExecutor, InProcessToolExecutor, McpToolExecutor, ToolCallError,
     ToolExecutor, ToolExecutors, ToolFuture,
 };
-pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport};
+pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport, resolve_program};
 pub use workflow::{
     MAX_SOURCE_BYTES, SourceError, SourceKind, SourceRoot, Workflow, WorkflowLoadError,
     WorkflowProblem, check_against_bundle, check_executables, check_workflow, read_source,

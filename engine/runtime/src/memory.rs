@@ -4,7 +4,7 @@
 //! values. When the allocator's regions are backed by transparent huge pages, every first
 //! touch of a 2 MiB region makes the kernel zero all of it, much of which no run uses:
 //! in `engine_pipeline`, a third of the process's CPU was the kernel clearing such pages
-//! (bench/RESULTS.md, engine_pipeline, "CPU per run against before issue 15"). Ordinary
+//! (bench/RESULTS.md, engine_pipeline). Ordinary
 //! 4 KiB pages are zeroed only where they are touched.
 
 /// Asks the kernel not to back this process's memory with transparent huge pages (Linux's

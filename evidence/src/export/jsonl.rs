@@ -110,7 +110,7 @@ pub enum ExportError {
         found: u64,
     },
     #[error(
-        "event {seq} of run {run} commits to the value at {pointer} (digest {digest}), whose disclosure the data directory does not hold (`docket verify` says more)"
+        "event {seq} of run {run} commits to the value at {pointer} (digest {digest}), whose disclosure the data directory does not hold"
     )]
     MissingDisclosure {
         run: String,
@@ -119,7 +119,7 @@ pub enum ExportError {
         digest: String,
     },
     #[error(
-        "--redact {redaction}: run {run} was not recorded redactable: event {seq} holds {pointer} in payload encoding {version}, its hash covering the value itself, so it cannot be withheld without breaking the chain; a run whose workflow says `[evidence] redactable = true` records its values as commitments that can be (docs/workflow.md#evidence-redactable-values)"
+        "withholding {redaction}: run {run} was not recorded redactable: event {seq} holds {pointer} in payload encoding {version}, its hash covering the value itself, so it cannot be withheld without breaking the chain; a run whose workflow says `[evidence] redactable = true` records its values as commitments that can be (docs/workflow.md#evidence-redactable-values)"
     )]
     CannotWithhold {
         run: String,
@@ -129,7 +129,7 @@ pub enum ExportError {
         version: u32,
     },
     #[error(
-        "--redact {redaction}: no value of run {run} is there (the pointers of a run's values: `docket events RUN --json`; content positions: docs/events.md#content-stored-once)"
+        "withholding {redaction}: no value of run {run} is there (content positions: docs/events.md#content-stored-once)"
     )]
     NothingThere { run: String, redaction: String },
     #[error("could not write the export: {0}")]

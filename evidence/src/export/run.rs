@@ -157,7 +157,7 @@ pub async fn export_run<S: EventStore>(
                     }),
                     Sealing::Unverified { note, why } => Some(CheckpointCheck {
                         note: note.clone(),
-                        outcome: format!("{why}; `docket verify` on the data directory says more"),
+                        outcome: format!("{why}; verifying the data directory says more"),
                         sound: false,
                     }),
                     Sealing::Unsealed => None,

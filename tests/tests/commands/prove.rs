@@ -17,10 +17,10 @@ use serde_json::Value;
 
 const RUN: &str = "golden-geo";
 
-/// A copy of the geo golden log of decider version 9 (29 events): the store's own files.
+/// A copy of a geo golden log in store format 1 (29 events): the store's own files.
 fn geo_data() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    let golden = workspace_root().join("tests/golden/v9/geo");
+    let golden = workspace_root().join("tests/golden/formats/store-1-encoding-1/geo");
     std::fs::copy(golden.join("DOCKET-STORE"), dir.path().join("DOCKET-STORE")).unwrap();
     std::fs::create_dir(dir.path().join("log")).unwrap();
     for entry in std::fs::read_dir(golden.join("log")).unwrap() {

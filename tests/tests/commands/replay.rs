@@ -71,6 +71,58 @@ async fn a_recorded_run_replays_and_a_changed_decision_is_found_with_what_differ
     );
 }
 
+/// A later build may word a decision's reason otherwise: replay reports the decisions
+/// reproduced and names the places worded otherwise, with both texts.
+#[tokio::test]
+async fn a_reason_worded_otherwise_is_reported_as_such_not_as_a_divergence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    golden_geo(dir.path());
+    let mut log = events(dir.path()).await;
+    let at = log
+        .iter()
+        .position(|e| matches!(e, RunEvent::HandoffAllowed { to, .. } if to == "strategy"))
+        .expect("a handoff to strategy");
+    let mut value = serde_json::to_value(&log[at]).expect("serializes");
+    let recorded = value["decision"]["reason"].clone();
+    value["decision"]["reason"] = serde_json::json!("worded by an earlier build");
+    log[at] = serde_json::from_value(value).expect("an event");
+    let report = replay(&log).expect("replays");
+    assert!(report.reproduced(), "{report:?}");
+    assert_eq!(report.reproduced_decisions, report.decisions);
+    assert_eq!(report.reworded_decisions, 1, "{report:?}");
+    let rewording = &report.rewordings[0];
+    assert_eq!(
+        (rewording.seq, rewording.kind),
+        (at as u64 + 1, "handoff.allowed")
+    );
+    assert_eq!(rewording.differences.len(), 1, "{rewording:?}");
+    let difference = &rewording.differences[0];
+    assert_eq!(difference.path, "/decision/reason");
+    assert_eq!(
+        difference.recorded,
+        Some(serde_json::json!("worded by an earlier build"))
+    );
+    assert_eq!(difference.decided, Some(recorded));
+}
+
+/// A run recorded by a decider version retired at the release baseline is refused by
+/// `docket replay`, naming its version, rather than decided by another behaviour.
+#[test]
+fn docket_replay_refuses_a_run_of_a_retired_decider_version() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    docket_tests::golden_log_copy("formats/store-2-encoding-2", "geo", dir.path());
+    let out = docket_on(dir.path(), &["replay", "golden-geo"]);
+    let said = String::from_utf8_lossy(&out.stderr).into_owned() + &stdout_text(&out);
+    assert_ne!(exit_code(&out), 0, "{said}");
+    assert!(
+        said.contains("decider version 11") && said.contains("no longer decides as"),
+        "{said}"
+    );
+    // Reading it still works: the log is sound.
+    let out = docket_on(dir.path(), &["events", "golden-geo"]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+}
+
 #[test]
 fn docket_replay_reports_a_recorded_run_reproduced() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -1,30 +1,18 @@
-//! Cancelling a run (decider version 10): a person ends a run that is not finished. The
+//! Cancelling a run: a person ends a run that is not finished. The
 //! input's own event, `run.cancelled`, is the whole batch; its fold ends the run
 //! (`cancelled`) and its open episodes, so no later input is accepted. What was in flight
 //! (a call, an effect, a tool call) stays as recorded: an answer arriving after the
 //! cancellation is refused (`Rejection::Finished`) and nothing is recorded of it.
 
-use super::{Batch, Command, Rejection};
-use crate::events::CANCELLABLE_RUNS;
-use crate::state::RunState;
+use super::{Batch, Command, PersonAct, Rejection};
 
 /// Whether a run may be cancelled by `by` for `reason` (its status was checked not final).
-pub(super) fn check_cancel(state: &RunState, by: &str, reason: &str) -> Result<(), Rejection> {
-    if state.decider_version() < CANCELLABLE_RUNS {
-        return Err(Rejection::CancelRefused(format!(
-            "the run was recorded by decider version {}; cancelling needs version {CANCELLABLE_RUNS}",
-            state.decider_version()
-        )));
-    }
+pub(super) fn check_cancel(by: &str, reason: &str) -> Result<(), Rejection> {
     if by.trim().is_empty() {
-        return Err(Rejection::CancelRefused(
-            "a cancellation must name who cancels (--by NAME)".to_owned(),
-        ));
+        return Err(Rejection::Unnamed(PersonAct::Cancellation));
     }
     if reason.trim().is_empty() {
-        return Err(Rejection::CancelRefused(
-            "a cancellation must say why (--reason TEXT)".to_owned(),
-        ));
+        return Err(Rejection::Unexplained(PersonAct::Cancellation));
     }
     Ok(())
 }

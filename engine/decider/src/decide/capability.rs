@@ -1,13 +1,11 @@
 //! Capability requests: an agent asks another for one of its capabilities
 //! (docs/governance.md#capability-requests). The bundle decides the capability itself
-//! (responsibility locks, Guardrail 3, the inputs it declares); from decider version 2 the
-//! request is also a governed handoff from the asker to the agent it asks: it needs an
+//! (responsibility locks, Guardrail 3, the inputs it declares); the request is also a governed handoff from the asker to the agent it asks: it needs an
 //! interaction-matrix edge, and its inputs are scoped and recorded as `handoff.allowed`
 //! (or `handoff.denied`, which blocks the run) like any other handoff.
 
 use super::handoff::Crossing;
 use super::*;
-use crate::events::{GOVERNED_CAPABILITY_REQUESTS, PLAIN_CAPABILITY_REFUSALS};
 
 impl Batch<'_> {
     /// Decides `agent`'s request for `capability_code` from `target`, and schedules the
@@ -32,12 +30,7 @@ impl Batch<'_> {
         });
         let allowed = d.decision.is_allowed();
         let rule = d.decision.rule_id.to_string();
-        let plain = self.state.decider_version() >= PLAIN_CAPABILITY_REFUSALS;
-        let mut reason = d.decision.reason.to_string();
-        // Before version 12 the input errors the reason already lists were appended again.
-        if !plain && !d.input_errors.is_empty() {
-            reason = format!("{reason}: {}", d.input_errors.join("; "));
-        }
+        let reason = d.decision.reason.to_string();
         let capability = d.decision.clone();
         self.push(RunEvent::PolicyDecided {
             subject: request_id.to_string(),
@@ -52,11 +45,7 @@ impl Batch<'_> {
                 json!({ "capability": capability_code, "target": target, "ruleId": rule }),
                 origin.attempt.saturating_sub(1),
             );
-            let why = if plain {
-                refusal_detail(&reason, agent, capability_code)
-            } else {
-                &reason
-            };
+            let why = refusal_detail(&reason, agent, capability_code);
             self.block(
                 &rule,
                 format!("{agent} may not obtain {capability_code} from {target}: {why}"),
@@ -64,20 +53,15 @@ impl Batch<'_> {
             );
             return false;
         }
-        let delivered = if self.state.decider_version() >= GOVERNED_CAPABILITY_REQUESTS {
-            match self.govern_capability_inputs(
-                agent,
-                origin,
-                target,
-                capability_code,
-                &inputs,
-                capability,
-            ) {
-                Some(scoped) => scoped,
-                None => return false,
-            }
-        } else {
-            inputs
+        let Some(delivered) = self.govern_capability_inputs(
+            agent,
+            origin,
+            target,
+            capability_code,
+            &inputs,
+            capability,
+        ) else {
+            return false;
         };
         let mut request = self
             .new_request(agent, target, capability_code)

@@ -1,4 +1,4 @@
-//! Circuit breakers across runs (decider version 6, docs/governance.md#circuit-breaker).
+//! Circuit breakers across runs (docs/governance.md#circuit-breaker).
 //!
 //! An agent's breaker counts its failures in every run of a data directory, so the
 //! decider cannot read it: the runtime reads it before a call and, when the count has
@@ -9,7 +9,7 @@
 //! decides again from the record, without the circuits stream.
 
 use super::*;
-use crate::events::{CIRCUITS_ACROSS_RUNS, TicketSubject};
+use crate::events::TicketSubject;
 use crate::state::CIRCUIT_OPEN_CODE;
 use docket_policies::{ErrorClass, OnOpen};
 use docket_protocol::{AgentId, CallId};
@@ -79,9 +79,6 @@ impl CircuitReading {
 /// answered, to the agent whose circuit was read.
 pub(super) fn check_reading(state: &RunState, reading: &CircuitReading) -> Result<(), Rejection> {
     let id = reading.request_id.to_string();
-    if state.decider_version() < CIRCUITS_ACROSS_RUNS {
-        return Err(Rejection::CircuitNotRead(id));
-    }
     let call = state.calls.get(&reading.request_id).ok_or_else(|| {
         if state.answered_and_dropped(&reading.request_id) {
             Rejection::AlreadyAnswered(id.clone())

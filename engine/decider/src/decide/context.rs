@@ -1,7 +1,7 @@
 //! The handoff context (seed 003's HANDOFF CONTEXT, seed 001's context parts): what the
 //! engine tells every agent about the run it works in, beyond its inputs — the session,
 //! where the workflow stands, which agents worked before, the human decisions made and
-//! the original request. From decider version 7 it is `context.handoff` of every request;
+//! the original request. It is `context.handoff` of every request;
 //! its content parts (the original request, the humans' words) cross the gate like any
 //! content, so blocked fields never reach an agent this way either: once per agent, and
 //! again when they change (a new decision).
@@ -9,32 +9,21 @@
 
 use super::handoff::Crossing;
 use super::*;
-use crate::events::{HANDOFF_CONTEXT, SCOPED_CONTEXT_PARTS};
 use docket_policies::{AgentIdentity, ContentPart, ContextPartsDecision, RuleStep};
 use docket_protocol::AgentId;
 use serde_json::Map;
 
 impl Batch<'_> {
-    /// From decider version 7, sets `context.handoff` of `request` (replacing any carried
-    /// over from a copied request), recording what its content parts let cross.
+    /// Sets `context.handoff` of `request` (replacing any carried over from a copied
+    /// request), recording what its content parts let cross.
     pub(super) fn attach_handoff_context(&mut self, request: &mut AgentRequest) {
-        if self.state.decider_version() < HANDOFF_CONTEXT {
-            return;
-        }
         let Some(run) = self.state.run.clone() else {
             return;
         };
         let to = request.target_agent.to_string();
         let parts = self.context_parts(request);
-        if let Some(parts) = &parts {
-            self.record_context_parts(request, parts);
-        }
-        let part = |get: fn(&ContextPartsDecision) -> ContentPart| {
-            parts.as_ref().map_or(ContentPart::Scoped, get)
-        };
-        let hide_agents = parts
-            .as_ref()
-            .is_some_and(|p| p.agent_identity.value == AgentIdentity::Hide);
+        self.record_context_parts(request, &parts);
+        let hide_agents = parts.agent_identity.value == AgentIdentity::Hide;
         let mut handoff = Map::new();
         handoff.insert("session_id".to_owned(), json!(run.run_id));
         handoff.insert("workflow".to_owned(), json!(run.workflow.name));
@@ -83,7 +72,7 @@ impl Batch<'_> {
         // (a minimal handoff passes none of it): scoped under `source → to`, recorded as
         // content from `external`.
         let source = request.source_agent.to_string();
-        let original_part = part(|p| p.original_input.value);
+        let original_part = parts.original_input.value;
         let cached = told
             .original_request
             .get(source.as_str())
@@ -117,13 +106,11 @@ impl Batch<'_> {
             .insert("handoff".to_owned(), Value::Object(handoff));
     }
 
-    /// From decider version 8, the context parts the bundle sets for the receiver of
-    /// `request`, decided for the pair it was reached by (`source_agent → target_agent`).
-    pub(super) fn context_parts(&self, request: &AgentRequest) -> Option<ContextPartsDecision> {
-        (self.state.decider_version() >= SCOPED_CONTEXT_PARTS).then(|| {
-            self.bundle
-                .decide_context_parts(&request.source_agent, &request.target_agent)
-        })
+    /// The context parts the bundle sets for the receiver of `request`, decided for the
+    /// pair it was reached by (`source_agent → target_agent`).
+    pub(super) fn context_parts(&self, request: &AgentRequest) -> ContextPartsDecision {
+        self.bundle
+            .decide_context_parts(&request.source_agent, &request.target_agent)
     }
 
     /// Records, before the call, the parts that depart from the defaults (what is hidden

@@ -15,7 +15,6 @@
 //! episode still open gets its end recorded first (`close_open_episodes`), so each run's
 //! episode tree is closed in its log.
 
-use crate::events::{FINALIZE_OR_ESCALATE, SCOPED_EVERY_PATH};
 use crate::state::episode::DomainVersion;
 use docket_protocol::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
@@ -106,8 +105,7 @@ impl Batch<'_> {
         true
     }
 
-    /// From decider version 11, `finalize_or_escalate_at_percent` holds for an answer's
-    /// every action: past it (in the call's episode or an ancestor), an answer that hands
+    /// `finalize_or_escalate_at_percent` holds for an answer's every action: past it (in the call's episode or an ancestor), an answer that hands
     /// off, asks for a capability or writes a domain is not carried out but goes to a
     /// human as a `proceed` ticket naming the budget (approving carries the actions out,
     /// denying refuses them), so the agent finishes, escalates, or a person lets it go
@@ -119,16 +117,14 @@ impl Batch<'_> {
         request_id: &CallId,
         actions: &[Action],
     ) -> bool {
-        if self.state.decider_version() < FINALIZE_OR_ESCALATE
-            || !actions.iter().any(|a| {
-                matches!(
-                    a,
-                    Action::Handoff { .. }
-                        | Action::RequestCapability { .. }
-                        | Action::WriteDomain { .. }
-                )
-            })
-        {
+        if !actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::Handoff { .. }
+                    | Action::RequestCapability { .. }
+                    | Action::WriteDomain { .. }
+            )
+        }) {
             return true;
         }
         let id = self.episode_of_call(request_id);
@@ -227,13 +223,13 @@ impl Batch<'_> {
             child_budget: child_budget.clone(),
             consecutive_no_delta: parent.consecutive_no_delta,
             same_error_repeats: parent.same_error_repeats(),
-            // A person's override authorises this one spawn (decider version 6).
+            // A person's override authorises this one spawn.
             human_authorized: std::mem::take(&mut self.human_authorized),
         };
-        // From decider version 3 a spawn is no way around the matrix: a child may not be
+        // A spawn is no way around the matrix: a child may not be
         // an agent the spawner is forbidden to hand work to (a forbidden edge or the flow
         // order; an agent may spawn itself, and a pair merely without an edge may spawn).
-        if self.state.decider_version() >= SCOPED_EVERY_PATH && agent != s.agent {
+        if agent != s.agent {
             let matrix = self
                 .bundle
                 .decide_handoff(agent, s.agent, InputKind::Decision);
@@ -302,7 +298,7 @@ impl Batch<'_> {
         true
     }
 
-    /// From decider version 6: a spawn refused only because its child type is forbidden,
+    /// A spawn refused only because its child type is forbidden,
     /// in the root episode, stops the root and blocks the run; the spawn (and the answer's
     /// actions after it) is held for a person to authorise by an override.
     fn hold_forbidden_spawn(

@@ -3,7 +3,7 @@
 //! See docs/governance.md#failure-ladder and #guardrail-1-retry-hard-stop.
 
 use super::*;
-use crate::events::{CLASSED_FAILURES, MAX_TIMEOUT_GROWTH};
+use crate::events::MAX_TIMEOUT_GROWTH;
 use docket_policies::ErrorClass;
 use docket_protocol::CallId;
 
@@ -22,12 +22,7 @@ impl Batch<'_> {
         }
         let agent = call.recorded.target_agent.clone();
         let failures = call.recorded.attempt;
-        let classed = self.state.decider_version() >= CLASSED_FAILURES;
-        let class = if classed {
-            self.bundle.error_class(code)
-        } else {
-            ErrorClass::as_lower_case(code)
-        };
+        let class = self.bundle.error_class(code);
         let esc = self.bundle.decide_escalation(failures, Some(&class));
         let action = esc.action;
         let rule = esc.decision.rule_id.to_string();
@@ -42,7 +37,7 @@ impl Batch<'_> {
             action,
             Some(EscalationAction::Escalate | EscalationAction::Block)
         );
-        if let (true, true, Some(asker)) = (classed, gives_up, &call.reply_to) {
+        if let (true, Some(asker)) = (gives_up, &call.reply_to) {
             self.return_failure(asker, &call.recorded, &class, message, &decision);
             return;
         }
@@ -52,10 +47,12 @@ impl Batch<'_> {
         }
         match action {
             None | Some(EscalationAction::Retry) => {
-                let mut note = json!({ "request_id": request_id, "error_code": code, "error_message": message });
-                if classed {
-                    note["error_class"] = json!(class.class);
-                }
+                let note = json!({
+                    "request_id": request_id,
+                    "error_code": code,
+                    "error_message": message,
+                    "error_class": class.class,
+                });
                 self.retry(request_id, note);
             }
             Some(EscalationAction::Escalate) => {
@@ -114,13 +111,13 @@ impl Batch<'_> {
         };
         request.attempt += 1;
         request.context.insert("previous_attempt".to_owned(), note);
-        // From decider version 5, a retry after a timeout waits longer (seed 003: retry
-        // with a longer timeout), up to MAX_TIMEOUT_GROWTH times the agent's own.
+        // A retry after a timeout waits longer (docs/governance.md#failure-ladder), up to
+        // MAX_TIMEOUT_GROWTH times the agent's own.
         let timed_out = call
             .failure
             .as_deref()
             .is_some_and(|code| self.bundle.error_class(code).class == "timeout");
-        if timed_out && self.state.decider_version() >= CLASSED_FAILURES {
+        if timed_out {
             let cap = self
                 .timeout_for(&request.target_agent)
                 .saturating_mul(MAX_TIMEOUT_GROWTH);
@@ -139,7 +136,7 @@ impl Batch<'_> {
         );
     }
 
-    /// From decider version 5: a capability call that failed past retrying is answered
+    /// A capability call that failed past retrying is answered
     /// to the agent that asked, as `capability_failed` through the gate (seed 003: the
     /// calling agent checks the status and falls back), instead of escalating or stopping
     /// the run.

@@ -1,11 +1,10 @@
 //! Fan-out and join: handoffs to several agents at once run as parallel branches; their
 //! outputs are held until the last branch answers, then delivered once (agreeing),
-//! resolved by confidence, or put to a human (conflicting). From decider version 7, with
-//! `fan_out_partial`, a branch that failed past retrying is a gap the join goes on
+//! resolved by confidence, or put to a human (conflicting). With `fan_out_partial`, a branch that failed past retrying is a gap the join goes on
 //! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
-use crate::events::{BranchGap, PARTIAL_RESULTS};
+use crate::events::BranchGap;
 use crate::state::Call;
 use docket_policies::ErrorClass;
 use docket_protocol::{AgentId, CallId};
@@ -217,7 +216,7 @@ impl Batch<'_> {
         self.dispatch_with_gaps(Some(origin), proceed, &gaps);
     }
 
-    /// From decider version 7, with `[multi_agent_handoffs] fan_out_partial`: a fan-out
+    /// With `[multi_agent_handoffs] fan_out_partial`: a fan-out
     /// branch the ladder gives up on (escalate or block, not a class that stops the flow
     /// at once) is recorded as a gap and the group joins without it, when something can
     /// go on (another branch still running, or an output held). False: the ladder goes
@@ -232,8 +231,7 @@ impl Batch<'_> {
         let Some(group) = call.branch_of.clone() else {
             return false;
         };
-        let allowed = self.state.decider_version() >= PARTIAL_RESULTS
-            && self.bundle.spec().multi_agent_handoffs.fan_out_partial
+        let allowed = self.bundle.spec().multi_agent_handoffs.fan_out_partial
             && call.reply_to.is_none()
             && call.classifies.is_none();
         let others = self.branch_pending(&group)
@@ -298,7 +296,7 @@ impl Batch<'_> {
     }
 }
 
-/// The task the receiver of `deliveries` is given (decider version 8): that of the first
+/// The task the receiver of `deliveries` is given: that of the first
 /// delivery that gives one, forbidding what every delivery's task forbids (tasks restrict,
 /// never grant).
 fn merged_task(deliveries: &[Delivery]) -> Option<docket_protocol::TaskRestrictions> {

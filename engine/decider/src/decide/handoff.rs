@@ -4,18 +4,14 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::events::{FLAGGED_EMPTIED_HANDOFFS, SCOPED_EVERY_PATH, TASK_RESTRICTIONS};
 use docket_policies::{FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext};
 use docket_protocol::AgentId;
 use docket_protocol::TaskRestrictions;
 
 impl Batch<'_> {
-    /// The audit of a scoping decision as recorded: from decider version 2, flagged when
-    /// every field of a non-empty payload was removed (docs/governance.md#handoff-modes).
-    /// Content that crosses `from → to` by a rule other than a handoff (`authority`): from
-    /// decider version 3, scoped for the pair and recorded as `handoff.allowed` with
-    /// `output_type` naming what it is; what the receiver gets. Earlier versions passed it
-    /// as it was (docs/governance.md#one-gate).
+    /// Content that crosses `from → to` by a rule other than a handoff (`authority`):
+    /// scoped for the pair and recorded as `handoff.allowed` with `output_type` naming
+    /// what it is; what the receiver gets (docs/governance.md#one-gate).
     pub(super) fn gate_content(
         &mut self,
         from: &str,
@@ -24,9 +20,6 @@ impl Batch<'_> {
         payload: &Value,
         authority: &PolicyDecision,
     ) -> Arc<Value> {
-        if self.state.decider_version() < SCOPED_EVERY_PATH {
-            return Arc::new(payload.clone());
-        }
         self.gate_content_in(from, to, (output_type, input), payload, authority, None)
     }
 
@@ -40,9 +33,6 @@ impl Batch<'_> {
         authority: &PolicyDecision,
         mode: Option<HandoffMode>,
     ) -> Arc<Value> {
-        if self.state.decider_version() < SCOPED_EVERY_PATH {
-            return Arc::new(payload.clone());
-        }
         let scoped = self
             .bundle
             .scope_authorised_in(from, to, payload, authority, mode);
@@ -51,58 +41,52 @@ impl Batch<'_> {
         self.record_allowed(crossing, contract, scoped)
     }
 
-    /// From decider version 3, the latest outputs of the agents the receiver requires
+    /// The latest outputs of the agents the receiver requires
     /// (`context_requirements.requires_prior_outputs`), each scoped in its
     /// `context_scope` mode and recorded, as read-only context inputs `prior:TYPE`
     /// (replacing any carried over from a copied request).
     pub(super) fn attach_prior_outputs(&mut self, request: &mut AgentRequest) {
-        if self.state.decider_version() < SCOPED_EVERY_PATH {
-            return;
-        }
         request
             .context_inputs
             .retain(|c| !c.output_type.starts_with("prior:"));
         let to = request.target_agent.to_string();
         let bundle = self.bundle;
         let required = bundle.required_prior_outputs(&to);
-        // From decider version 8 the context parts choose whose outputs cross.
+        // The context parts choose whose outputs cross.
         let parts = self.context_parts(request);
-        let chosen: Vec<(String, String, String, &str)> = match parts
-            .as_ref()
-            .map(|p| &p.prior_outputs)
-            .filter(|s| s.value != PriorOutputs::default())
-        {
-            None => required
-                .iter()
-                .map(|from| {
-                    (
-                        from.clone(),
-                        format!("agents.{to}.context_requirements.requires_prior_outputs"),
-                        format!("{to} requires {from}'s latest outputs"),
-                        "required prior output",
-                    )
-                })
-                .collect(),
-            Some(setting) => self
-                .state
-                .outputs
-                .keys()
-                .map(AgentId::as_str)
-                .filter(|a| *a != to && !NOT_AGENTS.contains(a))
-                .filter(|a| setting.value.admits(a, required))
-                .map(|from| {
-                    (
-                        from.to_owned(),
-                        setting.rule_id.clone(),
-                        format!(
-                            "prior_outputs = {} lets {from}'s latest outputs reach {to}",
-                            setting.value.describe()
-                        ),
-                        "prior output the context parts let cross",
-                    )
-                })
-                .collect(),
-        };
+        let chosen: Vec<(String, String, String, &str)> =
+            match Some(&parts.prior_outputs).filter(|s| s.value != PriorOutputs::default()) {
+                None => required
+                    .iter()
+                    .map(|from| {
+                        (
+                            from.clone(),
+                            format!("agents.{to}.context_requirements.requires_prior_outputs"),
+                            format!("{to} requires {from}'s latest outputs"),
+                            "required prior output",
+                        )
+                    })
+                    .collect(),
+                Some(setting) => self
+                    .state
+                    .outputs
+                    .keys()
+                    .map(AgentId::as_str)
+                    .filter(|a| *a != to && !NOT_AGENTS.contains(a))
+                    .filter(|a| setting.value.admits(a, required))
+                    .map(|from| {
+                        (
+                            from.to_owned(),
+                            setting.rule_id.clone(),
+                            format!(
+                                "prior_outputs = {} lets {from}'s latest outputs reach {to}",
+                                setting.value.describe()
+                            ),
+                            "prior output the context parts let cross",
+                        )
+                    })
+                    .collect(),
+            };
         for (from, rule, why, detail) in chosen {
             let from = from.as_str();
             let Some(outputs) = self.state.outputs.get(from).cloned() else {
@@ -161,12 +145,12 @@ impl Batch<'_> {
         delivered
     }
 
+    /// The audit of a scoping decision as recorded: flagged when every field of a
+    /// non-empty payload was removed (docs/governance.md#handoff-modes).
     fn audit_as_recorded(&self, mut audit: HandoffAudit) -> HandoffAudit {
-        if self.state.decider_version() >= FLAGGED_EMPTIED_HANDOFFS {
-            let after = &audit.context_after_scoping;
-            audit.every_field_removed =
-                after.fields_included.is_empty() && !after.fields_excluded.is_empty();
-        }
+        let after = &audit.context_after_scoping;
+        audit.every_field_removed =
+            after.fields_included.is_empty() && !after.fields_excluded.is_empty();
         audit
     }
 
@@ -308,12 +292,9 @@ impl Batch<'_> {
         true
     }
 
-    /// From decider version 8: the task a handoff action gives its receiver goes with the
-    /// delivery just governed (and so with the call it makes).
+    /// The task a handoff action gives its receiver goes with the delivery just governed
+    /// (and so with the call it makes).
     pub(super) fn give_task(&mut self, to: &str, task: Option<&TaskRestrictions>) {
-        if self.state.decider_version() < TASK_RESTRICTIONS {
-            return;
-        }
         if let Some(d) = self.outbox.last_mut().filter(|d| d.to == to) {
             d.task = task.cloned();
         }

@@ -21,9 +21,9 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 mod capability;
-// The handoff context every request carries (decider version 7).
+// The handoff context every request carries.
 mod context;
-// Circuit breakers across runs (decider version 6).
+// Circuit breakers across runs.
 mod circuit;
 pub use circuit::CircuitReading;
 mod classification;
@@ -35,7 +35,7 @@ mod episode;
 mod failure;
 mod fan_out;
 mod handoff;
-// Cancelling a run (decider version 10).
+// Cancelling a run.
 mod cancel;
 // Human overrides of a block.
 mod overrides;
@@ -54,8 +54,8 @@ use docket_policies::{
 
 use super::state::{RunState, RunStatus};
 use crate::events::{
-    CIRCUITS_ACROSS_RUNS, Classifies, Delivery, HUMANS_ANSWER, LINEAR_CALLS_AGAIN, RiskVerdict,
-    RunEvent, RunRequested, TicketSubject, seed_error,
+    Classifies, DECIDER_VERSION, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject,
+    UnsupportedDecider, seed_error,
 };
 use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
@@ -110,7 +110,7 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// A person overrode the rule that blocked the run (decider version 6).
+    /// A person overrode the rule that blocked the run.
     RecordOverride {
         /// Who.
         by: String,
@@ -123,7 +123,7 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// A person cancelled the run (decider version 10; `cancel.rs`).
+    /// A person cancelled the run (`cancel.rs`).
     Cancel {
         /// Who.
         by: String,
@@ -132,8 +132,7 @@ pub enum Command {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// The target agent's circuit breaker, as the runtime read it before calling
-    /// (decider version 6).
+    /// The target agent's circuit breaker, as the runtime read it before calling.
     RecordCircuit(CircuitReading),
     // Side effects
     /// The runtime's answer from an effect executor or the kill switches.
@@ -326,20 +325,19 @@ pub enum Rejection {
         /// How many outputs it offers.
         count: usize,
     },
-    /// A human decision that names nobody (decider version 4).
-    #[error("ticket {0}: a decision must name who decides (--by NAME)")]
+    /// A human decision that names nobody.
+    #[error("ticket {0}: a decision must name who decides")]
     Anonymous(String),
-    /// A choice on a ticket that offers none (decider version 4).
-    #[error("ticket {ticket} offers no choices: {what}")]
+    /// A choice on a ticket that offers none.
+    #[error("ticket {ticket} offers no choices: {asks}")]
     NoChoiceOffered {
         /// The ticket.
         ticket: String,
         /// What the ticket asks instead.
-        what: String,
+        asks: TicketAsks,
     },
-    /// An answer, or an approval or denial, that does not fit the ticket (decider
-    /// version 4): an answer to a ticket that asks no question, or a denial that carries
-    /// an answer.
+    /// An answer, or an approval or denial, that does not fit the ticket: an answer to a
+    /// ticket that asks no question, or a denial that carries an answer.
     #[error("ticket {ticket}: {why}")]
     DoesNotAnswer {
         /// The ticket.
@@ -347,24 +345,19 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
-    /// A cancellation in a run recorded by a decider before version 10, or one that does
-    /// not say who cancels or why.
-    #[error("cannot cancel: {0}")]
-    CancelRefused(String),
+    /// A person's input (an override, a cancellation) that names nobody.
+    #[error("{0} must name who {verb}", verb = .0.verb())]
+    Unnamed(PersonAct),
+    /// A person's input (an override, a cancellation) that does not say why.
+    #[error("{0} must say why")]
+    Unexplained(PersonAct),
     /// An override of a run that is not blocked.
     #[error("the run is {0}, not blocked: there is nothing to override")]
     NotBlocked(&'static str),
-    /// An override the run or the bundle's authority order does not allow (decider
-    /// version 6): the reason names the rule, the role and who may.
+    /// An override the run or the bundle's authority order does not allow: the reason
+    /// names the rule, the role and who may.
     #[error("override refused: {0}")]
     OverrideRefused(String),
-    /// A circuit reading in a run recorded by a decider before version 6, which keeps its
-    /// breaker in the run.
-    #[error(
-        "call {0}: a circuit reading needs decider version 6; this run was recorded by an \
-         earlier version and keeps its circuit breaker in the run"
-    )]
-    CircuitNotRead(String),
     /// A circuit reading for another agent than the call's target.
     #[error("call {request_id} is to `{target}`; a reading of `{agent}`'s circuit does not apply")]
     CircuitOfAnotherAgent {
@@ -375,6 +368,9 @@ pub enum Rejection {
         /// The agent whose circuit was read.
         agent: String,
     },
+    /// The run was recorded by a decider version this build does not decide as.
+    #[error(transparent)]
+    Version(#[from] UnsupportedDecider),
     /// The bundle handed to `decide` is not the run's recorded bundle.
     #[error("the policy bundle's hash {actual} is not the run's recorded bundle {expected}")]
     BundleMismatch {
@@ -442,6 +438,37 @@ pub fn decide_in_place(
     Ok(events)
 }
 
+/// What a ticket asks for when a choice was given that it does not offer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TicketAsks {
+    /// An open question: an answer in words.
+    #[error("the agent asked an open question: answer it in words")]
+    Words,
+    /// Approval: approve or deny.
+    #[error("it asks for approval: approve or deny it")]
+    Approval,
+}
+
+/// A person's input that must name who makes it and say why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PersonAct {
+    /// An override of the rule that blocked a run.
+    #[error("an override")]
+    Override,
+    /// A cancellation of a run.
+    #[error("a cancellation")]
+    Cancellation,
+}
+
+impl PersonAct {
+    fn verb(self) -> &'static str {
+        match self {
+            Self::Override => "overrides",
+            Self::Cancellation => "cancels",
+        }
+    }
+}
+
 /// Whether `command` applies to `state` under `bundle`.
 fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(), Rejection> {
     let recorded_hash = match (command, &state.run) {
@@ -452,6 +479,13 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         (_, None) => return Err(Rejection::NotStarted),
         (_, Some(run)) => &run.bundle_hash,
     };
+    UnsupportedDecider::check(state.request().map_or_else(
+        || match command {
+            Command::Start(run) => run.decider_version,
+            _ => DECIDER_VERSION,
+        },
+        |run| run.decider_version,
+    ))?;
     // Compared without formatting the hash: this runs for every input replayed.
     if !bundle.hash().is_hex(recorded_hash) {
         return Err(Rejection::BundleMismatch {
@@ -474,7 +508,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         return Err(Rejection::Finished(state.status.as_str()));
     }
     match command {
-        Command::Cancel { by, reason, .. } => cancel::check_cancel(state, by, reason)?,
+        Command::Cancel { by, reason, .. } => cancel::check_cancel(by, reason)?,
         Command::RecordResponse { request_id, .. } | Command::RecordFailure { request_id, .. } => {
             let call = state.calls.get(request_id).ok_or_else(|| {
                 // An answered call nothing refers to is left to the log (state/live.rs).
@@ -513,9 +547,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                     count,
                 });
             }
-            if state.decider_version() >= HUMANS_ANSWER {
-                ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
-            }
+            ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
         }
         Command::Start(_) | Command::RecordOverride { .. } => {}
         Command::RecordCircuit(reading) => circuit::check_reading(state, reading)?,
@@ -726,8 +758,8 @@ impl Batch<'_> {
         self.state.status.is_final()
     }
 
-    /// Blocks the run; from decider version 6 a step held just before (`hold`) is recorded
-    /// as what an override continues.
+    /// Blocks the run; a step held just before (`hold`) is recorded as what an override
+    /// continues.
     fn block(&mut self, rule_id: &str, reason: String, error: Value) {
         let overridable = self.held.take();
         self.end_run(
@@ -840,9 +872,8 @@ impl Batch<'_> {
         self.schedule_from(Some(again_of), request, reply_to, classifies, branch_of);
     }
 
-    /// Schedules a call, unless the target has no executor or (decider versions 1 to 5)
-    /// its circuit in this run is open. From version 6 the circuit is read by the
-    /// runtime across runs, recorded and decided in `circuit.rs`.
+    /// Schedules a call, unless the target has no executor. The target's circuit is read
+    /// by the runtime across runs, recorded and decided in `circuit.rs`.
     fn schedule(
         &mut self,
         request: AgentRequest,
@@ -876,33 +907,6 @@ impl Batch<'_> {
             );
             return;
         }
-        let per_run = self.state.decider_version() < CIRCUITS_ACROSS_RUNS;
-        if let Some(health) = self.state.health.get(&target).copied().filter(|_| per_run)
-            && health.consecutive_failures > 0
-        {
-            let since = u64::try_from(self.now_ms - health.last_failure_ms).unwrap_or(0);
-            let d = self
-                .bundle
-                .decide_circuit(&target, health.consecutive_failures, since);
-            if !d.is_allowed() {
-                let reason = format!("circuit open for {target}: {}", d.reason);
-                let rule = d.rule_id.to_string();
-                let error = seed_error(
-                    &request.request_id,
-                    &target,
-                    "circuit_open",
-                    &reason,
-                    json!({ "ruleId": rule }),
-                    request.attempt.saturating_sub(1),
-                );
-                self.push(RunEvent::PolicyDecided {
-                    subject: request.request_id.to_string(),
-                    decision: d,
-                });
-                self.block(&rule, reason, error);
-                return;
-            }
-        }
         self.attach_domain_reads(&mut request);
         self.attach_prior_outputs(&mut request);
         self.attach_handoff_context(&mut request);
@@ -917,12 +921,10 @@ impl Batch<'_> {
     }
 
     /// Whether a call made again from `asked` records only the decision inputs it adds
-    /// (decider version 9); otherwise `asked`'s are put back before them, and the request
-    /// is recorded whole, as earlier versions did.
+    /// (`again_of`, docs/events.md); when `asked` is not a call of this run, its
+    /// decision inputs are put back before them and the request is recorded whole.
     fn record_added_inputs(&self, asked: &CallId, request: &mut AgentRequest) -> bool {
-        if self.state.decider_version() >= LINEAR_CALLS_AGAIN
-            && self.state.calls.contains_key(asked)
-        {
+        if self.state.calls.contains_key(asked) {
             return true;
         }
         let mut whole = self.state.decision_inputs_of(asked);

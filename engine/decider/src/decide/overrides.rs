@@ -1,4 +1,4 @@
-//! Human overrides (docs/governance.md#human-override), from decider version 6.
+//! Human overrides (docs/governance.md#human-override).
 //!
 //! A run blocked by a rule a person may override records on its `run.blocked` what the
 //! block stopped (`overridable`): the level of seed 002's precedence the rule sits at,
@@ -19,11 +19,9 @@
 
 use super::*;
 use crate::events::overrides::{HeldStep, Overridable};
-use crate::events::{HUMAN_OVERRIDES, TASK_RESTRICTIONS};
 use docket_policies::OverrideRequest;
 
-/// Whether an override of this run may be recorded: a run of decider version 6 blocked by
-/// a rule a person may override, asked by a named person who says why and names the rule
+/// Whether an override of this run may be recorded: a run blocked by a rule a person may override, asked by a named person who says why and names the rule
 /// that blocked, in a role that outranks it. Nothing is recorded otherwise.
 pub(super) fn check_override(
     state: &RunState,
@@ -36,12 +34,6 @@ pub(super) fn check_override(
     if state.status != RunStatus::Blocked {
         return Err(Rejection::NotBlocked(state.status.as_str()));
     }
-    if state.decider_version() < HUMAN_OVERRIDES {
-        return Err(Rejection::OverrideRefused(format!(
-            "the run was recorded by decider version {}; overrides exist from version {HUMAN_OVERRIDES}, so its block is final",
-            state.decider_version()
-        )));
-    }
     let blocked_by = state.blocked_by.as_deref().unwrap_or("");
     let Some(held) = state.overridable.as_deref() else {
         return Err(Rejection::OverrideRefused(format!(
@@ -49,14 +41,10 @@ pub(super) fn check_override(
         )));
     };
     if by.trim().is_empty() {
-        return Err(Rejection::OverrideRefused(
-            "an override must name who overrides (--by NAME)".to_owned(),
-        ));
+        return Err(Rejection::Unnamed(PersonAct::Override));
     }
     if reason.trim().is_empty() {
-        return Err(Rejection::OverrideRefused(
-            "an override must say why (--reason TEXT)".to_owned(),
-        ));
+        return Err(Rejection::Unexplained(PersonAct::Override));
     }
     if rule_id != blocked_by {
         return Err(Rejection::OverrideRefused(format!(
@@ -77,12 +65,9 @@ pub(super) fn check_override(
 }
 
 impl Batch<'_> {
-    /// From decider version 6: remembers what the block about to be recorded stops, with
-    /// the episodes still open (the block ends them; an override reopens them).
+    /// Remembers what the block about to be recorded stops, with the episodes still open
+    /// (the block ends them; an override reopens them).
     pub(super) fn hold(&mut self, step: HeldStep, deny_pattern: Option<String>) {
-        if self.state.decider_version() < HUMAN_OVERRIDES {
-            return;
-        }
         let episodes = self
             .state
             .episodes
@@ -118,11 +103,7 @@ impl Batch<'_> {
         let (then, task) = match (&self.acting, &request_id) {
             (Some((id, all, next)), Some(r)) if id == r => {
                 let task = match next.checked_sub(1).and_then(|i| all.get(i)) {
-                    Some(Action::Handoff { task, .. })
-                        if self.state.decider_version() >= TASK_RESTRICTIONS =>
-                    {
-                        task.clone()
-                    }
+                    Some(Action::Handoff { task, .. }) => task.clone(),
                     _ => None,
                 };
                 (all.get(*next..).unwrap_or(&[]).to_vec(), task)

@@ -3,7 +3,6 @@
 //! finish).
 
 use super::*;
-use crate::events::PARTIAL_RESULTS;
 use docket_policies::PARTIAL_OUTPUT_REFUSED;
 use docket_protocol::CallId;
 
@@ -91,7 +90,7 @@ impl Batch<'_> {
         }
     }
 
-    /// From decider version 7: why a partial answer (PARTIAL, or a TIMEOUT with actions)
+    /// Why a partial answer (PARTIAL, or a TIMEOUT with actions)
     /// may not go on, when one of its handoffs, or its finish at the exit, crosses an edge
     /// that refuses partial outputs (docs/governance.md#partial-outputs).
     fn partial_refused(
@@ -104,7 +103,7 @@ impl Batch<'_> {
             response.status,
             ResponseStatus::Partial | ResponseStatus::Timeout
         );
-        if !partial || self.state.decider_version() < PARTIAL_RESULTS {
+        if !partial {
             return None;
         }
         // A finish leaves the run (the exit edge to `external`) unless it answers a
@@ -136,17 +135,13 @@ impl Batch<'_> {
         let Some(origin) = self.state.calls.get(request_id).map(|c| c.recorded.clone()) else {
             return;
         };
-        // From decider version 6, what a block would stop is held for an override.
-        let all: Option<Arc<[Action]>> = (self.state.decider_version()
-            >= crate::events::HUMAN_OVERRIDES)
-            .then(|| actions.into());
+        // What a block would stop is held for an override.
+        let all: Arc<[Action]> = actions.into();
         for (i, action) in actions.iter().enumerate() {
             if self.stopped() {
                 return;
             }
-            if let Some(all) = &all {
-                self.acting = Some((request_id.clone(), all.clone(), i + 1));
-            }
+            self.acting = Some((request_id.clone(), all.clone(), i + 1));
             match action {
                 Action::Handoff {
                     to,
@@ -177,23 +172,22 @@ impl Batch<'_> {
                 Action::Escalate { reason, choices } => {
                     let ticket = self.next_ticket();
                     let rest = &actions[i + 1..];
-                    // From decider version 4 an escalation with nothing after it is a
-                    // question: the agent is called again with the human's answer.
-                    let subject =
-                        if rest.is_empty() && self.state.decider_version() >= HUMANS_ANSWER {
-                            TicketSubject::Question {
-                                agent: agent.into(),
-                                request_id: request_id.clone(),
-                                question: reason.clone(),
-                                choices: choices.clone(),
-                            }
-                        } else {
-                            TicketSubject::Proceed {
-                                agent: agent.into(),
-                                request_id: request_id.clone(),
-                                actions: rest.to_vec(),
-                            }
-                        };
+                    // An escalation with nothing after it is a question: the agent is
+                    // called again with the human's answer.
+                    let subject = if rest.is_empty() {
+                        TicketSubject::Question {
+                            agent: agent.into(),
+                            request_id: request_id.clone(),
+                            question: reason.clone(),
+                            choices: choices.clone(),
+                        }
+                    } else {
+                        TicketSubject::Proceed {
+                            agent: agent.into(),
+                            request_id: request_id.clone(),
+                            actions: rest.to_vec(),
+                        }
+                    };
                     self.push(RunEvent::Escalated {
                         ticket,
                         reason: format!("{agent} asks a human: {reason}"),

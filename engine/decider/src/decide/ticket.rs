@@ -4,7 +4,6 @@
 //! #humans-answer.
 
 use super::*;
-use crate::events::HUMANS_ANSWER;
 use docket_protocol::TicketId;
 
 /// What a human said on a ticket.
@@ -28,7 +27,7 @@ pub(super) fn options_offered(subject: &TicketSubject) -> Option<usize> {
     }
 }
 
-/// From decider version 4: a decision names who decides, a choice is one the ticket
+/// A decision names who decides, a choice is one the ticket
 /// offers, and an answer answers a question (and is not a denial).
 pub(super) fn check_words(
     ticket: &TicketId,
@@ -43,14 +42,13 @@ pub(super) fn check_words(
     }
     let question = matches!(subject, TicketSubject::Question { .. });
     if choice.is_some() && options_offered(subject).is_none() {
-        let what = if question {
-            "the agent asked an open question: answer it in words (docket answer --text)"
-        } else {
-            "it asks for approval: approve or deny it"
-        };
         return Err(Rejection::NoChoiceOffered {
             ticket: ticket.to_string(),
-            what: what.to_owned(),
+            asks: if question {
+                TicketAsks::Words
+            } else {
+                TicketAsks::Approval
+            },
         });
     }
     if answer.is_some() && !question {
@@ -205,9 +203,9 @@ impl Batch<'_> {
         }
     }
 
-    /// A human's words on their way to the agent of `request_id`: from decider version 4
-    /// through the gate, as content from `human` (scoped for that agent and recorded as
-    /// `handoff.allowed` naming the ticket); before, as they are.
+    /// A human's words on their way to the agent of `request_id`: through the gate, as
+    /// content from `human` (scoped for that agent and recorded as `handoff.allowed`
+    /// naming the ticket).
     fn human_words_to(
         &mut self,
         request_id: &CallId,
@@ -223,9 +221,6 @@ impl Batch<'_> {
         else {
             return Arc::new(words.clone());
         };
-        if self.state.decider_version() < HUMANS_ANSWER {
-            return Arc::new(words.clone());
-        }
         let authority = PolicyDecision {
             kind: DecisionKind::Escalation,
             verdict: Verdict::Allow,

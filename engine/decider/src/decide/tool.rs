@@ -20,7 +20,6 @@
 
 use super::*;
 use crate::events::tool::*;
-use crate::events::{REVIEWED_TOOL_CALLS, TASK_RESTRICTIONS};
 use crate::protocol::{resolve_tool, tool_invocation};
 use docket_policies::ContentPart;
 use docket_protocol::ToolRequest;
@@ -139,16 +138,7 @@ impl Batch<'_> {
         };
         match verdict {
             Verdict::Allow => {}
-            Verdict::NeedsApproval if self.state.decider_version() >= REVIEWED_TOOL_CALLS => {
-                return self.review_tool(denied);
-            }
-            Verdict::NeedsApproval => {
-                let reason = format!(
-                    "{}; a call_tool cannot wait for a human's review, so it is refused",
-                    denied.reason
-                );
-                return self.deny_tool(ToolDenied { reason, ..denied });
-            }
+            Verdict::NeedsApproval => return self.review_tool(denied),
             _ => return self.deny_tool(denied),
         }
         self.schedule_tool(denied);
@@ -199,7 +189,7 @@ impl Batch<'_> {
         }));
     }
 
-    /// From decider version 8: a call a review pattern matched waits for a human on a
+    /// A call a review pattern matched waits for a human on a
     /// ticket naming the tool, the argument and the pattern; the call's id is reserved.
     fn review_tool(&mut self, held: ToolDenied) {
         let pattern = self
@@ -279,12 +269,12 @@ impl Batch<'_> {
         }
     }
 
-    /// The tool patterns the task of `request` forbids (decider version 8; none before):
+    /// The tool patterns the task of `request` forbids (none before):
     /// the tool decision's task restrictions.
     pub(super) fn task_denied<'r>(&self, request: &'r AgentRequest) -> &'r [String] {
         match &request.task {
-            Some(task) if self.state.decider_version() >= TASK_RESTRICTIONS => &task.denied_tools,
-            _ => &[],
+            Some(task) => &task.denied_tools,
+            None => &[],
         }
     }
 
@@ -352,11 +342,9 @@ impl Batch<'_> {
             bundle_hash: self.bundle.hash(),
             chain: vec![RuleStep::new(rule, StepOutcome::Applied, "tool outcome")],
         };
-        // From decider version 8 the context parts decide how much of an observation
-        // crosses: scoped (as `tools → agent` scopes it), in full, or without its result.
-        let observations = self
-            .context_parts(&asker.recorded)
-            .map_or(ContentPart::Scoped, |p| p.observations.value);
+        // The context parts decide how much of an observation crosses: scoped (as
+        // `tools → agent` scopes it), in full, or without its result.
+        let observations = self.context_parts(&asker.recorded).observations.value;
         if observations == ContentPart::None
             && let Some(map) = outcome.as_object_mut()
         {

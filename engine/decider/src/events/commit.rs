@@ -1,6 +1,6 @@
 //! Payload encoding 3: values committed apart, so that they can be withheld from an export
-//! and erased, while the chain, the Merkle tree and the signatures still verify (issue 15
-//! point 5; docs/events.md#values-committed-apart).
+//! and erased, while the chain, the Merkle tree and the signatures still verify
+//! (docs/events.md#values-committed-apart).
 //!
 //! At each content position of encoding 2 ([`crate::CONTENT_POSITIONS`]) the value is
 //! replaced by salted commitments in the style of RFC 9901 (SD-JWT): an object by

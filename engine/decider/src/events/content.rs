@@ -1,4 +1,4 @@
-//! Payload encoding 2: content recorded once, referred to by hash (issue 15 point 6).
+//! Payload encoding 2: content recorded once, referred to by hash.
 //!
 //! What an agent is handed, delivered or answers (and a run's bundle source, input,
 //! results and output) appears in several events of a run: in a response, in each

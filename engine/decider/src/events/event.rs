@@ -86,129 +86,58 @@ pub struct OutputOverride {
     pub file: String,
 }
 
-/// The decider's behaviour version, recorded in every run's `run.requested`.
+/// The decider's behaviour version, recorded in every run's `run.requested`: this
+/// build's, which it records in the runs it starts.
 ///
-/// A change to what `decide` makes of a recorded input (a new event, another verdict, a
-/// field more in a payload) raises it, and keeps the old behaviour for runs whose
-/// recorded version is lower, so that every recorded log replays by any later build. A
-/// golden log of each version is checked in under `tests/golden/`. What each version
-/// changed is listed in docs/events.md#decider-versions.
+/// Version 12 is the release baseline: what docket decided while it was developed
+/// (versions 1 to 11) was squashed into it, and those versions are retired. A later
+/// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
+/// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
+/// each shape of run is checked in for it under `tests/golden/`.
 pub const DECIDER_VERSION: u32 = 12;
 
-/// Decider version 2: a capability request needs an interaction-matrix edge from the
-/// asker to the agent it asks, and its inputs are scoped like a handoff's and recorded
-/// as `handoff.allowed` or `handoff.denied` (docs/governance.md#capability-requests).
-pub(crate) const GOVERNED_CAPABILITY_REQUESTS: u32 = 2;
+/// The oldest decider version this build decides as: a run recorded by an older one (or
+/// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
+/// both versions named, rather than decided by behaviour it was not recorded with.
+pub const OLDEST_DECIDER_VERSION: u32 = 12;
 
-/// Decider version 2: a handoff whose scoping removed every field of a non-empty payload
-/// is flagged in its audit (`every_field_removed`).
-pub(crate) const FLAGGED_EMPTIED_HANDOFFS: u32 = 2;
+/// A run recorded by a decider version this build does not decide as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum UnsupportedDecider {
+    /// Recorded by a version before [`OLDEST_DECIDER_VERSION`].
+    #[error(
+        "the run was recorded by decider version {recorded}, a version this build no longer decides as (it decides versions {OLDEST_DECIDER_VERSION} to {DECIDER_VERSION}; docs/events.md#decider-versions)"
+    )]
+    Retired {
+        /// The version in `run.requested`.
+        recorded: u32,
+    },
+    /// Recorded by a newer decider than this build's.
+    #[error(
+        "the run was recorded by decider version {recorded}; this build decides up to version {DECIDER_VERSION}: use a newer docket"
+    )]
+    Newer {
+        /// The version in `run.requested`.
+        recorded: u32,
+    },
+}
 
-/// Decider version 3: content that crosses from one agent to another by a rule other than
-/// a handoff (a capability's answer, a spawn's inputs, a child's result, a domain
-/// version read) is scoped for the pair and recorded as `handoff.allowed`, the deciding
-/// rule the one that let it cross (docs/governance.md#one-gate).
-pub(crate) const SCOPED_EVERY_PATH: u32 = 3;
-
-/// Decider version 4: an agent whose last action is `escalate` asks a human a question
-/// (`ticket.question`); the decision or answer is delivered to it in a new call, through
-/// the gate (`handoff.allowed` from `human`). A retry's `previous_attempt` context goes
-/// through the gate too. A decision must name who decides, a choice must be one the
-/// ticket offers, and an answer must answer a question (docs/governance.md#humans-answer).
-pub(crate) const HUMANS_ANSWER: u32 = 4;
-
-/// Decider version 5: a failure's error code is classed (the bundle's `error_classes`,
-/// else the built-in classes) before the ladder reads it, so `non_retryable_errors` and
-/// `stop_on_errors` name classes; a retry after a timeout waits longer (twice the last
-/// timeout, at most four times the agent's own); a capability call the ladder would
-/// escalate or stop is answered to the agent that asked, as `capability_failed`, so it
-/// may fall back (docs/governance.md#failure-ladder).
-pub(crate) const CLASSED_FAILURES: u32 = 5;
-
-/// Decider version 6: a run blocked by a rule a person may override (a handoff a policy
-/// denied, a DANGEROUS verdict, a forbidden child type, the failure ladder's hard stop)
-/// records on `run.blocked` what the block stopped (`overridable`); `human.overrode`, from
-/// a person whose role outranks the blocking rule, continues exactly that step
-/// (docs/governance.md#human-override). Runs of earlier versions cannot be overridden.
-pub(crate) const HUMAN_OVERRIDES: u32 = 6;
-/// Decider version 6: an agent's circuit breaker counts its failures across runs. The
-/// runtime reads it from the data directory's `_circuits` stream before a call and, when
-/// the count has reached the threshold, records what it read (`agent.circuit_checked`);
-/// the decider decides open or half-open from that record alone. An open circuit answers
-/// with a graceful degradation response (`agent.call_degraded`: a capability's asker is
-/// told `capability_failed`, class `circuit_open`; another call waits for a human) unless
-/// the bundle says `on_open = "block"`. The run's own failure count no longer blocks it
-/// (docs/governance.md#circuit-breaker).
-pub(crate) const CIRCUITS_ACROSS_RUNS: u32 = 6;
-
-/// Decider version 7: every request carries a handoff context assembled by the engine
-/// (`context.handoff`: session, workflow position, prior agents, the human decisions made
-/// and the original request), its content parts crossing the gate like any content
-/// (docs/agent-protocol.md#the-handoff-context).
-pub(crate) const HANDOFF_CONTEXT: u32 = 7;
-
-/// Decider version 7: partial results, as the bundle allows them. A PARTIAL answer whose
-/// handoff (or exit finish) crosses an edge that refuses partial outputs fails the
-/// answering agent with `PARTIAL_OUTPUT_REFUSED` (class `partial_output`) and goes up
-/// the failure ladder (docs/governance.md#partial-outputs). With `[multi_agent_handoffs]
-/// fan_out_partial = true`, a fan-out branch the ladder would escalate or stop is
-/// recorded as a gap (`fanout.branch_failed`) and the join goes on with the other
-/// branches, each receiver told of the gap by a gated `branch_failed` decision input
-/// (docs/governance.md#partial-results).
-pub(crate) const PARTIAL_RESULTS: u32 = 7;
-
-/// Decider version 8: a `call_tool` that matches a review pattern opens a ticket
-/// (`TicketSubject::Tool`) instead of being refused: approving runs the tool, denying
-/// tells the asking agent the call was denied (docs/governance.md#tools).
-pub(crate) const REVIEWED_TOOL_CALLS: u32 = 8;
-
-/// Decider version 8: a handoff may give its receiver a task with restrictions
-/// (`task.denied_tools`); the receiving call records them (`request.task`), and its
-/// `call_tool` actions and reported tool calls are decided with them, after the bundle's
-/// deny patterns and the agent's MUST NOT rules (docs/agent-protocol.md#task-restrictions).
-pub(crate) const TASK_RESTRICTIONS: u32 = 8;
-
-/// Decider version 8: the bundle's context parts (`context_parts`, bundle-wide and per
-/// handoff rule) decide what of the run reaches a handoff's receiver: the original input
-/// (scoped, full or none), prior outputs (required, all, none or named agents'),
-/// observations (tool results scoped, full or without their result) and agent identity
-/// (`prior_agents` shown or hidden). A call whose parts depart from the defaults records
-/// them first (`policy.decided`, kind `context_scope`, subject the call)
-/// (docs/governance.md#context-parts).
-pub(crate) const SCOPED_CONTEXT_PARTS: u32 = 8;
-
-/// Decider version 9: a call made again (a capability's or a human's answer, a tool's or
-/// a side effect's result, a child episode's result, a denied action, a retry) records
-/// the call it repeats (`again_of`) and only the decision inputs it adds: the inputs it
-/// inherits are the repeated call's, rebuilt by the fold. A long agent loop's log so
-/// grows linearly with its rounds, not with their square; the agent still receives the
-/// whole request (docs/events.md#agentcall_scheduled).
-pub(crate) const LINEAR_CALLS_AGAIN: u32 = 9;
-
-/// Decider version 10: a person may cancel a run that is not finished (`run.cancelled`,
-/// naming who and why): it ends `cancelled`, its open episodes ended, and no later input
-/// is accepted (docs/events.md#runcancelled). Runs of earlier versions cannot be cancelled.
-pub(crate) const CANCELLABLE_RUNS: u32 = 10;
-
-/// Decider version 11: a governed tool call docket schedules for an agent
-/// (`tool.call_scheduled`) is charged to its episode's `tool_calls` budget, and its
-/// ancestors', like the tools an agent reports running itself; before, only reported
-/// calls were, and an agent could call governed tools past its budget
-/// (docs/governance.md#budgets).
-pub(crate) const CHARGED_TOOL_CALLS: u32 = 11;
-
-/// Decider version 11: past `finalize_or_escalate_at_percent` of a budget, an answer that
-/// hands off, asks for a capability or writes a domain waits for a human (a `proceed`
-/// ticket) instead of going on; before, only spawns and effects were refused past it
-/// (docs/governance.md#budgets).
-pub(crate) const FINALIZE_OR_ESCALATE: u32 = 11;
-
-/// Decider version 12: a refused capability request states its reason once. The stop
-/// reason (`run.blocked`) and the asker's error no longer repeat what the policy's reason
-/// already says: a responsibility lock's "X may not obtain `Y`" is not prefixed again,
-/// and input errors the reason lists are not appended a second time
-/// (docs/governance.md#capability-requests).
-pub(crate) const PLAIN_CAPABILITY_REFUSALS: u32 = 12;
+impl UnsupportedDecider {
+    /// Whether a run recorded by decider version `recorded` is decided by this build.
+    ///
+    /// # Errors
+    /// The version, when it is outside [`OLDEST_DECIDER_VERSION`]..=[`DECIDER_VERSION`].
+    pub fn check(recorded: u32) -> Result<(), Self> {
+        if recorded < OLDEST_DECIDER_VERSION {
+            Err(Self::Retired { recorded })
+        } else if recorded > DECIDER_VERSION {
+            Err(Self::Newer { recorded })
+        } else {
+            Ok(())
+        }
+    }
+}
 
 /// How many times an agent's own timeout a retry after timeouts may wait, at most.
 pub const MAX_TIMEOUT_GROWTH: u64 = 4;
@@ -229,13 +158,13 @@ pub struct Delivery {
     /// The scoped payload (shared with the `handoff.allowed` that delivered it and the
     /// run state's outputs).
     pub payload: Arc<Value>,
-    /// The task the handoff gives the receiver (decider version 8).
+    /// The task the handoff gives the receiver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskRestrictions>,
 }
 
 /// A fan-out branch that failed past retrying, recorded as a gap the join goes on
-/// without (decider version 7, `fan_out_partial`).
+/// without (`fan_out_partial`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BranchGap {
     /// The failed branch's last call.
@@ -336,7 +265,7 @@ pub enum TicketSubject {
         /// The result awaiting review.
         result: EpisodeResult,
     },
-    /// A `call_tool` that matched a review pattern (decider version 8): approving runs the
+    /// A `call_tool` that matched a review pattern: approving runs the
     /// tool (its result returns to the agent through the gate), denying tells the agent
     /// the call was denied; neither blocks the run.
     Tool {
@@ -392,7 +321,7 @@ pub enum RunEvent {
         /// For a branch of a parallel fan-out: the group (the request that fanned out).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         branch_of: Option<String>,
-        /// From decider version 9, for a call made again: the call it repeats. `request`
+        /// For a call made again: the call it repeats. `request`
         /// then holds only the decision inputs added to that call's; the agent receives
         /// that call's inputs followed by these ([`crate::RunState`] rebuilds the whole
         /// request).
@@ -439,7 +368,7 @@ pub enum RunEvent {
         /// What proceeds.
         deliveries: Vec<Delivery>,
     },
-    /// Decision (decider version 7, `fan_out_partial`): a branch of a fan-out failed
+    /// Decision (`fan_out_partial`): a branch of a fan-out failed
     /// past retrying; the join goes on without it.
     #[serde(rename = "fanout.branch_failed")]
     FanoutBranchFailed {
@@ -567,7 +496,7 @@ pub enum RunEvent {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// Recorded input (decider version 6): a person overrode the rule that blocked the run
+    /// Recorded input: a person overrode the rule that blocked the run
     /// (docs/governance.md#human-override); what the block stopped continues.
     #[serde(rename = "human.overrode")]
     HumanOverrode {
@@ -582,7 +511,7 @@ pub enum RunEvent {
         /// When, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// Recorded input (decider version 10): a person cancelled the run; it ends
+    /// Recorded input: a person cancelled the run; it ends
     /// `cancelled` and nothing more happens in it (docs/events.md#runcancelled).
     #[serde(rename = "run.cancelled")]
     RunCancelled {
@@ -599,7 +528,7 @@ pub enum RunEvent {
         /// The final output (the exit agent's `finish` output or its handoff to `external`).
         output: Value,
     },
-    /// Recorded input (decider version 6): the agent's circuit breaker as the runtime read
+    /// Recorded input: the agent's circuit breaker as the runtime read
     /// it from the data directory's circuits stream before calling, recorded when its
     /// failures reached the bundle's threshold (docs/governance.md#circuit-breaker).
     #[serde(rename = "agent.circuit_checked")]
@@ -618,7 +547,7 @@ pub enum RunEvent {
         /// When it was read, ms since the Unix epoch.
         at_ms: i64,
     },
-    /// Decision (decider version 6): the call was not made because the agent's circuit is
+    /// Decision: the call was not made because the agent's circuit is
     /// open; the caller gets a graceful degradation response instead.
     #[serde(rename = "agent.call_degraded")]
     CallDegraded {
@@ -638,7 +567,7 @@ pub enum RunEvent {
         reason: String,
         /// The error object (docs/events.md#the-error-object).
         error: Value,
-        /// From decider version 6, for a block a person may override: the level the rule
+        /// For a block a person may override: the level the rule
         /// sits at and what the block stopped, which an override continues
         /// (docs/governance.md#human-override). Absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,6 +9,7 @@
 //! - `workflow.rs`: the workflow spec recorded in `run.requested`, and its parsing from
 //!   text (`docs/workflow.md`);
 //! - `batches.rs`: a log split into its batches, each opened by a recorded input;
+//! - `wording.rs`: where events hold words for people, which replay sets aside;
 //! - `content.rs` (payload encoding 2: content stored once) and `commit.rs` (payload
 //!   encoding 3: values committed apart), rebuilt to the plain payload on read.
 
@@ -22,6 +23,9 @@ mod event;
 pub(crate) mod overrides;
 pub(crate) mod tool;
 pub(crate) mod workflow;
+// Words for people inside events, set aside when replay compares decisions.
+mod wording;
 
 pub use batches::{Batches, batches};
 pub use event::*;
+pub use wording::{WORDING, is_wording, same_decisions};

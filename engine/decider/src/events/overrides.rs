@@ -1,4 +1,4 @@
-//! What a block stopped, recorded on `run.blocked` (decider version 6) for a human
+//! What a block stopped, recorded on `run.blocked` for a human
 //! override to continue (`decide/overrides.rs` decides overrides).
 
 use serde::{Deserialize, Serialize};
@@ -7,7 +7,7 @@ use serde_json::Value;
 use docket_policies::Authority;
 use docket_protocol::{Action, AgentId, CallId, EpisodeId, TaskRestrictions};
 
-/// What a block stopped, recorded on `run.blocked` (decider version 6) for an override to
+/// What a block stopped, recorded on `run.blocked` for an override to
 /// continue.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Overridable {
@@ -45,7 +45,7 @@ pub enum HeldStep {
         /// The answer's actions after the handoff.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         then: Vec<Action>,
-        /// The task the handoff gives its receiver (decider version 8), kept when an
+        /// The task the handoff gives its receiver, kept when an
         /// override lets it cross.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         task: Option<TaskRestrictions>,

@@ -2,7 +2,7 @@
 //! failure, and each agent's consecutive failures for its circuit breaker
 //! (docs/governance.md#circuit-breaker).
 //!
-//! A call made again (decider version 9) is kept as what its event records, the decision
+//! A call made again is kept as what its event records, the decision
 //! inputs it adds, linked to the inputs of the call it repeats ([`DecisionInputs`]): an
 //! agent loop of n rounds folds in time and space linear in n, and the whole request is
 //! rebuilt only where it is needed ([`Call::request`]: a pending call about to be sent,
@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::RunState;
 use crate::events::{Classifies, RunEvent};
 
-/// The failure code of a call an open circuit refused (decider version 6).
+/// The failure code of a call an open circuit refused.
 pub const CIRCUIT_OPEN_CODE: &str = "CIRCUIT_OPEN";
 use docket_protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus};
 
@@ -27,7 +27,7 @@ use docket_protocol::{AgentRequest, AgentResponse, DecisionInput, ResponseStatus
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
     /// The request as its `agent.call_scheduled` records it (shared with the event): for a
-    /// call made again from decider version 9, every field as sent but `decision_inputs`,
+    /// call made again, every field as sent but `decision_inputs`,
     /// which holds only the inputs it adds. [`Call::request`] is the whole request.
     pub recorded: Arc<AgentRequest>,
     /// Every decision input the call was sent, shared with the call it repeats.
@@ -264,15 +264,6 @@ pub(super) fn failure_of(response: &AgentResponse) -> Option<String> {
     failed.then(|| response.failure_code())
 }
 
-/// Consecutive failures of one agent in this run (for its circuit breaker).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct AgentHealth {
-    /// Failures since its last successful response.
-    pub consecutive_failures: u32,
-    /// Recorded time of the last failure, ms since the Unix epoch.
-    pub last_failure_ms: i64,
-}
-
 impl RunState {
     pub(super) fn apply_call(&mut self, event: &RunEvent) {
         match event {
@@ -299,17 +290,16 @@ impl RunState {
             RunEvent::AgentResponded {
                 request_id,
                 response,
-                at_ms,
+                ..
             } => {
                 let failure = failure_of(response);
-                self.answer(request_id, failure.is_some(), *at_ms);
+                self.answer(request_id);
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.response = Some(response.clone());
                     call.failure = failure;
                 }
             }
-            // Not made: the call is settled, and (the agent was not reached) its health is
-            // not touched.
+            // Not made: the call is settled.
             RunEvent::CallDegraded { request_id, .. } => {
                 self.pending.remove(request_id);
                 if let Some(call) = self.calls.get_mut(request_id) {
@@ -318,12 +308,9 @@ impl RunState {
                 }
             }
             RunEvent::AgentCallFailed {
-                request_id,
-                code,
-                at_ms,
-                ..
+                request_id, code, ..
             } => {
-                self.answer(request_id, true, *at_ms);
+                self.answer(request_id);
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.failure = Some(code.clone());
                 }
@@ -332,7 +319,7 @@ impl RunState {
         }
     }
 
-    /// A call just scheduled, unanswered. One made again (decider version 9) sends
+    /// A call just scheduled, unanswered. One made again sends
     /// `asked`'s decision inputs, then the ones `recorded` adds; the rest as recorded. (A
     /// log whose `asked` is unknown was not written by docket; its recorded request is
     /// taken as whole.)
@@ -391,29 +378,12 @@ impl RunState {
             .unwrap_or_default()
     }
 
-    fn answer(&mut self, request_id: &CallId, failed: bool, at_ms: i64) {
+    fn answer(&mut self, request_id: &CallId) {
         self.pending.remove(request_id);
         let Some(call) = self.calls.get_mut(request_id) else {
             return;
         };
         call.answered = true;
-        let health = self
-            .health
-            .entry(call.recorded.target_agent.clone())
-            .or_default();
-        if failed {
-            health.consecutive_failures += 1;
-            health.last_failure_ms = at_ms;
-        } else {
-            health.consecutive_failures = 0;
-        }
-    }
-
-    /// Whether the runtime reads this run's circuit breakers across runs and records what
-    /// it read (decider version 6 and later); earlier runs keep the breaker in the run.
-    #[must_use]
-    pub fn reads_circuits_across_runs(&self) -> bool {
-        self.decider_version() >= crate::events::CIRCUITS_ACROSS_RUNS
     }
 
     /// The whole requests of the calls scheduled but not answered, in request-id order,

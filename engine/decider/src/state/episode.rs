@@ -18,7 +18,7 @@ use docket_policies::StopCondition;
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
 
 use super::RunState;
-use crate::events::{CHARGED_TOOL_CALLS, RunEvent, RunRequested, TicketSubject};
+use crate::events::{RunEvent, RunRequested, TicketSubject};
 use docket_protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.
@@ -355,7 +355,6 @@ pub fn condition_name(c: StopCondition) -> &'static str {
 
 /// Folds the episode side of one event (called by [`RunState::apply`] after its own fold).
 pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
-    let version = state.decider_version();
     let tree = &mut state.episodes;
     match event {
         RunEvent::RunRequested(run) => tree.start_root(run),
@@ -376,9 +375,9 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 );
             }
         }
-        // From decider version 11 a governed tool call counts when it is scheduled (one
-        // denied never ran and is not charged).
-        RunEvent::ToolCallScheduled(s) if version >= CHARGED_TOOL_CALLS => {
+        // A governed tool call counts when it is scheduled (one denied never ran and is
+        // not charged).
+        RunEvent::ToolCallScheduled(s) => {
             let at_ms = tree.last_input_ms;
             tree.charge(&s.request.episode_id, 0, 1, at_ms);
         }
@@ -488,7 +487,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             };
             tree.count_refusal(episode_id, class);
         }
-        // A call refused by an open circuit (decider version 6) counts in the episode
+        // A call refused by an open circuit counts in the episode
         // that made it, so an agent that keeps asking an agent whose circuit is open stops.
         RunEvent::CallDegraded { request_id, .. } => {
             if let Some(call) = state.calls.get(request_id) {

@@ -1,5 +1,5 @@
 //! Fan-out groups: branch outputs held until the group's last branch answers, and the
-//! branches that failed past retrying (gaps, decider version 7).
+//! branches that failed past retrying (gaps).
 
 use super::RunState;
 use crate::events::RunEvent;

@@ -31,7 +31,7 @@ pub struct HandoffRecord {
     pub rule_id: String,
     /// Why.
     pub reason: String,
-    /// Scoping removed every field of a non-empty payload (flagged from decider version 2).
+    /// Scoping removed every field of a non-empty payload (flagged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub every_field_removed: bool,
 }

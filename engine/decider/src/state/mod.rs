@@ -22,7 +22,7 @@ mod ticket;
 // Governed tools
 mod tool;
 
-pub use call::{AgentHealth, CIRCUIT_OPEN_CODE, Call};
+pub use call::{CIRCUIT_OPEN_CODE, Call};
 pub use effect::{EffectPhase, EffectRecord, EffectWork};
 pub use handoff::HandoffRecord;
 pub use history::RunHistory;
@@ -54,7 +54,7 @@ pub enum RunStatus {
     Blocked,
     /// Stopped for another reason.
     Failed,
-    /// Cancelled by a person (decider version 10).
+    /// Cancelled by a person.
     Cancelled,
 }
 
@@ -116,7 +116,7 @@ pub struct RunState {
     /// The allowed handoffs of decision inputs, counted, and their senders.
     #[serde(default)]
     pub(crate) crossings: handoff::DecisionCrossings,
-    /// What each agent was told of the run in its handoff context (decider version 7):
+    /// What each agent was told of the run in its handoff context:
     /// the original request and the human decisions, as they last crossed the gate.
     #[serde(default)]
     pub(crate) context_told: BTreeMap<AgentId, handoff::ContextTold>,
@@ -126,13 +126,11 @@ pub struct RunState {
     /// Fan-out outputs waiting for their group's other branches.
     pub(crate) held: BTreeMap<String, Vec<Delivery>>,
     /// Fan-out branches that failed past retrying, waiting for their group's join
-    /// (decider version 7, `fan_out_partial`).
+    /// (`fan_out_partial`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) gaps: BTreeMap<String, Vec<crate::events::BranchGap>>,
     /// Human tickets, by id.
     pub(crate) tickets: BTreeMap<TicketId, Ticket>,
-    /// Per-agent failure counts.
-    pub(crate) health: BTreeMap<AgentId, AgentHealth>,
     /// The final output, once completed.
     pub(crate) output: Option<Value>,
     /// Why the run was blocked or failed.
@@ -159,7 +157,7 @@ pub struct RunState {
     /// The rule that blocked the run, while it is blocked.
     #[serde(default)]
     pub(crate) blocked_by: Option<String>,
-    /// What the block stopped, when a person may override it (decider version 6).
+    /// What the block stopped, when a person may override it.
     #[serde(default)]
     pub(crate) overridable: Option<Box<crate::events::overrides::Overridable>>,
 }
@@ -171,14 +169,13 @@ impl RunState {
         self.version
     }
 
-    /// The decider version whose behaviour this run is decided with: the one recorded in
-    /// its `run.requested` (runs recorded before versions were recorded are version 1),
-    /// or this build's before the run is requested.
+    /// The decider version this run was recorded by (its `run.requested`'s), or this
+    /// build's before the run is requested.
     #[must_use]
     pub fn decider_version(&self) -> u32 {
         self.run
             .as_ref()
-            .map_or(DECIDER_VERSION, |r| r.decider_version.max(1))
+            .map_or(DECIDER_VERSION, |r| r.decider_version)
     }
 
     /// The recorded request (workflow, bundle, input), once the run is requested.
@@ -214,12 +211,6 @@ impl RunState {
     #[must_use]
     pub fn tickets(&self) -> &BTreeMap<TicketId, Ticket> {
         &self.tickets
-    }
-
-    /// An agent's consecutive failures (its circuit breaker's count).
-    #[must_use]
-    pub fn health(&self, agent: &str) -> AgentHealth {
-        self.health.get(agent).copied().unwrap_or_default()
     }
 
     /// The run's output, once completed.

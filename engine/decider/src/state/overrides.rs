@@ -67,7 +67,7 @@ impl RunState {
         self.blocked_by.as_deref()
     }
 
-    /// What the block stopped, when a person may override it (decider version 6): the
+    /// What the block stopped, when a person may override it: the
     /// level the rule sits at and the step an override continues.
     #[must_use]
     pub fn overridable(&self) -> Option<&crate::events::overrides::Overridable> {

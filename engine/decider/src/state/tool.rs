@@ -15,7 +15,7 @@ use docket_protocol::{AgentId, CallId, EpisodeId, ToolCallId};
 pub enum ToolPhase {
     /// Allowed and scheduled: its executor runs it next (or ran it, unrecorded).
     Scheduled,
-    /// Waiting for a human's review on a ticket (decider version 8).
+    /// Waiting for a human's review on a ticket.
     AwaitingReview,
     /// Final: refused before it ran.
     Denied,
@@ -163,7 +163,7 @@ impl RunState {
         }
     }
 
-    /// Folds a tool review ticket (decider version 8): the call's id is reserved and the
+    /// Folds a tool review ticket: the call's id is reserved and the
     /// call waits for the human.
     pub(super) fn hold_tool_for_review(&mut self, subject: &TicketSubject) {
         let TicketSubject::Tool {

@@ -11,7 +11,7 @@ use docket_protocol::Action;
 /// `run-1` started under the test bundle where `c` also offers `summary` (with no
 /// decision edge from `a` to `c`) and `secret` is blocked on every handoff, recorded by
 /// decider `version`.
-fn governed_run(version: u32) -> History {
+fn governed_run() -> History {
     let src = BUNDLE
         .replace(
             "[agents.context_requirements]",
@@ -21,7 +21,7 @@ fn governed_run(version: u32) -> History {
             "default_handoff_mode = \"full\"",
             "default_handoff_mode = \"full\"\nblocked_context_fields = [\"secret\"]",
         );
-    started_under(&src, "t.toml", |run| run.decider_version = version)
+    started_under(&src, "t.toml", |_| {})
 }
 
 fn ask(target: &str, code: &str, inputs: serde_json::Value) -> Action {
@@ -85,7 +85,7 @@ pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
 
 #[test]
 pub(crate) fn capability_request_without_an_edge_is_a_denied_handoff() {
-    let mut run = governed_run(DECIDER_VERSION);
+    let mut run = governed_run();
     run.when(respond(vec![ask("c", "summary", json!({"text": "t"}))]))
         .then_kinds(&[
             "agent.responded",
@@ -113,7 +113,7 @@ pub(crate) fn capability_request_without_an_edge_is_a_denied_handoff() {
 
 #[test]
 pub(crate) fn capability_inputs_are_scoped_and_audited() {
-    let mut run = governed_run(DECIDER_VERSION);
+    let mut run = governed_run();
     run.when(respond(vec![ask(
         "b",
         "questions",
@@ -144,26 +144,6 @@ pub(crate) fn capability_inputs_are_scoped_and_audited() {
     assert_eq!(
         asked.decision_inputs.last().map(|i| &*i.payload),
         Some(&json!({"topics": ["t"]}))
-    );
-    run.replays();
-}
-
-#[test]
-pub(crate) fn version_1_runs_replay_capability_requests_as_they_were_decided() {
-    // Decider version 1 carried out a capability request without the matrix or scoping:
-    // a log it recorded must replay with those decisions.
-    let mut run = governed_run(1);
-    run.when(respond(vec![ask(
-        "c",
-        "summary",
-        json!({"text": "t", "secret": "s3cret"}),
-    )]))
-    .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
-    let asked = run.pending();
-    assert_eq!(asked.target_agent, "c");
-    assert_eq!(
-        asked.decision_inputs.last().map(|i| &*i.payload),
-        Some(&json!({"text": "t", "secret": "s3cret"}))
     );
     run.replays();
 }
@@ -223,11 +203,8 @@ fn last_call(events: &[RunEvent]) -> (usize, Option<crate::CallId>, usize) {
 
 /// `a` asks `b` `rounds` times; returns, per round, the asker's call made again: its
 /// recorded bytes, the call it repeats and its recorded decision inputs.
-fn asking_rounds(
-    version: u32,
-    rounds: usize,
-) -> (History, Vec<(usize, Option<crate::CallId>, usize)>) {
-    let mut run = governed_run(version);
+fn asking_rounds(rounds: usize) -> (History, Vec<(usize, Option<crate::CallId>, usize)>) {
+    let mut run = governed_run();
     let mut calls = Vec::new();
     for round in 0..rounds {
         run.when(respond(vec![ask(
@@ -248,7 +225,7 @@ fn asking_rounds(
 /// runtime sends) still holds the whole request, and the log replays.
 #[test]
 pub(crate) fn a_call_made_again_records_only_what_it_adds() {
-    let (run, calls) = asking_rounds(DECIDER_VERSION, 6);
+    let (run, calls) = asking_rounds(6);
     for (bytes, again_of, inputs) in &calls {
         assert!(again_of.is_some(), "{calls:?}");
         assert_eq!(*inputs, 1, "only the answer is recorded");
@@ -267,23 +244,10 @@ pub(crate) fn a_call_made_again_records_only_what_it_adds() {
     run.replays();
 }
 
-/// Runs recorded by version 8 keep recording the whole request each round.
-#[test]
-pub(crate) fn version_8_calls_made_again_record_the_whole_request() {
-    let (run, calls) = asking_rounds(8, 4);
-    for (round, (_, again_of, inputs)) in calls.iter().enumerate() {
-        assert_eq!(*again_of, None);
-        assert_eq!(*inputs, 2 + round);
-    }
-    assert!(calls[3].0 > calls[0].0);
-    assert_eq!(run.pending().decision_inputs.len(), 1 + 4);
-    run.replays();
-}
-
 /// The stop reason and the asker's error of a refused capability request, recorded by
 /// decider `version`: a refusal by the responsibility lock (`c` may not ask for
 /// `questions`) and one by the capability's input schema (`topics` missing).
-fn refusals(version: u32) -> [(String, String); 2] {
+fn refusals() -> [(String, String); 2] {
     let blocked = |run: &mut History| {
         let RunEvent::RunBlocked { reason, error, .. } =
             run.decided().last().expect("an event").clone()
@@ -295,18 +259,18 @@ fn refusals(version: u32) -> [(String, String); 2] {
             error["message"].as_str().unwrap_or_default().to_owned(),
         )
     };
-    let mut locked = started_under(BUNDLE, "t.toml", |r| r.decider_version = version);
+    let mut locked = started_under(BUNDLE, "t.toml", |_| {});
     locked.when(respond(vec![handoff("b", "ab", json!({}))]));
     locked.when(respond(vec![handoff("c", "bc", json!({}))]));
     locked.when(respond(vec![ask("b", "questions", json!({}))]));
-    let mut invalid = started_under(BUNDLE, "t.toml", |r| r.decider_version = version);
+    let mut invalid = started_under(BUNDLE, "t.toml", |_| {});
     invalid.when(respond(vec![ask("b", "questions", json!({}))]));
     [blocked(&mut locked), blocked(&mut invalid)]
 }
 
 #[test]
 pub(crate) fn a_refused_capability_request_states_its_reason_once() {
-    let [(lock, lock_error), (schema, schema_error)] = refusals(DECIDER_VERSION);
+    let [(lock, lock_error), (schema, schema_error)] = refusals();
     assert_eq!(
         lock,
         "c may not obtain questions from b: Guardrail 3: question generation lock"
@@ -329,28 +293,6 @@ pub(crate) fn a_refused_capability_request_states_its_reason_once() {
             .matches("\"topics\" is a required property")
             .count(),
         1,
-        "{schema_error}"
-    );
-}
-
-#[test]
-pub(crate) fn before_version_12_a_refused_capability_request_repeats_its_reason_as_recorded() {
-    let [(lock, _), (schema, schema_error)] = refusals(11);
-    assert_eq!(
-        lock,
-        "c may not obtain questions from b: c may not obtain `questions`: Guardrail 3: \
-         question generation lock"
-    );
-    assert_eq!(
-        schema.matches("\"topics\" is a required property").count(),
-        2,
-        "{schema}"
-    );
-    assert_eq!(
-        schema_error
-            .matches("\"topics\" is a required property")
-            .count(),
-        2,
         "{schema_error}"
     );
 }

@@ -107,17 +107,6 @@ pub(crate) fn the_original_request_and_decisions_are_scoped_for_the_receiver() {
     run.replays();
 }
 
-/// Runs recorded by decider version 6 carry no handoff context and replay so.
-#[test]
-pub(crate) fn version_6_runs_carry_no_handoff_context() {
-    let mut run = started_under(BUNDLE, "t.toml", |r| r.decider_version = 6);
-    assert!(run.pending().context.get("handoff").is_none());
-    run.when(respond(vec![handoff("b", "ab", json!({"k": 1}))]));
-    assert!(crossings(&run).is_empty());
-    assert!(run.pending().context.get("handoff").is_none());
-    run.replays();
-}
-
 /// The test bundle with `extra` added to its `[multi_agent_handoffs]` section.
 fn with_handoffs(extra: &str) -> String {
     let src = BUNDLE.replace(
@@ -230,18 +219,5 @@ context_parts = { original_input = "full" }"#,
         json!({"x": 1, "keep": "yes"})
     );
     assert!(crossings(&run).contains(&("external".into(), "c".into(), "original_request".into())));
-    // Before version 8 the same bundle scoped it as the pair does.
-    let mut old = started_under(&src, "t.toml", |r| {
-        r.input = json!({"x": 1, "keep": "yes", "secret": "s3cret"});
-        r.decider_version = 7;
-    });
-    old.when(respond(vec![handoff("b", "ab", json!({"k": 1}))]));
-    old.when(respond(vec![handoff("c", "bc", json!({"keep": 1}))]));
-    assert_eq!(
-        old.pending().context["handoff"]["original_request"],
-        json!({"keep": "yes"})
-    );
-    assert!(parts_record(&old, old.pending().request_id.as_str()).is_none());
     run.replays();
-    old.replays();
 }

@@ -100,7 +100,7 @@ fn crash_until_given_up(run: &mut History, agent: &str) {
 
 #[test]
 pub(crate) fn a_failed_branch_is_a_gap_the_join_goes_on_without() {
-    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    let mut run = fanned_out_with("human", PARTIAL);
     run.when(branch("left", Confidence::High, json!({"v": 1})))
         .then_kinds(&["agent.responded", "handoff.allowed", "output.held"]);
     crash_until_given_up(&mut run, "right");
@@ -139,7 +139,7 @@ pub(crate) fn a_failed_branch_is_a_gap_the_join_goes_on_without() {
 
 #[test]
 pub(crate) fn a_branch_that_fails_first_waits_for_the_others_then_the_join_tells_the_gap() {
-    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    let mut run = fanned_out_with("human", PARTIAL);
     crash_until_given_up(&mut run, "right");
     run.then_kinds(&[
         "agent.call_failed",
@@ -164,24 +164,18 @@ pub(crate) fn a_branch_that_fails_first_waits_for_the_others_then_the_join_tells
 }
 
 #[test]
-pub(crate) fn without_fan_out_partial_or_before_version_7_a_failed_branch_goes_up_the_ladder() {
-    for (extra, version) in [("", DECIDER_VERSION), (PARTIAL, 6)] {
-        let mut run = fanned_out_with("human", extra, version);
-        run.when(branch("left", Confidence::High, json!({"v": 1})));
-        crash_until_given_up(&mut run, "right");
-        run.then_kinds(&["agent.call_failed", "policy.decided", "human.escalated"]);
-        assert_eq!(
-            run.state.status,
-            RunStatus::WaitingForHuman,
-            "{extra} v{version}"
-        );
-        run.replays();
-    }
+pub(crate) fn without_fan_out_partial_a_failed_branch_goes_up_the_ladder() {
+    let mut run = fanned_out_with("human", "");
+    run.when(branch("left", Confidence::High, json!({"v": 1})));
+    crash_until_given_up(&mut run, "right");
+    run.then_kinds(&["agent.call_failed", "policy.decided", "human.escalated"]);
+    assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    run.replays();
 }
 
 #[test]
 pub(crate) fn when_no_branch_is_left_to_go_on_with_the_ladder_decides() {
-    let mut run = fanned_out_with("human", PARTIAL, DECIDER_VERSION);
+    let mut run = fanned_out_with("human", PARTIAL);
     crash_until_given_up(&mut run, "right");
     run.then_kinds(&[
         "agent.call_failed",

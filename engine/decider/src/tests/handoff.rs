@@ -257,8 +257,8 @@ pub(crate) fn provenance_denies_when_the_producer_never_delivered() {
 }
 
 /// `b` hands `c` a payload with none of the fields `c`'s scoping allows (`keep`).
-fn hand_c_nothing_it_may_see(version: u32) -> HandoffAudit {
-    let mut run = started_under(BUNDLE, "t.toml", |run| run.decider_version = version);
+fn hand_c_nothing_it_may_see() -> HandoffAudit {
+    let mut run = started_under(BUNDLE, "t.toml", |_| {});
     run.when(respond(vec![handoff("b", "ab", json!({}))]));
     run.when(respond(vec![handoff("c", "bc", json!({"drop": 1}))]));
     let audit = run
@@ -275,11 +275,9 @@ fn hand_c_nothing_it_may_see(version: u32) -> HandoffAudit {
 
 #[test]
 pub(crate) fn a_handoff_that_removes_every_field_is_flagged() {
-    let audit = hand_c_nothing_it_may_see(DECIDER_VERSION);
+    let audit = hand_c_nothing_it_may_see();
     assert!(audit.every_field_removed, "{audit:?}");
     assert_eq!(audit.context_after_scoping.fields_excluded, ["drop"]);
-    // Version 1 did not flag it: its logs replay without the flag.
-    assert!(!hand_c_nothing_it_may_see(1).every_field_removed);
 }
 
 /// A seed-000-shaped flow: `g` validates at entry and again at exit.
@@ -435,10 +433,8 @@ default_handoff_mode = "full"
 minimal_context_fields = ["trigger"]
 "#;
 
-fn prior_run(version: u32) -> History {
-    let mut run = started_under(PRIOR_BUNDLE, "prior.toml", |run| {
-        run.decider_version = version;
-    });
+fn prior_run() -> History {
+    let mut run = started_under(PRIOR_BUNDLE, "prior.toml", |_| {});
     run.when(respond(vec![handoff(
         "b",
         "ab",
@@ -450,7 +446,7 @@ fn prior_run(version: u32) -> History {
 
 #[test]
 pub(crate) fn a_receiver_gets_the_prior_outputs_it_requires_scoped_in_its_context_scope() {
-    let run = prior_run(DECIDER_VERSION);
+    let run = prior_run();
     let request = run.pending();
     assert_eq!(request.target_agent, "c");
     let prior: Vec<_> = request
@@ -478,13 +474,4 @@ pub(crate) fn a_receiver_gets_the_prior_outputs_it_requires_scoped_in_its_contex
     );
     assert_eq!(recorded.context_after_scoping.fields_excluded, ["x"]);
     run.replays();
-    // Version 2 did not attach them: its logs replay without.
-    let old = prior_run(2);
-    assert!(
-        old.pending()
-            .context_inputs
-            .iter()
-            .all(|c| !c.output_type.starts_with("prior:"))
-    );
-    old.replays();
 }

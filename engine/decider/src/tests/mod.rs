@@ -164,7 +164,8 @@ impl History {
 
     /// The whole log replays: every batch is decided again the same.
     pub(crate) fn replays(&self) {
-        replay_check(&self.log, &self.bundle).expect("the log replays");
+        let reworded = replay_check(&self.log, &self.bundle).expect("the log replays");
+        assert_eq!(reworded, [], "the same build words its decisions alike");
     }
 }
 
@@ -628,11 +629,11 @@ conflict_resolution = "{resolution}"
 /// Given a run of the fan-out bundle (conflicts resolved by `resolution`) whose hub handed
 /// the same job to left and right: both branches' calls are pending.
 pub(crate) fn fanned_out(resolution: &str) -> History {
-    fanned_out_with(resolution, "", DECIDER_VERSION)
+    fanned_out_with(resolution, "")
 }
 
 /// [`fanned_out`] under [`fanout_bundle_with`]`(resolution, extra)`, recorded by `version`.
-pub(crate) fn fanned_out_with(resolution: &str, extra: &str, version: u32) -> History {
+pub(crate) fn fanned_out_with(resolution: &str, extra: &str) -> History {
     let (b, src) = fanout_bundle_with(resolution, extra);
     let workflow = WorkflowSpec {
         name: "fan".into(),
@@ -658,7 +659,7 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str, version: u32) -> Hi
         bundle_hash: b.hash().to_hex(),
         input: json!({}),
         at_ms: 0,
-        decider_version: version,
+        decider_version: DECIDER_VERSION,
         forked_from: None,
     };
     let given = start_events(&b, run);

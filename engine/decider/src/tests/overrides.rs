@@ -56,9 +56,8 @@ ladder = [{ id = "retry", after_failures = 1, action = "retry" }, { id = "stop",
 
 /// Given `run-1` under the `ov` bundle, recorded by decider `version`, with `classified`
 /// agents answered through the classifier `risk`: a's call is pending.
-fn ov_run(version: u32, classified: &[&str]) -> History {
+fn ov_run(classified: &[&str]) -> History {
     started_under(OV, "ov.toml", |run| {
-        run.decider_version = version;
         for agent in ["b", "c", "risk"] {
             run.workflow.agents.insert(agent.into(), in_process());
         }
@@ -132,7 +131,7 @@ fn refused(rejection: Rejection) -> String {
 
 #[test]
 pub(crate) fn an_override_lets_a_denied_handoff_cross_scoped_and_the_run_completes() {
-    let mut run = ov_run(DECIDER_VERSION, &[]);
+    let mut run = ov_run(&[]);
     run.when(respond(vec![
         handoff("c", "note", json!({"keep": 1, "secret": "s"})),
         handoff("b", "work", json!({"y": 2})),
@@ -209,7 +208,7 @@ pub(crate) fn an_override_lets_a_denied_handoff_cross_scoped_and_the_run_complet
 
 #[test]
 pub(crate) fn an_override_of_a_dangerous_verdict_carries_out_the_held_actions() {
-    let mut run = ov_run(DECIDER_VERSION, &["a"]);
+    let mut run = ov_run(&["a"]);
     run.when(respond(vec![handoff("b", "work", json!({"y": 1}))]));
     run.when(respond(vec![Action::Finish {
         output: json!({"verdict": "DANGEROUS", "reason": "deletes data"}),
@@ -240,7 +239,7 @@ pub(crate) fn an_override_of_a_dangerous_verdict_carries_out_the_held_actions() 
 
 #[test]
 pub(crate) fn an_override_authorises_a_forbidden_child_type() {
-    let mut run = ov_run(DECIDER_VERSION, &[]);
+    let mut run = ov_run(&[]);
     let publish = Action::Spawn {
         agent: "b".into(),
         episode_type: "publish".into(),
@@ -297,7 +296,7 @@ pub(crate) fn an_override_authorises_a_forbidden_child_type() {
 
 #[test]
 pub(crate) fn an_override_of_the_hard_stop_retries_the_call() {
-    let mut run = ov_run(DECIDER_VERSION, &[]);
+    let mut run = ov_run(&[]);
     run.when(crash());
     run.when(crash()).then(|events| {
         let held = held(events).expect("the call is held");
@@ -327,7 +326,7 @@ pub(crate) fn an_override_of_the_hard_stop_retries_the_call() {
 #[test]
 pub(crate) fn overrides_the_authority_order_does_not_allow_are_refused_and_record_nothing() {
     // A hard stop after a tool call a deny pattern denied: absolute.
-    let mut run = ov_run(DECIDER_VERSION, &[]);
+    let mut run = ov_run(&[]);
     for _ in 0..2 {
         run.when(respond(vec![handoff("b", "work", json!({}))]).tool_call("Bash", "rm -rf /"));
     }
@@ -341,7 +340,7 @@ pub(crate) fn overrides_the_authority_order_does_not_allow_are_refused_and_recor
     assert!(why.contains("absolute"), "{why}");
 
     // Not high enough, unknown, anonymous, no reason, the wrong rule.
-    let mut run = ov_run(DECIDER_VERSION, &[]);
+    let mut run = ov_run(&[]);
     run.when(respond(vec![handoff("c", "note", json!({}))]));
     let before = run.log.len();
     let why = refused(run.when_rejected(override_by("omar", "officer")));
@@ -353,10 +352,14 @@ pub(crate) fn overrides_the_authority_order_does_not_allow_are_refused_and_recor
     assert!(why.contains("level 6 (specialist)"), "{why}");
     let why = refused(run.when_rejected(override_by("eve", "boss")));
     assert!(why.contains("no role `boss`"), "{why}");
-    let why = refused(run.when_rejected(override_by(" ", "lead")));
-    assert!(why.contains("--by"), "{why}");
-    let why = refused(run.when_rejected(override_by("dana", "lead").because("")));
-    assert!(why.contains("--reason"), "{why}");
+    assert_eq!(
+        run.when_rejected(override_by(" ", "lead")),
+        Rejection::Unnamed(crate::PersonAct::Override)
+    );
+    assert_eq!(
+        run.when_rejected(override_by("dana", "lead").because("")),
+        Rejection::Unexplained(crate::PersonAct::Override)
+    );
     let why = refused(run.when_rejected(override_by("dana", "lead").rule("deny-rm")));
     assert!(
         why.contains("blocked by `forbid:a->c`, not `deny-rm`"),
@@ -366,14 +369,14 @@ pub(crate) fn overrides_the_authority_order_does_not_allow_are_refused_and_recor
     assert_eq!(run.log.len(), before, "nothing recorded");
 
     // A run that is not blocked has nothing to override.
-    let mut running = ov_run(DECIDER_VERSION, &[]);
+    let mut running = ov_run(&[]);
     assert_eq!(
         running.when_rejected(override_by("dana", "lead")),
         Rejection::NotBlocked("running")
     );
 
     // A block that stops nothing an override continues: a human's own denial.
-    let mut denied = ov_run(DECIDER_VERSION, &[]);
+    let mut denied = ov_run(&[]);
     denied.when(respond(vec![Action::Escalate {
         reason: "go on?".into(),
         choices: Vec::new(),
@@ -396,26 +399,6 @@ pub(crate) fn a_bundle_may_mark_a_rule_absolute() {
     run.when(respond(vec![handoff("c", "note", json!({}))]));
     let why = refused(run.when_rejected(override_by("dana", "lead")));
     assert!(why.contains("`forbid:a->c` is absolute"), "{why}");
-}
-
-#[test]
-pub(crate) fn a_run_recorded_by_decider_5_cannot_be_overridden() {
-    let mut run = ov_run(5, &[]);
-    run.when(respond(vec![handoff("c", "note", json!({}))]))
-        .then(|events| assert_eq!(held(events), None, "v5 records no overridable"));
-    let RunEvent::RunBlocked { .. } = run.decided()[run.decided().len() - 1] else {
-        panic!("blocked")
-    };
-    assert!(
-        !run.decided()[run.decided().len() - 1]
-            .to_value()
-            .as_object()
-            .is_some_and(|o| o.contains_key("overridable")),
-        "the v5 payload is unchanged"
-    );
-    let why = refused(run.when_rejected(override_by("dana", "lead")));
-    assert!(why.contains("decider version 5"), "{why}");
-    run.replays();
 }
 
 #[test]

@@ -48,7 +48,7 @@ pub(crate) fn denied_tool_call_is_a_boundary_violation() {
 /// `run-1` under the test bundle with `from → to` refusing partial outputs (edge
 /// `accept_partial = false`), or with `interactions.partial_outputs = "refuse"` when
 /// `edge` is None, recorded by `version`.
-fn refusing_partial(edge: Option<&str>, version: u32) -> History {
+fn refusing_partial(edge: Option<&str>) -> History {
     let src = match edge {
         Some(edge) => BUNDLE.replace(edge, &edge.replace(" }", ", accept_partial = false }")),
         None => BUNDLE.replace(
@@ -57,7 +57,7 @@ fn refusing_partial(edge: Option<&str>, version: u32) -> History {
         ),
     };
     assert_ne!(src, BUNDLE);
-    started_under(&src, "t.toml", |run| run.decider_version = version)
+    started_under(&src, "t.toml", |_| {})
 }
 
 fn partial(actions: Vec<docket_protocol::Action>) -> Response {
@@ -66,7 +66,7 @@ fn partial(actions: Vec<docket_protocol::Action>) -> Response {
 
 #[test]
 pub(crate) fn a_partial_answer_across_a_refusing_edge_fails_the_agent() {
-    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), DECIDER_VERSION);
+    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"));
     let crossed = run.history().handoffs().len();
     run.when(partial(vec![handoff("b", "out", json!({"k": 1}))]))
         .then_kinds(&["agent.responded", "policy.decided", "agent.call_scheduled"]);
@@ -88,7 +88,7 @@ pub(crate) fn a_partial_answer_across_a_refusing_edge_fails_the_agent() {
 #[test]
 pub(crate) fn a_partial_answer_goes_on_where_the_edge_accepts_it() {
     // a → b refuses; b → c keeps the default (accept): b's PARTIAL answer goes on.
-    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), DECIDER_VERSION);
+    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"));
     run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
     // (c also gets a's output as read-only context: the second `handoff.allowed`.)
     run.when(partial(vec![handoff("c", "out", json!({"keep": 1}))]))
@@ -104,7 +104,7 @@ pub(crate) fn a_partial_answer_goes_on_where_the_edge_accepts_it() {
 
 #[test]
 pub(crate) fn a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_exit() {
-    let mut run = refusing_partial(None, DECIDER_VERSION);
+    let mut run = refusing_partial(None);
     run.when(respond(vec![handoff("b", "out", json!({"k": 1}))]));
     run.when(respond(vec![handoff("c", "out", json!({"keep": 1}))]));
     run.when(
@@ -123,14 +123,5 @@ pub(crate) fn a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_
             .contains("c → external refuses partial outputs (rule interactions.partial_outputs)"),
         "{note}"
     );
-    run.replays();
-}
-
-#[test]
-pub(crate) fn version_6_partial_answers_pass_every_edge() {
-    let mut run = refusing_partial(Some("{ from = \"a\", to = \"b\" }"), 6);
-    run.when(partial(vec![handoff("b", "out", json!({"k": 1}))]))
-        .then_kinds(&["agent.responded", "handoff.allowed", "agent.call_scheduled"]);
-    assert_eq!(run.pending().target_agent, "b");
     run.replays();
 }

@@ -183,28 +183,6 @@ pub(crate) fn human_decisions_must_fit_the_ticket() {
     run.replays();
 }
 
-/// Runs recorded by decider version 3 keep its behaviour: an escalation alone holds
-/// nothing (approving it leaves nothing to do) and any words are accepted.
-#[test]
-pub(crate) fn version_3_runs_keep_their_escalations() {
-    let mut run = started_under(BUNDLE, "t.toml", |r| r.decider_version = 3);
-    run.when(respond(vec![Action::Escalate {
-        reason: "sign-off".into(),
-        choices: Vec::new(),
-    }]));
-    let (_, ticket) = run.state.open_tickets().next().expect("a ticket is open");
-    assert!(matches!(
-        ticket.subject,
-        crate::TicketSubject::Proceed { .. }
-    ));
-    run.when(approve("ticket-1").by("")).then_kinds(&[
-        "human.decided",
-        "episode.finished",
-        "run.failed",
-    ]);
-    run.replays();
-}
-
 /// A handoff rule may name the person as its sender (`from_agent_id = "human"`): a
 /// person's answer to `a` is scoped by it, as an agent's output would be by its rule.
 #[test]

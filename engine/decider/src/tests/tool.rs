@@ -51,18 +51,17 @@ reason = "pushes are reviewed"
 const T1: &str = "run-1/tool-1";
 
 fn tools_run() -> History {
-    tools_run_at(crate::DECIDER_VERSION)
+    tools_run_at()
 }
 
 /// [`tools_run`] recorded by decider `version`.
-fn tools_run_at(version: u32) -> History {
-    tools_run_adjusted(version, |_| {})
+fn tools_run_at() -> History {
+    tools_run_adjusted(|_| {})
 }
 
 /// [`tools_run_at`] with `adjust` changing the recorded request further.
-fn tools_run_adjusted(version: u32, adjust: impl FnOnce(&mut crate::RunRequested)) -> History {
+fn tools_run_adjusted(adjust: impl FnOnce(&mut crate::RunRequested)) -> History {
     started_under(TOOL_BUNDLE, "tools.toml", |run| {
-        run.decider_version = version;
         let spec = |f: fn(&mut ToolSpec)| {
             let mut s = ToolSpec::default();
             f(&mut s);
@@ -249,19 +248,6 @@ pub(crate) fn a_tool_not_among_the_allowed_ones_or_without_executor_is_refused()
     // Allowed by the bundle, but no [tools] section serves it.
     let result = refused(call("undeclared", Value::Null));
     assert_eq!(result["rule_id"], "workflow.tools");
-    // Before decider version 8 a review pattern cannot be waited for by a call_tool:
-    // refused, saying so.
-    let mut run = tools_run_at(7);
-    run.when(respond(vec![call("Bash", json!("git push origin"))]));
-    let result = tool_result(&run);
-    assert_eq!(result["rule_id"], "review-push");
-    assert!(
-        result["reason"]
-            .as_str()
-            .is_some_and(|r| r.contains("cannot wait")),
-        "{result}"
-    );
-    run.replays();
     // An MCP server's tool resolves to its section; an executor failure reaches the agent.
     let mut run = tools_run();
     run.when(respond(vec![call("fs:read_file", json!({"path": "/x"}))]))
@@ -539,9 +525,8 @@ reason = "never"
 
 /// `run-1` under the task bundle recorded by `version`: orch hands a job to `a` with the
 /// task `t-1`, which forbids `Bash(git *)`; a's call is pending.
-fn tasked_run(version: u32) -> History {
+fn tasked_run() -> History {
     let mut run = started_under(TASK_BUNDLE, "tasks.toml", |run| {
-        run.decider_version = version;
         run.workflow.entry = "orch".into();
         run.workflow.agents = ["orch", "a"]
             .into_iter()
@@ -567,7 +552,7 @@ fn tasked_run(version: u32) -> History {
 
 #[test]
 pub(crate) fn a_task_restriction_denies_a_call_tool_the_agent_is_allowed() {
-    let mut run = tasked_run(crate::DECIDER_VERSION);
+    let mut run = tasked_run();
     // The receiving call records the task.
     let request = run.pending();
     assert_eq!(request.target_agent, "a");
@@ -607,7 +592,7 @@ pub(crate) fn a_task_restriction_denies_a_call_tool_the_agent_is_allowed() {
 
 #[test]
 pub(crate) fn a_task_restriction_rejects_a_reported_tool_call() {
-    let mut run = tasked_run(crate::DECIDER_VERSION);
+    let mut run = tasked_run();
     run.when(respond(vec![Action::Finish { output: json!({}) }]).tool_call("Bash", "git log"))
         .then(|events| {
             let rules: Vec<&str> = events
@@ -629,15 +614,6 @@ pub(crate) fn a_task_restriction_rejects_a_reported_tool_call() {
         Some("t-1".to_owned()),
         "the retry keeps the task"
     );
-    run.replays();
-}
-
-#[test]
-pub(crate) fn before_version_8_a_handoffs_task_is_not_recorded_or_applied() {
-    let mut run = tasked_run(7);
-    assert_eq!(run.pending().task, None);
-    run.when(respond(vec![call("Bash", json!("git push"))]))
-        .then_kinds(&["agent.responded", "policy.decided", "tool.call_scheduled"]);
     run.replays();
 }
 
@@ -709,8 +685,8 @@ pub(crate) fn observations_none_tells_the_outcome_without_the_result() {
 }
 
 /// [`tools_run_at`] with a root budget of `limit` tool calls.
-fn budgeted_tools_run(version: u32, limit: u64) -> History {
-    tools_run_adjusted(version, |run| run.workflow.budget.tool_calls = limit)
+fn budgeted_tools_run(limit: u64) -> History {
+    tools_run_adjusted(|run| run.workflow.budget.tool_calls = limit)
 }
 
 /// The root episode's `tool_calls` meter: (used, limit).
@@ -725,28 +701,22 @@ fn tool_meter(run: &History) -> (u64, u64) {
 }
 
 #[test]
-pub(crate) fn from_version_11_a_scheduled_tool_call_is_charged_to_the_budget() {
+pub(crate) fn a_scheduled_tool_call_is_charged_to_the_budget() {
     // Ten calls allowed: the first scheduled call counts one; a denied one counts none.
-    let mut run = budgeted_tools_run(crate::DECIDER_VERSION, 10);
+    let mut run = budgeted_tools_run(10);
     run.when(respond(vec![call("search", json!({"q": "x"}))]));
     assert_eq!(tool_meter(&run), (1, 10));
     run.when(returned(T1, json!({"hits": 1})));
     run.when(respond(vec![call("Bash", json!("rm -rf /"))]));
     assert_eq!(tool_meter(&run), (1, 10), "a denied call never ran");
     run.replays();
-
-    // Before version 11 only the tools an agent reports are charged.
-    let mut old = budgeted_tools_run(10, 10);
-    old.when(respond(vec![call("search", json!({"q": "x"}))]));
-    assert_eq!(tool_meter(&old), (0, 10));
-    old.replays();
 }
 
 #[test]
 pub(crate) fn governed_tool_calls_exhaust_the_budget_and_stop_the_episode() {
     // Two calls allowed: the second reaches the limit, so the answer after it stops the
     // run's episode (`budget_exhausted`) and its finish is not carried out.
-    let mut run = budgeted_tools_run(crate::DECIDER_VERSION, 2);
+    let mut run = budgeted_tools_run(2);
     run.when(respond(vec![call("search", json!({"q": "1"}))]));
     run.when(returned(T1, json!({"hits": 1})));
     run.when(respond(vec![call("search", json!({"q": "2"}))]));
@@ -768,16 +738,4 @@ pub(crate) fn governed_tool_calls_exhaust_the_budget_and_stop_the_episode() {
     });
     assert_ne!(run.state.status, RunStatus::Completed);
     run.replays();
-
-    // The same run recorded by version 10 completes: its governed calls were free.
-    let mut old = budgeted_tools_run(10, 2);
-    old.when(respond(vec![call("search", json!({"q": "1"}))]));
-    old.when(returned(T1, json!({"hits": 1})));
-    old.when(respond(vec![call("search", json!({"q": "2"}))]));
-    old.when(returned("run-1/tool-2", json!({"hits": 2})));
-    old.when(respond(vec![Action::Finish {
-        output: json!({"ok": true}),
-    }]));
-    assert_eq!(old.state.status, RunStatus::Completed);
-    old.replays();
 }

@@ -2,37 +2,17 @@
 //! (a command agent's process is kept between calls).
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::agent::{AgentCallError, AgentExecutor, CommandExecutor, HttpExecutor};
-use crate::transport::CommandConfig;
+use crate::transport::{CommandConfig, resolve_program};
 use docket_decider::{ExecutorSpec, WorkflowSpec};
 
 #[derive(Default)]
 pub(super) struct Executors {
     registered: Mutex<BTreeMap<String, Arc<dyn AgentExecutor>>>,
     built: Mutex<BTreeMap<String, Arc<dyn AgentExecutor>>>,
-}
-
-/// Where a workflow's `command` is started from: a path with a `/` as written; a bare
-/// name next to the running executable when such a file exists there, else as given (so
-/// the OS looks it up on `PATH`).
-#[must_use]
-pub fn resolve_program(command: &str) -> PathBuf {
-    if command.contains('/') {
-        return PathBuf::from(command);
-    }
-    if let Some(dir) = std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(PathBuf::from))
-    {
-        let candidate = dir.join(format!("{command}{}", std::env::consts::EXE_SUFFIX));
-        if candidate.is_file() {
-            return candidate;
-        }
-    }
-    PathBuf::from(command)
 }
 
 fn config_error(message: String) -> AgentCallError {

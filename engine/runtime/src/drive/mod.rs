@@ -6,20 +6,22 @@
 //! Generic over the store (`EventStore` uses `impl Future` returns, so no `dyn`); many runs
 //! can be driven at once from one `Runtime` (it is cheap to clone).
 
+// Circuit breakers across runs: the `_circuits` stream, read before calls.
+mod circuit;
 mod effects;
 mod executors;
-// Recording a fork's reused part (issue 14 point 5)
+// Recording a fork's reused part.
 mod fork;
 mod log;
 mod recorded;
-// Run state snapshots (issue 14 point 6)
+// Run state snapshots, and the salts of values committed apart.
 mod salts;
 mod snapshots;
-// The run list kept in memory and in the index's digests (issue 17 point 8)
+// The run list kept in memory and in the index's digests.
 mod run_list;
-// Listing runs without folding them (issue 5 point 7)
+// Listing runs without folding them.
 mod summary;
-// Governed tool calls
+// Governed tool calls.
 mod tools;
 
 use std::sync::Arc;
@@ -41,8 +43,6 @@ use docket_decider::{
     ReferencedContent, Rejection, RunEvent, RunId, RunRequested, RunState, decide_in_place,
 };
 
-pub use executors::resolve_program;
-
 /// An event's payload bytes (for the other streams of a data directory).
 pub(crate) async fn payload_bytes<S: EventStore>(
     store: &S,
@@ -50,6 +50,7 @@ pub(crate) async fn payload_bytes<S: EventStore>(
 ) -> Result<Vec<u8>, RuntimeError> {
     log::payload(store, event).await
 }
+pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
@@ -178,7 +179,7 @@ pub enum RuntimeError {
     /// The data directory's circuits stream holds an event docket cannot read.
     #[error(
         "circuit breakers (stream {}), event {seq}: {message}",
-        crate::circuit::CIRCUITS_STREAM
+        circuit::CIRCUITS_STREAM
     )]
     Circuits {
         /// Its position in the stream (0 when no event is concerned).
@@ -305,8 +306,8 @@ struct Inner<S> {
     bundles: std::sync::Mutex<std::collections::BTreeMap<String, Arc<PolicyBundle>>>,
     counter: std::sync::atomic::AtomicU64,
     clock: Arc<dyn Clock>,
-    /// Every agent's circuit breaker across runs (decider version 6).
-    circuits: crate::circuit::Circuits,
+    /// Every agent's circuit breaker across runs.
+    circuits: circuit::Circuits,
     // Side effects
     effects: crate::effect::EffectExecutors,
     kill_switch: std::sync::RwLock<Arc<dyn crate::effect::KillSwitchSource>>,
@@ -361,7 +362,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 executors: executors::Executors::default(),
                 bundles: std::sync::Mutex::default(),
                 counter: std::sync::atomic::AtomicU64::new(0),
-                circuits: crate::circuit::Circuits::default(),
+                circuits: circuit::Circuits::default(),
                 effects: crate::effect::EffectExecutors::default(),
                 kill_switch: std::sync::RwLock::new(Arc::new(
                     crate::effect::InMemoryKillSwitch::default(),
@@ -423,7 +424,7 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// Every agent's circuit breaker across runs.
-    pub(crate) fn circuits(&self) -> &crate::circuit::Circuits {
+    pub(crate) fn circuits(&self) -> &circuit::Circuits {
         &self.inner.circuits
     }
 
@@ -833,14 +834,14 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.drive(state, bundle, interrupted).await
     }
 
-    /// Cancels a run that is not finished (decider version 10): records `run.cancelled`
+    /// Cancels a run that is not finished: records `run.cancelled`
     /// with who and why; the run ends `cancelled`. A process still driving it stops at its
     /// next append (the run's version moved on: [`RuntimeError::Conflict`]) or its next
     /// input (refused: the run is finished), recording nothing more.
     ///
     /// # Errors
-    /// [`RuntimeError`], e.g. a finished run, a run of an earlier decider version, no
-    /// `by` or `reason`; nothing is recorded then.
+    /// [`RuntimeError`], e.g. a finished run, a run of a decider version this build does
+    /// not decide as, no `by` or `reason`; nothing is recorded then.
     pub async fn cancel(
         &self,
         run_id: &RunId,

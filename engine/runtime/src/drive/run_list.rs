@@ -1,6 +1,6 @@
 //! The run list: every run's summary (id, workflow, start, status, open tickets, last
 //! sequence) in one table in memory, so a page of `docket runs` or `GET /api/runs` is a
-//! scan of that table rather than a read of every run's log (issue 17 point 8).
+//! scan of that table rather than a read of every run's log.
 //!
 //! The table is loaded once, on the first listing (or when a server starts,
 //! [`super::Runtime::load_run_list`]), from the store's stream digests (a cache in a file

@@ -30,7 +30,7 @@ pub struct RunSummary {
     pub events: u64,
     /// Tickets waiting for a human decision, in the order they were opened.
     pub open_tickets: Vec<String>,
-    /// Blocked by a rule a person may override (`docket override`; decider version 6).
+    /// Blocked by a rule a person may override (`docket override`).
     pub overridable: bool,
     /// When the run was requested (`run.requested`'s `at_ms`, ms since the Unix epoch).
     #[serde(default)]
@@ -177,7 +177,7 @@ impl RunSummary {
                 self.status = RunStatus::Blocked;
                 self.overridable = overridable;
             }
-            // A person lifted the block (decider version 6): the run goes on.
+            // A person lifted the block: the run goes on.
             Change::Overrode => {
                 self.overridable = false;
                 self.status = if self.open_tickets.is_empty() {

@@ -32,7 +32,7 @@ pub use kill_switch_file::{
 };
 
 // The effect protocol's types, for this module's executors.
-use crate::drive::resolve_program;
+use crate::transport::resolve_program;
 use crate::transport::{CommandConfig, Interrupted, TransportError};
 pub(crate) use docket_decider::{
     DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification, WorkflowSpec,

@@ -25,7 +25,7 @@ pub use http::HttpToolExecutor;
 pub use in_process::InProcessToolExecutor;
 pub use mcp::McpToolExecutor;
 
-use crate::drive::resolve_program;
+use crate::transport::resolve_program;
 use crate::transport::{CommandConfig, Interrupted, TransportError};
 use docket_decider::{ToolAnswerError, ToolRequest, ToolSpec, WorkflowSpec, accept_tool_answer};
 

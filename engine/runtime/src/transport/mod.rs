@@ -18,7 +18,7 @@ pub(crate) use http::HttpTransport;
 pub(crate) use in_process::{CatchPanic, catch_panic};
 pub(crate) use pool::ProcessPool;
 pub(crate) use process::ProcessTransport;
-pub use process::{CommandConfig, ExitReport};
+pub use process::{CommandConfig, ExitReport, resolve_program};
 
 /// The default limit on one answer (a response line or body): 1 MiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;

@@ -28,6 +28,26 @@ const DEFAULT_STDERR_TAIL_BYTES: usize = 8 * 1024;
 /// exited (a grandchild may still hold it open); only the diagnostic tail depends on it.
 const STDERR_DRAIN_LIMIT: Duration = Duration::from_millis(500);
 
+/// Where a workflow's `command` is started from: a path with a `/` as written; a bare
+/// name next to the running executable when such a file exists there, else as given (so
+/// the OS looks it up on `PATH`).
+#[must_use]
+pub fn resolve_program(command: &str) -> PathBuf {
+    if command.contains('/') {
+        return PathBuf::from(command);
+    }
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(PathBuf::from))
+    {
+        let candidate = dir.join(format!("{command}{}", std::env::consts::EXE_SUFFIX));
+        if candidate.is_file() {
+            return candidate;
+        }
+    }
+    PathBuf::from(command)
+}
+
 /// How to start a child process speaking JSON lines: an agent or an effect executor
 /// declared with `command` in the workflow file.
 #[derive(Debug, Clone)]

@@ -276,7 +276,7 @@ fn command_problem(command: &str, path_env: Option<&String>) -> Option<String> {
             Ok(_) => None,
         };
     }
-    let beside_docket = crate::drive::resolve_program(command);
+    let beside_docket = crate::transport::resolve_program(command);
     if beside_docket.is_absolute() {
         return None;
     }

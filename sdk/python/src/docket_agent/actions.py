@@ -1,0 +1,171 @@
+"""One function per action an agent can ask docket for (docs/agent-protocol.md#actions).
+
+Each checks its arguments as docket would (no blank names, tool patterns that parse) and
+raises ``ValueError`` naming the function and the argument, so a mistake shows where it
+was made rather than as a rejected response later.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, TypeVar
+
+from .protocol import (
+    Action,
+    Budget,
+    CallTool,
+    EpisodeResult,
+    EpisodeStatus,
+    Escalate,
+    Finish,
+    FinishEpisode,
+    Handoff,
+    RequestCapability,
+    RequestEffect,
+    Spawn,
+    TaskRestrictions,
+    WriteDomain,
+    action_problems,
+)
+
+__all__ = [
+    "ask",
+    "call_tool",
+    "escalate",
+    "finish",
+    "finish_episode",
+    "handoff",
+    "request_capability",
+    "request_effect",
+    "spawn",
+    "task",
+    "write_domain",
+]
+
+A = TypeVar("A", bound=Action)
+
+
+def _checked(where: str, action: A) -> A:
+    problems = action_problems(action, where)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return action
+
+
+def _mapping(where: str, value: Mapping[str, Any] | None) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}: expected an object (a mapping), got {type(value).__name__}")
+    return dict(value)
+
+
+def task(id: str, denied_tools: Iterable[str] = ()) -> TaskRestrictions:
+    """A task for a handoff's receiver, with the tool patterns (``Bash(git push*)``) it
+    may not call on it; it restricts the bundle's rules, never widens them."""
+    patterns = tuple(denied_tools)
+    if isinstance(denied_tools, str):
+        raise ValueError("task.denied_tools: expected a list of tool patterns, got one string")
+    restrictions = TaskRestrictions(id, patterns)
+    _checked("task", Handoff("-", "-", None, restrictions))
+    return restrictions
+
+
+def handoff(to: str, output_type: str, payload: Any, *, task: TaskRestrictions | None = None) -> Handoff:
+    """Hand the work to ``to`` as ``output_type``. docket checks the interaction matrix,
+    validates ``payload`` against the output type's schema, scopes it, and calls ``to``
+    with it as a decision input."""
+    return _checked("handoff", Handoff(to, output_type, payload, task))
+
+
+def request_capability(
+    target_agent: str, capability_code: str, inputs: Mapping[str, Any] | None = None
+) -> RequestCapability:
+    """Ask ``target_agent`` for a capability. docket makes the call (agents never call each
+    other) and calls this agent again with the answer as a decision input whose
+    ``output_type`` is the capability code (or ``capability_failed``)."""
+    return _checked(
+        "request_capability",
+        RequestCapability(target_agent, capability_code, _mapping("request_capability.inputs", inputs)),
+    )
+
+
+def escalate(reason: str, choices: Iterable[str] = ()) -> Escalate:
+    """Stop and ask a human. Followed by other actions it holds them until a person
+    approves; as the last action it is a question (see ``ask``)."""
+    if isinstance(choices, str):
+        raise ValueError("escalate.choices: expected a list of options, got one string")
+    return _checked("escalate", Escalate(reason, tuple(choices)))
+
+
+def ask(question: str, choices: Iterable[str] = ()) -> Escalate:
+    """Ask a person a question (an ``escalate`` ending the response). The run waits; this
+    agent is called again with a ``human_answer`` decision input (``Request.human_answer``)."""
+    if isinstance(choices, str):
+        raise ValueError("ask.choices: expected a list of options, got one string")
+    return _checked("ask", Escalate(question, tuple(choices)))
+
+
+def finish(output: Any = None) -> Finish:
+    """The work asked of this agent is done; ``output`` is its result. Must come last."""
+    return Finish(output)
+
+
+def spawn(
+    agent: str,
+    episode_type: str,
+    goal: str,
+    *,
+    budget: Budget | None = None,
+    inputs: Mapping[str, Any] | None = None,
+) -> Spawn:
+    """Start a child episode of ``episode_type`` (``verify``, ``retrieve``...) run by
+    ``agent``, decided by the recursion policy. The child's ``episode_result`` comes back
+    to this agent in a new request."""
+    if budget is not None and not isinstance(budget, Budget):
+        raise ValueError(f"spawn.budget: expected a docket_agent.Budget, got {type(budget).__name__}")
+    return _checked(
+        "spawn", Spawn(agent, episode_type, goal, budget or Budget(), _mapping("spawn.inputs", inputs))
+    )
+
+
+def write_domain(domain: str, content: Any) -> WriteDomain:
+    """Write a new version of a domain this agent owns (its bundle ``write_scopes``)."""
+    return _checked("write_domain", WriteDomain(domain, content))
+
+
+def finish_episode(
+    status: EpisodeStatus,
+    summary: str = "",
+    *,
+    artifacts_created: Iterable[str] = (),
+    decisions: Iterable[Any] = (),
+    verification_needed: bool = False,
+    next_actions: Iterable[Any] = (),
+    error_class: str | None = None,
+) -> FinishEpisode:
+    """End this agent's episode: ``ok``, ``needs_review`` (a person looks first) or
+    ``failed`` (with ``error_class``, counted by the parent's stop conditions)."""
+    result = EpisodeResult(
+        status,
+        summary,
+        tuple(artifacts_created),
+        tuple(decisions),
+        verification_needed,
+        tuple(next_actions),
+        error_class,
+    )
+    return _checked("finish_episode", FinishEpisode(result))
+
+
+def request_effect(kind: str, lane: str, *, idempotency_key: str | None = None, params: Any = None) -> RequestEffect:
+    """Ask docket to carry out a side effect (a publish, a DM). docket decides it, runs it
+    at most once per ``idempotency_key``, verifies it, and calls this agent again with an
+    ``effect_result`` decision input."""
+    return _checked("request_effect", RequestEffect(kind, lane, idempotency_key, params))
+
+
+def call_tool(name: str, arguments: Any = None) -> CallTool:
+    """Ask docket to run the tool ``name``; the call is decided before it runs (deny
+    patterns, MUST NOT rules, allowed tools), and the outcome, even a refusal, comes back
+    as a ``tool_result`` decision input (``Request.tool_results``). Must come last."""
+    return _checked("call_tool", CallTool(name, arguments))

@@ -1,0 +1,769 @@
+"""The agent protocol's documents as Python types (docs/agent-protocol.md).
+
+Requests are parsed leniently, as the protocol asks (fields docket adds later are kept in
+``Request.raw`` and otherwise ignored); responses are built strictly, and
+``Response.problems`` checks the same rules docket checks, with the same ``field: problem``
+messages, so a broken response is caught in the agent, where it is cheap to fix.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Union
+
+__all__ = [
+    "Action",
+    "Budget",
+    "CallTool",
+    "Confidence",
+    "ContextInput",
+    "DecisionInput",
+    "EpisodeResult",
+    "EpisodeStatus",
+    "Escalate",
+    "Finish",
+    "FinishEpisode",
+    "Handoff",
+    "HumanAnswer",
+    "Priority",
+    "Request",
+    "RequestCapability",
+    "RequestEffect",
+    "RequestError",
+    "Response",
+    "ResponseError",
+    "ResponseStatus",
+    "Spawn",
+    "TaskRestrictions",
+    "ToolCall",
+    "ToolResult",
+    "Usage",
+    "WriteDomain",
+    "is_error_code",
+    "is_tool_pattern",
+]
+
+Priority = Literal["HIGH", "NORMAL", "LOW"]
+ResponseStatus = Literal["SUCCESS", "PARTIAL", "ERROR", "TIMEOUT"]
+Confidence = Literal["HIGH", "MEDIUM", "LOW", "SPECULATIVE"]
+EpisodeStatus = Literal["ok", "needs_review", "failed"]
+
+PRIORITIES: tuple[Priority, ...] = ("HIGH", "NORMAL", "LOW")
+RESPONSE_STATUSES: tuple[ResponseStatus, ...] = ("SUCCESS", "PARTIAL", "ERROR", "TIMEOUT")
+CONFIDENCE_LEVELS: tuple[Confidence, ...] = ("HIGH", "MEDIUM", "LOW", "SPECULATIVE")
+EPISODE_STATUSES: tuple[EpisodeStatus, ...] = ("ok", "needs_review", "failed")
+
+#: The most actions one response may carry (docs/agent-protocol.md#limits).
+MAX_ACTIONS = 1_000
+#: The most entries of ``tool_calls``, ``warnings`` and a task's ``denied_tools``.
+MAX_LIST_ENTRIES = 1_000
+
+_ERROR_CODE = re.compile(r"[A-Z][A-Z0-9]*(_[A-Z0-9]+)+")
+_TOOL_NAME = re.compile(r"[\w:*-]+")
+
+
+def is_error_code(code: str) -> bool:
+    """Whether ``code`` has the CATEGORY_SPECIFIC_ERROR form docket requires: at least two
+    upper-case words of letters and digits joined by ``_``, starting with a letter."""
+    return _ERROR_CODE.fullmatch(code) is not None
+
+
+def is_tool_pattern(pattern: str) -> bool:
+    """Whether ``pattern`` is a tool pattern docket accepts: ``Tool`` or ``Tool(glob)``."""
+    text = pattern.strip()
+    open_at = text.find("(")
+    if open_at >= 0:
+        if not text.endswith(")"):
+            return False
+        text = text[:open_at]
+    return _TOOL_NAME.fullmatch(text) is not None
+
+
+class RequestError(ValueError):
+    """A request that does not have the protocol's shape. ``field`` names where
+    (``decision_inputs[1].output_type``), so the message says what and where."""
+
+    def __init__(self, field: str, problem: str, request_id: str | None = None) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+        self.problem = problem
+        #: The request's id when it could be read, so an ERROR can still answer it.
+        self.request_id = request_id
+
+
+class ResponseError(ValueError):
+    """A response that breaks a rule of docs/agent-protocol.md#rules-a-response-must-follow;
+    the message is docket's own ``field: problem``."""
+
+
+# ---------------------------------------------------------------------------------------
+# Reading requests
+
+
+def _type_name(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+class _Reader:
+    """Reads one JSON object's fields, naming the path of whatever is wrong."""
+
+    def __init__(self, obj: Any, where: str, request_id: str | None) -> None:
+        if not isinstance(obj, dict):
+            raise RequestError(where or "request", f"expected an object, got {_type_name(obj)}", request_id)
+        self.obj: dict[str, Any] = obj
+        self.where = where
+        self.request_id = request_id
+
+    def path(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def fail(self, key: str, problem: str) -> RequestError:
+        return RequestError(self.path(key), problem, self.request_id)
+
+    def string(self, key: str, default: str | None = None) -> str:
+        value = self.obj.get(key, default)
+        if value is None:
+            raise self.fail(key, "required")
+        if not isinstance(value, str):
+            raise self.fail(key, f"expected a string, got {_type_name(value)}")
+        return value
+
+    def integer(self, key: str, default: int | None = None) -> int:
+        value = self.obj.get(key, default)
+        if value is None:
+            raise self.fail(key, "required")
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.fail(key, f"expected an integer, got {_type_name(value)}")
+        return value
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        value = self.obj.get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self.fail(key, f"expected an object, got {_type_name(value)}")
+        return value
+
+    def array(self, key: str) -> list[Any]:
+        value = self.obj.get(key)
+        if value is None:
+            return []
+        if not isinstance(value, list):
+            raise self.fail(key, f"expected an array, got {_type_name(value)}")
+        return value
+
+    def payload(self, key: str) -> Any:
+        if key not in self.obj:
+            raise self.fail(key, "required")
+        return self.obj[key]
+
+
+@dataclass(frozen=True)
+class DecisionInput:
+    """An input the agent may decide from (Guardrail 2), labelled with who produced it, so
+    a later check can tell which agent a decision rests on."""
+
+    source_agent: str
+    output_type: str
+    payload: Any
+
+
+@dataclass(frozen=True)
+class ContextInput:
+    """A read-only reference: for impact estimation, planning and reference, never for
+    prioritising, ranking or deciding (Guardrail 2). A distinct type from
+    ``DecisionInput`` so that a type checker refuses one where the other is expected."""
+
+    source_agent: str
+    output_type: str
+    payload: Any
+
+
+@dataclass(frozen=True)
+class TaskRestrictions:
+    """The task a handoff gives its receiver, and the tools it forbids there; it only
+    ever restricts what the bundle allows."""
+
+    id: str
+    denied_tools: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"id": self.id}
+        if self.denied_tools:
+            out["denied_tools"] = list(self.denied_tools)
+        return out
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """The outcome of a ``call_tool`` docket ran (or refused) for this agent, as the
+    decision input ``tool_result`` brings it back. ``denied`` means the tool never ran."""
+
+    tool_call_id: str
+    name: str
+    status: Literal["returned", "failed", "denied"] | str
+    arguments: Any = None
+    result: Any = None
+    code: str | None = None
+    message: str | None = None
+    rule_id: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class HumanAnswer:
+    """A person's answer to an ``escalate`` question (decision input ``human_answer``)."""
+
+    ticket: str
+    question: str
+    approved: bool
+    by: str
+    reason: str | None = None
+    choice: str | None = None
+    answer: str | None = None
+
+
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True)
+class Request:
+    """One call of this agent. Decision inputs and context inputs are kept apart, as
+    docket sends them: decide from ``decision_inputs`` only."""
+
+    request_id: str
+    correlation_id: str
+    run_id: str
+    episode_id: str
+    attempt: int
+    source_agent: str
+    target_agent: str
+    capability_code: str
+    timeout_ms: int = 30_000
+    priority: Priority = "NORMAL"
+    context: Mapping[str, Any] = field(default_factory=dict)
+    decision_inputs: tuple[DecisionInput, ...] = ()
+    context_inputs: tuple[ContextInput, ...] = ()
+    task: TaskRestrictions | None = None
+    #: The request as it arrived, with any field this version does not know.
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Request:
+        """Parses a decoded request; unknown fields are ignored (requests may gain fields).
+
+        Raises ``RequestError`` naming the field that is missing or of the wrong type."""
+        request_id = obj.get("request_id") if isinstance(obj, dict) else None
+        rid = request_id if isinstance(request_id, str) else None
+        r = _Reader(obj, "", rid)
+        priority = r.string("priority", "NORMAL")
+        if priority not in PRIORITIES:
+            raise r.fail("priority", f"expected one of {', '.join(PRIORITIES)}, got {priority!r}")
+        decision = tuple(
+            DecisionInput(**_input_fields(item, f"decision_inputs[{i}]", rid))
+            for i, item in enumerate(r.array("decision_inputs"))
+        )
+        context = tuple(
+            ContextInput(**_input_fields(item, f"context_inputs[{i}]", rid))
+            for i, item in enumerate(r.array("context_inputs"))
+        )
+        task: TaskRestrictions | None = None
+        if obj.get("task") is not None:
+            t = _Reader(obj["task"], "task", rid)
+            denied = t.array("denied_tools")
+            for i, pattern in enumerate(denied):
+                if not isinstance(pattern, str):
+                    raise t.fail(f"denied_tools[{i}]", f"expected a string, got {_type_name(pattern)}")
+            task = TaskRestrictions(t.string("id"), tuple(denied))
+        return cls(
+            request_id=r.string("request_id"),
+            correlation_id=r.string("correlation_id"),
+            run_id=r.string("run_id"),
+            episode_id=r.string("episode_id"),
+            attempt=r.integer("attempt"),
+            source_agent=r.string("source_agent"),
+            target_agent=r.string("target_agent"),
+            capability_code=r.string("capability_code"),
+            timeout_ms=r.integer("timeout_ms", 30_000),
+            priority=priority,
+            context=r.mapping("context"),
+            decision_inputs=decision,
+            context_inputs=context,
+            task=task,
+            raw=obj,
+        )
+
+    @classmethod
+    def parse(cls, text: str | bytes) -> Request:
+        """Parses one request document (a stdin line or an HTTP body)."""
+        try:
+            obj = json.loads(text)
+        except ValueError as exc:
+            raise RequestError("request", f"not JSON: {exc}") from None
+        return cls.from_json(obj)
+
+    def decision_inputs_of(self, output_type: str) -> list[DecisionInput]:
+        """The decision inputs handed over as ``output_type``, in the order they came."""
+        return [i for i in self.decision_inputs if i.output_type == output_type]
+
+    def context_inputs_of(self, output_type: str) -> list[ContextInput]:
+        """The read-only context inputs of ``output_type``, in the order they came."""
+        return [i for i in self.context_inputs if i.output_type == output_type]
+
+    def require_decision_input(self, output_type: str) -> DecisionInput:
+        """The first decision input of ``output_type``; without one, raises ``InputError``
+        (answered as ERROR ``INPUT_MISSING``, a data error in docket's classes)."""
+        from .errors import InputError
+
+        found = self.decision_inputs_of(output_type)
+        if not found:
+            have = sorted({i.output_type for i in self.decision_inputs}) or ["none"]
+            raise InputError(
+                f"expected a decision input of type {output_type!r}; this request has: {', '.join(have)}",
+                code="INPUT_MISSING",
+            )
+        return found[0]
+
+    @property
+    def handoff_context(self) -> Mapping[str, Any]:
+        """``context.handoff`` (position, prior agents, decisions, original request): for
+        continuity, never to decide from; empty when the run predates it."""
+        value = self.context.get("handoff")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def previous_attempt(self) -> Mapping[str, Any] | None:
+        """On a retry, what went wrong the time before (``context.previous_attempt``)."""
+        value = self.context.get("previous_attempt")
+        return value if isinstance(value, dict) else None
+
+    def tool_results(self) -> list[ToolResult]:
+        """Every ``tool_result`` decision input, oldest first: the outcomes of the
+        ``call_tool`` actions this step asked for."""
+        out = []
+        for item in self.decision_inputs_of("tool_result"):
+            p = item.payload if isinstance(item.payload, dict) else {}
+            out.append(
+                ToolResult(
+                    tool_call_id=str(p.get("tool_call_id", "")),
+                    name=str(p.get("name", "")),
+                    status=str(p.get("status", "")),
+                    arguments=p.get("arguments"),
+                    result=p.get("result"),
+                    code=_opt_str(p.get("code")),
+                    message=_opt_str(p.get("message")),
+                    rule_id=_opt_str(p.get("rule_id")),
+                    reason=_opt_str(p.get("reason")),
+                )
+            )
+        return out
+
+    def human_answer(self) -> HumanAnswer | None:
+        """The latest answer a person gave to this agent's question, if any: how a second
+        call after an ``escalate`` tells itself from the first."""
+        answers = [
+            i for i in self.decision_inputs if i.output_type == "human_answer" and isinstance(i.payload, dict)
+        ]
+        if not answers:
+            return None
+        p = answers[-1].payload
+        choice = p.get("choice")
+        return HumanAnswer(
+            ticket=str(p.get("ticket", "")),
+            question=str(p.get("question", "")),
+            approved=bool(p.get("approved", False)),
+            by=str(p.get("by", "")),
+            reason=_opt_str(p.get("reason")),
+            choice=None if choice is None else str(choice),
+            answer=_opt_str(p.get("answer")),
+        )
+
+
+def _input_fields(item: Any, where: str, request_id: str | None) -> dict[str, Any]:
+    r = _Reader(item, where, request_id)
+    return {
+        "source_agent": r.string("source_agent"),
+        "output_type": r.string("output_type"),
+        "payload": r.payload("payload"),
+    }
+
+
+# ---------------------------------------------------------------------------------------
+# Actions
+
+
+@dataclass(frozen=True)
+class Handoff:
+    """Hand the work to the next agent, as the interaction matrix allows."""
+
+    to: str
+    output_type: str
+    payload: Any
+    task: TaskRestrictions | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out = {"type": "handoff", "to": self.to, "output_type": self.output_type, "payload": self.payload}
+        if self.task is not None:
+            out["task"] = self.task.to_json()
+        return out
+
+
+@dataclass(frozen=True)
+class RequestCapability:
+    """Ask another agent for a capability; docket makes the call and brings the answer."""
+
+    target_agent: str
+    capability_code: str
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {
+            "type": "request_capability",
+            "target_agent": self.target_agent,
+            "capability_code": self.capability_code,
+            "inputs": dict(self.inputs),
+        }
+
+
+@dataclass(frozen=True)
+class Escalate:
+    """Stop and ask a human: a question when last, else an approval holding what follows."""
+
+    reason: str
+    choices: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"type": "escalate", "reason": self.reason}
+        if self.choices:
+            out["choices"] = list(self.choices)
+        return out
+
+
+@dataclass(frozen=True)
+class Finish:
+    """The work asked of this agent is done; ``output`` is its result."""
+
+    output: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"type": "finish", "output": self.output}
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a spawned child may consume; a dimension left ``None`` gets the most allowed."""
+
+    tokens: int | None = None
+    tool_calls: int | None = None
+    wall_time_ms: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {k: v for k, v in (("tokens", self.tokens), ("tool_calls", self.tool_calls),
+                                  ("wall_time_ms", self.wall_time_ms)) if v is not None}
+
+
+@dataclass(frozen=True)
+class Spawn:
+    """Start a child episode run by ``agent``, as the recursion policy allows."""
+
+    agent: str
+    episode_type: str
+    goal: str
+    budget: Budget = Budget()
+    inputs: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {
+            "type": "spawn",
+            "agent": self.agent,
+            "episode_type": self.episode_type,
+            "goal": self.goal,
+            "budget": self.budget.to_json(),
+            "inputs": dict(self.inputs),
+        }
+
+
+@dataclass(frozen=True)
+class WriteDomain:
+    """Write a new version of a domain this agent owns; earlier versions never change."""
+
+    domain: str
+    content: Any
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"type": "write_domain", "domain": self.domain, "content": self.content}
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """What an episode hands back when it ends."""
+
+    status: EpisodeStatus
+    summary: str = ""
+    artifacts_created: tuple[str, ...] = ()
+    decisions: tuple[Any, ...] = ()
+    verification_needed: bool = False
+    next_actions: tuple[Any, ...] = ()
+    error_class: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"status": self.status, "summary": self.summary}
+        if self.artifacts_created:
+            out["artifacts_created"] = list(self.artifacts_created)
+        if self.decisions:
+            out["decisions"] = list(self.decisions)
+        if self.verification_needed:
+            out["verification_needed"] = True
+        if self.next_actions:
+            out["next_actions"] = list(self.next_actions)
+        if self.error_class is not None:
+            out["error_class"] = self.error_class
+        return out
+
+
+@dataclass(frozen=True)
+class FinishEpisode:
+    """End this agent's episode with a result."""
+
+    result: EpisodeResult
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"type": "finish_episode", "result": self.result.to_json()}
+
+
+@dataclass(frozen=True)
+class RequestEffect:
+    """Ask docket to carry out a side effect; the agent never performs it itself."""
+
+    kind: str
+    lane: str
+    idempotency_key: str | None = None
+    params: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"type": "request_effect", "kind": self.kind, "lane": self.lane}
+        if self.idempotency_key is not None:
+            out["idempotency_key"] = self.idempotency_key
+        if self.params is not None:
+            out["params"] = self.params
+        return out
+
+
+@dataclass(frozen=True)
+class CallTool:
+    """Ask docket to run a tool, decided before it runs; the outcome comes back as a
+    ``tool_result`` decision input in a new request."""
+
+    name: str
+    arguments: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"type": "call_tool", "name": self.name, "arguments": self.arguments}
+
+
+Action = Union[
+    Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool
+]
+_ACTION_TYPES = (Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool)
+
+
+# ---------------------------------------------------------------------------------------
+# Responses
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool the agent ran itself, reported so deny patterns are checked after the fact."""
+
+    name: str
+    arguments: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"name": self.name, "arguments": self.arguments}
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the call consumed, charged to the episode's budget. ``tool_calls`` counts the
+    tools the agent ran itself, not the ``call_tool`` actions docket runs."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    tool_calls: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "tool_calls": self.tool_calls}
+
+
+@dataclass(frozen=True)
+class Response:
+    """An agent's answer to one request. Build it with ``success``, ``partial``,
+    ``error`` or ``timed_out`` (docket_agent.responses), which fill in the request id."""
+
+    request_id: str
+    status: ResponseStatus
+    confidence_level: Confidence | None = None
+    actions: tuple[Action, ...] = ()
+    warnings: tuple[str, ...] = ()
+    error_code: str | None = None
+    error_message: str | None = None
+    usage: Usage = Usage()
+    tool_calls: tuple[ToolCall, ...] = ()
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """The response document, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"request_id": self.request_id, "status": self.status}
+        if self.confidence_level is not None:
+            out["confidence_level"] = self.confidence_level
+        if self.error_code is not None:
+            out["error_code"] = self.error_code
+        if self.error_message is not None:
+            out["error_message"] = self.error_message
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        if self.usage != Usage():
+            out["usage"] = self.usage.to_json()
+        if self.tool_calls:
+            out["tool_calls"] = [c.to_json() for c in self.tool_calls]
+        if self.actions:
+            out["actions"] = [a.to_json() for a in self.actions]
+        if self.metadata:
+            out["metadata"] = dict(self.metadata)
+        return out
+
+    def to_line(self) -> bytes:
+        """One line of UTF-8 JSON, as the stdio transport writes it."""
+        text = json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return (text + "\n").encode()
+
+    def problems(self) -> list[str]:
+        """Every rule of docs/agent-protocol.md#rules-a-response-must-follow this response
+        breaks, in docket's order and words (``actions[1].to: must not be empty``)."""
+        p: list[str] = []
+        s = self.status
+        if s not in RESPONSE_STATUSES:
+            p.append(f"status: expected one of {', '.join(RESPONSE_STATUSES)}, got {s!r}")
+        if self.confidence_level is not None and self.confidence_level not in CONFIDENCE_LEVELS:
+            p.append(f"confidence_level: expected one of {', '.join(CONFIDENCE_LEVELS)}, "
+                     f"got {self.confidence_level!r}")
+        if not self.request_id.strip():
+            p.append("request_id: must not be empty")
+        if s in ("SUCCESS", "PARTIAL"):
+            if self.confidence_level is None:
+                p.append(f"confidence_level: required when status is {s}")
+            if self.error_code is not None:
+                p.append(f"error_code: not allowed when status is {s}")
+            if self.error_message is not None:
+                p.append(f"error_message: not allowed when status is {s}")
+            if s == "SUCCESS" and not self.actions:
+                p.append(f"actions: required when status is {s}")
+        elif s == "ERROR":
+            if self.error_message is None:
+                p.append("error_message: required when status is ERROR")
+            elif not self.error_message.strip():
+                p.append("error_message: must not be empty")
+            if self.confidence_level is not None:
+                p.append("confidence_level: not allowed when status is ERROR")
+            if self.actions:
+                p.append("actions: not allowed when status is ERROR")
+        if self.error_code is not None and not is_error_code(self.error_code):
+            p.append(f"error_code: {self.error_code!r} is not of the form CATEGORY_SPECIFIC_ERROR "
+                     "(upper-case words joined by `_`)")
+        for name, items, limit in (("actions", self.actions, MAX_ACTIONS),
+                                   ("tool_calls", self.tool_calls, MAX_LIST_ENTRIES),
+                                   ("warnings", self.warnings, MAX_LIST_ENTRIES)):
+            if len(items) > limit:
+                p.append(f"{name}: lists {len(items)} entries, more than the limit of {limit}")
+        p += [f"warnings[{i}]: must not be empty" for i, w in enumerate(self.warnings) if not w.strip()]
+        p += [f"tool_calls[{i}].name: must not be empty" for i, c in enumerate(self.tool_calls)
+              if not c.name.strip()]
+        if self.usage.tool_calls < len(self.tool_calls):
+            p.append(f"usage.tool_calls: {self.usage.tool_calls} is less than the "
+                     f"{len(self.tool_calls)} entries in tool_calls")
+        for i, action in enumerate(self.actions):
+            if not isinstance(action, _ACTION_TYPES):
+                p.append(f"actions[{i}]: expected an action (docket_agent.handoff, finish...), "
+                         f"got {_type_name(action)}")
+                continue
+            p += action_problems(action, f"actions[{i}]")
+            following = len(self.actions) - i - 1
+            if following and isinstance(action, CallTool):
+                p.append(f"actions[{i}]: call_tool `{action.name}` must be the last action (its result "
+                         f"comes back in a new request), but {following} action(s) follow it")
+            if following and isinstance(action, (Finish, FinishEpisode)):
+                p.append(f"actions[{i}]: finish must be the last action, but {following} action(s) follow it")
+        return p
+
+    def check(self) -> Response:
+        """Returns the response unchanged, or raises ``ResponseError`` with its first problem."""
+        problems = self.problems()
+        if problems:
+            raise ResponseError(problems[0])
+        return self
+
+
+def action_problems(action: Action, at: str) -> list[str]:
+    """The blank names and malformed task patterns of one action, each as ``field: problem``
+    under ``at`` (``actions[0]``, or the function's name when it builds the action)."""
+    p: list[str] = []
+
+    def blank(name: str, value: str) -> None:
+        if not value.strip():
+            p.append(f"{at}.{name}: must not be empty")
+
+    if isinstance(action, Handoff):
+        blank("to", action.to)
+        blank("output_type", action.output_type)
+        if action.task is not None:
+            blank("task.id", action.task.id)
+            if len(action.task.denied_tools) > MAX_LIST_ENTRIES:
+                p.append(f"{at}.task.denied_tools: lists {len(action.task.denied_tools)} entries, "
+                         f"more than the limit of {MAX_LIST_ENTRIES}")
+            for j, pattern in enumerate(action.task.denied_tools):
+                if not is_tool_pattern(pattern):
+                    p.append(f"{at}.task.denied_tools[{j}]: {pattern!r} is not a tool pattern "
+                             "(`Tool` or `Tool(glob)`)")
+    elif isinstance(action, RequestCapability):
+        blank("target_agent", action.target_agent)
+        blank("capability_code", action.capability_code)
+    elif isinstance(action, Escalate):
+        blank("reason", action.reason)
+        for j, choice in enumerate(action.choices):
+            blank(f"choices[{j}]", choice)
+    elif isinstance(action, Spawn):
+        blank("agent", action.agent)
+        blank("episode_type", action.episode_type)
+        blank("goal", action.goal)
+    elif isinstance(action, WriteDomain):
+        blank("domain", action.domain)
+    elif isinstance(action, RequestEffect):
+        blank("kind", action.kind)
+        blank("lane", action.lane)
+        if action.idempotency_key is not None:
+            blank("idempotency_key", action.idempotency_key)
+    elif isinstance(action, CallTool):
+        blank("name", action.name)
+    elif isinstance(action, FinishEpisode):
+        if action.result.status not in EPISODE_STATUSES:
+            p.append(f"{at}.result.status: expected one of {', '.join(EPISODE_STATUSES)}, "
+                     f"got {action.result.status!r}")
+    return p
