@@ -344,7 +344,14 @@ impl PolicyBundle {
         {
             let mut errors: Vec<String> = v
                 .iter_errors(&req.inputs_json)
-                .map(|e| format!("{}: {}", e.instance_path(), e))
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    format!(
+                        "{}: {}",
+                        crate::rules::contract::schema_place(&at, "inputs"),
+                        e
+                    )
+                })
                 .collect();
             errors.sort();
             errors.truncate(MAX_INPUT_ERRORS);

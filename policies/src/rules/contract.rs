@@ -132,7 +132,13 @@ impl PolicyBundle {
         let rule = format!("output_types.{key}");
         let mut errors: Vec<String> = validator
             .iter_errors(payload)
-            .map(|e| format!("{}: {}", e.instance_path(), e))
+            .map(|e| {
+                format!(
+                    "{}: {}",
+                    schema_place(&e.instance_path().to_string(), "payload"),
+                    e
+                )
+            })
             .collect();
         errors.sort();
         errors.truncate(MAX_ERRORS);
@@ -167,6 +173,16 @@ impl PolicyBundle {
             ),
             chain,
         )
+    }
+}
+
+/// Where in `what` (the payload, the inputs) a schema error is: its JSON pointer, or the
+/// whole of it at the root (whose pointer is empty).
+pub(crate) fn schema_place(pointer: &str, what: &str) -> String {
+    if pointer.is_empty() {
+        format!("the {what}")
+    } else {
+        pointer.to_owned()
     }
 }
 

@@ -217,7 +217,7 @@ impl PolicyBundle {
                 Some(ids) => {
                     violations.extend(ids.into_iter().filter(|c| !known.contains(c)).map(|c| {
                         format!(
-                            "{at} cites {} `{c}`, which {} never produced",
+                            "{at} cites {} `{c}`, which {} did not deliver in this run",
                             rule.cites, src.agent
                         )
                     }))
