@@ -1,6 +1,9 @@
 //! How a run is shown to people: its summary after a command drove it (status, handoffs,
 //! open tickets, output), each event in one line, and the exit code its status maps to.
 
+use docket_decider::{
+    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+};
 use std::fmt::Write as _;
 
 use docket_decider::{
@@ -72,21 +75,21 @@ pub(crate) fn describe(event: &RunEvent) -> String {
                 .map(|asked| format!(" (again of {asked})"))
                 .unwrap_or_default()
         ),
-        RunEvent::AgentResponded {
+        RunEvent::AgentResponded(AgentResponded {
             request_id,
             response,
             ..
-        } => format!(
+        }) => format!(
             "{request_id} {} ({} action(s))",
             response.status,
             response.actions.len()
         ),
-        RunEvent::AgentCallFailed {
+        RunEvent::AgentCallFailed(AgentCallFailed {
             request_id,
             code,
             message,
             ..
-        } => {
+        }) => {
             format!("{request_id} {code}: {message}")
         }
         RunEvent::HandoffAllowed {
@@ -171,30 +174,30 @@ pub(crate) fn describe(event: &RunEvent) -> String {
                 deliveries.len()
             )
         }
-        RunEvent::HumanDecided {
+        RunEvent::HumanDecided(HumanDecided {
             ticket,
             approved,
             by,
             reason,
             ..
-        } => format!(
+        }) => format!(
             "{ticket} {} by {by}: {}",
             if *approved { "approved" } else { "denied" },
             said(reason)
         ),
-        RunEvent::HumanOverrode {
+        RunEvent::HumanOverrode(HumanOverrode {
             by,
             role,
             rule_id,
             reason,
             ..
-        } => format!("{by} ({role}) overrode {rule_id}: {}", said(reason)),
-        RunEvent::CircuitChecked {
+        }) => format!("{by} ({role}) overrode {rule_id}: {}", said(reason)),
+        RunEvent::CircuitChecked(CircuitReading {
             request_id,
             agent,
             consecutive_failures,
             ..
-        } => format!(
+        }) => format!(
             "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
         ),
         RunEvent::CallDegraded {
@@ -205,7 +208,9 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             rule_id, reason, ..
         } => format!("{} [{rule_id}]", said(reason)),
         RunEvent::RunFailed { reason } => said(reason).to_owned(),
-        RunEvent::RunCancelled { by, reason, .. } => format!("by {by}: {}", said(reason)),
+        RunEvent::RunCancelled(RunCancelled { by, reason, .. }) => {
+            format!("by {by}: {}", said(reason))
+        }
         RunEvent::ToolCallScheduled(t) => format!(
             "{} {} calls tool {} ([tools.{}]{}) for {}",
             t.tool_call_id,

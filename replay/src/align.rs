@@ -17,6 +17,7 @@
 //! and a request's inputs are compared in the order of their sources, so a join whose
 //! branches answered in another order lines up branch by branch.
 
+use docket_decider::{AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled};
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -295,23 +296,23 @@ impl Walk {
                 by_source(&mut payload);
                 self.steps[at].payload = Some(payload);
             }
-            RunEvent::AgentResponded {
+            RunEvent::AgentResponded(AgentResponded {
                 request_id,
                 response,
                 ..
-            } => {
+            }) => {
                 let outcome = self.neutral(serde_json::to_value(&**response).unwrap_or_default());
                 if let Some(step) = self.step_of(request_id.as_str()) {
                     step.decision = Some(format!("answered {}", response.status.as_str()));
                     step.outcome = Some(outcome);
                 }
             }
-            RunEvent::AgentCallFailed {
+            RunEvent::AgentCallFailed(AgentCallFailed {
                 request_id,
                 code,
                 message,
                 ..
-            } => {
+            }) => {
                 if let Some(step) = self.step_of(request_id.as_str()) {
                     step.decision = Some(format!("failed {code}"));
                     step.outcome = Some(json!({ "code": code, "message": message }));
@@ -459,21 +460,21 @@ impl Walk {
                 let at = self.begin(format!("ticket {what}"), seq, Some(ticket.to_string()));
                 self.steps[at].payload = Some(subject);
             }
-            RunEvent::HumanDecided {
+            RunEvent::HumanDecided(HumanDecided {
                 ticket,
                 approved,
                 by,
                 choice,
                 answer,
                 ..
-            } => {
+            }) => {
                 if let Some(step) = self.step_of(ticket.as_str()) {
                     let what = if *approved { "approved" } else { "denied" };
                     step.decision = Some(format!("{what} by {by}"));
                     step.outcome = Some(json!({ "choice": choice, "answer": answer }));
                 }
             }
-            RunEvent::HumanOverrode { by, rule_id, .. } => {
+            RunEvent::HumanOverrode(HumanOverrode { by, rule_id, .. }) => {
                 let at = self.begin(format!("override of {rule_id}"), seq, None);
                 self.steps[at].decision = Some(format!("overridden by {by}"));
             }
@@ -487,7 +488,7 @@ impl Walk {
             RunEvent::RunFailed { reason } => {
                 self.end("failed".to_owned(), json!({ "reason": reason }));
             }
-            RunEvent::RunCancelled { by, reason, .. } => {
+            RunEvent::RunCancelled(RunCancelled { by, reason, .. }) => {
                 self.end(format!("cancelled by {by}"), json!({ "reason": reason }));
             }
             _ => {}
@@ -567,7 +568,7 @@ mod tests {
 
     fn answer(run: &str, n: u32, output: Value) -> RunEvent {
         let id = CallId::from(format!("{run}/call-{n}"));
-        RunEvent::AgentResponded {
+        RunEvent::AgentResponded(AgentResponded {
             request_id: id.clone(),
             response: Arc::new(AgentResponse::success(
                 id,
@@ -575,7 +576,7 @@ mod tests {
                 vec![Action::Finish { output }],
             )),
             at_ms: 1,
-        }
+        })
     }
 
     fn done(output: Value) -> RunEvent {

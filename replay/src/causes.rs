@@ -7,6 +7,7 @@
 //! decision's consequences, and not the independent work around it (another branch of a
 //! fan-out, an unrelated effect).
 
+use docket_decider::{AgentCallFailed, AgentResponded, CircuitReading, HumanDecided};
 use std::collections::BTreeMap;
 
 use docket_decider::{EffectId, RunEvent, TicketSubject};
@@ -69,15 +70,17 @@ pub(crate) fn causes(events: &[RunEvent]) -> Vec<Option<usize>> {
         }
         batch_input = Some(i);
         let cause = match event {
-            RunEvent::AgentResponded { request_id, .. }
-            | RunEvent::AgentCallFailed { request_id, .. }
-            | RunEvent::CircuitChecked { request_id, .. } => {
+            RunEvent::AgentResponded(AgentResponded { request_id, .. })
+            | RunEvent::AgentCallFailed(AgentCallFailed { request_id, .. })
+            | RunEvent::CircuitChecked(CircuitReading { request_id, .. }) => {
                 calls.get(request_id.as_str()).copied()
             }
             RunEvent::ToolReturned(t) => tools.get(t.tool_call_id.as_str()).copied(),
             RunEvent::ToolFailed(t) => tools.get(t.tool_call_id.as_str()).copied(),
-            RunEvent::HumanDecided { ticket, .. } => tickets.get(ticket.as_str()).copied(),
-            RunEvent::HumanOverrode { .. } => blocked,
+            RunEvent::HumanDecided(HumanDecided { ticket, .. }) => {
+                tickets.get(ticket.as_str()).copied()
+            }
+            RunEvent::HumanOverrode(_) => blocked,
             RunEvent::RunRequested(_) => None,
             other => effect_of(other).and_then(|id| effects.get(id.as_str()).copied()),
         };

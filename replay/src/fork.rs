@@ -18,6 +18,7 @@
 //! input that fails this, before `SEQ`, is where the fork parts from its parent: it is
 //! reported with what differs, and the fork goes live from there.
 
+use docket_decider::{AgentCallFailed, AgentResponded};
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -259,7 +260,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
     };
     let mut state = RunState::default();
     let mut asked_by_fork = Questions::default();
-    let started = decide_in_place(&mut state, bundle, Command::Start(request.clone()))
+    let started = decide_in_place(&mut state, bundle, Command::Start(request.clone().into()))
         .map_err(|rejection| ForkError::Start(rejection.to_string()))?;
     asked_by_fork.note(&started);
 
@@ -283,8 +284,8 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
             let overrides = match (&output_override, &event) {
                 (
                     Some((_, fork_call, _, _)),
-                    RunEvent::AgentResponded { request_id, .. }
-                    | RunEvent::AgentCallFailed { request_id, .. },
+                    RunEvent::AgentResponded(AgentResponded { request_id, .. })
+                    | RunEvent::AgentCallFailed(AgentCallFailed { request_id, .. }),
                 ) => request_id == fork_call,
                 _ => false,
             };
@@ -296,11 +297,13 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 break;
             }
             let command = match (&output_override, overrides) {
-                (Some((_, fork_call, _, response)), true) => Command::RecordResponse {
-                    request_id: fork_call.clone(),
-                    response: response.clone(),
-                    at_ms: input_time(&event).unwrap_or(spec.now_ms),
-                },
+                (Some((_, fork_call, _, response)), true) => {
+                    Command::RecordResponse(AgentResponded {
+                        request_id: fork_call.clone(),
+                        response: response.clone().into(),
+                        at_ms: input_time(&event).unwrap_or(spec.now_ms),
+                    })
+                }
                 _ => match Command::from_event(&event) {
                     Some(command) => command,
                     None => break,
@@ -354,11 +357,11 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 why,
             });
         }
-        let command = Command::RecordResponse {
+        let command = Command::RecordResponse(AgentResponded {
             request_id: fork_call,
-            response,
+            response: response.into(),
             at_ms: spec.now_ms,
-        };
+        });
         decide_in_place(&mut state, bundle, command.clone()).map_err(|rejection| {
             ForkError::OverrideRefused {
                 call: call.to_string(),
@@ -441,7 +444,7 @@ fn renamed(event: &RunEvent, from: &str, to: &str, shift: i64) -> RunEvent {
 /// block, for an override).
 fn subject(input: &RunEvent) -> String {
     let value = input.to_value();
-    if let RunEvent::HumanOverrode { .. } = input {
+    if let RunEvent::HumanOverrode(_) = input {
         return "run.blocked".to_owned();
     }
     ["request_id", "effect_id", "tool_call_id", "ticket"]
@@ -594,15 +597,15 @@ mod tests {
 
     #[test]
     fn an_input_is_renamed_and_shifted_a_decision_only_renamed() {
-        let failed = RunEvent::AgentCallFailed {
+        let failed = RunEvent::AgentCallFailed(AgentCallFailed {
             request_id: "run-1/call-2".into(),
             code: "AGENT_TIMEOUT".into(),
             message: "late".into(),
             at_ms: 100,
-        };
-        let RunEvent::AgentCallFailed {
+        });
+        let RunEvent::AgentCallFailed(AgentCallFailed {
             request_id, at_ms, ..
-        } = renamed(&failed, "run-1", "fork", 50)
+        }) = renamed(&failed, "run-1", "fork", 50)
         else {
             panic!("the same kind");
         };

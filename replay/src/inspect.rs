@@ -5,6 +5,7 @@
 //! exactly the request the receiving agent was sent, with a hash an auditor can
 //! recompute from the log.
 
+use docket_decider::{AgentCallFailed, AgentResponded, CircuitReading};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -63,10 +64,10 @@ fn is(what: &str, e: &RunEvent) -> Option<bool> {
         "effect" => e.kind().starts_with("effect."),
         "escalation" => e.kind() == "human.escalated",
         "failure" => match e {
-            RunEvent::AgentCallFailed { .. }
-            | RunEvent::ToolFailed(_)
-            | RunEvent::EffectFailed(_) => true,
-            RunEvent::AgentResponded { response, .. } => {
+            RunEvent::AgentCallFailed(_) | RunEvent::ToolFailed(_) | RunEvent::EffectFailed(_) => {
+                true
+            }
+            RunEvent::AgentResponded(AgentResponded { response, .. }) => {
                 response.status == docket_decider::ResponseStatus::Error
             }
             _ => false,
@@ -84,7 +85,7 @@ fn is(what: &str, e: &RunEvent) -> Option<bool> {
         "override" => e.kind() == "human.overrode",
         "circuit" => matches!(
             e,
-            RunEvent::CircuitChecked { .. } | RunEvent::CallDegraded { .. }
+            RunEvent::CircuitChecked(_) | RunEvent::CallDegraded { .. }
         ),
         _ => return None,
     })
@@ -504,8 +505,8 @@ pub fn inspect_from(base: RunState, events: &[RunEvent], seq: usize) -> Inspecti
         Some(RunEvent::AgentCallScheduled { .. }) => received(events, &history, at, None),
         Some(RunEvent::HandoffAllowed { .. }) => delivered_by_call(events, at),
         Some(
-            RunEvent::AgentResponded { request_id, .. }
-            | RunEvent::AgentCallFailed { request_id, .. },
+            RunEvent::AgentResponded(AgentResponded { request_id, .. })
+            | RunEvent::AgentCallFailed(AgentCallFailed { request_id, .. }),
         ) => events[..at]
             .iter()
             .rposition(|e| {
@@ -536,13 +537,13 @@ fn circuits(events: &[RunEvent]) -> Vec<CircuitAt> {
     let mut out: Vec<CircuitAt> = Vec::new();
     for (i, event) in events.iter().enumerate() {
         match event {
-            RunEvent::CircuitChecked {
+            RunEvent::CircuitChecked(CircuitReading {
                 agent,
                 consecutive_failures,
                 last_failure_ms,
                 last_probe_ms,
                 ..
-            } => {
+            }) => {
                 let reading = CircuitAt {
                     agent: agent.to_string(),
                     read_at: i as u64 + 1,

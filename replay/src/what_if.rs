@@ -234,7 +234,7 @@ pub fn what_if_with_shredded(
         let seq = start as u64 + 1;
         let end = start + recorded.len();
         let command = if start == 0 {
-            Some(Command::Start(rewritten.clone()))
+            Some(Command::Start(rewritten.clone().into()))
         } else {
             Command::from_event(first)
         };

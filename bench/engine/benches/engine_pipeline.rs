@@ -18,6 +18,7 @@
 //! workload for comparing builds, e.g. under `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
 
+use docket_decider::AgentResponded;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -231,7 +232,7 @@ async fn handoff_latency(
         let run_id = format!("lat-{i}");
         let stream = StreamId::new(run_id.clone()).expect("stream id");
         let mut state = RunState::default();
-        let start = Command::Start(RunRequested {
+        let start = Command::Start(Arc::new(RunRequested {
             run_id: run_id.clone().into(),
             workflow: wf.spec.clone(),
             bundle_source: wf.bundle_source.clone(),
@@ -241,7 +242,7 @@ async fn handoff_latency(
             at_ms: 0,
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
-        });
+        }));
         let events = decide(&state, &bundle, start).expect("start");
         append(store, &stream, state.version(), &events).await;
         for e in &events {
@@ -249,11 +250,11 @@ async fn handoff_latency(
         }
         let request = state.pending_requests()[0].clone();
         let response = governance(&request);
-        let command = Command::RecordResponse {
+        let command = Command::RecordResponse(AgentResponded {
             request_id: request.request_id.clone(),
-            response,
+            response: response.into(),
             at_ms: 1,
-        };
+        });
         let t = Instant::now();
         let events = decide(&state, &bundle, command).expect("handoff");
         append(store, &stream, state.version(), &events).await;
@@ -369,7 +370,7 @@ fn handoffs(events: &[RunEvent]) -> Vec<Handed<'_>> {
             }),
             InputKind::Decision => earlier
                 .filter_map(|e| match e {
-                    RunEvent::AgentResponded { response, .. } => {
+                    RunEvent::AgentResponded(AgentResponded { response, .. }) => {
                         response.actions.iter().find_map(|a| match a {
                             Action::Handoff {
                                 to: t,
@@ -629,17 +630,17 @@ fn main() {
         // Where the handoff time goes without the disk: the decision alone.
         let bundle = PolicyBundle::from_toml_str(&wf.bundle_source, &wf.bundle_source_name).expect("bundle");
         let mut state = RunState::default();
-        let events = decide(&state, &bundle, Command::Start(RunRequested {
+        let events = decide(&state, &bundle, Command::Start(Arc::new(RunRequested {
             run_id: "cpu".into(), workflow: wf.spec.clone(), bundle_source: wf.bundle_source.clone(),
             bundle_source_name: wf.bundle_source_name.clone(), bundle_hash: bundle.hash().to_hex(), input: input(), at_ms: 0, decider_version: docket_decider::DECIDER_VERSION, forked_from: None,
-        })).expect("start");
+        }))).expect("start");
         for e in &events { state.apply(e); }
         let request = state.pending_requests()[0].clone();
         let response = governance(&request);
         let mut cpu = Vec::new();
         for _ in 0..200 {
             let t = Instant::now();
-            let _ = decide(&state, &bundle, Command::RecordResponse { request_id: request.request_id.clone(), response: response.clone(), at_ms: 1 });
+            let _ = decide(&state, &bundle, Command::RecordResponse(AgentResponded { request_id: request.request_id.clone(), response: response.clone().into(), at_ms: 1 }));
             cpu.push(t.elapsed());
         }
         cpu.sort();

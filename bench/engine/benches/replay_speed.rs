@@ -29,6 +29,7 @@
 #![allow(clippy::print_stdout)]
 
 use docket_bench_engine::{best_of, ms, sizes};
+use docket_decider::AgentResponded;
 use std::time::{Duration, Instant};
 
 use docket_decider::{
@@ -106,7 +107,7 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
         forked_from: None,
     };
     let mut state = RunState::default();
-    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
+    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");
     let mut round = 0u64;
     loop {
         if !finish && log.len() >= events {
@@ -142,11 +143,11 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
         let batch = decide_in_place(
             &mut state,
             &bundle,
-            Command::RecordResponse {
+            Command::RecordResponse(AgentResponded {
                 request_id: request.clone(),
-                response,
+                response: response.into(),
                 at_ms: 2_000,
-            },
+            }),
         )
         .expect("decided");
         log.extend(batch);
@@ -247,7 +248,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
         _ => unreachable!("an object"),
     };
     let mut state = RunState::default();
-    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
+    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");
     let (mut item, mut planner_checked, mut worker_asked, mut worker_published) =
         (1u64, false, false, false);
     loop {
@@ -366,11 +367,11 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
                 };
                 let response =
                     AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
-                Command::RecordResponse {
+                Command::RecordResponse(AgentResponded {
                     request_id: request.request_id.clone(),
-                    response,
+                    response: response.into(),
                     at_ms: 2_000,
-                }
+                })
             }
             NextStep::Done(status) => {
                 assert!(

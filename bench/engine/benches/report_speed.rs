@@ -12,6 +12,7 @@
 #![allow(clippy::print_stdout)]
 
 use docket_bench_engine::{best_of, ms, sizes};
+use docket_decider::AgentResponded;
 
 use docket_decider::{
     Action, AgentResponse, AgentSpec, Command, Confidence, DECIDER_VERSION, ExecutorSpec, RunEvent,
@@ -87,7 +88,7 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
         forked_from: None,
     };
     let mut state = RunState::default();
-    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run)).expect("starts");
+    let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");
     let mut round = 0i64;
     loop {
         let request = state.pending_requests()[0].clone();
@@ -115,11 +116,11 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
         let batch = decide_in_place(
             &mut state,
             &bundle,
-            Command::RecordResponse {
+            Command::RecordResponse(AgentResponded {
                 request_id: request.request_id.clone(),
-                response,
+                response: response.into(),
                 at_ms: 1_000 + round,
-            },
+            }),
         )
         .expect("decided");
         log.extend(batch);

@@ -87,8 +87,9 @@ pub use events::workflow::{
     WorkflowError, WorkflowEvidence, WorkflowSpec,
 };
 pub use events::{
-    Batches, BranchGap, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom,
-    KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunEvent, RunRequested,
+    AgentCallFailed, AgentResponded, Batches, BranchGap, CircuitReading, Classifies,
+    DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided, HumanOverrode, KIND_VERSION,
+    OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled, RunEvent, RunRequested,
     TicketSubject, UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
@@ -115,8 +116,8 @@ pub use state::{
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    CircuitReading, Command, EXTERNAL, EffectInput, PersonAct, Rejection, TicketAsks, ToolInput,
-    decide, decide_in_place,
+    Command, EXTERNAL, EffectInput, PersonAct, Rejection, TicketAsks, ToolInput, decide,
+    decide_in_place,
 };
 
 // Replay: audit of a recorded log.

@@ -4,6 +4,7 @@
 //! makes of a script of them. The decider's gate test (tests/gate.rs) and the replay
 //! crate's property test (replay/tests/replay_any_run.rs, feature `testing`) share it.
 
+use crate::{AgentResponded, HumanDecided};
 use std::path::Path;
 
 use proptest::prelude::*;
@@ -253,7 +254,7 @@ pub fn record(
             }
         }
     };
-    if !step(&mut state, Command::Start(run)) {
+    if !step(&mut state, Command::Start(run.into())) {
         return Recorded {
             log,
             state,
@@ -273,7 +274,7 @@ pub fn record(
                 break;
             };
             let approved = approvals.next().unwrap_or(true);
-            let decided = Command::RecordHumanDecision {
+            let decided = Command::RecordHumanDecision(HumanDecided {
                 ticket,
                 approved,
                 by: "p".into(),
@@ -282,7 +283,7 @@ pub fn record(
                 // A question is answered in words: they reach the agent through the gate.
                 answer: (question && approved).then(|| "go on".to_owned()),
                 at_ms: 5,
-            };
+            });
             if !step(&mut state, decided) {
                 break;
             }
@@ -302,11 +303,11 @@ pub fn record(
             None => AgentResponse::error("", "AGENT_FAILED", "no"),
         };
         response.request_id.clone_from(&id);
-        let answered = Command::RecordResponse {
+        let answered = Command::RecordResponse(AgentResponded {
             request_id: id,
-            response,
+            response: response.into(),
             at_ms: 4,
-        };
+        });
         if !step(&mut state, answered) {
             break;
         }

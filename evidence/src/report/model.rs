@@ -1,6 +1,7 @@
 //! What the report shows, read from the log by the replay crate and the decider's fold:
 //! the page is rendered from this and from nothing else.
 
+use docket_decider::{HumanDecided, HumanOverrode};
 use docket_decider::{RunEvent, RunRequested, RunState, TicketSubject, recorded_bundle};
 use docket_policies::InputKind;
 use docket_replay::{Decided, EpisodeAt, ReplayReport, decision_of, episode_tree, is_denial};
@@ -373,7 +374,7 @@ fn humans<'a>(state: &RunState, events: &'a [LoggedEvent]) -> Vec<Human<'a>> {
     events
         .iter()
         .filter_map(|e| match &e.event {
-            RunEvent::HumanDecided {
+            RunEvent::HumanDecided(HumanDecided {
                 ticket,
                 approved,
                 by,
@@ -381,7 +382,7 @@ fn humans<'a>(state: &RunState, events: &'a [LoggedEvent]) -> Vec<Human<'a>> {
                 choice,
                 answer,
                 at_ms,
-            } => {
+            }) => {
                 let asked = state.tickets().get(ticket).map_or_else(
                     || ticket.to_string(),
                     |t| format!("{ticket} ({}): {}", subject(&t.subject), t.reason),
@@ -402,13 +403,13 @@ fn humans<'a>(state: &RunState, events: &'a [LoggedEvent]) -> Vec<Human<'a>> {
                     answer,
                 })
             }
-            RunEvent::HumanOverrode {
+            RunEvent::HumanOverrode(HumanOverrode {
                 by,
                 role,
                 rule_id,
                 reason,
                 at_ms,
-            } => Some(Human {
+            }) => Some(Human {
                 seq: e.seq,
                 at_ms: *at_ms,
                 by,

@@ -2,6 +2,7 @@
 //! a refused effect, an effect approved by a person and applied, a handoff that withholds
 //! a field, agent content carrying markup.
 
+use docket_decider::{AgentResponded, HumanDecided};
 use std::path::Path;
 
 use docket_decider::{
@@ -97,14 +98,14 @@ fn canned() -> Vec<LoggedEvent> {
         }
         log.extend(batch);
     };
-    step(&mut state, Command::Start(run));
+    step(&mut state, Command::Start(run.into()));
     let mut script = actions().into_iter();
     for at_ms in 2_000.. {
         if state.status() == RunStatus::WaitingForHuman {
             let ticket = state.open_tickets().next().expect("a ticket").0.clone();
             step(
                 &mut state,
-                Command::RecordHumanDecision {
+                Command::RecordHumanDecision(HumanDecided {
                     ticket,
                     approved: true,
                     by: "alice <admin>".into(),
@@ -112,7 +113,7 @@ fn canned() -> Vec<LoggedEvent> {
                     choice: None,
                     answer: None,
                     at_ms,
-                },
+                }),
             );
         } else if let Some((effect, work)) = state
             .pending_effects()
@@ -167,11 +168,11 @@ fn canned() -> Vec<LoggedEvent> {
             response.request_id.clone_from(&id);
             step(
                 &mut state,
-                Command::RecordResponse {
+                Command::RecordResponse(AgentResponded {
                     request_id: id,
-                    response,
+                    response: response.into(),
                     at_ms,
-                },
+                }),
             );
         } else {
             break;

@@ -7,6 +7,7 @@
 //! An input is the canned state's number (`golden/v12/geo 3`: the fixture and which of
 //! its responses) on its first line, the response's bytes after.
 
+use docket_decider::{AgentCallFailed, AgentResponded};
 use std::sync::Arc;
 
 use docket_decider::{
@@ -73,11 +74,11 @@ impl Responses {
             let mut state = RunState::default();
             let mut n = 0;
             for event in &events {
-                if let RunEvent::AgentResponded {
+                if let RunEvent::AgentResponded(AgentResponded {
                     request_id,
                     response,
                     ..
-                } = event
+                }) = event
                     && let Some(request) = state
                         .pending_requests()
                         .into_iter()
@@ -137,26 +138,26 @@ fn answer(c: &Canned, bytes: &[u8]) -> Result<(bool, bool), String> {
     let at_ms = 1_767_225_600_000;
     let command = match parse_response(bytes) {
         Ok(response) => match response.validate_for(&c.request) {
-            Ok(()) => Command::RecordResponse {
+            Ok(()) => Command::RecordResponse(AgentResponded {
                 request_id,
-                response,
+                response: response.into(),
                 at_ms,
-            },
-            Err(err) => Command::RecordFailure {
+            }),
+            Err(err) => Command::RecordFailure(AgentCallFailed {
                 request_id,
                 code: "AGENT_INVALID_RESPONSE".into(),
                 message: err.to_string(),
                 at_ms,
-            },
+            }),
         },
-        Err(err) => Command::RecordFailure {
+        Err(err) => Command::RecordFailure(AgentCallFailed {
             request_id,
             code: "AGENT_MALFORMED_RESPONSE".into(),
             message: err.to_string(),
             at_ms,
-        },
+        }),
     };
-    let accepted = matches!(command, Command::RecordResponse { .. });
+    let accepted = matches!(command, Command::RecordResponse(_));
     match decide(&c.state, &c.bundle, command) {
         Ok(batch) => {
             let mut state = c.state.clone();

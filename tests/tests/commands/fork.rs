@@ -4,6 +4,7 @@
 //! Both agents and the executor append every call they get to a file, so the tests count
 //! what a fork really called: nothing for the reused part, exactly the live calls after.
 
+use docket_decider::AgentResponded;
 use std::path::{Path, PathBuf};
 
 use docket_tests::{docket_on, exit_code, run_events, stdout_text, summary_run_id};
@@ -493,7 +494,7 @@ async fn a_fork_plan_reuses_while_the_fork_asks_what_the_parent_asked() {
         .inputs
         .iter()
         .filter_map(|c| match c {
-            docket_decider::Command::RecordResponse { at_ms, .. } => Some(*at_ms),
+            docket_decider::Command::RecordResponse(AgentResponded { at_ms, .. }) => Some(*at_ms),
             _ => None,
         })
         .collect();

@@ -12,71 +12,9 @@ use super::*;
 use crate::events::TicketSubject;
 use crate::state::CIRCUIT_OPEN_CODE;
 use docket_policies::{ErrorClass, OnOpen};
-use docket_protocol::{AgentId, CallId};
 
-/// What the runtime read of an agent's circuit breaker before calling it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CircuitReading {
-    /// The call about to be made.
-    pub request_id: CallId,
-    /// Its target agent.
-    pub agent: AgentId,
-    /// Consecutive failures of the agent across runs.
-    pub consecutive_failures: u32,
-    /// When the last of them was recorded, ms since the Unix epoch.
-    pub last_failure_ms: i64,
-    /// When the last half-open probe was let through since that failure, if one was.
-    pub last_probe_ms: Option<i64>,
-    /// When it was read, ms since the Unix epoch.
-    pub at_ms: i64,
-}
-
-impl CircuitReading {
-    pub(super) fn to_event(&self) -> RunEvent {
-        RunEvent::CircuitChecked {
-            request_id: self.request_id.clone(),
-            agent: self.agent.clone(),
-            consecutive_failures: self.consecutive_failures,
-            last_failure_ms: self.last_failure_ms,
-            last_probe_ms: self.last_probe_ms,
-            at_ms: self.at_ms,
-        }
-    }
-
-    pub(super) fn from_event(event: &RunEvent) -> Option<Self> {
-        match event {
-            RunEvent::CircuitChecked {
-                request_id,
-                agent,
-                consecutive_failures,
-                last_failure_ms,
-                last_probe_ms,
-                at_ms,
-            } => Some(Self {
-                request_id: request_id.clone(),
-                agent: agent.clone(),
-                consecutive_failures: *consecutive_failures,
-                last_failure_ms: *last_failure_ms,
-                last_probe_ms: *last_probe_ms,
-                at_ms: *at_ms,
-            }),
-            _ => None,
-        }
-    }
-
-    /// Milliseconds since the last failure or probe, whichever is later (0 when the clock
-    /// went back).
-    #[must_use]
-    pub fn ms_since_last_attempt(&self) -> u64 {
-        let last = self
-            .last_probe_ms
-            .map_or(self.last_failure_ms, |p| p.max(self.last_failure_ms));
-        u64::try_from(self.at_ms.saturating_sub(last)).unwrap_or(0)
-    }
-}
-
-/// Whether a reading applies: a run of version 6 or later, a call scheduled and not
-/// answered, to the agent whose circuit was read.
+/// Whether a reading applies: a call scheduled and not answered, to the agent whose
+/// circuit was read.
 pub(super) fn check_reading(state: &RunState, reading: &CircuitReading) -> Result<(), Rejection> {
     let id = reading.request_id.to_string();
     let call = state.calls.get(&reading.request_id).ok_or_else(|| {

@@ -25,7 +25,6 @@ mod capability;
 mod context;
 // Circuit breakers across runs.
 mod circuit;
-pub use circuit::CircuitReading;
 mod classification;
 // Side effects.
 mod effect;
@@ -54,7 +53,8 @@ use docket_policies::{
 
 use super::state::{RunState, RunStatus};
 use crate::events::{
-    Classifies, DECIDER_VERSION, Delivery, RiskVerdict, RunEvent, RunRequested, TicketSubject,
+    AgentCallFailed, AgentResponded, CircuitReading, Classifies, DECIDER_VERSION, Delivery,
+    HumanDecided, HumanOverrode, RiskVerdict, RunCancelled, RunEvent, RunRequested, TicketSubject,
     UnsupportedDecider, seed_error,
 };
 use docket_protocol::{
@@ -71,67 +71,17 @@ const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
     /// Start a run.
-    Start(RunRequested),
+    Start(Arc<RunRequested>),
     /// An agent answered.
-    RecordResponse {
-        /// The call.
-        request_id: CallId,
-        /// The answer.
-        response: AgentResponse,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    RecordResponse(AgentResponded),
     /// A call failed without a usable answer.
-    RecordFailure {
-        /// The call.
-        request_id: CallId,
-        /// The executor's error code.
-        code: String,
-        /// What went wrong.
-        message: String,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    RecordFailure(AgentCallFailed),
     /// A human decided a ticket.
-    RecordHumanDecision {
-        /// The ticket.
-        ticket: TicketId,
-        /// Approve (true) or deny.
-        approved: bool,
-        /// Who.
-        by: String,
-        /// Why.
-        reason: String,
-        /// For a conflict ticket: the chosen output; for a question: the chosen option
-        /// (from 1).
-        choice: Option<u32>,
-        /// For a question: the answer in the human's words.
-        answer: Option<String>,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    RecordHumanDecision(HumanDecided),
     /// A person overrode the rule that blocked the run.
-    RecordOverride {
-        /// Who.
-        by: String,
-        /// The role they act in: an entry of the bundle's registry.
-        role: String,
-        /// The rule overridden (the block's rule id).
-        rule_id: String,
-        /// Why.
-        reason: String,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    RecordOverride(HumanOverrode),
     /// A person cancelled the run (`cancel.rs`).
-    Cancel {
-        /// Who.
-        by: String,
-        /// Why.
-        reason: String,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    Cancel(RunCancelled),
     /// The target agent's circuit breaker, as the runtime read it before calling.
     RecordCircuit(CircuitReading),
     // Side effects
@@ -147,59 +97,13 @@ impl Command {
     #[must_use]
     pub fn to_event(&self) -> RunEvent {
         match self.clone() {
-            Self::Start(run) => RunEvent::RunRequested(Arc::new(run)),
-            Self::RecordResponse {
-                request_id,
-                response,
-                at_ms,
-            } => RunEvent::AgentResponded {
-                request_id,
-                response: Arc::new(response),
-                at_ms,
-            },
-            Self::RecordFailure {
-                request_id,
-                code,
-                message,
-                at_ms,
-            } => RunEvent::AgentCallFailed {
-                request_id,
-                code,
-                message,
-                at_ms,
-            },
-            Self::RecordHumanDecision {
-                ticket,
-                approved,
-                by,
-                reason,
-                choice,
-                answer,
-                at_ms,
-            } => RunEvent::HumanDecided {
-                ticket,
-                approved,
-                by,
-                reason,
-                choice,
-                answer,
-                at_ms,
-            },
-            Self::RecordOverride {
-                by,
-                role,
-                rule_id,
-                reason,
-                at_ms,
-            } => RunEvent::HumanOverrode {
-                by,
-                role,
-                rule_id,
-                reason,
-                at_ms,
-            },
-            Self::Cancel { by, reason, at_ms } => RunEvent::RunCancelled { by, reason, at_ms },
-            Self::RecordCircuit(reading) => reading.to_event(),
+            Self::Start(run) => RunEvent::RunRequested(run),
+            Self::RecordResponse(input) => RunEvent::AgentResponded(input),
+            Self::RecordFailure(input) => RunEvent::AgentCallFailed(input),
+            Self::RecordHumanDecision(input) => RunEvent::HumanDecided(input),
+            Self::RecordOverride(input) => RunEvent::HumanOverrode(input),
+            Self::Cancel(input) => RunEvent::RunCancelled(input),
+            Self::RecordCircuit(reading) => RunEvent::CircuitChecked(reading),
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
             Self::RecordTool(input) => input.to_event(),
@@ -210,64 +114,16 @@ impl Command {
     #[must_use]
     pub fn from_event(event: &RunEvent) -> Option<Self> {
         Some(match event.clone() {
-            RunEvent::RunRequested(run) => Self::Start(Arc::unwrap_or_clone(run)),
-            RunEvent::AgentResponded {
-                request_id,
-                response,
-                at_ms,
-            } => Self::RecordResponse {
-                request_id,
-                response: Arc::unwrap_or_clone(response),
-                at_ms,
-            },
-            RunEvent::AgentCallFailed {
-                request_id,
-                code,
-                message,
-                at_ms,
-            } => Self::RecordFailure {
-                request_id,
-                code,
-                message,
-                at_ms,
-            },
-            RunEvent::HumanDecided {
-                ticket,
-                approved,
-                by,
-                reason,
-                choice,
-                answer,
-                at_ms,
-            } => Self::RecordHumanDecision {
-                ticket,
-                approved,
-                by,
-                reason,
-                choice,
-                answer,
-                at_ms,
-            },
+            RunEvent::RunRequested(run) => Self::Start(run),
+            RunEvent::AgentResponded(input) => Self::RecordResponse(input),
+            RunEvent::AgentCallFailed(input) => Self::RecordFailure(input),
+            RunEvent::HumanDecided(input) => Self::RecordHumanDecision(input),
+            RunEvent::HumanOverrode(input) => Self::RecordOverride(input),
+            RunEvent::RunCancelled(input) => Self::Cancel(input),
+            RunEvent::CircuitChecked(reading) => Self::RecordCircuit(reading),
             // Governed tools
             RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
                 return tool::ToolInput::from_event(event).map(Self::RecordTool);
-            }
-            RunEvent::HumanOverrode {
-                by,
-                role,
-                rule_id,
-                reason,
-                at_ms,
-            } => Self::RecordOverride {
-                by,
-                role,
-                rule_id,
-                reason,
-                at_ms,
-            },
-            RunEvent::RunCancelled { by, reason, at_ms } => Self::Cancel { by, reason, at_ms },
-            RunEvent::CircuitChecked { .. } => {
-                return CircuitReading::from_event(event).map(Self::RecordCircuit);
             }
             // Side effects
             other => return effect::EffectInput::from_event(&other).map(Self::RecordEffect),
@@ -277,11 +133,11 @@ impl Command {
     fn at_ms(&self) -> i64 {
         match self {
             Self::Start(run) => run.at_ms,
-            Self::RecordResponse { at_ms, .. }
-            | Self::RecordFailure { at_ms, .. }
-            | Self::RecordHumanDecision { at_ms, .. }
-            | Self::RecordOverride { at_ms, .. }
-            | Self::Cancel { at_ms, .. } => *at_ms,
+            Self::RecordResponse(input) => input.at_ms,
+            Self::RecordFailure(input) => input.at_ms,
+            Self::RecordHumanDecision(input) => input.at_ms,
+            Self::RecordOverride(input) => input.at_ms,
+            Self::Cancel(input) => input.at_ms,
             Self::RecordCircuit(reading) => reading.at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
@@ -494,13 +350,13 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         });
     }
     // A blocked run takes one more input: an override by a person who outranks its rule.
-    if let Command::RecordOverride {
+    if let Command::RecordOverride(HumanOverrode {
         by,
         role,
         rule_id,
         reason,
         ..
-    } = command
+    }) = command
     {
         return overrides::check_override(state, bundle, by, role, rule_id, reason);
     }
@@ -508,8 +364,9 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         return Err(Rejection::Finished(state.status.as_str()));
     }
     match command {
-        Command::Cancel { by, reason, .. } => cancel::check_cancel(by, reason)?,
-        Command::RecordResponse { request_id, .. } | Command::RecordFailure { request_id, .. } => {
+        Command::Cancel(RunCancelled { by, reason, .. }) => cancel::check_cancel(by, reason)?,
+        Command::RecordResponse(AgentResponded { request_id, .. })
+        | Command::RecordFailure(AgentCallFailed { request_id, .. }) => {
             let call = state.calls.get(request_id).ok_or_else(|| {
                 // An answered call nothing refers to is left to the log (state/live.rs).
                 if state.answered_and_dropped(request_id) {
@@ -522,14 +379,14 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
                 return Err(Rejection::AlreadyAnswered(request_id.to_string()));
             }
         }
-        Command::RecordHumanDecision {
+        Command::RecordHumanDecision(HumanDecided {
             ticket,
             approved,
             by,
             choice,
             answer,
             ..
-        } => {
+        }) => {
             let t = state
                 .tickets
                 .get(ticket)
@@ -549,7 +406,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
             }
             ticket::check_words(ticket, &t.subject, *approved, by, *choice, answer.as_ref())?;
         }
-        Command::Start(_) | Command::RecordOverride { .. } => {}
+        Command::Start(_) | Command::RecordOverride(_) => {}
         Command::RecordCircuit(reading) => circuit::check_reading(state, reading)?,
         // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
@@ -580,7 +437,6 @@ fn decide_batch(
     // behind an `Arc`, shared with the state and with the decisions below, not copied.
     match command {
         Command::Start(run) => {
-            let run = Arc::new(run);
             batch.push(RunEvent::RunRequested(run.clone()));
             let input_type = run.workflow.input_type.clone().unwrap_or_else(|| {
                 bundle
@@ -594,24 +450,16 @@ fn decide_batch(
                 batch.dispatch(None, deliveries);
             }
         }
-        Command::RecordResponse {
-            request_id,
-            response,
-            at_ms,
-        } => {
-            let response = Arc::new(response);
-            batch.push(RunEvent::AgentResponded {
-                request_id: request_id.clone(),
-                response: response.clone(),
-                at_ms,
-            });
+        Command::RecordResponse(input) => {
+            let (request_id, response) = (input.request_id.clone(), input.response.clone());
+            batch.push(RunEvent::AgentResponded(input));
             batch.enter(&request_id);
             if batch.episode_admits(&request_id) {
                 batch.on_response(&request_id, &response);
             }
         }
-        command @ Command::RecordOverride { .. } => batch.on_override(command),
-        command @ Command::Cancel { .. } => batch.on_cancel(command),
+        command @ Command::RecordOverride(_) => batch.on_override(command),
+        command @ Command::Cancel(_) => batch.on_cancel(command),
         command => batch.on_other_input(command),
     }
     batch.settle();
@@ -653,17 +501,17 @@ impl Batch<'_> {
         self.push(command.to_event());
         self.enter_for(&command);
         match command {
-            Command::RecordFailure {
+            Command::RecordFailure(AgentCallFailed {
                 request_id,
                 code,
                 message,
                 ..
-            } => {
+            }) => {
                 if self.episode_admits(&request_id) {
                     self.on_failure(&request_id, &code, &message);
                 }
             }
-            Command::RecordHumanDecision {
+            Command::RecordHumanDecision(HumanDecided {
                 ticket,
                 approved,
                 by,
@@ -671,7 +519,7 @@ impl Batch<'_> {
                 choice,
                 answer,
                 ..
-            } => self.on_human(
+            }) => self.on_human(
                 &ticket,
                 &HumanWords {
                     approved,
@@ -690,9 +538,9 @@ impl Batch<'_> {
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
             Command::Start(_)
-            | Command::RecordResponse { .. }
-            | Command::RecordOverride { .. }
-            | Command::Cancel { .. } => {}
+            | Command::RecordResponse(_)
+            | Command::RecordOverride(_)
+            | Command::Cancel(_) => {}
         }
     }
 
@@ -704,10 +552,12 @@ impl Batch<'_> {
     /// Sets the episode new requests belong to, from the call the command is about.
     fn enter_for(&mut self, command: &Command) {
         let call = match command {
-            Command::RecordResponse { request_id, .. }
-            | Command::RecordFailure { request_id, .. } => Some(request_id.clone()),
+            Command::RecordResponse(AgentResponded { request_id, .. })
+            | Command::RecordFailure(AgentCallFailed { request_id, .. }) => {
+                Some(request_id.clone())
+            }
             Command::RecordCircuit(reading) => Some(reading.request_id.clone()),
-            Command::RecordHumanDecision { ticket, .. } => {
+            Command::RecordHumanDecision(HumanDecided { ticket, .. }) => {
                 self.state.tickets.get(ticket).map(|t| match &t.subject {
                     TicketSubject::Retry { request_id }
                     | TicketSubject::Proceed { request_id, .. }
@@ -722,21 +572,20 @@ impl Batch<'_> {
             Command::Start(_)
             | Command::RecordEffect(_)
             | Command::RecordTool(_)
-            | Command::RecordOverride { .. }
-            | Command::Cancel { .. } => None,
+            | Command::RecordOverride(_)
+            | Command::Cancel(_) => None,
         };
         // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {
             Command::RecordEffect(input) => Some(input.effect_id().to_owned()),
-            Command::RecordHumanDecision { ticket, .. } => {
-                self.state
-                    .tickets
-                    .get(ticket)
-                    .and_then(|t| match &t.subject {
-                        TicketSubject::Effect { effect_id, .. } => Some(effect_id.clone()),
-                        _ => None,
-                    })
-            }
+            Command::RecordHumanDecision(HumanDecided { ticket, .. }) => self
+                .state
+                .tickets
+                .get(ticket)
+                .and_then(|t| match &t.subject {
+                    TicketSubject::Effect { effect_id, .. } => Some(effect_id.clone()),
+                    _ => None,
+                }),
             _ => None,
         };
         if let Some(rec) = effect.and_then(|id| self.state.effects.get(&id)) {

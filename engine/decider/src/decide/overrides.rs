@@ -142,13 +142,13 @@ impl Batch<'_> {
     pub(super) fn on_override(&mut self, command: Command) {
         let held = self.state.overridable.clone();
         self.push(command.to_event());
-        let Command::RecordOverride {
+        let Command::RecordOverride(HumanOverrode {
             by,
             role,
             rule_id,
             reason,
             ..
-        } = command
+        }) = command
         else {
             return;
         };

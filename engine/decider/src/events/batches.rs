@@ -39,14 +39,15 @@ impl<'a> Iterator for Batches<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::events::RunCancelled;
 
     #[test]
     fn each_batch_runs_from_an_input_to_the_next() {
-        let input = RunEvent::RunCancelled {
+        let input = RunEvent::RunCancelled(RunCancelled {
             by: "a".into(),
             reason: "r".into(),
             at_ms: 1,
-        };
+        });
         let decision = RunEvent::RunCompleted {
             output: serde_json::Value::Null,
         };

@@ -18,6 +18,7 @@
 //! fold are unchanged; the runtime rebuilds the plain payload before anything reads it.
 //! Pure (no I/O): the caller fetches each referenced blob and hands it in.
 
+use crate::events::AgentResponded;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -250,8 +251,8 @@ impl RunEvent {
                 }
             }
             (
-                RunEvent::AgentResponded { response, .. },
-                RunEvent::AgentResponded { response: slot, .. },
+                RunEvent::AgentResponded(AgentResponded { response, .. }),
+                RunEvent::AgentResponded(AgentResponded { response: slot, .. }),
             ) => {
                 // `/response/actions/*/payload`: of the actions, only a handoff has a
                 // `payload`.

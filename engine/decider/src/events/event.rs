@@ -20,12 +20,13 @@ use super::effect::{
     EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
     EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
 };
+use super::inputs::{
+    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+};
 use super::overrides::Overridable;
 use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use super::workflow::WorkflowSpec;
-use docket_protocol::{
-    Action, AgentRequest, AgentResponse, Confidence, EpisodeResult, TaskRestrictions,
-};
+use docket_protocol::{Action, AgentRequest, Confidence, EpisodeResult, TaskRestrictions};
 
 /// Version of every event kind's payload.
 pub const KIND_VERSION: u32 = 1;
@@ -379,28 +380,11 @@ pub enum RunEvent {
     },
     /// Recorded input: the agent answered (any status).
     #[serde(rename = "agent.responded")]
-    AgentResponded {
-        /// The call answered.
-        request_id: CallId,
-        /// The response as parsed and checked by the executor (shared with the run
-        /// state's call).
-        response: Arc<AgentResponse>,
-        /// Wall time it was received, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    AgentResponded(AgentResponded),
     /// Recorded input: the call failed without a usable response (timeout, crash,
     /// malformed, oversized...).
     #[serde(rename = "agent.call_failed")]
-    AgentCallFailed {
-        /// The call that failed.
-        request_id: CallId,
-        /// The executor's stable error code (`AGENT_TIMEOUT`...).
-        code: String,
-        /// What went wrong, for people.
-        message: String,
-        /// Wall time of the failure, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    AgentCallFailed(AgentCallFailed),
     /// Decision: a handoff passed the interaction matrix and the data contract, and was
     /// scoped; `delivered` is exactly what the receiver gets.
     #[serde(rename = "handoff.allowed")]
@@ -477,51 +461,15 @@ pub enum RunEvent {
     },
     /// Recorded input: a human approved or refused a ticket.
     #[serde(rename = "human.decided")]
-    HumanDecided {
-        /// The ticket.
-        ticket: TicketId,
-        /// Approved (true) or denied.
-        approved: bool,
-        /// Who decided.
-        by: String,
-        /// Why.
-        reason: String,
-        /// For a conflict ticket: the chosen output; for a question: the chosen option
-        /// (from 1).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        choice: Option<u32>,
-        /// For a question: the human's answer in their own words.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        answer: Option<String>,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    HumanDecided(HumanDecided),
     /// Recorded input: a person overrode the rule that blocked the run
     /// (docs/governance.md#human-override); what the block stopped continues.
     #[serde(rename = "human.overrode")]
-    HumanOverrode {
-        /// Who.
-        by: String,
-        /// The role they act in: an entry of the bundle's registry.
-        role: String,
-        /// The rule overridden: the block's `rule_id`.
-        rule_id: String,
-        /// Why.
-        reason: String,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    HumanOverrode(HumanOverrode),
     /// Recorded input: a person cancelled the run; it ends
     /// `cancelled` and nothing more happens in it (docs/events.md#runcancelled).
     #[serde(rename = "run.cancelled")]
-    RunCancelled {
-        /// Who cancelled it (`docket cancel --by`, or the API token's name).
-        by: String,
-        /// Why.
-        reason: String,
-        /// When, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    RunCancelled(RunCancelled),
     /// Decision: the run finished with this output.
     #[serde(rename = "run.completed")]
     RunCompleted {
@@ -532,21 +480,7 @@ pub enum RunEvent {
     /// it from the data directory's circuits stream before calling, recorded when its
     /// failures reached the bundle's threshold (docs/governance.md#circuit-breaker).
     #[serde(rename = "agent.circuit_checked")]
-    CircuitChecked {
-        /// The call about to be made.
-        request_id: CallId,
-        /// Its target agent, whose breaker was read.
-        agent: AgentId,
-        /// Consecutive failures of the agent across runs, as read.
-        consecutive_failures: u32,
-        /// When the last of them was recorded, ms since the Unix epoch.
-        last_failure_ms: i64,
-        /// When the last half-open probe was let through, if one was since that failure.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        last_probe_ms: Option<i64>,
-        /// When it was read, ms since the Unix epoch.
-        at_ms: i64,
-    },
+    CircuitChecked(CircuitReading),
     /// Decision: the call was not made because the agent's circuit is
     /// open; the caller gets a graceful degradation response instead.
     #[serde(rename = "agent.call_degraded")]
@@ -803,10 +737,10 @@ impl RunEvent {
         match self {
             Self::RunRequested(_) => "run.requested",
             Self::AgentCallScheduled { .. } => "agent.call_scheduled",
-            Self::CircuitChecked { .. } => "agent.circuit_checked",
+            Self::CircuitChecked(_) => "agent.circuit_checked",
             Self::CallDegraded { .. } => "agent.call_degraded",
-            Self::AgentResponded { .. } => "agent.responded",
-            Self::AgentCallFailed { .. } => "agent.call_failed",
+            Self::AgentResponded(_) => "agent.responded",
+            Self::AgentCallFailed(_) => "agent.call_failed",
             Self::HandoffAllowed { .. } => "handoff.allowed",
             Self::HandoffDenied { .. } => "handoff.denied",
             Self::PolicyDecided { .. } => "policy.decided",
@@ -817,12 +751,12 @@ impl RunEvent {
             Self::FanoutBranchFailed { .. } => "fanout.branch_failed",
             Self::RiskClassified { .. } => "risk.classified",
             Self::Escalated { .. } => "human.escalated",
-            Self::HumanDecided { .. } => "human.decided",
-            Self::HumanOverrode { .. } => "human.overrode",
+            Self::HumanDecided(_) => "human.decided",
+            Self::HumanOverrode(_) => "human.overrode",
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
-            Self::RunCancelled { .. } => "run.cancelled",
+            Self::RunCancelled(_) => "run.cancelled",
             // Episodes
             Self::EpisodeStarted { .. } => "episode.started",
             Self::EpisodeActionDenied { .. } => "episode.action_denied",
@@ -859,12 +793,12 @@ impl RunEvent {
         matches!(
             self,
             Self::RunRequested(_)
-                | Self::AgentResponded { .. }
-                | Self::AgentCallFailed { .. }
-                | Self::HumanDecided { .. }
-                | Self::HumanOverrode { .. }
-                | Self::RunCancelled { .. }
-                | Self::CircuitChecked { .. }
+                | Self::AgentResponded(_)
+                | Self::AgentCallFailed(_)
+                | Self::HumanDecided(_)
+                | Self::HumanOverrode(_)
+                | Self::RunCancelled(_)
+                | Self::CircuitChecked(_)
                 // Side effects
                 | Self::EffectDryRun(_)
                 | Self::EffectKillSwitchChecked(_)

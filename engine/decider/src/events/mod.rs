@@ -20,6 +20,8 @@ pub(crate) mod commit;
 pub(crate) mod content;
 pub(crate) mod effect;
 mod event;
+// The recorded inputs' payloads, shared by their events and `decide`.
+mod inputs;
 pub(crate) mod overrides;
 pub(crate) mod tool;
 pub(crate) mod workflow;
@@ -28,4 +30,7 @@ mod wording;
 
 pub use batches::{Batches, batches};
 pub use event::*;
+pub use inputs::{
+    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+};
 pub use wording::{WORDING, is_wording, same_decisions};

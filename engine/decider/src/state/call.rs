@@ -11,6 +11,7 @@
 //! The state keeps only the calls later decisions may read (`live.rs`); every call of the
 //! run, with its answer, is folded from the log when it is shown ([`super::RunHistory`]).
 
+use crate::events::{AgentCallFailed, AgentResponded};
 use docket_protocol::CallId;
 use std::sync::Arc;
 
@@ -287,11 +288,11 @@ impl RunState {
                     },
                 );
             }
-            RunEvent::AgentResponded {
+            RunEvent::AgentResponded(AgentResponded {
                 request_id,
                 response,
                 ..
-            } => {
+            }) => {
                 let failure = failure_of(response);
                 self.answer(request_id);
                 if let Some(call) = self.calls.get_mut(request_id) {
@@ -307,9 +308,9 @@ impl RunState {
                     call.failure = Some(CIRCUIT_OPEN_CODE.to_owned());
                 }
             }
-            RunEvent::AgentCallFailed {
+            RunEvent::AgentCallFailed(AgentCallFailed {
                 request_id, code, ..
-            } => {
+            }) => {
                 self.answer(request_id);
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.failure = Some(code.clone());

@@ -8,6 +8,7 @@
 //! to the call's episode and every ancestor; wall time is the recorded time since the
 //! episode started, less the time the run waited for a human.
 
+use crate::events::{AgentCallFailed, AgentResponded, HumanDecided};
 use docket_protocol::{AgentId, CallId, EpisodeId};
 use std::collections::BTreeMap;
 
@@ -358,11 +359,11 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
     let tree = &mut state.episodes;
     match event {
         RunEvent::RunRequested(run) => tree.start_root(run),
-        RunEvent::AgentResponded {
+        RunEvent::AgentResponded(AgentResponded {
             request_id,
             response,
             at_ms,
-        } => {
+        }) => {
             tree.last_input_ms = *at_ms;
             if let Some(call) = state.calls.get(request_id) {
                 let u = response.usage;
@@ -381,9 +382,9 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             let at_ms = tree.last_input_ms;
             tree.charge(&s.request.episode_id, 0, 1, at_ms);
         }
-        RunEvent::AgentCallFailed {
+        RunEvent::AgentCallFailed(AgentCallFailed {
             request_id, at_ms, ..
-        } => {
+        }) => {
             tree.last_input_ms = *at_ms;
             if let Some(call) = state.calls.get(request_id) {
                 tree.charge(&call.recorded.episode_id, 0, 0, *at_ms);
@@ -392,12 +393,12 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         RunEvent::Escalated { .. } if tree.waiting_since.is_none() => {
             tree.waiting_since = Some(tree.last_input_ms);
         }
-        RunEvent::HumanDecided {
+        RunEvent::HumanDecided(HumanDecided {
             ticket,
             approved,
             at_ms,
             ..
-        } => {
+        }) => {
             tree.last_input_ms = *at_ms;
             if !state.tickets.values().any(|t| t.open)
                 && let Some(since) = tree.waiting_since.take()
@@ -430,7 +431,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         RunEvent::RunCompleted { .. }
         | RunEvent::RunBlocked { .. }
         | RunEvent::RunFailed { .. }
-        | RunEvent::RunCancelled { .. } => {
+        | RunEvent::RunCancelled(_) => {
             let reason = state.stop_reason.clone();
             for e in tree.episodes.values_mut() {
                 if matches!(e.phase, EpisodePhase::Running | EpisodePhase::Review) {

@@ -3,6 +3,7 @@
 //! it, so the run's state ([`RunState`](super::RunState)) and its snapshot do not keep it
 //! (docs/replay.md#long-runs); it is folded from the log when it is shown.
 
+use crate::events::{AgentCallFailed, AgentResponded};
 use docket_protocol::CallId;
 use std::collections::BTreeMap;
 
@@ -52,11 +53,11 @@ impl RunHistory {
                     },
                 );
             }
-            RunEvent::AgentResponded {
+            RunEvent::AgentResponded(AgentResponded {
                 request_id,
                 response,
                 ..
-            } => {
+            }) => {
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.answered = true;
                     call.response = Some(response.clone());
@@ -69,9 +70,9 @@ impl RunHistory {
                     call.failure = Some(CIRCUIT_OPEN_CODE.to_owned());
                 }
             }
-            RunEvent::AgentCallFailed {
+            RunEvent::AgentCallFailed(AgentCallFailed {
                 request_id, code, ..
-            } => {
+            }) => {
                 if let Some(call) = self.calls.get_mut(request_id) {
                     call.answered = true;
                     call.failure = Some(code.clone());

@@ -1,6 +1,7 @@
 //! The state of a run, folded from its events. Everything is ordered (BTreeMap, Vec), so
 //! two folds of the same log are equal and so are the decisions taken from them.
 
+use crate::events::RunCancelled;
 use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -256,10 +257,10 @@ impl RunState {
         self.version += 1;
         match event {
             // An input's decision reads only what is live before the input is folded.
-            RunEvent::AgentResponded { .. }
-            | RunEvent::AgentCallFailed { .. }
-            | RunEvent::HumanDecided { .. }
-            | RunEvent::HumanOverrode { .. } => self.prune_calls(),
+            RunEvent::AgentResponded(_)
+            | RunEvent::AgentCallFailed(_)
+            | RunEvent::HumanDecided(_)
+            | RunEvent::HumanOverrode(_) => self.prune_calls(),
             _ => {}
         }
         match event {
@@ -270,11 +271,11 @@ impl RunState {
             RunEvent::RunRequested(_)
             | RunEvent::RunCompleted { .. }
             | RunEvent::RunFailed { .. }
-            | RunEvent::RunCancelled { .. } => self.apply_run(event),
-            RunEvent::HumanOverrode { .. } => self.apply_override(event),
+            | RunEvent::RunCancelled(_) => self.apply_run(event),
+            RunEvent::HumanOverrode(_) => self.apply_override(event),
             RunEvent::AgentCallScheduled { .. }
-            | RunEvent::AgentResponded { .. }
-            | RunEvent::AgentCallFailed { .. }
+            | RunEvent::AgentResponded(_)
+            | RunEvent::AgentCallFailed(_)
             | RunEvent::CallDegraded { .. } => self.apply_call(event),
             RunEvent::HandoffAllowed { .. } | RunEvent::HandoffDenied { .. } => {
                 self.apply_handoff(event);
@@ -289,10 +290,10 @@ impl RunState {
                 self.apply_effect(event);
                 self.apply_ticket(event);
             }
-            RunEvent::HumanDecided { .. } => self.apply_ticket(event),
+            RunEvent::HumanDecided(_) => self.apply_ticket(event),
             // Recorded for the audit; nothing later decisions read.
             RunEvent::PolicyDecided { .. }
-            | RunEvent::CircuitChecked { .. }
+            | RunEvent::CircuitChecked(_)
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
             | RunEvent::OutputArchived { .. } => {}
@@ -345,7 +346,7 @@ impl RunState {
                 self.stop_reason = Some(reason.clone());
                 self.status = RunStatus::Failed;
             }
-            RunEvent::RunCancelled { by, reason, .. } => {
+            RunEvent::RunCancelled(RunCancelled { by, reason, .. }) => {
                 self.stop_reason = Some(format!("cancelled by {by}: {reason}"));
                 self.status = RunStatus::Cancelled;
             }

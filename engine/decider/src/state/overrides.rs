@@ -4,6 +4,7 @@
 
 use super::episode::EpisodePhase;
 use super::{RunState, RunStatus};
+use crate::events::HumanOverrode;
 use crate::events::RunEvent;
 use docket_protocol::EpisodeStatus;
 
@@ -22,7 +23,7 @@ impl RunState {
                     tree.waiting_since = Some(tree.last_input_ms);
                 }
             }
-            RunEvent::HumanOverrode { at_ms, .. } => {
+            RunEvent::HumanOverrode(HumanOverrode { at_ms, .. }) => {
                 let waiting = self.tickets.values().any(|t| t.open);
                 self.status = if waiting {
                     RunStatus::WaitingForHuman

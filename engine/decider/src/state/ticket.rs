@@ -1,6 +1,7 @@
 //! Human tickets: opened by an escalation, closed by a human decision; the run waits
 //! while any is open (docs/governance.md#escalation-and-tickets).
 
+use crate::events::HumanDecided;
 use docket_protocol::TicketId;
 use serde::{Deserialize, Serialize};
 
@@ -60,7 +61,7 @@ impl RunState {
                 // Governed tools: a reviewed call's id is reserved while it waits.
                 self.hold_tool_for_review(subject);
             }
-            RunEvent::HumanDecided {
+            RunEvent::HumanDecided(HumanDecided {
                 ticket,
                 approved,
                 by,
@@ -68,7 +69,7 @@ impl RunState {
                 choice,
                 answer,
                 ..
-            } => {
+            }) => {
                 if let Some(t) = self.tickets.get_mut(ticket) {
                     t.open = false;
                     t.decision = Some(TicketDecision {

@@ -1,14 +1,15 @@
 //! `decide/cancel.rs`: a person cancels a run (decider version 10).
 
 use super::*;
+use crate::RunCancelled;
 use crate::RunStatus;
 
 fn cancel(by: &str, reason: &str) -> Command {
-    Command::Cancel {
+    Command::Cancel(RunCancelled {
         by: by.into(),
         reason: reason.into(),
         at_ms: 5_000,
-    }
+    })
 }
 
 /// Given a running run with a call in flight, when a person cancels it, then
@@ -22,11 +23,11 @@ pub(crate) fn a_running_run_is_cancelled_and_takes_no_later_input() {
         .then(|events| {
             assert_eq!(
                 events[0],
-                RunEvent::RunCancelled {
+                RunEvent::RunCancelled(RunCancelled {
                     by: "ana".into(),
                     reason: "wrong input".into(),
                     at_ms: 5_000
-                }
+                })
             );
         });
     assert_eq!(run.state.status, RunStatus::Cancelled);

@@ -105,7 +105,7 @@ pub(crate) fn contract_mismatch_stops_the_flow() {
     let mut request = run_requested(&b);
     request.input = json!({"no_x": true});
     let mut run = History::new(b);
-    run.when(Command::Start(request))
+    run.when(Command::Start(request.into()))
         .then_kinds(&[
             "run.requested",
             "handoff.denied",

@@ -4,6 +4,7 @@
 //! call and handoff decision the old state held is in the history folded from the log;
 //! and a state resumed from a snapshot decides every later input as the recording did.
 
+use crate::AgentResponded;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -151,11 +152,11 @@ fn answered_calls_nothing_refers_to_leave_the_state_and_stay_in_the_history() {
         "made again from the first call"
     );
     // An answer to a call left to the log is refused as already answered, not unknown.
-    let late = Command::RecordResponse {
+    let late = Command::RecordResponse(AgentResponded {
         request_id: first.clone(),
-        response: AgentResponse::success(first.clone(), Confidence::High, Vec::new()),
+        response: AgentResponse::success(first.clone(), Confidence::High, Vec::new()).into(),
         at_ms: 9,
-    };
+    });
     let refused = decide(&run.state, &run.bundle, late).expect_err("refused");
     assert!(
         matches!(

@@ -20,6 +20,7 @@
 //! [`approve`], [`deny`]), and the fixtures several concerns share: the `t` bundle of a
 //! three-agent pipeline, a fan-out bundle and the effects bundle.
 
+use crate::{AgentCallFailed, AgentResponded, HumanDecided};
 use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
@@ -291,11 +292,11 @@ impl Input for Response {
     fn command(mut self, history: &mut History) -> Command {
         let request_id = self.answering.request_id(history);
         self.response.request_id.clone_from(&request_id);
-        Command::RecordResponse {
+        Command::RecordResponse(AgentResponded {
             request_id,
-            response: self.response,
+            response: self.response.into(),
             at_ms: self.at_ms.unwrap_or_else(|| history.now()),
-        }
+        })
     }
 }
 
@@ -337,12 +338,12 @@ impl Failure {
 
 impl Input for Failure {
     fn command(self, history: &mut History) -> Command {
-        Command::RecordFailure {
+        Command::RecordFailure(AgentCallFailed {
             request_id: self.answering.request_id(history),
             code: self.code,
             message: self.message,
             at_ms: self.at_ms.unwrap_or_else(|| history.now()),
-        }
+        })
     }
 }
 
@@ -428,7 +429,7 @@ impl Input for Decision {
                 .map(|(t, _)| t.to_string())
                 .expect("a ticket is open")
         });
-        Command::RecordHumanDecision {
+        Command::RecordHumanDecision(HumanDecided {
             ticket: ticket.into(),
             approved: self.approved,
             by: self.by,
@@ -436,7 +437,7 @@ impl Input for Decision {
             choice: self.choice,
             answer: self.answer,
             at_ms: self.at_ms.unwrap_or_else(|| history.now()),
-        }
+        })
     }
 }
 
@@ -467,7 +468,7 @@ pub(crate) fn handoff(to: &str, output_type: &str, payload: Value) -> Action {
 /// The batch a run's start decides (`run.requested`, the entry handoff, the entry call):
 /// what most histories are given.
 pub(crate) fn start_events(bundle: &PolicyBundle, run: RunRequested) -> Vec<RunEvent> {
-    decide(&RunState::default(), bundle, Command::Start(run)).expect("the run starts")
+    decide(&RunState::default(), bundle, Command::Start(run.into())).expect("the run starts")
 }
 
 /// An agent run in process.
@@ -803,7 +804,7 @@ pub(crate) fn start_schedules_the_entry_call() {
     let run = run_requested(&b);
     let mut history = History::new(b);
     history
-        .when(Command::Start(run))
+        .when(Command::Start(run.into()))
         .then_kinds(&["run.requested", "handoff.allowed", "agent.call_scheduled"])
         .then(|events| {
             let RunEvent::AgentCallScheduled { request, .. } = &events[2] else {
@@ -838,7 +839,7 @@ pub(crate) fn rejections_are_typed() {
     );
     let again = run_requested(&run.bundle);
     assert!(matches!(
-        run.when_rejected(Command::Start(again)),
+        run.when_rejected(Command::Start(again.into())),
         Rejection::AlreadyStarted(_)
     ));
     assert_eq!(

@@ -3,6 +3,7 @@
 //! stopped; overrides the authority order, an absolute rule or an older run do not allow
 //! are refused and record nothing.
 
+use crate::HumanOverrode;
 use serde_json::json;
 
 use super::*;
@@ -104,13 +105,13 @@ impl Input for Override {
         let rule_id = self
             .rule_id
             .unwrap_or_else(|| history.state.blocked_by().unwrap_or_default().to_owned());
-        Command::RecordOverride {
+        Command::RecordOverride(HumanOverrode {
             by: self.by,
             role: self.role,
             rule_id,
             reason: self.reason,
             at_ms: history.now(),
-        }
+        })
     }
 }
 

@@ -3,6 +3,7 @@
 //! snapshot another build wrote is refused, never misread; a call made again shares the
 //! inputs of the call it repeats instead of copying them.
 
+use crate::AgentResponded;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -108,11 +109,11 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
                 let id = state.pending_call_ids()[0].clone();
                 let mut response = AgentResponse::success("", Confidence::High, vec![action]);
                 response.request_id.clone_from(&id);
-                let answered = Command::RecordResponse {
+                let answered = Command::RecordResponse(AgentResponded {
                     request_id: id,
-                    response,
+                    response: response.into(),
                     at_ms: 2_000,
-                };
+                });
                 crate::decide_in_place(&mut state, &bundle, answered).expect("decided");
             }
         }

@@ -43,7 +43,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         .await?;
         let mut state = RunState::default();
         let mut events = Vec::new();
-        for command in std::iter::once(Command::Start(request)).chain(inputs) {
+        for command in std::iter::once(Command::Start(request.into())).chain(inputs) {
             let decided = decide_in_place(&mut state, &bundle, command).map_err(|rejection| {
                 RuntimeError::Rejected {
                     run: run_id.clone(),

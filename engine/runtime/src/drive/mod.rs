@@ -24,6 +24,7 @@ mod summary;
 // Governed tool calls.
 mod tools;
 
+use docket_decider::{AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -594,7 +595,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         let mut state = RunState::default();
         // The run's span covers its first batch (the entry handoff) too.
         let span = crate::telemetry::run(run_id.as_str(), &workflow.spec.name);
-        self.decide_and_append(&mut state, &bundle, Command::Start(request))
+        self.decide_and_append(&mut state, &bundle, Command::Start(request.into()))
             .instrument(span.clone())
             .await?;
         Ok(Recorded {
@@ -763,7 +764,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 self.check_recorded(run_id, &state)?;
             }
             let interrupted = tools::interrupted_tools(&state);
-            let command = Command::RecordHumanDecision {
+            let command = Command::RecordHumanDecision(HumanDecided {
                 ticket: ticket.into(),
                 approved: decision.approved,
                 by: decision.by.clone(),
@@ -771,7 +772,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 choice: decision.choice,
                 answer: decision.answer.clone(),
                 at_ms: self.now_ms(),
-            };
+            });
             match self.decide_and_append(&mut state, &bundle, command).await {
                 Ok(()) => {
                     return Ok(Recorded {
@@ -804,13 +805,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         let rule_id = o
             .rule_id
             .unwrap_or_else(|| state.blocked_by().unwrap_or_default().to_owned());
-        let command = Command::RecordOverride {
+        let command = Command::RecordOverride(HumanOverrode {
             by: o.by,
             role: o.role,
             rule_id,
             reason: o.reason,
             at_ms: self.now_ms(),
-        };
+        });
         // Refused overrides record nothing and need nothing of this machine; an accepted
         // one calls agents again, so what the run needs of the machine is checked first.
         docket_decider::decide(&state, &bundle, command.clone()).map_err(|rejection| {
@@ -849,11 +850,11 @@ impl<S: EventStore + 'static> Runtime<S> {
         reason: &str,
     ) -> Result<RunOutcome, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
-        let command = Command::Cancel {
+        let command = Command::Cancel(RunCancelled {
             by: by.to_owned(),
             reason: reason.to_owned(),
             at_ms: self.now_ms(),
-        };
+        });
         self.decide_and_append(&mut state, &bundle, command).await?;
         Ok(RunOutcome {
             run_id: run_id.clone(),
@@ -1134,17 +1135,17 @@ impl<S: EventStore + 'static> Runtime<S> {
                     );
                     let at_ms = self.now_ms();
                     let command = match answer {
-                        Ok(response) => Command::RecordResponse {
+                        Ok(response) => Command::RecordResponse(AgentResponded {
                             request_id: request.request_id.clone(),
-                            response,
+                            response: response.into(),
                             at_ms,
-                        },
-                        Err(err) => Command::RecordFailure {
+                        }),
+                        Err(err) => Command::RecordFailure(AgentCallFailed {
                             request_id: request.request_id.clone(),
                             code: err.code().to_owned(),
                             message: err.to_string(),
                             at_ms,
-                        },
+                        }),
                     };
                     if i == last {
                         // Side effects: an answer asking for an effect is written together
@@ -1237,9 +1238,9 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
         } => {
             tracing::warn!(rule = %rule_id, reason = %reason, "run blocked");
         }
-        RunEvent::HumanOverrode {
+        RunEvent::HumanOverrode(HumanOverrode {
             by, role, rule_id, ..
-        } => {
+        }) => {
             tracing::warn!(by = %by, role = %role, rule = %rule_id, "block overridden");
         }
         other => tracing::debug!(kind = other.kind(), "recorded"),
@@ -1296,7 +1297,7 @@ mod tests {
     fn deciding_in_place_equals_deciding_from_a_copy_then_folding() {
         let wf = workflow();
         let bundle = recorded_bundle_of(&wf);
-        let start = Command::Start(RunRequested {
+        let start = Command::Start(Arc::new(RunRequested {
             run_id: "run-p".into(),
             workflow: wf.spec.clone(),
             bundle_source: wf.bundle_source.clone(),
@@ -1306,7 +1307,7 @@ mod tests {
             at_ms: 5,
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
-        });
+        }));
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");
         let mut in_place = before.clone();
@@ -1375,7 +1376,7 @@ mod tests {
             .decide_and_append(
                 &mut stale,
                 &bundle,
-                Command::RecordHumanDecision {
+                Command::RecordHumanDecision(HumanDecided {
                     ticket: "ticket-1".into(),
                     approved: false,
                     by: "bo".into(),
@@ -1383,7 +1384,7 @@ mod tests {
                     choice: None,
                     answer: None,
                     at_ms: 0,
-                },
+                }),
             )
             .await;
         let err = second.expect_err("the stale writer conflicts");

@@ -6,6 +6,7 @@
 //! The status rules mirror `RunState::apply`; the tests check both agree on every log
 //! they produce.
 
+use docket_decider::HumanDecided;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -98,14 +99,16 @@ impl Change {
                 at_ms: Some(r.at_ms),
             },
             RunEvent::Escalated { ticket, .. } => Change::Escalated(ticket.to_string()),
-            RunEvent::HumanDecided { ticket, .. } => Change::Decided(ticket.to_string()),
+            RunEvent::HumanDecided(HumanDecided { ticket, .. }) => {
+                Change::Decided(ticket.to_string())
+            }
             RunEvent::RunCompleted { .. } => Change::Completed,
             RunEvent::RunBlocked { overridable, .. } => Change::Blocked {
                 overridable: overridable.is_some(),
             },
-            RunEvent::HumanOverrode { .. } => Change::Overrode,
+            RunEvent::HumanOverrode(_) => Change::Overrode,
             RunEvent::RunFailed { .. } => Change::Failed,
-            RunEvent::RunCancelled { .. } => Change::Cancelled,
+            RunEvent::RunCancelled(_) => Change::Cancelled,
             _ => Change::Other,
         }
     }

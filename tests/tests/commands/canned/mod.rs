@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // Each test file uses part of it.
 
+use docket_decider::AgentResponded;
 use std::path::Path;
 
 use docket_decider::{
@@ -94,7 +95,7 @@ impl Recorder {
             log: Vec::new(),
             at_ms: 1,
         };
-        recorder.record(Command::Start(run));
+        recorder.record(Command::Start(run.into()));
         recorder
     }
 
@@ -119,11 +120,11 @@ impl Recorder {
         let mut response = AgentResponse::success(call.clone(), Confidence::High, actions);
         response.usage.input_tokens = tokens;
         let at_ms = self.now();
-        self.record(Command::RecordResponse {
+        self.record(Command::RecordResponse(AgentResponded {
             request_id: call,
-            response,
+            response: response.into(),
             at_ms,
-        })
+        }))
     }
 
     /// The pending call to `agent` answers `actions`.
@@ -138,11 +139,11 @@ impl Recorder {
             .clone();
         let response = AgentResponse::success(call.clone(), Confidence::High, actions);
         let at_ms = self.now();
-        self.record(Command::RecordResponse {
+        self.record(Command::RecordResponse(AgentResponded {
             request_id: call,
-            response,
+            response: response.into(),
             at_ms,
-        })
+        }))
     }
 
     /// The due tool call returns `{"ok": true}`.
