@@ -4,10 +4,12 @@
 //! (protobuf) to a collector (docs/observability.md). Off unless configured; the spans
 //! still queued are sent before `docket` exits.
 
+mod client;
+
 use std::sync::OnceLock;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{Protocol, WithExportConfig as _};
+use opentelemetry_otlp::{Protocol, WithExportConfig as _, WithHttpConfig as _};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::Layer as _;
@@ -105,8 +107,11 @@ pub(crate) fn init() -> Result<Telemetry, String> {
         let _ = tracing_subscriber::registry().with(stderr).try_init();
         return Ok(Telemetry { provider: None });
     };
+    let collector =
+        client::Collector::new().map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
+        .with_http_client(collector)
         .with_protocol(Protocol::HttpBinary);
     if let Destination::Url(url) = &destination {
         exporter = exporter.with_endpoint(url.clone());

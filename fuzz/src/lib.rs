@@ -10,6 +10,10 @@
 //! shrinks to the fewest mutations that still fail, and is written out as a reproducer.
 //!
 //! How to run it and what CI runs: README.md.
+//!
+//! All of it is behind the `harness` feature (Cargo.toml), which the tests turn on: a
+//! plain `cargo build` compiles this library empty.
+#![cfg(feature = "harness")]
 
 pub mod alloc;
 pub mod mutate;

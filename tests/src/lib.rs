@@ -58,6 +58,19 @@ pub fn docket_bin() -> &'static Path {
 /// outside the package that defines the binary, where `CARGO_BIN_EXE_*` is not set).
 #[must_use]
 pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
+    cargo_built_bin(package, bin, None)
+}
+
+/// One of this package's test programs (`src/bin`), built as [`workspace_bin`] builds a
+/// binary, for benches outside this package (its own tests use `CARGO_BIN_EXE_*`). The
+/// programs need the `test-programs` feature (Cargo.toml), which a plain build leaves
+/// off.
+#[must_use]
+pub fn test_program(bin: &str) -> PathBuf {
+    cargo_built_bin("docket-tests", bin, Some("test-programs"))
+}
+
+fn cargo_built_bin(package: &str, bin: &str, feature: Option<&str>) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // <target>/<profile>/deps/<test-binary>
     let profile_dir = exe
@@ -81,6 +94,9 @@ pub fn workspace_bin(package: &str, bin: &str) -> PathBuf {
         "--target-dir",
     ])
     .arg(&target_dir);
+    if let Some(feature) = feature {
+        cmd.args(["--features", feature]);
+    }
     if profile_dir.file_name().is_some_and(|n| n == "release") {
         cmd.arg("--release");
     }

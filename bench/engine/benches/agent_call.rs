@@ -119,10 +119,8 @@ fn main() {
     );
 
     // A child process over stdin/stdout (the test agent, echoing).
-    let command = CommandExecutor::new(CommandConfig::new(docket_tests::workspace_bin(
-        "docket-tests",
-        "test-agent",
-    )));
+    let command =
+        CommandExecutor::new(CommandConfig::new(docket_tests::test_program("test-agent")));
     let calls = 5_000_u64;
     let start = runtime.block_on(async {
         command

@@ -85,7 +85,7 @@ fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let processes = setting("DOCKET_BENCH_PROCESSES", cores).max(1);
     let per_process = setting("DOCKET_BENCH_PER_PROCESS", runs.div_ceil(processes)).max(1);
-    let agent = docket_tests::workspace_bin("docket-tests", "waiting-agent");
+    let agent = docket_tests::test_program("waiting-agent");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cores)
         .enable_all()

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{LogPosition, Payload, Scanned, event_hash, scan_log};
-use docket_tests::{docket_on, exit_code, stdout_text, summary_run_id, workspace_bin};
+use docket_tests::{docket_on, exit_code, stdout_text, summary_run_id};
 
 const WRITER: &str = env!("CARGO_BIN_EXE_test-agent");
 
@@ -548,7 +548,7 @@ fn verify_changes_nothing_and_runs_while_another_process_writes() {
     );
 
     // Another process holds the store open and appends (with blobs, across segments).
-    let writer_bin = workspace_bin("docket-tests", "store-crash-writer");
+    let writer_bin = env!("CARGO_BIN_EXE_store-crash-writer");
     let mut writer = Command::new(writer_bin)
         .arg(&s.data)
         .stdout(Stdio::piped())

@@ -258,26 +258,84 @@ fn library_crates_quote_no_command_to_type() {
     );
 }
 
+/// The packages a plain `cargo build` at the workspace's root compiles: the default
+/// members and their normal and build dependencies, with the features such a build turns
+/// on (no dev-dependency, so none of the features only the tests turn on).
+fn plain_build_packages() -> BTreeSet<String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let output = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "-e",
+            "normal,build",
+            "--prefix",
+            "none",
+            "-f",
+            "{p}",
+        ])
+        .current_dir(workspace_root())
+        .output()
+        .expect("run cargo tree");
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
 #[test]
 fn a_plain_build_compiles_no_test_only_crate() {
     // `cargo build` builds the default members' libraries and programs: the test
-    // crate's programs and shared support must need none of what only the tests use
-    // (browser driving, the server and CLI crates, property testing).
-    let deps = normal_dependencies("docket-tests");
-    assert!(deps.contains("docket-tests"), "{deps:?}");
+    // crate's shared support needs serde_json only, its test programs and the fuzzing
+    // harness are behind features only their tests turn on (tests/Cargo.toml,
+    // fuzz/Cargo.toml), and the engine benches' library needs nothing.
+    let only = |package: &str, allowed: &BTreeSet<String>| {
+        let deps = normal_dependencies(package);
+        assert!(deps.contains(package), "{deps:?}");
+        let extra: Vec<&String> = deps
+            .iter()
+            .filter(|d| *d != package && !allowed.contains(*d))
+            .collect();
+        assert!(
+            extra.is_empty(),
+            "a plain build of {package} compiles {extra:?}; make them dev-dependencies or put them behind the feature its tests turn on"
+        );
+    };
+    only("docket-tests", &normal_dependencies("serde_json"));
+    only("docket-fuzz", &BTreeSet::new());
+    only("docket-bench-engine", &BTreeSet::new());
+
+    // And nothing only the tests use reaches the quick start's build by another path:
+    // property testing, browser driving, the MCP server's macros, temporary
+    // directories, the baselines of the benches.
+    let plain = plain_build_packages();
+    assert!(
+        plain.contains("docket-cli") && plain.contains("docket-tests"),
+        "{plain:?}"
+    );
     let found: Vec<&str> = [
-        "headless_chrome",
         "proptest",
-        "docket-serve",
-        "docket-cli",
-        "docket-replay",
-        "hyper",
+        "headless_chrome",
+        "rmcp-macros",
+        "darling",
+        "tempfile",
+        "tiktoken-rs",
+        "rusqlite",
+        "docket-bench",
+        // The OTLP exporter posts with hyper's client (cli/src/telemetry/client.rs).
+        "reqwest",
     ]
     .into_iter()
-    .filter(|only_for_tests| deps.contains(*only_for_tests))
+    .filter(|only_for_tests| plain.contains(*only_for_tests))
     .collect();
     assert!(
         found.is_empty(),
-        "docket-tests needs {found:?} to build its programs; make them dev-dependencies"
+        "a plain `cargo build` compiles {found:?}, which only tests, benches or a client docket does not use need"
     );
 }
