@@ -110,6 +110,20 @@ fn cargo_built_bin(package: &str, bin: &str, feature: Option<&str>) -> PathBuf {
     path
 }
 
+/// Runs `docket ARGS` on data directory `data`, requires exit code 0 (the test fails
+/// with its output otherwise) and returns what it printed.
+pub fn docket_ok(data: &Path, args: &[&str]) -> String {
+    let out = docket_on(data, args);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "docket {args:?}: {}{}",
+        stdout_text(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout_text(&out)
+}
+
 /// `docket ARGS --data DATA`, run to its end with its output captured.
 #[must_use]
 pub fn docket_on(data: &Path, args: &[&str]) -> Output {

@@ -9,13 +9,13 @@
 //! fails this test.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use docket_tests::{
-    docket_on, exit_code, geo_agents_built, python_verifier, redactable_geo_workflow, stdout_text,
+    docket_ok, exit_code, geo_agents_built, python_verifier, redactable_geo_workflow, stdout_text,
     workspace_root,
 };
 
@@ -150,18 +150,6 @@ fn snippets(page: &'static str) -> Vec<Snippet> {
     found
 }
 
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = docket_on(data, args);
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "docket {args:?}: {}{}",
-        stdout_text(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_text(&out)
-}
-
 /// The inputs of [`ARGS`] from a real run, and each of [`CHANGES`] made to them.
 struct Inputs {
     dir: tempfile::TempDir,
@@ -174,16 +162,16 @@ impl Inputs {
         geo_agents_built();
         let dir = tempfile::tempdir().unwrap();
         let data = dir.path().join("data");
-        ok(
+        docket_ok(
             &data,
             &["keys", "generate", "--name", "audit.example/docket"],
         );
-        let key = ok(&data, &["keys", "show"]).trim().to_owned();
+        let key = docket_ok(&data, &["keys", "show"]).trim().to_owned();
         let workflow = redactable_geo_workflow(dir.path());
         let run = "doc-snippets";
-        ok(&data, &["run", workflow.to_str().unwrap(), "--run-id", run]);
+        docket_ok(&data, &["run", workflow.to_str().unwrap(), "--run-id", run]);
         let export = dir.path().join("export.jsonl");
-        ok(
+        docket_ok(
             &data,
             &[
                 "export",
@@ -201,7 +189,7 @@ impl Inputs {
             .find(|l| l["kind"] == "run.completed")
             .and_then(|l| l["seq"].as_u64())
             .expect("the run completed");
-        let disclosed = ok(
+        let disclosed = docket_ok(
             &data,
             &[
                 "disclose",
@@ -216,7 +204,7 @@ impl Inputs {
         let disclosed: serde_json::Value =
             serde_json::from_str(disclosed.lines().next().unwrap()).unwrap();
         let disclosure = disclosed["disclosure"].as_str().unwrap().to_owned();
-        let proof = ok(&data, &["prove", run, "--seq", &seq.to_string(), "--json"]);
+        let proof = docket_ok(&data, &["prove", run, "--seq", &seq.to_string(), "--json"]);
         let proof_file = dir.path().join("proof.json");
         std::fs::write(&proof_file, &proof).unwrap();
 
@@ -273,11 +261,14 @@ impl Inputs {
 
         // key: another instance's key of the same name.
         let elsewhere = dir.path().join("elsewhere");
-        ok(
+        docket_ok(
             &elsewhere,
             &["keys", "generate", "--name", "audit.example/docket"],
         );
-        changed.insert("key", ok(&elsewhere, &["keys", "show"]).trim().to_owned());
+        changed.insert(
+            "key",
+            docket_ok(&elsewhere, &["keys", "show"]).trim().to_owned(),
+        );
 
         // disclosure: another value under the same salt and name.
         let opened: Vec<serde_json::Value> =

@@ -10,8 +10,8 @@ use std::process::Command;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use docket_tests::{
-    docket_on, exit_code, geo_agents_built, geo_workflow, python_verifier, redactable_geo_workflow,
-    stdout_text, workspace_root,
+    docket_ok, docket_on, exit_code, geo_agents_built, geo_workflow, python_verifier,
+    redactable_geo_workflow, stdout_text, workspace_root,
 };
 
 fn python(args: &[&str]) -> (i32, String) {
@@ -23,21 +23,9 @@ fn python(args: &[&str]) -> (i32, String) {
     (exit_code(&out), stdout_text(&out))
 }
 
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = docket_on(data, args);
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "docket {args:?}: {}{}",
-        stdout_text(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_text(&out)
-}
-
 /// The sequence of the run's `run.completed`.
 fn completed_seq(data: &Path, run: &str) -> u64 {
-    ok(data, &["events", run, "--json"])
+    docket_ok(data, &["events", run, "--json"])
         .lines()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).expect("json"))
         .find(|e| e["kind"] == "run.completed")
@@ -51,14 +39,14 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let workflow = redactable_geo_workflow(dir.path());
-    ok(
+    docket_ok(
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-redact"],
     );
     let seq = completed_seq(&data, "geo-redact");
 
     // The value to withhold, as `docket disclose` reveals it.
-    let disclosed = ok(
+    let disclosed = docket_ok(
         &data,
         &[
             "disclose",
@@ -82,7 +70,7 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
     // Withheld everywhere the run recorded it (the output, and the handoff delivering it).
     let full = dir.path().join("full.jsonl");
     let redacted = dir.path().join("redacted.jsonl");
-    ok(
+    docket_ok(
         &data,
         &[
             "export",
@@ -93,7 +81,7 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
             full.to_str().unwrap(),
         ],
     );
-    ok(
+    docket_ok(
         &data,
         &[
             "export",
@@ -124,7 +112,7 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
     );
     assert!(redacted_text.contains(r#""type":"withheld""#));
 
-    let verdict = ok(
+    let verdict = docket_ok(
         Path::new("."),
         &["verify-export", "--json", redacted.to_str().unwrap()],
     );
@@ -133,7 +121,7 @@ fn a_redacted_export_verifies_and_a_disclosed_value_checks_against_its_commitmen
     assert!(verdict["values_withheld"].as_u64() >= Some(1), "{verdict}");
     assert!(verdict["values_disclosed"].as_u64() > Some(1), "{verdict}");
     // The same tree head as the full export: chain, tree and seal cover the digests.
-    let full_verdict = ok(
+    let full_verdict = docket_ok(
         Path::new("."),
         &["verify-export", "--json", full.to_str().unwrap()],
     );
@@ -204,13 +192,13 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let workflow = redactable_geo_workflow(dir.path());
-    ok(
+    docket_ok(
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-v3"],
     );
-    let said = ok(&data, &["verify"]);
+    let said = docket_ok(&data, &["verify"]);
     assert!(said.contains("ok    geo-v3"), "{said}");
-    ok(&data, &["replay", "geo-v3"]);
+    docket_ok(&data, &["replay", "geo-v3"]);
 
     // A pointer that names nothing is refused, naming it, rather than exporting in full.
     let out = docket_on(
@@ -232,7 +220,7 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     // Shredding: the value is gone from every file of the data directory, the log still
     // verifies, counting it as shredded, and reading the run says what was erased.
     let seq = completed_seq(&data, "geo-v3");
-    let disclosed = ok(
+    let disclosed = docket_ok(
         &data,
         &[
             "disclose",
@@ -273,7 +261,7 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         1,
         "the disclosure is in one file before"
     );
-    let said = ok(
+    let said = docket_ok(
         &data,
         &[
             "shred",
@@ -310,13 +298,13 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         Vec::<std::path::PathBuf>::new(),
         "{longest}"
     );
-    let said = ok(&data, &["verify"]);
+    let said = docket_ok(&data, &["verify"]);
     assert!(
         said.contains("ok    geo-v3") && said.contains("1 value shredded"),
         "{said}"
     );
     // Reading the run shows the marker where the value stood, with who, when and why.
-    let events: Vec<serde_json::Value> = ok(&data, &["events", "geo-v3", "--json"])
+    let events: Vec<serde_json::Value> = docket_ok(&data, &["events", "geo-v3", "--json"])
         .lines()
         .map(|l| serde_json::from_str(l).expect("json"))
         .collect();
@@ -334,23 +322,24 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         .map(|e| e["seq"].as_u64().unwrap())
         .collect();
     assert!(marked.contains(&seq), "{marked:?}");
-    assert!(ok(&data, &["events", "geo-v3"]).contains("_shredded"));
-    let inspected = ok(
+    assert!(docket_ok(&data, &["events", "geo-v3"]).contains("_shredded"));
+    let inspected = docket_ok(
         &data,
         &["inspect", "geo-v3", "--at", &seq.to_string(), "--json"],
     );
     assert!(inspected.contains("_shredded"), "{inspected}");
-    ok(&data, &["status", "geo-v3"]);
+    docket_ok(&data, &["status", "geo-v3"]);
     // Replay takes the batches holding the erased value as recorded and counts them; the
     // others are decided again and reproduced. Never a divergence.
-    let said = ok(&data, &["replay", "geo-v3"]);
+    let said = docket_ok(&data, &["replay", "geo-v3"]);
     assert!(
         said.contains("depend on shredded values (not re-derivable"),
         "{said}"
     );
     assert!(!said.contains("DIVERGED"), "{said}");
     let report: serde_json::Value =
-        serde_json::from_str(ok(&data, &["replay", "geo-v3", "--json"]).trim()).expect("json");
+        serde_json::from_str(docket_ok(&data, &["replay", "geo-v3", "--json"]).trim())
+            .expect("json");
     let (decisions, reproduced, not_rederivable) = (
         report["decisions"].as_u64().unwrap(),
         report["reproduced_decisions"].as_u64().unwrap(),
@@ -394,12 +383,12 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
         "{said}"
     );
     assert!(
-        ok(&data, &["replay", "--all"]).contains("depend on shredded values"),
+        docket_ok(&data, &["replay", "--all"]).contains("depend on shredded values"),
         "replay --all"
     );
     // A redacted export still writes and verifies: the erased value is `withheld`.
     let file = dir.path().join("after.jsonl");
-    ok(
+    docket_ok(
         &data,
         &[
             "export",
@@ -412,7 +401,7 @@ fn verify_checks_every_disclosure_and_redaction_refuses_what_it_cannot_withhold(
     );
     let text = std::fs::read_to_string(&file).unwrap();
     assert!(text.contains(r#""why":"shredded""#));
-    ok(Path::new("."), &["verify-export", file.to_str().unwrap()]);
+    docket_ok(Path::new("."), &["verify-export", file.to_str().unwrap()]);
     if python_verifier() {
         let (code, said) = python(&[file.to_str().unwrap()]);
         assert_eq!(code, 0, "{said}");
@@ -444,7 +433,7 @@ fn a_run_not_recorded_redactable_refuses_redact_and_shred_naming_the_workflow_fi
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path().join("data");
     let workflow = geo_workflow();
-    ok(
+    docket_ok(
         &data,
         &["run", workflow.to_str().unwrap(), "--run-id", "geo-plain"],
     );
@@ -479,8 +468,8 @@ fn a_run_not_recorded_redactable_refuses_redact_and_shred_naming_the_workflow_fi
         );
     }
     // Nothing was erased: the run still replays and verifies.
-    ok(&data, &["replay", "geo-plain"]);
-    assert!(ok(&data, &["verify"]).contains("ok    geo-plain"));
+    docket_ok(&data, &["replay", "geo-plain"]);
+    assert!(docket_ok(&data, &["verify"]).contains("ok    geo-plain"));
 }
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
@@ -508,7 +497,7 @@ fn an_unfinished_run_with_a_shredded_value_reads_and_replays_refuses_to_go_on_an
         "{}",
         stdout_text(&out)
     );
-    ok(
+    docket_ok(
         &data,
         &[
             "shred",
@@ -538,12 +527,13 @@ fn an_unfinished_run_with_a_shredded_value_reads_and_replays_refuses_to_go_on_an
     assert_eq!(exit_code(&out), 1);
     assert!(String::from_utf8_lossy(&out.stderr).contains("/bundle_source"));
 
-    let events = ok(&data, &["events", "asks-1", "--json"]);
+    let events = docket_ok(&data, &["events", "asks-1", "--json"]);
     let first: serde_json::Value =
         serde_json::from_str(events.lines().next().unwrap()).expect("json");
     assert_eq!(first["payload"]["input"]["task"]["_shredded"]["by"], "dpo");
     let report: serde_json::Value =
-        serde_json::from_str(ok(&data, &["replay", "asks-1", "--json"]).trim()).expect("json");
+        serde_json::from_str(docket_ok(&data, &["replay", "asks-1", "--json"]).trim())
+            .expect("json");
     assert!(report["divergence"].is_null(), "{report}");
     assert!(report["not_rederivable"].as_u64().unwrap() > 0, "{report}");
 
@@ -565,11 +555,13 @@ fn an_unfinished_run_with_a_shredded_value_reads_and_replays_refuses_to_go_on_an
         );
     }
     assert_eq!(
-        ok(&data, &["events", "asks-1", "--json"]).lines().count(),
+        docket_ok(&data, &["events", "asks-1", "--json"])
+            .lines()
+            .count(),
         before
     );
     // Cancelling needs no value: the run ends, and still replays and verifies.
-    ok(
+    docket_ok(
         &data,
         &[
             "cancel",
@@ -580,9 +572,9 @@ fn an_unfinished_run_with_a_shredded_value_reads_and_replays_refuses_to_go_on_an
             "erased input",
         ],
     );
-    let said = ok(&data, &["replay", "asks-1"]);
+    let said = docket_ok(&data, &["replay", "asks-1"]);
     assert!(said.contains("depend on shredded values"), "{said}");
-    assert!(ok(&data, &["status", "asks-1"]).contains("cancelled"));
-    let said = ok(&data, &["verify"]);
+    assert!(docket_ok(&data, &["status", "asks-1"]).contains("cancelled"));
+    let said = docket_ok(&data, &["verify"]);
     assert!(said.contains("1 value shredded"), "{said}");
 }

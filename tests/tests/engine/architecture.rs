@@ -9,28 +9,19 @@ use std::process::Command;
 
 use docket_tests::workspace_root;
 
-/// The packages of `package`'s normal (non-dev, non-build) dependency tree.
-fn normal_dependencies(package: &str) -> BTreeSet<String> {
+/// The packages `cargo tree` lists with `args` (one per line, as `name vX.Y.Z`).
+fn tree(args: &[&str]) -> BTreeSet<String> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let output = Command::new(cargo)
-        .args([
-            "tree",
-            "--offline",
-            "-p",
-            package,
-            "-e",
-            "normal",
-            "--prefix",
-            "none",
-            "-f",
-            "{p}",
-        ])
+        .args(["tree", "--offline", "--prefix", "none", "-f", "{p}"])
+        .args(args)
         .current_dir(workspace_root())
         .output()
         .expect("run cargo tree");
     assert!(
         output.status.success(),
-        "cargo tree -p {package} failed: {}",
+        "cargo tree {} failed: {}",
+        args.join(" "),
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout)
@@ -38,6 +29,11 @@ fn normal_dependencies(package: &str) -> BTreeSet<String> {
         .filter_map(|line| line.split_whitespace().next())
         .map(str::to_owned)
         .collect()
+}
+
+/// The packages of `package`'s normal (non-dev, non-build) dependency tree.
+fn normal_dependencies(package: &str) -> BTreeSet<String> {
+    tree(&["-p", package, "-e", "normal"])
 }
 
 /// Crates that do I/O or schedule work: none may enter the pure core.
@@ -262,31 +258,7 @@ fn library_crates_quote_no_command_to_type() {
 /// members and their normal and build dependencies, with the features such a build turns
 /// on (no dev-dependency, so none of the features only the tests turn on).
 fn plain_build_packages() -> BTreeSet<String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let output = Command::new(cargo)
-        .args([
-            "tree",
-            "--offline",
-            "-e",
-            "normal,build",
-            "--prefix",
-            "none",
-            "-f",
-            "{p}",
-        ])
-        .current_dir(workspace_root())
-        .output()
-        .expect("run cargo tree");
-    assert!(
-        output.status.success(),
-        "cargo tree failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .map(str::to_owned)
-        .collect()
+    tree(&["-e", "normal,build"])
 }
 
 #[test]

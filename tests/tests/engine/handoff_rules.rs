@@ -9,27 +9,15 @@
 use std::path::Path;
 
 use docket_tests::{
-    docket_on, events_of_kind, exit_code, geo_agents_built, geo_workflow, geo_workflow_with,
-    run_events, stdout_text, workspace_root,
+    docket_ok, docket_on, events_of_kind, exit_code, geo_agents_built, geo_workflow,
+    geo_workflow_with, run_events, stdout_text, workspace_root,
 };
 use serde_json::{Value, json};
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = docket_on(data, args);
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "docket {args:?}: {}{}",
-        stdout_text(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_text(&out)
-}
-
 fn ok_json(data: &Path, args: &[&str]) -> Value {
-    serde_json::from_str(&ok(data, args)).expect("JSON")
+    serde_json::from_str(&docket_ok(data, args)).expect("JSON")
 }
 
 fn geo_policy() -> String {

@@ -186,6 +186,41 @@ fn behaviour() -> impl Strategy<Value = Behaviour> {
     ]
 }
 
+/// The pending call of `run` (a pipeline a → b → c) answered as `act` says.
+fn answer_pending(run: &mut History, act: Behaviour) {
+    let request = run.state.pending_requests()[0].clone();
+    let next = match request.target_agent.as_str() {
+        "a" => "b",
+        "b" => "c",
+        _ => "external",
+    };
+    let id = request.request_id.clone();
+    let answer = |response| respond_with(response).to(&id).at(4);
+    let success = |confidence, action| AgentResponse::success("", confidence, vec![action]);
+    match act {
+        Behaviour::Forward(p) => {
+            run.when(answer(success(Confidence::Medium, handoff(next, "t", p))))
+        }
+        Behaviour::Skip => run.when(answer(success(
+            Confidence::Low,
+            handoff("c", "t", json!({})),
+        ))),
+        Behaviour::Finish => run.when(answer(success(
+            Confidence::High,
+            Action::Finish { output: json!(1) },
+        ))),
+        Behaviour::Escalate => run.when(answer(success(
+            Confidence::High,
+            Action::Escalate {
+                reason: "?".into(),
+                choices: Vec::new(),
+            },
+        ))),
+        Behaviour::Fail => run.when(answer(AgentResponse::error("", "AGENT_FAILED", "no"))),
+        Behaviour::Garbage => run.when(fail("AGENT_MALFORMED_RESPONSE", "not JSON").to(&id).at(4)),
+    };
+}
+
 proptest! {
     /// Whatever the agents do, every batch the decider produced replays identically, and
     /// no request ever carries a field c's scoping blocks.
@@ -205,18 +240,7 @@ proptest! {
             if run.state.status != RunStatus::Running {
                 break;
             }
-            let request = run.state.pending_requests()[0].clone();
-            let next = match request.target_agent.as_str() { "a" => "b", "b" => "c", _ => "external" };
-            let id = request.request_id.clone();
-            let answer = |response| respond_with(response).to(&id).at(4);
-            match act {
-                Behaviour::Forward(p) => run.when(answer(AgentResponse::success("", Confidence::Medium, vec![handoff(next, "t", p)]))),
-                Behaviour::Skip => run.when(answer(AgentResponse::success("", Confidence::Low, vec![handoff("c", "t", json!({}))]))),
-                Behaviour::Finish => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Finish { output: json!(1) }]))),
-                Behaviour::Escalate => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Escalate { reason: "?".into(), choices: Vec::new() }]))),
-                Behaviour::Fail => run.when(answer(AgentResponse::error("", "AGENT_FAILED", "no"))),
-                Behaviour::Garbage => run.when(fail("AGENT_MALFORMED_RESPONSE", "not JSON").to(&id).at(4)),
-            };
+            answer_pending(&mut run, act);
         }
         prop_assert_eq!(replay_check(&run.log, &run.bundle), Ok(Vec::new()));
         prop_assert_eq!(RunState::fold(&run.log), run.state.clone());
@@ -243,18 +267,7 @@ proptest! {
             if run.state.status != RunStatus::Running {
                 break;
             }
-            let request = run.state.pending_requests()[0].clone();
-            let next = match request.target_agent.as_str() { "a" => "b", "b" => "c", _ => "external" };
-            let id = request.request_id.clone();
-            let answer = |response| respond_with(response).to(&id).at(4);
-            match act {
-                Behaviour::Forward(p) => run.when(answer(AgentResponse::success("", Confidence::Medium, vec![handoff(next, "t", p)]))),
-                Behaviour::Skip => run.when(answer(AgentResponse::success("", Confidence::Low, vec![handoff("c", "t", json!({}))]))),
-                Behaviour::Finish => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Finish { output: json!(1) }]))),
-                Behaviour::Escalate => run.when(answer(AgentResponse::success("", Confidence::High, vec![Action::Escalate { reason: "?".into(), choices: Vec::new() }]))),
-                Behaviour::Fail => run.when(answer(AgentResponse::error("", "AGENT_FAILED", "no"))),
-                Behaviour::Garbage => run.when(fail("AGENT_MALFORMED_RESPONSE", "not JSON").to(&id).at(4)),
-            };
+            answer_pending(&mut run, act);
         }
         // The decisions: every event but the inputs that open batches.
         let decisions: Vec<usize> = crate::batches(&run.log)
