@@ -244,13 +244,7 @@ pub fn replay_with_shredded(
                 ),
             }),
             Ok(decided) if decided.as_slice() == recorded => None,
-            Ok(decided)
-                if decided.len() == recorded.len()
-                    && recorded
-                        .iter()
-                        .zip(&decided)
-                        .all(|(r, d)| same_decisions(r, d)) =>
-            {
+            Ok(decided) if same_decisions(recorded, &decided) => {
                 reworded(&mut report, seq, recorded, &decided);
                 None
             }

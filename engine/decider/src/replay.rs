@@ -81,12 +81,7 @@ pub fn replay_check(
                 index: start,
                 rejection,
             })?;
-        if decided.len() != recorded.len()
-            || !recorded
-                .iter()
-                .zip(&decided)
-                .all(|(r, d)| same_decisions(r, d))
-        {
+        if !same_decisions(recorded, &decided) {
             return Err(ReplayMismatch::Differs {
                 index: start,
                 recorded: recorded.iter().map(RunEvent::kind).collect(),

@@ -1396,12 +1396,7 @@ fn this_build_records_each_current_golden_log_byte_for_byte() {
         if let Some(difference) = first_difference(&golden, &fresh) {
             // Words for people may change in any release (docs/replay.md#wording): a
             // recording whose decisions are the fixture's, worded otherwise, passes.
-            let reworded = golden.run.len() == fresh.run.len()
-                && golden
-                    .run
-                    .iter()
-                    .zip(&fresh.run)
-                    .all(|(g, f)| same_decisions(g, f));
+            let reworded = same_decisions(&golden.run, &fresh.run);
             assert!(
                 reworded,
                 "{}: this build records the run differently. If the decider now decides \
@@ -1511,12 +1506,7 @@ fn recording_in(encoding: PayloadEncoding) {
         // The same decisions (words for people may have changed since the fixture was
         // recorded: docs/replay.md#wording); the same events when they have not.
         assert!(
-            fresh.run.len() == golden.run.len()
-                && fresh
-                    .run
-                    .iter()
-                    .zip(&golden.run)
-                    .all(|(f, g)| same_decisions(g, f)),
+            same_decisions(&golden.run, &fresh.run),
             "{}: other events",
             fixture.label()
         );

@@ -51,10 +51,19 @@ fn matches(pattern: &str, pointer: &str) -> bool {
     }
 }
 
-/// Whether `recorded` and `decided` are the same decisions, worded alike or not: equal
-/// once every place of [`WORDING`] that holds a string on both sides is set aside.
+/// Whether `recorded` and `decided` (a batch, a log) are the same decisions, worded alike
+/// or not: as many events, each equal to its counterpart once every place of [`WORDING`]
+/// that holds a string on both sides is set aside.
 #[must_use]
-pub fn same_decisions(recorded: &RunEvent, decided: &RunEvent) -> bool {
+pub fn same_decisions(recorded: &[RunEvent], decided: &[RunEvent]) -> bool {
+    recorded.len() == decided.len()
+        && recorded
+            .iter()
+            .zip(decided)
+            .all(|(r, d)| same_event_decisions(r, d))
+}
+
+fn same_event_decisions(recorded: &RunEvent, decided: &RunEvent) -> bool {
     if recorded == decided {
         return true;
     }
