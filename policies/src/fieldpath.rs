@@ -3,8 +3,6 @@
 //! payload. Arrays are transparent: a path applies to every element. A `*` segment
 //! matches any key.
 
-use std::collections::BTreeSet;
-
 use serde_json::{Map, Value};
 
 /// Splits a path into segments, or says what is wrong with it.
@@ -191,40 +189,62 @@ fn prune(v: &mut Value, t: &Trie) {
 /// Sorted leaf field paths of a payload: keys whose values are not objects (arrays are
 /// transparent; an array of scalars is a leaf).
 pub fn leaves(v: &Value) -> Vec<String> {
-    let mut out = BTreeSet::new();
-    walk(v, &mut String::new(), &mut out);
-    out.into_iter().collect()
+    let mut shape = Shape::default();
+    shape.add(v);
+    let mut out = Vec::new();
+    shape.paths(&mut String::new(), &mut out);
+    // Paths sort as whole strings (`a-b` before `a.x`); a key holding a dot can spell
+    // the same path as a nested key.
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
-/// Adds the leaf paths under `v` to `out`, `path` holding the path to `v` (restored on
-/// return). A path is allocated only when first seen: an array of a thousand records
-/// repeats the same few paths.
-fn walk(v: &Value, path: &mut String, out: &mut BTreeSet<String>) {
-    match v {
-        Value::Object(m) if !m.is_empty() => {
-            let at = path.len();
-            for (k, child) in m {
-                if at > 0 {
-                    path.push('.');
+/// The keys a payload has at each depth, its arrays' elements laid over one another: an
+/// array of a thousand records repeats the same few paths, and each key is looked up
+/// among its siblings only, without building or comparing whole paths.
+#[derive(Default)]
+struct Shape<'v> {
+    /// A value ends here (a scalar, an empty object or array, an array of scalars).
+    leaf: bool,
+    children: std::collections::BTreeMap<&'v str, Shape<'v>>,
+}
+
+impl<'v> Shape<'v> {
+    fn add(&mut self, v: &'v Value) {
+        match v {
+            Value::Object(m) if !m.is_empty() => {
+                for (k, child) in m {
+                    self.children.entry(k.as_str()).or_default().add(child);
                 }
-                path.push_str(k);
-                walk(child, path, out);
-                path.truncate(at);
             }
+            Value::Array(items)
+                if items
+                    .iter()
+                    .any(|i| matches!(i, Value::Object(m) if !m.is_empty())) =>
+            {
+                for i in items {
+                    self.add(i);
+                }
+            }
+            _ => self.leaf = true,
         }
-        Value::Array(items)
-            if items
-                .iter()
-                .any(|i| matches!(i, Value::Object(m) if !m.is_empty())) =>
-        {
-            for i in items {
-                walk(i, path, out);
-            }
+    }
+
+    /// Pushes the path of every leaf under this node onto `out`, `path` holding this
+    /// node's (restored on return; the root's is empty and is no field).
+    fn paths(&self, path: &mut String, out: &mut Vec<String>) {
+        if self.leaf && !path.is_empty() {
+            out.push(path.clone());
         }
-        _ => {
-            if !path.is_empty() && !out.contains(path.as_str()) {
-                out.insert(path.clone());
+        let at = path.len();
+        for (k, child) in &self.children {
+            if at > 0 {
+                path.push('.');
             }
+            path.push_str(k);
+            child.paths(path, out);
+            path.truncate(at);
         }
     }
 }
@@ -269,5 +289,67 @@ mod tests {
         );
         assert_eq!(select(&p, &["*.b"]), json!({"a": {"b": 1}}));
         assert_eq!(leaves(&p), vec!["a.b", "a.c", "xs.n", "xs.s", "z"]);
+    }
+
+    /// The leaf paths as the definition reads: every path to a value that is not a
+    /// non-empty object (through arrays holding one), collected whole in a sorted set.
+    fn leaves_by_definition(v: &Value) -> Vec<String> {
+        fn walk(v: &Value, path: &str, out: &mut std::collections::BTreeSet<String>) {
+            match v {
+                Value::Object(m) if !m.is_empty() => {
+                    for (k, child) in m {
+                        let p = if path.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{path}.{k}")
+                        };
+                        walk(child, &p, out);
+                    }
+                }
+                Value::Array(items)
+                    if items
+                        .iter()
+                        .any(|i| matches!(i, Value::Object(m) if !m.is_empty())) =>
+                {
+                    items.iter().for_each(|i| walk(i, path, out));
+                }
+                _ if !path.is_empty() => {
+                    out.insert(path.to_owned());
+                }
+                _ => {}
+            }
+        }
+        let mut out = std::collections::BTreeSet::new();
+        walk(v, "", &mut out);
+        out.into_iter().collect()
+    }
+
+    fn payload() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        // Few, short keys (dots and dashes among them) so that paths collide and sort
+        // differently as strings than segment by segment.
+        let key = prop::sample::select(vec!["a", "b", "a.b", "a-b", "ab", "x"]);
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i32>().prop_map(Value::from),
+            Just(json!({})),
+            Just(json!([])),
+        ];
+        leaf.prop_recursive(4, 40, 5, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(key.clone(), inner, 0..4).prop_map(|m| {
+                    Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                }),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn leaves_are_the_leaf_paths_by_definition(v in payload()) {
+            proptest::prop_assert_eq!(leaves(&v), leaves_by_definition(&v));
+        }
     }
 }

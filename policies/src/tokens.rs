@@ -13,7 +13,10 @@
 //!
 //! JSON payloads repeat the same short pieces (keys, quotes and colons, common words), so
 //! each thread remembers the count of the pre-tokenizer's short pieces: a piece's count
-//! depends on the piece alone, so the cache changes no result, only the time.
+//! depends on the piece alone, so the cache changes no result, only the time. Whole texts
+//! repeat too (a run's payload is counted where it is handed over, again where a context
+//! edge carries it, again where a prior output brings it): each thread also remembers the
+//! counts of the latest long texts under their BLAKE3 hash, for the same reason.
 
 use std::cell::RefCell;
 use std::sync::LazyLock;
@@ -29,6 +32,11 @@ use crate::canonical;
 const CACHED_PIECE_BYTES: usize = 15;
 /// The per-thread cache is emptied when it holds this many pieces.
 const CACHED_PIECES: usize = 1 << 16;
+/// Texts at least this long are remembered whole (hashing costs a few percent of
+/// splitting; a short text's pieces are mostly in the piece cache already).
+const CACHED_TEXT_BYTES: usize = 512;
+/// The per-thread cache of whole texts is emptied when it holds this many.
+const CACHED_TEXTS: usize = 4096;
 
 /// cl100k's pre-tokenizer, as bpe-openai 0.3 builds it: tiktoken's `\s+(?!\S)` is the
 /// second pattern, `\s+\s`, whose last character is given back (a look-ahead of one).
@@ -53,6 +61,14 @@ static CL100K_SPLIT: LazyLock<Option<Regex>> =
 )]
 type PieceCounts = std::collections::HashMap<u128, u32, foldhash::fast::RandomState>;
 
+/// Text (as its BLAKE3 hash) → count, looked up only and never iterated, like
+/// [`PieceCounts`].
+#[expect(
+    clippy::disallowed_types,
+    reason = "looked up only, never iterated: no order can reach a count"
+)]
+type TextCounts = std::collections::HashMap<[u8; 32], usize, foldhash::fast::RandomState>;
+
 /// A piece of at most [`CACHED_PIECE_BYTES`] bytes as one number: its bytes, then its
 /// length in the top byte (so that pieces that differ only by trailing zero bytes differ),
 /// looked up without a pointer to follow or a string to compare.
@@ -65,6 +81,7 @@ fn piece_key(piece: &[u8]) -> u128 {
 
 thread_local! {
     static PIECE_TOKENS: RefCell<PieceCounts> = RefCell::new(PieceCounts::default());
+    static TEXT_TOKENS: RefCell<TextCounts> = RefCell::new(TextCounts::default());
     static SPLIT_CACHE: RefCell<Option<Cache>> =
         RefCell::new(CL100K_SPLIT.as_ref().map(Regex::create_cache));
 }
@@ -103,6 +120,26 @@ fn split(text: &str, mut each: impl FnMut(&str)) {
 /// Tokens in `text`: the sum over the pre-tokenizer's pieces of each piece's BPE count,
 /// as `bpe_openai::Tokenizer::count` computes it (cl100k does no normalisation).
 pub fn count_text(text: &str) -> usize {
+    if text.len() < CACHED_TEXT_BYTES {
+        return count_pieces(text);
+    }
+    let key = *blake3::hash(text.as_bytes()).as_bytes();
+    if let Some(n) = TEXT_TOKENS.with(|cache| cache.borrow().get(&key).copied()) {
+        return n;
+    }
+    let n = count_pieces(text);
+    TEXT_TOKENS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.len() >= CACHED_TEXTS {
+            cache.clear();
+        }
+        cache.insert(key, n);
+    });
+    n
+}
+
+/// [`count_text`] piece by piece.
+fn count_pieces(text: &str) -> usize {
     let bpe = &bpe_openai::cl100k_base().bpe;
     PIECE_TOKENS.with(|cache| {
         let mut cache = cache.borrow_mut();
@@ -173,6 +210,17 @@ mod tests {
         let cold = bpe_openai::cl100k_base().count(text);
         assert_eq!(count_text(text), cold);
         assert_eq!(count_text(text), cold, "second count, from the cache");
+    }
+
+    #[test]
+    fn the_text_cache_changes_no_count() {
+        let long = |word: &str| format!("{{\"notes\":\"{}\"}}", word.repeat(CACHED_TEXT_BYTES));
+        let (a, b) = (long("ab "), long("a b"));
+        assert_eq!(a.len(), b.len());
+        for text in [&a, &b, &a, &b] {
+            assert_eq!(count_text(text), bpe_openai::cl100k_base().count(text));
+        }
+        assert_ne!(count_text(&a), count_text(&b), "two texts, two counts");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::api::{
 };
 use crate::chain::{blob_hash, event_hash, genesis};
 use crate::codec::{
-    BodyFields, PayloadView, TAG_EVENT, compress_event_record, encode_body, seal_record,
+    BodyFields, PayloadView, TAG_EVENT, compress_event_record, encode_body, push_blob, seal_record,
 };
 use crate::config::StoreConfig;
 use crate::disclosures::Disclosures;
@@ -50,6 +50,18 @@ pub struct WriterStats {
     pub events: u64,
     /// Requests waiting for the writer right now.
     pub queued: u64,
+    /// Wall time the log's writer spent committing batches, all of it serial: every append
+    /// passes through it one batch at a time.
+    pub committing: Duration,
+    /// Of `committing`, the time in `write` and `fdatasync`.
+    pub writing: Duration,
+    /// Wall time the indexer spent writing acknowledged batches to the index (serial too,
+    /// but behind the acknowledgements: appends wait for it only when it falls far behind).
+    pub indexing: Duration,
+    /// Times a thread found one of the process's store maps (heads, watchers, recent runs
+    /// and blobs, files) locked by another, and the time it waited, over the process.
+    pub lock_waits: u64,
+    pub lock_waited: Duration,
 }
 
 /// docket's embedded event log. Cheap to clone; the writer stops when the last clone is dropped.
@@ -277,6 +289,13 @@ impl EmbeddedStore {
             syncs: s.syncs.load(Ordering::Relaxed),
             events: s.events.load(Ordering::Relaxed),
             queued: s.queued.load(Ordering::SeqCst),
+            committing: Duration::from_nanos(s.commit_ns.load(Ordering::Relaxed)),
+            writing: Duration::from_nanos(s.write_ns.load(Ordering::Relaxed)),
+            indexing: Duration::from_nanos(s.index_ns.load(Ordering::Relaxed)),
+            lock_waits: crate::shared::LOCK_WAITS.load(Ordering::Relaxed),
+            lock_waited: Duration::from_nanos(
+                crate::shared::LOCK_WAITED_NS.load(Ordering::Relaxed),
+            ),
         }
     }
 
@@ -307,16 +326,20 @@ impl EmbeddedStore {
     }
 }
 
-/// Encodes and hashes `events` as the successors of (`expected`, `prev`), on the caller's task.
+/// Encodes, hashes and compresses `events` as the successors of (`expected`, `prev`), and
+/// frames the blobs they bring that the log does not hold yet, on the caller's task: the
+/// writer, which every append passes through one batch at a time, only checks, writes and
+/// syncs.
 fn encode_job(
     stream: &StreamId,
     expected: u64,
     prev: Hash,
     events: Vec<NewEvent>,
     extra_blobs: Vec<Vec<u8>>,
-    config: &StoreConfig,
+    shared: &Shared,
     reply: oneshot::Sender<Result<Appended, StoreError>>,
 ) -> Result<AppendJob, StoreError> {
+    let config = &shared.config;
     let blob_threshold = config.blob_threshold;
     let mut records = Vec::with_capacity(
         events
@@ -350,14 +373,26 @@ fn encode_job(
             max: MAX_PAYLOAD,
         });
     }
-    // Content the payloads refer to, hashed here (off the writer's thread); the writer
-    // skips any the store already holds.
+    // Content the payloads refer to, hashed here; what the log already holds is left out,
+    // the rest framed as the writer will write it. Blobs the writer stores after this look
+    // are known to it by `blobs_seen` (`StoredBlobs::has_since`).
+    let blobs_seen = shared.stats.blobs_remembered.load(Ordering::SeqCst);
+    let mut hashes_seen: Vec<Hash> = Vec::with_capacity(extra_blobs.len());
     let mut blobs: Vec<(Hash, Vec<u8>)> = Vec::with_capacity(extra_blobs.len());
-    for bytes in extra_blobs {
-        let hash = blob_hash(&bytes);
-        if !blobs.iter().any(|(h, _)| *h == hash) {
-            blobs.push((hash, bytes));
+    let mut frame_blob = |hash: Hash, bytes: &[u8], blobs: &mut Vec<(Hash, Vec<u8>)>| {
+        if hashes_seen.contains(&hash) {
+            return;
         }
+        hashes_seen.push(hash);
+        if matches!(shared.blob_position(&hash), Ok(Some(_))) {
+            return;
+        }
+        let mut record = Vec::with_capacity(bytes.len() / 2 + 64);
+        push_blob(&mut record, &hash, bytes, config.compress);
+        blobs.push((hash, record));
+    };
+    for bytes in extra_blobs {
+        frame_blob(blob_hash(&bytes), &bytes, &mut blobs);
     }
     for (i, event) in events.into_iter().enumerate() {
         check_name("event kind", &event.kind)?;
@@ -397,7 +432,7 @@ fn encode_job(
         hashes.push(hash);
         link = hash;
         if let Some(r) = blob {
-            blobs.push((r.hash, event.payload));
+            frame_blob(r.hash, &event.payload, &mut blobs);
         }
     }
     Ok(AppendJob {
@@ -409,6 +444,7 @@ fn encode_job(
         hashes,
         leaves,
         blobs,
+        blobs_seen,
         reply,
     })
 }
@@ -716,18 +752,10 @@ impl EventStore for EmbeddedStore {
         let (tx, mut rx) = oneshot::channel();
         let job = {
             let _span = debug_span!("encode", stream = %stream, events = events.len()).entered();
-            encode_job(
-                stream,
-                expected_version,
-                prev,
-                events,
-                blobs,
-                &shared.config,
-                tx,
-            )?
+            encode_job(stream, expected_version, prev, events, blobs, shared, tx)?
         };
         let in_flight = InFlight::enter(&shared.stats.in_flight);
-        self.send(Request::Append(job))?;
+        self.send(Request::Append(Box::new(job)))?;
         if in_flight.alone
             && let Some(reply) = poll_reply(&mut rx).await
         {

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fs::File;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::Thread;
 
@@ -53,11 +53,40 @@ pub(crate) struct Counters {
     pub gather_until: AtomicU64,
     /// Appends sent and not yet answered (or given up by their caller).
     pub in_flight: AtomicU64,
+    /// Blob hashes the writer has put in its memory of stored blobs so far: an appender
+    /// reads it before looking its blobs up, so the writer knows whether that memory still
+    /// holds every blob written since (`writer::StoredBlobs::has_since`).
+    pub blobs_remembered: AtomicU64,
+    /// Nanoseconds the writer spent committing batches (checks, framing, write, sync,
+    /// acknowledgements), and of those in writing and syncing: the serial section's wall time.
+    pub commit_ns: AtomicU64,
+    pub write_ns: AtomicU64,
+    /// Nanoseconds the indexer spent writing batches to the index.
+    pub index_ns: AtomicU64,
 }
 
-/// Locks a mutex, recovering the data if a thread panicked while holding it (the data are plain maps).
+/// Times a thread found one of the store's maps locked by another, and the nanoseconds
+/// it waited for it, over the process: how much the threads that share a store serialise
+/// on it (`WriterStats::lock_waits`).
+pub(crate) static LOCK_WAITS: AtomicU64 = AtomicU64::new(0);
+pub(crate) static LOCK_WAITED_NS: AtomicU64 = AtomicU64::new(0);
+
+/// Locks a mutex, recovering the data if a thread panicked while holding it (the data are
+/// plain maps). A lock found held is counted with the time waited for it; one found free
+/// costs what locking costs.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    match m.try_lock() {
+        Ok(guard) => guard,
+        Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => {
+            let started = std::time::Instant::now();
+            let guard = m.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            LOCK_WAITS.fetch_add(1, Ordering::Relaxed);
+            LOCK_WAITED_NS.fetch_add(ns, Ordering::Relaxed);
+            guard
+        }
+    }
 }
 
 impl Shared {

@@ -58,7 +58,7 @@ pub(crate) const RUNWAY: u64 = 1024 * 1024;
 const MAX_BATCH_BYTES: usize = 32 * 1024 * 1024;
 
 pub(crate) enum Request {
-    Append(AppendJob),
+    Append(Box<AppendJob>),
     Blob {
         hash: Hash,
         bytes: Vec<u8>,
@@ -80,7 +80,11 @@ pub(crate) struct AppendJob {
     /// Each event's Merkle leaf hash, computed by the appender (off the writer's thread); the
     /// indexer folds them into the stream's tree.
     pub leaves: Vec<TreeHash>,
+    /// Each blob the events bring that the log did not hold when they were encoded, as its
+    /// framed record (compressed there when that is shorter).
     pub blobs: Vec<(Hash, Vec<u8>)>,
+    /// `blobs_remembered` when the appender looked its blobs up.
+    pub blobs_seen: u64,
     pub reply: oneshot::Sender<Result<Appended, StoreError>>,
 }
 
@@ -97,7 +101,7 @@ impl Request {
 
 enum Accepted {
     Append {
-        job: AppendJob,
+        job: Box<AppendJob>,
         state: StreamState,
         /// Offset of the job's records within the frame.
         at: usize,
@@ -167,15 +171,39 @@ impl StoredBlobs {
         }
         let found = matches!(shared.blob_position(hash), Ok(Some(_)));
         if found {
-            self.remember(*hash);
+            self.note(shared, *hash);
         }
         found
     }
 
-    /// Remembers a blob durable in the log, forgetting the oldest beyond the limit.
-    fn remember(&mut self, hash: Hash) {
+    /// Whether the log holds a blob its appender did not find when `blobs_remembered` was
+    /// `seen`: only a blob written since can be there, and every one is remembered, so
+    /// memory answers unless so many were remembered since that some were forgotten.
+    fn has_since(&mut self, shared: &Shared, hash: &Hash, seen: u64) -> bool {
+        let since = shared
+            .stats
+            .blobs_remembered
+            .load(Ordering::SeqCst)
+            .saturating_sub(seen);
+        if since < STORED_BLOBS_KEPT as u64 {
+            self.known.contains(hash)
+        } else {
+            self.has(shared, hash)
+        }
+    }
+
+    /// [`Self::remember`], counted in `blobs_remembered`.
+    fn note(&mut self, shared: &Shared, hash: Hash) {
+        if self.remember(hash) {
+            shared.stats.blobs_remembered.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// Remembers a blob durable in the log, forgetting the oldest beyond the limit; whether
+    /// it was not remembered already.
+    fn remember(&mut self, hash: Hash) -> bool {
         if !self.known.insert(hash) {
-            return;
+            return false;
         }
         self.order.push_back(hash);
         if self.order.len() > STORED_BLOBS_KEPT
@@ -183,6 +211,7 @@ impl StoredBlobs {
         {
             self.known.remove(&old);
         }
+        true
     }
 }
 
@@ -234,7 +263,9 @@ impl Writer {
                 .stats
                 .queued
                 .fetch_sub(batch.len() as u64, Ordering::SeqCst);
+            let started = Instant::now();
             self.commit(batch, sender.as_ref());
+            add_elapsed(&self.shared.stats.commit_ns, started);
         }
         drop(sender);
         if let Some((tx, handle)) = indexer {
@@ -356,15 +387,16 @@ impl Writer {
                             }
                         };
                         let mut blob_at = Vec::new();
-                        for (hash, bytes) in &job.blobs {
+                        for (hash, record) in &job.blobs {
                             if let Some(&(at, len)) = placed_blobs.get(hash) {
                                 blob_at.push((*hash, at, len));
                                 continue;
                             }
-                            if stored.has(&self.shared, hash) {
+                            if stored.has_since(&self.shared, hash, job.blobs_seen) {
                                 continue;
                             }
-                            let at = push_blob(&mut frame, hash, bytes, compress);
+                            let at = frame.len();
+                            frame.extend_from_slice(record);
                             let len = (frame.len() - at) as u32;
                             placed_blobs.insert(*hash, (at, len));
                             blob_at.push((*hash, at, len));
@@ -500,7 +532,7 @@ impl Writer {
         }
         lock(&self.shared.recent_blobs).extend(blobs.iter().copied());
         for (hash, _) in &blobs {
-            self.stored_blobs.remember(*hash);
+            self.stored_blobs.note(&self.shared, *hash);
         }
         let stats = &self.shared.stats;
         stats.batches.fetch_add(1, Ordering::Relaxed);
@@ -549,7 +581,9 @@ impl Writer {
     /// On failure, cuts the file back to the last durable length (or leaves that to the next
     /// batch, when the cut fails too).
     fn write_durably(&mut self, frame: &[u8]) -> Result<(), StoreError> {
+        let started = Instant::now();
         let result = self.write_and_sync(frame);
+        add_elapsed(&self.shared.stats.write_ns, started);
         if result.is_err()
             && let Err(cut) = self.cut_back()
         {
@@ -630,6 +664,12 @@ impl Writer {
 
 /// The same failure again, for another request of a failed batch (an I/O error cannot be
 /// cloned: its kind and message are).
+/// Adds the time since `started` to a nanosecond counter of [`WriterStats`](crate::WriterStats).
+fn add_elapsed(counter: &std::sync::atomic::AtomicU64, started: Instant) {
+    let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+    counter.fetch_add(ns, Ordering::Relaxed);
+}
+
 fn same_failure(e: &StoreError) -> StoreError {
     match e {
         StoreError::Io { op, path, source } => StoreError::Io {
@@ -708,7 +748,10 @@ fn index_batches(shared: &Shared, rx: &Receiver<Durable>, acknowledged: Option<&
             file.record_or_warn(LogPoint { segment, offset });
         }
         per_stream.clear();
-        match write_index(shared, &group, &mut per_stream) {
+        let started = Instant::now();
+        let written = write_index(shared, &group, &mut per_stream);
+        add_elapsed(&shared.stats.index_ns, started);
+        match written {
             Ok(()) => {
                 if lock(&shared.index_failed).take().is_some() {
                     tracing::info!("the index is written again; the writer takes appends again");
@@ -880,10 +923,10 @@ mod tests {
             Hash(h)
         };
         for i in 0..=STORED_BLOBS_KEPT {
-            stored.remember(hash(i));
+            assert!(stored.remember(hash(i)));
         }
         // Remembering a hash again does not count it twice.
-        stored.remember(hash(STORED_BLOBS_KEPT));
+        assert!(!stored.remember(hash(STORED_BLOBS_KEPT)));
         assert_eq!(stored.order.len(), STORED_BLOBS_KEPT);
         assert_eq!(stored.known.len(), STORED_BLOBS_KEPT);
         assert!(!stored.known.contains(&hash(0)), "the oldest is forgotten");

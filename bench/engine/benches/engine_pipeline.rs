@@ -90,11 +90,13 @@ impl ProcessCpu {
     }
 }
 
-/// CPU ticks per thread name (`/proc/self/task/*/stat`, threads of one name added up:
-/// tokio's workers are all `tokio-runtime-w`), to find the work every run passes through
-/// one thread for: the log's writer and indexer (issue 30 point 1).
+/// CPU ticks per thread name, user and system apart (`/proc/self/task/*/stat`, threads of
+/// one name added up: tokio's workers are all `tokio-runtime-w`), to find the work every run
+/// passes through one thread for: the log's writer and indexer (issue 30 point 1). A
+/// writer's user time is the work done per event on it; its system time is mostly the
+/// kernel's write and `fdatasync`, paid per batch.
 #[derive(Default)]
-struct ThreadCpu(std::collections::BTreeMap<String, u64>);
+struct ThreadCpu(std::collections::BTreeMap<String, (u64, u64)>);
 
 impl ThreadCpu {
     fn now() -> Self {
@@ -111,27 +113,31 @@ impl ThreadCpu {
             };
             let name = head.split_once(" (").map_or("?", |(_, n)| n).to_owned();
             let fields: Vec<u64> = rest.split(' ').map(|f| f.parse().unwrap_or(0)).collect();
-            let ticks = fields.get(11).copied().unwrap_or(0) + fields.get(12).copied().unwrap_or(0);
-            *by_name.entry(name).or_insert(0) += ticks;
+            let at = |i: usize| fields.get(i).copied().unwrap_or(0);
+            let entry: &mut (u64, u64) = by_name.entry(name).or_default();
+            entry.0 += at(11);
+            entry.1 += at(12);
         }
         Self(by_name)
     }
 
-    /// Ticks spent per thread name since `earlier` (a thread that ended meanwhile is
-    /// not counted), largest first.
-    fn since(&self, earlier: &Self) -> Vec<(String, u64)> {
-        let mut spent: Vec<(String, u64)> = self
+    /// (user, system) ticks spent per thread name since `earlier` (a thread that ended
+    /// meanwhile is not counted), largest first.
+    fn since(&self, earlier: &Self) -> Vec<(String, u64, u64)> {
+        let mut spent: Vec<(String, u64, u64)> = self
             .0
             .iter()
-            .map(|(name, &t)| {
+            .map(|(name, &(user, system))| {
+                let (u0, s0) = earlier.0.get(name).copied().unwrap_or_default();
                 (
                     name.clone(),
-                    t.saturating_sub(earlier.0.get(name).copied().unwrap_or(0)),
+                    user.saturating_sub(u0),
+                    system.saturating_sub(s0),
                 )
             })
-            .filter(|(_, t)| *t > 0)
+            .filter(|(_, u, s)| u + s > 0)
             .collect();
-        spent.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        spent.sort_by(|a, b| (b.1 + b.2).cmp(&(a.1 + a.2)).then_with(|| a.0.cmp(&b.0)));
         spent
     }
 }
@@ -581,9 +587,11 @@ fn main() {
 
         let cpu_before = ProcessCpu::now();
         let threads_before = ThreadCpu::now();
+        let store_before = store.stats();
         let (elapsed, events) = pipelines(&runtime, &wf, concurrent, "conc").await;
         let spent = ProcessCpu::now().since(cpu_before);
         let by_thread = ThreadCpu::now().since(&threads_before);
+        let store_after = store.stats();
         let cpu = spent.total();
         let secs = elapsed.as_secs_f64();
         println!("{concurrent} concurrent runs: {:.2} s: {:.1} runs/s, {:.0} events/s; CPU {:.2} s, {:.0} µs per run",
@@ -595,13 +603,15 @@ fn main() {
             per_run(spent.user_ticks) * 1e4, per_run(spent.system_ticks) * 1e4, per_run(spent.minor_faults));
         // Per thread: a thread all runs pass through caps the process at 1 / its CPU per run.
         let mut serial_us = 0.0;
-        for (name, ticks) in &by_thread {
-            let us = per_run(*ticks) * 1e4;
+        for (name, user, system) in &by_thread {
+            let us = per_run(user + system) * 1e4;
             let serial = SERIAL_THREADS.contains(&name.as_str());
             if serial {
                 serial_us = f64::max(serial_us, us);
             }
-            println!("  thread {name:<16} {us:>8.0} µs per run{}", if serial { "  (one thread for every run)" } else { "" });
+            println!("  thread {name:<16} {us:>8.0} µs per run (user {:.0}, system {:.0}){}",
+                per_run(*user) * 1e4, per_run(*system) * 1e4,
+                if serial { "  (one thread for every run)" } else { "" });
         }
         if serial_us > 0.0 {
             println!("  serial CPU per run {serial_us:.0} µs (the busiest thread every run passes through): at most {:.0} runs/s for one process, whatever its cores",
@@ -609,6 +619,21 @@ fn main() {
         } else {
             println!("  serial CPU per run below the 10 ms tick over this many runs (no ceiling measurable)");
         }
+        // Wall time in the log's serial section: a writer busy all the time caps the process
+        // whatever its cores; one mostly idle does not.
+        let batches = store_after.batches - store_before.batches;
+        let wall_per_run = |d: Duration| d.as_secs_f64() * 1e6 / concurrent as f64;
+        let committing = store_after.committing - store_before.committing;
+        let writing = store_after.writing - store_before.writing;
+        let indexing = store_after.indexing - store_before.indexing;
+        println!("  log writer: {batches} batches ({:.1} events each), busy {:.0} µs per run ({:.0}% of the wall time), of which write + fdatasync {:.0} µs; indexer busy {:.0} µs per run ({:.0}%)",
+            (store_after.events - store_before.events) as f64 / batches.max(1) as f64,
+            wall_per_run(committing), 100.0 * committing.as_secs_f64() / secs,
+            wall_per_run(writing), wall_per_run(indexing), 100.0 * indexing.as_secs_f64() / secs);
+        let waits = store_after.lock_waits - store_before.lock_waits;
+        let waited = store_after.lock_waited - store_before.lock_waited;
+        println!("  the store's shared maps found locked {waits} times ({:.2} per run), {:.1} µs waited per run",
+            waits as f64 / concurrent as f64, wall_per_run(waited));
         // DOCKET_BENCH_ONLY_CONCURRENT=1 stops here: a short, fixed workload to compare two
         // builds by CPU or instruction counts (e.g. under callgrind).
         if std::env::var("DOCKET_BENCH_ONLY_CONCURRENT").is_ok_and(|v| v == "1") {
