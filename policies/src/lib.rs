@@ -80,5 +80,8 @@ pub use rules::scope::{
 };
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;
-pub use tokens::{count_text as count_tokens, count_value as count_value_tokens};
+pub use tokens::{
+    count_text as count_tokens, count_text_afresh as count_tokens_afresh,
+    count_value as count_value_tokens,
+};
 pub use toolpattern::ToolPattern;

@@ -27,7 +27,7 @@ use docket_decider::{Action, AgentRequest, AgentResponse};
 use docket_decider::{Command, EXTERNAL, RunEvent, RunRequested, RunState, decide};
 use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
 use docket_policies::{
-    InputKind, PolicyBundle, canonical_json_text, count_tokens, count_value_tokens,
+    InputKind, PolicyBundle, canonical_json_text, count_tokens_afresh, count_value_tokens,
 };
 use docket_runtime::Workflow;
 use docket_runtime::{AgentExecutor, InProcessExecutor};
@@ -177,6 +177,18 @@ fn input() -> Value {
     serde_json::from_str(&text).expect("input JSON")
 }
 
+/// The geo input with one more competitor, `brand`, named by this run alone: every payload
+/// of the run lists the brands, so no two runs hand over the same texts, as real runs do
+/// not (identical runs would let a thread's memory of texts it counted serve one run from
+/// another's).
+fn input_naming(input: &Value, brand: String) -> Value {
+    let mut input = input.clone();
+    if let Some(brands) = input.get_mut("brands").and_then(Value::as_array_mut) {
+        brands.push(Value::String(brand));
+    }
+    input
+}
+
 async fn pipelines(
     runtime: &Runtime<EmbeddedStore>,
     wf: &Workflow,
@@ -189,7 +201,7 @@ async fn pipelines(
         .map(|i| {
             let runtime = runtime.clone();
             let wf = wf.clone();
-            let input = input.clone();
+            let input = input_naming(&input, format!("Brand {prefix} {i}"));
             let id = format!("{prefix}-{i}");
             tokio::spawn(async move { runtime.start(&wf, input, Some(id.into())).await })
         })
@@ -214,7 +226,11 @@ async fn sequential(
     let mut events = 0;
     for i in 0..runs {
         let outcome = runtime
-            .start(wf, input.clone(), Some(format!("{prefix}-{i}").into()))
+            .start(
+                wf,
+                input_naming(&input, format!("Brand {prefix} {i}")),
+                Some(format!("{prefix}-{i}").into()),
+            )
             .await
             .expect("run");
         events += outcome.state.version();
@@ -457,10 +473,12 @@ fn floor(events: &[RunEvent], bundle: &PolicyBundle, cpu_per_run: Duration) {
             counted.push(v);
         }
     }
+    // Counted afresh each time: the engine's memory of whole texts would make every
+    // repetition after the first a lookup.
     let count = per_run(rounds, reps, || {
         counted
             .iter()
-            .map(|v| count_tokens(&canonical_json_text(v)))
+            .map(|v| count_tokens_afresh(&canonical_json_text(v)))
             .sum()
     });
     let contracts = per_run(rounds, reps, || {
