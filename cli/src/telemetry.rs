@@ -25,19 +25,35 @@ pub(crate) static OTLP_FLAG: OnceLock<Option<String>> = OnceLock::new();
 enum Destination {
     /// A URL to send to as given (`…/v1/traces`).
     Url(String),
-    /// The exporter reads `OTEL_EXPORTER_OTLP_*` itself (headers, timeouts too).
-    Environment,
+    /// The exporter reads `OTEL_EXPORTER_OTLP_*` itself (headers, timeouts too); the
+    /// endpoint they name is `https://` when `https`.
+    Environment {
+        /// Whether the endpoint is `https://`.
+        https: bool,
+    },
+}
+
+impl Destination {
+    fn https(&self) -> bool {
+        match self {
+            Self::Url(url) => url.starts_with("https://"),
+            Self::Environment { https } => *https,
+        }
+    }
 }
 
 /// The collector URL that traces are posted to, from a base endpoint as the OTLP spec
 /// gives it (`http://host:4318` → `http://host:4318/v1/traces`); a URL already ending in
-/// `/v1/traces` is kept. Only `http://`: this build has no TLS (put a collector in front).
+/// `/v1/traces` is kept. `http://` or `https://`.
 fn traces_url(endpoint: &str, what: &str) -> Result<String, String> {
     let endpoint = endpoint.trim();
-    let Some(rest) = endpoint.strip_prefix("http://") else {
+    let Some(rest) = endpoint
+        .strip_prefix("http://")
+        .or_else(|| endpoint.strip_prefix("https://"))
+    else {
         return Err(format!(
-            "{what} {endpoint:?} is not an http:// URL (e.g. http://127.0.0.1:4318): docket \
-             sends OTLP over plain HTTP; for TLS, send to a local collector that forwards"
+            "{what} {endpoint:?} is not an http:// or https:// URL (e.g. \
+             http://127.0.0.1:4318)"
         ));
     };
     if rest.is_empty() || rest.starts_with('/') {
@@ -62,17 +78,26 @@ fn destination() -> Result<Option<Destination>, String> {
     if env("OTEL_SDK_DISABLED").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
         return Ok(None);
     }
-    if let Some(v) = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
-        // Used as given, per the spec; checked so a typo is said, not silently dropped.
-        let what = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT";
-        traces_url(&v, what)?;
-        return Ok(Some(Destination::Environment));
-    }
-    if let Some(v) = env("OTEL_EXPORTER_OTLP_ENDPOINT") {
-        traces_url(&v, "OTEL_EXPORTER_OTLP_ENDPOINT")?;
-        return Ok(Some(Destination::Environment));
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ] {
+        if let Some(v) = env(name) {
+            // The traces variable is used as given, per the spec; both are checked so a
+            // typo is said, not silently dropped.
+            let https = traces_url(&v, name)?.starts_with("https://");
+            return Ok(Some(Destination::Environment { https }));
+        }
     }
     Ok(None)
+}
+
+/// The CA file trusting an `https://` collector's certificate besides the system's
+/// roots, as the OTLP specification names it: the traces variable, then the general one.
+fn ca_file() -> Option<std::path::PathBuf> {
+    env("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE")
+        .or_else(|| env("OTEL_EXPORTER_OTLP_CERTIFICATE"))
+        .map(std::path::PathBuf::from)
 }
 
 /// Keeps the exporter alive; dropping it sends what is queued and stops it. Drop it
@@ -107,8 +132,9 @@ pub(crate) fn init() -> Result<Telemetry, String> {
         let _ = tracing_subscriber::registry().with(stderr).try_init();
         return Ok(Telemetry { provider: None });
     };
-    let collector =
-        client::Collector::new().map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?;
+    let ca_file = ca_file().filter(|_| destination.https());
+    let collector = client::Collector::new(destination.https(), ca_file.as_deref())
+        .map_err(|e| format!("cannot set up the OTLP exporter: {e}"))?;
     let mut exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .with_http_client(collector)
@@ -164,8 +190,12 @@ mod tests {
             traces_url("http://c:4318/v1/traces", "x").as_deref(),
             Ok("http://c:4318/v1/traces")
         );
-        let e = traces_url("https://c:4318", "--otlp").unwrap_err();
-        assert!(e.contains("--otlp") && e.contains("http://"), "{e}");
+        assert_eq!(
+            traces_url("https://c:4318", "x").as_deref(),
+            Ok("https://c:4318/v1/traces")
+        );
+        let e = traces_url("grpc://c:4317", "--otlp").unwrap_err();
+        assert!(e.contains("--otlp") && e.contains("https://"), "{e}");
         assert!(traces_url("http://", "--otlp").is_err());
         assert!(traces_url("localhost:4318", "--otlp").is_err());
     }

@@ -55,6 +55,9 @@ fn in_process() -> AgentSpec {
         max_response_bytes: None,
         processes: None,
         requests_per_process: None,
+        ca_file: None,
+        bearer_env: None,
+        headers_env: Default::default(),
     }
 }
 

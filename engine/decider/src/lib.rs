@@ -84,7 +84,7 @@ pub use events::tool::{
 pub use events::workflow::{
     AgentSpec, DEFAULT_BUDGET_TOKENS, DEFAULT_BUDGET_TOOL_CALLS, DEFAULT_BUDGET_WALL_TIME_MS,
     DEFAULT_EFFECT_TIMEOUT_MS, EffectSpec, ExecutorSpec, MAX_AGENT_PROCESSES, WorkflowBudget,
-    WorkflowError, WorkflowEvidence, WorkflowSpec,
+    WorkflowError, WorkflowEvidence, WorkflowSpec, is_loopback_host,
 };
 pub use events::{
     AgentCallFailed, AgentResponded, Batches, BranchGap, CircuitReading, Classifies,

@@ -62,7 +62,11 @@ pub use tool::{
     CommandToolExecutor, HttpToolExecutor, InProcessToolExecutor, McpToolExecutor, ToolCallError,
     ToolExecutor, ToolExecutors, ToolFuture,
 };
-pub use transport::{CommandConfig, DEFAULT_MAX_RESPONSE_BYTES, ExitReport, resolve_program};
+pub use transport::{
+    CommandConfig, CredentialError, DEFAULT_MAX_RESPONSE_BYTES, ExitReport, HandshakeError,
+    HttpOptions, HttpsConnector, InvalidHeaderName, TlsSetupError, https_connector,
+    resolve_program,
+};
 pub use workflow::{
     MAX_SOURCE_BYTES, SourceError, SourceKind, SourceRoot, Workflow, WorkflowLoadError,
     WorkflowProblem, check_against_bundle, check_executables, check_workflow, read_source,

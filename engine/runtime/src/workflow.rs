@@ -1,7 +1,8 @@
 //! Reading workflow files: the file, the policy bundle it names, and command, working
-//! directory and input paths made absolute against the workflow's directory; and checking
-//! a workflow before a run starts ([`check`]). The format itself, and its parsing, are the
-//! decider's ([`WorkflowSpec`]); documented for users in `docs/workflow.md`.
+//! directory, CA file and input paths made absolute against the workflow's directory; and
+//! checking a workflow before a run starts ([`check`]). The format itself, and its
+//! parsing, are the decider's ([`WorkflowSpec`]); documented for users in
+//! `docs/workflow.md`.
 
 mod check;
 mod source;
@@ -78,8 +79,8 @@ impl Workflow {
     /// Paths are made absolute against the workflow file's directory (its real path), so
     /// a run recorded from the result can be resumed from any directory: a `command`
     /// containing a `/` (bare names are kept as written, and looked up when a process is
-    /// started), every `cwd`, and `input`. Arguments are passed as written: they are
-    /// relative to the process's working directory (its `cwd`).
+    /// started), every `cwd` and `ca_file`, and `input`. Arguments are passed as written:
+    /// they are relative to the process's working directory (its `cwd`).
     ///
     /// Whether the workflow can run (its sections against the bundle, its commands and
     /// directories on this machine, [`check_workflow`]) is checked when a run of it
@@ -144,6 +145,7 @@ impl Workflow {
             if let Some(cwd) = &mut agent.cwd {
                 *cwd = resolve_dir(dir, cwd);
             }
+            resolve_file(dir, &mut agent.ca_file);
         }
         for effect in spec.effects.values_mut() {
             if let Some(command) = &mut effect.command {
@@ -152,6 +154,7 @@ impl Workflow {
             if let Some(cwd) = &mut effect.cwd {
                 *cwd = resolve_dir(dir, cwd);
             }
+            resolve_file(dir, &mut effect.ca_file);
         }
         // Governed tools: `command` and `mcp` programs, like effects'.
         for tool in spec.tools.values_mut() {
@@ -160,6 +163,7 @@ impl Workflow {
                     *program = dir.join(program.as_str()).to_string_lossy().into_owned();
                 }
             }
+            resolve_file(dir, &mut tool.ca_file);
         }
         if let Some(input) = &mut spec.input {
             *input = dir.join(input.as_str()).to_string_lossy().into_owned();
@@ -180,6 +184,13 @@ impl Workflow {
 fn resolve_command(dir: &Path, command: &mut String) {
     if command.contains('/') && Path::new(command.as_str()).is_relative() {
         *command = dir.join(command.as_str()).to_string_lossy().into_owned();
+    }
+}
+
+/// A `ca_file` made absolute against `dir`.
+fn resolve_file(dir: &Path, file: &mut Option<String>) {
+    if let Some(file) = file {
+        *file = resolve_dir(dir, file);
     }
 }
 

@@ -1,6 +1,6 @@
 //! The `docket` commands through the binary and the public API, one module per
 //! capability: policies, replay, what-if, fork, inspect, exports, proofs, verification,
-//! listings, snapshots, telemetry, the words commands print, the format pages' snippets.
+//! listings, snapshots, telemetry, https endpoints, the words commands print, the format pages' snippets.
 
 mod canned;
 mod cli_policy;
@@ -11,6 +11,7 @@ mod effects_cli;
 mod event_words;
 mod exports;
 mod fork;
+mod https;
 mod inspect;
 mod otlp;
 mod policies;

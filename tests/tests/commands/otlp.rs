@@ -210,8 +210,28 @@ fn names(spans: &[Span]) -> Vec<&str> {
 #[test]
 fn an_endpoint_docket_cannot_send_to_is_refused_naming_it() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let out = docket_on(dir.path(), &["runs", "--otlp", "https://collector:4318"]);
+    let out = docket_on(dir.path(), &["runs", "--otlp", "grpc://collector:4317"]);
     assert_eq!(exit_code(&out), 2);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--otlp") && err.contains("http://"), "{err}");
+    assert!(err.contains("--otlp") && err.contains("https://"), "{err}");
+}
+
+#[test]
+fn a_ca_file_docket_cannot_read_is_refused_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = std::process::Command::new(docket_tests::docket_bin())
+        .args(["runs", "--otlp", "https://collector:4318", "--data"])
+        .arg(dir.path())
+        .env(
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            dir.path().join("no-ca.pem"),
+        )
+        .output()
+        .expect("docket runs");
+    assert_eq!(exit_code(&out), 2);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cannot read the CA file") && err.contains("no-ca.pem"),
+        "{err}"
+    );
 }

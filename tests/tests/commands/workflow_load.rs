@@ -134,10 +134,10 @@ fn a_workflow_that_cannot_run_is_refused_before_anything_is_recorded() {
         (
             "a URL docket cannot call",
             BUNDLE.to_owned(),
-            "http = \"https://example.invalid/agent\"".to_owned(),
+            "http = \"ftp://example.invalid/agent\"".to_owned(),
             String::new(),
             vec![
-                "[agents.worker] `http`: unsupported scheme in URL \"https://example.invalid/agent\": only http:// is supported",
+                "[agents.worker] `http`: unsupported scheme in URL \"ftp://example.invalid/agent\": only http:// and https:// are supported",
             ],
         ),
         (

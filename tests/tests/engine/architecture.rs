@@ -302,6 +302,14 @@ fn a_plain_build_compiles_no_test_only_crate() {
         "docket-bench",
         // The OTLP exporter posts with hyper's client (cli/src/telemetry/client.rs).
         "reqwest",
+        // TLS is rustls with the `ring` provider (engine/runtime/src/transport/tls.rs):
+        // no OpenSSL, no aws-lc (which needs cmake); certificates are made by the tests
+        // only.
+        "openssl-sys",
+        "openssl",
+        "aws-lc-sys",
+        "aws-lc-rs",
+        "rcgen",
     ]
     .into_iter()
     .filter(|only_for_tests| plain.contains(*only_for_tests))

@@ -579,8 +579,8 @@ async fn the_http_executor_posts_the_call_and_checks_the_answer() {
     assert_eq!(code(call("/refuses").await), "TOOL_HTTP_422");
     assert_eq!(code(call("/wrong-id").await), "TOOL_MALFORMED_ANSWER");
     assert!(
-        HttpToolExecutor::new("https://example.invalid/tool").is_err(),
-        "only http://"
+        HttpToolExecutor::new("ftp://example.invalid/tool").is_err(),
+        "only http:// and https://"
     );
     server.abort();
 }

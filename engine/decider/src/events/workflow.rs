@@ -163,6 +163,21 @@ pub struct EffectSpec {
     /// file (made absolute when loaded); when absent, docket's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// A PEM file of CA certificates trusted, besides the system's roots, for an
+    /// `https://` `http` endpoint; relative to the workflow file (made absolute when
+    /// loaded). Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// The environment variable whose value an `http` endpoint is sent as a bearer token
+    /// (`Authorization: Bearer VALUE`), read when each request is made: the name is
+    /// recorded, the value never. Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_env: Option<String>,
+    /// Headers sent to an `http` endpoint, by header name, each naming the environment
+    /// variable its value is read from when each request is made (the names are recorded,
+    /// the values never). Left out of the record when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_env: BTreeMap<String, String>,
 }
 
 impl EffectSpec {
@@ -203,9 +218,12 @@ impl EffectSpec {
                 "`cwd` is empty (write \".\" for the workflow file's directory)".to_owned(),
             );
         }
-        if let Some(url) = &self.http
-            && let Some(problem) = http_url_problem(url)
-        {
+        if let Some(problem) = http_problem(
+            self.http.as_deref(),
+            self.ca_file.as_deref(),
+            self.bearer_env.as_deref(),
+            &self.headers_env,
+        ) {
             return Some(problem);
         }
         if self.timeout_ms == Some(0) {
@@ -215,30 +233,136 @@ impl EffectSpec {
     }
 }
 
-/// What is wrong with an executor URL, if anything: only `http://host[:port][/path]` is
-/// supported (no TLS stack is linked into the runtime), checked here so that a workflow
-/// is refused when it is read rather than when the agent or effect is first needed.
-fn http_url_problem(url: &str) -> Option<String> {
-    let Some(rest) = url.strip_prefix("http://") else {
-        return Some(format!(
-            "unsupported scheme in URL {url:?}: only http:// is supported"
-        ));
+/// What is wrong with the HTTP settings of an agent, tool or effect section, if
+/// anything: `url` is its `http` (none for a section reached another way, which may then
+/// have no HTTP setting either). Checked here so that a workflow is refused when it is
+/// read rather than when the executor is first needed.
+pub(crate) fn http_problem(
+    url: Option<&str>,
+    ca_file: Option<&str>,
+    bearer_env: Option<&str>,
+    headers_env: &BTreeMap<String, String>,
+) -> Option<String> {
+    let Some(url) = url else {
+        if ca_file.is_some() || bearer_env.is_some() || !headers_env.is_empty() {
+            return Some(
+                "`ca_file`, `bearer_env` and `headers_env` go with `http` only".to_owned(),
+            );
+        }
+        return None;
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host = authority
-        .rsplit_once(':')
-        .map_or(authority, |(host, _)| host);
-    if host.is_empty() || url.chars().any(char::is_whitespace) {
-        return Some(format!("invalid URL {url:?}: it names no host"));
-    }
-    if let Some((_, port)) = authority.rsplit_once(':')
-        && port.parse::<u16>().is_err()
-    {
+    let (tls, host) = match http_url_host(url) {
+        Ok(found) => found,
+        Err(problem) => return Some(format!("`http`: {problem}")),
+    };
+    if ca_file.is_some() && !tls {
         return Some(format!(
-            "invalid URL {url:?}: port {port:?} is not a number up to 65535"
+            "`ca_file` goes with an https:// URL (`http` is {url:?})"
+        ));
+    }
+    if ca_file == Some("") {
+        return Some("`ca_file` is empty".to_owned());
+    }
+    for variable in bearer_env
+        .into_iter()
+        .chain(headers_env.values().map(String::as_str))
+    {
+        if variable.is_empty() || variable.contains(['=', '\0']) {
+            return Some(format!(
+                "{variable:?} cannot be the name of an environment variable"
+            ));
+        }
+    }
+    for name in headers_env.keys() {
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            return Some(format!(
+                "`headers_env` names {name:?}, which is not an HTTP header name"
+            ));
+        }
+        let lower = name.to_ascii_lowercase();
+        if matches!(
+            lower.as_str(),
+            "host" | "content-type" | "content-length" | "transfer-encoding" | "connection"
+        ) {
+            return Some(format!(
+                "`headers_env` names {name:?}, which docket sets itself"
+            ));
+        }
+        if lower == "authorization" && bearer_env.is_some() {
+            return Some(
+                "`headers_env` names Authorization, which `bearer_env` sets: give one of them"
+                    .to_owned(),
+            );
+        }
+    }
+    if !tls && (bearer_env.is_some() || !headers_env.is_empty()) && !is_loopback_host(host) {
+        return Some(format!(
+            "`http` {url:?} is plain http:// to another host: credentials (`bearer_env`, \
+             `headers_env`) are sent over https:// only, or to this machine (localhost, \
+             127.0.0.1, [::1])"
         ));
     }
     None
+}
+
+/// Whether the URL is `https://`, and its host; or what is wrong with it. Only
+/// `http://` and `https://` URLs with a host are supported, without credentials in them
+/// (the workflow is recorded: credentials go in `bearer_env` or `headers_env`).
+fn http_url_host(url: &str) -> Result<(bool, &str), String> {
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("http://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("https://") {
+        (true, rest)
+    } else {
+        return Err(format!(
+            "unsupported scheme in URL {url:?}: only http:// and https:// are supported"
+        ));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(format!(
+            "the URL {url:?} holds credentials: the workflow is recorded in the run's log, \
+             so give them through `bearer_env` or `headers_env` instead"
+        ));
+    }
+    // `[::1]:8080`: the port follows the bracket.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((address, after)) => (&authority[..address.len() + 2], after.strip_prefix(':')),
+            None => return Err(format!("invalid URL {url:?}: it names no host")),
+        },
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    if host.is_empty() || url.chars().any(char::is_whitespace) {
+        return Err(format!("invalid URL {url:?}: it names no host"));
+    }
+    if let Some(port) = port
+        && port.parse::<u16>().is_err()
+    {
+        return Err(format!(
+            "invalid URL {url:?}: port {port:?} is not a number up to 65535"
+        ));
+    }
+    Ok((tls, host))
+}
+
+/// Whether `host` (as a URL writes it) is this machine: `localhost`, or an address of
+/// the loopback range (127.0.0.0/8, `[::1]`). Credentials are sent over plain `http://`
+/// to such a host only.
+#[must_use]
+pub fn is_loopback_host(host: &str) -> bool {
+    let bare = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    host.eq_ignore_ascii_case("localhost")
+        || bare
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// One agent of a workflow. (serde cannot deny unknown fields next to a flattened enum:
@@ -276,6 +400,21 @@ pub struct AgentSpec {
     /// default 1. Left out of the record when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requests_per_process: Option<u32>,
+    /// A PEM file of CA certificates trusted, besides the system's roots, for an
+    /// `https://` `http` endpoint; relative to the workflow file (made absolute when
+    /// loaded). Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// The environment variable whose value an `http` endpoint is sent as a bearer token
+    /// (`Authorization: Bearer VALUE`), read when each request is made: the name is
+    /// recorded, the value never. Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_env: Option<String>,
+    /// Headers sent to an `http` endpoint, by header name, each naming the environment
+    /// variable its value is read from when each request is made (the names are recorded,
+    /// the values never). Left out of the record when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_env: BTreeMap<String, String>,
 }
 
 /// The most processes one agent may have (`[agents.NAME] processes`), and the most
@@ -338,10 +477,16 @@ impl AgentSpec {
                 ));
             }
         }
-        if let ExecutorSpec::Http { http } = &self.executor {
-            return http_url_problem(http).map(|p| format!("`http`: {p}"));
-        }
-        None
+        let url = match &self.executor {
+            ExecutorSpec::Http { http } => Some(http.as_str()),
+            _ => None,
+        };
+        http_problem(
+            url,
+            self.ca_file.as_deref(),
+            self.bearer_env.as_deref(),
+            &self.headers_env,
+        )
     }
 }
 
@@ -587,6 +732,9 @@ const AGENT_KEYS: &[&str] = &[
     "max_response_bytes",
     "processes",
     "requests_per_process",
+    "ca_file",
+    "bearer_env",
+    "headers_env",
 ];
 const TOOL_KEYS: &[&str] = &[
     "command",
@@ -597,6 +745,9 @@ const TOOL_KEYS: &[&str] = &[
     "in_process",
     "timeout_ms",
     "read_only",
+    "ca_file",
+    "bearer_env",
+    "headers_env",
 ];
 const BUDGET_KEYS: &[&str] = &["tokens", "tool_calls", "wall_time_ms"];
 const EVIDENCE_KEYS: &[&str] = &["redactable"];
@@ -609,6 +760,9 @@ const EFFECT_KEYS: &[&str] = &[
     "timeout_ms",
     "supports_dry_run",
     "cwd",
+    "ca_file",
+    "bearer_env",
+    "headers_env",
 ];
 
 /// Rejects any key a section of the workflow format does not have, naming it with its
@@ -706,6 +860,8 @@ fn agent_executor_keys(
         format!("{section}: `args` and `env` go with `command` only")
     } else if !has("command") && has("cwd") {
         format!("{section}: `cwd` goes with `command` only")
+    } else if !has("http") && (has("ca_file") || has("bearer_env") || has("headers_env")) {
+        format!("{section}: `ca_file`, `bearer_env` and `headers_env` go with `http` only")
     } else {
         return Ok(());
     };
@@ -716,9 +872,10 @@ fn agent_executor_keys(
 }
 
 /// The values of an `[agents.ID]` section that say how to reach the agent have their
-/// types: `command`, `http` and `cwd` strings, `args` a list of strings, `env` a table of
-/// strings, `in_process` a boolean. Checked on the text, where each value's place is
-/// known: the deserializer could only say that no way of reaching the agent matched.
+/// types: `command`, `http`, `cwd`, `ca_file` and `bearer_env` strings, `args` a list of
+/// strings, `env` and `headers_env` tables of strings, `in_process` a boolean. Checked on
+/// the text, where each value's place is known: the deserializer could only say that no
+/// way of reaching the agent matched.
 fn agent_value_types(
     table: &toml::de::DeTable<'_>,
     section: &str,
@@ -750,9 +907,9 @@ fn agent_value_types(
         let key: &str = k.get_ref().as_ref();
         let at = v.span().start;
         match (key, v.get_ref()) {
-            ("command" | "http" | "cwd", DeValue::String(_))
+            ("command" | "http" | "cwd" | "ca_file" | "bearer_env", DeValue::String(_))
             | ("in_process", DeValue::Boolean(_)) => {}
-            ("command" | "http" | "cwd", other) => {
+            ("command" | "http" | "cwd" | "ca_file" | "bearer_env", other) => {
                 return wrong(
                     key.to_owned(),
                     at,
@@ -801,7 +958,23 @@ fn agent_value_types(
                     }
                 }
             }
-            ("args" | "env", other) => {
+            ("headers_env", DeValue::Table(headers)) => {
+                for (name, value) in headers.iter() {
+                    let name: &str = name.get_ref().as_ref();
+                    if !matches!(value.get_ref(), DeValue::String(_)) {
+                        return wrong(
+                            format!("headers_env.{name}"),
+                            value.span().start,
+                            format!(
+                                "`headers_env.{name}` is {}, but it names an environment \
+                                 variable: write {name} = \"VARIABLE\"",
+                                kind(value.get_ref())
+                            ),
+                        );
+                    }
+                }
+            }
+            ("args" | "env" | "headers_env", other) => {
                 let want = if key == "args" {
                     "a list of strings"
                 } else {
@@ -888,7 +1061,10 @@ mod tests {
             ),
             ("[effects.publish]\ncommand = \"\"\n", "`command` is empty"),
             ("[effects.publish]\nin_process = false\n", "must be true"),
-            ("[effects.publish]\nhttp = \"https://h/\"\n", "only http://"),
+            (
+                "[effects.publish]\nhttp = \"ftp://h/\"\n",
+                "only http:// and https://",
+            ),
             (
                 "[effects.publish]\nhttp = \"http://h/\"\nargs = [\"a\"]\n",
                 "with `command` only",
@@ -1113,8 +1289,8 @@ mod tests {
                 "[agents.a] `max_response_bytes` goes with `command` or `http` only",
             ),
             (
-                "http = \"https://h/a\"\n",
-                "[agents.a] `http`: unsupported scheme in URL \"https://h/a\": only http:// is supported",
+                "http = \"ftp://h/a\"\n",
+                "[agents.a] `http`: unsupported scheme in URL \"ftp://h/a\": only http:// and https:// are supported",
             ),
             (
                 "http = \"http://h:99999/a\"\n",
@@ -1137,14 +1313,85 @@ mod tests {
         );
     }
 
-    /// Runs recorded before `cwd` and `max_response_bytes` existed read back and encode
-    /// to the same bytes: the fields are left out when absent.
+    /// docs/workflow.md#http-endpoints: https:// URLs, a CA file with them only, and
+    /// credentials by environment variable, never in clear to another host.
+    #[test]
+    fn http_settings_are_checked_for_agents_tools_and_effects() {
+        let base = "name = \"t\"\npolicy = \"p.toml\"\nentry = \"a\"\n";
+        let ok = format!(
+            "{base}[agents.a]\nhttp = \"https://agents.example/a\"\nca_file = \"ca.pem\"\n\
+             bearer_env = \"A_TOKEN\"\n\
+             [tools.t]\nhttp = \"http://127.0.0.1:9/t\"\nheaders_env = {{ X-Api-Key = \"T_KEY\" }}\n\
+             [effects.e]\nhttp = \"http://[::1]:9/e\"\nbearer_env = \"E_TOKEN\"\n"
+        );
+        let spec = WorkflowSpec::parse(&ok, Path::new("w.toml")).expect("valid");
+        assert_eq!(spec.agents["a"].ca_file.as_deref(), Some("ca.pem"));
+        assert_eq!(spec.agents["a"].bearer_env.as_deref(), Some("A_TOKEN"));
+        assert_eq!(spec.tools["t"].headers_env["X-Api-Key"], "T_KEY");
+        assert_eq!(spec.effects["e"].bearer_env.as_deref(), Some("E_TOKEN"));
+        for (section, expected) in [
+            (
+                "[agents.a]\nhttp = \"http://agents.example/a\"\nbearer_env = \"T\"\n",
+                "[agents.a] `http` \"http://agents.example/a\" is plain http:// to another host",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\n[tools.t]\nhttp = \"http://10.0.0.1/t\"\n\
+                 headers_env = { X-Api-Key = \"K\" }\n",
+                "[tools.t] `http` \"http://10.0.0.1/t\" is plain http:// to another host",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\n[effects.e]\nhttp = \"http://h/e\"\nca_file = \"c.pem\"\n",
+                "[effects.e] `ca_file` goes with an https:// URL",
+            ),
+            (
+                "[agents.a]\ncommand = \"x\"\nbearer_env = \"T\"\n",
+                "[agents.a]: `ca_file`, `bearer_env` and `headers_env` go with `http` only",
+            ),
+            (
+                "[agents.a]\nin_process = true\n[effects.e]\ncommand = \"x\"\nbearer_env = \"T\"\n",
+                "[effects.e] `ca_file`, `bearer_env` and `headers_env` go with `http` only",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://h/a\"\nheaders_env = { \"X Key\" = \"K\" }\n",
+                "`headers_env` names \"X Key\", which is not an HTTP header name",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://h/a\"\nheaders_env = { Host = \"K\" }\n",
+                "which docket sets itself",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://h/a\"\nbearer_env = \"T\"\n\
+                 headers_env = { Authorization = \"K\" }\n",
+                "`bearer_env` sets: give one of them",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://h/a\"\nbearer_env = \"\"\n",
+                "\"\" cannot be the name of an environment variable",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://user:pw@h/a\"\n",
+                "holds credentials: the workflow is recorded",
+            ),
+            (
+                "[agents.a]\nhttp = \"https://h/a\"\nheaders_env = { X-Key = 3 }\n",
+                "`headers_env.X-Key` is a number, but it names an environment variable",
+            ),
+        ] {
+            let err = WorkflowSpec::parse(&format!("{base}{section}"), Path::new("w.toml"))
+                .expect_err(section);
+            assert!(err.to_string().contains(expected), "{section}: {err}");
+        }
+    }
+
+    /// Runs recorded before `cwd`, `max_response_bytes` and the HTTP settings existed read
+    /// back and encode to the same bytes: the fields are left out when absent.
     #[test]
     fn a_spec_without_the_new_settings_encodes_as_before() {
         let recorded = r#"{"agents":{"a":{"command":"x"},"b":{"http":"http://h/","timeout_ms":5}},"entry":"a","name":"t","policy":"p.toml"}"#;
         let spec: WorkflowSpec = serde_json::from_str(recorded).expect("reads back");
         assert_eq!(spec.agents["a"].cwd, None);
         assert_eq!(spec.agents["a"].max_response_bytes, None);
+        assert_eq!(spec.agents["b"].bearer_env, None);
         // Compared as JSON values: the order of object keys in memory depends on whether
         // serde_json keeps insertion order, which a workspace build may switch on.
         let value = serde_json::to_value(&spec).expect("encodes");

@@ -44,6 +44,21 @@ pub struct ToolSpec {
     /// How long one call may take; default 30 000 ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    /// A PEM file of CA certificates trusted, besides the system's roots, for an
+    /// `https://` `http` endpoint; relative to the workflow file (made absolute when
+    /// loaded). Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// The environment variable whose value the `http` endpoint is sent as a bearer token
+    /// (`Authorization: Bearer VALUE`), read when each request is made: the name is
+    /// recorded, the value never. Left out of the record when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_env: Option<String>,
+    /// Headers sent to the `http` endpoint, by header name, each naming the environment
+    /// variable its value is read from when each request is made (the names are recorded,
+    /// the values never). Left out of the record when empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers_env: BTreeMap<String, String>,
     /// The tool changes nothing (or doing it twice is the same as once): a call found
     /// started without a recorded result when a run resumes is run again. Otherwise the
     /// asking agent is told it failed (`TOOL_INTERRUPTED`). Default false.
@@ -87,10 +102,13 @@ impl ToolSpec {
         {
             return Some("`args` and `env` go with `command` or `mcp` only".to_owned());
         }
-        if let Some(url) = &self.http
-            && !url.starts_with("http://")
-        {
-            return Some(format!("`http = {url:?}`: only http:// is supported"));
+        if let Some(problem) = crate::events::workflow::http_problem(
+            self.http.as_deref(),
+            self.ca_file.as_deref(),
+            self.bearer_env.as_deref(),
+            &self.headers_env,
+        ) {
+            return Some(problem);
         }
         if self.timeout_ms == Some(0) {
             return Some("`timeout_ms` must be positive".to_owned());

@@ -3,7 +3,7 @@
 
 use docket_decider::{AgentRequest, MalformedResponse, ValidationError};
 
-use crate::transport::{ExitReport, Interrupted, TransportError};
+use crate::transport::{ExitReport, Interrupted, InvalidHeaderName, TlsSetupError, TransportError};
 
 /// An agent call that produced no acceptable response.
 #[derive(Debug, thiserror::Error)]
@@ -129,6 +129,15 @@ impl AgentCallError {
             },
             TransportError::Stdout(source) => Self::io("reading the agent's stdout", source),
             TransportError::Post { url, source } => Self::io(format!("POSTing to {url}"), source),
+            TransportError::Tls { url, source } => Self::io(
+                format!("POSTing to {url}"),
+                std::io::Error::new(std::io::ErrorKind::InvalidData, *source),
+            ),
+            // Nothing was sent: a variable the workflow names is missing here.
+            TransportError::Credential(source) => Self::io(
+                "reading the agent's credentials",
+                std::io::Error::new(std::io::ErrorKind::NotFound, source),
+            ),
             TransportError::Body(source) => Self::io(
                 "reading the response body",
                 std::io::Error::other(format!("reading the body: {source}")),
@@ -141,19 +150,20 @@ impl AgentCallError {
                 body_excerpt,
             },
             // Found when the executor is built, never by a call.
-            err
-            @ (TransportError::InvalidUrl { .. } | TransportError::UnsupportedScheme { .. }) => {
-                Self::io(
-                    "setting up the agent's executor",
-                    std::io::Error::other(err.to_string()),
-                )
-            }
+            err @ (TransportError::InvalidUrl { .. }
+            | TransportError::UnsupportedScheme { .. }
+            | TransportError::CredentialsInClear { .. }
+            | TransportError::InvalidHeaderName(_)
+            | TransportError::TlsSetup(_)) => Self::io(
+                "setting up the agent's executor",
+                std::io::Error::other(err),
+            ),
         }
     }
 }
 
 /// An executor that cannot be built from its configuration.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ExecutorConfigError {
     /// The URL does not parse.
@@ -164,12 +174,27 @@ pub enum ExecutorConfigError {
         /// Why it does not parse.
         message: String,
     },
-    /// Only plain `http://` URLs are supported (no TLS stack is linked).
-    #[error("unsupported scheme in agent URL {url:?}: only http:// is supported")]
+    /// Only `http://` and `https://` URLs are supported.
+    #[error("unsupported scheme in agent URL {url:?}: only http:// and https:// are supported")]
     UnsupportedScheme {
         /// The URL as given.
         url: String,
     },
+    /// Credentials would be sent in clear (`http://`) to a host that is not this machine.
+    #[error(
+        "{url:?} is plain http:// to another host: credentials (`bearer_env`, \
+         `headers_env`) are sent over https:// only, or to this machine (localhost)"
+    )]
+    CredentialsInClear {
+        /// The URL as given.
+        url: String,
+    },
+    /// A `headers_env` name is not an HTTP header name.
+    #[error(transparent)]
+    InvalidHeaderName(InvalidHeaderName),
+    /// The TLS client could not be set up (the CA file).
+    #[error(transparent)]
+    Tls(TlsSetupError),
 }
 
 impl ExecutorConfigError {
@@ -178,6 +203,9 @@ impl ExecutorConfigError {
         match err {
             TransportError::InvalidUrl { url, message } => Self::InvalidUrl { url, message },
             TransportError::UnsupportedScheme { url } => Self::UnsupportedScheme { url },
+            TransportError::CredentialsInClear { url } => Self::CredentialsInClear { url },
+            TransportError::InvalidHeaderName(err) => Self::InvalidHeaderName(err),
+            TransportError::TlsSetup(err) => Self::Tls(err),
             other => Self::InvalidUrl {
                 url: url.to_owned(),
                 message: other.to_string(),

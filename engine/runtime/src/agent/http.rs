@@ -1,9 +1,9 @@
 //! Agents as HTTP services: the request JSON is POSTed to a URL and the response JSON is
-//! the body of the answer (`docs/agent-protocol.md`). Plain `http://` only (see
+//! the body of the answer (`docs/agent-protocol.md`), over `http://` or `https://` (see
 //! [`HttpTransport`]).
 
 use super::{AgentExecutor, CallFuture, ExecutorConfigError, exchange, traced};
-use crate::transport::HttpTransport;
+use crate::transport::{HttpOptions, HttpTransport};
 use docket_decider::AgentRequest;
 
 /// An agent behind an HTTP endpoint. Connections are pooled and reused between calls.
@@ -12,14 +12,24 @@ pub struct HttpExecutor {
 }
 
 impl HttpExecutor {
-    /// An executor POSTing to `url` (which must be `http://...`), with a 1 MiB response
-    /// limit.
+    /// An executor POSTing to `url` (`http://...` or `https://...`), with a 1 MiB
+    /// response limit, trusting the system's roots and sending no credentials.
     ///
     /// # Errors
-    /// [`ExecutorConfigError`] when the URL does not parse or is not plain HTTP.
+    /// [`ExecutorConfigError`] when the URL does not parse or is neither HTTP nor HTTPS.
     pub fn new(url: &str) -> Result<Self, ExecutorConfigError> {
-        let transport =
-            HttpTransport::new(url).map_err(|err| ExecutorConfigError::from_transport(err, url))?;
+        Self::with_options(url, &HttpOptions::new())
+    }
+
+    /// An executor POSTing to `url` with `options`' CA file and credentials.
+    ///
+    /// # Errors
+    /// [`ExecutorConfigError`] when the URL does not parse or is neither HTTP nor HTTPS,
+    /// when credentials would go over `http://` to another host, or when the CA file
+    /// cannot be used.
+    pub fn with_options(url: &str, options: &HttpOptions) -> Result<Self, ExecutorConfigError> {
+        let transport = HttpTransport::new(url, options)
+            .map_err(|err| ExecutorConfigError::from_transport(err, url))?;
         Ok(Self { transport })
     }
 
@@ -48,14 +58,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_http_urls_are_accepted() {
+    fn http_and_https_urls_are_accepted() {
         assert!(HttpExecutor::new("http://127.0.0.1:8080/agent").is_ok());
-        assert_eq!(
-            HttpExecutor::new("https://example.invalid/agent").err(),
-            Some(ExecutorConfigError::UnsupportedScheme {
-                url: "https://example.invalid/agent".into()
-            })
-        );
+        assert!(HttpExecutor::new("https://example.invalid/agent").is_ok());
+        assert!(matches!(
+            HttpExecutor::new("ftp://example.invalid/agent"),
+            Err(ExecutorConfigError::UnsupportedScheme { .. })
+        ));
         assert!(matches!(
             HttpExecutor::new("http://exa mple/"),
             Err(ExecutorConfigError::InvalidUrl { .. })
@@ -64,5 +73,47 @@ mod tests {
             HttpExecutor::new("/relative"),
             Err(ExecutorConfigError::UnsupportedScheme { .. })
         ));
+    }
+
+    #[test]
+    fn credentials_go_in_clear_to_this_machine_only() {
+        let token = HttpOptions::new().bearer_env("TOKEN");
+        for url in [
+            "http://127.0.0.1:8080/agent",
+            "http://localhost:8080/agent",
+            "http://[::1]:8080/agent",
+            "https://agents.example.invalid/agent",
+        ] {
+            assert!(HttpExecutor::with_options(url, &token).is_ok(), "{url}");
+        }
+        let key = HttpOptions::new().header_env("X-Api-Key", "KEY");
+        for options in [&token, &key] {
+            assert!(matches!(
+                HttpExecutor::with_options("http://agents.example.invalid/agent", options),
+                Err(ExecutorConfigError::CredentialsInClear { .. })
+            ));
+        }
+    }
+
+    #[test]
+    fn a_ca_file_that_is_not_pem_certificates_is_refused() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let missing = dir.path().join("missing.pem");
+        let err = HttpExecutor::with_options(
+            "https://127.0.0.1:1/agent",
+            &HttpOptions::new().ca_file(&missing),
+        )
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("missing.pem"), "{err}");
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "no certificate here\n").expect("written");
+        let err = HttpExecutor::with_options(
+            "https://127.0.0.1:1/agent",
+            &HttpOptions::new().ca_file(&empty),
+        )
+        .err()
+        .expect("refused");
+        assert!(err.to_string().contains("holds no certificate"), "{err}");
     }
 }

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::agent::{AgentCallError, AgentExecutor, CommandExecutor, HttpExecutor};
-use crate::transport::{CommandConfig, resolve_program};
+use crate::transport::{CommandConfig, HttpOptions, resolve_program};
 use docket_decider::{ExecutorSpec, WorkflowSpec};
 
 #[derive(Default)]
@@ -61,12 +61,15 @@ impl Executors {
         }
         // One executor (one pool of processes) per agent and way of reaching it.
         let key = format!(
-            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
+            "{agent}\u{0}{}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}\u{0}{:?}",
             serde_json::to_string(&spec.executor).unwrap_or_default(),
             spec.cwd,
             spec.max_response_bytes,
             spec.processes,
-            spec.requests_per_process
+            spec.requests_per_process,
+            spec.ca_file,
+            spec.bearer_env,
+            spec.headers_env
         );
         let limit = spec
             .max_response_bytes
@@ -97,7 +100,13 @@ impl Executors {
                 ))
             }
             ExecutorSpec::Http { http } => {
-                let executor = HttpExecutor::new(http).map_err(|e| config_error(e.to_string()))?;
+                let options = HttpOptions::from_section(
+                    spec.ca_file.as_deref(),
+                    spec.bearer_env.as_deref(),
+                    &spec.headers_env,
+                );
+                let executor = HttpExecutor::with_options(http, &options)
+                    .map_err(|e| config_error(e.to_string()))?;
                 Arc::new(match limit {
                     Some(limit) => executor.max_response_bytes(limit),
                     None => executor,

@@ -1282,6 +1282,9 @@ mod tests {
                 max_response_bytes: None,
                 processes: None,
                 requests_per_process: None,
+                ca_file: None,
+                bearer_env: None,
+                headers_env: Default::default(),
             },
         );
         Workflow {

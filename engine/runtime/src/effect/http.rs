@@ -2,7 +2,7 @@
 //! `{"op", "request"}` document the command executor writes on a line, and the answer is
 //! the response body (see `docs/effect-protocol.md`). One URL with an `op` field rather
 //! than a path per operation, so a service is configured by a single address and the two
-//! transports carry identical documents. Plain `http://` only, like agents.
+//! transports carry identical documents. `http://` or `https://`, like agents.
 
 use serde::de::DeserializeOwned;
 
@@ -11,7 +11,7 @@ use super::{
     Verification, exchange,
 };
 use crate::agent::ExecutorConfigError;
-use crate::transport::HttpTransport;
+use crate::transport::{HttpOptions, HttpTransport};
 use docket_decider::EffectOp;
 
 /// An effect executor behind an HTTP endpoint. Connections are pooled between calls.
@@ -25,13 +25,22 @@ pub struct HttpEffectExecutor {
 }
 
 impl HttpEffectExecutor {
-    /// An executor POSTing to `url` (`http://...`), with a 1 MiB answer limit.
+    /// An executor POSTing to `url` (`http://...` or `https://...`), with a 1 MiB answer
+    /// limit, trusting the system's roots and sending no credentials.
     ///
     /// # Errors
-    /// [`ExecutorConfigError`] when the URL does not parse or is not plain HTTP.
+    /// [`ExecutorConfigError`] when the URL does not parse or is neither HTTP nor HTTPS.
     pub fn new(url: &str) -> Result<Self, ExecutorConfigError> {
-        let transport =
-            HttpTransport::new(url).map_err(|err| ExecutorConfigError::from_transport(err, url))?;
+        Self::with_options(url, &HttpOptions::new())
+    }
+
+    /// An executor POSTing to `url` with `options`' CA file and credentials.
+    ///
+    /// # Errors
+    /// [`ExecutorConfigError`] as [`crate::HttpExecutor::with_options`].
+    pub fn with_options(url: &str, options: &HttpOptions) -> Result<Self, ExecutorConfigError> {
+        let transport = HttpTransport::new(url, options)
+            .map_err(|err| ExecutorConfigError::from_transport(err, url))?;
         Ok(Self {
             endpoint: format!("POST {}", transport.url()),
             transport,
@@ -98,10 +107,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_plain_http_urls_are_accepted() {
+    fn http_and_https_urls_are_accepted() {
         assert!(HttpEffectExecutor::new("http://127.0.0.1:8080/effects").is_ok());
+        assert!(HttpEffectExecutor::new("https://example.invalid/effects").is_ok());
         assert!(matches!(
-            HttpEffectExecutor::new("https://example.invalid/effects"),
+            HttpEffectExecutor::new("ftp://example.invalid/effects"),
             Err(ExecutorConfigError::UnsupportedScheme { .. })
         ));
     }

@@ -33,7 +33,7 @@ pub use kill_switch_file::{
 
 // The effect protocol's types, for this module's executors.
 use crate::transport::resolve_program;
-use crate::transport::{CommandConfig, Interrupted, TransportError};
+use crate::transport::{CommandConfig, HttpOptions, Interrupted, TransportError};
 pub(crate) use docket_decider::{
     DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification, WorkflowSpec,
 };
@@ -205,9 +205,16 @@ fn build_declared(
         ));
     }
     if let Some(url) = &spec.http {
-        let executor = HttpEffectExecutor::new(url).map_err(|e| EffectCallError::Unavailable {
-            effect_id: EffectId::default(),
-            message: format!("[effects.{kind}]: {e}"),
+        let options = HttpOptions::from_section(
+            spec.ca_file.as_deref(),
+            spec.bearer_env.as_deref(),
+            &spec.headers_env,
+        );
+        let executor = HttpEffectExecutor::with_options(url, &options).map_err(|e| {
+            EffectCallError::Unavailable {
+                effect_id: EffectId::default(),
+                message: format!("[effects.{kind}]: {e}"),
+            }
         })?;
         return Ok(std::sync::Arc::new(
             executor
@@ -325,6 +332,8 @@ fn effect_error(err: TransportError, request: &EffectRequest, endpoint: &str) ->
         },
         TransportError::Stdout(err) => unavailable(format!("reading its stdout: {err}")),
         TransportError::Post { source, .. } => unavailable(source.to_string()),
+        TransportError::Tls { source, .. } => unavailable(source.to_string()),
+        TransportError::Credential(err) => unavailable(err.to_string()),
         TransportError::Body(err) => unavailable(format!("reading the body: {err}")),
         TransportError::HttpStatus {
             status,
@@ -341,8 +350,10 @@ fn effect_error(err: TransportError, request: &EffectRequest, endpoint: &str) ->
                 unavailable(message)
             }
         }
-        err @ (TransportError::InvalidUrl { .. } | TransportError::UnsupportedScheme { .. }) => {
-            unavailable(err.to_string())
-        }
+        err @ (TransportError::InvalidUrl { .. }
+        | TransportError::UnsupportedScheme { .. }
+        | TransportError::CredentialsInClear { .. }
+        | TransportError::InvalidHeaderName(_)
+        | TransportError::TlsSetup(_)) => unavailable(err.to_string()),
     }
 }

@@ -26,7 +26,7 @@ pub use in_process::InProcessToolExecutor;
 pub use mcp::McpToolExecutor;
 
 use crate::transport::resolve_program;
-use crate::transport::{CommandConfig, Interrupted, TransportError};
+use crate::transport::{CommandConfig, HttpOptions, Interrupted, TransportError};
 use docket_decider::{ToolAnswerError, ToolRequest, ToolSpec, WorkflowSpec, accept_tool_answer};
 
 /// The future a tool executor returns for one call: the tool's result (any JSON).
@@ -186,12 +186,19 @@ fn build_declared(section: &str, spec: &ToolSpec) -> Result<Arc<dyn ToolExecutor
         ))));
     }
     if let Some(url) = &spec.http {
-        return Ok(Arc::new(HttpToolExecutor::new(url).map_err(|e| {
-            ToolCallError::Unavailable {
-                endpoint: format!("[tools.{section}]"),
-                message: e.to_string(),
-            }
-        })?));
+        let options = HttpOptions::from_section(
+            spec.ca_file.as_deref(),
+            spec.bearer_env.as_deref(),
+            &spec.headers_env,
+        );
+        return Ok(Arc::new(
+            HttpToolExecutor::with_options(url, &options).map_err(|e| {
+                ToolCallError::Unavailable {
+                    endpoint: format!("[tools.{section}]"),
+                    message: e.to_string(),
+                }
+            })?,
+        ));
     }
     Err(ToolCallError::NoExecutor {
         section: section.to_owned(),

@@ -1,6 +1,7 @@
-//! A JSON document POSTed to a URL, the answer being the response body. Plain `http://`
-//! only, so no TLS stack is linked: put a local proxy in front of a remote service that
-//! needs TLS. Connections are pooled and reused between exchanges.
+//! A JSON document POSTed to a URL, the answer being the response body. `http://` or
+//! `https://` (rustls, HTTP/1.1: [`super::tls`]), with credentials read from the
+//! environment for each request ([`HttpOptions`]). Connections are pooled and reused
+//! between exchanges.
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
@@ -12,6 +13,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use tokio::time::Instant;
 
+use super::credentials::{Credentials, HttpOptions};
+use super::tls::{HandshakeError, HttpsConnector, handshake_failure, https_connector};
 use super::{DEFAULT_MAX_RESPONSE_BYTES, TransportError};
 
 /// How many body bytes of a non-2xx answer are quoted in the error.
@@ -20,31 +23,68 @@ const STATUS_BODY_EXCERPT_BYTES: usize = 512;
 /// An HTTP endpoint taking JSON documents by POST.
 pub(crate) struct HttpTransport {
     url: Uri,
-    client: Client<HttpConnector, Full<Bytes>>,
+    client: Connection,
+    credentials: Credentials,
     max_response_bytes: usize,
 }
 
+/// The client of one scheme: `http://` connects as it always has, with no TLS
+/// configuration loaded.
+enum Connection {
+    Plain(Client<HttpConnector, Full<Bytes>>),
+    Tls(Client<HttpsConnector, Full<Bytes>>),
+}
+
 impl HttpTransport {
-    /// A transport POSTing to `url` (which must be `http://...`), with a 1 MiB answer
-    /// limit.
+    /// A transport POSTing to `url` (`http://...` or `https://...`), with a 1 MiB answer
+    /// limit, trusting the system's roots and `options`' CA file and sending `options`'
+    /// credentials.
     ///
     /// # Errors
-    /// [`TransportError::InvalidUrl`] or [`TransportError::UnsupportedScheme`].
-    pub(crate) fn new(url: &str) -> Result<Self, TransportError> {
+    /// [`TransportError::InvalidUrl`], [`TransportError::UnsupportedScheme`],
+    /// [`TransportError::CredentialsInClear`] (credentials over `http://` to a host that
+    /// is not this machine), [`TransportError::InvalidHeaderName`] or
+    /// [`TransportError::TlsSetup`] (the CA file).
+    pub(crate) fn new(url: &str, options: &HttpOptions) -> Result<Self, TransportError> {
         let parsed: Uri = url.parse().map_err(|err: hyper::http::uri::InvalidUri| {
             TransportError::InvalidUrl {
                 url: url.to_owned(),
                 message: err.to_string(),
             }
         })?;
-        if parsed.scheme_str() != Some("http") || parsed.host().is_none() {
+        let Some(host) = parsed.host() else {
             return Err(TransportError::UnsupportedScheme {
                 url: url.to_owned(),
             });
+        };
+        let tls = match parsed.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
+            _ => {
+                return Err(TransportError::UnsupportedScheme {
+                    url: url.to_owned(),
+                });
+            }
+        };
+        if !tls && options.sends_credentials() && !docket_decider::is_loopback_host(host) {
+            return Err(TransportError::CredentialsInClear {
+                url: url.to_owned(),
+            });
         }
+        let credentials = options
+            .credentials()
+            .map_err(TransportError::InvalidHeaderName)?;
+        let client = if tls {
+            let connector =
+                https_connector(options.ca_file_path()).map_err(TransportError::TlsSetup)?;
+            Connection::Tls(Client::builder(TokioExecutor::new()).build(connector))
+        } else {
+            Connection::Plain(Client::builder(TokioExecutor::new()).build_http())
+        };
         Ok(Self {
             url: parsed,
-            client: Client::builder(TokioExecutor::new()).build_http(),
+            client,
+            credentials,
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
         })
     }
@@ -63,10 +103,11 @@ impl HttpTransport {
     /// `deadline` (after it the connection is dropped).
     ///
     /// # Errors
-    /// [`TransportError::TimedOut`], [`TransportError::Post`],
-    /// [`TransportError::HttpStatus`] (with the first 512 bytes of the body),
-    /// [`TransportError::BodyTooLong`] (a declared `Content-Length` or a body past the
-    /// limit) or [`TransportError::Body`].
+    /// [`TransportError::Credential`] (a variable the credentials are read from is unset;
+    /// nothing is sent), [`TransportError::TimedOut`], [`TransportError::Tls`] (the
+    /// handshake failed), [`TransportError::Post`], [`TransportError::HttpStatus`] (with
+    /// the first 512 bytes of the body), [`TransportError::BodyTooLong`] (a declared
+    /// `Content-Length` or a body past the limit) or [`TransportError::Body`].
     pub(crate) async fn post(
         &self,
         body: Vec<u8>,
@@ -82,18 +123,27 @@ impl HttpTransport {
             url: self.url.clone(),
             source,
         };
-        let request = Request::builder()
+        let mut request = Request::builder()
             .method(Method::POST)
             .uri(self.url.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "application/json")
             .body(Full::new(Bytes::from(body)))
             .map_err(|err| failed(std::io::Error::other(err)))?;
-        let answer = self
-            .client
-            .request(request)
-            .await
-            .map_err(|err| failed(std::io::Error::other(err)))?;
+        for (name, value) in self.credentials.headers()? {
+            request.headers_mut().insert(name, value);
+        }
+        let sent = match &self.client {
+            Connection::Plain(client) => client.request(request).await,
+            Connection::Tls(client) => client.request(request).await,
+        };
+        let answer = sent.map_err(|err| match handshake_failure(&err) {
+            Some(tls) => TransportError::Tls {
+                url: self.url.clone(),
+                source: Box::new(HandshakeError(tls.clone())),
+            },
+            None => failed(std::io::Error::other(err)),
+        })?;
 
         let status = answer.status();
         if !status.is_success() {

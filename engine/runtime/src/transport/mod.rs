@@ -1,24 +1,28 @@
 //! How documents reach agents and effect executors, whatever the documents say: a child
-//! process speaking JSON lines ([`ProcessTransport`]), an HTTP POST ([`HttpTransport`]),
-//! or Rust code in the engine's process ([`catch_panic`], [`CatchPanic`]).
+//! process speaking JSON lines ([`ProcessTransport`]), an HTTP POST over `http://` or
+//! `https://` ([`HttpTransport`], [`tls`]), or Rust code in the engine's process ([`catch_panic`], [`CatchPanic`]).
 //!
 //! The transports carry bytes and know nothing of either protocol: `agent/` and `effect/`
 //! encode their documents, hand them over with a deadline, turn a [`TransportError`] into
 //! an `AgentCallError` or an `EffectCallError`, and check the answer.
 
+mod credentials;
 mod http;
 mod in_process;
 mod multiplex;
 mod pool;
 mod process;
+mod tls;
 
 use std::path::PathBuf;
 
+pub use credentials::{CredentialError, HttpOptions, InvalidHeaderName};
 pub(crate) use http::HttpTransport;
 pub(crate) use in_process::{CatchPanic, catch_panic};
 pub(crate) use pool::ProcessPool;
 pub(crate) use process::ProcessTransport;
 pub use process::{CommandConfig, ExitReport, resolve_program};
+pub use tls::{HandshakeError, HttpsConnector, TlsSetupError, https_connector};
 
 /// The default limit on one answer (a response line or body): 1 MiB.
 pub const DEFAULT_MAX_RESPONSE_BYTES: usize = 1024 * 1024;
@@ -102,12 +106,39 @@ pub(crate) enum TransportError {
         /// Why it does not parse.
         message: String,
     },
-    /// The URL is not plain `http://` with a host (no TLS stack is linked).
-    #[error("unsupported URL {url:?}: only http:// is supported")]
+    /// The URL is not `http://` or `https://` with a host.
+    #[error("unsupported URL {url:?}: only http:// and https:// are supported")]
     UnsupportedScheme {
         /// The URL as given.
         url: String,
     },
+    /// Credentials would be sent in clear (`http://`) to a host that is not this machine.
+    #[error(
+        "{url:?} is plain http:// to another host: credentials (`bearer_env`, \
+         `headers_env`) are sent over https:// only, or to this machine (localhost)"
+    )]
+    CredentialsInClear {
+        /// The URL as given.
+        url: String,
+    },
+    /// A `headers_env` name is not an HTTP header name.
+    #[error(transparent)]
+    InvalidHeaderName(InvalidHeaderName),
+    /// The TLS client could not be set up (the CA file).
+    #[error(transparent)]
+    TlsSetup(TlsSetupError),
+    /// The TLS handshake failed (the server's certificate was refused...).
+    #[error("POST {url}: {source}")]
+    Tls {
+        /// Where.
+        url: hyper::Uri,
+        /// Why (boxed: rustls's error is large).
+        #[source]
+        source: Box<HandshakeError>,
+    },
+    /// A credential could not be read from the environment; nothing was sent.
+    #[error(transparent)]
+    Credential(#[from] CredentialError),
 }
 
 /// What a process transport was doing when the process turned out to have ended.

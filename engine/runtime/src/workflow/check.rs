@@ -207,8 +207,8 @@ fn routable(bundle: &PolicyBundle) -> BTreeMap<String, Vec<String>> {
 /// absolute against the workflow file's directory): every `command` resolves, as a path
 /// that names an executable file or as a bare name found next to the running `docket`
 /// or on `PATH` (the section's own `env` `PATH` when it sets one); every `cwd` is a
-/// directory. Checked when a run starts and again when it is resumed, approved or denied
-/// (the machine may have changed since).
+/// directory; every `ca_file` is a file. Checked when a run starts and again when it is
+/// resumed, approved or denied (the machine may have changed since).
 #[must_use]
 pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
     let mut problems = Vec::new();
@@ -223,6 +223,12 @@ pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
             });
         }
         if let Some(message) = agent.cwd.as_deref().and_then(cwd_problem) {
+            problems.push(WorkflowProblem {
+                section: section.clone(),
+                message,
+            });
+        }
+        if let Some(message) = agent.ca_file.as_deref().and_then(ca_file_problem) {
             problems.push(WorkflowProblem { section, message });
         }
     }
@@ -237,11 +243,23 @@ pub fn check_executables(spec: &WorkflowSpec) -> Vec<WorkflowProblem> {
             });
         }
         if let Some(message) = effect.cwd.as_deref().and_then(cwd_problem) {
+            problems.push(WorkflowProblem {
+                section: section.clone(),
+                message,
+            });
+        }
+        if let Some(message) = effect.ca_file.as_deref().and_then(ca_file_problem) {
             problems.push(WorkflowProblem { section, message });
         }
     }
     // Governed tools: a program run per call, or an MCP server.
     for (name, tool) in &spec.tools {
+        if let Some(message) = tool.ca_file.as_deref().and_then(ca_file_problem) {
+            problems.push(WorkflowProblem {
+                section: format!("[tools.{name}]"),
+                message,
+            });
+        }
         let (key, program) = match (&tool.command, &tool.mcp) {
             (Some(command), _) => ("`command`", command),
             (None, Some(mcp)) => ("`mcp`", mcp),
@@ -307,6 +325,19 @@ fn cwd_problem(cwd: &str) -> Option<String> {
         Err(_) => Some(format!(
             "`cwd` {cwd} does not exist: create it, or give a directory relative to the \
              workflow file's directory (\".\" for that directory itself)"
+        )),
+    }
+}
+
+/// Why `ca_file` cannot be read as a CA file, if it cannot (its content is checked when
+/// the executor is first used).
+fn ca_file_problem(ca_file: &str) -> Option<String> {
+    match std::fs::metadata(ca_file) {
+        Ok(meta) if meta.is_file() => None,
+        Ok(_) => Some(format!("`ca_file` {ca_file} is not a file")),
+        Err(_) => Some(format!(
+            "`ca_file` {ca_file} does not exist: give the PEM file's path relative to the \
+             workflow file's directory, or an absolute one"
         )),
     }
 }
@@ -467,6 +498,42 @@ verifier = "checker"
                 && problems[4].contains("(the section's env PATH)"),
             "{}",
             problems[4]
+        );
+    }
+
+    #[test]
+    fn ca_files_must_be_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pem = dir.path().join("ca.pem");
+        std::fs::write(&pem, "-----BEGIN CERTIFICATE-----\n").expect("write");
+        let d = dir.path().display();
+        let workflow = spec(&format!(
+            "[agents.a]\nhttp = \"https://h/a\"\nca_file = \"{d}/ca.pem\"\n\
+             [agents.b]\nhttp = \"https://h/b\"\nca_file = \"{d}/missing.pem\"\n\
+             [effects.e]\nhttp = \"https://h/e\"\nca_file = \"{d}\"\n\
+             [tools.t]\nhttp = \"https://h/t\"\nca_file = \"{d}/missing.pem\"\n"
+        ));
+        let problems: Vec<String> = check_executables(&workflow)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(problems.len(), 3, "{problems:#?}");
+        assert!(
+            problems[0].starts_with("[agents.b] `ca_file` ")
+                && problems[0].contains("missing.pem does not exist"),
+            "{}",
+            problems[0]
+        );
+        assert!(
+            problems[1].starts_with("[effects.e] `ca_file` ")
+                && problems[1].contains("is not a file"),
+            "{}",
+            problems[1]
+        );
+        assert!(
+            problems[2].starts_with("[tools.t] `ca_file` "),
+            "{}",
+            problems[2]
         );
     }
 
