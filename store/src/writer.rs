@@ -662,14 +662,14 @@ impl Writer {
     }
 }
 
-/// The same failure again, for another request of a failed batch (an I/O error cannot be
-/// cloned: its kind and message are).
 /// Adds the time since `started` to a nanosecond counter of [`WriterStats`](crate::WriterStats).
 fn add_elapsed(counter: &std::sync::atomic::AtomicU64, started: Instant) {
     let ns = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
     counter.fetch_add(ns, Ordering::Relaxed);
 }
 
+/// The same failure again, for another request of a failed batch (an I/O error cannot be
+/// cloned: its kind and message are).
 fn same_failure(e: &StoreError) -> StoreError {
     match e {
         StoreError::Io { op, path, source } => StoreError::Io {
