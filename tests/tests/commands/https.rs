@@ -157,6 +157,52 @@ allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "extern
 default_handoff_mode = "full"
 "#;
 
+/// One test's server and directory: a CA and the TLS server its certificate serves, and a
+/// directory holding the workflow's files and the data directory.
+struct Site {
+    pki: Pki,
+    addr: SocketAddr,
+    seen: Seen,
+    dir: tempfile::TempDir,
+    data: PathBuf,
+}
+
+impl Site {
+    fn new() -> Self {
+        let pki = pki();
+        let (addr, seen) = serve(pki.server.clone());
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        Self {
+            pki,
+            addr,
+            seen,
+            dir,
+            data,
+        }
+    }
+
+    /// Writes the workflow ([`workflow`]) and runs it as `run`, with `more` arguments and
+    /// environment variables `vars` set and `unset` removed.
+    fn run(
+        &self,
+        (worker, extra): (&str, &str),
+        run: &str,
+        more: &[&str],
+        (vars, unset): (&[(&str, &str)], &[&str]),
+    ) -> Output {
+        let path = workflow(self.dir.path(), &self.pki, worker, extra);
+        let mut args = vec!["run", path.to_str().expect("utf-8"), "--run-id", run];
+        args.extend_from_slice(more);
+        docket(&self.data, &args, vars, unset)
+    }
+
+    /// The requests the server was sent so far: path and headers of interest.
+    fn seen(&self) -> Vec<Received> {
+        self.seen.lock().expect("lock").clone()
+    }
+}
+
 /// Writes the bundle, the input, the test CA as `ca.pem` and a workflow whose `worker`
 /// section is `worker`, followed by `extra`, into `dir`; returns the workflow's path.
 fn workflow(dir: &Path, pki: &Pki, worker: &str, extra: &str) -> PathBuf {
@@ -227,35 +273,24 @@ fn rand_ish() -> u128 {
 
 #[test]
 fn an_https_agent_trusted_through_ca_file_gets_the_bearer_token_and_no_event_holds_it() {
-    let pki = pki();
-    let (addr, seen) = serve(pki.server.clone());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
+    let site = Site::new();
     let secret = token("agent-token");
-    let path = workflow(
-        dir.path(),
-        &pki,
-        &format!(
-            "http = \"https://{addr}/agent\"\nca_file = \"ca.pem\"\n\
-             bearer_env = \"DOCKET_TEST_AGENT_TOKEN\""
-        ),
-        "",
+    let agent = format!(
+        "http = \"https://{}/agent\"\nca_file = \"ca.pem\"\n\
+         bearer_env = \"DOCKET_TEST_AGENT_TOKEN\"",
+        site.addr
     );
-    let out = docket(
-        &data,
-        &["run", path.to_str().expect("utf-8"), "--run-id", "tls"],
-        &[("DOCKET_TEST_AGENT_TOKEN", &secret)],
-        &[],
-    );
+    let vars = [("DOCKET_TEST_AGENT_TOKEN", secret.as_str())];
+    let out = site.run((&agent, ""), "tls", &[], (&vars, &[]));
     assert_eq!(exit_code(&out), 0, "{}", said(&out));
 
-    let seen = seen.lock().expect("lock").clone();
+    let seen = site.seen();
     assert_eq!(seen.len(), 1, "{seen:?}");
     assert_eq!(
         seen[0].1,
         vec![("authorization".to_owned(), format!("Bearer {secret}"))]
     );
-    let events = events_text(&data, "tls");
+    let events = events_text(&site.data, "tls");
     assert!(events.contains("\"over tls\""), "the answer is recorded");
     assert!(
         events.contains("DOCKET_TEST_AGENT_TOKEN"),
@@ -267,29 +302,11 @@ fn an_https_agent_trusted_through_ca_file_gets_the_bearer_token_and_no_event_hol
 
 #[test]
 fn without_the_ca_file_the_servers_certificate_is_not_trusted() {
-    let pki = pki();
-    let (addr, seen) = serve(pki.server.clone());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let path = workflow(
-        dir.path(),
-        &pki,
-        &format!("http = \"https://{addr}/agent\""),
-        "",
-    );
-    let out = docket(
-        &data,
-        &[
-            "run",
-            path.to_str().expect("utf-8"),
-            "--run-id",
-            "untrusted",
-        ],
-        &[],
-        &[],
-    );
+    let site = Site::new();
+    let agent = format!("http = \"https://{}/agent\"", site.addr);
+    let out = site.run((&agent, ""), "untrusted", &[], (&[], &[]));
     assert_ne!(exit_code(&out), 0, "{}", said(&out));
-    let failures = call_failures(&data, "untrusted");
+    let failures = call_failures(&site.data, "untrusted");
     assert!(!failures.is_empty(), "{}", said(&out));
     for failure in &failures {
         assert!(
@@ -297,32 +314,25 @@ fn without_the_ca_file_the_servers_certificate_is_not_trusted() {
             "{failure}"
         );
     }
-    assert!(seen.lock().expect("lock").is_empty(), "no request was sent");
+    assert!(site.seen().is_empty(), "no request was sent");
 }
 
 #[test]
 fn an_unset_token_variable_fails_the_call_naming_it_and_the_run_resumes_once_set() {
-    let pki = pki();
-    let (addr, seen) = serve(pki.server.clone());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let path = workflow(
-        dir.path(),
-        &pki,
-        &format!(
-            "http = \"https://{addr}/agent\"\nca_file = \"ca.pem\"\n\
-             bearer_env = \"DOCKET_TEST_UNSET_TOKEN\""
-        ),
-        "",
+    let site = Site::new();
+    let agent = format!(
+        "http = \"https://{}/agent\"\nca_file = \"ca.pem\"\n\
+         bearer_env = \"DOCKET_TEST_UNSET_TOKEN\"",
+        site.addr
     );
-    let out = docket(
-        &data,
-        &["run", path.to_str().expect("utf-8"), "--run-id", "unset"],
+    let out = site.run(
+        (&agent, ""),
+        "unset",
         &[],
-        &["DOCKET_TEST_UNSET_TOKEN"],
+        (&[], &["DOCKET_TEST_UNSET_TOKEN"]),
     );
     assert_ne!(exit_code(&out), 0, "{}", said(&out));
-    let failures = call_failures(&data, "unset");
+    let failures = call_failures(&site.data, "unset");
     assert!(!failures.is_empty(), "{}", said(&out));
     for failure in &failures {
         assert!(
@@ -332,12 +342,12 @@ fn an_unset_token_variable_fails_the_call_naming_it_and_the_run_resumes_once_set
             "{failure}"
         );
     }
-    assert!(seen.lock().expect("lock").is_empty(), "nothing was sent");
+    assert!(site.seen().is_empty(), "nothing was sent");
 
     // The failures wait for a human; approving with the variable set retries the call.
     let secret = token("late-token");
     let out = docket(
-        &data,
+        &site.data,
         &[
             "approve",
             "unset",
@@ -351,59 +361,46 @@ fn an_unset_token_variable_fails_the_call_naming_it_and_the_run_resumes_once_set
         &[],
     );
     assert_eq!(exit_code(&out), 0, "{}", said(&out));
-    let status = docket(&data, &["status", "unset"], &[], &[]);
+    let status = docket(&site.data, &["status", "unset"], &[], &[]);
     assert!(
         stdout_text(&status).contains("completed"),
         "{}",
         said(&status)
     );
-    let seen = seen.lock().expect("lock").clone();
     assert_eq!(
-        seen,
+        site.seen(),
         vec![(
             "/agent".to_owned(),
             vec![("authorization".to_owned(), format!("Bearer {secret}"))]
         )]
     );
-    assert!(!events_text(&data, "unset").contains(&secret));
+    assert!(!events_text(&site.data, "unset").contains(&secret));
 }
 
 #[test]
 fn an_https_tool_executor_gets_its_header_from_the_environment() {
-    let pki = pki();
-    let (addr, seen) = serve(pki.server.clone());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
+    let site = Site::new();
     let secret = token("tool-key");
-    let path = workflow(
-        dir.path(),
-        &pki,
-        &format!(
-            "command = {TOOL_AGENT:?}\nargs = [\"--tool\", \"lookup\", \"--arguments\", \
-             \"{{\\\"q\\\": 1}}\"]"
-        ),
-        &format!(
-            "[tools.lookup]\nhttp = \"https://localhost:{}/tool\"\nca_file = \"ca.pem\"\n\
-             headers_env = {{ X-Api-Key = \"DOCKET_TEST_TOOL_KEY\" }}\n",
-            addr.port()
-        ),
+    let agent = format!(
+        "command = {TOOL_AGENT:?}\nargs = [\"--tool\", \"lookup\", \"--arguments\", \
+         \"{{\\\"q\\\": 1}}\"]"
     );
-    let out = docket(
-        &data,
-        &["run", path.to_str().expect("utf-8"), "--run-id", "tool"],
-        &[("DOCKET_TEST_TOOL_KEY", &secret)],
-        &[],
+    let tool = format!(
+        "[tools.lookup]\nhttp = \"https://localhost:{}/tool\"\nca_file = \"ca.pem\"\n\
+         headers_env = {{ X-Api-Key = \"DOCKET_TEST_TOOL_KEY\" }}\n",
+        site.addr.port()
     );
+    let vars = [("DOCKET_TEST_TOOL_KEY", secret.as_str())];
+    let out = site.run((&agent, &tool), "tool", &[], (&vars, &[]));
     assert_eq!(exit_code(&out), 0, "{}", said(&out));
-    let seen = seen.lock().expect("lock").clone();
     assert_eq!(
-        seen,
+        site.seen(),
         vec![(
             "/tool".to_owned(),
             vec![("x-api-key".to_owned(), secret.clone())]
         )]
     );
-    let events = events_text(&data, "tool");
+    let events = events_text(&site.data, "tool");
     assert!(events.contains("looked_up"), "the result is recorded");
     assert!(!events.contains(&secret), "the key is in an event");
     assert!(!said(&out).contains(&secret), "docket printed the key");
@@ -411,40 +408,31 @@ fn an_https_tool_executor_gets_its_header_from_the_environment() {
 
 #[test]
 fn the_otlp_export_reaches_an_https_collector_with_its_ca_and_headers() {
-    let pki = pki();
-    let (addr, seen) = serve(pki.server.clone());
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
+    let site = Site::new();
     let secret = token("otlp-key");
-    let path = workflow(
-        dir.path(),
-        &pki,
-        &format!("http = \"https://{addr}/agent\"\nca_file = \"ca.pem\""),
-        "",
+    let agent = format!(
+        "http = \"https://{}/agent\"\nca_file = \"ca.pem\"",
+        site.addr
     );
-    let ca = dir.path().join("ca.pem");
-    let out = docket(
-        &data,
-        &[
-            "run",
-            path.to_str().expect("utf-8"),
-            "--run-id",
-            "traced",
-            "--otlp",
-            &format!("https://localhost:{}", addr.port()),
-        ],
-        &[
-            (
-                "OTEL_EXPORTER_OTLP_CERTIFICATE",
-                ca.to_str().expect("utf-8"),
-            ),
-            ("OTEL_EXPORTER_OTLP_HEADERS", &format!("x-api-key={secret}")),
-        ],
-        &[],
+    let ca = site.dir.path().join("ca.pem");
+    let collector = format!("https://localhost:{}", site.addr.port());
+    let headers = format!("x-api-key={secret}");
+    let vars = [
+        (
+            "OTEL_EXPORTER_OTLP_CERTIFICATE",
+            ca.to_str().expect("utf-8"),
+        ),
+        ("OTEL_EXPORTER_OTLP_HEADERS", headers.as_str()),
+    ];
+    let out = site.run(
+        (&agent, ""),
+        "traced",
+        &["--otlp", &collector],
+        (&vars, &[]),
     );
     assert_eq!(exit_code(&out), 0, "{}", said(&out));
     assert!(!said(&out).contains("not all sent"), "{}", said(&out));
-    let seen = seen.lock().expect("lock").clone();
+    let seen = site.seen();
     let exports: Vec<_> = seen.iter().filter(|(p, _)| p == "/v1/traces").collect();
     assert!(!exports.is_empty(), "{seen:?}");
     for (_, headers) in exports {
