@@ -648,6 +648,13 @@ fn main() {
             (store_after.events - store_before.events) as f64 / batches.max(1) as f64,
             wall_per_run(committing), 100.0 * committing.as_secs_f64() / secs,
             wall_per_run(writing), wall_per_run(indexing), 100.0 * indexing.as_secs_f64() / secs);
+        // The writer's system time is paid per batch (the kernel's write and fdatasync):
+        // per run it is syncs per run times the cost of one, and falls as batches grow.
+        let syncs = store_after.syncs - store_before.syncs;
+        if let Some((_, _, system)) = by_thread.iter().find(|(name, _, _)| name == SERIAL_THREADS[0]) {
+            println!("  log writer: {:.1} syncs per run, {:.0} µs of its system time per sync",
+                syncs as f64 / concurrent as f64, *system as f64 * 1e4 / syncs.max(1) as f64);
+        }
         let waits = store_after.lock_waits - store_before.lock_waits;
         let waited = store_after.lock_waited - store_before.lock_waited;
         println!("  the store's shared maps found locked {waits} times ({:.2} per run), {:.1} µs waited per run",
