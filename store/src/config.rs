@@ -14,7 +14,8 @@ pub enum Durability {
 #[derive(Clone, Debug)]
 pub struct StoreConfig {
     pub durability: Durability,
-    /// Payloads longer than this many bytes are stored once as a content-addressed blob.
+    /// Payloads longer than this many bytes are stored once as a content-addressed blob
+    /// ([`crate::BLOB_THRESHOLD`] unless a test needs another: the choice changes hashes).
     pub blob_threshold: usize,
     /// A new segment file is started once the current one would grow past this size.
     pub segment_max_bytes: u64,
@@ -37,7 +38,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         StoreConfig {
             durability: Durability::Sync,
-            blob_threshold: 64 * 1024,
+            blob_threshold: crate::seal::BLOB_THRESHOLD,
             segment_max_bytes: 64 * 1024 * 1024,
             compress: true,
             lock_wait: std::time::Duration::from_secs(10),

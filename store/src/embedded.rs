@@ -19,19 +19,18 @@ use crate::api::{
     Appended, ConsistencyProof, EventStore, InclusionProof, Snapshot, StreamDigest, StreamHead,
     TreeHead, VerifyReport,
 };
-use crate::chain::{blob_hash, event_hash, genesis};
-use crate::codec::{
-    BodyFields, PayloadView, TAG_EVENT, compress_event_record, encode_body, push_blob, seal_record,
-};
+use crate::chain::{blob_hash, genesis};
+use crate::codec::{TAG_EVENT, compress_event_record, push_blob, seal_record};
 use crate::config::StoreConfig;
 use crate::disclosures::Disclosures;
 use crate::error::StoreError;
-use crate::event::{BlobRef, Event, Hash, NewEvent, StreamId, check_name};
+use crate::event::{Event, Hash, NewEvent, StreamId};
 use crate::index::Index;
 use crate::lock::WriterLock;
 use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
 use crate::recovery::{self, Contained, RecoveryReport, StreamDamage, ViewReport};
 use crate::shared::{Shared, lock};
+use crate::seal::write_record;
 use crate::tree::record_leaf;
 use crate::writer::{AppendJob, Request, Writer};
 
@@ -395,32 +394,17 @@ fn encode_job(
         frame_blob(blob_hash(&bytes), &bytes, &mut blobs);
     }
     for (i, event) in events.into_iter().enumerate() {
-        check_name("event kind", &event.kind)?;
-        let blob = (event.payload.len() > blob_threshold).then(|| BlobRef {
-            hash: blob_hash(&event.payload),
-            len: event.payload.len() as u64,
-        });
-        // The record is built in place: length and tag, then the body, then prev and hash.
+        // The record is built in place: length and tag, then body, prev and hash.
         let at = records.len();
         records.extend_from_slice(&[0; 5]);
-        encode_body(
-            &BodyFields {
-                stream: stream.as_str(),
-                seq: expected + 1 + i as u64,
-                kind: &event.kind,
-                kind_version: event.kind_version,
-                recorded_at: event.recorded_at,
-                policy: event.policy,
-                payload: match blob {
-                    Some(r) => PayloadView::Blob(r),
-                    None => PayloadView::Inline(&event.payload),
-                },
-            },
+        let (hash, blob) = write_record(
+            stream,
+            expected + 1 + i as u64,
+            &link,
+            &event,
+            blob_threshold,
             &mut records,
-        );
-        let hash = event_hash(&link, &records[at + 5..]);
-        records.extend_from_slice(&link.0);
-        records.extend_from_slice(&hash.0);
+        )?;
         seal_record(&mut records[at..], TAG_EVENT);
         // The leaf covers the record as it is before compression (FORMAT.md §9).
         leaves.push(record_leaf(&records[at..]));

@@ -124,6 +124,15 @@ pub enum StoreError {
     #[error("the store is closed")]
     Closed,
 
+    /// A backend other than the embedded log failed (a database refused or lost a
+    /// statement): `source` is that backend's own error, which names what it was doing and
+    /// where, never a password.
+    #[error("{source}")]
+    Backend {
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+
     /// Another process holds the data directory's writer lock (FORMAT.md §10).
     #[error(
         "the data directory {} is being written by {}; waited {:.1} s for it to finish",

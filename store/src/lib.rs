@@ -26,9 +26,11 @@ mod fault;
 mod index;
 mod lock;
 pub mod merkle;
+pub mod proofs;
 mod reader;
 mod recovery;
 mod scan;
+mod seal;
 mod segment;
 mod shared;
 mod snapshots;
@@ -54,9 +56,12 @@ pub use fault::FaultPlan;
 pub use lock::LockHolder;
 pub use recovery::{BlobDamage, LogDamage, RecoveryReport, StreamDamage, ViewReport};
 pub use scan::{LogEnd, LogPosition, ScanError, ScanSummary, Scanned, scan_log};
+pub use seal::{BLOB_THRESHOLD, SealedEvent, seal_events};
+pub use verify::check_event_record;
 pub use segment::FileOp;
 pub use snapshots::{
-    KEEP_LATEST_SNAPSHOTS, SnapshotFile, SnapshotFileError, read_snapshot_file, snapshot_files,
+    KEEP_LATEST_SNAPSHOTS, SnapshotFile, SnapshotFileError, kept_snapshots, read_snapshot_file,
+    snapshot_files,
 };
 
 /// The canonical body encoding of an event: the bytes its hash covers after `prev`.

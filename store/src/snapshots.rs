@@ -254,7 +254,7 @@ pub(crate) fn write(
 
 /// Which of the snapshots at `seqs` (ascending) pruning keeps: the latest
 /// [`KEEP_LATEST_SNAPSHOTS`], and the first at or after each power of two.
-pub(crate) fn kept(seqs: &[u64]) -> Vec<u64> {
+pub fn kept_snapshots(seqs: &[u64]) -> Vec<u64> {
     let latest = seqs.len().saturating_sub(KEEP_LATEST_SNAPSHOTS);
     let mut out = Vec::new();
     let mut octave = None;
@@ -270,7 +270,7 @@ pub(crate) fn kept(seqs: &[u64]) -> Vec<u64> {
 
 fn prune(dir: &Path) -> Result<(), StoreError> {
     let seqs = sequences(dir)?;
-    let keep = kept(&seqs);
+    let keep = kept_snapshots(&seqs);
     for seq in seqs.into_iter().filter(|s| !keep.contains(s)) {
         let path = dir.join(file_name(seq));
         match fs::remove_file(&path) {
@@ -426,7 +426,7 @@ mod tests {
     #[test]
     fn pruning_keeps_the_latest_few_and_one_per_doubling() {
         let seqs: Vec<u64> = (1..=40).map(|i| i * 2048).collect();
-        let kept = kept(&seqs);
+        let kept = kept_snapshots(&seqs);
         // The latest three...
         assert!(kept.ends_with(&[38 * 2048, 39 * 2048, 40 * 2048]));
         // ...and the first at or after 2^11, 2^12, ... 2^16.

@@ -10,13 +10,11 @@
 use std::collections::BTreeMap;
 
 use crate::api::{ConsistencyProof, InclusionProof, TreeHead};
-use crate::error::{ChainBreak, OutsideTree, StoreError};
+use crate::error::{ChainBreak, StoreError};
 use crate::event::{Hash, StreamId};
 use crate::index::{BLOCK_LEAVES, NODE_MIN_LEVEL};
-use crate::merkle::{
-    Leaves, Subtrees, TreeBuilder, TreeError, TreeHash, consistency_proof, empty_root,
-    inclusion_proof, leaf_hash, node_hash, root,
-};
+use crate::merkle::{Leaves, Subtrees, TreeBuilder, TreeError, TreeHash, leaf_hash, node_hash, root};
+use crate::proofs::StreamTree;
 use crate::reader::{READ_CHUNK, corrupt, for_each_record};
 use crate::shared::Shared;
 use crate::verify::check_record_leaf;
@@ -117,7 +115,9 @@ impl StoredTree<'_> {
             }))
     }
 
-    /// The leaf hash and chain hash of leaf `index` (event `index + 1`).
+}
+
+impl StreamTree for StoredTree<'_> {
     fn leaf(&mut self, index: u64) -> Result<(TreeHash, Hash), StoreError> {
         let size = self.size;
         let (leaves, hashes) = self.block(index / BLOCK_LEAVES)?;
@@ -165,31 +165,31 @@ impl Subtrees for StoredTree<'_> {
     }
 }
 
-/// The stream's number and size now, and the size asked for checked against it.
-fn sized(
-    shared: &Shared,
-    stream: &StreamId,
-    size: Option<u64>,
-) -> Result<(Option<u64>, u64, u64), StoreError> {
+/// The stream's number and the events it holds now.
+fn held(shared: &Shared, stream: &StreamId) -> (Option<u64>, u64) {
     let head = shared.head(stream);
-    let held = head.map_or(0, |h| h.seq);
-    let size = size.unwrap_or(held);
-    if size > held {
-        return Err(StoreError::OutsideTree {
-            stream: stream.clone(),
-            problem: OutsideTree::TreeBeyondStream { size, head: held },
-        });
-    }
-    Ok((head.map(|h| h.no), held, size))
+    (head.map(|h| h.no), head.map_or(0, |h| h.seq))
 }
 
-fn tree<'a>(shared: &'a Shared, stream: &'a StreamId, no: u64, held: u64) -> StoredTree<'a> {
-    StoredTree {
-        shared,
-        stream,
-        no,
-        size: held,
-        blocks: BTreeMap::new(),
+/// The stream's tree as the store keeps it, for the proofs of `crate::proofs`.
+fn open<'a>(
+    shared: &'a Shared,
+    stream: &'a StreamId,
+    no: Option<u64>,
+    held: u64,
+) -> impl FnOnce() -> Result<StoredTree<'a>, StoreError> {
+    move || {
+        let no = no.ok_or(StoreError::Tree(TreeError::LeafOutOfRange {
+            index: 0,
+            size: 0,
+        }))?;
+        Ok(StoredTree {
+            shared,
+            stream,
+            no,
+            size: held,
+            blocks: BTreeMap::new(),
+        })
     }
 }
 
@@ -198,12 +198,8 @@ pub(crate) fn tree_head(
     stream: &StreamId,
     size: Option<u64>,
 ) -> Result<TreeHead, StoreError> {
-    let (no, held, size) = sized(shared, stream, size)?;
-    let root = match no {
-        Some(no) if size > 0 => root(&mut tree(shared, stream, no, held), size)?,
-        _ => empty_root(),
-    };
-    Ok(TreeHead { size, root })
+    let (no, held) = held(shared, stream);
+    crate::proofs::tree_head(stream, held, size, open(shared, stream, no, held))
 }
 
 pub(crate) fn inclusion(
@@ -212,30 +208,8 @@ pub(crate) fn inclusion(
     seq: u64,
     size: Option<u64>,
 ) -> Result<InclusionProof, StoreError> {
-    let (no, held, size) = sized(shared, stream, size)?;
-    let outside = |problem| StoreError::OutsideTree {
-        stream: stream.clone(),
-        problem,
-    };
-    if seq == 0 {
-        return Err(outside(OutsideTree::EventZero));
-    }
-    let no = match no {
-        Some(no) if seq <= size => no,
-        _ => return Err(outside(OutsideTree::EventBeyondTree { seq, size })),
-    };
-    let mut t = tree(shared, stream, no, held);
-    let path = inclusion_proof(&mut t, seq - 1, size)?;
-    let root = root(&mut t, size)?;
-    let (leaf, event_hash) = t.leaf(seq - 1)?;
-    Ok(InclusionProof {
-        stream: stream.clone(),
-        seq,
-        event_hash,
-        leaf,
-        tree: TreeHead { size, root },
-        path,
-    })
+    let (no, held) = held(shared, stream);
+    crate::proofs::inclusion(stream, held, seq, size, open(shared, stream, no, held))
 }
 
 pub(crate) fn consistency(
@@ -244,53 +218,8 @@ pub(crate) fn consistency(
     old: u64,
     new: Option<u64>,
 ) -> Result<ConsistencyProof, StoreError> {
-    let asked_new = new;
-    let (no, held, new) = sized(shared, stream, new)?;
-    if old > new {
-        let problem = match asked_new {
-            Some(_) => OutsideTree::Shrinking { old, new },
-            None => OutsideTree::TreeBeyondStream {
-                size: old,
-                head: held,
-            },
-        };
-        return Err(StoreError::OutsideTree {
-            stream: stream.clone(),
-            problem,
-        });
-    }
-    let empty = TreeHead {
-        size: 0,
-        root: empty_root(),
-    };
-    let Some(no) = no.filter(|_| new > 0) else {
-        return Ok(ConsistencyProof {
-            stream: stream.clone(),
-            old: empty,
-            new: empty,
-            path: Vec::new(),
-        });
-    };
-    let mut t = tree(shared, stream, no, held);
-    let path = consistency_proof(&mut t, old, new)?;
-    let old_root = if old == 0 {
-        empty_root()
-    } else {
-        root(&mut t, old)?
-    };
-    let new_root = root(&mut t, new)?;
-    Ok(ConsistencyProof {
-        stream: stream.clone(),
-        old: TreeHead {
-            size: old,
-            root: old_root,
-        },
-        new: TreeHead {
-            size: new,
-            root: new_root,
-        },
-        path,
-    })
+    let (no, held) = held(shared, stream);
+    crate::proofs::consistency(stream, held, old, new, open(shared, stream, no, held))
 }
 
 /// `verify`'s check of the tree the index keeps: the events' leaves are pushed as they are

@@ -101,3 +101,18 @@ fn checked_record<'a>(
     check_link(stream, seq, prev, &event, body)?;
     Ok((event, raw.body))
 }
+
+/// Decodes an event's record as every backend keeps it (`canonical body ‖ prev ‖ hash`,
+/// unframed) and checks it as event `seq` of `stream` linking to `prev` (the genesis hash
+/// for event 1; the link is left unchecked for a later event when `prev` is `None`).
+pub fn check_event_record(
+    stream: &StreamId,
+    seq: u64,
+    prev: Option<Hash>,
+    record: &[u8],
+) -> Result<Event, ChainBreak> {
+    let (event, body) =
+        decode_event(record, Some(stream)).map_err(|what| ChainBreak::Unreadable { seq, what })?;
+    check_link(stream, seq, prev, &event, body)?;
+    Ok(event)
+}

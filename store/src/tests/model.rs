@@ -112,7 +112,7 @@ async fn run(ops: Vec<Op>) {
                         .range((stream, 0)..=(stream, u64::MAX))
                         .map(|((_, q), _)| *q)
                         .collect();
-                    let kept = crate::snapshots::kept(&seqs);
+                    let kept = crate::snapshots::kept_snapshots(&seqs);
                     model
                         .snapshots
                         .retain(|(st, q), _| *st != stream || kept.contains(q));

@@ -1,0 +1,58 @@
+//! docket's event log on PostgreSQL (docs/postgres.md): the [`EventStore`] that many
+//! docket processes on many machines share.
+//!
+//! Every record, chain hash and Merkle leaf is computed by docket ([`docket_store::seal_events`])
+//! exactly as the embedded log computes them, so a run's hashes, trees and exports do not
+//! depend on its backend; the database keeps them, orders appends and makes them durable.
+//! Appends from all the process's runs are committed together, one transaction per group
+//! (as the embedded writer shares one `fdatasync`), each checked against its stream's
+//! version under that stream's row lock. Tails are woken by `LISTEN/NOTIFY` and poll as
+//! well, so a lost notification delays an event by at most the poll interval.
+
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod append;
+#[cfg(feature = "test-cluster")]
+mod cluster;
+mod error;
+mod listen;
+mod read;
+mod schema;
+mod store;
+
+use std::time::Duration;
+
+pub use docket_store::EventStore;
+#[cfg(feature = "test-cluster")]
+pub use cluster::{TestCluster, TestDatabase};
+pub use error::PgError;
+pub use schema::{SCHEMA_VERSION, SchemaState};
+pub use store::PostgresStore;
+
+/// How a PostgreSQL store is reached.
+#[derive(Clone, Debug)]
+pub struct PostgresConfig {
+    /// `postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?options]`, or the key=value form
+    /// libpq accepts; a `host=/path` names a unix socket directory.
+    pub url: String,
+    /// Connections kept for appends, reads and the rest (one more listens for appends).
+    pub connections: usize,
+    /// How often a tail asks the database for new events when no notification came.
+    pub poll_interval: Duration,
+}
+
+impl PostgresConfig {
+    pub fn new(url: impl Into<String>) -> PostgresConfig {
+        PostgresConfig {
+            url: url.into(),
+            connections: 8,
+            poll_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Whether `store` names a PostgreSQL database rather than a data directory.
+#[must_use]
+pub fn is_postgres_url(store: &str) -> bool {
+    store.starts_with("postgres://") || store.starts_with("postgresql://")
+}

@@ -1,0 +1,90 @@
+//! Wake-ups: every committed append notifies `docket_events` with its stream's id; one
+//! connection per process listens and wakes that stream's tails. A lost notification (the
+//! listener reconnecting) only delays a tail until its next poll.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use docket_store::StreamId;
+use futures::StreamExt;
+use tokio::sync::watch;
+use tokio_postgres::{AsyncMessage, NoTls};
+
+/// The channel appends notify.
+pub(crate) const CHANNEL: &str = "docket_events";
+
+/// A wake-up counter per watched stream.
+#[derive(Default)]
+pub(crate) struct Watchers {
+    streams: Mutex<HashMap<StreamId, watch::Sender<u64>>>,
+}
+
+impl Watchers {
+    pub(crate) fn subscribe(&self, stream: &StreamId) -> watch::Receiver<u64> {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        streams
+            .entry(stream.clone())
+            .or_insert_with(|| watch::channel(0).0)
+            .subscribe()
+    }
+
+    /// Wakes the tails of `stream`, forgetting it once none is left.
+    pub(crate) fn wake(&self, stream: &StreamId) {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(sender) = streams.get(stream) else {
+            return;
+        };
+        if sender.receiver_count() == 0 {
+            streams.remove(stream);
+            return;
+        }
+        sender.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+/// Listens for appends while the store is open, reconnecting after a lost connection.
+pub(crate) async fn listen(config: tokio_postgres::Config, watchers: Weak<Watchers>) {
+    let mut backoff = Duration::from_millis(100);
+    while watchers.strong_count() > 0 {
+        match config.connect(NoTls).await {
+            Ok((client, mut connection)) => {
+                let to_wake = watchers.clone();
+                let driver = tokio::spawn(async move {
+                    let mut messages =
+                        futures::stream::poll_fn(move |cx| connection.poll_message(cx));
+                    while let Some(message) = messages.next().await {
+                        match message {
+                            Ok(AsyncMessage::Notification(n)) => {
+                                let Some(w) = to_wake.upgrade() else { return };
+                                if let Ok(stream) = StreamId::new(n.payload()) {
+                                    w.wake(&stream);
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                tracing::debug!(error = %e, "the listening connection failed");
+                                return;
+                            }
+                        }
+                    }
+                });
+                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                    Ok(()) => {
+                        backoff = Duration::from_millis(100);
+                        // Until the connection is lost (the client stays alive meanwhile).
+                        let _ = driver.await;
+                    }
+                    Err(e) => {
+                        tracing::debug!(error = %e, "LISTEN failed");
+                        driver.abort();
+                    }
+                }
+                drop(client);
+            }
+            Err(e) => tracing::debug!(error = %e, "the listening connection could not be made"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
