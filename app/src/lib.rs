@@ -9,6 +9,8 @@
 //!   with the recorded runs of that bundle the change would have decided otherwise
 //!   ([`affected_runs`], replay's what-if of each).
 //!
+//! - [`Store`]: the backend runs are recorded in, a data directory or a PostgreSQL
+//!   database ([`StoreLocation`], as `--store` names it);
 //! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
 //!   as the option's number.
 //!
@@ -23,8 +25,10 @@ mod choice;
 mod drive;
 mod governance;
 mod seal;
+mod store;
 
 pub use choice::{ChoiceError, option_number};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use seal::{Unsealed, seal_finished};
+pub use store::{Store, StoreLocation};

@@ -29,8 +29,8 @@ use crate::index::Index;
 use crate::lock::WriterLock;
 use crate::reader::{read_blob, read_chunk, read_chunk_into, verify_stream};
 use crate::recovery::{self, Contained, RecoveryReport, StreamDamage, ViewReport};
-use crate::shared::{Shared, lock};
 use crate::seal::write_record;
+use crate::shared::{Shared, lock};
 use crate::tree::record_leaf;
 use crate::writer::{AppendJob, Request, Writer};
 

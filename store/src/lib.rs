@@ -57,12 +57,12 @@ pub use lock::LockHolder;
 pub use recovery::{BlobDamage, LogDamage, RecoveryReport, StreamDamage, ViewReport};
 pub use scan::{LogEnd, LogPosition, ScanError, ScanSummary, Scanned, scan_log};
 pub use seal::{BLOB_THRESHOLD, SealedEvent, seal_events};
-pub use verify::check_event_record;
 pub use segment::FileOp;
 pub use snapshots::{
     KEEP_LATEST_SNAPSHOTS, SnapshotFile, SnapshotFileError, kept_snapshots, read_snapshot_file,
     snapshot_files,
 };
+pub use verify::check_event_record;
 
 /// The canonical body encoding of an event: the bytes its hash covers after `prev`.
 pub fn canonical_body(event: &Event) -> Vec<u8> {

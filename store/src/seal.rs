@@ -118,15 +118,23 @@ mod tests {
         )
         .unwrap();
         let first = crate::decode_event_record(&sealed[0].record).unwrap();
-        assert_eq!((first.seq, first.prev, first.hash), (1, genesis(&stream), sealed[0].hash));
+        assert_eq!(
+            (first.seq, first.prev, first.hash),
+            (1, genesis(&stream), sealed[0].hash)
+        );
         let second = crate::decode_event_record(&sealed[1].record).unwrap();
         assert_eq!((second.seq, second.prev), (2, sealed[0].hash));
         assert_eq!(
             second.hash,
             event_hash(&second.prev, &crate::canonical_body(&second))
         );
-        assert!(matches!(second.payload, crate::Payload::Blob(r) if r.len == BLOB_THRESHOLD as u64 + 1));
-        assert_eq!(sealed[1].blob.as_ref().map(|(_, b)| b.len()), Some(BLOB_THRESHOLD + 1));
+        assert!(
+            matches!(second.payload, crate::Payload::Blob(r) if r.len == BLOB_THRESHOLD as u64 + 1)
+        );
+        assert_eq!(
+            sealed[1].blob.as_ref().map(|(_, b)| b.len()),
+            Some(BLOB_THRESHOLD + 1)
+        );
         assert_eq!(sealed[0].leaf, crate::merkle::event_leaf_hash(&first));
     }
 

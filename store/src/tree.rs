@@ -13,7 +13,9 @@ use crate::api::{ConsistencyProof, InclusionProof, TreeHead};
 use crate::error::{ChainBreak, StoreError};
 use crate::event::{Hash, StreamId};
 use crate::index::{BLOCK_LEAVES, NODE_MIN_LEVEL};
-use crate::merkle::{Leaves, Subtrees, TreeBuilder, TreeError, TreeHash, leaf_hash, node_hash, root};
+use crate::merkle::{
+    Leaves, Subtrees, TreeBuilder, TreeError, TreeHash, leaf_hash, node_hash, root,
+};
 use crate::proofs::StreamTree;
 use crate::reader::{READ_CHUNK, corrupt, for_each_record};
 use crate::shared::Shared;
@@ -114,7 +116,6 @@ impl StoredTree<'_> {
                 size: self.size,
             }))
     }
-
 }
 
 impl StreamTree for StoredTree<'_> {

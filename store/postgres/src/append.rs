@@ -57,8 +57,11 @@ pub(crate) async fn commit_loop(
             }
         }
         let span = tracing::debug_span!("group_commit", appends = jobs.len());
-        tracing::Instrument::instrument(commit_group(&pool, &database, &heads, &watchers, jobs), span)
-            .await;
+        tracing::Instrument::instrument(
+            commit_group(&pool, &database, &heads, &watchers, jobs),
+            span,
+        )
+        .await;
     }
 }
 
@@ -146,10 +149,15 @@ async fn try_commit(
     ids.sort_unstable();
     ids.dedup();
     let lock = tx
-        .prepare_cached("SELECT id, seq, head FROM docket_streams WHERE id = ANY($1) ORDER BY id FOR UPDATE")
+        .prepare_cached(
+            "SELECT id, seq, head FROM docket_streams WHERE id = ANY($1) ORDER BY id FOR UPDATE",
+        )
         .await
         .map_err(db(database, doing))?;
-    let rows = tx.query(&lock, &[&ids]).await.map_err(db(database, doing))?;
+    let rows = tx
+        .query(&lock, &[&ids])
+        .await
+        .map_err(db(database, doing))?;
     let mut current: HashMap<String, (u64, Hash)> = HashMap::with_capacity(rows.len());
     for row in rows {
         let id: String = row.get(0);
@@ -230,7 +238,8 @@ async fn try_commit(
     tx.execute(&insert, &[&e_stream, &e_seq, &e_record, &e_leaf])
         .await
         .map_err(db(database, doing))?;
-    let (mut h_id, mut h_seq, mut h_head): (Vec<&str>, Vec<i64>, Vec<&[u8]>) = (vec![], vec![], vec![]);
+    let (mut h_id, mut h_seq, mut h_head): (Vec<&str>, Vec<i64>, Vec<&[u8]>) =
+        (vec![], vec![], vec![]);
     for id in &changed {
         if let Some((seq, head)) = current.get(*id) {
             h_id.push(id);
@@ -254,7 +263,9 @@ async fn try_commit(
         ))
         .await
         .map_err(db(database, doing))?;
-    tx.execute(&notify, &[&h_id]).await.map_err(db(database, doing))?;
+    tx.execute(&notify, &[&h_id])
+        .await
+        .map_err(db(database, doing))?;
     tx.commit().await.map_err(db(database, doing))?;
     Ok(verdicts)
 }

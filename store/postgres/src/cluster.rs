@@ -118,17 +118,20 @@ impl TestCluster {
         };
         run(
             "initdb",
-            &mut cluster.command("initdb", &[
-                "-D",
-                path(&data),
-                "-U",
-                USER,
-                "--auth=trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-            ]),
+            &mut cluster.command(
+                "initdb",
+                &[
+                    "-D",
+                    path(&data),
+                    "-U",
+                    USER,
+                    "--auth=trust",
+                    "--no-sync",
+                    "-E",
+                    "UTF8",
+                    "--locale=C",
+                ],
+            ),
         );
         let options = format!(
             "-k {} -p {PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off -c max_connections=200",
@@ -137,16 +140,19 @@ impl TestCluster {
         cluster.watchdog(&data);
         run(
             "pg_ctl start",
-            &mut cluster.command("pg_ctl", &[
-                "start",
-                "-w",
-                "-D",
-                path(&data),
-                "-l",
-                path(&cluster.dir.join("server.log")),
-                "-o",
-                &options,
-            ]),
+            &mut cluster.command(
+                "pg_ctl",
+                &[
+                    "start",
+                    "-w",
+                    "-D",
+                    path(&data),
+                    "-l",
+                    path(&cluster.dir.join("server.log")),
+                    "-o",
+                    &options,
+                ],
+            ),
         );
         cluster
     }
@@ -197,17 +203,24 @@ impl TestCluster {
         let name = format!("t{}", self.next.fetch_add(1, Ordering::SeqCst));
         run(
             "createdb",
-            &mut self.command("createdb", &["-h", path(&self.dir), "-p", "5432", "-U", USER, &name]),
+            &mut self.command(
+                "createdb",
+                &["-h", path(&self.dir), "-p", "5432", "-U", USER, &name],
+            ),
         );
         TestDatabase {
-            url: format!("postgres://{USER}@{}:{PORT}/{name}", percent(path(&self.dir))),
+            url: format!(
+                "postgres://{USER}@{}:{PORT}/{name}",
+                percent(path(&self.dir))
+            ),
             name,
         }
     }
 }
 
 fn path(p: &Path) -> &str {
-    p.to_str().unwrap_or_else(|| panic!("{} is not UTF-8", p.display()))
+    p.to_str()
+        .unwrap_or_else(|| panic!("{} is not UTF-8", p.display()))
 }
 
 /// Whether files this process creates are owned by root.

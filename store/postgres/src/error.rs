@@ -8,7 +8,9 @@ use docket_store::{ChainBreak, StoreError, StreamId};
 #[non_exhaustive]
 pub enum PgError {
     /// The URL given to `--store` (or `DOCKET_STORE`) does not parse.
-    #[error("the store URL is not a PostgreSQL connection string ({why}); expected postgres://USER@HOST[:PORT]/DATABASE")]
+    #[error(
+        "the store URL is not a PostgreSQL connection string ({why}); expected postgres://USER@HOST[:PORT]/DATABASE"
+    )]
     BadUrl { why: String },
 
     /// A statement or connection failed.

@@ -22,9 +22,9 @@ mod store;
 
 use std::time::Duration;
 
-pub use docket_store::EventStore;
 #[cfg(feature = "test-cluster")]
 pub use cluster::{TestCluster, TestDatabase};
+pub use docket_store::EventStore;
 pub use error::PgError;
 pub use schema::{SCHEMA_VERSION, SchemaState};
 pub use store::PostgresStore;

@@ -34,7 +34,9 @@ pub(crate) struct Cursor {
 }
 
 impl Cursor {
-    pub(crate) fn into_stream(self) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
+    pub(crate) fn into_stream(
+        self,
+    ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
         futures::stream::unfold(self, |mut c| async move {
             loop {
                 if let Some(e) = c.buf.pop_front() {
@@ -99,7 +101,9 @@ impl Cursor {
         } else {
             self.next
         };
-        let last = self.to.map_or(i64::MAX, |to| i64::try_from(to).unwrap_or(i64::MAX));
+        let last = self
+            .to
+            .map_or(i64::MAX, |to| i64::try_from(to).unwrap_or(i64::MAX));
         let query = client
             .prepare_cached(
                 "SELECT seq, record FROM docket_events WHERE stream = $1 AND seq >= $2 AND seq <= $3 ORDER BY seq LIMIT $4",
@@ -133,7 +137,10 @@ impl Cursor {
                 })
             };
             if seq != expected {
-                return Err(damaged(docket_store::ChainBreak::Missing { expected, found: seq }));
+                return Err(damaged(docket_store::ChainBreak::Missing {
+                    expected,
+                    found: seq,
+                }));
             }
             let prev = if seq < self.next { None } else { self.prev };
             let event = check_event_record(&self.stream, seq, prev, record).map_err(damaged)?;

@@ -20,12 +20,12 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
 use tokio_postgres::config::Host;
 
+use crate::PostgresConfig;
 use crate::append::{AppendJob, commit_loop, hash_of};
 use crate::error::PgError;
 use crate::listen::{Watchers, listen};
 use crate::read::Cursor;
 use crate::schema::{self, SCHEMA_VERSION, SchemaState, db};
-use crate::PostgresConfig;
 
 /// docket's event log in a PostgreSQL database. Cheap to clone.
 #[derive(Clone)]
@@ -84,9 +84,8 @@ impl Heads {
 
 /// The parsed URL and how messages name the database.
 fn parse(url: &str) -> Result<(tokio_postgres::Config, String), PgError> {
-    let config = tokio_postgres::Config::from_str(url).map_err(|e| PgError::BadUrl {
-        why: e.to_string(),
-    })?;
+    let config = tokio_postgres::Config::from_str(url)
+        .map_err(|e| PgError::BadUrl { why: e.to_string() })?;
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -109,7 +108,10 @@ fn parse(url: &str) -> Result<(tokio_postgres::Config, String), PgError> {
     Ok((config, name))
 }
 
-async fn connect(config: &tokio_postgres::Config, database: &str) -> Result<tokio_postgres::Client, PgError> {
+async fn connect(
+    config: &tokio_postgres::Config,
+    database: &str,
+) -> Result<tokio_postgres::Client, PgError> {
     let (client, connection) = config
         .connect(NoTls)
         .await
@@ -209,11 +211,15 @@ impl PostgresStore {
     }
 
     async fn client(&self, doing: &str) -> Result<Object, PgError> {
-        self.inner.pool.get().await.map_err(|e| PgError::NoConnection {
-            database: self.inner.database.to_string(),
-            doing: doing.to_owned(),
-            why: e.to_string(),
-        })
+        self.inner
+            .pool
+            .get()
+            .await
+            .map_err(|e| PgError::NoConnection {
+                database: self.inner.database.to_string(),
+                doing: doing.to_owned(),
+                why: e.to_string(),
+            })
     }
 
     fn db<'a>(&'a self, doing: &'a str) -> impl FnOnce(tokio_postgres::Error) -> PgError + 'a {
@@ -242,15 +248,21 @@ impl PostgresStore {
             None => Ok((0, genesis(stream))),
             Some(row) => {
                 let seq = u64::try_from(row.get::<_, i64>(0)).unwrap_or(0);
-                let head = hash_of(row.get(1))
-                    .ok_or_else(|| self.bad_row(format!("the head of stream {stream} is not a 32-byte hash")))?;
+                let head = hash_of(row.get(1)).ok_or_else(|| {
+                    self.bad_row(format!("the head of stream {stream} is not a 32-byte hash"))
+                })?;
                 Ok((seq, head))
             }
         }
     }
 
     /// The hash of event `seq` of `stream`, if it has one.
-    async fn event_hash_at(&self, client: &Object, stream: &StreamId, seq: u64) -> Result<Option<Hash>, PgError> {
+    async fn event_hash_at(
+        &self,
+        client: &Object,
+        stream: &StreamId,
+        seq: u64,
+    ) -> Result<Option<Hash>, PgError> {
         let doing = format!("reading event {seq} of stream {stream}");
         let query = client
             .prepare_cached(
@@ -263,7 +275,11 @@ impl PostgresStore {
             .await
             .map_err(self.db(&doing))?;
         row.map(|r| {
-            hash_of(r.get(0)).ok_or_else(|| self.bad_row(format!("event {seq} of stream {stream} is shorter than its hashes")))
+            hash_of(r.get(0)).ok_or_else(|| {
+                self.bad_row(format!(
+                    "event {seq} of stream {stream} is shorter than its hashes"
+                ))
+            })
         })
         .transpose()
     }
@@ -313,7 +329,9 @@ impl PostgresStore {
         };
         for row in rows {
             let (Some(leaf), Some(hash)) = (hash_of(row.get(0)), hash_of(row.get(1))) else {
-                return Err(self.bad_row(format!("a leaf of stream {stream} is not 32 bytes")).into());
+                return Err(self
+                    .bad_row(format!("a leaf of stream {stream} is not 32 bytes"))
+                    .into());
             };
             tree.leaves.push(TreeHash(leaf.0));
             tree.hashes.push(hash);
@@ -375,7 +393,12 @@ impl EventStore for PostgresStore {
         }
         let total = events
             .iter()
-            .map(|e| e.payload.len().saturating_add(e.kind.len()).saturating_add(160))
+            .map(|e| {
+                e.payload
+                    .len()
+                    .saturating_add(e.kind.len())
+                    .saturating_add(160)
+            })
             .chain(blobs.iter().map(|b| b.len().saturating_add(37)))
             .fold(0, usize::saturating_add);
         if total > MAX_PAYLOAD {
@@ -443,8 +466,9 @@ impl EventStore for PostgresStore {
         for row in rows {
             let id: String = row.get(0);
             let stream = StreamId::new(id)?;
-            let hash = hash_of(row.get(2))
-                .ok_or_else(|| self.bad_row(format!("the head of stream {stream} is not a 32-byte hash")))?;
+            let hash = hash_of(row.get(2)).ok_or_else(|| {
+                self.bad_row(format!("the head of stream {stream} is not a 32-byte hash"))
+            })?;
             out.push(StreamHead {
                 seq: to_u64(row.get(1)),
                 hash,
@@ -456,7 +480,12 @@ impl EventStore for PostgresStore {
         Ok(out)
     }
 
-    async fn put_snapshot(&self, stream: &StreamId, seq: u64, state: Vec<u8>) -> Result<(), StoreError> {
+    async fn put_snapshot(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        state: Vec<u8>,
+    ) -> Result<(), StoreError> {
         let doing = format!("keeping a snapshot of stream {stream}");
         let mut client = self.client(&doing).await?;
         let hash = match seq {
@@ -490,7 +519,11 @@ impl EventStore for PostgresStore {
             .map(|r| to_u64(r.get(0)))
             .collect();
         let keep = kept_snapshots(&seqs);
-        let drop: Vec<i64> = seqs.into_iter().filter(|s| !keep.contains(s)).map(to_i64).collect();
+        let drop: Vec<i64> = seqs
+            .into_iter()
+            .filter(|s| !keep.contains(s))
+            .map(to_i64)
+            .collect();
         if !drop.is_empty() {
             tx.execute(
                 "DELETE FROM docket_snapshots WHERE stream = $1 AND seq = ANY($2)",
@@ -503,7 +536,11 @@ impl EventStore for PostgresStore {
         Ok(())
     }
 
-    async fn latest_snapshot(&self, stream: &StreamId, at_or_before: u64) -> Result<Option<Snapshot>, StoreError> {
+    async fn latest_snapshot(
+        &self,
+        stream: &StreamId,
+        at_or_before: u64,
+    ) -> Result<Option<Snapshot>, StoreError> {
         let doing = format!("reading a snapshot of stream {stream}");
         let client = self.client(&doing).await?;
         let row = client
@@ -516,8 +553,11 @@ impl EventStore for PostgresStore {
         let Some(row) = row else {
             return Ok(None);
         };
-        let event_hash = hash_of(row.get(1))
-            .ok_or_else(|| self.bad_row(format!("a snapshot of stream {stream} names no 32-byte event hash")))?;
+        let event_hash = hash_of(row.get(1)).ok_or_else(|| {
+            self.bad_row(format!(
+                "a snapshot of stream {stream} names no 32-byte event hash"
+            ))
+        })?;
         Ok(Some(Snapshot {
             stream: stream.clone(),
             seq: to_u64(row.get(0)),
@@ -565,14 +605,20 @@ impl EventStore for PostgresStore {
         let doing = "reading stream digests";
         let client = self.client(doing).await?;
         let rows = client
-            .query("SELECT stream, seq, event_hash, bytes FROM docket_digests", &[])
+            .query(
+                "SELECT stream, seq, event_hash, bytes FROM docket_digests",
+                &[],
+            )
             .await
             .map_err(self.db(doing))?;
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let stream = StreamId::new(row.get::<_, String>(0))?;
-            let event_hash = hash_of(row.get(2))
-                .ok_or_else(|| self.bad_row(format!("the digest of stream {stream} names no 32-byte event hash")))?;
+            let event_hash = hash_of(row.get(2)).ok_or_else(|| {
+                self.bad_row(format!(
+                    "the digest of stream {stream} names no 32-byte event hash"
+                ))
+            })?;
             out.push(StreamDigest {
                 stream,
                 seq: to_u64(row.get(1)),
@@ -588,13 +634,20 @@ impl EventStore for PostgresStore {
         let doing = format!("removing the snapshots of stream {stream}");
         let client = self.client(&doing).await?;
         let removed = client
-            .execute("DELETE FROM docket_snapshots WHERE stream = $1", &[&stream.as_str()])
+            .execute(
+                "DELETE FROM docket_snapshots WHERE stream = $1",
+                &[&stream.as_str()],
+            )
             .await
             .map_err(self.db(&doing))?;
         Ok(removed)
     }
 
-    async fn tree_head(&self, stream: &StreamId, size: Option<u64>) -> Result<TreeHead, StoreError> {
+    async fn tree_head(
+        &self,
+        stream: &StreamId,
+        size: Option<u64>,
+    ) -> Result<TreeHead, StoreError> {
         let held = self.held(stream).await?;
         let tree = match size.unwrap_or(held) {
             want if want > 0 && want <= held => Some(self.tree(stream, want).await?),
@@ -603,22 +656,40 @@ impl EventStore for PostgresStore {
         docket_store::proofs::tree_head(stream, held, size, || tree.ok_or(StoreError::Closed))
     }
 
-    async fn inclusion_proof(&self, stream: &StreamId, seq: u64, tree_size: Option<u64>) -> Result<InclusionProof, StoreError> {
+    async fn inclusion_proof(
+        &self,
+        stream: &StreamId,
+        seq: u64,
+        tree_size: Option<u64>,
+    ) -> Result<InclusionProof, StoreError> {
         let held = self.held(stream).await?;
         let tree = match tree_size.unwrap_or(held) {
-            want if want > 0 && want <= held && seq > 0 && seq <= want => Some(self.tree(stream, want).await?),
+            want if want > 0 && want <= held && seq > 0 && seq <= want => {
+                Some(self.tree(stream, want).await?)
+            }
             _ => None,
         };
-        docket_store::proofs::inclusion(stream, held, seq, tree_size, || tree.ok_or(StoreError::Closed))
+        docket_store::proofs::inclusion(stream, held, seq, tree_size, || {
+            tree.ok_or(StoreError::Closed)
+        })
     }
 
-    async fn consistency_proof(&self, stream: &StreamId, old_size: u64, new_size: Option<u64>) -> Result<ConsistencyProof, StoreError> {
+    async fn consistency_proof(
+        &self,
+        stream: &StreamId,
+        old_size: u64,
+        new_size: Option<u64>,
+    ) -> Result<ConsistencyProof, StoreError> {
         let held = self.held(stream).await?;
         let tree = match new_size.unwrap_or(held) {
-            want if want > 0 && want <= held && old_size <= want => Some(self.tree(stream, want).await?),
+            want if want > 0 && want <= held && old_size <= want => {
+                Some(self.tree(stream, want).await?)
+            }
             _ => None,
         };
-        docket_store::proofs::consistency(stream, held, old_size, new_size, || tree.ok_or(StoreError::Closed))
+        docket_store::proofs::consistency(stream, held, old_size, new_size, || {
+            tree.ok_or(StoreError::Closed)
+        })
     }
 
     async fn verify(&self, stream: &StreamId) -> Result<VerifyReport, StoreError> {
@@ -644,7 +715,10 @@ impl EventStore for PostgresStore {
             .map_err(self.db(&doing))?;
         'chunks: while next <= held {
             let rows = client
-                .query(&query, &[&stream.as_str(), &to_i64(next), &crate::read::CHUNK])
+                .query(
+                    &query,
+                    &[&stream.as_str(), &to_i64(next), &crate::read::CHUNK],
+                )
                 .await
                 .map_err(self.db(&doing))?;
             if rows.is_empty() {
@@ -656,7 +730,10 @@ impl EventStore for PostgresStore {
                     break 'chunks;
                 }
                 if seq != next {
-                    report.first_break = Some(ChainBreak::Missing { expected: next, found: seq });
+                    report.first_break = Some(ChainBreak::Missing {
+                        expected: next,
+                        found: seq,
+                    });
                     return Ok(report);
                 }
                 let record: &[u8] = row.get(1);
@@ -700,7 +777,11 @@ impl EventStore for PostgresStore {
         Ok(report)
     }
 
-    async fn put_disclosures(&self, stream: &StreamId, disclosures: Vec<([u8; 32], Vec<u8>)>) -> Result<(), StoreError> {
+    async fn put_disclosures(
+        &self,
+        stream: &StreamId,
+        disclosures: Vec<([u8; 32], Vec<u8>)>,
+    ) -> Result<(), StoreError> {
         if disclosures.is_empty() {
             return Ok(());
         }
@@ -735,13 +816,24 @@ impl EventStore for PostgresStore {
         let mut out = Disclosures::new();
         for row in rows {
             let digest: [u8; 32] = hash_of(row.get(0))
-                .ok_or_else(|| self.bad_row(format!("a disclosure of stream {stream} has no 32-byte digest")))?
+                .ok_or_else(|| {
+                    self.bad_row(format!(
+                        "a disclosure of stream {stream} has no 32-byte digest"
+                    ))
+                })?
                 .0;
-            let stored = match (row.get::<_, Option<Vec<u8>>>(1), row.get::<_, Option<Vec<u8>>>(2)) {
+            let stored = match (
+                row.get::<_, Option<Vec<u8>>>(1),
+                row.get::<_, Option<Vec<u8>>>(2),
+            ) {
                 (_, Some(note)) => StoredDisclosure::Shredded(note),
                 (Some(bytes), None) => StoredDisclosure::Present(bytes),
                 (None, None) => {
-                    return Err(self.bad_row(format!("a disclosure of stream {stream} holds neither bytes nor a tombstone")).into());
+                    return Err(self
+                        .bad_row(format!(
+                            "a disclosure of stream {stream} holds neither bytes nor a tombstone"
+                        ))
+                        .into());
                 }
             };
             out.insert(digest, stored);
@@ -749,7 +841,12 @@ impl EventStore for PostgresStore {
         Ok(out)
     }
 
-    async fn shred_disclosures(&self, stream: &StreamId, digests: Vec<[u8; 32]>, note: Vec<u8>) -> Result<Disclosures, StoreError> {
+    async fn shred_disclosures(
+        &self,
+        stream: &StreamId,
+        digests: Vec<[u8; 32]>,
+        note: Vec<u8>,
+    ) -> Result<Disclosures, StoreError> {
         let doing = format!("erasing disclosures of stream {stream}");
         let mut client = self.client(&doing).await?;
         let tx = client.transaction().await.map_err(self.db(&doing))?;
@@ -761,9 +858,12 @@ impl EventStore for PostgresStore {
         )
         .await
         .map_err(self.db(&doing))?;
-        tx.execute("DELETE FROM docket_snapshots WHERE stream = $1", &[&stream.as_str()])
-            .await
-            .map_err(self.db(&doing))?;
+        tx.execute(
+            "DELETE FROM docket_snapshots WHERE stream = $1",
+            &[&stream.as_str()],
+        )
+        .await
+        .map_err(self.db(&doing))?;
         tx.commit().await.map_err(self.db(&doing))?;
         drop(client);
         self.disclosures(stream).await
@@ -793,12 +893,17 @@ impl EventStore for PostgresStore {
         let doing = format!("reading blob {hash}");
         let client = self.client(&doing).await?;
         let row = client
-            .query_opt("SELECT bytes FROM docket_blobs WHERE hash = $1", &[&hash.0.as_slice()])
+            .query_opt(
+                "SELECT bytes FROM docket_blobs WHERE hash = $1",
+                &[&hash.0.as_slice()],
+            )
             .await
             .map_err(self.db(&doing))?;
         match row.map(|r| r.get::<_, Vec<u8>>(0)) {
             Some(bytes) if blob_hash(&bytes) == *hash => Ok(Some(bytes)),
-            Some(_) => Err(self.bad_row(format!("blob {hash} does not hash to its name")).into()),
+            Some(_) => Err(self
+                .bad_row(format!("blob {hash} does not hash to its name"))
+                .into()),
             None => Ok(None),
         }
     }

@@ -4,11 +4,21 @@ use futures::TryStreamExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn appends_read_back() {
-    let Some(cluster) = TestCluster::shared() else { return };
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
     let db = cluster.database();
-    let store = PostgresStore::open(PostgresConfig::new(&db.url)).await.unwrap();
+    let store = PostgresStore::open(PostgresConfig::new(&db.url))
+        .await
+        .unwrap();
     let s = StreamId::new("run-1").unwrap();
-    let ev = |p: &[u8]| NewEvent { kind: "k".into(), kind_version: 1, recorded_at: WallTime(1), policy: None, payload: p.to_vec() };
+    let ev = |p: &[u8]| NewEvent {
+        kind: "k".into(),
+        kind_version: 1,
+        recorded_at: WallTime(1),
+        policy: None,
+        payload: p.to_vec(),
+    };
     let a = store.append(&s, 0, vec![ev(b"a"), ev(b"b")]).await.unwrap();
     assert_eq!(a.first_seq, 1);
     let err = store.append(&s, 1, vec![ev(b"c")]).await.unwrap_err();
