@@ -124,6 +124,19 @@ pub enum StoreError {
     #[error("the store is closed")]
     Closed,
 
+    /// The append came from a process whose claim on the stream was taken over by another
+    /// (docs/postgres.md, "Workers"): refused, atomically with the version check, so two
+    /// processes never both extend a run. The process stops driving the stream.
+    #[error(
+        "stream {stream} is now driven by {holder} (claim {current}); this process held claim {held}, which lapsed: it no longer drives the stream"
+    )]
+    Fenced {
+        stream: StreamId,
+        held: u64,
+        current: u64,
+        holder: String,
+    },
+
     /// A backend other than the embedded log failed (a database refused or lost a
     /// statement): `source` is that backend's own error, which names what it was doing and
     /// where, never a password.

@@ -51,3 +51,27 @@ CREATE TABLE docket_disclosures (
     PRIMARY KEY (stream, digest),
     CHECK ((bytes IS NULL) <> (tombstone IS NULL))
 );
+
+-- Who drives each run that workers drive: a lease with a fencing epoch. `epoch` grows
+-- with every claim; an append from a process that holds an older epoch is refused in the
+-- same transaction that checks the stream's version. Times are the database's clock.
+CREATE TABLE docket_leases (
+    stream     text        PRIMARY KEY,
+    -- Waiting to be driven (a new run, a decided ticket, a worker that left it).
+    runnable   boolean     NOT NULL DEFAULT true,
+    epoch      bigint      NOT NULL DEFAULT 0,
+    holder     text,
+    expires_at timestamptz,
+    queued_at  timestamptz NOT NULL DEFAULT now(),
+    CHECK ((holder IS NULL) = (expires_at IS NULL))
+);
+CREATE INDEX docket_leases_claimable ON docket_leases (queued_at) WHERE runnable;
+
+-- The workers alive or last seen: one row each, renewed with their leases.
+CREATE TABLE docket_workers (
+    holder     text        PRIMARY KEY,
+    name       text        NOT NULL,
+    started_at timestamptz NOT NULL DEFAULT now(),
+    renewed_at timestamptz NOT NULL DEFAULT now(),
+    stopped_at timestamptz
+);

@@ -11,6 +11,7 @@ use docket_store::{Appended, Hash, SealedEvent, StoreError, StreamId, genesis};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::PgError;
+use crate::leases::Holder;
 use crate::listen::{CHANNEL, Watchers};
 use crate::schema::db;
 use crate::store::Heads;
@@ -20,6 +21,8 @@ pub(crate) struct AppendJob {
     pub stream: StreamId,
     /// The stream's version the events follow.
     pub expected: u64,
+    /// The claim this process holds on the stream, which must still be the latest.
+    pub fence: Option<(Holder, u64)>,
     /// The hash of event `expected` the events were sealed after.
     pub prev: Hash,
     pub events: Vec<SealedEvent>,
@@ -168,6 +171,29 @@ async fn try_commit(
         })?;
         current.insert(id, (u64::try_from(seq).unwrap_or(0), head));
     }
+    // The claims of fenced appends, read under a share lock: a claim by another worker
+    // (an update of the row) waits for this transaction, or this one sees its epoch.
+    let fenced: Vec<&str> = jobs
+        .iter()
+        .filter(|j| j.fence.is_some())
+        .map(|j| j.stream.as_str())
+        .collect();
+    let mut claims: HashMap<String, (i64, Option<String>)> = HashMap::new();
+    if !fenced.is_empty() {
+        let lease = tx
+            .prepare_cached(
+                "SELECT stream, epoch, holder FROM docket_leases WHERE stream = ANY($1) ORDER BY stream FOR SHARE",
+            )
+            .await
+            .map_err(db(database, doing))?;
+        for row in tx
+            .query(&lease, &[&fenced])
+            .await
+            .map_err(db(database, doing))?
+        {
+            claims.insert(row.get(0), (row.get(1), row.get(2)));
+        }
+    }
     let mut verdicts = Vec::with_capacity(jobs.len());
     let (mut e_stream, mut e_seq, mut e_record, mut e_leaf) = (vec![], vec![], vec![], vec![]);
     let (mut b_hash, mut b_bytes): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
@@ -177,6 +203,22 @@ async fn try_commit(
             .get(job.stream.as_str())
             .copied()
             .unwrap_or_else(|| (0, genesis(&job.stream)));
+        if let Some((holder, epoch)) = &job.fence {
+            let (current, by) = claims
+                .get(job.stream.as_str())
+                .cloned()
+                .unwrap_or((0, None));
+            let current = u64::try_from(current).unwrap_or(0);
+            if current != *epoch || by.as_deref() != Some(holder.as_str()) {
+                verdicts.push(Verdict::Refused(StoreError::Fenced {
+                    stream: job.stream.clone(),
+                    held: *epoch,
+                    current,
+                    holder: by.unwrap_or_else(|| "no worker".to_owned()),
+                }));
+                continue;
+            }
+        }
         if seq != job.expected || head != job.prev {
             verdicts.push(Verdict::Refused(StoreError::Conflict {
                 stream: job.stream.clone(),

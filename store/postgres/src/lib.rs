@@ -15,6 +15,7 @@ mod append;
 #[cfg(feature = "test-cluster")]
 mod cluster;
 mod error;
+mod leases;
 mod listen;
 mod read;
 mod schema;
@@ -26,6 +27,7 @@ use std::time::Duration;
 pub use cluster::{TestCluster, TestDatabase};
 pub use docket_store::EventStore;
 pub use error::PgError;
+pub use leases::{Holder, Lease, LeaseRow, WorkerRow};
 pub use schema::{SCHEMA_VERSION, SchemaState};
 pub use store::PostgresStore;
 

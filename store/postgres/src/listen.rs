@@ -13,14 +13,29 @@ use tokio_postgres::{AsyncMessage, NoTls};
 
 /// The channel appends notify.
 pub(crate) const CHANNEL: &str = "docket_events";
+/// The channel a run waiting for a worker is announced on.
+pub(crate) const RUNNABLE: &str = "docket_runnable";
 
-/// A wake-up counter per watched stream.
-#[derive(Default)]
+/// A wake-up counter per watched stream, and one for runs waiting for a worker.
 pub(crate) struct Watchers {
     streams: Mutex<HashMap<StreamId, watch::Sender<u64>>>,
+    runnable: watch::Sender<u64>,
+}
+
+impl Default for Watchers {
+    fn default() -> Watchers {
+        Watchers {
+            streams: Mutex::default(),
+            runnable: watch::channel(0).0,
+        }
+    }
 }
 
 impl Watchers {
+    pub(crate) fn runnable(&self) -> watch::Receiver<u64> {
+        self.runnable.subscribe()
+    }
+
     pub(crate) fn subscribe(&self, stream: &StreamId) -> watch::Receiver<u64> {
         let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
         streams
@@ -57,7 +72,9 @@ pub(crate) async fn listen(config: tokio_postgres::Config, watchers: Weak<Watche
                         match message {
                             Ok(AsyncMessage::Notification(n)) => {
                                 let Some(w) = to_wake.upgrade() else { return };
-                                if let Ok(stream) = StreamId::new(n.payload()) {
+                                if n.channel() == RUNNABLE {
+                                    w.runnable.send_modify(|c| *c = c.wrapping_add(1));
+                                } else if let Ok(stream) = StreamId::new(n.payload()) {
                                     w.wake(&stream);
                                 }
                             }
@@ -69,7 +86,10 @@ pub(crate) async fn listen(config: tokio_postgres::Config, watchers: Weak<Watche
                         }
                     }
                 });
-                match client.batch_execute(&format!("LISTEN {CHANNEL}")).await {
+                match client
+                    .batch_execute(&format!("LISTEN {CHANNEL}; LISTEN {RUNNABLE}"))
+                    .await
+                {
                     Ok(()) => {
                         backoff = Duration::from_millis(100);
                         // Until the connection is lost (the client stays alive meanwhile).

@@ -55,9 +55,7 @@ impl Cursor {
                     Ok(false) => {}
                 }
                 // Nothing new. A read is over; a tail waits for a wake-up or its poll.
-                let Some((rx, poll)) = c.wake.as_mut() else {
-                    return None;
-                };
+                let (rx, poll) = c.wake.as_mut()?;
                 if seen.is_some_and(|s| s != *rx.borrow()) {
                     continue;
                 }

@@ -23,6 +23,7 @@ use tokio_postgres::config::Host;
 use crate::PostgresConfig;
 use crate::append::{AppendJob, commit_loop, hash_of};
 use crate::error::PgError;
+use crate::leases::Holder;
 use crate::listen::{Watchers, listen};
 use crate::read::Cursor;
 use crate::schema::{self, SCHEMA_VERSION, SchemaState, db};
@@ -42,6 +43,8 @@ struct Inner {
     appends: mpsc::UnboundedSender<AppendJob>,
     poll: Duration,
     listener: tokio::task::JoinHandle<()>,
+    /// The claims this process holds, by stream: its appends to them carry these.
+    fences: Mutex<HashMap<StreamId, (Holder, u64)>>,
 }
 
 impl Drop for Inner {
@@ -190,6 +193,7 @@ impl PostgresStore {
                 appends: tx,
                 poll: config.poll_interval,
                 listener,
+                fences: Mutex::default(),
             }),
         })
     }
@@ -204,13 +208,59 @@ impl PostgresStore {
         Ok((before, applied))
     }
 
+    /// Sets (or, with `None`, clears) the claim this process's appends to `stream` carry.
+    pub(crate) fn fence(&self, stream: &StreamId, claim: Option<(Holder, u64)>) {
+        let mut fences = self
+            .inner
+            .fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match claim {
+            Some(claim) => {
+                fences.insert(stream.clone(), claim);
+            }
+            None => {
+                fences.remove(stream);
+            }
+        }
+    }
+
+    /// Clears every claim `holder` held in this process.
+    pub(crate) fn unfence_all(&self, holder: &Holder) {
+        self.inner
+            .fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|_, (h, _)| h != holder);
+    }
+
+    fn fence_of(&self, stream: &StreamId) -> Option<(Holder, u64)> {
+        self.inner
+            .fences
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(stream)
+            .cloned()
+    }
+
+    /// Wakes when a run may have become runnable (or at the latest after the poll interval).
+    pub async fn runnable_changed(&self, rx: &mut tokio::sync::watch::Receiver<u64>) {
+        let _ = tokio::time::timeout(self.inner.poll, rx.changed()).await;
+    }
+
+    /// Wake-ups for workers: a counter raised when a run is queued or released.
+    #[must_use]
+    pub fn runnable_wakeups(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.watchers.runnable()
+    }
+
     /// The database, as messages name it (without a password).
     #[must_use]
     pub fn database(&self) -> &str {
         &self.inner.database
     }
 
-    async fn client(&self, doing: &str) -> Result<Object, PgError> {
+    pub(crate) async fn client(&self, doing: &str) -> Result<Object, PgError> {
         self.inner
             .pool
             .get()
@@ -222,7 +272,10 @@ impl PostgresStore {
             })
     }
 
-    fn db<'a>(&'a self, doing: &'a str) -> impl FnOnce(tokio_postgres::Error) -> PgError + 'a {
+    pub(crate) fn db<'a>(
+        &'a self,
+        doing: &'a str,
+    ) -> impl FnOnce(tokio_postgres::Error) -> PgError + 'a {
         db(&self.inner.database, doing)
     }
 
@@ -417,6 +470,7 @@ impl EventStore for PostgresStore {
             .send(AppendJob {
                 stream: stream.clone(),
                 expected: expected_version,
+                fence: self.fence_of(stream),
                 prev,
                 events,
                 blobs,

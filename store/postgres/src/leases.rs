@@ -1,0 +1,295 @@
+//! Leases: which worker drives which run (docs/postgres.md, "Workers"). A claim takes a
+//! runnable stream whose lease is free or lapsed and raises its epoch; every append the
+//! claimant makes to that stream carries the epoch and is refused once another claim has
+//! raised it ([`docket_store::StoreError::Fenced`]). Renewals are one statement per
+//! worker, and every time is the database's clock.
+
+use std::time::Duration;
+
+use docket_store::{StoreError, StreamId};
+
+use crate::store::PostgresStore;
+
+/// A worker process, as leases name it: its name and this process's instance.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Holder(String);
+
+impl Holder {
+    #[must_use]
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A claim on a stream held by this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub stream: StreamId,
+    pub epoch: u64,
+}
+
+/// A lease as the database holds it, for those who show them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseRow {
+    pub stream: StreamId,
+    pub runnable: bool,
+    pub epoch: u64,
+    pub holder: Option<String>,
+    /// Milliseconds until the lease lapses by the database's clock (negative: lapsed).
+    pub expires_in_ms: Option<i64>,
+}
+
+/// A worker as the database last saw it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerRow {
+    pub holder: String,
+    pub name: String,
+    /// Milliseconds since its last renewal, by the database's clock.
+    pub renewed_ms_ago: i64,
+    pub stopped: bool,
+    /// Leases it holds now.
+    pub holds: u64,
+}
+
+fn interval(lease: Duration) -> f64 {
+    lease.as_secs_f64()
+}
+
+impl PostgresStore {
+    /// Marks `stream` as waiting for a worker (a new run, a decided ticket), waking workers.
+    pub async fn enqueue(&self, stream: &StreamId) -> Result<(), StoreError> {
+        let doing = format!("queueing run {stream} for a worker");
+        let client = self.client(&doing).await?;
+        client
+            .execute(
+                "WITH q AS (
+                     INSERT INTO docket_leases (stream) VALUES ($1)
+                     ON CONFLICT (stream) DO UPDATE SET runnable = true, queued_at = now()
+                 )
+                 SELECT pg_notify('docket_runnable', $1)",
+                &[&stream.as_str()],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        Ok(())
+    }
+
+    /// Registers this process as worker `name`.
+    pub async fn register_worker(&self, name: &str) -> Result<Holder, StoreError> {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let holder = Holder(format!("{name}/{}-{nanos:08x}", std::process::id()));
+        let doing = format!("registering worker {name}");
+        let client = self.client(&doing).await?;
+        client
+            .execute(
+                "INSERT INTO docket_workers (holder, name) VALUES ($1, $2)",
+                &[&holder.0, &name],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        Ok(holder)
+    }
+
+    /// Claims up to `max` runnable streams whose lease is free or lapsed, for `lease`; the
+    /// appends this store makes to them from now on carry the new epochs.
+    pub async fn claim(
+        &self,
+        holder: &Holder,
+        max: usize,
+        lease: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
+        if max == 0 {
+            return Ok(Vec::new());
+        }
+        let doing = format!("claiming runs for {holder}");
+        let client = self.client(&doing).await?;
+        let rows = client
+            .query(
+                "UPDATE docket_leases AS l
+                 SET holder = $1, epoch = l.epoch + 1,
+                     expires_at = now() + make_interval(secs => $3)
+                 WHERE l.stream IN (
+                     SELECT stream FROM docket_leases
+                     WHERE runnable AND (holder IS NULL OR expires_at < now())
+                     ORDER BY queued_at
+                     LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 )
+                 RETURNING l.stream, l.epoch",
+                &[
+                    &holder.0,
+                    &i64::try_from(max).unwrap_or(i64::MAX),
+                    &interval(lease),
+                ],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        let mut leases = Vec::with_capacity(rows.len());
+        for row in rows {
+            let stream = StreamId::new(row.get::<_, String>(0))?;
+            let epoch = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+            self.fence(&stream, Some((holder.clone(), epoch)));
+            leases.push(Lease { stream, epoch });
+        }
+        Ok(leases)
+    }
+
+    /// Renews every lease `holder` still holds, in one statement; the streams of `held`
+    /// it no longer holds (claimed by another since), whose appends are refused from now.
+    pub async fn renew(
+        &self,
+        holder: &Holder,
+        held: &[Lease],
+        lease: Duration,
+    ) -> Result<Vec<Lease>, StoreError> {
+        let doing = format!("renewing the leases of {holder}");
+        let client = self.client(&doing).await?;
+        let rows = client
+            .query(
+                "WITH w AS (
+                     UPDATE docket_workers SET renewed_at = now() WHERE holder = $1
+                 )
+                 UPDATE docket_leases SET expires_at = now() + make_interval(secs => $2)
+                 WHERE holder = $1
+                 RETURNING stream, epoch",
+                &[&holder.0, &interval(lease)],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        let kept: Vec<(String, i64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+        let lost: Vec<Lease> = held
+            .iter()
+            .filter(|l| {
+                !kept
+                    .iter()
+                    .any(|(s, e)| s == l.stream.as_str() && u64::try_from(*e).ok() == Some(l.epoch))
+            })
+            .cloned()
+            .collect();
+        for l in &lost {
+            self.fence(&l.stream, None);
+        }
+        Ok(lost)
+    }
+
+    /// Gives a lease back: the stream waits for another worker (`runnable`) or for
+    /// something outside to make it runnable again (a person's decision). Nothing happens
+    /// if the lease was claimed by another since.
+    pub async fn release(
+        &self,
+        holder: &Holder,
+        lease: &Lease,
+        runnable: bool,
+    ) -> Result<(), StoreError> {
+        self.fence(&lease.stream, None);
+        let doing = format!("releasing run {} by {holder}", lease.stream);
+        let client = self.client(&doing).await?;
+        client
+            .execute(
+                "UPDATE docket_leases SET holder = NULL, expires_at = NULL, runnable = $4,
+                     queued_at = CASE WHEN $4 THEN now() ELSE queued_at END
+                 WHERE stream = $1 AND holder = $2 AND epoch = $3",
+                &[
+                    &lease.stream.as_str(),
+                    &holder.0,
+                    &i64::try_from(lease.epoch).unwrap_or(i64::MAX),
+                    &runnable,
+                ],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        if runnable {
+            client
+                .execute(
+                    "SELECT pg_notify('docket_runnable', $1)",
+                    &[&lease.stream.as_str()],
+                )
+                .await
+                .map_err(self.db(&doing))?;
+        }
+        Ok(())
+    }
+
+    /// Marks the worker stopped and gives back every lease it holds, runnable, so another
+    /// worker takes its runs at once.
+    pub async fn stop_worker(&self, holder: &Holder) -> Result<(), StoreError> {
+        let doing = format!("stopping worker {holder}");
+        let client = self.client(&doing).await?;
+        client
+            .execute(
+                "WITH w AS (
+                     UPDATE docket_workers SET stopped_at = now() WHERE holder = $1
+                 ), l AS (
+                     UPDATE docket_leases SET holder = NULL, expires_at = NULL, queued_at = now()
+                     WHERE holder = $1 RETURNING stream
+                 )
+                 SELECT pg_notify('docket_runnable', stream) FROM l",
+                &[&holder.0],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        self.unfence_all(holder);
+        Ok(())
+    }
+
+    /// Every lease, by stream.
+    pub async fn leases(&self) -> Result<Vec<LeaseRow>, StoreError> {
+        let doing = "listing leases";
+        let client = self.client(doing).await?;
+        let rows = client
+            .query(
+                "SELECT stream, runnable, epoch, holder,
+                        (extract(epoch FROM expires_at - now()) * 1000)::int8
+                 FROM docket_leases ORDER BY stream",
+                &[],
+            )
+            .await
+            .map_err(self.db(doing))?;
+        rows.into_iter()
+            .map(|r| {
+                Ok(LeaseRow {
+                    stream: StreamId::new(r.get::<_, String>(0))?,
+                    runnable: r.get(1),
+                    epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+                    holder: r.get(3),
+                    expires_in_ms: r.get(4),
+                })
+            })
+            .collect()
+    }
+
+    /// Every worker the database has seen, the latest first.
+    pub async fn workers(&self) -> Result<Vec<WorkerRow>, StoreError> {
+        let doing = "listing workers";
+        let client = self.client(doing).await?;
+        let rows = client
+            .query(
+                "SELECT w.holder, w.name,
+                        (extract(epoch FROM now() - w.renewed_at) * 1000)::int8,
+                        w.stopped_at IS NOT NULL,
+                        (SELECT count(*) FROM docket_leases l WHERE l.holder = w.holder)
+                 FROM docket_workers w ORDER BY w.renewed_at DESC",
+                &[],
+            )
+            .await
+            .map_err(self.db(doing))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| WorkerRow {
+                holder: r.get(0),
+                name: r.get(1),
+                renewed_ms_ago: r.get(2),
+                stopped: r.get(3),
+                holds: u64::try_from(r.get::<_, i64>(4)).unwrap_or(0),
+            })
+            .collect())
+    }
+}

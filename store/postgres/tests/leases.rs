@@ -1,0 +1,183 @@
+//! Leases and fencing between two processes' stores over one database.
+
+use std::time::{Duration, Instant};
+
+use docket_store::{EventStore, NewEvent, StoreError, StreamId, WallTime};
+use docket_store_postgres::{Holder, Lease, PostgresConfig, PostgresStore, TestCluster};
+
+fn ev(payload: &[u8]) -> NewEvent {
+    NewEvent {
+        kind: "k".into(),
+        kind_version: 1,
+        recorded_at: WallTime(1),
+        policy: None,
+        payload: payload.to_vec(),
+    }
+}
+
+async fn two_stores() -> Option<(PostgresStore, PostgresStore)> {
+    let cluster = TestCluster::shared()?;
+    let db = cluster.database();
+    let a = PostgresStore::open(PostgresConfig::new(&db.url))
+        .await
+        .unwrap();
+    let b = PostgresStore::open(PostgresConfig::new(&db.url))
+        .await
+        .unwrap();
+    Some((a, b))
+}
+
+/// Claims until one is granted (a lapsed lease becomes claimable by the database's clock).
+async fn claim_within(store: &PostgresStore, holder: &Holder, lease: Duration) -> Lease {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut got = store.claim(holder, 1, lease).await.unwrap();
+        if let Some(l) = got.pop() {
+            return l;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no lease was granted within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let run = StreamId::new("run-1").unwrap();
+    a.append(&run, 0, vec![ev(b"requested")]).await.unwrap();
+    a.enqueue(&run).await.unwrap();
+    let (wa, wb) = (
+        a.register_worker("a").await.unwrap(),
+        b.register_worker("b").await.unwrap(),
+    );
+    let short = Duration::from_millis(300);
+    let la = a.claim(&wa, 10, short).await.unwrap();
+    assert_eq!(
+        la,
+        vec![Lease {
+            stream: run.clone(),
+            epoch: 1
+        }]
+    );
+    assert!(
+        b.claim(&wb, 10, short).await.unwrap().is_empty(),
+        "a held lease is not granted twice"
+    );
+    a.append(&run, 1, vec![ev(b"by a")]).await.unwrap();
+
+    // a stops renewing (as a paused process would); b claims once the lease lapses.
+    let lb = claim_within(&b, &wb, Duration::from_secs(30)).await;
+    assert_eq!(lb.epoch, 2);
+    let refused = a
+        .append(&run, 2, vec![ev(b"late, by a")])
+        .await
+        .unwrap_err();
+    match &refused {
+        StoreError::Fenced {
+            held,
+            current,
+            holder,
+            ..
+        } => {
+            assert_eq!((*held, *current), (1, 2));
+            assert_eq!(holder, wb.as_str());
+        }
+        other => panic!("expected the append to be fenced, got {other}"),
+    }
+    // The stream is as b left it: a's late append left nothing.
+    b.append(&run, 2, vec![ev(b"by b")]).await.unwrap();
+    assert_eq!(b.head(&run).await.unwrap().unwrap().seq, 3);
+    assert!(b.verify(&run).await.unwrap().is_sound());
+    // a learns it lost the run at its next renewal.
+    let lost = a.renew(&wa, &la, short).await.unwrap();
+    assert_eq!(lost, la);
+    // b's renewal keeps its lease.
+    assert!(b.renew(&wb, &[lb], short).await.unwrap().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_run_waits_until_it_is_queued_again_and_a_stopped_worker_gives_its_runs_back() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let run = StreamId::new("run-2").unwrap();
+    a.enqueue(&run).await.unwrap();
+    let wa = a.register_worker("a").await.unwrap();
+    let wb = b.register_worker("b").await.unwrap();
+    let long = Duration::from_secs(60);
+    let lease = a.claim(&wa, 1, long).await.unwrap().pop().unwrap();
+    a.release(&wa, &lease, false).await.unwrap();
+    assert!(
+        b.claim(&wb, 1, long).await.unwrap().is_empty(),
+        "a run waiting for a person is not claimed"
+    );
+    b.enqueue(&run).await.unwrap();
+    let lease = b.claim(&wb, 1, long).await.unwrap().pop().unwrap();
+    assert_eq!(lease.epoch, 2);
+    // b stops: its run is claimable at once, long before its lease would lapse.
+    b.stop_worker(&wb).await.unwrap();
+    let again = a.claim(&wa, 1, long).await.unwrap();
+    assert_eq!(
+        again,
+        vec![Lease {
+            stream: run.clone(),
+            epoch: 3
+        }]
+    );
+    let workers = a.workers().await.unwrap();
+    assert!(
+        workers
+            .iter()
+            .any(|w| w.holder == wb.as_str() && w.stopped && w.holds == 0)
+    );
+    assert!(
+        workers
+            .iter()
+            .any(|w| w.holder == wa.as_str() && !w.stopped && w.holds == 1)
+    );
+    let leases = a.leases().await.unwrap();
+    assert_eq!(leases.len(), 1);
+    assert_eq!(leases[0].holder.as_deref(), Some(wa.as_str()));
+    assert!(leases[0].expires_in_ms.is_some_and(|ms| ms > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_are_handed_out_once_among_racing_workers() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    for i in 0..40 {
+        a.enqueue(&StreamId::new(format!("run-{i}")).unwrap())
+            .await
+            .unwrap();
+    }
+    let wa = a.register_worker("a").await.unwrap();
+    let wb = b.register_worker("b").await.unwrap();
+    let long = Duration::from_secs(60);
+    let (ca, cb) = tokio::join!(
+        async {
+            let mut all = Vec::new();
+            for _ in 0..10 {
+                all.extend(a.claim(&wa, 3, long).await.unwrap());
+            }
+            all
+        },
+        async {
+            let mut all = Vec::new();
+            for _ in 0..10 {
+                all.extend(b.claim(&wb, 3, long).await.unwrap());
+            }
+            all
+        }
+    );
+    let mut streams: Vec<&str> = ca.iter().chain(&cb).map(|l| l.stream.as_str()).collect();
+    assert_eq!(streams.len(), 40, "every queued run is claimed");
+    streams.sort_unstable();
+    streams.dedup();
+    assert_eq!(streams.len(), 40, "no run is claimed twice");
+}
