@@ -26,9 +26,11 @@ mod drive;
 mod governance;
 mod seal;
 mod store;
+mod worker;
 
 pub use choice::{ChoiceError, option_number};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use seal::{Unsealed, seal_finished};
 pub use store::{Store, StoreLocation};
+pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

@@ -18,3 +18,4 @@ mod handoff_rules;
 mod overrides;
 mod partial_results;
 mod tools;
+mod workers;

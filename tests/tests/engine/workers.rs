@@ -1,0 +1,279 @@
+//! Workers over PostgreSQL (docs/postgres.md, "Workers"): two workers share the runs of
+//! one database; one dies mid-run without giving anything back, and its runs go on under
+//! the other, every effect applied once (counted by the executor's own ledger), every
+//! chain sound and every log replaying.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use docket_app::{App, Store, WorkerConfig, work};
+use docket_decider::{
+    Action, AgentRequest, AgentResponse, Confidence, DryRunReport, EffectReceipt, EffectRequest,
+    RunStatus, Verification, WorkflowSpec, recorded_bundle, replay_check,
+};
+use docket_runtime::{EffectExecutor, EffectFuture, InProcessExecutor, Runtime, Workflow};
+use docket_store::{EventStore, StreamId};
+use docket_store_postgres::{PostgresConfig, PostgresStore, TestCluster};
+
+const BUNDLE: &str = r#"
+bundle = { id = "shared-effects" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "publisher"
+side_effects = ["publish"]
+
+[[side_effects]]
+id = "publish-api"
+kind = "publish"
+lane = "api"
+dry_run_required = false
+retry_cap = 1
+
+[interactions]
+allowed = [
+  { from = "external", to = "publisher" },
+  { from = "publisher", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+const WORKFLOW: &str = r#"
+name = "shared-effects"
+policy = "shared-effects.toml"
+entry = "publisher"
+[agents.publisher]
+in_process = true
+"#;
+
+/// Publishes per run.
+const POSTS: usize = 3;
+
+fn workflow() -> Workflow {
+    Workflow {
+        spec: WorkflowSpec::parse(WORKFLOW, Path::new("shared-effects.workflow.toml"))
+            .expect("workflow parses"),
+        bundle_source: BUNDLE.into(),
+        bundle_source_name: "shared-effects.toml".into(),
+    }
+}
+
+/// Applications per idempotency key, kept by the executor: docket must keep each at 1.
+#[derive(Default)]
+struct Ledger(Mutex<BTreeMap<String, u32>>);
+
+impl Ledger {
+    fn applied(&self, key: &str) -> u32 {
+        self.0
+            .lock()
+            .expect("ledger")
+            .get(key)
+            .copied()
+            .unwrap_or(0)
+    }
+}
+
+/// Applies on every `execute` it gets, so a count above 1 would be docket's fault; it
+/// yields first, so a worker can die with an execution in flight.
+struct Publisher(Arc<Ledger>);
+
+impl EffectExecutor for Publisher {
+    fn supports_dry_run(&self) -> bool {
+        false
+    }
+
+    fn dry_run<'a>(&'a self, _: &'a EffectRequest) -> EffectFuture<'a, DryRunReport> {
+        Box::pin(async move {
+            Ok(DryRunReport {
+                ok: true,
+                preview: Value::Null,
+                message: None,
+            })
+        })
+    }
+
+    fn execute<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, EffectReceipt> {
+        Box::pin(async move {
+            tokio::task::yield_now().await;
+            *self
+                .0
+                .0
+                .lock()
+                .expect("ledger")
+                .entry(request.idempotency_key.clone())
+                .or_default() += 1;
+            Ok(EffectReceipt {
+                result: json!({ "post": request.idempotency_key }),
+            })
+        })
+    }
+
+    fn verify<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, Verification> {
+        Box::pin(async move {
+            Ok(if self.0.applied(&request.idempotency_key) > 0 {
+                Verification::Applied {
+                    result: json!({ "post": request.idempotency_key }),
+                }
+            } else {
+                Verification::NotApplied
+            })
+        })
+    }
+}
+
+/// Asks for [`POSTS`] publishes, keyed by its run, one after another; then finishes.
+fn agent() -> Arc<InProcessExecutor> {
+    Arc::new(InProcessExecutor::new(move |r: &AgentRequest| {
+        let done = r
+            .decision_inputs
+            .iter()
+            .filter(|i| i.output_type == "effect_result")
+            .count();
+        let action = if done < POSTS {
+            Action::RequestEffect {
+                kind: "publish".into(),
+                lane: "api".into(),
+                idempotency_key: Some(format!("{}-{done}", r.run_id)),
+                params: json!({ "n": done }),
+            }
+        } else {
+            Action::Finish {
+                output: json!({ "posts": done }),
+            }
+        };
+        AgentResponse::success(r.request_id.clone(), Confidence::High, vec![action])
+    }))
+}
+
+async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App<Store> {
+    let store = PostgresStore::open(PostgresConfig::new(url))
+        .await
+        .expect("the database opens");
+    let runtime = Runtime::new(Store::Postgres(store));
+    runtime.register_agent("publisher", agent());
+    runtime.register_effect("publish", Arc::new(Publisher(ledger.clone())));
+    App::new(runtime, data, |_| {})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_runs_go_on_under_another_and_no_effect_is_applied_twice() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let db = cluster.database();
+    let data = tempfile::tempdir().expect("tempdir");
+    let ledger = Arc::new(Ledger::default());
+    let starter = app(&db.url, &ledger, data.path()).await;
+    let shared = starter
+        .runtime()
+        .store()
+        .postgres()
+        .expect("postgres")
+        .clone();
+    let runs: Vec<String> = (0..24).map(|i| format!("run-{i:02}")).collect();
+    for run in &runs {
+        // Recorded, not driven here: the workers drive it.
+        let _recorded = starter
+            .runtime()
+            .record_start(&workflow(), json!({}), Some(run.as_str().into()))
+            .await
+            .expect("the run is recorded");
+        shared
+            .enqueue(&StreamId::new(run.as_str()).expect("id"))
+            .await
+            .expect("queued");
+    }
+    let config = |name: &str| WorkerConfig {
+        concurrency: 4,
+        lease: Duration::from_secs(1),
+        renew_every: Duration::from_millis(250),
+        ..WorkerConfig::new(name)
+    };
+    let doomed = tokio::spawn(work(
+        app(&db.url, &ledger, data.path()).await,
+        config("doomed"),
+        std::future::pending(),
+    ));
+    // The doomed worker dies once it holds runs: nothing is given back, its leases lapse.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let workers = shared.workers().await.expect("workers");
+        if workers.iter().any(|w| w.name == "doomed" && w.holds > 0) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first worker claimed nothing in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    doomed.abort();
+    let _ = doomed.await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let survivor = tokio::spawn(work(
+        app(&db.url, &ledger, data.path()).await,
+        config("survivor"),
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Every run finishes, within the lease plus the time to drive them.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    for run in &runs {
+        loop {
+            let state = starter
+                .runtime()
+                .state(&run.as_str().into())
+                .await
+                .expect("state");
+            if state.status() == RunStatus::Completed {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {run} is still {:?} after 90 s",
+                state.status()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let _ = stop.send(());
+    let report = survivor.await.expect("joins").expect("the survivor worked");
+    assert!(report.claimed > 0, "{report:?}");
+    for run in &runs {
+        for n in 0..POSTS {
+            assert_eq!(ledger.applied(&format!("{run}-{n}")), 1, "{run}, post {n}");
+        }
+        let stream = StreamId::new(run.as_str()).expect("id");
+        let verified = shared.verify(&stream).await.expect("verifies");
+        assert!(verified.is_sound(), "{run}: {verified:?}");
+        let events: Vec<_> = starter
+            .runtime()
+            .events(&run.as_str().into())
+            .await
+            .expect("events")
+            .into_iter()
+            .map(|e| e.event)
+            .collect();
+        let Some(docket_decider::RunEvent::RunRequested(requested)) = events.first() else {
+            panic!("{run} starts with run.requested");
+        };
+        let bundle = recorded_bundle(requested).expect("the recorded bundle compiles");
+        replay_check(&events, &bundle).expect("the log replays");
+    }
+    // Nothing is held once the survivor stopped.
+    assert!(
+        shared
+            .leases()
+            .await
+            .expect("leases")
+            .iter()
+            .all(|l| l.holder.is_none()),
+        "leases are given back"
+    );
+}
