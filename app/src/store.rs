@@ -222,6 +222,10 @@ impl EventStore for Store {
         each!(self, s => s.shred_disclosures(stream, digests, note).await)
     }
 
+    async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
+        each!(self, s => s.confirm_claim(stream).await)
+    }
+
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {
         each!(self, s => s.put_blob(bytes).await)
     }

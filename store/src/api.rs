@@ -280,6 +280,18 @@ pub trait EventStore: Send + Sync {
         note: Vec<u8>,
     ) -> impl Future<Output = Result<Disclosures, StoreError>> + Send;
 
+    /// Confirms, just before something outside is changed on the stream's behalf (an
+    /// effect executed), that this process still holds its claim on the stream, renewing
+    /// it: [`StoreError::Fenced`] when another process claimed the stream since. A store
+    /// with one writer (the embedded log) holds every stream it writes.
+    fn confirm_claim(
+        &self,
+        stream: &StreamId,
+    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+        let _ = stream;
+        async { Ok(()) }
+    }
+
     /// Stores `bytes` durably under their BLAKE3 hash (once, however often it is put).
     fn put_blob(&self, bytes: Vec<u8>) -> impl Future<Output = Result<Hash, StoreError>> + Send;
 

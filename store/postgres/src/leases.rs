@@ -136,14 +136,14 @@ impl PostgresStore {
         for row in rows {
             let stream = StreamId::new(row.get::<_, String>(0))?;
             let epoch = u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
-            self.fence(&stream, Some((holder.clone(), epoch)));
+            self.fence(&stream, Some((holder.clone(), epoch, lease)));
             leases.push(Lease { stream, epoch });
         }
         Ok(leases)
     }
 
-    /// Renews every lease `holder` still holds, in one statement; the streams of `held`
-    /// it no longer holds (claimed by another since), whose appends are refused from now.
+    /// Renews every lease `holder` still holds, in one statement; the leases of `held` it
+    /// no longer holds (claimed by another since), whose appends stay refused.
     pub async fn renew(
         &self,
         holder: &Holder,
@@ -174,9 +174,8 @@ impl PostgresStore {
             })
             .cloned()
             .collect();
-        for l in &lost {
-            self.fence(&l.stream, None);
-        }
+        // Their fences stay: a late append from this process is refused, not merely
+        // checked against the version.
         Ok(lost)
     }
 

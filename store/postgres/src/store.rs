@@ -44,7 +44,7 @@ struct Inner {
     poll: Duration,
     listener: tokio::task::JoinHandle<()>,
     /// The claims this process holds, by stream: its appends to them carry these.
-    fences: Mutex<HashMap<StreamId, (Holder, u64)>>,
+    fences: Mutex<HashMap<StreamId, (Holder, u64, Duration)>>,
 }
 
 impl Drop for Inner {
@@ -209,7 +209,7 @@ impl PostgresStore {
     }
 
     /// Sets (or, with `None`, clears) the claim this process's appends to `stream` carry.
-    pub(crate) fn fence(&self, stream: &StreamId, claim: Option<(Holder, u64)>) {
+    pub(crate) fn fence(&self, stream: &StreamId, claim: Option<(Holder, u64, Duration)>) {
         let mut fences = self
             .inner
             .fences
@@ -231,10 +231,10 @@ impl PostgresStore {
             .fences
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .retain(|_, (h, _)| h != holder);
+            .retain(|_, (h, _, _)| h != holder);
     }
 
-    fn fence_of(&self, stream: &StreamId) -> Option<(Holder, u64)> {
+    fn fence_of(&self, stream: &StreamId) -> Option<(Holder, u64, Duration)> {
         self.inner
             .fences
             .lock()
@@ -470,7 +470,9 @@ impl EventStore for PostgresStore {
             .send(AppendJob {
                 stream: stream.clone(),
                 expected: expected_version,
-                fence: self.fence_of(stream),
+                fence: self
+                    .fence_of(stream)
+                    .map(|(holder, epoch, _)| (holder, epoch)),
                 prev,
                 events,
                 blobs,
@@ -921,6 +923,48 @@ impl EventStore for PostgresStore {
         tx.commit().await.map_err(self.db(&doing))?;
         drop(client);
         self.disclosures(stream).await
+    }
+
+    async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
+        let Some((holder, epoch, lease)) = self.fence_of(stream) else {
+            return Ok(());
+        };
+        let doing = format!("confirming the claim of {holder} on run {stream}");
+        let client = self.client(&doing).await?;
+        let row = client
+            .query_opt(
+                "UPDATE docket_leases SET expires_at = now() + make_interval(secs => $4)
+                 WHERE stream = $1 AND holder = $2 AND epoch = $3
+                 RETURNING 1",
+                &[
+                    &stream.as_str(),
+                    &holder.as_str(),
+                    &to_i64(epoch),
+                    &lease.as_secs_f64(),
+                ],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        if row.is_some() {
+            return Ok(());
+        }
+        // The fence stays: every later append of this process to the stream is refused.
+        let now = client
+            .query_opt(
+                "SELECT epoch, holder FROM docket_leases WHERE stream = $1",
+                &[&stream.as_str()],
+            )
+            .await
+            .map_err(self.db(&doing))?;
+        let (current, by) = now.map_or((0, None), |r| {
+            (to_u64(r.get(0)), r.get::<_, Option<String>>(1))
+        });
+        Err(StoreError::Fenced {
+            stream: stream.clone(),
+            held: epoch,
+            current,
+            holder: by.unwrap_or_else(|| "no worker".to_owned()),
+        })
     }
 
     async fn put_blob(&self, bytes: Vec<u8>) -> Result<Hash, StoreError> {

@@ -89,6 +89,16 @@ async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() 
         }
         other => panic!("expected the append to be fenced, got {other}"),
     }
+    // Before executing an effect, a confirms its claim: refused too; b's is renewed.
+    assert!(matches!(
+        a.confirm_claim(&run).await,
+        Err(StoreError::Fenced {
+            held: 1,
+            current: 2,
+            ..
+        })
+    ));
+    b.confirm_claim(&run).await.unwrap();
     // The stream is as b left it: a's late append left nothing.
     b.append(&run, 2, vec![ev(b"by b")]).await.unwrap();
     assert_eq!(b.head(&run).await.unwrap().unwrap().seq, 3);
@@ -96,6 +106,12 @@ async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() 
     // a learns it lost the run at its next renewal.
     let lost = a.renew(&wa, &la, short).await.unwrap();
     assert_eq!(lost, la);
+    // And stays fenced: at the version b reached, a's append is still refused as lapsed.
+    let head = b.head(&run).await.unwrap().unwrap().seq;
+    assert!(matches!(
+        a.append(&run, head, vec![ev(b"later still")]).await,
+        Err(StoreError::Fenced { .. })
+    ));
     // b's renewal keeps its lease.
     assert!(b.renew(&wb, &[lb], short).await.unwrap().is_empty());
 }

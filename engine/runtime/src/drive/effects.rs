@@ -221,7 +221,16 @@ impl<S: EventStore + 'static> Runtime<S> {
             Self::stage(state, bundle, &mut staged, applied)?;
             return self.commit(bundle, staged).await;
         }
-        // `effect.started` is durable: the append above returned.
+        // `effect.started` is durable: the append above returned. Where several processes
+        // share the runs, this one must still hold the run (renewed now) before the world
+        // is changed on its behalf; one that lost it stops here and the new holder
+        // verifies the started effect.
+        let stream = Self::stream(&state.run_id().cloned().unwrap_or_default())?;
+        self.inner
+            .store
+            .confirm_claim(&stream)
+            .await
+            .map_err(RuntimeError::Store)?;
         let span = effect_span(&request);
         let answer = bounded(&request, executor.execute(&request))
             .instrument(span.clone())
