@@ -18,37 +18,31 @@
 //! workload for comparing builds, e.g. under `valgrind --tool=callgrind`).
 #![allow(clippy::print_stdout)]
 
+mod common;
+
 use docket_decider::AgentResponded;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use docket_decider::ExecutorSpec;
-use docket_decider::{Action, AgentRequest, AgentResponse};
+use docket_decider::{Action, AgentRequest};
 use docket_decider::{Command, EXTERNAL, RunEvent, RunRequested, RunState, decide};
-use docket_example_geo::{governance, intelligence, observation, reasoning, strategy};
+use docket_example_geo::governance;
 use docket_policies::{
     InputKind, PolicyBundle, canonical_json_text, count_tokens_afresh, count_value_tokens,
 };
 use docket_runtime::Workflow;
-use docket_runtime::{AgentExecutor, InProcessExecutor};
 use docket_runtime::{PayloadEncoding, Runtime};
 use docket_store::{
     EmbeddedStore, EventStore, Hash, NewEvent, StoreConfig, StreamId, WallTime, event_hash, genesis,
 };
-use docket_tests::{geo_workflow, workspace_root};
 use serde_json::Value;
+
+use common::{AGENTS, Handler, input, input_naming, percentile, register, workflow};
 
 /// The `docket` binary's allocator, so figures are the product's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
 
 /// User + system CPU time of this process so far (Linux `/proc/self/stat`, clock ticks
 /// of 10 ms): CPU per run holds still when other work shares the machine, wall time does not.
@@ -146,48 +140,6 @@ impl ThreadCpu {
 /// serial section, and 1 / that is the most runs/s one process can reach.
 const SERIAL_THREADS: [&str; 2] = ["docket-log-writ", "docket-log-inde"];
 
-fn workflow() -> Workflow {
-    let mut wf = Workflow::load(&geo_workflow()).expect("geo workflow loads");
-    for agent in wf.spec.agents.values_mut() {
-        agent.executor = ExecutorSpec::InProcess { in_process: true };
-    }
-    wf
-}
-
-type Handler = fn(&AgentRequest) -> AgentResponse;
-
-const AGENTS: [(&str, Handler); 5] = [
-    ("governance", governance),
-    ("observation", observation),
-    ("intelligence", intelligence),
-    ("reasoning", reasoning),
-    ("strategy", strategy),
-];
-
-fn register(runtime: &Runtime<EmbeddedStore>) {
-    for (name, handle) in AGENTS {
-        let executor: Arc<dyn AgentExecutor> = Arc::new(InProcessExecutor::new(handle));
-        runtime.register_agent(name, executor);
-    }
-}
-
-fn input() -> Value {
-    let text = std::fs::read_to_string(workspace_root().join("examples/geo/input.json"))
-        .expect("geo input");
-    serde_json::from_str(&text).expect("input JSON")
-}
-
-/// The geo input with one more competitor, `brand`, named by this run alone: every payload
-/// of the run lists the brands, so no two runs hand over the same texts, as real runs do
-/// not (identical runs would let a thread's memory of texts it counted serve one run from
-/// another's).
-fn input_naming(input: &Value, brand: String) -> Value {
-    let mut input = input.clone();
-    if let Some(brands) = input.get_mut("brands").and_then(Value::as_array_mut) {
-        brands.push(Value::String(brand));
-    }
-    input
-}
 
 async fn pipelines(
     runtime: &Runtime<EmbeddedStore>,

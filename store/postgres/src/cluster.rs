@@ -79,7 +79,7 @@ impl TestCluster {
         static CLUSTER: OnceLock<Option<TestCluster>> = OnceLock::new();
         CLUSTER
             .get_or_init(|| match find_bin() {
-                Some(bin) => Some(TestCluster::start(bin)),
+                Some(bin) => Some(TestCluster::start(bin, false)),
                 None if in_ci() => panic!(
                     "CI is set but PostgreSQL's server programs (initdb, pg_ctl) are not installed: \
                      install Debian's postgresql (as .ci/run does) or set DOCKET_PG_BIN"
@@ -95,7 +95,20 @@ impl TestCluster {
             .as_ref()
     }
 
-    fn start(bin: PathBuf) -> TestCluster {
+    /// A cluster of its own that syncs its WAL on commit as a production server does (the
+    /// shared one does not, for speed), for benchmarks; `None` as for [`TestCluster::shared`].
+    pub fn durable() -> Option<TestCluster> {
+        match find_bin() {
+            Some(bin) => Some(TestCluster::start(bin, true)),
+            None if in_ci() => panic!("CI is set but PostgreSQL's server programs are not installed"),
+            None => {
+                eprintln!("skipping: PostgreSQL's server programs (initdb, pg_ctl) were not found");
+                None
+            }
+        }
+    }
+
+    fn start(bin: PathBuf, durable: bool) -> TestCluster {
         let dir = tempfile::Builder::new()
             .prefix("docket-pg-")
             .tempdir()
@@ -134,8 +147,9 @@ impl TestCluster {
             ),
         );
         let options = format!(
-            "-k {} -p {PORT} -c listen_addresses='' -c fsync=off -c full_page_writes=off -c max_connections=200",
-            path(&cluster.dir)
+            "-k {} -p {PORT} -c listen_addresses='' -c max_connections=200{}",
+            path(&cluster.dir),
+            if durable { "" } else { " -c fsync=off -c full_page_writes=off" }
         );
         cluster.watchdog(&data);
         run(
