@@ -43,7 +43,6 @@ use common::{AGENTS, Handler, input, input_naming, percentile, register, workflo
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-
 /// User + system CPU time of this process so far (Linux `/proc/self/stat`, clock ticks
 /// of 10 ms): CPU per run holds still when other work shares the machine, wall time does not.
 /// This process's CPU so far, from `/proc/self/stat`: user and system time in clock ticks
@@ -139,7 +138,6 @@ impl ThreadCpu {
 /// Threads that every run's appends pass through one at a time: their CPU per run is the
 /// serial section, and 1 / that is the most runs/s one process can reach.
 const SERIAL_THREADS: [&str; 2] = ["docket-log-writ", "docket-log-inde"];
-
 
 async fn pipelines(
     runtime: &Runtime<EmbeddedStore>,

@@ -36,7 +36,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 async fn postgres(url: &str, connections: usize) -> PostgresStore {
     let mut config = PostgresConfig::new(url);
     config.connections = connections;
-    PostgresStore::open(config).await.expect("the database opens")
+    PostgresStore::open(config)
+        .await
+        .expect("the database opens")
 }
 
 fn app(store: PostgresStore, data: &std::path::Path) -> App<Store> {
@@ -59,7 +61,11 @@ async fn embedded(wf: &Workflow, runs: usize) -> Duration {
         .map(|i| {
             let (runtime, wf) = (runtime.clone(), wf.clone());
             let input = input_naming(&input, format!("Brand e {i}"));
-            tokio::spawn(async move { runtime.start(&wf, input, Some(format!("e-{i}").into())).await })
+            tokio::spawn(async move {
+                runtime
+                    .start(&wf, input, Some(format!("e-{i}").into()))
+                    .await
+            })
         })
         .collect();
     for task in tasks {
@@ -71,10 +77,21 @@ async fn embedded(wf: &Workflow, runs: usize) -> Duration {
 
 /// `runs` runs recorded and queued in the database, driven by `workers` workers; the time
 /// from the first record to the last run settled.
-async fn by_workers(url: &str, wf: &Workflow, runs: usize, workers: usize, prefix: &str) -> Duration {
+async fn by_workers(
+    url: &str,
+    wf: &Workflow,
+    runs: usize,
+    workers: usize,
+    prefix: &str,
+) -> Duration {
     let data = tempfile::tempdir().expect("tempdir");
     let starter = app(postgres(url, 8).await, data.path());
-    let shared = starter.runtime().store().postgres().expect("postgres").clone();
+    let shared = starter
+        .runtime()
+        .store()
+        .postgres()
+        .expect("postgres")
+        .clone();
     let mut stops = Vec::new();
     let mut handles = Vec::new();
     for w in 0..workers {
@@ -102,7 +119,10 @@ async fn by_workers(url: &str, wf: &Workflow, runs: usize, workers: usize, prefi
                     .record_start(&wf, input, Some(id.as_str().into()))
                     .await
                     .expect("recorded");
-                shared.enqueue(&StreamId::new(id).expect("id")).await.expect("queued");
+                shared
+                    .enqueue(&StreamId::new(id).expect("id"))
+                    .await
+                    .expect("queued");
             })
         })
         .collect();
@@ -119,7 +139,10 @@ async fn by_workers(url: &str, wf: &Workflow, runs: usize, workers: usize, prefi
         if settled == runs {
             break;
         }
-        assert!(Instant::now() < deadline, "{settled} of {runs} runs settled in 600 s");
+        assert!(
+            Instant::now() < deadline,
+            "{settled} of {runs} runs settled in 600 s"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let elapsed = started.elapsed();
@@ -131,7 +154,11 @@ async fn by_workers(url: &str, wf: &Workflow, runs: usize, workers: usize, prefi
         assert_eq!(report.failed, 0, "{report:?}");
     }
     for i in 0..runs {
-        let state = starter.runtime().state(&format!("{prefix}-{i}").into()).await.expect("state");
+        let state = starter
+            .runtime()
+            .state(&format!("{prefix}-{i}").into())
+            .await
+            .expect("state");
         assert_eq!(state.status().as_str(), "completed");
     }
     elapsed
@@ -152,16 +179,26 @@ fn new_events(events: &[RunEvent]) -> Vec<NewEvent> {
 
 /// One governed handoff decided and appended to PostgreSQL, against a plain
 /// `INSERT … COMMIT` of as many bytes into a table of its own.
-async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> (Vec<Duration>, Vec<Duration>, usize) {
+async fn handoff_latency(
+    url: &str,
+    wf: &Workflow,
+    samples: usize,
+) -> (Vec<Duration>, Vec<Duration>, usize) {
     let store = postgres(url, 4).await;
-    let bundle = PolicyBundle::from_toml_str(&wf.bundle_source, &wf.bundle_source_name).expect("bundle");
-    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connects");
+    let bundle =
+        PolicyBundle::from_toml_str(&wf.bundle_source, &wf.bundle_source_name).expect("bundle");
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connects");
     tokio::spawn(connection);
     client
         .batch_execute("CREATE TABLE plain (id bigint PRIMARY KEY, bytes bytea NOT NULL)")
         .await
         .expect("table");
-    let insert = client.prepare("INSERT INTO plain (id, bytes) VALUES ($1, $2)").await.expect("prepared");
+    let insert = client
+        .prepare("INSERT INTO plain (id, bytes) VALUES ($1, $2)")
+        .await
+        .expect("prepared");
     let (mut governed, mut plain, mut bytes) = (Vec::new(), Vec::new(), 0);
     for i in 0..samples {
         let run_id = format!("lat-{i}");
@@ -179,7 +216,10 @@ async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> (Vec<Durat
             forked_from: None,
         }));
         let events = decide(&state, &bundle, start).expect("start");
-        store.append(&stream, 0, new_events(&events)).await.expect("append");
+        store
+            .append(&stream, 0, new_events(&events))
+            .await
+            .expect("append");
         for e in &events {
             state.apply(e);
         }
@@ -191,13 +231,23 @@ async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> (Vec<Durat
         });
         let t = Instant::now();
         let events = decide(&state, &bundle, command).expect("handoff");
-        store.append(&stream, state.version(), new_events(&events)).await.expect("append");
+        store
+            .append(&stream, state.version(), new_events(&events))
+            .await
+            .expect("append");
         governed.push(t.elapsed());
-        assert!(events.iter().any(|e| matches!(e, RunEvent::HandoffAllowed { .. })));
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, RunEvent::HandoffAllowed { .. }))
+        );
         bytes = events.iter().map(|e| e.encode().len()).sum();
         let payload = vec![b'x'; bytes];
         let t = Instant::now();
-        client.execute(&insert, &[&(i as i64), &payload]).await.expect("insert");
+        client
+            .execute(&insert, &[&(i as i64), &payload])
+            .await
+            .expect("insert");
         plain.push(t.elapsed());
     }
     governed.sort();
@@ -210,18 +260,34 @@ async fn takeover(url: &str, runs: usize, lease: Duration) -> Duration {
     let doomed_store = postgres(url, 4).await;
     let survivor_store = postgres(url, 4).await;
     for i in 0..runs {
-        doomed_store.enqueue(&StreamId::new(format!("t-{i}")).expect("id")).await.expect("queued");
+        doomed_store
+            .enqueue(&StreamId::new(format!("t-{i}")).expect("id"))
+            .await
+            .expect("queued");
     }
-    let doomed = doomed_store.register_worker("doomed").await.expect("registers");
-    let held = doomed_store.claim(&doomed, runs, lease).await.expect("claims");
+    let doomed = doomed_store
+        .register_worker("doomed")
+        .await
+        .expect("registers");
+    let held = doomed_store
+        .claim(&doomed, runs, lease)
+        .await
+        .expect("claims");
     assert_eq!(held.len(), runs);
     drop(doomed_store);
     let died = Instant::now();
-    let survivor = survivor_store.register_worker("survivor").await.expect("registers");
+    let survivor = survivor_store
+        .register_worker("survivor")
+        .await
+        .expect("registers");
     let mut wakeups = survivor_store.runnable_wakeups();
     let mut taken = 0;
     while taken < runs {
-        taken += survivor_store.claim(&survivor, runs, lease).await.expect("claims").len();
+        taken += survivor_store
+            .claim(&survivor, runs, lease)
+            .await
+            .expect("claims")
+            .len();
         if taken < runs {
             // As a worker waits: a notification or its poll.
             survivor_store.runnable_changed(&mut wakeups).await;

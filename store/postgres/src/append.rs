@@ -3,16 +3,15 @@
 //! head under the stream's row lock; one that lost a race is refused with a conflict and
 //! the others still commit.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use deadpool_postgres::Pool;
-use docket_store::{Appended, Hash, SealedEvent, StoreError, StreamId, genesis};
+use docket_store::{Appended, Hash, SealedEvent, StoreError, StreamId};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::PgError;
 use crate::leases::Holder;
-use crate::listen::{CHANNEL, Watchers};
+use crate::listen::Watchers;
 use crate::schema::db;
 use crate::store::Heads;
 
@@ -142,174 +141,121 @@ async fn try_commit(
     jobs: &[AppendJob],
 ) -> Result<Vec<Verdict>, PgError> {
     let doing = "committing appends";
-    let mut client = pool.get().await.map_err(|e| PgError::NoConnection {
+    let client = pool.get().await.map_err(|e| PgError::NoConnection {
         database: database.to_owned(),
         doing: doing.to_owned(),
         why: e.to_string(),
     })?;
-    let tx = client.transaction().await.map_err(db(database, doing))?;
-    let mut ids: Vec<&str> = jobs.iter().map(|j| j.stream.as_str()).collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let lock = tx
-        .prepare_cached(
-            "SELECT id, seq, head FROM docket_streams WHERE id = ANY($1) ORDER BY id FOR UPDATE",
-        )
-        .await
-        .map_err(db(database, doing))?;
-    let rows = tx
-        .query(&lock, &[&ids])
-        .await
-        .map_err(db(database, doing))?;
-    let mut current: HashMap<String, (u64, Hash)> = HashMap::with_capacity(rows.len());
-    for row in rows {
-        let id: String = row.get(0);
-        let seq: i64 = row.get(1);
-        let head = hash_of(row.get(2)).ok_or_else(|| PgError::BadRow {
-            database: database.to_owned(),
-            what: format!("the head of stream {id} is not a 32-byte hash"),
-        })?;
-        current.insert(id, (u64::try_from(seq).unwrap_or(0), head));
-    }
-    // The claims of fenced appends, read under a share lock: a claim by another worker
-    // (an update of the row) waits for this transaction, or this one sees its epoch.
-    let fenced: Vec<&str> = jobs
-        .iter()
-        .filter(|j| j.fence.is_some())
-        .map(|j| j.stream.as_str())
-        .collect();
-    let mut claims: HashMap<String, (i64, Option<String>)> = HashMap::new();
-    if !fenced.is_empty() {
-        let lease = tx
-            .prepare_cached(
-                "SELECT stream, epoch, holder FROM docket_leases WHERE stream = ANY($1) ORDER BY stream FOR SHARE",
-            )
-            .await
-            .map_err(db(database, doing))?;
-        for row in tx
-            .query(&lease, &[&fenced])
-            .await
-            .map_err(db(database, doing))?
-        {
-            claims.insert(row.get(0), (row.get(1), row.get(2)));
-        }
-    }
-    let mut verdicts = Vec::with_capacity(jobs.len());
-    let (mut e_stream, mut e_seq, mut e_record, mut e_leaf) = (vec![], vec![], vec![], vec![]);
+    let n = jobs.len();
+    let (mut j_stream, mut j_expected, mut j_prev) = (
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+        Vec::with_capacity(n),
+    );
+    let (mut j_holder, mut j_epoch) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut j_last_seq, mut j_last_hash) = (Vec::with_capacity(n), Vec::with_capacity(n));
+    let (mut e_job, mut e_seq, mut e_record, mut e_leaf) = (vec![], vec![], vec![], vec![]);
     let (mut b_hash, mut b_bytes): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
-    let mut changed: Vec<&str> = Vec::new();
-    for job in jobs {
-        let (seq, head) = current
-            .get(job.stream.as_str())
-            .copied()
-            .unwrap_or_else(|| (0, genesis(&job.stream)));
-        if let Some((holder, epoch)) = &job.fence {
-            let (current, by) = claims
-                .get(job.stream.as_str())
-                .cloned()
-                .unwrap_or((0, None));
-            let current = u64::try_from(current).unwrap_or(0);
-            if current != *epoch || by.as_deref() != Some(holder.as_str()) {
-                verdicts.push(Verdict::Refused(StoreError::Fenced {
-                    stream: job.stream.clone(),
-                    held: *epoch,
-                    current,
-                    holder: by.unwrap_or_else(|| "no worker".to_owned()),
-                }));
-                continue;
-            }
-        }
-        if seq != job.expected || head != job.prev {
-            verdicts.push(Verdict::Refused(StoreError::Conflict {
-                stream: job.stream.clone(),
-                expected: job.expected,
-                actual: seq,
-            }));
-            continue;
-        }
+    for (i, job) in jobs.iter().enumerate() {
+        let index = i32::try_from(i + 1).unwrap_or(i32::MAX);
+        j_stream.push(job.stream.as_str());
+        j_expected.push(to_i64(job.expected));
+        j_prev.push(job.prev.0.as_slice());
+        j_holder.push(job.fence.as_ref().map(|(h, _)| h.as_str()));
+        j_epoch.push(job.fence.as_ref().map(|(_, e)| to_i64(*e)));
+        let (last_seq, last_hash) = job
+            .events
+            .last()
+            .map_or((job.expected, job.prev), |e| (e.seq, e.hash));
+        j_last_seq.push(to_i64(last_seq));
+        j_last_hash.push(last_hash.0.to_vec());
         for (hash, bytes) in &job.blobs {
-            if !b_hash.contains(&hash.0.as_slice()) {
-                b_hash.push(&hash.0);
-                b_bytes.push(bytes);
-            }
+            b_hash.push(hash.0.as_slice());
+            b_bytes.push(bytes.as_slice());
         }
         for e in &job.events {
-            e_stream.push(job.stream.as_str());
-            e_seq.push(i64::try_from(e.seq).unwrap_or(i64::MAX));
+            e_job.push(index);
+            e_seq.push(to_i64(e.seq));
             e_record.push(e.record.as_slice());
             e_leaf.push(e.leaf.0.as_slice());
-            if let Some((hash, bytes)) = &e.blob
-                && !b_hash.contains(&hash.0.as_slice())
-            {
-                b_hash.push(&hash.0);
-                b_bytes.push(bytes);
+            if let Some((hash, bytes)) = &e.blob {
+                b_hash.push(hash.0.as_slice());
+                b_bytes.push(bytes.as_slice());
             }
         }
-        if !changed.contains(&job.stream.as_str()) {
-            changed.push(job.stream.as_str());
-        }
-        let last = job.events.last().map_or((seq, head), |e| (e.seq, e.hash));
-        current.insert(job.stream.as_str().to_owned(), last);
-        verdicts.push(Verdict::Accepted(Appended {
-            stream: job.stream.clone(),
-            first_seq: job.expected + 1,
-            hashes: job.events.iter().map(|e| e.hash).collect(),
-        }));
     }
-    if e_stream.is_empty() {
-        tx.rollback().await.map_err(db(database, doing))?;
-        return Ok(verdicts);
-    }
-    if !b_hash.is_empty() {
-        let put = tx
-            .prepare_cached(
-                "INSERT INTO docket_blobs (hash, bytes) SELECT * FROM unnest($1::bytea[], $2::bytea[]) ON CONFLICT DO NOTHING",
-            )
-            .await
-            .map_err(db(database, doing))?;
-        tx.execute(&put, &[&b_hash, &b_bytes])
-            .await
-            .map_err(db(database, doing))?;
-    }
-    let insert = tx
+    let append = client
         .prepare_cached(
-            "INSERT INTO docket_events (stream, seq, record, leaf) SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[], $4::bytea[])",
+            "SELECT job, refusal, actual, claim, holder FROM docket_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
         )
         .await
         .map_err(db(database, doing))?;
-    tx.execute(&insert, &[&e_stream, &e_seq, &e_record, &e_leaf])
-        .await
-        .map_err(db(database, doing))?;
-    let (mut h_id, mut h_seq, mut h_head): (Vec<&str>, Vec<i64>, Vec<&[u8]>) =
-        (vec![], vec![], vec![]);
-    for id in &changed {
-        if let Some((seq, head)) = current.get(*id) {
-            h_id.push(id);
-            h_seq.push(i64::try_from(*seq).unwrap_or(i64::MAX));
-            h_head.push(&head.0);
-        }
-    }
-    let heads = tx
-        .prepare_cached(
-            "INSERT INTO docket_streams (id, seq, head) SELECT * FROM unnest($1::text[], $2::int8[], $3::bytea[])
-             ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, head = excluded.head",
+    let refused = client
+        .query(
+            &append,
+            &[
+                &j_stream,
+                &j_expected,
+                &j_prev,
+                &j_holder,
+                &j_epoch,
+                &j_last_seq,
+                &j_last_hash,
+                &e_job,
+                &e_seq,
+                &e_record,
+                &e_leaf,
+                &b_hash,
+                &b_bytes,
+            ],
         )
         .await
         .map_err(db(database, doing))?;
-    tx.execute(&heads, &[&h_id, &h_seq, &h_head])
-        .await
-        .map_err(db(database, doing))?;
-    let notify = tx
-        .prepare_cached(&format!(
-            "SELECT pg_notify('{CHANNEL}', id) FROM unnest($1::text[]) AS id"
-        ))
-        .await
-        .map_err(db(database, doing))?;
-    tx.execute(&notify, &[&h_id])
-        .await
-        .map_err(db(database, doing))?;
-    tx.commit().await.map_err(db(database, doing))?;
-    Ok(verdicts)
+    let mut verdicts: Vec<Option<StoreError>> = (0..n).map(|_| None).collect();
+    for row in refused {
+        let index = usize::try_from(row.get::<_, i32>(0)).unwrap_or(0);
+        let Some(job) = index.checked_sub(1).and_then(|i| jobs.get(i)) else {
+            continue;
+        };
+        let refusal: &str = row.get(1);
+        let error = if refusal == "fenced" {
+            StoreError::Fenced {
+                stream: job.stream.clone(),
+                held: job.fence.as_ref().map_or(0, |(_, e)| *e),
+                current: to_u64(row.get::<_, Option<i64>>(3).unwrap_or(0)),
+                holder: row
+                    .get::<_, Option<String>>(4)
+                    .unwrap_or_else(|| "no worker".to_owned()),
+            }
+        } else {
+            StoreError::Conflict {
+                stream: job.stream.clone(),
+                expected: job.expected,
+                actual: to_u64(row.get::<_, Option<i64>>(2).unwrap_or(0)),
+            }
+        };
+        verdicts[index - 1] = Some(error);
+    }
+    Ok(jobs
+        .iter()
+        .zip(verdicts)
+        .map(|(job, refused)| match refused {
+            Some(e) => Verdict::Refused(e),
+            None => Verdict::Accepted(Appended {
+                stream: job.stream.clone(),
+                first_seq: job.expected + 1,
+                hashes: job.events.iter().map(|e| e.hash).collect(),
+            }),
+        })
+        .collect())
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
 }
 
 /// A 32-byte column as a hash.

@@ -100,7 +100,9 @@ impl TestCluster {
     pub fn durable() -> Option<TestCluster> {
         match find_bin() {
             Some(bin) => Some(TestCluster::start(bin, true)),
-            None if in_ci() => panic!("CI is set but PostgreSQL's server programs are not installed"),
+            None if in_ci() => {
+                panic!("CI is set but PostgreSQL's server programs are not installed")
+            }
             None => {
                 eprintln!("skipping: PostgreSQL's server programs (initdb, pg_ctl) were not found");
                 None
@@ -149,7 +151,11 @@ impl TestCluster {
         let options = format!(
             "-k {} -p {PORT} -c listen_addresses='' -c max_connections=200{}",
             path(&cluster.dir),
-            if durable { "" } else { " -c fsync=off -c full_page_writes=off" }
+            if durable {
+                ""
+            } else {
+                " -c fsync=off -c full_page_writes=off"
+            }
         );
         cluster.watchdog(&data);
         run(
