@@ -9,6 +9,7 @@
 //!   with the recorded runs of that bundle the change would have decided otherwise
 //!   ([`affected_runs`], replay's what-if of each).
 //!
+//! - [`copy_store`]: every run of one store into another, byte for byte;
 //! - [`Store`]: the backend runs are recorded in, a data directory or a PostgreSQL
 //!   database ([`StoreLocation`], as `--store` names it);
 //! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
@@ -22,6 +23,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod choice;
+mod copy;
 mod drive;
 mod governance;
 mod seal;
@@ -29,6 +31,7 @@ mod store;
 mod worker;
 
 pub use choice::{ChoiceError, option_number};
+pub use copy::{Copied, CopyError, copy_store};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use seal::{Unsealed, seal_finished};

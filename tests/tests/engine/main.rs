@@ -5,6 +5,7 @@
 mod agent_executors;
 mod agent_protocol;
 mod architecture;
+mod backends;
 mod circuit_breaker;
 mod effect_durable_points;
 mod effect_executors;
