@@ -157,7 +157,7 @@ async fn copy_stream<A: EventStore, B: EventStore>(
                     payload: payload(from, event).await?,
                 });
                 for hash in referenced(event, batch.last().map(|e| e.payload.as_slice())) {
-                    if !blobs.contains_key(&hash) {
+                    if let std::collections::btree_map::Entry::Vacant(slot) = blobs.entry(hash) {
                         let bytes = from
                             .get_blob(&hash)
                             .await
@@ -167,7 +167,7 @@ async fn copy_stream<A: EventStore, B: EventStore>(
                                 seq: event.seq,
                                 hash,
                             })?;
-                        blobs.insert(hash, bytes);
+                        slot.insert(bytes);
                     }
                 }
             }

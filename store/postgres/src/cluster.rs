@@ -1,8 +1,9 @@
 #![allow(clippy::panic, clippy::print_stderr)]
 
 //! A private PostgreSQL cluster for a test binary: `initdb` in a temporary directory, a
-//! unix socket in it and no TCP port, a database per test. A watchdog process stops the
-//! server and removes the directory when the test binary exits, however it exits.
+//! unix socket in it and no TCP port (a TLS cluster listens on 127.0.0.1 too), a database
+//! per test. A watchdog process stops the server and removes the directory when the test
+//! binary exits, however it exits.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -17,6 +18,8 @@ const PORT: u16 = 5432;
 /// A running private cluster.
 pub struct TestCluster {
     dir: PathBuf,
+    /// The TCP port a TLS cluster listens on (at 127.0.0.1), else none.
+    tcp: Option<u16>,
     bin: PathBuf,
     /// The OS user the server runs as, when this process is root (PostgreSQL refuses root).
     run_as: Option<String>,
@@ -79,7 +82,7 @@ impl TestCluster {
         static CLUSTER: OnceLock<Option<TestCluster>> = OnceLock::new();
         CLUSTER
             .get_or_init(|| match find_bin() {
-                Some(bin) => Some(TestCluster::start(bin, false)),
+                Some(bin) => Some(TestCluster::start(bin, false, None)),
                 None if in_ci() => panic!(
                     "CI is set but PostgreSQL's server programs (initdb, pg_ctl) are not installed: \
                      install Debian's postgresql (as .ci/run does) or set DOCKET_PG_BIN"
@@ -99,7 +102,7 @@ impl TestCluster {
     /// shared one does not, for speed), for benchmarks; `None` as for [`TestCluster::shared`].
     pub fn durable() -> Option<TestCluster> {
         match find_bin() {
-            Some(bin) => Some(TestCluster::start(bin, true)),
+            Some(bin) => Some(TestCluster::start(bin, true, None)),
             None if in_ci() => {
                 panic!("CI is set but PostgreSQL's server programs are not installed")
             }
@@ -110,7 +113,20 @@ impl TestCluster {
         }
     }
 
-    fn start(bin: PathBuf, durable: bool) -> TestCluster {
+    /// A cluster of its own that accepts TLS on a TCP port of 127.0.0.1, with the server
+    /// certificate and key given in PEM (the certificate should name `localhost`).
+    pub fn with_tls(cert_pem: &str, key_pem: &str) -> Option<TestCluster> {
+        let bin = match find_bin() {
+            Some(bin) => bin,
+            None if in_ci() => {
+                panic!("CI is set but PostgreSQL's server programs are not installed")
+            }
+            None => return None,
+        };
+        Some(TestCluster::start(bin, false, Some((cert_pem, key_pem))))
+    }
+
+    fn start(bin: PathBuf, durable: bool, tls: Option<(&str, &str)>) -> TestCluster {
         let dir = tempfile::Builder::new()
             .prefix("docket-pg-")
             .tempdir()
@@ -125,8 +141,15 @@ impl TestCluster {
             );
         }
         let data = dir.join("data");
+        let tcp = tls.map(|_| {
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .map(|a| a.port())
+                .unwrap_or_else(|e| panic!("no free port for PostgreSQL: {e}"))
+        });
         let cluster = TestCluster {
             dir,
+            tcp,
             bin,
             run_as,
             next: AtomicU64::new(0),
@@ -148,8 +171,8 @@ impl TestCluster {
                 ],
             ),
         );
-        let options = format!(
-            "-k {} -p {PORT} -c listen_addresses='' -c max_connections=200{}",
+        let mut options = format!(
+            "-k {} -c max_connections=200{}",
             path(&cluster.dir),
             if durable {
                 ""
@@ -157,6 +180,35 @@ impl TestCluster {
                 " -c fsync=off -c full_page_writes=off"
             }
         );
+        match (tls, cluster.tcp) {
+            (Some((cert, key)), Some(port)) => {
+                let cert_file = cluster.dir.join("server.crt");
+                let key_file = cluster.dir.join("server.key");
+                std::fs::write(&cert_file, cert)
+                    .unwrap_or_else(|e| panic!("writing the certificate: {e}"));
+                std::fs::write(&key_file, key).unwrap_or_else(|e| panic!("writing the key: {e}"));
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    let _ =
+                        std::fs::set_permissions(&key_file, std::fs::Permissions::from_mode(0o600));
+                }
+                if let Some(user) = &cluster.run_as {
+                    run(
+                        "chown of the server's key",
+                        Command::new("chown")
+                            .arg(user)
+                            .arg(&cert_file)
+                            .arg(&key_file),
+                    );
+                }
+                options.push_str(&format!(
+                    " -p {port} -c listen_addresses=127.0.0.1 -c ssl=on -c ssl_cert_file={} -c ssl_key_file={}",
+                    path(&cert_file),
+                    path(&key_file)
+                ));
+            }
+            _ => options.push_str(&format!(" -p {PORT} -c listen_addresses=''")),
+        }
         cluster.watchdog(&data);
         run(
             "pg_ctl start",
@@ -221,20 +273,22 @@ impl TestCluster {
     /// A new, empty database for one test.
     pub fn database(&self) -> TestDatabase {
         let name = format!("t{}", self.next.fetch_add(1, Ordering::SeqCst));
+        let port = self.tcp.unwrap_or(PORT).to_string();
         run(
             "createdb",
             &mut self.command(
                 "createdb",
-                &["-h", path(&self.dir), "-p", "5432", "-U", USER, &name],
+                &["-h", path(&self.dir), "-p", &port, "-U", USER, &name],
             ),
         );
-        TestDatabase {
-            url: format!(
+        let url = match self.tcp {
+            Some(port) => format!("postgres://{USER}@localhost:{port}/{name}"),
+            None => format!(
                 "postgres://{USER}@{}:{PORT}/{name}",
                 percent(path(&self.dir))
             ),
-            name,
-        }
+        };
+        TestDatabase { url, name }
     }
 }
 

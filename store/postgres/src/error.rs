@@ -50,6 +50,20 @@ pub enum PgError {
         needed: i32,
     },
 
+    /// The URL's CA file (`sslrootcert`) cannot be used.
+    #[error("PostgreSQL at {database}: {source}")]
+    Tls {
+        database: String,
+        #[source]
+        source: docket_tls::TlsSetupError,
+    },
+
+    /// The URL carries a password for a server across a network, without TLS.
+    #[error(
+        "PostgreSQL at {database}: the URL carries a password, and the connection would not be encrypted: add sslmode=require to the URL (with sslrootcert=CA.pem for a private CA), or sslmode=disable to send it unencrypted knowingly"
+    )]
+    PlainPassword { database: String },
+
     /// An event read back fails its checks (a row was changed outside docket).
     #[error("PostgreSQL at {database}: stream {stream}: {break_}")]
     Damaged {
@@ -74,6 +88,9 @@ impl From<PgError> for StoreError {
 /// The database's own words (its message, detail and hint, with the SQLSTATE), or the
 /// driver's when the server said nothing (a lost connection).
 fn describe(e: &tokio_postgres::Error) -> String {
+    if let Some(tls) = docket_tls::handshake_failure(e) {
+        return docket_tls::HandshakeError(tls.clone()).to_string();
+    }
     match e.as_db_error() {
         Some(db) => {
             let mut out = format!("{} (SQLSTATE {})", db.message(), db.code().code());

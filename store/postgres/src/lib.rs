@@ -20,6 +20,7 @@ mod listen;
 mod read;
 mod schema;
 mod store;
+mod tls;
 
 use std::time::Duration;
 

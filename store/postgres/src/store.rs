@@ -2,7 +2,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::ops::RangeInclusive;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -18,7 +17,6 @@ use docket_store::{
 use futures::Stream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_postgres::NoTls;
-use tokio_postgres::config::Host;
 
 use crate::PostgresConfig;
 use crate::append::{AppendJob, commit_loop, hash_of};
@@ -27,6 +25,7 @@ use crate::leases::Holder;
 use crate::listen::{Watchers, listen};
 use crate::read::Cursor;
 use crate::schema::{self, SCHEMA_VERSION, SchemaState, db};
+use crate::tls::Tls;
 
 /// docket's event log in a PostgreSQL database. Cheap to clone.
 #[derive(Clone)]
@@ -85,55 +84,17 @@ impl Heads {
     }
 }
 
-/// The parsed URL and how messages name the database.
-fn parse(url: &str) -> Result<(tokio_postgres::Config, String), PgError> {
-    let config = tokio_postgres::Config::from_str(url)
-        .map_err(|e| PgError::BadUrl { why: e.to_string() })?;
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|h| match h {
-            Host::Tcp(name) => name.clone(),
-            Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    let port = config.get_ports().first().copied().unwrap_or(5432);
-    let name = format!(
-        "postgres://{}@{}:{port}/{}",
-        config.get_user().unwrap_or(""),
-        if hosts.is_empty() {
-            "localhost".to_owned()
-        } else {
-            hosts.join(",")
-        },
-        config.get_dbname().or(config.get_user()).unwrap_or("")
-    );
-    Ok((config, name))
-}
-
-async fn connect(
-    config: &tokio_postgres::Config,
-    database: &str,
-) -> Result<tokio_postgres::Client, PgError> {
-    let (client, connection) = config
-        .connect(NoTls)
-        .await
-        .map_err(db(database, "connecting"))?;
-    tokio::spawn(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "a PostgreSQL connection ended");
-        }
-    });
-    Ok(client)
-}
-
 impl PostgresStore {
     /// Opens the store in the database `config.url` names, creating docket's tables in a
     /// database that has none. A database whose schema is older than this docket's is
     /// refused until `docket store migrate` upgrades it; a newer one always.
     pub async fn open(config: PostgresConfig) -> Result<PostgresStore, StoreError> {
-        let (pg, database) = parse(&config.url)?;
-        let mut client = connect(&pg, &database).await?;
+        let target = crate::tls::parse(&config.url)?;
+        let database = target.database.clone();
+        let mut client = target
+            .connect()
+            .await
+            .map_err(db(&database, "connecting"))?;
         match schema::state(&client, &database).await? {
             SchemaState::Empty => {
                 schema::migrate(&mut client, &database).await?;
@@ -157,13 +118,13 @@ impl PostgresStore {
             SchemaState::At(_) => {}
         }
         drop(client);
-        let manager = Manager::from_config(
-            pg.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
+        let recycling = ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        };
+        let manager = match &target.tls {
+            Tls::Off => Manager::from_config(target.config.clone(), NoTls, recycling),
+            Tls::On(tls) => Manager::from_config(target.config.clone(), tls.clone(), recycling),
+        };
         let pool = Pool::builder(manager)
             .max_size(config.connections.max(2))
             .build()
@@ -183,7 +144,7 @@ impl PostgresStore {
             watchers.clone(),
             rx,
         ));
-        let listener = tokio::spawn(listen(pg, Arc::downgrade(&watchers)));
+        let listener = tokio::spawn(listen(target, Arc::downgrade(&watchers)));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
@@ -201,8 +162,12 @@ impl PostgresStore {
     /// Brings the database's schema to this docket's version (creating it in an empty
     /// database): the schema found before, and the versions applied.
     pub async fn migrate(url: &str) -> Result<(SchemaState, Vec<i32>), StoreError> {
-        let (pg, database) = parse(url)?;
-        let mut client = connect(&pg, &database).await?;
+        let target = crate::tls::parse(url)?;
+        let database = target.database.clone();
+        let mut client = target
+            .connect()
+            .await
+            .map_err(db(&database, "connecting"))?;
         let before = schema::state(&client, &database).await?;
         let applied = schema::migrate(&mut client, &database).await?;
         Ok((before, applied))

@@ -83,10 +83,11 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
     for (package, allowed) in [
         ("docket-policies", &["docket-policies"][..]),
         ("docket-store", &["docket-store"][..]),
+        ("docket-tls", &["docket-tls"][..]),
         // A backend of the log: it seals nothing itself and knows no run.
         (
             "docket-store-postgres",
-            &["docket-store-postgres", "docket-store"][..],
+            &["docket-store-postgres", "docket-store", "docket-tls"][..],
         ),
         ("docket-protocol", &["docket-protocol"][..]),
         (
@@ -109,6 +110,7 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
             &[
                 "docket-runtime",
                 "docket-store",
+                "docket-tls",
                 "docket-decider",
                 "docket-protocol",
                 "docket-policies",
@@ -122,6 +124,7 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
                 "docket-app",
                 "docket-store",
                 "docket-store-postgres",
+                "docket-tls",
                 "docket-decider",
                 "docket-protocol",
                 "docket-policies",
@@ -137,6 +140,7 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
                 "docket-serve",
                 "docket-store",
                 "docket-store-postgres",
+                "docket-tls",
                 "docket-decider",
                 "docket-protocol",
                 "docket-policies",
