@@ -237,11 +237,15 @@ async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> Handoffs {
         });
         let t = Instant::now();
         let events = decide(&state, &bundle, command).expect("handoff");
+        let d = t.elapsed();
         store
             .append(&stream, state.version(), new_events(&events))
             .await
             .expect("append");
-        governed.push(t.elapsed());
+        let whole = t.elapsed();
+        governed.push(whole);
+        decided.push(d);
+        appended.push(whole - d);
         assert!(
             events
                 .iter()
