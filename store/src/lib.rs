@@ -16,6 +16,8 @@ mod api;
 mod chain;
 mod codec;
 mod config;
+#[cfg(any(test, feature = "contract"))]
+pub mod contract;
 mod digests;
 mod disclosures;
 mod embedded;

@@ -2,6 +2,7 @@
 
 mod basic;
 mod compression;
+mod contract;
 mod corruption;
 mod faults;
 mod format_example;

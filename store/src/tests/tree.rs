@@ -8,7 +8,7 @@ use proptest::prelude::*;
 use super::{ev, open, read_all, relaxed, sid};
 use crate::index::Index;
 use crate::merkle::{TreeBuilder, TreeHash, event_leaf_hash, verify_consistency, verify_inclusion};
-use crate::{ChainBreak, EmbeddedStore, EventStore, OutsideTree, StoreError, StreamId};
+use crate::{ChainBreak, EmbeddedStore, EventStore, StreamId};
 
 /// Appends `len` events to `stream` in appends of up to `batch` events.
 async fn fill(store: &EmbeddedStore, stream: &StreamId, len: u64, batch: u64) {
@@ -147,68 +147,6 @@ proptest! {
             .unwrap();
         rt.block_on(stream_lengths(lengths, picks));
     }
-}
-
-#[tokio::test]
-async fn requests_outside_the_stream_are_named() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = open(dir.path(), relaxed()).await;
-    let s = sid("run-1");
-    fill(&store, &s, 10, 4).await;
-    let outside = |r: Result<_, StoreError>| match r {
-        Err(StoreError::OutsideTree { stream, problem }) => (stream.as_str().to_owned(), problem),
-        other => panic!("expected OutsideTree, got {other:?}"),
-    };
-    let (stream, problem) = outside(store.inclusion_proof(&s, 0, None).await.map(|_| ()));
-    assert_eq!(
-        (stream.as_str(), problem),
-        ("run-1", OutsideTree::EventZero)
-    );
-    assert_eq!(
-        outside(store.inclusion_proof(&s, 11, None).await.map(|_| ())).1,
-        OutsideTree::EventBeyondTree { seq: 11, size: 10 }
-    );
-    assert_eq!(
-        outside(store.inclusion_proof(&s, 6, Some(5)).await.map(|_| ())).1,
-        OutsideTree::EventBeyondTree { seq: 6, size: 5 }
-    );
-    assert_eq!(
-        outside(store.inclusion_proof(&s, 1, Some(12)).await.map(|_| ())).1,
-        OutsideTree::TreeBeyondStream { size: 12, head: 10 }
-    );
-    assert_eq!(
-        outside(store.tree_head(&s, Some(11)).await.map(|_| ())).1,
-        OutsideTree::TreeBeyondStream { size: 11, head: 10 }
-    );
-    assert_eq!(
-        outside(store.consistency_proof(&s, 7, Some(3)).await.map(|_| ())).1,
-        OutsideTree::Shrinking { old: 7, new: 3 }
-    );
-    let err = store.consistency_proof(&s, 7, Some(3)).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "stream run-1: a consistency proof goes from an older tree to a newer, larger one; \
-         asked from size 7 to size 3"
-    );
-    let err = store.consistency_proof(&s, 11, None).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "stream run-1: a tree of size 11 was asked for, but there are only events 1 to 10"
-    );
-    let err = store.inclusion_proof(&s, 11, None).await.unwrap_err();
-    assert_eq!(
-        err.to_string(),
-        "stream run-1: event 11 is not in the tree of size 10, which holds events 1 to 10"
-    );
-    // A stream with no events has the empty tree, and nothing in it.
-    let none = sid("absent");
-    let head = store.tree_head(&none, None).await.unwrap();
-    assert_eq!((head.size, head.root), (0, crate::merkle::empty_root()));
-    assert_eq!(
-        outside(store.inclusion_proof(&none, 1, None).await.map(|_| ())).1,
-        OutsideTree::EventBeyondTree { seq: 1, size: 0 }
-    );
-    store.close().await;
 }
 
 /// Stream "a" of 700 events (its stream number is 0), closed so the index holds its tree.
