@@ -202,6 +202,13 @@ async fn settle(
             tracing::warn!(run = %lease.stream, "another worker claimed this run: no longer driving it");
             return;
         }
+        // The database failed under the drive (restarted, unreachable for a while): the run
+        // is queued again for whichever worker reaches it next.
+        Err(RuntimeError::Store(e @ StoreError::Backend { .. })) => {
+            report.failed += 1;
+            tracing::warn!(run = %lease.stream, error = %e, "the database failed while driving the run; it is queued again");
+            true
+        }
         Err(e) => {
             report.failed += 1;
             tracing::error!(run = %lease.stream, error = %e, "driving the run failed; it waits until it is queued again (docket resume)");

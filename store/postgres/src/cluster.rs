@@ -20,6 +20,8 @@ pub struct TestCluster {
     dir: PathBuf,
     /// The TCP port a TLS cluster listens on (at 127.0.0.1), else none.
     tcp: Option<u16>,
+    /// The server's options, to start it again with them.
+    options: std::sync::Mutex<String>,
     bin: PathBuf,
     /// The OS user the server runs as, when this process is root (PostgreSQL refuses root).
     run_as: Option<String>,
@@ -98,6 +100,17 @@ impl TestCluster {
             .as_ref()
     }
 
+    /// A cluster of its own, for a test that stops or restarts its server.
+    pub fn private() -> Option<TestCluster> {
+        match find_bin() {
+            Some(bin) => Some(TestCluster::start(bin, false, None)),
+            None if in_ci() => {
+                panic!("CI is set but PostgreSQL's server programs are not installed")
+            }
+            None => None,
+        }
+    }
+
     /// A cluster of its own that syncs its WAL on commit as a production server does (the
     /// shared one does not, for speed), for benchmarks; `None` as for [`TestCluster::shared`].
     pub fn durable() -> Option<TestCluster> {
@@ -150,6 +163,7 @@ impl TestCluster {
         let cluster = TestCluster {
             dir,
             tcp,
+            options: std::sync::Mutex::new(String::new()),
             bin,
             run_as,
             next: AtomicU64::new(0),
@@ -210,6 +224,10 @@ impl TestCluster {
             _ => options.push_str(&format!(" -p {PORT} -c listen_addresses=''")),
         }
         cluster.watchdog(&data);
+        *cluster
+            .options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = options.clone();
         run(
             "pg_ctl start",
             &mut cluster.command(
@@ -227,6 +245,35 @@ impl TestCluster {
             ),
         );
         cluster
+    }
+
+    /// Stops the server at once (as a crash would: `-m immediate`) and starts it again;
+    /// connections are lost, committed transactions are not.
+    pub fn restart(&self) {
+        let data = self.dir.join("data");
+        let options = self
+            .options
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        run(
+            "pg_ctl restart",
+            &mut self.command(
+                "pg_ctl",
+                &[
+                    "restart",
+                    "-w",
+                    "-m",
+                    "immediate",
+                    "-D",
+                    path(&data),
+                    "-l",
+                    path(&self.dir.join("server.log")),
+                    "-o",
+                    &options,
+                ],
+            ),
+        );
     }
 
     /// A program of the cluster's, run as the server's user.

@@ -142,8 +142,8 @@ impl PostgresStore {
         Ok(leases)
     }
 
-    /// Renews every lease `holder` still holds, in one statement; the leases of `held` it
-    /// no longer holds (claimed by another since), whose appends stay refused.
+    /// Renews the leases of `held` that `holder` still holds, in one statement; those it no
+    /// longer holds (claimed by another since), whose appends stay refused.
     pub async fn renew(
         &self,
         holder: &Holder,
@@ -152,15 +152,18 @@ impl PostgresStore {
     ) -> Result<Vec<Lease>, StoreError> {
         let doing = format!("renewing the leases of {holder}");
         let client = self.client(&doing).await?;
+        // Only the leases of runs it drives: one it could not give back (the database was
+        // down) lapses, and another worker (or this one) claims it again.
+        let streams: Vec<&str> = held.iter().map(|l| l.stream.as_str()).collect();
         let rows = client
             .query(
                 "WITH w AS (
                      UPDATE docket_workers SET renewed_at = now() WHERE holder = $1
                  )
                  UPDATE docket_leases SET expires_at = now() + make_interval(secs => $2)
-                 WHERE holder = $1
+                 WHERE holder = $1 AND stream = ANY($3)
                  RETURNING stream, epoch",
-                &[&holder.0, &interval(lease)],
+                &[&holder.0, &interval(lease), &streams],
             )
             .await
             .map_err(self.db(&doing))?;

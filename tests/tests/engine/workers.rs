@@ -1,7 +1,8 @@
 //! Workers over PostgreSQL (docs/postgres.md, "Workers"): two workers share the runs of
 //! one database; one dies mid-run without giving anything back, and its runs go on under
 //! the other, every effect applied once (counted by the executor's own ledger), every
-//! chain sound and every log replaying.
+//! chain sound and every log replaying; and the database restarted at once mid-run, after
+//! which the worker reconnects and every run completes, nothing acknowledged lost.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -276,4 +277,90 @@ async fn a_dead_workers_runs_go_on_under_another_and_no_effect_is_applied_twice(
             .all(|l| l.holder.is_none()),
         "leases are given back"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_restarted_mid_run_loses_nothing_and_the_runs_go_on() {
+    // A cluster of its own: the restart must not reach the other tests' databases.
+    let Some(cluster) = TestCluster::private() else {
+        return;
+    };
+    let db = cluster.database();
+    let data = tempfile::tempdir().expect("tempdir");
+    let ledger = Arc::new(Ledger::default());
+    let starter = app(&db.url, &ledger, data.path()).await;
+    let shared = starter
+        .runtime()
+        .store()
+        .postgres()
+        .expect("postgres")
+        .clone();
+    let runs: Vec<String> = (0..12).map(|i| format!("restart-{i:02}")).collect();
+    for run in &runs {
+        let _recorded = starter
+            .runtime()
+            .record_start(&workflow(), json!({}), Some(run.as_str().into()))
+            .await
+            .expect("the run is recorded");
+        shared
+            .enqueue(&StreamId::new(run.as_str()).expect("id"))
+            .await
+            .expect("queued");
+    }
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(work(
+        app(&db.url, &ledger, data.path()).await,
+        WorkerConfig {
+            concurrency: 3,
+            lease: Duration::from_secs(2),
+            renew_every: Duration::from_millis(300),
+            ..WorkerConfig::new("steady")
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    // Once some effect was applied, the server goes down at once and comes back.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ledger.0.lock().expect("ledger").is_empty() {
+        assert!(Instant::now() < deadline, "no effect applied in 30 s");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cluster.restart();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    for run in &runs {
+        loop {
+            let state = match starter.runtime().state(&run.as_str().into()).await {
+                Ok(state) => state,
+                // The starter's own connections are re-made as they are used.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            if state.status() == RunStatus::Completed {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let leases = shared.leases().await;
+                panic!(
+                    "run {run} is still {:?} after 120 s; leases {leases:?}",
+                    state.status()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let _ = stop.send(());
+    worker.await.expect("joins").expect("the worker worked");
+    for run in &runs {
+        for n in 0..POSTS {
+            assert_eq!(ledger.applied(&format!("{run}-{n}")), 1, "{run}, post {n}");
+        }
+        let stream = StreamId::new(run.as_str()).expect("id");
+        assert!(
+            shared.verify(&stream).await.expect("verifies").is_sound(),
+            "{run}"
+        );
+    }
 }
