@@ -101,7 +101,8 @@ pub struct BlobRef {
     pub len: u64,
 }
 
-/// An event's payload as recorded: inline bytes, or a reference to a blob at or above the size threshold.
+/// An event's payload as recorded: inline bytes, or a reference to a blob for one longer than
+/// the size threshold.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub enum Payload {
     Inline(Vec<u8>),
@@ -116,7 +117,7 @@ pub struct NewEvent {
     pub recorded_at: WallTime,
     /// Hash of the policy bundle in force when the event was decided, if any.
     pub policy: Option<Hash>,
-    /// Stored inline below the store's blob threshold, as a blob at or above it.
+    /// Stored inline up to the store's blob threshold, as a blob when longer (FORMAT.md §3).
     pub payload: Vec<u8>,
 }
 
