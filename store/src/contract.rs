@@ -165,7 +165,19 @@ pub async fn refused_appends_name_the_versions_and_write_nothing<S: EventStore>(
             ..
         })
     ));
+    let carried = b"a blob only a refused append carried".to_vec();
+    assert!(matches!(
+        store
+            .append_with_blobs(&s, 0, vec![ev("c", b"")], vec![carried.clone()])
+            .await,
+        Err(StoreError::Conflict { .. })
+    ));
     assert_eq!(all(store, &s).await.len(), 1, "nothing refused was written");
+    assert_eq!(
+        store.get_blob(&blob_hash(&carried)).await.unwrap(),
+        None,
+        "a refused append keeps none of its blobs"
+    );
     assert!(matches!(
         store.append(&sid("fresh"), 3, vec![ev("a", b"")]).await,
         Err(StoreError::Conflict {

@@ -81,14 +81,15 @@ CREATE TABLE docket_workers (
 
 -- A group of appends in one statement (one round trip, one implicit transaction): each
 -- append checked in order against its stream's head and, for a worker, its claim, under
--- the rows' locks; the accepted ones written with their events, blobs and wake-ups.
+-- the rows' locks; the accepted ones written with their events, blobs and wake-ups (a
+-- refused one leaves nothing, its blobs included).
 -- Returns the refused appends (by index from 1): 'conflict' with the stream's version,
 -- or 'fenced' with the claim's epoch and holder now.
 CREATE FUNCTION docket_append(
     j_stream text[], j_expected int8[], j_prev bytea[], j_holder text[], j_epoch int8[],
     j_last_seq int8[], j_last_hash bytea[],
     e_job int4[], e_seq int8[], e_record bytea[], e_leaf bytea[],
-    b_hash bytea[], b_bytes bytea[]
+    b_job int4[], b_hash bytea[], b_bytes bytea[]
 ) RETURNS TABLE (job int4, refusal text, actual int8, claim int8, holder text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -130,7 +131,8 @@ BEGIN
     END LOOP;
     IF cardinality(accepted) > 0 THEN
         INSERT INTO docket_blobs (hash, bytes)
-            SELECT DISTINCT ON (h) h, b FROM unnest(b_hash, b_bytes) AS t(h, b)
+            SELECT DISTINCT ON (t.h) t.h, t.b FROM unnest(b_job, b_hash, b_bytes) AS t(j, h, b)
+            WHERE t.j = ANY(accepted)
             ON CONFLICT DO NOTHING;
         INSERT INTO docket_events (stream, seq, record, leaf, epoch)
             SELECT j_stream[t.j], t.s, t.r, t.l, j_epoch[t.j]

@@ -155,7 +155,8 @@ async fn try_commit(
     let (mut j_holder, mut j_epoch) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut j_last_seq, mut j_last_hash) = (Vec::with_capacity(n), Vec::with_capacity(n));
     let (mut e_job, mut e_seq, mut e_record, mut e_leaf) = (vec![], vec![], vec![], vec![]);
-    let (mut b_hash, mut b_bytes): (Vec<&[u8]>, Vec<&[u8]>) = (vec![], vec![]);
+    let (mut b_job, mut b_hash, mut b_bytes): (Vec<i32>, Vec<&[u8]>, Vec<&[u8]>) =
+        (vec![], vec![], vec![]);
     for (i, job) in jobs.iter().enumerate() {
         let index = i32::try_from(i + 1).unwrap_or(i32::MAX);
         j_stream.push(job.stream.as_str());
@@ -170,6 +171,7 @@ async fn try_commit(
         j_last_seq.push(to_i64(last_seq));
         j_last_hash.push(last_hash.0.to_vec());
         for (hash, bytes) in &job.blobs {
+            b_job.push(index);
             b_hash.push(hash.0.as_slice());
             b_bytes.push(bytes.as_slice());
         }
@@ -179,6 +181,7 @@ async fn try_commit(
             e_record.push(e.record.as_slice());
             e_leaf.push(e.leaf.0.as_slice());
             if let Some((hash, bytes)) = &e.blob {
+                b_job.push(index);
                 b_hash.push(hash.0.as_slice());
                 b_bytes.push(bytes.as_slice());
             }
@@ -186,7 +189,7 @@ async fn try_commit(
     }
     let append = client
         .prepare_cached(
-            "SELECT job, refusal, actual, claim, holder FROM docket_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+            "SELECT job, refusal, actual, claim, holder FROM docket_append($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
         )
         .await
         .map_err(db(database, doing))?;
@@ -205,6 +208,7 @@ async fn try_commit(
                 &e_seq,
                 &e_record,
                 &e_leaf,
+                &b_job,
                 &b_hash,
                 &b_bytes,
             ],
