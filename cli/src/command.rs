@@ -418,3 +418,51 @@ pub(crate) fn driven(dir: &Path, run: &RunId) -> bool {
     };
     LockHolder::of(dir).is_some_and(|h| h.drives(&stream))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::resolve_store;
+
+    #[test]
+    fn store_flag_chooses_the_backend_or_names_the_data_directory() {
+        let url = "postgres://ana:hunter2@db:5432/ledger";
+        assert_eq!(
+            resolve_store(Some(url.to_owned()), Some(PathBuf::from("keys"))),
+            Ok((Some(PathBuf::from("keys")), Some(url.to_owned())))
+        );
+        assert_eq!(
+            resolve_store(Some("postgresql://db/ledger".to_owned()), None),
+            Ok((None, Some("postgresql://db/ledger".to_owned())))
+        );
+        assert_eq!(
+            resolve_store(Some("runs".to_owned()), None),
+            Ok((Some(PathBuf::from("runs")), None))
+        );
+        assert_eq!(
+            resolve_store(Some("runs".to_owned()), Some(PathBuf::from("runs"))),
+            Ok((Some(PathBuf::from("runs")), None))
+        );
+        let both = resolve_store(Some("one".to_owned()), Some(PathBuf::from("two")));
+        assert!(
+            both.as_ref()
+                .is_err_and(|e| e.contains("two different data directories")),
+            "{both:?}"
+        );
+    }
+
+    #[test]
+    fn a_url_without_a_host_is_refused_without_its_password() {
+        let err = super::check_postgres_url("postgres://x:hunter2:z@")
+            .expect_err("no host")
+            .to_string();
+        assert!(
+            err.starts_with("the store URL is not a PostgreSQL connection string"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(super::check_postgres_url("postgres://ana:pw@db:5432/ledger").is_ok());
+        assert!(super::check_postgres_url("postgres://ana@%2Ftmp%2Fsock/ledger").is_ok());
+    }
+}

@@ -61,8 +61,18 @@ fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() 
     let data = tmp.path().join("data");
     let url = db.url.as_str();
 
-    let out = docket(url, &data, &["run", geo_workflow().to_str().expect("UTF-8")]);
-    assert_eq!(exit_code(&out), 0, "{}{}", stdout_text(&out), stderr_text(&out));
+    let out = docket(
+        url,
+        &data,
+        &["run", geo_workflow().to_str().expect("UTF-8")],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}{}",
+        stdout_text(&out),
+        stderr_text(&out)
+    );
     let run = summary_run_id(&out);
     assert!(
         stdout_text(&out).starts_with(&format!("run {run} (geo): completed")),
@@ -94,7 +104,11 @@ fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() 
         .env_remove("DOCKET_DATA")
         .output()
         .expect("docket runs");
-    assert!(!stdout_text(&local).contains(&run), "{}", stdout_text(&local));
+    assert!(
+        !stdout_text(&local).contains(&run),
+        "{}",
+        stdout_text(&local)
+    );
 
     let status = docket_exits(url, &data, &["status", &run], 0);
     assert!(status.contains("completed"), "{status}");
@@ -262,7 +276,11 @@ fn a_database_that_is_not_running_is_named_without_its_password() {
         .replace('%', "%25")
         .replace('/', "%2F");
     let url = format!("postgres://ana:hunter2@{host}:5432/ledger");
-    for args in [&["runs"][..], &["store", "migrate"][..], &["status", "run-1"][..]] {
+    for args in [
+        &["runs"][..],
+        &["store", "migrate"][..],
+        &["status", "run-1"][..],
+    ] {
         let out = docket(&url, &data, args);
         let err = stderr_text(&out);
         assert_eq!(exit_code(&out), 1, "{args:?}: {err}");
@@ -272,7 +290,10 @@ fn a_database_that_is_not_running_is_named_without_its_password() {
             err.contains(&format!("ana@{}:5432/ledger", socket.display())),
             "{args:?} names the database: {err}"
         );
-        assert!(err.contains("connecting"), "{args:?} says what it did: {err}");
+        assert!(
+            err.contains("connecting"),
+            "{args:?} says what it did: {err}"
+        );
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
     }
 }
