@@ -60,7 +60,7 @@ pub(crate) async fn execute(
 ) -> anyhow::Result<u8> {
     match args.command {
         Some(CircuitsCommand::Reset { agent, by, reason }) => {
-            if !data.is_dir() {
+            if crate::command::postgres_url().is_none() && !data.is_dir() {
                 anyhow::bail!(
                     "no circuit breaker is recorded for agent `{agent}`: the data directory {} does not exist",
                     data.display()

@@ -1,6 +1,6 @@
 //! What every command shares: its exit codes, the data directory, the async runtime it
-//! runs on, and the store opened for writing or reading (waiting for the writer lock as
-//! `--lock-wait` says).
+//! runs on, and the store opened for writing or reading: a data directory (waiting for
+//! its writer lock as `--lock-wait` says) or the PostgreSQL database `--store` names.
 //!
 //! Exit codes (documented in the README): 0 completed (or the command succeeded),
 //! 1 failed or an error, 2 bad command-line input (clap), 3 waiting for a human,
@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
+use docket_app::{Store, StoreLocation};
 use docket_decider::RunId;
 use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, EventStore as _, LockHolder, StoreConfig, StoreError};
+use docket_store_postgres::{PgError, PostgresConfig, PostgresStore};
 
 /// The run completed.
 pub const EXIT_COMPLETED: u8 = 0;
@@ -28,6 +30,121 @@ pub const EXIT_BLOCKED: u8 = 4;
 pub(crate) fn data_dir(flag: Option<PathBuf>) -> PathBuf {
     flag.or_else(|| std::env::var_os("DOCKET_DATA").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from(".docket"))
+}
+
+/// The PostgreSQL database runs are recorded in (`--store URL` or `DOCKET_STORE`), when
+/// one is named; set once by `main`. `None`: the data directory holds the log.
+pub(crate) static STORE_URL: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+
+/// The PostgreSQL URL `--store` or `DOCKET_STORE` gave, if any.
+pub(crate) fn postgres_url() -> Option<&'static str> {
+    STORE_URL.get().and_then(Option::as_deref)
+}
+
+/// `--store`, else `DOCKET_STORE`, with `--data`: the data directory flag commands see
+/// and the PostgreSQL URL, if one was given. A `--store` that is not a PostgreSQL URL
+/// names the data directory (as `--data` does: both, naming two directories, is an
+/// error); `DOCKET_STORE` naming a directory gives way to `--data`.
+pub(crate) fn resolve_store(
+    store: Option<String>,
+    data: Option<PathBuf>,
+) -> Result<(Option<PathBuf>, Option<String>), String> {
+    let (value, from_flag) = match store {
+        Some(value) => (value, true),
+        None => match std::env::var_os("DOCKET_STORE").filter(|v| !v.is_empty()) {
+            None => return Ok((data, None)),
+            Some(value) => match value.into_string() {
+                Ok(text) => (text, false),
+                // Not UTF-8: not a URL, so a directory.
+                Err(path) => return Ok((data.or(Some(PathBuf::from(path))), None)),
+            },
+        },
+    };
+    match StoreLocation::parse(&value) {
+        StoreLocation::Postgres(url) => Ok((data, Some(url))),
+        StoreLocation::Directory(dir) if !from_flag => Ok((data.or(Some(dir)), None)),
+        StoreLocation::Directory(dir) => match data {
+            Some(other) if other != dir => Err(format!(
+                "--store {} and --data {} name two different data directories: give one of them",
+                dir.display(),
+                other.display()
+            )),
+            _ => Ok((Some(dir), None)),
+        },
+    }
+}
+
+/// Opens the PostgreSQL store at `url`; `doing` says what for, in the error.
+pub(crate) async fn open_postgres(url: &str, doing: &str) -> anyhow::Result<PostgresStore> {
+    check_postgres_url(url)?;
+    PostgresStore::open(PostgresConfig::new(url))
+        .await
+        .map_err(|e| postgres_error(e, &format!("cannot open the PostgreSQL store {doing}")))
+}
+
+/// A URL that cannot name a database (it does not parse, or names no host or socket
+/// directory), said before connecting: never with the URL itself, which may hold a
+/// password.
+pub(crate) fn check_postgres_url(url: &str) -> anyhow::Result<()> {
+    let why = match url.parse::<tokio_postgres::Config>() {
+        Err(e) => {
+            let mut why = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                why.push_str(": ");
+                why.push_str(&c.to_string());
+                cause = c.source();
+            }
+            why
+        }
+        Ok(c) if c.get_hosts().is_empty() && c.get_hostaddrs().is_empty() => {
+            "it names no host or socket directory".to_owned()
+        }
+        Ok(_) => return Ok(()),
+    };
+    Err(anyhow!(
+        "the store URL is not a PostgreSQL connection string ({why}); expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE (a socket directory as the host, percent-encoded: postgres://USER@%2Fvar%2Frun%2Fpostgresql/DATABASE)"
+    ))
+}
+
+/// A PostgreSQL store's error under `context`, with what to check when no server
+/// answered at all.
+pub(crate) fn postgres_error(e: StoreError, context: &str) -> anyhow::Error {
+    let unreachable = match &e {
+        StoreError::Backend { source } => matches!(
+            source.downcast_ref::<PgError>(),
+            Some(PgError::Database { doing, source, .. })
+                if doing == "connecting" && source.as_db_error().is_none()
+        ),
+        _ => false,
+    };
+    if unreachable {
+        anyhow!(
+            "{context}: {e}; is PostgreSQL running there, and does the URL name its host and port (or socket directory)?"
+        )
+    } else {
+        anyhow::Error::new(e).context(context.to_owned())
+    }
+}
+
+/// Where `store` keeps its runs, as messages name it: the data directory `data`, or the
+/// database (without its password).
+pub(crate) fn place(store: &Store, data: &Path) -> String {
+    match store.postgres() {
+        Some(pg) => format!("PostgreSQL at {}", pg.database()),
+        None => format!("the data directory {}", data.display()),
+    }
+}
+
+/// What a command that needs a data directory's files says when the store is a
+/// PostgreSQL database: `what` is not available with it yet, and what to do instead.
+pub(crate) fn not_with_postgres(what: &str, instead: &str) -> anyhow::Result<()> {
+    if postgres_url().is_some() {
+        anyhow::bail!(
+            "{what} is not yet available with a PostgreSQL store (--store or DOCKET_STORE): {instead}"
+        );
+    }
+    Ok(())
 }
 
 pub(crate) type Pending<'a> =
@@ -120,9 +237,35 @@ fn tell_waiting(dir: &Path, holder: &LockHolder) {
     );
 }
 
+/// Opens the store to record in it: the PostgreSQL database `--store` names (many
+/// processes record in one: no lock), else the data directory `dir` ([`open_embedded`]).
+/// Effects check the kill switches of the data directory `dir` either way.
+pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<Store>> {
+    let store = match postgres_url() {
+        Some(url) => Store::from(open_postgres(url, "to record runs").await?),
+        None => Store::from(open_directory(dir).await?),
+    };
+    let runtime = Runtime::new(store);
+    // Read before every effect execution, so `docket kill-switch on` from another
+    // process stops this run's next effect.
+    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
+        dir,
+    )));
+    Ok(runtime)
+}
+
 /// Opens the data directory to record in it (creating it if need be): takes its writer
 /// lock, waiting up to `--lock-wait` for another recording process (store/FORMAT.md §10).
-pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+pub(crate) async fn open_embedded(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+    let runtime = Runtime::new(open_directory(dir).await?);
+    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
+        dir,
+    )));
+    Ok(runtime)
+}
+
+/// The data directory's store, opened to record ([`open_embedded`]).
+async fn open_directory(dir: &Path) -> anyhow::Result<EmbeddedStore> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "cannot open the data directory {}: it is a file, not a directory (give another with --data DIR)",
@@ -170,13 +313,7 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
                 .context(format!("cannot open the data directory {}", dir.display())));
         }
     };
-    let runtime = Runtime::new(store);
-    // Read before every effect execution, so `docket kill-switch on` from another
-    // process stops this run's next effect.
-    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
-        dir,
-    )));
-    Ok(runtime)
+    Ok(store)
 }
 
 /// Whether the writer lock is held by `docket serve`.
@@ -187,10 +324,16 @@ fn held_by_server(e: &StoreError) -> bool {
 /// The default of `--lock-wait`.
 pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Opens the data directory to read it, while another process may be recording in it:
-/// no lock, nothing created or repaired (store/FORMAT.md §10). A directory that does not
-/// exist is an error naming it.
-pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
+/// Opens the store to read it: a PostgreSQL database is read as usual (no read-only
+/// view: reads are plain reads); a data directory while another process may be
+/// recording in it: no lock, nothing created or repaired (store/FORMAT.md §10). A
+/// directory that does not exist is an error naming it.
+pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<Store>> {
+    if let Some(url) = postgres_url() {
+        return Ok(Runtime::new(Store::from(
+            open_postgres(url, "to read runs").await?,
+        )));
+    }
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(
             "cannot read the data directory {}: it is a file, not a directory (give another with --data DIR)",
@@ -227,15 +370,15 @@ pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStor
             damage.damage
         );
     }
-    Ok(Runtime::new(store))
+    Ok(Runtime::new(Store::from(store)))
 }
 
 /// [`open_read`] for a command about one run: a missing directory is said as the run
 /// missing from it, and a run recorded only after damage to the log as that damage.
-pub(crate) async fn open_read_for(
-    dir: &Path,
-    run: &RunId,
-) -> anyhow::Result<Runtime<EmbeddedStore>> {
+pub(crate) async fn open_read_for(dir: &Path, run: &RunId) -> anyhow::Result<Runtime<Store>> {
+    if postgres_url().is_some() {
+        return open_read(dir).await;
+    }
     if !dir.exists() {
         anyhow::bail!(
             "no run {run} in the data directory {}: it does not exist (give another with --data DIR or $DOCKET_DATA)",
@@ -243,7 +386,11 @@ pub(crate) async fn open_read_for(
         );
     }
     let rt = open_read(dir).await?;
-    if let Some(damage) = rt.store().view_report().and_then(|r| r.log_damage)
+    if let Some(damage) = rt
+        .store()
+        .embedded()
+        .and_then(EmbeddedStore::view_report)
+        .and_then(|r| r.log_damage)
         && let Ok(stream) = docket_store::StreamId::new(run.as_str())
         && damage.streams_after.contains(&stream)
         && matches!(rt.store().head(&stream).await, Ok(None))
@@ -259,10 +406,63 @@ pub(crate) async fn open_read_for(
 }
 
 /// Whether a run whose log says it is running is driven by a live process: the holder
-/// of the writer lock, if it appended to the run (store/FORMAT.md §10).
+/// of the writer lock, if it appended to the run (store/FORMAT.md §10). A PostgreSQL
+/// store has no writer lock to tell by: its runs are taken as driven (none is called
+/// interrupted).
 pub(crate) fn driven(dir: &Path, run: &RunId) -> bool {
+    if postgres_url().is_some() {
+        return true;
+    }
     let Ok(stream) = docket_store::StreamId::new(run.as_str()) else {
         return false;
     };
     LockHolder::of(dir).is_some_and(|h| h.drives(&stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::resolve_store;
+
+    #[test]
+    fn store_flag_chooses_the_backend_or_names_the_data_directory() {
+        let url = "postgres://ana:hunter2@db:5432/ledger";
+        assert_eq!(
+            resolve_store(Some(url.to_owned()), Some(PathBuf::from("keys"))),
+            Ok((Some(PathBuf::from("keys")), Some(url.to_owned())))
+        );
+        assert_eq!(
+            resolve_store(Some("postgresql://db/ledger".to_owned()), None),
+            Ok((None, Some("postgresql://db/ledger".to_owned())))
+        );
+        assert_eq!(
+            resolve_store(Some("runs".to_owned()), None),
+            Ok((Some(PathBuf::from("runs")), None))
+        );
+        assert_eq!(
+            resolve_store(Some("runs".to_owned()), Some(PathBuf::from("runs"))),
+            Ok((Some(PathBuf::from("runs")), None))
+        );
+        let both = resolve_store(Some("one".to_owned()), Some(PathBuf::from("two")));
+        assert!(
+            both.as_ref()
+                .is_err_and(|e| e.contains("two different data directories")),
+            "{both:?}"
+        );
+    }
+
+    #[test]
+    fn a_url_without_a_host_is_refused_without_its_password() {
+        let err = super::check_postgres_url("postgres://x:hunter2:z@")
+            .expect_err("no host")
+            .to_string();
+        assert!(
+            err.starts_with("the store URL is not a PostgreSQL connection string"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
+        assert!(super::check_postgres_url("postgres://ana:pw@db:5432/ledger").is_ok());
+        assert!(super::check_postgres_url("postgres://ana@%2Ftmp%2Fsock/ledger").is_ok());
+    }
 }

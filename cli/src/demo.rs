@@ -12,10 +12,10 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use clap::Args;
+use docket_app::Store;
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus, TicketId};
 use docket_policies::{InputKind, Verdict};
 use docket_runtime::{HumanDecision, Runtime, Workflow, check_executables};
-use docket_store::EmbeddedStore;
 
 use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
 use crate::export::Format;
@@ -362,6 +362,10 @@ pub(crate) fn main(args: DemoArgs, data: Option<PathBuf>) -> ExitCode {
 }
 
 async fn demo(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<u8> {
+    crate::command::not_with_postgres(
+        "`docket demo`",
+        "it runs the examples on a fresh data directory of its own: run it without --store (and without DOCKET_STORE)",
+    )?;
     let examples = examples_dir(args.examples)?;
     let mut workflows = load_workflows(&examples)?;
     let dir = data.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
@@ -595,7 +599,7 @@ fn route_outboxes(workflows: &mut [Workflow], dir: &Path) -> anyhow::Result<()> 
 /// answer left; engages the scenario's kill switch before the first answer and releases
 /// it at the end.
 async fn drive(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     dir: &Path,
     workflow: &Workflow,
     input: serde_json::Value,
@@ -618,7 +622,7 @@ async fn drive(
 
 /// Answers the human steps in order, until the run ends or waits with no answer left.
 async fn answer(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     dir: &Path,
     run: &RunId,
     answers: &[Answer],
@@ -904,7 +908,7 @@ fn brief(output: &serde_json::Value) -> String {
 /// Replays every run, verifies the data directory and exports every run (JSON lines,
 /// checked offline against the directory's key, and HTML); true when all is sound.
 async fn evidence(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     dir: &Path,
     runs: &[RunId],
     out: &mut String,

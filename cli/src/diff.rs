@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
+use docket_app::Store;
 use docket_decider::{RunEvent, RunId};
 use docket_replay::{FieldDiff, diff_runs};
 use docket_runtime::Runtime;
-use docket_store::EmbeddedStore;
 use serde_json::Value;
 
 use crate::command::EXIT_COMPLETED;
@@ -44,7 +44,7 @@ fn field(out: &mut String, part: &str, d: &FieldDiff) {
 /// Prints what differs between runs `a` and `b` (`no difference` when nothing does).
 /// Exit 0 either way: a difference is an answer, not a failure.
 pub(crate) async fn diff(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     a: &RunId,
     b: &RunId,
     json: bool,

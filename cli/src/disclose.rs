@@ -53,7 +53,7 @@ pub(crate) fn main(args: DiscloseArgs, data: Option<PathBuf>) -> std::process::E
 }
 
 async fn disclose(
-    store: &docket_store::EmbeddedStore,
+    store: &docket_app::Store,
     args: &DiscloseArgs,
     out: &mut String,
 ) -> anyhow::Result<u8> {
@@ -67,7 +67,12 @@ async fn disclose(
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
         return Err(anyhow!(
-            "no run {run} in this data directory (`docket runs` lists them)"
+            "no run {run} in {} (`docket runs` lists them)",
+            if store.postgres().is_some() {
+                "the PostgreSQL store"
+            } else {
+                "this data directory"
+            }
         ));
     };
     if args.seq == 0 || args.seq > head.seq {
@@ -215,7 +220,7 @@ pub(crate) fn shred_main(args: ShredArgs, data: Option<PathBuf>) -> std::process
 }
 
 async fn shred(
-    store: &docket_store::EmbeddedStore,
+    store: &docket_app::Store,
     args: &ShredArgs,
     out: &mut String,
 ) -> anyhow::Result<u8> {
@@ -234,7 +239,12 @@ async fn shred(
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
         return Err(anyhow!(
-            "no run {run} in this data directory (`docket runs` lists them)"
+            "no run {run} in {} (`docket runs` lists them)",
+            if store.postgres().is_some() {
+                "the PostgreSQL store"
+            } else {
+                "this data directory"
+            }
         ));
     };
     let held = store
@@ -325,9 +335,14 @@ async fn shred(
     }
     outln!(
         out,
-        "{} value(s) of run {run} erased by {}: their disclosures are gone from the data directory, their commitments stay, and `docket verify` counts them as shredded",
+        "{} value(s) of run {run} erased by {}: their disclosures are gone from {}, their commitments stay, and `docket verify` counts them as shredded",
         digests.len(),
-        args.by
+        args.by,
+        if store.postgres().is_some() {
+            "the PostgreSQL store"
+        } else {
+            "the data directory"
+        }
     );
     Ok(EXIT_COMPLETED)
 }

@@ -29,6 +29,18 @@ pub(crate) fn error_text(error: &anyhow::Error) -> String {
         } else if !text.contains(&words) {
             let _ = write!(text, ": {words}");
         }
+        // A PostgreSQL error already says the driver's causes in the database's words.
+        if cause
+            .downcast_ref::<docket_store_postgres::PgError>()
+            .is_some()
+        {
+            break;
+        }
+    }
+    // The runtime's errors name the store as a data directory; with a PostgreSQL store
+    // they are about the database.
+    if crate::command::postgres_url().is_some() {
+        text = text.replace("in this data directory", "in the PostgreSQL store");
     }
     plain(&text)
 }

@@ -8,10 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow};
 use clap::{Args, ValueEnum};
+use docket_app::Store;
 use docket_decider::RunId;
 use docket_evidence::{ExportRequest, LoggedEvent, Sealing, VerifierKey};
 use docket_runtime::Runtime;
-use docket_store::{EmbeddedStore, EventStore as _, StreamId};
+use docket_store::{EventStore as _, StreamId};
 use serde_json::json;
 
 use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
@@ -94,7 +95,7 @@ pub(crate) fn main(args: ExportArgs, data: Option<PathBuf>) -> std::process::Exi
 }
 
 async fn export(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     data: &Path,
     args: ExportArgs,
     out: &mut String,
@@ -114,7 +115,8 @@ async fn export(
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     let Some(head) = store.head(&stream).await? else {
         return Err(anyhow!(
-            "no run {run} in this data directory (`docket runs` lists them)"
+            "no run {run} in {} (`docket runs` lists them)",
+            crate::command::place(store, data)
         ));
     };
     let sealing = docket_evidence::run_seal(store, data, run.as_str(), head.seq).await?;
@@ -171,7 +173,7 @@ async fn export(
 /// Writes run `run`'s export in `format` to `path`, as `docket export --out PATH` does
 /// (for `docket demo`).
 pub(crate) async fn export_to(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     data: &Path,
     run: &RunId,
     format: Format,
@@ -187,10 +189,7 @@ pub(crate) async fn export_to(
 }
 
 /// Run `run`'s events decoded with plain payloads, for its HTML report.
-async fn logged_events(
-    rt: &Runtime<EmbeddedStore>,
-    run: &RunId,
-) -> anyhow::Result<Vec<LoggedEvent>> {
+async fn logged_events(rt: &Runtime<Store>, run: &RunId) -> anyhow::Result<Vec<LoggedEvent>> {
     Ok(rt
         .events(run)
         .await?

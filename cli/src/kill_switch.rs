@@ -66,6 +66,16 @@ fn who(by: Option<String>) -> String {
 }
 
 pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
+    // With a PostgreSQL store the switches are still files of the data directory: they
+    // stop the effects of the runs driven with that data directory, not those driven
+    // elsewhere. Said, so that nobody takes them for the database's.
+    if crate::command::postgres_url().is_some() {
+        say!(
+            "note: kill switches are kept in the data directory {}, not in the PostgreSQL store: they stop the effects of runs driven with --data {} (on this machine), not of runs driven elsewhere",
+            data.display(),
+            data.display()
+        );
+    }
     let mut out = String::new();
     let result = execute(command, data, &mut out);
     if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())

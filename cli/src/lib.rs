@@ -55,6 +55,7 @@ mod runs;
 mod serve;
 // How a run is shown: its summary, its events in one line each.
 mod show;
+mod store;
 mod telemetry;
 mod verify;
 mod words;
@@ -78,6 +79,16 @@ struct Cli {
     /// Data directory holding the event log (default: $DOCKET_DATA, else ./.docket).
     #[arg(long, global = true, value_name = "DIR")]
     data: Option<PathBuf>,
+    /// Where runs are recorded: a postgres:// URL, or a data directory (default:
+    /// $DOCKET_STORE, else the data directory).
+    ///
+    /// A postgres:// (or postgresql://) URL records in that PostgreSQL database, which
+    /// many docket processes share (create or upgrade its schema with `docket store
+    /// migrate`); signing keys, kill switches and tokens stay in the data directory
+    /// (--data). Anything else names the data directory, as --data does. The password
+    /// in a URL is never printed (docs/postgres.md).
+    #[arg(long, global = true, value_name = "URL|DIR")]
+    store: Option<String>,
     /// Seconds a command that records waits for another process recording here.
     ///
     /// Commands that record (run, resume, approve, answer, deny, override, fork, ...) wait
@@ -184,6 +195,15 @@ enum Command {
     /// meanwhile (use the API); commands that read work as usual. Loopback only unless
     /// --allow-remote.
     Serve(serve::ServeArgs),
+    /// Create or upgrade a PostgreSQL store's schema.
+    ///
+    /// `docket store init --store URL` creates docket's tables in a database,
+    /// `docket store migrate --store URL` brings an older schema to this docket's version;
+    /// both say the version found and the versions applied (docs/postgres.md).
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
+    },
     /// Create, list and revoke the bearer tokens of `docket serve`.
     ///
     /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles).
@@ -278,37 +298,53 @@ pub fn main() -> ExitCode {
         }
     };
     let _ = command::THREADS.set(threads);
+    let data = match command::resolve_store(cli.store, cli.data) {
+        Ok((data, url)) => {
+            let _ = command::STORE_URL.set(url);
+            data
+        }
+        Err(e) => {
+            say!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let command = match cli.command {
         Command::Policy {
             command: PolicyCommand::Registry(command),
         } => {
-            return command::run_async(cli.data, |data, out| {
+            return command::run_async(data, |data, out| {
                 Box::pin(async move { rules::execute(command, &data, out).await })
             });
         }
         Command::Policy { command } => command,
-        Command::Run(command) => return runs::main(command, cli.data),
+        Command::Run(command) => return runs::main(command, data),
         Command::KillSwitch { command } => {
-            return kill_switch::main(command, &command::data_dir(cli.data));
+            return kill_switch::main(command, &command::data_dir(data));
         }
-        Command::Circuits(args) => return runs::circuits_main(args, cli.data),
+        Command::Circuits(args) => return runs::circuits_main(args, data),
         Command::Keys { command } => {
-            let data = command::data_dir(cli.data);
+            let data = command::data_dir(data);
             return plain(|out| keys::execute(command, &data, out));
         }
+        Command::Verify(args) if command::postgres_url().is_some() => {
+            return command::run_async(data, |_, out| {
+                Box::pin(async move { verify::execute_store(args, out).await })
+            });
+        }
         Command::Verify(args) => {
-            let data = command::data_dir(cli.data);
+            let data = command::data_dir(data);
             return plain(|out| verify::execute(args, &data, out));
         }
-        Command::Export(args) => return export::main(args, cli.data),
+        Command::Store { command } => return store::main(command),
+        Command::Export(args) => return export::main(args, data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
-        Command::Disclose(args) => return disclose::main(args, cli.data),
-        Command::Shred(args) => return disclose::shred_main(args, cli.data),
-        Command::Prove(args) => return prove::main(args, cli.data),
-        Command::Demo(args) => return demo::main(args, cli.data),
-        Command::Serve(args) => return serve::main(args, cli.data),
+        Command::Disclose(args) => return disclose::main(args, data),
+        Command::Shred(args) => return disclose::shred_main(args, data),
+        Command::Prove(args) => return prove::main(args, data),
+        Command::Demo(args) => return demo::main(args, data),
+        Command::Serve(args) => return serve::main(args, data),
         Command::Token { command } => {
-            let data = command::data_dir(cli.data);
+            let data = command::data_dir(data);
             return plain(|out| serve::token(command, &data, out));
         }
     };

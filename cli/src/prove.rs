@@ -67,12 +67,12 @@ fn in_run_words(run: &RunId, e: StoreError) -> anyhow::Error {
 
 async fn prove(args: ProveArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     let run = &args.run;
-    let no_run = || anyhow!("no run {run} in the data directory {}", data.display());
     // Read-only: an auditor's look creates, locks and repairs nothing.
     let store = crate::command::open_read_for(data, run)
         .await?
         .store()
         .clone();
+    let no_run = || anyhow!("no run {run} in {}", crate::command::place(&store, data));
     let stream = StreamId::new(run.as_str()).map_err(|e| anyhow!("run id {run}: {e}"))?;
     if store.head(&stream).await?.is_none() {
         return Err(no_run());

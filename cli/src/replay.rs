@@ -7,13 +7,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::Context as _;
+use docket_app::Store;
 use docket_decider::{RunEvent, RunId};
 use docket_policies::{Format, PolicyBundle};
 use docket_replay::{
     ChangeKind, DecisionArea, ReplayReport, WhatIf, point_in, what_if_with_shredded,
 };
 use docket_runtime::Runtime;
-use docket_store::EmbeddedStore;
 use serde_json::json;
 
 use crate::command::{EXIT_COMPLETED, EXIT_FAILED};
@@ -52,7 +52,7 @@ impl NewPolicies {
 /// Replays `run`, or every run with `all` (under `new` for a what-if); exit 1 when a
 /// replay diverges.
 pub(crate) async fn execute(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     run: Option<&RunId>,
     all: bool,
     new: Option<&NewPolicies>,
@@ -457,7 +457,7 @@ fn what_if_text(out: &mut String, r: &WhatIf, bundle: &str) {
 
 /// `docket inspect RUN --at POINT`.
 pub(crate) async fn inspect(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     run: &RunId,
     at: &str,
     json: bool,

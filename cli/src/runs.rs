@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
 use docket_app::ChoiceError;
+use docket_app::Store;
 use docket_decider::{HandoffRecord, RunId, RunState, RunStatus};
 use docket_runtime::{
     HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow, WorkflowLoadError,
@@ -298,7 +299,7 @@ macro_rules! outln {
 
 /// Prints `run RUN recorded` on stderr once the run's first event is in the log; aborted
 /// when the run ends before (or was never recorded).
-fn announce_when_recorded(rt: &Runtime<EmbeddedStore>, run: &RunId) -> tokio::task::JoinHandle<()> {
+fn announce_when_recorded(rt: &Runtime<Store>, run: &RunId) -> tokio::task::JoinHandle<()> {
     let stream = docket_store::StreamId::new(run.as_str()).ok();
     let store = rt.store().clone();
     let run = run.clone();
@@ -420,7 +421,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     v.bundle,
                     v.version,
                     v.hash,
-                    data.display()
+                    crate::command::place(rt.store(), data)
                 );
             }
             // Content off the interaction matrix that the bundle would empty: said before
@@ -542,15 +543,19 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             // `run_list.rs`); a read-only view reads it from the log (store/FORMAT.md §10).
             // A run that says it is running, with no live process driving it, was
             // interrupted: its driver died (or was stopped) before it finished.
-            let holder = LockHolder::of(data);
+            // A PostgreSQL store has no writer lock to tell by: its running runs are not
+            // called interrupted.
+            let postgres = rt.store().postgres().is_some();
+            let holder = LockHolder::of(data).filter(|_| !postgres);
             let query = docket_runtime::RunQuery {
                 waiting,
                 ..docket_runtime::RunQuery::default()
             };
             let page = rt
                 .list_runs(&query, |run| {
-                    docket_store::StreamId::new(run.as_str())
-                        .is_ok_and(|s| holder.as_ref().is_some_and(|h| h.drives(&s)))
+                    postgres
+                        || docket_store::StreamId::new(run.as_str())
+                            .is_ok_and(|s| holder.as_ref().is_some_and(|h| h.drives(&s)))
                 })
                 .await?;
             let mut runs = page.runs;
@@ -587,7 +592,11 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             }
             // Runs whose events fail their checks: listed with what and where, the
             // others are read as usual.
-            let report = rt.store().view_report().unwrap_or_default();
+            let report = rt
+                .store()
+                .embedded()
+                .and_then(EmbeddedStore::view_report)
+                .unwrap_or_default();
             for d in report
                 .damaged_streams
                 .iter()
@@ -686,7 +695,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
 /// The breakers of the run's agents that are not closed, judged by the run's recorded
 /// bundle.
 async fn run_circuits(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     state: &RunState,
 ) -> anyhow::Result<Vec<docket_runtime::BreakerStatus>> {
     let Some(run) = state.request() else {

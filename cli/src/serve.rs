@@ -105,8 +105,12 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
 pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
     crate::command::run_async(data, |data, _out| {
         Box::pin(async move {
+            crate::command::not_with_postgres(
+                "`docket serve`",
+                "serve a data directory (--data DIR, without --store); the commands (run, resume, approve, runs, status, ...) work with --store",
+            )?;
             docket_serve::check_listen(args.listen, args.allow_remote)?;
-            let rt = crate::command::open(&data).await?;
+            let rt = crate::command::open_embedded(&data).await?;
             let server = Server::bind(rt, &data, &args.root, args.listen, args.allow_remote)
                 .await?
                 .limit_streams(docket_serve::StreamLimits {

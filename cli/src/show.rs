@@ -6,12 +6,12 @@ use docket_decider::{
 };
 use std::fmt::Write as _;
 
+use docket_app::Store;
 use docket_decider::{
     HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject,
 };
 use docket_policies::InputKind;
 use docket_runtime::{RunOutcome, Runtime};
-use docket_store::EmbeddedStore;
 use serde_json::Value;
 
 use crate::command::{EXIT_BLOCKED, EXIT_COMPLETED, EXIT_FAILED, EXIT_WAITING};
@@ -37,10 +37,7 @@ pub(crate) fn exit_code(status: RunStatus) -> u8 {
 
 /// Every call and handoff decision of a run, folded from its log: the run's state keeps
 /// only what later decisions read (docs/replay.md#long-runs).
-pub(crate) async fn history_of(
-    rt: &Runtime<EmbeddedStore>,
-    run: &RunId,
-) -> anyhow::Result<RunHistory> {
+pub(crate) async fn history_of(rt: &Runtime<Store>, run: &RunId) -> anyhow::Result<RunHistory> {
     let events = rt.events(run).await?;
     Ok(RunHistory::fold(events.iter().map(|e| &e.event)))
 }

@@ -1,5 +1,6 @@
-//! `docket verify` (read-only: it never opens the store), and the application layer the
-//! run commands drive runs through, which seals the finished ones after them
+//! `docket verify` (read-only: over a data directory it never opens the store; over a
+//! PostgreSQL store, every stream through the store's own check), and the application
+//! layer the run commands drive runs through, which seals the finished ones after them
 //! (docs/checkpoints.md).
 
 use std::fmt::Write as _;
@@ -7,10 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use clap::Args;
-use docket_app::{App, Unsealed};
+use docket_app::{App, Store, Unsealed};
 use docket_evidence::{Problem, Verification, VerifierKey, VerifyOptions};
 use docket_runtime::Runtime;
-use docket_store::EmbeddedStore;
+use docket_store::{EventStore as _, StreamId};
+use serde_json::json;
 
 /// `docket verify`.
 #[derive(Args)]
@@ -100,6 +102,106 @@ pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow
         print_text(out, &report, args.checkpoint.as_deref());
     }
     Ok(u8::from(!report.is_sound()))
+}
+
+/// `docket verify` over the PostgreSQL store `--store` names: every stream (or RUN's)
+/// checked by the store itself (`EventStore::verify`: every chain link, hash, blob and
+/// Merkle leaf). The data directory's file checks do not apply, and signed seals are
+/// checked in an export (`docket verify-export`). Exit 0 when all are sound, 1 otherwise.
+pub(crate) async fn execute_store(args: VerifyArgs, out: &mut String) -> anyhow::Result<u8> {
+    let Some(url) = crate::command::postgres_url() else {
+        return Err(anyhow!("docket verify: no PostgreSQL store named"));
+    };
+    for (given, flag) in [
+        (args.checkpoint.is_some(), "--checkpoint"),
+        (!args.key.is_empty(), "--key"),
+        (args.require_signed, "--require-signed"),
+    ] {
+        if given {
+            crate::command::not_with_postgres(
+                &format!("`docket verify {flag}` (checking signed seals and checkpoints)"),
+                "export the run (`docket export RUN --format jsonl --store URL`) and check its signed checkpoint with `docket verify-export FILE --key KEY`",
+            )?;
+        }
+    }
+    let store = crate::command::open_postgres(url, "to verify it").await?;
+    let database = store.database().to_owned();
+    let streams: Vec<StreamId> = match &args.run {
+        Some(run) => {
+            let stream = StreamId::new(run).map_err(|e| anyhow!("run id {run}: {e}"))?;
+            if store.head(&stream).await?.is_none() {
+                return Err(anyhow!(
+                    "no run {run} in PostgreSQL at {database} (`docket runs` lists them)"
+                ));
+            }
+            vec![stream]
+        }
+        None => store
+            .streams()
+            .await?
+            .into_iter()
+            .map(|h| h.stream)
+            .collect(),
+    };
+    let mut reports = Vec::with_capacity(streams.len());
+    for stream in &streams {
+        reports.push(store.verify(stream).await?);
+    }
+    let failed = reports.iter().filter(|r| !r.is_sound()).count();
+    let runs = reports
+        .iter()
+        .filter(|r| docket_evidence::is_run_stream(r.stream.as_str()))
+        .count();
+    let about = "every stream verified through the store (chain links, hashes, blobs, Merkle leaves); the data directory's file checks (segments, index, signed seals and the heads checkpoint) do not apply to a PostgreSQL store: `docket verify-export` checks a run's signed checkpoint in its export";
+    if args.json {
+        let doc = json!({
+            "store": "postgres",
+            "database": database,
+            "note": about,
+            "streams": reports.iter().map(|r| json!({
+                "stream": r.stream.as_str(),
+                "run": docket_evidence::is_run_stream(r.stream.as_str()),
+                "verified": r.verified,
+                "sound": r.is_sound(),
+                "problem": r.first_break.as_ref().map(ToString::to_string),
+            })).collect::<Vec<_>>(),
+            "sound": failed == 0,
+        });
+        outln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&doc).unwrap_or_default()
+        );
+    } else {
+        for r in &reports {
+            let what = if docket_evidence::is_run_stream(r.stream.as_str()) {
+                r.stream.as_str().to_owned()
+            } else {
+                format!("stream {}", r.stream)
+            };
+            match &r.first_break {
+                Some(b) => outln!(out, "FAIL  {what}  after {} sound events: {b}", r.verified),
+                None => outln!(
+                    out,
+                    "ok    {what}  {} events, chain, blobs and tree sound",
+                    r.verified
+                ),
+            }
+        }
+        outln!(out, "note: PostgreSQL at {database}: {about}");
+        outln!(
+            out,
+            "{runs} run(s), {} stream(s): {} sound, {failed} failed; {}",
+            reports.len(),
+            reports.len() - failed,
+            if failed == 0 {
+                "verified"
+            } else {
+                "VERIFICATION FAILED"
+            }
+        );
+    }
+    Ok(u8::from(failed > 0))
 }
 
 fn problem_text(p: &Problem) -> String {
@@ -214,7 +316,7 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
 /// drives runs seals the finished ones after it, when the data directory has a key. A
 /// failure is reported, not fatal: the command did what it was asked, and the next one
 /// catches up.
-pub(crate) fn app(rt: &Runtime<EmbeddedStore>, data: &Path) -> App<EmbeddedStore> {
+pub(crate) fn app(rt: &Runtime<Store>, data: &Path) -> App<Store> {
     App::new(rt.clone(), data, unsealed)
 }
 

@@ -1,6 +1,6 @@
 //! The `docket` commands through the binary and the public API, one module per
 //! capability: policies, replay, what-if, fork, inspect, exports, proofs, verification,
-//! listings, snapshots, telemetry, https endpoints, the words commands print, the format pages' snippets.
+//! listings, snapshots, telemetry, https endpoints, a PostgreSQL store, the words commands print, the format pages' snippets.
 
 mod canned;
 mod cli_policy;
@@ -15,6 +15,7 @@ mod https;
 mod inspect;
 mod otlp;
 mod policies;
+mod postgres;
 mod prove;
 mod redaction;
 mod replay;

@@ -117,7 +117,7 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
             ][..],
         ),
         // The application layer sits above the runtime, replay and evidence, below the
-        // command and the server.
+        // command and the server; its `Store` is either backend of the log.
         (
             "docket-app",
             &[

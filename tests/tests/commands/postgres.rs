@@ -1,0 +1,354 @@
+//! The commands over a PostgreSQL store (`--store postgres://...`, docs/postgres.md), each
+//! test on its own database of the test binary's private cluster (skipped, said once,
+//! when PostgreSQL is not installed and CI is unset): the quick start's run recorded in
+//! the database and listed, shown, verified and exported from it; a run waiting for a
+//! human resumed, approved and another cancelled; `docket store migrate` twice; a schema
+//! newer than docket refused; a server that is not there and a malformed URL said in
+//! words naming the database, never its password.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use docket_store_postgres::{TestCluster, TestDatabase};
+use docket_tests::{
+    docket_bin, exit_code, geo_agents_built, geo_workflow, one_agent_workflow, stdout_text,
+    summary_run_id,
+};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
+
+/// `docket ARGS --store URL --data DATA`, with neither DOCKET_STORE nor DOCKET_DATA from
+/// the environment.
+fn docket(url: &str, data: &Path, args: &[&str]) -> Output {
+    Command::new(docket_bin())
+        .args(args)
+        .arg("--store")
+        .arg(url)
+        .arg("--data")
+        .arg(data)
+        .env_remove("DOCKET_STORE")
+        .env_remove("DOCKET_DATA")
+        .output()
+        .expect("docket runs")
+}
+
+fn stderr_text(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// [`docket`], requiring exit code `code`; what it printed on stdout.
+fn docket_exits(url: &str, data: &Path, args: &[&str], code: i32) -> String {
+    let out = docket(url, data, args);
+    assert_eq!(
+        exit_code(&out),
+        code,
+        "docket {args:?}: {}{}",
+        stdout_text(&out),
+        stderr_text(&out)
+    );
+    stdout_text(&out)
+}
+
+fn database() -> Option<TestDatabase> {
+    TestCluster::shared().map(TestCluster::database)
+}
+
+#[test]
+fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() {
+    let Some(db) = database() else { return };
+    geo_agents_built();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let url = db.url.as_str();
+
+    let out = docket(
+        url,
+        &data,
+        &["run", geo_workflow().to_str().expect("UTF-8")],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}{}",
+        stdout_text(&out),
+        stderr_text(&out)
+    );
+    let run = summary_run_id(&out);
+    assert!(
+        stdout_text(&out).starts_with(&format!("run {run} (geo): completed")),
+        "{}",
+        stdout_text(&out)
+    );
+
+    let runs = docket_exits(url, &data, &["runs"], 0);
+    let line = runs
+        .lines()
+        .find(|l| l.starts_with(&format!("{run}\t")))
+        .unwrap_or_else(|| panic!("{run} listed: {runs}"));
+    assert!(line.contains("\tgeo\tcompleted\t"), "{runs}");
+    // The same listing with the database named by DOCKET_STORE.
+    let by_env = Command::new(docket_bin())
+        .args(["runs", "--data"])
+        .arg(&data)
+        .env("DOCKET_STORE", url)
+        .env_remove("DOCKET_DATA")
+        .output()
+        .expect("docket runs");
+    assert_eq!(exit_code(&by_env), 0, "{}", stderr_text(&by_env));
+    assert_eq!(stdout_text(&by_env), runs);
+    // Nothing of the run went to the data directory: it lists no run there.
+    let local = Command::new(docket_bin())
+        .args(["runs", "--data"])
+        .arg(&data)
+        .env_remove("DOCKET_STORE")
+        .env_remove("DOCKET_DATA")
+        .output()
+        .expect("docket runs");
+    assert!(
+        !stdout_text(&local).contains(&run),
+        "{}",
+        stdout_text(&local)
+    );
+
+    let status = docket_exits(url, &data, &["status", &run], 0);
+    assert!(status.contains("completed"), "{status}");
+    assert!(!status.contains("interrupted"), "{status}");
+    let events = docket_exits(url, &data, &["events", &run], 0);
+    assert!(events.lines().count() > 10, "{events}");
+    assert!(events.contains("run.completed"), "{events}");
+
+    let verify = docket_exits(url, &data, &["verify"], 0);
+    assert!(
+        verify.contains(&format!("ok    {run}  ")),
+        "the run verified: {verify}"
+    );
+    assert!(
+        verify.contains("every stream verified through the store"),
+        "{verify}"
+    );
+    assert!(!verify.contains("FAIL"), "{verify}");
+    let one = docket_exits(url, &data, &["verify", &run], 0);
+    assert!(one.contains(&format!("ok    {run}  ")), "{one}");
+
+    let file = tmp.path().join("run.jsonl");
+    docket_exits(
+        url,
+        &data,
+        &[
+            "export",
+            &run,
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().expect("UTF-8"),
+        ],
+        0,
+    );
+    let checked = docket_exits(
+        url,
+        &data,
+        &["verify-export", file.to_str().expect("UTF-8")],
+        0,
+    );
+    assert!(!checked.is_empty());
+
+    // The forensics commands read the database too.
+    docket_exits(url, &data, &["replay", &run], 0);
+    docket_exits(url, &data, &["inspect", &run, "--at", "3"], 0);
+    docket_exits(url, &data, &["prove", &run, "--seq", "2"], 0);
+    docket_exits(url, &data, &["diff", &run, &run], 0);
+}
+
+#[test]
+fn a_run_waiting_for_a_human_is_resumed_approved_and_another_cancelled() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let url = db.url.as_str();
+    let workflow = one_agent_workflow(
+        tmp.path(),
+        "waits",
+        "waits",
+        AGENT,
+        &["escalate_then_finish"],
+    );
+    let workflow = workflow.to_str().expect("UTF-8");
+    docket_exits(url, &data, &["run", workflow, "--run-id", "run-a"], 3);
+    docket_exits(url, &data, &["run", workflow, "--run-id", "run-b"], 3);
+    let waiting = docket_exits(url, &data, &["runs", "--waiting"], 0);
+    assert_eq!(waiting.lines().count(), 2, "{waiting}");
+
+    docket_exits(url, &data, &["resume", "run-a"], 3);
+    let approved = docket_exits(
+        url,
+        &data,
+        &[
+            "approve", "run-a", "ticket-1", "--by", "ana", "--reason", "fine",
+        ],
+        0,
+    );
+    assert!(approved.contains("completed"), "{approved}");
+    docket_exits(
+        url,
+        &data,
+        &["cancel", "run-b", "--by", "ana", "--reason", "not needed"],
+        0,
+    );
+    let runs = docket_exits(url, &data, &["runs"], 0);
+    assert!(runs.contains("run-a\twaits\tcompleted\t"), "{runs}");
+    assert!(!runs.contains("waiting"), "{runs}");
+    docket_exits(url, &data, &["verify"], 0);
+}
+
+#[test]
+fn store_migrate_twice_applies_nothing_the_second_time() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
+    assert_eq!(
+        first.trim(),
+        "no docket schema found; applied version 1; schema now at version 1"
+    );
+    let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
+    assert_eq!(second.trim(), "schema at version 1; nothing to apply");
+    let init = docket_exits(&db.url, &data, &["store", "init"], 0);
+    assert_eq!(init.trim(), "schema at version 1; nothing to apply");
+
+    // Without a PostgreSQL store: what these commands are for.
+    let out = Command::new(docket_bin())
+        .args(["store", "migrate", "--data"])
+        .arg(&data)
+        .env_remove("DOCKET_STORE")
+        .output()
+        .expect("docket runs");
+    assert_eq!(exit_code(&out), 1);
+    assert!(
+        stderr_text(&out).contains("is for PostgreSQL stores"),
+        "{}",
+        stderr_text(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_newer_than_docket_is_refused_naming_its_version() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    docket_exits(&db.url, &data, &["store", "init"], 0);
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    let connection = tokio::spawn(connection);
+    client
+        .execute(
+            "INSERT INTO docket_schema (version, about) VALUES (99, 'from the future')",
+            &[],
+        )
+        .await
+        .expect("insert version 99");
+    drop(client);
+    let _ = connection.await;
+
+    for args in [&["store", "migrate"][..], &["runs"][..]] {
+        let out = docket(&db.url, &data, args);
+        assert_eq!(exit_code(&out), 1, "{args:?}: {}", stderr_text(&out));
+        let err = stderr_text(&out);
+        assert!(err.contains("version 99"), "{args:?}: {err}");
+        assert!(err.contains(&db.name), "{args:?} names the database: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn a_database_that_is_not_running_is_named_without_its_password() {
+    if TestCluster::shared().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    // A socket directory with no server in it.
+    let socket = tmp.path().join("no-server");
+    std::fs::create_dir(&socket).expect("socket directory");
+    let host: String = socket
+        .to_str()
+        .expect("UTF-8")
+        .replace('%', "%25")
+        .replace('/', "%2F");
+    let url = format!("postgres://ana:hunter2@{host}:5432/ledger");
+    for args in [
+        &["runs"][..],
+        &["store", "migrate"][..],
+        &["status", "run-1"][..],
+    ] {
+        let out = docket(&url, &data, args);
+        let err = stderr_text(&out);
+        assert_eq!(exit_code(&out), 1, "{args:?}: {err}");
+        assert!(!err.contains("hunter2"), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("ana@{}:5432/ledger", socket.display())),
+            "{args:?} names the database: {err}"
+        );
+        assert!(
+            err.contains("connecting"),
+            "{args:?} says what it did: {err}"
+        );
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
+    }
+}
+
+#[test]
+fn a_malformed_url_is_said_as_such() {
+    if TestCluster::shared().is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    for url in ["postgres://x:y:z@", "postgres://ana:hunter2@db:port/ledger"] {
+        let out = docket(url, &data, &["runs"]);
+        let err = stderr_text(&out);
+        assert_eq!(exit_code(&out), 1, "{url}: {err}");
+        assert!(
+            err.contains("the store URL is not a PostgreSQL connection string"),
+            "{url}: {err}"
+        );
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+        assert!(!err.contains("panicked"), "{url}: {err}");
+    }
+}
+
+#[test]
+fn what_needs_a_data_directory_says_so() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let out = docket(&db.url, &data, &["serve"]);
+    assert_eq!(exit_code(&out), 1, "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("`docket serve` is not yet available with a PostgreSQL store"),
+        "{}",
+        stderr_text(&out)
+    );
+    let out = docket(&db.url, &data, &["verify", "--require-signed"]);
+    assert_eq!(exit_code(&out), 1, "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("verify-export"),
+        "{}",
+        stderr_text(&out)
+    );
+    // --store naming a directory is --data; two different ones are refused.
+    let out = Command::new(docket_bin())
+        .args(["runs", "--store"])
+        .arg(tmp.path().join("one"))
+        .arg("--data")
+        .arg(tmp.path().join("two"))
+        .output()
+        .expect("docket runs");
+    assert_eq!(exit_code(&out), 2, "{}", stderr_text(&out));
+    assert!(
+        stderr_text(&out).contains("two different data directories"),
+        "{}",
+        stderr_text(&out)
+    );
+}
