@@ -59,6 +59,7 @@ mod store;
 mod telemetry;
 mod verify;
 mod words;
+mod worker;
 
 /// Exit code for an invalid bundle (or one that cannot be read).
 const EXIT_INVALID: u8 = 1;
@@ -204,6 +205,13 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
+    /// Drive the runs of a PostgreSQL store with others: claim runnable runs, resume
+    /// each from its log, renew the claims, give them back when stopped.
+    ///
+    /// Runs queued with `docket run --queue`, runs whose ticket was decided and runs a
+    /// dead worker left are claimed; a claim lasts `--lease` seconds unless renewed, and
+    /// an append under a claim another worker took since is refused (docs/postgres.md).
+    Worker(worker::WorkerArgs),
     /// Create, list and revoke the bearer tokens of `docket serve`.
     ///
     /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles).
@@ -336,6 +344,7 @@ pub fn main() -> ExitCode {
             return plain(|out| verify::execute(args, &data, out));
         }
         Command::Store { command } => return store::main(command),
+        Command::Worker(args) => return worker::main(args, data),
         Command::Export(args) => return export::main(args, data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),
         Command::Disclose(args) => return disclose::main(args, data),

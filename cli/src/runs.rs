@@ -40,6 +40,10 @@ pub(crate) enum RunCommand {
         /// digits, '.', '_' and '-', at most 128.
         #[arg(long, value_name = "ID", value_parser = |id: &str| RunId::parse(id))]
         run_id: Option<RunId>,
+        /// Record the run and leave it for a worker (`docket worker`) instead of driving
+        /// it here; exits once it is recorded and queued. Needs a PostgreSQL store.
+        #[arg(long)]
+        queue: bool,
     },
     /// Continue a run from its log: calls without a recorded answer are made again.
     Resume {
@@ -393,7 +397,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             workflow,
             input,
             run_id,
+            queue,
         } => {
+            if queue && crate::command::postgres_url().is_none() {
+                return Err(anyhow!(
+                    "--queue leaves the run for a worker, and workers share runs through a PostgreSQL store: give one with --store postgres://USER@HOST[:PORT]/DATABASE (or DOCKET_STORE)"
+                ));
+            }
             let wf = Workflow::load(&workflow)?;
             let input = read_input(input.as_deref(), &wf)?;
             let rt = open(data).await?;
@@ -433,6 +443,9 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             // The run id is said as soon as the run is recorded, before its agents run:
             // another terminal can follow it (`docket status`) while this one drives.
             let run_id = run_id.unwrap_or_else(|| rt.new_run_id());
+            if queue {
+                return crate::worker::queue(&rt, &wf, input, run_id, &workflow, out).await;
+            }
             let announce = announce_when_recorded(&rt, &run_id);
             let started = rt.start(&wf, input, Some(run_id)).await;
             announce.abort();

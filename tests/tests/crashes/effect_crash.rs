@@ -29,7 +29,7 @@ const LEDGER: &str = env!("CARGO_BIN_EXE_effect-ledger");
 
 /// Every key the workflow applies: the writer's three publishes on the `api` lane (dry
 /// run required), then the announcer's two on `feed`.
-const KEYS: [&str; 5] = ["a-1", "a-2", "w-1", "w-2", "w-3"];
+pub(crate) const KEYS: [&str; 5] = ["a-1", "a-2", "w-1", "w-2", "w-3"];
 
 const BUNDLE: &str = r#"
 bundle = { id = "effect-crash" }
@@ -65,13 +65,13 @@ default_handoff_mode = "full"
 "#;
 
 /// One run's files: its workflow, and the ledger its executor keeps.
-struct RunFiles {
-    workflow: PathBuf,
-    ledger: PathBuf,
-    calls: PathBuf,
+pub(crate) struct RunFiles {
+    pub(crate) workflow: PathBuf,
+    pub(crate) ledger: PathBuf,
+    pub(crate) calls: PathBuf,
 }
 
-fn run_files(root: &Path, run: &str) -> RunFiles {
+pub(crate) fn run_files(root: &Path, run: &str) -> RunFiles {
     let dir = root.join(run);
     std::fs::create_dir_all(&dir).expect("run dir");
     let bundle = root.join("bundle.toml");
@@ -116,7 +116,7 @@ fn docket(data: &Path, args: &[&str]) -> Command {
 /// SIGKILL to docket and every process it started (its process group), so no executor
 /// outlives it to finish an execution the next docket cannot know about. False when
 /// docket had already exited (nothing to kill).
-fn kill_group(child: &mut std::process::Child) -> bool {
+pub(crate) fn kill_group(child: &mut std::process::Child) -> bool {
     let killed = Command::new("sh")
         .args(["-c", &format!("kill -KILL -{}", child.id())])
         .stderr(Stdio::null())
@@ -135,12 +135,18 @@ fn kill_group(child: &mut std::process::Child) -> bool {
 
 /// What must not change: each handoff, each episode's result and stop, and how the run
 /// ended (with its output).
-fn outcome(data: &Path, run: &str) -> (Vec<Value>, Value) {
-    let out = Command::new(docket_bin())
-        .args(["events", run, "--json", "--data"])
-        .arg(data)
-        .output()
-        .expect("docket events");
+pub(crate) fn outcome(data: &Path, run: &str) -> (Vec<Value>, Value) {
+    outcome_in(data, None, run)
+}
+
+/// [`outcome`] of a run recorded in the PostgreSQL store `store` when one is given.
+pub(crate) fn outcome_in(data: &Path, store: Option<&str>, run: &str) -> (Vec<Value>, Value) {
+    let mut command = Command::new(docket_bin());
+    command.args(["events", run, "--json", "--data"]).arg(data);
+    if let Some(url) = store {
+        command.args(["--store", url]);
+    }
+    let out = command.output().expect("docket events");
     assert!(
         out.status.success(),
         "{}",
@@ -178,7 +184,7 @@ fn outcome(data: &Path, run: &str) -> (Vec<Value>, Value) {
 }
 
 /// Applications per key, by the executor's own ledger file.
-fn ledger_counts(ledger: &Path) -> BTreeMap<String, u32> {
+pub(crate) fn ledger_counts(ledger: &Path) -> BTreeMap<String, u32> {
     let mut counts = BTreeMap::new();
     for line in std::fs::read_to_string(ledger).unwrap_or_default().lines() {
         if let Some((key, _)) = line.split_once('\t') {
@@ -190,7 +196,7 @@ fn ledger_counts(ledger: &Path) -> BTreeMap<String, u32> {
 
 /// How many `execute` calls found their key already applied (docket asked again after a
 /// kill left it unsure; the executor's once-per-key duty absorbed it).
-fn duplicate_executes(calls: &Path) -> usize {
+pub(crate) fn duplicate_executes(calls: &Path) -> usize {
     std::fs::read_to_string(calls)
         .unwrap_or_default()
         .lines()

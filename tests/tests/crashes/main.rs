@@ -5,3 +5,4 @@ mod effect_crash;
 mod engine_crash;
 mod store_crash;
 mod store_damage;
+mod worker_crash;

@@ -1,0 +1,249 @@
+//! Workers over PostgreSQL killed and paused (docs/postgres.md, "Workers"): three `docket
+//! worker` processes drive runs queued with `docket run --queue`, whose agents ask for side
+//! effects served by the `effect-ledger` executor; a seeded random worker is killed with
+//! SIGKILL (with the agents and executors it started) and started again, again and again,
+//! and once a worker is stopped with SIGSTOP past its lease and then continued. Then every
+//! run completed exactly as a run driven without interruption; by the executor's OWN
+//! ledger every key was applied once and docket never asked to execute a key already
+//! applied; every chain verifies; and no run's log holds an event appended under a claim
+//! older than one before it (the epochs the database keeps beside each event never go
+//! back).
+//!
+//! `DOCKET_PG_CRASH_SEED` fixes the seed (printed on failure), `DOCKET_PG_CRASH_KILLS` the
+//! number of kills (default 8) and `DOCKET_PG_CRASH_RUNS` the number of runs (default 12).
+#![allow(clippy::print_stdout)] // the seed and counts, shown with --nocapture
+
+use std::collections::BTreeMap;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use docket_store_postgres::TestCluster;
+use docket_tests::{SeededRng, docket_bin};
+
+use super::effect_crash::{
+    KEYS, duplicate_executes, kill_group, ledger_counts, outcome_in, run_files,
+};
+
+const WORKERS: usize = 3;
+
+fn setting(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// `docket worker` in its own process group (so a kill takes its agents and executors),
+/// its output kept in `log`.
+fn worker(url: &str, data: &Path, name: &str, log: &Path) -> Child {
+    let log = std::fs::File::options()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("worker log");
+    Command::new(docket_bin())
+        .args([
+            "worker",
+            "--store",
+            url,
+            "--name",
+            name,
+            "--lease",
+            "2",
+            "--concurrency",
+            "4",
+            "--data",
+        ])
+        .arg(data)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .process_group(0)
+        .spawn()
+        .expect("spawn docket worker")
+}
+
+fn signal(child: &Child, signal: &str) {
+    let _ = Command::new("sh")
+        .args(["-c", &format!("kill -{signal} -{}", child.id())])
+        .stderr(Stdio::null())
+        .status();
+}
+
+fn docket_ok(args: &[&str], data: &Path, url: &str) -> String {
+    let out = Command::new(docket_bin())
+        .args(args)
+        .args(["--store", url, "--data"])
+        .arg(data)
+        .output()
+        .expect("docket runs");
+    assert!(
+        out.status.success(),
+        "docket {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn killed_and_paused_workers_lose_no_run_and_apply_every_effect_once() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let seed = setting("DOCKET_PG_CRASH_SEED", 0);
+    let seed = if seed == 0 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64 | 1)
+    } else {
+        seed
+    };
+    let kills = setting("DOCKET_PG_CRASH_KILLS", 8);
+    let runs = setting("DOCKET_PG_CRASH_RUNS", 12);
+    let db = cluster.database();
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (root, data) = (dir.path(), dir.path().join("data"));
+    let expected: BTreeMap<String, u32> = KEYS.iter().map(|k| ((*k).to_owned(), 1)).collect();
+
+    // The run as it ends without interruption, driven by the command that starts it.
+    let reference = run_files(root, "reference");
+    docket_ok(
+        &[
+            "run",
+            reference.workflow.to_str().expect("utf-8"),
+            "--run-id",
+            "reference",
+        ],
+        &data,
+        url,
+    );
+    let reference_outcome = outcome_in(&data, Some(url), "reference");
+    assert_eq!(reference_outcome.1[0], "run.completed");
+
+    let names: Vec<String> = (0..runs).map(|i| format!("shared-{i:03}")).collect();
+    let mut files = Vec::new();
+    for name in &names {
+        let f = run_files(root, name);
+        docket_ok(
+            &[
+                "run",
+                f.workflow.to_str().expect("utf-8"),
+                "--run-id",
+                name,
+                "--queue",
+            ],
+            &data,
+            url,
+        );
+        files.push(f);
+    }
+    let log = root.join("workers.log");
+    let mut workers: Vec<Child> = (0..WORKERS)
+        .map(|i| worker(url, &data, &format!("w{i}"), &log))
+        .collect();
+    let mut rng = SeededRng(seed);
+    let started = Instant::now();
+    for k in 0..kills {
+        std::thread::sleep(Duration::from_millis(100 + rng.below(500)));
+        let i = usize::try_from(rng.below(WORKERS as u64)).unwrap_or(0);
+        if k == kills / 2 {
+            // Paused past its lease: its runs are claimed by the others meanwhile, and
+            // once continued its appends are refused and it stops driving them.
+            signal(&workers[i], "STOP");
+            std::thread::sleep(Duration::from_secs(3));
+            signal(&workers[i], "CONT");
+            continue;
+        }
+        kill_group(&mut workers[i]);
+        let _ = workers[i].wait();
+        workers[i] = worker(url, &data, &format!("w{i}"), &log);
+    }
+    // Every run settles: completed, under whichever worker holds it last.
+    let deadline = Instant::now() + Duration::from_secs(240);
+    loop {
+        let listed = docket_ok(&["runs"], &data, url);
+        let done = names
+            .iter()
+            .filter(|n| {
+                listed
+                    .lines()
+                    .any(|l| l.contains(n.as_str()) && l.contains("completed"))
+            })
+            .count();
+        if done == names.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: {done} of {} runs completed after 240 s; workers said:\n{}",
+            names.len(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for w in &workers {
+        signal(w, "TERM");
+    }
+    for w in &mut workers {
+        let _ = w.wait();
+    }
+    for (name, f) in names.iter().zip(&files) {
+        assert_eq!(
+            ledger_counts(&f.ledger),
+            expected,
+            "seed {seed}: {name}: every key applied exactly once, by the executor's ledger"
+        );
+        assert_eq!(
+            duplicate_executes(&f.calls),
+            0,
+            "seed {seed}: {name}: docket executed a key already applied"
+        );
+        assert_eq!(
+            outcome_in(&data, Some(url), name),
+            reference_outcome,
+            "seed {seed}: {name} ended otherwise than the uninterrupted run"
+        );
+    }
+    docket_ok(&["verify"], &data, url);
+    // The claim each event was appended under never goes back within a run.
+    let epochs = Command::new(cluster_psql())
+        .args(["-d", url, "-At", "-c"])
+        .arg("SELECT stream, string_agg(epoch::text, ',' ORDER BY seq) FROM docket_events WHERE epoch IS NOT NULL GROUP BY stream")
+        .output()
+        .expect("psql");
+    assert!(
+        epochs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&epochs.stderr)
+    );
+    for line in String::from_utf8_lossy(&epochs.stdout).lines() {
+        let (stream, list) = line.split_once('|').expect("stream|epochs");
+        let list: Vec<u64> = list.split(',').map(|e| e.parse().expect("epoch")).collect();
+        assert!(
+            list.windows(2).all(|w| w[0] <= w[1]),
+            "seed {seed}: {stream} holds events appended under an older claim after a newer one: {list:?}"
+        );
+    }
+    println!(
+        "seed {seed}: {kills} kills and one pause over {runs} runs and {WORKERS} workers in {:?}",
+        started.elapsed()
+    );
+}
+
+/// `psql` of the installed PostgreSQL.
+fn cluster_psql() -> std::path::PathBuf {
+    if let Some(dir) = std::env::var_os("DOCKET_PG_BIN") {
+        return Path::new(&dir).join("psql");
+    }
+    let mut found: Vec<std::path::PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("bin/psql"))
+        .filter(|p| p.exists())
+        .collect();
+    found.sort();
+    found.pop().unwrap_or_else(|| "psql".into())
+}
