@@ -1,13 +1,16 @@
 //! `docket store init | migrate`: a PostgreSQL store's schema created or brought to this
-//! docket's version (docs/postgres.md). A data directory needs neither: it is created by
+//! docket's version (docs/postgres.md); `docket store copy`: every run of one store into
+//! another. A data directory needs neither: it is created by
 //! the first command that records in it, and its format is upgraded as it is opened.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
-use anyhow::anyhow;
+use anyhow::{Context as _, anyhow};
 use clap::Subcommand;
-use docket_store_postgres::{PostgresStore, SCHEMA_VERSION, SchemaState};
+use docket_app::{Store, StoreLocation, copy_store};
+use docket_store::{EmbeddedStore, StoreConfig};
+use docket_store_postgres::{PostgresConfig, PostgresStore, SCHEMA_VERSION, SchemaState};
 
 /// `docket store`.
 #[derive(Subcommand)]
@@ -23,6 +26,21 @@ pub(crate) enum StoreCommand {
     /// version is left as it is ("nothing to apply"). A database migrated by a newer
     /// docket is refused.
     Migrate,
+    /// Copy every run of one store into another, byte for byte.
+    ///
+    /// Each event is appended to the target from its recorded fields and its hash checked
+    /// against the source's; blobs, disclosures (erased ones as tombstones) and run
+    /// summaries go with the runs. Run it again after an interruption: what the target
+    /// holds whole is passed over. Both stores verify afterwards with the same Merkle
+    /// roots (docs/postgres.md#moving-between-backends).
+    Copy {
+        /// The store copied from: a data directory or a postgres:// URL (read only).
+        #[arg(long, value_name = "DIR|URL")]
+        from: String,
+        /// The store copied into: a data directory (made if need be) or a postgres:// URL.
+        #[arg(long, value_name = "DIR|URL")]
+        to: String,
+    },
 }
 
 /// Runs `docket store ...` on the async runtime, against the `--store` URL.
@@ -32,10 +50,58 @@ pub(crate) fn main(command: StoreCommand) -> ExitCode {
     })
 }
 
+/// Opens one side of a copy: a data directory read-only (the source) or to record in
+/// (the target), or a PostgreSQL database.
+async fn open_side(place: &str, target: bool) -> anyhow::Result<Store> {
+    Ok(match StoreLocation::parse(place) {
+        StoreLocation::Postgres(url) => {
+            crate::command::check_postgres_url(&url)?;
+            let side = if target { "the target" } else { "the source" };
+            Store::Postgres(
+                PostgresStore::open(PostgresConfig::new(url))
+                    .await
+                    .map_err(|e| {
+                        crate::command::postgres_error(e, &format!("cannot open {side}"))
+                    })?,
+            )
+        }
+        StoreLocation::Directory(dir) if target => Store::Embedded(
+            EmbeddedStore::open(&dir, StoreConfig::default())
+                .await
+                .with_context(|| format!("cannot open the data directory {}", dir.display()))?,
+        ),
+        StoreLocation::Directory(dir) => Store::Embedded(
+            EmbeddedStore::open_read_only(&dir)
+                .await
+                .with_context(|| format!("cannot read the data directory {}", dir.display()))?,
+        ),
+    })
+}
+
+async fn copy(from: &str, to: &str, out: &mut String) -> anyhow::Result<u8> {
+    if StoreLocation::parse(from) == StoreLocation::parse(to) {
+        return Err(anyhow!("--from and --to name the same store"));
+    }
+    let source = open_side(from, false).await?;
+    let target = open_side(to, true).await?;
+    let copied = copy_store(&source, &target, |head| {
+        say!("copied {} ({} events)", head.stream, head.seq);
+    })
+    .await?;
+    let _ = writeln!(
+        out,
+        "{} runs copied ({} events, {} blobs, {} disclosures); {} already there",
+        copied.streams, copied.events, copied.blobs, copied.disclosures, copied.already
+    );
+    target.close().await;
+    Ok(0)
+}
+
 async fn execute(command: &StoreCommand, out: &mut String) -> anyhow::Result<u8> {
     let name = match command {
         StoreCommand::Init => "init",
         StoreCommand::Migrate => "migrate",
+        StoreCommand::Copy { from, to } => return copy(from, to, out).await,
     };
     let Some(url) = crate::command::postgres_url() else {
         return Err(anyhow!(
@@ -44,7 +110,9 @@ async fn execute(command: &StoreCommand, out: &mut String) -> anyhow::Result<u8>
     };
     let doing = match command {
         StoreCommand::Init => "cannot create the schema of the PostgreSQL store",
-        StoreCommand::Migrate => "cannot migrate the schema of the PostgreSQL store",
+        StoreCommand::Migrate | StoreCommand::Copy { .. } => {
+            "cannot migrate the schema of the PostgreSQL store"
+        }
     };
     crate::command::check_postgres_url(url)?;
     let (before, applied) = PostgresStore::migrate(url)

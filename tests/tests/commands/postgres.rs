@@ -352,3 +352,72 @@ fn what_needs_a_data_directory_says_so() {
         stderr_text(&out)
     );
 }
+
+/// `docket ARGS` with no store of the environment.
+fn docket_plain(args: &[&str]) -> Output {
+    Command::new(docket_bin())
+        .args(args)
+        .env_remove("DOCKET_STORE")
+        .env_remove("DOCKET_DATA")
+        .output()
+        .expect("docket runs")
+}
+
+#[test]
+fn a_data_directory_copied_into_postgres_and_back_exports_the_same_bytes() {
+    let Some(db) = database() else { return };
+    geo_agents_built();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (data, back) = (tmp.path().join("data"), tmp.path().join("back"));
+    let url = db.url.as_str();
+    let out = docket_plain(&[
+        "run",
+        geo_workflow().to_str().expect("UTF-8"),
+        "--data",
+        data.to_str().expect("UTF-8"),
+    ]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
+    let run = summary_run_id(&out);
+    let copy = |from: &str, to: &str| {
+        let out = docket_plain(&["store", "copy", "--from", from, "--to", to]);
+        assert_eq!(
+            exit_code(&out),
+            0,
+            "{}{}",
+            stdout_text(&out),
+            stderr_text(&out)
+        );
+        stdout_text(&out)
+    };
+    let said = copy(data.to_str().expect("UTF-8"), url);
+    assert!(
+        said.contains("runs copied") && !said.starts_with("0 runs"),
+        "{said}"
+    );
+    // Again: everything is there already.
+    let again = copy(data.to_str().expect("UTF-8"), url);
+    assert!(again.starts_with("0 runs copied"), "{again}");
+    copy(url, back.to_str().expect("UTF-8"));
+    let export = |args: &[&str]| {
+        let mut all = vec!["export", run.as_str(), "--format", "jsonl"];
+        all.extend_from_slice(args);
+        let out = docket_plain(&all);
+        assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
+        out.stdout
+    };
+    let original = export(&["--data", data.to_str().expect("UTF-8")]);
+    let in_postgres = export(&["--store", url, "--data", data.to_str().expect("UTF-8")]);
+    let returned = export(&["--data", back.to_str().expect("UTF-8")]);
+    assert_eq!(
+        original, in_postgres,
+        "the export from PostgreSQL differs from the data directory's"
+    );
+    assert_eq!(
+        original, returned,
+        "the export after the round trip differs"
+    );
+    let verified = docket_plain(&["verify", "--store", url]);
+    assert_eq!(exit_code(&verified), 0, "{}", stderr_text(&verified));
+    let verified = docket_plain(&["verify", "--data", back.to_str().expect("UTF-8")]);
+    assert_eq!(exit_code(&verified), 0, "{}", stderr_text(&verified));
+}
