@@ -125,12 +125,14 @@ fn each_crate_depends_only_on_the_docket_crates_below_it() {
                 "docket-evidence",
             ][..],
         ),
-        // The server is a library the binary calls, never the other way.
+        // The server is a library the binary calls, never the other way. It links the
+        // PostgreSQL backend through the application layer's `Store`.
         (
             "docket-serve",
             &[
                 "docket-serve",
                 "docket-store",
+                "docket-store-postgres",
                 "docket-decider",
                 "docket-protocol",
                 "docket-policies",
