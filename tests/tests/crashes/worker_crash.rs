@@ -190,11 +190,18 @@ fn killed_and_paused_workers_lose_no_run_and_apply_every_effect_once() {
         let _ = w.wait();
     }
     for (name, f) in names.iter().zip(&files) {
-        assert_eq!(
-            ledger_counts(&f.ledger),
-            expected,
-            "seed {seed}: {name}: every key applied exactly once, by the executor's ledger"
-        );
+        let counts = ledger_counts(&f.ledger);
+        if counts != expected {
+            // What docket recorded of the run's effects, and what the workers said.
+            let events = docket_ok(&["events", name], &data, url);
+            let effects: Vec<&str> = events.lines().filter(|l| l.contains("effect.")).collect();
+            panic!(
+                "seed {seed}: {name}: the executor's ledger holds {counts:?}, not every key once; \
+                 its effect events:\n{}\nworkers said:\n{}",
+                effects.join("\n"),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
         assert_eq!(
             duplicate_executes(&f.calls),
             0,
