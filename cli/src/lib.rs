@@ -205,10 +205,10 @@ enum Command {
         #[command(subcommand)]
         command: store::StoreCommand,
     },
-    /// Drive the runs of a PostgreSQL store with others: claim runnable runs, resume
-    /// each from its log, renew the claims, give them back when stopped.
+    /// Drive a PostgreSQL store's runs with other workers.
     ///
-    /// Runs queued with `docket run --queue`, runs whose ticket was decided and runs a
+    /// Claims runnable runs, resumes each from its log, renews the claims and gives them
+    /// back when stopped. Runs queued with `docket run --queue`, runs whose ticket was decided and runs a
     /// dead worker left are claimed; a claim lasts `--lease` seconds unless renewed, and
     /// an append under a claim another worker took since is refused (docs/postgres.md).
     Worker(worker::WorkerArgs),
