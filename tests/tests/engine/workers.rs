@@ -161,24 +161,29 @@ async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App<Store> {
     App::new(runtime, data, |_| {})
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_workers_runs_go_on_under_another_and_no_effect_is_applied_twice() {
-    let Some(cluster) = TestCluster::shared() else {
-        return;
-    };
-    let db = cluster.database();
+/// Runs recorded and queued for workers, and what the test checks them with.
+struct Queued {
+    data: tempfile::TempDir,
+    ledger: Arc<Ledger>,
+    starter: App<Store>,
+    shared: PostgresStore,
+    runs: Vec<String>,
+}
+
+/// `count` runs named `PREFIX-NN` recorded in the database at `url` (not driven: the
+/// workers drive them) and queued.
+async fn queued(url: &str, prefix: &str, count: usize) -> Queued {
     let data = tempfile::tempdir().expect("tempdir");
     let ledger = Arc::new(Ledger::default());
-    let starter = app(&db.url, &ledger, data.path()).await;
+    let starter = app(url, &ledger, data.path()).await;
     let shared = starter
         .runtime()
         .store()
         .postgres()
         .expect("postgres")
         .clone();
-    let runs: Vec<String> = (0..24).map(|i| format!("run-{i:02}")).collect();
+    let runs: Vec<String> = (0..count).map(|i| format!("{prefix}-{i:02}")).collect();
     for run in &runs {
-        // Recorded, not driven here: the workers drive it.
         let _recorded = starter
             .runtime()
             .record_start(&workflow(), json!({}), Some(run.as_str().into()))
@@ -189,6 +194,28 @@ async fn a_dead_workers_runs_go_on_under_another_and_no_effect_is_applied_twice(
             .await
             .expect("queued");
     }
+    Queued {
+        data,
+        ledger,
+        starter,
+        shared,
+        runs,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_workers_runs_go_on_under_another_and_no_effect_is_applied_twice() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let db = cluster.database();
+    let Queued {
+        data,
+        ledger,
+        starter,
+        shared,
+        runs,
+    } = queued(&db.url, "run", 24).await;
     let config = |name: &str| WorkerConfig {
         concurrency: 4,
         lease: Duration::from_secs(1),
@@ -286,27 +313,13 @@ async fn the_database_restarted_mid_run_loses_nothing_and_the_runs_go_on() {
         return;
     };
     let db = cluster.database();
-    let data = tempfile::tempdir().expect("tempdir");
-    let ledger = Arc::new(Ledger::default());
-    let starter = app(&db.url, &ledger, data.path()).await;
-    let shared = starter
-        .runtime()
-        .store()
-        .postgres()
-        .expect("postgres")
-        .clone();
-    let runs: Vec<String> = (0..12).map(|i| format!("restart-{i:02}")).collect();
-    for run in &runs {
-        let _recorded = starter
-            .runtime()
-            .record_start(&workflow(), json!({}), Some(run.as_str().into()))
-            .await
-            .expect("the run is recorded");
-        shared
-            .enqueue(&StreamId::new(run.as_str()).expect("id"))
-            .await
-            .expect("queued");
-    }
+    let Queued {
+        data,
+        ledger,
+        starter,
+        shared,
+        runs,
+    } = queued(&db.url, "restart", 12).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(work(
         app(&db.url, &ledger, data.path()).await,
