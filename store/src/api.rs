@@ -1,5 +1,5 @@
-//! The backend-neutral store trait. The embedded log implements it today; a PostgreSQL-protocol
-//! backend will implement it for several workers sharing one database.
+//! The backend-neutral store trait, implemented by the embedded log and by PostgreSQL
+//! (`docket-store-postgres`); `crate::contract` holds the checks both pass.
 
 use std::future::Future;
 use std::ops::RangeInclusive;
