@@ -366,7 +366,8 @@ fn wait_for(tab: &Tab, selector: &str) {
     browser::wait_for(tab, selector, BOUND);
 }
 
-/// Signs in on `tab` by the keyboard and waits until the header names who signed in.
+/// Signs in on `tab` (the token entered, Enter submitting) and waits until the header
+/// names who signed in.
 fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
     browser::sign_in(tab, base, token, name, BOUND);
 }
@@ -473,7 +474,7 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
         .expect("the reason field")
         .focus()
         .expect("focus");
-    inbox.type_str("checked from the browser").expect("type");
+    browser::enter_text(&inbox, "checked from the browser");
     // The next control after the reason is the Approve button.
     inbox.press_key("Tab").expect("tab");
     let focused = inbox
@@ -597,7 +598,7 @@ fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
         .expect("the reason field")
         .focus()
         .expect("focus");
-    inbox.type_str("not what we asked for").expect("type");
+    browser::enter_text(&inbox, "not what we asked for");
     inbox
         .find_element(&deny)
         .expect("the Deny button")

@@ -96,7 +96,8 @@ fn wait_for(tab: &Tab, selector: &str) {
     browser::wait_for(tab, selector, BOUND);
 }
 
-/// Signs in on `tab` by the keyboard and waits until the header names who signed in.
+/// Signs in on `tab` (the token entered, Enter submitting) and waits until the header
+/// names who signed in.
 fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
     browser::sign_in(tab, base, token, name, BOUND);
 }
@@ -174,14 +175,14 @@ fn choose(tab: &Tab, selector: &str, value: &str) {
     assert_eq!(got, Value::Bool(true), "{selector} offers only {got}");
 }
 
-/// Types `text` into the field `selector`.
+/// Enters `text` into the field `selector` (it takes the focus first).
 fn type_into(tab: &Tab, selector: &str, text: &str) {
     tab.activate().expect("the tab comes to the front");
     tab.find_element(selector)
         .unwrap_or_else(|e| panic!("{selector}: {e}"))
         .focus()
         .expect("focus");
-    tab.type_str(text).expect("type");
+    browser::enter_text(tab, text);
 }
 
 /// Waits until the script `js` in `tab` is `true`, for at most [`BOUND`].
