@@ -40,7 +40,9 @@ pub struct PostgresConfig {
     pub url: String,
     /// Connections kept for appends, reads and the rest (one more listens for appends).
     pub connections: usize,
-    /// How often a tail asks the database for new events when no notification came.
+    /// How often the heads of the streams this process tails are read, in one statement,
+    /// in case a notification was lost; and how long a worker waits for a wake-up before
+    /// it looks for runnable runs anyway.
     pub poll_interval: Duration,
 }
 

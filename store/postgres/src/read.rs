@@ -3,7 +3,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use docket_store::{Event, Hash, StoreError, StreamId, check_event_record};
@@ -26,8 +25,8 @@ pub(crate) struct Cursor {
     pub to: Option<u64>,
     pub prev: Option<Hash>,
     pub buf: VecDeque<Event>,
-    /// A tail's wake-ups, and how long it waits for one before asking anyway.
-    pub wake: Option<(watch::Receiver<u64>, Duration)>,
+    /// A tail's wake-ups (listen.rs): it reads again only when woken.
+    pub wake: Option<watch::Receiver<u64>>,
     /// A read's end is still to be cut to the stream's head when it starts.
     pub clamp: bool,
     pub done: bool,
@@ -45,7 +44,7 @@ impl Cursor {
                 if c.done || c.to.is_some_and(|to| c.next > to) {
                     return None;
                 }
-                let seen = c.wake.as_mut().map(|(rx, _)| *rx.borrow_and_update());
+                let seen = c.wake.as_mut().map(|rx| *rx.borrow_and_update());
                 match c.fill().await {
                     Err(e) => {
                         c.done = true;
@@ -54,12 +53,12 @@ impl Cursor {
                     Ok(true) => continue,
                     Ok(false) => {}
                 }
-                // Nothing new. A read is over; a tail waits for a wake-up or its poll.
-                let (rx, poll) = c.wake.as_mut()?;
+                // Nothing new. A read is over; a tail waits to be woken.
+                let rx = c.wake.as_mut()?;
                 if seen.is_some_and(|s| s != *rx.borrow()) {
                     continue;
                 }
-                if let Ok(Err(_)) = tokio::time::timeout(*poll, rx.changed()).await {
+                if rx.changed().await.is_err() {
                     // The store was dropped: a tail ends with it.
                     return None;
                 }

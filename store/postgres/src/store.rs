@@ -22,7 +22,7 @@ use crate::PostgresConfig;
 use crate::append::{AppendJob, commit_loop, hash_of};
 use crate::error::PgError;
 use crate::leases::Holder;
-use crate::listen::{Watchers, listen};
+use crate::listen::{Watchers, listen, sweep};
 use crate::read::Cursor;
 use crate::schema::{self, SCHEMA_VERSION, SchemaState, db};
 use crate::tls::Tls;
@@ -42,6 +42,7 @@ struct Inner {
     appends: mpsc::UnboundedSender<AppendJob>,
     poll: Duration,
     listener: tokio::task::JoinHandle<()>,
+    sweeper: tokio::task::JoinHandle<()>,
     /// The claims this process holds, by stream: its appends to them carry these.
     fences: Mutex<HashMap<StreamId, (Holder, u64, Duration)>>,
 }
@@ -50,6 +51,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         // The committer ends by itself once the queued appends are committed.
         self.listener.abort();
+        self.sweeper.abort();
     }
 }
 
@@ -145,6 +147,12 @@ impl PostgresStore {
             rx,
         ));
         let listener = tokio::spawn(listen(target, Arc::downgrade(&watchers)));
+        let sweeper = tokio::spawn(sweep(
+            pool.clone(),
+            database.clone(),
+            Arc::downgrade(&watchers),
+            config.poll_interval,
+        ));
         Ok(PostgresStore {
             inner: Arc::new(Inner {
                 pool,
@@ -154,6 +162,7 @@ impl PostgresStore {
                 appends: tx,
                 poll: config.poll_interval,
                 listener,
+                sweeper,
                 fences: Mutex::default(),
             }),
         })
@@ -462,7 +471,7 @@ impl EventStore for PostgresStore {
         from: u64,
     ) -> impl Stream<Item = Result<Event, StoreError>> + Send + 'static {
         let mut cursor = self.cursor(stream, from, None);
-        cursor.wake = Some((self.inner.watchers.subscribe(stream), self.inner.poll));
+        cursor.wake = Some(self.inner.watchers.subscribe(stream));
         cursor.into_stream()
     }
 
