@@ -202,11 +202,15 @@ async fn settle(
             tracing::warn!(run = %lease.stream, "another worker claimed this run: no longer driving it");
             return;
         }
-        // The database failed under the drive (restarted, unreachable for a while): the run
-        // is queued again for whichever worker reaches it next.
-        Err(RuntimeError::Store(e @ StoreError::Backend { .. })) => {
+        // The database failed under the drive (restarted, unreachable for a while), or
+        // something was recorded in the run meanwhile (a person's decision, a cancel, from
+        // another process): the run is queued again for whichever worker reaches it next,
+        // which reads it anew.
+        Err(
+            e @ (RuntimeError::Store(StoreError::Backend { .. }) | RuntimeError::Conflict { .. }),
+        ) => {
             report.failed += 1;
-            tracing::warn!(run = %lease.stream, error = %e, "the database failed while driving the run; it is queued again");
+            tracing::warn!(run = %lease.stream, error = %e, "the drive stopped short; the run is queued again");
             true
         }
         Err(e) => {

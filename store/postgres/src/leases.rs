@@ -63,6 +63,8 @@ fn interval(lease: Duration) -> f64 {
 
 impl PostgresStore {
     /// Marks `stream` as waiting for a worker (a new run, a decided ticket), waking workers.
+    /// Asked while a worker holds it, the request stays until that worker gives it back,
+    /// and the run is driven again then.
     pub async fn enqueue(&self, stream: &StreamId) -> Result<(), StoreError> {
         let doing = format!("queueing run {stream} for a worker");
         let client = self.client(&doing).await?;
@@ -98,8 +100,10 @@ impl PostgresStore {
         Ok(holder)
     }
 
-    /// Claims up to `max` runnable streams whose lease is free or lapsed, for `lease`; the
-    /// appends this store makes to them from now on carry the new epochs.
+    /// Claims up to `max` streams, for `lease`: those queued and not held, and those whose
+    /// holder let its lease lapse. A claimed stream is no longer queued until something
+    /// asks for another drive ([`PostgresStore::enqueue`]). The appends this store makes to
+    /// them from now on carry the new epochs.
     pub async fn claim(
         &self,
         holder: &Holder,
@@ -113,16 +117,26 @@ impl PostgresStore {
         let client = self.client(&doing).await?;
         let rows = client
             .query(
-                "UPDATE docket_leases AS l
-                 SET holder = $1, epoch = l.epoch + 1,
-                     expires_at = now() + make_interval(secs => $3)
-                 WHERE l.stream IN (
-                     SELECT stream FROM docket_leases
-                     WHERE runnable AND (holder IS NULL OR expires_at < now())
-                     ORDER BY queued_at
-                     LIMIT $2
+                "WITH queued AS (
+                     SELECT stream, queued_at FROM docket_leases
+                     WHERE runnable AND holder IS NULL
+                     ORDER BY queued_at LIMIT $2
                      FOR UPDATE SKIP LOCKED
+                 ), left_behind AS (
+                     SELECT stream, queued_at FROM docket_leases
+                     WHERE holder IS NOT NULL AND expires_at < now()
+                     ORDER BY expires_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 ), picked AS (
+                     SELECT stream FROM (
+                         SELECT * FROM queued UNION ALL SELECT * FROM left_behind
+                     ) AS w
+                     ORDER BY queued_at LIMIT $2
                  )
+                 UPDATE docket_leases AS l
+                 SET holder = $1, epoch = l.epoch + 1, runnable = false,
+                     expires_at = now() + make_interval(secs => $3)
+                 FROM picked WHERE l.stream = picked.stream
                  RETURNING l.stream, l.epoch",
                 &[
                     &holder.0,
@@ -182,9 +196,9 @@ impl PostgresStore {
         Ok(lost)
     }
 
-    /// Gives a lease back: the stream waits for another worker (`runnable`) or for
-    /// something outside to make it runnable again (a person's decision). Nothing happens
-    /// if the lease was claimed by another since.
+    /// Gives a lease back: the stream waits for another worker (`runnable`, or when a
+    /// drive was asked for while it was held) or for something outside to queue it again
+    /// (a person's decision). Nothing happens if the lease was claimed by another since.
     pub async fn release(
         &self,
         holder: &Holder,
@@ -194,11 +208,13 @@ impl PostgresStore {
         self.fence(&lease.stream, None);
         let doing = format!("releasing run {} by {holder}", lease.stream);
         let client = self.client(&doing).await?;
-        client
-            .execute(
-                "UPDATE docket_leases SET holder = NULL, expires_at = NULL, runnable = $4,
+        let waiting = client
+            .query_opt(
+                "UPDATE docket_leases SET holder = NULL, expires_at = NULL,
+                     runnable = runnable OR $4,
                      queued_at = CASE WHEN $4 THEN now() ELSE queued_at END
-                 WHERE stream = $1 AND holder = $2 AND epoch = $3",
+                 WHERE stream = $1 AND holder = $2 AND epoch = $3
+                 RETURNING runnable",
                 &[
                     &lease.stream.as_str(),
                     &holder.0,
@@ -207,8 +223,9 @@ impl PostgresStore {
                 ],
             )
             .await
-            .map_err(self.db(&doing))?;
-        if runnable {
+            .map_err(self.db(&doing))?
+            .is_some_and(|row| row.get::<_, bool>(0));
+        if waiting {
             client
                 .execute(
                     "SELECT pg_notify('docket_runnable', $1)",
@@ -230,7 +247,8 @@ impl PostgresStore {
                 "WITH w AS (
                      UPDATE docket_workers SET stopped_at = now() WHERE holder = $1
                  ), l AS (
-                     UPDATE docket_leases SET holder = NULL, expires_at = NULL, queued_at = now()
+                     UPDATE docket_leases SET holder = NULL, expires_at = NULL, runnable = true,
+                         queued_at = now()
                      WHERE holder = $1 RETURNING stream
                  )
                  SELECT pg_notify('docket_runnable', stream) FROM l",

@@ -7,14 +7,21 @@ use tokio_postgres::Client;
 use crate::error::PgError;
 
 /// Every migration, in order: version, what it adds, its SQL.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "streams, events, blobs, snapshots, digests, disclosures",
-    include_str!("../migrations/0001_store.sql"),
-)];
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "streams, events, blobs, snapshots, digests, disclosures",
+        include_str!("../migrations/0001_store.sql"),
+    ),
+    (
+        2,
+        "claims that keep a drive asked for while a run is held",
+        include_str!("../migrations/0002_claims.sql"),
+    ),
+];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;

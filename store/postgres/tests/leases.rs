@@ -162,6 +162,50 @@ async fn a_released_run_waits_until_it_is_queued_again_and_a_stopped_worker_give
     assert!(leases[0].expires_in_ms.is_some_and(|ms| ms > 0));
 }
 
+/// A drive asked for while a worker holds the run (a person decided its ticket through
+/// another process) is not lost when that worker gives the run back as waiting; a run held
+/// is not claimed again until its lease lapses, queued or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let run = StreamId::new("run-3").unwrap();
+    a.enqueue(&run).await.unwrap();
+    let wa = a.register_worker("a").await.unwrap();
+    let wb = b.register_worker("b").await.unwrap();
+    let long = Duration::from_secs(60);
+    let lease = a.claim(&wa, 1, long).await.unwrap().pop().unwrap();
+    assert_eq!(lease.epoch, 1);
+    b.enqueue(&run).await.unwrap();
+    assert!(
+        b.claim(&wb, 1, long).await.unwrap().is_empty(),
+        "a run held under a live lease is not claimed, queued or not"
+    );
+    // a's drive ended waiting for a person, as it saw the run.
+    a.release(&wa, &lease, false).await.unwrap();
+    let leases = a.leases().await.unwrap();
+    assert_eq!(
+        (leases[0].runnable, leases[0].holder.as_deref()),
+        (true, None),
+        "{leases:?}"
+    );
+    assert_eq!(
+        b.claim(&wb, 1, long).await.unwrap(),
+        vec![Lease {
+            stream: run.clone(),
+            epoch: 2
+        }]
+    );
+    // Claimed, it waits for nothing more: given back as waiting, it stays put.
+    let lease = Lease {
+        stream: run.clone(),
+        epoch: 2,
+    };
+    b.release(&wb, &lease, false).await.unwrap();
+    assert!(a.claim(&wa, 1, long).await.unwrap().is_empty());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_are_handed_out_once_among_racing_workers() {
     let Some((a, b)) = two_stores().await else {
