@@ -9,6 +9,8 @@
 //!   with the recorded runs of that bundle the change would have decided otherwise
 //!   ([`affected_runs`], replay's what-if of each).
 //!
+//! - [`HandedOn`]: a run driven on after a person's input, or queued for workers where
+//!   they share the runs ([`App::hand_on`]);
 //! - [`copy_store`]: every run of one store into another, byte for byte;
 //! - [`Store`]: the backend runs are recorded in, a data directory or a PostgreSQL
 //!   database ([`StoreLocation`], as `--store` names it);
@@ -26,6 +28,7 @@ mod choice;
 mod copy;
 mod drive;
 mod governance;
+mod hand_on;
 mod seal;
 mod store;
 mod worker;
@@ -34,6 +37,7 @@ pub use choice::{ChoiceError, option_number};
 pub use copy::{Copied, CopyError, copy_store};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
+pub use hand_on::HandedOn;
 pub use seal::{Unsealed, seal_finished};
 pub use store::{Store, StoreLocation};
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

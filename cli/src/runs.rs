@@ -467,7 +467,14 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
-            let outcome = crate::verify::app(&rt, data).resume(&run).await?;
+            let app = crate::verify::app(&rt, data);
+            if app.shared() {
+                // Workers drive the runs of a shared store; one may hold this run now.
+                let state = rt.state(&run).await?;
+                app.queue(&run).await?;
+                return Ok(queued(out, &run, &state));
+            }
+            let outcome = app.resume(&run).await?;
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
@@ -480,11 +487,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
         } => {
             let rt = open(data).await?;
             let decision = HumanDecision::approve(&by, &reason).choosing(choose);
-            let outcome = crate::verify::app(&rt, data)
-                .decide_ticket(&run, &ticket, decision)
-                .await?;
-            let history = history_of(&rt, &outcome.run_id).await?;
-            Ok(summary(out, &outcome, history.handoffs()))
+            let recorded = rt.record_decision(&run, &ticket, decision).await?;
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Answer {
             run,
@@ -502,11 +506,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let decision = HumanDecision::approve(&by, &reason)
                 .choosing(choice)
                 .answering(text);
-            let outcome = crate::verify::app(&rt, data)
-                .decide_ticket(&run, &ticket, decision)
-                .await?;
-            let history = history_of(&rt, &outcome.run_id).await?;
-            Ok(summary(out, &outcome, history.handoffs()))
+            let recorded = rt.record_decision(&run, &ticket, decision).await?;
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Deny {
             run,
@@ -515,11 +516,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             reason,
         } => {
             let rt = open(data).await?;
-            let outcome = crate::verify::app(&rt, data)
-                .decide_ticket(&run, &ticket, HumanDecision::deny(&by, &reason))
+            let recorded = rt
+                .record_decision(&run, &ticket, HumanDecision::deny(&by, &reason))
                 .await?;
-            let history = history_of(&rt, &outcome.run_id).await?;
-            Ok(summary(out, &outcome, history.handoffs()))
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Cancel { run, by, reason } => {
             let rt = open(data).await?;
@@ -544,11 +544,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 reason,
                 rule_id: rule,
             };
-            let outcome = crate::verify::app(&rt, data)
-                .override_block(&run, o)
-                .await?;
-            let history = history_of(&rt, &outcome.run_id).await?;
-            Ok(summary(out, &outcome, history.handoffs()))
+            let recorded = rt.record_override(&run, o).await?;
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Runs { waiting } => {
             let rt = open_read(data).await?;
@@ -744,4 +741,37 @@ fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
         "episodes": crate::episodes::tree_json(s.episodes()),
         "effects": crate::effects::list_json(s),
     })
+}
+
+/// After a person's input was recorded: the run driven on here and summarised, or, where
+/// workers share the runs, queued for them and said so.
+async fn handed_on(
+    out: &mut String,
+    rt: &Runtime<Store>,
+    data: &Path,
+    run: &RunId,
+    recorded: docket_runtime::Recorded<Store>,
+) -> anyhow::Result<u8> {
+    match crate::verify::app(rt, data).hand_on(recorded).await? {
+        docket_app::HandedOn::Driven(outcome) => {
+            let history = history_of(rt, &outcome.run_id).await?;
+            Ok(summary(out, &outcome, history.handoffs()))
+        }
+        docket_app::HandedOn::Queued(state) => Ok(queued(out, run, &state)),
+        docket_app::HandedOn::Settled(state) => {
+            let _ = writeln!(out, "run {run}: {}", state.status().as_str());
+            Ok(crate::show::exit_code(state.status()))
+        }
+    }
+}
+
+/// Says that `run` was queued for workers, where it stands, and how to follow it. The
+/// input is recorded and the run queued: exit 0, whatever the run's status.
+fn queued(out: &mut String, run: &RunId, state: &RunState) -> u8 {
+    let _ = writeln!(
+        out,
+        "run {run}: {}; queued for workers, follow it with: docket status {run}",
+        state.status().as_str()
+    );
+    EXIT_COMPLETED
 }

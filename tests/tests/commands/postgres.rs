@@ -2,7 +2,8 @@
 //! test on its own database of the test binary's private cluster (skipped, said once,
 //! when PostgreSQL is not installed and CI is unset): the quick start's run recorded in
 //! the database and listed, shown, verified and exported from it; a run waiting for a
-//! human resumed, approved and another cancelled; `docket store migrate` twice; a schema
+//! human resumed and approved from a terminal, which queue it for a worker that drives it
+//! to its end, and another cancelled; `docket store migrate` twice; a schema
 //! newer than docket refused; a server that is not there and a malformed URL said in
 //! words naming the database, never its password.
 
@@ -160,42 +161,96 @@ fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() 
 }
 
 #[test]
-fn a_run_waiting_for_a_human_is_resumed_approved_and_another_cancelled() {
+fn a_person_decides_from_a_terminal_and_a_worker_drives_the_run_on() {
     let Some(db) = database() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
     let url = db.url.as_str();
-    let workflow = one_agent_workflow(
+    // It asks a person to choose, and is called again with the answer.
+    let asks = one_agent_workflow(tmp.path(), "asks", "asks", AGENT, &["ask"]);
+    let waits = one_agent_workflow(
         tmp.path(),
         "waits",
         "waits",
         AGENT,
         &["escalate_then_finish"],
     );
-    let workflow = workflow.to_str().expect("UTF-8");
-    docket_exits(url, &data, &["run", workflow, "--run-id", "run-a"], 3);
-    docket_exits(url, &data, &["run", workflow, "--run-id", "run-b"], 3);
+    docket_exits(
+        url,
+        &data,
+        &["run", asks.to_str().expect("UTF-8"), "--run-id", "run-a"],
+        3,
+    );
+    docket_exits(
+        url,
+        &data,
+        &["run", waits.to_str().expect("UTF-8"), "--run-id", "run-b"],
+        3,
+    );
     let waiting = docket_exits(url, &data, &["runs", "--waiting"], 0);
     assert_eq!(waiting.lines().count(), 2, "{waiting}");
 
-    docket_exits(url, &data, &["resume", "run-a"], 3);
+    // Workers drive the runs of a shared store: a resume or a decision from a terminal
+    // is recorded and the run queued for them, never driven in the terminal's process.
+    let resumed = docket_exits(url, &data, &["resume", "run-a"], 0);
+    assert_eq!(
+        resumed,
+        "run run-a: waiting for a human; queued for workers, follow it with: docket status run-a\n"
+    );
     let approved = docket_exits(
         url,
         &data,
         &[
-            "approve", "run-a", "ticket-1", "--by", "ana", "--reason", "fine",
+            "approve", "run-a", "ticket-1", "--choose", "1", "--by", "ana", "--reason", "fine",
         ],
         0,
     );
-    assert!(approved.contains("completed"), "{approved}");
+    assert_eq!(
+        approved,
+        "run run-a: running; queued for workers, follow it with: docket status run-a\n"
+    );
+    let runs = docket_exits(url, &data, &["runs"], 0);
+    assert!(runs.contains("run-a\tasks\trunning\t"), "{runs}");
     docket_exits(
         url,
         &data,
         &["cancel", "run-b", "--by", "ana", "--reason", "not needed"],
         0,
     );
-    let runs = docket_exits(url, &data, &["runs"], 0);
-    assert!(runs.contains("run-a\twaits\tcompleted\t"), "{runs}");
+
+    // A worker takes the decided run and drives it to its end.
+    let mut worker = Command::new(docket_bin())
+        .args([
+            "worker",
+            "--store",
+            url,
+            "--name",
+            "terminal-test",
+            "--data",
+        ])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docket worker");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let runs = loop {
+        let runs = docket_exits(url, &data, &["runs"], 0);
+        if runs.contains("run-a\tasks\tcompleted\t") {
+            break runs;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run-a not completed by the worker within 60 s: {runs}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let stopped = worker.wait().expect("the worker stops");
+    assert!(stopped.success(), "{stopped:?}");
+    assert!(runs.contains("run-b\twaits\tcancelled\t"), "{runs}");
     assert!(!runs.contains("waiting"), "{runs}");
     docket_exits(url, &data, &["verify"], 0);
 }
@@ -208,12 +263,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied version 1; schema now at version 1"
+        "no docket schema found; applied versions 1, 2; schema now at version 2"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 1; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 2; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 1; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 2; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())

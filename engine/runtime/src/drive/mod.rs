@@ -801,6 +801,20 @@ impl<S: EventStore + 'static> Runtime<S> {
         run_id: &RunId,
         o: HumanOverride,
     ) -> Result<RunOutcome, RuntimeError> {
+        self.record_override(run_id, o).await?.drive().await
+    }
+
+    /// Records a person's override of the rule that blocked a run, without driving it on:
+    /// the returned [`Recorded`] drives it, here or (dropped) in the process that drives
+    /// the run ([`Runtime::override_block`] does both).
+    ///
+    /// # Errors
+    /// As [`Runtime::override_block`]; nothing is recorded then.
+    pub async fn record_override(
+        &self,
+        run_id: &RunId,
+        o: HumanOverride,
+    ) -> Result<Recorded<S>, RuntimeError> {
         let (mut state, bundle) = self.load_state(run_id).await?;
         let rule_id = o
             .rule_id
@@ -832,7 +846,13 @@ impl<S: EventStore + 'static> Runtime<S> {
         }
         let interrupted = tools::interrupted_tools(&state);
         self.decide_and_append(&mut state, &bundle, command).await?;
-        self.drive(state, bundle, interrupted).await
+        Ok(Recorded {
+            runtime: self.clone(),
+            state,
+            bundle,
+            interrupted,
+            span: tracing::Span::none(),
+        })
     }
 
     /// Cancels a run that is not finished: records `run.cancelled`
