@@ -222,6 +222,10 @@ impl EventStore for Store {
         each!(self, s => s.shred_disclosures(stream, digests, note).await)
     }
 
+    fn shared(&self) -> bool {
+        each!(self, s => s.shared())
+    }
+
     async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
         each!(self, s => s.confirm_claim(stream).await)
     }

@@ -254,17 +254,8 @@ pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<Store>> {
     Ok(runtime)
 }
 
-/// Opens the data directory to record in it (creating it if need be): takes its writer
-/// lock, waiting up to `--lock-wait` for another recording process (store/FORMAT.md §10).
-pub(crate) async fn open_embedded(dir: &Path) -> anyhow::Result<Runtime<EmbeddedStore>> {
-    let runtime = Runtime::new(open_directory(dir).await?);
-    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
-        dir,
-    )));
-    Ok(runtime)
-}
-
-/// The data directory's store, opened to record ([`open_embedded`]).
+/// The data directory's store, opened to record: takes its writer lock, waiting up to
+/// `--lock-wait` for another recording process (store/FORMAT.md §10).
 async fn open_directory(dir: &Path) -> anyhow::Result<EmbeddedStore> {
     if dir.exists() && !dir.is_dir() {
         anyhow::bail!(

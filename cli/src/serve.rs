@@ -105,12 +105,14 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
 pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
     crate::command::run_async(data, |data, _out| {
         Box::pin(async move {
-            crate::command::not_with_postgres(
-                "`docket serve`",
-                "serve a data directory (--data DIR, without --store); the commands (run, resume, approve, runs, status, ...) work with --store",
-            )?;
             docket_serve::check_listen(args.listen, args.allow_remote)?;
-            let rt = crate::command::open_embedded(&data).await?;
+            // A data directory: its writer lock, held while serving. A PostgreSQL store:
+            // any number of servers, none driving runs (workers do: docs/postgres.md).
+            let rt = crate::command::open(&data).await?;
+            let serving = rt.store().postgres().map_or_else(
+                || data.display().to_string(),
+                |db| format!("{} (runs driven by workers)", db.database()),
+            );
             let server = Server::bind(rt, &data, &args.root, args.listen, args.allow_remote)
                 .await?
                 .limit_streams(docket_serve::StreamLimits {
@@ -127,8 +129,7 @@ pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
                 let _ = stdout.flush();
             }
             say!(
-                "docket serve: {} (API at http://{addr}/api, docs/api.md); Ctrl-C stops it",
-                data.display()
+                "docket serve: {serving} (API at http://{addr}/api, docs/api.md); Ctrl-C stops it"
             );
             server.serve(shutdown()).await?;
             Ok(0)

@@ -18,13 +18,14 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use docket_app::ChoiceError;
+use docket_app::Store;
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus};
 use docket_evidence::Sealing;
 use docket_runtime::{
     FileKillSwitch, HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, Recorded,
     RunOutcome, RunQuery, RuntimeError, SourceKind, Workflow,
 };
-use docket_store::{EmbeddedStore, EventStore as _, StreamId};
+use docket_store::{EventStore as _, StreamId};
 
 use crate::error::ApiError;
 use crate::tokens::Principal;
@@ -55,6 +56,7 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/runs/{run}/tickets/{ticket}/deny", post(deny))
         .route("/api/runs/{run}/tickets/{ticket}/answer", post(answer))
         .route("/api/runs/{run}/override", post(override_block))
+        .route("/api/workers", get(workers))
         .route("/api/kill-switches", get(kill_switches))
         .route("/api/kill-switches/{switch}/engage", post(engage))
         .route("/api/kill-switches/{switch}/release", post(release))
@@ -157,12 +159,15 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .contains(run);
     let request = s.request();
+    // Where workers drive the runs, whether one still does is their leases' to say
+    // (`GET /api/workers`), not this server's.
+    let interrupted = s.status() == RunStatus::Running && !driven && !state.app.shared();
     json!({
         "run_id": run,
         "workflow": request.map(|r| r.workflow.name.as_str()),
         "status": status_word(s.status()),
         "driven": driven,
-        "interrupted": s.status() == RunStatus::Running && !driven,
+        "interrupted": interrupted,
         "events": s.version(),
         "started_at_ms": request.map(|r| r.at_ms),
         "decider_version": request.map(|r| r.decider_version),
@@ -261,9 +266,12 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
+    // Where workers drive the runs, none is called interrupted here: their leases say
+    // who drives what (`GET /api/workers`).
+    let shared = state.app.shared();
     let page = state
         .rt
-        .list_runs(&query, |run| driving.contains(run))
+        .list_runs(&query, |run| shared || driving.contains(run))
         .await?;
     let runs: Vec<Value> = page
         .runs
@@ -584,10 +592,39 @@ async fn export(
 async fn drive_recorded(
     state: &Arc<AppState>,
     run: &RunId,
-    recorded: Recorded<EmbeddedStore>,
+    recorded: Recorded<Store>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
+    if state.app.shared() {
+        return hand_to_workers(state, run, recorded).await;
+    }
     let version = recorded.state().version();
     drive(state, run, version, recorded.drive()).await
+}
+
+/// Where workers share the runs (a PostgreSQL store), the server drives none: what a
+/// request recorded is handed to them, queued (202, `queued: true`), or, when the input
+/// settled the run by itself, answered as it stands (200).
+async fn hand_to_workers(
+    state: &Arc<AppState>,
+    run: &RunId,
+    recorded: Recorded<Store>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let handed = state
+        .app
+        .hand_on(recorded)
+        .await
+        .map_err(|e| ApiError::from(e).after_recording(run.as_str()))?;
+    Ok(match handed {
+        docket_app::HandedOn::Queued(s) => {
+            let mut answer = run_json(state, run, &s);
+            answer["queued"] = json!(true);
+            (StatusCode::ACCEPTED, Json(answer))
+        }
+        docket_app::HandedOn::Settled(s)
+        | docket_app::HandedOn::Driven(RunOutcome { state: s, .. }) => {
+            (StatusCode::OK, Json(run_json(state, run, &s)))
+        }
+    })
 }
 
 /// Drives `work` for `run`, answering as said above; the drive's end is traced and, when
@@ -721,10 +758,22 @@ async fn start_run(State(state): Shared, b: Result<Json<StartBody>, JsonRejectio
 
 async fn resume(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
     let run = run_id(&path(p)?)?;
-    let version = state.rt.state(&run).await?.version();
+    let s = state.rt.state(&run).await?;
+    if state.app.shared() {
+        state.app.queue(&run).await?;
+        let mut answer = run_json(&state, &run, &s);
+        answer["queued"] = json!(true);
+        return Ok((StatusCode::ACCEPTED, Json(answer)).into_response());
+    }
     let rt = state.rt.clone();
     let id = run.clone();
-    let answer = drive(&state, &run, version, async move { rt.resume(&id).await }).await?;
+    let answer = drive(
+        &state,
+        &run,
+        s.version(),
+        async move { rt.resume(&id).await },
+    )
+    .await?;
     Ok(answer.into_response())
 }
 
@@ -879,13 +928,18 @@ async fn override_block(
         "role",
         "the role of the bundle's registry you act in",
     )?;
-    let version = state.rt.state(&run).await?.version();
     let o = HumanOverride {
         by: who.name.clone(),
         role: b.role,
         reason: b.reason,
         rule_id: b.rule,
     };
+    if state.app.shared() {
+        let recorded = state.rt.record_override(&run, o).await?;
+        let answer = hand_to_workers(&state, &run, recorded).await?;
+        return Ok(answer.into_response());
+    }
+    let version = state.rt.state(&run).await?.version();
     let rt = state.rt.clone();
     let id = run.clone();
     let answer = drive(&state, &run, version, async move {
@@ -914,6 +968,40 @@ fn switch_error(e: KillSwitchFileError, switch: &str) -> ApiError {
         }
         _ => ApiError::internal(message),
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Workers.
+
+/// The workers of a shared store and the runs' leases; nothing on a data directory.
+async fn workers(State(state): Shared) -> ApiResult {
+    let Some(shared) = state.rt.store().postgres() else {
+        return ok(json!({
+            "shared": false,
+            "workers": [],
+            "leases": [],
+            "note": "this server records in a data directory and drives its runs itself: workers share only the runs of a PostgreSQL store (docs/postgres.md)",
+        }));
+    };
+    let workers = shared.workers().await.map_err(RuntimeError::Store)?;
+    let leases = shared.leases().await.map_err(RuntimeError::Store)?;
+    ok(json!({
+        "shared": true,
+        "workers": workers.iter().map(|w| json!({
+            "holder": w.holder,
+            "name": w.name,
+            "alive": !w.stopped,
+            "runs_held": w.holds,
+            "renewed_ms_ago": w.renewed_ms_ago,
+        })).collect::<Vec<_>>(),
+        "leases": leases.iter().map(|l| json!({
+            "run_id": l.stream.as_str(),
+            "queued": l.runnable,
+            "epoch": l.epoch,
+            "holder": l.holder,
+            "expires_in_ms": l.expires_in_ms,
+        })).collect::<Vec<_>>(),
+    }))
 }
 
 async fn kill_switches(State(state): Shared) -> ApiResult {

@@ -5,10 +5,11 @@
 
 use std::path::Path;
 
+use docket_app::Store;
 use docket_decider::RunId;
 use docket_evidence::{ExportRequest, LoggedEvent, Redaction, RunExportError, Sealing};
 use docket_runtime::{Runtime, RuntimeError};
-use docket_store::{EmbeddedStore, EventStore as _, StreamId};
+use docket_store::{EventStore as _, StreamId};
 
 use crate::ApiError;
 
@@ -20,7 +21,7 @@ pub(crate) enum Wanted {
 
 /// The export of `run`.
 pub(crate) async fn export(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     data: &Path,
     run: &RunId,
     wanted: Wanted,

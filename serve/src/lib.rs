@@ -40,8 +40,8 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use docket_app::Store;
 use docket_runtime::{Runtime, SourceRoot};
-use docket_store::EmbeddedStore;
 
 pub use error::ApiError;
 pub use requests::REQUESTS_FILE;
@@ -133,11 +133,11 @@ pub enum ServeError {
 
 /// What the handlers share.
 pub(crate) struct AppState {
-    pub(crate) rt: Runtime<EmbeddedStore>,
+    pub(crate) rt: Runtime<Store>,
     /// The same runtime, sealing the runs that finished after it drives, when the data
     /// directory has a signing key, as each `docket` command that drives runs does
     /// (docs/checkpoints.md).
-    pub(crate) app: docket_app::App<EmbeddedStore>,
+    pub(crate) app: docket_app::App<Store>,
     pub(crate) data: PathBuf,
     /// Where the files requests name are read from.
     pub(crate) sources: SourceRoot,
@@ -178,7 +178,7 @@ impl Server {
     /// [`ServeError`]: a remote address without `allow_remote`, an address in use, a root
     /// that is not a directory.
     pub async fn bind(
-        rt: Runtime<EmbeddedStore>,
+        rt: Runtime<Store>,
         data: &Path,
         root: &Path,
         addr: SocketAddr,
@@ -475,7 +475,7 @@ mod tests {
     /// A server over `rt` and `dir` on an ephemeral loopback port, served on the current
     /// runtime; its address.
     async fn serving(
-        rt: docket_runtime::Runtime<docket_store::EmbeddedStore>,
+        rt: docket_runtime::Runtime<docket_app::Store>,
         dir: &std::path::Path,
     ) -> std::net::SocketAddr {
         let server = Server::bind(rt, dir, dir, "127.0.0.1:0".parse().expect("addr"), false)
@@ -500,7 +500,11 @@ mod tests {
                 docket_store::EmbeddedStore::open(dir.path(), docket_store::StoreConfig::default())
                     .await
                     .expect("store");
-            serving(docket_runtime::Runtime::new(store), dir.path()).await
+            serving(
+                docket_runtime::Runtime::new(docket_app::Store::from(store)),
+                dir.path(),
+            )
+            .await
         });
         // After the store is made: it refuses to be made in a directory holding other files.
         let token = tokens::create(dir.path(), "t", Role::Admin, 0).expect("token");
@@ -523,7 +527,7 @@ mod tests {
     async fn waiting_run(
         dir: &std::path::Path,
         faults: std::sync::Arc<docket_store::FaultPlan>,
-    ) -> (docket_runtime::Runtime<docket_store::EmbeddedStore>, u64) {
+    ) -> (docket_runtime::Runtime<docket_app::Store>, u64) {
         use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, WorkflowSpec};
         let config = docket_store::StoreConfig {
             faults: Some(faults.clone()),
@@ -532,7 +536,7 @@ mod tests {
         let store = docket_store::EmbeddedStore::open(dir, config)
             .await
             .expect("store");
-        let rt = docket_runtime::Runtime::new(store);
+        let rt = docket_runtime::Runtime::new(docket_app::Store::from(store));
         rt.register_agent(
             "worker",
             std::sync::Arc::new(docket_runtime::InProcessExecutor::new(

@@ -424,6 +424,12 @@ pub const ROUTES: &[Route] = &[
     },
     route(
         "GET",
+        "/api/workers",
+        Viewer,
+        "The workers sharing the runs of a PostgreSQL store (alive or stopped, runs held, last renewal by the database's clock) and every run's lease (holder, fencing epoch, queued or not, time left). Empty on a data directory, whose runs this server drives.",
+    ),
+    route(
+        "GET",
         "/api/kill-switches",
         Viewer,
         "The kill switches engaged, and every flip with who and why.",

@@ -280,6 +280,14 @@ pub trait EventStore: Send + Sync {
         note: Vec<u8>,
     ) -> impl Future<Output = Result<Disclosures, StoreError>> + Send;
 
+    /// Whether other processes append to this store while this one has it open (a
+    /// database that workers and servers share): what this process keeps of the log
+    /// (its run list) is checked against the store's heads before it is believed. The
+    /// embedded log has one writer, this process or none.
+    fn shared(&self) -> bool {
+        false
+    }
+
     /// Confirms, just before something outside is changed on the stream's behalf (an
     /// effect executed), that this process still holds its claim on the stream, renewing
     /// it: [`StoreError::Fenced`] when another process claimed the stream since. A store

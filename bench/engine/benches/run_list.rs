@@ -29,6 +29,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
+use docket_app::Store;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, WorkflowSpec};
 use docket_runtime::{HumanDecision, InProcessExecutor, Runtime, Workflow};
 use docket_store::{EmbeddedStore, EventStore as _, StoreConfig};
@@ -89,8 +90,8 @@ fn agent() -> Arc<InProcessExecutor> {
     }))
 }
 
-fn runtime(store: EmbeddedStore) -> Runtime<EmbeddedStore> {
-    let rt = Runtime::new(store);
+fn runtime(store: EmbeddedStore) -> Runtime<Store> {
+    let rt = Runtime::new(Store::from(store));
     rt.register_agent("worker", agent());
     rt
 }
@@ -111,7 +112,7 @@ fn input(i: usize) -> Value {
 }
 
 /// Starts `runs` runs, `concurrent` at a time, named from `prefix`.
-async fn start_runs(rt: &Runtime<EmbeddedStore>, prefix: &str, runs: usize, concurrent: usize) {
+async fn start_runs(rt: &Runtime<Store>, prefix: &str, runs: usize, concurrent: usize) {
     let flows = Arc::new([workflow("alpha"), workflow("beta")]);
     let mut tasks = JoinSet::new();
     for i in 0..runs {
@@ -199,7 +200,7 @@ fn now_ns() -> i64 {
         .map_or(0, |d| d.as_nanos() as i64)
 }
 
-async fn serve(rt: &Runtime<EmbeddedStore>, dir: &Path) -> (SocketAddr, String) {
+async fn serve(rt: &Runtime<Store>, dir: &Path) -> (SocketAddr, String) {
     // A cached directory keeps the last run's token: revoke it (only its hash is stored, so
     // it cannot be read back) and make a new one.
     let _ = docket_serve::tokens::revoke(dir, "bench");
@@ -318,7 +319,7 @@ async fn run_list(runs: usize, pages: usize) {
 /// Starts, in a loop, runs that finish at once, keeping `driven` of them going, until told
 /// to stop; returns how many were started.
 fn drive_in_background(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     driven: usize,
     stop: Arc<AtomicBool>,
 ) -> tokio::task::JoinHandle<usize> {
@@ -350,7 +351,7 @@ fn drive_in_background(
 /// Approves `probes` waiting runs one after another, each watched by an SSE subscriber;
 /// each new event's delay (ms) from when it was recorded to when the subscriber read it.
 async fn probe(
-    rt: &Runtime<EmbeddedStore>,
+    rt: &Runtime<Store>,
     addr: SocketAddr,
     token: &str,
     tag: &str,

@@ -23,6 +23,7 @@ use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use docket_app::Store;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, WorkflowSpec};
 use docket_runtime::{InProcessExecutor, Runtime, Workflow};
 use docket_store::{EmbeddedStore, StoreConfig};
@@ -49,8 +50,8 @@ fn workflow() -> Workflow {
     }
 }
 
-fn runtime(store: EmbeddedStore) -> Runtime<EmbeddedStore> {
-    let rt = Runtime::new(store);
+fn runtime(store: EmbeddedStore) -> Runtime<Store> {
+    let rt = Runtime::new(Store::from(store));
     rt.register_agent(
         "worker",
         Arc::new(InProcessExecutor::new(|r: &AgentRequest| {

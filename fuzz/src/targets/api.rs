@@ -269,7 +269,7 @@ impl Api {
                 ..StoreConfig::default()
             };
             let store = EmbeddedStore::open(&data, config).await.map_err(|e| e.to_string())?;
-            let rt = Runtime::new(store);
+            let rt = Runtime::new(docket_app::Store::from(store));
             rt.register_agent("writer", Arc::new(InProcessExecutor::new(writer)));
             rt.register_agent("publisher", Arc::new(InProcessExecutor::new(publisher)));
             rt.register_bundle(BUNDLE, "policy.toml", "fuzz", "seed")

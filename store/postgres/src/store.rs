@@ -899,6 +899,10 @@ impl EventStore for PostgresStore {
         self.disclosures(stream).await
     }
 
+    fn shared(&self) -> bool {
+        true
+    }
+
     async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
         let Some((holder, epoch, lease)) = self.fence_of(stream) else {
             return Ok(());

@@ -378,13 +378,6 @@ fn what_needs_a_data_directory_says_so() {
     let Some(db) = database() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    let out = docket(&db.url, &data, &["serve"]);
-    assert_eq!(exit_code(&out), 1, "{}", stderr_text(&out));
-    assert!(
-        stderr_text(&out).contains("`docket serve` is not yet available with a PostgreSQL store"),
-        "{}",
-        stderr_text(&out)
-    );
     let out = docket(&db.url, &data, &["verify", "--require-signed"]);
     assert_eq!(exit_code(&out), 1, "{}", stderr_text(&out));
     assert!(

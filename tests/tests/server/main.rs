@@ -3,6 +3,7 @@
 
 mod api;
 mod browser;
+mod postgres;
 mod report_browser;
 mod serve_http;
 mod served;

@@ -46,6 +46,16 @@ impl Served {
                 (role, stdout(&out).trim().to_owned())
             })
             .collect();
+        Self::spawn(data, args, tokens)
+    }
+
+    /// Another server over the same `data` (and `args`), taking the same tokens: two API
+    /// servers over one PostgreSQL store.
+    pub(crate) fn beside(&self, data: &Path, args: &[&str]) -> Self {
+        Self::spawn(data, args, self.tokens.clone())
+    }
+
+    fn spawn(data: &Path, args: &[&str], tokens: Vec<(Role, String)>) -> Self {
         let mut child = Command::new(docket_tests::docket_bin())
             .args(["serve", "--listen", "127.0.0.1:0", "--data"])
             .arg(data)

@@ -15,7 +15,9 @@
 //! left stale by a process that did not keep the list, only costs reading the run again.
 //!
 //! A read-only view cannot read the index (store/FORMAT.md §10): its list is read from
-//! the log once per process, which is what `docket runs` in a terminal costs.
+//! the log once per process, which is what `docket runs` in a terminal costs. Where other
+//! processes append too (a shared store: workers and servers over one database), each
+//! listing first reads every run's head (one query) and reads on the runs that moved.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
@@ -368,6 +370,21 @@ impl<S: EventStore + 'static> super::Runtime<S> {
     ) -> Result<RunPage, RuntimeError> {
         self.load_run_list().await?;
         let list = &self.inner.run_list;
+        if self.store().shared() {
+            // Others append to these runs (workers, other servers): a run whose head
+            // moved past what the table folded is read on first, as a stale digest is.
+            let heads = self.store().streams().await.map_err(RuntimeError::Store)?;
+            let mut table = list.table();
+            for h in heads {
+                let id = h.stream.as_str();
+                if id.starts_with('_') {
+                    continue;
+                }
+                if table.runs.get(id).is_none_or(|e| e.summary.events != h.seq) {
+                    table.stale.insert(id.to_owned());
+                }
+            }
+        }
         let stale = std::mem::take(&mut list.table().stale);
         if !stale.is_empty() {
             self.read_on(stale).await;
