@@ -126,6 +126,8 @@ async function runsView() {
   asked.delete('back');
   const page = await guarded(list, () => call('GET', `/api/runs?${asked}`));
   if (!page) return;
+  // Over PostgreSQL, which worker holds each run, and until when (GET /api/workers).
+  const held = await heldBy();
 
   const boxes = [];
   const rows = page.runs.map((r) => {
@@ -139,7 +141,8 @@ async function runsView() {
       h('td', {}, r.workflow),
       h('td', {}, time(r.started_at_ms)),
       h('td', {}, waits ? `yes: ${r.open_tickets.join(', ')}` : 'no'),
-      h('td', {}, String(r.events)));
+      h('td', {}, String(r.events)),
+      ...(held ? [h('td', { class: 'worker' }, leaseWords(held.get(r.run_id)))] : []));
   });
   const all = h('input', { type: 'checkbox', 'aria-label': 'select every run on this page', onchange: (ev) => {
     for (const b of boxes) b.checked = ev.target.checked;
@@ -148,7 +151,7 @@ async function runsView() {
     ? h('p', {}, 'No run matches.')
     : h('table', {},
       h('caption', { class: 'muted' }, `${rows.length} run(s) on this page`),
-      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all), ['Run', 'Status', 'Workflow', 'Started', 'Waits for a human', 'Events'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('thead', {}, h('tr', {}, h('th', { scope: 'col' }, all), ['Run', 'Status', 'Workflow', 'Started', 'Waits for a human', 'Events', ...(held ? ['Worker'] : [])].map((c) => h('th', { scope: 'col' }, c)))),
       h('tbody', {}, rows));
 
   // The API pages forward only (`next_cursor`); the cursors of the pages before this one
@@ -431,6 +434,8 @@ async function runView(run) {
       ['Decider version', String(s.decider_version ?? '')],
       ['Policy bundle', h('code', {}, s.bundle_hash ?? '')],
     ];
+    const held = await heldBy();
+    if (held) facts.push(['Worker', h('span', { id: 'run-worker' }, leaseWords(held.get(run)) || 'nobody')]);
     if (s.forked_from) facts.push(['Forked from', runLink(s.forked_from)]);
     if (s.blocked_by) facts.push(['Blocked by', h('code', {}, JSON.stringify(s.blocked_by))]);
     if (s.stop_reason) facts.push(['Stop reason', typeof s.stop_reason === 'string' ? s.stop_reason : JSON.stringify(s.stop_reason)]);
@@ -624,6 +629,49 @@ async function policiesView() {
 // ---------------------------------------------------------------------------------------
 // Kill switches.
 
+// Workers (a PostgreSQL store): who drives what.
+
+/** The leases by run id, or null where this server drives its own runs (a data directory). */
+async function heldBy() {
+  try {
+    const got = await call('GET', '/api/workers');
+    return got.shared ? new Map(got.leases.map((l) => [l.run_id, l])) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** A run's lease in words: its holder and time left, queued, or nothing. */
+function leaseWords(lease) {
+  if (!lease) return '';
+  if (lease.holder) {
+    const left = lease.expires_in_ms;
+    return `${lease.holder} (claim ${lease.epoch}, ${left >= 0 ? `lease ${Math.ceil(left / 1000)} s left` : 'lease lapsed'})`;
+  }
+  return lease.queued ? 'queued' : '';
+}
+
+async function workersView() {
+  const place = h('div', { 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+  show('Workers', h('h1', {}, 'Workers'), place);
+  const got = await guarded(place, () => call('GET', '/api/workers'));
+  if (!got) return;
+  if (!got.shared) {
+    place.replaceChildren(h('p', {}, got.note));
+    return;
+  }
+  const workers = got.workers.length === 0 ? h('p', {}, 'No worker has started.') : h('table', { id: 'workers' },
+    h('thead', {}, h('tr', {}, ['Worker', 'Name', 'Alive', 'Runs held', 'Last renewal'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, got.workers.map((w) => h('tr', { 'data-worker': w.holder },
+      h('td', {}, h('code', {}, w.holder)), h('td', {}, w.name), h('td', {}, w.alive ? 'yes' : 'stopped'),
+      h('td', {}, String(w.runs_held)), h('td', {}, `${Math.round(w.renewed_ms_ago / 1000)} s ago`)))));
+  const leases = got.leases.length === 0 ? h('p', {}, 'No run has been queued for workers.') : h('table', { id: 'leases' },
+    h('thead', {}, h('tr', {}, ['Run', 'Held by', 'Queued'].map((c) => h('th', { scope: 'col' }, c)))),
+    h('tbody', {}, got.leases.map((l) => h('tr', { 'data-run': l.run_id },
+      h('td', {}, runLink(l.run_id)), h('td', {}, leaseWords(l.holder ? l : null) || 'nobody'), h('td', {}, l.queued ? 'yes' : 'no')))));
+  place.replaceChildren(h('h2', {}, 'Workers'), workers, h('h2', {}, 'Runs and their leases'), leases);
+}
+
 async function switchesView() {
   const engaged = h('div', {}, h('p', {}, 'Loading…'));
   const history = h('div');
@@ -696,6 +744,7 @@ async function route() {
   else if (path === '#/start') await startView();
   else if (path === '#/policies') await policiesView();
   else if (path === '#/switches') await switchesView();
+  else if (path === '#/workers') await workersView();
   else await runsView();
   if (!view.contains(document.activeElement)) view.focus({ preventScroll: true });
 }
