@@ -62,15 +62,19 @@ pub struct Summary {
 /// The context as `path: value` lines, as many as fit `max_tokens` once `wrap` has
 /// presented the summary (a recast message, say): the whole of what the receiver gets is
 /// within the budget, always. Unlike [`summarize`], a context that would fit whole is
-/// summarised all the same (its lines all kept). When not even a summary of no line fits,
-/// the receiver gets `null` (never more than the budget).
+/// summarised all the same (its lines all kept); an empty object or `null` has no line.
+/// When not even a summary of no line fits, the receiver gets `null` (never more than the
+/// budget).
 pub fn summarize_within(
     value: &Value,
     max_tokens: usize,
     wrap: impl Fn(Value) -> Value,
 ) -> Summary {
     let mut lines = Vec::new();
-    flatten(value, String::new(), &mut lines);
+    // Nothing (an empty object, `null`) has no line to summarise.
+    if !(value.is_null() || value.as_object().is_some_and(Map::is_empty)) {
+        flatten(value, String::new(), &mut lines);
+    }
     let total = lines.len();
     let build = |n: usize| {
         let text = lines

@@ -42,9 +42,13 @@ fn value() -> impl Strategy<Value = Value> {
     })
 }
 
+/// Mostly objects, as agents' outputs are; sometimes a bare value.
 fn payload() -> impl Strategy<Value = Value> {
-    prop::collection::btree_map(key(), value(), 0..6)
-        .prop_map(|m| Value::Object(m.into_iter().collect()))
+    prop_oneof![
+        9 => prop::collection::btree_map(key(), value(), 0..6)
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        1 => value(),
+    ]
 }
 
 /// A dotted field path over [`KEYS`] (sometimes `*`).
@@ -375,9 +379,15 @@ fn check(r: &Rules, payload: &Value, s: &ScopedContext, prior: bool) -> Result<(
     }
 
     // Prior outputs: one offered, one crossed when something of it did.
-    let crossed = match &reading.summary_lines {
-        Some(lines) => !lines.is_empty(),
-        None => !delivered.is_null() && (!included.is_empty() || payload_leaves.is_empty()),
+    let crossed = if !payload_leaves.is_empty() {
+        !included.is_empty()
+    } else if payload.is_object() {
+        false
+    } else {
+        match &reading.summary_lines {
+            Some(lines) => !lines.is_empty(),
+            None => !delivered.is_null(),
+        }
     };
     prop_assert_eq!(before.prior_outputs_count, usize::from(prior));
     prop_assert_eq!(after.prior_outputs_count, usize::from(prior && crossed));

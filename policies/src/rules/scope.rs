@@ -1177,10 +1177,16 @@ impl Scoper<'_> {
 
         let after = ContextAfter {
             prior_outputs_count: if delivered_rules {
-                let crossed = match &t.summary {
-                    Some(s) => !s.empty,
-                    None => {
-                        !t.context.is_null() && (!t.included.is_empty() || all_leaves.is_empty())
+                // Something of it crossed: one of its fields, or, for a value that is
+                // no object (a string, a number), the value itself.
+                let crossed = if !all_leaves.is_empty() {
+                    !t.included.is_empty()
+                } else if payload.is_object() {
+                    false
+                } else {
+                    match &t.summary {
+                        Some(s) => !s.empty,
+                        None => !t.context.is_null(),
                     }
                 };
                 usize::from(carries == Carries::PriorOutput && crossed)
