@@ -9,7 +9,10 @@
 //! them. Blocked fields are the union over every level that matches: a blocked field is
 //! never passed, whatever else allows it. Then: select (full / scoped / minimal), remove
 //! blocked fields, translate (extract, summarise to a token budget, recast role:
-//! `translate.rs`), and cap at the receiver's `max_context_tokens`.
+//! `translate.rs`), and cap at the receiver's `max_context_tokens`: from decider version
+//! 13 ([`ScopingRules::Delivered`]) one summary to the smaller budget, measured as
+//! delivered, and the audit computed from what was delivered
+//! (docs/governance.md#the-handoff-audit).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -665,8 +668,9 @@ pub struct SummaryAudit {
     /// The summary's `path: value` lines: kept, and left out.
     pub lines_kept: usize,
     pub lines_omitted: usize,
-    /// No line fitted the budget: the receiver got a summary without content
-    /// (`summary` `""`), or `null` when not even that fitted.
+    /// No line was kept (none fitted the budget, or the context had none): the receiver
+    /// got a summary without content (`summary` `""`), or `null` when not even that
+    /// fitted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub empty: bool,
 }
