@@ -75,8 +75,9 @@ pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind, PartialOutputs};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::scope::{
-    AdmissionProblem, CONTENT_SOURCES, ConflictResolution, ContextRequirements, EmptiedContent,
-    EmptiedKind, EmptyScope, HandoffAudit, HandoffMode, HandoffRule, ScopedContext,
+    AdmissionProblem, CONTENT_SOURCES, ConflictResolution, ContextAfter, ContextBefore,
+    ContextRequirements, EmptiedContent, EmptiedKind, EmptyScope, HandoffAudit, HandoffMode,
+    HandoffRule, ScopedContext, Scoper, ScopingRules, SummaryAudit,
 };
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use schema::bundle_json_schema;

@@ -20,7 +20,12 @@ pub fn summarize(value: &Value, max_tokens: usize) -> Value {
     flatten(value, String::new(), &mut lines);
     let total = lines.len();
     let build = |n: usize| {
-        let text = lines.iter().take(n).cloned().collect::<Vec<_>>().join("\n");
+        let text = lines
+            .iter()
+            .take(n)
+            .map(|(_, line)| line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
         json!({ "summary": text, "fields_omitted": total - n })
     };
     // Largest prefix of lines that fits: token counts grow with the prefix.
@@ -42,7 +47,82 @@ pub fn summarize(value: &Value, max_tokens: usize) -> Value {
     }
 }
 
-fn flatten(v: &Value, prefix: String, out: &mut Vec<String>) {
+/// A summary made to a token budget ([`summarize_within`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Summary {
+    /// What the receiver gets: `{summary, fields_omitted}` as `wrap` presents it, or
+    /// `null` when not even a summary without lines fits the budget.
+    pub value: Value,
+    /// The path of each line kept, as the summary names it (`items[0].id`).
+    pub kept: Vec<String>,
+    /// Lines left out.
+    pub omitted: usize,
+}
+
+/// The context as `path: value` lines, as many as fit `max_tokens` once `wrap` has
+/// presented the summary (a recast message, say): the whole of what the receiver gets is
+/// within the budget, always. Unlike [`summarize`], a context that would fit whole is
+/// summarised all the same (its lines all kept); an empty object or `null` has no line.
+/// When not even a summary of no line fits, the receiver gets `null` (never more than the
+/// budget).
+pub fn summarize_within(
+    value: &Value,
+    max_tokens: usize,
+    wrap: impl Fn(Value) -> Value,
+) -> Summary {
+    let mut lines = Vec::new();
+    // Nothing (an empty object, `null`) has no line to summarise.
+    if !(value.is_null() || value.as_object().is_some_and(Map::is_empty)) {
+        flatten(value, String::new(), &mut lines);
+    }
+    let total = lines.len();
+    let build = |n: usize| {
+        let text = lines
+            .iter()
+            .take(n)
+            .map(|(_, line)| line.as_str())
+            .collect::<Vec<_>>()
+            .join("\n");
+        wrap(json!({ "summary": text, "fields_omitted": total - n }))
+    };
+    let fits = |v: &Value| tokens::count_value(v) <= max_tokens;
+    // Largest prefix of lines that fits: token counts grow with the prefix (checked below,
+    // so that a count that does not grow can cost lines, never the budget).
+    let (mut lo, mut hi) = (0usize, total);
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if fits(&build(mid)) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    loop {
+        let made = build(lo);
+        if fits(&made) {
+            return Summary {
+                value: made,
+                kept: lines
+                    .iter()
+                    .take(lo)
+                    .map(|(path, _)| path.clone())
+                    .collect(),
+                omitted: total - lo,
+            };
+        }
+        if lo == 0 {
+            return Summary {
+                value: Value::Null,
+                kept: Vec::new(),
+                omitted: total,
+            };
+        }
+        lo -= 1;
+    }
+}
+
+/// Each leaf of `v` as its path and its summary line, `path: value`, in sorted order.
+fn flatten(v: &Value, prefix: String, out: &mut Vec<(String, String)>) {
     match v {
         Value::Object(m) if !m.is_empty() => {
             let mut keys: Vec<&String> = m.keys().collect();
@@ -75,7 +155,7 @@ fn flatten(v: &Value, prefix: String, out: &mut Vec<String>) {
             } else {
                 prefix.as_str()
             };
-            out.push(format!("{name}: {short}{ellipsis}"));
+            out.push((name.to_owned(), format!("{name}: {short}{ellipsis}")));
         }
     }
 }

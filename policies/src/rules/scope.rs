@@ -9,7 +9,10 @@
 //! them. Blocked fields are the union over every level that matches: a blocked field is
 //! never passed, whatever else allows it. Then: select (full / scoped / minimal), remove
 //! blocked fields, translate (extract, summarise to a token budget, recast role:
-//! `translate.rs`), and cap at the receiver's `max_context_tokens`.
+//! `translate.rs`), and cap at the receiver's `max_context_tokens`: from decider version
+//! 13 ([`ScopingRules::Delivered`]) one summary to the smaller budget, measured as
+//! delivered, and the audit computed from what was delivered
+//! (docs/governance.md#the-handoff-audit).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -625,10 +628,51 @@ pub struct ContextBefore {
 pub struct ContextAfter {
     pub prior_outputs_count: usize,
     pub total_tokens: usize,
-    /// Leaf field paths that crossed the handoff (before any summarising).
+    /// Leaf field paths that crossed the handoff: under [`ScopingRules::Delivered`], the
+    /// payload's leaf paths whose value the receiver got (after selection, blocked fields,
+    /// extraction and summarising); under [`ScopingRules::Baseline`], those left after
+    /// selection and blocked fields (before any translation).
     pub fields_included: Vec<String>,
     /// Leaf field paths of the payload that did not.
     pub fields_excluded: Vec<String>,
+}
+
+/// How a handoff's context is translated and its audit computed: the rules of the decider
+/// version that recorded the run (docs/events.md#decider-versions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum ScopingRules {
+    /// Decider version 12: the fields of the audit are those left after selection and
+    /// blocked fields, before translation; a payload key named `prior_outputs` is what
+    /// the prior-output counts count; a summary is made only of a context over its budget
+    /// and measured before it is recast; the receiver's `max_context_tokens` is applied
+    /// after translation, as a second summary.
+    Baseline,
+    /// From decider version 13: the audit is computed from what the receiver got;
+    /// a prior output (`prior:TYPE`) counts as one before scoping and as one after when
+    /// something of it crossed; `summarize = true` always delivers a summary, within its
+    /// budget and the receiver's `max_context_tokens` as delivered (recast included), and
+    /// a summary that kept no line says so (`summary.empty`).
+    #[default]
+    Delivered,
+}
+
+/// What summarising delivered, in the audit of a handoff whose context was summarised
+/// (from decider version 13: [`ScopingRules::Delivered`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SummaryAudit {
+    /// The budget the summary was made to: the least of the translation's `max_tokens`
+    /// and the receiver's `max_context_tokens` that apply. What the receiver got, recast
+    /// included, is within it.
+    pub max_tokens: usize,
+    /// The summary's `path: value` lines: kept, and left out.
+    pub lines_kept: usize,
+    pub lines_omitted: usize,
+    /// No line was kept (none fitted the budget, or the context had none): the receiver
+    /// got a summary without content (`summary` `""`), or `null` when not even that
+    /// fitted.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub empty: bool,
 }
 
 /// The audit record of one scoping decision (the `audit` of `handoff.allowed`,
@@ -648,6 +692,10 @@ pub struct HandoffAudit {
     /// summary; absent when false, so audits recorded before it are unchanged.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub every_field_removed: bool,
+    /// What summarising delivered, when the context was summarised (from decider version
+    /// 13); absent otherwise, so audits recorded before it are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryAudit>,
 }
 
 /// What crosses a handoff, why, and the audit record of it.
@@ -803,7 +851,25 @@ struct Level<'a> {
     audit_enabled: bool,
 }
 
+/// Scoping under one set of [`ScopingRules`]: [`PolicyBundle::scoping`]. The bundle's own
+/// `scope_*` methods scope under the latest rules; the decider scopes under the rules of
+/// the decider version that recorded the run, so that a recorded run replays.
+#[derive(Debug, Clone, Copy)]
+pub struct Scoper<'a> {
+    bundle: &'a PolicyBundle,
+    rules: ScopingRules,
+}
+
 impl PolicyBundle {
+    /// This bundle's scoping under `rules`.
+    #[must_use]
+    pub fn scoping(&self, rules: ScopingRules) -> Scoper<'_> {
+        Scoper {
+            bundle: self,
+            rules,
+        }
+    }
+
     /// Scopes `payload` for the handoff `from → to`. Denied handoffs pass nothing.
     pub fn scope_context(
         &self,
@@ -812,8 +878,8 @@ impl PolicyBundle {
         input: InputKind,
         payload: &Value,
     ) -> ScopedContext {
-        let handoff = self.decide_handoff(from, to, input);
-        self.scope_under(from, to, payload, handoff, None)
+        self.scoping(ScopingRules::default())
+            .scope_context(from, to, input, payload)
     }
 
     /// The agents whose latest outputs `agent` requires
@@ -824,6 +890,73 @@ impl PolicyBundle {
             .and_then(|i| self.spec.agents.get(i))
             .and_then(|a| a.context_requirements.as_ref())
             .map_or(&[], |c| c.requires_prior_outputs.as_slice())
+    }
+
+    /// Scopes a prior output of `from` that `to` requires: [`Scoper::scope_prior_output`]
+    /// under the latest rules.
+    #[must_use]
+    pub fn scope_prior_output(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> ScopedContext {
+        self.scoping(ScopingRules::default())
+            .scope_prior_output(from, to, payload, authority)
+    }
+
+    /// Scopes content that crosses by another rule than a handoff:
+    /// [`Scoper::scope_authorised`] under the latest rules.
+    #[must_use]
+    pub fn scope_authorised(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> ScopedContext {
+        self.scoping(ScopingRules::default())
+            .scope_authorised(from, to, payload, authority)
+    }
+
+    /// [`Self::scope_authorised`] in `mode` when one is given: [`Scoper::scope_authorised_in`]
+    /// under the latest rules.
+    #[must_use]
+    pub fn scope_authorised_in(
+        &self,
+        from: &str,
+        to: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+        mode: Option<HandoffMode>,
+    ) -> ScopedContext {
+        self.scoping(ScopingRules::default())
+            .scope_authorised_in(from, to, payload, authority, mode)
+    }
+}
+
+/// What one crossing carries, for the prior-output counts of its audit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Carries {
+    /// A handoff's payload, or content crossing by another rule.
+    Content,
+    /// A prior output (`prior:TYPE`).
+    PriorOutput,
+}
+
+impl Scoper<'_> {
+    /// Scopes `payload` for the handoff `from → to`. Denied handoffs pass nothing.
+    #[must_use]
+    pub fn scope_context(
+        &self,
+        from: &str,
+        to: &str,
+        input: InputKind,
+        payload: &Value,
+    ) -> ScopedContext {
+        let handoff = self.bundle.decide_handoff(from, to, input);
+        self.scope_under(from, to, payload, handoff, None, Carries::Content)
     }
 
     /// Scopes a prior output of `from` that `to` requires
@@ -837,9 +970,10 @@ impl PolicyBundle {
         payload: &Value,
         authority: &PolicyDecision,
     ) -> ScopedContext {
-        let mode = self
+        let bundle = self.bundle;
+        let mode = bundle
             .agent(to)
-            .and_then(|i| self.spec.agents.get(i))
+            .and_then(|i| bundle.spec.agents.get(i))
             .and_then(|a| a.context_requirements.as_ref())
             .and_then(|c| c.context_scope);
         let handoff = HandoffDecision {
@@ -851,7 +985,7 @@ impl PolicyBundle {
             output_type: None,
             flow: crate::rules::flow::FlowRelation::Unrelated,
         };
-        self.scope_under(from, to, payload, handoff, mode)
+        self.scope_under(from, to, payload, handoff, mode, Carries::PriorOutput)
     }
 
     /// Scopes `payload` for `from → to` where another rule, not an interaction-matrix
@@ -891,7 +1025,7 @@ impl PolicyBundle {
             output_type: None,
             flow: crate::rules::flow::FlowRelation::Unrelated,
         };
-        self.scope_under(from, to, payload, handoff, mode)
+        self.scope_under(from, to, payload, handoff, mode, Carries::Content)
     }
 
     /// Scoping under an allowed `handoff`; `mode_override` (a receiver's `context_scope`
@@ -903,13 +1037,20 @@ impl PolicyBundle {
         payload: &Value,
         handoff: HandoffDecision,
         mode_override: Option<HandoffMode>,
+        carries: Carries,
     ) -> ScopedContext {
-        let h = &self.spec.multi_agent_handoffs;
+        let bundle = self.bundle;
+        let delivered_rules = self.rules == ScopingRules::Delivered;
+        let h = &bundle.spec.multi_agent_handoffs;
         // BPE counting dominates scoping: count each distinct text once (the context
         // handed on is often the payload itself, byte for byte).
         let before_text = tokens::render(payload);
         let before = ContextBefore {
-            prior_outputs_count: prior_outputs(payload),
+            prior_outputs_count: if delivered_rules {
+                usize::from(carries == Carries::PriorOutput)
+            } else {
+                prior_outputs(payload)
+            },
             total_tokens: tokens::count_text(&before_text),
         };
         let before_tokens = before.total_tokens;
@@ -921,7 +1062,7 @@ impl PolicyBundle {
             }
         };
         let all_leaves = leaves(payload);
-        let levels = self.levels(from, to);
+        let levels = bundle.levels(from, to);
         let mut chain = handoff.decision.chain.clone();
         if handoff.decision.verdict != Verdict::Allow {
             let audit = HandoffAudit {
@@ -939,6 +1080,7 @@ impl PolicyBundle {
                 governance_rule_id: handoff.decision.rule_id.clone(),
                 audit_enabled: true,
                 every_field_removed: false,
+                summary: None,
             };
             let decision = PolicyDecision {
                 kind: DecisionKind::ContextScope,
@@ -1007,19 +1149,6 @@ impl PolicyBundle {
             HandoffMode::Minimal => select(payload, &h.minimal_context_fields),
         };
         let filtered = remove(selected, &blocked);
-        // Most handoffs pass the payload whole: then nothing is excluded.
-        let (included, excluded) = if filtered == *payload {
-            (all_leaves.clone(), Vec::new())
-        } else {
-            let included = leaves(&filtered);
-            let kept: BTreeSet<&String> = included.iter().collect();
-            let excluded: Vec<String> = all_leaves
-                .iter()
-                .filter(|p| !kept.contains(p))
-                .cloned()
-                .collect();
-            (included, excluded)
-        };
 
         // Translation: the first level that configures one, if translation is enabled.
         let translation = if h.enable_conversation_translation {
@@ -1029,57 +1158,56 @@ impl PolicyBundle {
         } else {
             None
         };
-        let receiver_budget = self
+        let translation = translation.filter(|(_, t)| t.enabled);
+        let receiver_budget = bundle
             .agent(to)
-            .and_then(|i| self.spec.agents.get(i))
+            .and_then(|i| bundle.spec.agents.get(i))
             .and_then(|a| a.context_requirements.as_ref())
             .and_then(|c| c.max_context_tokens);
-        let mut context = filtered;
-        let mut translated = false;
-        if let Some((rule, t)) = translation.filter(|(_, t)| t.enabled) {
-            if !t.extract_fields.is_empty() {
-                context = remove(select(&context, &t.extract_fields), &blocked);
-            }
-            if t.summarize {
-                let budget = t.max_tokens.or(receiver_budget).unwrap_or(u32::MAX) as usize;
-                context = translate::summarize(&context, budget);
-            }
-            let role = t
-                .recast_role
-                .or(t.recast_agent_outputs.then_some(MessageRole::System));
-            if let Some(role) = role {
-                context = translate::recast(context, role, from);
-            }
-            translated = true;
-            chain.push(RuleStep::new(
-                rule.as_str(),
-                StepOutcome::Applied,
-                "conversation translation",
-            ));
-        }
-        let mut context_tokens = count(&context);
-        if let Some(max) = receiver_budget
-            && context_tokens > max as usize
-        {
-            context = translate::summarize(&context, max as usize);
-            context_tokens = count(&context);
-            translated = true;
-            chain.push(RuleStep::new(
-                format!("agents.{to}.context_requirements.max_context_tokens"),
-                StepOutcome::Applied,
-                format!("summarised to {max} tokens"),
-            ));
-        }
+        let step = Translated {
+            from,
+            to,
+            payload,
+            all_leaves: &all_leaves,
+            blocked: &blocked,
+            translation,
+            receiver_budget,
+        };
+        let t = if delivered_rules {
+            step.as_delivered(filtered, &mut chain, count)
+        } else {
+            step.as_baseline(filtered, &mut chain, count)
+        };
 
         let after = ContextAfter {
-            prior_outputs_count: prior_outputs(&context),
-            total_tokens: context_tokens,
-            fields_included: included,
-            fields_excluded: excluded,
+            prior_outputs_count: if delivered_rules {
+                // Something of it crossed: one of its fields, or, for a value that is
+                // no object (a string, a number), the value itself.
+                let crossed = if !all_leaves.is_empty() {
+                    !t.included.is_empty()
+                } else if payload.is_object() {
+                    false
+                } else {
+                    match &t.summary {
+                        Some(s) => !s.empty,
+                        None => !t.context.is_null(),
+                    }
+                };
+                usize::from(carries == Carries::PriorOutput && crossed)
+            } else {
+                prior_outputs(&t.context)
+            },
+            total_tokens: t.tokens,
+            fields_included: t.included,
+            fields_excluded: t.excluded,
         };
         let audit_enabled = h.audit_all_handoffs || levels.iter().all(|l| l.audit_enabled);
+        let emptied = match &t.summary {
+            Some(s) if s.empty => format!(", summarised to nothing within {} tokens", s.max_tokens),
+            _ => String::new(),
+        };
         let reason = format!(
-            "{from} → {to} in {} mode: {} field(s) passed, {} excluded, {} → {} tokens",
+            "{from} → {to} in {} mode: {} field(s) passed, {} excluded, {} → {} tokens{emptied}",
             mode_name(mode),
             after.fields_included.len(),
             after.fields_excluded.len(),
@@ -1093,26 +1221,286 @@ impl PolicyBundle {
             handoff_mode: mode,
             context_before_scoping: before,
             context_after_scoping: after,
-            conversation_translation_applied: translated,
+            conversation_translation_applied: t.translated,
             governance_rule_id: rule_id.clone(),
             audit_enabled,
             every_field_removed: false,
+            summary: t.summary,
         };
         let decision = conclude(
             DecisionKind::ContextScope,
             Verdict::Allow,
-            self.hash,
+            bundle.hash,
             rule_id,
             reason,
             chain,
         );
         ScopedContext {
             decision,
-            context,
+            context: t.context,
             audit,
         }
     }
+}
 
+/// The translation of a scoped context and the receiver's token budget.
+struct Translated<'a> {
+    from: &'a str,
+    to: &'a str,
+    payload: &'a Value,
+    all_leaves: &'a [String],
+    blocked: &'a [&'a str],
+    translation: Option<(String, &'a ConversationTranslation)>,
+    receiver_budget: Option<u32>,
+}
+
+/// What the receiver gets, and the audit's account of it.
+struct Outcome {
+    context: Value,
+    tokens: usize,
+    included: Vec<String>,
+    excluded: Vec<String>,
+    translated: bool,
+    summary: Option<SummaryAudit>,
+}
+
+impl Translated<'_> {
+    /// Decider version 12: fields counted before translation; summarise only over the
+    /// budget, then recast; the receiver's cap applied to the result.
+    fn as_baseline(
+        &self,
+        filtered: Value,
+        chain: &mut Vec<RuleStep>,
+        count: impl Fn(&Value) -> usize,
+    ) -> Outcome {
+        // Most handoffs pass the payload whole: then nothing is excluded.
+        let (included, excluded) = if filtered == *self.payload {
+            (self.all_leaves.to_vec(), Vec::new())
+        } else {
+            let included = leaves(&filtered);
+            let kept: BTreeSet<&String> = included.iter().collect();
+            let excluded: Vec<String> = self
+                .all_leaves
+                .iter()
+                .filter(|p| !kept.contains(p))
+                .cloned()
+                .collect();
+            (included, excluded)
+        };
+        let mut context = filtered;
+        let mut translated = false;
+        if let Some((rule, t)) = &self.translation {
+            if !t.extract_fields.is_empty() {
+                context = remove(select(&context, &t.extract_fields), self.blocked);
+            }
+            if t.summarize {
+                let budget = t.max_tokens.or(self.receiver_budget).unwrap_or(u32::MAX) as usize;
+                context = translate::summarize(&context, budget);
+            }
+            let role = t
+                .recast_role
+                .or(t.recast_agent_outputs.then_some(MessageRole::System));
+            if let Some(role) = role {
+                context = translate::recast(context, role, self.from);
+            }
+            translated = true;
+            chain.push(RuleStep::new(
+                rule.as_str(),
+                StepOutcome::Applied,
+                "conversation translation",
+            ));
+        }
+        let mut context_tokens = count(&context);
+        if let Some(max) = self.receiver_budget
+            && context_tokens > max as usize
+        {
+            context = translate::summarize(&context, max as usize);
+            context_tokens = count(&context);
+            translated = true;
+            chain.push(RuleStep::new(
+                format!("agents.{}.context_requirements.max_context_tokens", self.to),
+                StepOutcome::Applied,
+                format!("summarised to {max} tokens"),
+            ));
+        }
+        Outcome {
+            context,
+            tokens: context_tokens,
+            included,
+            excluded,
+            translated,
+            summary: None,
+        }
+    }
+
+    /// From decider version 13: extract; then summarise once, to the least budget that
+    /// applies (the translation's when it asks for a summary, the receiver's
+    /// `max_context_tokens` when what it would get is over it), measured as delivered,
+    /// recast included; then recast. The fields are counted from what was delivered.
+    fn as_delivered(
+        &self,
+        filtered: Value,
+        chain: &mut Vec<RuleStep>,
+        count: impl Fn(&Value) -> usize,
+    ) -> Outcome {
+        let mut content = filtered;
+        let mut translated = false;
+        let mut role = None;
+        let mut asked: Option<usize> = None;
+        if let Some((rule, t)) = &self.translation {
+            if !t.extract_fields.is_empty() {
+                content = remove(select(&content, &t.extract_fields), self.blocked);
+            }
+            if t.summarize {
+                asked = Some(t.max_tokens.or(self.receiver_budget).unwrap_or(u32::MAX) as usize);
+            }
+            role = t
+                .recast_role
+                .or(t.recast_agent_outputs.then_some(MessageRole::System));
+            translated = true;
+            chain.push(RuleStep::new(
+                rule.as_str(),
+                StepOutcome::Applied,
+                "conversation translation",
+            ));
+        }
+        let from = self.from;
+        let wrap = |v: Value| match role {
+            Some(role) => translate::recast(v, role, from),
+            None => v,
+        };
+        let whole = wrap(content.clone());
+        let whole_tokens = count(&whole);
+        let cap = self.receiver_budget.map(|m| m as usize);
+        // The receiver's cap binds when it is below the summary's own budget, or when
+        // what it would get whole is over it.
+        let capped = cap.filter(|&c| match asked {
+            Some(a) => c < a,
+            None => whole_tokens > c,
+        });
+        let budget = match (asked, capped) {
+            (_, Some(c)) => Some(c),
+            (Some(a), None) => Some(a),
+            (None, None) => None,
+        };
+        let Some(budget) = budget else {
+            let included = self.delivered_fields(&content);
+            let excluded = self.excluded(&included);
+            return Outcome {
+                context: whole,
+                tokens: whole_tokens,
+                included,
+                excluded,
+                translated,
+                summary: None,
+            };
+        };
+        let cap_rule = format!("agents.{}.context_requirements.max_context_tokens", self.to);
+        if let Some(c) = capped {
+            translated = true;
+            chain.push(RuleStep::new(
+                cap_rule.as_str(),
+                StepOutcome::Applied,
+                format!("summarised to {c} tokens"),
+            ));
+        }
+        // The rule whose budget the summary was made to.
+        let budget_rule = match (&self.translation, capped) {
+            (Some((rule, _)), None) => rule.clone(),
+            _ => cap_rule,
+        };
+        let made = translate::summarize_within(&content, budget, wrap);
+        let included = self.summarised_fields(&made.kept);
+        let excluded = self.excluded(&included);
+        let tokens = count(&made.value);
+        let empty = made.kept.is_empty();
+        if empty {
+            chain.push(RuleStep::new(
+                budget_rule,
+                StepOutcome::Applied,
+                if made.value.is_null() {
+                    format!("not even an empty summary fits {budget} tokens: nothing delivered")
+                } else {
+                    format!("no line fits {budget} tokens: an empty summary delivered")
+                },
+            ));
+        }
+        Outcome {
+            context: made.value,
+            tokens,
+            included,
+            excluded,
+            translated,
+            summary: Some(SummaryAudit {
+                max_tokens: budget,
+                lines_kept: made.kept.len(),
+                lines_omitted: made.omitted,
+                empty,
+            }),
+        }
+    }
+
+    /// The payload's leaf paths that are leaves of `content` too (an object emptied by
+    /// removing its fields is no field of the payload that crossed).
+    fn delivered_fields(&self, content: &Value) -> Vec<String> {
+        // Most handoffs pass the payload whole.
+        if content == self.payload {
+            return self.all_leaves.to_vec();
+        }
+        let got: BTreeSet<String> = leaves(content).into_iter().collect();
+        self.all_leaves
+            .iter()
+            .filter(|p| got.contains(*p))
+            .cloned()
+            .collect()
+    }
+
+    /// The payload's leaf paths some kept summary line holds a value of: the line's path
+    /// without its array indices is the leaf's, or lies under it (an array of arrays is one
+    /// leaf of the payload, several lines of the summary).
+    fn summarised_fields(&self, kept: &[String]) -> Vec<String> {
+        let lines: BTreeSet<String> = kept.iter().map(|p| without_indices(p)).collect();
+        self.all_leaves
+            .iter()
+            .filter(|leaf| {
+                lines.iter().any(|line| {
+                    line == *leaf
+                        || line
+                            .strip_prefix(leaf.as_str())
+                            .is_some_and(|rest| rest.starts_with('.'))
+                })
+            })
+            .cloned()
+            .collect()
+    }
+
+    fn excluded(&self, included: &[String]) -> Vec<String> {
+        let kept: BTreeSet<&String> = included.iter().collect();
+        self.all_leaves
+            .iter()
+            .filter(|p| !kept.contains(p))
+            .cloned()
+            .collect()
+    }
+}
+
+/// A summary line's path with its array indices (`[0]`) left out: `items[0].id` →
+/// `items.id`.
+fn without_indices(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    let mut depth = 0usize;
+    for c in path.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+impl PolicyBundle {
     /// What a valid bundle states that docket will not run under: handoffs whose every
     /// payload would arrive empty ([`Self::empty_scopes`]) and audit switched off (every
     /// handoff is recorded in the run's log whatever the bundle says, so a bundle that

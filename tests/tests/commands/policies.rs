@@ -312,15 +312,28 @@ fn scoped_fraud_to_recommendation_passes_only_the_three_fields() {
         &fraud_output(),
     );
     assert_eq!(s.decision.verdict, Verdict::Allow);
-    let content = s
-        .context
-        .get("content")
-        .cloned()
-        .unwrap_or(s.context.clone());
-    let mut keys: Vec<&String> = content.as_object().expect("object").keys().collect();
-    keys.sort();
-    assert_eq!(keys, ["fraud_indicators", "fraud_score", "risk_level"]);
+    // Summarised (the rule asks for it) and recast as a system message: one line a field.
+    assert_eq!(
+        s.context,
+        json!({
+            "role": "system",
+            "source_agent_id": "fraud_agent",
+            "content": {
+                "summary": "fraud_indicators: [\"late report\",\"prior claims\"]\nfraud_score: 0.91\nrisk_level: high",
+                "fields_omitted": 0,
+            },
+        })
+    );
     let a = &s.audit;
+    assert_eq!(
+        a.summary,
+        Some(docket_policies::SummaryAudit {
+            max_tokens: 500,
+            lines_kept: 3,
+            lines_omitted: 0,
+            empty: false,
+        })
+    );
     assert_eq!(&*a.governance_rule_id, "fraud_to_recommendation_scoped");
     assert_eq!(
         a.context_after_scoping.fields_included,
@@ -330,7 +343,11 @@ fn scoped_fraud_to_recommendation_passes_only_the_three_fields() {
         a.context_after_scoping.fields_excluded,
         ["internal_notes", "investigator_comments", "model_version"]
     );
-    assert!(a.context_after_scoping.total_tokens < a.context_before_scoping.total_tokens);
+    // The count is of what was delivered, summary and message included.
+    assert_eq!(
+        a.context_after_scoping.total_tokens,
+        docket_policies::count_value_tokens(&s.context)
+    );
     assert!(a.conversation_translation_applied);
 }
 
@@ -354,8 +371,14 @@ fn minimal_mode_passes_no_prior_outputs() {
         s.context,
         json!({"trigger": {"event": "claim_ready"}, "metadata": {"claim_id": "c-1"}})
     );
-    assert_eq!(s.audit.context_before_scoping.prior_outputs_count, 2);
+    // A payload key named `prior_outputs` is the sender's content, not prior outputs
+    // docket delivers (those cross as `prior:TYPE`, each counted as it crosses).
+    assert_eq!(s.audit.context_before_scoping.prior_outputs_count, 0);
     assert_eq!(s.audit.context_after_scoping.prior_outputs_count, 0);
+    assert_eq!(
+        s.audit.context_after_scoping.fields_included,
+        ["metadata.claim_id", "trigger.event"]
+    );
 }
 
 #[test]

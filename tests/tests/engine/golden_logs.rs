@@ -81,10 +81,11 @@ enum Shape {
     Answered,
     Fallback,
     Refused,
+    Translated,
 }
 
 impl Shape {
-    const ALL: [Shape; 8] = [
+    const ALL: [Shape; 9] = [
         Shape::Geo,
         Shape::Episode,
         Shape::Effect,
@@ -93,7 +94,17 @@ impl Shape {
         Shape::Answered,
         Shape::Fallback,
         Shape::Refused,
+        Shape::Translated,
     ];
+
+    /// The first decider version with a fixture of the shape: a shape added with a
+    /// version shows what that version changed, which no older one decides.
+    fn since(self) -> u32 {
+        match self {
+            Shape::Translated => 13,
+            _ => OLDEST_DECIDER_VERSION,
+        }
+    }
 
     fn name(self) -> &'static str {
         match self {
@@ -105,6 +116,7 @@ impl Shape {
             Shape::Answered => "answered",
             Shape::Fallback => "fallback",
             Shape::Refused => "refused",
+            Shape::Translated => "translated",
         }
     }
 
@@ -118,9 +130,12 @@ impl Shape {
 
     fn status(self) -> RunStatus {
         match self {
-            Shape::Geo | Shape::Episode | Shape::Effect | Shape::Answered | Shape::Fallback => {
-                RunStatus::Completed
-            }
+            Shape::Geo
+            | Shape::Episode
+            | Shape::Effect
+            | Shape::Answered
+            | Shape::Fallback
+            | Shape::Translated => RunStatus::Completed,
             Shape::Blocked | Shape::Refused => RunStatus::Blocked,
             Shape::Waiting => RunStatus::WaitingForHuman,
         }
@@ -150,6 +165,11 @@ impl Shape {
             ],
             Shape::Blocked => &[("handoff.denied", 1), ("run.blocked", 1)],
             Shape::Refused => &[("policy.decided", 1), ("run.blocked", 1)],
+            Shape::Translated => &[
+                ("agent.responded", 3),
+                ("handoff.allowed", 5),
+                ("run.completed", 1),
+            ],
             Shape::Waiting => &[("human.escalated", 1)],
             Shape::Fallback => &[
                 ("agent.responded", 4),
@@ -212,6 +232,10 @@ impl Shape {
                 inline(REFUSED_WORKFLOW, REFUSED_BUNDLE, "refused.toml"),
                 json!({"story": "the harbour reopens"}),
             ),
+            Shape::Translated => (
+                inline(TRANSLATED_WORKFLOW, TRANSLATED_BUNDLE, "translated.toml"),
+                json!({"claim": "CLM-7", "amount": 8400, "claimant": "Dana Whitfield"}),
+            ),
         }
     }
 
@@ -264,6 +288,11 @@ impl Shape {
             Shape::Refused => {
                 agent("reporter", reporter);
                 agent("desk", never_called);
+            }
+            Shape::Translated => {
+                agent("intake", intake);
+                agent("scorer", scorer);
+                agent("advisor", advisor);
             }
         }
     }
@@ -667,6 +696,104 @@ fn anl(r: &AgentRequest) -> AgentResponse {
         r.request_id.clone(),
         "CASH_FLOWS_UNREADABLE",
         "the cash flows could not be read",
+    )
+}
+
+// `translated` (from decider version 13): the scorer's assessment reaches the advisor
+// extracted, blocked fields removed, summarised within a budget it exceeds (the longest
+// line left out) and recast as a system message; the intake's record reaches it as a
+// required prior output, scoped to the claim. Each audit counts what was delivered
+// (docs/governance.md#the-handoff-audit).
+
+const TRANSLATED_BUNDLE: &str = r#"
+bundle = { id = "golden-translated" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "intake"
+[[agents]]
+id = "scorer"
+[[agents]]
+id = "advisor"
+[agents.context_requirements]
+requires_prior_outputs = ["intake"]
+context_scope = "scoped"
+allowed_context_fields = ["claim", "amount"]
+max_context_tokens = 200
+[interactions]
+allowed = [
+  { from = "external", to = "intake" },
+  { from = "intake", to = "scorer" },
+  { from = "scorer", to = "advisor" },
+  { from = "advisor", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+[[multi_agent_handoffs.agent_handoff_rules]]
+id = "scorer-to-advisor"
+from_agent_id = "scorer"
+to_agent_id = "advisor"
+blocked_context_fields = ["notes"]
+conversation_translation = { extract_fields = ["risk", "score", "signals", "notes"], summarize = true, max_tokens = 50, recast_role = "system" }
+"#;
+
+const TRANSLATED_WORKFLOW: &str = r#"
+name = "scoring"
+policy = "translated.toml"
+entry = "intake"
+[agents.intake]
+in_process = true
+[agents.scorer]
+in_process = true
+[agents.advisor]
+in_process = true
+"#;
+
+fn intake(r: &AgentRequest) -> AgentResponse {
+    success(
+        r,
+        vec![Action::Handoff {
+            to: "scorer".into(),
+            output_type: "record".into(),
+            payload: json!({ "claim": "CLM-7", "amount": 8400, "claimant": "Dana Whitfield" }),
+            task: None,
+        }],
+    )
+}
+
+fn scorer(r: &AgentRequest) -> AgentResponse {
+    success(
+        r,
+        vec![Action::Handoff {
+            to: "advisor".into(),
+            output_type: "assessment".into(),
+            payload: json!({
+                "model": "rules-2026.11",
+                "notes": "for investigators only",
+                "risk": "medium",
+                "score": 0.55,
+                "signals": [
+                    "incident within ninety days of the policy's start",
+                    "amount near the coverage limit",
+                    "reported more than thirty days late",
+                ],
+            }),
+            task: None,
+        }],
+    )
+}
+
+fn advisor(r: &AgentRequest) -> AgentResponse {
+    let got = r
+        .decision_inputs
+        .first()
+        .map(|i| (*i.payload).clone())
+        .unwrap_or_default();
+    success(
+        r,
+        vec![Action::Finish {
+            output: json!({ "advice": "investigate", "read": got["content"]["summary"] }),
+        }],
     )
 }
 
@@ -1330,7 +1457,7 @@ fn every_golden_log_verifies_replays_and_ends_as_its_shape() {
     bless_if_asked();
     let all = fixtures();
     for version in OLDEST_DECIDER_VERSION..=DECIDER_VERSION {
-        for shape in Shape::ALL {
+        for shape in Shape::ALL.into_iter().filter(|s| s.since() <= version) {
             let dir = golden_root().join(format!("v{version}")).join(shape.name());
             assert!(
                 all.iter().any(|f| f.shape == shape && f.dir == dir),
@@ -1440,6 +1567,86 @@ fn the_refused_golden_log_states_the_locks_reason_once() {
     assert_eq!(
         reason,
         "reporter may not obtain fact_check from desk: a reporter does not check their own story"
+    );
+}
+
+/// The `translated` golden log (decider version 13 on): the summarised handoff and the
+/// prior output are recorded whole as they crossed, each audit counting what was
+/// delivered (docs/governance.md#the-handoff-audit).
+#[test]
+fn the_translated_golden_log_audits_what_was_delivered() {
+    bless_if_asked();
+    let fixture = fixtures()
+        .into_iter()
+        .find(|f| f.shape == Shape::Translated && f.manifest.decider_version == DECIDER_VERSION)
+        .expect("a translated golden log of the current version");
+    let golden = block_on(check(&fixture)).unwrap_or_else(|e| panic!("{}: {e}", fixture.label()));
+    let crossing = |output_type: &str| {
+        golden
+            .run
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::HandoffAllowed {
+                    output_type: t,
+                    audit,
+                    delivered,
+                    ..
+                } if t == output_type => Some((
+                    serde_json::to_value(audit).expect("audit"),
+                    Value::clone(delivered),
+                )),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{}: no {output_type}", fixture.label()))
+    };
+    let (audit, delivered) = crossing("assessment");
+    assert_eq!(
+        delivered,
+        json!({
+            "role": "system",
+            "source_agent_id": "scorer",
+            "content": { "summary": "risk: medium\nscore: 0.55", "fields_omitted": 1 },
+        })
+    );
+    assert_eq!(
+        audit,
+        json!({
+            "from_agent_id": "scorer",
+            "to_agent_id": "advisor",
+            "handoff_mode": "full",
+            "governance_rule_id": "multi_agent_handoffs.default_handoff_mode",
+            "audit_enabled": true,
+            "conversation_translation_applied": true,
+            "context_before_scoping": { "prior_outputs_count": 0, "total_tokens": 51 },
+            "context_after_scoping": {
+                "prior_outputs_count": 0,
+                "total_tokens": 34,
+                "fields_included": ["risk", "score"],
+                "fields_excluded": ["model", "notes", "signals"],
+            },
+            "summary": { "max_tokens": 50, "lines_kept": 2, "lines_omitted": 1 },
+        })
+    );
+    assert_eq!(docket_policies::count_value_tokens(&delivered), 34);
+    let (audit, delivered) = crossing("prior:record");
+    assert_eq!(delivered, json!({ "amount": 8400, "claim": "CLM-7" }));
+    assert_eq!(
+        audit,
+        json!({
+            "from_agent_id": "intake",
+            "to_agent_id": "advisor",
+            "handoff_mode": "scoped",
+            "governance_rule_id": "agents.advisor.context_requirements.context_scope",
+            "audit_enabled": true,
+            "conversation_translation_applied": false,
+            "context_before_scoping": { "prior_outputs_count": 1, "total_tokens": 21 },
+            "context_after_scoping": {
+                "prior_outputs_count": 1,
+                "total_tokens": 13,
+                "fields_included": ["amount", "claim"],
+                "fields_excluded": ["claimant"],
+            },
+        })
     );
 }
 

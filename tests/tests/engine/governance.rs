@@ -188,9 +188,13 @@ fn the_readme_bundle_runs_as_written_and_scopes_what_it_says() {
     let request: Value =
         serde_json::from_str(line.lines().next().expect("a request")).expect("JSON");
     let got = &request["decision_inputs"][0]["payload"];
+    // The three allowed fields, summarised as the rule asks (within its 500 tokens).
     assert_eq!(
         got,
-        &serde_json::json!({"fraud_score": 0.9, "fraud_indicators": ["new account"], "risk_level": "high"}),
+        &serde_json::json!({
+            "summary": "fraud_indicators: [\"new account\"]\nfraud_score: 0.9\nrisk_level: high",
+            "fields_omitted": 0,
+        }),
         "{request}"
     );
 }

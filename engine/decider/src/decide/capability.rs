@@ -96,7 +96,9 @@ impl Batch<'_> {
             );
             return None;
         }
-        let scoped = bundle.scope_context(agent, target, InputKind::Decision, inputs);
+        let scoped = self
+            .scoping()
+            .scope_context(agent, target, InputKind::Decision, inputs);
         let crossing = Crossing::by(
             agent,
             target,

@@ -91,7 +91,9 @@ impl Batch<'_> {
                     "context.original_request",
                     format!("{to} is told the run's original request, as {source} → {to} allows"),
                 );
-                let scoped = self.bundle.scope_authorised(&source, &to, &run.input, &why);
+                let scoped = self
+                    .scoping()
+                    .scope_authorised(&source, &to, &run.input, &why);
                 let contract = scoped.decision.clone();
                 let crossing =
                     Crossing::by(EXTERNAL, &to, ("original_request", InputKind::Context), why);
@@ -167,7 +169,7 @@ impl Batch<'_> {
             )],
         };
         let scoped =
-            self.bundle
+            self.scoping()
                 .scope_authorised_in(source, to, input, &why, ContentPart::Full.mode());
         if told.is_some_and(|t| **t == scoped.context) {
             return scoped.context;

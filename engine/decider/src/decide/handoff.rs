@@ -4,11 +4,26 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use docket_policies::{FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext};
+use crate::events::DELIVERED_AUDITS;
+use docket_policies::{
+    FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext, Scoper, ScopingRules,
+};
 use docket_protocol::AgentId;
 use docket_protocol::TaskRestrictions;
 
-impl Batch<'_> {
+impl<'a> Batch<'a> {
+    /// The bundle's scoping under the rules of the decider version that recorded the run:
+    /// from version 13 the audit says what was delivered
+    /// ([`DELIVERED_AUDITS`]).
+    pub(super) fn scoping(&self) -> Scoper<'a> {
+        self.bundle
+            .scoping(if self.state.decider_version() >= DELIVERED_AUDITS {
+                ScopingRules::Delivered
+            } else {
+                ScopingRules::Baseline
+            })
+    }
+
     /// Content that crosses `from → to` by a rule other than a handoff (`authority`):
     /// scoped for the pair and recorded as `handoff.allowed` with `output_type` naming
     /// what it is; what the receiver gets (docs/governance.md#one-gate).
@@ -34,7 +49,7 @@ impl Batch<'_> {
         mode: Option<HandoffMode>,
     ) -> Arc<Value> {
         let scoped = self
-            .bundle
+            .scoping()
             .scope_authorised_in(from, to, payload, authority, mode);
         let contract = scoped.decision.clone();
         let crossing = Crossing::by(from, to, (output_type, input), authority.clone());
@@ -101,7 +116,9 @@ impl Batch<'_> {
                 chain: vec![RuleStep::new(rule, StepOutcome::Applied, detail)],
             };
             for (output_type, payload) in outputs {
-                let scoped = bundle.scope_prior_output(from, &to, &payload, &authority);
+                let scoped = self
+                    .scoping()
+                    .scope_prior_output(from, &to, &payload, &authority);
                 let contract = scoped.decision.clone();
                 let output_type = format!("prior:{output_type}");
                 let crossing = Crossing::by(
@@ -264,7 +281,9 @@ impl Batch<'_> {
             }
             provenance.push(d);
         }
-        let scoped = bundle.scope_context(from, to, InputKind::Decision, payload);
+        let scoped = self
+            .scoping()
+            .scope_context(from, to, InputKind::Decision, payload);
         let crossing = Crossing {
             provenance,
             flow_position,
@@ -319,7 +338,9 @@ impl Batch<'_> {
                 if edge.output_type.as_ref().is_some_and(|t| *t != output_type) {
                     continue;
                 }
-                let scoped = bundle.scope_context(&edge.from, to, InputKind::Context, &payload);
+                let scoped =
+                    self.scoping()
+                        .scope_context(&edge.from, to, InputKind::Context, &payload);
                 if !scoped.decision.is_allowed() {
                     self.push(RunEvent::PolicyDecided {
                         subject: format!("context {} → {to}", edge.from),

@@ -95,7 +95,16 @@ pub struct OutputOverride {
 /// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 12;
+pub const DECIDER_VERSION: u32 = 13;
+
+/// Decider version 13: a handoff's audit says what the receiver got. Its fields and token
+/// count are computed from what was delivered, after extraction and summarising; a prior
+/// output (`prior:TYPE`) counts as one before scoping and as one after when something of
+/// it crossed; `summarize = true` always delivers a summary, made once to the least
+/// budget that applies (the translation's `max_tokens`, the receiver's
+/// `max_context_tokens`) and measured as delivered, recast included; and a summary that
+/// kept nothing says so (`summary` in the audit) (docs/governance.md#the-handoff-audit).
+pub(crate) const DELIVERED_AUDITS: u32 = 13;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with

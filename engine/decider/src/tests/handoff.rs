@@ -475,3 +475,55 @@ pub(crate) fn a_receiver_gets_the_prior_outputs_it_requires_scoped_in_its_contex
     assert_eq!(recorded.context_after_scoping.fields_excluded, ["x"]);
     run.replays();
 }
+
+/// The audit of the prior output `a` → `c` recorded in `run`.
+fn prior_audit(run: &History) -> HandoffAudit {
+    run.decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::HandoffAllowed {
+                output_type, audit, ..
+            } if output_type == "prior:ab" => Some(audit.clone()),
+            _ => None,
+        })
+        .expect("the prior output is recorded")
+}
+
+#[test]
+pub(crate) fn a_prior_output_is_counted_as_it_crosses() {
+    use docket_policies::{ContextAfter, ContextBefore, HandoffMode, count_value_tokens};
+    let run = prior_run();
+    let expected = |prior_outputs_count: usize| HandoffAudit {
+        from_agent_id: "a".into(),
+        to_agent_id: "c".into(),
+        handoff_mode: HandoffMode::Minimal,
+        context_before_scoping: ContextBefore {
+            prior_outputs_count,
+            total_tokens: count_value_tokens(&json!({"trigger": 1, "x": 2})),
+        },
+        context_after_scoping: ContextAfter {
+            prior_outputs_count,
+            total_tokens: count_value_tokens(&json!({"trigger": 1})),
+            fields_included: vec!["trigger".into()],
+            fields_excluded: vec!["x".into()],
+        },
+        conversation_translation_applied: false,
+        governance_rule_id: "agents.c.context_requirements.context_scope".into(),
+        audit_enabled: true,
+        every_field_removed: false,
+        summary: None,
+    };
+    assert_eq!(prior_audit(&run), expected(1));
+    run.replays();
+
+    // A run recorded by decider version 12 keeps its audit: no prior output counted.
+    let mut old = started_under(PRIOR_BUNDLE, "prior.toml", |r| r.decider_version = 12);
+    old.when(respond(vec![handoff(
+        "b",
+        "ab",
+        json!({"trigger": 1, "x": 2}),
+    )]));
+    old.when(respond(vec![handoff("c", "bc", json!({"y": 3}))]));
+    assert_eq!(prior_audit(&old), expected(0));
+    old.replays();
+}
