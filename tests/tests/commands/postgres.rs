@@ -446,16 +446,34 @@ fn a_data_directory_copied_into_postgres_and_back_exports_the_same_bytes() {
     let again = copy(data.to_str().expect("UTF-8"), url);
     assert!(again.starts_with("0 runs copied"), "{again}");
     copy(url, back.to_str().expect("UTF-8"));
-    let export = |args: &[&str]| {
-        let mut all = vec!["export", run.as_str(), "--format", "jsonl"];
+    // Each export written to a file of its own, and the files compared byte for byte.
+    let export = |name: &str, args: &[&str]| {
+        let file = tmp.path().join(name);
+        let mut all = vec![
+            "export",
+            run.as_str(),
+            "--format",
+            "jsonl",
+            "--out",
+            file.to_str().expect("UTF-8"),
+        ];
         all.extend_from_slice(args);
         let out = docket_plain(&all);
         assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
-        out.stdout
+        let bytes = std::fs::read(&file).expect("the export");
+        assert!(
+            bytes.starts_with(b"{") && bytes.len() > 1000,
+            "{name}: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        bytes
     };
-    let original = export(&["--data", data.to_str().expect("UTF-8")]);
-    let in_postgres = export(&["--store", url, "--data", data.to_str().expect("UTF-8")]);
-    let returned = export(&["--data", back.to_str().expect("UTF-8")]);
+    let original = export("original.jsonl", &["--data", data.to_str().expect("UTF-8")]);
+    let in_postgres = export(
+        "in-postgres.jsonl",
+        &["--store", url, "--data", data.to_str().expect("UTF-8")],
+    );
+    let returned = export("returned.jsonl", &["--data", back.to_str().expect("UTF-8")]);
     assert_eq!(
         original, in_postgres,
         "the export from PostgreSQL differs from the data directory's"
