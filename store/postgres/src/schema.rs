@@ -6,15 +6,24 @@ use tokio_postgres::Client;
 
 use crate::error::PgError;
 
-/// Every migration, in order: version, what it adds, its SQL.
-const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "streams, events, blobs, snapshots, digests, disclosures",
-    include_str!("../migrations/0001_store.sql"),
-)];
+/// Every migration, in order: version, what it adds, its SQL. Versions may leave gaps
+/// (another line of development takes the number between): a database runs every version
+/// above the highest it holds.
+const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "streams, events, blobs, snapshots, digests, disclosures",
+        include_str!("../migrations/0001_store.sql"),
+    ),
+    (
+        3,
+        "kill switches and their history, verifier keys, heads checkpoints",
+        include_str!("../migrations/0003_governance.sql"),
+    ),
+];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;
@@ -88,14 +97,11 @@ pub(crate) async fn migrate(client: &mut Client, database: &str) -> Result<Vec<i
     Ok(applied)
 }
 
-/// Maps a driver error to one naming the database and what was being done.
+/// Maps a driver error to one naming the database and what was being done
+/// ([`crate::error::classify`]).
 pub(crate) fn db<'a>(
     database: &'a str,
     doing: &'a str,
 ) -> impl FnOnce(tokio_postgres::Error) -> PgError + 'a {
-    move |source| PgError::Database {
-        database: database.to_owned(),
-        doing: doing.to_owned(),
-        source,
-    }
+    move |source| crate::error::classify(database, doing, source)
 }
