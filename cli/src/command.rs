@@ -75,11 +75,18 @@ pub(crate) fn resolve_store(
 }
 
 /// Opens the PostgreSQL store at `url`; `doing` says what for, in the error.
-pub(crate) async fn open_postgres(url: &str, doing: &str) -> anyhow::Result<PostgresStore> {
+pub(crate) async fn open_postgres(
+    url: &str,
+    doing: &str,
+    read_only: bool,
+) -> anyhow::Result<PostgresStore> {
     check_postgres_url(url)?;
-    PostgresStore::open(PostgresConfig::new(url))
-        .await
-        .map_err(|e| postgres_error(e, &format!("cannot open the PostgreSQL store {doing}")))
+    PostgresStore::open(PostgresConfig {
+        read_only,
+        ..PostgresConfig::new(url)
+    })
+    .await
+    .map_err(|e| postgres_error(e, &format!("cannot open the PostgreSQL store {doing}")))
 }
 
 /// A URL that cannot name a database (it does not parse, or names no host or socket
@@ -242,7 +249,7 @@ fn tell_waiting(dir: &Path, holder: &LockHolder) {
 /// Effects check the kill switches of the data directory `dir` either way.
 pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<Store>> {
     let store = match postgres_url() {
-        Some(url) => Store::from(open_postgres(url, "to record runs").await?),
+        Some(url) => Store::from(open_postgres(url, "to record runs", false).await?),
         None => Store::from(open_directory(dir).await?),
     };
     let runtime = Runtime::new(store);
@@ -322,7 +329,7 @@ pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::f
 pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<Store>> {
     if let Some(url) = postgres_url() {
         return Ok(Runtime::new(Store::from(
-            open_postgres(url, "to read runs").await?,
+            open_postgres(url, "to read runs", true).await?,
         )));
     }
     if dir.exists() && !dir.is_dir() {

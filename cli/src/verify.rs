@@ -124,7 +124,7 @@ pub(crate) async fn execute_store(args: VerifyArgs, out: &mut String) -> anyhow:
             )?;
         }
     }
-    let store = crate::command::open_postgres(url, "to verify it").await?;
+    let store = crate::command::open_postgres(url, "to verify it", true).await?;
     let database = store.database().to_owned();
     let streams: Vec<StreamId> = match &args.run {
         Some(run) => {

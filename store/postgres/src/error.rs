@@ -40,6 +40,34 @@ pub enum PgError {
         known: i32,
     },
 
+    /// The database holds no docket schema, and the store was opened only to read: a read
+    /// never creates tables.
+    #[error(
+        "PostgreSQL at {database} holds no docket tables: it is not a docket store yet (nothing was created, since this only reads)"
+    )]
+    NoSchema { database: String },
+
+    /// A statement ran longer than the store's statement timeout and the server cancelled
+    /// it; nothing it would have written was committed.
+    #[error(
+        "PostgreSQL at {database}, while {doing}: the statement ran longer than the statement timeout and the server cancelled it, so nothing of it was committed (the store URL's statement_timeout, default {default_s} s: a lock held by another session or an overloaded server; raise it with ?statement_timeout=120s)",
+        default_s = crate::tls::DEFAULT_STATEMENT_TIMEOUT.as_secs()
+    )]
+    StatementTimeout { database: String, doing: String },
+
+    /// The server lacks a resource (SQLSTATE class 53: disk, memory, connections, a
+    /// configured limit); nothing of the failed statement was committed.
+    #[error(
+        "PostgreSQL at {database}, while {doing}: {} (SQLSTATE {code}: {message}); nothing of it was committed",
+        resource_words(code)
+    )]
+    Resources {
+        database: String,
+        doing: String,
+        code: String,
+        message: String,
+    },
+
     /// The database holds an older schema than this docket needs.
     #[error(
         "PostgreSQL at {database} holds docket schema version {found}; this docket needs version {needed}: run `docket store migrate --store URL`"
@@ -85,6 +113,47 @@ impl From<PgError> for StoreError {
     }
 }
 
+/// What a SQLSTATE of class 53 (insufficient resources) means, in an operator's words.
+pub(crate) fn resource_words(code: &str) -> &'static str {
+    match code {
+        "53100" => "the database server's disk is full",
+        "53200" => "the database server is out of memory",
+        "53300" => "the database server has no connection left for docket (too many connections)",
+        "53400" => "the statement went past a limit the database server is configured with",
+        _ => "the database server lacks the resources to carry out the statement",
+    }
+}
+
+/// A driver error as what it means to docket: a statement cancelled by the statement
+/// timeout and a lack of resources are named as such; anything else is the server's (or
+/// the driver's) own words.
+pub(crate) fn classify(database: &str, doing: &str, source: tokio_postgres::Error) -> PgError {
+    if let Some(db) = source.as_db_error() {
+        let code = db.code().code();
+        // 57014 is also a cancel asked for by a person (pg_cancel_backend); only the
+        // timeout's is named as the timeout.
+        if code == "57014" && db.message().contains("statement timeout") {
+            return PgError::StatementTimeout {
+                database: database.to_owned(),
+                doing: doing.to_owned(),
+            };
+        }
+        if code.starts_with("53") {
+            return PgError::Resources {
+                database: database.to_owned(),
+                doing: doing.to_owned(),
+                code: code.to_owned(),
+                message: db.message().to_owned(),
+            };
+        }
+    }
+    PgError::Database {
+        database: database.to_owned(),
+        doing: doing.to_owned(),
+        source,
+    }
+}
+
 /// The database's own words (its message, detail and hint, with the SQLSTATE), or the
 /// driver's when the server said nothing (a lost connection).
 fn describe(e: &tokio_postgres::Error) -> String {
@@ -114,5 +183,46 @@ fn describe(e: &tokio_postgres::Error) -> String {
             }
             out
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PgError;
+
+    #[test]
+    fn a_lack_of_resources_is_named_with_the_database_and_what_was_lost() {
+        let full = |code: &str, message: &str| {
+            PgError::Resources {
+                database: "postgres://docket@db.internal:5432/ledger".to_owned(),
+                doing: "appending to stream run-1".to_owned(),
+                code: code.to_owned(),
+                message: message.to_owned(),
+            }
+            .to_string()
+        };
+        assert_eq!(
+            full(
+                "53100",
+                "could not extend file \"base/16384/16390\": No space left on device"
+            ),
+            "PostgreSQL at postgres://docket@db.internal:5432/ledger, while appending to stream run-1: the database server's disk is full (SQLSTATE 53100: could not extend file \"base/16384/16390\": No space left on device); nothing of it was committed"
+        );
+        assert_eq!(
+            full("53200", "out of memory"),
+            "PostgreSQL at postgres://docket@db.internal:5432/ledger, while appending to stream run-1: the database server is out of memory (SQLSTATE 53200: out of memory); nothing of it was committed"
+        );
+        assert_eq!(
+            full("53300", "sorry, too many clients already"),
+            "PostgreSQL at postgres://docket@db.internal:5432/ledger, while appending to stream run-1: the database server has no connection left for docket (too many connections) (SQLSTATE 53300: sorry, too many clients already); nothing of it was committed"
+        );
+        assert_eq!(
+            full("53400", "temporary file size exceeds temp_file_limit (1kB)"),
+            "PostgreSQL at postgres://docket@db.internal:5432/ledger, while appending to stream run-1: the statement went past a limit the database server is configured with (SQLSTATE 53400: temporary file size exceeds temp_file_limit (1kB)); nothing of it was committed"
+        );
+        assert_eq!(
+            full("53000", "insufficient resources"),
+            "PostgreSQL at postgres://docket@db.internal:5432/ledger, while appending to stream run-1: the database server lacks the resources to carry out the statement (SQLSTATE 53000: insufficient resources); nothing of it was committed"
+        );
     }
 }

@@ -15,6 +15,7 @@ mod append;
 #[cfg(feature = "test-cluster")]
 mod cluster;
 mod error;
+mod governance;
 mod leases;
 mod listen;
 mod read;
@@ -28,9 +29,11 @@ use std::time::Duration;
 pub use cluster::{TestCluster, TestDatabase};
 pub use docket_store::EventStore;
 pub use error::PgError;
+pub use governance::{EngagedSwitch, HeadsCheckpointRow, KeyRow, SwitchFlip};
 pub use leases::{Holder, Lease, LeaseRow, WorkerRow};
 pub use schema::{SCHEMA_VERSION, SchemaState};
 pub use store::PostgresStore;
+pub use tls::DEFAULT_STATEMENT_TIMEOUT;
 
 /// How a PostgreSQL store is reached.
 #[derive(Clone, Debug)]
@@ -44,6 +47,11 @@ pub struct PostgresConfig {
     /// in case a notification was lost; and how long a worker waits for a wake-up before
     /// it looks for runnable runs anyway.
     pub poll_interval: Duration,
+    /// Opened only to read: an empty database is refused ([`PgError::NoSchema`]) rather
+    /// than given docket's tables, every transaction is read-only on the server's side
+    /// (`default_transaction_read_only`), and the caches a read would otherwise refresh
+    /// (snapshots, the run list's digests) are left as they are.
+    pub read_only: bool,
 }
 
 impl PostgresConfig {
@@ -52,6 +60,7 @@ impl PostgresConfig {
             url: url.into(),
             connections: 8,
             poll_interval: Duration::from_millis(500),
+            read_only: false,
         }
     }
 }

@@ -6,7 +6,8 @@ use tokio_postgres::Client;
 
 use crate::error::PgError;
 
-/// Every migration, in order: version, what it adds, its SQL.
+/// Every migration, in order: version, what it adds, its SQL. A database runs every
+/// version above the highest it holds.
 const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
         1,
@@ -18,10 +19,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "claims that keep a drive asked for while a run is held",
         include_str!("../migrations/0002_claims.sql"),
     ),
+    (
+        3,
+        "kill switches and their history, verifier keys, heads checkpoints",
+        include_str!("../migrations/0003_governance.sql"),
+    ),
 ];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;
@@ -95,14 +101,11 @@ pub(crate) async fn migrate(client: &mut Client, database: &str) -> Result<Vec<i
     Ok(applied)
 }
 
-/// Maps a driver error to one naming the database and what was being done.
+/// Maps a driver error to one naming the database and what was being done
+/// ([`crate::error::classify`]).
 pub(crate) fn db<'a>(
     database: &'a str,
     doing: &'a str,
 ) -> impl FnOnce(tokio_postgres::Error) -> PgError + 'a {
-    move |source| PgError::Database {
-        database: database.to_owned(),
-        doing: doing.to_owned(),
-        source,
-    }
+    move |source| crate::error::classify(database, doing, source)
 }

@@ -45,6 +45,8 @@ struct Inner {
     sweeper: tokio::task::JoinHandle<()>,
     /// The claims this process holds, by stream: its appends to them carry these.
     fences: Mutex<HashMap<StreamId, (Holder, u64, Duration)>>,
+    /// Opened only to read ([`PostgresConfig::read_only`]).
+    read_only: bool,
 }
 
 impl Drop for Inner {
@@ -88,16 +90,20 @@ impl Heads {
 
 impl PostgresStore {
     /// Opens the store in the database `config.url` names, creating docket's tables in a
-    /// database that has none. A database whose schema is older than this docket's is
+    /// database that has none unless it is opened only to read (then
+    /// [`PgError::NoSchema`]). A database whose schema is older than this docket's is
     /// refused until `docket store migrate` upgrades it; a newer one always.
     pub async fn open(config: PostgresConfig) -> Result<PostgresStore, StoreError> {
-        let target = crate::tls::parse(&config.url)?;
+        let mut target = crate::tls::parse(&config.url)?;
         let database = target.database.clone();
         let mut client = target
             .connect()
             .await
             .map_err(db(&database, "connecting"))?;
         match schema::state(&client, &database).await? {
+            SchemaState::Empty if config.read_only => {
+                return Err(PgError::NoSchema { database }.into());
+            }
             SchemaState::Empty => {
                 schema::migrate(&mut client, &database).await?;
             }
@@ -120,6 +126,10 @@ impl PostgresStore {
             SchemaState::At(_) => {}
         }
         drop(client);
+        if config.read_only {
+            // The server refuses every write of these connections, whatever the code asks.
+            crate::tls::add_option(&mut target.config, "-c default_transaction_read_only=on");
+        }
         let recycling = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         };
@@ -164,6 +174,7 @@ impl PostgresStore {
                 listener,
                 sweeper,
                 fences: Mutex::default(),
+                read_only: config.read_only,
             }),
         })
     }
@@ -516,6 +527,9 @@ impl EventStore for PostgresStore {
         seq: u64,
         state: Vec<u8>,
     ) -> Result<(), StoreError> {
+        if self.inner.read_only {
+            return Ok(()); // a cache: a reader leaves it for the next writer
+        }
         let doing = format!("keeping a snapshot of stream {stream}");
         let mut client = self.client(&doing).await?;
         let hash = match seq {
@@ -597,7 +611,7 @@ impl EventStore for PostgresStore {
     }
 
     async fn put_digests(&self, digests: Vec<StreamDigest>) -> Result<(), StoreError> {
-        if digests.is_empty() {
+        if digests.is_empty() || self.inner.read_only {
             return Ok(());
         }
         let doing = "keeping stream digests";
