@@ -471,6 +471,13 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             if app.shared() {
                 // Workers drive the runs of a shared store; one may hold this run now.
                 let state = rt.state(&run).await?;
+                if state.status() != RunStatus::Running
+                    && state.status() != RunStatus::WaitingForHuman
+                {
+                    // Finished: nothing for a worker to do.
+                    let _ = writeln!(out, "run {run}: {}", state.status().as_str());
+                    return Ok(crate::show::exit_code(state.status()));
+                }
                 app.queue(&run).await?;
                 return Ok(queued(out, &run, &state));
             }
