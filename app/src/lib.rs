@@ -14,6 +14,8 @@
 //! - [`copy_store`]: every run of one store into another, byte for byte;
 //! - [`Store`]: the backend runs are recorded in, a data directory or a PostgreSQL
 //!   database ([`StoreLocation`], as `--store` names it);
+//! - [`KillSwitches`]: the kill switches of a store (its data directory's file, or the
+//!   database's tables), and [`kill_switch_source`], what the runtime reads them through;
 //! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
 //!   as the option's number.
 //!
@@ -29,6 +31,7 @@ mod copy;
 mod drive;
 mod governance;
 mod hand_on;
+mod kill_switch;
 mod seal;
 mod store;
 mod worker;
@@ -38,6 +41,7 @@ pub use copy::{Copied, CopyError, copy_store};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use hand_on::HandedOn;
+pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
 pub use seal::{Unsealed, seal_finished};
 pub use store::{Store, StoreLocation};
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

@@ -93,6 +93,12 @@ pub async fn work(
         .postgres()
         .cloned()
         .ok_or(WorkerError::NotShared)?;
+    // A switch flipped from any machine stops this worker's effects: the database's
+    // switches, whatever the front end set.
+    app.runtime()
+        .set_kill_switch(std::sync::Arc::new(crate::DatabaseKillSwitch::new(
+            store.clone(),
+        )));
     let holder = store.register_worker(&config.name).await?;
     let span = tracing::info_span!("worker", holder = %holder);
     let report = drive_runs(&app, &store, &holder, &config, stop)

@@ -74,19 +74,30 @@ pub(crate) fn resolve_store(
     }
 }
 
+/// How a command uses the PostgreSQL store it opens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// It records: an empty database is given docket's tables.
+    Write,
+    /// It only reads: nothing is created or written, and an empty database is an error
+    /// saying to create the schema.
+    Read,
+}
+
 /// Opens the PostgreSQL store at `url`; `doing` says what for, in the error.
 pub(crate) async fn open_postgres(
     url: &str,
     doing: &str,
-    read_only: bool,
+    access: Access,
 ) -> anyhow::Result<PostgresStore> {
     check_postgres_url(url)?;
-    PostgresStore::open(PostgresConfig {
-        read_only,
+    let config = PostgresConfig {
+        read_only: access == Access::Read,
         ..PostgresConfig::new(url)
-    })
-    .await
-    .map_err(|e| postgres_error(e, &format!("cannot open the PostgreSQL store {doing}")))
+    };
+    PostgresStore::open(config)
+        .await
+        .map_err(|e| postgres_error(e, &format!("cannot open the PostgreSQL store {doing}")))
 }
 
 /// A URL that cannot name a database (it does not parse, or names no host or socket
@@ -125,9 +136,17 @@ pub(crate) fn postgres_error(e: StoreError, context: &str) -> anyhow::Error {
         ),
         _ => false,
     };
+    let empty = matches!(
+        &e,
+        StoreError::Backend { source } if matches!(source.downcast_ref::<PgError>(), Some(PgError::NoSchema { .. }))
+    );
     if unreachable {
         anyhow!(
             "{context}: {e}; is PostgreSQL running there, and does the URL name its host and port (or socket directory)?"
+        )
+    } else if empty {
+        anyhow!(
+            "{context}: {e}: create docket's tables first with `docket store init --store URL` (a command that records runs creates them too)"
         )
     } else {
         anyhow::Error::new(e).context(context.to_owned())
@@ -246,18 +265,17 @@ fn tell_waiting(dir: &Path, holder: &LockHolder) {
 
 /// Opens the store to record in it: the PostgreSQL database `--store` names (many
 /// processes record in one: no lock), else the data directory `dir` ([`open_embedded`]).
-/// Effects check the kill switches of the data directory `dir` either way.
+/// Effects check the kill switches of the store: the database's, or the data directory's.
 pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<Store>> {
     let store = match postgres_url() {
-        Some(url) => Store::from(open_postgres(url, "to record runs", false).await?),
+        Some(url) => Store::from(open_postgres(url, "to record runs", Access::Write).await?),
         None => Store::from(open_directory(dir).await?),
     };
-    let runtime = Runtime::new(store);
     // Read before every effect execution, so `docket kill-switch on` from another
-    // process stops this run's next effect.
-    runtime.set_kill_switch(std::sync::Arc::new(docket_runtime::FileKillSwitch::new(
-        dir,
-    )));
+    // process (another machine, for a PostgreSQL store) stops this run's next effect.
+    let switches = docket_app::kill_switch_source(&store, dir);
+    let runtime = Runtime::new(store);
+    runtime.set_kill_switch(switches);
     Ok(runtime)
 }
 
@@ -329,7 +347,7 @@ pub(crate) const DEFAULT_LOCK_WAIT: std::time::Duration = std::time::Duration::f
 pub(crate) async fn open_read(dir: &Path) -> anyhow::Result<Runtime<Store>> {
     if let Some(url) = postgres_url() {
         return Ok(Runtime::new(Store::from(
-            open_postgres(url, "to read runs", true).await?,
+            open_postgres(url, "to read runs", Access::Read).await?,
         )));
     }
     if dir.exists() && !dir.is_dir() {

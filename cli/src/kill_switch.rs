@@ -1,18 +1,22 @@
 //! `docket kill-switch on|off|status`: the emergency stop for side effects. The switches
-//! live in a file of the data directory (`kill-switches.json`, with a history beside it),
-//! not in the event log, so they reach a `docket run` going on in another process: every
-//! run reads them before each effect execution.
+//! live beside the event log, not in it, so they reach a run going on in another process:
+//! every run reads them before each effect execution. For a data directory they are a
+//! file (`kill-switches.json`, with a history beside it); for a PostgreSQL store, tables
+//! of the database, which every worker and command recording there reads
+//! (`docket_app::KillSwitches` chooses).
 
 use std::fmt::Write as _;
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
+use docket_app::KillSwitches;
 use docket_policies::GLOBAL_KILL_SWITCH;
 use docket_runtime::FileKillSwitch;
 use serde_json::json;
+
+use crate::command::Access;
 
 #[derive(Subcommand)]
 pub(crate) enum KillSwitchCommand {
@@ -66,47 +70,63 @@ fn who(by: Option<String>) -> String {
 }
 
 pub(crate) fn main(command: KillSwitchCommand, data: &Path) -> ExitCode {
-    // With a PostgreSQL store the switches are still files of the data directory: they
-    // stop the effects of the runs driven with that data directory, not those driven
-    // elsewhere. Said, so that nobody takes them for the database's.
-    if crate::command::postgres_url().is_some() {
-        say!(
-            "note: kill switches are kept in the data directory {}, not in the PostgreSQL store: they stop the effects of runs driven with --data {} (on this machine), not of runs driven elsewhere",
-            data.display(),
-            data.display()
-        );
-    }
-    let mut out = String::new();
-    let result = execute(command, data, &mut out);
-    if let Err(e) = std::io::stdout().lock().write_all(out.as_bytes())
-        && e.kind() != std::io::ErrorKind::BrokenPipe
-    {
-        say!("error: cannot write output: {e}");
-        return ExitCode::from(crate::command::EXIT_FAILED);
-    }
-    match result {
-        Ok(()) => ExitCode::from(crate::command::EXIT_COMPLETED),
-        Err(e) => {
-            say!("error: {}", crate::errors::error_text(&e));
-            ExitCode::from(crate::command::EXIT_FAILED)
+    let data = data.to_path_buf();
+    crate::command::run_async(Some(data), |data, out| {
+        Box::pin(async move {
+            execute(command, &data, out).await?;
+            Ok(crate::command::EXIT_COMPLETED)
+        })
+    })
+}
+
+/// The switches of the store: the PostgreSQL database `--store` names (every worker and
+/// command recording there reads them), else the data directory `data`. Reading them
+/// (`status`) never creates the database's tables.
+async fn switches(data: &Path, flips: bool) -> anyhow::Result<KillSwitches> {
+    match crate::command::postgres_url() {
+        Some(url) => {
+            let (doing, access) = if flips {
+                ("to flip a kill switch", Access::Write)
+            } else {
+                ("to read the kill switches", Access::Read)
+            };
+            Ok(KillSwitches::database(
+                crate::command::open_postgres(url, doing, access).await?,
+            ))
+        }
+        None => {
+            if flips {
+                make_store(data).await?;
+            }
+            Ok(KillSwitches::file(data))
         }
     }
 }
 
-fn execute(command: KillSwitchCommand, data: &Path, out: &mut String) -> anyhow::Result<()> {
-    let switches = FileKillSwitch::new(data);
+async fn execute(command: KillSwitchCommand, data: &Path, out: &mut String) -> anyhow::Result<()> {
     match command {
-        KillSwitchCommand::On(f) => flip(&switches, f.lane, true, f.by, &f.reason, out),
-        KillSwitchCommand::Off(f) => flip(&switches, f.lane, false, f.by, &f.reason, out),
+        KillSwitchCommand::On(f) => {
+            let switches = switches(data, true).await?;
+            flip(&switches, f.lane, true, f.by, &f.reason, out).await
+        }
+        KillSwitchCommand::Off(f) => {
+            let switches = switches(data, true).await?;
+            flip(&switches, f.lane, false, f.by, &f.reason, out).await
+        }
         KillSwitchCommand::Status { json, history } => {
-            let state = switches.state()?;
+            let switches = switches(data, false).await?;
+            let state = switches.state().await?;
             let flips = if history {
-                switches.history()?
+                switches.history().await?
             } else {
                 Vec::new()
             };
             if json {
-                let mut doc = json!({ "file": switches.path().display().to_string(), "engaged": state.engaged });
+                let mut doc = match &switches {
+                    KillSwitches::File(_) => json!({ "file": switches.location() }),
+                    KillSwitches::Database(_) => json!({ "database": switches.location() }),
+                };
+                doc["engaged"] = json!(state.engaged);
                 if history {
                     doc["history"] = json!(flips);
                 }
@@ -154,8 +174,8 @@ fn because(reason: &str) -> String {
     }
 }
 
-fn flip(
-    switches: &FileKillSwitch,
+async fn flip(
+    switches: &KillSwitches,
     lane: Option<String>,
     on: bool,
     by: Option<String>,
@@ -163,8 +183,9 @@ fn flip(
     out: &mut String,
 ) -> anyhow::Result<()> {
     let switch = lane.unwrap_or_else(|| GLOBAL_KILL_SWITCH.to_owned());
-    initialise_store(switches.dir())?;
-    let flip = switches.set(&switch, on, &who(by), reason, now_ms())?;
+    let flip = switches
+        .set(&switch, on, &who(by), reason, now_ms())
+        .await?;
     let state = match (flip.on, flip.changed) {
         (true, true) => "engaged",
         (true, false) => "was already engaged",
@@ -187,12 +208,18 @@ pub(crate) fn initialise_store(dir: &Path) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
-        docket_store::EmbeddedStore::open(dir, docket_store::StoreConfig::default())
-            .await
-            .map(drop)
-            .with_context(|| format!("cannot open the data directory {}", dir.display()))
-    })
+    runtime.block_on(make_store(dir))
+}
+
+/// [`initialise_store`] for a caller already on the async runtime.
+async fn make_store(dir: &Path) -> anyhow::Result<()> {
+    if docket_store::EmbeddedStore::exists_in(dir) {
+        return Ok(());
+    }
+    docket_store::EmbeddedStore::open(dir, docket_store::StoreConfig::default())
+        .await
+        .map(drop)
+        .with_context(|| format!("cannot open the data directory {}", dir.display()))
 }
 
 /// Engages (`on`) or releases a lane's switch in the data directory `dir`, which must

@@ -57,12 +57,15 @@ async fn open_side(place: &str, target: bool) -> anyhow::Result<Store> {
         StoreLocation::Postgres(url) => {
             crate::command::check_postgres_url(&url)?;
             let side = if target { "the target" } else { "the source" };
+            // The source is only read: nothing is created or written in it.
+            let config = PostgresConfig {
+                read_only: !target,
+                ..PostgresConfig::new(url)
+            };
             Store::Postgres(
-                PostgresStore::open(PostgresConfig::new(url))
-                    .await
-                    .map_err(|e| {
-                        crate::command::postgres_error(e, &format!("cannot open {side}"))
-                    })?,
+                PostgresStore::open(config).await.map_err(|e| {
+                    crate::command::postgres_error(e, &format!("cannot open {side}"))
+                })?,
             )
         }
         StoreLocation::Directory(dir) if target => Store::Embedded(

@@ -124,7 +124,8 @@ pub(crate) async fn execute_store(args: VerifyArgs, out: &mut String) -> anyhow:
             )?;
         }
     }
-    let store = crate::command::open_postgres(url, "to verify it", true).await?;
+    let store =
+        crate::command::open_postgres(url, "to verify it", crate::command::Access::Read).await?;
     let database = store.database().to_owned();
     let streams: Vec<StreamId> = match &args.run {
         Some(run) => {

@@ -17,13 +17,13 @@ use futures::StreamExt as _;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use docket_app::ChoiceError;
 use docket_app::Store;
+use docket_app::{ChoiceError, KillSwitches, KillSwitchesError};
 use docket_decider::{RunEvent, RunHistory, RunId, RunState, RunStatus};
 use docket_evidence::Sealing;
 use docket_runtime::{
-    FileKillSwitch, HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, Recorded,
-    RunOutcome, RunQuery, RuntimeError, SourceKind, Workflow,
+    HumanDecision, HumanOverride, KillSwitchFileError, ListedStatus, Recorded, RunOutcome,
+    RunQuery, RuntimeError, SourceKind, Workflow,
 };
 use docket_store::{EventStore as _, StreamId};
 
@@ -953,19 +953,21 @@ async fn override_block(
 // Kill switches.
 
 /// A kill switch's failure: a name that is not a switch is the request's fault; the
-/// switches' files failing are the server's, named.
-fn switch_error(e: KillSwitchFileError, switch: &str) -> ApiError {
+/// switches' file or database failing is the server's, named.
+fn switch_error(e: KillSwitchesError, switch: &str) -> ApiError {
     let message = e.to_string();
     match &e {
-        KillSwitchFileError::InvalidSwitch { .. } => {
+        KillSwitchesError::InvalidSwitch { .. }
+        | KillSwitchesError::File(KillSwitchFileError::InvalidSwitch { .. }) => {
             ApiError::bad_request(message).at(format!("switch {switch}"))
         }
-        KillSwitchFileError::Io { path, source, .. } => {
+        KillSwitchesError::File(KillSwitchFileError::Io { path, source, .. }) => {
             ApiError::io(message, source).at(format!("file {}", path.display()))
         }
-        KillSwitchFileError::Corrupt { path, .. } => {
+        KillSwitchesError::File(KillSwitchFileError::Corrupt { path, .. }) => {
             ApiError::internal(message).at(format!("file {}", path.display()))
         }
+        KillSwitchesError::Database(_) => ApiError::internal(message).at("database"),
         _ => ApiError::internal(message),
     }
 }
@@ -1004,14 +1006,22 @@ async fn workers(State(state): Shared) -> ApiResult {
     }))
 }
 
+/// The switches of the store this server records in: its data directory's file, or the
+/// database every worker reads.
+fn switches(state: &AppState) -> KillSwitches {
+    KillSwitches::of(state.rt.store(), &state.data)
+}
+
 async fn kill_switches(State(state): Shared) -> ApiResult {
-    let switches = FileKillSwitch::new(&state.data);
-    let read = tokio::task::spawn_blocking(move || {
-        Ok::<_, KillSwitchFileError>((switches.state()?, switches.history()?))
-    })
-    .await
-    .map_err(|e| ApiError::internal(format!("reading the kill switches: {e}")))?;
-    let (engaged, history) = read.map_err(|e| switch_error(e, "global"))?;
+    let switches = switches(&state);
+    let engaged = switches
+        .state()
+        .await
+        .map_err(|e| switch_error(e, "global"))?;
+    let history = switches
+        .history()
+        .await
+        .map_err(|e| switch_error(e, "global"))?;
     ok(json!({ "engaged": engaged.engaged, "history": history }))
 }
 
@@ -1023,13 +1033,9 @@ async fn flip(
     reason: &str,
 ) -> ApiResult {
     required(reason, "reason", "why (kept with the flip)")?;
-    let now_ms = state.rt.now_ms();
-    let switches = FileKillSwitch::new(&state.data);
-    let (name, by, why) = (switch.to_owned(), who.name.clone(), reason.to_owned());
-    // The flip waits for the switches' file lock: off the API's threads.
-    let flip = tokio::task::spawn_blocking(move || switches.set(&name, on, &by, &why, now_ms))
+    let flip = switches(state)
+        .set(switch, on, &who.name, reason, state.rt.now_ms())
         .await
-        .map_err(|e| ApiError::internal(format!("flipping kill switch {switch}: {e}")))?
         .map_err(|e| switch_error(e, switch))?;
     ok(json!({ "switch": switch, "flip": flip }))
 }

@@ -55,7 +55,8 @@ pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,
     FileKillSwitch, HttpEffectExecutor, InMemoryKillSwitch, InProcessEffect,
     InProcessEffectExecutor, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchError,
-    KillSwitchFileError, KillSwitchFlip, KillSwitchSource, KillSwitchState,
+    KillSwitchFileError, KillSwitchFlip, KillSwitchFuture, KillSwitchSource, KillSwitchState,
+    is_switch_name,
 };
 pub use memory::prefer_small_pages;
 pub use tool::{

@@ -294,6 +294,61 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     );
 }
 
+/// The database as messages name it: `postgres://USER@SOCKET_DIR:PORT/NAME`.
+fn named(db: &TestDatabase) -> String {
+    let host = db.url.split('@').nth(1).and_then(|h| h.split(':').next());
+    format!(
+        "postgres://docket@{}:5432/{}",
+        host.expect("a socket directory").replace("%2F", "/"),
+        db.name
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_on_an_empty_database_creates_nothing_and_says_to_init() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    for (args, doing) in [
+        (&["runs"][..], "to read runs"),
+        (&["status", "run-1"][..], "to read runs"),
+        (&["events", "run-1"][..], "to read runs"),
+        (&["verify"][..], "to verify it"),
+        (&["kill-switch", "status"][..], "to read the kill switches"),
+    ] {
+        let out = docket(&db.url, &data, args);
+        assert_eq!(
+            (exit_code(&out), stderr_text(&out)),
+            (
+                1,
+                format!(
+                    "error: cannot open the PostgreSQL store {doing}: PostgreSQL at {} holds no docket tables: it is not a docket store yet (nothing was created, since this only reads): create docket's tables first with `docket store init --store URL` (a command that records runs creates them too)\n",
+                    named(&db)
+                )
+            ),
+            "{args:?}"
+        );
+    }
+    let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    let connection = tokio::spawn(connection);
+    let tables: i64 = client
+        .query_one(
+            "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'docket%'",
+            &[],
+        )
+        .await
+        .expect("count tables")
+        .get(0);
+    assert_eq!(tables, 0, "the reads created nothing");
+    drop(client);
+    let _ = connection.await;
+    // Once created, the same reads read.
+    docket_exits(&db.url, &data, &["store", "init"], 0);
+    assert_eq!(docket_exits(&db.url, &data, &["runs"], 0), "");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schema_newer_than_docket_is_refused_naming_its_version() {
     let Some(db) = database() else { return };

@@ -586,21 +586,19 @@ mod kill_switch {
         let dir = tempfile::tempdir().expect("tempdir");
         let switches = FileKillSwitch::new(dir.path());
         let source: &dyn KillSwitchSource = &switches;
-        assert_eq!(source.engaged(), Ok(vec![]));
+        let read = || futures::executor::block_on(source.engaged());
+        assert_eq!(read(), Ok(vec![]));
         switches
             .set("browser", true, "ops", "captcha storm", 1)
             .expect("on");
-        assert_eq!(source.engaged(), Ok(vec!["browser".to_owned()]));
+        assert_eq!(read(), Ok(vec!["browser".to_owned()]));
         switches
             .set("global", true, "ops", "incident", 2)
             .expect("on");
-        assert_eq!(
-            source.engaged(),
-            Ok(vec!["browser".to_owned(), "global".to_owned()])
-        );
+        assert_eq!(read(), Ok(vec!["browser".to_owned(), "global".to_owned()]));
         switches.set("browser", false, "ops", "", 3).expect("off");
         switches.set("global", false, "ops", "", 4).expect("off");
-        assert_eq!(source.engaged(), Ok(vec![]));
+        assert_eq!(read(), Ok(vec![]));
         assert_eq!(switches.history().expect("history").len(), 4);
     }
 
@@ -795,6 +793,7 @@ mod doc {
 /// `docket run` reads the data directory's kill-switch file before executing an effect.
 mod run_reads_the_kill_switch {
     use super::*;
+    use docket_store_postgres::{TestCluster, TestDatabase};
 
     const AGENT: &str = env!("CARGO_BIN_EXE_effect-agent");
 
@@ -830,6 +829,19 @@ default_handoff_mode = "full"
         count: u32,
         effect_extra: &str,
     ) -> (Value, Vec<Value>) {
+        run_in(root, data, &[], run, count, effect_extra)
+    }
+
+    /// Like [`run_with`], recorded in the store `store` names (`--store URL`, or nothing
+    /// for the data directory).
+    fn run_in(
+        root: &Path,
+        data: &Path,
+        store: &[&str],
+        run: &str,
+        count: u32,
+        effect_extra: &str,
+    ) -> (Value, Vec<Value>) {
         std::fs::write(root.join("bundle.toml"), BUNDLE).expect("bundle");
         std::fs::write(root.join("input.json"), "{}").expect("input");
         let workflow = root.join("workflow.toml");
@@ -852,6 +864,8 @@ default_handoff_mode = "full"
                 "--data",
             ])
             .arg(data)
+            .args(store)
+            .env_remove("DOCKET_STORE")
             .output()
             .expect("docket run");
         assert!(
@@ -862,6 +876,8 @@ default_handoff_mode = "full"
         let out = Command::new(docket_bin())
             .args(["events", run, "--json", "--data"])
             .arg(data)
+            .args(store)
+            .env_remove("DOCKET_STORE")
             .output()
             .expect("docket events");
         let mut output = Value::Null;
@@ -967,5 +983,164 @@ default_handoff_mode = "full"
         let history = FileKillSwitch::new(&data).history().expect("history");
         assert_eq!(history.len(), 1);
         assert_eq!(history[0].by, "operator");
+    }
+
+    /// The database as messages name it: `postgres://USER@SOCKET_DIR:PORT/NAME`.
+    fn named(db: &TestDatabase) -> String {
+        let host = db.url.split('@').nth(1).and_then(|h| h.split(':').next());
+        format!(
+            "postgres://docket@{}:5432/{}",
+            host.expect("a socket directory").replace("%2F", "/"),
+            db.name
+        )
+    }
+
+    /// `docket kill-switch ARGS --store URL`, from a process whose data directory is
+    /// another: the switches are the database's, whatever the data directory.
+    fn switch(url: &str, root: &Path, args: &[&str]) -> std::process::Output {
+        Command::new(docket_bin())
+            .arg("kill-switch")
+            .args(args)
+            .args(["--store", url, "--data"])
+            .arg(root.join("elsewhere"))
+            .env_remove("DOCKET_STORE")
+            .output()
+            .expect("docket kill-switch")
+    }
+
+    #[test]
+    fn on_postgres_the_databases_switches_stop_the_effects_of_every_process() {
+        let Some(cluster) = TestCluster::shared() else {
+            return;
+        };
+        let db = cluster.database();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        let store = ["--store", db.url.as_str()];
+        let out = switch(
+            &db.url,
+            dir.path(),
+            &[
+                "on",
+                "--lane",
+                "api",
+                "--by",
+                "ops",
+                "--reason",
+                "bad posts",
+            ],
+        );
+        assert_eq!(
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            ),
+            (Some(0), "kill switch api engaged (by ops)\n".to_owned()),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let (output, checked) = run_in(dir.path(), &data, &store, "p1", 1, "");
+        assert_eq!(output["results"][0]["status"], "refused", "{output}");
+        assert_eq!(checked.len(), 1);
+        assert_eq!(checked[0]["engaged"], json!(["api"]));
+        assert!(
+            !data.join("kill-switches.json").exists()
+                && !dir.path().join("elsewhere/kill-switches.json").exists(),
+            "no data directory holds the switches"
+        );
+
+        let out = switch(
+            &db.url,
+            dir.path(),
+            &["off", "--lane", "api", "--by", "ana"],
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "kill switch api released (by ana)\n"
+        );
+        let (output, checked) = run_in(dir.path(), &data, &store, "p2", 1, "");
+        assert_eq!(output["results"][0]["status"], "applied", "{output}");
+        assert_eq!(checked[0]["engaged"], json!([]));
+
+        // Engaged from another process while the run goes on: its next effect stops.
+        let engage = serde_json::to_string(&json!([
+            docket_bin(),
+            "kill-switch",
+            "on",
+            "--lane",
+            "api",
+            "--by",
+            "operator",
+            "--store",
+            db.url,
+            "--data",
+            dir.path().join("elsewhere")
+        ]))
+        .expect("json");
+        let extra = format!("env = {{ EFFECT_LEDGER_ON_EXECUTE = {engage:?} }}");
+        let (output, checked) = run_in(dir.path(), &data, &store, "p3", 2, &extra);
+        let statuses: Vec<&Value> = output["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| &r["status"])
+            .collect();
+        assert_eq!(statuses, [&json!("applied"), &json!("refused")], "{output}");
+        assert_eq!(checked[1]["engaged"], json!(["api"]));
+
+        // Every flip is in the database's history, with who, when, why and what changed.
+        let out = switch(&db.url, dir.path(), &["status", "--json", "--history"]);
+        let mut status: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        let mut last = 0;
+        for flip in status["history"].as_array_mut().expect("history") {
+            let ms = flip["at_ms"].as_i64().expect("a time");
+            assert!(ms >= last, "in the order taken");
+            last = ms;
+            flip["at_ms"] = json!(0);
+        }
+        assert_eq!(status["engaged"]["api"]["at_ms"], json!(last));
+        status["engaged"]["api"]["at_ms"] = json!(0);
+        assert_eq!(
+            status,
+            json!({
+                "database": format!("PostgreSQL at {} (table docket_kill_switches)", named(&db)),
+                "engaged": { "api": { "by": "operator", "at_ms": 0, "reason": "" } },
+                "history": [
+                    { "switch": "api", "on": true, "by": "ops", "at_ms": 0, "reason": "bad posts", "changed": true },
+                    { "switch": "api", "on": false, "by": "ana", "at_ms": 0, "reason": "", "changed": true },
+                    { "switch": "api", "on": true, "by": "operator", "at_ms": 0, "reason": "", "changed": true },
+                ]
+            })
+        );
+
+        // A table that cannot be read stops every effect, and the run's log says why.
+        let out = switch(
+            &db.url,
+            dir.path(),
+            &["off", "--lane", "api", "--by", "ana"],
+        );
+        assert!(out.status.success());
+        tokio::runtime::Runtime::new()
+            .expect("runtime")
+            .block_on(async {
+                let (client, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+                    .await
+                    .expect("connect");
+                tokio::spawn(connection);
+                client
+                    .batch_execute("ALTER TABLE docket_kill_switches RENAME TO hidden")
+                    .await
+                    .expect("rename");
+            });
+        let (output, checked) = run_in(dir.path(), &data, &store, "p4", 1, "");
+        assert_eq!(output["results"][0]["status"], "refused", "{output}");
+        assert_eq!(checked[0]["engaged"], json!(["api", "global"]));
+        assert_eq!(
+            checked[0]["error"],
+            json!(format!(
+                "cannot read the kill switches at PostgreSQL at {db} (table docket_kill_switches): PostgreSQL at {db}, while reading the kill switches: relation \"docket_kill_switches\" does not exist (SQLSTATE 42P01)",
+                db = named(&db)
+            ))
+        );
     }
 }

@@ -629,11 +629,11 @@ async fn an_execute_call_without_an_answer_is_verified_before_executing_again() 
 struct Unreadable;
 
 impl KillSwitchSource for Unreadable {
-    fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
-        Err(KillSwitchError {
+    fn engaged(&self) -> docket_runtime::KillSwitchFuture<'_> {
+        Box::pin(std::future::ready(Err(KillSwitchError {
             location: "/var/lib/docket/kill-switches".into(),
             message: "permission denied".into(),
-        })
+        })))
     }
 }
 

@@ -153,3 +153,83 @@ fn two_servers_and_a_worker_share_the_runs_of_one_database() {
     let stopped = worker.wait().expect("the worker stops");
     assert!(stopped.success(), "{stopped:?}");
 }
+
+/// A switch flipped through one server is the database's: the other server shows it, and
+/// so does `docket kill-switch status` from a machine with another data directory (the
+/// switch that workers read before every effect).
+#[test]
+fn a_kill_switch_flipped_through_one_server_is_seen_by_every_process() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let db = cluster.database();
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let a = Served::start_with(&data, &["--store", url]);
+    let b = a.beside(&data, &["--store", url]);
+    let (operator, viewer) = (Some(a.token(Role::Operator)), Some(a.token(Role::Viewer)));
+
+    let (status, flipped) = a.call(
+        "POST",
+        "/api/kill-switches/api/engage",
+        operator,
+        Some(&json!({ "reason": "posts going wrong" })),
+    );
+    assert_eq!(status, 200, "{flipped}");
+    assert_eq!(
+        (&flipped["flip"]["on"], &flipped["flip"]["changed"]),
+        (&json!(true), &json!(true)),
+        "{flipped}"
+    );
+    let (_, seen) = b.call("GET", "/api/kill-switches", viewer, None);
+    assert_eq!(
+        (
+            &seen["engaged"]["api"]["by"],
+            &seen["engaged"]["api"]["reason"]
+        ),
+        (&json!("operator-user"), &json!("posts going wrong")),
+        "{seen}"
+    );
+    assert!(
+        !data.join("kill-switches.json").exists(),
+        "the data directory holds no switch"
+    );
+    let out = Command::new(docket_tests::docket_bin())
+        .args(["kill-switch", "status", "--store", url, "--data"])
+        .arg(dir.path().join("elsewhere"))
+        .env_remove("DOCKET_STORE")
+        .output()
+        .expect("docket kill-switch status");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.starts_with("api engaged by operator-user at ")
+            && text.ends_with(": posts going wrong\n"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Released through the other server: gone for everyone, both flips in the history.
+    let (status, released) = b.call(
+        "POST",
+        "/api/kill-switches/api/release",
+        operator,
+        Some(&json!({ "reason": "fixed" })),
+    );
+    assert_eq!(status, 200, "{released}");
+    let (_, seen) = a.call("GET", "/api/kill-switches", viewer, None);
+    assert_eq!(seen["engaged"], json!({}), "{seen}");
+    let history: Vec<(&Value, &Value)> = seen["history"]
+        .as_array()
+        .expect("history")
+        .iter()
+        .map(|f| (&f["on"], &f["reason"]))
+        .collect();
+    assert_eq!(
+        history,
+        [
+            (&json!(true), &json!("posts going wrong")),
+            (&json!(false), &json!("fixed"))
+        ]
+    );
+}

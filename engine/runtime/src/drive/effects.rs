@@ -158,7 +158,7 @@ impl<S: EventStore + 'static> Runtime<S> {
 
     /// Reads the kill switches (immediately before execution) and stages the recorded
     /// read, which the decider follows with the full decision and `effect.started`.
-    fn stage_gate(
+    async fn stage_gate(
         &self,
         state: &mut RunState,
         bundle: &PolicyBundle,
@@ -166,7 +166,8 @@ impl<S: EventStore + 'static> Runtime<S> {
         effect_id: &EffectId,
         lane: &str,
     ) -> Result<(), RuntimeError> {
-        let (engaged, error) = match self.kill_switch().engaged() {
+        let source = self.kill_switch();
+        let (engaged, error) = match source.engaged().await {
             Ok(engaged) => (engaged, None),
             Err(e) => {
                 let mut all = vec![
@@ -340,7 +341,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     .is_some_and(|e| e.phase == EffectPhase::Ready);
                 match executor {
                     Ok(ex) if ready => {
-                        self.stage_gate(state, bundle, &mut staged, &effect_id, &lane)?;
+                        self.stage_gate(state, bundle, &mut staged, &effect_id, &lane)
+                            .await?;
                         self.commit_and_execute(state, bundle, staged, ex.as_ref(), &effect_id)
                             .await?;
                     }
@@ -348,7 +350,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                 }
             }
             (EffectWork::Execute, Ok(ex)) => {
-                self.stage_gate(state, bundle, &mut staged, &effect_id, &lane)?;
+                self.stage_gate(state, bundle, &mut staged, &effect_id, &lane)
+                    .await?;
                 self.commit_and_execute(state, bundle, staged, ex.as_ref(), &effect_id)
                     .await?;
             }

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{KillSwitchError, KillSwitchSource};
+use super::{KillSwitchError, KillSwitchFuture, KillSwitchSource};
 
 /// The state file's name in the data directory.
 pub const KILL_SWITCH_FILE: &str = "kill-switches.json";
@@ -97,6 +97,13 @@ pub enum KillSwitchFileError {
         /// The name given.
         name: String,
     },
+}
+
+/// Whether `name` can name a switch (`global` or a lane): not empty, and no white space or
+/// control characters, wherever the switches are kept.
+#[must_use]
+pub fn is_switch_name(name: &str) -> bool {
+    !name.is_empty() && !name.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// The kill switches of one data directory.
@@ -206,7 +213,7 @@ impl FileKillSwitch {
         reason: &str,
         at_ms: i64,
     ) -> Result<KillSwitchFlip, KillSwitchFileError> {
-        if switch.is_empty() || switch.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        if !is_switch_name(switch) {
             return Err(KillSwitchFileError::InvalidSwitch {
                 name: switch.to_owned(),
             });
@@ -295,14 +302,25 @@ impl FileKillSwitch {
     }
 }
 
-impl KillSwitchSource for FileKillSwitch {
-    fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
+impl FileKillSwitch {
+    /// The switches engaged now, as [`KillSwitchSource::engaged`] gives them, read at once
+    /// (a small file: callers outside an async context read it directly).
+    ///
+    /// # Errors
+    /// [`KillSwitchError`]: the file cannot be read or is corrupt.
+    pub fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
         self.state()
             .map(|state| state.engaged.into_keys().collect())
             .map_err(|e| KillSwitchError {
                 location: self.path().display().to_string(),
                 message: e.to_string(),
             })
+    }
+}
+
+impl KillSwitchSource for FileKillSwitch {
+    fn engaged(&self) -> KillSwitchFuture<'_> {
+        Box::pin(std::future::ready(FileKillSwitch::engaged(self)))
     }
 }
 

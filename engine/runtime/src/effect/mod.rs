@@ -28,7 +28,7 @@ pub use http::HttpEffectExecutor;
 pub use in_process::{InProcessEffect, InProcessEffectExecutor};
 pub use kill_switch_file::{
     Engagement, FileKillSwitch, KILL_SWITCH_FILE, KILL_SWITCH_HISTORY_FILE, KillSwitchFileError,
-    KillSwitchFlip, KillSwitchState,
+    KillSwitchFlip, KillSwitchState, is_switch_name,
 };
 
 // The effect protocol's types, for this module's executors.
@@ -60,16 +60,22 @@ pub trait EffectExecutor: Send + Sync {
     fn verify<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, Verification>;
 }
 
+/// What a kill-switch source returns: the switches engaged now, read when it is awaited.
+pub type KillSwitchFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Vec<String>, KillSwitchError>> + Send + 'a>>;
+
 /// Where the runtime reads the kill switches before every effect execution. The switches
 /// are flipped by another process (`docket kill-switch on`) while runs are going, so a
-/// source reads their current state on every call; the runtime records what it read.
+/// source reads their current state on every call; the runtime records what it read. The
+/// read is a future because a source may be a database shared by many machines (the
+/// application layer's, for a PostgreSQL store), which the runtime must not block on.
 pub trait KillSwitchSource: Send + Sync {
     /// The switches engaged now: `global` and/or lane names, sorted.
     ///
     /// # Errors
     /// When the state cannot be read; the runtime then treats every switch as engaged
     /// (an unreadable kill switch must stop effects, not let them through).
-    fn engaged(&self) -> Result<Vec<String>, KillSwitchError>;
+    fn engaged(&self) -> KillSwitchFuture<'_>;
 }
 
 /// The kill switches could not be read.
@@ -105,14 +111,15 @@ impl InMemoryKillSwitch {
 }
 
 impl KillSwitchSource for InMemoryKillSwitch {
-    fn engaged(&self) -> Result<Vec<String>, KillSwitchError> {
-        Ok(self
+    fn engaged(&self) -> KillSwitchFuture<'_> {
+        let engaged = self
             .engaged
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
             .cloned()
-            .collect())
+            .collect();
+        Box::pin(std::future::ready(Ok(engaged)))
     }
 }
 
