@@ -5,21 +5,21 @@ use std::path::{Path, PathBuf};
 
 use docket_decider::{Command, RunId, RunRequested};
 use docket_runtime::{HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow};
-use docket_store::EventStore;
 use serde_json::Value;
 
+use crate::Store;
 use crate::seal::{Unsealed, seal_finished};
 
 /// A data directory's runtime, with what follows each drive: sealing the runs that
 /// finished. A failure to seal is not the drive's: it goes to the front end's `report`
 /// (a warning on a terminal, a log line in a server), and the next drive seals them.
-pub struct App<S: EventStore + 'static> {
-    runtime: Runtime<S>,
+pub struct App {
+    runtime: Runtime<Store>,
     data: PathBuf,
     report: fn(&Unsealed),
 }
 
-impl<S: EventStore + 'static> Clone for App<S> {
+impl Clone for App {
     fn clone(&self) -> Self {
         Self {
             runtime: self.runtime.clone(),
@@ -29,11 +29,11 @@ impl<S: EventStore + 'static> Clone for App<S> {
     }
 }
 
-impl<S: EventStore + 'static> App<S> {
+impl App {
     /// The runtime over the data directory `data`; `report` says that finished runs were
     /// not sealed.
     #[must_use]
-    pub fn new(runtime: Runtime<S>, data: impl Into<PathBuf>, report: fn(&Unsealed)) -> Self {
+    pub fn new(runtime: Runtime<Store>, data: impl Into<PathBuf>, report: fn(&Unsealed)) -> Self {
         Self {
             runtime,
             data: data.into(),
@@ -43,7 +43,7 @@ impl<S: EventStore + 'static> App<S> {
 
     /// The runtime.
     #[must_use]
-    pub fn runtime(&self) -> &Runtime<S> {
+    pub fn runtime(&self) -> &Runtime<Store> {
         &self.runtime
     }
 

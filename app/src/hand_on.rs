@@ -21,7 +21,7 @@ pub enum HandedOn {
     Settled(RunState),
 }
 
-impl App<Store> {
+impl App {
     /// Whether workers drive this store's runs (a PostgreSQL store).
     #[must_use]
     pub fn shared(&self) -> bool {

@@ -15,7 +15,7 @@ use docket_store_postgres::{Holder, Lease, PostgresStore};
 use tokio::task::JoinSet;
 use tracing::Instrument;
 
-use crate::{App, Store};
+use crate::App;
 
 /// How a worker works.
 #[derive(Clone, Debug)]
@@ -83,7 +83,7 @@ struct Driving {
 /// cannot register itself. Later database failures are retried: a worker whose renewals
 /// fail for as long as its lease stops driving its runs (another worker may claim them).
 pub async fn work(
-    app: App<Store>,
+    app: App,
     config: WorkerConfig,
     stop: impl Future<Output = ()>,
 ) -> Result<WorkerReport, WorkerError> {
@@ -111,7 +111,7 @@ pub async fn work(
 }
 
 async fn drive_runs(
-    app: &App<Store>,
+    app: &App,
     store: &PostgresStore,
     holder: &Holder,
     config: &WorkerConfig,

@@ -8,7 +8,6 @@ use std::path::Path;
 
 use anyhow::{Context as _, anyhow};
 use docket_app::App;
-use docket_app::Store;
 use docket_decider::{AgentResponse, CallId, RunEvent, RunId, ValidateResponse, parse_response};
 use docket_replay::{ForkSpec, plan_fork, point_in};
 
@@ -55,11 +54,7 @@ fn read_override(arg: &str) -> anyhow::Result<(CallId, String, AgentResponse)> {
 
 /// Plans, records and drives the fork; prints its summary and what it reused. The exit
 /// code is the fork's status, as for `docket run`.
-pub(crate) async fn fork(
-    app: &App<Store>,
-    args: ForkArgs<'_>,
-    out: &mut String,
-) -> anyhow::Result<u8> {
+pub(crate) async fn fork(app: &App, args: ForkArgs<'_>, out: &mut String) -> anyhow::Result<u8> {
     let rt = app.runtime();
     let recorded = rt.events(args.run).await?;
     let events: Vec<RunEvent> = recorded.iter().map(|e| e.event.clone()).collect();

@@ -9,10 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, anyhow};
 use clap::Args;
 use docket_app::{App, Store, Unsealed};
-use docket_evidence::{Problem, Verification, VerifierKey, VerifyOptions};
+use docket_evidence::{Problem, StoreTrust, Verification, VerifierKey, VerifyOptions};
 use docket_runtime::Runtime;
-use docket_store::{EventStore as _, StreamId};
-use serde_json::json;
 
 /// `docket verify`.
 #[derive(Args)]
@@ -64,9 +62,11 @@ fn parse_key(arg: &str) -> anyhow::Result<VerifierKey> {
     }
 }
 
-/// Exit 0 when everything checks, 1 on any failure.
-pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
-    let _ = args.all;
+/// The keys `--key` names (`None`: the store's own) and the checkpoint `--checkpoint`
+/// names, read.
+fn keys_and_checkpoint(
+    args: &VerifyArgs,
+) -> anyhow::Result<(Option<Vec<VerifierKey>>, Option<String>)> {
     let keys = if args.key.is_empty() {
         None
     } else {
@@ -85,6 +85,12 @@ pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow
                 .with_context(|| format!("--checkpoint {}: cannot read it", path.display()))
         })
         .transpose()?;
+    Ok((keys, checkpoint))
+}
+
+/// Exit 0 when everything checks, 1 on any failure.
+pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
+    let (keys, checkpoint) = keys_and_checkpoint(&args)?;
     let options = VerifyOptions {
         run: args.run.clone(),
         checkpoint,
@@ -104,105 +110,69 @@ pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow
     Ok(u8::from(!report.is_sound()))
 }
 
-/// `docket verify` over the PostgreSQL store `--store` names: every stream (or RUN's)
-/// checked by the store itself (`EventStore::verify`: every chain link, hash, blob and
-/// Merkle leaf). The data directory's file checks do not apply, and signed seals are
-/// checked in an export (`docket verify-export`). Exit 0 when all are sound, 1 otherwise.
+/// `docket verify` over the PostgreSQL store `--store` names: every stream (or RUN's and
+/// the heads log's) checked by the store itself (chain links, hashes, blobs, Merkle
+/// leaves), then each run's seals against their signatures and the run's tree, the heads
+/// log against its signed checkpoint kept in the database, and `--checkpoint` by a
+/// consistency proof. The keys trusted are `--key`, else the verifier keys recorded in
+/// the database by the processes that sealed. Exit 0 when all are sound, 1 otherwise.
 pub(crate) async fn execute_store(args: VerifyArgs, out: &mut String) -> anyhow::Result<u8> {
     let Some(url) = crate::command::postgres_url() else {
         return Err(anyhow!("docket verify: no PostgreSQL store named"));
     };
-    for (given, flag) in [
-        (args.checkpoint.is_some(), "--checkpoint"),
-        (!args.key.is_empty(), "--key"),
-        (args.require_signed, "--require-signed"),
-    ] {
-        if given {
-            crate::command::not_with_postgres(
-                &format!("`docket verify {flag}` (checking signed seals and checkpoints)"),
-                "export the run (`docket export RUN --format jsonl --store URL`) and check its signed checkpoint with `docket verify-export FILE --key KEY`",
-            )?;
-        }
-    }
+    let (given, checkpoint) = keys_and_checkpoint(&args)?;
     let store =
         crate::command::open_postgres(url, "to verify it", crate::command::Access::Read).await?;
     let database = store.database().to_owned();
-    let streams: Vec<StreamId> = match &args.run {
-        Some(run) => {
-            let stream = StreamId::new(run).map_err(|e| anyhow!("run id {run}: {e}"))?;
-            if store.head(&stream).await?.is_none() {
-                return Err(anyhow!(
-                    "no run {run} in PostgreSQL at {database} (`docket runs` lists them)"
-                ));
-            }
-            vec![stream]
+    // Read before the log: the database takes a heads checkpoint only once the seals it
+    // covers are durable.
+    let heads_note = store
+        .latest_heads_checkpoint()
+        .await
+        .map_err(|e| crate::command::postgres_error(e.into(), "cannot read the heads checkpoint"))?
+        .map(|held| held.note);
+    let (keys, from) = match given {
+        Some(keys) => (keys, "given"),
+        None => {
+            let rows = store.keys().await.map_err(|e| {
+                crate::command::postgres_error(e.into(), "cannot read the verifier keys")
+            })?;
+            let keys = rows
+                .iter()
+                .map(|row| {
+                    VerifierKey::parse(&row.verifier).map_err(|e| {
+                        anyhow!("PostgreSQL at {database}: a verifier key in docket_keys is damaged: {e}")
+                    })
+                })
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let from = if keys.is_empty() { "none" } else { "database" };
+            (keys, from)
         }
-        None => store
-            .streams()
-            .await?
-            .into_iter()
-            .map(|h| h.stream)
-            .collect(),
     };
-    let mut reports = Vec::with_capacity(streams.len());
-    for stream in &streams {
-        reports.push(store.verify(stream).await?);
-    }
-    let failed = reports.iter().filter(|r| !r.is_sound()).count();
-    let runs = reports
-        .iter()
-        .filter(|r| docket_evidence::is_run_stream(r.stream.as_str()))
-        .count();
-    let about = "every stream verified through the store (chain links, hashes, blobs, Merkle leaves); the data directory's file checks (segments, index, signed seals and the heads checkpoint) do not apply to a PostgreSQL store: `docket verify-export` checks a run's signed checkpoint in its export";
+    let options = VerifyOptions {
+        run: args.run.clone(),
+        checkpoint,
+        keys: None,
+        require_signed: args.require_signed,
+    };
+    let trust = StoreTrust {
+        keys,
+        from,
+        heads_note,
+    };
+    let location = format!("PostgreSQL at {database}");
+    let report =
+        docket_evidence::verify_store(&Store::from(store), &location, trust, &options).await?;
     if args.json {
-        let doc = json!({
-            "store": "postgres",
-            "database": database,
-            "note": about,
-            "streams": reports.iter().map(|r| json!({
-                "stream": r.stream.as_str(),
-                "run": docket_evidence::is_run_stream(r.stream.as_str()),
-                "verified": r.verified,
-                "sound": r.is_sound(),
-                "problem": r.first_break.as_ref().map(ToString::to_string),
-            })).collect::<Vec<_>>(),
-            "sound": failed == 0,
-        });
         outln!(
             out,
             "{}",
-            serde_json::to_string_pretty(&doc).unwrap_or_default()
+            serde_json::to_string_pretty(&report).unwrap_or_default()
         );
     } else {
-        for r in &reports {
-            let what = if docket_evidence::is_run_stream(r.stream.as_str()) {
-                r.stream.as_str().to_owned()
-            } else {
-                format!("stream {}", r.stream)
-            };
-            match &r.first_break {
-                Some(b) => outln!(out, "FAIL  {what}  after {} sound events: {b}", r.verified),
-                None => outln!(
-                    out,
-                    "ok    {what}  {} events, chain, blobs and tree sound",
-                    r.verified
-                ),
-            }
-        }
-        outln!(out, "note: PostgreSQL at {database}: {about}");
-        outln!(
-            out,
-            "{runs} run(s), {} stream(s): {} sound, {failed} failed; {}",
-            reports.len(),
-            reports.len() - failed,
-            if failed == 0 {
-                "verified"
-            } else {
-                "VERIFICATION FAILED"
-            }
-        );
+        print_text(out, &report, args.checkpoint.as_deref());
     }
-    Ok(u8::from(failed > 0))
+    Ok(u8::from(!report.is_sound()))
 }
 
 fn problem_text(p: &Problem) -> String {
@@ -317,14 +287,14 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
 /// drives runs seals the finished ones after it, when the data directory has a key. A
 /// failure is reported, not fatal: the command did what it was asked, and the next one
 /// catches up.
-pub(crate) fn app(rt: &Runtime<Store>, data: &Path) -> App<Store> {
+pub(crate) fn app(rt: &Runtime<Store>, data: &Path) -> App {
     App::new(rt.clone(), data, unsealed)
 }
 
 fn unsealed(e: &Unsealed) {
     match e {
         Unsealed::Key(_) => say!("warning: {e}"),
-        Unsealed::Seal(_) => {
+        Unsealed::Seal(_) | Unsealed::Database(_) => {
             say!("warning: {e}; the next command that drives runs tries again");
         }
     }

@@ -37,9 +37,9 @@ pub use report::{
 };
 pub use seal::{
     FINISHING_KINDS, HEADS_STREAM, RunSealed, SEALED_KIND, SEALED_VERSION, SealError, SealReport,
-    heads_checkpoint_path, is_run_stream, seal_finished, seals_of,
+    heads_checkpoint_path, is_run_stream, seal_finished, seal_runs, seals_of,
 };
 pub use verify::{
-    CheckpointVerdict, HeadsVerdict, Problem, RunVerdict, SealSeen, Verification, VerifyError,
-    VerifyOptions, verify,
+    CheckpointVerdict, HeadsVerdict, Problem, RunVerdict, SealSeen, StoreTrust, Verification,
+    VerifyError, VerifyOptions, verify, verify_store,
 };

@@ -1,6 +1,8 @@
 //! Sealing finished runs: each one's final checkpoint, signed, appended to the instance's
 //! log of run heads (the `_heads` stream), and that log's own signed checkpoint kept in
-//! `<data>/checkpoints/heads.note` (docs/checkpoints.md#sealing).
+//! `<data>/checkpoints/heads.note` ([`seal_finished`]) or, for a store that keeps it
+//! itself (a PostgreSQL database), handed to the caller ([`seal_runs`])
+//! (docs/checkpoints.md#sealing).
 //!
 //! Sealing is idempotent and catches up: every run whose last event finishes it
 //! (`run.completed`, `run.failed`, `run.blocked`) and that has no seal at its current size
@@ -10,7 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
-use docket_store::merkle::{TreeBuilder, TreeHash, event_leaf_hash};
+use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{Event, EventStore, NewEvent, Payload, StoreError, StreamId, WallTime};
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
@@ -65,12 +67,15 @@ pub enum SealError {
 }
 
 /// What a call to [`seal_finished`] did.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct SealReport {
     /// Runs sealed now, with the size each was sealed at.
     pub sealed: Vec<(String, u64)>,
     /// Events in the heads log afterwards.
     pub heads_size: u64,
+    /// The heads log's checkpoint at `heads_size` (unsigned), when the log holds a seal:
+    /// what to sign and keep beside the log.
+    pub heads: Option<Checkpoint>,
     /// Whether the heads checkpoint file was (re)written.
     pub checkpoint_written: bool,
 }
@@ -117,14 +122,32 @@ pub async fn seals_of<S: EventStore>(store: &S, run: &str) -> Result<Vec<RunSeal
     Ok(seals)
 }
 
-/// Seals every finished run of `store` not sealed at its current size, with `key`, and
-/// brings `data`'s heads checkpoint up to date. Call it after anything that drives runs.
+/// Seals every finished run of `store` not sealed at its current size with `key`, and
+/// keeps the heads log's signed checkpoint in `data` (`checkpoints/heads.note`).
 ///
 /// # Errors
-/// [`SealError`]: the store, an unreadable heads event, writing the checkpoint file.
+/// [`SealError`]: the store, the heads log, signing or the checkpoint file.
 pub async fn seal_finished<S: EventStore>(
     store: &S,
     data: &Path,
+    key: &SignerKey,
+    now: WallTime,
+) -> Result<SealReport, SealError> {
+    let mut report = seal_runs(store, key, now).await?;
+    if let Some(heads) = &report.heads {
+        report.checkpoint_written = write_heads_checkpoint(data, key, heads)?;
+    }
+    Ok(report)
+}
+
+/// Seals every finished run of `store` not sealed at its current size, with `key`, and
+/// says the heads log's checkpoint ([`SealReport::heads`]) for the caller to sign and keep
+/// where its store keeps it. Call it after anything that drives runs.
+///
+/// # Errors
+/// [`SealError`]: the store, an unreadable heads event.
+pub async fn seal_runs<S: EventStore>(
+    store: &S,
     key: &SignerKey,
     now: WallTime,
 ) -> Result<SealReport, SealError> {
@@ -198,7 +221,11 @@ pub async fn seal_finished<S: EventStore>(
     }
     report.heads_size = heads_size;
     if heads_size > 0 {
-        report.checkpoint_written = write_heads_checkpoint(data, key, heads_size, tree.root())?;
+        report.heads = Some(Checkpoint::new(
+            heads_origin(key.name()),
+            heads_size,
+            tree.root(),
+        ));
     }
     Ok(report)
 }
@@ -207,14 +234,12 @@ pub async fn seal_finished<S: EventStore>(
 fn write_heads_checkpoint(
     data: &Path,
     key: &SignerKey,
-    size: u64,
-    root: TreeHash,
+    checkpoint: &Checkpoint,
 ) -> Result<bool, SealError> {
     let path = heads_checkpoint_path(data);
-    let checkpoint = Checkpoint::new(heads_origin(key.name()), size, root);
     if let Ok(text) = std::fs::read_to_string(&path)
         && let Ok(held) = SignedCheckpoint::parse(&text)
-        && held.checkpoint == checkpoint
+        && held.checkpoint == *checkpoint
         && held.note.verify(&key.verifier()).is_ok()
     {
         return Ok(false);

@@ -137,7 +137,7 @@ pub(crate) struct AppState {
     /// The same runtime, sealing the runs that finished after it drives, when the data
     /// directory has a signing key, as each `docket` command that drives runs does
     /// (docs/checkpoints.md).
-    pub(crate) app: docket_app::App<Store>,
+    pub(crate) app: docket_app::App,
     pub(crate) data: PathBuf,
     /// Where the files requests name are read from.
     pub(crate) sources: SourceRoot,
@@ -158,7 +158,9 @@ pub(crate) struct AppState {
 fn unsealed(e: &docket_app::Unsealed) {
     match e {
         docket_app::Unsealed::Key(_) => tracing::warn!("{e}"),
-        docket_app::Unsealed::Seal(_) => tracing::warn!("{e}; the next drive tries again"),
+        docket_app::Unsealed::Seal(_) | docket_app::Unsealed::Database(_) => {
+            tracing::warn!("{e}; the next drive tries again");
+        }
     }
 }
 

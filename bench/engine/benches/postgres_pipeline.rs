@@ -41,7 +41,7 @@ async fn postgres(url: &str, connections: usize) -> PostgresStore {
         .expect("the database opens")
 }
 
-fn app(store: PostgresStore, data: &std::path::Path) -> App<Store> {
+fn app(store: PostgresStore, data: &std::path::Path) -> App {
     let runtime = Runtime::new(Store::Postgres(store));
     register(&runtime);
     App::new(runtime, data, |_| {})

@@ -124,7 +124,7 @@ fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() 
         "the run verified: {verify}"
     );
     assert!(
-        verify.contains("every stream verified through the store"),
+        verify.ends_with("1 run(s): 1 sound, 0 failed; no key; verified\n"),
         "{verify}"
     );
     assert!(!verify.contains("FAIL"), "{verify}");
@@ -437,19 +437,134 @@ fn a_malformed_url_is_said_as_such() {
     }
 }
 
+/// Runs finished over PostgreSQL are sealed with the key of the driving process's data
+/// directory; the database keeps the key's public half and the heads checkpoint, so
+/// `docket verify --store` checks every seal from a machine that never had the key, and
+/// a seal made with another key, or a heads checkpoint rewritten, fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seals_made_over_postgres_verify_where_the_key_never_was() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (data, elsewhere) = (tmp.path().join("data"), tmp.path().join("elsewhere"));
+    let url = db.url.as_str();
+    docket_exits(
+        url,
+        &data,
+        &["keys", "generate", "--name", "ledger.example"],
+        0,
+    );
+    let workflow = one_agent_workflow(tmp.path(), "sealed", "done", AGENT, &["finish"]);
+    let out = docket(url, &data, &["run", workflow.to_str().expect("UTF-8")]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
+    let run = summary_run_id(&out);
+
+    // From a data directory with no key: the database's key checks the seal.
+    let verify = docket_exits(url, &elsewhere, &["verify", "--require-signed"], 0);
+    let key = docket_exits(url, &data, &["keys", "show"], 0);
+    // name+keyid: the key's base64 may hold a '+' of its own.
+    let label = key
+        .trim()
+        .splitn(3, '+')
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("+");
+    assert!(
+        verify.contains(&format!("ok    {run}  "))
+            && verify.contains(&format!("sealed by {label}")),
+        "{verify}"
+    );
+    assert!(
+        verify.contains(&format!(
+            "ok    run heads  1 seals, checkpoint at 1 signed by {label}"
+        )),
+        "{verify}"
+    );
+    assert!(
+        verify.ends_with(&format!(
+            "1 run(s): 1 sound, 0 failed; database key {label}; verified\n"
+        )),
+        "{verify}"
+    );
+
+    // The run's signed checkpoint, kept by an auditor, is extended by the log now.
+    let report: serde_json::Value = serde_json::from_str(&docket_exits(
+        url,
+        &elsewhere,
+        &["verify", &run, "--json"],
+        0,
+    ))
+    .expect("JSON");
+    let note = report["runs"][0]["seals"][0]["checkpoint"]
+        .as_str()
+        .expect("a seal");
+    let kept = tmp.path().join("kept.note");
+    std::fs::write(&kept, note).expect("keep the checkpoint");
+    let checked = docket_exits(
+        url,
+        &elsewhere,
+        &[
+            "verify",
+            &run,
+            "--checkpoint",
+            kept.to_str().expect("UTF-8"),
+        ],
+        0,
+    );
+    assert!(checked.contains("ok    checkpoint "), "{checked}");
+
+    // Another key given: the seal vouches for nothing.
+    docket_exits(
+        url,
+        &elsewhere,
+        &["keys", "generate", "--name", "other.example"],
+        0,
+    );
+    let other = docket_exits(url, &elsewhere, &["keys", "show"], 0);
+    let refused = docket_exits(
+        url,
+        &elsewhere,
+        &["verify", "--require-signed", "--key", other.trim()],
+        1,
+    );
+    assert!(refused.contains(&format!("FAIL  {run}  ")), "{refused}");
+    assert!(refused.contains("VERIFICATION FAILED"), "{refused}");
+
+    // The heads checkpoint rewritten in the database to cover what it never signed.
+    let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    let connection = tokio::spawn(connection);
+    client
+        .execute(
+            "UPDATE docket_heads_checkpoints SET note = replace(note, E'\n1\n', E'\n2\n')",
+            &[],
+        )
+        .await
+        .expect("rewrite the checkpoint");
+    drop(client);
+    let _ = connection.await;
+    let rewritten = docket_exits(url, &elsewhere, &["verify"], 1);
+    assert!(
+        rewritten.contains("FAIL  run heads  heads checkpoint: "),
+        "{rewritten}"
+    );
+}
+
+/// Without any key, `--require-signed` fails over PostgreSQL as over a data directory.
 #[test]
-fn what_needs_a_data_directory_says_so() {
+fn require_signed_without_a_key_fails_over_postgres() {
     let Some(db) = database() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    let out = docket(&db.url, &data, &["verify", "--require-signed"]);
-    assert_eq!(exit_code(&out), 1, "{}", stderr_text(&out));
-    assert!(
-        stderr_text(&out).contains("verify-export"),
-        "{}",
-        stderr_text(&out)
-    );
-    // --store naming a directory is --data; two different ones are refused.
+    docket_exits(&db.url, &data, &["store", "init"], 0);
+    let out = docket_exits(&db.url, &data, &["verify", "--require-signed"], 1);
+    assert!(out.contains("no key to check seals with"), "{out}");
+}
+
+/// `--store` naming a directory is `--data`; two different ones are refused.
+#[test]
+fn a_store_and_a_data_directory_naming_two_directories_are_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
     let out = Command::new(docket_bin())
         .args(["runs", "--store"])
         .arg(tmp.path().join("one"))

@@ -151,7 +151,7 @@ fn agent() -> Arc<InProcessExecutor> {
     }))
 }
 
-async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App<Store> {
+async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App {
     let store = PostgresStore::open(PostgresConfig::new(url))
         .await
         .expect("the database opens");
@@ -165,7 +165,7 @@ async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App<Store> {
 struct Queued {
     data: tempfile::TempDir,
     ledger: Arc<Ledger>,
-    starter: App<Store>,
+    starter: App,
     shared: PostgresStore,
     runs: Vec<String>,
 }

@@ -9,7 +9,10 @@
 //! checkpoint, that the log now is an extension of it, by a consistency proof.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+mod store;
+pub use store::{StoreTrust, verify_store};
 
 use docket_decider::{
     COMMITTED_PAYLOAD, CommittedPayload, DisclosureDigest, REFERENCED_PAYLOAD, ReferencedPayload,
@@ -51,9 +54,12 @@ pub enum VerifyError {
     #[error(transparent)]
     Keys(#[from] KeyError),
     #[error("there is no run {run} in {data}")]
-    UnknownRun { run: String, data: PathBuf },
+    UnknownRun { run: String, data: String },
     #[error("the snapshots beside the log cannot be listed: {0}")]
     Snapshots(docket_store::StoreError),
+    /// The store could not be read (a store verified through [`verify_store`]).
+    #[error("the store cannot be read: {0}")]
+    Store(docket_store::StoreError),
 }
 
 /// The first thing wrong with a run, the heads log or the log.
@@ -574,6 +580,63 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         }
     }
 
+    conclude(
+        Checked {
+            streams,
+            cut_off,
+            log_problem,
+            notes,
+        },
+        &Trust {
+            keys: trusted,
+            from: keys_from,
+            heads_note: heads_note.as_deref(),
+            auditor,
+            auditor_stream,
+        },
+        options,
+        data.display().to_string(),
+        Some(data),
+    )
+}
+
+/// The checks of every stream of a log, read from its files or through its store.
+struct Checked {
+    streams: HashMap<StreamId, StreamCheck>,
+    /// Streams with events past damage in the log, each with its problem.
+    cut_off: Vec<(StreamId, Problem)>,
+    log_problem: Option<Problem>,
+    notes: Vec<String>,
+}
+
+/// What seals and checkpoints are checked against.
+struct Trust<'a> {
+    keys: Vec<VerifierKey>,
+    /// `given`, `directory`, `database` or `none`.
+    from: &'static str,
+    /// The heads log's signed checkpoint, read before the log.
+    heads_note: Option<&'a str>,
+    auditor: Option<Result<SignedCheckpoint, crate::checkpoint::CheckpointError>>,
+    auditor_stream: Option<String>,
+}
+
+/// What both readers of a log conclude from its streams' checks: each run's verdict, its
+/// seals against the heads log and the keys, the heads checkpoint, an auditor's
+/// checkpoint. `snapshots_in` is the data directory whose snapshot files are checked.
+fn conclude(
+    checked: Checked,
+    trust: &Trust<'_>,
+    options: &VerifyOptions,
+    location: String,
+    snapshots_in: Option<&Path>,
+) -> Result<Verification, VerifyError> {
+    let Checked {
+        mut streams,
+        cut_off,
+        log_problem,
+        mut notes,
+    } = checked;
+    let trusted = &trust.keys;
     let heads_id = StreamId::new(HEADS_STREAM).map_err(ScanError::from)?;
     let heads_check = streams.remove(&heads_id).unwrap_or_default();
     let mut runs: BTreeMap<String, RunVerdict> = BTreeMap::new();
@@ -603,12 +666,12 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         checkpoint_signed_by: None,
         problem: heads_check.broken.clone(),
     };
-    check_seals(&heads_check, &streams, &trusted, &mut runs, &mut heads);
+    check_seals(&heads_check, &streams, trusted, &mut runs, &mut heads);
     let heads_leaves = heads_check.leaves.clone().unwrap_or_default();
     check_heads_checkpoint(
-        heads_note.as_deref(),
+        trust.heads_note,
         &heads_leaves,
-        &trusted,
+        trusted,
         &mut heads,
         &mut notes,
     );
@@ -621,7 +684,9 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         .filter(|(id, _)| runs.contains_key(id.as_str()))
         .map(|(id, c)| (id.clone(), c.blobs.iter().map(|(_, b, _)| b.hash).collect()))
         .collect();
-    crate::snapshot_check::check_snapshots(data, &mut runs, &run_blobs, &mut notes)?;
+    if let Some(data) = snapshots_in {
+        crate::snapshot_check::check_snapshots(data, &mut runs, &run_blobs, &mut notes)?;
+    }
 
     for verdict in runs.values_mut() {
         settle_seal_state(
@@ -639,7 +704,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         );
     }
 
-    let checkpoint = match auditor {
+    let checkpoint = match &trust.auditor {
         None => None,
         Some(Err(e)) => Some(CheckpointVerdict {
             origin: String::new(),
@@ -654,9 +719,9 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             ),
         }),
         Some(Ok(cp)) => Some(check_auditor_checkpoint(
-            &cp,
-            &trusted,
-            auditor_stream.as_deref(),
+            cp,
+            trusted,
+            trust.auditor_stream.as_deref(),
             &streams,
             &heads_check,
         )),
@@ -667,14 +732,14 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
         if runs.is_empty() {
             return Err(VerifyError::UnknownRun {
                 run: run.clone(),
-                data: data.to_path_buf(),
+                data: location.clone(),
             });
         }
     }
     Ok(Verification {
-        data: data.display().to_string(),
+        data: location,
         keys: trusted.iter().map(VerifierKey::label).collect(),
-        keys_from,
+        keys_from: trust.from,
         runs: runs.into_values().collect(),
         heads,
         checkpoint,
