@@ -2,13 +2,16 @@
 //! records an input.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use docket_decider::{Command, RunId, RunRequested};
+use docket_evidence::HeadsLog;
 use docket_runtime::{HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow};
+use docket_store::StreamId;
 use serde_json::Value;
 
 use crate::Store;
-use crate::seal::{Unsealed, seal_finished};
+use crate::seal::{Unsealed, seal};
 
 /// A data directory's runtime, with what follows each drive: sealing the runs that
 /// finished. A failure to seal is not the drive's: it goes to the front end's `report`
@@ -17,6 +20,9 @@ pub struct App {
     runtime: Runtime<Store>,
     data: PathBuf,
     report: fn(&Unsealed),
+    /// The log of run heads as the last seal read it, shared by every clone (one seal at
+    /// a time in a process): a seal reads only what was sealed since.
+    heads: Arc<tokio::sync::Mutex<Option<HeadsLog>>>,
 }
 
 impl Clone for App {
@@ -25,6 +31,7 @@ impl Clone for App {
             runtime: self.runtime.clone(),
             data: self.data.clone(),
             report: self.report,
+            heads: Arc::clone(&self.heads),
         }
     }
 }
@@ -38,6 +45,7 @@ impl App {
             runtime,
             data: data.into(),
             report,
+            heads: Arc::default(),
         }
     }
 
@@ -56,18 +64,32 @@ impl App {
     /// Seals the runs that finished and are not sealed at their current size, when the
     /// data directory has a signing key; a failure goes to `report`.
     pub async fn seal(&self) {
-        if let Err(e) = seal_finished(self.runtime.store(), &self.data).await {
+        self.seal_after(None).await;
+    }
+
+    /// Seals `run` if it finished (and, at this process's first seal, every run left
+    /// unsealed), when the data directory has a signing key; a failure goes to `report`.
+    pub async fn seal_run(&self, run: &RunId) {
+        match StreamId::new(run.as_str()) {
+            Ok(stream) => self.seal_after(Some(&stream)).await,
+            Err(_) => self.seal_after(None).await,
+        }
+    }
+
+    async fn seal_after(&self, run: Option<&StreamId>) {
+        let mut heads = self.heads.lock().await;
+        if let Err(e) = seal(self.runtime.store(), &self.data, &mut heads, run).await {
             (self.report)(&e);
         }
     }
 
-    /// The outcome of a drive, after sealing when it went well.
+    /// The outcome of a drive, after sealing its run when it went well.
     async fn sealed(
         &self,
         outcome: Result<RunOutcome, RuntimeError>,
     ) -> Result<RunOutcome, RuntimeError> {
         let outcome = outcome?;
-        self.seal().await;
+        self.seal_run(&outcome.run_id).await;
         Ok(outcome)
     }
 

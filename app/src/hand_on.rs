@@ -50,7 +50,7 @@ impl App {
     pub async fn hand_on(&self, recorded: Recorded<Store>) -> Result<HandedOn, RuntimeError> {
         if !self.shared() {
             let outcome = recorded.drive().await?;
-            self.seal().await;
+            self.seal_run(&outcome.run_id).await;
             return Ok(HandedOn::Driven(outcome));
         }
         let state = recorded.state().clone();

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use docket_evidence::{KeyError, SealError, SignerKey};
-use docket_store::WallTime;
+use docket_evidence::{HeadsLog, KeyError, SealError, SignerKey};
+use docket_store::{StreamId, WallTime};
 use docket_store_postgres::{PgError, PostgresStore};
 
 use crate::Store;
@@ -35,6 +35,22 @@ pub enum Unsealed {
 /// # Errors
 /// [`Unsealed`]: the key could not be read, or sealing failed.
 pub async fn seal_finished(store: &Store, data: &Path) -> Result<(), Unsealed> {
+    seal(store, data, &mut None, None).await
+}
+
+/// Seals as [`seal_finished`] does, with the heads log as this process last read it
+/// (`heads`; `None` before the first seal): the first seal looks at every run, to catch
+/// up with what earlier processes left unsealed; later ones, given `run`, at that run
+/// only.
+///
+/// # Errors
+/// [`Unsealed`]: the key could not be read, or sealing failed.
+pub(crate) async fn seal(
+    store: &Store,
+    data: &Path,
+    heads: &mut Option<HeadsLog>,
+    run: Option<&StreamId>,
+) -> Result<(), Unsealed> {
     let key = match docket_evidence::signer(data) {
         Ok(Some(key)) => key,
         Ok(None) => return Ok(()),
@@ -43,29 +59,31 @@ pub async fn seal_finished(store: &Store, data: &Path) -> Result<(), Unsealed> {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
+    let runs = match (&heads, run) {
+        (Some(_), Some(run)) => Some(std::slice::from_ref(run)),
+        _ => None,
+    };
+    let log = heads.get_or_insert_with(HeadsLog::default);
+    let mut report = docket_evidence::seal_runs(store, &key, WallTime(now), log, runs)
+        .await
+        .map_err(Unsealed::Seal)?;
     match store.postgres() {
-        None => docket_evidence::seal_finished(store, data, &key, WallTime(now))
-            .await
-            .map(|_| ())
-            .map_err(Unsealed::Seal),
-        Some(db) => seal_in_database(store, db, data, &key, WallTime(now)).await,
+        None => {
+            docket_evidence::keep_heads_checkpoint(&mut report, data, &key).map_err(Unsealed::Seal)
+        }
+        Some(db) => keep_in_database(db, data, &key, &report).await,
     }
 }
 
-/// Seals in a PostgreSQL store: the seals go to its heads log like any event; the heads
-/// checkpoint and the public halves of the data directory's keys go to its tables, which
-/// `docket verify --store` checks the seals against.
-async fn seal_in_database(
-    store: &Store,
+/// Keeps the heads checkpoint of a PostgreSQL store in its table, with the public halves
+/// of the data directory's keys, which `docket verify --store` checks the seals against.
+async fn keep_in_database(
     db: &PostgresStore,
     data: &Path,
     key: &SignerKey,
-    now: WallTime,
+    report: &docket_evidence::SealReport,
 ) -> Result<(), Unsealed> {
-    let report = docket_evidence::seal_runs(store, key, now)
-        .await
-        .map_err(Unsealed::Seal)?;
-    let Some(heads) = report.heads else {
+    let Some(heads) = &report.heads else {
         return Ok(());
     };
     // Nothing sealed now and the database's checkpoint already covers the log: the usual

@@ -85,8 +85,8 @@ struct Cli {
     ///
     /// A postgres:// (or postgresql://) URL records in that PostgreSQL database, which
     /// many docket processes share (create or upgrade its schema with `docket store
-    /// migrate`); signing keys, kill switches and tokens stay in the data directory
-    /// (--data). Anything else names the data directory, as --data does. The password
+    /// migrate`); the private signing key and the API's tokens stay in the data
+    /// directory (--data). Anything else names the data directory, as --data does. The password
     /// in a URL is never printed (docs/postgres.md).
     #[arg(long, global = true, value_name = "URL|DIR")]
     store: Option<String>,

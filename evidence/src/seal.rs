@@ -10,6 +10,7 @@
 //! run that a person overrides grows again; when it finishes again it gets a second seal
 //! at its new size.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
@@ -133,16 +134,74 @@ pub async fn seal_finished<S: EventStore>(
     key: &SignerKey,
     now: WallTime,
 ) -> Result<SealReport, SealError> {
-    let mut report = seal_runs(store, key, now).await?;
-    if let Some(heads) = &report.heads {
-        report.checkpoint_written = write_heads_checkpoint(data, key, heads)?;
-    }
+    let mut report = seal_runs(store, key, now, &mut HeadsLog::default(), None).await?;
+    keep_heads_checkpoint(&mut report, data, key)?;
     Ok(report)
 }
 
-/// Seals every finished run of `store` not sealed at its current size, with `key`, and
-/// says the heads log's checkpoint ([`SealReport::heads`]) for the caller to sign and keep
-/// where its store keeps it. Call it after anything that drives runs.
+/// Writes the heads checkpoint of `report` to `data`'s file (`checkpoints/heads.note`)
+/// unless the file already holds it; notes in `report` whether it wrote.
+///
+/// # Errors
+/// [`SealError`]: signing or the file.
+pub fn keep_heads_checkpoint(
+    report: &mut SealReport,
+    data: &Path,
+    key: &SignerKey,
+) -> Result<(), SealError> {
+    if let Some(heads) = &report.heads {
+        report.checkpoint_written = write_heads_checkpoint(data, key, heads)?;
+    }
+    Ok(())
+}
+
+/// The log of run heads as a process last read it: how far, its tree, and the largest
+/// size each run was sealed at. Kept between seals, so that each reads only the seals
+/// appended since (by this process or another).
+#[derive(Clone, Debug, Default)]
+pub struct HeadsLog {
+    len: u64,
+    tree: TreeBuilder,
+    sealed_at: BTreeMap<String, u64>,
+}
+
+impl HeadsLog {
+    /// Reads the seals appended since the last read.
+    async fn catch_up<S: EventStore>(
+        &mut self,
+        store: &S,
+        heads: &StreamId,
+    ) -> Result<(), SealError> {
+        let len = store.head(heads).await?.map_or(0, |h| h.seq);
+        if len < self.len {
+            // Not the log this was read from: read it whole.
+            *self = HeadsLog::default();
+        }
+        if len == self.len {
+            return Ok(());
+        }
+        let mut reader = Box::pin(store.read(heads, self.len + 1..=len));
+        while let Some(event) = reader.next().await {
+            let event = event?;
+            let bytes = payload_of(store, &event).await?;
+            let seal: RunSealed = serde_json::from_slice(&bytes).map_err(|e| SealError::Heads {
+                seq: event.seq,
+                why: format!("its payload is not a run.sealed record: {e}"),
+            })?;
+            self.tree.push(event_leaf_hash(&event));
+            let size = self.sealed_at.entry(seal.run_id).or_default();
+            *size = (*size).max(seal.size);
+            self.len = event.seq;
+        }
+        Ok(())
+    }
+}
+
+/// Seals every finished run of `store` (or of `runs` only) not sealed at its current
+/// size, with `key`, and says the heads log's checkpoint ([`SealReport::heads`]) for the
+/// caller to sign and keep where its store keeps it. `heads` is the heads log as last
+/// read, brought up to date here. Call it after anything that drives runs; `runs` after a
+/// drive of known runs, once a whole pass has caught up with what earlier processes left.
 ///
 /// # Errors
 /// [`SealError`]: the store, an unreadable heads event.
@@ -150,30 +209,29 @@ pub async fn seal_runs<S: EventStore>(
     store: &S,
     key: &SignerKey,
     now: WallTime,
+    heads: &mut HeadsLog,
+    runs: Option<&[StreamId]>,
 ) -> Result<SealReport, SealError> {
-    let heads = StreamId::new(HEADS_STREAM)?;
-    let mut tree = TreeBuilder::new();
-    let mut sealed_at: std::collections::BTreeMap<String, u64> = Default::default();
-    let heads_len = store.head(&heads).await?.map_or(0, |h| h.seq);
-    let mut reader = Box::pin(store.read(&heads, 1..=heads_len));
-    while let Some(event) = reader.next().await {
-        let event = event?;
-        tree.push(event_leaf_hash(&event));
-        let bytes = payload_of(store, &event).await?;
-        let seal: RunSealed = serde_json::from_slice(&bytes).map_err(|e| SealError::Heads {
-            seq: event.seq,
-            why: format!("its payload is not a run.sealed record: {e}"),
-        })?;
-        let size = sealed_at.entry(seal.run_id).or_default();
-        *size = (*size).max(seal.size);
-    }
-    drop(reader);
+    let heads_id = StreamId::new(HEADS_STREAM)?;
+    heads.catch_up(store, &heads_id).await?;
+    let candidates = match runs {
+        None => store.streams().await?,
+        Some(runs) => {
+            let mut held = Vec::with_capacity(runs.len());
+            for run in runs {
+                if let Some(head) = store.head(run).await? {
+                    held.push(head);
+                }
+            }
+            held
+        }
+    };
 
     let mut new_events = Vec::new();
     let mut report = SealReport::default();
-    for head in store.streams().await? {
+    for head in candidates {
         let run = head.stream.as_str();
-        if !is_run_stream(run) || sealed_at.get(run).is_some_and(|&s| s >= head.seq) {
+        if !is_run_stream(run) || heads.sealed_at.get(run).is_some_and(|&s| s >= head.seq) {
             continue;
         }
         let mut last = Box::pin(store.read(&head.stream, head.seq..=head.seq));
@@ -210,21 +268,18 @@ pub async fn seal_runs<S: EventStore>(
             payload: serde_json::to_vec(&seal).unwrap_or_default(),
         });
     }
-    let mut heads_size = heads_len;
     if !new_events.is_empty() {
-        let appended = store.append(&heads, heads_len, new_events).await?;
-        let mut reader = Box::pin(store.read(&heads, appended.first_seq..=appended.last_seq()));
-        while let Some(event) = reader.next().await {
-            tree.push(event_leaf_hash(&event?));
-        }
-        heads_size = appended.last_seq();
+        // Appended at the length read: a seal appended meanwhile by another process is a
+        // conflict, and the next seal reads it and seals what is left.
+        store.append(&heads_id, heads.len, new_events).await?;
+        heads.catch_up(store, &heads_id).await?;
     }
-    report.heads_size = heads_size;
-    if heads_size > 0 {
+    report.heads_size = heads.len;
+    if heads.len > 0 {
         report.heads = Some(Checkpoint::new(
             heads_origin(key.name()),
-            heads_size,
-            tree.root(),
+            heads.len,
+            heads.tree.root(),
         ));
     }
     Ok(report)
@@ -355,5 +410,55 @@ mod tests {
         let r2 = report.runs.iter().find(|r| r.run_id == "run-2").unwrap();
         assert!(r2.problem.is_some(), "{report:?}");
         assert!(!report.is_sound());
+    }
+
+    /// Two processes sealing one store, each with the heads log as it last read it: one
+    /// seals only the run it drove; the other, which read the log before, reads that seal
+    /// before sealing and seals the rest; the heads checkpoint each ends with is the one a
+    /// fresh read of the whole log gives.
+    #[tokio::test]
+    async fn seals_of_two_processes_read_only_what_was_sealed_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let data = dir.path();
+        let store = EmbeddedStore::open(data, StoreConfig::default())
+            .await
+            .unwrap();
+        let key = SignerKey::from_seed("inst", [6; 32]).unwrap();
+        let (a, b) = (
+            StreamId::new("run-a").unwrap(),
+            StreamId::new("run-b").unwrap(),
+        );
+        for run in [&a, &b] {
+            store
+                .append(run, 0, vec![event("run.requested"), event("run.completed")])
+                .await
+                .unwrap();
+        }
+        let (mut one, mut two) = (HeadsLog::default(), HeadsLog::default());
+        // `two` has read the (empty) heads log before `one` seals.
+        let nothing = seal_runs(&store, &key, WallTime(2), &mut two, Some(&[])).await;
+        assert_eq!(nothing.unwrap().sealed, vec![]);
+        let only_a = seal_runs(&store, &key, WallTime(3), &mut one, Some(&[a.clone()]))
+            .await
+            .unwrap();
+        assert_eq!(only_a.sealed, vec![("run-a".to_owned(), 2)]);
+        assert_eq!(only_a.heads_size, 1);
+        // `two` catches up before it seals: run-a is not sealed twice.
+        let rest = seal_runs(&store, &key, WallTime(4), &mut two, None)
+            .await
+            .unwrap();
+        assert_eq!(rest.sealed, vec![("run-b".to_owned(), 2)]);
+        // `one` reads the seal `two` appended, and seals nothing again.
+        let after = seal_runs(&store, &key, WallTime(5), &mut one, Some(&[a, b]))
+            .await
+            .unwrap();
+        assert_eq!(after.sealed, vec![]);
+        let fresh = seal_runs(&store, &key, WallTime(6), &mut HeadsLog::default(), None)
+            .await
+            .unwrap();
+        assert_eq!(fresh.sealed, vec![]);
+        assert_eq!(fresh.heads_size, 2);
+        assert_eq!(after.heads, fresh.heads);
+        assert_eq!(rest.heads, fresh.heads);
     }
 }

@@ -655,7 +655,7 @@ async fn drive(
         if let Err(e) = &outcome {
             tracing::warn!(run = %who, "drive ended: {e}");
         }
-        watcher.app.seal().await;
+        watcher.app.seal_run(&who).await;
         outcome
     });
     let mut tail = Box::pin(state.rt.store().tail(&stream, recorded_after + 1));
