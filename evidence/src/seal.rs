@@ -438,9 +438,15 @@ mod tests {
         // `two` has read the (empty) heads log before `one` seals.
         let nothing = seal_runs(&store, &key, WallTime(2), &mut two, Some(&[])).await;
         assert_eq!(nothing.unwrap().sealed, vec![]);
-        let only_a = seal_runs(&store, &key, WallTime(3), &mut one, Some(&[a.clone()]))
-            .await
-            .unwrap();
+        let only_a = seal_runs(
+            &store,
+            &key,
+            WallTime(3),
+            &mut one,
+            Some(std::slice::from_ref(&a)),
+        )
+        .await
+        .unwrap();
         assert_eq!(only_a.sealed, vec![("run-a".to_owned(), 2)]);
         assert_eq!(only_a.heads_size, 1);
         // `two` catches up before it seals: run-a is not sealed twice.
