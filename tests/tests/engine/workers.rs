@@ -2,7 +2,8 @@
 //! one database; one dies mid-run without giving anything back, and its runs go on under
 //! the other, every effect applied once (counted by the executor's own ledger), every
 //! chain sound and every log replaying; and the database restarted at once mid-run, after
-//! which the worker reconnects and every run completes, nothing acknowledged lost.
+//! which the worker reconnects and every run completes, nothing acknowledged lost; and a
+//! run cancelled while a worker is inside one of its effects ends at the cancellation.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -152,13 +153,50 @@ fn agent() -> Arc<InProcessExecutor> {
 }
 
 async fn app(url: &str, ledger: &Arc<Ledger>, data: &Path) -> App {
+    app_publishing(url, Arc::new(Publisher(ledger.clone())), data).await
+}
+
+/// [`app`] with the publishes made by `publisher`.
+async fn app_publishing(url: &str, publisher: Arc<dyn EffectExecutor>, data: &Path) -> App {
     let store = PostgresStore::open(PostgresConfig::new(url))
         .await
         .expect("the database opens");
     let runtime = Runtime::new(Store::Postgres(store));
     runtime.register_agent("publisher", agent());
-    runtime.register_effect("publish", Arc::new(Publisher(ledger.clone())));
+    runtime.register_effect("publish", publisher);
     App::new(runtime, data, |_| {})
+}
+
+/// A [`Publisher`] whose first publish of a run waits, once it has said so, until the
+/// test lets it go: a person can cancel the run while its worker is inside an effect.
+struct Held {
+    publisher: Publisher,
+    entered: Arc<tokio::sync::Notify>,
+    open: Arc<tokio::sync::Semaphore>,
+}
+
+impl EffectExecutor for Held {
+    fn supports_dry_run(&self) -> bool {
+        false
+    }
+
+    fn dry_run<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, DryRunReport> {
+        self.publisher.dry_run(request)
+    }
+
+    fn execute<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, EffectReceipt> {
+        Box::pin(async move {
+            if request.idempotency_key.ends_with("-0") {
+                self.entered.notify_one();
+                self.open.acquire().await.expect("the gate").forget();
+            }
+            self.publisher.execute(request).await
+        })
+    }
+
+    fn verify<'a>(&'a self, request: &'a EffectRequest) -> EffectFuture<'a, Verification> {
+        self.publisher.verify(request)
+    }
 }
 
 /// Runs recorded and queued for workers, and what the test checks them with.
@@ -376,4 +414,111 @@ async fn the_database_restarted_mid_run_loses_nothing_and_the_runs_go_on() {
             "{run}"
         );
     }
+}
+
+/// A person cancels a run (from another process) while a worker is inside its first
+/// effect: the worker's next append is refused as written after the cancellation, no
+/// later effect is applied, and nothing follows `run.cancelled` in the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cancelled_while_a_worker_drives_it_ends_there() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let db = cluster.database();
+    let Queued {
+        data,
+        ledger,
+        starter,
+        shared,
+        runs,
+    } = queued(&db.url, "cancelled", 1).await;
+    let run = runs[0].as_str();
+    let (entered, open) = (
+        Arc::new(tokio::sync::Notify::new()),
+        Arc::new(tokio::sync::Semaphore::new(0)),
+    );
+    let held = Held {
+        publisher: Publisher(ledger.clone()),
+        entered: entered.clone(),
+        open: open.clone(),
+    };
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let worker = tokio::spawn(work(
+        app_publishing(&db.url, Arc::new(held), data.path()).await,
+        WorkerConfig {
+            concurrency: 1,
+            lease: Duration::from_secs(5),
+            renew_every: Duration::from_millis(250),
+            ..WorkerConfig::new("busy")
+        },
+        async {
+            let _ = stopped.await;
+        },
+    ));
+    tokio::time::timeout(Duration::from_secs(30), entered.notified())
+        .await
+        .expect("the worker reached the first effect in 30 s");
+    let cancelled = starter
+        .runtime()
+        .cancel(&run.into(), "ana", "wrong audience")
+        .await
+        .expect("the cancellation is recorded");
+    assert_eq!(cancelled.state.status(), RunStatus::Cancelled);
+    let at_cancel = shared
+        .head(&StreamId::new(run).expect("id"))
+        .await
+        .expect("head")
+        .expect("the run")
+        .seq;
+    open.add_permits(1);
+    // The worker gives the run back; nobody holds it or waits to.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leases = shared.leases().await.expect("leases");
+        let lease = leases.iter().find(|l| l.stream.as_str() == run);
+        if lease.is_some_and(|l| l.holder.is_none() && !l.runnable) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{run} is still held: {leases:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = stop.send(());
+    let report = worker.await.expect("joins").expect("the worker worked");
+    let events: Vec<_> = starter
+        .runtime()
+        .events(&run.into())
+        .await
+        .expect("events")
+        .into_iter()
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        events.len() as u64,
+        at_cancel,
+        "nothing appended after the cancellation: {:?}",
+        events
+            .iter()
+            .skip(usize::try_from(at_cancel).unwrap_or(0))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        matches!(
+            events.last(),
+            Some(docket_decider::RunEvent::RunCancelled(_))
+        ),
+        "{:?}",
+        events.last()
+    );
+    assert_eq!(
+        ledger.applied(&format!("{run}-1")),
+        0,
+        "no later post: {report:?}"
+    );
+    let stream = StreamId::new(run).expect("id");
+    assert!(shared.verify(&stream).await.expect("verifies").is_sound());
+    let Some(docket_decider::RunEvent::RunRequested(requested)) = events.first() else {
+        panic!("{run} starts with run.requested");
+    };
+    let bundle = recorded_bundle(requested).expect("the recorded bundle compiles");
+    replay_check(&events, &bundle).expect("the log replays");
 }
