@@ -93,7 +93,7 @@ async fn copy(from: &str, to: &str, out: &mut String) -> anyhow::Result<u8> {
     .await?;
     let _ = writeln!(
         out,
-        "{} runs copied ({} events, {} blobs, {} disclosures); {} already there",
+        "{} streams copied (runs and the instance's own logs: {} events, {} blobs, {} disclosures); {} already there",
         copied.streams, copied.events, copied.blobs, copied.disclosures, copied.already
     );
     target.close().await;

@@ -618,12 +618,12 @@ fn a_data_directory_copied_into_postgres_and_back_exports_the_same_bytes() {
     };
     let said = copy(data.to_str().expect("UTF-8"), url);
     assert!(
-        said.contains("runs copied") && !said.starts_with("0 runs"),
+        said.contains("streams copied") && !said.starts_with("0 streams"),
         "{said}"
     );
     // Again: everything is there already.
     let again = copy(data.to_str().expect("UTF-8"), url);
-    assert!(again.starts_with("0 runs copied"), "{again}");
+    assert!(again.starts_with("0 streams copied"), "{again}");
     copy(url, back.to_str().expect("UTF-8"));
     // Each export written to a file of its own, and the files compared byte for byte.
     let export = |name: &str, args: &[&str]| {
