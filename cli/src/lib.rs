@@ -34,6 +34,7 @@ use serde_json::{Value, json};
 
 use crate::words::{input_kind, word};
 
+mod checkpoint;
 mod circuits;
 // What every command shares: exit codes, the data directory, the store opened.
 mod command;
@@ -144,6 +145,15 @@ enum Command {
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
+    },
+    /// Keep the heads log's signed checkpoint where the log's writer cannot rewrite it.
+    ///
+    /// `docket checkpoint publish --to DIR` copies the latest one into DIR;
+    /// `docket verify --against DIR` checks that the log still extends every checkpoint
+    /// kept there (docs/checkpoints.md#publishing-checkpoints).
+    Checkpoint {
+        #[command(subcommand)]
+        command: checkpoint::CheckpointCommand,
     },
     /// Check the data directory's chains, hashes, trees and signed seals.
     ///
@@ -333,6 +343,11 @@ pub fn main() -> ExitCode {
         Command::Keys { command } => {
             let data = command::data_dir(data);
             return plain(|out| keys::execute(command, &data, out));
+        }
+        Command::Checkpoint { command } => {
+            return command::run_async(data, |data, out| {
+                Box::pin(async move { checkpoint::execute(command, &data, out).await })
+            });
         }
         Command::Verify(args) if command::postgres_url().is_some() => {
             return command::run_async(data, |_, out| {

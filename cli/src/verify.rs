@@ -26,6 +26,11 @@ pub(crate) struct VerifyArgs {
     /// checked, and that the log now extends it (a consistency proof).
     #[arg(long, value_name = "FILE")]
     checkpoint: Option<PathBuf>,
+    /// A directory of checkpoints published earlier (`docket checkpoint publish --to
+    /// DIR`): the log must extend every one (a consistency proof each), so a rewrite with
+    /// every hash and seal recomputed is caught.
+    #[arg(long, value_name = "DIR")]
+    against: Option<PathBuf>,
     /// Trust only this verifier key (name+keyid+base64, or a file holding one) instead
     /// of the data directory's own; repeat for several. Pin the key you were given: whoever
     /// can write the data directory can also replace its key.
@@ -88,12 +93,20 @@ fn keys_and_checkpoint(
     Ok((keys, checkpoint))
 }
 
+/// The checkpoints `--against DIR` keeps.
+fn against(args: &VerifyArgs) -> anyhow::Result<Vec<String>> {
+    args.against
+        .as_deref()
+        .map_or_else(|| Ok(Vec::new()), crate::checkpoint::kept)
+}
+
 /// Exit 0 when everything checks, 1 on any failure.
 pub(crate) fn execute(args: VerifyArgs, data: &Path, out: &mut String) -> anyhow::Result<u8> {
     let (keys, checkpoint) = keys_and_checkpoint(&args)?;
     let options = VerifyOptions {
         run: args.run.clone(),
         checkpoint,
+        against: against(&args)?,
         keys,
         require_signed: args.require_signed,
     };
@@ -152,6 +165,7 @@ pub(crate) async fn execute_store(args: VerifyArgs, out: &mut String) -> anyhow:
     let options = VerifyOptions {
         run: args.run.clone(),
         checkpoint,
+        against: against(&args)?,
         keys: None,
         require_signed: args.require_signed,
     };
@@ -248,6 +262,30 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
             None => outln!(
                 out,
                 "ok    checkpoint {name}  {} at size {} signed by {}; the log now holds {} and extends it (consistency proof of {} hashes)",
+                cp.origin,
+                cp.size,
+                cp.signed_by.as_deref().unwrap_or("?"),
+                cp.now,
+                cp.proof_hashes
+            ),
+        }
+    }
+    for cp in &report.against {
+        match &cp.problem {
+            Some(p) => outln!(
+                out,
+                "FAIL  published {} at size {}  {}",
+                if cp.origin.is_empty() {
+                    "checkpoint"
+                } else {
+                    cp.origin.as_str()
+                },
+                cp.size,
+                problem_text(p)
+            ),
+            None => outln!(
+                out,
+                "ok    published {} at size {} signed by {}; the log now holds {} and extends it (consistency proof of {} hashes)",
                 cp.origin,
                 cp.size,
                 cp.signed_by.as_deref().unwrap_or("?"),

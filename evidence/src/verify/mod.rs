@@ -8,7 +8,7 @@
 //! signed checkpoint, and every seal's signature; and, given an auditor's earlier
 //! checkpoint, that the log now is an extension of it, by a consistency proof.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 
 mod store;
@@ -39,6 +39,9 @@ pub struct VerifyOptions {
     pub run: Option<String>,
     /// A signed checkpoint an auditor kept earlier (the note's text).
     pub checkpoint: Option<String>,
+    /// Checkpoints published earlier where the log's writer cannot rewrite them (the
+    /// notes' texts, `docket verify --against DIR`): the log must extend every one.
+    pub against: Vec<String>,
     /// The keys to trust; `None`: the data directory's own (current and retired).
     pub keys: Option<Vec<VerifierKey>>,
     /// A finished run without a verified seal, or no key at all, is a failure.
@@ -140,6 +143,8 @@ pub struct Verification {
     pub runs: Vec<RunVerdict>,
     pub heads: HeadsVerdict,
     pub checkpoint: Option<CheckpointVerdict>,
+    /// The verdict on each published checkpoint it was held against, in the order given.
+    pub against: Vec<CheckpointVerdict>,
     /// Damage in the log that no crash explains, or a blob that does not hash to its address.
     pub log_problem: Option<Problem>,
     /// The first thing wrong with each of the instance's other streams (`_circuits`).
@@ -157,6 +162,7 @@ impl Verification {
             && self.heads.problem.is_none()
             && self.runs.iter().all(|r| r.problem.is_none())
             && self.checkpoint.as_ref().is_none_or(|c| c.problem.is_none())
+            && self.against.iter().all(|c| c.problem.is_none())
     }
 }
 
@@ -433,12 +439,17 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     // Read before the log: the file is written only after the seals it covers are
     // durable, so a log read afterwards holds at least what it covers.
     let heads_note = std::fs::read_to_string(heads_checkpoint_path(data)).ok();
-    let auditor = options.checkpoint.as_deref().map(SignedCheckpoint::parse);
-    // Which stream the auditor's checkpoint is about, to keep its leaves.
-    let auditor_stream = match &auditor {
-        Some(Ok(cp)) => subject_of(cp, &trusted),
-        _ => None,
-    };
+    let auditor = options
+        .checkpoint
+        .as_deref()
+        .map(|t| Auditor::read(t, &trusted));
+    let against: Vec<Auditor> = options
+        .against
+        .iter()
+        .map(|t| Auditor::read(t, &trusted))
+        .collect();
+    // The streams the checkpoints are about, whose leaves are kept for their proofs.
+    let proved = proved_streams(auditor.as_ref(), &against);
 
     let mut streams: HashMap<StreamId, StreamCheck> = HashMap::new();
     let mut blobs: HashMap<Hash, (u64, bool)> = HashMap::new();
@@ -446,7 +457,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
     let summary = scan_log(data, |record| match record {
         Scanned::Event { event, body, .. } => {
             let name = event.stream.as_str();
-            let keep = name == HEADS_STREAM || auditor_stream.as_deref() == Some(name);
+            let keep = name == HEADS_STREAM || proved.contains(name);
             let check = streams.entry(event.stream.clone()).or_default();
             check.push(&event, body, keep);
             if name == HEADS_STREAM && check.broken.is_none() {
@@ -592,7 +603,7 @@ pub fn verify(data: &Path, options: &VerifyOptions) -> Result<Verification, Veri
             from: keys_from,
             heads_note: heads_note.as_deref(),
             auditor,
-            auditor_stream,
+            against,
         },
         options,
         data.display().to_string(),
@@ -616,8 +627,57 @@ struct Trust<'a> {
     from: &'static str,
     /// The heads log's signed checkpoint, read before the log.
     heads_note: Option<&'a str>,
-    auditor: Option<Result<SignedCheckpoint, crate::checkpoint::CheckpointError>>,
-    auditor_stream: Option<String>,
+    /// `--checkpoint`.
+    auditor: Option<Auditor>,
+    /// `--against`.
+    against: Vec<Auditor>,
+}
+
+/// A checkpoint kept outside the log, as read, and the stream it is about.
+struct Auditor {
+    note: Result<SignedCheckpoint, crate::checkpoint::CheckpointError>,
+    stream: Option<String>,
+}
+
+impl Auditor {
+    fn read(text: &str, trusted: &[VerifierKey]) -> Auditor {
+        let note = SignedCheckpoint::parse(text);
+        let stream = note.as_ref().ok().and_then(|cp| subject_of(cp, trusted));
+        Auditor { note, stream }
+    }
+
+    /// Whether the log extends it.
+    fn verdict(
+        &self,
+        trusted: &[VerifierKey],
+        streams: &HashMap<StreamId, StreamCheck>,
+        heads: &StreamCheck,
+    ) -> CheckpointVerdict {
+        match &self.note {
+            Err(e) => CheckpointVerdict {
+                origin: String::new(),
+                size: 0,
+                now: 0,
+                signed_by: None,
+                proof_hashes: 0,
+                problem: problem(
+                    None,
+                    format!("the checkpoint given does not parse: {e}"),
+                    "a checkpoint that is not a signed note vouches for nothing",
+                ),
+            },
+            Ok(cp) => check_auditor_checkpoint(cp, trusted, self.stream.as_deref(), streams, heads),
+        }
+    }
+}
+
+/// The streams kept checkpoints are about.
+fn proved_streams(auditor: Option<&Auditor>, against: &[Auditor]) -> BTreeSet<String> {
+    auditor
+        .into_iter()
+        .chain(against)
+        .filter_map(|a| a.stream.clone())
+        .collect()
 }
 
 /// What both readers of a log conclude from its streams' checks: each run's verdict, its
@@ -704,28 +764,15 @@ fn conclude(
         );
     }
 
-    let checkpoint = match &trust.auditor {
-        None => None,
-        Some(Err(e)) => Some(CheckpointVerdict {
-            origin: String::new(),
-            size: 0,
-            now: 0,
-            signed_by: None,
-            proof_hashes: 0,
-            problem: problem(
-                None,
-                format!("the checkpoint given does not parse: {e}"),
-                "a checkpoint that is not a signed note vouches for nothing",
-            ),
-        }),
-        Some(Ok(cp)) => Some(check_auditor_checkpoint(
-            cp,
-            trusted,
-            trust.auditor_stream.as_deref(),
-            &streams,
-            &heads_check,
-        )),
-    };
+    let checkpoint = trust
+        .auditor
+        .as_ref()
+        .map(|a| a.verdict(trusted, &streams, &heads_check));
+    let against = trust
+        .against
+        .iter()
+        .map(|a| a.verdict(trusted, &streams, &heads_check))
+        .collect();
 
     if let Some(run) = &options.run {
         runs.retain(|id, _| id == run);
@@ -743,6 +790,7 @@ fn conclude(
         runs: runs.into_values().collect(),
         heads,
         checkpoint,
+        against,
         log_problem,
         stream_problems,
         notes,

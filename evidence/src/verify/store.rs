@@ -13,10 +13,9 @@ use docket_store::{Event, EventStore, StreamId};
 use futures::StreamExt as _;
 
 use super::{
-    CHAIN_WHY, Checked, StreamCheck, Trust, Verification, VerifyError, VerifyOptions, conclude,
-    problem, subject_of,
+    Auditor, CHAIN_WHY, Checked, StreamCheck, Trust, Verification, VerifyError, VerifyOptions,
+    conclude, problem, proved_streams,
 };
-use crate::checkpoint::SignedCheckpoint;
 use crate::note::VerifierKey;
 use crate::seal::{FINISHING_KINDS, HEADS_STREAM};
 
@@ -44,22 +43,27 @@ pub async fn verify_store<S: EventStore>(
     trust: StoreTrust,
     options: &VerifyOptions,
 ) -> Result<Verification, VerifyError> {
-    let auditor = options.checkpoint.as_deref().map(SignedCheckpoint::parse);
-    let auditor_stream = match &auditor {
-        Some(Ok(cp)) => subject_of(cp, &trust.keys),
-        _ => None,
-    };
+    let auditor = options
+        .checkpoint
+        .as_deref()
+        .map(|t| Auditor::read(t, &trust.keys));
+    let against: Vec<Auditor> = options
+        .against
+        .iter()
+        .map(|t| Auditor::read(t, &trust.keys))
+        .collect();
+    let proved = proved_streams(auditor.as_ref(), &against);
     let heads = store.streams().await.map_err(VerifyError::Store)?;
     let mut streams: HashMap<StreamId, StreamCheck> = HashMap::new();
     for head in heads {
         let name = head.stream.as_str();
         let wanted = options.run.as_deref().is_none_or(|run| run == name)
             || name == HEADS_STREAM
-            || auditor_stream.as_deref() == Some(name);
+            || proved.contains(name);
         if !wanted {
             continue;
         }
-        let keep = name == HEADS_STREAM || auditor_stream.as_deref() == Some(name);
+        let keep = name == HEADS_STREAM || proved.contains(name);
         let report = store
             .verify(&head.stream)
             .await
@@ -94,7 +98,7 @@ pub async fn verify_store<S: EventStore>(
             from: trust.from,
             heads_note: heads_note.as_deref(),
             auditor,
-            auditor_stream,
+            against,
         },
         options,
         location.to_owned(),

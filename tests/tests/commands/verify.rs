@@ -582,3 +582,125 @@ fn verify_changes_nothing_and_runs_while_another_process_writes() {
         assert!(text.contains("sealed by example.com/docket+"), "{text}");
     }
 }
+
+/// Someone holding the data directory and its key rebuilds the log from scratch (the same
+/// run id, other content) and signs every seal and checkpoint anew: `docket verify` alone
+/// finds it sound, `docket verify --against` a checkpoint published before does not.
+#[test]
+fn a_log_rebuilt_and_re_signed_fails_against_a_published_checkpoint() {
+    let s = Setup::new();
+    s.keys();
+    let workflow = s.root.join("workflow.toml");
+    let workflow = workflow.to_str().expect("utf-8");
+    let out = s.docket(&["run", workflow, "--run-id", "launch-1"]);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let published = s.root.join("published");
+    let published_arg = published.to_str().expect("utf-8");
+    let first = s.docket(&["checkpoint", "publish", "--to", published_arg]);
+    assert_eq!(
+        stdout_text(&first),
+        format!(
+            "the heads checkpoint at size 1 (example.com/docket/heads) kept in {}\n",
+            published.join("heads-1.note").display()
+        ),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let again = s.docket(&["checkpoint", "publish", "--to", published_arg]);
+    assert!(
+        stdout_text(&again).starts_with("the heads checkpoint at size 1 is already kept"),
+        "{}",
+        stdout_text(&again)
+    );
+    // The log grows: it still extends what was published.
+    let out = s.docket(&["run", workflow, "--run-id", "launch-2"]);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, text) = s.verify(&["--require-signed", "--against", published_arg]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(
+            "ok    published example.com/docket/heads at size 1 signed by example.com/docket+"
+        ) && text.contains("the log now holds 2 and extends it"),
+        "{text}"
+    );
+    let second = s.docket(&["checkpoint", "publish", "--to", published_arg]);
+    assert_eq!(
+        exit_code(&second),
+        0,
+        "{}",
+        String::from_utf8_lossy(&second.stderr)
+    );
+
+    // The insider's rebuild: the same key, a new log with other content, every seal and
+    // checkpoint signed anew.
+    let rebuilt = s.root.join("rebuilt");
+    std::fs::write(s.root.join("other.json"), r#"{"topic": "recall"}"#).expect("input");
+    let other = s.root.join("other.json");
+    for run in ["launch-1", "launch-2"] {
+        let out = docket_on(
+            &rebuilt,
+            &[
+                "run",
+                workflow,
+                "--run-id",
+                run,
+                "--input",
+                other.to_str().expect("utf-8"),
+            ],
+        );
+        assert_eq!(
+            exit_code(&out),
+            0,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if run == "launch-1" {
+            // The key taken along once the new log exists; the next run seals both.
+            let copy = Command::new("cp")
+                .arg("-r")
+                .arg(s.data.join("keys"))
+                .arg(&rebuilt)
+                .status()
+                .expect("cp");
+            assert!(copy.success());
+        }
+    }
+    let alone = docket_on(&rebuilt, &["verify", "--require-signed"]);
+    assert_eq!(
+        exit_code(&alone),
+        0,
+        "sound on its own: {}",
+        stdout_text(&alone)
+    );
+    let against = docket_on(
+        &rebuilt,
+        &["verify", "--require-signed", "--against", published_arg],
+    );
+    let text = stdout_text(&against);
+    assert_eq!(exit_code(&against), 1, "{text}");
+    assert!(
+        text.contains("FAIL  published example.com/docket/heads at size 1  ")
+            && text.contains("FAIL  published example.com/docket/heads at size 2  ")
+            && text.contains("what you saw was rewritten"),
+        "{text}"
+    );
+    // Publishing the rebuilt log's checkpoint over the one kept at its size is refused.
+    let over = docket_on(&rebuilt, &["checkpoint", "publish", "--to", published_arg]);
+    assert_eq!(exit_code(&over), 1);
+    assert!(
+        String::from_utf8_lossy(&over.stderr)
+            .contains("the heads log was rewritten since it was kept"),
+        "{}",
+        String::from_utf8_lossy(&over.stderr)
+    );
+}

@@ -1,0 +1,132 @@
+//! `docket checkpoint publish --to DIR`: a copy of the heads log's latest signed checkpoint
+//! kept where the log's writer cannot rewrite it, which `docket verify --against DIR` then
+//! holds the log against (docs/checkpoints.md#publishing-checkpoints).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, anyhow};
+use clap::Subcommand;
+use docket_evidence::SignedCheckpoint;
+
+#[derive(Subcommand)]
+pub(crate) enum CheckpointCommand {
+    /// Copy the heads log's latest signed checkpoint into DIR.
+    ///
+    /// Kept as DIR/heads-SIZE.note; a checkpoint already kept at that size is left as it
+    /// is, and a different one at the same size is refused (the log was rewritten).
+    /// Point DIR at storage the log's writer cannot rewrite (another machine, a WORM
+    /// bucket's mount, an auditor's share).
+    Publish {
+        /// Where to keep it.
+        #[arg(long, value_name = "DIR")]
+        to: PathBuf,
+    },
+}
+
+pub(crate) async fn execute(
+    command: CheckpointCommand,
+    data: &Path,
+    out: &mut String,
+) -> anyhow::Result<u8> {
+    let CheckpointCommand::Publish { to } = command;
+    let (note, from) = match crate::command::postgres_url() {
+        Some(url) => {
+            let store = crate::command::open_postgres(
+                url,
+                "to read its heads checkpoint",
+                crate::command::Access::Read,
+            )
+            .await?;
+            let held = store.latest_heads_checkpoint().await.map_err(|e| {
+                crate::command::postgres_error(e.into(), "cannot read the heads checkpoint")
+            })?;
+            (
+                held.map(|h| h.note),
+                format!("PostgreSQL at {}", store.database()),
+            )
+        }
+        None => {
+            let path = docket_evidence::heads_checkpoint_path(data);
+            let note = match std::fs::read_to_string(&path) {
+                Ok(note) => Some(note),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return Err(anyhow::Error::new(e).context(format!(
+                        "cannot read the heads checkpoint {}",
+                        path.display()
+                    )));
+                }
+            };
+            (note, data.display().to_string())
+        }
+    };
+    let note = note.ok_or_else(|| {
+        anyhow!(
+            "{from} has no signed heads checkpoint yet: it is written when a finished run is sealed (`docket keys generate`, then any command that drives runs)"
+        )
+    })?;
+    let parsed = SignedCheckpoint::parse(&note)
+        .map_err(|e| anyhow!("the heads checkpoint of {from} does not parse: {e}"))?;
+    let size = parsed.checkpoint.size;
+    std::fs::create_dir_all(&to).with_context(|| format!("cannot create {}", to.display()))?;
+    let target = to.join(format!("heads-{size}.note"));
+    match std::fs::read_to_string(&target) {
+        Ok(kept) if kept == note => {
+            let _ = writeln!(
+                out,
+                "the heads checkpoint at size {size} is already kept in {}",
+                target.display()
+            );
+            return Ok(0);
+        }
+        Ok(_) => {
+            return Err(anyhow!(
+                "{} holds another checkpoint at size {size} than {from} signs now: the heads log was rewritten since it was kept (`docket verify --against {}` says where); nothing was replaced",
+                target.display(),
+                to.display()
+            ));
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!("cannot read {}", target.display())));
+        }
+    }
+    let temp = to.join(format!(".heads-{size}.note.tmp"));
+    std::fs::write(&temp, &note)
+        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
+        .and_then(|()| std::fs::rename(&temp, &target))
+        .with_context(|| format!("cannot write {}", target.display()))?;
+    let _ = writeln!(
+        out,
+        "the heads checkpoint at size {size} ({}) kept in {}",
+        parsed.checkpoint.origin,
+        target.display()
+    );
+    Ok(0)
+}
+
+/// The notes kept in `dir` (`*.note`, by name), as `docket verify --against` reads them.
+pub(crate) fn kept(dir: &Path) -> anyhow::Result<Vec<String>> {
+    let entries = std::fs::read_dir(dir)
+        .with_context(|| format!("--against {}: cannot list the directory", dir.display()))?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "note"))
+        .collect();
+    paths.sort();
+    if paths.is_empty() {
+        return Err(anyhow!(
+            "--against {}: no checkpoint (*.note) kept there (`docket checkpoint publish --to {}` keeps one)",
+            dir.display(),
+            dir.display()
+        ));
+    }
+    paths
+        .iter()
+        .map(|p| {
+            std::fs::read_to_string(p)
+                .with_context(|| format!("--against: cannot read {}", p.display()))
+        })
+        .collect()
+}
