@@ -352,6 +352,11 @@ pub fn main() -> ExitCode {
         Command::Prove(args) => return prove::main(args, data),
         Command::Demo(args) => return demo::main(args, data),
         Command::Serve(args) => return serve::main(args, data),
+        Command::Token { command } if command::postgres_url().is_some() => {
+            return command::run_async(data, |_, out| {
+                Box::pin(async move { serve::token_in_database(command, out).await })
+            });
+        }
         Command::Token { command } => {
             let data = command::data_dir(data);
             return plain(|out| serve::token(command, &data, out));

@@ -47,7 +47,7 @@ pub use error::ApiError;
 pub use requests::REQUESTS_FILE;
 pub use session::{COOKIE as SESSION_COOKIE, SESSION_TTL};
 pub use streams::StreamLimits;
-pub use tokens::{Principal, Role, TokenEntry, TokenError};
+pub use tokens::{Principal, Role, TokenEntry, TokenError, TokenStore};
 pub use ui::{ASSETS, Asset};
 
 /// The subcommand's word, as it appears in the writer lock's holder file: a CLI writer
