@@ -85,7 +85,8 @@ struct Cli {
     ///
     /// A postgres:// (or postgresql://) URL records in that PostgreSQL database, which
     /// many docket processes share (create or upgrade its schema with `docket store
-    /// migrate`); signing keys, kill switches and tokens stay in the data directory
+    /// migrate`); `docket serve`'s tokens, browser sessions and request log are kept
+    /// there too, while signing keys and kill switches stay in the data directory
     /// (--data). Anything else names the data directory, as --data does. The password
     /// in a URL is never printed (docs/postgres.md).
     #[arg(long, global = true, value_name = "URL|DIR")]
@@ -214,7 +215,8 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Create, list and revoke the bearer tokens of `docket serve`.
     ///
-    /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles).
+    /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles): in
+    /// DATA/api/tokens.json, or in the database with --store postgres://.
     Token {
         #[command(subcommand)]
         command: serve::TokenCommand,

@@ -3,8 +3,9 @@
 //! `<data>/api/tokens.json` holds one entry per token: its name, role, when it was made and
 //! the SHA-256 of the token (hex); never the token itself, which `docket token create`
 //! prints once. The file is outside the log, like the signing key (`<data>/keys/`), and
-//! mode 0600. The server reads it on every request, so a revoked token stops working at
-//! once, without a restart.
+//! mode 0600. With a PostgreSQL store the table `docket_api_tokens` holds the same, for
+//! every server over the database ([`TokenStore`] chooses). The server reads the tokens on
+//! every request, so a revoked token stops working at once, without a restart.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -163,7 +164,7 @@ pub enum TokenError {
 
 /// Where tokens are kept: the data directory's token file, or the database when the store
 /// is PostgreSQL, so that every API server over one database accepts the same tokens
-/// (docs/postgres.md, "Serving over PostgreSQL"). The one place that chooses; everything
+/// (docs/postgres.md, "Serving"). The one place that chooses; everything
 /// that makes, lists, revokes or checks a token goes through it.
 #[derive(Clone)]
 pub enum TokenStore {
@@ -251,17 +252,23 @@ impl TokenStore {
         match self {
             Self::File(data) => authenticate_hash(data, hash),
             Self::Database(pg) => match pg.api_token_by_hash(hash).await? {
-                Some(row) => {
-                    let e = entry(pg, row)?;
-                    Ok(Some(Principal {
-                        name: e.name,
-                        role: e.role,
-                    }))
-                }
+                Some(row) => principal_of(pg, row).map(Some),
                 None => Ok(None),
             },
         }
     }
+}
+
+/// The principal of a token row of the database.
+pub(crate) fn principal_of(
+    pg: &docket_store_postgres::PostgresStore,
+    row: docket_store_postgres::ApiTokenRow,
+) -> Result<Principal, TokenError> {
+    let e = entry(pg, row)?;
+    Ok(Principal {
+        name: e.name,
+        role: e.role,
+    })
 }
 
 fn entry(

@@ -1,4 +1,4 @@
--- docket serve over PostgreSQL (docs/postgres.md, "Serving over PostgreSQL"): what the
+-- docket serve over PostgreSQL (docs/postgres.md, "Serving"): what the
 -- API keeps outside the event log, in the database, so that every API server over one
 -- database accepts the same tokens and sessions and writes one request log. A server
 -- keeps no state of its own and can sit behind a load balancer.

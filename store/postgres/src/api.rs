@@ -1,5 +1,5 @@
 //! What `docket serve` keeps outside the event log when its store is PostgreSQL
-//! (docs/postgres.md, "Serving over PostgreSQL"): API tokens (their SHA-256 only), browser
+//! (docs/postgres.md, "Serving"): API tokens (their SHA-256 only), browser
 //! sessions and the request log, in the tables of `migrations/0004_api.sql`. Keeping them
 //! in the database lets several API servers over one database behind a load balancer
 //! accept the same tokens and sessions and write one request log; the SQL stays here, the
@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use crate::error::PgError;
 use crate::store::PostgresStore;
+
+/// The advisory lock session opens take in turn ("dkt-sess" in ASCII).
+const SESSION_LOCK: i64 = 0x646b_742d_7365_7373;
 
 /// A token as the database keeps it: never its text, only the text's SHA-256.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -130,24 +133,41 @@ impl PostgresStore {
         }))
     }
 
-    /// Records a session for `ttl` by the database's clock, dropping the lapsed ones;
-    /// `false` if the token was revoked meanwhile.
+    /// Records a session for `ttl` by the database's clock, as the in-memory sessions of a
+    /// data directory's server do: the lapsed ones are dropped first, and at most `max`
+    /// are kept, the ones that lapse soonest going first. Opens take one advisory lock in
+    /// turn, so servers opening sessions together keep the limit. `false` if the token was
+    /// revoked meanwhile (nothing is recorded).
     pub async fn api_session_open(
         &self,
         id_sha256: &str,
         token_sha256: &str,
         ttl: Duration,
+        max: usize,
     ) -> Result<bool, PgError> {
         let doing = "opening a browser session";
-        let client = self.client(doing).await?;
-        client
-            .execute(
-                "DELETE FROM docket_api_sessions WHERE expires_at < now()",
-                &[],
-            )
+        let mut client = self.client(doing).await?;
+        let tx = client.transaction().await.map_err(self.db(doing))?;
+        tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SESSION_LOCK])
             .await
             .map_err(self.db(doing))?;
-        let n = client
+        tx.execute(
+            "DELETE FROM docket_api_sessions WHERE expires_at <= now()",
+            &[],
+        )
+        .await
+        .map_err(self.db(doing))?;
+        // Room for the new one: the newest `max - 1` stay.
+        let keep = i64::try_from(max.saturating_sub(1)).unwrap_or(i64::MAX);
+        tx.execute(
+            "DELETE FROM docket_api_sessions WHERE id_sha256 IN (
+                 SELECT id_sha256 FROM docket_api_sessions
+                 ORDER BY expires_at DESC, id_sha256 OFFSET $1)",
+            &[&keep],
+        )
+        .await
+        .map_err(self.db(doing))?;
+        let n = tx
             .execute(
                 "INSERT INTO docket_api_sessions (id_sha256, token_sha256, expires_at)
                  SELECT $1, sha256, now() + make_interval(secs => $3)
@@ -156,7 +176,20 @@ impl PostgresStore {
             )
             .await
             .map_err(self.db(doing))?;
+        tx.commit().await.map_err(self.db(doing))?;
         Ok(n == 1)
+    }
+
+    /// How many sessions the database holds, lapsed or not (until the next open drops
+    /// the lapsed ones).
+    pub async fn api_session_count(&self) -> Result<u64, PgError> {
+        let doing = "counting browser sessions";
+        let client = self.client(doing).await?;
+        let row = client
+            .query_one("SELECT count(*) FROM docket_api_sessions", &[])
+            .await
+            .map_err(self.db(doing))?;
+        Ok(to_u64(row.get(0)))
     }
 
     /// The token of a live session, if the session exists and has not lapsed.

@@ -8,6 +8,9 @@ use docket_store_postgres::{
     ApiRequestRow, ApiTokenRow, PostgresConfig, PostgresStore, TestCluster,
 };
 
+/// As many sessions as a test keeps at once.
+const MAX: usize = 10_000;
+
 async fn two_stores() -> Option<(PostgresStore, PostgresStore)> {
     let cluster = TestCluster::shared()?;
     let db = cluster.database();
@@ -48,12 +51,12 @@ async fn tokens_sessions_and_requests_are_shared_by_every_process() {
     // A session opened through one is live through the other, and ends with its token.
     let session = "ef".repeat(32);
     assert!(
-        a.api_session_open(&session, &token.sha256, Duration::from_secs(60))
+        a.api_session_open(&session, &token.sha256, Duration::from_secs(60), MAX)
             .await
             .unwrap()
     );
     assert!(
-        !a.api_session_open("00", &again.sha256, Duration::from_secs(60))
+        !a.api_session_open("00", &again.sha256, Duration::from_secs(60), MAX)
             .await
             .unwrap(),
         "a session needs a token that exists"
@@ -89,14 +92,34 @@ async fn tokens_sessions_and_requests_are_shared_by_every_process() {
     assert_eq!(a.api_session_token(&session).await.unwrap(), None);
     assert_eq!(b.api_token_revoke("alice").await.unwrap(), None);
 
-    // A lapsed session is not live.
+    // A lapsed session is not live: one whose expiry is the moment it was opened has
+    // lapsed by the database's clock at the next statement.
     assert!(a.api_token_create(&token).await.unwrap());
-    let short = "12".repeat(32);
+    let lapsed = "12".repeat(32);
     assert!(
-        a.api_session_open(&short, &token.sha256, Duration::from_millis(1))
+        a.api_session_open(&lapsed, &token.sha256, Duration::ZERO, MAX)
             .await
             .unwrap()
     );
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(b.api_session_token(&short).await.unwrap(), None);
+    assert_eq!(b.api_session_token(&lapsed).await.unwrap(), None);
+    assert_eq!(a.api_session_count().await.unwrap(), 1);
+
+    // At most `max` are kept: the next open drops the lapsed one, then those that lapse
+    // soonest.
+    let ids: Vec<String> = ["31", "32", "33"].iter().map(|b| b.repeat(32)).collect();
+    for (ttl, id) in [60, 120, 180].into_iter().zip(&ids) {
+        assert!(
+            b.api_session_open(id, &token.sha256, Duration::from_secs(ttl), 2)
+                .await
+                .unwrap()
+        );
+    }
+    assert_eq!(a.api_session_count().await.unwrap(), 2);
+    assert_eq!(a.api_session_token(&ids[0]).await.unwrap(), None);
+    for id in &ids[1..] {
+        assert_eq!(a.api_session_token(id).await.unwrap(), Some(token.clone()));
+    }
+    a.api_session_close(&ids[2]).await.unwrap();
+    assert_eq!(b.api_session_token(&ids[2]).await.unwrap(), None);
+    assert_eq!(a.api_session_count().await.unwrap(), 1);
 }
