@@ -86,8 +86,10 @@ struct Cli {
     ///
     /// A postgres:// (or postgresql://) URL records in that PostgreSQL database, which
     /// many docket processes share (create or upgrade its schema with `docket store
-    /// migrate`); the private signing key and the API's tokens stay in the data
-    /// directory (--data). Anything else names the data directory, as --data does. The password
+    /// migrate`); `docket serve`'s tokens, browser sessions and request log, the kill
+    /// switches and the public halves of signing keys are kept there too, while the
+    /// private signing key stays in the data directory (--data). Anything else names the
+    /// data directory, as --data does. The password
     /// in a URL is never printed (docs/postgres.md).
     #[arg(long, global = true, value_name = "URL|DIR")]
     store: Option<String>,
@@ -224,7 +226,8 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Create, list and revoke the bearer tokens of `docket serve`.
     ///
-    /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles).
+    /// A token is printed once and stored hashed (docs/api.md#tokens-and-roles): in
+    /// DATA/api/tokens.json, or in the database with --store postgres://.
     Token {
         #[command(subcommand)]
         command: serve::TokenCommand,
@@ -367,6 +370,11 @@ pub fn main() -> ExitCode {
         Command::Prove(args) => return prove::main(args, data),
         Command::Demo(args) => return demo::main(args, data),
         Command::Serve(args) => return serve::main(args, data),
+        Command::Token { command } if command::postgres_url().is_some() => {
+            return command::run_async(data, |_, out| {
+                Box::pin(async move { serve::token_in_database(command, out).await })
+            });
+        }
         Command::Token { command } => {
             let data = command::data_dir(data);
             return plain(|out| serve::token(command, &data, out));

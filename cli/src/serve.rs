@@ -38,7 +38,7 @@ pub(crate) struct ServeArgs {
 #[derive(Subcommand)]
 pub(crate) enum TokenCommand {
     /// Make a bearer token and print it, once; only its SHA-256 is kept, in
-    /// DATA/api/tokens.json.
+    /// DATA/api/tokens.json (with a PostgreSQL store, in the database).
     Create {
         /// What it may do: viewer (reads), operator (also starts, resumes, cancels runs and
         /// flips kill switches), approver (also decides tickets, overrides), admin (all).
@@ -98,6 +98,56 @@ pub(crate) fn token(command: TokenCommand, data: &Path, out: &mut String) -> any
         }
     }
     Ok(0)
+}
+
+/// `docket token ...` with a PostgreSQL store: the tokens every API server over that
+/// database accepts (`docket_api_tokens`), never a data directory's file.
+pub(crate) async fn token_in_database(
+    command: TokenCommand,
+    out: &mut String,
+) -> anyhow::Result<u8> {
+    use std::fmt::Write as _;
+    let Some(url) = crate::command::postgres_url() else {
+        anyhow::bail!("`docket token` was asked for a PostgreSQL store, but none is named");
+    };
+    let pg =
+        docket_store_postgres::PostgresStore::open(docket_store_postgres::PostgresConfig::new(url))
+            .await
+            .map_err(|e| {
+                crate::command::postgres_error(e, "cannot open the store for its tokens")
+            })?;
+    let keeper = tokens::TokenStore::Database(pg);
+    async {
+        match command {
+            TokenCommand::Create { role, name } => {
+                let token = keeper.create(&name, role, now_s()).await?;
+                let _ = writeln!(out, "{token}");
+                say!(
+                    "token `{name}` ({role}) made; it is shown this once, only its hash is kept in {}",
+                    keeper.place()
+                );
+            }
+            TokenCommand::List => {
+                for t in keeper.list().await? {
+                    let _ = writeln!(
+                        out,
+                        "{}\t{}\tmade {}",
+                        t.name,
+                        t.role,
+                        crate::words::date_ns(
+                            i64::try_from(t.created_s).unwrap_or(0) * 1_000_000_000
+                        )
+                    );
+                }
+            }
+            TokenCommand::Revoke { name } => {
+                let t = keeper.revoke(&name).await?;
+                let _ = writeln!(out, "token `{}` ({}) revoked", t.name, t.role);
+            }
+        }
+        anyhow::Ok(0)
+    }
+    .await
 }
 
 /// `docket serve`: takes the writer lock, binds, says where it listens, serves until

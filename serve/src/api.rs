@@ -1195,12 +1195,7 @@ async fn explain(
 // The request log.
 
 async fn requests(State(state): Shared) -> ApiResult {
-    let text = std::fs::read_to_string(state.requests.path())
-        .map_err(|e| ApiError::internal(format!("{}: {e}", state.requests.path().display())))?;
-    let lines: Vec<Value> = text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let lines = state.access.requests().await.map_err(|e| e.answer())?;
     ok(json!({ "requests": lines }))
 }
 

@@ -18,7 +18,7 @@ pub struct ApiError {
     pub status: StatusCode,
     /// A stable, machine-readable code (`unauthenticated`, `forbidden`, `bad_request`,
     /// `not_found`, `conflict`, `refused`, `too_large`, `too_many_streams`, `busy`,
-    /// `no_space`, `internal`).
+    /// `unavailable`, `no_space`, `internal`).
     pub code: &'static str,
     /// What went wrong and what to do.
     pub message: String,
@@ -114,6 +114,12 @@ impl ApiError {
     /// 503: the server holds as many event streams as it may.
     pub fn busy(message: impl Into<String>) -> Self {
         Self::new(StatusCode::SERVICE_UNAVAILABLE, "busy", message)
+    }
+
+    /// 503: what the server needs cannot be reached now (the database of its tokens,
+    /// sessions and request log); the request was not let through.
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
     }
 
     /// 507: the server's disk is full; nothing was recorded, unless `recorded` names a run.

@@ -12,12 +12,14 @@
 //! [`routes::ROUTES`] names; every mutating request is recorded with its principal in the
 //! run's events where it touches a run (`human.decided` `by`, `run.cancelled` `by`), in the
 //! kill switches' history for a flip, and in the API's request log
-//! (`<data>/api/requests.jsonl`) in every case. The web UI ([`ASSETS`], under `/`) holds
+//! (`<data>/api/requests.jsonl`, or the database's `docket_api_requests` over a PostgreSQL
+//! store: [`access`]) in every case. The web UI ([`ASSETS`], under `/`) holds
 //! no data: it calls the same API from the browser.
 
 // A library reports every failure as an error value; it never aborts its caller.
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod access;
 mod api;
 mod error;
 mod export;
@@ -47,7 +49,7 @@ pub use error::ApiError;
 pub use requests::REQUESTS_FILE;
 pub use session::{COOKIE as SESSION_COOKIE, SESSION_TTL};
 pub use streams::StreamLimits;
-pub use tokens::{Principal, Role, TokenEntry, TokenError};
+pub use tokens::{Principal, Role, TokenEntry, TokenError, TokenStore};
 pub use ui::{ASSETS, Asset};
 
 /// The subcommand's word, as it appears in the writer lock's holder file: a CLI writer
@@ -141,9 +143,10 @@ pub(crate) struct AppState {
     pub(crate) data: PathBuf,
     /// Where the files requests name are read from.
     pub(crate) sources: SourceRoot,
-    pub(crate) requests: requests::RequestLog,
+    /// The tokens, browser sessions and request log: files and memory over a data
+    /// directory, the database over a PostgreSQL store.
+    pub(crate) access: access::Access,
     pub(crate) driving: api::Driving,
-    pub(crate) sessions: session::Sessions,
     /// The runtime the runs are driven on (the one `Server::bind` was called on); the API
     /// itself is served on threads of its own ([`Server::serve`]).
     pub(crate) drives: tokio::runtime::Handle,
@@ -191,7 +194,7 @@ impl Server {
             path: root.to_owned(),
             source,
         })?;
-        let requests = requests::RequestLog::open(data)?;
+        let access = access::Access::open(rt.store(), data)?;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
@@ -210,9 +213,8 @@ impl Server {
             rt,
             data: data.to_owned(),
             sources,
-            requests,
+            access,
             driving: api::Driving::default(),
-            sessions: session::Sessions::default(),
             drives: tokio::runtime::Handle::current(),
             streams: streams::Streams::new(StreamLimits::default()),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -375,22 +377,23 @@ async fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     let principal = match token {
-        Some(token) => match tokens::authenticate(&state.data, token) {
+        Some(token) => match state.access.authenticate(token).await {
             Ok(Some(p)) => p,
             Ok(None) => {
                 return ApiError::unauthenticated("unknown or revoked token")
                     .at("header.authorization")
                     .into_response();
             }
-            Err(e) => return ApiError::internal(e.to_string()).into_response(),
+            // Tokens that cannot be read refuse the request (503 or 500), never pass it.
+            Err(e) => return e.answer().into_response(),
         },
         // A browser's EventSource or link sends no header: the routes the table marks
         // take the session cookie instead (docs/api.md#sessions-for-the-browser).
-        None => match route
-            .session
-            .then(|| state.sessions.principal(&state.data, request.headers()))
-            .flatten()
-        {
+        None => match if route.session {
+            session::principal(&state, request.headers()).await
+        } else {
+            None
+        } {
             Some(Ok(p)) => p,
             Some(Err(e)) => return e.into_response(),
             None => {
@@ -417,8 +420,9 @@ async fn authorize(
     };
     if as_method != "GET" {
         state
-            .requests
-            .record(&principal, &method, &path, response.status().as_u16());
+            .access
+            .record(&principal, &method, &path, response.status().as_u16())
+            .await;
     }
     response
 }

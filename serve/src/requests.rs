@@ -1,8 +1,9 @@
-//! The API's request log: `<data>/api/requests.jsonl`, append-only, one JSON line per
+//! The API's request log over a data directory: `<data>/api/requests.jsonl`, append-only, one JSON line per
 //! mutating request once it is answered (when, who, role, method, path, status). It is
 //! outside the event log: what a request did to a run is in the run's own events, with
 //! the same principal; this log also keeps what was refused (docs/api.md#request-log).
-//! Mode 0600, as the token file beside it.
+//! Mode 0600, as the token file beside it. Over a PostgreSQL store the log is the table
+//! `docket_api_requests` instead ([`crate::access`]).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -43,10 +44,14 @@ impl RequestLog {
 
     /// Appends one line; a failure is said in the server's trace (the request was
     /// answered already).
-    pub(crate) fn record(&self, who: &Principal, method: &str, path: &str, status: u16) {
-        let at_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis());
+    pub(crate) fn record(
+        &self,
+        who: &Principal,
+        at_ms: u64,
+        method: &str,
+        path: &str,
+        status: u16,
+    ) {
         let line = json!({
             "at_ms": at_ms, "by": who.name, "role": who.role.as_str(),
             "method": method, "path": path, "status": status,

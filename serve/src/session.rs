@@ -6,12 +6,14 @@
 //! token, so the cookie can never change anything.
 //!
 //! A session keeps the SHA-256 of the token it was made from, not the token, and is
-//! checked against the token file on every request like a bearer token: revoking the
-//! token ends its sessions at once. Sessions live in the server's memory for
-//! [`SESSION_TTL`] and end with it; the UI makes a new one whenever the stream is refused.
+//! checked against the tokens on every request like a bearer token: revoking the token
+//! ends its sessions at once. A session lasts [`SESSION_TTL`]; the UI makes a new one
+//! whenever the stream is refused. Where sessions live is chosen in [`crate::access`]:
+//! over a data directory, in this server's memory ([`Sessions`]), ending with it; over a
+//! PostgreSQL store, in the database (by the SHA-256 of their ids), so a session opened
+//! on one server is taken by every other, with the same lifetime and limit.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -22,8 +24,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
 use crate::AppState;
+use crate::access::SessionCheck;
 use crate::error::ApiError;
-use crate::tokens::{self, Principal};
+use crate::tokens::Principal;
 
 /// The cookie's name.
 pub const COOKIE: &str = "docket_session";
@@ -31,30 +34,33 @@ pub const COOKIE: &str = "docket_session";
 /// How long a session lasts after it is made.
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// At most this many sessions are kept; the oldest go first (a client looping on
-/// `POST /api/session` cannot grow the server's memory without bound).
-const MAX_SESSIONS: usize = 10_000;
+/// At most this many sessions are kept; the ones that lapse soonest go first (a client
+/// looping on `POST /api/session` cannot grow the server's memory, or the database's
+/// table, without bound).
+pub(crate) const MAX_SESSIONS: usize = 10_000;
 
 struct Session {
     token_sha256: String,
     expires: Instant,
 }
 
-/// The live sessions, by id.
+/// A data directory's server's live sessions, in its memory, by id.
 #[derive(Default)]
 pub(crate) struct Sessions {
     live: Mutex<BTreeMap<String, Session>>,
 }
 
+/// A new session id: 32 random bytes in hex.
+pub(crate) fn new_id() -> Result<String, String> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| e.to_string())?;
+    Ok(secret.iter().map(|b| format!("{b:02x}")).collect())
+}
+
 impl Sessions {
-    fn open(&self, token_sha256: String) -> Result<String, ApiError> {
-        let mut secret = [0u8; 32];
-        getrandom::fill(&mut secret).map_err(|e| {
-            ApiError::internal(format!(
-                "cannot make a session: no randomness from the operating system ({e})"
-            ))
-        })?;
-        let id: String = secret.iter().map(|b| format!("{b:02x}")).collect();
+    /// Keeps session `id` of the token whose SHA-256 is `token_sha256` for [`SESSION_TTL`],
+    /// dropping the lapsed ones and, past [`MAX_SESSIONS`], those that lapse soonest.
+    pub(crate) fn open(&self, id: String, token_sha256: String) {
         let now = Instant::now();
         let mut live = self
             .live
@@ -72,57 +78,52 @@ impl Sessions {
             };
         }
         live.insert(
-            id.clone(),
+            id,
             Session {
                 token_sha256,
                 expires: now + SESSION_TTL,
             },
         );
-        Ok(id)
     }
 
-    fn close(&self, id: &str) {
+    pub(crate) fn close(&self, id: &str) {
         self.live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(id);
     }
 
-    /// Who the session cookie of `headers` stands for: `None` without a cookie, an error
-    /// when the session is unknown, expired, or its token was revoked.
-    pub(crate) fn principal(
-        &self,
-        data: &Path,
-        headers: &HeaderMap,
-    ) -> Option<Result<Principal, ApiError>> {
-        let id = cookie(headers)?;
-        let hash = {
-            let live = self
-                .live
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            live.get(&id)
-                .filter(|s| s.expires > Instant::now())
-                .map(|s| s.token_sha256.clone())
-        };
-        let unknown = || {
-            ApiError::unauthenticated(
-                "the session has expired or is unknown: sign in again (POST /api/session with the bearer token)",
-            )
-            .at("cookie.docket_session")
-        };
-        let Some(hash) = hash else {
-            return Some(Err(unknown()));
-        };
-        Some(match tokens::authenticate_hash(data, &hash) {
-            Ok(Some(p)) => Ok(p),
-            Ok(None) => Err(ApiError::unauthenticated(
-                "the token this session was made from has been revoked",
-            )
-            .at("cookie.docket_session")),
-            Err(e) => Err(ApiError::internal(e.to_string())),
-        })
+    /// The SHA-256 of the token of session `id`, if it is live.
+    pub(crate) fn token_of(&self, id: &str) -> Option<String> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(id)
+            .filter(|s| s.expires > Instant::now())
+            .map(|s| s.token_sha256.clone())
     }
+}
+
+/// Who the session cookie of `headers` stands for: `None` without a cookie, an error
+/// when the session is unknown, expired, or its token was revoked, or when the sessions
+/// or tokens cannot be read (never a way through).
+pub(crate) async fn principal(
+    state: &AppState,
+    headers: &HeaderMap,
+) -> Option<Result<Principal, ApiError>> {
+    let id = cookie(headers)?;
+    Some(match state.access.session(&id).await {
+        Ok(SessionCheck::Live(p)) => Ok(p),
+        Ok(SessionCheck::Unknown) => Err(ApiError::unauthenticated(
+            "the session has expired, is unknown, or its token was revoked: sign in again (POST /api/session with the bearer token)",
+        )
+        .at("cookie.docket_session")),
+        Ok(SessionCheck::Revoked) => Err(ApiError::unauthenticated(
+            "the token this session was made from has been revoked",
+        )
+        .at("cookie.docket_session")),
+        Err(e) => Err(e.answer()),
+    })
 }
 
 /// The session id of the request's `Cookie` header, if it has one.
@@ -162,7 +163,14 @@ pub(crate) async fn open(
             ApiError::unauthenticated("a session is made from a bearer token")
                 .at("header.authorization")
         })?;
-    let id = state.sessions.open(tokens::token_hash(token))?;
+    let id = state
+        .access
+        .open_session(token)
+        .await
+        .map_err(|e| e.answer())?
+        .ok_or_else(|| {
+            ApiError::unauthenticated("unknown or revoked token").at("header.authorization")
+        })?;
     let ttl = SESSION_TTL.as_secs();
     Ok((
         [(header::SET_COOKIE, set_cookie(&id, ttl)?)],
@@ -178,7 +186,11 @@ pub(crate) async fn close(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     if let Some(id) = cookie(&headers) {
-        state.sessions.close(&id);
+        state
+            .access
+            .close_session(&id)
+            .await
+            .map_err(|e| e.answer())?;
     }
     Ok((
         [(header::SET_COOKIE, set_cookie("", 0)?)],
@@ -203,27 +215,14 @@ mod tests {
     }
 
     #[test]
-    fn a_closed_or_unknown_session_is_refused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let token = tokens::create(dir.path(), "ana", crate::Role::Approver, 1).expect("token");
+    fn a_closed_or_unknown_session_is_not_live() {
         let sessions = Sessions::default();
-        let id = sessions.open(tokens::token_hash(&token)).expect("session");
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::COOKIE,
-            HeaderValue::from_str(&format!("{COOKIE}={id}")).expect("header"),
-        );
-        let who = sessions.principal(dir.path(), &headers).expect("a cookie");
-        assert_eq!(who.expect("known").name, "ana");
-        tokens::revoke(dir.path(), "ana").expect("revoke");
-        assert!(
-            sessions
-                .principal(dir.path(), &headers)
-                .expect("a cookie")
-                .is_err()
-        );
+        let id = new_id().expect("an id");
+        assert_eq!(id.len(), 64);
+        sessions.open(id.clone(), "ab".repeat(32));
+        assert_eq!(sessions.token_of(&id), Some("ab".repeat(32)));
+        assert_eq!(sessions.token_of("cd"), None);
         sessions.close(&id);
-        let refused = sessions.principal(dir.path(), &headers).expect("a cookie");
-        assert_eq!(refused.expect_err("closed").status.as_u16(), 401);
+        assert_eq!(sessions.token_of(&id), None);
     }
 }

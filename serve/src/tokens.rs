@@ -3,8 +3,9 @@
 //! `<data>/api/tokens.json` holds one entry per token: its name, role, when it was made and
 //! the SHA-256 of the token (hex); never the token itself, which `docket token create`
 //! prints once. The file is outside the log, like the signing key (`<data>/keys/`), and
-//! mode 0600. The server reads it on every request, so a revoked token stops working at
-//! once, without a restart.
+//! mode 0600. With a PostgreSQL store the table `docket_api_tokens` holds the same, for
+//! every server over the database ([`TokenStore`] chooses). The server reads the tokens on
+//! every request, so a revoked token stops working at once, without a restart.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -138,6 +139,166 @@ pub enum TokenError {
     /// The operating system gave no random bytes.
     #[error("cannot make a token: no randomness from the operating system ({0})")]
     Random(String),
+    /// `revoke` of a name the database does not hold.
+    #[error("no token named `{name}` in PostgreSQL at {database}")]
+    UnknownInDatabase {
+        /// The name.
+        name: String,
+        /// The database, without its password.
+        database: String,
+    },
+    /// A row of `docket_api_tokens` names no role (changed outside docket).
+    #[error("PostgreSQL at {database}: token `{name}` has role `{role}`, which is not a role")]
+    BadRole {
+        /// The database, without its password.
+        database: String,
+        /// The token's name.
+        name: String,
+        /// What the row holds.
+        role: String,
+    },
+    /// The database cannot be read or written.
+    #[error(transparent)]
+    Database(#[from] docket_store_postgres::PgError),
+}
+
+/// Where tokens are kept: the data directory's token file, or the database when the store
+/// is PostgreSQL, so that every API server over one database accepts the same tokens
+/// (docs/postgres.md, "Serving"). The one place that chooses; everything
+/// that makes, lists, revokes or checks a token goes through it.
+#[derive(Clone)]
+pub enum TokenStore {
+    /// `<data>/api/tokens.json`.
+    File(PathBuf),
+    /// `docket_api_tokens`.
+    Database(docket_store_postgres::PostgresStore),
+}
+
+impl TokenStore {
+    /// Where the tokens are, in messages.
+    #[must_use]
+    pub fn place(&self) -> String {
+        match self {
+            Self::File(data) => tokens_path(data).display().to_string(),
+            Self::Database(pg) => format!("PostgreSQL at {}", pg.database()),
+        }
+    }
+
+    /// Makes a token named `name` with `role` and returns its text (the only time it is
+    /// seen); only its SHA-256 is kept.
+    ///
+    /// # Errors
+    /// [`TokenError`]: a bad or taken name, the file or database unusable.
+    pub async fn create(&self, name: &str, role: Role, now_s: u64) -> Result<String, TokenError> {
+        match self {
+            Self::File(data) => create(data, name, role, now_s),
+            Self::Database(pg) => {
+                check_name(name)?;
+                let token = new_token()?;
+                let row = docket_store_postgres::ApiTokenRow {
+                    name: name.to_owned(),
+                    role: role.as_str().to_owned(),
+                    sha256: token_hash(&token),
+                    created_s: now_s,
+                };
+                if pg.api_token_create(&row).await? {
+                    Ok(token)
+                } else {
+                    Err(TokenError::Exists(name.to_owned()))
+                }
+            }
+        }
+    }
+
+    /// Every token, by name (never the tokens themselves).
+    ///
+    /// # Errors
+    /// [`TokenError`]: the file or database unreadable.
+    pub async fn list(&self) -> Result<Vec<TokenEntry>, TokenError> {
+        match self {
+            Self::File(data) => list(data),
+            Self::Database(pg) => pg
+                .api_tokens()
+                .await?
+                .into_iter()
+                .map(|row| entry(pg, row))
+                .collect(),
+        }
+    }
+
+    /// Removes the token named `name`: requests (and browser sessions) bearing it are
+    /// refused from then on.
+    ///
+    /// # Errors
+    /// [`TokenError::Unknown`] or [`TokenError::UnknownInDatabase`] when there is none.
+    pub async fn revoke(&self, name: &str) -> Result<TokenEntry, TokenError> {
+        match self {
+            Self::File(data) => revoke(data, name),
+            Self::Database(pg) => match pg.api_token_revoke(name).await? {
+                Some(row) => entry(pg, row),
+                None => Err(TokenError::UnknownInDatabase {
+                    name: name.to_owned(),
+                    database: pg.database().to_owned(),
+                }),
+            },
+        }
+    }
+
+    /// The principal of the token whose SHA-256 is `hash`, if it is still kept.
+    ///
+    /// # Errors
+    /// [`TokenError`]: the file or database unreadable.
+    pub async fn authenticate_hash(&self, hash: &str) -> Result<Option<Principal>, TokenError> {
+        match self {
+            Self::File(data) => authenticate_hash(data, hash),
+            Self::Database(pg) => match pg.api_token_by_hash(hash).await? {
+                Some(row) => principal_of(pg, row).map(Some),
+                None => Ok(None),
+            },
+        }
+    }
+}
+
+/// The principal of a token row of the database.
+pub(crate) fn principal_of(
+    pg: &docket_store_postgres::PostgresStore,
+    row: docket_store_postgres::ApiTokenRow,
+) -> Result<Principal, TokenError> {
+    let e = entry(pg, row)?;
+    Ok(Principal {
+        name: e.name,
+        role: e.role,
+    })
+}
+
+fn entry(
+    pg: &docket_store_postgres::PostgresStore,
+    row: docket_store_postgres::ApiTokenRow,
+) -> Result<TokenEntry, TokenError> {
+    let role = row.role.parse::<Role>().map_err(|_| TokenError::BadRole {
+        database: pg.database().to_owned(),
+        name: row.name.clone(),
+        role: row.role.clone(),
+    })?;
+    Ok(TokenEntry {
+        name: row.name,
+        role,
+        sha256: row.sha256,
+        created_s: row.created_s,
+    })
+}
+
+/// A new token's text: `dkt_` and 32 random bytes in hex.
+fn new_token() -> Result<String, TokenError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
+    Ok(format!(
+        "dkt_{}",
+        secret
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    ))
 }
 
 /// The token file of the data directory `data`.
@@ -232,15 +393,7 @@ pub fn create(data: &Path, name: &str, role: Role, now_s: u64) -> Result<String,
     if entries.iter().any(|e| e.name == name) {
         return Err(TokenError::Exists(name.to_owned()));
     }
-    let mut secret = [0u8; 32];
-    getrandom::fill(&mut secret).map_err(|e| TokenError::Random(e.to_string()))?;
-    let token = format!(
-        "dkt_{}",
-        secret
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    );
+    let token = new_token()?;
     entries.push(TokenEntry {
         name: name.to_owned(),
         role,

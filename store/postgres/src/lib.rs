@@ -11,6 +11,7 @@
 
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod api;
 mod append;
 #[cfg(feature = "test-cluster")]
 mod cluster;
@@ -25,6 +26,7 @@ mod tls;
 
 use std::time::Duration;
 
+pub use api::{ApiRequestRow, ApiTokenRow};
 #[cfg(feature = "test-cluster")]
 pub use cluster::{TestCluster, TestDatabase};
 pub use docket_store::EventStore;

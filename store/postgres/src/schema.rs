@@ -24,10 +24,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "kill switches and their history, verifier keys, heads checkpoints",
         include_str!("../migrations/0003_governance.sql"),
     ),
+    (
+        4,
+        "API tokens, sessions and request log",
+        include_str!("../migrations/0004_api.sql"),
+    ),
 ];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;

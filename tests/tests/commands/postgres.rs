@@ -272,12 +272,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied versions 1, 2, 3; schema now at version 3"
+        "no docket schema found; applied versions 1, 2, 3, 4; schema now at version 4"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 3; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 4; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 3; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 4; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())
@@ -665,4 +665,57 @@ fn a_data_directory_copied_into_postgres_and_back_exports_the_same_bytes() {
     assert_eq!(exit_code(&verified), 0, "{}", stderr_text(&verified));
     let verified = docket_plain(&["verify", "--data", back.to_str().expect("UTF-8")]);
     assert_eq!(exit_code(&verified), 0, "{}", stderr_text(&verified));
+}
+
+#[test]
+fn tokens_made_with_a_postgres_store_are_kept_in_the_database_not_the_data_directory() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+    let url = db.url.as_str();
+    let token = docket_exits(
+        url,
+        &a,
+        &["token", "create", "--name", "alice", "--role", "approver"],
+        0,
+    );
+    let token = token.trim();
+    assert!(
+        token.starts_with("dkt_") && token.len() == 4 + 64,
+        "a token's text: {token}"
+    );
+    assert!(
+        !a.join("api").join("tokens.json").exists(),
+        "no token file in the data directory"
+    );
+    // Another process with another data directory sees it, by name and role only.
+    let listed = docket_exits(url, &b, &["token", "list"], 0);
+    let fields: Vec<&str> = listed.trim().split('\t').collect();
+    assert_eq!(fields[..2], ["alice", "approver"], "{listed}");
+    assert!(!listed.contains(token), "the list never shows a token");
+    let again = docket(
+        url,
+        &b,
+        &["token", "create", "--name", "alice", "--role", "viewer"],
+    );
+    assert_eq!(exit_code(&again), 1, "{}", stderr_text(&again));
+    assert!(
+        stderr_text(&again).contains(
+            "a token named `alice` exists already (revoke it first: docket token revoke alice)"
+        ),
+        "{}",
+        stderr_text(&again)
+    );
+    assert_eq!(
+        docket_exits(url, &b, &["token", "revoke", "alice"], 0).trim(),
+        "token `alice` (approver) revoked"
+    );
+    assert_eq!(docket_exits(url, &a, &["token", "list"], 0), "");
+    let gone = docket(url, &a, &["token", "revoke", "alice"]);
+    assert_eq!(exit_code(&gone), 1);
+    assert!(
+        stderr_text(&gone).contains("no token named `alice` in PostgreSQL at "),
+        "{}",
+        stderr_text(&gone)
+    );
 }

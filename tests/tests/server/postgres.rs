@@ -2,6 +2,9 @@
 //! over one database and one `docket worker`. A run started through one server is driven
 //! by the worker, its ticket decided through the other, and it completes; both servers
 //! see the same runs, events and workers, take the same tokens, and neither drives a run.
+//! Tokens, browser sessions and the request log are the database's: a token made with
+//! `docket token create --store URL`, and a session opened on one server, are taken by
+//! both, and end on both when the token is revoked; both servers' requests are in one log.
 
 use std::process::{Command, Stdio};
 
@@ -10,6 +13,22 @@ use docket_store_postgres::TestCluster;
 use serde_json::{Value, json};
 
 use crate::served::Served;
+
+/// A request log's entries (`GET /api/requests`) as (by, path, status).
+fn requests_of(log: &Value) -> Vec<(&str, &str, u64)> {
+    log["requests"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|r| {
+            (
+                r["by"].as_str().unwrap_or_default(),
+                r["path"].as_str().unwrap_or_default(),
+                r["status"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect()
+}
 
 const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
@@ -122,36 +141,150 @@ fn two_servers_and_a_worker_share_the_runs_of_one_database() {
     let (_, runs) = a.call("GET", "/api/runs", viewer, None);
     assert_eq!(runs["runs"][0]["status"], "completed", "{runs}");
 
-    // Both servers' requests in the one request log of their data directory.
-    let log = std::fs::read_to_string(data.join("api/requests.jsonl")).expect("request log");
-    let requests: Vec<(String, String, u64)> = log
-        .lines()
-        .map(|l| serde_json::from_str::<Value>(l).expect("a JSON line"))
-        .map(|l| {
-            (
-                l["by"].as_str().unwrap_or_default().to_owned(),
-                l["path"].as_str().unwrap_or_default().to_owned(),
-                l["status"].as_u64().unwrap_or(0),
-            )
-        })
-        .collect();
+    // Both servers' requests in the one request log of the database, read through
+    // either; no request log (nor token file) in the data directory.
+    let admin = Some(a.token(Role::Admin));
+    let (status, logged) = b.call("GET", "/api/requests", admin, None);
+    assert_eq!(status, 200, "{logged}");
     assert_eq!(
-        requests,
+        requests_of(&logged),
         vec![
-            ("operator-user".to_owned(), "/api/runs".to_owned(), 202),
+            ("operator-user", "/api/runs", 202),
             (
-                "approver-user".to_owned(),
-                "/api/runs/shared-1/tickets/ticket-1/approve".to_owned(),
+                "approver-user",
+                "/api/runs/shared-1/tickets/ticket-1/approve",
                 202
             ),
         ]
     );
+    assert_eq!(a.call("GET", "/api/requests", admin, None), (200, logged));
+    assert!(!data.join("api/requests.jsonl").exists());
+    assert!(!data.join("api/tokens.json").exists());
 
     let _ = Command::new("kill")
         .args(["-TERM", &worker.id().to_string()])
         .status();
     let stopped = worker.wait().expect("the worker stops");
     assert!(stopped.success(), "{stopped:?}");
+}
+
+#[test]
+fn tokens_sessions_and_the_request_log_are_shared_by_servers_over_one_database() {
+    let Some(cluster) = TestCluster::shared() else {
+        return;
+    };
+    let db = cluster.database();
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Each server with a data directory of its own: nothing they share is in one.
+    let (data_a, data_b) = (dir.path().join("a"), dir.path().join("b"));
+    let asks =
+        docket_tests::one_agent_workflow(dir.path(), "pg-auth", "asks", TEST_AGENT, &["ask"]);
+    let a = Served::start_with(&data_a, &["--store", url]);
+    let b = a.beside(&data_b, &["--store", url]);
+    let (operator, admin) = (Some(a.token(Role::Operator)), Some(a.token(Role::Admin)));
+
+    // A token made by the command, in the database, after both servers started.
+    let made = docket_tests::docket_on(
+        &data_b,
+        &[
+            "token", "create", "--store", url, "--name", "alice", "--role", "approver",
+        ],
+    );
+    assert_eq!(docket_tests::exit_code(&made), 0, "{made:?}");
+    let alice = docket_tests::stdout_text(&made).trim().to_owned();
+    for server in [&a, &b] {
+        let (status, body) = server.call("GET", "/api/runs", Some(&alice), None);
+        assert_eq!(status, 200, "{body}");
+    }
+    let (status, body) = b.call("GET", "/api/runs", Some("dkt_not-a-token"), None);
+    assert_eq!(status, 401, "{body}");
+
+    // A run to stream (queued: no worker drives it).
+    let (status, started) = a.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "input": { "task": "x" }, "run_id": "auth-1" })),
+    );
+    assert_eq!(status, 202, "{started}");
+    let stream = "/api/runs/auth-1/events/stream";
+
+    // A session opened on A is taken by B, and by A.
+    let opened = a.with_headers(
+        "POST",
+        "/api/session",
+        &format!("Authorization: Bearer {alice}\r\n"),
+    );
+    assert_eq!(opened.status, 200, "{:?}", opened.body);
+    let cookie = opened
+        .header("set-cookie")
+        .and_then(|c| c.split(';').next())
+        .expect("a session cookie")
+        .to_owned();
+    assert!(cookie.starts_with("docket_session="), "{cookie}");
+    let with_cookie = format!("Cookie: {cookie}\r\n");
+    for server in [&b, &a] {
+        let answer = server.with_headers("GET", stream, &with_cookie);
+        assert_eq!(answer.status, 200, "{:?}", answer.body);
+        assert_eq!(answer.header("content-type"), Some("text/event-stream"));
+    }
+    // A session id no server made is refused by both.
+    for server in [&a, &b] {
+        let answer = server.with_headers("GET", stream, "Cookie: docket_session=00ff\r\n");
+        assert_eq!(answer.status, 401, "{:?}", answer.body);
+        assert_eq!(answer.error(), ("unauthenticated", "cookie.docket_session"));
+    }
+
+    // A request through B, refused for its role: recorded all the same.
+    let (status, body) = b.call(
+        "POST",
+        "/api/runs/auth-1/cancel",
+        Some(&alice),
+        Some(&json!({ "reason": "not mine to cancel" })),
+    );
+    assert_eq!(status, 403, "{body}");
+
+    // Both servers' requests, in order, in the one log both read.
+    let expected = vec![
+        ("operator-user", "/api/runs", 202),
+        ("alice", "/api/session", 200),
+        ("alice", "/api/runs/auth-1/cancel", 403),
+    ];
+    let (status, logged) = a.call("GET", "/api/requests", admin, None);
+    assert_eq!(status, 200, "{logged}");
+    assert_eq!(requests_of(&logged), expected);
+    let (_, through_b) = b.call("GET", "/api/requests", admin, None);
+    assert_eq!(through_b, logged);
+
+    // Revoked (by a command with yet another data directory): both servers refuse the
+    // token and the session at once.
+    let revoked = docket_tests::docket_on(
+        &dir.path().join("c"),
+        &["token", "revoke", "alice", "--store", url],
+    );
+    assert_eq!(docket_tests::exit_code(&revoked), 0, "{revoked:?}");
+    for server in [&a, &b] {
+        let (status, body) = server.call("GET", "/api/runs", Some(&alice), None);
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(body["error"]["where"], "header.authorization", "{body}");
+        let answer = server.with_headers("GET", stream, &with_cookie);
+        assert_eq!(answer.status, 401, "{:?}", answer.body);
+        assert_eq!(answer.error(), ("unauthenticated", "cookie.docket_session"));
+    }
+    // Refused requests of an unknown token name no one: the log is as it was.
+    let (_, after) = b.call("GET", "/api/requests", admin, None);
+    assert_eq!(requests_of(&after), expected);
+
+    // Nothing of it in either data directory.
+    for data in [&data_a, &data_b] {
+        assert!(!data.join("api/tokens.json").exists(), "{}", data.display());
+        assert!(
+            !data.join("api/requests.jsonl").exists(),
+            "{}",
+            data.display()
+        );
+    }
 }
 
 /// A switch flipped through one server is the database's: the other server shows it, and

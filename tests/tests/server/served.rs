@@ -32,16 +32,22 @@ impl Served {
         Self::start_with(data, &[])
     }
 
-    /// [`Served::start`] with more arguments for `docket serve`.
+    /// [`Served::start`] with more arguments for `docket serve`. With `--store URL` among
+    /// them, the tokens are made in that store (where a server over a PostgreSQL store
+    /// reads them).
     pub(crate) fn start_with(data: &Path, args: &[&str]) -> Self {
+        let store: Vec<&str> = args
+            .windows(2)
+            .find(|pair| pair[0] == "--store")
+            .map(<[&str]>::to_vec)
+            .unwrap_or_default();
         let tokens = Role::ALL
             .into_iter()
             .map(|role| {
                 let name = format!("{role}-user");
-                let out = docket(
-                    data,
-                    &["token", "create", "--role", role.as_str(), "--name", &name],
-                );
+                let mut create = vec!["token", "create", "--role", role.as_str(), "--name", &name];
+                create.extend(&store);
+                let out = docket(data, &create);
                 assert_eq!(code(&out), 0, "{out:?}");
                 (role, stdout(&out).trim().to_owned())
             })
@@ -113,6 +119,18 @@ impl Served {
         let mut raw = Vec::new();
         s.read_to_end(&mut raw).expect("read");
         Answer::parse(&raw)
+    }
+
+    /// `METHOD path` with `headers` (each ending in CRLF) and no body: the status and
+    /// headers, and the body when it has a length (an event stream's is not read).
+    pub(crate) fn with_headers(&self, method: &str, path: &str, headers: &str) -> Answer {
+        let mut s = self.connect();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: test\r\n{headers}Content-Length: 0\r\n\r\n"
+        )
+        .expect("send");
+        Answer::read_one(&mut s)
     }
 
     /// [`Served::request`] as its status and body.
