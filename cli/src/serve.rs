@@ -37,8 +37,10 @@ pub(crate) struct ServeArgs {
 
 #[derive(Subcommand)]
 pub(crate) enum TokenCommand {
-    /// Make a bearer token and print it, once; only its SHA-256 is kept, in
-    /// DATA/api/tokens.json (with a PostgreSQL store, in the database).
+    /// Make a bearer token and print it, once; only its SHA-256 is kept.
+    ///
+    /// The hash goes to DATA/api/tokens.json, or with a PostgreSQL store to the database,
+    /// where every API server over it finds it.
     Create {
         /// What it may do: viewer (reads), operator (also starts, resumes, cancels runs and
         /// flips kill switches), approver (also decides tickets, overrides), admin (all).
