@@ -12,7 +12,7 @@ use docket_runtime::{
     Engagement, FileKillSwitch, KillSwitchError, KillSwitchFileError, KillSwitchFlip,
     KillSwitchFuture, KillSwitchSource, KillSwitchState, is_switch_name,
 };
-use docket_store_postgres::{PgError, PostgresStore};
+use docket_store_postgres::{PgError, PostgresStore, SwitchFlip};
 
 use crate::Store;
 
@@ -180,14 +180,7 @@ impl KillSwitches {
                 .kill_switch_history()
                 .await?
                 .into_iter()
-                .map(|f| KillSwitchFlip {
-                    switch: f.switch,
-                    on: f.on,
-                    by: f.by,
-                    at_ms: f.at_ms,
-                    reason: f.reason,
-                    changed: f.changed,
-                })
+                .map(flip_of)
                 .collect()),
         }
     }
@@ -218,15 +211,20 @@ impl KillSwitches {
             }
             KillSwitches::Database(d) => {
                 let f = d.store.flip_kill_switch(switch, on, by, reason).await?;
-                Ok(KillSwitchFlip {
-                    switch: f.switch,
-                    on: f.on,
-                    by: f.by,
-                    at_ms: f.at_ms,
-                    reason: f.reason,
-                    changed: f.changed,
-                })
+                Ok(flip_of(f))
             }
         }
+    }
+}
+
+/// A flip as the database keeps it, as the runtime and the front ends show it.
+fn flip_of(f: SwitchFlip) -> KillSwitchFlip {
+    KillSwitchFlip {
+        switch: f.switch,
+        on: f.on,
+        by: f.by,
+        at_ms: f.at_ms,
+        reason: f.reason,
+        changed: f.changed,
     }
 }
