@@ -250,29 +250,37 @@ impl TestCluster {
     /// Stops the server at once (as a crash would: `-m immediate`) and starts it again;
     /// connections are lost, committed transactions are not.
     pub fn restart(&self) {
+        self.pg_ctl("restart", &["-m", "immediate"]);
+    }
+
+    /// Stops the server at once (as a crash would), leaving it down until [`Self::resume`]:
+    /// what a docket process meets when its database is gone.
+    pub fn stop(&self) {
+        self.pg_ctl("stop", &["-m", "immediate"]);
+    }
+
+    /// Starts again a server [`Self::stop`] stopped.
+    pub fn resume(&self) {
+        self.pg_ctl("start", &[]);
+    }
+
+    fn pg_ctl(&self, action: &str, extra: &[&str]) {
         let data = self.dir.join("data");
         let options = self
             .options
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone();
+        let log = self.dir.join("server.log");
+        let mut args = vec![action, "-w"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["-D", path(&data)]);
+        if action != "stop" {
+            args.extend_from_slice(&["-l", path(&log), "-o", &options]);
+        }
         run(
-            "pg_ctl restart",
-            &mut self.command(
-                "pg_ctl",
-                &[
-                    "restart",
-                    "-w",
-                    "-m",
-                    "immediate",
-                    "-D",
-                    path(&data),
-                    "-l",
-                    path(&self.dir.join("server.log")),
-                    "-o",
-                    &options,
-                ],
-            ),
+            &format!("pg_ctl {action}"),
+            &mut self.command("pg_ctl", &args),
         );
     }
 

@@ -366,3 +366,56 @@ fn a_kill_switch_flipped_through_one_server_is_seen_by_every_process() {
         ]
     );
 }
+
+/// With its database gone, a server refuses every request it cannot check: `503`
+/// `unavailable` naming the database, never a way through (not even for a token it saw a
+/// moment before); once the database is back, the same token is taken again.
+#[test]
+fn a_server_whose_database_is_down_refuses_and_lets_nothing_through() {
+    // A cluster of its own: stopping it must not reach the other tests' databases.
+    let Some(cluster) = TestCluster::private() else {
+        return;
+    };
+    let db = cluster.database();
+    let url = db.url.as_str();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = Served::start_with(&dir.path().join("data"), &["--store", url]);
+    let viewer = Some(a.token(Role::Viewer));
+    let (status, body) = a.call("GET", "/api/runs", viewer, None);
+    assert_eq!(status, 200, "{body}");
+
+    cluster.stop();
+    for token in [viewer, Some("dkt_not-a-token"), None] {
+        let (status, body) = a.call("GET", "/api/runs", token, None);
+        if token.is_none() {
+            // No token at all needs no database to refuse.
+            assert_eq!(status, 401, "{body}");
+            continue;
+        }
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (503, &json!("unavailable")),
+            "{body}"
+        );
+        let message = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("PostgreSQL at postgres://docket@"),
+            "{message}"
+        );
+    }
+
+    cluster.resume();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, body) = a.call("GET", "/api/runs", viewer, None);
+        if status == 200 {
+            break;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not take the token again within 30 s of the database's return: {body}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
