@@ -5,13 +5,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use docket_decider::{Command, RunId, RunRequested};
-use docket_evidence::HeadsLog;
 use docket_runtime::{HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow};
 use docket_store::StreamId;
 use serde_json::Value;
 
 use crate::Store;
-use crate::seal::{Unsealed, seal};
+use crate::seal::{Sealing, Unsealed, seal};
 
 /// A data directory's runtime, with what follows each drive: sealing the runs that
 /// finished. A failure to seal is not the drive's: it goes to the front end's `report`
@@ -20,9 +19,9 @@ pub struct App {
     runtime: Runtime<Store>,
     data: PathBuf,
     report: fn(&Unsealed),
-    /// The log of run heads as the last seal read it, shared by every clone (one seal at
-    /// a time in a process): a seal reads only what was sealed since.
-    heads: Arc<tokio::sync::Mutex<Option<HeadsLog>>>,
+    /// What the last seal read, shared by every clone (one seal at a time in a process):
+    /// a seal reads only what was sealed since.
+    sealing: Arc<tokio::sync::Mutex<Sealing>>,
 }
 
 impl Clone for App {
@@ -31,7 +30,7 @@ impl Clone for App {
             runtime: self.runtime.clone(),
             data: self.data.clone(),
             report: self.report,
-            heads: Arc::clone(&self.heads),
+            sealing: Arc::clone(&self.sealing),
         }
     }
 }
@@ -45,7 +44,7 @@ impl App {
             runtime,
             data: data.into(),
             report,
-            heads: Arc::default(),
+            sealing: Arc::default(),
         }
     }
 
@@ -77,8 +76,8 @@ impl App {
     }
 
     async fn seal_after(&self, run: Option<&StreamId>) {
-        let mut heads = self.heads.lock().await;
-        if let Err(e) = seal(self.runtime.store(), &self.data, &mut heads, run).await {
+        let mut sealing = self.sealing.lock().await;
+        if let Err(e) = seal(self.runtime.store(), &self.data, &mut sealing, run).await {
             (self.report)(&e);
         }
     }

@@ -3,7 +3,7 @@
 //! replay (`docket-replay`) and evidence (`docket-evidence`):
 //! - [`App`]: starting, resuming, deciding, overriding, cancelling and forking a run, each
 //!   followed by sealing the runs that finished (when the data directory has a signing
-//!   key, docs/checkpoints.md); [`seal_finished`] alone for a caller that drives runs
+//!   key, docs/checkpoints.md); [`App::seal`] alone for a caller that drives runs
 //!   itself;
 //! - [`replace_handoff_rules`]: a new version of a bundle's handoff rules, registered,
 //!   with the recorded runs of that bundle the change would have decided otherwise
@@ -42,6 +42,6 @@ pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
-pub use seal::{Unsealed, seal_finished};
+pub use seal::Unsealed;
 pub use store::{Store, StoreLocation};
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

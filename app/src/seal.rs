@@ -29,26 +29,27 @@ pub enum Unsealed {
     Database(#[source] PgError),
 }
 
-/// Seals every finished run of `store` not sealed at its current size, when `data` has a
-/// signing key (nothing to do without one).
-///
-/// # Errors
-/// [`Unsealed`]: the key could not be read, or sealing failed.
-pub async fn seal_finished(store: &Store, data: &Path) -> Result<(), Unsealed> {
-    seal(store, data, &mut None, None).await
+/// What a process's seals remember between them: the heads log as last read (so a seal
+/// reads only what was sealed since), and the key whose public half it last recorded in
+/// the database (so that is one statement per process and key, not per seal).
+#[derive(Default)]
+pub(crate) struct Sealing {
+    /// `None` before the first seal, which looks at every run.
+    heads: Option<HeadsLog>,
+    recorded_key: Option<String>,
 }
 
-/// Seals as [`seal_finished`] does, with the heads log as this process last read it
-/// (`heads`; `None` before the first seal): the first seal looks at every run, to catch
-/// up with what earlier processes left unsealed; later ones, given `run`, at that run
-/// only.
+/// Seals every finished run of `store` not sealed at its current size, when `data` has a
+/// signing key (nothing to do without one). The first seal of `sealing` looks at every
+/// run, to catch up with what earlier processes left unsealed; later ones, given `run`,
+/// at that run only.
 ///
 /// # Errors
 /// [`Unsealed`]: the key could not be read, or sealing failed.
 pub(crate) async fn seal(
     store: &Store,
     data: &Path,
-    heads: &mut Option<HeadsLog>,
+    sealing: &mut Sealing,
     run: Option<&StreamId>,
 ) -> Result<(), Unsealed> {
     let key = match docket_evidence::signer(data) {
@@ -59,11 +60,11 @@ pub(crate) async fn seal(
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX));
-    let runs = match (&heads, run) {
+    let runs = match (&sealing.heads, run) {
         (Some(_), Some(run)) => Some(std::slice::from_ref(run)),
         _ => None,
     };
-    let log = heads.get_or_insert_with(HeadsLog::default);
+    let log = sealing.heads.get_or_insert_with(HeadsLog::default);
     let mut report = docket_evidence::seal_runs(store, &key, WallTime(now), log, runs)
         .await
         .map_err(Unsealed::Seal)?;
@@ -71,7 +72,7 @@ pub(crate) async fn seal(
         None => {
             docket_evidence::keep_heads_checkpoint(&mut report, data, &key).map_err(Unsealed::Seal)
         }
-        Some(db) => keep_in_database(db, data, &key, &report).await,
+        Some(db) => keep_in_database(db, data, &key, &report, &mut sealing.recorded_key).await,
     }
 }
 
@@ -82,6 +83,7 @@ async fn keep_in_database(
     data: &Path,
     key: &SignerKey,
     report: &docket_evidence::SealReport,
+    recorded_key: &mut Option<String>,
 ) -> Result<(), Unsealed> {
     let Some(heads) = &report.heads else {
         return Ok(());
@@ -97,16 +99,19 @@ async fn keep_in_database(
     {
         return Ok(());
     }
-    let keys = docket_evidence::verifiers(data).map_err(Unsealed::Key)?;
     let current = key.verifier().to_string();
-    let retired: Vec<String> = keys
-        .iter()
-        .map(ToString::to_string)
-        .filter(|k| *k != current)
-        .collect();
-    db.record_keys(&current, &retired)
-        .await
-        .map_err(Unsealed::Database)?;
+    if recorded_key.as_deref() != Some(current.as_str()) {
+        let retired: Vec<String> = docket_evidence::verifiers(data)
+            .map_err(Unsealed::Key)?
+            .iter()
+            .map(ToString::to_string)
+            .filter(|k| *k != current)
+            .collect();
+        db.record_keys(&current, &retired)
+            .await
+            .map_err(Unsealed::Database)?;
+        *recorded_key = Some(current);
+    }
     let note = heads
         .sign(key)
         .map_err(|e| Unsealed::Seal(SealError::from(e)))?;

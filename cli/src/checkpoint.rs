@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, anyhow};
 use clap::Subcommand;
-use docket_evidence::SignedCheckpoint;
+use docket_evidence::{PublishError, Published, SignedCheckpoint};
 
 #[derive(Subcommand)]
 pub(crate) enum CheckpointCommand {
@@ -66,43 +66,34 @@ pub(crate) async fn execute(
             "{from} has no signed heads checkpoint yet: it is written when a finished run is sealed (`docket keys generate`, then any command that drives runs)"
         )
     })?;
-    let parsed = SignedCheckpoint::parse(&note)
-        .map_err(|e| anyhow!("the heads checkpoint of {from} does not parse: {e}"))?;
-    let size = parsed.checkpoint.size;
-    std::fs::create_dir_all(&to).with_context(|| format!("cannot create {}", to.display()))?;
-    let target = to.join(format!("heads-{size}.note"));
-    match std::fs::read_to_string(&target) {
-        Ok(kept) if kept == note => {
+    let checkpoint = SignedCheckpoint::parse(&note)
+        .map_err(|e| anyhow!("the heads checkpoint of {from} does not parse: {e}"))?
+        .checkpoint;
+    let size = checkpoint.size;
+    match docket_evidence::publish_checkpoint(&to, &note) {
+        Ok(Published::Written(path)) => {
+            let _ = writeln!(
+                out,
+                "the heads checkpoint at size {size} ({}) kept in {}",
+                checkpoint.origin,
+                path.display()
+            );
+        }
+        Ok(Published::Already(path)) => {
             let _ = writeln!(
                 out,
                 "the heads checkpoint at size {size} is already kept in {}",
-                target.display()
+                path.display()
             );
-            return Ok(0);
         }
-        Ok(_) => {
+        Err(e @ PublishError::Differs { .. }) => {
             return Err(anyhow!(
-                "{} holds another checkpoint at size {size} than {from} signs now: the heads log was rewritten since it was kept (`docket verify --against {}` says where); nothing was replaced",
-                target.display(),
+                "{e} (`docket verify --against {}` says where)",
                 to.display()
             ));
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => {
-            return Err(anyhow::Error::new(e).context(format!("cannot read {}", target.display())));
-        }
+        Err(e) => return Err(e.into()),
     }
-    let temp = to.join(format!(".heads-{size}.note.tmp"));
-    std::fs::write(&temp, &note)
-        .and_then(|()| std::fs::File::open(&temp)?.sync_all())
-        .and_then(|()| std::fs::rename(&temp, &target))
-        .with_context(|| format!("cannot write {}", target.display()))?;
-    let _ = writeln!(
-        out,
-        "the heads checkpoint at size {size} ({}) kept in {}",
-        parsed.checkpoint.origin,
-        target.display()
-    );
     Ok(0)
 }
 

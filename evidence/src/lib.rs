@@ -36,9 +36,9 @@ pub use report::{
     html_report,
 };
 pub use seal::{
-    FINISHING_KINDS, HEADS_STREAM, HeadsLog, RunSealed, SEALED_KIND, SEALED_VERSION, SealError,
-    SealReport, heads_checkpoint_path, is_run_stream, keep_heads_checkpoint, seal_finished,
-    seal_runs, seals_of,
+    FINISHING_KINDS, HEADS_STREAM, HeadsLog, PublishError, Published, RunSealed, SEALED_KIND,
+    SEALED_VERSION, SealError, SealReport, heads_checkpoint_path, is_run_stream,
+    keep_heads_checkpoint, publish_checkpoint, seal_finished, seal_runs, seals_of,
 };
 pub use verify::{
     CheckpointVerdict, HeadsVerdict, Problem, RunVerdict, SealSeen, StoreTrust, Verification,

@@ -285,6 +285,67 @@ pub async fn seal_runs<S: EventStore>(
     Ok(report)
 }
 
+/// What [`publish_checkpoint`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Published {
+    /// The checkpoint was written to this file.
+    Written(PathBuf),
+    /// This file already held the same checkpoint.
+    Already(PathBuf),
+}
+
+/// Why a checkpoint was not published.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PublishError {
+    /// The note is not a signed checkpoint.
+    #[error("the checkpoint to publish does not parse: {0}")]
+    Malformed(#[source] CheckpointError),
+    /// A different checkpoint is kept at the same size: the log was rewritten since.
+    #[error(
+        "{path} holds another checkpoint at size {size} than the one signed now: the heads log was rewritten since it was kept; nothing was replaced"
+    )]
+    Differs { path: PathBuf, size: u64 },
+    /// The directory or the file.
+    #[error(transparent)]
+    File(#[from] KeyError),
+}
+
+/// Keeps the signed checkpoint `note` in `dir` as `heads-SIZE.note` (created with the
+/// directory if need be, atomically), where the log's writer cannot rewrite it
+/// (docs/checkpoints.md#publishing-checkpoints). A different checkpoint already kept at
+/// that size is never replaced.
+///
+/// # Errors
+/// [`PublishError`]: a note that does not parse, a different one kept, the file system.
+pub fn publish_checkpoint(dir: &Path, note: &str) -> Result<Published, PublishError> {
+    let size = SignedCheckpoint::parse(note)
+        .map_err(PublishError::Malformed)?
+        .checkpoint
+        .size;
+    let path = dir.join(format!("heads-{size}.note"));
+    match std::fs::read_to_string(&path) {
+        Ok(kept) if kept == note => return Ok(Published::Already(path)),
+        Ok(_) => return Err(PublishError::Differs { path, size }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(source) => {
+            return Err(KeyError::Io {
+                op: "read",
+                path,
+                source,
+            }
+            .into());
+        }
+    }
+    std::fs::create_dir_all(dir).map_err(|source| KeyError::Io {
+        op: "create",
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    write_atomically(&path, note.as_bytes(), 0o644)?;
+    Ok(Published::Written(path))
+}
+
 /// Writes the heads checkpoint unless the file already holds this one, signed by `key`.
 fn write_heads_checkpoint(
     data: &Path,
