@@ -3,14 +3,18 @@
 //! recorded fields, so the target seals it as the source did, and the copy checks that
 //! every hash came out the same; the blobs a run refers to (its payloads stored apart, the
 //! content an encoding-2 payload names by hash) and its disclosures, erased ones as
-//! tombstones, go with it. Snapshots are a cache and are left behind.
+//! tombstones, go with it, and the public halves of the keys that sealed them
+//! ([`copy_keys`]). Snapshots are a cache and are left behind.
 
 use std::collections::BTreeMap;
+use std::path::Path;
 
 use docket_decider::{REFERENCED_PAYLOAD, ReferencedPayload};
+use docket_evidence::{KeyError, VerifierKey};
 use docket_store::{
     Event, EventStore, Hash, NewEvent, Payload, StoreError, StoredDisclosure, StreamHead, StreamId,
 };
+use docket_store_postgres::{PgError, PostgresStore};
 use futures::StreamExt;
 
 /// Events appended per batch while copying.
@@ -267,4 +271,80 @@ async fn copy_disclosures<A: EventStore, B: EventStore>(
             .map_err(store_err(doing.clone()))?;
     }
     Ok(())
+}
+
+/// Where a store keeps the public halves of the keys that sealed its runs.
+#[derive(Clone, Copy)]
+pub enum KeysAt<'a> {
+    /// A data directory's `keys/`.
+    Directory(&'a Path),
+    /// A PostgreSQL database's table.
+    Database(&'a PostgresStore),
+}
+
+/// Why the keys did not go with a copy.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CopyKeysError {
+    #[error("the public keys that sealed the runs were not copied: {0}")]
+    Key(#[source] KeyError),
+    #[error("the public keys that sealed the runs were not copied: {0}")]
+    Database(#[source] PgError),
+}
+
+/// Copies the public halves of the keys that sealed the source's runs to the target, so
+/// that the seals copied with the runs verify there: into a data directory's
+/// `keys/retired/`, or a database's table marked retired (they sealed there, they sign
+/// nothing here). The number of keys the target did not hold.
+///
+/// # Errors
+/// [`CopyKeysError`]: a key file or the database could not be read or written.
+pub async fn copy_keys(from: KeysAt<'_>, to: KeysAt<'_>) -> Result<usize, CopyKeysError> {
+    let keys: Vec<String> = match from {
+        KeysAt::Directory(dir) => docket_evidence::verifiers(dir)
+            .map_err(CopyKeysError::Key)?
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        KeysAt::Database(db) => db
+            .keys()
+            .await
+            .map_err(CopyKeysError::Database)?
+            .into_iter()
+            .map(|k| k.verifier)
+            .collect(),
+    };
+    let mut added = 0;
+    match to {
+        KeysAt::Directory(dir) => {
+            let held: Vec<String> = docket_evidence::verifiers(dir)
+                .map_err(CopyKeysError::Key)?
+                .iter()
+                .map(ToString::to_string)
+                .collect();
+            for key in keys.iter().filter(|k| !held.contains(k)) {
+                let key =
+                    VerifierKey::parse(key).map_err(|e| CopyKeysError::Key(KeyError::Key(e)))?;
+                docket_evidence::retire_verifier(dir, &key).map_err(CopyKeysError::Key)?;
+                added += 1;
+            }
+        }
+        KeysAt::Database(db) => {
+            let held: Vec<String> = db
+                .keys()
+                .await
+                .map_err(CopyKeysError::Database)?
+                .into_iter()
+                .map(|k| k.verifier)
+                .collect();
+            let new: Vec<String> = keys.into_iter().filter(|k| !held.contains(k)).collect();
+            if !new.is_empty() {
+                db.record_keys(None, &new)
+                    .await
+                    .map_err(CopyKeysError::Database)?;
+                added = new.len();
+            }
+        }
+    }
+    Ok(added)
 }

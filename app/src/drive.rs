@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use docket_decider::{Command, RunId, RunRequested};
+use docket_evidence::KeyPlace;
 use docket_runtime::{HumanDecision, HumanOverride, RunOutcome, Runtime, RuntimeError, Workflow};
 use docket_store::StreamId;
 use serde_json::Value;
@@ -18,6 +19,7 @@ use crate::seal::{Sealing, Unsealed, seal};
 pub struct App {
     runtime: Runtime<Store>,
     data: PathBuf,
+    key: KeyPlace,
     report: fn(&Unsealed),
     /// What the last seal read, shared by every clone (one seal at a time in a process):
     /// a seal reads only what was sealed since.
@@ -29,6 +31,7 @@ impl Clone for App {
         Self {
             runtime: self.runtime.clone(),
             data: self.data.clone(),
+            key: self.key.clone(),
             report: self.report,
             sealing: Arc::clone(&self.sealing),
         }
@@ -36,13 +39,19 @@ impl Clone for App {
 }
 
 impl App {
-    /// The runtime over the data directory `data`; `report` says that finished runs were
-    /// not sealed.
+    /// The runtime over the data directory `data`, sealing with the key at `key`;
+    /// `report` says that finished runs were not sealed.
     #[must_use]
-    pub fn new(runtime: Runtime<Store>, data: impl Into<PathBuf>, report: fn(&Unsealed)) -> Self {
+    pub fn new(
+        runtime: Runtime<Store>,
+        data: impl Into<PathBuf>,
+        key: KeyPlace,
+        report: fn(&Unsealed),
+    ) -> Self {
         Self {
             runtime,
             data: data.into(),
+            key,
             report,
             sealing: Arc::default(),
         }
@@ -60,14 +69,14 @@ impl App {
         &self.data
     }
 
-    /// Seals the runs that finished and are not sealed at their current size, when the
-    /// data directory has a signing key; a failure goes to `report`.
+    /// Seals the runs that finished and are not sealed at their current size, when there
+    /// is a signing key; a failure goes to `report`.
     pub async fn seal(&self) {
         self.seal_after(None).await;
     }
 
     /// Seals `run` if it finished (and, at this process's first seal, every run left
-    /// unsealed), when the data directory has a signing key; a failure goes to `report`.
+    /// unsealed), when there is a signing key; a failure goes to `report`.
     pub async fn seal_run(&self, run: &RunId) {
         match StreamId::new(run.as_str()) {
             Ok(stream) => self.seal_after(Some(&stream)).await,
@@ -77,7 +86,15 @@ impl App {
 
     async fn seal_after(&self, run: Option<&StreamId>) {
         let mut sealing = self.sealing.lock().await;
-        if let Err(e) = seal(self.runtime.store(), &self.data, &mut sealing, run).await {
+        if let Err(e) = seal(
+            self.runtime.store(),
+            &self.data,
+            &self.key,
+            &mut sealing,
+            run,
+        )
+        .await
+        {
             (self.report)(&e);
         }
     }

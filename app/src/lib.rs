@@ -37,11 +37,11 @@ mod store;
 mod worker;
 
 pub use choice::{ChoiceError, option_number};
-pub use copy::{Copied, CopyError, copy_store};
+pub use copy::{Copied, CopyError, CopyKeysError, KeysAt, copy_keys, copy_store};
 pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
-pub use seal::Unsealed;
+pub use seal::{Unsealed, first_key};
 pub use store::{Store, StoreLocation};
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

@@ -1,13 +1,13 @@
 //! Sealing the runs that finished (docs/checkpoints.md): after anything that drives runs,
-//! each finished run not sealed at its current size is signed with the data directory's
-//! key, when it has one. The heads log's signed checkpoint is kept where the store keeps
+//! each finished run not sealed at its current size is signed with the instance's key
+//! (where its [`KeyPlace`] says), when it has one. The heads log's signed checkpoint is kept where the store keeps
 //! its runs: a data directory's file, or a PostgreSQL database's table, with the public
 //! halves of the keys that signed, so any machine can check the seals
 //! (docs/postgres.md#signed-seals).
 
 use std::path::Path;
 
-use docket_evidence::{HeadsLog, KeyError, SealError, SignerKey};
+use docket_evidence::{HeadsLog, KeyError, KeyPlace, SealError, SignerKey, VerifierKey};
 use docket_store::{StreamId, WallTime};
 use docket_store_postgres::{PgError, PostgresStore};
 
@@ -30,8 +30,8 @@ pub enum Unsealed {
 }
 
 /// What a process's seals remember between them: the heads log as last read (so a seal
-/// reads only what was sealed since), and the key whose public half it last recorded in
-/// the database (so that is one statement per process and key, not per seal).
+/// reads only what was sealed since), and the key whose public half it last recorded (in
+/// the data directory, or the database: once per process and key, not per seal).
 #[derive(Default)]
 pub(crate) struct Sealing {
     /// `None` before the first seal, which looks at every run.
@@ -39,8 +39,8 @@ pub(crate) struct Sealing {
     recorded_key: Option<String>,
 }
 
-/// Seals every finished run of `store` not sealed at its current size, when `data` has a
-/// signing key (nothing to do without one). The first seal of `sealing` looks at every
+/// Seals every finished run of `store` not sealed at its current size, when `place` holds
+/// a signing key for `data` (nothing to do without one). The first seal of `sealing` looks at every
 /// run, to catch up with what earlier processes left unsealed; later ones, given `run`,
 /// at that run only.
 ///
@@ -49,10 +49,11 @@ pub(crate) struct Sealing {
 pub(crate) async fn seal(
     store: &Store,
     data: &Path,
+    place: &KeyPlace,
     sealing: &mut Sealing,
     run: Option<&StreamId>,
 ) -> Result<(), Unsealed> {
-    let key = match docket_evidence::signer(data) {
+    let key = match docket_evidence::signer_in(data, place) {
         Ok(Some(key)) => key,
         Ok(None) => return Ok(()),
         Err(e) => return Err(Unsealed::Key(e)),
@@ -70,6 +71,13 @@ pub(crate) async fn seal(
         .map_err(Unsealed::Seal)?;
     match store.postgres() {
         None => {
+            // A key kept elsewhere has its public half beside the log, where `docket
+            // verify` trusts it.
+            let current = key.verifier().to_string();
+            if sealing.recorded_key.as_deref() != Some(current.as_str()) {
+                docket_evidence::record_verifier(data, &key.verifier()).map_err(Unsealed::Key)?;
+                sealing.recorded_key = Some(current);
+            }
             docket_evidence::keep_heads_checkpoint(&mut report, data, &key).map_err(Unsealed::Seal)
         }
         Some(db) => keep_in_database(db, data, &key, &report, &mut sealing.recorded_key).await,
@@ -107,7 +115,7 @@ async fn keep_in_database(
             .map(ToString::to_string)
             .filter(|k| *k != current)
             .collect();
-        db.record_keys(&current, &retired)
+        db.record_keys(Some(&current), &retired)
             .await
             .map_err(Unsealed::Database)?;
         *recorded_key = Some(current);
@@ -119,4 +127,28 @@ async fn keep_in_database(
         .await
         .map_err(Unsealed::Database)?;
     Ok(())
+}
+
+/// Makes the first signing key of a store just created, where `place` says (unless it
+/// says not to sign or already holds a key), and records its public half where the store
+/// keeps them: the data directory `data`, and a PostgreSQL store's table too. The public
+/// half of a key made, if one was.
+///
+/// # Errors
+/// [`Unsealed::Key`] when the key cannot be made or read; [`Unsealed::Database`] when the
+/// database does not take its public half.
+pub async fn first_key(
+    store: &Store,
+    data: &Path,
+    place: &KeyPlace,
+) -> Result<Option<VerifierKey>, Unsealed> {
+    let made = docket_evidence::first_key(data, place).map_err(Unsealed::Key)?;
+    if let Some(db) = store.postgres()
+        && let Some(key) = docket_evidence::signer_in(data, place).map_err(Unsealed::Key)?
+    {
+        db.record_keys(Some(&key.verifier().to_string()), &[])
+            .await
+            .map_err(Unsealed::Database)?;
+    }
+    Ok(made)
 }

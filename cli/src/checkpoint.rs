@@ -19,8 +19,21 @@ pub(crate) enum CheckpointCommand {
     /// bucket's mount, an auditor's share).
     Publish {
         /// Where to keep it.
-        #[arg(long, value_name = "DIR")]
-        to: PathBuf,
+        #[arg(
+            long,
+            value_name = "DIR",
+            required_unless_present = "command",
+            conflicts_with = "command"
+        )]
+        to: Option<PathBuf>,
+        /// Hand it to a witness instead: a shell command that reads the signed note on
+        /// its standard input and exits 0 once it is kept.
+        ///
+        /// Run with `sh -c`, with DOCKET_CHECKPOINT_SIZE, DOCKET_CHECKPOINT_ORIGIN and
+        /// DOCKET_CHECKPOINT_FILE (heads-SIZE.note) set, e.g. to put it in an object
+        /// store with object lock, commit it to a repository, or post it to a witness.
+        #[arg(long, value_name = "CMD")]
+        command: Option<String>,
     },
 }
 
@@ -29,7 +42,7 @@ pub(crate) async fn execute(
     data: &Path,
     out: &mut String,
 ) -> anyhow::Result<u8> {
-    let CheckpointCommand::Publish { to } = command;
+    let CheckpointCommand::Publish { to, command } = command;
     let (note, from) = match crate::command::postgres_url() {
         Some(url) => {
             let store = crate::command::open_postgres(
@@ -70,6 +83,16 @@ pub(crate) async fn execute(
         .map_err(|e| anyhow!("the heads checkpoint of {from} does not parse: {e}"))?
         .checkpoint;
     let size = checkpoint.size;
+    let Some(to) = to else {
+        let command = command.unwrap_or_default();
+        hand_to_witness(&command, &note, size, &checkpoint.origin).await?;
+        let _ = writeln!(
+            out,
+            "the heads checkpoint at size {size} ({}) handed to `{command}`, which kept it",
+            checkpoint.origin
+        );
+        return Ok(0);
+    };
     match docket_evidence::publish_checkpoint(&to, &note) {
         Ok(Published::Written(path)) => {
             let _ = writeln!(
@@ -95,6 +118,40 @@ pub(crate) async fn execute(
         Err(e) => return Err(e.into()),
     }
     Ok(0)
+}
+
+/// Runs the witness command `command` with `note` on its standard input; an error unless
+/// it exits 0. Its output goes to this command's stderr, where its user sees it.
+async fn hand_to_witness(command: &str, note: &str, size: u64, origin: &str) -> anyhow::Result<()> {
+    use tokio::io::AsyncWriteExt as _;
+    let mut child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .env("DOCKET_CHECKPOINT_SIZE", size.to_string())
+        .env("DOCKET_CHECKPOINT_ORIGIN", origin)
+        .env("DOCKET_CHECKPOINT_FILE", format!("heads-{size}.note"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
+        .spawn()
+        .with_context(|| format!("--command: cannot start `sh -c {command}`"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A witness that exits without reading all of it says so by its status.
+        let _ = stdin.write_all(note.as_bytes()).await;
+    }
+    let status = child
+        .wait()
+        .await
+        .with_context(|| format!("--command: cannot wait for `{command}`"))?;
+    if !status.success() {
+        return Err(anyhow!(
+            "--command `{command}` {}: the heads checkpoint at size {size} is not known to be kept (run it again once the witness is fixed)",
+            match status.code() {
+                Some(code) => format!("exited with {code}"),
+                None => "was killed by a signal".to_owned(),
+            }
+        ));
+    }
+    Ok(())
 }
 
 /// The notes kept in `dir` (`*.note`, by name), as `docket verify --against` reads them.

@@ -13,6 +13,7 @@ use std::process::ExitCode;
 use anyhow::anyhow;
 use docket_app::{Store, StoreLocation};
 use docket_decider::RunId;
+use docket_evidence::KeyPlace;
 use docket_runtime::Runtime;
 use docket_store::{EmbeddedStore, EventStore as _, LockHolder, StoreConfig, StoreError};
 use docket_store_postgres::{PgError, PostgresConfig, PostgresStore};
@@ -70,6 +71,29 @@ pub(crate) fn resolve_store(
                 other.display()
             )),
             _ => Ok((Some(dir), None)),
+        },
+    }
+}
+
+/// Where the private signing key is kept (`DOCKET_SIGNING_KEY`, else the data
+/// directory's `keys/`); set once by `main`.
+pub(crate) static KEY_PLACE: std::sync::OnceLock<KeyPlace> = std::sync::OnceLock::new();
+
+/// Where the private signing key is kept.
+pub(crate) fn key_place() -> KeyPlace {
+    KEY_PLACE.get().cloned().unwrap_or_default()
+}
+
+/// `DOCKET_SIGNING_KEY`: `none` (sign nothing), the key itself (`PRIVATE+KEY+...`, e.g.
+/// from a secret store), or the path of its file; unset or empty, the data directory's.
+/// The error never quotes the value, which may be a key.
+pub(crate) fn key_place_from_env() -> Result<KeyPlace, String> {
+    match std::env::var_os("DOCKET_SIGNING_KEY") {
+        None => Ok(KeyPlace::DataDirectory),
+        Some(value) => match value.into_string() {
+            Ok(text) => KeyPlace::parse(&text).map_err(|e| format!("DOCKET_SIGNING_KEY: {e}")),
+            // Not UTF-8: a path.
+            Err(path) => Ok(KeyPlace::File(PathBuf::from(path))),
         },
     }
 }
@@ -267,16 +291,50 @@ fn tell_waiting(dir: &Path, holder: &LockHolder) {
 /// processes record in one: no lock), else the data directory `dir` ([`open_embedded`]).
 /// Effects check the kill switches of the store: the database's, or the data directory's.
 pub(crate) async fn open(dir: &Path) -> anyhow::Result<Runtime<Store>> {
-    let store = match postgres_url() {
-        Some(url) => Store::from(open_postgres(url, "to record runs", Access::Write).await?),
-        None => Store::from(open_directory(dir).await?),
+    open_with(dir, true).await
+}
+
+/// [`open`], making a new store's signing key only with `first_key` (`docket demo` makes
+/// one of its own name).
+pub(crate) async fn open_with(dir: &Path, first_key: bool) -> anyhow::Result<Runtime<Store>> {
+    let (store, new) = match postgres_url() {
+        Some(url) => {
+            let db = open_postgres(url, "to record runs", Access::Write).await?;
+            let new = db.created_schema();
+            (Store::from(db), new)
+        }
+        None => {
+            let new = !EmbeddedStore::exists_in(dir);
+            (Store::from(open_directory(dir).await?), new)
+        }
     };
+    if new && first_key {
+        make_first_key(&store, dir).await;
+    }
     // Read before every effect execution, so `docket kill-switch on` from another
     // process (another machine, for a PostgreSQL store) stops this run's next effect.
     let switches = docket_app::kill_switch_source(&store, dir);
     let runtime = Runtime::new(store);
     runtime.set_kill_switch(switches);
     Ok(runtime)
+}
+
+/// A new store's signing key, made where `DOCKET_SIGNING_KEY` says (unless it says
+/// `none`) and said on stderr; a key that cannot be made is a warning: the store works
+/// without one, and each seal says why there is none.
+pub(crate) async fn make_first_key(store: &Store, dir: &Path) {
+    let key_at = key_place();
+    match docket_app::first_key(store, dir, &key_at).await {
+        Ok(Some(key)) => say!(
+            "signing key made for {}: {key} (private half in {}; finished runs are sealed with it: keep this public key elsewhere to check them, docs/checkpoints.md)",
+            place(store, dir),
+            key_at
+                .file(dir)
+                .map_or_else(String::new, |p| p.display().to_string())
+        ),
+        Ok(None) => {}
+        Err(e) => say!("warning: no signing key made for the new store: {e}"),
+    }
 }
 
 /// The data directory's store, opened to record: takes its writer lock, waiting up to

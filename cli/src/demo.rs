@@ -371,7 +371,7 @@ async fn demo(args: DemoArgs, data: Option<PathBuf>) -> anyhow::Result<u8> {
     let dir = data.unwrap_or_else(|| PathBuf::from(DEFAULT_DIR));
     let replaced = prepare(&dir)?;
     route_outboxes(&mut workflows, &dir)?;
-    let rt = crate::command::open(&dir).await?;
+    let rt = crate::command::open_with(&dir, false).await?;
     std::fs::write(
         dir.join(MARKER),
         "Made by `docket demo`: a data directory of example runs. The next `docket demo` \

@@ -88,7 +88,8 @@ struct Cli {
     /// many docket processes share (create or upgrade its schema with `docket store
     /// migrate`); `docket serve`'s tokens, browser sessions and request log, the kill
     /// switches and the public halves of signing keys are kept there too, while the
-    /// private signing key stays in the data directory (--data). Anything else names the
+    /// private signing key stays in the data directory (--data) or where
+    /// DOCKET_SIGNING_KEY says. Anything else names the
     /// data directory, as --data does. The password
     /// in a URL is never printed (docs/postgres.md).
     #[arg(long, global = true, value_name = "URL|DIR")]
@@ -140,10 +141,10 @@ enum Command {
     /// Every agent's circuit breaker across runs (state, failures, last failure, last
     /// probe); `docket circuits reset AGENT --by NAME --reason TEXT` closes one.
     Circuits(circuits::CircuitsArgs),
-    /// Make or show the data directory's signing key.
+    /// Make or show the signing key finished runs are sealed with.
     ///
-    /// `docket keys generate` makes it (finished runs are sealed with it from then on),
-    /// `docket keys show` prints its public key (docs/checkpoints.md).
+    /// A new store gets one; `docket keys generate` makes one for a store without (or
+    /// replaces it), `docket keys show` prints its public key (docs/checkpoints.md).
     Keys {
         #[command(subcommand)]
         command: keys::KeysCommand,
@@ -319,6 +320,15 @@ pub fn main() -> ExitCode {
         }
     };
     let _ = command::THREADS.set(threads);
+    match command::key_place_from_env() {
+        Ok(place) => {
+            let _ = command::KEY_PLACE.set(place);
+        }
+        Err(e) => {
+            say!("error: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    }
     let data = match command::resolve_store(cli.store, cli.data) {
         Ok((data, url)) => {
             let _ = command::STORE_URL.set(url);
@@ -344,8 +354,9 @@ pub fn main() -> ExitCode {
         }
         Command::Circuits(args) => return runs::circuits_main(args, data),
         Command::Keys { command } => {
-            let data = command::data_dir(data);
-            return plain(|out| keys::execute(command, &data, out));
+            return command::run_async(data, |data, out| {
+                Box::pin(async move { keys::execute(command, &data, out).await })
+            });
         }
         Command::Checkpoint { command } => {
             return command::run_async(data, |data, out| {
@@ -361,7 +372,7 @@ pub fn main() -> ExitCode {
             let data = command::data_dir(data);
             return plain(|out| verify::execute(args, &data, out));
         }
-        Command::Store { command } => return store::main(command),
+        Command::Store { command } => return store::main(command, data),
         Command::Worker(args) => return worker::main(args, data),
         Command::Export(args) => return export::main(args, data),
         Command::VerifyExport(args) => return plain(|out| export::verify_export(&args, out)),

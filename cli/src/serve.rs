@@ -167,6 +167,7 @@ pub(crate) fn main(args: ServeArgs, data: Option<PathBuf>) -> ExitCode {
             );
             let server = Server::bind(rt, &data, &args.root, args.listen, args.allow_remote)
                 .await?
+                .sign_with(crate::command::key_place())
                 .limit_streams(docket_serve::StreamLimits {
                     total: usize::try_from(args.max_streams).unwrap_or(usize::MAX),
                     per_token: usize::try_from(args.max_streams_per_token).unwrap_or(usize::MAX),

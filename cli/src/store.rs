@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, anyhow};
 use clap::Subcommand;
-use docket_app::{Store, StoreLocation, copy_store};
+use docket_app::{KeysAt, Store, StoreLocation, copy_keys, copy_store};
 use docket_store::{EmbeddedStore, StoreConfig};
 use docket_store_postgres::{PostgresConfig, PostgresStore, SCHEMA_VERSION, SchemaState};
 
@@ -44,9 +44,9 @@ pub(crate) enum StoreCommand {
 }
 
 /// Runs `docket store ...` on the async runtime, against the `--store` URL.
-pub(crate) fn main(command: StoreCommand) -> ExitCode {
-    crate::command::run_async(None, |_, out| {
-        Box::pin(async move { execute(&command, out).await })
+pub(crate) fn main(command: StoreCommand, data: Option<std::path::PathBuf>) -> ExitCode {
+    crate::command::run_async(data, |data, out| {
+        Box::pin(async move { execute(&command, &data, out).await })
     })
 }
 
@@ -81,6 +81,14 @@ async fn open_side(place: &str, target: bool) -> anyhow::Result<Store> {
     })
 }
 
+/// Where the store at `place` keeps the public halves of its keys.
+fn keys_at<'a>(store: &'a Store, place: &'a str) -> KeysAt<'a> {
+    match store.postgres() {
+        Some(db) => KeysAt::Database(db),
+        None => KeysAt::Directory(std::path::Path::new(place)),
+    }
+}
+
 async fn copy(from: &str, to: &str, out: &mut String) -> anyhow::Result<u8> {
     if StoreLocation::parse(from) == StoreLocation::parse(to) {
         return Err(anyhow!("--from and --to name the same store"));
@@ -91,16 +99,26 @@ async fn copy(from: &str, to: &str, out: &mut String) -> anyhow::Result<u8> {
         say!("copied {} ({} events)", head.stream, head.seq);
     })
     .await?;
+    let keys = copy_keys(keys_at(&source, from), keys_at(&target, to)).await?;
     let _ = writeln!(
         out,
-        "{} streams copied (runs and the instance's own logs: {} events, {} blobs, {} disclosures); {} already there",
-        copied.streams, copied.events, copied.blobs, copied.disclosures, copied.already
+        "{} streams copied (runs and the instance's own logs: {} events, {} blobs, {} disclosures); {} already there; {keys} public key{} that sealed them",
+        copied.streams,
+        copied.events,
+        copied.blobs,
+        copied.disclosures,
+        copied.already,
+        if keys == 1 { "" } else { "s" }
     );
     target.close().await;
     Ok(0)
 }
 
-async fn execute(command: &StoreCommand, out: &mut String) -> anyhow::Result<u8> {
+async fn execute(
+    command: &StoreCommand,
+    data: &std::path::Path,
+    out: &mut String,
+) -> anyhow::Result<u8> {
     let name = match command {
         StoreCommand::Init => "init",
         StoreCommand::Migrate => "migrate",
@@ -121,6 +139,17 @@ async fn execute(command: &StoreCommand, out: &mut String) -> anyhow::Result<u8>
     let (before, applied) = PostgresStore::migrate(url)
         .await
         .map_err(|e| crate::command::postgres_error(e, doing))?;
+    if before == SchemaState::Empty && !applied.is_empty() {
+        // A new store: its signing key, as the first command that records in a new data
+        // directory makes one.
+        let store = crate::command::open_postgres(
+            url,
+            "to record its signing key",
+            crate::command::Access::Write,
+        )
+        .await?;
+        crate::command::make_first_key(&Store::Postgres(store), data).await;
+    }
     let found = match before {
         SchemaState::Empty => "no docket schema found".to_owned(),
         SchemaState::At(version) => format!("schema at version {version}"),

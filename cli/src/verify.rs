@@ -322,11 +322,11 @@ pub(crate) fn print_text(out: &mut String, report: &Verification, checkpoint: Op
 }
 
 /// The application layer over `rt` and the data directory `data`: each command that
-/// drives runs seals the finished ones after it, when the data directory has a key. A
-/// failure is reported, not fatal: the command did what it was asked, and the next one
-/// catches up.
+/// drives runs seals the finished ones after it, when there is a key
+/// (`DOCKET_SIGNING_KEY`, else the data directory's). A failure is reported, not fatal:
+/// the command did what it was asked, and the next one catches up.
 pub(crate) fn app(rt: &Runtime<Store>, data: &Path) -> App {
-    App::new(rt.clone(), data, unsealed)
+    App::new(rt.clone(), data, crate::command::key_place(), unsealed)
 }
 
 fn unsealed(e: &Unsealed) {

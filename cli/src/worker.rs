@@ -10,6 +10,7 @@ use anyhow::anyhow;
 use clap::Args;
 use docket_app::{Store, WorkerConfig};
 use docket_decider::RunId;
+use docket_evidence::KeyPlace;
 use docket_runtime::{Runtime, Workflow};
 use serde_json::Value;
 
@@ -73,6 +74,16 @@ async fn work(args: WorkerArgs, data: &Path, out: &mut String) -> anyhow::Result
     }
     let rt = open(data).await?;
     let app = crate::verify::app(&rt, data);
+    // A worker without the store's key drives runs it cannot seal: said once, at start.
+    match docket_evidence::signer_in(data, &crate::command::key_place()) {
+        Ok(Some(_)) => {}
+        Ok(None) if matches!(crate::command::key_place(), KeyPlace::Unsigned) => {}
+        Ok(None) => say!(
+            "warning: no signing key in {}: the runs this worker finishes are not sealed; copy the store's key there (from the machine that ran `docket store init`) or set DOCKET_SIGNING_KEY (DOCKET_SIGNING_KEY=none: unsigned on purpose)",
+            docket_evidence::keys_dir(data).display()
+        ),
+        Err(e) => say!("warning: the runs this worker finishes are not sealed: {e}"),
+    }
     let lease = Duration::from_secs(args.lease);
     let config = WorkerConfig {
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),

@@ -1,10 +1,11 @@
-//! The data directory's signing key, kept outside the log (docs/checkpoints.md#keys).
+//! An instance's signing key, kept outside the log (docs/checkpoints.md#keys).
 //!
-//! `<data>/keys/signer.key` holds the private key in the signer-key encoding
-//! (`PRIVATE+KEY+name+keyid+base64`), mode 0600; `<data>/keys/verifier.key` its public
-//! half. A key replaced with `--force` leaves its public half in `<data>/keys/retired/`,
-//! so the seals it made still verify. Nothing here is ever in `log/`: whoever can read
-//! the log cannot sign with it.
+//! The private key, in the signer-key encoding (`PRIVATE+KEY+name+keyid+base64`), is
+//! where [`KeyPlace`] says: `<data>/keys/signer.key` (mode 0600) by default, a file of
+//! its own elsewhere, or given to the process. Its public half is always
+//! `<data>/keys/verifier.key`, where verification finds it. A key replaced leaves its
+//! public half in `<data>/keys/retired/`, so the seals it made still verify. Nothing here
+//! is ever in `log/`: whoever can read the log cannot sign with it.
 
 use std::fs;
 use std::io::Write as _;
@@ -43,8 +44,63 @@ pub enum KeyError {
         #[source]
         source: std::io::Error,
     },
+    /// The key file a [`KeyPlace::File`] names is not there.
+    #[error(
+        "no signing key at {path} (the signing key's place): make one there with `docket keys generate`, or copy the instance's key there"
+    )]
+    Missing { path: PathBuf },
+    /// A key cannot be made where the key is given to the process, or where there is none.
+    #[error("{0}")]
+    NotHere(&'static str),
     #[error(transparent)]
     Key(#[from] NoteError),
+}
+
+/// Where an instance's private signing key is kept (docs/checkpoints.md#keys). Its public
+/// half is kept in the data directory whatever the place.
+#[derive(Clone, Debug, Default)]
+pub enum KeyPlace {
+    /// `<data>/keys/signer.key`.
+    #[default]
+    DataDirectory,
+    /// A file of its own, e.g. on a volume the data directory's readers cannot read.
+    File(PathBuf),
+    /// The key itself, given to the process (from a secret store, through the
+    /// environment).
+    Given(Box<SignerKey>),
+    /// No key: nothing is signed.
+    Unsigned,
+}
+
+impl KeyPlace {
+    /// A place as a setting names it: `none` for [`KeyPlace::Unsigned`], a signer key
+    /// (`PRIVATE+KEY+...`) for [`KeyPlace::Given`], anything else a file's path.
+    ///
+    /// # Errors
+    /// [`KeyError::Key`] for a value that begins as a signer key and does not parse; the
+    /// key itself is not quoted.
+    pub fn parse(value: &str) -> Result<KeyPlace, KeyError> {
+        let value = value.trim();
+        if value == "none" {
+            Ok(KeyPlace::Unsigned)
+        } else if value.starts_with("PRIVATE+KEY+") {
+            Ok(KeyPlace::Given(Box::new(SignerKey::parse(value)?)))
+        } else if value.is_empty() {
+            Ok(KeyPlace::DataDirectory)
+        } else {
+            Ok(KeyPlace::File(PathBuf::from(value)))
+        }
+    }
+
+    /// The private key's file, for a place that is one.
+    #[must_use]
+    pub fn file(&self, data: &Path) -> Option<PathBuf> {
+        match self {
+            KeyPlace::DataDirectory => Some(keys_dir(data).join(SIGNER_FILE)),
+            KeyPlace::File(path) => Some(path.clone()),
+            KeyPlace::Given(_) | KeyPlace::Unsigned => None,
+        }
+    }
 }
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> KeyError {
@@ -63,40 +119,113 @@ pub fn keys_dir(data: &Path) -> PathBuf {
 /// # Errors
 /// [`KeyError::Exists`] without `force` when a key exists; I/O errors naming the file.
 pub fn generate(data: &Path, name: &str, force: bool) -> Result<VerifierKey, KeyError> {
+    generate_in(data, &KeyPlace::DataDirectory, name, force)
+}
+
+/// Makes a new key named `name` at `place`, its public half in `data`, and returns the
+/// public half. An existing key is replaced only with `force`; the public half of the key
+/// it replaces moves to `keys/retired/`.
+///
+/// # Errors
+/// [`KeyError::Exists`] without `force` when a key exists; [`KeyError::NotHere`] for a
+/// place that holds no file; I/O errors naming the file.
+pub fn generate_in(
+    data: &Path,
+    place: &KeyPlace,
+    name: &str,
+    force: bool,
+) -> Result<VerifierKey, KeyError> {
+    let signer_path = match place {
+        KeyPlace::Given(_) => {
+            return Err(KeyError::NotHere(
+                "the signing key is given to this process (DOCKET_SIGNING_KEY holds the key itself): there is no file to make one in",
+            ));
+        }
+        KeyPlace::Unsigned => {
+            return Err(KeyError::NotHere(
+                "signing is turned off (DOCKET_SIGNING_KEY=none): unset it to make a key",
+            ));
+        }
+        KeyPlace::DataDirectory => keys_dir(data).join(SIGNER_FILE),
+        KeyPlace::File(path) => path.clone(),
+    };
     let dir = keys_dir(data);
-    let signer_path = dir.join(SIGNER_FILE);
-    let retired = dir.join(RETIRED_DIR);
-    if let Some(old) = read_verifier(&dir.join(VERIFIER_FILE))? {
-        if !force {
+    if !force {
+        let held = match signer_in(data, place) {
+            Ok(Some(key)) => Some(key.verifier().to_string()),
+            Ok(None) | Err(KeyError::Missing { .. }) => None,
+            Err(_) => Some("(unreadable)".to_owned()),
+        };
+        if let Some(key) = held {
             return Err(KeyError::Exists {
                 path: signer_path,
-                key: old.to_string(),
-                retired,
+                key,
+                retired: dir.join(RETIRED_DIR),
             });
         }
-        fs::create_dir_all(&retired).map_err(io("create", &retired))?;
-        let kept = retired.join(format!("{}+{:08x}.key", sanitize(old.name()), old.id()));
-        write_atomically(&kept, format!("{old}\n").as_bytes(), 0o644)?;
-    } else if signer_path.exists() && !force {
-        return Err(KeyError::Exists {
-            path: signer_path,
-            key: "(unreadable)".to_owned(),
-            retired,
-        });
     }
     let key = crate::note::generate_key(name)?;
-    fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+    if let Some(parent) = signer_path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        fs::create_dir_all(parent).map_err(io("create", parent))?;
+    }
     write_atomically(
         &signer_path,
         format!("{}\n", key.encode()).as_bytes(),
         0o600,
     )?;
-    write_atomically(
-        &dir.join(VERIFIER_FILE),
-        format!("{}\n", key.verifier()).as_bytes(),
-        0o644,
-    )?;
+    record_verifier(data, &key.verifier())?;
     Ok(key.verifier())
+}
+
+/// Makes the first key of a store just created at `data`, unless `place` already holds
+/// one or says not to sign; records the public half of a key given to the process. The
+/// public half of a key made, if one was.
+///
+/// # Errors
+/// As [`generate_in`]; [`KeyError::Unreadable`] for a key file there that does not
+/// parse.
+pub fn first_key(data: &Path, place: &KeyPlace) -> Result<Option<VerifierKey>, KeyError> {
+    match place {
+        KeyPlace::Unsigned => Ok(None),
+        KeyPlace::Given(key) => record_verifier(data, &key.verifier()).map(|_| None),
+        KeyPlace::DataDirectory | KeyPlace::File(_) => match signer_in(data, place) {
+            Ok(Some(key)) => record_verifier(data, &key.verifier()).map(|_| None),
+            Ok(None) | Err(KeyError::Missing { .. }) => {
+                generate_in(data, place, &default_name()?, false).map(Some)
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
+/// Makes `key` the current public key of `data` (`keys/verifier.key`), the one it held
+/// before moving to `keys/retired/`. Whether anything changed.
+///
+/// # Errors
+/// I/O errors naming the file; [`KeyError::Unreadable`] for a damaged current key.
+pub fn record_verifier(data: &Path, key: &VerifierKey) -> Result<bool, KeyError> {
+    let dir = keys_dir(data);
+    let current = dir.join(VERIFIER_FILE);
+    match read_verifier(&current) {
+        Ok(Some(old)) if old == *key => return Ok(false),
+        Ok(Some(old)) => retire_verifier(data, &old)?,
+        Ok(None) => fs::create_dir_all(&dir).map_err(io("create", &dir))?,
+        Err(e) => return Err(e),
+    }
+    write_atomically(&current, format!("{key}\n").as_bytes(), 0o644)?;
+    Ok(true)
+}
+
+/// Keeps `key` among the retired public keys of `data` (`keys/retired/`): seals it made
+/// verify, and it is not the key that signs.
+///
+/// # Errors
+/// I/O errors naming the file.
+pub fn retire_verifier(data: &Path, key: &VerifierKey) -> Result<(), KeyError> {
+    let retired = keys_dir(data).join(RETIRED_DIR);
+    fs::create_dir_all(&retired).map_err(io("create", &retired))?;
+    let kept = retired.join(format!("{}+{:08x}.key", sanitize(key.name()), key.id()));
+    write_atomically(&kept, format!("{key}\n").as_bytes(), 0o644)
 }
 
 /// A name unique to this instance, for a key made without one: the host's name (when it
@@ -138,14 +267,32 @@ fn sanitize(name: &str) -> String {
         .collect()
 }
 
-/// The signing key of `data`, if it has one.
+/// The signing key of `data`, if it has one in its own directory.
 ///
 /// # Errors
 /// [`KeyError::Unreadable`] for a key file that does not parse; I/O errors.
 pub fn signer(data: &Path) -> Result<Option<SignerKey>, KeyError> {
-    let path = keys_dir(data).join(SIGNER_FILE);
+    signer_in(data, &KeyPlace::DataDirectory)
+}
+
+/// The signing key at `place` (for `data`): `None` when the data directory holds none or
+/// signing is off.
+///
+/// # Errors
+/// [`KeyError::Missing`] when a [`KeyPlace::File`] is not there; [`KeyError::Unreadable`]
+/// for a key file that does not parse; I/O errors.
+pub fn signer_in(data: &Path, place: &KeyPlace) -> Result<Option<SignerKey>, KeyError> {
+    let path = match place {
+        KeyPlace::Unsigned => return Ok(None),
+        KeyPlace::Given(key) => return Ok(Some(SignerKey::clone(key))),
+        KeyPlace::DataDirectory => keys_dir(data).join(SIGNER_FILE),
+        KeyPlace::File(path) => path.clone(),
+    };
     let Some(text) = read_optional(&path)? else {
-        return Ok(None);
+        return match place {
+            KeyPlace::File(_) => Err(KeyError::Missing { path }),
+            _ => Ok(None),
+        };
     };
     SignerKey::parse(text.trim_end())
         .map(Some)

@@ -27,7 +27,8 @@ pub use export::{
     referenced_blobs, run_seal, verify_export, write_jsonl,
 };
 pub use keys::{
-    KeyError, default_name as default_key_name, generate as generate_key, keys_dir, signer,
+    KeyError, KeyPlace, default_name as default_key_name, first_key, generate as generate_key,
+    generate_in as generate_key_in, keys_dir, record_verifier, retire_verifier, signer, signer_in,
     verifier, verifiers,
 };
 pub use note::{NoteError, NoteSignature, SignedNote, SignerKey, VerifierKey, check_key_name};

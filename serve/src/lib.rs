@@ -209,7 +209,12 @@ impl Server {
             }
         });
         let state = AppState {
-            app: docket_app::App::new(rt.clone(), data, unsealed),
+            app: docket_app::App::new(
+                rt.clone(),
+                data,
+                docket_evidence::KeyPlace::default(),
+                unsealed,
+            ),
             rt,
             data: data.to_owned(),
             sources,
@@ -220,6 +225,14 @@ impl Server {
             stopping: tokio::sync::watch::Sender::new(false),
         };
         Ok(Self { listener, state })
+    }
+
+    /// Seals finished runs with the key at `key` (default: the data directory's).
+    #[must_use]
+    pub fn sign_with(mut self, key: docket_evidence::KeyPlace) -> Self {
+        self.state.app =
+            docket_app::App::new(self.state.rt.clone(), &self.state.data, key, unsealed);
+        self
     }
 
     /// Sets how many event streams may be open, in all and per token (default

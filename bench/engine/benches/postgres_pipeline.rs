@@ -44,7 +44,7 @@ async fn postgres(url: &str, connections: usize) -> PostgresStore {
 fn app(store: PostgresStore, data: &std::path::Path) -> App {
     let runtime = Runtime::new(Store::Postgres(store));
     register(&runtime);
-    App::new(runtime, data, |_| {})
+    App::new(runtime, data, docket_evidence::KeyPlace::default(), |_| {})
 }
 
 /// `runs` runs started and driven concurrently on the embedded default.

@@ -153,20 +153,27 @@ impl PostgresStore {
         })
     }
 
-    /// Records the verifier keys of a process that seals: its current key, and the keys
-    /// it retired (marked retired, never removed: seals made with them still verify).
-    pub async fn record_keys(&self, current: &str, retired: &[String]) -> Result<(), PgError> {
+    /// Records the verifier keys of a process that seals: its current key, if it has one,
+    /// and the keys it retired (marked retired, never removed: seals made with them still
+    /// verify).
+    pub async fn record_keys(
+        &self,
+        current: Option<&str>,
+        retired: &[String],
+    ) -> Result<(), PgError> {
         let doing = "recording the verifier keys";
         let client = self.client(doing).await?;
         let name = |verifier: &str| verifier.split('+').next().unwrap_or_default().to_owned();
-        client
-            .execute(
-                "INSERT INTO docket_keys (verifier, name) VALUES ($1, $2)
-                 ON CONFLICT (verifier) DO NOTHING",
-                &[&current, &name(current)],
-            )
-            .await
-            .map_err(self.db(doing))?;
+        if let Some(current) = current {
+            client
+                .execute(
+                    "INSERT INTO docket_keys (verifier, name) VALUES ($1, $2)
+                     ON CONFLICT (verifier) DO NOTHING",
+                    &[&current, &name(current)],
+                )
+                .await
+                .map_err(self.db(doing))?;
+        }
         for key in retired {
             client
                 .execute(

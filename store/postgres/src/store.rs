@@ -47,6 +47,8 @@ struct Inner {
     fences: Mutex<HashMap<StreamId, (Holder, u64, Duration)>>,
     /// Opened only to read ([`PostgresConfig::read_only`]).
     read_only: bool,
+    /// Whether this open created docket's tables (the store is new).
+    created: bool,
 }
 
 impl Drop for Inner {
@@ -100,12 +102,14 @@ impl PostgresStore {
             .connect()
             .await
             .map_err(db(&database, "connecting"))?;
+        let mut created = false;
         match schema::state(&client, &database).await? {
             SchemaState::Empty if config.read_only => {
                 return Err(PgError::NoSchema { database }.into());
             }
             SchemaState::Empty => {
-                schema::migrate(&mut client, &database).await?;
+                // Another process may have created them since the state was read.
+                created = !schema::migrate(&mut client, &database).await?.is_empty();
             }
             SchemaState::At(found) if found > SCHEMA_VERSION => {
                 return Err(PgError::SchemaNewer {
@@ -175,6 +179,7 @@ impl PostgresStore {
                 sweeper,
                 fences: Mutex::default(),
                 read_only: config.read_only,
+                created,
             }),
         })
     }
@@ -237,6 +242,12 @@ impl PostgresStore {
     #[must_use]
     pub fn runnable_wakeups(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.watchers.runnable()
+    }
+
+    /// Whether opening it created docket's tables: a new store.
+    #[must_use]
+    pub fn created_schema(&self) -> bool {
+        self.inner.created
     }
 
     /// The database, as messages name it (without a password).

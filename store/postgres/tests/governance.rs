@@ -169,12 +169,18 @@ async fn verifier_keys_and_heads_checkpoints_are_kept() {
     let db = cluster.database();
     let store = open(&db.url).await;
     assert_eq!(store.keys().await.unwrap(), vec![]);
-    store.record_keys("old+00000001+AAA", &[]).await.unwrap();
     store
-        .record_keys("new+00000002+BBB", &["old+00000001+AAA".to_owned()])
+        .record_keys(Some("old+00000001+AAA"), &[])
         .await
         .unwrap();
-    store.record_keys("other+00000003+CCC", &[]).await.unwrap();
+    store
+        .record_keys(Some("new+00000002+BBB"), &["old+00000001+AAA".to_owned()])
+        .await
+        .unwrap();
+    store
+        .record_keys(Some("other+00000003+CCC"), &[])
+        .await
+        .unwrap();
     assert_eq!(
         store.keys().await.unwrap(),
         [

@@ -30,18 +30,37 @@ fn docket_verdict(file: &Path) -> (i32, serde_json::Value) {
     (exit_code(&out), verdict)
 }
 
+/// Runs the geo example in a new data directory in `dir` as run `geo-export`, unsigned, and
+/// exports it to `dir`.
 fn geo_export(dir: &Path) -> std::path::PathBuf {
-    geo_export_in(&dir.join("data"), dir)
+    run_geo_export(&dir.join("data"), dir, Some("none"))
 }
 
-/// Runs the geo example in `data` as run `geo-export` and exports it to `dir`.
+/// Runs the geo example in `data` as run `geo-export` and exports it to `dir`, sealed
+/// with `data`'s key.
 fn geo_export_in(data: &Path, dir: &Path) -> std::path::PathBuf {
+    run_geo_export(data, dir, None)
+}
+
+/// Runs the geo example in `data` as run `geo-export`, with `DOCKET_SIGNING_KEY` set to
+/// `signing` when given (`none`: an unsigned run), and exports it to `dir`.
+fn run_geo_export(data: &Path, dir: &Path, signing: Option<&str>) -> std::path::PathBuf {
     geo_agents_built();
     let workflow = geo_workflow();
-    let run = docket_on(
-        data,
-        &["run", workflow.to_str().unwrap(), "--run-id", "geo-export"],
-    );
+    let mut command = Command::new(docket_bin());
+    command
+        .args([
+            "run",
+            workflow.to_str().unwrap(),
+            "--run-id",
+            "geo-export",
+            "--data",
+        ])
+        .arg(data);
+    if let Some(signing) = signing {
+        command.env("DOCKET_SIGNING_KEY", signing);
+    }
+    let run = command.output().expect("docket runs");
     assert_eq!(
         exit_code(&run),
         0,

@@ -22,6 +22,7 @@ mod replay;
 mod run_list;
 mod run_listing;
 mod shared_data_dir;
+mod signing;
 mod snapshots;
 mod verify;
 mod what_if;

@@ -123,8 +123,9 @@ fn the_quick_start_run_is_recorded_listed_verified_and_exported_from_postgres() 
         verify.contains(&format!("ok    {run}  ")),
         "the run verified: {verify}"
     );
+    // The store's first command made its key: the run is sealed from the first.
     assert!(
-        verify.ends_with("1 run(s): 1 sound, 0 failed; no key; verified\n"),
+        verify.contains("sealed by") && verify.contains("0 failed; database key "),
         "{verify}"
     );
     assert!(!verify.contains("FAIL"), "{verify}");
@@ -552,12 +553,57 @@ async fn seals_made_over_postgres_verify_where_the_key_never_was() {
 
 /// Without any key, `--require-signed` fails over PostgreSQL as over a data directory.
 #[test]
-fn require_signed_without_a_key_fails_over_postgres() {
+fn a_new_store_makes_its_key_and_without_one_require_signed_fails() {
     let Some(db) = database() else { return };
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
-    docket_exits(&db.url, &data, &["store", "init"], 0);
-    let out = docket_exits(&db.url, &data, &["verify", "--require-signed"], 1);
+    let out = docket(&db.url, &data, &["store", "init"]);
+    assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
+    let said = stderr_text(&out);
+    assert!(
+        said.contains("signing key made for PostgreSQL at"),
+        "{said}"
+    );
+    let shown = docket_exits(&db.url, &data, &["keys", "show"], 0);
+    // The public half is in the database at once: verify trusts it from anywhere.
+    let elsewhere = tmp.path().join("elsewhere");
+    let out = docket_exits(&db.url, &elsewhere, &["verify", "--require-signed"], 0);
+    assert!(
+        out.contains(&format!(
+            "database key {}",
+            shown
+                .trim()
+                .split('+')
+                .take(2)
+                .collect::<Vec<_>>()
+                .join("+")
+        )),
+        "{out}"
+    );
+
+    // A store made with signing turned off has no key to check seals with.
+    let unsigned = TestCluster::shared()
+        .map(TestCluster::database)
+        .expect("database");
+    let out = Command::new(docket_bin())
+        .args(["store", "init", "--store", &unsigned.url, "--data"])
+        .arg(&elsewhere)
+        .env_remove("DOCKET_STORE")
+        .env("DOCKET_SIGNING_KEY", "none")
+        .output()
+        .expect("docket runs");
+    assert_eq!(exit_code(&out), 0, "{}", stderr_text(&out));
+    assert!(
+        !stderr_text(&out).contains("signing key made"),
+        "{}",
+        stderr_text(&out)
+    );
+    let out = docket_exits(
+        &unsigned.url,
+        &elsewhere,
+        &["verify", "--require-signed"],
+        1,
+    );
     assert!(out.contains("no key to check seals with"), "{out}");
 }
 

@@ -12,7 +12,7 @@ use std::process::{Command, Stdio};
 
 use docket_store::merkle::{TreeBuilder, event_leaf_hash};
 use docket_store::{LogPosition, Payload, Scanned, event_hash, scan_log};
-use docket_tests::{docket_on, exit_code, stdout_text, summary_run_id};
+use docket_tests::{docket_bin, docket_on, exit_code, stdout_text, summary_run_id};
 
 const WRITER: &str = env!("CARGO_BIN_EXE_test-agent");
 
@@ -90,6 +90,25 @@ default_handoff_mode = "full"
         summary_run_id(&out)
     }
 
+    /// [`Setup::run`] with signing turned off (`DOCKET_SIGNING_KEY=none`): the run is left
+    /// unsigned, and a new data directory gets no key.
+    fn run_unsigned(&self) -> String {
+        let workflow = self.root.join("workflow.toml");
+        let out = Command::new(docket_bin())
+            .args(["run", workflow.to_str().expect("utf-8"), "--data"])
+            .arg(&self.data)
+            .env("DOCKET_SIGNING_KEY", "none")
+            .output()
+            .expect("docket runs");
+        assert_eq!(
+            exit_code(&out),
+            0,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        summary_run_id(&out)
+    }
+
     fn verify(&self, args: &[&str]) -> (i32, String) {
         let mut all = vec!["verify"];
         all.extend_from_slice(args);
@@ -140,7 +159,7 @@ fn keys_are_generated_once_kept_private_and_shown_in_verifier_form() {
 #[test]
 fn a_finished_run_is_sealed_and_verifies_and_without_a_key_is_unsigned() {
     let s = Setup::new();
-    let unsigned_run = s.run();
+    let unsigned_run = s.run_unsigned();
     let (code, text) = s.verify(&[]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains(&format!("ok    {unsigned_run}")), "{text}");
@@ -647,33 +666,21 @@ fn a_log_rebuilt_and_re_signed_fails_against_a_published_checkpoint() {
     std::fs::write(s.root.join("other.json"), r#"{"topic": "recall"}"#).expect("input");
     let other = s.root.join("other.json");
     for run in ["launch-1", "launch-2"] {
-        let out = docket_on(
-            &rebuilt,
-            &[
-                "run",
-                workflow,
-                "--run-id",
-                run,
-                "--input",
-                other.to_str().expect("utf-8"),
-            ],
-        );
+        // The key taken along: the new store signs with it.
+        let out = Command::new(docket_bin())
+            .args(["run", workflow, "--run-id", run, "--input"])
+            .arg(&other)
+            .arg("--data")
+            .arg(&rebuilt)
+            .env("DOCKET_SIGNING_KEY", s.data.join("keys/signer.key"))
+            .output()
+            .expect("docket runs");
         assert_eq!(
             exit_code(&out),
             0,
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        if run == "launch-1" {
-            // The key taken along once the new log exists; the next run seals both.
-            let copy = Command::new("cp")
-                .arg("-r")
-                .arg(s.data.join("keys"))
-                .arg(&rebuilt)
-                .status()
-                .expect("cp");
-            assert!(copy.success());
-        }
     }
     let alone = docket_on(&rebuilt, &["verify", "--require-signed"]);
     assert_eq!(

@@ -193,7 +193,14 @@ fn a_workflow_that_cannot_run_is_refused_before_anything_is_recorded() {
         let err = stderr(&out);
         assert_eq!(code(&out), 1, "{what}: {err}");
         let file = format!("error: invalid workflow file {}: ", workflow.display());
-        assert!(err.starts_with(&file), "{what}: {err}");
+        // Before it, only the line giving the new data directory's signing key.
+        let at = err.find(&file).unwrap_or_else(|| panic!("{what}: {err}"));
+        assert!(
+            err[..at]
+                .lines()
+                .all(|l| l.starts_with("signing key made for the data directory")),
+            "{what}: {err}"
+        );
         for part in expected {
             assert!(err.contains(part), "{what}: missing {part:?} in {err}");
         }

@@ -164,7 +164,7 @@ async fn app_publishing(url: &str, publisher: Arc<dyn EffectExecutor>, data: &Pa
     let runtime = Runtime::new(Store::Postgres(store));
     runtime.register_agent("publisher", agent());
     runtime.register_effect("publish", publisher);
-    App::new(runtime, data, |_| {})
+    App::new(runtime, data, docket_evidence::KeyPlace::default(), |_| {})
 }
 
 /// A [`Publisher`] whose first publish of a run waits, once it has said so, until the
