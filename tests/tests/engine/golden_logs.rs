@@ -1938,3 +1938,127 @@ async fn check_files(fixture: &Fixture, files: Vec<(PathBuf, Vec<u8>)>) -> Resul
     let copy = Fixture::read(&dir);
     check(&copy).await
 }
+
+/// Every handoff audit of every golden log of the current decider version says what its
+/// receiver got, read independently of the scoping (`audit_reading.rs`): its tokens, the
+/// fields it holds (against the payload's leaves, read from the sender's recorded
+/// handoff or the run's input where the log holds it), the summary's lines, and the prior
+/// outputs counted.
+#[test]
+fn every_golden_handoff_audit_matches_an_independent_reading() {
+    use super::audit_reading::{leaf_paths, read, summarised, tokens};
+    use std::collections::BTreeSet;
+    bless_if_asked();
+    let (mut audits, mut with_payload) = (0, 0);
+    let current = fixtures()
+        .into_iter()
+        .filter(|f| f.manifest.decider_version == DECIDER_VERSION);
+    for fixture in current {
+        let golden =
+            block_on(check(&fixture)).unwrap_or_else(|e| panic!("{}: {e}", fixture.label()));
+        for (i, event) in golden.run.iter().enumerate() {
+            let RunEvent::HandoffAllowed {
+                from,
+                to,
+                output_type,
+                audit,
+                delivered,
+                ..
+            } = event
+            else {
+                continue;
+            };
+            let at = format!(
+                "{} event {}: {from} → {to} {output_type}",
+                fixture.label(),
+                i + 1
+            );
+            audits += 1;
+            let (before, after) = (&audit.context_before_scoping, &audit.context_after_scoping);
+            assert_eq!(after.total_tokens, tokens(delivered), "{at}: {delivered}");
+            // The payload as the sender handed it over, where the log holds it.
+            let sent = golden.run[..i].iter().rev().find_map(|e| match e {
+                RunEvent::AgentResponded(r) => r.response.actions.iter().find_map(|a| match a {
+                    docket_decider::Action::Handoff {
+                        to: t,
+                        output_type: o,
+                        payload,
+                        ..
+                    } if t.as_str() == to.as_str() && o == output_type => Some(payload.clone()),
+                    _ => None,
+                }),
+                RunEvent::RunRequested(r) if from.as_str() == "external" => Some(r.input.clone()),
+                _ => None,
+            });
+            let listed: BTreeSet<String> = after
+                .fields_included
+                .iter()
+                .chain(&after.fields_excluded)
+                .cloned()
+                .collect();
+            let leaves = match &sent {
+                Some(payload) => {
+                    with_payload += 1;
+                    assert_eq!(before.total_tokens, tokens(payload), "{at}");
+                    let leaves = leaf_paths(payload);
+                    assert_eq!(listed, leaves, "{at}: every leaf of the payload, once");
+                    leaves
+                }
+                None => listed,
+            };
+            let recast = delivered.as_object().is_some_and(|m| {
+                m.len() == 3
+                    && m.contains_key("role")
+                    && m.contains_key("content")
+                    && m.contains_key("source_agent_id")
+            });
+            let reading = read(delivered, recast);
+            let included: BTreeSet<String> = match (&reading.summary_lines, &**delivered) {
+                (_, Value::Null) => BTreeSet::new(),
+                (Some(lines), _) => summarised(lines, &leaves),
+                (None, _) => leaf_paths(&reading.content)
+                    .intersection(&leaves)
+                    .cloned()
+                    .collect(),
+            };
+            assert_eq!(
+                after.fields_included,
+                included.iter().cloned().collect::<Vec<_>>(),
+                "{at}: {delivered}"
+            );
+            match (&audit.summary, &reading.summary_lines) {
+                (Some(summary), Some(lines)) => {
+                    assert_eq!(summary.lines_kept, lines.len(), "{at}");
+                    assert_eq!(
+                        Some(summary.lines_omitted as u64),
+                        reading.fields_omitted,
+                        "{at}"
+                    );
+                    assert_eq!(summary.empty, lines.is_empty(), "{at}");
+                    assert!(after.total_tokens <= summary.max_tokens, "{at}");
+                }
+                (Some(summary), None) => {
+                    assert!(delivered.is_null() && summary.empty, "{at}: {delivered}");
+                }
+                (None, lines) => assert!(lines.is_none(), "{at}: a summary unaudited"),
+            }
+            let prior = output_type.starts_with("prior:");
+            assert_eq!(before.prior_outputs_count, usize::from(prior), "{at}");
+            let crossed = if leaves.is_empty() {
+                !delivered.is_null()
+            } else {
+                !included.is_empty()
+            };
+            assert_eq!(
+                after.prior_outputs_count,
+                usize::from(prior && crossed),
+                "{at}"
+            );
+        }
+    }
+    assert!(audits > 20, "only {audits} audits read");
+    assert!(
+        with_payload > 10,
+        "only {with_payload} payloads found in the logs"
+    );
+}

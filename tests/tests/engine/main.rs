@@ -5,6 +5,7 @@
 mod agent_executors;
 mod agent_protocol;
 mod architecture;
+mod audit_reading;
 mod backends;
 mod circuit_breaker;
 mod effect_durable_points;
@@ -15,6 +16,7 @@ mod episodes;
 mod geo_agents;
 mod golden_logs;
 mod governance;
+mod handoff_audit;
 mod handoff_rules;
 mod overrides;
 mod partial_results;
