@@ -741,6 +741,13 @@ fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
         "handoffs": handoffs,
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
+        "timers": s.timers().values().map(|t| json!({
+            "timer_id": t.set.timer_id,
+            "agent": t.set.agent,
+            "due_at_ms": t.set.due_at_ms,
+            "reason": t.set.reason,
+            "fired_at_ms": t.fired_at_ms,
+        })).collect::<Vec<_>>(),
         "output": s.output(),
         "stop_reason": s.stop_reason(),
         "blocked_by": s.blocked_by(),

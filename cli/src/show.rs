@@ -240,6 +240,19 @@ pub(crate) fn describe(event: &RunEvent) -> String {
                 &t.message
             }
         ),
+        // Durable timers
+        RunEvent::TimerSet(t) => format!(
+            "{} {} waits until {}: {}",
+            t.timer_id,
+            t.agent,
+            docket_evidence::date_ms(t.due_at_ms),
+            said(&t.reason)
+        ),
+        RunEvent::TimerFired(t) => format!(
+            "{} fired at {}",
+            t.timer_id,
+            docket_evidence::date_ms(t.at_ms)
+        ),
         // Every other kind is a side effect's; a kind this build has no words for (a
         // newer log) points at its payload.
         other => crate::effects::describe(other)
@@ -309,6 +322,18 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     }
     for (id, t) in s.open_tickets() {
         print_ticket(out, &outcome.run_id, id.as_str(), t);
+    }
+    // Durable timers: what the run waits for, and when.
+    for t in s.timers().values().filter(|t| t.pending()) {
+        outln!(
+            out,
+            "timer {}: {} waits until {} ({}); the process driving the run fires it then, or `docket resume {}` after",
+            t.set.timer_id,
+            t.set.agent,
+            docket_evidence::date_ms(t.set.due_at_ms),
+            said(&t.set.reason),
+            outcome.run_id
+        );
     }
     if let Some(reason) = s.stop_reason() {
         outln!(out, "stopped: {}", said(reason));

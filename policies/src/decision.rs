@@ -34,6 +34,7 @@ pub enum DecisionKind {
     CircuitBreaker,
     Override,
     Provenance,
+    Wait,
 }
 
 /// How a rule took part in a decision.

@@ -17,6 +17,7 @@ use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 use crate::rules::side_effect::SideEffectPolicy;
 use crate::rules::tools::ToolPatternRule;
+use crate::rules::waiting::WaitingPolicy;
 
 /// A whole policy bundle: every governance rule of one multi-agent system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -75,6 +76,10 @@ pub struct BundleSpec {
     /// canonical form when unset, so the hash of a bundle without it is unchanged.
     #[serde(default, skip_serializing_if = "OverridePolicy::is_default")]
     pub overrides: OverridePolicy,
+    /// How long agents may wait on timers, and whether waiting counts against wall time
+    /// (docs/governance.md#waiting). Left out of the canonical form when unset.
+    #[serde(default, skip_serializing_if = "WaitingPolicy::is_default")]
+    pub waiting: WaitingPolicy,
 }
 
 /// Identity of a bundle.

@@ -58,14 +58,14 @@ pub use docket_protocol::{
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
     EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
     EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, TaskRestrictions, TicketId,
-    ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification,
+    TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification,
     agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
     effect_protocol_schema_pretty,
 };
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
     ToolSpec, ValidateRequest, ValidateResponse, ValidationError, ValidationProblem,
-    accept_effect_answer, accept_tool_answer, parse_response,
+    accept_effect_answer, accept_tool_answer, parse_response, wait_due_ms,
 };
 
 // Events: the log's vocabulary and the decider version that recorded it.
@@ -77,6 +77,7 @@ pub use events::effect::{
     VERIFY_EFFECT_CAPABILITY,
 };
 pub use events::overrides::{HeldStep, Overridable};
+pub use events::timer::{TIMER_FIRED_TYPE, TIMERS_SOURCE, TimerFired, TimerSet};
 pub use events::tool::{
     TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
     ToolReturned,
@@ -111,7 +112,7 @@ pub use state::episode::{
 pub use state::{
     CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep,
     RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, Ticket,
-    TicketDecision, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
+    TicketDecision, TimerRecord, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
 };
 
 // Decide: the recorded inputs and the decision function.

@@ -12,7 +12,7 @@ use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
     cancel, capability, circuit, classification, context, effect, episode, failure, fan_out,
-    handoff, overrides, response, ticket, tool,
+    handoff, overrides, response, ticket, timer, tool,
 };
 
 thread_local! {
@@ -829,6 +829,39 @@ const TRANSITIONS: &[Transition] = &[
         records: &["tool.call_scheduled", "output.held", "fanout.joined"],
         covered_by: &[Test(tool::a_fan_out_branch_waiting_for_a_tool_is_not_joined_early)],
     },
+    // Durable timers
+    Transition {
+        concern: "timer",
+        from: "Running",
+        input: "RecordResponse, wait allowed (within [waiting] max_wait_ms)",
+        to: "Running (the timer set; nothing called until it fires)",
+        records: &["policy.decided", "timer.set"],
+        covered_by: &[
+            Test(timer::a_wait_sets_a_timer_and_its_firing_calls_the_agent_again),
+            Test(timer::time_on_a_timer_is_left_out_of_wall_time_unless_the_bundle_counts_it),
+        ],
+    },
+    Transition {
+        concern: "timer",
+        from: "Running (a timer set)",
+        input: "FireTimer at or after it is due",
+        to: "Running (the waiting agent called again with a timer_fired input)",
+        records: &["agent.call_scheduled"],
+        covered_by: &[Test(
+            timer::a_wait_sets_a_timer_and_its_firing_calls_the_agent_again,
+        )],
+    },
+    Transition {
+        concern: "timer",
+        from: "Running",
+        input: "RecordResponse, wait refused (longer than max_wait_ms, the episode's budget gate, a run of decider 12)",
+        to: "Running (the agent told; no timer set)",
+        records: &["policy.decided", "episode.action_denied", "agent.call_scheduled"],
+        covered_by: &[
+            Test(timer::a_wait_longer_than_the_bundle_allows_is_refused_and_the_agent_told),
+            Test(timer::a_run_of_decider_12_is_told_it_cannot_wait),
+        ],
+    },
 ];
 
 /// The decide files a row may name (each exists: `include_str!` fails the build if not).
@@ -848,6 +881,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
     ("tool", include_str!("decide/tool.rs")),
+    ("timer", include_str!("decide/timer.rs")),
 ];
 
 /// The test sources, where property tests are looked up by name.
@@ -868,6 +902,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/replay.rs"),
     include_str!("tests/tool.rs"),
     include_str!("tests/cancel.rs"),
+    include_str!("tests/timer.rs"),
 ];
 
 #[test]
@@ -932,6 +967,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "effect.recovered",
         "tool.returned",
         "tool.failed",
+        "timer.fired",
     ];
     let unlisted: Vec<&&str> = kinds
         .difference(&listed)

@@ -156,6 +156,11 @@ id_type!(
     ToolCallId
 );
 id_type!(
+    /// A durable timer: `{run}/timer-N`, numbered in the order `wait` actions were
+    /// decided.
+    TimerId
+);
+id_type!(
     /// A run: chosen by the runtime (or the user) and recorded in `run.requested`.
     RunId
 );
@@ -171,7 +176,9 @@ id_type!(
     AgentId
 );
 
-ordered_by_number!(CallId, TicketId, EffectId, ToolCallId, RunId, EpisodeId);
+ordered_by_number!(
+    CallId, TicketId, EffectId, ToolCallId, TimerId, RunId, EpisodeId
+);
 
 // Agent ids order, compare and hash exactly as their text, so maps keyed by them can be
 // looked up by a name from the bundle.

@@ -290,6 +290,21 @@ pub enum Action {
         #[serde(default)]
         arguments: Value,
     },
+    // Durable timers (docs/agent-protocol.md#waiting-wait)
+    /// Wait, then be called again: until a time (`until`, RFC 3339 with an offset) or for
+    /// a duration (`for`, e.g. `90s`, `2h 30m`, `PT2H`), exactly one of them. docket records
+    /// the timer and calls this agent again once it is due, with the recorded time of
+    /// firing as a decision input of type `timer_fired`. Must be the last action.
+    Wait {
+        /// The time to wait until.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        until: Option<String>,
+        /// How long to wait, from the time the response was recorded.
+        #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
+        duration: Option<String>,
+        /// Why, shown to people (`docket status`) and recorded.
+        reason: String,
+    },
 }
 
 impl Action {
@@ -309,6 +324,8 @@ impl Action {
             Self::RequestEffect { .. } => "request_effect",
             // Governed tools
             Self::CallTool { .. } => "call_tool",
+            // Durable timers
+            Self::Wait { .. } => "wait",
         }
     }
 }

@@ -26,6 +26,8 @@
 //!   agent's `side_effects`).
 //! - `tools.rs`: which tool calls an agent may make (`[[deny_patterns]]`,
 //!   `[[review_patterns]]`, each agent's `allowed_tools` and `must_not_tools`).
+//! - `waiting.rs`: how long an agent may wait on a timer, and whether waiting counts
+//!   against wall time (`[waiting]`).
 //!
 //! Outside this directory a rule is named once in each central file: its field of
 //! `BundleSpec` or `AgentSpec` (`model.rs`), its calls in `validate`, `canonical::normalize`
@@ -46,3 +48,4 @@ pub(crate) mod recursion;
 pub(crate) mod scope;
 pub(crate) mod side_effect;
 pub(crate) mod tools;
+pub(crate) mod waiting;

@@ -27,7 +27,9 @@
 //! - `ask_or_fall_back` (with `--to AGENT --capability CODE`): asks for a capability, and
 //!   when called again with its answer or a `capability_failed`, finishes with
 //!   `{"answer": ...}` or `{"fell_back": ...}` (the failure's payload);
-//! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent.
+//! - `fanout` (with `--to A,B,... --output-type TYPE`): hands the payload to each agent;
+//! - `wait` (with `--for DURATION`, default `1s`): waits on a timer; called again with its
+//!   `timer_fired` decision input, finishes with `{"fired": <that input's payload>}`.
 //!
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
 //! `--partial`: the scripted modes answer PARTIAL (MEDIUM confidence, one warning)
@@ -69,6 +71,7 @@ const MODES: &[&str] = &[
     "request_capability",
     "ask_or_fall_back",
     "fanout",
+    "wait",
 ];
 
 /// Options of the scripted (engine test) modes.
@@ -84,6 +87,7 @@ struct Script {
     kill_parent_once: Option<String>,
     gate: Option<String>,
     partial: bool,
+    wait_for: Option<String>,
 }
 
 /// Creates `path` if it does not exist; whether this call created it.
@@ -119,6 +123,8 @@ fn main() -> ExitCode {
             script.kill_parent_once = Some(value("--kill-parent-once"));
         } else if arg == "--gate" {
             script.gate = Some(value("--gate"));
+        } else if arg == "--for" {
+            script.wait_for = Some(value("--for"));
         } else if arg == "--partial" {
             script.partial = true;
         } else if arg == "--record" {
@@ -298,7 +304,8 @@ fn main() -> ExitCode {
             | "ask"
             | "request_capability"
             | "ask_or_fall_back"
-            | "fanout" => {
+            | "fanout"
+            | "wait" => {
                 let payload = script.payload.clone().unwrap_or_else(|| {
                     request
                         .decision_inputs
@@ -347,6 +354,20 @@ fn main() -> ExitCode {
                             output: json!({ key: last.payload }),
                         }]
                     }
+                    "wait" => match request
+                        .decision_inputs
+                        .iter()
+                        .find(|i| i.output_type == "timer_fired")
+                    {
+                        Some(fired) => vec![Action::Finish {
+                            output: json!({ "fired": fired.payload }),
+                        }],
+                        None => vec![Action::Wait {
+                            until: None,
+                            duration: Some(script.wait_for.clone().unwrap_or_else(|| "1s".into())),
+                            reason: "the slot opens later".into(),
+                        }],
+                    },
                     "escalate_then_finish" => vec![
                         Action::Escalate {
                             reason: "needs a person's sign-off".into(),

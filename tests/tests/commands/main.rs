@@ -24,6 +24,7 @@ mod run_listing;
 mod shared_data_dir;
 mod signing;
 mod snapshots;
+mod timers;
 mod verify;
 mod what_if;
 mod workflow_load;

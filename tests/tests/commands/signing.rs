@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use docket_tests::{docket_bin, exit_code, one_agent_workflow, stdout_text, test_program};
+use docket_tests::{docket_bin, exit_code, one_agent_workflow, stdout_text};
 
 struct Setup {
     _tmp: tempfile::TempDir,
@@ -19,7 +19,7 @@ impl Setup {
     fn new() -> Setup {
         let tmp = tempfile::tempdir().expect("tempdir");
         let root = tmp.path().to_path_buf();
-        let agent = test_program("test-agent");
+        let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
         let workflow = one_agent_workflow(
             &root,
             "signing",

@@ -60,7 +60,7 @@ impl Batch<'_> {
             .unwrap_or_else(EpisodeId::root)
     }
 
-    fn episode(&self, id: &EpisodeId) -> Option<Episode> {
+    pub(super) fn episode(&self, id: &EpisodeId) -> Option<Episode> {
         self.state.episodes.get(id).cloned()
     }
 
@@ -699,7 +699,7 @@ impl Batch<'_> {
 
     /// Records a refused episode action and stops the episode or tells its agent.
     #[allow(clippy::too_many_arguments)]
-    fn refuse(
+    pub(super) fn refuse(
         &mut self,
         episode: &Episode,
         agent: &str,
@@ -749,7 +749,7 @@ impl Batch<'_> {
     }
 
     /// The agent is called again with an `action_denied` decision input.
-    fn tell(
+    pub(super) fn tell(
         &mut self,
         agent: &str,
         request_id: &CallId,

@@ -112,6 +112,7 @@ impl Batch<'_> {
                 .is_some_and(|c| c.branch_of.as_deref() == Some(group))
         }) || self.state.effects_in_flight_in(group) // Side effects
             || self.state.tools_in_flight_in(group) // Governed tools
+            || self.state.timers_pending_in(group) // Durable timers
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with

@@ -41,6 +41,8 @@ mod overrides;
 mod response;
 mod ticket;
 use ticket::HumanWords;
+// Durable timers: `wait`, and the timer's firing.
+mod timer;
 // Governed tools: `call_tool`, decided before it runs.
 mod tool;
 pub use tool::ToolInput;
@@ -90,6 +92,9 @@ pub enum Command {
     // Governed tools
     /// The runtime's record of a tool call's outcome.
     RecordTool(tool::ToolInput),
+    // Durable timers
+    /// A timer fired, at the time the runtime recorded.
+    FireTimer(crate::events::timer::TimerFired),
 }
 
 impl Command {
@@ -107,6 +112,7 @@ impl Command {
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
             Self::RecordTool(input) => input.to_event(),
+            Self::FireTimer(fired) => RunEvent::TimerFired(fired),
         }
     }
 
@@ -121,6 +127,7 @@ impl Command {
             RunEvent::HumanOverrode(input) => Self::RecordOverride(input),
             RunEvent::RunCancelled(input) => Self::Cancel(input),
             RunEvent::CircuitChecked(reading) => Self::RecordCircuit(reading),
+            RunEvent::TimerFired(fired) => Self::FireTimer(fired),
             // Governed tools
             RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
                 return tool::ToolInput::from_event(event).map(Self::RecordTool);
@@ -142,6 +149,7 @@ impl Command {
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
             Self::RecordTool(input) => input.at_ms(),
+            Self::FireTimer(fired) => fired.at_ms,
         }
     }
 }
@@ -260,6 +268,28 @@ pub enum Rejection {
         tool_call_id: String,
         /// Where it stands.
         phase: &'static str,
+    },
+    // Durable timers
+    /// No timer with this id was set in this run.
+    #[error("no timer {0} was set in this run")]
+    UnknownTimer(String),
+    /// The timer already fired.
+    #[error("timer {timer_id} already fired (at {at_ms} ms)")]
+    TimerFired {
+        /// The timer.
+        timer_id: String,
+        /// When it fired.
+        at_ms: i64,
+    },
+    /// A firing recorded before the timer was due.
+    #[error("timer {timer_id} is due at {due_at_ms} ms; it cannot fire at {at_ms} ms")]
+    TimerNotDue {
+        /// The timer.
+        timer_id: String,
+        /// When it is due.
+        due_at_ms: i64,
+        /// The firing's time.
+        at_ms: i64,
     },
 }
 
@@ -411,6 +441,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         // Side effects
         Command::RecordEffect(input) => effect::check_input(state, input)?,
         Command::RecordTool(input) => tool::check_input(state, input)?,
+        Command::FireTimer(fired) => timer::check_fired(state, fired)?,
     }
     Ok(())
 }
@@ -537,6 +568,7 @@ impl Batch<'_> {
             // Side effects
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
+            Command::FireTimer(fired) => self.on_timer_fired(&fired),
             Command::Start(_)
             | Command::RecordResponse(_)
             | Command::RecordOverride(_)
@@ -572,6 +604,7 @@ impl Batch<'_> {
             Command::Start(_)
             | Command::RecordEffect(_)
             | Command::RecordTool(_)
+            | Command::FireTimer(_)
             | Command::RecordOverride(_)
             | Command::Cancel(_) => None,
         };
@@ -637,6 +670,7 @@ impl Batch<'_> {
             && self.state.open_tickets().next().is_none()
             && !self.state.effects_in_flight()
             && !self.state.tools_in_flight()
+            && !self.state.timers_pending()
         {
             self.end_run(
                 RunEvent::RunFailed {

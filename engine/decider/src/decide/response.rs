@@ -228,6 +228,8 @@ impl Batch<'_> {
                 // Side effects
                 Action::RequestEffect { .. } => self.request_effect(agent, request_id, action),
                 Action::CallTool { .. } => self.call_tool(agent, request_id, action),
+                // Durable timers
+                Action::Wait { .. } => self.wait(agent, request_id, action),
             }
         }
     }
@@ -282,6 +284,7 @@ impl Batch<'_> {
             || held
             || self.state.effects_in_flight()
             || self.state.tools_in_flight()
+            || self.state.timers_pending()
         {
             return;
         }

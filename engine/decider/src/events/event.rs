@@ -24,6 +24,7 @@ use super::inputs::{
     AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
 };
 use super::overrides::Overridable;
+use super::timer::{TimerFired, TimerSet};
 use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use super::workflow::WorkflowSpec;
 use docket_protocol::{Action, AgentRequest, Confidence, EpisodeResult, TaskRestrictions};
@@ -105,6 +106,11 @@ pub const DECIDER_VERSION: u32 = 13;
 /// `max_context_tokens`) and measured as delivered, recast included; and a summary that
 /// kept nothing says so (`summary` in the audit) (docs/governance.md#the-handoff-audit).
 pub(crate) const DELIVERED_AUDITS: u32 = 13;
+
+/// Decider version 13: agents may `wait` on a durable timer (`timer.set`, then the
+/// recorded `timer.fired`; docs/agent-protocol.md#waiting-wait). A run recorded by an
+/// earlier version is told its `wait` was refused.
+pub(crate) const TIMERS: u32 = 13;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -677,6 +683,13 @@ pub enum RunEvent {
     /// by a crash that is not run again).
     #[serde(rename = "tool.failed")]
     ToolFailed(ToolFailed),
+    // Durable timers
+    /// Decision: an agent's `wait` was allowed; it is called again once the timer is due.
+    #[serde(rename = "timer.set")]
+    TimerSet(TimerSet),
+    /// Recorded input: the timer fired, at its recorded time.
+    #[serde(rename = "timer.fired")]
+    TimerFired(TimerFired),
 }
 
 /// An event payload that could not be decoded.
@@ -738,6 +751,8 @@ impl RunEvent {
         "tool.denied",
         "tool.returned",
         "tool.failed",
+        "timer.set",
+        "timer.fired",
     ];
 
     /// The event kind stored in the envelope (`run.requested`...).
@@ -793,6 +808,9 @@ impl RunEvent {
             Self::ToolDenied(_) => "tool.denied",
             Self::ToolReturned(_) => "tool.returned",
             Self::ToolFailed(_) => "tool.failed",
+            // Durable timers
+            Self::TimerSet(_) => "timer.set",
+            Self::TimerFired(_) => "timer.fired",
         }
     }
 
@@ -818,6 +836,8 @@ impl RunEvent {
                 // Governed tools
                 | Self::ToolReturned(_)
                 | Self::ToolFailed(_)
+                // Durable timers
+                | Self::TimerFired(_)
         )
     }
 

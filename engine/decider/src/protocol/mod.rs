@@ -10,6 +10,8 @@ mod parse;
 // Governed tools: `[tools.NAME]` sections, the invocation text, accepting an answer.
 mod tool;
 mod validate;
+// Durable timers: a `wait`'s time.
+mod wait;
 
 pub use effect::accept_answer as accept_effect_answer;
 pub use parse::{MalformedResponse, parse_response};
@@ -21,3 +23,4 @@ pub use validate::{
     MAX_ACTIONS, MAX_LIST_ENTRIES, ValidateRequest, ValidateResponse, ValidationError,
     ValidationProblem,
 };
+pub use wait::wait_due_ms;

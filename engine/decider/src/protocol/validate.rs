@@ -68,6 +68,17 @@ pub enum ValidationProblem {
         /// How many actions come after it.
         following: usize,
     },
+    /// A wait followed by more actions (the agent is called again once it is due).
+    #[error(
+        "wait must be the last action (the agent is called again once it is due), but {following} action(s) follow it"
+    )]
+    WaitNotLast {
+        /// How many actions come after it.
+        following: usize,
+    },
+    /// A wait whose time or duration does not say when.
+    #[error("{0}")]
+    BadWait(String),
     /// A task's denied tool that is not a tool pattern.
     #[error("{pattern:?} is not a tool pattern (`Tool` or `Tool(glob)`): {reason}")]
     BadToolPattern {
@@ -326,6 +337,14 @@ impl ValidateResponse for AgentResponse {
                     },
                 );
             }
+            if matches!(action, Action::Wait { .. }) && i + 1 < self.actions.len() {
+                return fail(
+                    format!("actions[{i}]"),
+                    ValidationProblem::WaitNotLast {
+                        following: self.actions.len() - i - 1,
+                    },
+                );
+            }
             if matches!(action, Action::Finish { .. } | Action::FinishEpisode { .. })
                 && i + 1 < self.actions.len()
             {
@@ -420,6 +439,17 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
         }
         // Governed tools
         Action::CallTool { name, .. } => non_empty(|| format!("actions[{i}].name"), name),
+        // Durable timers
+        Action::Wait { reason, .. } => {
+            non_empty(|| format!("actions[{i}].reason"), reason)?;
+            match super::wait_due_ms(action, 0) {
+                Some(Err((field, why))) => fail(
+                    format!("actions[{i}].{field}"),
+                    ValidationProblem::BadWait(why),
+                ),
+                _ => Ok(()),
+            }
+        }
     }
 }
 

@@ -6,7 +6,8 @@
 //! workflow's name as its type, its `goal` or a summary of the input, its `[budget]`).
 //! Children come from `episode.started`. Usage reported in `agent.responded` is charged
 //! to the call's episode and every ancestor; wall time is the recorded time since the
-//! episode started, less the time the run waited for a human.
+//! episode started, less the time the run waited for a human or on a timer whose wait
+//! does not count (the bundle's `[waiting]`).
 
 use crate::events::{AgentCallFailed, AgentResponded, HumanDecided};
 use docket_protocol::{AgentId, CallId, EpisodeId};
@@ -146,7 +147,8 @@ pub struct EpisodeTree {
     pub episodes: BTreeMap<EpisodeId, Episode>,
     /// Each domain's versions, oldest first (append-only).
     pub domains: BTreeMap<String, Vec<DomainVersion>>,
-    /// Recorded time the run spent waiting for humans (closed waits).
+    /// Recorded time the run spent waiting for humans, or on timers whose wait does not
+    /// count against wall time (closed waits).
     pub human_wait_ms: i64,
     /// Recorded time the current wait began.
     pub waiting_since: Option<i64>,
@@ -356,6 +358,9 @@ pub fn condition_name(c: StopCondition) -> &'static str {
 
 /// Folds the episode side of one event (called by [`RunState::apply`] after its own fold).
 pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
+    // Whether a timer the run waits on leaves its wait out of wall time (read before the
+    // tree is borrowed).
+    let timer_wait_uncounted = state.timer_wait_uncounted();
     let tree = &mut state.episodes;
     match event {
         RunEvent::RunRequested(run) => tree.start_root(run),
@@ -393,6 +398,22 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         RunEvent::Escalated { .. } if tree.waiting_since.is_none() => {
             tree.waiting_since = Some(tree.last_input_ms);
         }
+        // A timer whose wait does not count against wall time opens a wait too; its
+        // firing closes it once nothing else is waited for.
+        RunEvent::TimerSet(set)
+            if !set.counts_against_wall_time && tree.waiting_since.is_none() =>
+        {
+            tree.waiting_since = Some(tree.last_input_ms);
+        }
+        RunEvent::TimerFired(fired) => {
+            tree.last_input_ms = fired.at_ms;
+            if !state.tickets.values().any(|t| t.open)
+                && !timer_wait_uncounted
+                && let Some(since) = tree.waiting_since.take()
+            {
+                tree.human_wait_ms += (fired.at_ms - since).max(0);
+            }
+        }
         RunEvent::HumanDecided(HumanDecided {
             ticket,
             approved,
@@ -401,6 +422,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }) => {
             tree.last_input_ms = *at_ms;
             if !state.tickets.values().any(|t| t.open)
+                && !timer_wait_uncounted
                 && let Some(since) = tree.waiting_since.take()
             {
                 tree.human_wait_ms += (*at_ms - since).max(0);

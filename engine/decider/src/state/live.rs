@@ -85,6 +85,9 @@ impl RunState {
                 named.push(tool.request_id.clone());
             }
         }
+        for timer in self.timers.values().filter(|t| t.pending()) {
+            named.push(timer.set.request_id.clone());
+        }
         for episode in self.episodes.in_order() {
             if matches!(episode.phase, EpisodePhase::Running | EpisodePhase::Review) {
                 named.extend(episode.spawned_by.iter().cloned());

@@ -2,7 +2,7 @@
 //! two folds of the same log are equal and so are the decisions taken from them.
 
 use crate::events::RunCancelled;
-use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, TimerId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -20,6 +20,8 @@ mod next;
 mod overrides;
 mod snapshot;
 mod ticket;
+// Durable timers
+mod timer;
 // Governed tools
 mod tool;
 
@@ -34,6 +36,7 @@ pub use snapshot::{
     SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval,
 };
 pub use ticket::{Ticket, TicketDecision};
+pub use timer::TimerRecord;
 pub use tool::{ToolCallRecord, ToolPhase};
 
 use crate::events::{DECIDER_VERSION, Delivery, RunEvent, RunRequested};
@@ -154,6 +157,13 @@ pub struct RunState {
     /// Every governed tool call, by id.
     #[serde(default)]
     pub(crate) tool_calls: BTreeMap<ToolCallId, tool::ToolCallRecord>,
+    // Durable timers
+    /// Timers set so far (the next id is `{run}/timer-{timers_set+1}`).
+    #[serde(default)]
+    pub(crate) timers_set: u32,
+    /// Every timer, by id.
+    #[serde(default)]
+    pub(crate) timers: BTreeMap<TimerId, timer::TimerRecord>,
     // Human overrides
     /// The rule that blocked the run, while it is blocked.
     #[serde(default)]
@@ -323,6 +333,8 @@ impl RunState {
             | RunEvent::ToolDenied(_)
             | RunEvent::ToolReturned(_)
             | RunEvent::ToolFailed(_) => self.apply_tool(event),
+            // Durable timers
+            RunEvent::TimerSet(_) | RunEvent::TimerFired(_) => self.apply_timer(event),
         }
         episode::fold(self, event);
     }

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{EffectRecord, EffectWork, RunState, RunStatus, ToolCallRecord};
+use super::{EffectRecord, EffectWork, RunState, RunStatus, TimerRecord, ToolCallRecord};
 use docket_protocol::AgentRequest;
 
 /// The next thing the runtime must do for a run.
@@ -21,6 +21,8 @@ pub enum NextStep<'a> {
     Call(Vec<Arc<AgentRequest>>),
     /// Nothing until a human decides an open ticket (`docket approve` / `docket deny`).
     WaitForHuman,
+    /// Nothing until this timer is due: then record `timer.fired` with the time it fires.
+    WaitForTimer(&'a TimerRecord),
     /// The run is over: completed, blocked or failed.
     Done(RunStatus),
     /// Running, with no call pending and no effect due: nothing the runtime can do; the
@@ -44,10 +46,12 @@ impl RunState {
             return NextStep::Tool(tool);
         }
         let calls = self.pending_requests();
-        if calls.is_empty() {
-            NextStep::Idle
-        } else {
-            NextStep::Call(calls)
+        if !calls.is_empty() {
+            return NextStep::Call(calls);
+        }
+        match self.next_timer() {
+            Some(timer) => NextStep::WaitForTimer(timer),
+            None => NextStep::Idle,
         }
     }
 }

@@ -52,6 +52,7 @@ pub(crate) mod replay;
 pub(crate) mod response;
 pub(crate) mod snapshot;
 pub(crate) mod ticket;
+pub(crate) mod timer;
 pub(crate) mod tool;
 
 // ---------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ mod run_list;
 // Listing runs without folding them.
 mod summary;
 // Governed tool calls.
+// Durable timers: waiting until one is due, then recording its firing.
+mod timers;
 mod tools;
 
 use docket_decider::{AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled};
@@ -1125,6 +1127,14 @@ impl<S: EventStore + 'static> Runtime<S> {
                             .await?;
                         continue;
                     }
+                    // Durable timers: nothing else to do until the first is due.
+                    NextStep::WaitForTimer(timer) => {
+                        let timer = timer.clone();
+                        self.commit_carried(&bundle, carried.take()).await?;
+                        self.snapshot_if_due(&state, &mut snapshot_at, false).await;
+                        self.timer_step(&mut state, &bundle, &timer).await?;
+                        continue;
+                    }
                     NextStep::Call(pending) => pending,
                     _ => break,
                 };
@@ -1252,6 +1262,15 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
         }
         RunEvent::Escalated { ticket, reason, .. } => {
             tracing::warn!(ticket = %ticket, reason = %reason, "waiting for a human");
+        }
+        RunEvent::TimerSet(set) => {
+            tracing::warn!(
+                timer = %set.timer_id,
+                agent = %set.agent,
+                due_at_ms = set.due_at_ms,
+                reason = %set.reason,
+                "waiting on a timer (interrupting loses nothing: `docket resume` fires it later)"
+            );
         }
         RunEvent::RunBlocked {
             rule_id, reason, ..

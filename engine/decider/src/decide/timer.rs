@@ -1,0 +1,143 @@
+//! Durable timers in the decider (docs/agent-protocol.md#waiting-wait): an agent's `wait`
+//! is decided (the episode's budget gate, then the bundle's `[waiting] max_wait_ms`) and,
+//! allowed, recorded as `timer.set` with the time it is due, computed from the response's
+//! recorded time: the decider reads no clock. The runtime records `timer.fired` with the
+//! time it fired, at or after that; the agent is then called again with a `timer_fired`
+//! decision input saying when it was due, when it fired and how late.
+//!
+//! ```text
+//! wait ─▶ policy.decided ─▶ allowed ─▶ timer.set ─▶ (the runtime waits) ─▶ timer.fired (input)
+//!                 │                                                      ─▶ agent.call_scheduled
+//!                 └─ denied ─▶ episode.action_denied ─▶ agent.call_scheduled (the agent told)
+//! ```
+
+use super::*;
+use crate::events::TIMERS;
+use crate::events::timer::{TIMER_FIRED_TYPE, TIMERS_SOURCE, TimerFired, TimerSet};
+use docket_policies::StopCondition;
+use docket_protocol::TimerId;
+
+/// Whether a firing applies: the timer was set, has not fired, and is due by then.
+pub(super) fn check_fired(state: &RunState, fired: &TimerFired) -> Result<(), Rejection> {
+    let timer = state
+        .timers
+        .get(&fired.timer_id)
+        .ok_or_else(|| Rejection::UnknownTimer(fired.timer_id.to_string()))?;
+    if let Some(at_ms) = timer.fired_at_ms {
+        return Err(Rejection::TimerFired {
+            timer_id: fired.timer_id.to_string(),
+            at_ms,
+        });
+    }
+    if fired.at_ms < timer.set.due_at_ms {
+        return Err(Rejection::TimerNotDue {
+            timer_id: fired.timer_id.to_string(),
+            due_at_ms: timer.set.due_at_ms,
+            at_ms: fired.at_ms,
+        });
+    }
+    Ok(())
+}
+
+impl Batch<'_> {
+    /// An agent's `wait`: decided, then its timer set, or the agent told it was refused.
+    pub(super) fn wait(&mut self, agent: &str, request_id: &CallId, action: &Action) {
+        let Action::Wait { reason, .. } = action else {
+            return;
+        };
+        let Some(asker) = self.state.calls.get(request_id) else {
+            return;
+        };
+        let episode_id = asker.recorded.episode_id.clone();
+        let timer_id = TimerId::from(format!(
+            "{}/timer-{}",
+            self.run_id(),
+            self.state.timers_set + 1
+        ));
+        // The response's recorded time: `for` counts from it.
+        let responded_at = self.now_ms;
+        let due = crate::protocol::wait_due_ms(action, responded_at);
+        let decision = if self.state.decider_version() < TIMERS {
+            Some(PolicyDecision {
+                kind: DecisionKind::Wait,
+                verdict: Verdict::Deny,
+                rule_id: "decider_version".into(),
+                reason: format!(
+                    "runs recorded by decider version {} cannot wait (timers came with version {TIMERS})",
+                    self.state.decider_version()
+                )
+                .into(),
+                bundle_hash: self.bundle.hash(),
+                chain: Vec::new(),
+            })
+        } else {
+            self.state.episode_gate(self.bundle, &episode_id)
+        };
+        let due_at_ms = match due {
+            Some(Ok(ms)) => ms,
+            // Validated before it was recorded; a response built otherwise waits for nothing.
+            _ => responded_at,
+        };
+        let decision = decision.unwrap_or_else(|| {
+            self.bundle
+                .decide_wait(agent, due_at_ms.saturating_sub(responded_at))
+        });
+        let verdict = decision.verdict;
+        self.push(RunEvent::PolicyDecided {
+            subject: timer_id.to_string(),
+            decision: decision.clone(),
+        });
+        if verdict != Verdict::Allow {
+            // Recorded as a refused action of the episode (counted, so an agent that keeps
+            // asking stops on `failure_repeats`); the agent is told and may wait less.
+            self.push(RunEvent::EpisodeActionDenied {
+                episode_id: episode_id.clone(),
+                agent: agent.into(),
+                action: "wait".to_owned(),
+                detail: json!({ "timer_id": timer_id, "due_at_ms": due_at_ms, "reason": reason }),
+                decision: decision.clone(),
+                condition: StopCondition::PolicyBlocks,
+            });
+            if !self.refusals_repeat(&episode_id) {
+                self.tell(
+                    agent,
+                    request_id,
+                    "wait",
+                    &decision,
+                    StopCondition::PolicyBlocks,
+                );
+            }
+            return;
+        }
+        self.push(RunEvent::TimerSet(TimerSet {
+            timer_id,
+            request_id: request_id.clone(),
+            agent: agent.into(),
+            episode_id,
+            due_at_ms,
+            reason: reason.clone(),
+            counts_against_wall_time: self.bundle.waiting_counts_against_wall_time(),
+        }));
+    }
+
+    /// A timer fired: the agent that waited is called again with when it was due, when it
+    /// fired and how late.
+    pub(super) fn on_timer_fired(&mut self, fired: &TimerFired) {
+        let Some(timer) = self.state.timers.get(&fired.timer_id).cloned() else {
+            return;
+        };
+        self.episode = timer.set.episode_id.clone();
+        let input = DecisionInput {
+            source_agent: TIMERS_SOURCE.into(),
+            output_type: TIMER_FIRED_TYPE.to_owned(),
+            payload: Arc::new(json!({
+                "timer_id": fired.timer_id,
+                "reason": timer.set.reason,
+                "due_at_ms": timer.set.due_at_ms,
+                "fired_at_ms": fired.at_ms,
+                "late_ms": (fired.at_ms - timer.set.due_at_ms).max(0),
+            })),
+        };
+        self.call_again(&timer.set.request_id, input);
+    }
+}

@@ -1,0 +1,150 @@
+//! Durable timers through the binary (docs/agent-protocol.md#waiting-wait): an agent that
+//! waits is called again once its timer is due; the timer survives a SIGKILL of the
+//! process that set it, fires once when the run is resumed after it fell due, and says how
+//! late; the run replays.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use docket_tests::{docket_bin, docket_on, exit_code, one_agent_workflow, stdout_text};
+use serde_json::Value;
+
+/// The run's events as `docket events RUN --json` prints them, or none while the run is
+/// not yet in the log.
+fn events(data: &Path, run: &str) -> Vec<Value> {
+    let out = docket_on(data, &["events", run, "--json"]);
+    if exit_code(&out) != 0 {
+        return Vec::new();
+    }
+    stdout_text(&out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    events.iter().filter(|e| e["kind"] == kind).collect()
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("ms fit")
+}
+
+#[test]
+fn a_timer_across_a_sigkill_fires_once_late_and_the_run_replays() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
+    let workflow = one_agent_workflow(
+        tmp.path(),
+        "timers",
+        "timers",
+        agent.to_str().expect("utf-8"),
+        &["wait", "--for", "3s"],
+    );
+    let mut first = Command::new(docket_bin())
+        .args([
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--run-id",
+            "wait-1",
+            "--data",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("docket run starts");
+    // The first process records the timer, then waits on it: killed there.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let set = loop {
+        let log = events(&data, "wait-1");
+        if let Some(set) = of_kind(&log, "timer.set").first() {
+            break (*set).clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no timer.set within a minute: {log:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let status = stdout_text(&docket_on(&data, &["status", "wait-1"]));
+    assert!(
+        status.contains("timer wait-1/timer-1: worker waits until")
+            && status.contains("the slot opens later"),
+        "{status}"
+    );
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let due = set["payload"]["due_at_ms"].as_i64().expect("due_at_ms");
+    // The timer falls due while no process drives the run.
+    while now_ms() < due + 500 {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let resumed = docket_on(&data, &["resume", "wait-1"]);
+    assert_eq!(
+        exit_code(&resumed),
+        0,
+        "{}{}",
+        stdout_text(&resumed),
+        String::from_utf8_lossy(&resumed.stderr)
+    );
+    let log = events(&data, "wait-1");
+    assert_eq!(of_kind(&log, "timer.set").len(), 1, "{log:?}");
+    let fired = of_kind(&log, "timer.fired");
+    assert_eq!(fired.len(), 1, "fired once: {log:?}");
+    let fired_at = fired[0]["payload"]["at_ms"].as_i64().expect("at_ms");
+    assert!(fired_at >= due + 500, "fired at {fired_at}, due {due}");
+    // The agent was told when it was due, when it fired and how late.
+    let completed = of_kind(&log, "run.completed");
+    assert_eq!(completed.len(), 1, "{log:?}");
+    let told = &completed[0]["payload"]["output"]["fired"];
+    assert_eq!(told["due_at_ms"], due);
+    assert_eq!(told["fired_at_ms"], fired_at);
+    assert_eq!(told["late_ms"], fired_at - due);
+    let replayed = docket_on(&data, &["replay", "wait-1"]);
+    assert_eq!(exit_code(&replayed), 0, "{}", stdout_text(&replayed));
+    let verified = docket_on(&data, &["verify", "wait-1"]);
+    assert_eq!(exit_code(&verified), 0, "{}", stdout_text(&verified));
+}
+
+#[test]
+fn a_wait_longer_than_the_bundle_allows_is_refused_and_the_agent_told() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
+    let workflow = one_agent_workflow(
+        tmp.path(),
+        "timers",
+        "timers",
+        agent.to_str().expect("utf-8"),
+        &["wait", "--for", "31d"],
+    );
+    // The agent asks again on each refusal; the episode stops once refusals repeat.
+    let out = docket_on(
+        &data,
+        &[
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--run-id",
+            "wait-2",
+        ],
+    );
+    assert_ne!(exit_code(&out), 0, "{}", stdout_text(&out));
+    let log = events(&data, "wait-2");
+    assert!(of_kind(&log, "timer.set").is_empty(), "{log:?}");
+    let denied = of_kind(&log, "episode.action_denied");
+    assert!(!denied.is_empty(), "{log:?}");
+    assert_eq!(denied[0]["payload"]["action"], "wait");
+    assert_eq!(
+        denied[0]["payload"]["decision"]["rule_id"],
+        "waiting.max_wait_ms"
+    );
+}
