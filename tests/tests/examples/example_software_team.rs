@@ -158,7 +158,11 @@ fn the_report_names_the_api_contract_the_person_kept() {
             "GraphQL: mutation signUp(email, password) { id }",
             "frontend",
         ),
-        ("2", "REST: POST /users {email, password} -> 201 {id}", "backend"),
+        (
+            "2",
+            "REST: POST /users {email, password} -> 201 {id}",
+            "backend",
+        ),
     ];
     for (choice, contract, proposed_by) in kept {
         let run = format!("signup-{proposed_by}");
