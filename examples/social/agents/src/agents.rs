@@ -671,7 +671,7 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
             // post. A person looks at the platform before the result is used.
             let why = match status {
                 Some("denied") => format!(
-                    "refused [{}]: {}",
+                    "was refused [{}]: {}",
                     lookup["rule_id"].as_str().unwrap_or_default(),
                     lookup["reason"].as_str().unwrap_or_default()
                 ),
@@ -683,14 +683,18 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
                 ),
                 other => format!("answered with status {other:?}"),
             };
+            // The post the effect's receipt names, for the person to look for.
+            let receipt_post = episode_goal(request)
+                .and_then(|g| g["inputs"]["verify"]["receipt"]["result"]["post_id"].as_str())
+                .map(|id| format!("outbox:{id}"));
             return respond(
                 request,
                 vec![finish(result(
                     EpisodeStatus::NeedsReview,
                     &format!(
-                        "visibility of {key_text} not checked: the outbox lookup was {why}; check the platform for the post"
+                        "visibility of {key_text} not checked: the outbox lookup {why}; check the platform for the post"
                     ),
-                    &[],
+                    receipt_post.as_slice(),
                 ))],
             );
         }
