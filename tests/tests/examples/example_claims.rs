@@ -43,6 +43,13 @@ fn run_claims(data: &Path, input: &str, id: &str) -> (i32, Vec<Value>) {
     (code, run_events(data, id))
 }
 
+/// The run's output (`run.completed`), as the README's "What a run must output" states it.
+fn output(events: &[Value]) -> Value {
+    let completed = events_of_kind(events, "run.completed");
+    assert_eq!(completed.len(), 1, "the run completed");
+    completed[0]["payload"]["output"].clone()
+}
+
 /// The decision handoff `from → to` (not a read-only context input).
 fn handoff<'a>(events: &'a [Value], from: &str, to: &str) -> &'a Value {
     events_of_kind(events, "handoff.allowed")
@@ -175,10 +182,15 @@ fn a_collision_claim_crosses_full_scoped_and_translated_handoffs() {
         ]
     );
 
-    let completed = events_of_kind(&events, "run.completed");
-    let output = &completed[0]["payload"]["output"];
-    assert_eq!(output["recommendation"], "approve", "{output}");
-    assert_eq!(output["payable"], 7900);
+    assert_eq!(
+        output(&events),
+        serde_json::json!({
+            "claim_id": "CLM-2026-0142",
+            "recommendation": "approve",
+            "payable": 7900,
+            "reasons": ["covered: true", "fraud risk low (score 0.05)"],
+        })
+    );
     replays_and_exports(&data, "collision");
 }
 
@@ -214,8 +226,15 @@ fn an_injury_claim_reaches_the_third_party_in_minimal_mode() {
             );
         }
     }
-    let output = &events_of_kind(&events, "run.completed")[0]["payload"]["output"];
-    assert_eq!(output["recommendation"], "approve", "{output}");
+    assert_eq!(
+        output(&events),
+        serde_json::json!({
+            "claim_id": "CLM-2026-0187",
+            "recommendation": "approve",
+            "payable": 20000,
+            "reasons": ["third-party medical review: consistent_with_claim"],
+        })
+    );
     replays_and_exports(&data, "injury");
 }
 
@@ -235,8 +254,10 @@ fn sharing_the_investigation_with_the_third_party_is_denied() {
         payload["decision"]["rule_id"], "deny_by_default",
         "{payload}"
     );
+    assert_eq!(payload["output_type"], "fraud_assessment", "{payload}");
     for e in events_of_kind(&events, "handoff.allowed") {
         assert_ne!(e["payload"]["to"], "external_agent", "{e}");
     }
+    assert!(events_of_kind(&events, "run.completed").is_empty());
     replays_and_exports(&data, "leak");
 }

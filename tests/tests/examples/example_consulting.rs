@@ -45,6 +45,43 @@ fn output(events: &[Value]) -> &Value {
     &completed[0]["payload"]["output"]
 }
 
+/// The business case's output, as the README's "What a run must output" states it.
+fn assert_the_business_case(out: &Value) {
+    assert_eq!(
+        out["answer"],
+        "Your business case \"Market Entry Analysis: Germany\" is ready. The investment returns an NPV of 17206.82 at 0.12; the German market is 4200000000 a year (AUD's review of destatis-2025-market-report); channels assessed: 2.",
+        "{out}"
+    );
+    let document = &out["document"];
+    assert_eq!(document["npv"], 17206.82, "{out}");
+    assert_eq!(document["discount_rate"], 0.12, "{out}");
+    assert_eq!(document["market_size"], 4.2e9, "{out}");
+    assert_eq!(
+        document["market_source"], "AUD's review of destatis-2025-market-report",
+        "{out}"
+    );
+    assert_eq!(
+        document["channels"],
+        serde_json::json!([
+            { "channel": "direct online", "share_of_budget": 0.5 },
+            { "channel": "trade fairs", "share_of_budget": 0.2 },
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        out["limitations"],
+        serde_json::json!([
+            "Partner-reseller data did not arrive in time: that channel is not assessed"
+        ]),
+        "{out}"
+    );
+    assert_eq!(
+        out["proofreading"],
+        serde_json::json!({ "checked": true, "issues": 0 }),
+        "{out}"
+    );
+}
+
 #[test]
 fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
     let dir = tempfile::tempdir().unwrap();
@@ -62,8 +99,7 @@ fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
     assert_eq!(capability["output_type"], "ANL_NPV");
     assert_eq!(capability["delivered"]["discount_rate"], 0.12);
     let out = output(&events);
-    assert_eq!(out["document"]["npv"], 17206.82, "{out}");
-    assert_eq!(out["proofreading"]["checked"], true, "{out}");
+    assert_the_business_case(out);
 
     // The handoff context: CST's request carries the user's original request and who
     // worked before it.
@@ -86,7 +122,6 @@ fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
     let archived = events_of_kind(&events, "output.archived");
     assert_eq!(archived.len(), 1);
     assert_eq!(archived[0]["payload"]["delivery"]["from"], "ANL");
-    assert_eq!(out["document"]["market_size"], 4.2e9, "{out}");
 
     // CHA ran out of time and answered TIMEOUT with a partial result, which went on.
     let timeout = events_of_kind(&events, "agent.responded")
@@ -96,14 +131,6 @@ fn a_business_case_is_routed_computed_fanned_out_and_assembled() {
     assert_eq!(
         timeout["payload"]["response"]["error_code"],
         "CHANNEL_SOURCE_TIMEOUT"
-    );
-    assert_eq!(out["document"]["channels"].as_array().unwrap().len(), 2);
-    assert!(
-        out["limitations"][0]
-            .as_str()
-            .unwrap()
-            .contains("Partner-reseller"),
-        "{out}"
     );
     replays_and_exports(&data, "case");
 }
@@ -127,7 +154,7 @@ fn an_unclear_request_is_clarified_by_a_person() {
         .find(|p| p["from"] == "human" && p["output_type"] == "human_answer")
         .expect("the answer crossed the gate");
     assert_eq!(answer["delivered"]["choice"], "business case", "{answer}");
-    assert_eq!(output(&events)["document"]["npv"], 17206.82);
+    assert_the_business_case(output(&events));
     replays_and_exports(&data, "unclear");
 }
 
@@ -150,9 +177,11 @@ fn a_capability_request_that_breaks_its_schema_is_refused() {
         refused["rule_id"],
         "agents.ANL.capabilities.ANL_NPV.input_schema"
     );
-    let reason = refused["reason"].as_str().unwrap();
-    assert!(reason.starts_with("INPUT_VALIDATION_FAILED"), "{reason}");
-    assert!(reason.contains("/discount_rate"), "{reason}");
+    assert_eq!(
+        refused["reason"],
+        "INPUT_VALIDATION_FAILED: /discount_rate: 12 is greater than the maximum of 1"
+    );
+    assert!(events_of_kind(&events, "run.completed").is_empty());
     // ANL was never called.
     assert!(
         events_of_kind(&events, "agent.call_scheduled")

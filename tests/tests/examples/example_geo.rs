@@ -130,15 +130,64 @@ fn the_analysis_passes_both_checkpoints_and_every_guardrail() {
             "SUCCESS", "PARTIAL", "SUCCESS", "SUCCESS", "SUCCESS", "SUCCESS"
         ]
     );
+    // The output, as the README's "What a run must output" states it.
     let output = &events_of_kind(&events, "run.completed")[0]["payload"]["output"];
     assert_eq!(output["status"], "validated");
-    let cited: Vec<&str> = output["recommendations"]
+    let recommendations: Vec<[&str; 6]> = output["recommendations"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|r| r["gap_id"].as_str())
+        .map(|r| {
+            [
+                "id",
+                "priority",
+                "topic",
+                "gap_id",
+                "rationale",
+                "expected_impact",
+            ]
+            .map(|field| r[field].as_str().unwrap_or_default())
+        })
         .collect();
-    assert_eq!(cited, ["gap-1", "gap-2", "gap-3"]);
+    let impact = |topic: &str, points: u32| {
+        format!(
+            "Closing the gap would raise Acme's mention rate on \"{topic}\" by up to {points} points (overall GEO score today: 35.4, share of voice 24%)."
+        )
+    };
+    let (help_desk, crm, email) = (
+        impact("help desk software", 100),
+        impact("crm for startups", 50),
+        impact("email marketing", 20),
+    );
+    assert_eq!(
+        recommendations,
+        [
+            [
+                "rec-1",
+                "HIGH",
+                "help desk software",
+                "gap-1",
+                "AI assistants mention Acme in 0% of answers on \"help desk software\", Globex in 100%.",
+                help_desk.as_str(),
+            ],
+            [
+                "rec-2",
+                "HIGH",
+                "crm for startups",
+                "gap-2",
+                "AI assistants mention Acme in 50% of answers on \"crm for startups\", Globex in 100%.",
+                crm.as_str(),
+            ],
+            [
+                "rec-3",
+                "LOW",
+                "email marketing",
+                "gap-3",
+                "AI assistants mention Acme in 60% of answers on \"email marketing\", Initech in 80%.",
+                email.as_str(),
+            ],
+        ]
+    );
     replays_and_exports(&data, "analysis");
 }
 

@@ -68,6 +68,12 @@ impl Agency {
         self.code(&out)
     }
 
+    /// Runs `workflow` (a copy of the example's, on its default input) as run `id`.
+    fn run_workflow(&self, workflow: &std::path::Path, id: &str) -> i32 {
+        let out = self.docket(&["run", workflow.to_str().expect("utf-8"), "--run-id", id]);
+        self.code(&out)
+    }
+
     fn code(&self, out: &Output) -> i32 {
         let code = exit_code(out);
         assert!(
@@ -101,6 +107,58 @@ impl Agency {
             .collect()
     }
 
+    /// The agency's own directory (the data directory's parent).
+    fn dir(&self) -> PathBuf {
+        self.data
+            .parent()
+            .expect("the agency's directory")
+            .to_owned()
+    }
+
+    /// A copy of the example's workflow in the agency's directory, as it is but for the
+    /// `outbox_lookup` tool: run by `lookup` (a program path), or with no executor at all
+    /// when `None`.
+    fn workflow_with_lookup(&self, lookup: Option<&std::path::Path>) -> PathBuf {
+        let example = workspace_root().join("examples/social");
+        let text = std::fs::read_to_string(example.join("workflow.toml")).expect("workflow");
+        let section = "[tools.outbox_lookup]\ncommand = \"social-outbox\"";
+        assert!(text.contains(section), "the example's lookup section moved");
+        let text = match lookup {
+            Some(program) => text.replace(
+                section,
+                &format!(
+                    "[tools.outbox_lookup]\ncommand = {:?}",
+                    program.display().to_string()
+                ),
+            ),
+            None => text[..text.find("[tools.outbox_lookup]").expect("the section")].to_owned(),
+        };
+        let text = text
+            .replace(
+                "policy = \"policy.toml\"",
+                &format!(
+                    "policy = {:?}",
+                    example.join("policy.toml").display().to_string()
+                ),
+            )
+            .replace(
+                "input = \"input/",
+                &format!("input = \"{}/input/", example.display()),
+            );
+        let workflow = self.dir().join("workflow.toml");
+        std::fs::write(&workflow, text).expect("workflow copy");
+        workflow
+    }
+
+    /// An executable shell script `name` in the agency's directory.
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.dir().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("script");
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+        path
+    }
+
     fn outbox_keys(&self) -> Vec<String> {
         self.outbox()
             .iter()
@@ -117,53 +175,17 @@ impl Agency {
 #[test]
 fn a_kill_during_the_verifiers_lookup_is_resumed_by_looking_again() {
     let agency = Agency::new();
-    let example = workspace_root().join("examples/social");
-    let dir = agency
-        .data
-        .parent()
-        .expect("the agency's directory")
-        .to_owned();
-    let marker = dir.join("lookup-started");
-    let wrapper = dir.join("lookup-wrapper.sh");
+    let marker = agency.dir().join("lookup-started");
     let real = docket_tests::workspace_bin("docket-example-social", "social-outbox");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\nif [ ! -e '{marker}' ]; then echo $$ > '{marker}.tmp'; mv '{marker}.tmp' '{marker}'; exec sleep 600; fi\nexec '{real}' \"$@\"\n",
+    let wrapper = agency.script(
+        "lookup-wrapper.sh",
+        &format!(
+            "if [ ! -e '{marker}' ]; then echo $$ > '{marker}.tmp'; mv '{marker}.tmp' '{marker}'; exec sleep 600; fi\nexec '{real}' \"$@\"",
             marker = marker.display(),
             real = real.display(),
         ),
-    )
-    .expect("wrapper");
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .expect("chmod");
-    let text = std::fs::read_to_string(example.join("workflow.toml")).expect("workflow");
-    let lookup = "[tools.outbox_lookup]\ncommand = \"social-outbox\"";
-    assert!(text.contains(lookup), "the example's lookup section moved");
-    let text = text
-        .replace(
-            lookup,
-            &format!(
-                "[tools.outbox_lookup]\ncommand = {:?}",
-                wrapper.display().to_string()
-            ),
-        )
-        .replace(
-            "policy = \"policy.toml\"",
-            &format!(
-                "policy = {:?}",
-                example.join("policy.toml").display().to_string()
-            ),
-        )
-        .replace(
-            "input = \"input/",
-            &format!("input = \"{}/input/", example.display()),
-        );
-    let workflow = dir.join("workflow.toml");
-    std::fs::write(&workflow, text).expect("workflow copy");
+    );
+    let workflow = agency.workflow_with_lookup(Some(&wrapper));
 
     let mut run = Command::new(docket_bin())
         .args([
@@ -231,6 +253,142 @@ fn a_kill_during_the_verifiers_lookup_is_resumed_by_looking_again() {
             "dm:evt-102"
         ]
     );
+}
+
+/// The outbox's keys after the campaign, in order, once each.
+const CAMPAIGN_KEYS: [&str; 3] = [
+    "publish:spring-launch:a5722ef529842960",
+    "comment:evt-101",
+    "dm:evt-102",
+];
+
+/// The campaign's output, as the README's "What a run must output" states it (post ids
+/// of a fresh outbox).
+fn assert_campaign_output(events: &[Value]) {
+    let completed = events_of_kind(events, "run.completed");
+    assert_eq!(completed.len(), 1, "the campaign completed");
+    assert_eq!(
+        completed[0]["payload"]["output"],
+        serde_json::json!({
+            "status": "ok",
+            "summary": "spring-launch: planned, created, published and verified; engagement answered; journaled",
+            "artifacts_created": [
+                "plan_graph:plan-spring-launch-1",
+                "asset_graph:asset-a5722ef529842960",
+                "outbox:publish-1",
+                "outbox:comment-2",
+                "outbox:dm-3",
+                "journal:spring-launch",
+            ],
+            "decisions": [
+                { "episode": "ep-2", "status": "ok", "type": "plan" },
+                { "episode": "ep-3", "status": "ok", "type": "create" },
+                { "episode": "ep-4", "status": "ok", "type": "publish" },
+                { "episode": "ep-6", "status": "ok", "type": "engage" },
+                { "episode": "ep-7", "status": "ok", "type": "document" },
+            ],
+            "next_actions": [],
+        })
+    );
+}
+
+/// The summaries the verifier wrote to `verification_reports`.
+fn verification_reports(events: &[Value]) -> Vec<&str> {
+    events_of_kind(events, "domain.written")
+        .into_iter()
+        .filter(|e| e["payload"]["domain"] == "verification_reports")
+        .map(|e| e["payload"]["content"]["summary"].as_str().unwrap_or(""))
+        .collect()
+}
+
+/// Why each ticket was opened, in order.
+fn tickets(events: &[Value]) -> Vec<&str> {
+    events_of_kind(events, "human.escalated")
+        .into_iter()
+        .map(|e| e["payload"]["reason"].as_str().unwrap_or(""))
+        .collect()
+}
+
+/// A lookup that read nothing is not a post found 0 times: a refused lookup (the workflow
+/// has no executor for it) and one that keeps failing each send the verify episode to a
+/// person, who approves it, and the campaign completes; a lookup that fails once is
+/// asked for again and verifies the post.
+#[test]
+fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
+    let post = "publish:spring-launch:a5722ef529842960";
+    let dm = "engagement asks for `dm` in lane `api` (key dm:evt-102";
+
+    // Refused: no executor for `outbox_lookup`.
+    let agency = Agency::new();
+    let workflow = agency.workflow_with_lookup(None);
+    assert_eq!(agency.run_workflow(&workflow, "refused"), 3);
+    assert_eq!(agency.outbox_keys(), [post]);
+    let events = run_events(&agency.data, "refused");
+    assert!(events_of_kind(&events, "run.failed").is_empty());
+    assert_eq!(
+        tickets(&events),
+        [format!(
+            "episode ep-5 (verify, run by verifier) needs review: visibility of {post} not checked: the outbox lookup was refused [workflow.tools]: the workflow declares no executor for tool `outbox_lookup` (a [tools.outbox_lookup] section, or `SECTION:TOOL` for an mcp section); check the platform for the post"
+        )]
+    );
+    assert_eq!(agency.approve("refused", "ticket-1"), 3);
+    assert_eq!(agency.approve("refused", "ticket-2"), 0);
+    let events = run_events(&agency.data, "refused");
+    assert!(
+        tickets(&events)[1].starts_with(dm),
+        "{:?}",
+        tickets(&events)
+    );
+    assert!(verification_reports(&events).is_empty());
+    assert_campaign_output(&events);
+    assert_eq!(agency.outbox_keys(), CAMPAIGN_KEYS);
+
+    // Failing every time: looked up twice, then a person.
+    let agency = Agency::new();
+    let failing = agency.script("lookup-down.sh", "echo 'outbox unreachable' >&2\nexit 1");
+    let workflow = agency.workflow_with_lookup(Some(&failing));
+    assert_eq!(agency.run_workflow(&workflow, "down"), 3);
+    let events = run_events(&agency.data, "down");
+    assert_eq!(events_of_kind(&events, "tool.failed").len(), 2);
+    let asked = tickets(&events);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(
+        asked[0].starts_with(&format!(
+            "episode ep-5 (verify, run by verifier) needs review: visibility of {post} not checked: the outbox lookup failed 2 times, last "
+        )),
+        "{asked:?}"
+    );
+    assert!(!asked[0].contains("found 0 times"), "{asked:?}");
+    assert_eq!(agency.approve("down", "ticket-1"), 3);
+    assert_eq!(agency.approve("down", "ticket-2"), 0);
+    assert_campaign_output(&run_events(&agency.data, "down"));
+
+    // Failing once: the second lookup finds the post, and only the DM waits for a person.
+    let agency = Agency::new();
+    let marker = agency.dir().join("lookup-failed-once");
+    let real = docket_tests::workspace_bin("docket-example-social", "social-outbox");
+    let flaky = agency.script(
+        "lookup-flaky.sh",
+        &format!(
+            "if [ ! -e '{marker}' ]; then touch '{marker}'; exit 1; fi\nexec '{real}' \"$@\"",
+            marker = marker.display(),
+            real = real.display(),
+        ),
+    );
+    let workflow = agency.workflow_with_lookup(Some(&flaky));
+    assert_eq!(agency.run_workflow(&workflow, "flaky"), 3);
+    let events = run_events(&agency.data, "flaky");
+    assert_eq!(events_of_kind(&events, "tool.failed").len(), 1);
+    assert_eq!(events_of_kind(&events, "tool.returned").len(), 1);
+    let asked = tickets(&events);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].starts_with(dm), "{asked:?}");
+    assert_eq!(
+        verification_reports(&events),
+        [format!("{post} visible once in the outbox (publish-1)")]
+    );
+    assert_eq!(agency.approve("flaky", "ticket-1"), 0);
+    assert_campaign_output(&run_events(&agency.data, "flaky"));
 }
 
 /// `(episode, condition)` of every `episode.stopped`.
@@ -397,9 +555,12 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
 
     // One message per key in the outbox.
     let keys = agency.outbox_keys();
-    assert_eq!(keys.len(), 3, "{keys:?}");
-    assert_eq!(keys[2], "dm:evt-102");
-    assert_eq!(events_of_kind(&events, "run.completed").len(), 1);
+    assert_eq!(keys, CAMPAIGN_KEYS);
+    assert_eq!(
+        verification_reports(&events),
+        ["publish:spring-launch:a5722ef529842960 visible once in the outbox (publish-1)"]
+    );
+    assert_campaign_output(&events);
     replays_and_exports(&agency.data, "launch");
 
     // The same campaign again: the outbox's ledger applies no key twice across runs.

@@ -128,6 +128,55 @@ fn a_failing_specialist_is_retried_then_escalated_then_blocked() {
     let message = blocked[0]["payload"]["error"]["message"]
         .as_str()
         .unwrap_or_default();
-    assert!(message.contains("TEST_SUITE_FAILED"), "{}", blocked[0]);
+    let error = &blocked[0]["payload"]["error"];
+    assert_eq!(error["agent"], "qa", "{error}");
+    assert_eq!(error["details"]["code"], "TEST_SUITE_FAILED", "{error}");
+    assert!(
+        message.ends_with(
+            "(last error TEST_SUITE_FAILED: signup_rejects_duplicate_email failed: expected 409, got 500)"
+        ),
+        "{error}"
+    );
     replays_and_exports(&data, "flaky");
+}
+
+/// The run's output (`run.completed`), as the README's "What a run must output" states it.
+fn output(data: &Path, run: &str) -> serde_json::Value {
+    let events = run_events(data, run);
+    let completed = events_of_kind(&events, "run.completed");
+    assert_eq!(completed.len(), 1, "{run} completed");
+    completed[0]["payload"]["output"].clone()
+}
+
+#[test]
+fn the_report_names_the_api_contract_the_person_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let kept = [
+        (
+            "1",
+            "GraphQL: mutation signUp(email, password) { id }",
+            "frontend",
+        ),
+        (
+            "2",
+            "REST: POST /users {email, password} -> 201 {id}",
+            "backend",
+        ),
+    ];
+    for (choice, contract, proposed_by) in kept {
+        let run = format!("signup-{proposed_by}");
+        assert_eq!(run_team(&data, "input.json", &run), 3);
+        assert_eq!(approve(&data, &run, "ticket-1", &["--choose", choice]), 0);
+        assert_eq!(
+            output(&data, &run),
+            serde_json::json!({
+                "feature": "user signup",
+                "tasks": ["T1 migration", "T2 API", "T3 form", "T4 tests", "T5 docs"],
+                "api": { "contract": contract, "proposed_by": proposed_by },
+                "docs": format!("docs/api/users.md: {contract}"),
+            }),
+            "--choose {choice}"
+        );
+    }
 }

@@ -1,7 +1,7 @@
 //! The agents of docket's consulting example (seed 003, the inter-agent communication
 //! contract): ORC classifies the user's intent and routes; CST frames the engagement and
 //! asks ANL for a net present value through a capability request; ORC fans out to ANL
-//! (a market projection), AUD (an audited market figure) and CHA (channels, which runs
+//! (a market projection), AUD (a reviewed market figure) and CHA (channels, which runs
 //! out of time and answers with a partial result); DOC writes the business case; ORC
 //! assembles the answer. When ORC cannot tell what the user wants, it asks.
 //!
@@ -87,6 +87,19 @@ pub fn classify(message: &str) -> (&'static str, f64) {
     }
 }
 
+/// The answer's sentence on the German market: the size of the estimate kept and what it
+/// is (its `source`: a reviewed report or a projection), as the document carries them.
+pub fn market_sentence(document: &Value) -> String {
+    match (
+        document["market_size"].as_f64(),
+        document["market_source"].as_str(),
+    ) {
+        (Some(size), Some(source)) => format!("the German market is {size:.0} a year ({source})"),
+        (Some(size), None) => format!("the German market is {size:.0} a year (source not given)"),
+        (None, _) => "no estimate of the German market arrived".to_owned(),
+    }
+}
+
 /// ORC: classifies, routes, fans out, aggregates; asks when unsure.
 pub fn orc(request: &AgentRequest) -> AgentResponse {
     if let Some(document) = input(request, "document") {
@@ -123,9 +136,9 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
             vec![Action::Finish {
                 output: json!({
                     "answer": format!(
-                        "Your business case \"{}\" is ready. The investment returns an NPV of {} at {}; the audited German market is {} a year; channels assessed: {}.",
+                        "Your business case \"{}\" is ready. The investment returns an NPV of {} at {}; {}; channels assessed: {}.",
                         result["title"].as_str().unwrap_or_default(),
-                        result["npv"], result["discount_rate"], result["market_size"],
+                        result["npv"], result["discount_rate"], market_sentence(result),
                         result["channels"].as_array().map(|c| c.len()).unwrap_or(0)
                     ),
                     "document": result,
@@ -398,13 +411,14 @@ pub fn anl(request: &AgentRequest) -> AgentResponse {
                 "workflow_position": req["workflow_position"],
                 "status": "SUCCESS",
                 "confidence_level": "MEDIUM",
-                "result_json": { "market_size": size, "source": "ANL projection from the 2022 baseline" },
+                "result_json": { "market_size": size, "source": format!("ANL's projection: the 2022 baseline grown {:.0} % a year for {years} years", growth * 100.0) },
             }),
         )],
     )
 }
 
-/// AUD: the audited market figure (HIGH confidence).
+/// AUD: reviews the market figure of the report it is given (HIGH confidence: a
+/// published figure, not a model).
 pub fn aud(request: &AgentRequest) -> AgentResponse {
     let Some(req) = input(request, "review_request") else {
         return error(
@@ -423,7 +437,7 @@ pub fn aud(request: &AgentRequest) -> AgentResponse {
                 "workflow_position": req["workflow_position"],
                 "status": "SUCCESS",
                 "confidence_level": "HIGH",
-                "result_json": { "market_size": 4.2e9, "source": format!("audited: {}", req["document_ref"].as_str().unwrap_or_default()) },
+                "result_json": { "market_size": 4.2e9, "source": format!("AUD's review of {}", req["document_ref"].as_str().unwrap_or_default()) },
             }),
         )],
     )
@@ -561,6 +575,32 @@ mod tests {
             ("business_case", 0.85)
         );
         assert!(classify("I need help with Germany").1 < INTENT_THRESHOLD);
+    }
+
+    #[test]
+    fn the_answer_names_the_kept_market_estimate_for_what_it_is() {
+        let projection = anl(&AgentRequest::new("r1", "ORC", "ANL", "projection_request")
+            .with_decision_input(
+                "ORC",
+                "projection_request",
+                json!({ "baseline": 3.1e9, "growth_rate": 0.05, "years": 3 }),
+            ));
+        let Some(Action::Handoff { payload, .. }) = projection.actions.first() else {
+            panic!("ANL hands its projection on: {projection:?}");
+        };
+        let estimate = &payload["result_json"];
+        let document = json!({
+            "market_size": estimate["market_size"],
+            "market_source": estimate["source"],
+        });
+        assert_eq!(
+            market_sentence(&document),
+            "the German market is 3588637500 a year (ANL's projection: the 2022 baseline grown 5 % a year for 3 years)"
+        );
+        assert_eq!(
+            market_sentence(&json!({ "market_size": null })),
+            "no estimate of the German market arrived"
+        );
     }
 
     #[test]

@@ -605,8 +605,13 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
     )
 }
 
+/// How many times the verifier asks for a lookup whose executor failed.
+pub const LOOKUP_ATTEMPTS: usize = 2;
+
 /// The verifier (§2.6): proves a post is visible exactly once by looking it up in the
-/// outbox (a governed tool call), and writes a verification report. With
+/// outbox (a governed tool call), and writes a verification report. A lookup that was
+/// refused, or failed [`LOOKUP_ATTEMPTS`] times, read nothing: the episode ends
+/// `needs_review` (a person checks the platform), not as a post found 0 times. With
 /// `visibility_uncertain` it recurses to probe again (Class D, §3.2) until its depth limit
 /// stops it (`depth_exceeded`).
 pub fn verifier(request: &AgentRequest) -> AgentResponse {
@@ -641,38 +646,74 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
             )],
         );
     }
-    let Some(lookup) = inputs(request, "tool_result").last().copied() else {
+    let lookups = inputs(request, "tool_result");
+    let look_up = || {
         // docket runs the lookup and charges it to this episode's `tool_calls` budget
         // itself (decider version 11): the agent reports only tools it runs on its own.
-        return respond(
+        respond(
             request,
             vec![Action::CallTool {
                 name: "outbox_lookup".into(),
                 arguments: json!({ "idempotency_key": key }),
             }],
-        );
+        )
     };
+    let Some(lookup) = lookups.last().copied() else {
+        return look_up();
+    };
+    let key_text = key.as_str().unwrap_or_default();
+    match lookup["status"].as_str() {
+        Some("returned") => {}
+        // The lookup only reads the outbox: a failed one is tried again.
+        Some("failed") if lookups.len() < LOOKUP_ATTEMPTS => return look_up(),
+        status => {
+            // The outbox was not read: that is no evidence of absence, nor of the
+            // post. A person looks at the platform before the result is used.
+            let why = match status {
+                Some("denied") => format!(
+                    "was refused [{}]: {}",
+                    lookup["rule_id"].as_str().unwrap_or_default(),
+                    lookup["reason"].as_str().unwrap_or_default()
+                ),
+                Some("failed") => format!(
+                    "failed {} times, last {}: {}",
+                    lookups.len(),
+                    lookup["code"].as_str().unwrap_or_default(),
+                    lookup["message"].as_str().unwrap_or_default()
+                ),
+                other => format!("answered with status {other:?}"),
+            };
+            // The post the effect's receipt names, for the person to look for.
+            let receipt_post = episode_goal(request)
+                .and_then(|g| g["inputs"]["verify"]["receipt"]["result"]["post_id"].as_str())
+                .map(|id| format!("outbox:{id}"));
+            return respond(
+                request,
+                vec![finish(result(
+                    EpisodeStatus::NeedsReview,
+                    &format!(
+                        "visibility of {key_text} not checked: the outbox lookup {why}; check the platform for the post"
+                    ),
+                    receipt_post.as_slice(),
+                ))],
+            );
+        }
+    }
     let found = lookup["result"]["count"].as_u64().unwrap_or(0);
-    let visible = lookup["status"] == "returned" && found == 1;
     let post = &lookup["result"]["records"][0];
-    let summary = if visible {
-        format!(
-            "{} visible once in the outbox ({})",
-            key.as_str().unwrap_or_default(),
-            post["post_id"].as_str().unwrap_or_default()
-        )
-    } else {
-        format!(
-            "{} found {found} times in the outbox",
-            key.as_str().unwrap_or_default()
-        )
-    };
-    if !visible {
+    if found != 1 {
         return respond(
             request,
-            vec![finish(failed(&summary, "visibility_unconfirmed"))],
+            vec![finish(failed(
+                &format!("{key_text} found {found} times in the outbox (expected once)"),
+                "visibility_unconfirmed",
+            ))],
         );
     }
+    let summary = format!(
+        "{key_text} visible once in the outbox ({})",
+        post["post_id"].as_str().unwrap_or_default()
+    );
     respond(
         request,
         vec![

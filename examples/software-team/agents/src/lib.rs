@@ -102,22 +102,52 @@ fn report(output_type: &str, task_id: &Value, files: &[&str], summary: &str) -> 
     }
 }
 
+/// The API contract the orchestrator put in its latest task (`context.api`), which it
+/// gets back as the read-only context input `prior:task` (the bundle's
+/// `requires_prior_outputs = ["orchestrator"]`).
+fn chosen_api(request: &AgentRequest) -> Option<Value> {
+    request
+        .context_inputs
+        .iter()
+        .find(|i| i.output_type == "prior:task" && i.source_agent == "orchestrator")
+        .map(|i| i.payload["context"]["api"].clone())
+        .filter(|api| api["contract"].is_string())
+}
+
+/// The orchestrator's answer when its latest task (`task_id`) does not carry the API
+/// contract.
+fn missing_api(request: &AgentRequest, task_id: &str) -> AgentResponse {
+    AgentResponse::error(
+        request.request_id.clone(),
+        "INPUT_MISSING_API_CONTRACT",
+        format!(
+            "the orchestrator expects its task {task_id} (context input prior:task) to carry the API contract at context.api.contract"
+        ),
+    )
+}
+
 /// The orchestrator: one task per step, validated reports in between.
 pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
     if let Some(docs) = input(request, "task_report").filter(|r| r["task_id"] == "T5") {
+        let Some(api) = chosen_api(request) else {
+            return missing_api(request, "T5");
+        };
         return ok(
             request,
             vec![Action::Finish {
                 output: json!({
                     "feature": "user signup",
                     "tasks": ["T1 migration", "T2 API", "T3 form", "T4 tests", "T5 docs"],
-                    "api": "REST (chosen by a person over the GraphQL proposal)",
+                    "api": api,
                     "docs": docs["summary"],
                 }),
             }],
         );
     }
     if let Some(tests) = input(request, "test_report") {
+        let Some(api) = chosen_api(request) else {
+            return missing_api(request, "T4");
+        };
         return ok(
             request,
             vec![task(
@@ -126,13 +156,21 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 "Document the signup endpoint",
                 json!({
                     "tests": tests["summary"],
+                    "api": api,
                 }),
                 &[],
             )],
         );
     }
     if let Some(contract) = input(request, "api_contract") {
-        // The person's choice between backend's and frontend's contracts arrived.
+        // The contract kept: the only one when the specialists agree, else the one a
+        // person chose (the other is archived and never reaches the orchestrator).
+        let proposed_by = request
+            .decision_inputs
+            .iter()
+            .find(|i| i.output_type == "api_contract")
+            .map(|i| i.source_agent.to_string())
+            .unwrap_or_default();
         return ok(
             request,
             vec![task(
@@ -140,7 +178,7 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 "T4",
                 "Test user signup",
                 json!({
-                    "api": contract["summary"],
+                    "api": { "contract": contract["summary"], "proposed_by": proposed_by },
                     "flaky": request.context.get("handoff").and_then(|h| h["original_request"]["flaky_tests"].as_bool()).unwrap_or(false),
                 }),
                 &["Bash(cargo publish*)"],
@@ -231,21 +269,19 @@ pub fn backend(request: &AgentRequest) -> AgentResponse {
             }],
         ),
         _ => {
+            // The clean was refused; the build ran (or failed): the contract stands
+            // either way, the outcome says whether it was built.
             let built = results.iter().any(|r| r["status"] == "returned");
-            let summary = if built {
-                "REST: POST /users {email, password} -> 201 {id}; the clean was refused, built incrementally"
-            } else {
-                "REST: POST /users {email, password} -> 201 {id}; not built"
-            };
-            ok(
-                request,
-                vec![report(
-                    "api_contract",
-                    &t["task_id"],
-                    &["src/api/users.rs"],
-                    summary,
-                )],
-            )
+            let mut contract = report(
+                "api_contract",
+                &t["task_id"],
+                &["src/api/users.rs"],
+                "REST: POST /users {email, password} -> 201 {id}",
+            );
+            if !built && let Action::Handoff { payload, .. } = &mut contract {
+                payload["outcome"] = json!("not_built");
+            }
+            ok(request, vec![contract])
         }
     }
 }
@@ -296,10 +332,17 @@ pub fn qa(request: &AgentRequest) -> AgentResponse {
     response
 }
 
-/// Docs: documents the endpoint.
+/// Docs: documents the API contract its task carries.
 pub fn docs(request: &AgentRequest) -> AgentResponse {
     let Some(t) = input(request, "task") else {
         return no_task(request);
+    };
+    let Some(contract) = t["context"]["api"]["contract"].as_str() else {
+        return AgentResponse::error(
+            request.request_id.clone(),
+            "INPUT_MISSING_API_CONTRACT",
+            "docs expects its task to carry the API contract at context.api.contract",
+        );
     };
     ok(
         request,
@@ -307,7 +350,7 @@ pub fn docs(request: &AgentRequest) -> AgentResponse {
             "task_report",
             &t["task_id"],
             &["docs/api/users.md"],
-            "docs/api/users.md: POST /users",
+            &format!("docs/api/users.md: {contract}"),
         )],
     )
 }
