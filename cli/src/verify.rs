@@ -331,6 +331,9 @@ pub(crate) fn app(rt: &Runtime<Store>, data: &Path) -> App {
 
 fn unsealed(e: &Unsealed) {
     match e {
+        Unsealed::Key(docket_evidence::KeyError::Missing { .. }) => {
+            say!("warning: {e} (`docket keys generate` makes one)");
+        }
         Unsealed::Key(_) => say!("warning: {e}"),
         Unsealed::Seal(_) | Unsealed::Database(_) => {
             say!("warning: {e}; the next command that drives runs tries again");

@@ -46,7 +46,7 @@ pub enum KeyError {
     },
     /// The key file a [`KeyPlace::File`] names is not there.
     #[error(
-        "no signing key at {path} (the signing key's place): make one there with `docket keys generate`, or copy the instance's key there"
+        "no signing key at {path}, where the signing key is kept: make one there, or copy the instance's key there"
     )]
     Missing { path: PathBuf },
     /// A key cannot be made where the key is given to the process, or where there is none.

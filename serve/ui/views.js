@@ -57,6 +57,7 @@ export const KINDS = [
   'effect.started', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
   'effect.kill_switch_checked', 'effect.applied', 'effect.failed', 'effect.verified',
   'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
+  'timer.set', 'timer.fired',
 ];
 
 /** A decision that refused: `needs_approval` waits for a person and is no denial. */
@@ -117,6 +118,13 @@ export function describe(e) {
   }
   if (k === 'tool.failed') {
     return { group: 'effect', bad: true, text: `tool call ${p.tool_call_id} failed ${p.code}: ${String(p.message ?? '').trim() || 'no message given'}` };
+  }
+  if (k === 'timer.set') {
+    const due = new Date(p.due_at_ms ?? 0).toISOString();
+    return { group: 'call', bad: false, text: `${p.timer_id}: ${p.agent} waits until ${due}: ${why(p.reason)}` };
+  }
+  if (k === 'timer.fired') {
+    return { group: 'call', bad: false, text: `${p.timer_id} fired at ${new Date(p.at_ms ?? 0).toISOString()}` };
   }
   if (k === 'agent.call_failed') {
     return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };

@@ -1269,7 +1269,7 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
                 agent = %set.agent,
                 due_at_ms = set.due_at_ms,
                 reason = %set.reason,
-                "waiting on a timer (interrupting loses nothing: `docket resume` fires it later)"
+                "waiting on a timer (interrupting loses nothing: the timer is in the log, and resuming the run fires it)"
             );
         }
         RunEvent::RunBlocked {
