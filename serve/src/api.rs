@@ -637,27 +637,7 @@ async fn drive(
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let stream = StreamId::new(run.as_str())
         .map_err(|e| ApiError::bad_request(e.to_string()).at(format!("run {run}")))?;
-    state
-        .driving
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .insert(run.clone());
-    let watcher = state.clone();
-    let who = run.clone();
-    // On the runs' runtime: this handler's threads serve the API only.
-    let mut handle = state.drives.spawn(async move {
-        let outcome = work.await;
-        watcher
-            .driving
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(&who);
-        if let Err(e) = &outcome {
-            tracing::warn!(run = %who, "drive ended: {e}");
-        }
-        watcher.app.seal_run(&who).await;
-        outcome
-    });
+    let mut handle = spawn_drive(state, run, work);
     let mut tail = Box::pin(state.rt.store().tail(&stream, recorded_after + 1));
     tokio::select! {
         biased;
@@ -775,6 +755,73 @@ async fn resume(State(state): Shared, p: Result<Path<String>, PathRejection>) ->
     )
     .await?;
     Ok(answer.into_response())
+}
+
+/// Drives `work` for `run` on the runs' runtime (this handler's threads serve the API
+/// only), with the run counted as driven until it stops; the drive's end is traced, and
+/// the runs that finished are sealed.
+fn spawn_drive(
+    state: &Arc<AppState>,
+    run: &RunId,
+    work: impl Future<Output = Result<RunOutcome, RuntimeError>> + Send + 'static,
+) -> tokio::task::JoinHandle<Result<RunOutcome, RuntimeError>> {
+    state
+        .driving
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .insert(run.clone());
+    let watcher = state.clone();
+    let who = run.clone();
+    state.drives.spawn(async move {
+        let outcome = work.await;
+        watcher
+            .driving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&who);
+        if let Err(e) = &outcome {
+            tracing::warn!(run = %who, "drive ended: {e}");
+        }
+        watcher.app.seal_run(&who).await;
+        outcome
+    })
+}
+
+/// As the server starts over a data directory: every run left waiting on a timer (its
+/// process stopped while it waited) is driven again, so its timer fires when due, or at
+/// once, late, when it fell due while no process drove the run. Runs of a PostgreSQL
+/// store are the workers'.
+pub(crate) async fn drive_runs_waiting_on_timers(state: Arc<AppState>) {
+    if state.app.shared() {
+        return;
+    }
+    let runs = match state.rt.run_summaries().await {
+        Ok(runs) => runs,
+        Err(e) => {
+            tracing::warn!("runs waiting on timers not looked for: {e}");
+            return;
+        }
+    };
+    for summary in runs.iter().filter(|r| r.status == RunStatus::Running) {
+        let run = &summary.run_id;
+        let waits = match state.rt.state(run).await {
+            Ok(s) => matches!(s.next_step(), docket_decider::NextStep::WaitForTimer(_)),
+            Err(e) => {
+                tracing::warn!(run = %run, "not read for its timers: {e}");
+                false
+            }
+        };
+        if waits {
+            tracing::info!(run = %run, "driven again: it waits on a timer");
+            let rt = state.rt.clone();
+            let id = run.clone();
+            drop(spawn_drive(
+                &state,
+                run,
+                async move { rt.resume(&id).await },
+            ));
+        }
+    }
 }
 
 #[derive(Deserialize)]

@@ -282,7 +282,11 @@ impl Server {
         let handle = api.handle().clone();
         let _api = ApiRuntime(Some(api));
         let stopping = self.state.stopping.clone();
-        let app = router(Arc::new(self.state));
+        let state = Arc::new(self.state);
+        state
+            .drives
+            .spawn(api::drive_runs_waiting_on_timers(state.clone()));
+        let app = router(state);
         let served = handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;
             http::serve(listener, app, shutdown, stopping).await

@@ -148,3 +148,62 @@ fn a_wait_longer_than_the_bundle_allows_is_refused_and_the_agent_told() {
         "waiting.max_wait_ms"
     );
 }
+
+/// `docket serve`, started over a data directory whose run waits on a timer (the process
+/// that set it was killed), drives the run again: the timer fires once, when due.
+#[test]
+fn docket_serve_fires_the_timer_of_a_run_left_waiting() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
+    let workflow = one_agent_workflow(
+        tmp.path(),
+        "timers",
+        "timers",
+        agent.to_str().expect("utf-8"),
+        &["wait", "--for", "2s"],
+    );
+    let mut first = Command::new(docket_bin())
+        .args([
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--run-id",
+            "wait-3",
+            "--data",
+        ])
+        .arg(&data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("docket run starts");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while of_kind(&events(&data, "wait-3"), "timer.set").is_empty() {
+        assert!(Instant::now() < deadline, "no timer.set within a minute");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    let (mut server, _addr) = docket_tests::start_serve(&data, Some(tmp.path()));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let log = loop {
+        let log = events(&data, "wait-3");
+        if !of_kind(&log, "run.completed").is_empty() {
+            break log;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the run did not complete under serve: {log:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_eq!(of_kind(&log, "timer.fired").len(), 1, "{log:?}");
+    let set = of_kind(&log, "timer.set")[0]["payload"]["due_at_ms"]
+        .as_i64()
+        .expect("due");
+    let fired = of_kind(&log, "timer.fired")[0]["payload"]["at_ms"]
+        .as_i64()
+        .expect("at");
+    assert!(fired >= set, "fired at {fired}, due {set}");
+}
