@@ -135,6 +135,26 @@ pub fn docket_on(data: &Path, args: &[&str]) -> Output {
         .expect("docket runs")
 }
 
+/// Every file under `dir` (at any depth) with its bytes, by path: what a command wrote,
+/// compared before and after.
+#[must_use]
+pub fn files_under(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("list a directory") {
+            let p = e.expect("a directory entry").path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let bytes = std::fs::read(&p).expect("read a file");
+                out.insert(p, bytes);
+            }
+        }
+    }
+    out
+}
+
 /// A command's standard output, as text.
 #[must_use]
 pub fn stdout_text(output: &Output) -> String {

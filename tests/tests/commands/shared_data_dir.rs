@@ -4,7 +4,6 @@
 //! a run whose driver died shows as interrupted; a damaged run is named while the others
 //! stay readable.
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, Command, Output, Stdio};
@@ -71,23 +70,6 @@ fn wait_for_file(path: &Path) {
 
 fn finish(child: Child) -> Output {
     child.wait_with_output().expect("docket ends")
-}
-
-/// Every file under `dir` and its bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("read dir") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).expect("read file"));
-            }
-        }
-    }
-    out
 }
 
 /// The id a `run RUN recorded` line names.
@@ -318,7 +300,7 @@ fn commands_that_read_leave_the_directory_byte_identical() {
         &["run", asks.to_str().expect("utf-8"), "--run-id", "two"],
     );
     assert_eq!(code(&out), 3);
-    let before = files(&data);
+    let before = docket_tests::files_under(&data);
     let export = dir.path().join("one.jsonl");
     let cases: &[&[&str]] = &[
         &["runs"],
@@ -350,7 +332,7 @@ fn commands_that_read_leave_the_directory_byte_identical() {
             stderr(&out)
         );
         assert!(
-            files(&data) == before,
+            docket_tests::files_under(&data) == before,
             "{args:?} changed the data directory"
         );
     }

@@ -66,24 +66,6 @@ impl Setup {
     }
 }
 
-/// Every file under `dir`, read as bytes.
-fn every_file(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut files = Vec::new();
-    let mut todo = vec![dir.to_path_buf()];
-    while let Some(dir) = todo.pop() {
-        for entry in std::fs::read_dir(&dir).expect("list") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                todo.push(path);
-            } else {
-                let bytes = std::fs::read(&path).expect("read");
-                files.push((path, bytes));
-            }
-        }
-    }
-    files
-}
-
 fn mode(path: &Path) -> u32 {
     std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(path).expect("file").permissions())
         & 0o777
@@ -129,7 +111,7 @@ fn a_key_kept_outside_the_data_directory_signs_and_never_enters_it() {
         .next()
         .expect("base64")
         .to_owned();
-    for (path, bytes) in every_file(&s.data) {
+    for (path, bytes) in docket_tests::files_under(&s.data) {
         assert!(
             !String::from_utf8_lossy(&bytes).contains(&secret),
             "{} holds the private key",
@@ -196,7 +178,7 @@ fn a_key_given_to_the_process_signs_and_is_written_nowhere_nor_quoted() {
     let private = private.trim();
     s.run(Some(private));
     let secret = private.rsplit('+').next().expect("base64");
-    for (path, bytes) in every_file(&s.data) {
+    for (path, bytes) in docket_tests::files_under(&s.data) {
         assert!(
             !String::from_utf8_lossy(&bytes).contains(secret),
             "{} holds the private key",

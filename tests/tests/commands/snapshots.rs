@@ -150,27 +150,11 @@ fn snapshots_are_removed_for_a_run_and_verify_changes_nothing() {
     let data = tmp.path().join("data");
     let (run, events) = recorded_run(tmp.path(), &data);
     put_snapshot(&data, &run, &RunState::fold(&events));
-    let listing = |data: &Path| {
-        let mut out: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-        let mut stack = vec![data.to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).expect("list") {
-                let path = entry.expect("entry").path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else {
-                    out.push((path.clone(), std::fs::read(&path).expect("read")));
-                }
-            }
-        }
-        out.sort();
-        out
-    };
-    let before = listing(&data.join("snapshots"));
+    let before = docket_tests::files_under(&data.join("snapshots"));
     assert_eq!(before.len(), 1);
     assert_eq!(verify(&data).0, 0);
     assert_eq!(
-        listing(&data.join("snapshots")),
+        docket_tests::files_under(&data.join("snapshots")),
         before,
         "verify writes nothing"
     );

@@ -37,24 +37,24 @@ fn now_ms() -> i64 {
     .expect("ms fit")
 }
 
-#[test]
-fn a_timer_across_a_sigkill_fires_once_late_and_the_run_replays() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let data = tmp.path().join("data");
+/// A run `run` of a one-agent workflow in `dir` whose agent waits `wait`, its `docket run`
+/// killed (SIGKILL) once the timer is recorded: the data directory and the `timer.set`.
+fn killed_while_waiting(dir: &Path, run: &str, wait: &str) -> (PathBuf, Value) {
+    let data = dir.join("data");
     let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
     let workflow = one_agent_workflow(
-        tmp.path(),
+        dir,
         "timers",
         "timers",
         agent.to_str().expect("utf-8"),
-        &["wait", "--for", "3s"],
+        &["wait", "--for", wait],
     );
     let mut first = Command::new(docket_bin())
         .args([
             "run",
             workflow.to_str().expect("utf-8"),
             "--run-id",
-            "wait-1",
+            run,
             "--data",
         ])
         .arg(&data)
@@ -62,10 +62,10 @@ fn a_timer_across_a_sigkill_fires_once_late_and_the_run_replays() {
         .stderr(Stdio::null())
         .spawn()
         .expect("docket run starts");
-    // The first process records the timer, then waits on it: killed there.
+    // The process records the timer, then waits on it: killed there.
     let deadline = Instant::now() + Duration::from_secs(60);
     let set = loop {
-        let log = events(&data, "wait-1");
+        let log = events(&data, run);
         if let Some(set) = of_kind(&log, "timer.set").first() {
             break (*set).clone();
         }
@@ -75,14 +75,22 @@ fn a_timer_across_a_sigkill_fires_once_late_and_the_run_replays() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
+    first.kill().expect("SIGKILL");
+    let _ = first.wait();
+    (data, set)
+}
+
+#[test]
+fn a_timer_across_a_sigkill_fires_once_late_and_the_run_replays() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (data, set) = killed_while_waiting(tmp.path(), "wait-1", "3s");
+    // The timer is in the log: `docket status` shows it, with no process driving the run.
     let status = stdout_text(&docket_on(&data, &["status", "wait-1"]));
     assert!(
         status.contains("timer wait-1/timer-1: worker waits until")
             && status.contains("the slot opens later"),
         "{status}"
     );
-    first.kill().expect("SIGKILL");
-    let _ = first.wait();
     let due = set["payload"]["due_at_ms"].as_i64().expect("due_at_ms");
     // The timer falls due while no process drives the run.
     while now_ms() < due + 500 {
@@ -154,35 +162,7 @@ fn a_wait_longer_than_the_bundle_allows_is_refused_and_the_agent_told() {
 #[test]
 fn docket_serve_fires_the_timer_of_a_run_left_waiting() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let data = tmp.path().join("data");
-    let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
-    let workflow = one_agent_workflow(
-        tmp.path(),
-        "timers",
-        "timers",
-        agent.to_str().expect("utf-8"),
-        &["wait", "--for", "2s"],
-    );
-    let mut first = Command::new(docket_bin())
-        .args([
-            "run",
-            workflow.to_str().expect("utf-8"),
-            "--run-id",
-            "wait-3",
-            "--data",
-        ])
-        .arg(&data)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("docket run starts");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while of_kind(&events(&data, "wait-3"), "timer.set").is_empty() {
-        assert!(Instant::now() < deadline, "no timer.set within a minute");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    first.kill().expect("SIGKILL");
-    let _ = first.wait();
+    let (data, _) = killed_while_waiting(tmp.path(), "wait-3", "2s");
     let (mut server, _addr) = docket_tests::start_serve(&data, Some(tmp.path()));
     let deadline = Instant::now() + Duration::from_secs(60);
     let log = loop {

@@ -72,23 +72,6 @@ fn flip(path: &Path, offset: u64) {
     std::fs::write(path, &bytes).expect("write");
 }
 
-/// Every file under `dir` with its bytes.
-fn files(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).expect("list") {
-            let p = e.expect("entry").path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                out.insert(p.clone(), std::fs::read(&p).expect("read"));
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn a_writer_refuses_to_append_after_damage_in_the_middle_of_a_segment() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -99,7 +82,7 @@ fn a_writer_refuses_to_append_after_damage_in_the_middle_of_a_segment() {
         .find(|(_, _, streams)| streams.iter().any(|s| s == "second"))
         .expect("a batch of run second");
     flip(&segment(&data), at + len / 2);
-    let log_before = files(&data.join("log"));
+    let log_before = docket_tests::files_under(&data.join("log"));
 
     let out = docket(
         &data,
@@ -113,7 +96,7 @@ fn a_writer_refuses_to_append_after_damage_in_the_middle_of_a_segment() {
     assert!(err.contains("second, third"), "{err}");
     assert!(!err.contains("completed"), "{err}");
     assert_eq!(
-        files(&data.join("log")),
+        docket_tests::files_under(&data.join("log")),
         log_before,
         "nothing was appended past the damage"
     );
