@@ -15,7 +15,7 @@ from conftest import REPO, doc_example, request_doc
 
 PAGE = REPO / "docs" / "python.md"
 ACTIONS = ["handoff", "request_capability", "call_tool", "request_effect", "spawn", "write_domain",
-           "escalate", "finish", "finish_episode"]
+           "escalate", "wait", "finish", "finish_episode"]
 
 
 def test_the_page_has_an_example_per_action_of_the_schema(schema: dict[str, Any]) -> None:
@@ -51,3 +51,12 @@ def test_the_first_agent_and_the_http_agent_answer() -> None:
     response = asyncio.run(served["handle"](request))
     assert response.to_json()["actions"] == [
         {"type": "finish", "output": {"resolution": "refunded", "order": "A-7"}}]
+
+
+def test_the_wait_example_finishes_once_its_timer_has_fired() -> None:
+    fired = {"source_agent": "timers", "output_type": "timer_fired",
+             "payload": {"timer_id": "run-1/timer-1", "reason": "the 09:00 slot", "due_at_ms": 1_796_025_600_000,
+                         "fired_at_ms": 1_796_025_600_250, "late_ms": 250}}
+    scope: dict[str, Any] = {"request": da.Request.from_json(request_doc(decision_inputs=[fired]))}
+    exec(doc_example("action-wait", PAGE), scope)
+    assert scope["response"].to_json()["actions"] == [{"type": "finish", "output": {"posted_late_by_ms": 250}}]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 import docket_agent as da
+from docket_agent import protocol
 
 from conftest import request_doc
 
@@ -115,6 +116,11 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.finish_episode("done"), "finish_episode.result.status: expected one of ok, needs_review, failed"),  # type: ignore[arg-type]
         (lambda: da.request_effect("publish", "api", idempotency_key=""), "request_effect.idempotency_key: must not be empty"),
         (lambda: da.call_tool(""), "call_tool.name: must not be empty"),
+        (lambda: da.wait(for_="2h", reason=" "), "wait.reason: must not be empty"),
+        (lambda: da.wait(reason="a slot"), "wait.for: a wait needs `until` (a time) or `for` (a duration)"),
+        (lambda: da.wait(until="2027-01-15T09:30:00Z", for_="1h", reason="a slot"),
+         "wait.until: give `until` or `for`, not both"),
+        (lambda: da.wait(for_=7200, reason="a slot"), "wait.for: expected a string, got int"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_arguments_name_the_function_and_the_argument(build: object, message: str) -> None:
@@ -127,6 +133,82 @@ def test_an_agent_error_needs_a_category_specific_code() -> None:
     with pytest.raises(ValueError, match="'oops' is not of the form CATEGORY_SPECIFIC_ERROR"):
         da.AgentError("oops", "x")
     assert da.InputError("no brands").code == "INPUT_VALIDATION_FAILED"
+
+
+@pytest.mark.parametrize(
+    ("text", "ms"),
+    [("90s", 90_000), ("15m", 900_000), ("2h 30m", 9_000_000), ("2h30m", 9_000_000), ("PT2H", 7_200_000),
+     ("1d", 86_400_000), ("P1D", 86_400_000), ("2w", 1_209_600_000), ("0s", 0), ("PT2h30m", 9_000_000),
+     ("P1DT12H", 129_600_000), ("10.5 hours", 37_800_000), ("1 day, 02:30:00", 95_400_000),
+     ("3 mins 34,123s", 214_123), ("1 week 4 days", 950_400_000), (" 2h ", 7_200_000)],
+)
+def test_durations_docket_reads(text: str, ms: int) -> None:
+    assert protocol.wait_duration_ms(text) == ms
+    assert da.wait(for_=text, reason="r").for_ == text
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [("soon", "is not a duration such as 90s"), ("1 month", "months and years have no fixed length"),
+     ("P1M", "months and years have no fixed length"), ("1y", "months and years have no fixed length"),
+     ("1M", "is not a duration"), ("", "is not a duration"), ("PT", "at least one unit"),
+     ("1.5d", "a fraction of d"), ("2m 3h", "largest to the smallest"), ("1.5h 3m", "a fraction last"),
+     ("-5m", "is negative: a wait cannot end before it starts"), ("5m ago", "is negative"),
+     ("1000000h", "is longer than 100 years"), ("P36501D", "is longer than 100 years")],
+)
+def test_durations_docket_refuses_name_the_for_field(text: str, says: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        da.wait(for_=text, reason="r")
+    assert str(caught.value).startswith(f"wait.for: {json.dumps(text)} ")
+    assert says in str(caught.value)
+
+
+def test_times_docket_reads_and_refuses() -> None:
+    assert protocol.wait_until_ms("2027-01-15T09:30:00Z") == 1_800_005_400_000
+    assert protocol.wait_until_ms("2027-01-15T10:30:00+01:00") == 1_800_005_400_000
+    assert protocol.wait_until_ms("2027-01-15T04:30:00.250-05:00") == 1_800_005_400_250
+    assert da.wait(until="2026-11-30T09:00:00+01:00", reason="r").until == "2026-11-30T09:00:00+01:00"
+    for text, says in [("2027-01-15T09:30:00", "an offset"), ("tomorrow", "RFC 3339"),
+                       ("2027-02-30T09:30:00Z", "day is out of range"),
+                       ("1969-12-31T23:59:59Z", "is not a time between 1970 and 2170")]:
+        with pytest.raises(ValueError) as caught:
+            da.wait(until=text, reason="r")
+        assert str(caught.value).startswith(f"wait.until: {json.dumps(text)} is not a time"), text
+        assert says in str(caught.value), text
+
+
+def test_a_wait_goes_through_json_and_back() -> None:
+    for action in (da.wait(until="2026-11-30T09:00:00+01:00", reason="the 09:00 slot"),
+                   da.wait(for_="2h", reason="after the embargo")):
+        document = json.loads(json.dumps(action.to_json()))
+        assert da.Wait.from_json(document) == action
+    assert da.wait(for_="2h", reason="r").to_json() == {"type": "wait", "for": "2h", "reason": "r"}
+    response = da.success(REQUEST, da.wait(for_="2h", reason="r"), confidence="HIGH")
+    assert json.loads(response.to_line())["actions"] == [{"type": "wait", "for": "2h", "reason": "r"}]
+    for document, message in [
+        ({"type": "wait", "for": 2, "reason": "r"}, "wait.for: expected a string, got int"),
+        ({"type": "wait", "for": "2h"}, "wait.reason: required"),
+        ({"type": "wait", "for": "2h", "reason": "r", "at": "9"}, "wait.at: unknown field"),
+        ({"type": "finish"}, "wait.type: expected 'wait', got 'finish'"),
+    ]:
+        with pytest.raises(ValueError) as caught:
+            da.Wait.from_json(document)
+        assert str(caught.value).startswith(message)
+
+
+def test_timers_fired_are_read_from_the_timers_inputs() -> None:
+    request = parse(decision_inputs=[
+        {"source_agent": "external", "output_type": "ticket", "payload": {}},
+        {"source_agent": "timers", "output_type": "timer_fired",
+         "payload": {"timer_id": "run-1/timer-1", "reason": "the 09:00 slot", "due_at_ms": 1_000,
+                     "fired_at_ms": 61_000, "late_ms": 60_000}},
+        {"source_agent": "planner", "output_type": "timer_fired", "payload": {"timer_id": "not-a-timer"}},
+        {"source_agent": "timers", "output_type": "timer_fired", "payload": {"timer_id": "run-1/timer-2"}},
+    ])
+    first, second = request.timers_fired()
+    assert first == da.TimerFired("run-1/timer-1", "the 09:00 slot", 1_000, 61_000, 60_000)
+    assert second == da.TimerFired("run-1/timer-2", "", 0, 0, 0)
+    assert parse().timers_fired() == []
 
 
 # -- responses --------------------------------------------------------------------------
@@ -149,6 +231,15 @@ REQUEST = da.Request.from_json(request_doc())
          "actions[0]: finish must be the last action, but 1 action(s) follow it"),
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.call_tool("t"), da.finish())),
          "actions[0]: call_tool `t` must be the last action (its result comes back in a new request), but 1 action(s) follow it"),
+        (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH",
+                     actions=(da.wait(for_="1h", reason="r"), da.finish())),
+         "actions[0]: wait must be the last action (the agent is called again once it is due), "
+         "but 1 action(s) follow it"),
+        (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Wait("r", until="tomorrow"),)),
+         'actions[0].until: "tomorrow" is not a time with its offset, as RFC 3339 writes it (2026-11-29T10:00:00Z): '
+         "expected YYYY-MM-DDTHH:MM:SS and an offset (Z or +01:00)"),
+        (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Wait(""),)),
+         "actions[0].reason: must not be empty"),
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.finish(),), tool_calls=(da.ToolCall("Bash"),)),
          "usage.tool_calls: 0 is less than the 1 entries in tool_calls"),
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Handoff("", "t", {}),)),

@@ -26,7 +26,11 @@ ACTIONS = {
     "finish_episode": da.FinishEpisode,
     "request_effect": da.RequestEffect,
     "call_tool": da.CallTool,
+    "wait": da.Wait,
 }
+
+#: Fields whose JSON name is a Python keyword, by their Python name: `Wait.for_` is `for`.
+JSON_NAMES = {(da.Wait, "for_"): "for"}
 
 STRUCTS = {
     "AgentRequest": da.Request,
@@ -54,13 +58,19 @@ def validator(schema: dict[str, Any], definition: str) -> jsonschema.protocols.V
 
 
 def fields_of(cls: type) -> tuple[set[str], set[str]]:
-    """(every field, the fields without a default) of a dataclass, leaving out `raw`."""
+    """(every field, the fields without a default) of a dataclass by their JSON names,
+    leaving out `raw`."""
     fields = [f for f in dataclasses.fields(cls) if f.name != "raw"]
     required = {
-        f.name for f in fields
+        JSON_NAMES.get((cls, f.name), f.name) for f in fields
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     }
-    return {f.name for f in fields}, required
+    return {JSON_NAMES.get((cls, f.name), f.name) for f in fields}, required
+
+
+def test_a_field_named_for_its_json_name_is_written_under_it() -> None:
+    assert fields_of(da.Wait) == ({"until", "for", "reason"}, {"reason"})
+    assert "for" in da.wait(for_="2h", reason="r").to_json()
 
 
 def test_every_action_of_the_schema_has_a_type_with_its_fields(schema: dict[str, Any]) -> None:
@@ -105,6 +115,8 @@ def every_action() -> list[da.Action]:
                           next_actions=[{"retry": "tomorrow"}], error_class="data_error"),
         da.request_effect("publish", "api", idempotency_key="post-1", params={"text": "We are live."}),
         da.call_tool("search", {"q": "crm for startups"}),
+        da.wait(until="2026-11-30T09:00:00+01:00", reason="the 09:00 slot"),
+        da.wait(for_="2h 30m", reason="the post goes out after the embargo"),
     ]
 
 
@@ -151,4 +163,5 @@ def test_the_package_leaves_out_defaults_but_keeps_what_was_given() -> None:
     assert da.call_tool("clock").to_json() == {"type": "call_tool", "name": "clock", "arguments": None}
     assert da.request_effect("like", "browser").to_json() == {"type": "request_effect", "kind": "like", "lane": "browser"}
     assert da.spawn("a", "verify", "g").to_json()["budget"] == {}
+    assert da.wait(for_="90s", reason="r").to_json() == {"type": "wait", "for": "90s", "reason": "r"}
     assert protocol.MAX_ACTIONS == 1000

@@ -21,6 +21,7 @@ from .actions import (
     request_effect,
     spawn,
     task,
+    wait,
     write_domain,
 )
 from .dispatch import Dispatcher, Handler
@@ -50,9 +51,11 @@ from .protocol import (
     ResponseStatus,
     Spawn,
     TaskRestrictions,
+    TimerFired,
     ToolCall,
     ToolResult,
     Usage,
+    Wait,
     WriteDomain,
 )
 from .responses import error, partial, success, timed_out
@@ -89,9 +92,11 @@ __all__ = [
     "ResponseStatus",
     "Spawn",
     "TaskRestrictions",
+    "TimerFired",
     "ToolCall",
     "ToolResult",
     "Usage",
+    "Wait",
     "WriteDomain",
     "ask",
     "call_tool",
@@ -109,5 +114,6 @@ __all__ = [
     "success",
     "task",
     "timed_out",
+    "wait",
     "write_domain",
 ]

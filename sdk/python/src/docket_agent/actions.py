@@ -1,8 +1,8 @@
 """One function per action an agent can ask docket for (docs/agent-protocol.md#actions).
 
-Each checks its arguments as docket would (no blank names, tool patterns that parse) and
-raises ``ValueError`` naming the function and the argument, so a mistake shows where it
-was made rather than as a rejected response later.
+Each checks its arguments as docket would (no blank names, tool patterns that parse, a
+wait that says when) and raises ``ValueError`` naming the function and the argument, so a
+mistake shows where it was made rather than as a rejected response later.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .protocol import (
     RequestEffect,
     Spawn,
     TaskRestrictions,
+    Wait,
     WriteDomain,
     action_problems,
 )
@@ -38,6 +39,7 @@ __all__ = [
     "request_effect",
     "spawn",
     "task",
+    "wait",
     "write_domain",
 ]
 
@@ -169,3 +171,20 @@ def call_tool(name: str, arguments: Any = None) -> CallTool:
     patterns, MUST NOT rules, allowed tools), and the outcome, even a refusal, comes back
     as a ``tool_result`` decision input (``Request.tool_results``). Must come last."""
     return _checked("call_tool", CallTool(name, arguments))
+
+
+def wait(*, until: str | None = None, for_: str | None = None, reason: str) -> Wait:
+    """Wait, then be called again: ``until`` a time (RFC 3339 with its offset,
+    ``"2026-11-30T09:00:00+01:00"``) or ``for_`` a duration from when the response is
+    recorded (``"90s"``, ``"15m"``, ``"2h 30m"``, ``"1d"``, ``"2w"``, ``"PT2H"``; a day is
+    24 hours; months and years are refused; at most 100 years), exactly one of them.
+    ``reason`` is shown to people and recorded. Must come last.
+
+    docket decides the wait (the episode's budget, the bundle's longest wait); once it
+    fires, this agent is called again with a ``timer_fired`` decision input
+    (``Request.timers_fired``); refused, with an ``action_denied`` one."""
+    for name, value in (("until", until), ("for_", for_), ("reason", reason)):
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"wait.{'for' if name == 'for_' else name}: expected a string, "
+                             f"got {type(value).__name__}")
+    return _checked("wait", Wait(reason, until=until, for_=for_))

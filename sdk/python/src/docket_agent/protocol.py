@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Literal, Mapping, Union
 
 __all__ = [
@@ -37,12 +38,16 @@ __all__ = [
     "ResponseStatus",
     "Spawn",
     "TaskRestrictions",
+    "TimerFired",
     "ToolCall",
     "ToolResult",
     "Usage",
+    "Wait",
     "WriteDomain",
     "is_error_code",
     "is_tool_pattern",
+    "wait_duration_ms",
+    "wait_until_ms",
 ]
 
 Priority = Literal["HIGH", "NORMAL", "LOW"]
@@ -226,6 +231,20 @@ class HumanAnswer:
     answer: str | None = None
 
 
+@dataclass(frozen=True)
+class TimerFired:
+    """A timer this agent set with ``wait`` that has fired (decision input
+    ``timer_fired`` from ``timers``). Times are in ms since the Unix epoch, as docket
+    recorded them; ``late_ms`` is ``fired_at_ms - due_at_ms``, more than a little when no
+    process was driving the run when the timer fell due."""
+
+    timer_id: str
+    reason: str
+    due_at_ms: int
+    fired_at_ms: int
+    late_ms: int
+
+
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -362,6 +381,27 @@ class Request:
             )
         return out
 
+    def timers_fired(self) -> list[TimerFired]:
+        """Every ``timer_fired`` decision input from ``timers``, oldest first: the timers
+        this agent's ``wait`` actions set that have fired, which is how a call after a
+        ``wait`` tells itself from the first. A field missing from a payload reads as
+        ``""`` or ``0``."""
+        out = []
+        for item in self.decision_inputs_of("timer_fired"):
+            if item.source_agent != "timers":
+                continue
+            p = item.payload if isinstance(item.payload, dict) else {}
+            out.append(
+                TimerFired(
+                    timer_id=str(p.get("timer_id", "")),
+                    reason=str(p.get("reason", "")),
+                    due_at_ms=_int(p.get("due_at_ms")),
+                    fired_at_ms=_int(p.get("fired_at_ms")),
+                    late_ms=_int(p.get("late_ms")),
+                )
+            )
+        return out
+
     def human_answer(self) -> HumanAnswer | None:
         """The latest answer a person gave to this agent's question, if any: how a second
         call after an ``escalate`` tells itself from the first."""
@@ -381,6 +421,10 @@ class Request:
             choice=None if choice is None else str(choice),
             answer=_opt_str(p.get("answer")),
         )
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _input_fields(item: Any, where: str, request_id: str | None) -> dict[str, Any]:
@@ -576,10 +620,234 @@ class CallTool:
         return {"type": "call_tool", "name": self.name, "arguments": self.arguments}
 
 
+@dataclass(frozen=True)
+class Wait:
+    """Wait, then be called again with a ``timer_fired`` decision input
+    (``Request.timers_fired``): ``until`` a time (RFC 3339 with its offset,
+    ``2026-11-30T09:00:00+01:00``) or ``for_`` a duration (``90s``, ``2h 30m``, ``1d``,
+    ``PT2H``), exactly one of them; ``for_`` is the JSON field ``for``. Must be the last
+    action.
+
+    ``action_problems`` checks the time and the duration (``wait_until_ms``,
+    ``wait_duration_ms``) in the forms docket reads and with its messages, but is not
+    docket's parser: docket parses them again when the response arrives and has the last
+    word. A rare value may pass here and be refused there (an offset or a unit's number
+    beyond what docket reads), and a time in an ISO 8601 form beyond RFC 3339 (the basic
+    form ``20261130T090000Z``, hours alone) is refused here though docket may read it."""
+
+    reason: str
+    until: str | None = None
+    for_: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out whichever of ``until`` and ``for``
+        is not given."""
+        out: dict[str, Any] = {"type": "wait"}
+        if self.until is not None:
+            out["until"] = self.until
+        if self.for_ is not None:
+            out["for"] = self.for_
+        out["reason"] = self.reason
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> Wait:
+        """Reads a ``wait`` action as ``to_json`` writes it (``for`` becomes ``for_``).
+
+        Raises ``ValueError`` naming the field (``wait.for: expected a string, got int``)
+        for another type, an unknown field, or a field of the wrong type; whether the time
+        says when is ``action_problems``'s to check."""
+        if not isinstance(obj, Mapping):
+            raise ValueError(f"wait: expected an object, got {_type_name(obj)}")
+        if obj.get("type") != "wait":
+            raise ValueError(f"wait.type: expected 'wait', got {obj.get('type')!r}")
+        unknown = sorted(set(obj) - {"type", "until", "for", "reason"})
+        if unknown:
+            raise ValueError(f"wait.{unknown[0]}: unknown field (expected type, until, for, reason)")
+        reason = obj.get("reason")
+        if not isinstance(reason, str):
+            raise ValueError("wait.reason: required" if reason is None
+                             else f"wait.reason: expected a string, got {_type_name(reason)}")
+        times: dict[str, str | None] = {}
+        for key in ("until", "for"):
+            value = obj.get(key)
+            if value is not None and not isinstance(value, str):
+                raise ValueError(f"wait.{key}: expected a string, got {_type_name(value)}")
+            times[key] = value
+        return cls(reason, until=times["until"], for_=times["for"])
+
+
 Action = Union[
-    Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool
+    Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool, Wait
 ]
-_ACTION_TYPES = (Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool)
+_ACTION_TYPES = (
+    Handoff, RequestCapability, Escalate, Finish, Spawn, WriteDomain, FinishEpisode, RequestEffect, CallTool, Wait
+)
+
+#: The longest wait a ``for`` or ``until`` may say, in ms: 100 years of 365 days.
+LONGEST_WAIT_MS = 100 * 365 * 24 * 3_600_000
+
+_NS = {"y": 0, "mo": 0, "w": 7 * 86_400 * 10**9, "d": 86_400 * 10**9, "h": 3_600 * 10**9,
+       "m": 60 * 10**9, "s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_ORDER = list(_NS)
+_LABELS = {
+    "y": ("years", "year", "yrs", "yr", "y"),
+    "mo": ("months", "month", "mos", "mo"),
+    "w": ("weeks", "week", "wks", "wk", "w"),
+    "d": ("days", "day", "d"),
+    "h": ("hours", "hour", "hrs", "hr", "h"),
+    "m": ("minutes", "minute", "mins", "min", "m"),
+    "s": ("seconds", "second", "secs", "sec", "s"),
+    "ms": ("milliseconds", "millisecond", "millis", "milli", "msecs", "msec", "ms"),
+    "us": ("microseconds", "microsecond", "micros", "micro", "usecs", "usec", "\u00b5secs", "\u00b5sec",
+           "us", "\u00b5s"),
+    "ns": ("nanoseconds", "nanosecond", "nanos", "nano", "nsecs", "nsec", "ns"),
+}
+_LABEL_UNIT = sorted(((label, unit) for unit, labels in _LABELS.items() for label in labels),
+                     key=lambda lu: -len(lu[0]))
+_FRIENDLY_PART = re.compile(
+    r"(\d+)(?:[.,](\d{1,9}))?[ \t\n\f\r]*("
+    + "|".join(re.escape(label) for label, _ in _LABEL_UNIT)
+    + r")(?![a-zA-Z\u00b5])(?:,[ \t\n\f\r])?[ \t\n\f\r]*"
+)
+_HMS = re.compile(r"(\d+):(\d+):(\d+)(?:[.,](\d{1,9}))?")
+_ISO_DURATION = re.compile(
+    r"[Pp](?:(\d+)[Yy])?(?:(\d+)[Mm])?(?:(\d+)[Ww])?(?:(\d+)[Dd])?"
+    r"(?:[Tt](?:(\d+)(?:[.,](\d{1,9}))?[Hh])?(?:(\d+)(?:[.,](\d{1,9}))?[Mm])?(?:(\d+)(?:[.,](\d{1,9}))?[Ss])?)?"
+)
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
+    r"(?:([Zz])|([+-])(\d{2}):?(\d{2})(?::?(\d{2}))?)(?:\[[^\]]*\])*"
+)
+
+
+def _amount(whole: str, fraction: str | None, unit_ns: int) -> int:
+    ns = int(whole) * unit_ns
+    if fraction:
+        ns += int(fraction.ljust(9, "0")) * unit_ns // 10**9
+    return ns
+
+
+def _friendly_ns(text: str) -> int:
+    """A friendly duration (``2h 30m``, ``1 day, 02:00:00``, ``5m ago``) in ns."""
+    sign = 1
+    if text[:1] in ("+", "-"):
+        sign, text = (-1 if text[0] == "-" else 1), text[1:]
+    elif re.search(r"[ \t\n\f\r]ago$", text):
+        sign, text = -1, text[:-3].rstrip(" \t\n\f\r")
+    hms = _HMS.fullmatch(text)
+    if hms:
+        h, m, s, f = hms.groups()
+        return sign * (int(h) * _NS["h"] + int(m) * _NS["m"] + _amount(s, f, _NS["s"]))
+    total, at, last, fractional = 0, 0, -1, False
+    while at < len(text):
+        hms = _HMS.fullmatch(text, at)
+        if hms and 0 <= last <= _ORDER.index("d"):
+            h, m, s, f = hms.groups()
+            return sign * (total + int(h) * _NS["h"] + int(m) * _NS["m"] + _amount(s, f, _NS["s"]))
+        part = _FRIENDLY_PART.match(text, at)
+        if part is None:
+            raise ValueError("expected a number and a unit (s, m, h, d, w...)")
+        whole, fraction, label = part.groups()
+        unit = dict(_LABEL_UNIT)[label]
+        index = _ORDER.index(unit)
+        if index <= last or fractional:
+            raise ValueError("units must go from the largest to the smallest, each once, a fraction last")
+        if fraction is not None and index < _ORDER.index("h"):
+            raise ValueError(f"a fraction of {label} is not allowed")
+        if unit in ("y", "mo") and int(whole):
+            raise ValueError("months and years have no fixed length")
+        total += _amount(whole, fraction, _NS[unit])
+        last, fractional, at = index, fraction is not None, part.end()
+    if last < 0:
+        raise ValueError("expected a number and a unit (s, m, h, d, w...)")
+    return sign * total
+
+
+def _iso_ns(text: str) -> int:
+    """An ISO 8601 duration (``PT2H``, ``P1DT12H``) in ns."""
+    sign = 1
+    if text[:1] in ("+", "-"):
+        sign, text = (-1 if text[0] == "-" else 1), text[1:]
+    iso = _ISO_DURATION.fullmatch(text)
+    if iso is None:
+        raise ValueError("not of the ISO 8601 form PnWnDTnHnMnS")
+    y, mo, w, d, h, hf, m, mf, s, sf = iso.groups()
+    if (y and int(y)) or (mo and int(mo)):
+        raise ValueError("months and years have no fixed length")
+    time_part = text[text.upper().index("T") + 1:] if "T" in text.upper() else None
+    if not any((y, mo, w, d, h, m, s)) or time_part == "":
+        raise ValueError("a duration needs at least one unit")
+    if (hf and (m or s)) or (mf and s):
+        raise ValueError("only the smallest unit may have a fraction")
+    total = 0
+    for whole, fraction, unit in ((w, None, "w"), (d, None, "d"), (h, hf, "h"), (m, mf, "m"), (s, sf, "s")):
+        if whole:
+            total += _amount(whole, fraction, _NS[unit])
+    return sign * total
+
+
+def wait_duration_ms(text: str) -> int:
+    """The ms a ``wait``'s ``for`` says (``90s``, ``15m``, ``2h 30m``, ``1d``, ``2w``,
+    ``PT2H``, ``P1D``), a day being 24 hours and a week 7 days.
+
+    Raises ``ValueError`` in docket's words for what is not a duration (months and years,
+    of no fixed length, included), a negative one, or one longer than 100 years."""
+    stripped = text.strip()
+    try:
+        body = stripped.lstrip("+-")
+        ns = _iso_ns(stripped) if body[:1] in ("P", "p") else _friendly_ns(stripped)
+    except ValueError as exc:
+        raise ValueError(f"{json.dumps(text)} is not a duration such as 90s, 15m, 2h 30m, 1d or PT2H: {exc}") from None
+    ms = int(ns / 10**6) if ns < 0 else ns // 10**6
+    if ms < 0:
+        raise ValueError(f"{json.dumps(text)} is negative: a wait cannot end before it starts")
+    if ms > LONGEST_WAIT_MS:
+        raise ValueError(f"{json.dumps(text)} is longer than 100 years")
+    return ms
+
+
+def wait_until_ms(text: str) -> int:
+    """The ms since the Unix epoch of a ``wait``'s ``until``: an RFC 3339 time with its
+    offset (``2026-11-30T09:00:00+01:00``, ``...Z``).
+
+    Raises ``ValueError`` in docket's words for a time without an offset, one that does
+    not parse, or one outside 1970 to 2170."""
+    stripped = text.strip()
+    problem = "expected YYYY-MM-DDTHH:MM:SS and an offset (Z or +01:00)"
+    found = _RFC3339.fullmatch(stripped)
+    ms: int | None = None
+    if found:
+        y, mo, d, h, mi, s, f, z, sign, oh, om, os_ = found.groups()
+        try:
+            at = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), tzinfo=timezone.utc)
+        except ValueError as exc:
+            problem = str(exc)
+        else:
+            offset_s = 0 if z else (1 if sign == "+" else -1) * (int(oh) * 3600 + int(om) * 60 + int(os_ or 0))
+            ms = int(at.timestamp()) * 1000 - offset_s * 1000 + int((f or "0").ljust(9, "0")[:3])
+    if ms is None:
+        raise ValueError(f"{json.dumps(text)} is not a time with its offset, as RFC 3339 writes it "
+                         f"(2026-11-29T10:00:00Z): {problem}")
+    if not 0 <= ms <= 2 * LONGEST_WAIT_MS:
+        raise ValueError(f"{json.dumps(text)} is not a time between 1970 and 2170")
+    return ms
+
+
+def _wait_problem(action: Wait) -> tuple[str, str] | None:
+    """Which field of a wait does not say when, and why, as docket finds it."""
+    if action.until is not None and action.for_ is not None:
+        return "until", "give `until` or `for`, not both"
+    if action.until is None and action.for_ is None:
+        return "for", "a wait needs `until` (a time) or `for` (a duration)"
+    try:
+        if action.until is not None:
+            wait_until_ms(action.until)
+        elif action.for_ is not None:
+            wait_duration_ms(action.for_)
+    except ValueError as exc:
+        return ("until" if action.until is not None else "for"), str(exc)
+    return None
 
 
 # ---------------------------------------------------------------------------------------
@@ -709,6 +977,9 @@ class Response:
             if following and isinstance(action, CallTool):
                 p.append(f"actions[{i}]: call_tool `{action.name}` must be the last action (its result "
                          f"comes back in a new request), but {following} action(s) follow it")
+            if following and isinstance(action, Wait):
+                p.append(f"actions[{i}]: wait must be the last action (the agent is called again once it "
+                         f"is due), but {following} action(s) follow it")
             if following and isinstance(action, (Finish, FinishEpisode)):
                 p.append(f"actions[{i}]: finish must be the last action, but {following} action(s) follow it")
         return p
@@ -722,8 +993,9 @@ class Response:
 
 
 def action_problems(action: Action, at: str) -> list[str]:
-    """The blank names and malformed task patterns of one action, each as ``field: problem``
-    under ``at`` (``actions[0]``, or the function's name when it builds the action)."""
+    """The blank names, malformed task patterns and waits that do not say when of one
+    action, each as ``field: problem`` under ``at`` (``actions[0]``, or the function's name
+    when it builds the action)."""
     p: list[str] = []
 
     def blank(name: str, value: str) -> None:
@@ -762,6 +1034,11 @@ def action_problems(action: Action, at: str) -> list[str]:
             blank("idempotency_key", action.idempotency_key)
     elif isinstance(action, CallTool):
         blank("name", action.name)
+    elif isinstance(action, Wait):
+        blank("reason", action.reason)
+        wrong = _wait_problem(action)
+        if wrong is not None:
+            p.append(f"{at}.{wrong[0]}: {wrong[1]}")
     elif isinstance(action, FinishEpisode):
         if action.result.status not in EPISODE_STATUSES:
             p.append(f"{at}.result.status: expected one of {', '.join(EPISODE_STATUSES)}, "
