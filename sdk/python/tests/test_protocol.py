@@ -121,6 +121,7 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.wait(until="2027-01-15T09:30:00Z", for_="1h", reason="a slot"),
          "wait.until: give `until` or `for`, not both"),
         (lambda: da.wait(for_=7200, reason="a slot"), "wait.for: expected a string, got int"),  # type: ignore[arg-type]
+        (lambda: da.wait(for_="2h", reason=None), "wait.reason: expected a string, got NoneType"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_arguments_name_the_function_and_the_argument(build: object, message: str) -> None:
