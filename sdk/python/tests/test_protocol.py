@@ -121,6 +121,7 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.wait(until="2027-01-15T09:30:00Z", for_="1h", reason="a slot"),
          "wait.until: give `until` or `for`, not both"),
         (lambda: da.wait(for_=7200, reason="a slot"), "wait.for: expected a string, got int"),  # type: ignore[arg-type]
+        (lambda: da.wait(for_="2h", reason=None), "wait.reason: expected a string, got NoneType"),  # type: ignore[arg-type]
     ],
 )
 def test_bad_arguments_name_the_function_and_the_argument(build: object, message: str) -> None:
@@ -140,7 +141,10 @@ def test_an_agent_error_needs_a_category_specific_code() -> None:
     [("90s", 90_000), ("15m", 900_000), ("2h 30m", 9_000_000), ("2h30m", 9_000_000), ("PT2H", 7_200_000),
      ("1d", 86_400_000), ("P1D", 86_400_000), ("2w", 1_209_600_000), ("0s", 0), ("PT2h30m", 9_000_000),
      ("P1DT12H", 129_600_000), ("10.5 hours", 37_800_000), ("1 day, 02:30:00", 95_400_000),
-     ("3 mins 34,123s", 214_123), ("1 week 4 days", 950_400_000), (" 2h ", 7_200_000)],
+     ("3 mins 34,123s", 214_123), ("1 week 4 days", 950_400_000), (" 2h ", 7_200_000),
+     ("1 hour, 30 minutes", 5_400_000), ("1d, 2h", 93_600_000), ("PT1.5H", 5_400_000), ("p1d", 86_400_000),
+     ("PT0.5S", 500), ("1,5h", 5_400_000), ("+5m", 300_000), ("-0s", 0), ("0mo 1d", 86_400_000),
+     ("P0M1D", 86_400_000), ("2 hrs", 7_200_000), ("1 \u00b5s", 0)],
 )
 def test_durations_docket_reads(text: str, ms: int) -> None:
     assert protocol.wait_duration_ms(text) == ms
@@ -154,7 +158,10 @@ def test_durations_docket_reads(text: str, ms: int) -> None:
      ("1M", "is not a duration"), ("", "is not a duration"), ("PT", "at least one unit"),
      ("1.5d", "a fraction of d"), ("2m 3h", "largest to the smallest"), ("1.5h 3m", "a fraction last"),
      ("-5m", "is negative: a wait cannot end before it starts"), ("5m ago", "is negative"),
-     ("1000000h", "is longer than 100 years"), ("P36501D", "is longer than 100 years")],
+     ("1000000h", "is longer than 100 years"), ("P36501D", "is longer than 100 years"),
+     ("2H", "expected a number and a unit"), ("90 S", "expected a number and a unit"),
+     ("1h 1h", "largest to the smallest"), ("1d,2h", "expected a number and a unit"),
+     ("P1DT", "at least one unit"), ("P1.5D", "ISO 8601 form"), ("PT1.5H30M", "only the smallest unit")],
 )
 def test_durations_docket_refuses_name_the_for_field(text: str, says: str) -> None:
     with pytest.raises(ValueError) as caught:
@@ -167,9 +174,16 @@ def test_times_docket_reads_and_refuses() -> None:
     assert protocol.wait_until_ms("2027-01-15T09:30:00Z") == 1_800_005_400_000
     assert protocol.wait_until_ms("2027-01-15T10:30:00+01:00") == 1_800_005_400_000
     assert protocol.wait_until_ms("2027-01-15T04:30:00.250-05:00") == 1_800_005_400_250
+    for text in ["2027-01-15 09:30:00Z", "2027-01-15t09:30:00z", "2027-01-15T09:30Z", "20270115T093000Z",
+                 "2027-01-15T10:30:00+01:00[Europe/Paris]", "2027-01-15T10:30:00+0100", "2027-01-15T10:30:00+01",
+                 "2027-01-15T09:30:00-00:00", "2027-01-15T09:30:00.000999999Z"]:
+        assert protocol.wait_until_ms(text) == 1_800_005_400_000, text
+    assert protocol.wait_until_ms("2027-01-15T09Z") == 1_800_003_600_000
+    assert protocol.wait_until_ms("2027-01-15T09:29:60Z") == protocol.wait_until_ms("2027-01-15T09:29:59Z")
     assert da.wait(until="2026-11-30T09:00:00+01:00", reason="r").until == "2026-11-30T09:00:00+01:00"
     for text, says in [("2027-01-15T09:30:00", "an offset"), ("tomorrow", "RFC 3339"),
                        ("2027-02-30T09:30:00Z", "day is out of range"),
+                       ("2027-01-15T09:30:00+26:00", "beyond 25 hours"),
                        ("1969-12-31T23:59:59Z", "is not a time between 1970 and 2170")]:
         with pytest.raises(ValueError) as caught:
             da.wait(until=text, reason="r")

@@ -183,8 +183,7 @@ def wait(*, until: str | None = None, for_: str | None = None, reason: str) -> W
     docket decides the wait (the episode's budget, the bundle's longest wait); once it
     fires, this agent is called again with a ``timer_fired`` decision input
     (``Request.timers_fired``); refused, with an ``action_denied`` one."""
-    for name, value in (("until", until), ("for_", for_), ("reason", reason)):
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"wait.{'for' if name == 'for_' else name}: expected a string, "
-                             f"got {type(value).__name__}")
+    for name, value, optional in (("until", until, True), ("for", for_, True), ("reason", reason, False)):
+        if not isinstance(value, str) and not (optional and value is None):
+            raise ValueError(f"wait.{name}: expected a string, got {type(value).__name__}")
     return _checked("wait", Wait(reason, until=until, for_=for_))

@@ -631,9 +631,8 @@ class Wait:
     ``action_problems`` checks the time and the duration (``wait_until_ms``,
     ``wait_duration_ms``) in the forms docket reads and with its messages, but is not
     docket's parser: docket parses them again when the response arrives and has the last
-    word. A rare value may pass here and be refused there (an offset or a unit's number
-    beyond what docket reads), and a time in an ISO 8601 form beyond RFC 3339 (the basic
-    form ``20261130T090000Z``, hours alone) is refused here though docket may read it."""
+    word (a number too large for its unit is refused here as longer than 100 years, by
+    docket as not a duration)."""
 
     reason: str
     until: str | None = None
@@ -716,8 +715,8 @@ _ISO_DURATION = re.compile(
     r"(?:[Tt](?:(\d+)(?:[.,](\d{1,9}))?[Hh])?(?:(\d+)(?:[.,](\d{1,9}))?[Mm])?(?:(\d+)(?:[.,](\d{1,9}))?[Ss])?)?"
 )
 _RFC3339 = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
-    r"(?:([Zz])|([+-])(\d{2}):?(\d{2})(?::?(\d{2}))?)(?:\[[^\]]*\])*"
+    r"(\d{4})-?(\d{2})-?(\d{2})[Tt ](\d{2})(?::?(\d{2})(?::?(\d{2})(?:[.,](\d{1,9}))?)?)?"
+    r"(?:([Zz])|([+-])(\d{2})(?::?(\d{2})(?::?(\d{2})(?:[.,]\d{1,9})?)?)?)(?:\[[^\]]*\])*"
 )
 
 
@@ -809,7 +808,9 @@ def wait_duration_ms(text: str) -> int:
 
 def wait_until_ms(text: str) -> int:
     """The ms since the Unix epoch of a ``wait``'s ``until``: an RFC 3339 time with its
-    offset (``2026-11-30T09:00:00+01:00``, ``...Z``).
+    offset (``2026-11-30T09:00:00+01:00``, ``...Z``), or one of the other ISO 8601 forms
+    docket reads (``20261130T090000Z``, ``2026-11-30T09+01``, a ``[Europe/Paris]``
+    annotation after the offset, which does not change the time).
 
     Raises ``ValueError`` in docket's words for a time without an offset, one that does
     not parse, or one outside 1970 to 2170."""
@@ -820,11 +821,15 @@ def wait_until_ms(text: str) -> int:
     if found:
         y, mo, d, h, mi, s, f, z, sign, oh, om, os_ = found.groups()
         try:
-            at = datetime(int(y), int(mo), int(d), int(h), int(mi), int(s or 0), tzinfo=timezone.utc)
+            if oh is not None and int(oh) > 25:
+                raise ValueError(f"offset {sign}{oh} is beyond 25 hours")
+            # A leap second (:60) is read as :59, as docket reads it.
+            at = datetime(int(y), int(mo), int(d), int(h), int(mi or 0), min(int(s or 0), 59), tzinfo=timezone.utc)
         except ValueError as exc:
             problem = str(exc)
         else:
-            offset_s = 0 if z else (1 if sign == "+" else -1) * (int(oh) * 3600 + int(om) * 60 + int(os_ or 0))
+            offset_s = 0 if z else (1 if sign == "+" else -1) * (int(oh) * 3600 + int(om or 0) * 60
+                                                                 + int(os_ or 0))
             ms = int(at.timestamp()) * 1000 - offset_s * 1000 + int((f or "0").ljust(9, "0")[:3])
     if ms is None:
         raise ValueError(f"{json.dumps(text)} is not a time with its offset, as RFC 3339 writes it "
