@@ -1,9 +1,9 @@
 //! Sealing the runs that finished (docs/checkpoints.md): after anything that drives runs,
 //! each finished run not sealed at its current size is signed with the instance's key
-//! (where its [`KeyPlace`] says), when it has one. The heads log's signed checkpoint is kept where the store keeps
-//! its runs: a data directory's file, or a PostgreSQL database's table, with the public
-//! halves of the keys that signed, so any machine can check the seals
-//! (docs/postgres.md#signed-seals).
+//! (where its [`KeyPlace`] says), when it has one. The heads log's signed checkpoint is
+//! kept where the store keeps its runs: a data directory's file, or a PostgreSQL
+//! database's table, with the public halves of the keys that signed, so any machine can
+//! check the seals (docs/postgres.md#signed-seals).
 
 use std::path::Path;
 
@@ -40,9 +40,9 @@ pub(crate) struct Sealing {
 }
 
 /// Seals every finished run of `store` not sealed at its current size, when `place` holds
-/// a signing key for `data` (nothing to do without one). The first seal of `sealing` looks at every
-/// run, to catch up with what earlier processes left unsealed; later ones, given `run`,
-/// at that run only.
+/// a signing key for `data` (nothing to do without one). The first seal of `sealing` looks
+/// at every run, to catch up with what earlier processes left unsealed; later ones, given
+/// `run`, at that run only.
 ///
 /// # Errors
 /// [`Unsealed`]: the key could not be read, or sealing failed.
