@@ -349,3 +349,64 @@ fn ten_thousand_single_mutations_are_each_caught_where_they_were_made() {
         }
     }
 }
+
+/// `recorded_at_ns` reads alike in every reader (export version 4): a decimal string, as
+/// docket writes an integer; a number there, or a string with a leading zero, is refused
+/// naming the line; an export of version 3 (the number) still reads.
+#[test]
+fn recorded_at_ns_is_a_decimal_string_from_version_4_and_a_number_before() {
+    let export = String::from_utf8(export_of("run-t", 12)).expect("utf-8");
+    let trusted = signer().verifier();
+    assert!(export.starts_with(r#"{"type":"header","format":"docket.export.jsonl","version":4,"#));
+    // Every event line carries it as a string; each string, unquoted, is the number.
+    let at = |line: &str| -> Option<(usize, usize)> {
+        let start = line.find(r#""recorded_at_ns":""#)? + r#""recorded_at_ns":""#.len();
+        let end = start + line[start..].find('"')?;
+        Some((start, end))
+    };
+    let lines: Vec<&str> = export.lines().collect();
+    let second = lines
+        .iter()
+        .position(|l| l.contains(r#""type":"event","seq":2,"#))
+        .expect("event 2");
+    let (start, end) = at(lines[second]).expect("a string");
+    let digits = &lines[second][start..end];
+    assert!(
+        digits.len() > 16 && digits.bytes().all(|b| b.is_ascii_digit()),
+        "{digits}"
+    );
+    for changed in [
+        // The number itself, as version 3 wrote it.
+        format!(
+            "{}{}{}",
+            &lines[second][..start - 1],
+            digits,
+            &lines[second][end + 1..]
+        ),
+        // A leading zero: the same number to a parser, not as docket writes it.
+        format!("{}0{}", &lines[second][..start], &lines[second][start..]),
+    ] {
+        let mut mutated: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+        mutated[second] = changed;
+        let text = mutated.join("\n") + "\n";
+        let bad = verify_export(text.as_bytes(), Some(&trusted)).unwrap_err();
+        assert_eq!(bad.line, second + 1, "{bad}");
+        assert!(bad.to_string().contains("recorded_at_ns"), "{bad}");
+    }
+    // Version 3: the header says 3 and every event line has the number.
+    let v3: Vec<String> = lines
+        .iter()
+        .map(|l| {
+            let l = l.replacen(r#""version":4,"#, r#""version":3,"#, 1);
+            match at(&l) {
+                Some((start, end)) => {
+                    format!("{}{}{}", &l[..start - 1], &l[start..end], &l[end + 1..])
+                }
+                None => l,
+            }
+        })
+        .collect();
+    let summary = verify_export((v3.join("\n") + "\n").as_bytes(), Some(&trusted))
+        .expect("a version-3 export reads");
+    assert_eq!(summary.events, 12);
+}

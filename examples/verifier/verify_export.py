@@ -23,7 +23,8 @@ import sys
 import blake3
 
 FORMAT = "docket.export.jsonl"
-VERSIONS = (1, 2, 3)  # 2 added `content` lines, 3 `disclosure` and `withheld` lines
+VERSIONS = (1, 2, 3, 4)  # 2 added `content` lines, 3 `disclosure` and `withheld` lines,
+# 4 wrote `recorded_at_ns` as a decimal string
 # The BLAKE3 derive-key contexts of docs/export-format.md: fixed, never read from the file.
 EVENT_CONTEXT = "docket 2026-11-22 event hash v1"
 GENESIS_CONTEXT = "docket 2026-11-22 stream genesis v1"
@@ -450,7 +451,14 @@ def check_lines(path, trusted_key, current):
             raise Bad(n, f"event of run {fields['stream']} in the export of run {run}")
         if fields["seq"] != seq:
             raise Bad(n, f"expected event {seq}, found event {fields['seq']}")
-        for name in ("seq", "kind", "kind_version", "recorded_at_ns", "policy"):
+        if header["version"] >= 4:
+            # A decimal string, as docket writes an integer: no sign but `-`, no leading zero.
+            at = line.get("recorded_at_ns")
+            if not isinstance(at, str) or str(fields["recorded_at_ns"]) != at:
+                raise Bad(n, f"`recorded_at_ns` says {at!r}, the record says {str(fields['recorded_at_ns'])!r}")
+        names = ("seq", "kind", "kind_version", "policy") if header["version"] >= 4 else \
+            ("seq", "kind", "kind_version", "recorded_at_ns", "policy")
+        for name in names:
             if not same_json(line.get(name), fields[name]):
                 raise Bad(n, f"`{name}` says {line.get(name)!r}, the record says {fields[name]!r}")
         if not same_json(line.get("leaf_index"), seq - 1):

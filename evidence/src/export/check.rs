@@ -224,7 +224,8 @@ pub fn verify_export(
             "content" if version >= 2 => content.given(n, &line)?,
             "disclosure" | "withheld" if version >= 3 => values.given(n, &line)?,
             "event" => {
-                let (event, payload) = check_event(n, &line, &text, &run, tree.size() + 1, prev)?;
+                let (event, payload) =
+                    check_event(n, &line, &text, &run, (tree.size() + 1, version), prev)?;
                 if event.kind_version == REFERENCED_PAYLOAD {
                     content.referred(n, &event, &payload)?;
                 }
@@ -475,12 +476,19 @@ const EVENT_FIELDS: [&str; 13] = [
 
 /// Checks one event line: its record decodes, says what the line says, links to `prev`
 /// and hashes to what it records.
+/// A decimal integer written as docket writes one (no sign but `-`, no leading zero, no
+/// spaces), or `None`.
+fn canonical_integer(text: &str) -> Option<i64> {
+    let value: i64 = text.parse().ok()?;
+    (value.to_string() == text).then_some(value)
+}
+
 fn check_event(
     n: usize,
     line: &Object,
     text: &str,
     run: &StreamId,
-    seq: u64,
+    (seq, version): (u64, u64),
     prev: Hash,
 ) -> Result<(Event, Vec<u8>), BadLine> {
     if let Some(key) = line.keys().find(|k| !EVENT_FIELDS.contains(&k.as_str())) {
@@ -525,10 +533,14 @@ fn check_event(
     if kind_version != u64::from(event.kind_version) {
         return Err(differs(n, "kind_version", kind_version, event.kind_version));
     }
-    let recorded_at = line
-        .get("recorded_at_ns")
-        .and_then(Value::as_i64)
-        .ok_or_else(|| fault(n, LineFault::Field("recorded_at_ns")))?;
+    // A decimal string from export version 4 (one reading for readers of numbers as
+    // doubles), an integer before.
+    let recorded_at = match line.get("recorded_at_ns") {
+        Some(Value::String(text)) if version >= 4 => canonical_integer(text),
+        Some(value) if version < 4 => value.as_i64(),
+        _ => None,
+    }
+    .ok_or_else(|| fault(n, LineFault::Field("recorded_at_ns")))?;
     if recorded_at != event.recorded_at.0 {
         return Err(differs(
             n,

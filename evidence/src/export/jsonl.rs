@@ -24,7 +24,7 @@ pub const EXPORT_FORMAT: &str = "docket.export.jsonl";
 /// Version of the export format (docs/export-format.md): 2 added `content` lines, the
 /// content encoding-2 events refer to; 3 added `disclosure` and `withheld` lines, the
 /// values encoding-3 events commit to. A reader reads 1 to 3 and refuses others.
-pub const EXPORT_VERSION: u32 = 3;
+pub const EXPORT_VERSION: u32 = 4;
 
 /// A value to withhold from an export (`docket export --redact`): a JSON pointer into the
 /// plain payloads (`*` for any one step), in every event or in one.
@@ -171,7 +171,9 @@ struct EventLine<'a> {
     leaf_index: u64,
     kind: &'a str,
     kind_version: u32,
-    recorded_at_ns: i64,
+    /// A decimal string (export version 4): nanoseconds since 1970 are beyond 2^53, which a
+    /// reader of numbers as doubles would read otherwise.
+    recorded_at_ns: String,
     policy: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     payload: Option<Box<RawValue>>,
@@ -314,7 +316,7 @@ pub fn write_jsonl(export: &RunExport<'_>, out: &mut impl Write) -> Result<(), E
                 leaf_index: event.seq - 1,
                 kind: &event.kind,
                 kind_version: event.kind_version,
-                recorded_at_ns: event.recorded_at.0,
+                recorded_at_ns: event.recorded_at.0.to_string(),
                 policy: event.policy.map(|h| h.to_hex()),
                 payload,
                 payload_bytes,
