@@ -1,6 +1,7 @@
-//! `docket checkpoint publish --to DIR`: a copy of the heads log's latest signed checkpoint
-//! kept where the log's writer cannot rewrite it, which `docket verify --against DIR` then
-//! holds the log against (docs/checkpoints.md#publishing-checkpoints).
+//! `docket checkpoint publish --to DIR | --command CMD`: a copy of the heads log's latest
+//! signed checkpoint kept where the log's writer cannot rewrite it (a directory, or
+//! whatever a witness command keeps it in), which `docket verify --against DIR` then holds
+//! the log against (docs/checkpoints.md#publishing-checkpoints).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

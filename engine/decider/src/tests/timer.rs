@@ -43,6 +43,25 @@ fn wall_used(run: &History) -> u64 {
         .used
 }
 
+/// When the agent waits `duration`, the wait is refused by `rule`: decided, recorded as a
+/// refused action of the episode, and the agent called again.
+fn refused_by(run: &mut History, duration: &str, rule: &str) {
+    run.when(respond(vec![wait_for(duration)]))
+        .then_kinds(&[
+            "agent.responded",
+            "policy.decided",
+            "episode.action_denied",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            let RunEvent::PolicyDecided { decision, .. } = &events[1] else {
+                panic!("decided");
+            };
+            assert_eq!(decision.verdict, docket_policies::Verdict::Deny);
+            assert_eq!(&*decision.rule_id, rule);
+        });
+}
+
 #[test]
 pub(crate) fn a_wait_sets_a_timer_and_its_firing_calls_the_agent_again() {
     let mut run = waiting_run("");
@@ -120,20 +139,7 @@ pub(crate) fn a_wait_sets_a_timer_and_its_firing_calls_the_agent_again() {
 #[test]
 pub(crate) fn a_wait_longer_than_the_bundle_allows_is_refused_and_the_agent_told() {
     let mut run = waiting_run("[waiting]\nmax_wait_ms = 60000\n");
-    run.when(respond(vec![wait_for("2m")]))
-        .then_kinds(&[
-            "agent.responded",
-            "policy.decided",
-            "episode.action_denied",
-            "agent.call_scheduled",
-        ])
-        .then(|events| {
-            let RunEvent::PolicyDecided { decision, .. } = &events[1] else {
-                panic!("decided");
-            };
-            assert_eq!(decision.verdict, docket_policies::Verdict::Deny);
-            assert_eq!(&*decision.rule_id, "waiting.max_wait_ms");
-        });
+    refused_by(&mut run, "2m", "waiting.max_wait_ms");
     assert!(run.state.timers().is_empty(), "no timer is set");
     let told = run.pending();
     let input = told.decision_inputs.last().expect("told");
@@ -172,19 +178,7 @@ pub(crate) fn time_on_a_timer_is_left_out_of_wall_time_unless_the_bundle_counts_
 pub(crate) fn a_run_of_decider_12_is_told_it_cannot_wait() {
     let mut run =
         started_under(super::BUNDLE, "t.toml", |r| r.decider_version = 12).clock(10_000, 0);
-    run.when(respond(vec![wait_for("1m")]))
-        .then_kinds(&[
-            "agent.responded",
-            "policy.decided",
-            "episode.action_denied",
-            "agent.call_scheduled",
-        ])
-        .then(|events| {
-            let RunEvent::PolicyDecided { decision, .. } = &events[1] else {
-                panic!("decided");
-            };
-            assert_eq!(&*decision.rule_id, "decider_version");
-        });
+    refused_by(&mut run, "1m", "decider_version");
     assert!(run.state.timers().is_empty());
     run.replays();
 }
