@@ -226,7 +226,7 @@ impl EventStore for Store {
         each!(self, s => s.shared())
     }
 
-    async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
+    async fn confirm_claim(&self, stream: &StreamId) -> Result<Option<u64>, StoreError> {
         each!(self, s => s.confirm_claim(stream).await)
     }
 

@@ -288,16 +288,18 @@ pub trait EventStore: Send + Sync {
         false
     }
 
-    /// Confirms, just before something outside is changed on the stream's behalf (an
-    /// effect executed), that this process still holds its claim on the stream, renewing
-    /// it: [`StoreError::Fenced`] when another process claimed the stream since. A store
-    /// with one writer (the embedded log) holds every stream it writes.
+    /// Confirms, just before something outside is changed or asked on the stream's behalf
+    /// (an effect executed or verified), that this process still holds its claim on the
+    /// stream, renewing it, and returns the claim's epoch: the fence an effect executor is
+    /// given, higher with every new claim. [`StoreError::Fenced`] when another process
+    /// claimed the stream since. A store with one writer (the embedded log) holds every
+    /// stream it writes, with no claims and so no fence.
     fn confirm_claim(
         &self,
         stream: &StreamId,
-    ) -> impl Future<Output = Result<(), StoreError>> + Send {
+    ) -> impl Future<Output = Result<Option<u64>, StoreError>> + Send {
         let _ = stream;
-        async { Ok(()) }
+        async { Ok(None) }
     }
 
     /// Stores `bytes` durably under their BLAKE3 hash (once, however often it is put).

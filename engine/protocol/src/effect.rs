@@ -29,6 +29,13 @@ pub struct EffectRequest {
     pub attempt: u32,
     /// The call is cut off after this long.
     pub timeout_ms: u64,
+    /// Where several processes share the runs (workers over PostgreSQL): the claim on the
+    /// run under which this call is made, higher with every new claim. An executor that
+    /// keeps the highest fence it has seen per key can refuse a lower one: that call comes
+    /// from a process that lost the run while the call was on its way. Given at call time,
+    /// never recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
 }
 
 /// The answer to a dry run: would the effect work, and what would it do?

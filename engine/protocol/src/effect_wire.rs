@@ -115,6 +115,7 @@ mod tests {
             params: json!({"text": "hi"}),
             attempt: 1,
             timeout_ms: 1000,
+            fence: None,
         }
     }
 

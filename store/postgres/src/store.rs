@@ -928,9 +928,9 @@ impl EventStore for PostgresStore {
         true
     }
 
-    async fn confirm_claim(&self, stream: &StreamId) -> Result<(), StoreError> {
+    async fn confirm_claim(&self, stream: &StreamId) -> Result<Option<u64>, StoreError> {
         let Some((holder, epoch, lease)) = self.fence_of(stream) else {
-            return Ok(());
+            return Ok(None);
         };
         let doing = format!("confirming the claim of {holder} on run {stream}");
         let client = self.client(&doing).await?;
@@ -949,7 +949,7 @@ impl EventStore for PostgresStore {
             .await
             .map_err(self.db(&doing))?;
         if row.is_some() {
-            return Ok(());
+            return Ok(Some(epoch));
         }
         // The fence stays: every later append of this process to the stream is refused.
         let now = client

@@ -98,7 +98,7 @@ async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() 
             ..
         })
     ));
-    b.confirm_claim(&run).await.unwrap();
+    assert_eq!(b.confirm_claim(&run).await.unwrap(), Some(2));
     // The stream is as b left it: a's late append left nothing.
     b.append(&run, 2, vec![ev(b"by b")]).await.unwrap();
     assert_eq!(b.head(&run).await.unwrap().unwrap().seq, 3);

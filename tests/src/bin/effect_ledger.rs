@@ -9,9 +9,12 @@
 //!   and the append hold an exclusive lock on the ledger, so two executor processes (one
 //!   orphaned by a killed docket) cannot both apply a key;
 //! - `verify` answers `applied` with the recorded result, or `not_applied`;
+//! - a call's `fence` (docs/effect-protocol.md) is kept per key in `LEDGER.fences`, under
+//!   the same lock: an `execute` with a lower fence than one already seen for its key (by
+//!   `execute` or `verify`) is refused with `FENCED` (noted `fenced`), applying nothing;
 //! - `dry_run` checks the params: an object with a string `text` (else `ok: false`);
 //! - `--calls FILE` appends `op<TAB>key<TAB>outcome` for every call (outcome `applied`,
-//!   `duplicate`, `applied?`/`not_applied`, `ok`/`rejected`, `failed`);
+//!   `duplicate`, `applied?`/`not_applied`, `ok`/`rejected`, `failed`, `fenced`);
 //! - `--starts FILE` appends a line each time a process starts;
 //! - `--banner-once FILE`: when FILE does not exist, creates it and writes a banner line
 //!   on stdout as the process starts (a stray line, as a library printing a notice on its
@@ -206,9 +209,13 @@ fn main() -> ExitCode {
                     answer_line(&EffectAnswer::ok(request.effect_id.clone(), report))
                 }
                 EffectOp::Verify => {
-                    let found = open_locked(&options.ledger)
-                        .and_then(|mut f| read_ledger(&mut f))
-                        .map(|entries| entries.into_iter().find(|(k, _)| k == key));
+                    // A verification changes nothing, so a lower fence is answered too;
+                    // a higher one is kept, so that no execute under a lower one follows.
+                    let found = open_locked(&options.ledger).and_then(|mut f| {
+                        admit(&options.ledger, key, request.fence)?;
+                        let entries = read_ledger(&mut f)?;
+                        Ok(entries.into_iter().find(|(k, _)| k == key))
+                    });
                     match found {
                         Ok(Some((_, result))) => {
                             note(&options, "verify", key, "applied");
@@ -247,8 +254,16 @@ fn main() -> ExitCode {
                             eprintln!("effect-ledger: crashing before the append of {key}");
                             return ExitCode::from(3);
                         }
-                        match execute(&options, request.idempotency_key.as_str(), &request.params) {
-                            Ok((result, fresh)) => {
+                        match execute(&options, request) {
+                            Ok(None) => {
+                                note(&options, "execute", key, "fenced");
+                                answer_line(&EffectAnswer::<EffectReceipt>::failed(
+                                    request.effect_id.clone(),
+                                    "FENCED",
+                                    "a call with a later fence was made for this key",
+                                ))
+                            }
+                            Ok(Some((result, fresh))) => {
                                 note(
                                     &options,
                                     "execute",
@@ -295,12 +310,50 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// Applies `key` once: the recorded result when the ledger has it, else appends and
-/// syncs a new entry. Returns the result and whether it was applied now.
-fn execute(options: &Options, key: &str, params: &Value) -> std::io::Result<(Value, bool)> {
+/// Whether a call for `key` under `fence` may go on: not when a higher fence was seen for
+/// the key. A higher one is kept (synced) for the calls after. The caller holds the
+/// ledger's lock.
+fn admit(ledger: &Path, key: &str, fence: Option<u64>) -> std::io::Result<bool> {
+    let Some(fence) = fence else {
+        return Ok(true);
+    };
+    let path = ledger.with_extension("fences");
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(e),
+    };
+    let highest = text
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(k, _)| *k == key)
+        .filter_map(|(_, f)| f.parse::<u64>().ok())
+        .max();
+    match highest {
+        Some(h) if fence < h => return Ok(false),
+        Some(h) if fence == h => return Ok(true),
+        _ => {}
+    }
+    let mut file = OpenOptions::new().create(true).append(true).open(&path)?;
+    writeln!(file, "{key}\t{fence}")?;
+    file.sync_all()?;
+    Ok(true)
+}
+
+/// Applies the request's key once: the recorded result when the ledger has it, else
+/// appends and syncs a new entry. Returns the result and whether it was applied now, or
+/// `None` when the call's fence is lower than one seen for the key.
+fn execute(
+    options: &Options,
+    request: &docket_decider::EffectRequest,
+) -> std::io::Result<Option<(Value, bool)>> {
+    let (key, params) = (request.idempotency_key.as_str(), &request.params);
     let mut file = open_locked(&options.ledger)?;
+    if !admit(&options.ledger, key, request.fence)? {
+        return Ok(None);
+    }
     if let Some((_, result)) = read_ledger(&mut file)?.into_iter().find(|(k, _)| k == key) {
-        return Ok((result, false));
+        return Ok(Some((result, false)));
     }
     let result = json!({
         "post_id": format!("post-{key}"),
@@ -312,5 +365,5 @@ fn execute(options: &Options, key: &str, params: &Value) -> std::io::Result<(Val
         serde_json::to_string(&result).unwrap_or_default()
     )?;
     file.sync_all()?;
-    Ok((result, true))
+    Ok(Some((result, true)))
 }

@@ -5,10 +5,11 @@
 //! once a worker is stopped with SIGSTOP past its lease and then continued, and once the
 //! database is restarted under them all. Then every run completed; the executor's OWN
 //! ledger and docket's log agree on every key: applied once with the result docket
-//! recorded, or given up by docket after its execution went unanswered twice (the
-//! `execution_unanswered` refusal of docs/events.md: a kill, or a lease lost under load,
-//! twice between `effect.started` and the executor's answer), never applied twice and
-//! never executed again once applied; a run whose effects all applied ended exactly as a
+//! recorded, under the fence of the claim that executed it, or given up by docket after
+//! its execution went unanswered twice (the `execution_unanswered` refusal of
+//! docs/events.md: a kill, or a lease lost under load, twice between `effect.started` and
+//! the executor's answer), never applied twice and never executed again once applied (a
+//! paused worker's late call is refused by its fence); a run whose effects all applied ended exactly as a
 //! run driven without interruption; every chain verifies; and no run's log holds an event
 //! appended under a claim older than one before it (the epochs the database keeps beside
 //! each event never go back).
@@ -232,6 +233,17 @@ fn killed_and_paused_workers_lose_no_run_and_apply_no_effect_twice() {
             0,
             "seed {seed}: {name}: docket executed a key already applied"
         );
+        // Every key applied was executed under a fence (docs/effect-protocol.md, "Fences"):
+        // the executor knows each claim's number, so a late call was refused, not applied.
+        let fences = std::fs::read_to_string(f.ledger.with_extension("fences")).unwrap_or_default();
+        for key in applied.keys() {
+            assert!(
+                fences
+                    .lines()
+                    .any(|l| l.split('\t').next() == Some(key.as_str())),
+                "seed {seed}: {name}: {key} was executed without a fence"
+            );
+        }
         let outcome = outcome_in(&data, Some(url), name);
         if recorded.values().all(Option::is_some) {
             assert_eq!(

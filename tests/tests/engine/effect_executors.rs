@@ -34,6 +34,7 @@ fn request(key: &str) -> EffectRequest {
         params: json!({ "text": format!("hello {key}") }),
         attempt: 1,
         timeout_ms: 5_000,
+        fence: None,
     }
 }
 
@@ -212,6 +213,38 @@ mod command {
                 "execute\tk1\tduplicate",
                 "verify\tk1\tapplied",
                 "verify\tk2\tnot_applied"
+            ]
+        );
+    }
+
+    /// docs/effect-protocol.md, "Fences": the late `execute` of a worker that lost its run
+    /// (fence 1) reaches the executor after the new holder verified under fence 2. Two
+    /// executor processes over one ledger, as two workers' are.
+    #[tokio::test]
+    async fn a_call_under_an_older_fence_is_refused_once_a_newer_one_was_seen() {
+        let ledger = Ledger::new();
+        let (stale, holder) = (ledger.executor(&[]), ledger.executor(&[]));
+        let under = |fence| {
+            let mut r = request("k1");
+            r.fence = Some(fence);
+            r
+        };
+        assert_eq!(holder.verify(&under(2)).await, Ok(Verification::NotApplied));
+        let refused = stale.execute(&under(1)).await.expect_err("fenced");
+        assert_eq!(refused.code(), "FENCED");
+        assert_eq!(ledger.applied("k1"), 0, "the late call applied nothing");
+        holder.execute(&under(2)).await.expect("applies");
+        // A call without a fence (a store with one writer) is not fenced; its key is applied.
+        let receipt = stale.execute(&request("k1")).await.expect("answers");
+        assert_eq!(receipt.result["post_id"], "post-k1");
+        assert_eq!(ledger.applied("k1"), 1);
+        assert_eq!(
+            ledger.calls(),
+            [
+                "verify\tk1\tnot_applied",
+                "execute\tk1\tfenced",
+                "execute\tk1\tapplied",
+                "execute\tk1\tduplicate"
             ]
         );
     }

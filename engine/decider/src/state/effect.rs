@@ -116,6 +116,7 @@ impl EffectRecord {
             params: self.requested.params.clone(),
             attempt: self.requested.attempt,
             timeout_ms,
+            fence: None,
         }
     }
 }

@@ -156,6 +156,17 @@ impl<S: EventStore + 'static> Runtime<S> {
         .await
     }
 
+    /// Confirms this process still holds the run (see [`EventStore::confirm_claim`]) and
+    /// returns the fence to give the executor.
+    async fn confirm_claim(&self, state: &RunState) -> Result<Option<u64>, RuntimeError> {
+        let stream = Self::stream(&state.run_id().cloned().unwrap_or_default())?;
+        self.inner
+            .store
+            .confirm_claim(&stream)
+            .await
+            .map_err(RuntimeError::Store)
+    }
+
     /// Reads the kill switches (immediately before execution) and stages the recorded
     /// read, which the decider follows with the full decision and `effect.started`.
     async fn stage_gate(
@@ -203,7 +214,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             .get(effect_id)
             .filter(|e| e.phase == EffectPhase::Started)
             .and_then(|e| e.started.clone());
-        let Some(request) = started else {
+        let Some(mut request) = started else {
             return Ok(());
         };
         // A fork does not apply again a key one of its ancestors applied: that receipt is
@@ -226,12 +237,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         // share the runs, this one must still hold the run (renewed now) before the world
         // is changed on its behalf; one that lost it stops here and the new holder
         // verifies the started effect.
-        let stream = Self::stream(&state.run_id().cloned().unwrap_or_default())?;
-        self.inner
-            .store
-            .confirm_claim(&stream)
-            .await
-            .map_err(RuntimeError::Store)?;
+        request.fence = self.confirm_claim(state).await?;
         let span = effect_span(&request);
         let answer = bounded(&request, executor.execute(&request))
             .instrument(span.clone())
@@ -366,10 +372,13 @@ impl<S: EventStore + 'static> Runtime<S> {
                 self.commit(bundle, staged).await?;
             }
             (EffectWork::Verify | EffectWork::Recover, executor) => {
-                let request = record
+                let mut request = record
                     .started
                     .clone()
                     .unwrap_or_else(|| record.executor_request(&run_id, timeout_ms));
+                // The executor learns the newer claim before it answers: a call on its way
+                // from a process that lost the run can no longer apply the key after this.
+                request.fence = self.confirm_claim(state).await?;
                 let verification = match executor {
                     Ok(ex) => verification(ex.as_ref(), &request).await,
                     Err(e) => Verification::Unknown {

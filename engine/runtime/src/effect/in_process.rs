@@ -167,6 +167,7 @@ mod tests {
             params: json!({}),
             attempt: 1,
             timeout_ms: 1000,
+            fence: None,
         }
     }
 
