@@ -34,6 +34,7 @@ mod hand_on;
 mod kill_switch;
 mod seal;
 mod store;
+mod timers;
 mod worker;
 
 pub use choice::{ChoiceError, option_number};
@@ -44,4 +45,5 @@ pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
 pub use seal::{Unsealed, first_key};
 pub use store::{Store, StoreLocation};
+pub use timers::DueTimers;
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

@@ -93,6 +93,9 @@ pub async fn work(
         .postgres()
         .cloned()
         .ok_or(WorkerError::NotShared)?;
+    // A run waiting on a timer is given back with its due time, not held by a sleeping
+    // drive: any worker claims it once it is due.
+    app.runtime().set_timers_elsewhere();
     // A switch flipped from any machine stops this worker's effects: the database's
     // switches, whatever the front end set.
     app.runtime()
@@ -190,7 +193,8 @@ async fn drive_runs(
 }
 
 /// Gives a driven run's lease back: waiting for a person or finished, nobody needs to
-/// claim it; a drive that failed leaves it for a person to look at.
+/// claim it; waiting on a timer, it is claimable once the timer is due; a drive that
+/// failed leaves it for a person to look at.
 async fn settle(
     store: &PostgresStore,
     holder: &Holder,
@@ -198,7 +202,14 @@ async fn settle(
     outcome: Result<RunOutcome, RuntimeError>,
     report: &mut WorkerReport,
 ) {
+    let mut due = None;
     let runnable = match outcome {
+        // Waiting on a timer: given back with its due time, claimable from then on.
+        Ok(outcome) if outcome.state.waits_until_ms().is_some() => {
+            report.settled += 1;
+            due = outcome.state.waits_until_ms();
+            false
+        }
         Ok(outcome) => {
             report.settled += 1;
             outcome.state.status() == RunStatus::Running
@@ -225,7 +236,7 @@ async fn settle(
             false
         }
     };
-    if let Err(e) = store.release(holder, lease, runnable).await {
+    if let Err(e) = store.release(holder, lease, runnable, due).await {
         tracing::warn!(run = %lease.stream, error = %e, "could not give the lease back: it lapses by itself");
     }
 }

@@ -160,14 +160,20 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         .contains(run);
     let request = s.request();
     // Where workers drive the runs, whether one still does is their leases' to say
-    // (`GET /api/workers`), not this server's.
-    let interrupted = s.status() == RunStatus::Running && !driven && !state.app.shared();
+    // (`GET /api/workers`), not this server's. A run waiting on a timer is this server's
+    // to fire when due.
+    let timer_due_at_ms = s.waits_until_ms();
+    let interrupted = s.status() == RunStatus::Running
+        && !driven
+        && timer_due_at_ms.is_none()
+        && !state.app.shared();
     json!({
         "run_id": run,
         "workflow": request.map(|r| r.workflow.name.as_str()),
         "status": status_word(s.status()),
         "driven": driven,
         "interrupted": interrupted,
+        "timer_due_at_ms": timer_due_at_ms,
         "events": s.version(),
         "started_at_ms": request.map(|r| r.at_ms),
         "decider_version": request.map(|r| r.decider_version),
@@ -271,7 +277,9 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
     let shared = state.app.shared();
     let page = state
         .rt
-        .list_runs(&query, |run| shared || driving.contains(run))
+        .list_runs(&query, |run| {
+            shared || driving.contains(run) || state.timers.contains(run)
+        })
         .await?;
     let runs: Vec<Value> = page
         .runs
@@ -783,15 +791,19 @@ fn spawn_drive(
             tracing::warn!(run = %who, "drive ended: {e}");
         }
         watcher.app.seal_run(&who).await;
+        if let Some(due) = outcome.as_ref().ok().and_then(|o| o.state.waits_until_ms()) {
+            watcher.timers.insert(who, due);
+        }
         outcome
     })
 }
 
-/// As the server starts over a data directory: every run left waiting on a timer (its
-/// process stopped while it waited) is driven again, so its timer fires when due, or at
-/// once, late, when it fell due while no process drove the run. Runs of a PostgreSQL
-/// store are the workers'.
-pub(crate) async fn drive_runs_waiting_on_timers(state: Arc<AppState>) {
+/// Fires this server's timers: every run left waiting on one when the server starts
+/// (its process stopped while it waited) is kept until its timer is due, as is every run
+/// whose drive here ends at a timer; when due, the run is driven again and records the
+/// firing, late when it fell due while no process drove it. Runs of a PostgreSQL store are
+/// the workers'.
+pub(crate) async fn fire_timers(state: Arc<AppState>) {
     if state.app.shared() {
         return;
     }
@@ -799,25 +811,38 @@ pub(crate) async fn drive_runs_waiting_on_timers(state: Arc<AppState>) {
         Ok(runs) => runs,
         Err(e) => {
             tracing::warn!("runs waiting on timers not looked for: {e}");
-            return;
+            Vec::new()
         }
     };
     for summary in runs.iter().filter(|r| r.status == RunStatus::Running) {
         let run = &summary.run_id;
-        let waits = match state.rt.state(run).await {
-            Ok(s) => matches!(s.next_step(), docket_decider::NextStep::WaitForTimer(_)),
-            Err(e) => {
-                tracing::warn!(run = %run, "not read for its timers: {e}");
-                false
+        match state.rt.state(run).await {
+            Ok(s) => {
+                if let Some(due) = s.waits_until_ms() {
+                    state.timers.insert(run.clone(), due);
+                }
             }
-        };
-        if waits {
-            tracing::info!(run = %run, "driven again: it waits on a timer");
+            Err(e) => tracing::warn!(run = %run, "not read for its timers: {e}"),
+        }
+    }
+    loop {
+        let due = state.timers.due(|| state.rt.now_ms()).await;
+        for run in due {
+            // A drive going on keeps the run again if it ends at a timer.
+            let driven = state
+                .driving
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .contains(&run);
+            if driven {
+                continue;
+            }
+            tracing::info!(run = %run, "driven again: its timer is due");
             let rt = state.rt.clone();
             let id = run.clone();
             drop(spawn_drive(
                 &state,
-                run,
+                &run,
                 async move { rt.resume(&id).await },
             ));
         }
@@ -1049,6 +1074,7 @@ async fn workers(State(state): Shared) -> ApiResult {
             "epoch": l.epoch,
             "holder": l.holder,
             "expires_in_ms": l.expires_in_ms,
+            "due_in_ms": l.due_in_ms,
         })).collect::<Vec<_>>(),
     }))
 }

@@ -147,6 +147,9 @@ pub(crate) struct AppState {
     /// directory, the database over a PostgreSQL store.
     pub(crate) access: access::Access,
     pub(crate) driving: api::Driving,
+    /// The runs waiting on timers, driven again when due (a drive ends at a timer not yet
+    /// due: [`Runtime::set_timers_elsewhere`]).
+    pub(crate) timers: docket_app::DueTimers,
     /// The runtime the runs are driven on (the one `Server::bind` was called on); the API
     /// itself is served on threads of its own ([`Server::serve`]).
     pub(crate) drives: tokio::runtime::Handle,
@@ -208,6 +211,8 @@ impl Server {
                 );
             }
         });
+        // Runs waiting on timers are kept as entries of `timers`, not as sleeping drives.
+        rt.set_timers_elsewhere();
         let state = AppState {
             app: docket_app::App::new(
                 rt.clone(),
@@ -220,6 +225,7 @@ impl Server {
             sources,
             access,
             driving: api::Driving::default(),
+            timers: docket_app::DueTimers::default(),
             drives: tokio::runtime::Handle::current(),
             streams: streams::Streams::new(StreamLimits::default()),
             stopping: tokio::sync::watch::Sender::new(false),
@@ -283,9 +289,7 @@ impl Server {
         let _api = ApiRuntime(Some(api));
         let stopping = self.state.stopping.clone();
         let state = Arc::new(self.state);
-        state
-            .drives
-            .spawn(api::drive_runs_waiting_on_timers(state.clone()));
+        state.drives.spawn(api::fire_timers(state.clone()));
         let app = router(state);
         let served = handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;

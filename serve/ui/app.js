@@ -641,14 +641,17 @@ async function heldBy() {
   }
 }
 
-/** A run's lease in words: its holder and time left, queued, or nothing. */
+/** A run's lease in words: its holder and time left, queued, waiting on a timer, or nothing. */
 function leaseWords(lease) {
   if (!lease) return '';
   if (lease.holder) {
     const left = lease.expires_in_ms;
     return `${lease.holder} (claim ${lease.epoch}, ${left >= 0 ? `lease ${Math.ceil(left / 1000)} s left` : 'lease lapsed'})`;
   }
-  return lease.queued ? 'queued' : '';
+  if (lease.queued) return 'queued';
+  const due = lease.due_in_ms;
+  if (due === null || due === undefined) return '';
+  return due > 0 ? `timer due in ${Math.ceil(due / 1000)} s` : 'timer due: claimable';
 }
 
 async function workersView() {

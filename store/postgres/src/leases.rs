@@ -43,6 +43,9 @@ pub struct LeaseRow {
     pub holder: Option<String>,
     /// Milliseconds until the lease lapses by the database's clock (negative: lapsed).
     pub expires_in_ms: Option<i64>,
+    /// Given back waiting on a timer: milliseconds until it is due and the run claimable,
+    /// by the database's clock (negative: due).
+    pub due_in_ms: Option<i64>,
 }
 
 /// A worker as the database last saw it.
@@ -100,8 +103,9 @@ impl PostgresStore {
         Ok(holder)
     }
 
-    /// Claims up to `max` streams, for `lease`: those queued and not held, and those whose
-    /// holder let its lease lapse. A claimed stream is no longer queued until something
+    /// Claims up to `max` streams, for `lease`: those queued and not held, those whose
+    /// timer is due ([`PostgresStore::release`] with a due time), and those whose holder
+    /// let its lease lapse. A claimed stream is no longer queued until something
     /// asks for another drive ([`PostgresStore::enqueue`]). The appends this store makes to
     /// them from now on carry the new epochs.
     pub async fn claim(
@@ -122,6 +126,11 @@ impl PostgresStore {
                      WHERE runnable AND holder IS NULL
                      ORDER BY queued_at LIMIT $2
                      FOR UPDATE SKIP LOCKED
+                 ), due AS (
+                     SELECT stream, due_at AS queued_at FROM docket_leases
+                     WHERE due_at <= now() AND holder IS NULL AND NOT runnable
+                     ORDER BY due_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED
                  ), left_behind AS (
                      SELECT stream, queued_at FROM docket_leases
                      WHERE holder IS NOT NULL AND expires_at < now()
@@ -129,12 +138,13 @@ impl PostgresStore {
                      FOR UPDATE SKIP LOCKED
                  ), picked AS (
                      SELECT stream FROM (
-                         SELECT * FROM queued UNION ALL SELECT * FROM left_behind
+                         SELECT * FROM queued UNION ALL SELECT * FROM due
+                         UNION ALL SELECT * FROM left_behind
                      ) AS w
                      ORDER BY queued_at LIMIT $2
                  )
                  UPDATE docket_leases AS l
-                 SET holder = $1, epoch = l.epoch + 1, runnable = false,
+                 SET holder = $1, epoch = l.epoch + 1, runnable = false, due_at = NULL,
                      expires_at = now() + make_interval(secs => $3)
                  FROM picked WHERE l.stream = picked.stream
                  RETURNING l.stream, l.epoch",
@@ -197,22 +207,28 @@ impl PostgresStore {
     }
 
     /// Gives a lease back: the stream waits for another worker (`runnable`, or when a
-    /// drive was asked for while it was held) or for something outside to queue it again
-    /// (a person's decision). Nothing happens if the lease was claimed by another since.
+    /// drive was asked for while it was held), for its timer (`due_ms`, ms since the Unix
+    /// epoch: claimable from then on), or for something outside to queue it again (a
+    /// person's decision). Nothing happens if the lease was claimed by another since.
     pub async fn release(
         &self,
         holder: &Holder,
         lease: &Lease,
         runnable: bool,
+        due_ms: Option<i64>,
     ) -> Result<(), StoreError> {
         self.fence(&lease.stream, None);
         let doing = format!("releasing run {} by {holder}", lease.stream);
         let client = self.client(&doing).await?;
+        // Milliseconds as seconds: exact in a double up to the year 287,000.
+        #[allow(clippy::cast_precision_loss)]
+        let due = due_ms.map(|ms| ms as f64 / 1000.0);
         let waiting = client
             .query_opt(
                 "UPDATE docket_leases SET holder = NULL, expires_at = NULL,
                      runnable = runnable OR $4,
-                     queued_at = CASE WHEN $4 THEN now() ELSE queued_at END
+                     queued_at = CASE WHEN $4 THEN now() ELSE queued_at END,
+                     due_at = to_timestamp($5)
                  WHERE stream = $1 AND holder = $2 AND epoch = $3
                  RETURNING runnable",
                 &[
@@ -220,6 +236,7 @@ impl PostgresStore {
                     &holder.0,
                     &i64::try_from(lease.epoch).unwrap_or(i64::MAX),
                     &runnable,
+                    &due,
                 ],
             )
             .await
@@ -267,7 +284,8 @@ impl PostgresStore {
         let rows = client
             .query(
                 "SELECT stream, runnable, epoch, holder,
-                        (extract(epoch FROM expires_at - now()) * 1000)::int8
+                        (extract(epoch FROM expires_at - now()) * 1000)::int8,
+                        (extract(epoch FROM due_at - now()) * 1000)::int8
                  FROM docket_leases ORDER BY stream",
                 &[],
             )
@@ -281,6 +299,7 @@ impl PostgresStore {
                     epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
                     holder: r.get(3),
                     expires_in_ms: r.get(4),
+                    due_in_ms: r.get(5),
                 })
             })
             .collect()

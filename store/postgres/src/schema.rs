@@ -29,10 +29,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "API tokens, sessions and request log",
         include_str!("../migrations/0004_api.sql"),
     ),
+    (
+        5,
+        "runs waiting on timers, claimable when due",
+        include_str!("../migrations/0005_timers.sql"),
+    ),
 ];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;

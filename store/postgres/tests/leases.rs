@@ -127,7 +127,7 @@ async fn a_released_run_waits_until_it_is_queued_again_and_a_stopped_worker_give
     let wb = b.register_worker("b").await.unwrap();
     let long = Duration::from_secs(60);
     let lease = a.claim(&wa, 1, long).await.unwrap().pop().unwrap();
-    a.release(&wa, &lease, false).await.unwrap();
+    a.release(&wa, &lease, false, None).await.unwrap();
     assert!(
         b.claim(&wb, 1, long).await.unwrap().is_empty(),
         "a run waiting for a person is not claimed"
@@ -183,7 +183,7 @@ async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
         "a run held under a live lease is not claimed, queued or not"
     );
     // a's drive ended waiting for a person, as it saw the run.
-    a.release(&wa, &lease, false).await.unwrap();
+    a.release(&wa, &lease, false, None).await.unwrap();
     let leases = a.leases().await.unwrap();
     assert_eq!(
         (leases[0].runnable, leases[0].holder.as_deref()),
@@ -202,8 +202,61 @@ async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
         stream: run.clone(),
         epoch: 2,
     };
-    b.release(&wb, &lease, false).await.unwrap();
+    b.release(&wb, &lease, false, None).await.unwrap();
     assert!(a.claim(&wa, 1, long).await.unwrap().is_empty());
+}
+
+/// docs/postgres.md, "Workers": a run given back waiting on a timer is not queued, and is
+/// claimed by any worker once the timer is due by the database's clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_given_back_on_a_timer_is_claimed_once_it_is_due() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    let (wa, wb) = (
+        a.register_worker("a").await.unwrap(),
+        b.register_worker("b").await.unwrap(),
+    );
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis(),
+    )
+    .unwrap();
+    let (later, due) = (
+        StreamId::new("run-later").unwrap(),
+        StreamId::new("run-due").unwrap(),
+    );
+    for run in [&later, &due] {
+        a.enqueue(run).await.unwrap();
+    }
+    let mut held = a.claim(&wa, 2, long).await.unwrap();
+    held.sort_by(|x, y| x.stream.as_str().cmp(y.stream.as_str()));
+    let [due_lease, later_lease] = [held[0].clone(), held[1].clone()];
+    assert_eq!(due_lease.stream, due);
+    a.release(&wa, &later_lease, false, Some(now_ms + 3_600_000))
+        .await
+        .unwrap();
+    a.release(&wa, &due_lease, false, Some(now_ms - 1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        b.claim(&wb, 10, long).await.unwrap(),
+        vec![Lease {
+            stream: due.clone(),
+            epoch: 2
+        }],
+        "the run due is claimed, the one due in an hour is not"
+    );
+    // Claimed, its due time is cleared: given back waiting for nothing, it stays put.
+    let again = Lease {
+        stream: due,
+        epoch: 2,
+    };
+    b.release(&wb, &again, false, None).await.unwrap();
+    assert!(a.claim(&wa, 10, long).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -256,6 +256,67 @@ fn a_person_decides_from_a_terminal_and_a_worker_drives_the_run_on() {
     docket_exits(url, &data, &["verify"], 0);
 }
 
+/// docs/postgres.md, "Workers": a run whose agent waits on a timer is given back by the
+/// worker, not held while it waits, with the time its timer is due; a worker claims it
+/// then, fires the timer once and drives the run to its end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_gives_back_a_run_waiting_on_a_timer_and_a_worker_fires_it_when_due() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let url = db.url.as_str();
+    let waits = one_agent_workflow(
+        tmp.path(),
+        "waits",
+        "waits",
+        AGENT,
+        &["wait", "--for", "4s"],
+    );
+    let wf = waits.to_str().expect("UTF-8");
+    docket_exits(url, &data, &["run", wf, "--run-id", "run-t", "--queue"], 0);
+    let mut worker = Command::new(docket_bin())
+        .args(["worker", "--store", url, "--name", "timers-test", "--data"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docket worker");
+    let store =
+        docket_store_postgres::PostgresStore::open(docket_store_postgres::PostgresConfig::new(url))
+            .await
+            .expect("the database");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    // Waiting: no worker holds the run, and it is due within the 4 s it waits.
+    let mut seen_waiting = None;
+    loop {
+        let leases = store.leases().await.expect("leases");
+        let lease = leases.iter().find(|l| l.stream.as_str() == "run-t");
+        if let Some(l) = lease.filter(|l| l.holder.is_none() && l.due_in_ms.is_some()) {
+            seen_waiting = Some((l.runnable, l.due_in_ms));
+        }
+        let runs = docket_exits(url, &data, &["runs"], 0);
+        if runs.contains("run-t\twaits\tcompleted\t") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run-t not completed within 60 s: {runs}; {leases:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    assert!(worker.wait().expect("the worker stops").success());
+    let (queued, due_in_ms) =
+        seen_waiting.expect("the run was seen given back, waiting on its timer");
+    assert!(!queued, "a run waiting on a timer is not queued");
+    assert!(due_in_ms.is_some_and(|ms| ms <= 4_000), "{due_in_ms:?}");
+    let events = docket_exits(url, &data, &["events", "run-t"], 0);
+    assert_eq!(events.matches("timer.fired").count(), 1, "{events}");
+    docket_exits(url, &data, &["verify"], 0);
+}
+
 #[test]
 fn store_migrate_twice_applies_nothing_the_second_time() {
     let Some(db) = database() else { return };
@@ -273,12 +334,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied versions 1, 2, 3, 4; schema now at version 4"
+        "no docket schema found; applied versions 1, 2, 3, 4, 5; schema now at version 5"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 4; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 5; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 4; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 5; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())

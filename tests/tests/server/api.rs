@@ -428,6 +428,49 @@ fn starting_a_run_says_what_its_bundle_would_empty() {
     assert!(started.get("warnings").is_none(), "{started}");
 }
 
+/// docs/agent-protocol.md#waiting-wait, "Who fires it": a run started through the API whose
+/// agent waits is not held by a drive while it waits (`driven` false, not `interrupted`,
+/// `timer_due_at_ms` said); the server drives it again when the timer is due, which fires
+/// once.
+#[test]
+fn a_run_waiting_on_a_timer_is_kept_by_the_server_not_a_drive_and_fired_when_due() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let waits = workflow(dir.path(), "waits", &["wait", "--for", "3s"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": waits, "run_id": "waits-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    let waiting = server.until("waits-1", |r| {
+        r["timer_due_at_ms"].is_i64() && r["driven"] == false
+    });
+    assert_eq!(waiting["status"], "running", "{waiting}");
+    assert_eq!(waiting["interrupted"], false, "{waiting}");
+    let (_, listed) = server.call("GET", "/api/runs", operator, None);
+    let row = listed["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["run_id"] == "waits-1"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        row["interrupted"] == false || row["status"] == "completed",
+        "a run the server keeps waiting is not listed as interrupted: {listed}"
+    );
+    let done = server.until("waits-1", |r| r["status"] == "completed");
+    assert!(done["timer_due_at_ms"].is_null(), "{done}");
+    let events = docket(&data, &["events", "waits-1", "--json"]);
+    let fired = stdout(&events)
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"timer.fired\""))
+        .count();
+    assert_eq!(fired, 1, "{}", stdout(&events));
+}
+
 #[test]
 fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
     let dir = tempfile::tempdir().expect("tempdir");

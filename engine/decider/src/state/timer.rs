@@ -61,6 +61,19 @@ impl RunState {
             .min_by_key(|t| t.set.due_at_ms)
     }
 
+    /// When the timer the run waits for is due, ms since the Unix epoch: a running run
+    /// whose next step is that timer ([`NextStep::WaitForTimer`]). What a process that
+    /// fires timers apart from drives keeps for the run.
+    ///
+    /// [`NextStep::WaitForTimer`]: super::NextStep::WaitForTimer
+    #[must_use]
+    pub fn waits_until_ms(&self) -> Option<i64> {
+        match self.next_step() {
+            super::NextStep::WaitForTimer(timer) => Some(timer.set.due_at_ms),
+            _ => None,
+        }
+    }
+
     /// Whether the time waiting on pending timers is left out of wall time: some pending
     /// timer does not count against it.
     pub(crate) fn timer_wait_uncounted(&self) -> bool {

@@ -323,6 +323,9 @@ struct Inner<S> {
     salts: salts::SaltKeys,
     /// Every run's summary, once something lists runs (`run_list.rs`).
     run_list: run_list::RunList,
+    /// Whether a drive sleeps until a timer is due (a command in the foreground) or ends,
+    /// leaving the run to whatever fires this process's timers ([`Runtime::set_timers_elsewhere`]).
+    timers_elsewhere: std::sync::atomic::AtomicBool,
 }
 
 /// How the runtime writes run events' payloads (docs/events.md#content-stored-once).
@@ -374,6 +377,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                 payload_encoding: std::sync::atomic::AtomicU8::new(0),
                 salts: salts::SaltKeys::default(),
                 run_list: run_list::RunList::default(),
+                timers_elsewhere: std::sync::atomic::AtomicBool::new(false),
             }),
         }
     }
@@ -408,6 +412,17 @@ impl<S: EventStore + 'static> Runtime<S> {
             _ if redactable => PayloadEncoding::Committed,
             _ => PayloadEncoding::Referenced,
         }
+    }
+
+    /// From now on a drive that comes to a timer not yet due ends there, the run still
+    /// running, instead of sleeping until it is due: for a process that keeps many runs
+    /// waiting (`docket serve`'s timer queue, workers that hand the run back with its due
+    /// time), where a sleeping drive would hold each run's state for as long as it waits.
+    /// By default a drive sleeps: a command in the foreground waits the timer out.
+    pub fn set_timers_elsewhere(&self) {
+        self.inner
+            .timers_elsewhere
+            .store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The store.
@@ -1127,11 +1142,19 @@ impl<S: EventStore + 'static> Runtime<S> {
                             .await?;
                         continue;
                     }
-                    // Durable timers: nothing else to do until the first is due.
+                    // Durable timers: nothing else to do until the first is due; the
+                    // drive waits it out, or ends when this process fires timers apart.
                     NextStep::WaitForTimer(timer) => {
                         let timer = timer.clone();
                         self.commit_carried(&bundle, carried.take()).await?;
                         self.snapshot_if_due(&state, &mut snapshot_at, false).await;
+                        let elsewhere = self
+                            .inner
+                            .timers_elsewhere
+                            .load(std::sync::atomic::Ordering::Relaxed);
+                        if elsewhere && timer.set.due_at_ms > self.now_ms() {
+                            break;
+                        }
                         self.timer_step(&mut state, &bundle, &timer).await?;
                         continue;
                     }
