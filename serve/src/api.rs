@@ -798,6 +798,9 @@ fn spawn_drive(
     })
 }
 
+/// Drives of runs whose timer fell due, at most at once.
+const TIMER_DRIVES_AT_ONCE: usize = 32;
+
 /// Fires this server's timers: every run left waiting on one when the server starts
 /// (its process stopped while it waited) is kept until its timer is due, as is every run
 /// whose drive here ends at a timer; when due, the run is driven again and records the
@@ -825,6 +828,9 @@ pub(crate) async fn fire_timers(state: Arc<AppState>) {
             Err(e) => tracing::warn!(run = %run, "not read for its timers: {e}"),
         }
     }
+    // A burst of timers due together is driven a few at a time, in the order they fell due:
+    // thousands of drives at once only contend (bench/RESULTS.md, timer_runs).
+    let at_once = Arc::new(tokio::sync::Semaphore::new(TIMER_DRIVES_AT_ONCE));
     loop {
         let due = state.timers.due(|| state.rt.now_ms()).await;
         for run in due {
@@ -837,14 +843,16 @@ pub(crate) async fn fire_timers(state: Arc<AppState>) {
             if driven {
                 continue;
             }
+            let Ok(permit) = at_once.clone().acquire_owned().await else {
+                return;
+            };
             tracing::info!(run = %run, "driven again: its timer is due");
             let rt = state.rt.clone();
             let id = run.clone();
-            drop(spawn_drive(
-                &state,
-                &run,
-                async move { rt.resume(&id).await },
-            ));
+            drop(spawn_drive(&state, &run, async move {
+                let _permit = permit;
+                rt.resume(&id).await
+            }));
         }
     }
 }

@@ -16,6 +16,10 @@ use crate::tree::TreeCheck;
 pub(crate) const READ_CHUNK: usize = 4096;
 /// Largest span of neighbouring records fetched in one read.
 const MAX_SPAN: u64 = 4 * 1024 * 1024;
+/// Largest gap of other streams' records a read spans to reach the next run of its own:
+/// where many runs are recorded at once their batches interleave, and a read of one run
+/// would otherwise fetch megabytes of the others' to use a few kilobytes.
+const MAX_GAP: u64 = 64 * 1024;
 
 /// Calls `f` with each record of `runs` whose sequence is in `from..=to` (or why it cannot be
 /// read), in order; neighbouring runs are fetched with one positioned read.
@@ -34,7 +38,11 @@ pub(crate) fn for_each_record(
         while j < runs.len() {
             let p = runs[j].pos;
             let p_end = p.offset + u64::from(p.len);
-            if p.segment != first.segment || p.offset < end || p_end - first.offset > MAX_SPAN {
+            if p.segment != first.segment
+                || p.offset < end
+                || p.offset - end > MAX_GAP
+                || p_end - first.offset > MAX_SPAN
+            {
                 break;
             }
             end = p_end;
