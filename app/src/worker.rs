@@ -150,6 +150,13 @@ async fn drive_runs(
                 Err(e) => tracing::warn!(error = %e, "could not claim runs"),
             }
         }
+        // A run given back on a timer is claimed when it falls due, not at the next renewal.
+        let next_look = match store.next_due_in().await {
+            // At least a moment: a run due now that this claim skipped (another worker
+            // was claiming it) is looked for again, not spun on.
+            Ok(Some(due)) if free > 0 => due.clamp(Duration::from_millis(10), config.renew_every),
+            _ => config.renew_every,
+        };
         tokio::select! {
             () = &mut stop => break,
             _ = renewal.tick() => {
@@ -185,7 +192,7 @@ async fn drive_runs(
                 settle(store, holder, &lease, outcome, &mut report).await;
             }
             _ = wakeups.changed() => {}
-            () = tokio::time::sleep(config.renew_every) => {}
+            () = tokio::time::sleep(next_look) => {}
         }
     }
     tasks.abort_all();

@@ -277,6 +277,25 @@ impl PostgresStore {
         Ok(())
     }
 
+    /// How long until the first run given back on a timer is due and claimable, by the
+    /// database's clock (zero when one is due now); `None` when no run waits on a timer.
+    /// What a worker sleeps at most before it looks for work again.
+    pub async fn next_due_in(&self) -> Result<Option<Duration>, StoreError> {
+        let doing = "looking for the next timer due";
+        let client = self.client(doing).await?;
+        let row = client
+            .query_one(
+                "SELECT (extract(epoch FROM min(due_at) - now()) * 1000)::int8
+                 FROM docket_leases WHERE due_at IS NOT NULL AND holder IS NULL",
+                &[],
+            )
+            .await
+            .map_err(self.db(doing))?;
+        Ok(row
+            .get::<_, Option<i64>>(0)
+            .map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))))
+    }
+
     /// Every lease, by stream.
     pub async fn leases(&self) -> Result<Vec<LeaseRow>, StoreError> {
         let doing = "listing leases";

@@ -258,7 +258,8 @@ fn a_person_decides_from_a_terminal_and_a_worker_drives_the_run_on() {
 
 /// docs/postgres.md, "Workers": a run whose agent waits on a timer is given back by the
 /// worker, not held while it waits, with the time its timer is due; a worker claims it
-/// then, fires the timer once and drives the run to its end.
+/// when it falls due (not at its next renewal, 5 s apart), fires the timer once and drives
+/// the run to its end.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_gives_back_a_run_waiting_on_a_timer_and_a_worker_fires_it_when_due() {
     let Some(db) = database() else { return };
@@ -270,7 +271,7 @@ async fn a_worker_gives_back_a_run_waiting_on_a_timer_and_a_worker_fires_it_when
         "waits",
         "waits",
         AGENT,
-        &["wait", "--for", "4s"],
+        &["wait", "--for", "6s"],
     );
     let wf = waits.to_str().expect("UTF-8");
     docket_exits(url, &data, &["run", wf, "--run-id", "run-t", "--queue"], 0);
@@ -311,9 +312,29 @@ async fn a_worker_gives_back_a_run_waiting_on_a_timer_and_a_worker_fires_it_when
     let (queued, due_in_ms) =
         seen_waiting.expect("the run was seen given back, waiting on its timer");
     assert!(!queued, "a run waiting on a timer is not queued");
-    assert!(due_in_ms.is_some_and(|ms| ms <= 4_000), "{due_in_ms:?}");
+    assert!(due_in_ms.is_some_and(|ms| ms <= 6_000), "{due_in_ms:?}");
     let events = docket_exits(url, &data, &["events", "run-t"], 0);
     assert_eq!(events.matches("timer.fired").count(), 1, "{events}");
+    // Fired when due: a worker looking only at its renewals (every 5 s) would fire it
+    // about 4 s late.
+    let logged: Vec<serde_json::Value> =
+        docket_exits(url, &data, &["events", "run-t", "--json"], 0)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+    let at = |kind: &str, field: &str| {
+        logged
+            .iter()
+            .find(|e| e["kind"] == kind)
+            .and_then(|e| e["payload"][field].as_i64())
+    };
+    let late = at("timer.fired", "at_ms")
+        .zip(at("timer.set", "due_at_ms"))
+        .map(|(f, d)| f - d);
+    assert!(
+        late.is_some_and(|ms| (0..2_000).contains(&ms)),
+        "fired {late:?} ms after due"
+    );
     docket_exits(url, &data, &["verify"], 0);
 }
 
