@@ -217,6 +217,11 @@ async fn settle(
             due = outcome.state.waits_until_ms();
             false
         }
+        // Paused: nothing to drive until a person unpauses it (which queues it again).
+        Ok(outcome) if outcome.state.paused().is_some() => {
+            report.settled += 1;
+            false
+        }
         Ok(outcome) => {
             report.settled += 1;
             outcome.state.status() == RunStatus::Running

@@ -143,6 +143,34 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
+    /// Pause a run that is not finished: nothing new starts until `docket unpause`.
+    ///
+    /// `run.paused` is recorded with who and why. Calls already made are recorded as they answer, and timers fire and are recorded,
+    /// but no agent is called, no effect or tool call starts. See docs/events.md#runpaused.
+    Pause {
+        /// The run id.
+        run: RunId,
+        /// Who pauses (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
+    /// Let a paused run go on.
+    ///
+    /// `run.unpaused` is recorded with who and why, and the run is driven on from where it stood (over PostgreSQL, queued for the
+    /// workers). See docs/events.md#runpaused.
+    Unpause {
+        /// The run id.
+        run: RunId,
+        /// Who lets it go on (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+    },
     /// Override the rule that blocked a run, in a role that outranks it.
     ///
     /// In a role of the bundle's registry that outranks the rule: what the block stopped goes on (docs/governance.md#human-override).
@@ -536,6 +564,21 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let history = history_of(&rt, &outcome.run_id).await?;
             summary(out, &outcome, history.handoffs());
             Ok(EXIT_COMPLETED)
+        }
+        RunCommand::Pause { run, by, reason } => {
+            let rt = open(data).await?;
+            let recorded = rt.record_pause(&run, &by, &reason, true).await?;
+            outln!(
+                out,
+                "run {run}: {}, paused by {by} ({reason}); nothing new starts until: docket unpause {run} --by NAME --reason TEXT",
+                recorded.state().status().as_str()
+            );
+            Ok(EXIT_COMPLETED)
+        }
+        RunCommand::Unpause { run, by, reason } => {
+            let rt = open(data).await?;
+            let recorded = rt.record_pause(&run, &by, &reason, false).await?;
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Override {
             run,

@@ -253,6 +253,10 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             t.timer_id,
             docket_evidence::date_ms(t.at_ms)
         ),
+        // Pause
+        RunEvent::RunPaused(p) | RunEvent::RunUnpaused(p) => {
+            format!("by {}: {}", p.by, said(&p.reason))
+        }
         // Every other kind is a side effect's; a kind this build has no words for (a
         // newer log) points at its payload.
         other => crate::effects::describe(other)
@@ -323,6 +327,15 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     for (id, t) in s.open_tickets() {
         print_ticket(out, &outcome.run_id, id.as_str(), t);
     }
+    if let Some(p) = s.paused() {
+        outln!(
+            out,
+            "paused by {}: {}; nothing new starts until: docket unpause {} --by NAME --reason TEXT",
+            p.by,
+            said(&p.reason),
+            outcome.run_id
+        );
+    }
     // Durable timers: what the run waits for, and when.
     for t in s.timers().values().filter(|t| t.pending()) {
         outln!(
@@ -341,6 +354,10 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     print_overridable(out, &outcome.run_id, s);
     if let Some(output) = s.output() {
         print_output(out, output);
+    }
+    // Paused: what was asked is recorded, and the run waits for its unpause.
+    if s.paused().is_some() && s.status() == RunStatus::Running {
+        return 0;
     }
     exit_code(s.status())
 }

@@ -52,6 +52,8 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/runs/{run}/export", get(export))
         .route("/api/runs/{run}/resume", post(resume))
         .route("/api/runs/{run}/cancel", post(cancel))
+        .route("/api/runs/{run}/pause", post(pause))
+        .route("/api/runs/{run}/unpause", post(unpause))
         .route("/api/runs/{run}/tickets/{ticket}/approve", post(approve))
         .route("/api/runs/{run}/tickets/{ticket}/deny", post(deny))
         .route("/api/runs/{run}/tickets/{ticket}/answer", post(answer))
@@ -163,6 +165,9 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
     // (`GET /api/workers`), not this server's. A run waiting on a timer is this server's
     // to fire when due.
     let timer_due_at_ms = s.waits_until_ms();
+    let paused = s
+        .paused()
+        .map(|p| json!({ "by": p.by, "reason": p.reason, "at_ms": p.at_ms }));
     let interrupted = s.status() == RunStatus::Running
         && !driven
         && timer_due_at_ms.is_none()
@@ -174,6 +179,7 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "driven": driven,
         "interrupted": interrupted,
         "timer_due_at_ms": timer_due_at_ms,
+        "paused": paused,
         "events": s.version(),
         "started_at_ms": request.map(|r| r.at_ms),
         "decider_version": request.map(|r| r.decider_version),
@@ -882,6 +888,41 @@ struct ApproveBody {
     reason: String,
     #[serde(default)]
     choose: Option<u32>,
+}
+
+/// Records the pause; the drive going on, if any, stops at its next step.
+async fn pause(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why the run is paused")?;
+    let recorded = state
+        .rt
+        .record_pause(&run, &who.name, &b.reason, true)
+        .await?;
+    ok(run_json(&state, &run, recorded.state()))
+}
+
+/// Records the end of the pause and drives the run on, as after a decision.
+async fn unpause(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<ReasonBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.reason, "reason", "why the run goes on")?;
+    let recorded = state
+        .rt
+        .record_pause(&run, &who.name, &b.reason, false)
+        .await?;
+    let answer = drive_recorded(&state, &run, recorded).await?;
+    Ok(answer.into_response())
 }
 
 async fn decide(

@@ -323,6 +323,26 @@ pub const ROUTES: &[Route] = &[
         "Continue a run from its log (202; driven in the background).",
     ),
     Route {
+        body: &[("reason", true, Kind::Said, "why (recorded in run.paused)")],
+        example: r#"{ "reason": "the agent posts too often" }"#,
+        ..route(
+            "POST",
+            "/api/runs/{run}/pause",
+            Operator,
+            "Pause a run: nothing new starts until it is unpaused; run.paused records the token's name as who.",
+        )
+    },
+    Route {
+        body: &[("reason", true, Kind::Said, "why (recorded in run.unpaused)")],
+        example: r#"{ "reason": "fixed" }"#,
+        ..route(
+            "POST",
+            "/api/runs/{run}/unpause",
+            Operator,
+            "Let a paused run go on (driven in the background, as after a decision); run.unpaused records the token's name as who.",
+        )
+    },
+    Route {
         body: &[(
             "reason",
             true,

@@ -388,17 +388,20 @@ async function runView(run) {
   const actionOut = h('div', { 'aria-live': 'polite' });
   const controls = h('form', { class: 'inline', id: 'run-controls', onsubmit: (ev) => {
     ev.preventDefault();
-    act(ev.submitter?.value === 'resume' ? 'resume' : 'cancel');
+    act(ev.submitter?.value ?? 'cancel');
   } },
-  h('label', { for: 'run-reason' }, 'Reason (for cancelling)', reason),
+  h('label', { for: 'run-reason' }, 'Reason (for cancelling, pausing or unpausing)', reason),
   h('button', { type: 'submit', value: 'cancel', class: 'danger' }, 'Cancel run'),
+  h('button', { type: 'submit', value: 'pause' }, 'Pause run'),
+  h('button', { type: 'submit', value: 'unpause' }, 'Unpause run'),
   h('button', { type: 'submit', value: 'resume' }, 'Resume run'));
+  const done = { cancel: 'Cancelled.', pause: 'Paused.', unpause: 'Unpaused.', resume: 'Resumed.' };
   const act = async (action) => {
     actionOut.replaceChildren();
     try {
-      const body = action === 'cancel' ? { reason: reason.value } : undefined;
+      const body = action === 'resume' ? undefined : { reason: reason.value };
       await call('POST', `/api/runs/${enc(run)}/${action}`, body);
-      actionOut.replaceChildren(notice(action === 'cancel' ? 'Cancelled.' : 'Resumed.'));
+      actionOut.replaceChildren(notice(done[action] ?? 'Done.'));
       refresh();
     } catch (e) {
       actionOut.replaceChildren(errorBox(e));
@@ -427,7 +430,7 @@ async function runView(run) {
     // A finished run has nothing to cancel or resume.
     controls.hidden = ['completed', 'cancelled'].includes(s.status) && !s.driven;
     const facts = [
-      ['Status', h('span', {}, statusBadge(s.interrupted ? 'interrupted' : s.status), s.driven ? ' (being driven)' : '')],
+      ['Status', h('span', {}, statusBadge(s.interrupted ? 'interrupted' : s.status), s.driven ? ' (being driven)' : '', s.paused ? ` (paused by ${s.paused.by}: ${s.paused.reason})` : '')],
       ['Workflow', s.workflow],
       ['Started', time(s.started_at_ms)],
       ['Events', String(s.events)],

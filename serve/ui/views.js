@@ -57,7 +57,7 @@ export const KINDS = [
   'effect.started', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
   'effect.kill_switch_checked', 'effect.applied', 'effect.failed', 'effect.verified',
   'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
-  'timer.set', 'timer.fired',
+  'timer.set', 'timer.fired', 'run.paused', 'run.unpaused',
 ];
 
 /** A decision that refused: `needs_approval` waits for a person and is no denial. */
@@ -126,6 +126,8 @@ export function describe(e) {
   if (k === 'timer.fired') {
     return { group: 'call', bad: false, text: `${p.timer_id} fired at ${new Date(p.at_ms ?? 0).toISOString()}` };
   }
+  if (k === 'run.paused') return { group: 'run', bad: true, text: `run paused by ${p.by}: ${why(p.reason)}` };
+  if (k === 'run.unpaused') return { group: 'run', bad: false, text: `run unpaused by ${p.by}: ${why(p.reason)}` };
   if (k === 'agent.call_failed') {
     return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };
   }

@@ -12,7 +12,7 @@ use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
     cancel, capability, circuit, classification, context, effect, episode, failure, fan_out,
-    handoff, overrides, response, ticket, timer, tool,
+    handoff, overrides, pause, response, ticket, timer, tool,
 };
 
 thread_local! {
@@ -76,6 +76,24 @@ const TRANSITIONS: &[Transition] = &[
         to: "unchanged: Rejection, nothing recorded",
         records: &[],
         covered_by: &[Test(cancel::cancellations_that_do_not_apply_are_refused)],
+    },
+    Transition {
+        concern: "pause",
+        from: "Running or WaitingForHuman, not paused (decider 13)",
+        input: "Pause by a person, with a reason; then Unpause",
+        to: "the same status, paused: nothing new starts (answers in flight and timers are still recorded); unpaused, it goes on",
+        records: &[],
+        covered_by: &[Test(
+            pause::a_paused_run_starts_nothing_new_records_what_settles_and_goes_on_when_unpaused,
+        )],
+    },
+    Transition {
+        concern: "pause",
+        from: "paused (for Pause), not paused (for Unpause), finished, or recorded by decider 12",
+        input: "Pause or Unpause, or one naming nobody or giving no reason",
+        to: "unchanged: Rejection, nothing recorded",
+        records: &[],
+        covered_by: &[Test(pause::pauses_that_do_not_apply_are_refused)],
     },
     Transition {
         concern: "overrides",
@@ -878,6 +896,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("ticket", include_str!("decide/ticket.rs")),
     ("overrides", include_str!("decide/overrides.rs")),
     ("cancel", include_str!("decide/cancel.rs")),
+    ("pause", include_str!("decide/pause.rs")),
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
     ("tool", include_str!("decide/tool.rs")),
@@ -968,6 +987,8 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "tool.returned",
         "tool.failed",
         "timer.fired",
+        "run.paused",
+        "run.unpaused",
     ];
     let unlisted: Vec<&&str> = kinds
         .difference(&listed)

@@ -14,6 +14,7 @@ mod fork;
 mod https;
 mod inspect;
 mod otlp;
+mod pause;
 mod policies;
 mod postgres;
 mod prove;

@@ -38,6 +38,8 @@ mod handoff;
 mod cancel;
 // Human overrides of a block.
 mod overrides;
+// Pausing a run and letting it go on.
+mod pause;
 mod response;
 mod ticket;
 use ticket::HumanWords;
@@ -56,8 +58,8 @@ use docket_policies::{
 use super::state::{RunState, RunStatus};
 use crate::events::{
     AgentCallFailed, AgentResponded, CircuitReading, Classifies, DECIDER_VERSION, Delivery,
-    HumanDecided, HumanOverrode, RiskVerdict, RunCancelled, RunEvent, RunRequested, TicketSubject,
-    UnsupportedDecider, seed_error,
+    HumanDecided, HumanOverrode, RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested,
+    TicketSubject, UnsupportedDecider, seed_error,
 };
 use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
@@ -95,6 +97,11 @@ pub enum Command {
     // Durable timers
     /// A timer fired, at the time the runtime recorded.
     FireTimer(crate::events::timer::TimerFired),
+    // Pause
+    /// A person paused the run (`pause.rs`).
+    Pause(RunPause),
+    /// A person let the paused run go on (`pause.rs`).
+    Unpause(RunPause),
 }
 
 impl Command {
@@ -113,6 +120,8 @@ impl Command {
             Self::RecordEffect(input) => input.to_event(),
             Self::RecordTool(input) => input.to_event(),
             Self::FireTimer(fired) => RunEvent::TimerFired(fired),
+            Self::Pause(input) => RunEvent::RunPaused(input),
+            Self::Unpause(input) => RunEvent::RunUnpaused(input),
         }
     }
 
@@ -128,6 +137,8 @@ impl Command {
             RunEvent::RunCancelled(input) => Self::Cancel(input),
             RunEvent::CircuitChecked(reading) => Self::RecordCircuit(reading),
             RunEvent::TimerFired(fired) => Self::FireTimer(fired),
+            RunEvent::RunPaused(input) => Self::Pause(input),
+            RunEvent::RunUnpaused(input) => Self::Unpause(input),
             // Governed tools
             RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
                 return tool::ToolInput::from_event(event).map(Self::RecordTool);
@@ -150,6 +161,7 @@ impl Command {
             Self::RecordEffect(input) => input.at_ms(),
             Self::RecordTool(input) => input.at_ms(),
             Self::FireTimer(fired) => fired.at_ms,
+            Self::Pause(input) | Self::Unpause(input) => input.at_ms,
         }
     }
 }
@@ -281,6 +293,24 @@ pub enum Rejection {
         /// When it fired.
         at_ms: i64,
     },
+    // Pause
+    /// A pause of a run already paused.
+    #[error("the run is already paused (by {by}: {reason})")]
+    AlreadyPaused {
+        /// Who paused it.
+        by: String,
+        /// Why.
+        reason: String,
+    },
+    /// An unpause of a run that is not paused.
+    #[error("the run is not paused: there is nothing to unpause")]
+    NotPaused,
+    /// A pause of a run recorded by a decider version before pauses.
+    #[error(
+        "runs recorded by decider version {0} cannot be paused (pauses came with version {PAUSES})",
+        PAUSES = crate::events::PAUSES
+    )]
+    PauseUnknownTo(u32),
     /// A firing recorded before the timer was due.
     #[error("timer {timer_id} is due at {due_at_ms} ms; it cannot fire at {at_ms} ms")]
     TimerNotDue {
@@ -344,6 +374,12 @@ pub enum PersonAct {
     /// A cancellation of a run.
     #[error("a cancellation")]
     Cancellation,
+    /// A pause of a run.
+    #[error("a pause")]
+    Pause,
+    /// The end of a run's pause.
+    #[error("an unpause")]
+    Unpause,
 }
 
 impl PersonAct {
@@ -351,6 +387,8 @@ impl PersonAct {
         match self {
             Self::Override => "overrides",
             Self::Cancellation => "cancels",
+            Self::Pause => "pauses",
+            Self::Unpause => "unpauses",
         }
     }
 }
@@ -442,6 +480,8 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         Command::RecordEffect(input) => effect::check_input(state, input)?,
         Command::RecordTool(input) => tool::check_input(state, input)?,
         Command::FireTimer(fired) => timer::check_fired(state, fired)?,
+        Command::Pause(input) => pause::check_pause(state, input)?,
+        Command::Unpause(input) => pause::check_unpause(state, input)?,
     }
     Ok(())
 }
@@ -491,6 +531,7 @@ fn decide_batch(
         }
         command @ Command::RecordOverride(_) => batch.on_override(command),
         command @ Command::Cancel(_) => batch.on_cancel(command),
+        command @ (Command::Pause(_) | Command::Unpause(_)) => batch.on_pause(command),
         command => batch.on_other_input(command),
     }
     batch.settle();
@@ -572,7 +613,9 @@ impl Batch<'_> {
             Command::Start(_)
             | Command::RecordResponse(_)
             | Command::RecordOverride(_)
-            | Command::Cancel(_) => {}
+            | Command::Cancel(_)
+            | Command::Pause(_)
+            | Command::Unpause(_) => {}
         }
     }
 
@@ -606,7 +649,9 @@ impl Batch<'_> {
             | Command::RecordTool(_)
             | Command::FireTimer(_)
             | Command::RecordOverride(_)
-            | Command::Cancel(_) => None,
+            | Command::Cancel(_)
+            | Command::Pause(_)
+            | Command::Unpause(_) => None,
         };
         // Side effects: what an effect causes belongs to the episode that asked for it.
         let effect = match command {

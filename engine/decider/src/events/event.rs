@@ -22,6 +22,7 @@ use super::effect::{
 };
 use super::inputs::{
     AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+    RunPause,
 };
 use super::overrides::Overridable;
 use super::timer::{TimerFired, TimerSet};
@@ -111,6 +112,11 @@ pub(crate) const DELIVERED_AUDITS: u32 = 13;
 /// recorded `timer.fired`; docs/agent-protocol.md#waiting-wait). A run recorded by an
 /// earlier version is told its `wait` was refused.
 pub(crate) const TIMERS: u32 = 13;
+
+/// Decider version 13: a person may pause a run and let it go on (`run.paused`,
+/// `run.unpaused`; docs/events.md#runpaused). A run recorded by an earlier version
+/// refuses a pause.
+pub(crate) const PAUSES: u32 = 13;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -690,6 +696,13 @@ pub enum RunEvent {
     /// Recorded input: the timer fired, at its recorded time.
     #[serde(rename = "timer.fired")]
     TimerFired(TimerFired),
+    // Pause
+    /// Recorded input: a person paused the run; nothing new starts until it is unpaused.
+    #[serde(rename = "run.paused")]
+    RunPaused(RunPause),
+    /// Recorded input: a person let the paused run go on.
+    #[serde(rename = "run.unpaused")]
+    RunUnpaused(RunPause),
 }
 
 /// An event payload that could not be decoded.
@@ -753,6 +766,8 @@ impl RunEvent {
         "tool.failed",
         "timer.set",
         "timer.fired",
+        "run.paused",
+        "run.unpaused",
     ];
 
     /// The event kind stored in the envelope (`run.requested`...).
@@ -811,6 +826,9 @@ impl RunEvent {
             // Durable timers
             Self::TimerSet(_) => "timer.set",
             Self::TimerFired(_) => "timer.fired",
+            // Pause
+            Self::RunPaused(_) => "run.paused",
+            Self::RunUnpaused(_) => "run.unpaused",
         }
     }
 
@@ -838,6 +856,9 @@ impl RunEvent {
                 | Self::ToolFailed(_)
                 // Durable timers
                 | Self::TimerFired(_)
+                // Pause
+                | Self::RunPaused(_)
+                | Self::RunUnpaused(_)
         )
     }
 

@@ -85,6 +85,19 @@ pub struct RunCancelled {
     pub at_ms: i64,
 }
 
+/// `run.paused` and `run.unpaused`: a person paused the run, or let a paused run go on
+/// (docs/events.md#runpaused). Paused, nothing new starts: no call, no effect, no tool
+/// call; what was in flight is recorded as it settles, and timers fire and are recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunPause {
+    /// Who (a name given by the person, or the API token's name).
+    pub by: String,
+    /// Why.
+    pub reason: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
 /// `agent.circuit_checked`: the agent's circuit breaker as the runtime read it from the
 /// data directory's circuits stream before calling, recorded when its failures reached
 /// the bundle's threshold (docs/governance.md#circuit-breaker).

@@ -33,5 +33,6 @@ pub use batches::{Batches, batches};
 pub use event::*;
 pub use inputs::{
     AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+    RunPause,
 };
 pub use wording::{WORDING, is_wording, same_decisions};

@@ -164,6 +164,10 @@ pub struct RunState {
     /// Every timer, by id.
     #[serde(default)]
     pub(crate) timers: BTreeMap<TimerId, timer::TimerRecord>,
+    // Pause
+    /// The pause in force: who paused the run and why (`decide/pause.rs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) paused: Option<crate::events::RunPause>,
     // Human overrides
     /// The rule that blocked the run, while it is blocked.
     #[serde(default)]
@@ -199,6 +203,13 @@ impl RunState {
     #[must_use]
     pub fn status(&self) -> RunStatus {
         self.status
+    }
+
+    /// The pause in force, if a person paused the run: nothing new starts until it is
+    /// unpaused ([`NextStep::Paused`]).
+    #[must_use]
+    pub fn paused(&self) -> Option<&crate::events::RunPause> {
+        self.paused.as_ref()
     }
 
     /// The calls later decisions may read, by request id: every pending call, and the
@@ -335,6 +346,9 @@ impl RunState {
             | RunEvent::ToolFailed(_) => self.apply_tool(event),
             // Durable timers
             RunEvent::TimerSet(_) | RunEvent::TimerFired(_) => self.apply_timer(event),
+            // Pause
+            RunEvent::RunPaused(pause) => self.paused = Some(pause.clone()),
+            RunEvent::RunUnpaused(_) => self.paused = None,
         }
         episode::fold(self, event);
     }

@@ -23,6 +23,8 @@ pub enum NextStep<'a> {
     WaitForHuman,
     /// Nothing until this timer is due: then record `timer.fired` with the time it fires.
     WaitForTimer(&'a TimerRecord),
+    /// Paused by a person: nothing new starts until `docket unpause`.
+    Paused,
     /// The run is over: completed, blocked or failed.
     Done(RunStatus),
     /// Running, with no call pending and no effect due: nothing the runtime can do; the
@@ -38,6 +40,12 @@ impl RunState {
             RunStatus::Running => {}
             RunStatus::WaitingForHuman => return NextStep::WaitForHuman,
             status => return NextStep::Done(status),
+        }
+        // Paused: timers still fire (and are recorded); nothing else starts.
+        if self.paused.is_some() {
+            return self
+                .next_timer()
+                .map_or(NextStep::Paused, NextStep::WaitForTimer);
         }
         if let Some((record, work)) = self.pending_effects().first() {
             return NextStep::Effect(record, *work);

@@ -48,6 +48,7 @@ pub(crate) mod gate;
 pub(crate) mod handoff;
 pub(crate) mod live;
 pub(crate) mod overrides;
+pub(crate) mod pause;
 pub(crate) mod replay;
 pub(crate) mod response;
 pub(crate) mod snapshot;

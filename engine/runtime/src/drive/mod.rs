@@ -26,7 +26,9 @@ mod summary;
 mod timers;
 mod tools;
 
-use docket_decider::{AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled};
+use docket_decider::{
+    AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled, RunPause,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -870,6 +872,54 @@ impl<S: EventStore + 'static> Runtime<S> {
             interrupted,
             span: tracing::Span::none(),
         })
+    }
+
+    /// Records a person's pause of a run (`run.paused`, `paused` true) or its end
+    /// (`run.unpaused`), without driving it: [`Recorded::drive`] goes on (a paused run's
+    /// drive stops at once, an unpaused one goes on where it stood). When the run moved on
+    /// meanwhile (a drive recording an answer), the pause is decided again on the newer
+    /// state (docs/events.md#runpaused).
+    ///
+    /// # Errors
+    /// [`RuntimeError`], e.g. a finished run, a run already paused (or not paused, to
+    /// unpause), no `by` or `reason`; nothing is recorded then.
+    pub async fn record_pause(
+        &self,
+        run_id: &RunId,
+        by: &str,
+        reason: &str,
+        paused: bool,
+    ) -> Result<Recorded<S>, RuntimeError> {
+        const TRIES: usize = 8;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let (mut state, bundle) = self.load_state(run_id).await?;
+            let input = RunPause {
+                by: by.to_owned(),
+                reason: reason.to_owned(),
+                at_ms: self.now_ms(),
+            };
+            let command = if paused {
+                Command::Pause(input)
+            } else {
+                Command::Unpause(input)
+            };
+            let interrupted = tools::interrupted_tools(&state);
+            match self.decide_and_append(&mut state, &bundle, command).await {
+                Ok(()) => {
+                    return Ok(Recorded {
+                        runtime: self.clone(),
+                        state,
+                        bundle,
+                        interrupted,
+                        span: tracing::Span::none(),
+                    });
+                }
+                Err(RuntimeError::Conflict { .. }) if tries < TRIES => {}
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// Cancels a run that is not finished: records `run.cancelled`
