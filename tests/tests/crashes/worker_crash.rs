@@ -8,9 +8,10 @@
 //! recorded, under the fence of the claim that executed it, or given up by docket after
 //! its execution went unanswered twice (the `execution_unanswered` refusal of
 //! docs/events.md: a kill, or a lease lost under load, twice between `effect.started` and
-//! the executor's answer), never applied twice and never executed again once applied (a
-//! paused worker's late call is refused by its fence); a run whose effects all applied ended exactly as a
-//! run driven without interruption; every chain verifies; and no run's log holds an event
+//! the executor's answer) or refused before execution because the kill switches could not
+//! be read while the database restarted, never applied twice and never executed again once
+//! applied (a paused worker's late call is refused by its fence); a run whose effects all
+//! applied ended exactly as a run driven without interruption; every chain verifies; and no run's log holds an event
 //! appended under a claim older than one before it (the epochs the database keeps beside
 //! each event never go back).
 //!
@@ -205,7 +206,8 @@ fn killed_and_paused_workers_lose_no_run_and_apply_no_effect_twice() {
         let recorded = recorded_effects(&data, url, name);
         // The executor's ledger and docket's log tell one story: a key applied once, with
         // the result docket recorded; a key absent, given up by docket after its execution
-        // went unanswered twice (docs/effect-protocol.md), never applied behind its back.
+        // went unanswered twice (docs/effect-protocol.md) or refused unexecuted, never
+        // applied behind its back.
         let told: BTreeMap<String, Option<Value>> = KEYS
             .iter()
             .map(|k| {
@@ -298,7 +300,8 @@ fn ledger_entries(ledger: &Path) -> BTreeMap<String, Vec<Value>> {
 
 /// What the run's log says became of each key: the result docket settled it with
 /// (executed, or found applied when verified), or `None` when docket gave it up after
-/// its execution went unanswered twice.
+/// its execution went unanswered twice, or refused it because the kill switches could not
+/// be read while the database restarted.
 fn recorded_effects(data: &Path, url: &str, run: &str) -> BTreeMap<String, Option<Value>> {
     let mut keys = BTreeMap::new();
     let mut results: BTreeMap<String, Option<Value>> = BTreeMap::new();
@@ -320,6 +323,16 @@ fn recorded_effects(data: &Path, url: &str, run: &str) -> BTreeMap<String, Optio
                 results.insert(id, Some(p["verification"]["result"].clone()));
             }
             "effect.refused" if p["rule_id"] == "execution_unanswered" => {
+                results.insert(id, None);
+            }
+            // Refused before anything was executed: the kill switches could not be read
+            // (the database restarting under the worker), which stops the effect as if
+            // every switch were engaged (docs/governance.md#side-effects).
+            "effect.refused"
+                if p["rule_id"]
+                    .as_str()
+                    .is_some_and(|r| r.starts_with("kill_switch.")) =>
+            {
                 results.insert(id, None);
             }
             _ => {}
