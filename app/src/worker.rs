@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use docket_decider::{RunId, RunStatus};
+use docket_decider::{NextStep, RunId, RunStatus};
 use docket_runtime::{RunOutcome, RuntimeError};
 use docket_store::{StoreError, StreamId};
 use docket_store_postgres::{Holder, Lease, PostgresStore};
@@ -217,8 +217,12 @@ async fn settle(
             due = outcome.state.waits_until_ms();
             false
         }
-        // Paused: nothing to drive until a person unpauses it (which queues it again).
-        Ok(outcome) if outcome.state.paused().is_some() => {
+        // Paused, or waiting for an outside event: nothing to drive until a person
+        // unpauses it or the event is sent (either queues it again).
+        Ok(outcome)
+            if outcome.state.paused().is_some()
+                || outcome.state.next_step() == NextStep::WaitForSignal =>
+        {
             report.settled += 1;
             false
         }

@@ -157,6 +157,26 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "TEXT")]
         reason: String,
     },
+    /// Send an outside event to a run: an agent waiting for it receives it.
+    ///
+    /// `signal.received` is recorded with its payload and sender, then decided by the bundle's `[[signals]]` (who may send it, to which
+    /// agents, how large): kept for the run until an agent waits for it, or refused. The run is then driven on (over PostgreSQL,
+    /// queued for the workers). Sent again with the same --key, it is recorded once. See docs/events.md#outside-events.
+    Signal {
+        /// The run id.
+        run: RunId,
+        /// The event's name, as the bundle's [[signals]] declares it.
+        name: String,
+        /// Who sends it (checked against the signal's senders, recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// The event's content as JSON: a file, or `-` for stdin (default: null).
+        #[arg(long, value_name = "FILE")]
+        payload: Option<String>,
+        /// Your key for this event: sent again with the same key, it is recorded once.
+        #[arg(long, value_name = "KEY")]
+        key: Option<String>,
+    },
     /// Let a paused run go on.
     ///
     /// `run.unpaused` is recorded with who and why, and the run is driven on from where it stood (over PostgreSQL, queued for the
@@ -341,6 +361,39 @@ fn announce_when_recorded(rt: &Runtime<Store>, run: &RunId) -> tokio::task::Join
         if let Some(Ok(_)) = futures::StreamExt::next(&mut tail).await {
             say!("run {run} recorded; follow it with: docket status {run}");
         }
+    })
+}
+
+/// An outside event's payload: JSON from a file or stdin (`-`), read up to the largest a
+/// bundle may accept and one byte more, so a larger one is refused by its size; null
+/// when none is given.
+fn read_payload(arg: Option<&str>) -> anyhow::Result<Value> {
+    let Some(arg) = arg else {
+        return Ok(Value::Null);
+    };
+    let limit = docket_policies::MAX_SIGNAL_BYTES;
+    let mut text = String::new();
+    let (read, name) = if arg == "-" {
+        (
+            std::io::stdin().take(limit + 1).read_to_string(&mut text),
+            "stdin",
+        )
+    } else {
+        let file =
+            std::fs::File::open(arg).with_context(|| format!("cannot read the payload {arg}"))?;
+        (file.take(limit + 1).read_to_string(&mut text), arg)
+    };
+    read.with_context(|| format!("cannot read the payload {name} (it must be UTF-8 JSON)"))?;
+    if text.len() as u64 > limit {
+        return Err(anyhow!(
+            "the payload {name} is over {limit} bytes, the most any bundle accepts for an event"
+        ));
+    }
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "the payload {name} is not valid JSON: {}",
+            crate::errors::json_error(&e)
+        )
     })
 }
 
@@ -574,6 +627,39 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 recorded.state().status().as_str()
             );
             Ok(EXIT_COMPLETED)
+        }
+        RunCommand::Signal {
+            run,
+            name,
+            by,
+            payload,
+            key,
+        } => {
+            let payload = read_payload(payload.as_deref())?;
+            let rt = open(data).await?;
+            let signal = docket_decider::SignalReceived {
+                name,
+                payload,
+                by,
+                idempotency_key: key,
+                at_ms: 0,
+            };
+            let recorded = match rt.record_signal(&run, signal).await {
+                Ok(recorded) => recorded,
+                Err(docket_runtime::RuntimeError::Rejected {
+                    rejection: docket_decider::Rejection::SignalRecorded { signal_id },
+                    ..
+                }) => {
+                    outln!(
+                        out,
+                        "run {run}: this event was already recorded, as {signal_id}; nothing more is recorded"
+                    );
+                    return Ok(EXIT_COMPLETED);
+                }
+                Err(e) => return Err(e.into()),
+            };
+            outln!(out, "{}", crate::show::signal_line(recorded.state()));
+            handed_on(out, &rt, data, &run, recorded).await
         }
         RunCommand::Unpause { run, by, reason } => {
             let rt = open(data).await?;

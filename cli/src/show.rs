@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use docket_app::Store;
 use docket_decider::{
-    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, TicketSubject,
+    HandoffRecord, NextStep, RunEvent, RunHistory, RunId, RunState, RunStatus, SignalPhase,
+    TicketSubject,
 };
 use docket_policies::InputKind;
 use docket_runtime::{RunOutcome, Runtime};
@@ -257,6 +258,37 @@ pub(crate) fn describe(event: &RunEvent) -> String {
         RunEvent::RunPaused(p) | RunEvent::RunUnpaused(p) => {
             format!("by {}: {}", p.by, said(&p.reason))
         }
+        // Outside events
+        RunEvent::SignalReceived(s) => format!(
+            "`{}` from {}{}",
+            s.name,
+            s.by,
+            s.idempotency_key
+                .as_deref()
+                .map(|k| format!(" (key {k})"))
+                .unwrap_or_default()
+        ),
+        RunEvent::SignalKept(s) => format!("{} `{}` kept for the run", s.signal_id, s.name),
+        RunEvent::SignalRefused(s) => {
+            format!("{} `{}` refused: {}", s.signal_id, s.name, said(&s.reason))
+        }
+        RunEvent::SignalAwaited(w) => format!(
+            "{} waits for `{}`{}: {}",
+            w.agent,
+            w.name,
+            w.timeout
+                .as_ref()
+                .map(|t| format!(" (timeout {t})"))
+                .unwrap_or_default(),
+            said(&w.reason)
+        ),
+        RunEvent::SignalDelivered(d) => {
+            format!("{} `{}` delivered to {}", d.signal_id, d.name, d.agent)
+        }
+        RunEvent::SignalTimedOut(t) => format!(
+            "{}'s wait for `{}` timed out ({})",
+            t.agent, t.name, t.timer_id
+        ),
         // Every other kind is a side effect's; a kind this build has no words for (a
         // newer log) points at its payload.
         other => crate::effects::describe(other)
@@ -348,6 +380,18 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
             outcome.run_id
         );
     }
+    // Outside events: who waits for which.
+    for w in s.signal_waits().values() {
+        outln!(
+            out,
+            "{} waits for event `{}` ({}); send it with: docket signal {} {} --by NAME --payload FILE",
+            w.agent,
+            w.name,
+            said(&w.reason),
+            outcome.run_id,
+            w.name
+        );
+    }
     if let Some(reason) = s.stop_reason() {
         outln!(out, "stopped: {}", said(reason));
     }
@@ -359,7 +403,25 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     if s.paused().is_some() && s.status() == RunStatus::Running {
         return 0;
     }
+    // Waiting for an outside event, as for a person: the run goes on once it is sent.
+    if s.next_step() == NextStep::WaitForSignal {
+        return EXIT_WAITING;
+    }
     exit_code(s.status())
+}
+
+/// What became of the event a run received last (`docket signal`): kept, delivered to an
+/// agent, or refused and why.
+pub(crate) fn signal_line(s: &RunState) -> String {
+    let Some((id, signal)) = s.signals().iter().next_back() else {
+        return "no event was recorded".to_owned();
+    };
+    let what = match (signal.phase, &signal.delivered_to, &signal.refused) {
+        (SignalPhase::Delivered, Some(agent), _) => format!("delivered to {agent}"),
+        (SignalPhase::Refused, _, Some(reason)) => format!("refused: {}", said(reason)),
+        _ => "kept for the run until an agent waits for it".to_owned(),
+    };
+    format!("event {id} `{}` from {}: {what}", signal.name, signal.by)
 }
 
 /// What a fork was forked from, in one line.

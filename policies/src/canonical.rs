@@ -17,7 +17,7 @@ use serde_json::Value;
 use crate::model::BundleSpec;
 use crate::rules::{
     authority, capability, contract, domain, escalation, handoff, provenance, recursion, scope,
-    side_effect, tools,
+    side_effect, signals, tools,
 };
 
 pub mod writer;
@@ -110,6 +110,7 @@ pub fn normalize(mut s: BundleSpec) -> BundleSpec {
     escalation::normalize(&mut s);
     provenance::normalize(&mut s);
     authority::normalize(&mut s);
+    signals::normalize(&mut s);
     s
 }
 

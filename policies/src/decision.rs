@@ -35,6 +35,7 @@ pub enum DecisionKind {
     Override,
     Provenance,
     Wait,
+    Signal,
 }
 
 /// How a rule took part in a decision.

@@ -80,6 +80,7 @@ pub use rules::scope::{
     HandoffRule, ScopedContext, Scoper, ScopingRules, SummaryAudit,
 };
 pub use rules::side_effect::{GLOBAL_KILL_SWITCH, SideEffectRequest};
+pub use rules::signals::{DEFAULT_MAX_SIGNAL_BYTES, MAX_SIGNAL_BYTES, SignalSpec};
 pub use rules::waiting::{DEFAULT_MAX_WAIT_MS, WaitingPolicy};
 pub use schema::bundle_json_schema;
 pub use tokens::{

@@ -16,6 +16,7 @@ use crate::rules::provenance::ProvenanceRule;
 use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
 use crate::rules::side_effect::SideEffectPolicy;
+use crate::rules::signals::SignalSpec;
 use crate::rules::tools::ToolPatternRule;
 use crate::rules::waiting::WaitingPolicy;
 
@@ -80,6 +81,10 @@ pub struct BundleSpec {
     /// (docs/governance.md#waiting). Left out of the canonical form when unset.
     #[serde(default, skip_serializing_if = "WaitingPolicy::is_default")]
     pub waiting: WaitingPolicy,
+    /// Outside events a run may receive: who sends each, which agents wait for it
+    /// (docs/governance.md#outside-events). Left out of the canonical form when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub signals: Vec<SignalSpec>,
 }
 
 /// Identity of a bundle.

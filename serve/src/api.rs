@@ -43,7 +43,7 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/openapi.json", get(openapi))
         .route("/api/runs", get(list_runs).post(start_run))
         .route("/api/runs/{run}", get(run_summary))
-        .route("/api/runs/{run}/events", get(events))
+        .route("/api/runs/{run}/events", get(events).post(signal))
         .route("/api/runs/{run}/events/stream", get(event_stream))
         .route("/api/runs/{run}/state", get(state_at))
         .route("/api/runs/{run}/verification", get(verification))
@@ -168,9 +168,15 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
     let paused = s
         .paused()
         .map(|p| json!({ "by": p.by, "reason": p.reason, "at_ms": p.at_ms }));
+    let waiting_for_events: Vec<Value> = s
+        .signal_waits()
+        .values()
+        .map(|w| json!({ "agent": w.agent, "name": w.name, "reason": w.reason, "timeout": w.timeout }))
+        .collect();
     let interrupted = s.status() == RunStatus::Running
         && !driven
         && timer_due_at_ms.is_none()
+        && waiting_for_events.is_empty()
         && !state.app.shared();
     json!({
         "run_id": run,
@@ -180,6 +186,8 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "interrupted": interrupted,
         "timer_due_at_ms": timer_due_at_ms,
         "paused": paused,
+        "waiting_for_events": waiting_for_events,
+        "signals": s.signals().keys().map(|id| signal_json(s, id)).collect::<Vec<_>>(),
         "events": s.version(),
         "started_at_ms": request.map(|r| r.at_ms),
         "decider_version": request.map(|r| r.decider_version),
@@ -905,6 +913,77 @@ async fn pause(
         .record_pause(&run, &who.name, &b.reason, true)
         .await?;
     ok(run_json(&state, &run, recorded.state()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SignalBody {
+    name: String,
+    #[serde(default)]
+    payload: Value,
+    #[serde(default)]
+    idempotency_key: Option<String>,
+}
+
+/// Records an outside event sent by the token's holder, then drives the run on, as
+/// after a decision; `signal` says what became of the event. Sent again with its key,
+/// it is answered 200 naming the event first recorded, and nothing more is recorded.
+async fn signal(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<SignalBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.name, "name", "the event's name")?;
+    if let Some(key) = &b.idempotency_key {
+        required(key, "idempotency_key", "your key for this event")?;
+    }
+    let received = docket_decider::SignalReceived {
+        name: b.name,
+        payload: b.payload,
+        by: who.name.clone(),
+        idempotency_key: b.idempotency_key,
+        at_ms: 0,
+    };
+    let recorded = match state.rt.record_signal(&run, received).await {
+        Ok(recorded) => recorded,
+        Err(docket_runtime::RuntimeError::Rejected {
+            rejection: docket_decider::Rejection::SignalRecorded { signal_id },
+            ..
+        }) => {
+            let s = state.rt.state(&run).await?;
+            let mut answer = run_json(&state, &run, &s);
+            answer["signal"] = signal_json(&s, &signal_id);
+            answer["duplicate"] = json!(true);
+            return ok(answer);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let signal_id = recorded.state().signals().keys().next_back().cloned();
+    let told = signal_id
+        .as_ref()
+        .map(|id| signal_json(recorded.state(), id));
+    let (status, Json(mut answer)) = drive_recorded(&state, &run, recorded).await?;
+    answer["signal"] = told.unwrap_or(Value::Null);
+    Ok((status, Json(answer)).into_response())
+}
+
+/// What became of an outside event: kept, delivered (to whom), or refused (why).
+fn signal_json(s: &RunState, id: &docket_decider::SignalId) -> Value {
+    let Some(signal) = s.signals().get(id) else {
+        return json!({ "signal_id": id });
+    };
+    json!({
+        "signal_id": id,
+        "name": signal.name,
+        "by": signal.by,
+        "received_at_ms": signal.at_ms,
+        "phase": signal.phase,
+        "delivered_to": signal.delivered_to,
+        "refused": signal.refused,
+    })
 }
 
 /// Records the end of the pause and drives the run on, as after a decision.

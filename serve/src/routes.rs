@@ -333,6 +333,35 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
+        body: &[
+            (
+                "name",
+                true,
+                Kind::Said,
+                "the event's name, as the bundle's [[signals]] declares it",
+            ),
+            (
+                "payload",
+                false,
+                Kind::Json,
+                "its content (JSON; default null), within the signal's max_payload_bytes",
+            ),
+            (
+                "idempotency_key",
+                false,
+                Kind::Said,
+                "your key for this event: sent again with it, it is recorded once (200, naming the event)",
+            ),
+        ],
+        example: r#"{ "name": "comment", "payload": { "text": "love it" }, "idempotency_key": "c-1842" }"#,
+        ..route(
+            "POST",
+            "/api/runs/{run}/events",
+            Operator,
+            "Send an outside event to a run: signal.received records the token's name as its sender, the bundle keeps or refuses it (`signal`), and an agent waiting for it is driven on in the background.",
+        )
+    },
+    Route {
         body: &[("reason", true, Kind::Said, "why (recorded in run.unpaused)")],
         example: r#"{ "reason": "fixed" }"#,
         ..route(

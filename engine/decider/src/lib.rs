@@ -57,9 +57,9 @@ pub use docket_protocol::{
     Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
     EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
-    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, TaskRestrictions, TicketId,
-    TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification,
-    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, SignalId, TaskRestrictions,
+    TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage,
+    Verification, agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
     effect_protocol_schema_pretty,
 };
 pub use protocol::{
@@ -77,6 +77,10 @@ pub use events::effect::{
     VERIFY_EFFECT_CAPABILITY,
 };
 pub use events::overrides::{HeldStep, Overridable};
+pub use events::signal::{
+    EVENT_TIMED_OUT_TYPE, EVENT_TYPE, EVENTS_SOURCE, SignalAwaited, SignalDelivered, SignalKept,
+    SignalReceived, SignalRefused, SignalTimedOut,
+};
 pub use events::timer::{TIMER_FIRED_TYPE, TIMERS_SOURCE, TimerFired, TimerSet};
 pub use events::tool::{
     TOOL_INTERRUPTED, TOOL_RESULT_TYPE, TOOLS_SOURCE, ToolCallScheduled, ToolDenied, ToolFailed,
@@ -111,14 +115,15 @@ pub use state::episode::{
 };
 pub use state::{
     CIRCUIT_OPEN_CODE, Call, EffectPhase, EffectRecord, EffectWork, HandoffRecord, NextStep,
-    RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, Ticket,
-    TicketDecision, TimerRecord, ToolCallRecord, ToolPhase, snapshot_due, snapshot_interval,
+    RunHistory, RunState, RunStatus, SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SignalPhase, SignalRecord,
+    SnapshotError, Ticket, TicketDecision, TimerRecord, ToolCallRecord, ToolPhase, snapshot_due,
+    snapshot_interval,
 };
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    Command, EXTERNAL, EffectInput, PersonAct, Rejection, TicketAsks, ToolInput, decide,
-    decide_in_place,
+    Command, EXTERNAL, EffectInput, MAX_SIGNAL_KEY_BYTES, PersonAct, Rejection, TicketAsks,
+    ToolInput, decide, decide_in_place,
 };
 
 // Replay: audit of a recorded log.

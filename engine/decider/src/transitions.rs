@@ -12,7 +12,7 @@ use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
     cancel, capability, circuit, classification, context, effect, episode, failure, fan_out,
-    handoff, overrides, pause, response, ticket, timer, tool,
+    handoff, overrides, pause, response, signal, ticket, timer, tool,
 };
 
 thread_local! {
@@ -880,6 +880,89 @@ const TRANSITIONS: &[Transition] = &[
             Test(timer::a_run_of_decider_12_is_told_it_cannot_wait),
         ],
     },
+    Transition {
+        concern: "signal",
+        from: "Running, WaitingForHuman or paused (decider 13)",
+        input: "ReceiveSignal from a sender the signal lists, within its size",
+        to: "the same status (the event kept; written to its domain when it names one; delivered to the first agent waiting for it, scoped as content from events, and that agent called again)",
+        records: &[
+            "policy.decided",
+            "signal.kept",
+            "domain.written",
+            "signal.delivered",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[
+            Test(signal::an_event_sent_after_the_wait_is_delivered_and_its_timeout_never_fires),
+            Test(signal::a_wait_for_an_event_alone_holds_the_run_running_until_it_comes),
+        ],
+    },
+    Transition {
+        concern: "signal",
+        from: "Running",
+        input: "ReceiveSignal of an undeclared name, from a sender not listed, or over max_payload_bytes",
+        to: "Running (the event refused; it reaches no agent and no domain)",
+        records: &["policy.decided", "signal.refused"],
+        covered_by: &[Test(
+            signal::events_the_bundle_does_not_admit_are_refused_and_reach_nobody,
+        )],
+    },
+    Transition {
+        concern: "signal",
+        from: "any status, a key that recorded an event; Running, recorded by decider 12",
+        input: "ReceiveSignal again with that key; unnamed, unsigned, with an empty key; to a run of decider 12",
+        to: "unchanged: Rejection (SignalRecorded names the event the key recorded), nothing recorded",
+        records: &[],
+        covered_by: &[
+            Test(signal::the_same_key_records_an_event_once_and_unsigned_events_are_refused),
+            Test(signal::a_run_of_decider_12_refuses_events),
+        ],
+    },
+    Transition {
+        concern: "signal",
+        from: "Running",
+        input: "RecordResponse with a wait for an event the agent may receive",
+        to: "Running (a kept event delivered at once; else the wait recorded, with its timeout timer)",
+        records: &[
+            "policy.decided",
+            "signal.delivered",
+            "handoff.allowed",
+            "agent.call_scheduled",
+            "timer.set",
+            "signal.awaited",
+        ],
+        covered_by: &[
+            Test(signal::an_event_sent_before_the_wait_is_kept_then_delivered_scoped_when_the_agent_waits),
+            Test(signal::an_event_sent_after_the_wait_is_delivered_and_its_timeout_never_fires),
+        ],
+    },
+    Transition {
+        concern: "signal",
+        from: "Running (an agent waits for an event, with a timeout)",
+        input: "FireTimer of the timeout before the event",
+        to: "Running (the wait ended; the agent called again with event_timed_out)",
+        records: &["signal.timed_out", "agent.call_scheduled"],
+        covered_by: &[Test(
+            signal::a_wait_whose_timeout_passes_first_is_called_again_with_event_timed_out,
+        )],
+    },
+    Transition {
+        concern: "signal",
+        from: "Running",
+        input: "RecordResponse with a wait for an event the agent may not receive; a write to an event's domain, or an annotation naming no received event",
+        to: "Running (the agent told; the event unchanged)",
+        records: &[
+            "policy.decided",
+            "episode.action_denied",
+            "agent.call_scheduled",
+            "domain.write_denied",
+        ],
+        covered_by: &[
+            Test(signal::a_wait_for_an_event_the_agent_may_not_receive_is_refused_and_the_agent_told),
+            Test(signal::agents_annotate_an_event_in_its_annotations_domain_and_never_write_its_own),
+        ],
+    },
 ];
 
 /// The decide files a row may name (each exists: `include_str!` fails the build if not).
@@ -901,6 +984,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("effect", include_str!("decide/effect.rs")),
     ("tool", include_str!("decide/tool.rs")),
     ("timer", include_str!("decide/timer.rs")),
+    ("signal", include_str!("decide/signal.rs")),
 ];
 
 /// The test sources, where property tests are looked up by name.
@@ -922,6 +1006,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/tool.rs"),
     include_str!("tests/cancel.rs"),
     include_str!("tests/timer.rs"),
+    include_str!("tests/signal.rs"),
 ];
 
 #[test]
@@ -989,6 +1074,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "timer.fired",
         "run.paused",
         "run.unpaused",
+        "signal.received",
     ];
     let unlisted: Vec<&&str> = kinds
         .difference(&listed)

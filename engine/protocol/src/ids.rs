@@ -161,6 +161,11 @@ id_type!(
     TimerId
 );
 id_type!(
+    /// An outside event received by a run: `{run}/signal-N`, numbered in the order
+    /// `signal.received` events were recorded.
+    SignalId
+);
+id_type!(
     /// A run: chosen by the runtime (or the user) and recorded in `run.requested`.
     RunId
 );
@@ -177,7 +182,7 @@ id_type!(
 );
 
 ordered_by_number!(
-    CallId, TicketId, EffectId, ToolCallId, TimerId, RunId, EpisodeId
+    CallId, TicketId, EffectId, ToolCallId, TimerId, SignalId, RunId, EpisodeId
 );
 
 // Agent ids order, compare and hash exactly as their text, so maps keyed by them can be

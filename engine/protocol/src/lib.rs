@@ -32,8 +32,8 @@ pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Ve
 pub use effect_wire::{EffectAnswer, EffectCall, EffectErrorBody, EffectOp};
 pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
 pub use ids::{
-    AgentId, CallId, EffectId, EpisodeId, InvalidRunId, ROOT_EPISODE, RunId, TicketId, TimerId,
-    ToolCallId,
+    AgentId, CallId, EffectId, EpisodeId, InvalidRunId, ROOT_EPISODE, RunId, SignalId, TicketId,
+    TimerId, ToolCallId,
 };
 pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
 pub use response::{

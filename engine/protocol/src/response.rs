@@ -292,9 +292,11 @@ pub enum Action {
     },
     // Durable timers (docs/agent-protocol.md#waiting-wait)
     /// Wait, then be called again: until a time (`until`, RFC 3339 with an offset) or for
-    /// a duration (`for`, e.g. `90s`, `2h 30m`, `PT2H`), exactly one of them. docket records
-    /// the timer and calls this agent again once it is due, with the recorded time of
-    /// firing as a decision input of type `timer_fired`. Must be the last action.
+    /// a duration (`for`, e.g. `90s`, `2h 30m`, `PT2H`), at most one of them; or for an
+    /// outside event (`event`, its name), with `until` or `for` as its timeout. docket
+    /// records the wait and calls this agent again once the timer is due (a decision input
+    /// of type `timer_fired`), or the event is delivered (`event`) or its timeout passes
+    /// (`event_timed_out`). Must be the last action.
     Wait {
         /// The time to wait until.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -302,6 +304,9 @@ pub enum Action {
         /// How long to wait, from the time the response was recorded.
         #[serde(default, rename = "for", skip_serializing_if = "Option::is_none")]
         duration: Option<String>,
+        /// The outside event waited for (a name the bundle's `[[signals]]` declares).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        event: Option<String>,
         /// Why, shown to people (`docket status`) and recorded.
         reason: String,
     },

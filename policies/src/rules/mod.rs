@@ -24,6 +24,8 @@
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
 //! - `side_effect.rs`: what a side effect needs before it runs (`[[side_effects]]`, each
 //!   agent's `side_effects`).
+//! - `signals.rs`: which outside events may reach a run, from whom, to which agents, and
+//!   the domains they are written and annotated in (`[[signals]]`).
 //! - `tools.rs`: which tool calls an agent may make (`[[deny_patterns]]`,
 //!   `[[review_patterns]]`, each agent's `allowed_tools` and `must_not_tools`).
 //! - `waiting.rs`: how long an agent may wait on a timer, and whether waiting counts
@@ -47,5 +49,6 @@ pub(crate) mod provenance;
 pub(crate) mod recursion;
 pub(crate) mod scope;
 pub(crate) mod side_effect;
+pub(crate) mod signals;
 pub(crate) mod tools;
 pub(crate) mod waiting;

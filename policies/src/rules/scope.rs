@@ -36,10 +36,12 @@ use crate::{tokens, translate};
 
 /// Senders of content that are no agent of the bundle, which a handoff rule may name as
 /// `from_agent_id` without declaring them: `human`, a person's answers, decisions and
-/// approval reasons, and `tools`, the results of the tools docket runs for an agent
+/// approval reasons, `tools`, the results of the tools docket runs for an agent, and
+/// `events`, outside events delivered to an agent that waits for them
 /// (docs/governance.md#handoff-rules-and-blocked-fields). Their content crosses the same
-/// gate as an agent's, scoped for the pair `human → AGENT` or `tools → AGENT`.
-pub const CONTENT_SOURCES: [&str; 2] = ["human", "tools"];
+/// gate as an agent's, scoped for the pair `human → AGENT`, `tools → AGENT` or
+/// `events → AGENT`.
+pub const CONTENT_SOURCES: [&str; 3] = ["human", "tools", "events"];
 
 /// Whether `id` is one of the [`CONTENT_SOURCES`].
 #[must_use]

@@ -362,7 +362,10 @@ impl Batch<'_> {
             return false;
         };
         let writer = episode.writers.get(domain).map(AgentId::as_str);
-        let d = self.bundle.decide_domain_write(agent, domain, writer);
+        // Outside events: an annotation names the event it annotates.
+        let d = self
+            .annotation_refused(domain, content)
+            .unwrap_or_else(|| self.bundle.decide_domain_write(agent, domain, writer));
         if d.is_allowed() {
             let version = self
                 .state

@@ -113,6 +113,7 @@ impl Batch<'_> {
         }) || self.state.effects_in_flight_in(group) // Side effects
             || self.state.tools_in_flight_in(group) // Governed tools
             || self.state.timers_pending_in(group) // Durable timers
+            || self.state.signal_waits_in(group) // Outside events
     }
 
     /// Aggregates a fan-out's outputs: the same output type for the same agent with

@@ -43,6 +43,9 @@ mod pause;
 mod response;
 mod ticket;
 use ticket::HumanWords;
+// Outside events: received, kept or refused, waited for and delivered.
+mod signal;
+pub use signal::MAX_SIGNAL_KEY_BYTES;
 // Durable timers: `wait`, and the timer's firing.
 mod timer;
 // Governed tools: `call_tool`, decided before it runs.
@@ -69,7 +72,7 @@ use docket_protocol::{
 pub const EXTERNAL: &str = "external";
 
 /// Agents whose outputs are not another agent's work: the caller, a person, the tools.
-const NOT_AGENTS: [&str; 3] = [EXTERNAL, "human", "tools"];
+const NOT_AGENTS: [&str; 4] = [EXTERNAL, "human", "tools", "events"];
 
 /// A recorded input, handed to [`decide`].
 #[derive(Debug, Clone, PartialEq)]
@@ -102,6 +105,9 @@ pub enum Command {
     Pause(RunPause),
     /// A person let the paused run go on (`pause.rs`).
     Unpause(RunPause),
+    // Outside events
+    /// An outside event sent to the run (`signal.rs`).
+    ReceiveSignal(crate::events::signal::SignalReceived),
 }
 
 impl Command {
@@ -122,6 +128,7 @@ impl Command {
             Self::FireTimer(fired) => RunEvent::TimerFired(fired),
             Self::Pause(input) => RunEvent::RunPaused(input),
             Self::Unpause(input) => RunEvent::RunUnpaused(input),
+            Self::ReceiveSignal(input) => RunEvent::SignalReceived(input),
         }
     }
 
@@ -139,6 +146,7 @@ impl Command {
             RunEvent::TimerFired(fired) => Self::FireTimer(fired),
             RunEvent::RunPaused(input) => Self::Pause(input),
             RunEvent::RunUnpaused(input) => Self::Unpause(input),
+            RunEvent::SignalReceived(input) => Self::ReceiveSignal(input),
             // Governed tools
             RunEvent::ToolReturned(_) | RunEvent::ToolFailed(_) => {
                 return tool::ToolInput::from_event(event).map(Self::RecordTool);
@@ -162,6 +170,7 @@ impl Command {
             Self::RecordTool(input) => input.at_ms(),
             Self::FireTimer(fired) => fired.at_ms,
             Self::Pause(input) | Self::Unpause(input) => input.at_ms,
+            Self::ReceiveSignal(input) => input.at_ms,
         }
     }
 }
@@ -311,6 +320,32 @@ pub enum Rejection {
         PAUSES = crate::events::PAUSES
     )]
     PauseUnknownTo(u32),
+    /// A firing of a timer cleared because the event it was the timeout for came first.
+    #[error("timer {0} was the timeout of a wait whose event came first: it does not fire")]
+    TimerCleared(String),
+    // Outside events
+    /// An event sent again with a key that already recorded one: recorded once, so this
+    /// is not an error to its sender.
+    #[error("this event was already recorded, as {signal_id}")]
+    SignalRecorded {
+        /// The event the key recorded.
+        signal_id: docket_protocol::SignalId,
+    },
+    /// An event for a run recorded by a decider version before outside events.
+    #[error(
+        "runs recorded by decider version {0} cannot receive outside events (they came with version {SIGNALS})",
+        SIGNALS = crate::events::SIGNALS
+    )]
+    SignalsUnknownTo(u32),
+    /// An event without a name.
+    #[error("an event must have a name")]
+    SignalUnnamed,
+    /// An event that does not say who sent it.
+    #[error("event `{0}` must name who sends it")]
+    SignalUnsigned(String),
+    /// An idempotency key that is empty or too long.
+    #[error("an event's idempotency key must be 1 to {MAX_SIGNAL_KEY_BYTES} bytes")]
+    SignalKey,
     /// A firing recorded before the timer was due.
     #[error("timer {timer_id} is due at {due_at_ms} ms; it cannot fire at {at_ms} ms")]
     TimerNotDue {
@@ -428,6 +463,10 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
     {
         return overrides::check_override(state, bundle, by, role, rule_id, reason);
     }
+    // An event sent again with its key was recorded, whatever the run has done since.
+    if let Command::ReceiveSignal(input) = command {
+        signal::check_duplicate(state, input)?;
+    }
     if state.status.is_final() {
         return Err(Rejection::Finished(state.status.as_str()));
     }
@@ -482,6 +521,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         Command::FireTimer(fired) => timer::check_fired(state, fired)?,
         Command::Pause(input) => pause::check_pause(state, input)?,
         Command::Unpause(input) => pause::check_unpause(state, input)?,
+        Command::ReceiveSignal(input) => signal::check_signal(state, input)?,
     }
     Ok(())
 }
@@ -610,6 +650,7 @@ impl Batch<'_> {
             Command::RecordEffect(input) => self.on_effect_input(&input),
             Command::RecordTool(input) => self.on_tool_input(&input),
             Command::FireTimer(fired) => self.on_timer_fired(&fired),
+            Command::ReceiveSignal(received) => self.on_signal(&received),
             Command::Start(_)
             | Command::RecordResponse(_)
             | Command::RecordOverride(_)
@@ -648,6 +689,7 @@ impl Batch<'_> {
             | Command::RecordEffect(_)
             | Command::RecordTool(_)
             | Command::FireTimer(_)
+            | Command::ReceiveSignal(_)
             | Command::RecordOverride(_)
             | Command::Cancel(_)
             | Command::Pause(_)
@@ -716,6 +758,7 @@ impl Batch<'_> {
             && !self.state.effects_in_flight()
             && !self.state.tools_in_flight()
             && !self.state.timers_pending()
+            && self.state.signal_waits.is_empty()
         {
             self.end_run(
                 RunEvent::RunFailed {

@@ -285,6 +285,7 @@ impl Batch<'_> {
             || self.state.effects_in_flight()
             || self.state.tools_in_flight()
             || self.state.timers_pending()
+            || !self.state.signal_waits.is_empty()
         {
             return;
         }

@@ -25,6 +25,9 @@ use super::inputs::{
     RunPause,
 };
 use super::overrides::Overridable;
+use super::signal::{
+    SignalAwaited, SignalDelivered, SignalKept, SignalReceived, SignalRefused, SignalTimedOut,
+};
 use super::timer::{TimerFired, TimerSet};
 use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use super::workflow::WorkflowSpec;
@@ -117,6 +120,12 @@ pub(crate) const TIMERS: u32 = 13;
 /// `run.unpaused`; docs/events.md#runpaused). A run recorded by an earlier version
 /// refuses a pause.
 pub(crate) const PAUSES: u32 = 13;
+
+/// Decider version 13: outside events reach runs (`signal.received`, kept or refused by
+/// the bundle's `[[signals]]`), and agents may `wait` for one (`signal.awaited`, then
+/// `signal.delivered`; docs/events.md#outside-events). A run recorded by an earlier
+/// version refuses an event.
+pub(crate) const SIGNALS: u32 = 13;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -703,6 +712,25 @@ pub enum RunEvent {
     /// Recorded input: a person let the paused run go on.
     #[serde(rename = "run.unpaused")]
     RunUnpaused(RunPause),
+    // Outside events
+    /// Recorded input: an outside event sent to the run.
+    #[serde(rename = "signal.received")]
+    SignalReceived(SignalReceived),
+    /// Decision: the bundle admitted the event; it is kept until delivered.
+    #[serde(rename = "signal.kept")]
+    SignalKept(SignalKept),
+    /// Decision: the bundle refused the event.
+    #[serde(rename = "signal.refused")]
+    SignalRefused(SignalRefused),
+    /// Decision: an agent waits for an event (none was kept to hand it).
+    #[serde(rename = "signal.awaited")]
+    SignalAwaited(SignalAwaited),
+    /// Decision: a kept event was handed to an agent that waits for it.
+    #[serde(rename = "signal.delivered")]
+    SignalDelivered(SignalDelivered),
+    /// Decision: a wait for an event ended by its timeout.
+    #[serde(rename = "signal.timed_out")]
+    SignalTimedOut(SignalTimedOut),
 }
 
 /// An event payload that could not be decoded.
@@ -768,6 +796,12 @@ impl RunEvent {
         "timer.fired",
         "run.paused",
         "run.unpaused",
+        "signal.received",
+        "signal.kept",
+        "signal.refused",
+        "signal.awaited",
+        "signal.delivered",
+        "signal.timed_out",
     ];
 
     /// The event kind stored in the envelope (`run.requested`...).
@@ -829,6 +863,13 @@ impl RunEvent {
             // Pause
             Self::RunPaused(_) => "run.paused",
             Self::RunUnpaused(_) => "run.unpaused",
+            // Outside events
+            Self::SignalReceived(_) => "signal.received",
+            Self::SignalKept(_) => "signal.kept",
+            Self::SignalRefused(_) => "signal.refused",
+            Self::SignalAwaited(_) => "signal.awaited",
+            Self::SignalDelivered(_) => "signal.delivered",
+            Self::SignalTimedOut(_) => "signal.timed_out",
         }
     }
 
@@ -859,6 +900,8 @@ impl RunEvent {
                 // Pause
                 | Self::RunPaused(_)
                 | Self::RunUnpaused(_)
+                // Outside events
+                | Self::SignalReceived(_)
         )
     }
 

@@ -4,8 +4,8 @@
 //!
 //! - `event.rs`: `RunEvent`, its canonical JSON encoding, `RunRequested` with the
 //!   `DECIDER_VERSION` that recorded the run, the versioned behaviours (`docs/events.md`);
-//! - `effect.rs`, `tool.rs`, `timer.rs`, `overrides.rs`: the payloads of the `effect.*`,
-//!   `tool.*` and `timer.*` events and what a block stopped;
+//! - `effect.rs`, `tool.rs`, `timer.rs`, `signal.rs`, `overrides.rs`: the payloads of the
+//!   `effect.*`, `tool.*`, `timer.*` and `signal.*` events and what a block stopped;
 //! - `workflow.rs`: the workflow spec recorded in `run.requested`, and its parsing from
 //!   text (`docs/workflow.md`);
 //! - `batches.rs`: a log split into its batches, each opened by a recorded input;
@@ -23,6 +23,7 @@ mod event;
 // The recorded inputs' payloads, shared by their events and `decide`.
 mod inputs;
 pub(crate) mod overrides;
+pub(crate) mod signal;
 pub(crate) mod timer;
 pub(crate) mod tool;
 pub(crate) mod workflow;

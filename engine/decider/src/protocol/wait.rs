@@ -1,6 +1,7 @@
 //! A `wait` action's time (docs/agent-protocol.md#waiting-wait): `until`, an RFC 3339
 //! instant with its offset, or `for`, a duration (`90s`, `2h 30m`, `1d`, ISO 8601 `PT2H`),
-//! from the time the response was recorded. Parsed only: no clock, no time zone database.
+//! from the time the response was recorded; for a wait on an outside event (`event`), its
+//! timeout, and optional. Parsed only: no clock, no time zone database.
 
 use docket_protocol::Action;
 
@@ -9,30 +10,43 @@ use docket_protocol::Action;
 const LONGEST_MS: i64 = 100 * 365 * 24 * 3_600_000;
 
 /// When a `wait` action is due, in ms since the Unix epoch, for a response recorded at
-/// `responded_at_ms`; `None` for another action.
+/// `responded_at_ms` (`Ok(None)`: a wait on an event with no timeout); `None` for another
+/// action.
 ///
 /// # Errors
-/// Which field is wrong and why: neither or both of `until` and `for`, a time or duration
-/// that does not parse, a negative duration or one over 100 years.
+/// Which field is wrong and why: both `until` and `for`, neither without an `event`, an
+/// empty event name, a time or duration that does not parse, a negative duration or one
+/// over 100 years.
 pub fn wait_due_ms(
     action: &Action,
     responded_at_ms: i64,
-) -> Option<Result<i64, (&'static str, String)>> {
+) -> Option<Result<Option<i64>, (&'static str, String)>> {
     let Action::Wait {
-        until, duration, ..
+        until,
+        duration,
+        event,
+        ..
     } = action
     else {
         return None;
     };
+    if event.as_deref().is_some_and(|e| e.trim().is_empty()) {
+        return Some(Err((
+            "event",
+            "name the event waited for (a name the bundle's [[signals]] declares)".to_owned(),
+        )));
+    }
     Some(match (until, duration) {
         (Some(_), Some(_)) => Err(("until", "give `until` or `for`, not both".to_owned())),
+        (None, None) if event.is_some() => Ok(None),
         (None, None) => Err((
             "for",
-            "a wait needs `until` (a time) or `for` (a duration)".to_owned(),
+            "a wait needs `until` (a time), `for` (a duration) or `event` (an outside event)"
+                .to_owned(),
         )),
-        (Some(until), None) => until_ms(until).map_err(|why| ("until", why)),
+        (Some(until), None) => until_ms(until).map(Some).map_err(|why| ("until", why)),
         (None, Some(duration)) => duration_ms(duration)
-            .map(|ms| responded_at_ms.saturating_add(ms))
+            .map(|ms| Some(responded_at_ms.saturating_add(ms)))
             .map_err(|why| ("for", why)),
     })
 }
@@ -81,6 +95,7 @@ mod tests {
         Action::Wait {
             until: until.map(str::to_owned),
             duration: duration.map(str::to_owned),
+            event: None,
             reason: "a slot".to_owned(),
         }
     }
@@ -100,17 +115,17 @@ mod tests {
         ] {
             assert_eq!(
                 wait_due_ms(&wait(None, Some(text)), at),
-                Some(Ok(at + ms)),
+                Some(Ok(Some(at + ms))),
                 "{text}"
             );
         }
         assert_eq!(
             wait_due_ms(&wait(Some("2027-01-15T09:30:00Z"), None), at),
-            Some(Ok(1_800_005_400_000))
+            Some(Ok(Some(1_800_005_400_000)))
         );
         assert_eq!(
             wait_due_ms(&wait(Some("2027-01-15T10:30:00+01:00"), None), at),
-            Some(Ok(1_800_005_400_000))
+            Some(Ok(Some(1_800_005_400_000)))
         );
         assert_eq!(
             wait_due_ms(
@@ -123,11 +138,32 @@ mod tests {
         );
     }
 
+    fn on_event(event: &str, duration: Option<&str>) -> Action {
+        Action::Wait {
+            until: None,
+            duration: duration.map(str::to_owned),
+            event: Some(event.to_owned()),
+            reason: "a comment".to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_wait_on_an_event_has_an_optional_timeout() {
+        let at = 1_800_000_000_000;
+        assert_eq!(wait_due_ms(&on_event("comment", None), at), Some(Ok(None)));
+        assert_eq!(
+            wait_due_ms(&on_event("comment", Some("1h")), at),
+            Some(Ok(Some(at + 3_600_000)))
+        );
+    }
+
     #[test]
     fn a_wait_that_does_not_say_when_names_its_field() {
         let at = 1_800_000_000_000;
         for (action, field, says) in [
             (wait(None, None), "for", "needs `until`"),
+            (on_event(" ", None), "event", "name the event"),
+            (on_event("comment", Some("soon")), "for", "not a duration"),
             (
                 wait(Some("2027-01-15T09:30:00Z"), Some("1h")),
                 "until",

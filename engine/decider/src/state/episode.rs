@@ -414,6 +414,23 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 tree.human_wait_ms += (fired.at_ms - since).max(0);
             }
         }
+        // Outside events: a wait for one opens a wait as a timer does; its delivery or
+        // timeout closes it once nothing else is waited for.
+        RunEvent::SignalReceived(received) => tree.last_input_ms = received.at_ms,
+        RunEvent::SignalAwaited(awaited)
+            if !awaited.counts_against_wall_time && tree.waiting_since.is_none() =>
+        {
+            tree.waiting_since = Some(tree.last_input_ms);
+        }
+        RunEvent::SignalDelivered(_) | RunEvent::SignalTimedOut(_) => {
+            let now = tree.last_input_ms;
+            if !state.tickets.values().any(|t| t.open)
+                && !timer_wait_uncounted
+                && let Some(since) = tree.waiting_since.take()
+            {
+                tree.human_wait_ms += (now - since).max(0);
+            }
+        }
         RunEvent::HumanDecided(HumanDecided {
             ticket,
             approved,

@@ -88,6 +88,7 @@ impl RunState {
         for timer in self.timers.values().filter(|t| t.pending()) {
             named.push(timer.set.request_id.clone());
         }
+        named.extend(self.signal_waits.keys().cloned());
         for episode in self.episodes.in_order() {
             if matches!(episode.phase, EpisodePhase::Running | EpisodePhase::Review) {
                 named.extend(episode.spawned_by.iter().cloned());

@@ -2,7 +2,7 @@
 //! two folds of the same log are equal and so are the decisions taken from them.
 
 use crate::events::RunCancelled;
-use docket_protocol::{AgentId, CallId, EffectId, RunId, TicketId, TimerId, ToolCallId};
+use docket_protocol::{AgentId, CallId, EffectId, RunId, SignalId, TicketId, TimerId, ToolCallId};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -20,6 +20,8 @@ mod next;
 mod overrides;
 mod snapshot;
 mod ticket;
+// Outside events
+mod signal;
 // Durable timers
 mod timer;
 // Governed tools
@@ -32,6 +34,7 @@ pub use history::RunHistory;
 #[cfg(test)]
 pub(crate) use live::{PRUNING, Pruning};
 pub use next::NextStep;
+pub use signal::{SignalPhase, SignalRecord};
 pub use snapshot::{
     SNAPSHOT_EVERY, SNAPSHOT_FORMAT, SnapshotError, snapshot_due, snapshot_interval,
 };
@@ -164,6 +167,16 @@ pub struct RunState {
     /// Every timer, by id.
     #[serde(default)]
     pub(crate) timers: BTreeMap<TimerId, timer::TimerRecord>,
+    // Outside events
+    /// Every outside event received, by id (the next is `{run}/signal-{len+1}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) signals: BTreeMap<SignalId, signal::SignalRecord>,
+    /// The senders' idempotency keys, and the event each recorded.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) signal_keys: BTreeMap<String, SignalId>,
+    /// Agents waiting for an event, by the call whose response waits.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) signal_waits: BTreeMap<CallId, crate::events::signal::SignalAwaited>,
     // Pause
     /// The pause in force: who paused the run and why (`decide/pause.rs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -346,6 +359,13 @@ impl RunState {
             | RunEvent::ToolFailed(_) => self.apply_tool(event),
             // Durable timers
             RunEvent::TimerSet(_) | RunEvent::TimerFired(_) => self.apply_timer(event),
+            // Outside events
+            RunEvent::SignalReceived(_)
+            | RunEvent::SignalKept(_)
+            | RunEvent::SignalRefused(_)
+            | RunEvent::SignalAwaited(_)
+            | RunEvent::SignalDelivered(_)
+            | RunEvent::SignalTimedOut(_) => self.apply_signal(event),
             // Pause
             RunEvent::RunPaused(pause) => self.paused = Some(pause.clone()),
             RunEvent::RunUnpaused(_) => self.paused = None,

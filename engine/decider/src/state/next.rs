@@ -23,6 +23,9 @@ pub enum NextStep<'a> {
     WaitForHuman,
     /// Nothing until this timer is due: then record `timer.fired` with the time it fires.
     WaitForTimer(&'a TimerRecord),
+    /// Nothing until an outside event an agent waits for is received (`docket signal`),
+    /// with no timeout timer to fire before.
+    WaitForSignal,
     /// Paused by a person: nothing new starts until `docket unpause`.
     Paused,
     /// The run is over: completed, blocked or failed.
@@ -59,6 +62,7 @@ impl RunState {
         }
         match self.next_timer() {
             Some(timer) => NextStep::WaitForTimer(timer),
+            None if !self.signal_waits.is_empty() => NextStep::WaitForSignal,
             None => NextStep::Idle,
         }
     }

@@ -15,13 +15,17 @@ pub struct TimerRecord {
     pub set: TimerSet,
     /// When it fired (recorded), once it has.
     pub fired_at_ms: Option<i64>,
+    /// The timeout of a wait for an outside event that was delivered first: it never
+    /// fires.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cleared: bool,
 }
 
 impl TimerRecord {
-    /// Set and not yet fired.
+    /// Set, not yet fired, and not cleared.
     #[must_use]
     pub fn pending(&self) -> bool {
-        self.fired_at_ms.is_none()
+        self.fired_at_ms.is_none() && !self.cleared
     }
 }
 
@@ -80,6 +84,7 @@ impl RunState {
         self.timers
             .values()
             .any(|t| t.pending() && !t.set.counts_against_wall_time)
+            || self.signal_wait_uncounted()
     }
 
     /// Folds a timer event.
@@ -92,6 +97,7 @@ impl RunState {
                     TimerRecord {
                         set: set.clone(),
                         fired_at_ms: None,
+                        cleared: false,
                     },
                 );
             }

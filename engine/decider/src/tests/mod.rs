@@ -51,6 +51,7 @@ pub(crate) mod overrides;
 pub(crate) mod pause;
 pub(crate) mod replay;
 pub(crate) mod response;
+pub(crate) mod signal;
 pub(crate) mod snapshot;
 pub(crate) mod ticket;
 pub(crate) mod timer;

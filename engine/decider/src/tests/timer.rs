@@ -17,6 +17,7 @@ fn wait_for(duration: &str) -> Action {
     Action::Wait {
         until: None,
         duration: Some(duration.to_owned()),
+        event: None,
         reason: "the slot opens later".to_owned(),
     }
 }

@@ -28,6 +28,7 @@ mod tools;
 
 use docket_decider::{
     AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled, RunPause,
+    SignalReceived,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -890,23 +891,63 @@ impl<S: EventStore + 'static> Runtime<S> {
         reason: &str,
         paused: bool,
     ) -> Result<Recorded<S>, RuntimeError> {
+        self.record_input(run_id, |at_ms| {
+            let input = RunPause {
+                by: by.to_owned(),
+                reason: reason.to_owned(),
+                at_ms,
+            };
+            if paused {
+                Command::Pause(input)
+            } else {
+                Command::Unpause(input)
+            }
+        })
+        .await
+    }
+
+    /// Records an outside event sent to a run (`signal.received`, then the bundle's
+    /// verdict and its delivery to an agent waiting for it), without driving it:
+    /// [`Recorded::drive`] goes on (docs/events.md#outside-events). `at_ms` is set here.
+    /// When the run moved on meanwhile, the event is decided again on the newer state.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Rejected`] with [`docket_decider::Rejection::SignalRecorded`] when
+    /// its idempotency key already recorded one (not a failure to its sender); another
+    /// [`RuntimeError`] for a finished run, a run of decider version 12, an event with no
+    /// name or sender. Nothing is recorded then.
+    pub async fn record_signal(
+        &self,
+        run_id: &RunId,
+        signal: SignalReceived,
+    ) -> Result<Recorded<S>, RuntimeError> {
+        self.record_input(run_id, |at_ms| {
+            Command::ReceiveSignal(SignalReceived {
+                at_ms,
+                ..signal.clone()
+            })
+        })
+        .await
+    }
+
+    /// Records the input `command` makes (handed the time it is recorded at) on the run's
+    /// latest state, deciding it again on a newer state when another writer appended
+    /// meanwhile (at most a few times), without driving the run.
+    async fn record_input(
+        &self,
+        run_id: &RunId,
+        command: impl Fn(i64) -> Command,
+    ) -> Result<Recorded<S>, RuntimeError> {
         const TRIES: usize = 8;
         let mut tries = 0;
         loop {
             tries += 1;
             let (mut state, bundle) = self.load_state(run_id).await?;
-            let input = RunPause {
-                by: by.to_owned(),
-                reason: reason.to_owned(),
-                at_ms: self.now_ms(),
-            };
-            let command = if paused {
-                Command::Pause(input)
-            } else {
-                Command::Unpause(input)
-            };
             let interrupted = tools::interrupted_tools(&state);
-            match self.decide_and_append(&mut state, &bundle, command).await {
+            match self
+                .decide_and_append(&mut state, &bundle, command(self.now_ms()))
+                .await
+            {
                 Ok(()) => {
                     return Ok(Recorded {
                         runtime: self.clone(),
