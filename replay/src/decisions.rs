@@ -39,6 +39,8 @@ pub enum DecisionArea {
     Call,
     /// The run's end: completed, blocked or failed.
     Run,
+    /// An outside event: kept or refused, delivered to an agent waiting for it.
+    Signal,
 }
 
 impl DecisionArea {
@@ -59,6 +61,7 @@ impl DecisionArea {
             Self::Circuit => "circuit",
             Self::Call => "call",
             Self::Run => "run",
+            Self::Signal => "signal",
         }
     }
 }
@@ -130,6 +133,7 @@ fn area_of(kind: DecisionKind) -> DecisionArea {
         DecisionKind::DomainWrite => DecisionArea::DomainWrite,
         DecisionKind::CircuitBreaker => DecisionArea::Circuit,
         DecisionKind::Override => DecisionArea::Escalation,
+        DecisionKind::Signal => DecisionArea::Signal,
         _ => DecisionArea::Handoff,
     }
 }
@@ -218,6 +222,7 @@ pub(crate) fn read(event: &RunEvent) -> Option<Reading> {
                 }
                 A::Limit => format!("budget gate for {subject}: {}", decision.reason),
                 A::Circuit => format!("circuit breaker for {subject}"),
+                A::Signal => format!("outside event {subject}"),
                 _ => format!("{} decision on {subject}", kind_name(decision.kind)),
             };
             reading(area, what, Outcome::of(decision.verdict), &decision.rule_id)
@@ -399,6 +404,21 @@ pub(crate) fn read(event: &RunEvent) -> Option<Reading> {
                 docket_decider::RiskVerdict::ReviewRequired => Outcome::NeedsApproval,
                 docket_decider::RiskVerdict::Dangerous => Outcome::Denied,
             },
+            "",
+        ),
+        RunEvent::SignalRefused(s) => reading(
+            A::Signal,
+            format!("outside event {} ({})", s.signal_id, s.name),
+            Outcome::Denied,
+            "",
+        ),
+        RunEvent::SignalDelivered(s) => reading(
+            A::Signal,
+            format!(
+                "outside event {} ({}) delivered to {}",
+                s.signal_id, s.name, s.agent
+            ),
+            Outcome::Allowed,
             "",
         ),
         RunEvent::RunCompleted { .. } => {

@@ -440,6 +440,14 @@ async function runView(run) {
     const held = await heldBy();
     if (held) facts.push(['Worker', h('span', { id: 'run-worker' }, leaseWords(held.get(run)) || 'nobody')]);
     if (s.forked_from) facts.push(['Forked from', runLink(s.forked_from)]);
+    if (s.timer_due_at_ms) facts.push(['Timer due', time(s.timer_due_at_ms)]);
+    for (const w of s.waiting_for_events ?? []) {
+      facts.push(['Waits for event', `${w.agent} waits for \`${w.name}\`${w.timeout ? ` (timeout ${w.timeout})` : ''}: ${w.reason}`]);
+    }
+    if ((s.signals ?? []).length > 0) {
+      facts.push(['Outside events', h('ul', {}, s.signals.map((e) => h('li', {},
+        `${e.signal_id} \`${e.name}\` from ${e.by}: ${e.phase}${e.delivered_to ? ` to ${e.delivered_to}` : ''}${e.refused ? ` (${e.refused})` : ''}`)))]);
+    }
     if (s.blocked_by) facts.push(['Blocked by', h('code', {}, JSON.stringify(s.blocked_by))]);
     if (s.stop_reason) facts.push(['Stop reason', typeof s.stop_reason === 'string' ? s.stop_reason : JSON.stringify(s.stop_reason)]);
     if (s.output !== null && s.output !== undefined) facts.push(['Output', h('pre', {}, JSON.stringify(s.output, null, 2))]);

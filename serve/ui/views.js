@@ -57,7 +57,8 @@ export const KINDS = [
   'effect.started', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
   'effect.kill_switch_checked', 'effect.applied', 'effect.failed', 'effect.verified',
   'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
-  'timer.set', 'timer.fired', 'run.paused', 'run.unpaused',
+  'timer.set', 'timer.fired', 'run.paused', 'run.unpaused', 'signal.received', 'signal.kept',
+  'signal.refused', 'signal.awaited', 'signal.delivered', 'signal.timed_out',
 ];
 
 /** A decision that refused: `needs_approval` waits for a person and is no denial. */
@@ -128,6 +129,12 @@ export function describe(e) {
   }
   if (k === 'run.paused') return { group: 'run', bad: true, text: `run paused by ${p.by}: ${why(p.reason)}` };
   if (k === 'run.unpaused') return { group: 'run', bad: false, text: `run unpaused by ${p.by}: ${why(p.reason)}` };
+  if (k === 'signal.received') return { group: 'call', bad: false, text: `event \`${p.name}\` received from ${p.by}` };
+  if (k === 'signal.kept') return { group: 'call', bad: false, text: `${p.signal_id} \`${p.name}\` kept for the run` };
+  if (k === 'signal.refused') return { group: 'call', bad: true, text: `${p.signal_id} \`${p.name}\` refused: ${why(p.reason)}` };
+  if (k === 'signal.awaited') return { group: 'call', bad: false, text: `${p.agent} waits for \`${p.name}\`${p.timeout ? ` (timeout ${p.timeout})` : ''}: ${why(p.reason)}` };
+  if (k === 'signal.delivered') return { group: 'call', bad: false, text: `${p.signal_id} \`${p.name}\` delivered to ${p.agent}` };
+  if (k === 'signal.timed_out') return { group: 'call', bad: true, text: `${p.agent}'s wait for \`${p.name}\` timed out (${p.timer_id})` };
   if (k === 'agent.call_failed') {
     return { group: 'call', bad: true, text: `call ${p.request_id} failed: ${p.code} ${p.message}` };
   }

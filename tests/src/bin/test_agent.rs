@@ -88,6 +88,7 @@ struct Script {
     gate: Option<String>,
     partial: bool,
     wait_for: Option<String>,
+    ask_first: bool,
 }
 
 /// Creates `path` if it does not exist; whether this call created it.
@@ -125,6 +126,8 @@ fn main() -> ExitCode {
             script.gate = Some(value("--gate"));
         } else if arg == "--for" {
             script.wait_for = Some(value("--for"));
+        } else if arg == "--ask-first" {
+            script.ask_first = true;
         } else if arg == "--partial" {
             script.partial = true;
         } else if arg == "--record" {
@@ -305,7 +308,8 @@ fn main() -> ExitCode {
             | "request_capability"
             | "ask_or_fall_back"
             | "fanout"
-            | "wait" => {
+            | "wait"
+            | "wait_event" => {
                 let payload = script.payload.clone().unwrap_or_else(|| {
                     request
                         .decision_inputs
@@ -365,9 +369,44 @@ fn main() -> ExitCode {
                         None => vec![Action::Wait {
                             until: None,
                             duration: Some(script.wait_for.clone().unwrap_or_else(|| "1s".into())),
+                            event: None,
                             reason: "the slot opens later".into(),
                         }],
                     },
+                    // Waits for two `comment` events (after a person's answer, with
+                    // --ask-first), then finishes with what it received; a timeout (--for)
+                    // ends the wait.
+                    "wait_event" => {
+                        let has =
+                            |t: &str| request.decision_inputs.iter().find(|i| i.output_type == t);
+                        let events: Vec<&serde_json::Value> = request
+                            .decision_inputs
+                            .iter()
+                            .filter(|i| i.output_type == "event")
+                            .map(|i| &*i.payload)
+                            .collect();
+                        if script.ask_first && has("human_answer").is_none() {
+                            vec![Action::Escalate {
+                                reason: "may I answer comments?".into(),
+                                choices: vec!["yes".into()],
+                            }]
+                        } else if let Some(timed_out) = has("event_timed_out") {
+                            vec![Action::Finish {
+                                output: json!({ "events": events, "timed_out": timed_out.payload }),
+                            }]
+                        } else if events.len() >= 2 {
+                            vec![Action::Finish {
+                                output: json!({ "events": events }),
+                            }]
+                        } else {
+                            vec![Action::Wait {
+                                until: None,
+                                duration: script.wait_for.clone(),
+                                event: Some("comment".into()),
+                                reason: "a reply needs a comment".into(),
+                            }]
+                        }
+                    }
                     "escalate_then_finish" => vec![
                         Action::Escalate {
                             reason: "needs a person's sign-off".into(),

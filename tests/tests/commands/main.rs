@@ -23,6 +23,7 @@ mod replay;
 mod run_list;
 mod run_listing;
 mod shared_data_dir;
+mod signals;
 mod signing;
 mod snapshots;
 mod timers;

@@ -501,3 +501,65 @@ fn what_would_not_happen_follows_the_causal_order_not_the_log_order() {
         "{report:#?}"
     );
 }
+
+/// docs/replay.md#what-if, outside events: the worker waits for a `comment` that an
+/// ingestion service sends; under a bundle that no longer lets that sender deliver it, the
+/// event's decision is classed stricter and its delivery, the worker's call that followed
+/// and the completion would not have happened.
+#[test]
+fn an_outside_event_a_bundle_refuses_would_not_have_reached_the_waiting_agent() {
+    let signals =
+        "[[signals]]\nname = \"comment\"\nsenders = [\"ingestion\"]\nagents = [\"worker\"]\n";
+    let source = format!("{WORKER_BUNDLE}{signals}");
+    let mut run = Recorder::worker(&source);
+    run.respond(
+        vec![Action::Wait {
+            until: None,
+            duration: None,
+            event: Some("comment".into()),
+            reason: "answer the first comment".into(),
+        }],
+        10,
+    );
+    run.record(docket_decider::Command::ReceiveSignal(
+        docket_decider::SignalReceived {
+            name: "comment".into(),
+            payload: json!({"text": "love it"}),
+            by: "ingestion".into(),
+            idempotency_key: None,
+            at_ms: 50,
+        },
+    ));
+    run.respond(
+        vec![Action::Finish {
+            output: json!({"replied": true}),
+        }],
+        10,
+    );
+    let log = run.log.clone();
+    assert_eq!(log.last().map(RunEvent::kind), Some("run.completed"));
+    let report = under(
+        &log,
+        "senders = [\"ingestion\"]",
+        "senders = [\"moderator\"]",
+    );
+    let first = &report.changes[0];
+    assert_eq!(
+        (first.kind, first.area, first.before, first.after),
+        (
+            ChangeKind::Stricter,
+            DecisionArea::Signal,
+            Some(Outcome::Allowed),
+            Some(Outcome::Denied)
+        ),
+        "{report:#?}"
+    );
+    assert_eq!(first.seq, seq_of(&log, "signal.received") + 1);
+    let not = kinds_not_happening(&report);
+    for kind in ["signal.delivered", "agent.call_scheduled", "run.completed"] {
+        assert!(
+            not.contains(&kind),
+            "{kind} would not have happened: {not:?}"
+        );
+    }
+}

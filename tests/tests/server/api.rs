@@ -471,6 +471,95 @@ fn a_run_waiting_on_a_timer_is_kept_by_the_server_not_a_drive_and_fired_when_due
     assert_eq!(fired, 1, "{}", stdout(&events));
 }
 
+/// docs/events.md#outside-events through the API: a run whose agent waits for an event
+/// is neither driven nor interrupted and says what it waits for; `POST .../events` records
+/// the token's name as the sender and drives the run on; the same key again answers 200
+/// naming the first event and records nothing; a body without a name is refused, naming
+/// the field.
+#[test]
+fn an_outside_event_sent_through_the_api_reaches_the_waiting_agent_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let waits = workflow(dir.path(), "events", &["wait_event"]);
+    let bundle = dir.path().join("policy.toml");
+    let text = std::fs::read_to_string(&bundle).expect("bundle");
+    std::fs::write(
+        &bundle,
+        format!(
+            "{text}\n[[signals]]\nname = \"comment\"\nsenders = [\"operator-user\"]\nagents = [\"worker\"]\n"
+        ),
+    )
+    .expect("bundle");
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": waits, "run_id": "ev-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    let waiting = server.until("ev-1", |r| {
+        r["waiting_for_events"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty())
+            && r["driven"] == false
+    });
+    assert_eq!(waiting["interrupted"], false, "{waiting}");
+    assert_eq!(
+        waiting["waiting_for_events"][0]["name"], "comment",
+        "{waiting}"
+    );
+
+    let (status, refused) = server.call(
+        "POST",
+        "/api/runs/ev-1/events",
+        operator,
+        Some(&json!({ "payload": {} })),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.to_string().contains("name"), "{refused}");
+
+    let first = json!({ "name": "comment", "payload": { "text": "a" }, "idempotency_key": "k-1" });
+    let (status, sent) = server.call("POST", "/api/runs/ev-1/events", operator, Some(&first));
+    assert!(status == 200 || status == 202, "{status} {sent}");
+    assert_eq!(sent["signal"]["signal_id"], "ev-1/signal-1", "{sent}");
+    assert_eq!(sent["signal"]["by"], "operator-user", "{sent}");
+    assert_eq!(sent["signal"]["delivered_to"], "worker", "{sent}");
+    let (status, again) = server.call("POST", "/api/runs/ev-1/events", operator, Some(&first));
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["duplicate"], true, "{again}");
+    assert_eq!(again["signal"]["signal_id"], "ev-1/signal-1", "{again}");
+    server.until("ev-1", |r| {
+        r["waiting_for_events"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty())
+            && r["driven"] == false
+    });
+    let (status, sent) = server.call(
+        "POST",
+        "/api/runs/ev-1/events",
+        operator,
+        Some(&json!({ "name": "comment", "payload": { "text": "b" } })),
+    );
+    assert!(status == 200 || status == 202, "{status} {sent}");
+    let done = server.until("ev-1", |r| r["status"] == "completed");
+    let texts: Vec<&str> = done["output"]["events"]
+        .as_array()
+        .map(|e| {
+            e.iter()
+                .filter_map(|e| e["payload"]["text"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(texts, ["a", "b"], "{done}");
+    let received = stdout(&docket(&data, &["events", "ev-1", "--json"]))
+        .lines()
+        .filter(|l| l.contains("\"kind\":\"signal.received\""))
+        .count();
+    assert_eq!(received, 2);
+}
+
 #[test]
 fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -307,7 +307,7 @@ pub(crate) fn events_the_bundle_does_not_admit_are_refused_and_reach_nobody() {
     }
     // a still waits; nothing was written to the domain.
     assert_eq!(run.state.next_step(), NextStep::WaitForSignal);
-    assert!(run.state.episodes().domains.get("comments").is_none());
+    assert!(!run.state.episodes().domains.contains_key("comments"));
     run.replays();
 }
 
