@@ -242,6 +242,12 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             }
         ),
         // Durable timers
+        RunEvent::TimerSet(t) if t.effect_id.is_some() => format!(
+            "{} holds effect {} until {}",
+            t.timer_id,
+            t.effect_id.as_ref().map_or("", |e| e.as_str()),
+            docket_evidence::date_ms(t.due_at_ms)
+        ),
         RunEvent::TimerSet(t) => format!(
             "{} {} waits until {}: {}",
             t.timer_id,
@@ -370,6 +376,16 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     }
     // Durable timers: what the run waits for, and when.
     for t in s.timers().values().filter(|t| t.pending()) {
+        // A scheduled side effect.
+        if let Some(effect) = t.set.effect_id.as_ref() {
+            outln!(
+                out,
+                "effect {effect} is scheduled for {}: {}; its kill switch and policy are read then",
+                docket_evidence::date_ms(t.set.due_at_ms),
+                said(&t.set.reason),
+            );
+            continue;
+        }
         outln!(
             out,
             "timer {}: {} waits until {} ({}); the process driving the run fires it then, or `docket resume {}` after",

@@ -168,6 +168,20 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
     let paused = s
         .paused()
         .map(|p| json!({ "by": p.by, "reason": p.reason, "at_ms": p.at_ms }));
+    let scheduled_effects: Vec<Value> = s
+        .timers()
+        .values()
+        .filter(|t| t.pending())
+        .filter_map(|t| {
+            let effect = s.effects().get(t.set.effect_id.as_ref()?)?;
+            Some(json!({
+                "effect_id": effect.requested.effect_id,
+                "kind": effect.requested.effect_kind,
+                "lane": effect.requested.lane,
+                "not_before_ms": t.set.due_at_ms,
+            }))
+        })
+        .collect();
     let waiting_for_events: Vec<Value> = s
         .signal_waits()
         .values()
@@ -187,6 +201,7 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "timer_due_at_ms": timer_due_at_ms,
         "paused": paused,
         "waiting_for_events": waiting_for_events,
+        "scheduled_effects": scheduled_effects,
         "signals": s.signals().keys().map(|id| signal_json(s, id)).collect::<Vec<_>>(),
         "events": s.version(),
         "started_at_ms": request.map(|r| r.at_ms),

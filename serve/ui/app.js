@@ -441,6 +441,9 @@ async function runView(run) {
     if (held) facts.push(['Worker', h('span', { id: 'run-worker' }, leaseWords(held.get(run)) || 'nobody')]);
     if (s.forked_from) facts.push(['Forked from', runLink(s.forked_from)]);
     if (s.timer_due_at_ms) facts.push(['Timer due', time(s.timer_due_at_ms)]);
+    for (const e of s.scheduled_effects ?? []) {
+      facts.push(['Scheduled effect', `${e.effect_id} (${e.kind} on ${e.lane}) not before ${time(e.not_before_ms)}; its kill switch and policy are read then`]);
+    }
     for (const w of s.waiting_for_events ?? []) {
       facts.push(['Waits for event', `${w.agent} waits for \`${w.name}\`${w.timeout ? ` (timeout ${w.timeout})` : ''}: ${w.reason}`]);
     }

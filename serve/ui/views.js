@@ -122,6 +122,7 @@ export function describe(e) {
   }
   if (k === 'timer.set') {
     const due = new Date(p.due_at_ms ?? 0).toISOString();
+    if (p.effect_id) return { group: 'effect', bad: false, text: `${p.timer_id}: effect ${p.effect_id} scheduled for ${due}` };
     return { group: 'call', bad: false, text: `${p.timer_id}: ${p.agent} waits until ${due}: ${why(p.reason)}` };
   }
   if (k === 'timer.fired') {

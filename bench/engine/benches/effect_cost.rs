@@ -101,6 +101,7 @@ fn agent() -> Arc<InProcessExecutor> {
                 lane: "api".into(),
                 idempotency_key: Some(format!("{}-{done}", r.run_id)),
                 params: json!({ "text": "hello" }),
+                not_before: None,
             }
         } else {
             Action::Finish {

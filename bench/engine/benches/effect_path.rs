@@ -149,6 +149,7 @@ fn agent(clock: Arc<Mutex<Clock>>, store: EmbeddedStore) -> Arc<InProcessExecuto
                 lane: "api".into(),
                 idempotency_key: Some(format!("{}-post", r.run_id)),
                 params: json!({ "text": "hello" }),
+                not_before: None,
             }],
         );
         clock.asked = Some((Instant::now(), store.stats().syncs));

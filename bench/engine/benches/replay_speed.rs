@@ -343,6 +343,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
                             lane: "api".into(),
                             idempotency_key: Some(format!("item-{item}")),
                             params: json!({"text": format!("item {item} done")}),
+                            not_before: None,
                         }]
                     }
                     "worker" => {

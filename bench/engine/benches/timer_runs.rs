@@ -99,6 +99,7 @@ fn agent(plan: Arc<Plan>) -> Arc<dyn AgentExecutor> {
             None => Action::Wait {
                 until: None,
                 duration: Some(format!("{}ms", (until - now_ms()).max(0))),
+                event: None,
                 reason: "the post goes out at its slot".into(),
             },
         };

@@ -881,6 +881,28 @@ const TRANSITIONS: &[Transition] = &[
         ],
     },
     Transition {
+        concern: "effect",
+        from: "Running (an effect requested with not_before; decider 13)",
+        input: "RecordEffect: its dry run passed (or approved, or admitted without one) before not_before",
+        to: "Running (the effect scheduled: held by a timer naming it; nothing executed)",
+        records: &["effect.ready", "timer.set"],
+        covered_by: &[
+            Test(effect::a_scheduled_effect_is_dry_run_at_once_then_held_until_due_and_gated_then),
+            Test(effect::a_scheduled_effect_already_due_goes_to_its_gate_without_a_timer),
+        ],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running (a scheduled effect's timer set); or a run of decider 12",
+        input: "FireTimer at or after not_before; a request with not_before in a run of decider 12",
+        to: "Running (the effect at its execution gate: the kill switch and the policy read then; refused under decider 12)",
+        records: &["effect.ready", "effect.refused", "agent.call_scheduled"],
+        covered_by: &[
+            Test(effect::a_scheduled_effect_is_dry_run_at_once_then_held_until_due_and_gated_then),
+            Test(effect::a_run_of_decider_12_refuses_a_scheduled_effect),
+        ],
+    },
+    Transition {
         concern: "signal",
         from: "Running, WaitingForHuman or paused (decider 13)",
         input: "ReceiveSignal from a sender the signal lists, within its size",

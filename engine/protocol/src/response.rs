@@ -277,6 +277,10 @@ pub enum Action {
         /// What the executor needs (the post's text, the recipient...).
         #[serde(default)]
         params: Value,
+        /// Not executed before this time (RFC 3339 with its offset): decided and dry-run
+        /// at once, executed once it is due, its kill switch and policy read then.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        not_before: Option<String>,
     },
     // Governed tools (docs/agent-protocol.md#tools-call_tool)
     /// Ask docket to run a tool for you. docket decides the call before any executor runs

@@ -49,12 +49,14 @@ fn actions() -> Vec<Action> {
             lane: "api".into(),
             idempotency_key: Some("del-1".into()),
             params: json!({}),
+            not_before: None,
         },
         Action::RequestEffect {
             kind: "publish".into(),
             lane: "api".into(),
             idempotency_key: Some(format!("post-1{IMG}")),
             params: json!({ "text": SCRIPT }),
+            not_before: None,
         },
         Action::Handoff {
             to: "writer".into(),

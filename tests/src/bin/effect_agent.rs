@@ -1,5 +1,7 @@
 //! An agent (docket's stdio agent protocol) that asks for side effects, for the effect
-//! crash test: `effect-agent --prefix P --count N --lane L [--to AGENT] [--episode-result]`.
+//! crash test: `effect-agent --prefix P --count N --lane L [--to AGENT] [--episode-result]
+//! [--not-before TIME | --not-before-in-ms MS]` (each publish scheduled not before TIME,
+//! RFC 3339, or MS after the agent started).
 //!
 //! Each request: when fewer than N `effect_result` inputs have come back, ask for the next
 //! publish (`request_effect`, kind `publish`, key `P-i`, params `{"text": "hello P-i"}`);
@@ -21,6 +23,7 @@ fn main() -> ExitCode {
         ("post".to_owned(), 1usize, "api".to_owned(), None::<String>);
     let mut episode_result = false;
     let mut record = None::<String>;
+    let mut not_before = None::<String>;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--episode-result" {
@@ -34,6 +37,14 @@ fn main() -> ExitCode {
             "--lane" => lane = value,
             "--to" => to = Some(value),
             "--record" => record = Some(value),
+            "--not-before" => not_before = Some(value),
+            "--not-before-in-ms" => {
+                let ms: i64 = value.parse().unwrap_or(0);
+                let at = jiff::Timestamp::now()
+                    .checked_add(jiff::SignedDuration::from_millis(ms))
+                    .unwrap_or_else(|_| jiff::Timestamp::now());
+                not_before = Some(at.to_string());
+            }
             other => {
                 eprintln!("effect-agent: unknown argument {other:?}");
                 return ExitCode::from(2);
@@ -90,6 +101,7 @@ fn main() -> ExitCode {
                 lane: lane.clone(),
                 params: json!({ "text": format!("hello {key}") }),
                 idempotency_key: Some(key),
+                not_before: not_before.clone(),
             }
         } else {
             let output = json!({ "results": results, "input": input });

@@ -38,6 +38,13 @@ default_handoff_mode = "full"
 /// Writes the workflow (one publisher asking for one publish, served by the ledger
 /// executor) and returns its path.
 fn workflow(root: &Path, approval: bool) -> String {
+    workflow_with(root, approval, &[])
+}
+
+/// [`workflow`], the publisher given `extra` arguments.
+fn workflow_with(root: &Path, approval: bool, extra: &[&str]) -> String {
+    let mut args = vec!["--prefix", "launch", "--count", "1", "--lane", "api"];
+    args.extend_from_slice(extra);
     std::fs::write(root.join("bundle.toml"), bundle(approval)).expect("bundle");
     std::fs::write(root.join("input.json"), "{}").expect("input");
     let path = root.join("workflow.toml");
@@ -45,7 +52,7 @@ fn workflow(root: &Path, approval: bool) -> String {
         &path,
         format!(
             "name = \"publish\"\npolicy = \"bundle.toml\"\nentry = \"publisher\"\ninput = \"input.json\"\n\
-             [agents.publisher]\ncommand = {AGENT:?}\nargs = [\"--prefix\", \"launch\", \"--count\", \"1\", \"--lane\", \"api\"]\n\
+             [agents.publisher]\ncommand = {AGENT:?}\nargs = {args:?}\n\
              [effects.publish]\ncommand = {LEDGER_BIN:?}\nargs = [\"--ledger\", {:?}]\ntimeout_ms = 45000\n",
             root.join("ledger.tsv")
         ),
@@ -338,5 +345,86 @@ fn an_answer_for_another_effect_names_both_ids_as_written() {
     );
     for text in [&message, &said] {
         assert!(!text.contains("EffectId("), "{text}");
+    }
+}
+
+/// docs/governance.md#scheduled-effects: a publish scheduled a few seconds ahead is
+/// decided and dry-run at once, while the kill switch is engaged (it is not read then),
+/// and executed only once due: without the switch, at or after its time; with the switch
+/// still engaged at its due time, refused then, never executed.
+#[test]
+fn a_scheduled_publish_goes_out_at_its_time_unless_the_kill_switch_holds_it_then() {
+    // Both cases at once: each run sleeps until its post is due.
+    let cases: Vec<_> = [false, true]
+        .into_iter()
+        .map(|engaged| std::thread::spawn(move || scheduled_publish(engaged)))
+        .collect();
+    for case in cases {
+        case.join().expect("the case passed");
+    }
+}
+
+/// A publish scheduled 3 s after the agent starts, with the `api` kill switch engaged
+/// before the run when `engaged`.
+fn scheduled_publish(engaged: bool) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let wf = workflow_with(dir.path(), false, &["--not-before-in-ms", "3000"]);
+    if engaged {
+        let out = docket(
+            &data,
+            &[
+                "kill-switch",
+                "on",
+                "--lane",
+                "api",
+                "--by",
+                "ops",
+                "--reason",
+                "storm",
+            ],
+        );
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = docket(&data, &["run", &wf, "--run-id", "sched-1"]);
+    let log = events(&data, "sched-1");
+    let (_, requested) = &log[position(&log, "effect.requested")];
+    let due_ms = requested["not_before_ms"].as_i64().expect("scheduled");
+    // Dry-run at once, then held by a timer naming the effect.
+    let (_, dry_run) = &log[position(&log, "effect.dry_run")];
+    assert!(dry_run["at_ms"].as_i64().expect("at") < due_ms, "{dry_run}");
+    let (_, set) = &log[position(&log, "timer.set")];
+    assert_eq!(set["effect_id"], "sched-1/effect-1", "{set}");
+    assert!(position(&log, "timer.set") < position(&log, "timer.fired"));
+    // The kill switch is read at its due time, not before.
+    let (_, checked) = &log[position(&log, "effect.kill_switch_checked")];
+    assert!(
+        checked["at_ms"].as_i64().expect("at") >= due_ms,
+        "{checked}"
+    );
+    if engaged {
+        assert_eq!(checked["engaged"], serde_json::json!(["api"]), "{checked}");
+        assert!(
+            log.iter().all(|(k, _)| k != "effect.started"),
+            "{:?}",
+            kinds(&log)
+        );
+        let (_, refused) = &log[position(&log, "effect.refused")];
+        assert_eq!(refused["rule_id"], "kill_switch.api", "{refused}");
+        assert!(ledger_keys(dir.path()).is_empty(), "never executed");
+    } else {
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(position(&log, "effect.started") > position(&log, "timer.fired"));
+        assert_eq!(ledger_keys(dir.path()), vec!["launch-1".to_owned()]);
     }
 }

@@ -139,7 +139,8 @@ fn non_finish_action() -> impl Strategy<Value = Action> {
                 kind,
                 lane,
                 idempotency_key,
-                params
+                params,
+                not_before: None,
             }
         ),
     ]

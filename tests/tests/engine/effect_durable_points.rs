@@ -164,6 +164,7 @@ fn agent(calls: Arc<Mutex<Vec<String>>>) -> Arc<InProcessExecutor> {
                 lane: "api".into(),
                 idempotency_key: Some("post-1".into()),
                 params: json!({ "text": "hello" }),
+                not_before: None,
             }
         };
         AgentResponse::success(r.request_id.clone(), Confidence::High, vec![action])

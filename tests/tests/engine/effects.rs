@@ -250,6 +250,7 @@ fn agent(posts: Vec<(&'static str, &'static str)>) -> Arc<InProcessExecutor> {
                 lane: (*lane).into(),
                 idempotency_key: Some((*key).into()),
                 params: json!({ "text": format!("hello {key}") }),
+                not_before: None,
             },
             None => Action::Finish {
                 output: json!({ "results": results }),

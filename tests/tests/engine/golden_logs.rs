@@ -429,6 +429,7 @@ fn publisher(r: &AgentRequest) -> AgentResponse {
             lane: "api".into(),
             idempotency_key: Some("post-1".into()),
             params: json!({ "text": r.decision_inputs[0].payload["text"] }),
+            not_before: None,
         },
         Some(result) => Action::Finish {
             output: json!({ "published": result.payload }),

@@ -142,6 +142,7 @@ fn agent() -> Arc<InProcessExecutor> {
                 lane: "api".into(),
                 idempotency_key: Some(format!("{}-{done}", r.run_id)),
                 params: json!({ "n": done }),
+                not_before: None,
             }
         } else {
             Action::Finish {

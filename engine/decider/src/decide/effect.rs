@@ -28,7 +28,7 @@
 //! Each step's rows of the transition table, with the tests covering them, are in
 //! `transitions.rs` at the crate root.
 
-use docket_protocol::{CallId, EffectId, EpisodeId};
+use docket_protocol::{CallId, EffectId, EpisodeId, TimerId};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
@@ -37,7 +37,8 @@ use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
 use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
 use crate::events::effect::*;
-use crate::events::{RunEvent, TicketSubject};
+use crate::events::timer::TimerSet;
+use crate::events::{RunEvent, SCHEDULED_EFFECTS, TicketSubject};
 use docket_protocol::Verification;
 use docket_protocol::{Action, AgentResponse, DecisionInput};
 
@@ -155,6 +156,7 @@ impl Batch<'_> {
             lane,
             idempotency_key,
             params,
+            not_before,
         } = action
         else {
             return;
@@ -211,6 +213,10 @@ impl Batch<'_> {
             attempt: u32::try_from(failed_before)
                 .unwrap_or(u32::MAX)
                 .saturating_add(1),
+            // Validated before it was recorded.
+            not_before_ms: not_before
+                .as_deref()
+                .and_then(|t| crate::protocol::time_ms(t).ok()),
         }));
         if let (Some((of, receipt)), Some(key)) = (applied, idempotency_key) {
             self.push(RunEvent::EffectDeduplicated(EffectDeduplicated {
@@ -227,6 +233,17 @@ impl Batch<'_> {
                 &effect_id,
                 "idempotency.in_flight",
                 format!("effect {other} with the same idempotency key is still in progress"),
+            );
+            return;
+        }
+        if not_before.is_some() && self.state.decider_version() < SCHEDULED_EFFECTS {
+            self.refuse_effect(
+                &effect_id,
+                "decider_version",
+                format!(
+                    "runs recorded by decider version {} cannot schedule effects (scheduled effects came with version {SCHEDULED_EFFECTS})",
+                    self.state.decider_version()
+                ),
             );
             return;
         }
@@ -285,6 +302,63 @@ impl Batch<'_> {
             dry_run,
             human_approved,
         }));
+        if !dry_run {
+            self.hold_until_due(effect_id);
+        }
+    }
+
+    /// An effect due at its execution gate ([`ReadyBecause`]), unless its `not_before`
+    /// is later than this batch's recorded time: then it is held by a timer.
+    fn ready(&mut self, effect_id: &EffectId, because: ReadyBecause) {
+        self.push(RunEvent::EffectReady(EffectReady {
+            effect_id: effect_id.to_owned(),
+            because,
+        }));
+        if because != ReadyBecause::NotAppliedOnResume {
+            self.hold_until_due(effect_id);
+        }
+    }
+
+    /// Holds a ready effect whose `not_before` is later than now (the batch's recorded
+    /// time) by a timer naming it: it goes to its execution gate, where the kill switch
+    /// and the policy are read, when the timer fires (`on_effect_due`).
+    fn hold_until_due(&mut self, effect_id: &EffectId) {
+        let Some(rec) = self.state.effects.get(effect_id) else {
+            return;
+        };
+        let Some(due_at_ms) = rec.requested.not_before_ms.filter(|t| *t > self.now_ms) else {
+            return;
+        };
+        let timer_id = TimerId::from(format!(
+            "{}/timer-{}",
+            self.run_id(),
+            self.state.timers_set + 1
+        ));
+        let set = TimerSet {
+            timer_id,
+            request_id: rec.requested.request_id.clone(),
+            agent: rec.requested.agent.clone(),
+            episode_id: rec.requested.episode_id.clone(),
+            due_at_ms,
+            reason: format!(
+                "{} on {} is scheduled: not executed before its time",
+                rec.requested.effect_kind, rec.requested.lane
+            ),
+            counts_against_wall_time: self.bundle.waiting_counts_against_wall_time(),
+            effect_id: Some(effect_id.to_owned()),
+        };
+        self.push(RunEvent::TimerSet(set));
+    }
+
+    /// A scheduled effect's timer fired: it goes to its execution gate.
+    pub(super) fn on_effect_due(&mut self, effect_id: &EffectId) {
+        if let Some(rec) = self.state.effects.get(effect_id) {
+            self.episode = rec.requested.episode_id.clone();
+        }
+        self.push(RunEvent::EffectReady(EffectReady {
+            effect_id: effect_id.to_owned(),
+            because: ReadyBecause::Due,
+        }));
     }
 
     /// A recorded effect input: what follows from it.
@@ -293,10 +367,7 @@ impl Batch<'_> {
         match input {
             EffectInput::DryRun(e) => match &e.outcome {
                 DryRunOutcome::Report { report } if report.ok => {
-                    self.push(RunEvent::EffectReady(EffectReady {
-                        effect_id,
-                        because: ReadyBecause::DryRunPassed,
-                    }));
+                    self.ready(&effect_id, ReadyBecause::DryRunPassed);
                 }
                 DryRunOutcome::Report { report } => {
                     let why = report.message.clone().unwrap_or_default();
@@ -496,15 +567,9 @@ impl Batch<'_> {
             .is_some_and(|e| e.admitted);
         match (step, approved) {
             (EffectTicketStep::Approval, true) if !admitted => self.admit(effect_id, true),
-            (EffectTicketStep::Approval, true) => self.push(RunEvent::EffectReady(EffectReady {
-                effect_id: effect_id.to_owned(),
-                because: ReadyBecause::Approved,
-            })),
+            (EffectTicketStep::Approval, true) => self.ready(effect_id, ReadyBecause::Approved),
             (EffectTicketStep::DryRunUnsupported, true) => {
-                self.push(RunEvent::EffectReady(EffectReady {
-                    effect_id: effect_id.to_owned(),
-                    because: ReadyBecause::DryRunWaived,
-                }));
+                self.ready(effect_id, ReadyBecause::DryRunWaived);
             }
             (EffectTicketStep::Approval | EffectTicketStep::DryRunUnsupported, false) => self
                 .refuse_effect(

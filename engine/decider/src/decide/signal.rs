@@ -142,6 +142,7 @@ impl Batch<'_> {
                 due_at_ms,
                 reason: format!("the timeout of a wait for `{name}`: {reason}"),
                 counts_against_wall_time: counts,
+                effect_id: None,
             }));
             timer_id
         });

@@ -134,6 +134,7 @@ impl Batch<'_> {
             due_at_ms: due_at_ms.unwrap_or(responded_at),
             reason: reason.clone(),
             counts_against_wall_time: self.bundle.waiting_counts_against_wall_time(),
+            effect_id: None,
         }));
     }
 
@@ -142,6 +143,16 @@ impl Batch<'_> {
     pub(super) fn on_timer_fired(&mut self, fired: &TimerFired) {
         // The timeout of a wait for an outside event.
         if self.on_wait_timed_out(&fired.timer_id, fired.at_ms) {
+            return;
+        }
+        // A scheduled side effect's time came.
+        if let Some(effect_id) = self
+            .state
+            .timers
+            .get(&fired.timer_id)
+            .and_then(|t| t.set.effect_id.clone())
+        {
+            self.on_effect_due(&effect_id);
             return;
         }
         let Some(timer) = self.state.timers.get(&fired.timer_id).cloned() else {

@@ -38,6 +38,9 @@ pub struct EffectRequested {
     pub params: Value,
     /// 1 + the executions of this key in the run that ended without applying.
     pub attempt: u32,
+    /// Not executed before this time, ms since the Unix epoch (the agent's `not_before`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before_ms: Option<i64>,
 }
 
 /// `effect.deduplicated`.
@@ -87,6 +90,8 @@ pub enum ReadyBecause {
     DryRunWaived,
     /// It was started before, and the executor says it was not applied.
     NotAppliedOnResume,
+    /// Its `not_before` time came (its timer fired).
+    Due,
 }
 
 /// `effect.ready`.

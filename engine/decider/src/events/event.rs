@@ -127,6 +127,12 @@ pub(crate) const PAUSES: u32 = 13;
 /// version refuses an event.
 pub(crate) const SIGNALS: u32 = 13;
 
+/// Decider version 13: a side effect may be scheduled (`request_effect`'s `not_before`):
+/// decided and dry-run at once, then held by a timer (`timer.set` naming the effect) and
+/// taken to its execution gate when it fires (docs/governance.md#scheduled-effects). A
+/// run recorded by an earlier version refuses a scheduled effect.
+pub(crate) const SCHEDULED_EFFECTS: u32 = 13;
+
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
 /// both versions named, rather than decided by behaviour it was not recorded with.

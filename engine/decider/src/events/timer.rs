@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use docket_protocol::{AgentId, CallId, EpisodeId, TimerId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId, TimerId};
 
 /// The `source_agent` of the `timer_fired` decision inputs.
 pub const TIMERS_SOURCE: &str = "timers";
@@ -32,6 +32,10 @@ pub struct TimerSet {
     /// bundle's `[waiting] counts_against_wall_time`, as it was when the timer was set).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub counts_against_wall_time: bool,
+    /// For a scheduled side effect: the effect it holds until its `not_before` (it goes
+    /// to its execution gate when the timer fires; nobody is called).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect_id: Option<EffectId>,
 }
 
 /// `timer.fired` (input): the timer fired at `at_ms`, at or after it was due.

@@ -23,4 +23,5 @@ pub use validate::{
     MAX_ACTIONS, MAX_LIST_ENTRIES, ValidateRequest, ValidateResponse, ValidationError,
     ValidationProblem,
 };
+pub(crate) use wait::time_ms;
 pub use wait::wait_due_ms;

@@ -76,7 +76,7 @@ pub enum ValidationProblem {
         /// How many actions come after it.
         following: usize,
     },
-    /// A wait whose time or duration does not say when.
+    /// A wait's or a scheduled effect's time or duration that does not say when.
     #[error("{0}")]
     BadWait(String),
     /// A task's denied tool that is not a tool pattern.
@@ -428,10 +428,17 @@ fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
             kind,
             lane,
             idempotency_key,
+            not_before,
             ..
         } => {
             non_empty(|| format!("actions[{i}].kind"), kind)?;
             non_empty(|| format!("actions[{i}].lane"), lane)?;
+            if let Some(Err(why)) = not_before.as_deref().map(super::time_ms) {
+                return fail(
+                    format!("actions[{i}].not_before"),
+                    ValidationProblem::BadWait(why),
+                );
+            }
             match idempotency_key {
                 Some(key) => non_empty(|| format!("actions[{i}].idempotency_key"), key),
                 None => Ok(()),

@@ -44,7 +44,7 @@ pub fn wait_due_ms(
             "a wait needs `until` (a time), `for` (a duration) or `event` (an outside event)"
                 .to_owned(),
         )),
-        (Some(until), None) => until_ms(until).map(Some).map_err(|why| ("until", why)),
+        (Some(until), None) => time_ms(until).map(Some).map_err(|why| ("until", why)),
         (None, Some(duration)) => duration_ms(duration)
             .map(|ms| Some(responded_at_ms.saturating_add(ms)))
             .map_err(|why| ("for", why)),
@@ -52,8 +52,8 @@ pub fn wait_due_ms(
 }
 
 /// An RFC 3339 instant with an offset (`2026-11-29T10:00:00Z`, `...+01:00`) in ms since
-/// the epoch.
-fn until_ms(text: &str) -> Result<i64, String> {
+/// the epoch (a wait's `until`, an effect's `not_before`).
+pub(crate) fn time_ms(text: &str) -> Result<i64, String> {
     let at: jiff::Timestamp = text.trim().parse().map_err(|e| {
         format!("{text:?} is not a time with its offset, as RFC 3339 writes it (2026-11-29T10:00:00Z): {e}")
     })?;

@@ -20,6 +20,8 @@ pub enum EffectPhase {
     DryRun,
     /// Due at its execution gate (kill switch, full decision).
     Ready,
+    /// Decided and dry-run; held by its timer until its `not_before` time.
+    Scheduled,
     /// A ticket is open for it.
     AwaitingHuman,
     /// Started: the executor was (or is being) called, no result recorded.
@@ -55,6 +57,7 @@ impl EffectPhase {
             Self::Requested => "requested",
             Self::DryRun => "waiting for its dry run",
             Self::Ready => "waiting for its execution gate",
+            Self::Scheduled => "scheduled",
             Self::AwaitingHuman => "waiting for a human",
             Self::Started => "started",
             Self::Applied => "applied, not verified",
@@ -249,7 +252,7 @@ impl RunState {
                         rec.dry_run_passed = true;
                         rec.human_approved = true;
                     }
-                    ReadyBecause::NotAppliedOnResume => {}
+                    ReadyBecause::NotAppliedOnResume | ReadyBecause::Due => {}
                 }
             }
             RunEvent::EffectStarted(e) => {

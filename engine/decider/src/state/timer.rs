@@ -92,6 +92,10 @@ impl RunState {
         match event {
             RunEvent::TimerSet(set) => {
                 self.timers_set += 1;
+                // A scheduled effect is held until the timer fires.
+                if let Some(effect) = set.effect_id.as_ref().and_then(|e| self.effects.get_mut(e)) {
+                    effect.phase = super::EffectPhase::Scheduled;
+                }
                 self.timers.insert(
                     set.timer_id.clone(),
                     TimerRecord {

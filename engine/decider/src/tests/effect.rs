@@ -1028,3 +1028,120 @@ pub(crate) fn the_next_step_waits_for_a_human_and_ends_with_the_run() {
     );
     assert!(run.state.status.is_final());
 }
+
+/// `publish` on `api` with key `post-1`, not executed before `not_before`.
+fn scheduled(not_before: &str) -> Action {
+    let Action::RequestEffect {
+        kind,
+        lane,
+        idempotency_key,
+        params,
+        ..
+    } = effect("publish", "api", Some("post-1"))
+    else {
+        unreachable!()
+    };
+    Action::RequestEffect {
+        kind,
+        lane,
+        idempotency_key,
+        params,
+        not_before: Some(not_before.to_owned()),
+    }
+}
+
+#[test]
+pub(crate) fn a_scheduled_effect_is_dry_run_at_once_then_held_until_due_and_gated_then() {
+    let mut run = effects_run("publisher");
+    // Inputs are recorded 10 ms apart from 1,000 ms: the post is due at 5,000 ms.
+    run.when(respond(vec![scheduled("1970-01-01T00:00:05Z")]))
+        .then(|events| {
+            let RunEvent::EffectRequested(requested) = &events[1] else {
+                panic!("requested: {events:?}");
+            };
+            assert_eq!(requested.not_before_ms, Some(5_000));
+        });
+    assert_eq!(phase(&run.state, E1), EffectPhase::DryRun);
+    // The dry run passes at once; the effect is then held by a timer naming it.
+    run.when(passed(E1))
+        .then_kinds(&["effect.dry_run", "effect.ready", "timer.set"])
+        .then(|events| {
+            let RunEvent::TimerSet(set) = &events[2] else {
+                panic!("timer");
+            };
+            assert_eq!(set.effect_id.as_ref().map(EffectId::as_str), Some(E1));
+            assert_eq!(set.due_at_ms, 5_000);
+        });
+    assert_eq!(phase(&run.state, E1), EffectPhase::Scheduled);
+    assert!(matches!(run.state.next_step(), NextStep::WaitForTimer(t) if t.set.due_at_ms == 5_000));
+    // Nothing is executed before its time: a kill-switch reading does not apply yet.
+    assert!(matches!(
+        run.when_rejected(switches(E1, &[])),
+        Rejection::EffectNotAwaiting { .. }
+    ));
+    // Its time comes: it goes to its execution gate, nobody is called.
+    let timer = run.state.timers().keys().next().expect("timer").clone();
+    run.when(Command::FireTimer(crate::TimerFired {
+        timer_id: timer,
+        at_ms: 5_200,
+    }))
+    .then_kinds(&["timer.fired", "effect.ready"]);
+    assert!(matches!(
+        run.state.next_step(),
+        NextStep::Effect(_, EffectWork::Execute)
+    ));
+    // The kill switch is read then: engaged at its due time, the post is refused.
+    run.when(switches(E1, &["api"]))
+        .then_kinds(&[
+            "effect.kill_switch_checked",
+            "policy.decided",
+            "effect.refused",
+            "agent.call_scheduled",
+        ])
+        .then(|events| {
+            assert_eq!(
+                decisions(events),
+                [(docket_policies::Verdict::Deny, "kill_switch.api".into())]
+            );
+        });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_scheduled_effect_already_due_goes_to_its_gate_without_a_timer() {
+    let mut run = effects_run("publisher");
+    run.when(respond(vec![scheduled("1970-01-01T00:00:00.5Z")]));
+    run.when(passed(E1))
+        .then_kinds(&["effect.dry_run", "effect.ready"]);
+    assert_eq!(phase(&run.state, E1), EffectPhase::Ready);
+    assert!(run.state.timers().is_empty());
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_decider_12_refuses_a_scheduled_effect() {
+    let mut run = effects_run("publisher");
+    run.state = {
+        let mut log = run.log.clone();
+        let Some(RunEvent::RunRequested(requested)) = log.first_mut() else {
+            panic!("a run");
+        };
+        std::sync::Arc::make_mut(requested).decider_version = 12;
+        let mut state = RunState::default();
+        for e in &log {
+            state.apply(e);
+        }
+        run.log = log;
+        state
+    };
+    run.when(respond(vec![scheduled("1970-01-01T00:00:05Z")]))
+        .then(|events| {
+            assert!(
+                events.iter().any(
+                    |e| matches!(e, RunEvent::EffectRefused(r) if r.rule_id == "decider_version")
+                ),
+                "{events:?}"
+            );
+        });
+    run.replays();
+}

@@ -781,6 +781,7 @@ pub(crate) fn effect(kind: &str, lane: &str, key: Option<&str>) -> Action {
         lane: lane.into(),
         idempotency_key: key.map(str::to_owned),
         params: json!({"text": "hello"}),
+        not_before: None,
     }
 }
 

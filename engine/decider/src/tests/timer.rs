@@ -86,6 +86,7 @@ pub(crate) fn a_wait_sets_a_timer_and_its_firing_calls_the_agent_again() {
                     due_at_ms: 100_000,
                     reason: "the slot opens later".to_owned(),
                     counts_against_wall_time: false,
+                    effect_id: None,
                 })
             );
         });

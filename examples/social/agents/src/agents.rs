@@ -515,6 +515,7 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
                 lane: "api".into(),
                 idempotency_key: Some(key),
                 params: json!({ "platform": brief["platform"], "asset_id": asset["id"], "asset_hash": hash, "text": asset["text"] }),
+                not_before: None,
             },
         ],
     )
@@ -578,6 +579,7 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
                 lane: "api".into(),
                 idempotency_key: Some(format!("{kind}:{id}")),
                 params: json!({ "in_reply_to": id, "to": author, "text": text }),
+                not_before: None,
             }],
         );
     }
