@@ -60,3 +60,24 @@ def test_the_wait_example_finishes_once_its_timer_has_fired() -> None:
     scope: dict[str, Any] = {"request": da.Request.from_json(request_doc(decision_inputs=[fired]))}
     exec(doc_example("action-wait", PAGE), scope)
     assert scope["response"].to_json()["actions"] == [{"type": "finish", "output": {"posted_late_by_ms": 250}}]
+
+
+def test_the_wait_event_example_waits_then_answers_the_event_or_its_timeout(schema: dict[str, Any]) -> None:
+    comment = {"source_agent": "events", "output_type": "event",
+               "payload": {"signal_id": "run-1/signal-1", "name": "comment", "by": "ana",
+                           "received_at_ms": 1_796_025_600_000, "payload": {"text": "Nice post"}}}
+    timed_out = {"source_agent": "timers", "output_type": "event_timed_out",
+                 "payload": {"event": "comment", "timer_id": "run-1/timer-1", "reason": "answer the first comment",
+                             "due_at_ms": 1_796_025_600_000, "fired_at_ms": 1_796_025_600_250, "late_ms": 250}}
+    answers = []
+    for inputs in ([], [comment], [timed_out]):
+        scope: dict[str, Any] = {"request": da.Request.from_json(request_doc(decision_inputs=inputs))}
+        exec(doc_example("wait-event", PAGE), scope)
+        document = scope["response"].to_json()
+        jsonschema.Draft202012Validator({"$defs": schema["$defs"], "$ref": "#/$defs/AgentResponse"}).validate(document)
+        answers.append(document["actions"])
+    assert answers == [
+        [{"type": "wait", "for": "6h", "event": "comment", "reason": "answer the first comment"}],
+        [{"type": "finish", "output": {"reply_to": {"text": "Nice post"}}}],
+        [{"type": "finish", "output": {"reply_to": None}}],
+    ]

@@ -115,12 +115,27 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.write_domain("", 1), "write_domain.domain: must not be empty"),
         (lambda: da.finish_episode("done"), "finish_episode.result.status: expected one of ok, needs_review, failed"),  # type: ignore[arg-type]
         (lambda: da.request_effect("publish", "api", idempotency_key=""), "request_effect.idempotency_key: must not be empty"),
+        (lambda: da.request_effect("publish", "api", not_before="tomorrow 9am"),
+         'request_effect.not_before: "tomorrow 9am" is not a time with its offset'),
+        (lambda: da.request_effect("publish", "api", not_before="2026-11-30T09:00:00"),
+         'request_effect.not_before: "2026-11-30T09:00:00" is not a time with its offset'),
+        (lambda: da.request_effect("publish", "api", not_before=1_796_025_600_000),  # type: ignore[arg-type]
+         "request_effect.not_before: expected a string, got int"),
         (lambda: da.call_tool(""), "call_tool.name: must not be empty"),
         (lambda: da.wait(for_="2h", reason=" "), "wait.reason: must not be empty"),
-        (lambda: da.wait(reason="a slot"), "wait.for: a wait needs `until` (a time) or `for` (a duration)"),
+        (lambda: da.wait(reason="a slot"),
+         "wait.for: a wait needs `until` (a time), `for` (a duration) or `event` (an outside event)"),
         (lambda: da.wait(until="2027-01-15T09:30:00Z", for_="1h", reason="a slot"),
          "wait.until: give `until` or `for`, not both"),
         (lambda: da.wait(for_=7200, reason="a slot"), "wait.for: expected a string, got int"),  # type: ignore[arg-type]
+        (lambda: da.wait(event=" ", reason="a reply"),
+         "wait.event: name the event waited for (a name the bundle's [[signals]] declares)"),
+        (lambda: da.wait(event="", for_="6h", reason="a reply"),
+         "wait.event: name the event waited for (a name the bundle's [[signals]] declares)"),
+        (lambda: da.wait(event="comment", until="2027-01-15T09:30:00Z", for_="1h", reason="a reply"),
+         "wait.until: give `until` or `for`, not both"),
+        (lambda: da.wait(event="comment", for_="soon", reason="a reply"), 'wait.for: "soon" is not a duration'),
+        (lambda: da.wait(event=7, reason="a reply"), "wait.event: expected a string, got int"),  # type: ignore[arg-type]
         (lambda: da.wait(for_="2h", reason=None), "wait.reason: expected a string, got NoneType"),  # type: ignore[arg-type]
     ],
 )
@@ -201,6 +216,7 @@ def test_a_wait_goes_through_json_and_back() -> None:
     assert json.loads(response.to_line())["actions"] == [{"type": "wait", "for": "2h", "reason": "r"}]
     for document, message in [
         ({"type": "wait", "for": 2, "reason": "r"}, "wait.for: expected a string, got int"),
+        ({"type": "wait", "event": ["comment"], "reason": "r"}, "wait.event: expected a string, got list"),
         ({"type": "wait", "for": "2h"}, "wait.reason: required"),
         ({"type": "wait", "for": "2h", "reason": "r", "at": "9"}, "wait.at: unknown field"),
         ({"type": "finish"}, "wait.type: expected 'wait', got 'finish'"),
@@ -208,6 +224,67 @@ def test_a_wait_goes_through_json_and_back() -> None:
         with pytest.raises(ValueError) as caught:
             da.Wait.from_json(document)
         assert str(caught.value).startswith(message)
+
+
+def test_a_wait_for_an_event_needs_no_time_and_takes_one_as_its_timeout() -> None:
+    alone = da.wait(event="comment", reason="answer the first comment on the post")
+    assert (alone.event, alone.until, alone.for_) == ("comment", None, None)
+    assert alone.to_json() == {"type": "wait", "event": "comment", "reason": "answer the first comment on the post"}
+    timed = da.wait(event="comment", for_="6h", reason="answer the first comment on the post")
+    assert timed.to_json() == {"type": "wait", "for": "6h", "event": "comment",
+                               "reason": "answer the first comment on the post"}
+    until = da.wait(event="payment", until="2026-11-30T09:00:00+01:00", reason="the invoice is due")
+    assert until.to_json()["until"] == "2026-11-30T09:00:00+01:00"
+    for action in (alone, timed, until):
+        assert da.Wait.from_json(json.loads(json.dumps(action.to_json()))) == action
+        response = da.success(REQUEST, action, confidence="HIGH")
+        assert response.problems() == []
+        assert json.loads(response.to_line())["actions"] == [action.to_json()]
+    assert "event" not in da.wait(for_="2h", reason="r").to_json()  # only when given
+    blank = da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Wait("r", event=" "),))
+    assert blank.problems() == [
+        "actions[0].event: name the event waited for (a name the bundle's [[signals]] declares)"]
+
+
+def test_events_received_and_timed_out_are_read_from_their_sources() -> None:
+    request = parse(decision_inputs=[
+        {"source_agent": "external", "output_type": "ticket", "payload": {}},
+        {"source_agent": "events", "output_type": "event",
+         "payload": {"signal_id": "run-1/signal-1", "name": "comment", "by": "ana",
+                     "received_at_ms": 20_000, "payload": {"text": "Nice post"}}},
+        {"source_agent": "planner", "output_type": "event", "payload": {"signal_id": "not-an-event"}},
+        {"source_agent": "timers", "output_type": "event_timed_out",
+         "payload": {"event": "comment", "timer_id": "run-1/timer-1", "reason": "a reply needs a comment",
+                     "due_at_ms": 3_610_000, "fired_at_ms": 3_612_000, "late_ms": 2_000}},
+        {"source_agent": "events", "output_type": "event_timed_out", "payload": {"event": "not-a-timeout"}},
+        {"source_agent": "events", "output_type": "event", "payload": {"signal_id": "run-1/signal-2"}},
+    ])
+    first, second = request.events_received()
+    assert first == da.EventReceived("run-1/signal-1", "comment", "ana", 20_000, {"text": "Nice post"})
+    assert second == da.EventReceived("run-1/signal-2", "", "", 0, None)
+    assert request.events_timed_out() == [
+        da.EventTimedOut("comment", "run-1/timer-1", "a reply needs a comment", 3_610_000, 3_612_000, 2_000)]
+    assert request.timers_fired() == []  # an event's timeout is not a timer of a plain wait
+    assert parse().events_received() == [] and parse().events_timed_out() == []
+
+
+def test_a_scheduled_effect_writes_not_before_after_its_params() -> None:
+    effect = da.request_effect("publish", "api", idempotency_key="post-1", params={"text": "We are live."},
+                               not_before="2026-11-30T09:00:00+01:00")
+    assert effect.not_before == "2026-11-30T09:00:00+01:00"
+    assert list(effect.to_json().items()) == [
+        ("type", "request_effect"), ("kind", "publish"), ("lane", "api"), ("idempotency_key", "post-1"),
+        ("params", {"text": "We are live."}), ("not_before", "2026-11-30T09:00:00+01:00")]
+    assert "not_before" not in da.request_effect("publish", "api").to_json()  # only when given
+    response = da.success(REQUEST, effect, confidence="HIGH")
+    assert response.problems() == []
+    assert json.loads(response.to_line())["actions"] == [effect.to_json()]
+    # The forms a wait's `until` takes, as docket reads them for both.
+    assert da.request_effect("like", "browser", not_before="20261130T080000Z").not_before == "20261130T080000Z"
+    both = da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH",
+                       actions=(da.RequestEffect(" ", "api", "", not_before="2027-01-15T09:30:00+26:00"),))
+    assert [p.split(":")[0] for p in both.problems()] == [
+        "actions[0].kind", "actions[0].not_before", "actions[0].idempotency_key"]
 
 
 def test_timers_fired_are_read_from_the_timers_inputs() -> None:
@@ -252,6 +329,13 @@ REQUEST = da.Request.from_json(request_doc())
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Wait("r", until="tomorrow"),)),
          'actions[0].until: "tomorrow" is not a time with its offset, as RFC 3339 writes it (2026-11-29T10:00:00Z): '
          "expected YYYY-MM-DDTHH:MM:SS and an offset (Z or +01:00)"),
+        (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH",
+                     actions=(da.RequestEffect("publish", "api", not_before="tomorrow"),)),
+         'actions[0].not_before: "tomorrow" is not a time with its offset, as RFC 3339 writes it '
+         "(2026-11-29T10:00:00Z): expected YYYY-MM-DDTHH:MM:SS and an offset (Z or +01:00)"),
+        (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH",
+                     actions=(da.RequestEffect("publish", "api", not_before="1969-12-31T23:59:59Z"),)),
+         'actions[0].not_before: "1969-12-31T23:59:59Z" is not a time between 1970 and 2170'),
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.Wait(""),)),
          "actions[0].reason: must not be empty"),
         (da.Response("run-1/call-1", "SUCCESS", confidence_level="HIGH", actions=(da.finish(),), tool_calls=(da.ToolCall("Bash"),)),

@@ -69,7 +69,7 @@ def fields_of(cls: type) -> tuple[set[str], set[str]]:
 
 
 def test_a_field_named_for_its_json_name_is_written_under_it() -> None:
-    assert fields_of(da.Wait) == ({"until", "for", "reason"}, {"reason"})
+    assert fields_of(da.Wait) == ({"until", "for", "event", "reason"}, {"reason"})
     assert "for" in da.wait(for_="2h", reason="r").to_json()
 
 
@@ -113,10 +113,13 @@ def every_action() -> list[da.Action]:
         da.finish_episode("failed", "the source was down", artifacts_created=["doc-1"],
                           decisions=[{"chose": "stop"}], verification_needed=True,
                           next_actions=[{"retry": "tomorrow"}], error_class="data_error"),
-        da.request_effect("publish", "api", idempotency_key="post-1", params={"text": "We are live."}),
+        da.request_effect("publish", "api", idempotency_key="post-1", params={"text": "We are live."},
+                          not_before="2026-11-30T09:00:00+01:00"),
         da.call_tool("search", {"q": "crm for startups"}),
         da.wait(until="2026-11-30T09:00:00+01:00", reason="the 09:00 slot"),
         da.wait(for_="2h 30m", reason="the post goes out after the embargo"),
+        da.wait(event="comment", reason="answer the first comment on the post"),
+        da.wait(event="comment", for_="6h", reason="answer the first comment on the post"),
     ]
 
 
@@ -162,6 +165,9 @@ def test_the_package_leaves_out_defaults_but_keeps_what_was_given() -> None:
     assert da.finish().to_json() == {"type": "finish", "output": None}
     assert da.call_tool("clock").to_json() == {"type": "call_tool", "name": "clock", "arguments": None}
     assert da.request_effect("like", "browser").to_json() == {"type": "request_effect", "kind": "like", "lane": "browser"}
+    assert da.request_effect("like", "browser", not_before="2026-11-30T09:00:00Z").to_json() == {
+        "type": "request_effect", "kind": "like", "lane": "browser", "not_before": "2026-11-30T09:00:00Z"}
     assert da.spawn("a", "verify", "g").to_json()["budget"] == {}
     assert da.wait(for_="90s", reason="r").to_json() == {"type": "wait", "for": "90s", "reason": "r"}
+    assert da.wait(event="comment", reason="r").to_json() == {"type": "wait", "event": "comment", "reason": "r"}
     assert protocol.MAX_ACTIONS == 1000

@@ -1,8 +1,9 @@
 """One function per action an agent can ask docket for (docs/agent-protocol.md#actions).
 
 Each checks its arguments as docket would (no blank names, tool patterns that parse, a
-wait that says when) and raises ``ValueError`` naming the function and the argument, so a
-mistake shows where it was made rather than as a rejected response later.
+wait that says when or for which event) and raises ``ValueError`` naming the function and
+the argument, so a mistake shows where it was made rather than as a rejected response
+later.
 """
 
 from __future__ import annotations
@@ -159,11 +160,16 @@ def finish_episode(
     return _checked("finish_episode", FinishEpisode(result))
 
 
-def request_effect(kind: str, lane: str, *, idempotency_key: str | None = None, params: Any = None) -> RequestEffect:
+def request_effect(kind: str, lane: str, *, idempotency_key: str | None = None, params: Any = None,
+                   not_before: str | None = None) -> RequestEffect:
     """Ask docket to carry out a side effect (a publish, a DM). docket decides it, runs it
     at most once per ``idempotency_key``, verifies it, and calls this agent again with an
-    ``effect_result`` decision input."""
-    return _checked("request_effect", RequestEffect(kind, lane, idempotency_key, params))
+    ``effect_result`` decision input. With ``not_before`` (RFC 3339 with its offset,
+    ``"2026-11-30T09:00:00+01:00"``), it is decided and dry-run at once and executed no
+    earlier than that time, its kill switch and policy read then."""
+    if not_before is not None and not isinstance(not_before, str):
+        raise ValueError(f"request_effect.not_before: expected a string, got {type(not_before).__name__}")
+    return _checked("request_effect", RequestEffect(kind, lane, idempotency_key, params, not_before))
 
 
 def call_tool(name: str, arguments: Any = None) -> CallTool:
@@ -173,17 +179,23 @@ def call_tool(name: str, arguments: Any = None) -> CallTool:
     return _checked("call_tool", CallTool(name, arguments))
 
 
-def wait(*, until: str | None = None, for_: str | None = None, reason: str) -> Wait:
+def wait(*, until: str | None = None, for_: str | None = None, event: str | None = None, reason: str) -> Wait:
     """Wait, then be called again: ``until`` a time (RFC 3339 with its offset,
     ``"2026-11-30T09:00:00+01:00"``) or ``for_`` a duration from when the response is
     recorded (``"90s"``, ``"15m"``, ``"2h 30m"``, ``"1d"``, ``"2w"``, ``"PT2H"``; a day is
-    24 hours; months and years are refused; at most 100 years), exactly one of them.
-    ``reason`` is shown to people and recorded. Must come last.
+    24 hours; months and years are refused; at most 100 years), exactly one of them; or
+    for the outside ``event`` of that name (the bundle's ``[[signals]]``), with ``until``
+    or ``for_`` as an optional timeout. ``reason`` is shown to people and recorded. Must
+    come last.
 
-    docket decides the wait (the episode's budget, the bundle's longest wait); once it
-    fires, this agent is called again with a ``timer_fired`` decision input
-    (``Request.timers_fired``); refused, with an ``action_denied`` one."""
-    for name, value, optional in (("until", until, True), ("for", for_, True), ("reason", reason, False)):
+    docket decides the wait (the episode's budget, the bundle's longest wait, whether
+    this agent may wait for the event); once it fires, this agent is called again with a
+    ``timer_fired`` decision input (``Request.timers_fired``); for an event, with an
+    ``event`` one when it is delivered (``Request.events_received``) or an
+    ``event_timed_out`` one when the timeout passes first (``Request.events_timed_out``);
+    refused, with an ``action_denied`` one."""
+    for name, value, optional in (("until", until, True), ("for", for_, True), ("event", event, True),
+                                  ("reason", reason, False)):
         if not isinstance(value, str) and not (optional and value is None):
             raise ValueError(f"wait.{name}: expected a string, got {type(value).__name__}")
-    return _checked("wait", Wait(reason, until=until, for_=for_))
+    return _checked("wait", Wait(reason, until=until, for_=for_, event=event))

@@ -24,6 +24,8 @@ __all__ = [
     "EpisodeResult",
     "EpisodeStatus",
     "Escalate",
+    "EventReceived",
+    "EventTimedOut",
     "Finish",
     "FinishEpisode",
     "Handoff",
@@ -245,6 +247,34 @@ class TimerFired:
     late_ms: int
 
 
+@dataclass(frozen=True)
+class EventReceived:
+    """An outside event this agent waited for with ``wait(event=...)``, delivered to it
+    (decision input ``event`` from ``events``): ``signal_id`` (``{run}/signal-N``), its
+    ``name``, who sent it (``by``), when docket received it (ms since the Unix epoch), and
+    its ``payload``, scoped for this agent as content from ``events``."""
+
+    signal_id: str
+    name: str
+    by: str
+    received_at_ms: int
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class EventTimedOut:
+    """A wait for an outside event whose timeout (its ``until`` or ``for``) passed before
+    the event came (decision input ``event_timed_out`` from ``timers``): the ``event``
+    waited for, and the timeout's timer as ``TimerFired`` has it."""
+
+    event: str
+    timer_id: str
+    reason: str
+    due_at_ms: int
+    fired_at_ms: int
+    late_ms: int
+
+
 def _opt_str(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -393,6 +423,48 @@ class Request:
             p = item.payload if isinstance(item.payload, dict) else {}
             out.append(
                 TimerFired(
+                    timer_id=str(p.get("timer_id", "")),
+                    reason=str(p.get("reason", "")),
+                    due_at_ms=_int(p.get("due_at_ms")),
+                    fired_at_ms=_int(p.get("fired_at_ms")),
+                    late_ms=_int(p.get("late_ms")),
+                )
+            )
+        return out
+
+    def events_received(self) -> list[EventReceived]:
+        """Every ``event`` decision input from ``events``, oldest first: the outside events
+        this agent's ``wait(event=...)`` actions received, which is how a call after such a
+        wait tells itself from the first. A field missing from a payload reads as ``""``,
+        ``0`` or ``None``."""
+        out = []
+        for item in self.decision_inputs_of("event"):
+            if item.source_agent != "events":
+                continue
+            p = item.payload if isinstance(item.payload, dict) else {}
+            out.append(
+                EventReceived(
+                    signal_id=str(p.get("signal_id", "")),
+                    name=str(p.get("name", "")),
+                    by=str(p.get("by", "")),
+                    received_at_ms=_int(p.get("received_at_ms")),
+                    payload=p.get("payload"),
+                )
+            )
+        return out
+
+    def events_timed_out(self) -> list[EventTimedOut]:
+        """Every ``event_timed_out`` decision input from ``timers``, oldest first: the waits
+        for an outside event whose timeout passed before the event came. A field missing
+        from a payload reads as ``""`` or ``0``."""
+        out = []
+        for item in self.decision_inputs_of("event_timed_out"):
+            if item.source_agent != "timers":
+                continue
+            p = item.payload if isinstance(item.payload, dict) else {}
+            out.append(
+                EventTimedOut(
+                    event=str(p.get("event", "")),
                     timer_id=str(p.get("timer_id", "")),
                     reason=str(p.get("reason", "")),
                     due_at_ms=_int(p.get("due_at_ms")),
@@ -590,12 +662,16 @@ class FinishEpisode:
 
 @dataclass(frozen=True)
 class RequestEffect:
-    """Ask docket to carry out a side effect; the agent never performs it itself."""
+    """Ask docket to carry out a side effect; the agent never performs it itself. With
+    ``not_before`` (RFC 3339 with its offset, ``2026-11-30T09:00:00+01:00``), it is decided
+    and dry-run at once and executed no earlier than that time, its kill switch and policy
+    read then; ``action_problems`` checks the time as it does a wait's ``until``."""
 
     kind: str
     lane: str
     idempotency_key: str | None = None
     params: Any = None
+    not_before: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document docket reads, leaving out what defaults to empty."""
@@ -604,6 +680,8 @@ class RequestEffect:
             out["idempotency_key"] = self.idempotency_key
         if self.params is not None:
             out["params"] = self.params
+        if self.not_before is not None:
+            out["not_before"] = self.not_before
         return out
 
 
@@ -628,6 +706,12 @@ class Wait:
     ``PT2H``), exactly one of them; ``for_`` is the JSON field ``for``. Must be the last
     action.
 
+    With ``event`` (a name the bundle's ``[[signals]]`` declares), wait for that outside
+    event instead, with ``until`` or ``for_`` as an optional timeout (at most one of them):
+    called again with an ``event`` decision input when it is delivered
+    (``Request.events_received``), or an ``event_timed_out`` one when the timeout passes
+    first (``Request.events_timed_out``).
+
     ``action_problems`` checks the time and the duration (``wait_until_ms``,
     ``wait_duration_ms``) in the forms docket reads and with its messages, but is not
     docket's parser: docket parses them again when the response arrives and has the last
@@ -637,15 +721,18 @@ class Wait:
     reason: str
     until: str | None = None
     for_: str | None = None
+    event: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON document docket reads, leaving out whichever of ``until`` and ``for``
-        is not given."""
+        """The JSON document docket reads, leaving out whichever of ``until``, ``for`` and
+        ``event`` is not given."""
         out: dict[str, Any] = {"type": "wait"}
         if self.until is not None:
             out["until"] = self.until
         if self.for_ is not None:
             out["for"] = self.for_
+        if self.event is not None:
+            out["event"] = self.event
         out["reason"] = self.reason
         return out
 
@@ -660,20 +747,20 @@ class Wait:
             raise ValueError(f"wait: expected an object, got {_type_name(obj)}")
         if obj.get("type") != "wait":
             raise ValueError(f"wait.type: expected 'wait', got {obj.get('type')!r}")
-        unknown = sorted(set(obj) - {"type", "until", "for", "reason"})
+        unknown = sorted(set(obj) - {"type", "until", "for", "event", "reason"})
         if unknown:
-            raise ValueError(f"wait.{unknown[0]}: unknown field (expected type, until, for, reason)")
+            raise ValueError(f"wait.{unknown[0]}: unknown field (expected type, until, for, event, reason)")
         reason = obj.get("reason")
         if not isinstance(reason, str):
             raise ValueError("wait.reason: required" if reason is None
                              else f"wait.reason: expected a string, got {_type_name(reason)}")
-        times: dict[str, str | None] = {}
-        for key in ("until", "for"):
+        given: dict[str, str | None] = {}
+        for key in ("until", "for", "event"):
             value = obj.get(key)
             if value is not None and not isinstance(value, str):
                 raise ValueError(f"wait.{key}: expected a string, got {_type_name(value)}")
-            times[key] = value
-        return cls(reason, until=times["until"], for_=times["for"])
+            given[key] = value
+        return cls(reason, until=given["until"], for_=given["for"], event=given["event"])
 
 
 Action = Union[
@@ -807,10 +894,11 @@ def wait_duration_ms(text: str) -> int:
 
 
 def wait_until_ms(text: str) -> int:
-    """The ms since the Unix epoch of a ``wait``'s ``until``: an RFC 3339 time with its
-    offset (``2026-11-30T09:00:00+01:00``, ``...Z``), or one of the other ISO 8601 forms
-    docket reads (``20261130T090000Z``, ``2026-11-30T09+01``, a ``[Europe/Paris]``
-    annotation after the offset, which does not change the time).
+    """The ms since the Unix epoch of a ``wait``'s ``until`` or a ``request_effect``'s
+    ``not_before``: an RFC 3339 time with its offset (``2026-11-30T09:00:00+01:00``,
+    ``...Z``), or one of the other ISO 8601 forms docket reads (``20261130T090000Z``,
+    ``2026-11-30T09+01``, a ``[Europe/Paris]`` annotation after the offset, which does not
+    change the time).
 
     Raises ``ValueError`` in docket's words for a time without an offset, one that does
     not parse, or one outside 1970 to 2170."""
@@ -840,11 +928,15 @@ def wait_until_ms(text: str) -> int:
 
 
 def _wait_problem(action: Wait) -> tuple[str, str] | None:
-    """Which field of a wait does not say when, and why, as docket finds it."""
+    """Which field of a wait does not say when or for what, and why, as docket finds it."""
+    if action.event is not None and not action.event.strip():
+        return "event", "name the event waited for (a name the bundle's [[signals]] declares)"
     if action.until is not None and action.for_ is not None:
         return "until", "give `until` or `for`, not both"
     if action.until is None and action.for_ is None:
-        return "for", "a wait needs `until` (a time) or `for` (a duration)"
+        if action.event is not None:
+            return None
+        return "for", "a wait needs `until` (a time), `for` (a duration) or `event` (an outside event)"
     try:
         if action.until is not None:
             wait_until_ms(action.until)
@@ -998,9 +1090,10 @@ class Response:
 
 
 def action_problems(action: Action, at: str) -> list[str]:
-    """The blank names, malformed task patterns and waits that do not say when of one
-    action, each as ``field: problem`` under ``at`` (``actions[0]``, or the function's name
-    when it builds the action)."""
+    """The blank names, malformed task patterns, waits that do not say when (or for
+    which event) and effects' ``not_before`` that is not a time of one action, each as
+    ``field: problem`` under ``at`` (``actions[0]``, or the function's name when it builds
+    the action)."""
     p: list[str] = []
 
     def blank(name: str, value: str) -> None:
@@ -1035,6 +1128,11 @@ def action_problems(action: Action, at: str) -> list[str]:
     elif isinstance(action, RequestEffect):
         blank("kind", action.kind)
         blank("lane", action.lane)
+        if action.not_before is not None:
+            try:
+                wait_until_ms(action.not_before)
+            except ValueError as exc:
+                p.append(f"{at}.not_before: {exc}")
         if action.idempotency_key is not None:
             blank("idempotency_key", action.idempotency_key)
     elif isinstance(action, CallTool):
