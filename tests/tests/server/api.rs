@@ -560,6 +560,98 @@ fn an_outside_event_sent_through_the_api_reaches_the_waiting_agent_once() {
     assert_eq!(received, 2);
 }
 
+/// docs/events.md#runpaused: a pause recorded while the server drives the run and the
+/// agent holds its call: the answer in flight is recorded when it comes (after the
+/// pause, not lost and asked again), its timer fires while paused, and nothing new
+/// starts (no second call is made) until the unpause, after which the run completes.
+#[test]
+fn a_pause_lets_the_call_in_flight_settle_and_starts_nothing_until_unpaused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let gate = dir.path().join("gate");
+    let held = workflow(
+        dir.path(),
+        "held",
+        &[
+            "wait",
+            "--for",
+            "1s",
+            "--gate",
+            gate.to_str().expect("utf-8"),
+        ],
+    );
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": held, "input": {}, "run_id": "p-1" })),
+    );
+    assert_eq!(status, 202, "{started}");
+    let waiting = dir.path().join("gate.waiting");
+    let start = Instant::now();
+    while !waiting.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the agent was never called"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (status, paused) = server.call(
+        "POST",
+        "/api/runs/p-1/pause",
+        operator,
+        Some(&json!({ "reason": "look first" })),
+    );
+    assert_eq!(status, 200, "{paused}");
+    // The agent answers after the pause: its answer is recorded, then its timer fires.
+    std::fs::write(&gate, b"").expect("open the gate");
+    let kinds = || -> Vec<String> {
+        let (_, events) = server.call("GET", "/api/runs/p-1/events", operator, None);
+        events["events"]
+            .as_array()
+            .map(|e| {
+                e.iter()
+                    .filter_map(|e| e["kind"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let start = Instant::now();
+    while !kinds().iter().any(|k| k == "timer.fired") {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the timer never fired: {:?}",
+            kinds()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let during = server.until("p-1", |r| r["driven"] == false);
+    assert_eq!(during["status"], "running", "{during}");
+    assert!(during["paused"].is_object(), "{during}");
+    let log = kinds();
+    let at = |kind: &str| log.iter().position(|k| k == kind).expect(kind);
+    assert!(at("run.paused") < at("agent.responded"), "{log:?}");
+    let responded = |log: &[String]| log.iter().filter(|k| *k == "agent.responded").count();
+    assert_eq!(
+        responded(&log),
+        1,
+        "nothing new called while paused: {log:?}"
+    );
+
+    let (status, _) = server.call(
+        "POST",
+        "/api/runs/p-1/unpause",
+        operator,
+        Some(&json!({ "reason": "fine" })),
+    );
+    assert!(status == 200 || status == 202);
+    let done = server.until("p-1", |r| r["status"] == "completed");
+    assert!(done["paused"].is_null(), "{done}");
+    assert_eq!(responded(&kinds()), 2);
+}
+
 #[test]
 fn a_run_is_cancelled_through_the_api_while_driven_and_with_docket_cancel() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -124,7 +124,7 @@ impl<S: EventStore + 'static> Runtime<S> {
         })?;
         staged.events.extend(events);
         if state.pending_effects().is_empty() {
-            self.commit(bundle, staged).await?;
+            self.commit_rebased(state, bundle, staged).await?;
             return Ok(None);
         }
         Ok(Some(staged))
@@ -133,12 +133,41 @@ impl<S: EventStore + 'static> Runtime<S> {
     /// Writes an answer [`Runtime::stage_answer`] held back, if any.
     pub(super) async fn commit_carried(
         &self,
+        state: &mut RunState,
         bundle: &PolicyBundle,
         carried: Option<Staged>,
     ) -> Result<(), RuntimeError> {
         match carried {
-            Some(staged) => self.commit(bundle, staged).await,
+            Some(staged) => self.commit_rebased(state, bundle, staged).await,
             None => Ok(()),
+        }
+    }
+
+    /// Writes staged batches that start no effect; when another writer appended
+    /// meanwhile (a pause, a decision), their inputs are decided again, in order, on the
+    /// run as it now stands (`state` then follows the log), as
+    /// [`Runtime::decide_and_append`] does for one input.
+    async fn commit_rebased(
+        &self,
+        state: &mut RunState,
+        bundle: &PolicyBundle,
+        staged: Staged,
+    ) -> Result<(), RuntimeError> {
+        let inputs: Vec<Command> = staged
+            .events
+            .iter()
+            .filter(|e| e.is_input())
+            .filter_map(Command::from_event)
+            .collect();
+        match self.commit(bundle, staged).await {
+            Err(RuntimeError::Conflict { run, .. }) => {
+                *state = self.load_state(&run).await?.0;
+                for command in inputs {
+                    self.decide_and_append(state, bundle, command).await?;
+                }
+                Ok(())
+            }
+            other => other,
         }
     }
 

@@ -1077,9 +1077,41 @@ impl<S: EventStore + 'static> Runtime<S> {
     }
 
     /// Decides `command` in place and appends the batch at the version it was decided
-    /// from. On an error the state may be past what is recorded: drop it (every caller
-    /// returns the error), and fold the log again to go on.
+    /// from. When another writer appended meanwhile (a person's pause, decision or event
+    /// recorded while this process drives the run), the input is decided again on the
+    /// run as it now stands and appended after, so an answer in flight is recorded, not
+    /// lost; an input the newer run refuses (the call answered elsewhere, the run
+    /// cancelled) is an error. On an error the state may be past what is recorded: drop
+    /// it (every caller returns the error), and fold the log again to go on.
     pub(crate) async fn decide_and_append(
+        &self,
+        state: &mut RunState,
+        bundle: &PolicyBundle,
+        command: Command,
+    ) -> Result<(), RuntimeError> {
+        /// How many times an input is decided again on a run that moved on under it.
+        const REBASES: usize = 3;
+        if matches!(command, Command::Start(_)) {
+            return self.decide_and_append_once(state, bundle, command).await;
+        }
+        let mut rebases = 0;
+        loop {
+            match self
+                .decide_and_append_once(state, bundle, command.clone())
+                .await
+            {
+                Err(RuntimeError::Conflict { run, .. }) if rebases < REBASES => {
+                    rebases += 1;
+                    tracing::info!(run = %run, "the run moved on under this drive: its input is decided again on the run as it stands");
+                    *state = self.load_state(&run).await?.0;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// [`Runtime::decide_and_append`] without deciding again on a newer run.
+    async fn decide_and_append_once(
         &self,
         state: &mut RunState,
         bundle: &PolicyBundle,
@@ -1226,7 +1258,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     // Governed tools: the asking agent waits for the outcome.
                     NextStep::Tool(record) => {
                         let record = record.clone();
-                        self.commit_carried(&bundle, carried.take()).await?;
+                        self.commit_carried(&mut state, &bundle, carried.take())
+                            .await?;
                         self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                         let was_interrupted = interrupted.contains(&record.tool_call_id);
                         self.tool_step(&mut state, &bundle, &workflow, &record, was_interrupted)
@@ -1237,7 +1270,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     // drive waits it out, or ends when this process fires timers apart.
                     NextStep::WaitForTimer(timer) => {
                         let timer = timer.clone();
-                        self.commit_carried(&bundle, carried.take()).await?;
+                        self.commit_carried(&mut state, &bundle, carried.take())
+                            .await?;
                         self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                         let elsewhere = self
                             .inner
@@ -1252,7 +1286,8 @@ impl<S: EventStore + 'static> Runtime<S> {
                     NextStep::Call(pending) => pending,
                     _ => break,
                 };
-                self.commit_carried(&bundle, carried.take()).await?;
+                self.commit_carried(&mut state, &bundle, carried.take())
+                    .await?;
                 self.snapshot_if_due(&state, &mut snapshot_at, false).await;
                 let pending = self.read_circuits(&mut state, &bundle, pending).await?;
                 // One span per call, kept open until its answer is recorded (its seq).
@@ -1301,7 +1336,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     self.record_outcome(&state, request, at_ms).await?;
                 }
             }
-            self.commit_carried(&bundle, carried).await?;
+            self.commit_carried(&mut state, &bundle, carried).await?;
             self.snapshot_if_due(&state, &mut snapshot_at, true).await;
             tracing::Span::current().record("docket.status", state.status().as_str());
             tracing::info!(status = state.status().as_str(), "run stopped");
@@ -1485,10 +1520,12 @@ mod tests {
         .expect("bundle")
     }
 
-    /// A second writer decided from a state the first has moved past: its append fails
-    /// with a conflict naming both versions, and nothing of it is recorded.
+    /// A second writer decided from a state the first has moved past: its append
+    /// conflicts, its input is decided again on the run as it stands, which refuses it
+    /// (the run is finished), and nothing of it is recorded. Appending at a stale version
+    /// is a conflict naming both versions.
     #[tokio::test]
-    async fn a_second_writer_gets_a_conflict_and_records_nothing() {
+    async fn a_second_writer_is_decided_again_and_records_nothing_the_run_refuses() {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = EmbeddedStore::open(dir.path(), StoreConfig::default())
             .await
@@ -1528,22 +1565,34 @@ mod tests {
         assert_eq!(first.state.status(), RunStatus::Completed);
         let before = runtime.events(&"run-w".into()).await.expect("events").len();
 
+        let decision = Command::RecordHumanDecision(HumanDecided {
+            ticket: "ticket-1".into(),
+            approved: false,
+            by: "bo".into(),
+            reason: "no".into(),
+            choice: None,
+            answer: None,
+            at_ms: 0,
+        });
+        let mut staler = stale.clone();
         let second = runtime
-            .decide_and_append(
-                &mut stale,
-                &bundle,
-                Command::RecordHumanDecision(HumanDecided {
-                    ticket: "ticket-1".into(),
-                    approved: false,
-                    by: "bo".into(),
-                    reason: "no".into(),
-                    choice: None,
-                    answer: None,
-                    at_ms: 0,
-                }),
-            )
+            .decide_and_append(&mut stale, &bundle, decision.clone())
             .await;
-        let err = second.expect_err("the stale writer conflicts");
+        let err = second.expect_err("the stale writer is refused");
+        assert!(
+            matches!(
+                err,
+                RuntimeError::Rejected {
+                    rejection: docket_decider::Rejection::Finished(_),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = runtime
+            .decide_and_append_once(&mut staler, &bundle, decision)
+            .await
+            .expect_err("a stale append conflicts");
         assert!(matches!(err, RuntimeError::Conflict { .. }), "{err}");
         assert!(
             err.to_string().contains("only one process may drive a run"),
