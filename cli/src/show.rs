@@ -8,8 +8,7 @@ use std::fmt::Write as _;
 
 use docket_app::Store;
 use docket_decider::{
-    HandoffRecord, NextStep, RunEvent, RunHistory, RunId, RunState, RunStatus, SignalPhase,
-    TicketSubject,
+    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, SignalPhase, TicketSubject,
 };
 use docket_policies::InputKind;
 use docket_runtime::{RunOutcome, Runtime};
@@ -420,7 +419,7 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
         return 0;
     }
     // Waiting for an outside event, as for a person: the run goes on once it is sent.
-    if s.next_step() == NextStep::WaitForSignal {
+    if s.awaits_signal() {
         return EXIT_WAITING;
     }
     exit_code(s.status())

@@ -160,8 +160,36 @@ fn a_wait_whose_timeout_passes_first_is_told_it_timed_out() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let data = tmp.path().join("data");
     let wf = workflow(tmp.path(), &["--for", "1s"]);
-    // The foreground run waits out the timeout, then the agent is told and finishes.
+    // The foreground run does not hold the run while the agent waits for an event: it
+    // exits waiting (3), naming the event and the timeout's timer.
     let out = docket(&data, &["run", &wf, "--run-id", "t-1"]);
+    assert_eq!(exit_code(&out), 3, "{}", both(&out));
+    assert!(
+        stdout_text(&out).contains("worker waits for event `comment`"),
+        "{}",
+        both(&out)
+    );
+    // Once the timeout is due, a resume fires it (late): the agent is told, and finishes.
+    let due = events(&data, "t-1")
+        .iter()
+        .find(|e| e["kind"] == "timer.set")
+        .and_then(|e| e["payload"]["due_at_ms"].as_i64())
+        .expect("the timeout's timer");
+    let now = || {
+        i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms")
+    };
+    while now() <= due {
+        std::thread::sleep(std::time::Duration::from_millis(
+            u64::try_from(due + 1 - now()).unwrap_or(1),
+        ));
+    }
+    let out = docket(&data, &["resume", "t-1"]);
     assert_eq!(exit_code(&out), 0, "{}", both(&out));
     let log = events(&data, "t-1");
     let kinds: Vec<&str> = log.iter().filter_map(|e| e["kind"].as_str()).collect();

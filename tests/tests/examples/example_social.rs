@@ -713,3 +713,151 @@ fn each_stop_condition_of_the_document_is_reached_from_its_input() {
         stops(&events)
     );
 }
+
+/// A day of the platform (docs/governance.md#outside-events, #scheduled-effects): the
+/// campaign's post is scheduled a few seconds ahead and goes out at its time; the
+/// engagement agent waits for engagement the ingestion system sends to the running
+/// campaign (`docket signal`), each event written to `engagement_events` by the ingestion
+/// system alone, delivered without the author's contact details, annotated by the agent in
+/// `engagement_annotations`, and answered; an operator pauses the campaign, an event sent
+/// meanwhile is recorded and answered only after the unpause; the DM waits for a person;
+/// the whole run replays.
+#[test]
+fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pause() {
+    let agency = Agency::new();
+    let example = workspace_root().join("examples/social");
+    let live = std::fs::read_to_string(example.join("input/live.json")).expect("input");
+    let input = agency.dir().join("live.json");
+    std::fs::write(&input, live.replace("\"+20s\"", "\"+3s\"")).expect("input");
+    let out = agency.docket(&[
+        "run",
+        example.join("workflow.toml").to_str().expect("utf-8"),
+        "--input",
+        input.to_str().expect("utf-8"),
+        "--run-id",
+        "day",
+    ]);
+    assert_eq!(agency.code(&out), 3, "waits for engagement");
+    assert!(
+        stdout_text(&out).contains("engagement waits for event `engagement`"),
+        "{}",
+        stdout_text(&out)
+    );
+    let events = run_events(&agency.data, "day");
+    let published = events
+        .iter()
+        .find(|e| e["kind"] == "effect.requested" && e["payload"]["effect_kind"] == "publish")
+        .expect("the post");
+    let due = published["payload"]["not_before_ms"]
+        .as_i64()
+        .expect("scheduled");
+    let checked = events
+        .iter()
+        .find(|e| e["kind"] == "effect.kill_switch_checked")
+        .expect("gated");
+    assert!(
+        checked["payload"]["at_ms"].as_i64().expect("at") >= due,
+        "the post went out at its time, not before: {checked}"
+    );
+
+    let send = |file: &str| {
+        let out = agency.docket(&[
+            "signal",
+            "day",
+            "engagement",
+            "--by",
+            "ingestion",
+            "--payload",
+            example
+                .join("input/engagement")
+                .join(file)
+                .to_str()
+                .expect("utf-8"),
+        ]);
+        (agency.code(&out), stdout_text(&out))
+    };
+    let (code, said) = send("comment.json");
+    assert_eq!(code, 3, "answered, then waits for the next: {said}");
+    assert!(said.contains("delivered to engagement"), "{said}");
+    // A sender the bundle does not list is refused.
+    let out = agency.docket(&[
+        "signal",
+        "day",
+        "engagement",
+        "--by",
+        "someone",
+        "--payload",
+        example
+            .join("input/engagement/comment.json")
+            .to_str()
+            .expect("utf-8"),
+    ]);
+    assert!(
+        stdout_text(&out).contains("refused"),
+        "{}",
+        stdout_text(&out)
+    );
+
+    let out = agency.docket(&["pause", "day", "--by", "ops", "--reason", "check the tone"]);
+    assert_eq!(agency.code(&out), 0);
+    let (code, said) = send("dm.json");
+    assert_eq!(code, 0, "recorded while paused: {said}");
+    let before = run_events(&agency.data, "day");
+    let out = agency.docket(&["unpause", "day", "--by", "ops", "--reason", "tone is fine"]);
+    assert_eq!(agency.code(&out), 3, "the DM waits for a person");
+    let after = run_events(&agency.data, "day");
+    let calls = |e: &[Value]| e.iter().filter(|e| e["kind"] == "agent.responded").count();
+    assert!(calls(&after) > calls(&before), "answered after the unpause");
+    assert_eq!(agency.approve("day", "ticket-1"), 0);
+
+    let events = run_events(&agency.data, "day");
+    // The ingestion system alone wrote engagement_events; the agent annotated each
+    // delivered event, naming it; the author's address never reached the agent.
+    let writes = |domain: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == "domain.written" && e["payload"]["domain"] == domain)
+            .map(|e| &e["payload"])
+            .collect()
+    };
+    let ingested = writes("engagement_events");
+    assert_eq!(ingested.len(), 2, "the refused one was not written");
+    assert!(ingested.iter().all(|w| w["agent"] == "ingestion"));
+    let notes = writes("engagement_annotations");
+    assert_eq!(notes.len(), 2);
+    assert!(notes.iter().all(|n| {
+        n["agent"] == "engagement"
+            && n["content"]["signal_id"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("day/signal-"))
+    }));
+    let delivered: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["kind"] == "handoff.allowed" && e["payload"]["from"] == "events")
+        .collect();
+    assert_eq!(delivered.len(), 2);
+    assert!(
+        delivered
+            .iter()
+            .all(|d| d.to_string().contains("maya") || d.to_string().contains("jon")),
+        "{delivered:?}"
+    );
+    assert!(
+        delivered
+            .iter()
+            .all(|d| !d.to_string().contains("@example.com")),
+        "{delivered:?}"
+    );
+    assert_eq!(
+        agency.outbox_keys(),
+        [
+            "publish:spring-live:a5722ef529842960",
+            "comment:evt-201",
+            "dm:evt-202"
+        ]
+        .map(str::to_owned)
+        .to_vec()
+    );
+    let out = agency.docket(&["replay", "day"]);
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+}

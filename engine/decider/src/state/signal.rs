@@ -64,6 +64,21 @@ impl RunState {
         &self.signal_waits
     }
 
+    /// Whether the run waits for an outside event an agent waits for, and for nothing
+    /// else but that wait's timeout: its next step is [`NextStep::WaitForSignal`], or the
+    /// timer of such a wait. A process driving the run stops there; the event is sent by
+    /// another.
+    ///
+    /// [`NextStep::WaitForSignal`]: super::NextStep::WaitForSignal
+    #[must_use]
+    pub fn awaits_signal(&self) -> bool {
+        match self.next_step() {
+            super::NextStep::WaitForSignal => true,
+            super::NextStep::WaitForTimer(t) => self.wait_timed_by(&t.set.timer_id).is_some(),
+            _ => false,
+        }
+    }
+
     /// The event the sender's `key` recorded, if one did.
     #[must_use]
     pub fn signal_with_key(&self, key: &str) -> Option<&SignalId> {

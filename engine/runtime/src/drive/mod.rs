@@ -1277,7 +1277,12 @@ impl<S: EventStore + 'static> Runtime<S> {
                             .inner
                             .timers_elsewhere
                             .load(std::sync::atomic::Ordering::Relaxed);
-                        if elsewhere && timer.set.due_at_ms > self.now_ms() {
+                        // The timeout of a wait for an outside event: the event, sent by
+                        // another process, is what the run waits for; no process holds
+                        // the run meanwhile (`docket resume` or `docket serve` fires the
+                        // timeout, late when nothing drove the run at its time).
+                        let for_event = state.awaits_signal();
+                        if (elsewhere || for_event) && timer.set.due_at_ms > self.now_ms() {
                             break;
                         }
                         self.timer_step(&mut state, &bundle, &timer).await?;

@@ -155,13 +155,17 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
     let name = campaign["campaign"].as_str().unwrap_or("campaign");
     let trouble = campaign["trouble"].as_str().unwrap_or_default();
     let packet = |capsule_refs: Value| json!({ "trigger": trouble, "capsule_refs": capsule_refs });
-    let brief = json!({
+    let mut brief = json!({
         "campaign": name,
         "brand": campaign["brand"],
         "platform": campaign["platform"],
         "topic": campaign["topic"],
         "launch_date": campaign["launch_date"],
     });
+    // The post's slot, when the campaign gives one (a time, or `+20s` from publishing).
+    if !campaign["publish_at"].is_null() {
+        brief["publish_at"] = campaign["publish_at"].clone();
+    }
     let results = inputs(request, "episode_result");
     let Some(last) = results.last() else {
         return respond(
@@ -208,6 +212,14 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 campaign["platform"].as_str().unwrap_or("the platform")
             ),
             packet(brief),
+        ),
+        // Live engagement: the engagement agent waits for events the ingestion system
+        // sends to the running campaign (§4.4).
+        "publish" if campaign["engagement"]["live"] == true => spawn(
+            "engagement",
+            "engage",
+            format!("answer the engagement on the {name} post as it arrives"),
+            packet(json!({ "campaign": name, "engagement": campaign["engagement"] })),
         ),
         "publish"
             if campaign["engagement_events"]
@@ -502,9 +514,11 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
     let hash = asset["hash"].as_str().unwrap_or_default();
     // Same campaign, same asset hash, same window: the same key (duplicate risk, §5.4).
     let key = format!("publish:{campaign}:{hash}");
+    // A slot the campaign gives is the post's `not_before`: docket holds it until then.
+    let not_before = slot(&brief["publish_at"]);
     let item = json!({
-        "summary": format!("{} scheduled on {} at launch", asset["id"].as_str().unwrap_or("asset"), brief["platform"].as_str().unwrap_or("the platform")),
-        "schedule_items": [{ "asset_id": asset["id"], "platform": brief["platform"], "lane": "api", "slot": brief["launch_date"], "idempotency_key": key }],
+        "summary": format!("{} scheduled on {} at {}", asset["id"].as_str().unwrap_or("asset"), brief["platform"].as_str().unwrap_or("the platform"), not_before.as_deref().unwrap_or("launch")),
+        "schedule_items": [{ "asset_id": asset["id"], "platform": brief["platform"], "lane": "api", "slot": not_before.as_deref().map_or(brief["launch_date"].clone(), |s| json!(s)), "idempotency_key": key }],
     });
     respond(
         request,
@@ -515,16 +529,39 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
                 lane: "api".into(),
                 idempotency_key: Some(key),
                 params: json!({ "platform": brief["platform"], "asset_id": asset["id"], "asset_hash": hash, "text": asset["text"] }),
-                not_before: None,
+                not_before,
             },
         ],
     )
+}
+
+/// The post's slot as an RFC 3339 time: the campaign's `publish_at` as given, or, for
+/// `+DURATION` (`+20s`, `+1h`), that long after now (this agent reads its clock; docket
+/// records the time it was given). `None` without a slot or with one it cannot read.
+fn slot(publish_at: &Value) -> Option<String> {
+    let text = publish_at.as_str()?.trim();
+    match text.strip_prefix('+') {
+        Some(after) => {
+            let span: jiff::Span = after.parse().ok()?;
+            let at = jiff::Timestamp::now()
+                .checked_add(
+                    span.to_duration(jiff::SpanRelativeTo::days_are_24_hours())
+                        .ok()?,
+                )
+                .ok()?;
+            Some(at.round(jiff::Unit::Second).ok()?.to_string())
+        }
+        None => Some(text.to_owned()),
+    }
 }
 
 /// The engagement agent (§2.5): one reply per engagement event, each a side effect with
 /// its own key (one send attempt per event, §8.2); a DM waits for a person's approval. A
 /// refused send (the kill switch) ends its episode: the lane stops (§6, hard rule).
 pub fn engagement(request: &AgentRequest) -> AgentResponse {
+    if capsules(request)["engagement"]["live"] == true {
+        return live_engagement(request);
+    }
     let Some(events) = capsules(request)["engagement_events"].as_array() else {
         return refuse(
             request,
@@ -597,6 +634,132 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             finish(result(
                 EpisodeStatus::Ok,
                 &format!("{} engagement events answered", thread.len()),
+                &sent
+                    .iter()
+                    .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
+                    .map(|id| format!("outbox:{id}"))
+                    .collect::<Vec<_>>(),
+            )),
+        ],
+    )
+}
+
+/// The engagement agent with engagement arriving while the campaign runs (§4.4): it waits
+/// for `engagement` events (sent by the ingestion system, delivered by docket scoped to
+/// what it answers), annotates each in `engagement_annotations` (a label and a risk flag,
+/// naming the event: the event itself it never alters) and replies as for a listed event,
+/// until it has answered the campaign's `expect` events (default 2) or a wait's `window`
+/// (default 1h) passes without one.
+fn live_engagement(request: &AgentRequest) -> AgentResponse {
+    let live = &capsules(request)["engagement"];
+    let expect = live["expect"].as_u64().unwrap_or(2) as usize;
+    let sent = inputs(request, "effect_result");
+    let received: Vec<(&str, &Value)> = request
+        .decision_inputs
+        .iter()
+        .filter(|i| i.output_type == "event" && i.source_agent.as_str() == "events")
+        .map(|i| {
+            (
+                i.payload["signal_id"].as_str().unwrap_or_default(),
+                &i.payload["payload"],
+            )
+        })
+        .collect();
+    if let Some(refused) = sent
+        .iter()
+        .find(|e| e["status"] != "applied" && e["status"] != "deduplicated")
+    {
+        let mut stopped = failed(
+            &format!(
+                "the reply {} was not sent ({}: {}); no further sends on this lane",
+                refused["idempotency_key"].as_str().unwrap_or_default(),
+                refused["rule_id"].as_str().unwrap_or_default(),
+                refused["reason"].as_str().unwrap_or_default()
+            ),
+            if refused["rule_id"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("kill_switch"))
+            {
+                "kill_switch"
+            } else {
+                "send_refused"
+            },
+        );
+        stopped.next_actions = vec![
+            json!({ "for": "human", "task": "answer the remaining engagement by hand once the lane is open" }),
+        ];
+        return respond(request, vec![finish(stopped)]);
+    }
+    let timed_out = !inputs(request, "event_timed_out").is_empty();
+    if let Some((signal_id, event)) = received.get(sent.len()) {
+        let id = event["event_id"].as_str().unwrap_or("event");
+        let author = event["author"].as_str().unwrap_or("there");
+        let (kind, text, label) = if event["type"] == "dm" {
+            (
+                "dm",
+                format!("Hi {author}, thanks for writing. Your early-bird code is RAIZE-EARLY."),
+                "request",
+            )
+        } else {
+            (
+                "comment",
+                format!("Thanks {author}! Doors open on launch day; see you there."),
+                "question",
+            )
+        };
+        return respond(
+            request,
+            vec![
+                write(
+                    "engagement_annotations",
+                    json!({ "signal_id": signal_id, "event_id": id, "label": label, "risk": "low" }),
+                ),
+                Action::RequestEffect {
+                    kind: kind.into(),
+                    lane: "api".into(),
+                    idempotency_key: Some(format!("{kind}:{id}")),
+                    params: json!({ "in_reply_to": id, "to": author, "text": text }),
+                    not_before: None,
+                },
+            ],
+        );
+    }
+    if sent.len() < expect && !timed_out {
+        return respond(
+            request,
+            vec![Action::Wait {
+                until: None,
+                duration: Some(live["window"].as_str().unwrap_or("1h").to_owned()),
+                event: Some("engagement".into()),
+                reason: format!(
+                    "{} of {expect} engagement events answered; waiting for the next",
+                    sent.len()
+                ),
+            }],
+        );
+    }
+    let thread: Vec<Value> = sent
+        .iter()
+        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"] }))
+        .collect();
+    let summary = if timed_out {
+        format!(
+            "{} engagement events answered; no more came in the window",
+            thread.len()
+        )
+    } else {
+        format!("{} engagement events answered", thread.len())
+    };
+    respond(
+        request,
+        vec![
+            write(
+                "conversation_summaries",
+                json!({ "summary": summary, "thread": thread }),
+            ),
+            finish(result(
+                EpisodeStatus::Ok,
+                &summary,
                 &sent
                     .iter()
                     .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
