@@ -51,6 +51,7 @@ pub fn is_denial(event: &RunEvent) -> bool {
         | RunEvent::EpisodeActionDenied { .. }
         | RunEvent::ToolDenied(_)
         | RunEvent::EffectRefused(_)
+        | RunEvent::SignalRefused(_)
         | RunEvent::DomainWriteDenied { .. } => true,
         RunEvent::PolicyDecided { decision, .. } => decision.verdict == Verdict::Deny,
         _ => false,

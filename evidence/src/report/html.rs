@@ -395,7 +395,7 @@ fn denials(p: &mut Page, r: &Report<'_>) {
         p.raw("<p class=\"none\">Nothing was denied in this run.</p>\n</section>\n");
         return;
     }
-    p.raw("<p>Every handoff, spawn or other episode action, tool call, effect or domain write refused, and every policy decision denied, in log order.</p>\n");
+    p.raw("<p>Every handoff, spawn or other episode action, tool call, effect, domain write or outside event refused, and every policy decision denied, in log order.</p>\n");
     decision_table(p, &r.denials, false);
     p.raw("</section>\n");
 }

@@ -89,7 +89,7 @@ pub(crate) struct Human<'a> {
     pub(crate) seq: u64,
     pub(crate) at_ms: i64,
     pub(crate) by: &'a str,
-    /// approved, denied, or overrode RULE in ROLE.
+    /// approved, denied, overrode RULE in ROLE, paused, unpaused, or sent an outside event.
     pub(crate) decision: String,
     pub(crate) reason: &'a str,
     /// What was asked (the ticket's question), or the rule overridden.
@@ -200,6 +200,7 @@ fn reason_of(event: &RunEvent) -> Option<&str> {
         | RunEvent::RiskClassified { reason, .. } => reason,
         RunEvent::EffectRefused(e) => &e.reason,
         RunEvent::ToolDenied(t) => &t.reason,
+        RunEvent::SignalRefused(s) => &s.reason,
         _ => return None,
     })
 }
@@ -417,6 +418,30 @@ fn humans<'a>(state: &RunState, events: &'a [LoggedEvent]) -> Vec<Human<'a>> {
                 reason,
                 asked: format!("the block by {rule_id}"),
                 answer: None,
+            }),
+            RunEvent::RunPaused(p) | RunEvent::RunUnpaused(p) => Some(Human {
+                seq: e.seq,
+                at_ms: p.at_ms,
+                by: &p.by,
+                decision: if matches!(e.event, RunEvent::RunPaused(_)) {
+                    "paused"
+                } else {
+                    "unpaused"
+                }
+                .to_owned(),
+                reason: &p.reason,
+                asked: "the run".to_owned(),
+                answer: None,
+            }),
+            // Outside events: who sent what (the bundle's verdict is among the decisions).
+            RunEvent::SignalReceived(s) => Some(Human {
+                seq: e.seq,
+                at_ms: s.at_ms,
+                by: &s.by,
+                decision: format!("sent the event `{}`", s.name),
+                reason: "",
+                asked: "an outside event".to_owned(),
+                answer: Some(docket_policies::canonical_json_text(&s.payload)),
             }),
             _ => None,
         })

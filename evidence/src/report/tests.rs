@@ -101,6 +101,25 @@ fn canned() -> Vec<LoggedEvent> {
         log.extend(batch);
     };
     step(&mut state, Command::Start(run.into()));
+    // An operator pauses and lets it go on; an outside event the bundle does not declare
+    // is refused.
+    let pause = docket_decider::RunPause {
+        by: "ops".into(),
+        reason: "look <i>first</i>".into(),
+        at_ms: 1_500,
+    };
+    step(&mut state, Command::Pause(pause.clone()));
+    step(&mut state, Command::Unpause(pause));
+    step(
+        &mut state,
+        Command::ReceiveSignal(docket_decider::SignalReceived {
+            name: "comment".into(),
+            payload: json!({ "text": IMG }),
+            by: "ingestion".into(),
+            idempotency_key: None,
+            at_ms: 1_600,
+        }),
+    );
     let mut script = actions().into_iter();
     for at_ms in 2_000.. {
         if state.status() == RunStatus::WaitingForHuman {
@@ -276,8 +295,9 @@ fn every_section_is_present_and_filled_for_a_canned_run() {
     )));
     assert!(element(&page, "checkpoint").contains("no signed checkpoint"));
     assert!(page.contains("every decision reproduced"));
-    // The one refusal, as the policy decision and the refusal it records (both are
-    // denials to `docket inspect --at last-denial`), with its rule and reason.
+    // The two refusals (an outside event the bundle does not declare, an effect), each
+    // as the policy decision and the refusal it records (both are denials to `docket
+    // inspect --at last-denial`), with its rule and reason.
     let denials =
         &page[page.find("id=\"denials\"").unwrap()..page.find("id=\"episodes\"").unwrap()];
     assert!(
@@ -286,7 +306,7 @@ fn every_section_is_present_and_filled_for_a_canned_run() {
     );
     assert!(denials.contains("no side-effect policy for `delete` in lane `api`"));
     assert!(denials.contains("effect run-1/effect-1 refused"));
-    assert_eq!(denials.matches("<tr><td>").count(), 2, "{denials}");
+    assert_eq!(denials.matches("<tr><td>").count(), 4, "{denials}");
     // The handoff that withheld `secret`, and what crossed.
     let handoffs =
         &page[page.find("id=\"handoffs\"").unwrap()..page.find("id=\"decisions\"").unwrap()];
@@ -322,6 +342,21 @@ fn every_section_is_present_and_filled_for_a_canned_run() {
         assert!(page.contains(&format!("<tr id=\"e{}\">", e.seq)));
         assert!(page.contains(&e.hash));
     }
+}
+
+#[test]
+fn pauses_and_outside_events_are_among_what_people_did_and_a_refused_event_is_a_denial() {
+    let events = canned();
+    let page = html_report(&events, &sound(&events)).expect("report");
+    let humans = &page[page.find("id=\"humans\"").expect("humans")..];
+    for said in ["paused", "unpaused", "sent the event `comment`", "ingestion"] {
+        assert!(humans.contains(said), "{said} not in the people section");
+    }
+    let denials = &page[page.find("id=\"denials\"").expect("denials")..];
+    assert!(
+        denials.contains("outside event") && denials.contains("declares no signal"),
+        "the refused event is a denial"
+    );
 }
 
 #[test]
