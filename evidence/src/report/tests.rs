@@ -349,7 +349,12 @@ fn pauses_and_outside_events_are_among_what_people_did_and_a_refused_event_is_a_
     let events = canned();
     let page = html_report(&events, &sound(&events)).expect("report");
     let humans = &page[page.find("id=\"humans\"").expect("humans")..];
-    for said in ["paused", "unpaused", "sent the event `comment`", "ingestion"] {
+    for said in [
+        "paused",
+        "unpaused",
+        "sent the event `comment`",
+        "ingestion",
+    ] {
         assert!(humans.contains(said), "{said} not in the people section");
     }
     let denials = &page[page.find("id=\"denials\"").expect("denials")..];

@@ -82,10 +82,11 @@ enum Shape {
     Fallback,
     Refused,
     Translated,
+    Signalled,
 }
 
 impl Shape {
-    const ALL: [Shape; 9] = [
+    const ALL: [Shape; 10] = [
         Shape::Geo,
         Shape::Episode,
         Shape::Effect,
@@ -95,13 +96,14 @@ impl Shape {
         Shape::Fallback,
         Shape::Refused,
         Shape::Translated,
+        Shape::Signalled,
     ];
 
     /// The first decider version with a fixture of the shape: a shape added with a
     /// version shows what that version changed, which no older one decides.
     fn since(self) -> u32 {
         match self {
-            Shape::Translated => 13,
+            Shape::Translated | Shape::Signalled => 13,
             _ => OLDEST_DECIDER_VERSION,
         }
     }
@@ -117,6 +119,7 @@ impl Shape {
             Shape::Fallback => "fallback",
             Shape::Refused => "refused",
             Shape::Translated => "translated",
+            Shape::Signalled => "signalled",
         }
     }
 
@@ -135,7 +138,8 @@ impl Shape {
             | Shape::Effect
             | Shape::Answered
             | Shape::Fallback
-            | Shape::Translated => RunStatus::Completed,
+            | Shape::Translated
+            | Shape::Signalled => RunStatus::Completed,
             Shape::Blocked | Shape::Refused => RunStatus::Blocked,
             Shape::Waiting => RunStatus::WaitingForHuman,
         }
@@ -171,6 +175,17 @@ impl Shape {
                 ("run.completed", 1),
             ],
             Shape::Waiting => &[("human.escalated", 1)],
+            Shape::Signalled => &[
+                ("timer.set", 1),
+                ("signal.awaited", 1),
+                ("run.paused", 1),
+                ("signal.received", 1),
+                ("signal.kept", 1),
+                ("domain.written", 1),
+                ("signal.delivered", 1),
+                ("run.unpaused", 1),
+                ("run.completed", 1),
+            ],
             Shape::Fallback => &[
                 ("agent.responded", 4),
                 ("handoff.allowed", 4),
@@ -236,6 +251,53 @@ impl Shape {
                 inline(TRANSLATED_WORKFLOW, TRANSLATED_BUNDLE, "translated.toml"),
                 json!({"claim": "CLM-7", "amount": 8400, "claimant": "Dana Whitfield"}),
             ),
+            Shape::Signalled => (
+                inline(SIGNALLED_WORKFLOW, SIGNALLED_BUNDLE, "signalled.toml"),
+                json!({"post": "spring launch"}),
+            ),
+        }
+    }
+
+    /// What the shape records after its start: a person's decision, or (`signalled`) a
+    /// pause, an outside event (from a sender the bundle lists, its `email` withheld from
+    /// the agent) and the unpause, after which the run completes.
+    async fn after_start(self, runtime: &Runtime<EmbeddedStore>) {
+        let run: docket_decider::RunId = self.run_id().into();
+        if let Some((ticket, decision)) = self.human() {
+            runtime
+                .decide_ticket(&run, ticket, decision)
+                .await
+                .expect("the decision is recorded");
+        }
+        if self == Shape::Signalled {
+            runtime
+                .record_pause(&run, "ops", "check the replies first", true)
+                .await
+                .expect("the pause is recorded")
+                .drive()
+                .await
+                .expect("a paused run starts nothing");
+            let signal = docket_decider::SignalReceived {
+                name: "comment".into(),
+                payload: json!({"text": "when do doors open?", "email": "maya@example.com"}),
+                by: "ingestion".into(),
+                idempotency_key: Some("evt-101".into()),
+                at_ms: 0,
+            };
+            runtime
+                .record_signal(&run, signal)
+                .await
+                .expect("the event is recorded")
+                .drive()
+                .await
+                .expect("a paused run starts nothing");
+            runtime
+                .record_pause(&run, "ops", "replies look fine", false)
+                .await
+                .expect("the unpause is recorded")
+                .drive()
+                .await
+                .expect("the run goes on");
         }
     }
 
@@ -294,6 +356,7 @@ impl Shape {
                 agent("scorer", scorer);
                 agent("advisor", advisor);
             }
+            Shape::Signalled => agent("replier", replier),
         }
     }
 }
@@ -602,6 +665,50 @@ allowed = [{ from = "external", to = "writer" }, { from = "writer", to = "extern
 default_handoff_mode = "full"
 "#;
 
+const SIGNALLED_BUNDLE: &str = r#"
+bundle = { id = "signalled" }
+[[agents]]
+id = "external"
+[[agents]]
+id = "replier"
+[[domains]]
+id = "comments"
+[[signals]]
+name = "comment"
+senders = ["ingestion"]
+agents = ["replier"]
+domain = "comments"
+[interactions]
+allowed = [{ from = "external", to = "replier" }, { from = "replier", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+blocked_context_fields = ["email"]
+"#;
+
+const SIGNALLED_WORKFLOW: &str = r#"
+name = "replying"
+policy = "signalled.toml"
+entry = "replier"
+[agents.replier]
+in_process = true
+"#;
+
+/// Waits for a comment (for at most a day), then finishes with the reply.
+fn replier(r: &AgentRequest) -> AgentResponse {
+    let actions = match r.decision_inputs.iter().find(|i| i.output_type == "event") {
+        Some(event) => vec![Action::Finish {
+            output: json!({ "reply": "doors open on launch day", "to": event.payload["payload"] }),
+        }],
+        None => vec![Action::Wait {
+            until: None,
+            duration: Some("1d".into()),
+            event: Some("comment".into()),
+            reason: "answer the first comment".into(),
+        }],
+    };
+    success(r, actions)
+}
+
 const WAITING_WORKFLOW: &str = r#"
 name = "writing"
 policy = "waiting.toml"
@@ -832,17 +939,16 @@ async fn record_with(
         let clock = Arc::new(SteppingClock::new(CLOCK_START_NS, CLOCK_STEP_NS));
         let runtime = Runtime::with_clock(store.clone(), clock);
         shape.register(&runtime);
-        let mut outcome = runtime
+        runtime
             .start(workflow, input, Some(shape.run_id().into()))
             .await
             .expect("the run is recorded");
-        if let Some((ticket, decision)) = shape.human() {
-            outcome = runtime
-                .decide_ticket(&shape.run_id().into(), ticket, decision)
-                .await
-                .expect("the decision is recorded");
-        }
-        outcome.state.status()
+        shape.after_start(&runtime).await;
+        runtime
+            .state(&shape.run_id().into())
+            .await
+            .expect("the run reads")
+            .status()
     };
     store.close().await;
     status
@@ -1700,12 +1806,7 @@ fn recording_in(encoding: PayloadEncoding) {
                 .start(&workflow, input, Some(run_id.clone().into()))
                 .await
                 .expect("the run is recorded");
-            if let Some((ticket, decision)) = fixture.shape.human() {
-                runtime
-                    .decide_ticket(&run_id.clone().into(), ticket, decision)
-                    .await
-                    .expect("the decision is recorded");
-            }
+            fixture.shape.after_start(&runtime).await;
             store.close().await;
         });
         let files = store_files(scratch.path());
