@@ -65,7 +65,7 @@ def test_the_wait_example_finishes_once_its_timer_has_fired() -> None:
 def test_the_wait_event_example_waits_then_answers_the_event_or_its_timeout(schema: dict[str, Any]) -> None:
     comment = {"source_agent": "events", "output_type": "event",
                "payload": {"signal_id": "run-1/signal-1", "name": "comment", "by": "ana",
-                           "received_at_ms": 1_796_025_600_000, "payload": {"text": "Nice post"}}}
+                           "payload": {"text": "Nice post"}}}
     timed_out = {"source_agent": "timers", "output_type": "event_timed_out",
                  "payload": {"event": "comment", "timer_id": "run-1/timer-1", "reason": "answer the first comment",
                              "due_at_ms": 1_796_025_600_000, "fired_at_ms": 1_796_025_600_250, "late_ms": 250}}

@@ -251,7 +251,7 @@ def test_events_received_and_timed_out_are_read_from_their_sources() -> None:
         {"source_agent": "external", "output_type": "ticket", "payload": {}},
         {"source_agent": "events", "output_type": "event",
          "payload": {"signal_id": "run-1/signal-1", "name": "comment", "by": "ana",
-                     "received_at_ms": 20_000, "payload": {"text": "Nice post"}}},
+                     "payload": {"text": "Nice post"}}},
         {"source_agent": "planner", "output_type": "event", "payload": {"signal_id": "not-an-event"}},
         {"source_agent": "timers", "output_type": "event_timed_out",
          "payload": {"event": "comment", "timer_id": "run-1/timer-1", "reason": "a reply needs a comment",
@@ -260,8 +260,8 @@ def test_events_received_and_timed_out_are_read_from_their_sources() -> None:
         {"source_agent": "events", "output_type": "event", "payload": {"signal_id": "run-1/signal-2"}},
     ])
     first, second = request.events_received()
-    assert first == da.EventReceived("run-1/signal-1", "comment", "ana", 20_000, {"text": "Nice post"})
-    assert second == da.EventReceived("run-1/signal-2", "", "", 0, None)
+    assert first == da.EventReceived("run-1/signal-1", "comment", "ana", {"text": "Nice post"})
+    assert second == da.EventReceived("run-1/signal-2", "", "", None)
     assert request.events_timed_out() == [
         da.EventTimedOut("comment", "run-1/timer-1", "a reply needs a comment", 3_610_000, 3_612_000, 2_000)]
     assert request.timers_fired() == []  # an event's timeout is not a timer of a plain wait

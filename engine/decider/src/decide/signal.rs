@@ -198,7 +198,6 @@ impl Batch<'_> {
                 "signal_id": signal_id,
                 "name": signal.name,
                 "by": signal.by,
-                "received_at_ms": signal.at_ms,
                 "payload": *content,
             })),
         };

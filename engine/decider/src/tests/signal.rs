@@ -165,7 +165,6 @@ pub(crate) fn an_event_sent_before_the_wait_is_kept_then_delivered_scoped_when_t
             "signal_id": S1,
             "name": "comment",
             "by": "ingestion",
-            "received_at_ms": 20_000,
             "payload": {"text": "love it"},
         })
     );

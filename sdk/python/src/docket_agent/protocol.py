@@ -251,13 +251,12 @@ class TimerFired:
 class EventReceived:
     """An outside event this agent waited for with ``wait(event=...)``, delivered to it
     (decision input ``event`` from ``events``): ``signal_id`` (``{run}/signal-N``), its
-    ``name``, who sent it (``by``), when docket received it (ms since the Unix epoch), and
-    its ``payload``, scoped for this agent as content from ``events``."""
+    ``name``, who sent it (``by``), and its ``payload``, scoped for this agent as content
+    from ``events``."""
 
     signal_id: str
     name: str
     by: str
-    received_at_ms: int
     payload: Any = None
 
 
@@ -447,7 +446,6 @@ class Request:
                     signal_id=str(p.get("signal_id", "")),
                     name=str(p.get("name", "")),
                     by=str(p.get("by", "")),
-                    received_at_ms=_int(p.get("received_at_ms")),
                     payload=p.get("payload"),
                 )
             )
