@@ -355,12 +355,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied versions 1, 2, 3, 4, 5; schema now at version 5"
+        "no docket schema found; applied versions 1, 2, 3, 4, 5, 6; schema now at version 6"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 5; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 6; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 5; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 6; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())

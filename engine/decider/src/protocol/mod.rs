@@ -23,4 +23,4 @@ pub use validate::{
     MAX_ACTIONS, MAX_LIST_ENTRIES, ValidateRequest, ValidateResponse, ValidationError,
     ValidationProblem,
 };
-pub use wait::wait_due_ms;
+pub use wait::{duration_ms as wait_duration_ms, wait_due_ms};
