@@ -449,3 +449,6 @@ fn from_row(r: &ScheduleRow) -> Result<Schedule, SchedulesError> {
     s.version = u64::try_from(r.version).unwrap_or(0);
     Ok(s)
 }
+
+#[cfg(test)]
+mod tests;
