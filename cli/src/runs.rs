@@ -344,7 +344,7 @@ fn announce_when_recorded(rt: &Runtime<Store>, run: &RunId) -> tokio::task::Join
     })
 }
 
-fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
+pub(crate) fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
     let (text, name) = match arg {
         Some("-") => {
             let mut text = String::new();
