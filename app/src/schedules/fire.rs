@@ -111,6 +111,7 @@ impl ScheduleFirer {
             due_at_ms: due,
             fired_at_ms: now,
             late_ms: now.saturating_sub(due),
+            fired_by: self.holder.clone(),
             outcome,
             run_id: None,
             previous_run: None,

@@ -70,6 +70,10 @@ pub struct Firing {
     pub fired_at_ms: i64,
     /// How late: `fired_at_ms - due_at_ms`.
     pub late_ms: i64,
+    /// Who fired it: `docket serve`, or the worker (as `docket worker` names itself in
+    /// its leases).
+    #[serde(default)]
+    pub fired_by: String,
     pub outcome: Outcome,
     /// The run it started.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -170,6 +170,7 @@ fn firing(schedule: &str, due: i64, outcome: Outcome) -> Firing {
         due_at_ms: due,
         fired_at_ms: due + 5,
         late_ms: 5,
+        fired_by: "test".to_owned(),
         outcome,
         run_id: None,
         previous_run: None,
