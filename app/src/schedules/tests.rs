@@ -55,6 +55,18 @@ fn a_cron_expression_is_read_in_its_time_zone_across_a_daylight_saving_change() 
         gap.next_after(gap.next_at_ms).expect("next"),
         at("2026-03-30T00:30:00Z")
     );
+    // 02:30 happens twice in Paris on 2026-10-25 (03:00 CEST back to 02:00 CET): once, at
+    // the first (00:30Z), then 02:30 CET the day after (01:30Z).
+    let twice = Schedule::new(
+        new("twice", Some("30 2 * * *"), None, Some("Europe/Paris")),
+        at("2026-10-24T12:00:00Z"),
+    )
+    .expect("valid");
+    assert_eq!(twice.next_at_ms, at("2026-10-25T00:30:00Z"));
+    assert_eq!(
+        twice.next_after(twice.next_at_ms).expect("next"),
+        at("2026-10-26T01:30:00Z")
+    );
     // The same expression in UTC.
     let utc = Schedule::new(new("u", Some("0 8 * * *"), None, None), at("2026-03-27T12:00:00Z"))
         .expect("valid");
