@@ -34,8 +34,8 @@ mod drive;
 mod governance;
 mod hand_on;
 mod kill_switch;
-mod seal;
 mod schedules;
+mod seal;
 mod store;
 mod timers;
 mod worker;
@@ -46,12 +46,12 @@ pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
-pub use seal::{Unsealed, first_key};
 pub use schedules::{
-    CatchUp, Change, Fired, Firing, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Outcome,
-    Overlap, Plan, SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, Schedule, ScheduleFile,
-    ScheduleFirer, Schedules, SchedulesError, Timing,
+    CatchUp, Change, Fired, Firing, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Outcome, Overlap,
+    Plan, SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, Schedule, ScheduleFile, ScheduleFirer, Schedules,
+    SchedulesError, Timing,
 };
+pub use seal::{Unsealed, first_key};
 pub use store::{Store, StoreLocation};
 pub use timers::DueTimers;
 pub use worker::{WorkerConfig, WorkerError, WorkerReport, work};

@@ -64,7 +64,12 @@ pub(crate) struct Add {
     input: Option<String>,
     /// A cron expression: minute hour day-of-month month day-of-week (or six fields,
     /// seconds first), e.g. "0 8 * * MON-FRI".
-    #[arg(long, value_name = "EXPR", required_unless_present = "every", conflicts_with = "every")]
+    #[arg(
+        long,
+        value_name = "EXPR",
+        required_unless_present = "every",
+        conflicts_with = "every"
+    )]
     cron: Option<String>,
     /// An interval instead: 90s, 15m, 2h 30m, 1d, PT2H (from now on).
     #[arg(long, value_name = "DURATION")]
@@ -139,7 +144,11 @@ async fn execute(command: ScheduleCommand, data: &Path, out: &mut String) -> any
             let all = schedules(data, false).await?.list().await?;
             if json {
                 let doc = json!({ "schedules": all.iter().map(schedule_json).collect::<Vec<_>>() });
-                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                );
                 return Ok(());
             }
             if all.is_empty() {
@@ -157,7 +166,11 @@ async fn execute(command: ScheduleCommand, data: &Path, out: &mut String) -> any
             if json {
                 let mut doc = schedule_json(&s);
                 doc["firings"] = json!(firings);
-                let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+                let _ = writeln!(
+                    out,
+                    "{}",
+                    serde_json::to_string_pretty(&doc).unwrap_or_default()
+                );
                 return Ok(());
             }
             let _ = writeln!(out, "{}", line(&s));
@@ -170,7 +183,11 @@ async fn execute(command: ScheduleCommand, data: &Path, out: &mut String) -> any
                 s.made_by,
                 date_ms(s.made_at_ms)
             );
-            for (what, c) in [("paused", &s.paused), ("unpaused", &s.unpaused), ("removed", &s.removed)] {
+            for (what, c) in [
+                ("paused", &s.paused),
+                ("unpaused", &s.unpaused),
+                ("removed", &s.removed),
+            ] {
                 if let Some(c) = c {
                     let _ = writeln!(out, "  {what} by {} at {}", c.by, date_ms(c.at_ms));
                 }
@@ -187,12 +204,18 @@ async fn execute(command: ScheduleCommand, data: &Path, out: &mut String) -> any
             Ok(())
         }
         ScheduleCommand::Pause(w) => {
-            let s = schedules(data, true).await?.set_paused(&w.name, true, &w.by, now_ms()).await?;
+            let s = schedules(data, true)
+                .await?
+                .set_paused(&w.name, true, &w.by, now_ms())
+                .await?;
             let _ = writeln!(out, "schedule {} paused (by {})", s.name, w.by);
             Ok(())
         }
         ScheduleCommand::Unpause(w) => {
-            let s = schedules(data, true).await?.set_paused(&w.name, false, &w.by, now_ms()).await?;
+            let s = schedules(data, true)
+                .await?
+                .set_paused(&w.name, false, &w.by, now_ms())
+                .await?;
             let _ = writeln!(
                 out,
                 "schedule {} unpaused (by {}); next due {}",
@@ -203,7 +226,10 @@ async fn execute(command: ScheduleCommand, data: &Path, out: &mut String) -> any
             Ok(())
         }
         ScheduleCommand::Remove(w) => {
-            let s = schedules(data, true).await?.remove(&w.name, &w.by, now_ms()).await?;
+            let s = schedules(data, true)
+                .await?
+                .remove(&w.name, &w.by, now_ms())
+                .await?;
             let _ = writeln!(out, "schedule {} removed (by {})", s.name, w.by);
             Ok(())
         }
@@ -226,7 +252,8 @@ async fn add(a: Add, data: &Path, out: &mut String) -> anyhow::Result<()> {
         every: a.every,
         time_zone: Some(a.time_zone),
         overlap: Overlap::parse(&a.overlap).ok_or_else(|| anyhow!("--overlap {}", a.overlap))?,
-        catch_up: CatchUp::parse(&a.catch_up).ok_or_else(|| anyhow!("--catch-up {}", a.catch_up))?,
+        catch_up: CatchUp::parse(&a.catch_up)
+            .ok_or_else(|| anyhow!("--catch-up {}", a.catch_up))?,
         by: a.by,
     };
     let schedule = Schedule::new(new, now_ms()).map_err(|e| match &e {
@@ -237,7 +264,11 @@ async fn add(a: Add, data: &Path, out: &mut String) -> anyhow::Result<()> {
     })?;
     let s = store.add(schedule).await?;
     if a.json {
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&schedule_json(&s)).unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&schedule_json(&s)).unwrap_or_default()
+        );
     } else {
         let _ = writeln!(
             out,

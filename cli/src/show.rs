@@ -56,7 +56,10 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             r.forked_from
                 .as_ref()
                 .map(|f| format!("; {}", forked_from(f)))
-                .or_else(|| r.scheduled.as_deref().map(|x| format!("; {}", scheduled(x))))
+                .or_else(|| r
+                    .scheduled
+                    .as_deref()
+                    .map(|x| format!("; {}", scheduled(x))))
                 .unwrap_or_default()
         ),
         RunEvent::AgentCallScheduled {

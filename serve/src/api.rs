@@ -1533,8 +1533,10 @@ async fn add_schedule(
     let problems = state.rt.unregistered(&wf.spec);
     if !problems.is_empty() {
         let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
-        return Err(ApiError::refused(format!("{} cannot run: {}", b.workflow, text.join("; ")))
-            .at("body.workflow"));
+        return Err(
+            ApiError::refused(format!("{} cannot run: {}", b.workflow, text.join("; ")))
+                .at("body.workflow"),
+        );
     }
     let real = std::fs::canonicalize(state.sources.dir().join(&b.workflow))
         .map_err(|e| ApiError::bad_request(format!("{}: {e}", b.workflow)).at("body.workflow"))?;

@@ -67,7 +67,13 @@ impl ScheduleFirer {
             .await?
             .iter()
             .filter(|s| s.active())
-            .map(|s| if s.queued_at_ms.is_some() { now_ms } else { s.next_at_ms })
+            .map(|s| {
+                if s.queued_at_ms.is_some() {
+                    now_ms
+                } else {
+                    s.next_at_ms
+                }
+            })
             .min())
     }
 
@@ -184,7 +190,11 @@ impl ScheduleFirer {
                     Overlap::CancelPrevious => {
                         let by = format!("schedule {}", s.name);
                         let reason = "the schedule fired again while this run was still going (overlap cancel-previous)";
-                        match self.app.cancel(&RunId::from(previous.as_str()), &by, reason).await {
+                        match self
+                            .app
+                            .cancel(&RunId::from(previous.as_str()), &by, reason)
+                            .await
+                        {
                             Ok(_) => {}
                             // Finished meanwhile, or cancelled by a firing done twice.
                             Err(e) => tracing::info!(run = %previous, "not cancelled: {e}"),

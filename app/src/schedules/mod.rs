@@ -17,11 +17,10 @@ mod file;
 mod fire;
 mod spec;
 
-pub use file::{SCHEDULES_FILE, SCHEDULE_FIRINGS_FILE, ScheduleFile};
+pub use file::{SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, ScheduleFile};
 pub use fire::{Fired, ScheduleFirer};
 pub use spec::{
-    CatchUp, Change, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Overlap, Plan, Schedule,
-    Timing,
+    CatchUp, Change, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Overlap, Plan, Schedule, Timing,
 };
 
 /// What became of one instant a schedule was due.
@@ -97,7 +96,10 @@ pub struct Firing {
 pub enum SchedulesError {
     /// A field of a schedule that is not what it must be.
     #[error("{message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     /// The name is taken (by a schedule kept, removed ones included).
     #[error("a schedule named {name:?} exists already{}", if *.removed { " (removed; a name is never reused, so that its runs' ids stay its own)" } else { "" })]
     Exists { name: String, removed: bool },
@@ -160,10 +162,9 @@ impl Schedules {
     pub fn location(&self) -> String {
         match self {
             Schedules::File(f) => f.path().display().to_string(),
-            Schedules::Database(pg) => format!(
-                "PostgreSQL at {} (table docket_schedules)",
-                pg.database()
-            ),
+            Schedules::Database(pg) => {
+                format!("PostgreSQL at {} (table docket_schedules)", pg.database())
+            }
         }
     }
 
@@ -193,7 +194,9 @@ impl Schedules {
                 let name = name.to_owned();
                 f.on(move |f| f.get(&name)).await?
             }
-            Schedules::Database(pg) => pg.schedule(name).await?.map(|r| from_row(&r)).transpose()?,
+            Schedules::Database(pg) => {
+                pg.schedule(name).await?.map(|r| from_row(&r)).transpose()?
+            }
         };
         found.ok_or_else(|| SchedulesError::Unknown {
             name: name.to_owned(),
@@ -320,7 +323,12 @@ impl Schedules {
     /// # Errors
     /// [`SchedulesError::NotNow`] when it is removed already; [`SchedulesError::Unknown`];
     /// the file or the database.
-    pub async fn remove(&self, name: &str, by: &str, at_ms: i64) -> Result<Schedule, SchedulesError> {
+    pub async fn remove(
+        &self,
+        name: &str,
+        by: &str,
+        at_ms: i64,
+    ) -> Result<Schedule, SchedulesError> {
         self.change(name, |s| {
             if s.removed.is_some() {
                 return Err(SchedulesError::NotNow {
@@ -386,9 +394,7 @@ impl Schedules {
                 .firings(name, i64::try_from(limit).unwrap_or(i64::MAX))
                 .await?
                 .iter()
-                .map(|body| {
-                    serde_json::from_str(body).map_err(|e| corrupt_db(pg, &e))
-                })
+                .map(|body| serde_json::from_str(body).map_err(|e| corrupt_db(pg, &e)))
                 .collect(),
         }
     }
@@ -445,11 +451,10 @@ fn to_row(s: &Schedule) -> Result<ScheduleRow, SchedulesError> {
 }
 
 fn from_row(r: &ScheduleRow) -> Result<Schedule, SchedulesError> {
-    let mut s: Schedule =
-        serde_json::from_str(&r.body).map_err(|e| SchedulesError::Corrupt {
-            path: PathBuf::from(format!("docket_schedules row {:?}", r.name)),
-            message: e.to_string(),
-        })?;
+    let mut s: Schedule = serde_json::from_str(&r.body).map_err(|e| SchedulesError::Corrupt {
+        path: PathBuf::from(format!("docket_schedules row {:?}", r.name)),
+        message: e.to_string(),
+    })?;
     s.version = u64::try_from(r.version).unwrap_or(0);
     Ok(s)
 }

@@ -187,10 +187,14 @@ fn check_name(name: &str) -> Result<(), SchedulesError> {
 
 /// The time zone named `name` (IANA, from the time zone database built into docket).
 fn time_zone(name: &str) -> Result<jiff::tz::TimeZone, SchedulesError> {
-    jiff::tz::db().get(name).map_err(|e| SchedulesError::Invalid {
-        field: "time_zone",
-        message: format!("unknown time zone {name:?} (give an IANA name such as UTC or Europe/Paris): {e}"),
-    })
+    jiff::tz::db()
+        .get(name)
+        .map_err(|e| SchedulesError::Invalid {
+            field: "time_zone",
+            message: format!(
+                "unknown time zone {name:?} (give an IANA name such as UTC or Europe/Paris): {e}"
+            ),
+        })
 }
 
 fn cron(expr: &str) -> Result<croner::Cron, SchedulesError> {
@@ -339,7 +343,10 @@ impl Schedule {
                 let k = if since < 0 { 0 } else { since / every + 1 };
                 Ok(self.made_at_ms.saturating_add(k.saturating_mul(every)))
             }
-            Timing::Cron { cron: expr, time_zone: zone } => {
+            Timing::Cron {
+                cron: expr,
+                time_zone: zone,
+            } => {
                 let at = zoned(after_ms, &time_zone(zone)?)?;
                 let next = cron(expr)?
                     .find_next_occurrence(&at, false)
@@ -358,9 +365,13 @@ impl Schedule {
                 if since < every {
                     return Ok(None);
                 }
-                self.made_at_ms.saturating_add((since / every).saturating_mul(every))
+                self.made_at_ms
+                    .saturating_add((since / every).saturating_mul(every))
             }
-            Timing::Cron { cron: expr, time_zone: zone } => {
+            Timing::Cron {
+                cron: expr,
+                time_zone: zone,
+            } => {
                 let at = zoned(at_ms, &time_zone(zone)?)?;
                 match cron(expr)?.find_previous_occurrence(&at, true) {
                     Ok(z) => z.timestamp().as_millisecond(),
@@ -433,7 +444,9 @@ impl Schedule {
             if count > 0 {
                 older = Some(Missed {
                     from_ms: self.next_at_ms,
-                    until_ms: self.previous(first, self.next_at_ms)?.unwrap_or(self.next_at_ms),
+                    until_ms: self
+                        .previous(first, self.next_at_ms)?
+                        .unwrap_or(self.next_at_ms),
                     count,
                 });
             }

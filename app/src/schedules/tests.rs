@@ -68,8 +68,11 @@ fn a_cron_expression_is_read_in_its_time_zone_across_a_daylight_saving_change() 
         at("2026-10-26T01:30:00Z")
     );
     // The same expression in UTC.
-    let utc = Schedule::new(new("u", Some("0 8 * * *"), None, None), at("2026-03-27T12:00:00Z"))
-        .expect("valid");
+    let utc = Schedule::new(
+        new("u", Some("0 8 * * *"), None, None),
+        at("2026-03-27T12:00:00Z"),
+    )
+    .expect("valid");
     assert_eq!(utc.next_at_ms, at("2026-03-28T08:00:00Z"));
 }
 
@@ -100,12 +103,18 @@ fn after_downtime_latest_starts_only_the_last_instant_and_all_starts_each() {
     let m = 60_000;
     let (s, latest) = down_for(CatchUp::Latest, "1m", 5 * m + 30_000);
     assert_eq!(latest.start, vec![t0 + 5 * m]);
-    assert_eq!(latest.missed, vec![t0 + m, t0 + 2 * m, t0 + 3 * m, t0 + 4 * m]);
+    assert_eq!(
+        latest.missed,
+        vec![t0 + m, t0 + 2 * m, t0 + 3 * m, t0 + 4 * m]
+    );
     assert_eq!(latest.older, None);
     assert_eq!(latest.next_at_ms, t0 + 6 * m);
     assert_eq!(s.plan(t0 + m - 1).expect("plan"), None, "not due yet");
     let (_, all) = down_for(CatchUp::All, "1m", 5 * m + 30_000);
-    assert_eq!(all.start, vec![t0 + m, t0 + 2 * m, t0 + 3 * m, t0 + 4 * m, t0 + 5 * m]);
+    assert_eq!(
+        all.start,
+        vec![t0 + m, t0 + 2 * m, t0 + 3 * m, t0 + 4 * m, t0 + 5 * m]
+    );
     assert!(all.missed.is_empty());
     // Due exactly now: one instant.
     let (_, one) = down_for(CatchUp::All, "1m", m);
@@ -148,17 +157,53 @@ fn catching_up_is_bounded_and_the_rest_are_missed_together() {
 fn bad_schedules_name_what_is_wrong() {
     let t0 = at("2026-11-29T08:00:00Z");
     for (n, field, says) in [
-        (new("x", Some("61 * * * *"), None, None), "cron", "not a cron expression"),
-        (new("x", Some("every day"), None, None), "cron", "not a cron expression"),
-        (new("x", Some("0 8 * * *"), None, Some("Mars/Olympus")), "time_zone", "unknown time zone"),
-        (new("x", Some("0 8 * * *"), Some("1h"), None), "every", "not both"),
-        (new("x", None, None, None), "cron", "needs a cron expression"),
-        (new("x", None, Some("soon"), None), "every", "not a duration"),
-        (new("x", None, Some("500ms"), None), "every", "shorter than a second"),
-        (new("x", None, Some("1h"), Some("Europe/Paris")), "time_zone", "interval"),
+        (
+            new("x", Some("61 * * * *"), None, None),
+            "cron",
+            "not a cron expression",
+        ),
+        (
+            new("x", Some("every day"), None, None),
+            "cron",
+            "not a cron expression",
+        ),
+        (
+            new("x", Some("0 8 * * *"), None, Some("Mars/Olympus")),
+            "time_zone",
+            "unknown time zone",
+        ),
+        (
+            new("x", Some("0 8 * * *"), Some("1h"), None),
+            "every",
+            "not both",
+        ),
+        (
+            new("x", None, None, None),
+            "cron",
+            "needs a cron expression",
+        ),
+        (
+            new("x", None, Some("soon"), None),
+            "every",
+            "not a duration",
+        ),
+        (
+            new("x", None, Some("500ms"), None),
+            "every",
+            "shorter than a second",
+        ),
+        (
+            new("x", None, Some("1h"), Some("Europe/Paris")),
+            "time_zone",
+            "interval",
+        ),
         (new("a b", None, Some("1h"), None), "name", "has ' '"),
         (new("-x", None, Some("1h"), None), "name", "start with"),
-        (new(&"n".repeat(65), None, Some("1h"), None), "name", "longer"),
+        (
+            new(&"n".repeat(65), None, Some("1h"), None),
+            "name",
+            "longer",
+        ),
     ] {
         match Schedule::new(n.clone(), t0) {
             Err(SchedulesError::Invalid { field: f, message }) => {
@@ -207,16 +252,28 @@ async fn the_schedules_file_keeps_changes_against_their_version_and_each_firing_
     let mut moved = schedules.get("hourly").await.expect("kept");
     moved.next_at_ms += 1;
     assert!(schedules.replace(&moved, true).await.expect("written"));
-    assert!(!schedules.replace(&moved, true).await.expect("read"), "stale");
+    assert!(
+        !schedules.replace(&moved, true).await.expect("read"),
+        "stale"
+    );
     assert_eq!(schedules.get("hourly").await.expect("kept").version, 1);
 
-    let paused = schedules.set_paused("hourly", true, "ann", t0 + 10).await.expect("paused");
+    let paused = schedules
+        .set_paused("hourly", true, "ann", t0 + 10)
+        .await
+        .expect("paused");
     assert_eq!(paused.state_word(), "paused");
     assert!(matches!(
         schedules.set_paused("hourly", true, "ann", t0 + 11).await,
         Err(SchedulesError::NotNow { .. })
     ));
-    assert!(schedules.claim_due(t0 + 10 * 3_600_000, "me", 1).await.expect("read").is_empty());
+    assert!(
+        schedules
+            .claim_due(t0 + 10 * 3_600_000, "me", 1)
+            .await
+            .expect("read")
+            .is_empty()
+    );
     // Unpaused, it is due at its first instant after the unpause: nothing is caught up.
     let back = schedules
         .set_paused("hourly", false, "bob", t0 + 5 * 3_600_000 + 1)
@@ -224,7 +281,10 @@ async fn the_schedules_file_keeps_changes_against_their_version_and_each_firing_
         .expect("unpaused");
     assert_eq!(back.next_at_ms, t0 + 6 * 3_600_000);
     assert_eq!(back.unpaused.as_ref().map(|c| c.by.as_str()), Some("bob"));
-    let removed = schedules.remove("hourly", "cy", t0 + 20).await.expect("removed");
+    let removed = schedules
+        .remove("hourly", "cy", t0 + 20)
+        .await
+        .expect("removed");
     assert_eq!(removed.state_word(), "removed");
     assert!(matches!(
         schedules.add(s).await,
@@ -236,18 +296,27 @@ async fn the_schedules_file_keeps_changes_against_their_version_and_each_firing_
     ));
 
     schedules
-        .record(vec![firing("hourly", t0, Outcome::Started), firing("hourly", t0 + 1, Outcome::Missed)])
+        .record(vec![
+            firing("hourly", t0, Outcome::Started),
+            firing("hourly", t0 + 1, Outcome::Missed),
+        ])
         .await
         .expect("recorded");
     // The same firing again (fired again after a crash) is kept once.
     schedules
-        .record(vec![firing("hourly", t0, Outcome::Started), firing("other", t0, Outcome::Skipped)])
+        .record(vec![
+            firing("hourly", t0, Outcome::Started),
+            firing("other", t0, Outcome::Skipped),
+        ])
         .await
         .expect("recorded");
     let kept = schedules.firings(Some("hourly"), 100).await.expect("read");
     assert_eq!(kept.len(), 2);
     assert_eq!(schedules.firings(None, 100).await.expect("read").len(), 3);
-    assert_eq!(schedules.firings(None, 1).await.expect("read")[0].schedule, "other");
+    assert_eq!(
+        schedules.firings(None, 1).await.expect("read")[0].schedule,
+        "other"
+    );
     // A torn last line (a crash while appending) is left out; a damaged earlier one is
     // corruption, named.
     let path = dir.path().join(SCHEDULE_FIRINGS_FILE);
@@ -261,5 +330,8 @@ async fn the_schedules_file_keeps_changes_against_their_version_and_each_firing_
         Err(SchedulesError::Corrupt { .. })
     ));
     std::fs::write(dir.path().join(SCHEDULES_FILE), "{").expect("write");
-    assert!(matches!(schedules.list().await, Err(SchedulesError::Corrupt { .. })));
+    assert!(matches!(
+        schedules.list().await,
+        Err(SchedulesError::Corrupt { .. })
+    ));
 }

@@ -91,7 +91,8 @@ pub use events::{
     AgentCallFailed, AgentResponded, Batches, BranchGap, CircuitReading, Classifies,
     DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided, HumanOverrode, KIND_VERSION,
     OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled, RunEvent, RunPause,
-    RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
+    RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING, batches, is_wording,
+    same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{

@@ -864,7 +864,19 @@ fn two_workers_fire_each_instant_of_a_schedule_once() {
         docket_exits(
             url,
             &data,
-            &["schedule", "add", name, "--workflow", wf, "--every", "1s", "--catch-up", "all", "--by", "ops"],
+            &[
+                "schedule",
+                "add",
+                name,
+                "--workflow",
+                wf,
+                "--every",
+                "1s",
+                "--catch-up",
+                "all",
+                "--by",
+                "ops",
+            ],
             0,
         );
     }
@@ -927,7 +939,10 @@ fn two_workers_fire_each_instant_of_a_schedule_once() {
         let expected: Vec<i64> = (1..=i64::try_from(dues.len()).expect("few"))
             .map(|k| made + k * 1_000)
             .collect();
-        assert_eq!(dues, expected, "{name}: each instant once, none left out: {s}");
+        assert_eq!(
+            dues, expected,
+            "{name}: each instant once, none left out: {s}"
+        );
         let mut started = 0;
         for f in firings {
             fired_by.insert(f["fired_by"].as_str().unwrap_or_default().to_owned());
@@ -936,7 +951,9 @@ fn two_workers_fire_each_instant_of_a_schedule_once() {
                     started += 1;
                     let run = f["run_id"].as_str().expect("a run");
                     assert_eq!(
-                        runs.lines().filter(|l| l.starts_with(&format!("{run}\t"))).count(),
+                        runs.lines()
+                            .filter(|l| l.starts_with(&format!("{run}\t")))
+                            .count(),
                         1,
                         "{run}: {runs}"
                     );
@@ -953,6 +970,11 @@ fn two_workers_fire_each_instant_of_a_schedule_once() {
         );
         assert!(started >= 1, "{name}: {s}");
     }
-    assert!(fired_by.iter().all(|w| w.starts_with("one") || w.starts_with("two")), "{fired_by:?}");
+    assert!(
+        fired_by
+            .iter()
+            .all(|w| w.starts_with("one") || w.starts_with("two")),
+        "{fired_by:?}"
+    );
     docket_exits(url, &data, &["verify"], 0);
 }

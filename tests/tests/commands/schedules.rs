@@ -35,8 +35,11 @@ fn ok(data: &Path, args: &[&str]) -> String {
 }
 
 fn show(data: &Path, name: &str) -> Value {
-    serde_json::from_str(&ok(data, &["schedule", "show", name, "--limit", "1000", "--json"]))
-        .expect("json")
+    serde_json::from_str(&ok(
+        data,
+        &["schedule", "show", name, "--limit", "1000", "--json"],
+    ))
+    .expect("json")
 }
 
 fn firings<'a>(schedule: &'a Value, outcome: &str) -> Vec<&'a Value> {
@@ -75,11 +78,27 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     let quick = quick.to_str().expect("utf-8");
     let slow = slow.to_str().expect("utf-8");
     for (name, workflow, rules) in [
-        ("latest", quick, ["--catch-up", "latest", "--overlap", "queue-one"]),
-        ("all", quick, ["--catch-up", "all", "--overlap", "queue-one"]),
+        (
+            "latest",
+            quick,
+            ["--catch-up", "latest", "--overlap", "queue-one"],
+        ),
+        (
+            "all",
+            quick,
+            ["--catch-up", "all", "--overlap", "queue-one"],
+        ),
         ("busy", slow, ["--catch-up", "latest", "--overlap", "skip"]),
     ] {
-        let mut args = vec!["schedule", "add", name, "--workflow", workflow, "--every", "1s"];
+        let mut args = vec![
+            "schedule",
+            "add",
+            name,
+            "--workflow",
+            workflow,
+            "--every",
+            "1s",
+        ];
         args.extend(rules);
         args.extend(["--by", "ann"]);
         ok(&data, &args);
@@ -87,7 +106,10 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     // A cron expression or time zone that is not one, a name taken: refused, nothing kept.
     for (args, says) in [
         (vec!["--cron", "0 25 * * *"], "--cron"),
-        (vec!["--cron", "0 8 * * *", "--time-zone", "Atlantis/Capital"], "unknown time zone"),
+        (
+            vec!["--cron", "0 8 * * *", "--time-zone", "Atlantis/Capital"],
+            "unknown time zone",
+        ),
         (vec!["--every", "soon"], "--every"),
     ] {
         let mut full = vec!["schedule", "add", "bad", "--workflow", quick, "--by", "ann"];
@@ -97,7 +119,20 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(says), "{full:?}: {err}");
     }
-    let taken = docket_on(&data, &["schedule", "add", "all", "--workflow", quick, "--every", "1h", "--by", "bob"]);
+    let taken = docket_on(
+        &data,
+        &[
+            "schedule",
+            "add",
+            "all",
+            "--workflow",
+            quick,
+            "--every",
+            "1h",
+            "--by",
+            "bob",
+        ],
+    );
     assert_eq!(exit_code(&taken), 1);
     assert!(String::from_utf8_lossy(&taken.stderr).contains("exists already"));
     let listed = ok(&data, &["schedule", "list"]);
@@ -110,13 +145,20 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         assert!(Instant::now() < deadline, "the clock does not move");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(first_round(&show(&data, "all")).is_empty(), "nothing fired while docket was down");
+    assert!(
+        first_round(&show(&data, "all")).is_empty(),
+        "nothing fired while docket was down"
+    );
 
     let started_serve = now_ms();
     let (mut server, _addr) = docket_tests::start_serve(&data, Some(tmp.path()));
     let deadline = Instant::now() + Duration::from_secs(60);
     let (latest, all, busy) = loop {
-        let (latest, all, busy) = (show(&data, "latest"), show(&data, "all"), show(&data, "busy"));
+        let (latest, all, busy) = (
+            show(&data, "latest"),
+            show(&data, "all"),
+            show(&data, "busy"),
+        );
         if !firings(&latest, "started").is_empty()
             && firings(&all, "started").len() >= 3
             && !firings(&busy, "skipped").is_empty()
@@ -138,16 +180,28 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     assert_eq!(started.len(), 1, "{latest}");
     assert!(missed.len() >= 2, "{latest}");
     let last_due = ms(&started[0]["due_at_ms"]);
-    assert!(missed.iter().all(|f| ms(&f["due_at_ms"]) < last_due), "{latest}");
-    assert!(last_due <= now_ms() && last_due > started_serve - 1_000, "{latest}");
+    assert!(
+        missed.iter().all(|f| ms(&f["due_at_ms"]) < last_due),
+        "{latest}"
+    );
+    assert!(
+        last_due <= now_ms() && last_due > started_serve - 1_000,
+        "{latest}"
+    );
     let made_latest = ms(&latest["made_at_ms"]);
     let mut dues: Vec<i64> = round.iter().map(|f| ms(&f["due_at_ms"])).collect();
     dues.sort_unstable();
     let expected: Vec<i64> = (1..=i64::try_from(dues.len()).expect("few"))
         .map(|k| made_latest + k * 1_000)
         .collect();
-    assert_eq!(dues, expected, "every instant since it was made, once: {latest}");
-    assert!(missed.iter().all(|f| ms(&f["late_ms"]) >= 1_000), "{latest}");
+    assert_eq!(
+        dues, expected,
+        "every instant since it was made, once: {latest}"
+    );
+    assert!(
+        missed.iter().all(|f| ms(&f["late_ms"]) >= 1_000),
+        "{latest}"
+    );
 
     // all: a run for every instant due while docket was down, in order, each once.
     let round = first_round(&all);
@@ -195,7 +249,10 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     let _ = server.kill();
     let _ = server.wait();
     let runs_listed = ok(&data, &["runs"]);
-    let busy_runs = runs_listed.lines().filter(|l| l.starts_with("busy-")).count();
+    let busy_runs = runs_listed
+        .lines()
+        .filter(|l| l.starts_with("busy-"))
+        .count();
     assert_eq!(
         busy_runs,
         firings(&show(&data, "busy"), "started").len(),
