@@ -477,13 +477,13 @@ pub const ROUTES: &[Route] = &[
             (
                 "cron",
                 false,
-                Kind::Text,
+                Kind::Said,
                 "a cron expression (5 fields, or 6 with seconds first); give it or every",
             ),
             (
                 "every",
                 false,
-                Kind::Text,
+                Kind::Said,
                 "an interval instead: 90s, 15m, 2h 30m, 1d, PT2H",
             ),
             (

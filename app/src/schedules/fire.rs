@@ -125,6 +125,7 @@ impl ScheduleFirer {
             missed_count: None,
             error: None,
         };
+        let mut changed = false;
         // A firing queued behind a run that has ended since.
         if let Some(queued) = s.queued_at_ms
             && self.going(s.last_run.as_deref()).await.is_none()
@@ -136,8 +137,10 @@ impl ScheduleFirer {
             }
             firings.push(f);
             s.queued_at_ms = None;
+            changed = true;
         }
         if let Some(plan) = s.plan(now)? {
+            changed = true;
             if let Some(older) = plan.older {
                 let mut f = firing(older.from_ms, Outcome::Missed);
                 f.missed_until_ms = Some(older.until_ms);
@@ -216,6 +219,10 @@ impl ScheduleFirer {
                 firings.push(f);
             }
             s.next_at_ms = plan.next_at_ms;
+        }
+        if !changed {
+            // Holding a queued firing behind a run still going: nothing to write.
+            return self.schedules.release(&s.name, &self.holder).await;
         }
         self.schedules.record(firings.clone()).await?;
         fired.firings.extend(firings);

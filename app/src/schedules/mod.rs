@@ -252,6 +252,18 @@ impl Schedules {
         }
     }
 
+    /// Ends `holder`'s claim of the schedule `name` without changing it (a database's; a
+    /// data directory's schedules are not claimed).
+    ///
+    /// # Errors
+    /// The database.
+    pub async fn release(&self, name: &str, holder: &str) -> Result<(), SchedulesError> {
+        match self {
+            Schedules::File(_) => Ok(()),
+            Schedules::Database(pg) => Ok(pg.release_schedule(name, holder).await?),
+        }
+    }
+
     /// Applies `change` to the schedule `name` as it stands, against its version, tried
     /// again when another process changed it meanwhile; the schedule as written.
     async fn change(

@@ -105,6 +105,21 @@ impl PostgresStore {
         Ok(n == 1)
     }
 
+    /// Ends `holder`'s claim of the schedule `name`, changing nothing else.
+    pub async fn release_schedule(&self, name: &str, holder: &str) -> Result<(), PgError> {
+        let doing = "giving back a schedule";
+        let client = self.client(doing).await?;
+        client
+            .execute(
+                "UPDATE docket_schedules SET firing_by = NULL, firing_until = NULL
+                 WHERE name = $1 AND firing_by = $2",
+                &[&name, &holder],
+            )
+            .await
+            .map_err(self.db(doing))?;
+        Ok(())
+    }
+
     /// Claims, for `hold_ms` by the database's clock, the active schedules due by
     /// `now_ms` or holding a queued firing that no other worker holds; each is claimed by
     /// one worker only.

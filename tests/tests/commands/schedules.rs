@@ -2,8 +2,10 @@
 //! made with `docket schedule add` while no server runs fall due while docket is down;
 //! `docket serve`, started afterwards, follows each one's catch-up rule (`latest` starts
 //! the last instant and records the others as missed, `all` starts each), every run says
-//! which schedule started it, and a schedule whose last run is still going skips its
-//! firings under `overlap skip`. Nothing sleeps blindly: the test waits for the clock to
+//! which schedule started it, and while a schedule's last run is still going its firings
+//! follow its overlap rule (`skip`: nothing started; `cancel-previous`: that run cancelled
+//! by the schedule, then a run started; `queue-one`: one firing queued, started once that
+//! run ended). Nothing sleeps blindly: the test waits for the clock to
 //! pass the instants it needs and polls the firings recorded.
 
 use std::path::Path;
@@ -89,6 +91,16 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
             ["--catch-up", "all", "--overlap", "queue-one"],
         ),
         ("busy", slow, ["--catch-up", "latest", "--overlap", "skip"]),
+        (
+            "cancels",
+            slow,
+            ["--catch-up", "latest", "--overlap", "cancel-previous"],
+        ),
+        (
+            "queues",
+            slow,
+            ["--catch-up", "latest", "--overlap", "queue-one"],
+        ),
     ] {
         let mut args = vec![
             "schedule",
@@ -136,7 +148,7 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     assert_eq!(exit_code(&taken), 1);
     assert!(String::from_utf8_lossy(&taken.stderr).contains("exists already"));
     let listed = ok(&data, &["schedule", "list"]);
-    assert_eq!(listed.lines().count(), 3, "{listed}");
+    assert_eq!(listed.lines().count(), 5, "{listed}");
 
     // docket is down while at least three instants of each fall due.
     let made = ms(&show(&data, "all")["made_at_ms"]);
@@ -153,21 +165,32 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     let started_serve = now_ms();
     let (mut server, _addr) = docket_tests::start_serve(&data, Some(tmp.path()));
     let deadline = Instant::now() + Duration::from_secs(60);
-    let (latest, all, busy) = loop {
+    // A firing of `queues` queued, then started once the run before it ended.
+    let queued_then_started = |s: &Value| {
+        firings(s, "queued").iter().any(|q| {
+            firings(s, "started")
+                .iter()
+                .any(|f| f["due_at_ms"] == q["due_at_ms"])
+        })
+    };
+    let (latest, all, busy, cancels, queues) = loop {
         let (latest, all, busy) = (
             show(&data, "latest"),
             show(&data, "all"),
             show(&data, "busy"),
         );
+        let (cancels, queues) = (show(&data, "cancels"), show(&data, "queues"));
         if !firings(&latest, "started").is_empty()
             && firings(&all, "started").len() >= 3
             && !firings(&busy, "skipped").is_empty()
+            && !firings(&cancels, "started_after_cancelling").is_empty()
+            && queued_then_started(&queues)
         {
-            break (latest, all, busy);
+            break (latest, all, busy, cancels, queues);
         }
         assert!(
             Instant::now() < deadline,
-            "not fired under serve: {latest} {all} {busy}"
+            "not fired under serve: {latest} {all} {busy} {cancels} {queues}"
         );
         std::thread::sleep(Duration::from_millis(100));
     };
@@ -245,6 +268,25 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         assert_eq!(f["previous_run"], first.as_str(), "{busy}");
         assert!(f.get("run_id").is_none(), "{busy}");
     }
+    // cancels: the run going is cancelled by the schedule, then the firing's run starts.
+    let after = firings(&cancels, "started_after_cancelling")[0];
+    let cancelled = after["previous_run"].as_str().expect("the run cancelled");
+    assert!(cancelled.starts_with("cancels-"), "{cancels}");
+    let events = ok(&data, &["events", cancelled, "--json"]);
+    let cancel: Value = events
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|e| e["kind"] == "run.cancelled")
+        .unwrap_or_else(|| panic!("{cancelled} not cancelled: {events}"));
+    assert_eq!(cancel["payload"]["by"], "schedule cancels", "{cancel}");
+    assert!(after["run_id"].is_string(), "{after}");
+    // queues: each queued firing names the run it waited behind.
+    let queued = firings(&queues, "queued");
+    assert!(
+        queued.iter().all(|f| f["previous_run"].is_string()),
+        "{queues}"
+    );
+
     // Stopped, so that nothing fires between the two reads.
     let _ = server.kill();
     let _ = server.wait();
