@@ -47,9 +47,9 @@ pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff
 pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
 pub use schedules::{
-    CatchUp, Change, Fired, Firing, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Outcome, Overlap,
-    Plan, SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, Schedule, ScheduleFile, ScheduleFirer, Schedules,
-    SchedulesError, Timing,
+    CatchUp, Change, Fired, Firing, MAX_CATCH_UP, MAX_NAME, MAX_SCHEDULES, Missed, NewSchedule,
+    Outcome, Overlap, Plan, SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, Schedule, ScheduleFile,
+    ScheduleFirer, Schedules, SchedulesError, Timing,
 };
 pub use seal::{Unsealed, first_key};
 pub use store::{Store, StoreLocation};

@@ -1456,6 +1456,7 @@ fn schedule_error(e: docket_app::SchedulesError) -> ApiError {
             ApiError::conflict(message).at(format!("schedule {name}"))
         }
         E::Unknown { name } => ApiError::not_found(message).at(format!("schedule {name}")),
+        E::Full { .. } => ApiError::conflict(message).at("body.name"),
         _ => ApiError::internal(message),
     }
 }

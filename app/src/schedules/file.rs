@@ -161,6 +161,11 @@ impl ScheduleFile {
                     removed: old.removed.is_some(),
                 });
             }
+            if c.schedules.len() >= super::MAX_SCHEDULES {
+                return Err(SchedulesError::Full {
+                    count: c.schedules.len(),
+                });
+            }
             c.schedules.insert(schedule.name.clone(), schedule.clone());
             Ok((schedule, true))
         })
@@ -182,47 +187,38 @@ impl ScheduleFile {
         })
     }
 
-    /// Appends firings, leaving out those recorded already (same schedule, instant and
-    /// outcome), and syncs.
+    /// Appends firings and syncs. A firing done again (after a crash between recording it
+    /// and moving the schedule on) is appended again and left out when read: appending
+    /// reads nothing, so its cost does not grow with the file.
     ///
     /// # Errors
     /// The file.
     pub fn record(&self, firings: &[Firing]) -> Result<(), SchedulesError> {
+        let path = self.firings_path();
+        let mut lines = Vec::new();
+        for f in firings {
+            let mut line = serde_json::to_vec(f).map_err(|e| SchedulesError::Corrupt {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            line.push(b'\n');
+            lines.extend(line);
+        }
         self.locked(|_| {
-            let path = self.firings_path();
-            let seen: BTreeSet<(String, i64, &'static str)> = self
-                .firings(None, usize::MAX)?
-                .iter()
-                .map(|f| (f.schedule.clone(), f.due_at_ms, f.outcome.as_str()))
-                .collect();
-            let mut lines = Vec::new();
-            for f in firings {
-                if seen.contains(&(f.schedule.clone(), f.due_at_ms, f.outcome.as_str())) {
-                    continue;
-                }
-                let mut line = serde_json::to_vec(f).map_err(|e| SchedulesError::Corrupt {
-                    path: path.clone(),
-                    message: e.to_string(),
-                })?;
-                line.push(b'\n');
-                lines.extend(line);
-            }
-            if !lines.is_empty() {
-                let mut file = OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(&path)
-                    .map_err(io("open", &path))?;
-                file.write_all(&lines).map_err(io("append to", &path))?;
-                file.sync_all().map_err(io("sync", &path))?;
-            }
+            let mut file = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+                .map_err(io("open", &path))?;
+            file.write_all(&lines).map_err(io("append to", &path))?;
+            file.sync_all().map_err(io("sync", &path))?;
             Ok(((), false))
         })
     }
 
-    /// The firings of `name` (all when `None`), oldest first, the last `limit`. A torn
-    /// last line (a crash while appending) is left out; a bad line before it is
-    /// corruption.
+    /// The firings of `name` (all when `None`), oldest first, the last `limit`, each
+    /// (schedule, instant, outcome) once. A torn last line (a crash while appending) is
+    /// left out; a bad line before it is corruption.
     ///
     /// # Errors
     /// The file cannot be read or is corrupt.
@@ -238,6 +234,7 @@ impl ScheduleFile {
             .collect::<Result<_, _>>()
             .map_err(io("read", &path))?;
         let mut found = std::collections::VecDeque::new();
+        let mut seen: BTreeSet<(String, i64, &'static str)> = BTreeSet::new();
         let last = lines.len().saturating_sub(1);
         for (i, line) in lines.iter().enumerate() {
             let firing: Firing = match serde_json::from_str(line) {
@@ -250,7 +247,12 @@ impl ScheduleFile {
                     });
                 }
             };
-            if name.is_none_or(|n| n == firing.schedule) {
+            let key = (
+                firing.schedule.clone(),
+                firing.due_at_ms,
+                firing.outcome.as_str(),
+            );
+            if name.is_none_or(|n| n == firing.schedule) && seen.insert(key) {
                 found.push_back(firing);
                 if found.len() > limit {
                     found.pop_front();

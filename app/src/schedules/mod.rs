@@ -20,7 +20,8 @@ mod spec;
 pub use file::{SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, ScheduleFile};
 pub use fire::{Fired, ScheduleFirer};
 pub use spec::{
-    CatchUp, Change, MAX_CATCH_UP, MAX_NAME, Missed, NewSchedule, Overlap, Plan, Schedule, Timing,
+    CatchUp, Change, MAX_CATCH_UP, MAX_NAME, MAX_SCHEDULES, Missed, NewSchedule, Overlap, Plan,
+    Schedule, Timing,
 };
 
 /// What became of one instant a schedule was due.
@@ -103,6 +104,11 @@ pub enum SchedulesError {
     /// The name is taken (by a schedule kept, removed ones included).
     #[error("a schedule named {name:?} exists already{}", if *.removed { " (removed; a name is never reused, so that its runs' ids stay its own)" } else { "" })]
     Exists { name: String, removed: bool },
+    /// As many schedules as a store keeps ([`MAX_SCHEDULES`]).
+    #[error(
+        "{count} schedules are kept already, as many as docket keeps; remove one first (removed ones are kept too)"
+    )]
+    Full { count: usize },
     /// No schedule of that name.
     #[error("no schedule named {name:?}")]
     Unknown { name: String },
@@ -212,6 +218,10 @@ impl Schedules {
             Schedules::File(f) => f.on(move |f| f.add(schedule)).await,
             Schedules::Database(pg) => {
                 let row = to_row(&schedule)?;
+                let count = pg.schedules().await?.len();
+                if count >= MAX_SCHEDULES {
+                    return Err(SchedulesError::Full { count });
+                }
                 if pg.insert_schedule(&row).await? {
                     Ok(schedule)
                 } else {

@@ -13,6 +13,10 @@ use super::SchedulesError;
 /// earlier ones are recorded as missed, together.
 pub const MAX_CATCH_UP: usize = 100;
 
+/// The most schedules a store keeps (removed ones included): each active one is read at
+/// every round of firing.
+pub const MAX_SCHEDULES: usize = 1_000;
+
 /// The longest a schedule's name may be: its runs' ids add 17 characters to it.
 pub const MAX_NAME: usize = 64;
 
