@@ -131,10 +131,20 @@ async fn drive_runs(
     // The last renewal the database confirmed, by this process's monotonic clock.
     let mut renewed = Instant::now();
     let mut stop = std::pin::pin!(stop);
+    // When to look at the schedules next: when the next is due, and at least every
+    // second (a schedule made or unpaused meanwhile), not at every wake-up.
+    let mut schedules_at = Instant::now();
     loop {
         // Schedules due: fired by whichever worker claims each (docs/schedules.md), their
         // runs queued for any worker, this one included.
-        let schedule_due = fire_schedules(app, firer).await;
+        if Instant::now() >= schedules_at {
+            let due = fire_schedules(app, firer).await;
+            schedules_at = Instant::now()
+                + due
+                    .unwrap_or(Duration::from_secs(1))
+                    .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        }
+        let schedule_due = schedules_at.saturating_duration_since(Instant::now());
         let free = config.concurrency.saturating_sub(driving.len());
         if free > 0 {
             match store.claim(holder, free, config.lease).await {
@@ -162,9 +172,7 @@ async fn drive_runs(
             Ok(Some(due)) if free > 0 => due.clamp(Duration::from_millis(10), config.renew_every),
             _ => config.renew_every,
         };
-        let next_look = schedule_due.map_or(next_look, |due| {
-            next_look.min(due.max(Duration::from_millis(10)))
-        });
+        let next_look = next_look.min(schedule_due.max(Duration::from_millis(10)));
         tokio::select! {
             () = &mut stop => break,
             _ = renewal.tick() => {
