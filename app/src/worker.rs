@@ -229,6 +229,12 @@ async fn fire_schedules(app: &App, firer: &crate::ScheduleFirer) -> Option<Durat
                     tracing::warn!(run = %run, "a scheduled run was recorded but not queued: {e}");
                 }
             }
+            // Started by a firing cut short (a worker that died before queueing them).
+            for run in fired.unfinished {
+                if let Err(e) = app.queue(&run).await {
+                    tracing::warn!(run = %run, "a scheduled run was recorded but not queued: {e}");
+                }
+            }
         }
         Err(e) => tracing::warn!("schedules not read: {e}"),
     }

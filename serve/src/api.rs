@@ -1426,6 +1426,23 @@ pub(crate) async fn fire_schedules(state: Arc<AppState>) {
                     let run = recorded.state().run_id().cloned().unwrap_or_default();
                     drop(spawn_drive(&state, &run, recorded.drive()));
                 }
+                // Started by a firing cut short (this server stopped before driving them).
+                for run in fired.unfinished {
+                    let driven = state
+                        .driving
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .contains(&run);
+                    if !driven && !state.timers.contains(&run) {
+                        let app = state.app.clone();
+                        let id = run.clone();
+                        drop(spawn_drive(
+                            &state,
+                            &run,
+                            async move { app.resume(&id).await },
+                        ));
+                    }
+                }
             }
             Err(e) => tracing::warn!("schedules not read: {e}"),
         }

@@ -21,6 +21,10 @@ const HOLD_MS: i64 = 30_000;
 pub struct Fired {
     /// The runs it recorded, to drive (or queue for workers).
     pub started: Vec<Recorded<Store>>,
+    /// Runs a firing done before had started (it was cut short: a crash, a worker that
+    /// died) and found recorded, not finished: to drive on (or queue), as `docket resume`
+    /// would, since the process that started them may not have driven them.
+    pub unfinished: Vec<RunId>,
     /// The firings it recorded.
     pub firings: Vec<Firing>,
     /// Schedules that could not be fired, each with why (logged by the caller; tried
@@ -103,9 +107,21 @@ impl ScheduleFirer {
         (!state.status().is_final()).then(|| run.to_owned())
     }
 
-    /// Whether the run of `id` is recorded.
-    async fn recorded(&self, id: &str) -> bool {
-        self.app.runtime().requested(&RunId::from(id)).await.is_ok()
+    /// Whether the run of `id` is recorded; one still running (neither finished nor
+    /// waiting for a person nor paused) is added to [`Fired::unfinished`].
+    async fn recorded(&self, id: &str, fired: &mut Fired) -> bool {
+        let run = RunId::from(id);
+        if self.app.runtime().requested(&run).await.is_err() {
+            return false;
+        }
+        if let Ok(state) = self.app.runtime().state(&run).await
+            && state.status() == docket_decider::RunStatus::Running
+            && state.paused().is_none()
+            && !fired.unfinished.contains(&run)
+        {
+            fired.unfinished.push(run);
+        }
+        true
     }
 
     async fn fire(&self, mut s: Schedule, fired: &mut Fired) -> Result<(), SchedulesError> {
@@ -154,7 +170,7 @@ impl ScheduleFirer {
             // started, never started again, whatever the run going.
             let mut to_start = Vec::new();
             for &due in &plan.start {
-                if self.recorded(&s.run_id(due)).await {
+                if self.recorded(&s.run_id(due), fired).await {
                     let mut f = firing(due, Outcome::Started);
                     f.run_id = Some(s.run_id(due));
                     s.last_run.clone_from(&f.run_id);
@@ -269,7 +285,9 @@ impl ScheduleFirer {
         {
             Ok(recorded) => fired.started.push(recorded),
             // Started by this firing done before (a crash, another worker): not again.
-            Err(RuntimeError::RunExists(_) | RuntimeError::Conflict { .. }) => {}
+            Err(RuntimeError::RunExists(_) | RuntimeError::Conflict { .. }) => {
+                self.recorded(&id, fired).await;
+            }
             Err(e) => failed(f, e.to_string()),
         }
     }

@@ -101,6 +101,7 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
             slow,
             ["--catch-up", "latest", "--overlap", "queue-one"],
         ),
+        ("pre", quick, ["--catch-up", "all", "--overlap", "skip"]),
     ] {
         let mut args = vec![
             "schedule",
@@ -148,10 +149,20 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
     assert_eq!(exit_code(&taken), 1);
     assert!(String::from_utf8_lossy(&taken.stderr).contains("exists already"));
     let listed = ok(&data, &["schedule", "list"]);
-    assert_eq!(listed.lines().count(), 5, "{listed}");
+    assert_eq!(listed.lines().count(), 6, "{listed}");
+    // The run of `pre`'s second instant is recorded already, as by a firing cut short
+    // before it moved the schedule on: firing it again must start no second run.
+    let mut pre = show(&data, "pre");
+    let pre_made = ms(&pre["made_at_ms"]);
+    for extra in ["state", "firings"] {
+        pre.as_object_mut().expect("an object").remove(extra);
+    }
+    let pre: docket_app::Schedule = serde_json::from_value(pre).expect("a schedule");
+    let taken = pre.run_id(pre_made + 2_000);
+    ok(&data, &["run", quick, "--run-id", &taken]);
 
     // docket is down while at least three instants of each fall due.
-    let made = ms(&show(&data, "all")["made_at_ms"]);
+    let made = ms(&show(&data, "all")["made_at_ms"]).max(pre_made);
     let deadline = Instant::now() + Duration::from_secs(30);
     while now_ms() < made + 3_500 {
         assert!(Instant::now() < deadline, "the clock does not move");
@@ -287,6 +298,24 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         "{queues}"
     );
 
+    // pre: its second instant counted as started with the run recorded before, which is
+    // the only run of that id, and not one a schedule started.
+    let pre = show(&data, "pre");
+    let second = first_round(&pre)
+        .into_iter()
+        .find(|f| ms(&f["due_at_ms"]) == pre_made + 2_000)
+        .cloned()
+        .unwrap_or_else(|| panic!("no firing of the second instant: {pre}"));
+    assert_eq!(second["outcome"], "started", "{second}");
+    assert_eq!(second["run_id"], taken.as_str(), "{second}");
+    let events = ok(&data, &["events", &taken, "--json"]);
+    let requested: Value =
+        serde_json::from_str(events.lines().next().expect("run.requested")).expect("json");
+    assert!(
+        requested["payload"].get("scheduled").is_none(),
+        "{requested}"
+    );
+
     // Stopped, so that nothing fires between the two reads.
     let _ = server.kill();
     let _ = server.wait();
@@ -295,6 +324,14 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         .lines()
         .filter(|l| l.starts_with("busy-"))
         .count();
+    assert_eq!(
+        runs_listed
+            .lines()
+            .filter(|l| l.starts_with(&format!("{taken}\t")))
+            .count(),
+        1,
+        "{runs_listed}"
+    );
     assert_eq!(
         busy_runs,
         firings(&show(&data, "busy"), "started").len(),
