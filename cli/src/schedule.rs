@@ -30,9 +30,11 @@ pub(crate) enum ScheduleCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Show a schedule and its firings: when each was due, how late it fired, the run it
-    /// started or why none.
+    /// Show a schedule and its firings.
+    ///
+    /// Each firing: when it was due, how late it fired, the run it started or why none.
     Show {
+        /// The schedule's name.
         name: String,
         /// The last N firings (default 20).
         #[arg(long, value_name = "N", default_value_t = 20)]
@@ -41,14 +43,16 @@ pub(crate) enum ScheduleCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Pause a schedule: nothing fires until it is unpaused, and what falls due meanwhile
-    /// is not caught up.
+    /// Pause a schedule: nothing fires until it is unpaused.
+    ///
+    /// What falls due while it is paused is not caught up.
     Pause(Who),
     /// Unpause a schedule: it is next due at its first instant from now.
     #[command(alias = "resume")]
     Unpause(Who),
-    /// Remove a schedule: it fires no more; it is kept, with its firings, and its name is
-    /// not reused.
+    /// Remove a schedule: it fires no more.
+    ///
+    /// It is kept, with its firings, and its name is not reused.
     Remove(Who),
 }
 
@@ -94,6 +98,7 @@ pub(crate) struct Add {
 
 #[derive(Args)]
 pub(crate) struct Who {
+    /// The schedule's name.
     name: String,
     /// Who does it (recorded with the schedule).
     #[arg(long, value_name = "NAME")]
