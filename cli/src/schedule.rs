@@ -66,8 +66,7 @@ pub(crate) struct Add {
     /// The runs' input as JSON (default: the workflow's `input` file), read now.
     #[arg(long, value_name = "FILE")]
     input: Option<String>,
-    /// A cron expression: minute hour day-of-month month day-of-week (or six fields,
-    /// seconds first), e.g. "0 8 * * MON-FRI".
+    /// A cron expression: minute hour day-of-month month day-of-week, e.g. "0 8 * * MON-FRI".
     #[arg(
         long,
         value_name = "EXPR",

@@ -478,7 +478,7 @@ pub const ROUTES: &[Route] = &[
                 "cron",
                 false,
                 Kind::Said,
-                "a cron expression (5 fields, or 6 with seconds first); give it or every",
+                "a cron expression (5 fields: minute hour day-of-month month day-of-week); give it or every",
             ),
             (
                 "every",

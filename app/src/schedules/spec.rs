@@ -4,6 +4,8 @@
 //! these alone, the instants it fires at. No clock is read here: every function is given
 //! the time.
 
+use std::collections::VecDeque;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -24,7 +26,7 @@ pub const MAX_NAME: usize = 64;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum Timing {
-    /// At each instant a cron expression names (5 fields, or 6 with seconds first), read
+    /// At each instant a cron expression names (5 fields, to the minute), read
     /// in a time zone (an IANA name, `UTC` by default).
     Cron { cron: String, time_zone: String },
     /// Every interval (`90s`, `15m`, `1h`, `PT2H`), counted from when the schedule was
@@ -201,14 +203,20 @@ fn time_zone(name: &str) -> Result<jiff::tz::TimeZone, SchedulesError> {
         })
 }
 
-fn cron(expr: &str) -> Result<croner::Cron, SchedulesError> {
-    expr.parse::<croner::Cron>()
-        .map_err(|e| SchedulesError::Invalid {
-            field: "cron",
-            message: format!(
-                "{expr:?} is not a cron expression (five fields, minute hour day-of-month month day-of-week, or six with seconds first, e.g. \"0 8 * * MON-FRI\"): {e}"
-            ),
-        })
+/// The cron expression `expr` read in the time zone `zone`.
+fn cron(expr: &str, zone: &str) -> Result<cronexpr::Crontab, SchedulesError> {
+    let invalid = |why: String| SchedulesError::Invalid {
+        field: "cron",
+        message: format!(
+            "{expr:?} is not a cron expression (five fields: minute hour day-of-month month day-of-week, e.g. \"0 8 * * MON-FRI\"): {why}"
+        ),
+    };
+    let fields = expr.split_whitespace().count();
+    if fields != 5 {
+        return Err(invalid(format!("it has {fields} fields")));
+    }
+    time_zone(zone)?;
+    cronexpr::parse_crontab(&format!("{} {zone}", expr.trim())).map_err(|e| invalid(e.to_string()))
 }
 
 impl Timing {
@@ -233,8 +241,8 @@ impl Timing {
             }),
             (Some(expr), None) => {
                 let zone = zone.unwrap_or("UTC");
-                cron(expr)?;
                 time_zone(zone)?;
+                cron(expr, zone)?;
                 Ok(Timing::Cron {
                     cron: expr.trim().to_owned(),
                     time_zone: zone.to_owned(),
@@ -338,7 +346,7 @@ impl Schedule {
     ///
     /// # Errors
     /// [`SchedulesError::Invalid`] when its cron expression or time zone no longer parse
-    /// (a file edited by hand), or the expression names no instant to come.
+    /// (a file edited by hand), or the expression names no instant in the next four years.
     pub fn next_after(&self, after_ms: i64) -> Result<i64, SchedulesError> {
         match &self.timing {
             Timing::Every { every_ms, .. } => {
@@ -351,44 +359,28 @@ impl Schedule {
                 cron: expr,
                 time_zone: zone,
             } => {
-                let at = zoned(after_ms, &time_zone(zone)?)?;
-                let next = cron(expr)?
-                    .find_next_occurrence(&at, false)
-                    .map_err(|e| no_instant(expr, &e))?;
-                Ok(next.timestamp().as_millisecond())
+                let tab = cron(expr, zone)?;
+                let tz = time_zone(zone)?;
+                let find = |ms: i64| {
+                    let at = cronexpr::MakeTimestamp::from_millisecond(ms)
+                        .map_err(|e| no_instant(expr, &e))?;
+                    tab.find_next(at)
+                        .map(|z| z.timestamp().as_millisecond())
+                        .map_err(|e| no_instant(expr, &e))
+                };
+                // A time of day read twice when the clocks go back fires once, at its
+                // first occurrence: the wall clock of a firing never goes back.
+                let floor = zoned(after_ms, &tz)?.datetime();
+                let mut next = find(after_ms)?;
+                for _ in 0..10_000 {
+                    if zoned(next, &tz)?.datetime() > floor {
+                        break;
+                    }
+                    next = find(next)?;
+                }
+                Ok(next)
             }
         }
-    }
-
-    /// The last instant it fires at at or before `at_ms`, if any is at or after `from_ms`.
-    fn latest_at_or_before(&self, at_ms: i64, from_ms: i64) -> Result<Option<i64>, SchedulesError> {
-        let latest = match &self.timing {
-            Timing::Every { every_ms, .. } => {
-                let every = (*every_ms).max(1);
-                let since = at_ms.saturating_sub(self.made_at_ms);
-                if since < every {
-                    return Ok(None);
-                }
-                self.made_at_ms
-                    .saturating_add((since / every).saturating_mul(every))
-            }
-            Timing::Cron {
-                cron: expr,
-                time_zone: zone,
-            } => {
-                let at = zoned(at_ms, &time_zone(zone)?)?;
-                match cron(expr)?.find_previous_occurrence(&at, true) {
-                    Ok(z) => z.timestamp().as_millisecond(),
-                    Err(_) => return Ok(None),
-                }
-            }
-        };
-        Ok((latest >= from_ms).then_some(latest))
-    }
-
-    /// The instant before `at_ms` it fires at, if any is at or after `from_ms`.
-    fn previous(&self, at_ms: i64, from_ms: i64) -> Result<Option<i64>, SchedulesError> {
-        self.latest_at_or_before(at_ms.saturating_sub(1), from_ms)
     }
 
     /// The id of the run its firing due at `due_ms` starts: `NAME-YYYYMMDDTHHMMSSZ` (UTC),
@@ -410,51 +402,48 @@ impl Schedule {
         if self.next_at_ms > now_ms {
             return Ok(None);
         }
-        // The newest MAX_CATCH_UP instants due, newest first, found backwards from now.
-        let mut due = Vec::new();
-        let mut cursor = self.latest_at_or_before(now_ms, self.next_at_ms)?;
-        while let Some(at) = cursor {
-            if due.len() == MAX_CATCH_UP {
-                break;
-            }
-            due.push(at);
-            cursor = self.previous(at, self.next_at_ms)?;
-        }
-        if due.is_empty() {
-            // next_at_ms itself is due (a schedule whose instants moved: a file edited).
-            due.push(self.next_at_ms);
-        }
-        due.reverse();
-        // Older instants still due, beyond those: counted (intervals exactly, cron
-        // expressions up to a bound), recorded as one missed range.
-        let mut older = None;
-        if let Some(first) = due.first().copied()
-            && first > self.next_at_ms
-        {
-            let count = match &self.timing {
-                Timing::Every { every_ms, .. } => {
-                    u64::try_from((first - self.next_at_ms) / (*every_ms).max(1)).unwrap_or(0)
+        // The newest MAX_CATCH_UP instants due, oldest first; the older ones counted.
+        let mut due = VecDeque::new();
+        let mut older = 0u64;
+        let mut older_until = self.next_at_ms;
+        match &self.timing {
+            Timing::Every { every_ms, .. } => {
+                let every = (*every_ms).max(1);
+                let total = (now_ms - self.next_at_ms) / every + 1;
+                let first = (total - i64::try_from(MAX_CATCH_UP).unwrap_or(i64::MAX)).max(0);
+                for k in first..total {
+                    due.push_back(self.next_at_ms.saturating_add(k.saturating_mul(every)));
                 }
-                Timing::Cron { .. } => {
-                    let mut n = 0u64;
-                    let mut at = self.next_at_ms;
-                    while at < first && n < 1_000_000 {
-                        n += 1;
-                        at = self.next_after(at)?;
+                if first > 0 {
+                    older = u64::try_from(first).unwrap_or(0);
+                    older_until = self
+                        .next_at_ms
+                        .saturating_add((first - 1).saturating_mul(every));
+                }
+            }
+            Timing::Cron { .. } => {
+                // Counted one by one, up to a bound (minutes of years of downtime).
+                let mut at = self.next_at_ms;
+                let mut seen = 0u64;
+                while at <= now_ms && seen < MAX_COUNTED {
+                    due.push_back(at);
+                    if due.len() > MAX_CATCH_UP {
+                        if let Some(gone) = due.pop_front() {
+                            older += 1;
+                            older_until = gone;
+                        }
                     }
-                    n
+                    seen += 1;
+                    at = self.next_after(at)?;
                 }
-            };
-            if count > 0 {
-                older = Some(Missed {
-                    from_ms: self.next_at_ms,
-                    until_ms: self
-                        .previous(first, self.next_at_ms)?
-                        .unwrap_or(self.next_at_ms),
-                    count,
-                });
             }
         }
+        let older = (older > 0).then_some(Missed {
+            from_ms: self.next_at_ms,
+            until_ms: older_until,
+            count: older,
+        });
+        let mut due: Vec<i64> = due.into();
         let (start, missed) = match self.catch_up {
             CatchUp::All => (due, Vec::new()),
             CatchUp::Latest => {
@@ -471,6 +460,10 @@ impl Schedule {
     }
 }
 
+/// How many instants of a cron expression one firing counts after downtime (five million
+/// minutes: over nine years); beyond, the rest are neither counted nor started.
+const MAX_COUNTED: u64 = 5_000_000;
+
 /// `ms` as a time in `zone`.
 fn zoned(ms: i64, zone: &jiff::tz::TimeZone) -> Result<jiff::Zoned, SchedulesError> {
     jiff::Timestamp::from_millisecond(ms)
@@ -481,7 +474,7 @@ fn zoned(ms: i64, zone: &jiff::tz::TimeZone) -> Result<jiff::Zoned, SchedulesErr
         })
 }
 
-fn no_instant(expr: &str, e: &croner::errors::CronError) -> SchedulesError {
+fn no_instant(expr: &str, e: &cronexpr::Error) -> SchedulesError {
     SchedulesError::Invalid {
         field: "cron",
         message: format!("{expr:?} names no instant to come: {e}"),

@@ -43,20 +43,21 @@ fn a_cron_expression_is_read_in_its_time_zone_across_a_daylight_saving_change() 
         s.next_after(second).expect("next"),
         at("2026-03-30T06:00:00Z")
     );
-    // 02:30 does not exist in Paris that night: the firing is at the first minute after
-    // the gap (03:00 CEST, 01:00Z), not skipped and not twice.
+    // 02:30 does not exist in Paris that night: that night has no firing, the next is
+    // 02:30 CEST the day after (00:30Z), and none is fired twice.
     let gap = Schedule::new(
         new("gap", Some("30 2 * * *"), None, Some("Europe/Paris")),
         at("2026-03-28T12:00:00Z"),
     )
     .expect("valid");
-    assert_eq!(gap.next_at_ms, at("2026-03-29T01:00:00Z"));
+    assert_eq!(gap.next_at_ms, at("2026-03-30T00:30:00Z"));
     assert_eq!(
         gap.next_after(gap.next_at_ms).expect("next"),
-        at("2026-03-30T00:30:00Z")
+        at("2026-03-31T00:30:00Z")
     );
     // 02:30 happens twice in Paris on 2026-10-25 (03:00 CEST back to 02:00 CET): once, at
-    // the first (00:30Z), then 02:30 CET the day after (01:30Z).
+    // the first (00:30Z), then 02:30 CET the day after (01:30Z). Every 15 minutes, the
+    // repeated hour's wall times are not fired again either: 02:45 CEST, then 03:00 CET.
     let twice = Schedule::new(
         new("twice", Some("30 2 * * *"), None, Some("Europe/Paris")),
         at("2026-10-24T12:00:00Z"),
@@ -66,6 +67,16 @@ fn a_cron_expression_is_read_in_its_time_zone_across_a_daylight_saving_change() 
     assert_eq!(
         twice.next_after(twice.next_at_ms).expect("next"),
         at("2026-10-26T01:30:00Z")
+    );
+    let quarter = Schedule::new(
+        new("quarter", Some("*/15 * * * *"), None, Some("Europe/Paris")),
+        at("2026-10-25T00:40:00Z"),
+    )
+    .expect("valid");
+    assert_eq!(quarter.next_at_ms, at("2026-10-25T00:45:00Z"));
+    assert_eq!(
+        quarter.next_after(quarter.next_at_ms).expect("next"),
+        at("2026-10-25T02:00:00Z")
     );
     // The same expression in UTC.
     let utc = Schedule::new(
