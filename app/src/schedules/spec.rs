@@ -427,11 +427,11 @@ impl Schedule {
                 let mut seen = 0u64;
                 while at <= now_ms && seen < MAX_COUNTED {
                     due.push_back(at);
-                    if due.len() > MAX_CATCH_UP {
-                        if let Some(gone) = due.pop_front() {
-                            older += 1;
-                            older_until = gone;
-                        }
+                    if due.len() > MAX_CATCH_UP
+                        && let Some(gone) = due.pop_front()
+                    {
+                        older += 1;
+                        older_until = gone;
                     }
                     seen += 1;
                     at = self.next_after(at)?;
