@@ -16,6 +16,8 @@
 //!   database ([`StoreLocation`], as `--store` names it);
 //! - [`KillSwitches`]: the kill switches of a store (its data directory's file, or the
 //!   database's tables), and [`kill_switch_source`], what the runtime reads them through;
+//! - [`Schedules`]: the schedules of a store (docs/schedules.md), and [`ScheduleFirer`],
+//!   which fires those due, exactly once per instant;
 //! - [`option_number`]: a person's answer to a question ticket, given as an option's text,
 //!   as the option's number.
 //!
@@ -32,6 +34,7 @@ mod drive;
 mod governance;
 mod hand_on;
 mod kill_switch;
+mod schedules;
 mod seal;
 mod store;
 mod timers;
@@ -43,6 +46,11 @@ pub use drive::App;
 pub use governance::{ReplaceError, RulesReplaced, affected_runs, replace_handoff_rules};
 pub use hand_on::HandedOn;
 pub use kill_switch::{DatabaseKillSwitch, KillSwitches, KillSwitchesError, kill_switch_source};
+pub use schedules::{
+    CatchUp, Change, Fired, Firing, MAX_CATCH_UP, MAX_NAME, MAX_SCHEDULES, Missed, NewSchedule,
+    Outcome, Overlap, Plan, SCHEDULE_FIRINGS_FILE, SCHEDULES_FILE, Schedule, ScheduleFile,
+    ScheduleFirer, Schedules, SchedulesError, Timing,
+};
 pub use seal::{Unsealed, first_key};
 pub use store::{Store, StoreLocation};
 pub use timers::DueTimers;

@@ -104,7 +104,8 @@ pub async fn work(
         )));
     let holder = store.register_worker(&config.name).await?;
     let span = tracing::info_span!("worker", holder = %holder);
-    let report = drive_runs(&app, &store, &holder, &config, stop)
+    let firer = crate::ScheduleFirer::new(app.clone(), holder.to_string());
+    let report = drive_runs(&app, &store, &holder, &firer, &config, stop)
         .instrument(span)
         .await;
     if let Err(e) = store.stop_worker(&holder).await {
@@ -117,6 +118,7 @@ async fn drive_runs(
     app: &App,
     store: &PostgresStore,
     holder: &Holder,
+    firer: &crate::ScheduleFirer,
     config: &WorkerConfig,
     stop: impl Future<Output = ()>,
 ) -> WorkerReport {
@@ -129,7 +131,20 @@ async fn drive_runs(
     // The last renewal the database confirmed, by this process's monotonic clock.
     let mut renewed = Instant::now();
     let mut stop = std::pin::pin!(stop);
+    // When to look at the schedules next: when the next is due, and at least every
+    // second (a schedule made or unpaused meanwhile), not at every wake-up.
+    let mut schedules_at = Instant::now();
     loop {
+        // Schedules due: fired by whichever worker claims each (docs/schedules.md), their
+        // runs queued for any worker, this one included.
+        if Instant::now() >= schedules_at {
+            let due = fire_schedules(app, firer).await;
+            schedules_at = Instant::now()
+                + due
+                    .unwrap_or(Duration::from_secs(1))
+                    .clamp(Duration::from_millis(10), Duration::from_secs(1));
+        }
+        let schedule_due = schedules_at.saturating_duration_since(Instant::now());
         let free = config.concurrency.saturating_sub(driving.len());
         if free > 0 {
             match store.claim(holder, free, config.lease).await {
@@ -157,6 +172,7 @@ async fn drive_runs(
             Ok(Some(due)) if free > 0 => due.clamp(Duration::from_millis(10), config.renew_every),
             _ => config.renew_every,
         };
+        let next_look = next_look.min(schedule_due.max(Duration::from_millis(10)));
         tokio::select! {
             () = &mut stop => break,
             _ = renewal.tick() => {
@@ -197,6 +213,38 @@ async fn drive_runs(
     }
     tasks.abort_all();
     report
+}
+
+/// Fires the schedules due and queues the runs they started; how long until the next is
+/// due, if any is.
+async fn fire_schedules(app: &App, firer: &crate::ScheduleFirer) -> Option<Duration> {
+    match firer.fire_due().await {
+        Ok(fired) => {
+            for (name, e) in &fired.failed {
+                tracing::warn!(schedule = %name, "not fired: {e}");
+            }
+            for recorded in fired.started {
+                let run = recorded.state().run_id().cloned().unwrap_or_default();
+                if let Err(e) = app.hand_on(recorded).await {
+                    tracing::warn!(run = %run, "a scheduled run was recorded but not queued: {e}");
+                }
+            }
+            // Started by a firing cut short (a worker that died before queueing them).
+            for run in fired.unfinished {
+                if let Err(e) = app.queue(&run).await {
+                    tracing::warn!(run = %run, "a scheduled run was recorded but not queued: {e}");
+                }
+            }
+        }
+        Err(e) => tracing::warn!("schedules not read: {e}"),
+    }
+    let now = app.runtime().now_ms();
+    match firer.next_due_ms(now).await {
+        Ok(Some(at)) => Some(Duration::from_millis(
+            u64::try_from(at.saturating_sub(now)).unwrap_or(0),
+        )),
+        _ => None,
+    }
 }
 
 /// Gives a driven run's lease back: waiting for a person or finished, nobody needs to

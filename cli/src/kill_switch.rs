@@ -212,7 +212,7 @@ pub(crate) fn initialise_store(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// [`initialise_store`] for a caller already on the async runtime.
-async fn make_store(dir: &Path) -> anyhow::Result<()> {
+pub(crate) async fn make_store(dir: &Path) -> anyhow::Result<()> {
     if docket_store::EmbeddedStore::exists_in(dir) {
         return Ok(());
     }

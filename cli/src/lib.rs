@@ -1,5 +1,5 @@
 //! `docket`: the command line. Runs (`run`, `resume`, `runs`, `status`, `events`,
-//! `approve`, `deny`, `answer`, `override`, `cancel`), forensics (`replay`, `inspect`, `diff`,
+//! `approve`, `deny`, `answer`, `override`, `cancel`), schedules (`schedule`), forensics (`replay`, `inspect`, `diff`,
 //! `fork`), kill switches (`kill-switch`), circuit breakers (`circuits`), evidence
 //! (`keys`, `verify`, `prove`, `export`, `verify-export`), policy bundles (`policy
 //! check | explain | diff | schema`), bundle versions and handoff rules (`policy versions |
@@ -53,6 +53,7 @@ mod prove;
 mod replay;
 mod rules;
 mod runs;
+mod schedule;
 mod serve;
 // How a run is shown: its summary, its events in one line each.
 mod show;
@@ -135,6 +136,14 @@ enum Command {
     KillSwitch {
         #[command(subcommand)]
         command: kill_switch::KillSwitchCommand,
+    },
+    /// Start runs of a workflow on a cron expression or an interval.
+    ///
+    /// `docket serve` fires the schedules of a data directory, the workers those of a
+    /// PostgreSQL store (docs/schedules.md).
+    Schedule {
+        #[command(subcommand)]
+        command: schedule::ScheduleCommand,
     },
     /// Show agents' circuit breakers, or reset one.
     ///
@@ -351,6 +360,9 @@ pub fn main() -> ExitCode {
         Command::Run(command) => return runs::main(command, data),
         Command::KillSwitch { command } => {
             return kill_switch::main(command, &command::data_dir(data));
+        }
+        Command::Schedule { command } => {
+            return schedule::main(command, &command::data_dir(data));
         }
         Command::Circuits(args) => return runs::circuits_main(args, data),
         Command::Keys { command } => {

@@ -397,7 +397,7 @@ fn read_payload(arg: Option<&str>) -> anyhow::Result<Value> {
     })
 }
 
-fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
+pub(crate) fn read_input(arg: Option<&str>, workflow: &Workflow) -> anyhow::Result<Value> {
     let (text, name) = match arg {
         Some("-") => {
             let mut text = String::new();
@@ -866,6 +866,7 @@ fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
         "run_id": outcome.run_id,
         "status": s.status(),
         "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
+        "scheduled": s.request().and_then(|r| r.scheduled.as_deref()),
         "events": s.version(),
         "handoffs": handoffs,
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),

@@ -56,6 +56,10 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             r.forked_from
                 .as_ref()
                 .map(|f| format!("; {}", forked_from(f)))
+                .or_else(|| r
+                    .scheduled
+                    .as_deref()
+                    .map(|x| format!("; {}", scheduled(x))))
                 .unwrap_or_default()
         ),
         RunEvent::AgentCallScheduled {
@@ -326,6 +330,9 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     if let Some(f) = s.request().and_then(|r| r.forked_from.as_deref()) {
         outln!(out, "{}", forked_from(f));
     }
+    if let Some(x) = s.request().and_then(|r| r.scheduled.as_deref()) {
+        outln!(out, "{}", scheduled(x));
+    }
     if !handoffs.is_empty() {
         outln!(out, "handoffs:");
         for h in handoffs {
@@ -440,6 +447,16 @@ pub(crate) fn signal_line(s: &RunState) -> String {
 }
 
 /// What a fork was forked from, in one line.
+/// `started by schedule NAME (made by WHO), due TIME`.
+fn scheduled(x: &docket_decider::Scheduled) -> String {
+    format!(
+        "started by schedule {} (made by {}), due {}",
+        x.schedule,
+        x.made_by,
+        crate::words::date_ms(x.due_at_ms)
+    )
+}
+
 fn forked_from(f: &docket_decider::ForkedFrom) -> String {
     let overrides: Vec<String> = f
         .overrides

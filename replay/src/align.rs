@@ -545,6 +545,7 @@ mod tests {
             at_ms: 0,
             decider_version: 7,
             forked_from: None,
+            scheduled: None,
         }))
     }
 

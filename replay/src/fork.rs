@@ -256,6 +256,8 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
                 .into_iter()
                 .collect(),
         })),
+        // A fork is started by a person, not by the schedule that started its parent.
+        scheduled: None,
         ..RunRequested::clone(run)
     };
     let mut state = RunState::default();

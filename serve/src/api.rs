@@ -59,6 +59,13 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/runs/{run}/tickets/{ticket}/answer", post(answer))
         .route("/api/runs/{run}/override", post(override_block))
         .route("/api/workers", get(workers))
+        .route("/api/schedules", get(list_schedules).post(add_schedule))
+        .route(
+            "/api/schedules/{name}",
+            get(show_schedule).delete(remove_schedule),
+        )
+        .route("/api/schedules/{name}/pause", post(pause_schedule))
+        .route("/api/schedules/{name}/unpause", post(unpause_schedule))
         .route("/api/kill-switches", get(kill_switches))
         .route("/api/kill-switches/{switch}/engage", post(engage))
         .route("/api/kill-switches/{switch}/release", post(release))
@@ -208,6 +215,7 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "decider_version": request.map(|r| r.decider_version),
         "bundle_hash": request.map(|r| r.bundle_hash.as_str()),
         "forked_from": request.and_then(|r| r.forked_from.as_deref()),
+        "scheduled": request.and_then(|r| r.scheduled.as_deref()),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({ "ticket": id, "reason": t.reason, "subject": t.subject })).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
         "output": s.output(),
@@ -1478,4 +1486,228 @@ async fn replace_handoff_rules(
     )
     .await?;
     ok(json!(replaced))
+}
+
+// ---------------------------------------------------------------------------------------
+// Schedules (docs/schedules.md).
+
+/// Fires the schedules of this server's data directory when due: each run a firing
+/// starts is driven here, as a `POST /api/runs` would be. The schedules are read again at
+/// least every second, so a change made meanwhile from a terminal (`docket schedule`) is
+/// followed. The schedules of a PostgreSQL store are the workers'.
+pub(crate) async fn fire_schedules(state: Arc<AppState>) {
+    if state.app.shared() {
+        return;
+    }
+    let firer = docket_app::ScheduleFirer::new(state.app.clone(), "docket serve");
+    loop {
+        match firer.fire_due().await {
+            Ok(fired) => {
+                for (name, e) in &fired.failed {
+                    tracing::warn!(schedule = %name, "not fired: {e}");
+                }
+                for f in &fired.firings {
+                    tracing::info!(
+                        schedule = %f.schedule,
+                        due_at_ms = f.due_at_ms,
+                        late_ms = f.late_ms,
+                        outcome = f.outcome.as_str(),
+                        run = f.run_id.as_deref().unwrap_or(""),
+                        "schedule fired"
+                    );
+                }
+                for recorded in fired.started {
+                    let run = recorded.state().run_id().cloned().unwrap_or_default();
+                    drop(spawn_drive(&state, &run, recorded.drive()));
+                }
+                // Started by a firing cut short (this server stopped before driving them).
+                for run in fired.unfinished {
+                    let driven = state
+                        .driving
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .contains(&run);
+                    if !driven && !state.timers.contains(&run) {
+                        let app = state.app.clone();
+                        let id = run.clone();
+                        drop(spawn_drive(
+                            &state,
+                            &run,
+                            async move { app.resume(&id).await },
+                        ));
+                    }
+                }
+            }
+            Err(e) => tracing::warn!("schedules not read: {e}"),
+        }
+        let now = state.rt.now_ms();
+        let wait = match firer.next_due_ms(now).await {
+            Ok(Some(at)) => at.saturating_sub(now).clamp(10, 1_000),
+            _ => 1_000,
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(
+            u64::try_from(wait).unwrap_or(1_000),
+        ))
+        .await;
+    }
+}
+
+fn schedules_of(state: &AppState) -> docket_app::Schedules {
+    docket_app::Schedules::of(state.rt.store(), &state.data)
+}
+
+/// A schedule's failure in the API's terms.
+fn schedule_error(e: docket_app::SchedulesError) -> ApiError {
+    use docket_app::SchedulesError as E;
+    let message = e.to_string();
+    match e {
+        E::Invalid { field, .. } => ApiError::bad_request(message).at(format!("body.{field}")),
+        E::Exists { name, .. } => ApiError::conflict(message).at(format!("schedule {name}")),
+        E::NotNow { name, .. } | E::Busy { name } => {
+            ApiError::conflict(message).at(format!("schedule {name}"))
+        }
+        E::Unknown { name } => ApiError::not_found(message).at(format!("schedule {name}")),
+        E::Full { .. } => ApiError::conflict(message).at("body.name"),
+        _ => ApiError::internal(message),
+    }
+}
+
+fn schedule_json(s: &docket_app::Schedule) -> Value {
+    let mut v = serde_json::to_value(s).unwrap_or_default();
+    v["state"] = json!(s.state_word());
+    v
+}
+
+async fn list_schedules(State(state): Shared) -> ApiResult {
+    let schedules = schedules_of(&state);
+    let all = schedules.list().await.map_err(schedule_error)?;
+    let firings = schedules.firings(None, 50).await.map_err(schedule_error)?;
+    ok(json!({
+        "schedules": all.iter().map(schedule_json).collect::<Vec<_>>(),
+        "firings": firings,
+    }))
+}
+
+async fn show_schedule(State(state): Shared, p: Result<Path<String>, PathRejection>) -> ApiResult {
+    let name = path(p)?;
+    let schedules = schedules_of(&state);
+    let s = schedules.get(&name).await.map_err(schedule_error)?;
+    let firings = schedules
+        .firings(Some(&name), 200)
+        .await
+        .map_err(schedule_error)?;
+    let mut answer = schedule_json(&s);
+    answer["firings"] = json!(firings);
+    ok(answer)
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleBody {
+    name: String,
+    workflow: String,
+    #[serde(default)]
+    input: Option<Value>,
+    #[serde(default)]
+    cron: Option<String>,
+    #[serde(default)]
+    every: Option<String>,
+    #[serde(default)]
+    time_zone: Option<String>,
+    #[serde(default)]
+    overlap: Option<String>,
+    #[serde(default)]
+    catch_up: Option<String>,
+}
+
+async fn add_schedule(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    b: Result<Json<ScheduleBody>, JsonRejection>,
+) -> ApiResult {
+    let b = body(b)?;
+    let overlap = match b.overlap.as_deref() {
+        None => docket_app::Overlap::Skip,
+        Some(w) => docket_app::Overlap::parse(w).ok_or_else(|| {
+            ApiError::bad_request(format!("overlap {w:?}: skip, queue-one or cancel-previous"))
+                .at("body.overlap")
+        })?,
+    };
+    let catch_up = match b.catch_up.as_deref() {
+        None => docket_app::CatchUp::Latest,
+        Some(w) => docket_app::CatchUp::parse(w).ok_or_else(|| {
+            ApiError::bad_request(format!("catch_up {w:?}: all or latest")).at("body.catch_up")
+        })?,
+    };
+    // The workflow as POST /api/runs reads it (under the server's root), named by its
+    // real path: it is read again at each firing.
+    let (wf, input) = load_workflow(&state, &b.workflow, b.input).await?;
+    let problems = state.rt.unregistered(&wf.spec);
+    if !problems.is_empty() {
+        let text: Vec<String> = problems.iter().map(ToString::to_string).collect();
+        return Err(
+            ApiError::refused(format!("{} cannot run: {}", b.workflow, text.join("; ")))
+                .at("body.workflow"),
+        );
+    }
+    let real = std::fs::canonicalize(state.sources.dir().join(&b.workflow))
+        .map_err(|e| ApiError::bad_request(format!("{}: {e}", b.workflow)).at("body.workflow"))?;
+    let new = docket_app::NewSchedule {
+        name: b.name,
+        workflow: real.display().to_string(),
+        input,
+        cron: b.cron,
+        every: b.every,
+        time_zone: b.time_zone,
+        overlap,
+        catch_up,
+        by: who.name.clone(),
+    };
+    let schedule = docket_app::Schedule::new(new, state.rt.now_ms()).map_err(schedule_error)?;
+    let s = schedules_of(&state)
+        .add(schedule)
+        .await
+        .map_err(schedule_error)?;
+    Ok((StatusCode::CREATED, Json(schedule_json(&s))).into_response())
+}
+
+async fn set_schedule_paused(
+    state: &AppState,
+    who: &Principal,
+    name: String,
+    on: bool,
+) -> ApiResult {
+    let s = schedules_of(state)
+        .set_paused(&name, on, &who.name, state.rt.now_ms())
+        .await
+        .map_err(schedule_error)?;
+    ok(schedule_json(&s))
+}
+
+async fn pause_schedule(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    set_schedule_paused(&state, &who, path(p)?, true).await
+}
+
+async fn unpause_schedule(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    set_schedule_paused(&state, &who, path(p)?, false).await
+}
+
+async fn remove_schedule(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+) -> ApiResult {
+    let s = schedules_of(&state)
+        .remove(&path(p)?, &who.name, state.rt.now_ms())
+        .await
+        .map_err(schedule_error)?;
+    ok(schedule_json(&s))
 }

@@ -290,6 +290,7 @@ impl Server {
         let stopping = self.state.stopping.clone();
         let state = Arc::new(self.state);
         state.drives.spawn(api::fire_timers(state.clone()));
+        state.drives.spawn(api::fire_schedules(state.clone()));
         let app = router(state);
         let served = handle.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(listener)?;

@@ -479,6 +479,96 @@ pub const ROUTES: &[Route] = &[
     ),
     route(
         "GET",
+        "/api/schedules",
+        Viewer,
+        "The schedules (removed ones too), each with its timing, rules, who made it, when it is next due and the run it started last, and the latest 50 firings of all.",
+    ),
+    Route {
+        body: &[
+            (
+                "name",
+                true,
+                Kind::Said,
+                "the schedule's name: letters, digits, '.', '_', '-' (at most 64); never reused",
+            ),
+            (
+                "workflow",
+                true,
+                Kind::Text,
+                "the workflow file's path on the server, read again at each firing",
+            ),
+            (
+                "input",
+                false,
+                Kind::Json,
+                "the runs' input (JSON); default: the workflow's input file, read now",
+            ),
+            (
+                "cron",
+                false,
+                Kind::Said,
+                "a cron expression (5 fields: minute hour day-of-month month day-of-week); give it or every",
+            ),
+            (
+                "every",
+                false,
+                Kind::Said,
+                "an interval instead: 90s, 15m, 2h 30m, 1d, PT2H",
+            ),
+            (
+                "time_zone",
+                false,
+                Kind::Text,
+                "the IANA time zone the cron expression is read in (default UTC)",
+            ),
+            (
+                "overlap",
+                false,
+                Kind::Word(&["skip", "queue-one", "cancel-previous"]),
+                "while its last run is still going: skip (default), queue-one or cancel-previous",
+            ),
+            (
+                "catch_up",
+                false,
+                Kind::Word(&["all", "latest"]),
+                "after downtime: latest (default) or all (the latest 100)",
+            ),
+        ],
+        at_least_one: &["cron", "every"],
+        example: r#"{ "name": "nightly-geo", "workflow": "examples/geo/workflow.toml", "input": { "brand": "Acme" }, "cron": "0 2 * * *", "time_zone": "Europe/Paris", "overlap": "skip", "catch_up": "latest" }"#,
+        ..route(
+            "POST",
+            "/api/schedules",
+            Operator,
+            "Make a schedule (201): runs of a workflow on a cron expression or an interval, made by the token's name; a name taken is a 409.",
+        )
+    },
+    route(
+        "GET",
+        "/api/schedules/{name}",
+        Viewer,
+        "A schedule and its latest 200 firings: when each was due, how late it fired, the run it started or why none.",
+    ),
+    route(
+        "POST",
+        "/api/schedules/{name}/pause",
+        Operator,
+        "Pause a schedule (by the token's name): nothing fires until it is unpaused, and what falls due meanwhile is not caught up.",
+    ),
+    route(
+        "POST",
+        "/api/schedules/{name}/unpause",
+        Operator,
+        "Unpause a schedule (by the token's name): next due at its first instant from now.",
+    ),
+    route(
+        "DELETE",
+        "/api/schedules/{name}",
+        Operator,
+        "Remove a schedule (by the token's name): it fires no more, and is kept with its firings.",
+    ),
+    route(
+        "GET",
         "/api/kill-switches",
         Viewer,
         "The kill switches engaged, and every flip with who and why.",

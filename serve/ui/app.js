@@ -451,6 +451,7 @@ async function runView(run) {
       facts.push(['Outside events', h('ul', {}, s.signals.map((e) => h('li', {},
         `${e.signal_id} \`${e.name}\` from ${e.by}: ${e.phase}${e.delivered_to ? ` to ${e.delivered_to}` : ''}${e.refused ? ` (${e.refused})` : ''}`)))]);
     }
+    if (s.scheduled) facts.push(['Started by schedule', `${s.scheduled.schedule} (made by ${s.scheduled.made_by}), due ${new Date(s.scheduled.due_at_ms).toISOString()}`]);
     if (s.blocked_by) facts.push(['Blocked by', h('code', {}, JSON.stringify(s.blocked_by))]);
     if (s.stop_reason) facts.push(['Stop reason', typeof s.stop_reason === 'string' ? s.stop_reason : JSON.stringify(s.stop_reason)]);
     if (s.output !== null && s.output !== undefined) facts.push(['Output', h('pre', {}, JSON.stringify(s.output, null, 2))]);
@@ -689,6 +690,51 @@ async function workersView() {
   place.replaceChildren(h('h2', {}, 'Workers'), workers, h('h2', {}, 'Runs and their leases'), leases);
 }
 
+// Schedules: runs started on a cron expression or an interval (docs/schedules.md).
+
+async function schedulesView() {
+  const place = h('div', { 'aria-live': 'polite' }, h('p', {}, 'Loading…'));
+  const out = h('div', { 'aria-live': 'polite' });
+  show('Schedules', h('h1', {}, 'Schedules'),
+    h('p', { class: 'muted' }, 'Each firing starts a run named after the schedule and the instant it was due; docket schedule add (or POST /api/schedules) makes one.'),
+    out, place);
+  const act = async (name, method, path, words) => {
+    out.replaceChildren();
+    try {
+      await call(method, `/api/schedules/${enc(name)}${path}`);
+      out.replaceChildren(notice(`${words} ${name}.`));
+      load();
+    } catch (e) {
+      out.replaceChildren(errorBox(e));
+    }
+  };
+  async function load() {
+    const got = await guarded(place, () => call('GET', '/api/schedules'));
+    if (!got) return;
+    const when = (s) => s.timing.kind === 'cron' ? `cron ${s.timing.cron} (${s.timing.time_zone})` : `every ${s.timing.every}`;
+    const list = got.schedules.length === 0 ? h('p', {}, 'No schedule yet.') : h('table', { id: 'schedules' },
+      h('thead', {}, h('tr', {}, ['Schedule', 'State', 'When', 'Next due', 'Overlap', 'Catch-up', 'Made by', 'Last run', ''].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, got.schedules.map((s) => h('tr', { 'data-schedule': s.name },
+        h('td', {}, h('code', {}, s.name)), h('td', {}, s.state), h('td', {}, when(s)),
+        h('td', {}, s.state === 'active' ? time(s.next_at_ms) : ''), h('td', {}, s.overlap), h('td', {}, s.catch_up),
+        h('td', {}, s.made_by), h('td', {}, s.last_run ? runLink(s.last_run) : ''),
+        h('td', {}, s.state === 'removed' ? '' : [
+          s.state === 'paused'
+            ? h('button', { type: 'button', onclick: () => act(s.name, 'POST', '/unpause', 'Unpaused') }, `Unpause ${s.name}`)
+            : h('button', { type: 'button', onclick: () => act(s.name, 'POST', '/pause', 'Paused') }, `Pause ${s.name}`),
+          h('button', { type: 'button', class: 'danger', onclick: () => act(s.name, 'DELETE', '', 'Removed') }, `Remove ${s.name}`),
+        ])))));
+    const firings = got.firings.length === 0 ? h('p', {}, 'No firing yet.') : h('table', { id: 'firings' },
+      h('thead', {}, h('tr', {}, ['Due', 'Schedule', 'What became of it', 'Late', 'Run'].map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', {}, got.firings.slice().reverse().map((f) => h('tr', {},
+        h('td', {}, time(f.due_at_ms)), h('td', {}, h('code', {}, f.schedule)),
+        h('td', {}, `${f.outcome.replaceAll('_', ' ')}${f.missed_count ? ` (${f.missed_count} firings)` : ''}${f.previous_run ? ` (previous run ${f.previous_run})` : ''}${f.error ? `: ${f.error}` : ''}`),
+        h('td', {}, `${Math.round(f.late_ms / 1000)} s`), h('td', {}, f.run_id && !f.outcome.startsWith('started') ? f.run_id : f.run_id ? runLink(f.run_id) : '')))));
+    place.replaceChildren(list, h('h2', {}, 'Latest firings'), firings);
+  }
+  load();
+}
+
 async function switchesView() {
   const engaged = h('div', {}, h('p', {}, 'Loading…'));
   const history = h('div');
@@ -762,6 +808,7 @@ async function route() {
   else if (path === '#/policies') await policiesView();
   else if (path === '#/switches') await switchesView();
   else if (path === '#/workers') await workersView();
+  else if (path === '#/schedules') await schedulesView();
   else await runsView();
   if (!view.contains(document.activeElement)) view.focus({ preventScroll: true });
 }

@@ -151,7 +151,7 @@ export function describe(e) {
       text: `${p.request_id} answered ${r.status ?? ''}${actions.length ? `: ${actions.join(', ')}` : ''}` };
   }
   if (k === 'run.requested') {
-    return { group: 'run', bad: false, text: `run requested: workflow ${p.workflow?.name ?? ''}, decider version ${p.decider_version ?? 0}${p.forked_from ? `, forked from ${p.forked_from.run_id}` : ''}` };
+    return { group: 'run', bad: false, text: `run requested: workflow ${p.workflow?.name ?? ''}, decider version ${p.decider_version ?? 0}${p.forked_from ? `, forked from ${p.forked_from.run_id}` : ''}${p.scheduled ? `, started by schedule ${p.scheduled.schedule}` : ''}` };
   }
   if (k === 'risk.classified') {
     return { group: 'decision', bad: p.verdict !== 'SAFE', text: `${p.classifier} classified ${p.request_id}: ${p.verdict}: ${why(p.reason)}` };

@@ -220,6 +220,7 @@ async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> Handoffs {
             at_ms: 0,
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
+            scheduled: None,
         }));
         let events = decide(&state, &bundle, start).expect("start");
         store

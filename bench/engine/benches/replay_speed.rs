@@ -108,6 +108,7 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let mut state = RunState::default();
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");
@@ -245,6 +246,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let object = |v: serde_json::Value| match v {
         serde_json::Value::Object(m) => m,

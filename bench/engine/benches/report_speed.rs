@@ -89,6 +89,7 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let mut state = RunState::default();
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");

@@ -65,7 +65,7 @@ pub use docket_protocol::{
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
     ToolSpec, ValidateRequest, ValidateResponse, ValidationError, ValidationProblem,
-    accept_effect_answer, accept_tool_answer, parse_response, wait_due_ms,
+    accept_effect_answer, accept_tool_answer, parse_response, wait_due_ms, wait_duration_ms,
 };
 
 // Events: the log's vocabulary and the decider version that recorded it.
@@ -95,7 +95,8 @@ pub use events::{
     AgentCallFailed, AgentResponded, Batches, BranchGap, CircuitReading, Classifies,
     DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided, HumanOverrode, KIND_VERSION,
     OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled, RunEvent, RunPause,
-    RunRequested, TicketSubject, UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
+    RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING, batches, is_wording,
+    same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{

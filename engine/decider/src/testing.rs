@@ -197,6 +197,7 @@ pub fn gate_run(source: &str) -> Option<(PolicyBundle, RunRequested)> {
         at_ms: 1_000,
         decider_version: crate::DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     Some((bundle, run))
 }

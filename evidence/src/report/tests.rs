@@ -90,6 +90,7 @@ fn canned() -> Vec<LoggedEvent> {
         at_ms: 1_000,
         decider_version: docket_decider::DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let mut state = RunState::default();
     let mut log: Vec<RunEvent> = Vec::new();

@@ -324,6 +324,9 @@ fn body_for(method: &str, path: &str, wf: &str, bundle: &str, put_rules: &Value)
         ("POST", "/api/runs") => {
             json!({ "workflow": wf, "input": { "draft": "x" }, "run_id": "fuzz-run" })
         }
+        ("POST", "/api/schedules") => {
+            json!({ "name": "fuzz-schedule", "workflow": wf, "input": { "draft": "x" }, "every": "1h" })
+        }
         ("POST", p) if p.ends_with("/what-if") => json!({ "policies": bundle }),
         ("POST", p) if p.ends_with("/approve") => json!({ "reason": "fine", "choose": 1 }),
         ("POST", p) if p.ends_with("/answer") => {
@@ -474,6 +477,7 @@ impl Target for Api {
                 .replace("{run}", words.first().map_or("run-wait", String::as_str))
                 .replace("{ticket}", "ticket-1")
                 .replace("{switch}", "global")
+                .replace("{name}", "fuzz-schedule")
                 .replace("{hash}", "latest")
                 .replace("{from_agent}", "writer")
                 .replace("{to_agent}", "external");

@@ -34,10 +34,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "runs waiting on timers, claimable when due",
         include_str!("../migrations/0005_timers.sql"),
     ),
+    (
+        6,
+        "schedules and their firings",
+        include_str!("../migrations/0006_schedules.sql"),
+    ),
 ];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 5;
+pub const SCHEMA_VERSION: i32 = 6;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;

@@ -22,6 +22,7 @@ mod redaction;
 mod replay;
 mod run_list;
 mod run_listing;
+mod schedules;
 mod shared_data_dir;
 mod signals;
 mod signing;

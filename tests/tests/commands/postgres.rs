@@ -355,12 +355,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied versions 1, 2, 3, 4, 5; schema now at version 5"
+        "no docket schema found; applied versions 1, 2, 3, 4, 5, 6; schema now at version 6"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 5; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 6; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 5; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 6; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())
@@ -846,4 +846,135 @@ fn tokens_made_with_a_postgres_store_are_kept_in_the_database_not_the_data_direc
         "{}",
         stderr_text(&gone)
     );
+}
+
+/// Schedules over PostgreSQL (docs/schedules.md#over-postgresql): two workers fire the
+/// schedules of one database, and each instant due is fired once: one firing recorded per
+/// instant, one run per firing started, no instant left out.
+#[test]
+fn two_workers_fire_each_instant_of_a_schedule_once() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let url = db.url.as_str();
+    let quick = one_agent_workflow(tmp.path(), "sched", "quick", AGENT, &["finish"]);
+    let wf = quick.to_str().expect("UTF-8");
+    let names = ["tick-a", "tick-b", "tick-c", "tick-d"];
+    for name in names {
+        docket_exits(
+            url,
+            &data,
+            &[
+                "schedule",
+                "add",
+                name,
+                "--workflow",
+                wf,
+                "--every",
+                "1s",
+                "--catch-up",
+                "all",
+                "--by",
+                "ops",
+            ],
+            0,
+        );
+    }
+    let workers: Vec<_> = ["one", "two"]
+        .iter()
+        .map(|name| {
+            Command::new(docket_bin())
+                .args(["worker", "--store", url, "--name", name, "--data"])
+                .arg(&data)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .expect("docket worker")
+        })
+        .collect();
+    let show = |name: &str| -> serde_json::Value {
+        serde_json::from_str(&docket_exits(
+            url,
+            &data,
+            &["schedule", "show", name, "--limit", "10000", "--json"],
+            0,
+        ))
+        .expect("json")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let fewest = names
+            .iter()
+            .map(|n| show(n)["firings"].as_array().map_or(0, Vec::len))
+            .min()
+            .unwrap_or(0);
+        if fewest >= 6 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the schedules did not fire 6 times each within 90 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    for worker in &workers {
+        let _ = Command::new("kill")
+            .args(["-TERM", &worker.id().to_string()])
+            .status();
+    }
+    for mut worker in workers {
+        assert!(worker.wait().expect("the worker stops").success());
+    }
+    let runs = docket_exits(url, &data, &["runs"], 0);
+    let mut fired_by = std::collections::BTreeSet::new();
+    for name in names {
+        let s = show(name);
+        let made = s["made_at_ms"].as_i64().expect("made");
+        let firings = s["firings"].as_array().expect("firings");
+        let mut dues: Vec<i64> = firings
+            .iter()
+            .map(|f| f["due_at_ms"].as_i64().expect("due"))
+            .collect();
+        dues.sort_unstable();
+        let expected: Vec<i64> = (1..=i64::try_from(dues.len()).expect("few"))
+            .map(|k| made + k * 1_000)
+            .collect();
+        assert_eq!(
+            dues, expected,
+            "{name}: each instant once, none left out: {s}"
+        );
+        let mut started = 0;
+        for f in firings {
+            fired_by.insert(f["fired_by"].as_str().unwrap_or_default().to_owned());
+            match f["outcome"].as_str() {
+                Some("started") => {
+                    started += 1;
+                    let run = f["run_id"].as_str().expect("a run");
+                    assert_eq!(
+                        runs.lines()
+                            .filter(|l| l.starts_with(&format!("{run}\t")))
+                            .count(),
+                        1,
+                        "{run}: {runs}"
+                    );
+                }
+                Some("skipped") => assert!(f["previous_run"].is_string(), "{f}"),
+                other => panic!("{name}: {other:?} in {s}"),
+            }
+        }
+        let prefix = format!("{name}-");
+        assert_eq!(
+            runs.lines().filter(|l| l.starts_with(&prefix)).count(),
+            started,
+            "{name}: a run for each firing started, none other: {runs}"
+        );
+        assert!(started >= 1, "{name}: {s}");
+    }
+    assert!(
+        fired_by
+            .iter()
+            .all(|w| w.starts_with("one") || w.starts_with("two")),
+        "{fired_by:?}"
+    );
+    docket_exits(url, &data, &["verify"], 0);
 }

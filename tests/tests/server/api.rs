@@ -41,6 +41,7 @@ fn every_route_checks_the_token_and_the_role() {
             .replace("{run}", "no-such-run")
             .replace("{ticket}", "ticket-1")
             .replace("{switch}", "lane-x")
+            .replace("{name}", "no-such-schedule")
             .replace("{hash}", "0000")
             .replace("{from_agent}", "external")
             .replace("{to_agent}", "governance");

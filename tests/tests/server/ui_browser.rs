@@ -626,3 +626,76 @@ fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
     assert_eq!(decided["payload"]["approved"], false);
     assert_eq!(decided["payload"]["reason"], "not what we asked for");
 }
+
+/// The Schedules page (docs/schedules.md): a schedule made through the API is listed with
+/// its timing and maker; its Pause button pauses it, by the token's name, and the page
+/// then offers to unpause it.
+#[test]
+fn a_person_pauses_a_schedule_from_the_schedules_page() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let operator = token(&data, "operator", "op");
+    let wf = docket_tests::one_agent_workflow(dir.path(), "ui", "ui", TEST_AGENT, &["finish"]);
+    let server = Served::start(&data, dir.path());
+    let made = server.bearer(
+        "POST",
+        "/api/schedules",
+        &operator,
+        Some(&json!({ "name": "nightly", "workflow": wf, "cron": "0 2 * * *", "time_zone": "Europe/Paris" })),
+    );
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(made.json()["made_by"], "op");
+    if !chromium_present() {
+        return;
+    }
+    let browser = browser::launch(
+        dir.path().join("chromium-profile"),
+        Duration::from_secs(300),
+        None,
+    );
+    let base = format!("http://{}/", server.addr);
+    let tab = browser.new_tab().expect("a tab");
+    sign_in(&tab, &base, &operator, "op");
+    tab.find_element("nav a[href='#/schedules']")
+        .expect("the schedules link")
+        .click()
+        .expect("open the page");
+    let row = "#schedules tr[data-schedule='nightly']";
+    wait_for(&tab, row);
+    let text = tab
+        .find_element(row)
+        .and_then(|e| e.get_inner_text())
+        .expect("the row");
+    assert!(
+        text.contains("0 2 * * * (Europe/Paris)") && text.contains("op"),
+        "{text}"
+    );
+    tab.find_element(&format!("{row} button"))
+        .expect("the pause button")
+        .click()
+        .expect("pause");
+    let start = Instant::now();
+    loop {
+        let s = server
+            .bearer("GET", "/api/schedules/nightly", &operator, None)
+            .json();
+        if s["state"] == "paused" {
+            assert_eq!(s["paused"]["by"], "op", "{s}");
+            break;
+        }
+        assert!(start.elapsed() < BOUND, "not paused: {s}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let start = Instant::now();
+    while tab
+        .find_element(&format!("{row} button"))
+        .and_then(|e| e.get_inner_text())
+        .map_or(true, |t| t != "Unpause nightly")
+    {
+        assert!(
+            start.elapsed() < BOUND,
+            "the page does not offer to unpause"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

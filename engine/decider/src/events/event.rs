@@ -62,6 +62,23 @@ pub struct RunRequested {
     /// where. Absent otherwise, so logs recorded before forks keep their bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<Box<ForkedFrom>>,
+    /// For a run a schedule started (docs/schedules.md): the schedule, who made it and the
+    /// instant its firing was due. Absent otherwise, so logs recorded before schedules
+    /// keep their bytes. Recorded only: no decision reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scheduled: Option<Box<Scheduled>>,
+}
+
+/// What started a run a schedule fired (docs/schedules.md#the-runs-a-schedule-starts).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Scheduled {
+    /// The schedule's name.
+    pub schedule: String,
+    /// Who made the schedule.
+    pub made_by: String,
+    /// The instant the firing was due, ms since the Unix epoch (the run's `at_ms` says
+    /// when it was recorded, later when docket was down at the due time).
+    pub due_at_ms: i64,
 }
 
 /// What a fork was made from: its parent run, the event from which it went live, the

@@ -24,4 +24,4 @@ pub use validate::{
     ValidationProblem,
 };
 pub(crate) use wait::time_ms;
-pub use wait::wait_due_ms;
+pub use wait::{duration_ms as wait_duration_ms, wait_due_ms};

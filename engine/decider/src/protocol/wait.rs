@@ -66,8 +66,11 @@ pub(crate) fn time_ms(text: &str) -> Result<i64, String> {
 
 /// A duration (`90s`, `15m`, `2h 30m`, `1d`, `2w`, `PT2H`, `P1D`) in ms, from 0 to 100
 /// years; a day is 24 hours, a week 7 days (months and years, of no fixed length, are
-/// refused).
-fn duration_ms(text: &str) -> Result<i64, String> {
+/// refused). Also the syntax of a schedule's interval (docs/schedules.md).
+///
+/// # Errors
+/// Why the text is not such a duration, quoting it.
+pub fn duration_ms(text: &str) -> Result<i64, String> {
     let bad = |e: jiff::Error| {
         format!("{text:?} is not a duration such as 90s, 15m, 2h 30m, 1d or PT2H: {e}")
     };

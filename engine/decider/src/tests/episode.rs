@@ -90,6 +90,7 @@ fn run_recorded_by(policy: &str, budget: WorkflowBudget) -> History {
             at_ms: 1_000,
             decider_version: DECIDER_VERSION,
             forked_from: None,
+            scheduled: None,
         },
     );
     History::new(b).given(&given).clock(2_000, 0)

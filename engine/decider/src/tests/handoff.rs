@@ -168,6 +168,7 @@ fn provenance_run(entry: &str) -> History {
             at_ms: 1_000,
             decider_version: DECIDER_VERSION,
             forked_from: None,
+            scheduled: None,
         },
     );
     let mut run = History::new(b).given(&given).clock(2_000, 0);

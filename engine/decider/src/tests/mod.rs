@@ -579,6 +579,7 @@ pub(crate) fn run_requested(b: &PolicyBundle) -> RunRequested {
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     }
 }
 
@@ -668,6 +669,7 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str) -> History {
         at_ms: 0,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let given = start_events(&b, run);
     let mut run = History::new(b).given(&given).clock(2_000, 0);
@@ -769,6 +771,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
         at_ms: 1_000,
         decider_version: DECIDER_VERSION,
         forked_from: None,
+        scheduled: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(1_000, 10)

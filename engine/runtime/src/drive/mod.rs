@@ -579,6 +579,33 @@ impl<S: EventStore + 'static> Runtime<S> {
         input: Value,
         run_id: Option<RunId>,
     ) -> Result<Recorded<S>, RuntimeError> {
+        self.record_start_as(workflow, input, run_id, None).await
+    }
+
+    /// [`Runtime::record_start`] for a run a schedule fired: its `run.requested` names the
+    /// schedule, who made it and when the firing was due (docs/schedules.md).
+    ///
+    /// # Errors
+    /// As [`Runtime::record_start`]: an id already taken is [`RuntimeError::RunExists`]
+    /// or [`RuntimeError::Conflict`], and nothing is recorded.
+    pub async fn record_scheduled_start(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        run_id: RunId,
+        scheduled: docket_decider::Scheduled,
+    ) -> Result<Recorded<S>, RuntimeError> {
+        self.record_start_as(workflow, input, Some(run_id), Some(Box::new(scheduled)))
+            .await
+    }
+
+    async fn record_start_as(
+        &self,
+        workflow: &Workflow,
+        input: Value,
+        run_id: Option<RunId>,
+        scheduled: Option<Box<docket_decider::Scheduled>>,
+    ) -> Result<Recorded<S>, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
         // New runs use the latest registered version of the bundle's name, if it has one
@@ -611,6 +638,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             at_ms: self.now_ms(),
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
+            scheduled,
         };
         let mut state = RunState::default();
         // The run's span covers its first batch (the entry handoff) too.
@@ -1503,6 +1531,7 @@ mod tests {
             at_ms: 5,
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
+            scheduled: None,
         }));
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");

@@ -88,6 +88,7 @@ impl Recorder {
             at_ms: 1,
             decider_version: DECIDER_VERSION,
             forked_from: None,
+            scheduled: None,
         };
         let mut recorder = Self {
             bundle,
