@@ -1499,7 +1499,8 @@ pub(crate) async fn fire_schedules(state: Arc<AppState>) {
     if state.app.shared() {
         return;
     }
-    let firer = docket_app::ScheduleFirer::new(state.app.clone(), "docket serve");
+    let firer = docket_app::ScheduleFirer::new(state.app.clone(), "docket serve")
+        .reading_under(state.sources.clone());
     loop {
         match firer.fire_due().await {
             Ok(fired) => {

@@ -38,6 +38,9 @@ pub struct ScheduleFirer {
     app: App,
     schedules: Schedules,
     holder: String,
+    /// Where workflows may be read from, when the firer serves others (`docket serve`'s
+    /// root): a schedule's workflow is read under it at every firing, as when it was made.
+    sources: Option<docket_runtime::SourceRoot>,
 }
 
 impl ScheduleFirer {
@@ -50,7 +53,16 @@ impl ScheduleFirer {
             app,
             schedules,
             holder: holder.into(),
+            sources: None,
         }
+    }
+
+    /// Reads every schedule's workflow (and its bundle) under `sources` at each firing,
+    /// so a file swapped for a link after the schedule was made is refused, not read.
+    #[must_use]
+    pub fn reading_under(mut self, sources: docket_runtime::SourceRoot) -> ScheduleFirer {
+        self.sources = Some(sources);
+        self
     }
 
     /// The schedules fired.
@@ -260,8 +272,12 @@ impl ScheduleFirer {
             Err(e) => return failed(f, e.to_string()),
         };
         let workflow = s.workflow.clone();
-        let loaded =
-            tokio::task::spawn_blocking(move || Workflow::load(Path::new(&workflow))).await;
+        let sources = self.sources.clone();
+        let loaded = tokio::task::spawn_blocking(move || match sources {
+            Some(root) => Workflow::load_within(Path::new(&workflow), &root),
+            None => Workflow::load(Path::new(&workflow)),
+        })
+        .await;
         let workflow = match loaded {
             Ok(Ok(w)) => w,
             Ok(Err(e)) => return failed(f, format!("workflow {}: {e}", s.workflow)),
