@@ -821,7 +821,10 @@ impl<S: EventStore + 'static> Runtime<S> {
                 answer: decision.answer.clone(),
                 at_ms: self.now_ms(),
             });
-            match self.decide_and_append(&mut state, &bundle, command).await {
+            match self
+                .decide_and_append_once(&mut state, &bundle, command)
+                .await
+            {
                 Ok(()) => {
                     return Ok(Recorded {
                         runtime: self.clone(),
@@ -973,7 +976,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             let (mut state, bundle) = self.load_state(run_id).await?;
             let interrupted = tools::interrupted_tools(&state);
             match self
-                .decide_and_append(&mut state, &bundle, command(self.now_ms()))
+                .decide_and_append_once(&mut state, &bundle, command(self.now_ms()))
                 .await
             {
                 Ok(()) => {
@@ -1138,7 +1141,9 @@ impl<S: EventStore + 'static> Runtime<S> {
         }
     }
 
-    /// [`Runtime::decide_and_append`] without deciding again on a newer run.
+    /// [`Runtime::decide_and_append`] without deciding again on a newer run: for a caller
+    /// that reads the newer run itself (a person's decision names the decision that closed
+    /// its ticket first).
     async fn decide_and_append_once(
         &self,
         state: &mut RunState,
