@@ -721,7 +721,7 @@ fn each_stop_condition_of_the_document_is_reached_from_its_input() {
 /// system alone, delivered without the author's contact details, annotated by the agent in
 /// `engagement_annotations`, and answered; an operator pauses the campaign, an event sent
 /// meanwhile is recorded and answered only after the unpause; the DM waits for a person;
-/// the whole run replays.
+/// the whole run replays and verifies.
 #[test]
 fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pause() {
     let agency = Agency::new();
@@ -860,4 +860,13 @@ fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pa
     );
     let out = agency.docket(&["replay", "day"]);
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    // And verifies: its chain, hashes, tree and signed seal.
+    let out = agency.docket(&["verify", "day"]);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}{}",
+        stdout_text(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
