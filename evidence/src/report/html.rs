@@ -293,6 +293,15 @@ fn header(p: &mut Page, r: &Report<'_>) {
             .text(&f.hash)
             .raw("</span>)</dd>");
     }
+    if let Some(s) = &run.scheduled {
+        p.raw("<dt>Started by</dt><dd>schedule <code>")
+            .text(&s.schedule)
+            .raw("</code> (made by ")
+            .text(&s.made_by)
+            .raw("), its firing due ")
+            .time_ms(s.due_at_ms)
+            .raw("</dd>");
+    }
     p.raw("</dl>\n");
     contents(p, r);
     p.raw("<h3>Input</h3>").json("the run's input", &run.input);

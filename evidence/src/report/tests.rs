@@ -90,7 +90,11 @@ fn canned() -> Vec<LoggedEvent> {
         at_ms: 1_000,
         decider_version: docket_decider::DECIDER_VERSION,
         forked_from: None,
-        scheduled: None,
+        scheduled: Some(Box::new(docket_decider::Scheduled {
+            schedule: "nightly <b>".into(),
+            made_by: "ops".into(),
+            due_at_ms: 900,
+        })),
     };
     let mut state = RunState::default();
     let mut log: Vec<RunEvent> = Vec::new();
@@ -269,6 +273,10 @@ fn every_section_is_present_and_filled_for_a_canned_run() {
     )));
     assert!(page.contains("<dt>Started</dt><dd><time datetime=\"2026-11-23T20:31:05.000Z\">"));
     assert!(page.contains("<dt>Finished</dt><dd><time datetime=\"2026-11-23T20:31:05"));
+    assert!(page.contains(
+        "<dt>Started by</dt><dd>schedule <code>nightly &lt;b&gt;</code> (made by ops), \
+         its firing due <time datetime=\"1970-01-01T00:00:00.900Z\">"
+    ));
     for id in [
         "verification",
         "denials",
