@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use docket_decider::{
     AgentRequest, AgentResponse, CallId, Command, ForkedFrom, OutputOverride, RunEvent, RunId,
-    RunRequested, RunState, UnsupportedDecider, batches, decide_in_place,
+    RunRequested, RunState, TIMERS_SOURCE, UnsupportedDecider, batches, decide_in_place,
 };
 use docket_policies::PolicyBundle;
 
@@ -341,7 +341,7 @@ pub fn plan_fork(parent: &[RunEvent], spec: ForkSpec<'_>) -> Result<ForkPlan, Fo
             plan.inputs.push(command);
         }
         for event in decisions.iter().filter(|e| Questions::asks(e)) {
-            let event = renamed(event, parent_id, fork_id, 0);
+            let event = timer_inputs_shifted(&renamed(event, parent_id, fork_id, 0), shift);
             asked_by_parent.note(std::slice::from_ref(&event));
         }
     }
@@ -438,6 +438,39 @@ fn renamed(event: &RunEvent, from: &str, to: &str, shift: i64) -> RunEvent {
         && let Some(ms) = at.as_i64()
     {
         *at = Value::from(ms.saturating_add(shift));
+    }
+    serde_json::from_value(value).unwrap_or_else(|_| event.clone())
+}
+
+/// A call of the parent as the fork would ask it: a timer's firing (or a wait's timeout)
+/// tells the agent when it was due and when it fired, times the fork shifts with the
+/// firing and the answer that set the timer; a `for` wait then asks the same question.
+/// (An `until` wait's due time does not move, so its lateness differs and the fork parts.)
+fn timer_inputs_shifted(event: &RunEvent, shift: i64) -> RunEvent {
+    if shift == 0 || !matches!(event, RunEvent::AgentCallScheduled { .. }) {
+        return event.clone();
+    }
+    let mut value = event.to_value();
+    let Some(inputs) = value
+        .pointer_mut("/request/decision_inputs")
+        .and_then(Value::as_array_mut)
+    else {
+        return event.clone();
+    };
+    let mut shifted = false;
+    for input in inputs
+        .iter_mut()
+        .filter(|i| i["source_agent"] == TIMERS_SOURCE)
+    {
+        for key in ["due_at_ms", "fired_at_ms"] {
+            if let Some(ms) = input["payload"][key].as_i64() {
+                input["payload"][key] = Value::from(ms.saturating_add(shift));
+                shifted = true;
+            }
+        }
+    }
+    if !shifted {
+        return event.clone();
     }
     serde_json::from_value(value).unwrap_or_else(|_| event.clone())
 }

@@ -187,3 +187,94 @@ fn docket_serve_fires_the_timer_of_a_run_left_waiting() {
         .expect("at");
     assert!(fired >= set, "fired at {fired}, due {set}");
 }
+
+/// A fork of a run whose timer fired reuses the answer the agent gave after the firing:
+/// the fork shifts the firing's times with the answer that set the timer, so the agent
+/// would be asked what the parent asked it (docs/replay.md#fork).
+#[test]
+fn a_fork_of_a_run_with_a_fired_timer_reuses_the_answer_after_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let record = tmp.path().join("requests.jsonl");
+    let agent = PathBuf::from(env!("CARGO_BIN_EXE_test-agent"));
+    let workflow = one_agent_workflow(
+        tmp.path(),
+        "timers",
+        "timers",
+        agent.to_str().expect("utf-8"),
+        &[
+            "wait",
+            "--for",
+            "200ms",
+            "--record",
+            record.to_str().expect("utf-8"),
+        ],
+    );
+    let out = docket_on(
+        &data,
+        &["run", workflow.to_str().expect("utf-8"), "--run-id", "t-1"],
+    );
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = || {
+        std::fs::read_to_string(&record)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(requests(), 2, "the wait, then the call after the firing");
+    let log = events(&data, "t-1");
+    let completed = log
+        .iter()
+        .position(|e| e["kind"] == "run.completed")
+        .expect("completed")
+        + 1;
+    let out = docket_on(
+        &data,
+        &[
+            "fork",
+            "t-1",
+            "--from",
+            &completed.to_string(),
+            "--run-id",
+            "t-2",
+        ],
+    );
+    let text = stdout_text(&out);
+    assert_eq!(
+        exit_code(&out),
+        0,
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!text.contains("parted"), "{text}");
+    assert!(text.contains("2 agent.responded"), "{text}");
+    assert!(text.contains("1 timer.fired"), "{text}");
+    assert_eq!(requests(), 2, "the fork calls nobody: {text}");
+    // The fork would tell its agent the firing's times shifted, with the same lateness.
+    let fork = events(&data, "t-2");
+    let told = |log: &[Value]| {
+        log.iter()
+            .filter(|e| e["kind"] == "agent.call_scheduled")
+            .flat_map(|e| {
+                e["payload"]["request"]["decision_inputs"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .find(|i| i["output_type"] == "timer_fired")
+            .map(|i| i["payload"].clone())
+            .expect("a timer_fired input")
+    };
+    let (was, now) = (told(&log), told(&fork));
+    let ms = |v: &Value, key: &str| v[key].as_i64().expect("ms");
+    let shift = ms(&now, "fired_at_ms") - ms(&was, "fired_at_ms");
+    assert!(shift > 0, "the fork is later: {was} {now}");
+    assert_eq!(ms(&now, "due_at_ms") - ms(&was, "due_at_ms"), shift);
+    assert_eq!(was["late_ms"], now["late_ms"]);
+    assert_eq!(exit_code(&docket_on(&data, &["replay", "t-2"])), 0);
+}
