@@ -268,6 +268,14 @@ fn schedules_due_while_docket_was_down_follow_their_catch_up_rule() {
         "{}",
         stdout_text(&status)
     );
+    let lines = ok(&data, &["events", &runs[0]]);
+    assert!(
+        lines
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("started by schedule all (made by ann), due ")),
+        "{lines}"
+    );
 
     // busy: its run waits 4 s, and the firings meanwhile are skipped, naming that run;
     // none starts a run.
