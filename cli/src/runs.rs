@@ -710,6 +710,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 let run = listed.summary;
                 let status = if listed.interrupted {
                     format!("interrupted (resume with: docket resume {})", run.run_id)
+                } else if run.paused && !run.status.is_final() {
+                    format!("paused, {}", run.status.as_str())
                 } else {
                     run.status.as_str().to_owned()
                 };

@@ -331,6 +331,7 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
                 "events": s.events,
                 "open_tickets": s.open_tickets,
                 "overridable": s.overridable,
+                "paused": s.paused,
                 "started_at_ms": s.started_at_ms,
             })
         })

@@ -137,7 +137,7 @@ async function runsView() {
     return h('tr', { 'data-run': r.run_id },
       h('td', {}, box),
       h('td', {}, runLink(r.run_id)),
-      h('td', {}, statusBadge(r.interrupted ? 'interrupted' : r.status)),
+      h('td', {}, statusBadge(r.interrupted ? 'interrupted' : r.status), r.paused ? ' (paused)' : ''),
       h('td', {}, r.workflow),
       h('td', {}, time(r.started_at_ms)),
       h('td', {}, waits ? `yes: ${r.open_tickets.join(', ')}` : 'no'),

@@ -49,6 +49,11 @@ fn a_paused_run_records_a_decision_starts_nothing_and_goes_on_when_unpaused() {
     );
     let status = stdout_text(&docket(&data, &["status", "p-1"]));
     assert!(status.contains("paused by ana: look first"), "{status}");
+    let listed = stdout_text(&docket(&data, &["runs"]));
+    assert!(
+        listed.starts_with("p-1\tasks\tpaused, waiting for a human\t"),
+        "{listed}"
+    );
 
     // Refused, nothing recorded.
     let before = kinds(&data, "p-1");
@@ -117,6 +122,8 @@ fn a_paused_run_records_a_decision_starts_nothing_and_goes_on_when_unpaused() {
         "{done:?}"
     );
     assert_eq!(responded(&done), 2);
+    let listed = stdout_text(&docket(&data, &["runs"]));
+    assert!(listed.starts_with("p-1\tasks\tcompleted\t"), "{listed}");
     assert_eq!(
         done.iter()
             .filter(|k| k.starts_with("run."))

@@ -159,6 +159,14 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         )
         .await
         .expect("decides one");
+    // A person pauses a waiting run: the listing says so, as the fold does.
+    runtime
+        .record_pause(&"r-wait".into(), "ana", "look first", true)
+        .await
+        .expect("pauses")
+        .drive()
+        .await
+        .expect("a paused run's drive stops at once");
     let folded = docket_runtime::testing::runs(&runtime).await.expect("runs");
     let summaries = runtime.run_summaries().await.expect("summaries");
     assert_eq!(
@@ -180,6 +188,12 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
         assert_eq!(full.run_id, summary.run_id);
         assert_eq!(full.state.status(), summary.status, "{}", summary.run_id);
         assert_eq!(full.state.version(), summary.events, "{}", summary.run_id);
+        assert_eq!(
+            full.state.paused().is_some(),
+            summary.paused,
+            "{}",
+            summary.run_id
+        );
         assert_eq!(summary.workflow, "listing");
         let open: Vec<&str> = full
             .state
@@ -199,6 +213,14 @@ async fn summaries_agree_with_the_full_fold_and_waiting_runs_lists_only_open_tic
             summary.run_id
         );
     }
+    assert_eq!(
+        summaries
+            .iter()
+            .filter(|s| s.paused)
+            .map(|s| s.run_id.as_str())
+            .collect::<Vec<_>>(),
+        ["r-wait"]
+    );
     assert_eq!(denied.state.status(), folded[1].state.status());
     assert_eq!(half.state.status(), RunStatus::WaitingForHuman);
 

@@ -631,6 +631,8 @@ fn a_pause_lets_the_call_in_flight_settle_and_starts_nothing_until_unpaused() {
     let during = server.until("p-1", |r| r["driven"] == false);
     assert_eq!(during["status"], "running", "{during}");
     assert!(during["paused"].is_object(), "{during}");
+    let (_, listed) = server.call("GET", "/api/runs", operator, None);
+    assert_eq!(listed["runs"][0]["paused"], true, "{listed}");
     let log = kinds();
     let at = |kind: &str| log.iter().position(|k| k == kind).expect(kind);
     assert!(at("run.paused") < at("agent.responded"), "{log:?}");
@@ -650,6 +652,8 @@ fn a_pause_lets_the_call_in_flight_settle_and_starts_nothing_until_unpaused() {
     assert!(status == 200 || status == 202);
     let done = server.until("p-1", |r| r["status"] == "completed");
     assert!(done["paused"].is_null(), "{done}");
+    let (_, listed) = server.call("GET", "/api/runs", operator, None);
+    assert_eq!(listed["runs"][0]["paused"], false, "{listed}");
     assert_eq!(responded(&kinds()), 2);
 }
 

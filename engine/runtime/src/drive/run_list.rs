@@ -46,7 +46,8 @@ struct Digest {
     summary: RunSummary,
 }
 
-const DIGEST_VERSION: u32 = 1;
+/// 2: summaries say whether the run is paused.
+const DIGEST_VERSION: u32 = 2;
 
 fn encode(summary: &RunSummary) -> Vec<u8> {
     serde_json::to_vec(&Digest {

@@ -33,6 +33,10 @@ pub struct RunSummary {
     pub open_tickets: Vec<String>,
     /// Blocked by a rule a person may override (`docket override`).
     pub overridable: bool,
+    /// A person paused it (`docket pause`) and nobody has unpaused it yet: nothing new
+    /// starts, whatever its status says it waits for.
+    #[serde(default)]
+    pub paused: bool,
     /// When the run was requested (`run.requested`'s `at_ms`, ms since the Unix epoch).
     #[serde(default)]
     pub started_at_ms: Option<i64>,
@@ -87,6 +91,7 @@ pub(super) enum Change {
     Overrode,
     Failed,
     Cancelled,
+    Paused(bool),
     Other,
 }
 
@@ -109,6 +114,8 @@ impl Change {
             RunEvent::HumanOverrode(_) => Change::Overrode,
             RunEvent::RunFailed { .. } => Change::Failed,
             RunEvent::RunCancelled(_) => Change::Cancelled,
+            RunEvent::RunPaused(_) => Change::Paused(true),
+            RunEvent::RunUnpaused(_) => Change::Paused(false),
             _ => Change::Other,
         }
     }
@@ -134,6 +141,8 @@ impl Change {
             "human.overrode" => Change::Overrode,
             "run.failed" => Change::Failed,
             "run.cancelled" => Change::Cancelled,
+            "run.paused" => Change::Paused(true),
+            "run.unpaused" => Change::Paused(false),
             _ => Change::Other,
         })
     }
@@ -149,6 +158,7 @@ impl RunSummary {
             events: 0,
             open_tickets: Vec::new(),
             overridable: false,
+            paused: false,
             started_at_ms: None,
         }
     }
@@ -191,6 +201,7 @@ impl RunSummary {
             }
             Change::Failed => self.status = RunStatus::Failed,
             Change::Cancelled => self.status = RunStatus::Cancelled,
+            Change::Paused(paused) => self.paused = paused,
         }
         true
     }
@@ -269,6 +280,7 @@ pub(crate) async fn summarize<S: EventStore>(
                         events: head.seq,
                         open_tickets: vec![ticket.into()],
                         overridable: false,
+                        paused: false,
                         started_at_ms: r.at_ms,
                     }));
                 }
