@@ -47,6 +47,16 @@ fn output(events: &[Value]) -> &Value {
 
 /// The business case's output, as the README's "What a run must output" states it.
 fn assert_the_business_case(out: &Value) {
+    assert_the_case_itself(out);
+    assert_eq!(
+        out["proofreading"],
+        serde_json::json!({ "checked": true, "issues": 0 }),
+        "{out}"
+    );
+}
+
+/// The business case's answer, document and limitations, proofread or not.
+fn assert_the_case_itself(out: &Value) {
     assert_eq!(
         out["answer"],
         "Your business case \"Market Entry Analysis: Germany\" is ready. The investment returns an NPV of 17206.82 at 0.12; the German market is 4200000000 a year (AUD's review of destatis-2025-market-report); channels assessed: 2.",
@@ -75,9 +85,16 @@ fn assert_the_business_case(out: &Value) {
         ]),
         "{out}"
     );
-    assert_eq!(
-        out["proofreading"],
-        serde_json::json!({ "checked": true, "issues": 0 }),
+}
+
+/// Whether `out` was answered without proofreading, for the reason starting `why`.
+fn assert_not_proofread(out: &Value, why: &str) {
+    assert_the_case_itself(out);
+    assert_eq!(out["proofreading"]["checked"], false, "{out}");
+    assert!(
+        out["proofreading"]["why"]
+            .as_str()
+            .is_some_and(|w| w.starts_with(why)),
         "{out}"
     );
 }
@@ -207,10 +224,17 @@ fn a_failing_specialist_opens_its_circuit_across_runs_and_recovers() {
     let data = dir.path().join("data");
     // Three runs of the outage drill: each asks PRF once, which fails twice (the call
     // and its retry); ORC falls back each time and the runs complete.
-    for run in ["drill-1", "drill-2", "drill-3"] {
+    // The first two runs are told PRF's own error; the third's retry meets the circuit
+    // its first failure opened.
+    let down = "PROOFREADING_SERVICE_DOWN: the proofreading service is down (outage drill)";
+    for (run, why) in [
+        ("drill-1", down),
+        ("drill-2", down),
+        ("drill-3", "CIRCUIT_OPEN: "),
+    ] {
         assert_eq!(run_workflow(&data, "outage.toml", "input.json", run), 0);
         let events = run_events(&data, run);
-        assert_eq!(output(&events)["proofreading"]["checked"], false);
+        assert_not_proofread(output(&events), why);
     }
     let breaker = prf_breaker(&data);
     assert_eq!(breaker["state"], "open", "{breaker}");
@@ -223,14 +247,7 @@ fn a_failing_specialist_opens_its_circuit_across_runs_and_recovers() {
     let degraded = events_of_kind(&events, "agent.call_degraded");
     assert_eq!(degraded.len(), 1);
     let call = &degraded[0]["payload"]["request_id"];
-    let out = output(&events);
-    assert!(
-        out["proofreading"]["why"]
-            .as_str()
-            .unwrap()
-            .starts_with("CIRCUIT_OPEN"),
-        "{out}"
-    );
+    assert_not_proofread(output(&events), "CIRCUIT_OPEN: ");
     assert!(
         events_of_kind(&events, "agent.responded")
             .iter()
@@ -255,7 +272,7 @@ fn a_failing_specialist_opens_its_circuit_across_runs_and_recovers() {
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
     assert_eq!(run_consulting(&data, "input.json", "after"), 0);
     let events = run_events(&data, "after");
-    assert_eq!(output(&events)["proofreading"]["checked"], true);
+    assert_the_business_case(output(&events));
     let breaker = prf_breaker(&data);
     assert_eq!(breaker["state"], "closed", "{breaker}");
     assert_eq!(breaker["last_reset"]["by"], "ops");

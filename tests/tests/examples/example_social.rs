@@ -265,20 +265,26 @@ const CAMPAIGN_KEYS: [&str; 3] = [
 /// The campaign's output, as the README's "What a run must output" states it (post ids
 /// of a fresh outbox).
 fn assert_campaign_output(events: &[Value]) {
+    assert_output_of(events, "spring-launch");
+}
+
+/// The output of a completed campaign named `campaign` (`spring-launch`, or the day's
+/// `spring-live`), post ids of a fresh outbox.
+fn assert_output_of(events: &[Value], campaign: &str) {
     let completed = events_of_kind(events, "run.completed");
     assert_eq!(completed.len(), 1, "the campaign completed");
     assert_eq!(
         completed[0]["payload"]["output"],
         serde_json::json!({
             "status": "ok",
-            "summary": "spring-launch: planned, created, published and verified; engagement answered; journaled",
+            "summary": format!("{campaign}: planned, created, published and verified; engagement answered; journaled"),
             "artifacts_created": [
-                "plan_graph:plan-spring-launch-1",
+                format!("plan_graph:plan-{campaign}-1"),
                 "asset_graph:asset-a5722ef529842960",
                 "outbox:publish-1",
                 "outbox:comment-2",
                 "outbox:dm-3",
-                "journal:spring-launch",
+                format!("journal:{campaign}"),
             ],
             "decisions": [
                 { "episode": "ep-2", "status": "ok", "type": "plan" },
@@ -290,6 +296,26 @@ fn assert_campaign_output(events: &[Value]) {
             "next_actions": [],
         })
     );
+}
+
+/// The result the root episode (the orchestrator's, `ep-1`) finished with: the output of
+/// a campaign that failed.
+fn root_result(events: &[Value]) -> &Value {
+    events_of_kind(events, "episode.finished")
+        .into_iter()
+        .find(|e| e["payload"]["episode_id"] == "ep-1")
+        .map(|e| &e["payload"]["result"])
+        .expect("the root episode finished")
+}
+
+/// The summary the episode of `agent` finished with (its last one).
+fn finished_summary<'a>(events: &'a [Value], agent: &str) -> &'a str {
+    events_of_kind(events, "episode.finished")
+        .into_iter()
+        .filter(|e| e["payload"]["agent"] == agent)
+        .map(|e| e["payload"]["result"]["summary"].as_str().unwrap_or(""))
+        .next_back()
+        .expect("the agent's episode finished")
 }
 
 /// The summaries the verifier wrote to `verification_reports`.
@@ -331,6 +357,13 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
             "episode ep-5 (verify, run by verifier) needs review: visibility of {post} not checked: the outbox lookup was refused [workflow.tools]: the workflow declares no executor for tool `outbox_lookup` (a [tools.outbox_lookup] section, or `SECTION:TOOL` for an mcp section); check the platform for the post"
         )]
     );
+    // The person is asked to check the platform for the post the receipt names.
+    let review = &events_of_kind(&events, "human.escalated")[0]["payload"]["subject"];
+    assert_eq!(
+        review["result"]["next_actions"],
+        serde_json::json!([{ "for": "human", "task": format!("check the platform for outbox:publish-1 ({post})") }]),
+        "{review}"
+    );
     assert_eq!(agency.approve("refused", "ticket-1"), 3);
     assert_eq!(agency.approve("refused", "ticket-2"), 0);
     let events = run_events(&agency.data, "refused");
@@ -340,6 +373,16 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
         tickets(&events)
     );
     assert!(verification_reports(&events).is_empty());
+    // The publisher says the person's review, not the verifier, accepted the post.
+    assert_eq!(
+        finished_summary(&events, "publisher"),
+        format!(
+            "published; visibility accepted by a person on review ({})",
+            tickets(&events)[0]
+                .strip_prefix("episode ep-5 (verify, run by verifier) needs review: ")
+                .expect("the review ticket")
+        )
+    );
     assert_campaign_output(&events);
     assert_eq!(agency.outbox_keys(), CAMPAIGN_KEYS);
 
@@ -386,6 +429,10 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
     assert_eq!(
         verification_reports(&events),
         [format!("{post} visible once in the outbox (publish-1)")]
+    );
+    assert_eq!(
+        finished_summary(&events, "publisher"),
+        format!("published and verified: {post} visible once in the outbox (publish-1)")
     );
     assert_eq!(agency.approve("flaky", "ticket-1"), 0);
     assert_campaign_output(&run_events(&agency.data, "flaky"));
@@ -609,8 +656,34 @@ fn the_kill_switch_engaged_between_two_effects_stops_the_dm() {
     );
     let failed = events_of_kind(&events, "run.failed");
     assert_eq!(failed.len(), 1);
-    let reason = failed[0]["payload"]["reason"].as_str().unwrap_or_default();
-    assert!(reason.contains("kill_switch.api"), "{reason}");
+    let summary = "the engage episode ended failed: the dm to dm:evt-102 was not sent (kill_switch.api: kill switch `api` is engaged: every side effect in its lanes stops); no further sends on this lane";
+    assert_eq!(
+        failed[0]["payload"]["reason"],
+        format!("episode ep-1 failed: {summary}")
+    );
+    // The campaign's result names what went out before the switch: the post and the reply.
+    assert_eq!(
+        *root_result(&events),
+        serde_json::json!({
+            "status": "failed",
+            "summary": summary,
+            "error_class": "kill_switch",
+            "artifacts_created": [
+                "plan_graph:plan-spring-launch-1",
+                "asset_graph:asset-a5722ef529842960",
+                "outbox:publish-1",
+                "outbox:comment-2",
+            ],
+            "decisions": [
+                { "episode": "ep-2", "status": "ok", "type": "plan" },
+                { "episode": "ep-3", "status": "ok", "type": "create" },
+                { "episode": "ep-4", "status": "ok", "type": "publish" },
+                { "episode": "ep-6", "status": "failed", "type": "engage" },
+            ],
+            "next_actions": [{ "for": "human", "task": "review the stopped engage episode of spring-launch before a new run" }],
+            "verification_needed": false,
+        })
+    );
     replays_and_exports(&agency.data, "incident");
 }
 
@@ -646,12 +719,79 @@ fn stopped_on(agency: &Agency, condition: &str, agent: &str) -> Vec<Value> {
     events
 }
 
+/// The result a campaign stopped by `condition` fails with, as the README's "What a run
+/// must output" states it: the failed child (`episode`, of `episode_type`) named, the
+/// class of its failure (`error_class`), what the children created before it (`created`,
+/// after the plan node every campaign's planner writes), how each child ended, and a task
+/// for a person.
+fn assert_stopped_campaign(
+    events: &[Value],
+    condition: &str,
+    episode_type: &str,
+    error_class: &str,
+    created: &[&str],
+) {
+    let campaign = format!("spring-launch-{}", condition.replace('_', "-"));
+    let result = root_result(events);
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["error_class"], error_class, "{result}");
+    let summary = result["summary"].as_str().unwrap_or_default();
+    assert!(
+        summary.starts_with(&format!("the {episode_type} episode ended failed: "))
+            && summary.contains(&format!("stopped ({condition})")),
+        "{result}"
+    );
+    let mut artifacts: Vec<String> = Vec::new();
+    if episode_type != "plan" {
+        artifacts.push(format!("plan_graph:plan-{campaign}-1"));
+    }
+    artifacts.extend(created.iter().map(|a| (*a).to_owned()));
+    assert_eq!(
+        result["artifacts_created"],
+        serde_json::json!(artifacts),
+        "{result}"
+    );
+    let order = ["plan", "create", "publish"];
+    let reached = order
+        .iter()
+        .position(|t| *t == episode_type)
+        .expect("a campaign step");
+    let decisions: Vec<Value> = order[..=reached]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            serde_json::json!({
+                "episode": format!("ep-{}", i + 2),
+                "type": t,
+                "status": if i == reached { "failed" } else { "ok" },
+            })
+        })
+        .collect();
+    assert_eq!(
+        result["decisions"],
+        serde_json::json!(decisions),
+        "{result}"
+    );
+    assert_eq!(
+        result["next_actions"],
+        serde_json::json!([{ "for": "human", "task": format!("review the stopped {episode_type} episode of {campaign} before a new run") }]),
+        "{result}"
+    );
+}
+
 #[test]
 fn each_stop_condition_of_the_document_is_reached_from_its_input() {
     let agency = Agency::new();
 
     // Budget exhausted: the creator's render burns its whole share of the budget.
     let events = stopped_on(&agency, "budget_exhausted", "creator");
+    assert_stopped_campaign(
+        &events,
+        "budget_exhausted",
+        "create",
+        "budget_exhausted",
+        &[],
+    );
     assert!(
         events_of_kind(&events, "domain.written")
             .iter()
@@ -660,11 +800,19 @@ fn each_stop_condition_of_the_document_is_reached_from_its_input() {
 
     // No new information: two retrievals of the missing brand capsule find nothing.
     let events = stopped_on(&agency, "no_new_information", "planner");
+    assert_stopped_campaign(
+        &events,
+        "no_new_information",
+        "plan",
+        "no_new_information",
+        &[],
+    );
     let types: Vec<String> = episodes(&events).into_iter().map(|e| e.1).collect();
     assert_eq!(types, ["plan", "retrieve", "retrieve"]);
 
     // Failure repeats: three rewrites fail the tone rubric.
     let events = stopped_on(&agency, "failure_repeats", "creator");
+    assert_stopped_campaign(&events, "failure_repeats", "create", "failure_repeats", &[]);
     let rewrites = episodes(&events)
         .into_iter()
         .filter(|e| e.1 == "rewrite")
@@ -673,6 +821,7 @@ fn each_stop_condition_of_the_document_is_reached_from_its_input() {
 
     // Policy blocks: the creator tries to write the plan graph, the planner's alone.
     let events = stopped_on(&agency, "policy_blocks", "creator");
+    assert_stopped_campaign(&events, "policy_blocks", "create", "policy_blocks", &[]);
     let denied = events_of_kind(&events, "domain.write_denied");
     assert_eq!(denied.len(), 1);
     assert_eq!(
@@ -686,6 +835,15 @@ fn each_stop_condition_of_the_document_is_reached_from_its_input() {
     // Depth exceeded: the post is out, and the verifier (not the publisher) recurses to
     // confirm it until its depth limit.
     let events = stopped_on(&agency, "depth_exceeded", "verifier");
+    // The post is out: the campaign's result names it; the verifier's failure class is
+    // the publish episode's.
+    assert_stopped_campaign(
+        &events,
+        "depth_exceeded",
+        "publish",
+        "visibility_unconfirmed",
+        &["asset_graph:asset-a5722ef529842960", "outbox:publish-1"],
+    );
     let denied = events_of_kind(&events, "episode.action_denied");
     assert_eq!(denied.len(), 1);
     assert!(
@@ -858,6 +1016,11 @@ fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pa
         .map(str::to_owned)
         .to_vec()
     );
+    assert_eq!(
+        verification_reports(&events),
+        ["publish:spring-live:a5722ef529842960 visible once in the outbox (publish-1)"]
+    );
+    assert_output_of(&events, "spring-live");
     let out = agency.docket(&["replay", "day"]);
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
     // And verifies: its chain, hashes, tree and signed seal.

@@ -130,6 +130,15 @@ fn write(domain: &str, content: Value) -> Action {
     }
 }
 
+/// The strings of a JSON array (none when it is not one).
+fn strings(list: &Value) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a.as_str().map(str::to_owned))
+        .collect()
+}
+
 /// A short content hash, as the asset graph records it (seed 004 §4.2) and as the
 /// duplicate-risk check compares it (§5.4).
 fn content_hash(text: &str) -> String {
@@ -138,7 +147,8 @@ fn content_hash(text: &str) -> String {
 
 /// The orchestrator (§2.1): one child episode per role, in order, each with a task packet
 /// (goal, capsule refs, trigger). It publishes nothing and writes no domain. A child that
-/// did not end ok ends the campaign: the root finishes `failed` with a task for a human.
+/// did not end ok ends the campaign: the root finishes `failed` with a task for a human,
+/// naming, like a campaign that ends ok, what its children created and how each ended.
 pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
     let Some(campaign) = request
         .decision_inputs
@@ -180,6 +190,16 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
     };
     let child = last["episode_type"].as_str().unwrap_or_default();
     let child_result = &last["result"];
+    // What the children created (a post, a reply...) and how each ended, in order: the
+    // campaign's result says both, whether it ends ok or failed.
+    let artifacts: Vec<String> = results
+        .iter()
+        .flat_map(|r| strings(&r["result"]["artifacts_created"]))
+        .collect();
+    let decisions: Vec<Value> = results
+        .iter()
+        .map(|r| json!({ "episode": r["episode_id"], "type": r["episode_type"], "status": r["result"]["status"] }))
+        .collect();
     if child_result["status"] != "ok" {
         let mut failure = failed(
             &format!(
@@ -191,6 +211,8 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 .as_str()
                 .unwrap_or("child_failed"),
         );
+        failure.artifacts_created = artifacts;
+        failure.decisions = decisions;
         failure.next_actions = vec![json!({
             "for": "human",
             "task": format!("review the stopped {child} episode of {name} before a new run"),
@@ -252,17 +274,9 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
                 &format!(
                     "{name}: planned, created, published and verified; engagement answered; journaled"
                 ),
-                &results
-                    .iter()
-                    .filter_map(|r| r["result"]["artifacts_created"].as_array())
-                    .flatten()
-                    .filter_map(|a| a.as_str().map(str::to_owned))
-                    .collect::<Vec<_>>(),
+                &artifacts,
             );
-            done.decisions = results
-                .iter()
-                .map(|r| json!({ "episode": r["episode_id"], "type": r["episode_type"], "status": r["result"]["status"] }))
-                .collect();
+            done.decisions = decisions;
             return respond(request, vec![finish(done)]);
         }
         other => {
@@ -428,7 +442,9 @@ pub fn creator(request: &AgentRequest) -> AgentResponse {
 
 /// The publisher (§2.4): writes the schedule item, asks for the post (dry run → execute
 /// once per key → verify, all docket's), then has the verifier prove it is visible (§8.1:
-/// a `verify` child; its episode result needs that verification).
+/// a `verify` child; its episode result needs that verification). Its result says who
+/// confirmed the post: the verifier, or a person who accepted a review the verifier asked
+/// for; a verification that failed still names the post, which is out.
 pub fn publisher(request: &AgentRequest) -> AgentResponse {
     if episode_goal(request).is_none() {
         return refuse(
@@ -439,33 +455,30 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
     }
     if let Some(verified) = inputs(request, "episode_result").last() {
         let verdict = &verified["result"];
+        // The post the verifier names, whatever it concluded: it is out either way.
+        let post = strings(&verdict["artifacts_created"]);
+        let summary = verdict["summary"].as_str().unwrap_or_default();
         if verdict["status"] != "ok" {
-            return respond(
-                request,
-                vec![finish(failed(
-                    &format!(
-                        "the post could not be verified: {}",
-                        verdict["summary"].as_str().unwrap_or_default()
-                    ),
-                    verdict["error_class"]
-                        .as_str()
-                        .unwrap_or("verification_failed"),
-                ))],
+            let mut stopped = failed(
+                &format!("the post could not be verified: {summary}"),
+                verdict["error_class"]
+                    .as_str()
+                    .unwrap_or("verification_failed"),
             );
+            stopped.artifacts_created = post;
+            return respond(request, vec![finish(stopped)]);
         }
-        let mut done = result(
-            EpisodeStatus::Ok,
-            &format!(
-                "published and verified: {}",
-                verdict["summary"].as_str().unwrap_or_default()
-            ),
-            &verdict["artifacts_created"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|a| a.as_str().map(str::to_owned))
-                .collect::<Vec<_>>(),
-        );
+        // An ok result that still carries a task for a person is one a person accepted on
+        // review: the verifier did not read the outbox.
+        let checked_by_a_person = verdict["next_actions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|n| n["for"] == "human"));
+        let summary = if checked_by_a_person {
+            format!("published; visibility accepted by a person on review ({summary})")
+        } else {
+            format!("published and verified: {summary}")
+        };
+        let mut done = result(EpisodeStatus::Ok, &summary, &post);
         done.verification_needed = true;
         return respond(request, vec![finish(done)]);
     }
@@ -555,9 +568,18 @@ fn slot(publish_at: &Value) -> Option<String> {
     }
 }
 
+/// The messages sent, as the outbox receipts name them (`outbox:POST_ID`).
+fn sent_posts(sent: &[&Value]) -> Vec<String> {
+    sent.iter()
+        .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
+        .map(|id| format!("outbox:{id}"))
+        .collect()
+}
+
 /// The engagement agent (§2.5): one reply per engagement event, each a side effect with
 /// its own key (one send attempt per event, §8.2); a DM waits for a person's approval. A
-/// refused send (the kill switch) ends its episode: the lane stops (§6, hard rule).
+/// refused send (the kill switch) ends its episode: the lane stops (§6, hard rule), and
+/// its result names the replies already sent.
 pub fn engagement(request: &AgentRequest) -> AgentResponse {
     if capsules(request)["engagement"]["live"] == true {
         return live_engagement(request);
@@ -590,6 +612,7 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             ),
             class,
         );
+        stopped.artifacts_created = sent_posts(&sent);
         stopped.next_actions = vec![
             json!({ "for": "human", "task": "answer the remaining engagement by hand once the lane is open" }),
         ];
@@ -634,11 +657,7 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             finish(result(
                 EpisodeStatus::Ok,
                 &format!("{} engagement events answered", thread.len()),
-                &sent
-                    .iter()
-                    .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
-                    .map(|id| format!("outbox:{id}"))
-                    .collect::<Vec<_>>(),
+                &sent_posts(&sent),
             )),
         ],
     )
@@ -685,6 +704,7 @@ fn live_engagement(request: &AgentRequest) -> AgentResponse {
                 "send_refused"
             },
         );
+        stopped.artifacts_created = sent_posts(&sent);
         stopped.next_actions = vec![
             json!({ "for": "human", "task": "answer the remaining engagement by hand once the lane is open" }),
         ];
@@ -757,15 +777,7 @@ fn live_engagement(request: &AgentRequest) -> AgentResponse {
                 "conversation_summaries",
                 json!({ "summary": summary, "thread": thread }),
             ),
-            finish(result(
-                EpisodeStatus::Ok,
-                &summary,
-                &sent
-                    .iter()
-                    .filter_map(|e| e["receipt"]["result"]["post_id"].as_str())
-                    .map(|id| format!("outbox:{id}"))
-                    .collect::<Vec<_>>(),
-            )),
+            finish(result(EpisodeStatus::Ok, &summary, &sent_posts(&sent))),
         ],
     )
 }
@@ -774,11 +786,13 @@ fn live_engagement(request: &AgentRequest) -> AgentResponse {
 pub const LOOKUP_ATTEMPTS: usize = 2;
 
 /// The verifier (§2.6): proves a post is visible exactly once by looking it up in the
-/// outbox (a governed tool call), and writes a verification report. A lookup that was
-/// refused, or failed [`LOOKUP_ATTEMPTS`] times, read nothing: the episode ends
-/// `needs_review` (a person checks the platform), not as a post found 0 times. With
+/// outbox (a governed tool call), and writes a verification report. A lookup that read
+/// nothing (refused, failed [`LOOKUP_ATTEMPTS`] times, or answered without a count) is no
+/// evidence either way: the episode ends `needs_review`, naming the post its receipt gives
+/// and asking a person to check the platform for it, not as a post found 0 times. With
 /// `visibility_uncertain` it recurses to probe again (Class D, §3.2) until its depth limit
-/// stops it (`depth_exceeded`).
+/// stops it (`depth_exceeded`). Every result names the post the effect's receipt gives,
+/// so a failed verification still says what is out.
 pub fn verifier(request: &AgentRequest) -> AgentResponse {
     let Some(key) = episode_goal(request).map(|g| g["inputs"]["verify"]["idempotency_key"].clone())
     else {
@@ -788,25 +802,31 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
             "the verifier runs in an episode",
         );
     };
+    let key_text = key.as_str().unwrap_or_default();
+    // The post the effect's receipt names.
+    let receipt_post: Vec<String> = episode_goal(request)
+        .and_then(|g| g["inputs"]["verify"]["receipt"]["result"]["post_id"].as_str())
+        .map(|id| format!("outbox:{id}"))
+        .into_iter()
+        .collect();
+    let unconfirmed = |why: &str| {
+        let mut result = failed(why, "visibility_unconfirmed");
+        result.artifacts_created.clone_from(&receipt_post);
+        respond(request, vec![finish(result)])
+    };
     if trigger(request) == "visibility_uncertain" {
         if let Some(probe) = inputs(request, "episode_result").last() {
-            return respond(
-                request,
-                vec![finish(failed(
-                    &format!(
-                        "visibility of {key} unconfirmed: {}",
-                        probe["result"]["summary"].as_str().unwrap_or_default()
-                    ),
-                    "visibility_unconfirmed",
-                ))],
-            );
+            return unconfirmed(&format!(
+                "visibility of {key_text} unconfirmed: {}",
+                probe["result"]["summary"].as_str().unwrap_or_default()
+            ));
         }
         return respond(
             request,
             vec![spawn(
                 "verifier",
                 "tool_probe",
-                format!("probe the platform again for {key}"),
+                format!("probe the platform again for {key_text}"),
                 json!({ "trigger": "visibility_uncertain", "verify": { "idempotency_key": key } }),
             )],
         );
@@ -826,15 +846,16 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
     let Some(lookup) = lookups.last().copied() else {
         return look_up();
     };
-    let key_text = key.as_str().unwrap_or_default();
-    match lookup["status"].as_str() {
-        Some("returned") => {}
+    let status = lookup["status"].as_str();
+    let found = match (status, lookup["result"]["count"].as_u64()) {
+        (Some("returned"), Some(found)) => found,
         // The lookup only reads the outbox: a failed one is tried again.
-        Some("failed") if lookups.len() < LOOKUP_ATTEMPTS => return look_up(),
-        status => {
+        (Some("failed"), _) if lookups.len() < LOOKUP_ATTEMPTS => return look_up(),
+        _ => {
             // The outbox was not read: that is no evidence of absence, nor of the
             // post. A person looks at the platform before the result is used.
             let why = match status {
+                Some("returned") => "answered without a count of the records it read".to_owned(),
                 Some("denied") => format!(
                     "was refused [{}]: {}",
                     lookup["rule_id"].as_str().unwrap_or_default(),
@@ -848,32 +869,30 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
                 ),
                 other => format!("answered with status {other:?}"),
             };
-            // The post the effect's receipt names, for the person to look for.
-            let receipt_post = episode_goal(request)
-                .and_then(|g| g["inputs"]["verify"]["receipt"]["result"]["post_id"].as_str())
-                .map(|id| format!("outbox:{id}"));
-            return respond(
-                request,
-                vec![finish(result(
-                    EpisodeStatus::NeedsReview,
-                    &format!(
-                        "visibility of {key_text} not checked: the outbox lookup {why}; check the platform for the post"
-                    ),
-                    receipt_post.as_slice(),
-                ))],
+            let mut review = result(
+                EpisodeStatus::NeedsReview,
+                &format!(
+                    "visibility of {key_text} not checked: the outbox lookup {why}; check the platform for the post"
+                ),
+                &receipt_post,
             );
+            // What the person is asked to do; an approved result still carries it, which
+            // is how the publisher tells a person's check from the verifier's.
+            review.next_actions = vec![json!({
+                "for": "human",
+                "task": format!(
+                    "check the platform for {} ({key_text})",
+                    receipt_post.first().map_or("the post", String::as_str)
+                ),
+            })];
+            return respond(request, vec![finish(review)]);
         }
-    }
-    let found = lookup["result"]["count"].as_u64().unwrap_or(0);
+    };
     let post = &lookup["result"]["records"][0];
     if found != 1 {
-        return respond(
-            request,
-            vec![finish(failed(
-                &format!("{key_text} found {found} times in the outbox (expected once)"),
-                "visibility_unconfirmed",
-            ))],
-        );
+        return unconfirmed(&format!(
+            "{key_text} found {found} times in the outbox (expected once)"
+        ));
     }
     let summary = format!(
         "{key_text} visible once in the outbox ({})",
@@ -1006,5 +1025,166 @@ mod tests {
         let a = actions(&engagement(&request));
         assert_eq!(a[0]["type"], "finish_episode");
         assert_eq!(a[0]["result"]["error_class"], "kill_switch");
+    }
+
+    #[test]
+    fn a_stopped_lane_names_the_replies_already_sent() {
+        let request = goal_request(
+            "engagement",
+            "engage",
+            json!({"capsule_refs": {"engagement_events": [{"event_id": "e1", "type": "comment"}, {"event_id": "e2", "type": "dm"}]}}),
+        )
+        .with_decision_input("effects", "effect_result", json!({"status": "applied", "kind": "comment", "idempotency_key": "comment:e1", "receipt": {"result": {"post_id": "comment-2"}}}))
+        .with_decision_input("effects", "effect_result", json!({"status": "refused", "kind": "dm", "rule_id": "kill_switch.api", "idempotency_key": "dm:e2"}));
+        let a = actions(&engagement(&request));
+        assert_eq!(a[0]["result"]["status"], "failed");
+        assert_eq!(
+            a[0]["result"]["artifacts_created"],
+            json!(["outbox:comment-2"])
+        );
+    }
+
+    /// The verifier's request for `key`, whose post the receipt names `publish-1`, after
+    /// the lookups `outcomes`.
+    fn verify_request(outcomes: &[Value]) -> AgentRequest {
+        let mut request = goal_request(
+            "verifier",
+            "verify",
+            json!({"verify": {"kind": "publish", "idempotency_key": "publish:s:abc", "receipt": {"result": {"post_id": "publish-1"}}}}),
+        );
+        for outcome in outcomes {
+            request = request.with_decision_input("tools", "tool_result", outcome.clone());
+        }
+        request
+    }
+
+    #[test]
+    fn a_lookup_that_read_nothing_is_not_a_post_found_0_times() {
+        let read_nothing = [
+            (
+                json!({"status": "denied", "rule_id": "workflow.tools", "reason": "no executor"}),
+                "the outbox lookup was refused [workflow.tools]: no executor",
+            ),
+            (
+                json!({"status": "returned", "result": {"records": []}}),
+                "the outbox lookup answered without a count of the records it read",
+            ),
+        ];
+        for (outcome, why) in read_nothing {
+            let a = actions(&verifier(&verify_request(&[outcome])));
+            let result = &a[0]["result"];
+            assert_eq!(result["status"], "needs_review", "{result}");
+            assert_eq!(
+                result["summary"],
+                format!(
+                    "visibility of publish:s:abc not checked: {why}; check the platform for the post"
+                )
+            );
+            assert_eq!(result["artifacts_created"], json!(["outbox:publish-1"]));
+            assert_eq!(
+                result["next_actions"],
+                json!([{"for": "human", "task": "check the platform for outbox:publish-1 (publish:s:abc)"}])
+            );
+        }
+        // A failed lookup is asked for again once.
+        let failed = json!({"status": "failed", "code": "EXIT_1", "message": "down"});
+        let a = actions(&verifier(&verify_request(std::slice::from_ref(&failed))));
+        assert_eq!(a[0]["type"], "call_tool");
+        let a = actions(&verifier(&verify_request(&[failed.clone(), failed])));
+        assert_eq!(a[0]["result"]["status"], "needs_review");
+        // A lookup that read the outbox and counted 0 records fails, naming the receipt's post.
+        let a = actions(&verifier(&verify_request(&[
+            json!({"status": "returned", "result": {"count": 0, "records": []}}),
+        ])));
+        let result = &a[0]["result"];
+        assert_eq!(result["status"], "failed", "{result}");
+        assert_eq!(
+            result["summary"],
+            "publish:s:abc found 0 times in the outbox (expected once)"
+        );
+        assert_eq!(result["artifacts_created"], json!(["outbox:publish-1"]));
+    }
+
+    fn publisher_given(verdict: Value) -> Value {
+        let request = goal_request("publisher", "publish", json!({})).with_decision_input(
+            "verifier",
+            "episode_result",
+            json!({"episode_id": "ep-5", "episode_type": "verify", "result": verdict}),
+        );
+        actions(&publisher(&request))[0]["result"].clone()
+    }
+
+    #[test]
+    fn the_publisher_says_who_confirmed_the_post() {
+        let verified = publisher_given(json!({
+            "status": "ok", "summary": "k visible once in the outbox (publish-1)",
+            "artifacts_created": ["outbox:publish-1"], "next_actions": [],
+        }));
+        assert_eq!(
+            verified["summary"],
+            "published and verified: k visible once in the outbox (publish-1)"
+        );
+        // A needs_review result a person approved reaches the publisher as ok, with the
+        // check it asked for.
+        let reviewed = publisher_given(json!({
+            "status": "ok", "summary": "visibility of k not checked: the outbox lookup was refused [r]: x; check the platform for the post",
+            "artifacts_created": ["outbox:publish-1"],
+            "next_actions": [{"for": "human", "task": "check the platform for outbox:publish-1 (k)"}],
+        }));
+        assert_eq!(
+            reviewed["summary"],
+            "published; visibility accepted by a person on review (visibility of k not checked: the outbox lookup was refused [r]: x; check the platform for the post)"
+        );
+        assert_eq!(reviewed["artifacts_created"], json!(["outbox:publish-1"]));
+        let unconfirmed = publisher_given(json!({
+            "status": "failed", "summary": "k found 0 times in the outbox (expected once)",
+            "error_class": "visibility_unconfirmed", "artifacts_created": ["outbox:publish-1"],
+        }));
+        assert_eq!(unconfirmed["status"], "failed");
+        assert_eq!(
+            unconfirmed["artifacts_created"],
+            json!(["outbox:publish-1"])
+        );
+    }
+
+    #[test]
+    fn a_failed_campaign_names_what_its_children_created() {
+        let child = |id: &str, kind: &str, status: &str, artifacts: Value| json!({"episode_id": id, "episode_type": kind, "result": {"status": status, "summary": "s", "artifacts_created": artifacts, "error_class": "kill_switch"}});
+        let request = AgentRequest::new("r1", "external", "orchestrator", "campaign")
+            .with_decision_input(
+                "external",
+                "campaign_request",
+                json!({"campaign": "spring"}),
+            )
+            .with_decision_input(
+                "planner",
+                "episode_result",
+                child("ep-2", "plan", "ok", json!(["plan_graph:p"])),
+            )
+            .with_decision_input(
+                "publisher",
+                "episode_result",
+                child("ep-4", "publish", "ok", json!(["outbox:publish-1"])),
+            )
+            .with_decision_input(
+                "engagement",
+                "episode_result",
+                child("ep-6", "engage", "failed", json!(["outbox:comment-2"])),
+            );
+        let result = actions(&orchestrator(&request))[0]["result"].clone();
+        assert_eq!(result["status"], "failed");
+        assert_eq!(result["error_class"], "kill_switch");
+        assert_eq!(
+            result["artifacts_created"],
+            json!(["plan_graph:p", "outbox:publish-1", "outbox:comment-2"])
+        );
+        assert_eq!(
+            result["decisions"],
+            json!([
+                {"episode": "ep-2", "type": "plan", "status": "ok"},
+                {"episode": "ep-4", "type": "publish", "status": "ok"},
+                {"episode": "ep-6", "type": "engage", "status": "failed"},
+            ])
+        );
     }
 }
