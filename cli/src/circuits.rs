@@ -108,13 +108,16 @@ pub(crate) async fn execute(
     }
 }
 
-/// One breaker for people: agent, state, failures, last failure, last probe, last reset.
+/// One breaker for people: agent, state, its calls and failures in the window, last
+/// failure, last probe, last reset.
 pub(crate) fn breaker_line(b: &BreakerStatus) -> String {
     let mut line = format!(
-        "{}\t{}\t{} failure(s) in a row",
+        "{}\t{}\t{} of {} call(s) failed in the last {} s",
         b.agent,
         b.state.as_str(),
-        b.consecutive_failures
+        b.window.failures,
+        b.window.calls,
+        b.window.window_ms / 1000
     );
     if let Some(ms) = b.last_failure_ms {
         let _ = write!(line, ", last failure {}", date_ms(ms));
@@ -139,6 +142,9 @@ pub(crate) fn breaker_json(b: &BreakerStatus) -> serde_json::Value {
     json!({
         "agent": b.agent,
         "state": b.state.as_str(),
+        "window_ms": b.window.window_ms,
+        "calls_in_window": b.window.calls,
+        "failures_in_window": b.window.failures,
         "consecutive_failures": b.consecutive_failures,
         "last_failure_ms": b.last_failure_ms,
         "last_probe_ms": b.last_probe_ms,

@@ -585,19 +585,26 @@ pub(crate) async fn inspect(
     }
     crate::effects::list_text(out, &state);
     if found.circuits.is_empty() {
-        outln!(
-            out,
-            "circuits: no reading recorded (every breaker under its threshold)"
-        );
+        outln!(out, "circuits: no reading recorded (every breaker closed)");
     } else {
         outln!(out, "circuits:");
         for c in &found.circuits {
+            let read = c.window.map_or_else(
+                || format!("after {} consecutive failures", c.consecutive_failures),
+                |w| {
+                    format!(
+                        "with {} of {} call(s) failed in the last {} s",
+                        w.failures,
+                        w.calls,
+                        w.window_ms / 1000
+                    )
+                },
+            );
             outln!(
                 out,
-                "  {}: {} after {} consecutive failures (read at event {}) [{}]; {} call(s) degraded",
+                "  {}: {} {read} (read at event {}) [{}]; {} call(s) degraded",
                 c.agent,
                 c.state,
-                c.consecutive_failures,
                 c.read_at,
                 if c.rule.is_empty() { "-" } else { &c.rule },
                 c.degraded_calls

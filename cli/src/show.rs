@@ -197,10 +197,19 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             request_id,
             agent,
             consecutive_failures,
+            window,
             ..
-        }) => format!(
-            "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
-        ),
+        }) => match window {
+            Some(w) => format!(
+                "{request_id} {agent}'s circuit read: {} of {} call(s) failed in the last {} s across runs",
+                w.failures,
+                w.calls,
+                w.window_ms / 1000
+            ),
+            None => format!(
+                "{request_id} {agent}'s circuit read: {consecutive_failures} failure(s) in a row across runs"
+            ),
+        },
         RunEvent::CallDegraded {
             request_id, agent, ..
         } => format!("{request_id} not sent: {agent}'s circuit is open"),

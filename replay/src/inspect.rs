@@ -253,6 +253,8 @@ pub struct CircuitAt {
     pub read_at: u64,
     /// Its consecutive failures across runs, as read.
     pub consecutive_failures: u32,
+    /// Its calls and failures in the bundle's window, as read (decider version 13).
+    pub window: Option<docket_decider::CircuitWindow>,
     /// When the last of them was recorded, ms since the Unix epoch.
     pub last_failure_ms: i64,
     /// When the last half-open probe was let through, if one was.
@@ -543,12 +545,14 @@ fn circuits(events: &[RunEvent]) -> Vec<CircuitAt> {
                 consecutive_failures,
                 last_failure_ms,
                 last_probe_ms,
+                window,
                 ..
             }) => {
                 let reading = CircuitAt {
                     agent: agent.to_string(),
                     read_at: i as u64 + 1,
                     consecutive_failures: *consecutive_failures,
+                    window: *window,
                     last_failure_ms: *last_failure_ms,
                     last_probe_ms: *last_probe_ms,
                     state: "closed",

@@ -92,11 +92,11 @@ pub use events::workflow::{
     WorkflowError, WorkflowEvidence, WorkflowSpec, is_loopback_host,
 };
 pub use events::{
-    AgentCallFailed, AgentResponded, Batches, BranchGap, CircuitReading, Classifies,
-    DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided, HumanOverrode, KIND_VERSION,
-    OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled, RunEvent, RunPause,
-    RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING, batches, is_wording,
-    same_decisions,
+    AgentCallFailed, AgentResponded, Batches, BranchGap, CIRCUIT_RATE, CircuitReading,
+    CircuitWindow, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided,
+    HumanOverrode, KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled,
+    RunEvent, RunPause, RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING,
+    batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{

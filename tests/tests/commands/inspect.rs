@@ -191,6 +191,7 @@ fn circuit_readings_tool_calls_and_tickets_as_they_stood() {
         "{c:?}"
     );
     assert_eq!(c.rule, "defaults.circuit_breaker");
+    assert_eq!(c.window.map(|w| (w.calls, w.failures)), Some((50, 50)));
     assert_eq!(
         c.read_at,
         point_in(&log, "first-circuit").expect("read") as u64

@@ -17,7 +17,8 @@ const TEST_AGENT: &str = env!("CARGO_BIN_EXE_test-agent");
 
 /// `asker` asks `writer` for `DOC_GENERATE` and falls back when told it failed; `writer`
 /// crashes on every request, recording each one it receives in `writer_log`. The bundle
-/// keeps the default ladder and breaker (opens at 5 failures, a probe after 60 s).
+/// keeps the default ladder and breaker (opens when half of at least 5 calls in 10
+/// minutes failed, a probe after 60 s).
 fn asker_and_crashing_writer(dir: &Path, writer_log: &Path) -> PathBuf {
     let bundle = r#"bundle = { id = "circuit" }
 [[agents]]
@@ -110,6 +111,8 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
     let checked = of_kind(&log, "agent.circuit_checked");
     assert_eq!(checked.len(), 1, "{log:?}");
     assert_eq!(checked[0]["payload"]["consecutive_failures"], 5);
+    assert_eq!(checked[0]["payload"]["window"]["calls"], 5);
+    assert_eq!(checked[0]["payload"]["window"]["failures"], 5);
 
     // Run 4: the writer is never called. The reading, the decision and the degradation
     // are in the run's log; the asker got `capability_failed` of class `circuit_open`.
@@ -164,9 +167,64 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
 
+/// The breaker counts the rate of failures over its window, not failures in a row: a
+/// success between failures does not close it (docs/governance.md#circuit-breaker).
+#[test]
+fn one_success_among_failures_does_not_close_the_circuit() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let writer_log = dir.path().join("writer.jsonl");
+    let crashing = asker_and_crashing_writer(dir.path(), &writer_log);
+    // The same workflow with a writer that answers.
+    let answering = dir.path().join("answering.toml");
+    std::fs::write(
+        &answering,
+        std::fs::read_to_string(&crashing)
+            .expect("read workflow")
+            .replace("\"crash\"", "\"echo\""),
+    )
+    .expect("write workflow");
+    let run = |workflow: &Path| {
+        let out = docket(
+            &data,
+            &[
+                "run",
+                workflow.to_str().expect("utf-8"),
+                "--input",
+                dir.path().join("input.json").to_str().expect("utf-8"),
+            ],
+        );
+        assert_eq!(code(&out), 0, "{}", stdout(&out));
+        run_id(&out)
+    };
+    // Four failures in two runs, then one success.
+    run(&crashing);
+    run(&crashing);
+    let answered = run(&answering);
+    assert_eq!(calls_received(&writer_log), 5);
+    assert!(of_kind(&events(&data, &answered), "agent.call_failed").is_empty());
+    // 4 of 5 calls failed within the window: the next run does not call the writer.
+    let fourth = run(&crashing);
+    assert_eq!(
+        calls_received(&writer_log),
+        5,
+        "one success did not close the circuit"
+    );
+    let log = events(&data, &fourth);
+    let checked = of_kind(&log, "agent.circuit_checked");
+    assert_eq!(checked.len(), 1, "{log:?}");
+    let reading = &checked[0]["payload"];
+    assert_eq!(reading["consecutive_failures"], 0, "{reading}");
+    assert_eq!(reading["window"]["calls"], 5, "{reading}");
+    assert_eq!(reading["window"]["failures"], 4, "{reading}");
+    assert_eq!(of_kind(&log, "agent.call_degraded").len(), 1);
+    let out = docket(&data, &["replay", &fourth]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+}
+
 /// An open circuit at a handoff's receiver: nobody asked who could fall back, so the run
-/// waits for a human instead of calling the agent (threshold 2 here: the first run's call
-/// and its retry open it for the next run).
+/// waits for a human instead of calling the agent (at least 2 calls here: the first run's
+/// call and its retry open it for the next run).
 #[test]
 fn an_open_circuit_at_the_entry_agent_makes_the_next_run_wait_for_a_human() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -181,7 +239,7 @@ allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "extern
 [multi_agent_handoffs]
 default_handoff_mode = "full"
 [defaults.circuit_breaker]
-failure_threshold = 2
+minimum_calls = 2
 "#,
     )
     .expect("write bundle");
@@ -220,7 +278,7 @@ failure_threshold = 2
         .as_str()
         .unwrap_or_default();
     assert!(
-        reason.contains("circuit is open after 2 failures"),
+        reason.contains("circuit is open 2 of its 2 calls in the last 600 s failed"),
         "{reason}"
     );
 
@@ -299,11 +357,13 @@ fn breakers_are_listed_read_only_and_a_reset_closes_one_for_the_next_run() {
         .expect("the writer's breaker");
     assert_eq!(writer["state"], "open", "{writer}");
     assert_eq!(writer["consecutive_failures"], 5);
+    assert_eq!(writer["calls_in_window"], 5);
+    assert_eq!(writer["failures_in_window"], 5);
     assert!(writer["last_failure_ms"].as_i64().is_some());
     let text = stdout(&docket(&data, &["circuits"]));
     assert!(
-        text.lines()
-            .any(|l| l.starts_with("writer\topen\t5 failure(s) in a row, last failure ")),
+        text.lines().any(|l| l
+            .starts_with("writer\topen\t5 of 5 call(s) failed in the last 600 s, last failure ")),
         "{text}"
     );
     let status = stdout(&docket(&data, &["status", &last]));

@@ -1,8 +1,9 @@
 //! Circuit breakers across runs (docs/governance.md#circuit-breaker).
 //!
-//! An agent's breaker counts its failures in every run of a data directory, so the
-//! decider cannot read it: the runtime reads it before a call and, when the count has
-//! reached the bundle's threshold, records what it read (`agent.circuit_checked`). This
+//! An agent's breaker counts its calls and failures in every run of a data directory, so
+//! the decider cannot read it: the runtime reads it before a call and, when the failures
+//! reached the bundle's rate (decider version 13; version 12 counted failures in a row),
+//! records what it read (`agent.circuit_checked`). This
 //! file decides from that record alone: half-open (the cool-down has passed since the last
 //! failure or probe: the call is made, as the one probe) or open (the call is not made:
 //! `agent.call_degraded`, and the caller gets a graceful degradation response). Replay
@@ -44,11 +45,18 @@ impl Batch<'_> {
     pub(super) fn on_circuit_checked(&mut self, reading: &CircuitReading) {
         let agent = reading.agent.as_str();
         let request_id = &reading.request_id;
-        let d = self.bundle.decide_circuit(
-            agent,
-            reading.consecutive_failures,
-            reading.ms_since_last_attempt(),
-        );
+        let d = match reading.window {
+            Some(w) => self.bundle.decide_circuit_rate(
+                agent,
+                (w.calls, w.failures),
+                reading.ms_since_last_attempt(),
+            ),
+            None => self.bundle.decide_circuit(
+                agent,
+                reading.consecutive_failures,
+                reading.ms_since_last_attempt(),
+            ),
+        };
         let open = !d.is_allowed();
         self.push(RunEvent::PolicyDecided {
             subject: request_id.to_string(),
@@ -61,18 +69,35 @@ impl Batch<'_> {
             return;
         };
         let rule = d.rule_id.to_string();
-        let reason = format!("circuit open for {agent}: {}", d.reason);
+        // The rate's reason names the agent already.
+        let reason = if reading.window.is_some() {
+            d.reason.to_string()
+        } else {
+            format!("circuit open for {agent}: {}", d.reason)
+        };
+        let settings = &self.bundle.spec().defaults.circuit_breaker;
+        let details = match reading.window {
+            Some(w) => json!({
+                "ruleId": rule,
+                "callsInWindow": w.calls,
+                "failuresInWindow": w.failures,
+                "windowMs": w.window_ms,
+                "failureRatePercent": settings.failure_rate_percent,
+                "lastFailureMs": reading.last_failure_ms,
+            }),
+            None => json!({
+                "ruleId": rule,
+                "consecutiveFailures": reading.consecutive_failures,
+                "lastFailureMs": reading.last_failure_ms,
+                "threshold": settings.failure_threshold,
+            }),
+        };
         let error = seed_error(
             request_id,
             agent,
             "circuit_open",
             &reason,
-            json!({
-                "ruleId": rule,
-                "consecutiveFailures": reading.consecutive_failures,
-                "lastFailureMs": reading.last_failure_ms,
-                "threshold": self.bundle.spec().defaults.circuit_breaker.failure_threshold,
-            }),
+            details,
             call.recorded.attempt.saturating_sub(1),
         );
         self.push(RunEvent::CallDegraded {
@@ -118,13 +143,21 @@ impl Batch<'_> {
             .defaults
             .circuit_breaker
             .probe_interval_ms;
+        let why = match reading.window {
+            Some(w) => format!(
+                "{} of its {} calls in the last {} s failed",
+                w.failures,
+                w.calls,
+                w.window_ms / 1000
+            ),
+            None => format!("after {} failures in a row", reading.consecutive_failures),
+        };
         self.push(RunEvent::Escalated {
             ticket,
             reason: format!(
-                "{agent} was not called: its circuit is open after {} failures in a row \
-                 (across runs); one call is let through {probe_after} ms after the last \
-                 failure: approve to try again, deny to stop",
-                reading.consecutive_failures
+                "{agent} was not called: its circuit is open {why} (across runs); one call \
+                 is let through {probe_after} ms after the last failure: approve to try \
+                 again, deny to stop"
             ),
             subject: TicketSubject::Retry {
                 request_id: request_id.clone(),

@@ -150,6 +150,11 @@ pub(crate) const SIGNALS: u32 = 13;
 /// run recorded by an earlier version refuses a scheduled effect.
 pub(crate) const SCHEDULED_EFFECTS: u32 = 13;
 
+/// Decider version 13: the runtime reads an agent's circuit breaker by its failure rate
+/// over the bundle's window (`agent.circuit_checked` with `window`); version 12 read its
+/// failures in a row (docs/governance.md#circuit-breaker).
+pub const CIRCUIT_RATE: u32 = 13;
+
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
 /// both versions named, rather than decided by behaviour it was not recorded with.

@@ -99,8 +99,8 @@ pub struct RunPause {
 }
 
 /// `agent.circuit_checked`: the agent's circuit breaker as the runtime read it from the
-/// data directory's circuits stream before calling, recorded when its failures reached
-/// the bundle's threshold (docs/governance.md#circuit-breaker).
+/// data directory's circuits stream before calling, recorded when its recent failures
+/// reached the bundle's rate (docs/governance.md#circuit-breaker).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CircuitReading {
     /// The call about to be made.
@@ -114,8 +114,25 @@ pub struct CircuitReading {
     /// When the last half-open probe was let through, if one was since that failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_probe_ms: Option<i64>,
+    /// The agent's calls answered within the bundle's `window_ms` before the reading, and
+    /// how many failed: what decider version 13 decides by. Absent in readings of version
+    /// 12, which decide by `consecutive_failures`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<CircuitWindow>,
     /// When it was read, ms since the Unix epoch.
     pub at_ms: i64,
+}
+
+/// The calls to an agent counted by its circuit breaker: those answered in the last
+/// `window_ms` (docs/governance.md#circuit-breaker).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CircuitWindow {
+    /// How far back the calls counted go, ms.
+    pub window_ms: u64,
+    /// The calls answered (or failed) within it, across runs.
+    pub calls: u32,
+    /// How many of them failed.
+    pub failures: u32,
 }
 
 impl CircuitReading {

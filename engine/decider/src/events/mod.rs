@@ -33,7 +33,7 @@ mod wording;
 pub use batches::{Batches, batches};
 pub use event::*;
 pub use inputs::{
-    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
-    RunPause,
+    AgentCallFailed, AgentResponded, CircuitReading, CircuitWindow, HumanDecided, HumanOverrode,
+    RunCancelled, RunPause,
 };
 pub use wording::{WORDING, is_wording, same_decisions};

@@ -1,29 +1,40 @@
-//! `decide/circuit.rs`: circuit breakers across runs (decider version 6). The runtime
-//! records what it read of the target's breaker (`agent.circuit_checked`); the decider
+//! `decide/circuit.rs`: circuit breakers across runs. The runtime records what it read of
+//! the target's breaker (`agent.circuit_checked`): from decider version 13 its calls and
+//! failures in the bundle's window; version 12 read its failures in a row. The decider
 //! decides half-open (the call goes) or open (the call is degraded: a capability's asker
 //! is told `capability_failed`, a handoff's call waits for a human, or with `on_open =
-//! "block"` the run is blocked). Runs recorded by version 5 keep the per-run breaker.
+//! "block"` the run is blocked).
 
 use serde_json::json;
 
 use super::*;
-use crate::{CircuitReading, RunStatus};
+use crate::{CircuitReading, CircuitWindow, RunStatus};
 use docket_policies::Verdict;
 use docket_protocol::Action;
 
-/// The breaker of the one pending call's target, read at 100,000 ms: `failures` in a
-/// row, the last `ago_ms` before the reading.
+/// The breaker of the one pending call's target, read at 100,000 ms: `failures` of twice
+/// as many calls in the default 600 s window (50%, the default rate), none in a row (a
+/// success came last), the last failure `ago_ms` before the reading.
 pub(crate) fn circuit(failures: u32, ago_ms: i64) -> impl FnOnce(&mut History) -> Command {
     move |history: &mut History| {
         let pending = history.pending();
         Command::RecordCircuit(CircuitReading {
             request_id: pending.request_id,
             agent: pending.target_agent,
-            consecutive_failures: failures,
+            consecutive_failures: 0,
             last_failure_ms: 100_000 - ago_ms,
             last_probe_ms: None,
+            window: Some(window(failures * 2, failures)),
             at_ms: 100_000,
         })
+    }
+}
+
+fn window(calls: u32, failures: u32) -> CircuitWindow {
+    CircuitWindow {
+        window_ms: 600_000,
+        calls,
+        failures,
     }
 }
 
@@ -73,8 +84,10 @@ pub(crate) fn an_open_circuit_answers_a_capability_asker_with_capability_failed(
             };
             assert_eq!(agent, "b");
             assert_eq!(error["errorType"], "circuit_open");
-            assert_eq!(error["details"]["consecutiveFailures"], 5);
-            assert_eq!(error["details"]["threshold"], 5);
+            assert_eq!(error["details"]["failuresInWindow"], 5);
+            assert_eq!(error["details"]["callsInWindow"], 10);
+            assert_eq!(error["details"]["windowMs"], 600_000);
+            assert_eq!(error["details"]["failureRatePercent"], 50);
         });
     let back = run.pending();
     assert_eq!(back.target_agent, "a", "the asker is called again");
@@ -138,7 +151,7 @@ pub(crate) fn an_open_circuit_at_a_handoff_waits_for_a_human() {
                 panic!("human.escalated");
             };
             assert!(
-                reason.contains("circuit is open after 7 failures"),
+                reason.contains("circuit is open 7 of its 14 calls in the last 600 s failed"),
                 "{reason}"
             );
             assert!(matches!(subject, crate::TicketSubject::Retry { .. }));
@@ -205,6 +218,7 @@ pub(crate) fn a_half_open_probe_goes_through_and_its_success_goes_on() {
             consecutive_failures: 5,
             last_failure_ms: 0,
             last_probe_ms: Some(99_000),
+            window: Some(window(5, 5)),
             at_ms: 100_000,
         })
     })
@@ -224,6 +238,7 @@ pub(crate) fn readings_that_do_not_apply_are_refused() {
             consecutive_failures: 5,
             last_failure_ms: 0,
             last_probe_ms: None,
+            window: None,
             at_ms: 1,
         })
     });
@@ -240,6 +255,7 @@ pub(crate) fn readings_that_do_not_apply_are_refused() {
         consecutive_failures: 5,
         last_failure_ms: 0,
         last_probe_ms: None,
+        window: None,
         at_ms: 1,
     }));
     assert!(matches!(err, Rejection::AlreadyAnswered(_)), "{err}");
@@ -258,5 +274,76 @@ pub(crate) fn a_runs_own_failures_leave_the_breaker_to_the_reading() {
         "policy.decided",
         "agent.call_scheduled",
     ]);
+    run.replays();
+}
+
+/// Decider version 13 decides by the failure rate over the window: below the rate the
+/// call goes (the reading says why), whatever failed in a row; at it the circuit is open,
+/// whatever success came last.
+#[test]
+pub(crate) fn the_rate_over_the_window_decides_not_the_failures_in_a_row() {
+    let reading = |calls: u32, failures: u32, in_a_row: u32| {
+        move |h: &mut History| {
+            let pending = h.pending();
+            Command::RecordCircuit(CircuitReading {
+                request_id: pending.request_id,
+                agent: pending.target_agent,
+                consecutive_failures: in_a_row,
+                last_failure_ms: 99_000,
+                last_probe_ms: None,
+                window: Some(window(calls, failures)),
+                at_ms: 100_000,
+            })
+        }
+    };
+    let mut run = started();
+    run.when(reading(10, 4, 4))
+        .then_kinds(&["agent.circuit_checked", "policy.decided"])
+        .then(|events| {
+            let d = decision_of(events);
+            assert_eq!(d.verdict, Verdict::Allow);
+            assert_eq!(
+                &*d.reason,
+                "circuit closed: 4 of 10 calls failed in the last 600 s (it opens at 50% of at least 5)"
+            );
+        });
+    assert_eq!(run.pending().target_agent, "a", "the call goes");
+    let mut run = started();
+    run.when(reading(10, 5, 0))
+        .then(|events| assert_eq!(decision_of(events).verdict, Verdict::Deny));
+    assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    run.replays();
+}
+
+/// A run recorded by decider version 12 was read by its failures in a row (no window):
+/// replayed and resumed, it decides by `failure_threshold` as it did.
+#[test]
+pub(crate) fn a_version_12_reading_decides_by_failures_in_a_row() {
+    let in_a_row = |failures: u32| {
+        move |h: &mut History| {
+            let pending = h.pending();
+            Command::RecordCircuit(CircuitReading {
+                request_id: pending.request_id,
+                agent: pending.target_agent,
+                consecutive_failures: failures,
+                last_failure_ms: 99_000,
+                last_probe_ms: None,
+                window: None,
+                at_ms: 100_000,
+            })
+        }
+    };
+    let mut run = started_under(BUNDLE, "t.toml", |r| r.decider_version = 12);
+    run.when(in_a_row(4))
+        .then(|events| assert_eq!(decision_of(events).verdict, Verdict::Allow));
+    run.when(respond(vec![handoff("b", "ab", json!({}))]));
+    run.when(in_a_row(5)).then(|events| {
+        assert_eq!(decision_of(events).verdict, Verdict::Deny);
+        let RunEvent::CallDegraded { error, .. } = &events[2] else {
+            panic!("agent.call_degraded");
+        };
+        assert_eq!(error["details"]["consecutiveFailures"], 5);
+        assert_eq!(error["details"]["threshold"], 5);
+    });
     run.replays();
 }

@@ -1371,7 +1371,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                     } else {
                         self.decide_and_append(&mut state, &bundle, command).await?;
                     }
-                    self.record_outcome(&state, request, at_ms).await?;
+                    self.record_outcome(&state, &bundle, request, at_ms).await?;
                 }
             }
             self.commit_carried(&mut state, &bundle, carried).await?;

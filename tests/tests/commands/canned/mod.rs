@@ -159,8 +159,8 @@ impl Recorder {
         self.record(Command::from_event(&returned).expect("an input"))
     }
 
-    /// The runtime read the pending call's agent's breaker at `failures` consecutive
-    /// failures across runs, the last just now.
+    /// The runtime read the pending call's agent's breaker at `failures` failed calls of
+    /// as many in its window (and in a row) across runs, the last just now.
     pub fn circuit_read(&mut self, failures: u32) -> &mut Self {
         let request = self.state.pending_requests()[0].clone();
         let at_ms = self.now();
@@ -170,6 +170,11 @@ impl Recorder {
             consecutive_failures: failures,
             last_failure_ms: at_ms,
             last_probe_ms: None,
+            window: Some(docket_decider::CircuitWindow {
+                window_ms: 600_000,
+                calls: failures,
+                failures,
+            }),
             at_ms,
         }))
     }
