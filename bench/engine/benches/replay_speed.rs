@@ -134,6 +134,7 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
                     target_agent: "helper".into(),
                     capability_code: "lookup".into(),
                     inputs,
+                    priority: None,
                 }]
             }
             ("asker", true) => vec![Action::Finish {
@@ -336,6 +337,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
                             target_agent: "helper".into(),
                             capability_code: "lookup".into(),
                             inputs: object(json!({"question": format!("what of item {item}?")})),
+                            priority: None,
                         }]
                     }
                     "worker" if item % 25 == 2 && !worker_published => {

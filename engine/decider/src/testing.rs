@@ -140,6 +140,7 @@ pub fn action(act: &Act) -> Option<Action> {
             target_agent: name(t).into(),
             capability_code: "cap".into(),
             inputs: p,
+            priority: None,
         },
         Act::Spawn(t, p) => Action::Spawn {
             agent: name(t).into(),

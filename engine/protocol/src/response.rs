@@ -209,6 +209,10 @@ pub enum Action {
         /// The capability's inputs, validated against its input schema.
         #[serde(default)]
         inputs: Map<String, Value>,
+        /// How urgent the call is where calls to the agent wait for room
+        /// (docs/agent-protocol.md#priority); absent, the bundle's `defaults.priority`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        priority: Option<crate::Priority>,
     },
     /// Stop and ask a human. As the last action of a response it is a question: the
     /// agent is called again with the human's answer (docs/agent-protocol.md#asking-a-human);
@@ -410,6 +414,7 @@ mod tests {
                     target_agent: "intelligence".into(),
                     capability_code: "GEO_SCORE".into(),
                     inputs: Map::new(),
+                    priority: None,
                 },
                 Action::Handoff {
                     to: "strategy".into(),

@@ -107,6 +107,7 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.task("t", "Bash"), "task.denied_tools: expected a list of tool patterns, got one string"),
         (lambda: da.request_capability("", "X"), "request_capability.target_agent: must not be empty"),
         (lambda: da.request_capability("a", "X", [1]), "request_capability.inputs: expected an object"),  # type: ignore[arg-type]
+        (lambda: da.request_capability("a", "X", priority="URGENT"), "request_capability.priority: expected HIGH, NORMAL or LOW"),
         (lambda: da.escalate(""), "escalate.reason: must not be empty"),
         (lambda: da.ask("Which?", ["EU", " "]), "ask.choices[1]: must not be empty"),
         (lambda: da.ask("Which?", "EU"), "ask.choices: expected a list of options, got one string"),

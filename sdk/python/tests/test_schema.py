@@ -103,7 +103,7 @@ def every_action() -> list[da.Action]:
     return [
         da.handoff("coder", "job", {"fix": "the build"},
                    task=da.task("fix-build-7", ["Bash(git push*)", "fs:write_file"])),
-        da.request_capability("observation", "question_generation", {"topics": ["crm"]}),
+        da.request_capability("observation", "question_generation", {"topics": ["crm"]}, priority="HIGH"),
         da.escalate("Publish the post?"),
         da.ask("Which market first?", ["EU", "US"]),
         da.finish({"answer": 42}),

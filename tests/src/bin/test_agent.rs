@@ -23,7 +23,8 @@
 //! - `escalate_then_finish`: asks a human, then (once approved) finishes with the payload;
 //! - `ask`: asks a human which of `fast` and `thorough` to follow; called again with the
 //!   human's answer (a `human_answer` decision input), finishes with that answer;
-//! - `request_capability` (with `--to AGENT --capability CODE`): asks for a capability;
+//! - `request_capability` (with `--to AGENT --capability CODE`, optionally `--priority
+//!   HIGH|NORMAL|LOW`): asks for a capability;
 //! - `ask_or_fall_back` (with `--to AGENT --capability CODE`): asks for a capability, and
 //!   when called again with its answer or a `capability_failed`, finishes with
 //!   `{"answer": ...}` or `{"fell_back": ...}` (the failure's payload);
@@ -89,6 +90,7 @@ struct Script {
     partial: bool,
     wait_for: Option<String>,
     ask_first: bool,
+    priority: Option<docket_decider::Priority>,
 }
 
 /// Creates `path` if it does not exist; whether this call created it.
@@ -118,6 +120,16 @@ fn main() -> ExitCode {
             script.output_type = value("--output-type");
         } else if arg == "--capability" {
             script.capability = value("--capability");
+        } else if arg == "--priority" {
+            let given = value("--priority");
+            script.priority = Some(
+                serde_json::from_value(serde_json::Value::String(given.clone())).unwrap_or_else(
+                    |_| {
+                        eprintln!("test-agent: --priority {given}: HIGH, NORMAL or LOW");
+                        std::process::exit(2)
+                    },
+                ),
+            );
         } else if arg == "--banner-once" {
             script.banner_once = Some(value("--banner-once"));
         } else if arg == "--kill-parent-once" {
@@ -418,6 +430,7 @@ fn main() -> ExitCode {
                         target_agent: (&script.to).into(),
                         capability_code: script.capability.clone(),
                         inputs: payload.as_object().cloned().unwrap_or_default(),
+                        priority: script.priority,
                     }],
                 };
                 let mut response =

@@ -125,7 +125,8 @@ fn non_finish_action() -> impl Strategy<Value = Action> {
             |(target_agent, capability_code, inputs)| Action::RequestCapability {
                 target_agent: target_agent.into(),
                 capability_code,
-                inputs
+                inputs,
+                priority: None
             }
         ),
         (

@@ -1124,3 +1124,117 @@ fn context_parts_hide_prior_agents_and_the_original_request_from_the_receiver() 
     let out = docket(&data, &["replay", &run]);
     assert_eq!(code(&out), 0, "{}", stdout(&out));
 }
+
+/// Priority (docs/agent-protocol.md#priority): three branches of a fan-out ask one agent
+/// (`processes = 1`: one call at a time) for a capability at once, LOW, NORMAL and HIGH. The
+/// first call takes the process, held until the test lets it answer; the two that waited
+/// are then let in by priority, not in the order they came.
+#[test]
+fn calls_waiting_for_an_agent_are_let_in_by_priority() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let gate = dir.path().join("gate");
+    let record = dir.path().join("worker.jsonl");
+    std::fs::write(
+        dir.path().join("policy.toml"),
+        r#"bundle = { id = "prio" }
+agents = [{ id = "external" }, { id = "hub" }, { id = "low" }, { id = "normal" }, { id = "high" }, { id = "worker", capabilities = [{ code = "WORK" }] }]
+[interactions]
+allowed = [
+  { from = "external", to = "hub" },
+  { from = "hub", to = "low" }, { from = "hub", to = "normal" }, { from = "hub", to = "high" },
+  { from = "low", to = "worker" }, { from = "normal", to = "worker" }, { from = "high", to = "worker" },
+  { from = "worker", to = "low" }, { from = "worker", to = "normal" }, { from = "worker", to = "high" },
+  { from = "low", to = "external" }, { from = "normal", to = "external" }, { from = "high", to = "external" },
+]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#,
+    )
+    .expect("write bundle");
+    std::fs::write(dir.path().join("input.json"), "{}").expect("write input");
+    let asker = |priority: &str| {
+        test_agent(&[
+            "ask_or_fall_back",
+            "--to",
+            "worker",
+            "--capability",
+            "WORK",
+            "--priority",
+            priority,
+            "--payload",
+            &format!(r#"{{"from": "{}"}}"#, priority.to_lowercase()),
+        ])
+    };
+    let workflow = dir.path().join("workflow.toml");
+    std::fs::write(
+        &workflow,
+        format!(
+            "name = \"prio\"\npolicy = \"policy.toml\"\nentry = \"hub\"\ninput = \"input.json\"\n\
+             [agents.hub]\n{}\n[agents.low]\n{}\n[agents.normal]\n{}\n[agents.high]\n{}\n\
+             [agents.worker]\nprocesses = 1\n{}\n",
+            test_agent(&["fanout", "--to", "low,normal,high", "--output-type", "job"]),
+            asker("LOW"),
+            asker("NORMAL"),
+            asker("HIGH"),
+            test_agent(&[
+                "echo",
+                "--gate",
+                gate.to_str().expect("utf-8"),
+                "--record",
+                record.to_str().expect("utf-8"),
+            ]),
+        ),
+    )
+    .expect("write workflow");
+    let run = std::process::Command::new(docket_tests::docket_bin())
+        .args(["run", workflow.to_str().expect("utf-8"), "--data"])
+        .arg(&data)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("docket run starts");
+    // The first call holds the worker; the other two were asked with it and wait.
+    let waiting = dir.path().join("gate.waiting");
+    let start = std::time::Instant::now();
+    while !waiting.exists() {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(60),
+            "the worker was never called"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::fs::write(&gate, b"").expect("open the gate");
+    let out = run.wait_with_output().expect("docket run ends");
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let received: Vec<String> = std::fs::read_to_string(&record)
+        .expect("the worker's requests")
+        .lines()
+        .map(|line| {
+            let request: Value = serde_json::from_str(line).expect("a request line");
+            let from = request["decision_inputs"][0]["payload"]["from"]
+                .as_str()
+                .unwrap_or_default();
+            format!(
+                "{from}:{}",
+                request["priority"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(received.len(), 3, "{received:?}");
+    // Each call carries the priority its asker gave.
+    for r in &received {
+        let (from, priority) = r.split_once(':').expect("from:priority");
+        assert_eq!(from.to_uppercase(), priority, "{received:?}");
+    }
+    // Whichever came first, the two that waited went by priority.
+    let rank = |r: &String| match r.split_once(':').map(|(_, p)| p) {
+        Some("HIGH") => 0,
+        Some("NORMAL") => 1,
+        _ => 2,
+    };
+    assert!(
+        rank(&received[1]) < rank(&received[2]),
+        "the waiting calls were let in by priority: {received:?}"
+    );
+}

@@ -647,6 +647,7 @@ fn reporter(r: &AgentRequest) -> AgentResponse {
             target_agent: "desk".into(),
             capability_code: "fact_check".into(),
             inputs,
+            priority: None,
         }],
     )
 }
@@ -791,6 +792,7 @@ fn orc(r: &AgentRequest) -> AgentResponse {
             target_agent: "anl".into(),
             capability_code: "ANL_NPV".into(),
             inputs: Map::new(),
+            priority: None,
         },
         Some(failure) => Action::Finish {
             output: json!({ "npv": null, "note": "analysis unavailable", "cause": failure.payload["error_class"] }),

@@ -15,7 +15,7 @@ impl Batch<'_> {
         agent: &str,
         origin: &AgentRequest,
         target: &str,
-        capability_code: &str,
+        (capability_code, priority): (&str, Option<docket_protocol::Priority>),
         inputs: &serde_json::Map<String, Value>,
     ) -> bool {
         let request_id = &origin.request_id;
@@ -25,7 +25,7 @@ impl Batch<'_> {
             target_agent: target.to_owned(),
             capability_code: capability_code.to_owned(),
             inputs_json: inputs.clone(),
-            priority: None,
+            priority: priority.map(policy_priority),
             timeout_ms: None,
         });
         let allowed = d.decision.is_allowed();
@@ -67,6 +67,9 @@ impl Batch<'_> {
             .new_request(agent, target, capability_code)
             .with_decision_input(agent, capability_code, delivered);
         request.timeout_ms = d.timeout_ms;
+        if self.state.decider_version() >= crate::events::PRIORITIES {
+            request.priority = protocol_priority(d.priority);
+        }
         self.schedule(request, Some(request_id.clone()), None, None);
         true
     }

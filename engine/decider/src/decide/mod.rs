@@ -797,6 +797,9 @@ impl Batch<'_> {
         let mut request = AgentRequest::new(self.next_request_id(), from, to, capability)
             .in_run(run.clone(), self.episode.clone(), run)
             .with_timeout_ms(self.timeout_for(to));
+        if self.state.decider_version() >= crate::events::PRIORITIES {
+            request.priority = protocol_priority(self.bundle.spec().defaults.priority);
+        }
         if let Some(r) = &self.state.run {
             request.context.insert(
                 "workflow".to_owned(),
@@ -902,5 +905,23 @@ impl Batch<'_> {
         whole.append(&mut request.decision_inputs);
         request.decision_inputs = whole;
         false
+    }
+}
+
+/// The bundle's word for a priority as the protocol's.
+fn protocol_priority(p: docket_policies::Priority) -> docket_protocol::Priority {
+    match p {
+        docket_policies::Priority::High => docket_protocol::Priority::High,
+        docket_policies::Priority::Normal => docket_protocol::Priority::Normal,
+        docket_policies::Priority::Low => docket_protocol::Priority::Low,
+    }
+}
+
+/// The protocol's word for a priority as the bundle's.
+fn policy_priority(p: docket_protocol::Priority) -> docket_policies::Priority {
+    match p {
+        docket_protocol::Priority::High => docket_policies::Priority::High,
+        docket_protocol::Priority::Normal => docket_policies::Priority::Normal,
+        docket_protocol::Priority::Low => docket_policies::Priority::Low,
     }
 }

@@ -158,12 +158,13 @@ impl Batch<'_> {
                     target_agent,
                     capability_code,
                     inputs,
+                    priority,
                 } => {
                     if !self.request_capability(
                         agent,
                         &origin,
                         target_agent,
-                        capability_code,
+                        (capability_code, *priority),
                         inputs,
                     ) {
                         return;

@@ -155,6 +155,11 @@ pub(crate) const SCHEDULED_EFFECTS: u32 = 13;
 /// failures in a row (docs/governance.md#circuit-breaker).
 pub const CIRCUIT_RATE: u32 = 13;
 
+/// Decider version 13: a request's priority is the bundle's `defaults.priority`, or for a
+/// capability call the one the asking agent gave (`request_capability`'s `priority`);
+/// version 12 sent every request as `NORMAL` (docs/agent-protocol.md#priority).
+pub(crate) const PRIORITIES: u32 = 13;
+
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
 /// both versions named, rather than decided by behaviour it was not recorded with.

@@ -622,6 +622,7 @@ mod tests {
                 target_agent: "intelligence".into(),
                 capability_code: String::new(),
                 inputs: Default::default(),
+                priority: None,
             }],
         );
         assert_eq!(

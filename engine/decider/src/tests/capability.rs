@@ -32,6 +32,7 @@ fn ask(target: &str, code: &str, inputs: serde_json::Value) -> Action {
         target_agent: target.into(),
         capability_code: code.into(),
         inputs,
+        priority: None,
     }
 }
 
@@ -44,6 +45,7 @@ pub(crate) fn guardrail_3_lock_blocks_capability_requests() {
         target_agent: "b".into(),
         capability_code: "questions".into(),
         inputs: serde_json::Map::new(),
+        priority: None,
     }]))
     .then_kinds(&[
         "agent.responded",
@@ -68,6 +70,7 @@ pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
         target_agent: "b".into(),
         capability_code: "questions".into(),
         inputs,
+        priority: None,
     }]));
     assert_eq!(run.state.pending_requests()[0].target_agent, "b");
     run.when(respond(vec![Action::Finish {

@@ -46,6 +46,7 @@ fn ask_b() -> Action {
         target_agent: "b".into(),
         capability_code: "questions".into(),
         inputs,
+        priority: None,
     }
 }
 

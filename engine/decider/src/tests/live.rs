@@ -108,6 +108,7 @@ fn asked_and_answered() -> History {
             .as_object()
             .cloned()
             .unwrap_or_default(),
+        priority: None,
     }]))
     .then_kinds(&[
         "agent.responded",
@@ -179,6 +180,7 @@ fn an_asker_waiting_for_a_capability_stays_in_the_state() {
             .as_object()
             .cloned()
             .unwrap_or_default(),
+        priority: None,
     }]));
     // A second input folded (the helper's failure, retried) prunes; the asker stays.
     run.when(fail("AGENT_TIMEOUT", "slow").to("run-1/call-2").at(3));

@@ -101,6 +101,7 @@ fn a_long_capability_loop_folds_and_snapshots_linearly() {
                         .as_object()
                         .cloned()
                         .unwrap_or_default(),
+                    priority: None,
                 },
                 docket_protocol::Action::Finish {
                     output: json!({"answer": round}),

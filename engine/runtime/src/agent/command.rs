@@ -13,8 +13,9 @@ use docket_decider::AgentRequest;
 /// An agent behind child processes' stdin and stdout: up to `processes` of them
 /// (`[agents.NAME] processes`, docs/workflow.md#agents), each serving one call at a time
 /// (the protocol has one request in flight per process). A call takes the first idle
-/// process, so calls one after another reach the same one; time queued for a process
-/// counts against the request's `timeout_ms`.
+/// process, so calls one after another reach the same one; calls waiting for a process go
+/// by their priority (docs/agent-protocol.md#priority), and time queued counts against
+/// the request's `timeout_ms`.
 pub struct CommandExecutor {
     pool: ProcessPool,
 }
@@ -69,14 +70,20 @@ impl AgentExecutor for CommandExecutor {
             // or that answers another request leaves the process out of step with the
             // requests: it is killed before the next call, which starts a fresh one.
             self.pool
-                .exchange_checked(&line, &request.request_id, deadline, |answer| {
-                    let checked = accept_response(request, &answer);
-                    let in_step = !matches!(
-                        checked,
-                        Err(AgentCallError::Malformed(_) | AgentCallError::RequestIdMismatch { .. })
-                    );
-                    (checked, in_step)
-                })
+                .exchange_checked(
+                    &line,
+                    (&request.request_id, request.priority),
+                    deadline,
+                    |answer| {
+                        let checked = accept_response(request, &answer);
+                        let in_step = !matches!(
+                            checked,
+                            Err(AgentCallError::Malformed(_)
+                                | AgentCallError::RequestIdMismatch { .. })
+                        );
+                        (checked, in_step)
+                    },
+                )
                 .await
                 .map_err(|err| AgentCallError::from_transport(err, request))?
         })

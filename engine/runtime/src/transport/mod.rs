@@ -6,6 +6,7 @@
 //! encode their documents, hand them over with a deadline, turn a [`TransportError`] into
 //! an `AgentCallError` or an `EffectCallError`, and check the answer.
 
+mod admission;
 mod credentials;
 mod http;
 mod in_process;

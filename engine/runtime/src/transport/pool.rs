@@ -3,14 +3,17 @@
 //! once when the program says it answers several, [`MultiplexTransport`]), starting it
 //! on first use. Calls made one after another therefore always reach the same process,
 //! and a second process is started only when the first is full. Waiting for room counts
-//! against the exchange's deadline, in the order the exchanges came.
+//! against the exchange's deadline; room is given by the request's priority, then in the
+//! order the exchanges came ([`Admission`]).
 
 use std::num::NonZeroUsize;
 use std::sync::{Mutex, PoisonError};
 
-use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
+use docket_decider::Priority;
+
+use super::admission::Admission;
 use super::multiplex::MultiplexTransport;
 use super::{CommandConfig, ProcessTransport, TransportError};
 
@@ -28,9 +31,8 @@ pub(crate) struct ProcessPool {
     /// Exchanges under way on each process.
     load: Mutex<Vec<usize>>,
     per_process: usize,
-    /// One permit per line the pool may have under way; tokio's semaphore serves
-    /// waiters in order.
-    permits: Semaphore,
+    /// Room for one line per line the pool may have under way, given by priority.
+    admission: Admission,
 }
 
 impl ProcessPool {
@@ -56,12 +58,13 @@ impl ProcessPool {
             slots,
             load: Mutex::new(vec![0; size.get()]),
             per_process: per_process.get(),
-            permits: Semaphore::new(size.get().saturating_mul(per_process.get())),
+            admission: Admission::new(size.get().saturating_mul(per_process.get())),
         }
     }
 
-    /// Sends `line`, the request `request_id`, to the lowest-numbered process with room,
-    /// as [`ProcessTransport::exchange_checked`] does for one process.
+    /// Sends `line`, the request `request_id`, to the lowest-numbered process with room
+    /// (waiting for room by `priority`), as [`ProcessTransport::exchange_checked`] does for
+    /// one process.
     ///
     /// # Errors
     /// As [`ProcessTransport::exchange_checked`]; [`TransportError::TimedOut`] too when
@@ -69,16 +72,16 @@ impl ProcessPool {
     pub(crate) async fn exchange_checked<T>(
         &self,
         line: &[u8],
-        request_id: &str,
+        (request_id, priority): (&str, Priority),
         deadline: Instant,
         check: impl FnOnce(Vec<u8>) -> (T, bool),
     ) -> Result<T, TransportError> {
-        let Ok(Ok(_permit)) = tokio::time::timeout_at(deadline, self.permits.acquire()).await
+        let Ok(_pass) = tokio::time::timeout_at(deadline, self.admission.enter(priority)).await
         else {
             return Err(TransportError::TimedOut);
         };
-        // Declared after the permit, so dropped before it: the room is given back before
-        // the next waiter is let in.
+        // Declared after the pass, so dropped before it: the process's room is given back
+        // before the next waiter is let in.
         let taken = Taken::take(&self.load, self.per_process);
         match &self.slots[taken.slot] {
             Slot::One(process) => process.exchange_checked(line, deadline, check).await,

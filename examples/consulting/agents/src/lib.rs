@@ -126,6 +126,7 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
                             .as_object()
                             .cloned()
                             .unwrap_or_default(),
+                        priority: None,
                     }],
                 );
             }
@@ -347,6 +348,7 @@ pub fn cst(request: &AgentRequest) -> AgentResponse {
             .as_object()
             .cloned()
             .unwrap_or_default(),
+            priority: None,
         }],
     )
 }

@@ -69,6 +69,7 @@ fn ask_for_questions(analysis: &GapsAndOpportunities) -> Action {
         target_agent: agents::OBSERVATION.into(),
         capability_code: QUESTION_GENERATION.to_owned(),
         inputs,
+        priority: None,
     }
 }
 
@@ -235,6 +236,7 @@ mod tests {
             target_agent,
             capability_code,
             inputs,
+            ..
         }) = feedback.actions.first()
         else {
             panic!("expected a capability request: {feedback:?}");

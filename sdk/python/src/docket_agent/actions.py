@@ -80,15 +80,33 @@ def handoff(to: str, output_type: str, payload: Any, *, task: TaskRestrictions |
     return _checked("handoff", Handoff(to, output_type, payload, task))
 
 
+_PRIORITIES = ("HIGH", "NORMAL", "LOW")
+
+
 def request_capability(
-    target_agent: str, capability_code: str, inputs: Mapping[str, Any] | None = None
+    target_agent: str,
+    capability_code: str,
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    priority: str | None = None,
 ) -> RequestCapability:
     """Ask ``target_agent`` for a capability. docket makes the call (agents never call each
     other) and calls this agent again with the answer as a decision input whose
-    ``output_type`` is the capability code (or ``capability_failed``)."""
+    ``output_type`` is the capability code (or ``capability_failed``). ``priority``
+    (``HIGH``, ``NORMAL`` or ``LOW``; default the bundle's) orders the call where calls to
+    that agent wait for room."""
+    if priority is not None and priority not in _PRIORITIES:
+        raise ValueError(
+            f"request_capability.priority: expected HIGH, NORMAL or LOW, got {priority!r}"
+        )
     return _checked(
         "request_capability",
-        RequestCapability(target_agent, capability_code, _mapping("request_capability.inputs", inputs)),
+        RequestCapability(
+            target_agent,
+            capability_code,
+            _mapping("request_capability.inputs", inputs),
+            priority,
+        ),
     )
 
 

@@ -534,15 +534,19 @@ class RequestCapability:
     target_agent: str
     capability_code: str
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    priority: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document docket reads, leaving out what defaults to empty."""
-        return {
+        document: dict[str, Any] = {
             "type": "request_capability",
             "target_agent": self.target_agent,
             "capability_code": self.capability_code,
             "inputs": dict(self.inputs),
         }
+        if self.priority is not None:
+            document["priority"] = self.priority
+        return document
 
 
 @dataclass(frozen=True)
