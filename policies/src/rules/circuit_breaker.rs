@@ -150,66 +150,37 @@ pub(crate) fn check(c: &mut Checker<'_>) {
     }
 }
 
+/// What the breaker read says, for [`PolicyBundle::circuit_decision`]: whether the
+/// circuit is open, the words for closed, and what follows "circuit open for `AGENT`".
+struct Reading {
+    reached: bool,
+    closed: String,
+    open: String,
+}
+
 impl PolicyBundle {
-    /// Circuit breaker for calls to `target`: open after `failure_threshold` consecutive
-    /// failures; after `probe_interval_ms` one probe is let through. The elapsed time is an
-    /// input (recorded by the caller), never read from a clock here.
+    /// Circuit breaker for calls to `target` (runs of decider version 12): open after
+    /// `failure_threshold` consecutive failures; after `probe_interval_ms` one probe is let
+    /// through. The elapsed time is an input (recorded by the caller), never read from a
+    /// clock here.
     pub fn decide_circuit(
         &self,
         target: &str,
         consecutive_failures: u32,
         ms_since_last_failure: u64,
     ) -> PolicyDecision {
-        let k = DecisionKind::CircuitBreaker;
-        let cb = &self.spec.defaults.circuit_breaker;
-        let rule = "defaults.circuit_breaker";
-        if self.agent(target).is_none() {
-            return conclude(
-                k,
-                Verdict::Deny,
-                self.hash,
-                "agents.unknown",
-                format!("unknown agent `{target}`"),
-                Vec::new(),
-            );
-        }
-        if consecutive_failures < cb.failure_threshold {
-            return conclude(
-                k,
-                Verdict::Allow,
-                self.hash,
-                rule,
-                format!(
-                    "circuit closed: {consecutive_failures} of {} failures",
-                    cb.failure_threshold
-                ),
-                Vec::new(),
-            );
-        }
-        if ms_since_last_failure >= cb.probe_interval_ms {
-            return conclude(
-                k,
-                Verdict::Allow,
-                self.hash,
-                rule,
-                format!("circuit half-open: one probe request to `{target}`"),
-                Vec::new(),
-            );
-        }
-        conclude(
-            k,
-            Verdict::Deny,
-            self.hash,
-            rule,
-            format!(
-                "circuit open for `{target}` after {consecutive_failures} failures: return a graceful degradation response"
-            ),
-            Vec::new(),
+        let threshold = self.spec.defaults.circuit_breaker.failure_threshold;
+        self.circuit_decision(
+            target,
+            &Reading {
+                reached: consecutive_failures >= threshold,
+                closed: format!("circuit closed: {consecutive_failures} of {threshold} failures"),
+                open: format!(" after {consecutive_failures} failures"),
+            },
+            ms_since_last_failure,
         )
     }
-}
 
-impl PolicyBundle {
     /// Circuit breaker for calls to `target` by failure rate (decider version 13): open
     /// when at least `minimum_calls` of its calls were answered within `window_ms` and at
     /// least `failure_rate_percent` of them failed; after `probe_interval_ms` since the last
@@ -221,57 +192,59 @@ impl PolicyBundle {
         (calls, failures): (u32, u32),
         ms_since_last_attempt: u64,
     ) -> PolicyDecision {
-        let k = DecisionKind::CircuitBreaker;
         let cb = &self.spec.defaults.circuit_breaker;
-        let rule = "defaults.circuit_breaker";
-        if self.agent(target).is_none() {
-            return conclude(
-                k,
-                Verdict::Deny,
-                self.hash,
-                "agents.unknown",
-                format!("unknown agent `{target}`"),
-                Vec::new(),
-            );
-        }
         let window_s = cb.window_ms / 1000;
-        if calls < cb.minimum_calls
-            || u64::from(failures) * 100 < u64::from(cb.failure_rate_percent) * u64::from(calls)
-        {
-            return conclude(
-                k,
-                Verdict::Allow,
-                self.hash,
-                rule,
-                format!(
+        let reached = calls >= cb.minimum_calls
+            && u64::from(failures) * 100 >= u64::from(cb.failure_rate_percent) * u64::from(calls);
+        self.circuit_decision(
+            target,
+            &Reading {
+                reached,
+                closed: format!(
                     "circuit closed: {failures} of {calls} calls failed in the last {window_s} s \
                      (it opens at {}% of at least {})",
                     cb.failure_rate_percent, cb.minimum_calls
                 ),
-                Vec::new(),
-            );
-        }
-        if ms_since_last_attempt >= cb.probe_interval_ms {
-            return conclude(
-                k,
+                open: format!(": {failures} of {calls} calls failed in the last {window_s} s"),
+            },
+            ms_since_last_attempt,
+        )
+    }
+
+    /// Unknown agent, closed, half-open once the probe interval passed, else open.
+    fn circuit_decision(
+        &self,
+        target: &str,
+        reading: &Reading,
+        ms_since_last_attempt: u64,
+    ) -> PolicyDecision {
+        let k = DecisionKind::CircuitBreaker;
+        let rule = "defaults.circuit_breaker";
+        let (verdict, rule, reason) = if self.agent(target).is_none() {
+            (
+                Verdict::Deny,
+                "agents.unknown",
+                format!("unknown agent `{target}`"),
+            )
+        } else if !reading.reached {
+            (Verdict::Allow, rule, reading.closed.clone())
+        } else if ms_since_last_attempt >= self.spec.defaults.circuit_breaker.probe_interval_ms {
+            (
                 Verdict::Allow,
-                self.hash,
                 rule,
                 format!("circuit half-open: one probe request to `{target}`"),
-                Vec::new(),
-            );
-        }
-        conclude(
-            k,
-            Verdict::Deny,
-            self.hash,
-            rule,
-            format!(
-                "circuit open for `{target}`: {failures} of {calls} calls failed in the last \
-                 {window_s} s: return a graceful degradation response"
-            ),
-            Vec::new(),
-        )
+            )
+        } else {
+            (
+                Verdict::Deny,
+                rule,
+                format!(
+                    "circuit open for `{target}`{}: return a graceful degradation response",
+                    reading.open
+                ),
+            )
+        };
+        conclude(k, verdict, self.hash, rule, reason, Vec::new())
     }
 }
 
