@@ -67,6 +67,24 @@ impl Drop for Queued<'_> {
     }
 }
 
+impl State {
+    /// Puts a caller in the queue: its number, and where it hears it was let in.
+    fn queue(&mut self, priority: Priority) -> (u64, oneshot::Receiver<()>) {
+        let (grant, granted) = oneshot::channel();
+        let number = self.next;
+        self.next += 1;
+        self.waiting.insert(
+            number,
+            Waiter {
+                rank: rank(priority),
+                passed_over: 0,
+                grant,
+            },
+        );
+        (number, granted)
+    }
+}
+
 fn rank(priority: Priority) -> u8 {
     match priority {
         Priority::High => 0,
@@ -123,18 +141,7 @@ impl Admission {
                 state.free -= 1;
                 return Pass { admission: self };
             }
-            let (grant, granted) = oneshot::channel();
-            let number = state.next;
-            state.next += 1;
-            state.waiting.insert(
-                number,
-                Waiter {
-                    rank: rank(priority),
-                    passed_over: 0,
-                    grant,
-                },
-            );
-            (number, granted)
+            state.queue(priority)
         };
         let mut queued = Queued {
             admission: self,
@@ -199,36 +206,10 @@ mod tests {
     async fn a_low_call_is_let_in_after_being_passed_over_enough() {
         let gate = Admission::new(1);
         let held = gate.enter(Priority::High).await;
-        let low = {
-            let mut state = gate.lock();
-            let (grant, granted) = oneshot::channel();
-            state.waiting.insert(
-                0,
-                Waiter {
-                    rank: rank(Priority::Low),
-                    passed_over: 0,
-                    grant,
-                },
-            );
-            state.next = 1;
-            granted
-        };
-        let mut highs = Vec::new();
-        for _ in 0..PASSED_OVER_LIMIT + 2 {
-            let mut state = gate.lock();
-            let (grant, granted) = oneshot::channel();
-            let number = state.next;
-            state.next += 1;
-            state.waiting.insert(
-                number,
-                Waiter {
-                    rank: rank(Priority::High),
-                    passed_over: 0,
-                    grant,
-                },
-            );
-            highs.push(granted);
-        }
+        let (_, low) = gate.lock().queue(Priority::Low);
+        let highs: Vec<_> = (0..PASSED_OVER_LIMIT + 2)
+            .map(|_| gate.lock().queue(Priority::High).1)
+            .collect();
         drop(held);
         // Each HIGH let in gives its room back at once, as a short call would.
         let mut low = low;
