@@ -63,6 +63,23 @@ default_handoff_mode = "full"
     path
 }
 
+/// Runs `workflow` (its input beside it) over `data`, expecting exit 0 (the asker falls
+/// back or gets its answer): the run's id.
+fn run_to_completion(data: &Path, workflow: &Path) -> String {
+    let input = workflow.with_file_name("input.json");
+    let out = docket(
+        data,
+        &[
+            "run",
+            workflow.to_str().expect("utf-8"),
+            "--input",
+            input.to_str().expect("utf-8"),
+        ],
+    );
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    run_id(&out)
+}
+
 fn calls_received(writer_log: &Path) -> usize {
     std::fs::read_to_string(writer_log)
         .map(|text| text.lines().count())
@@ -75,19 +92,7 @@ fn failures_in_earlier_runs_open_the_circuit_and_a_later_run_degrades_and_replay
     let data = dir.path().join("data");
     let writer_log = dir.path().join("writer.jsonl");
     let workflow = asker_and_crashing_writer(dir.path(), &writer_log);
-    let run = || {
-        let out = docket(
-            &data,
-            &[
-                "run",
-                workflow.to_str().expect("utf-8"),
-                "--input",
-                dir.path().join("input.json").to_str().expect("utf-8"),
-            ],
-        );
-        assert_eq!(code(&out), 0, "the asker falls back: {}", stdout(&out));
-        run_id(&out)
-    };
+    let run = || run_to_completion(&data, &workflow);
 
     // Runs 1 and 2: the writer fails twice in each (a call and its retry), the asker is
     // told `capability_failed` and falls back. Four failures: the circuit stays closed.
@@ -184,19 +189,7 @@ fn one_success_among_failures_does_not_close_the_circuit() {
             .replace("\"crash\"", "\"echo\""),
     )
     .expect("write workflow");
-    let run = |workflow: &Path| {
-        let out = docket(
-            &data,
-            &[
-                "run",
-                workflow.to_str().expect("utf-8"),
-                "--input",
-                dir.path().join("input.json").to_str().expect("utf-8"),
-            ],
-        );
-        assert_eq!(code(&out), 0, "{}", stdout(&out));
-        run_id(&out)
-    };
+    let run = |workflow: &Path| run_to_completion(&data, workflow);
     // Four failures in two runs, then one success.
     run(&crashing);
     run(&crashing);

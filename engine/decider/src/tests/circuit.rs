@@ -278,25 +278,32 @@ pub(crate) fn a_runs_own_failures_leave_the_breaker_to_the_reading() {
     run.replays();
 }
 
+/// The pending call's breaker read at 100,000 ms, its last failure a second before:
+/// `in_a_row` failures in a row and, from version 13, the window's counts.
+fn read_at_100s(
+    in_a_row: u32,
+    window: Option<CircuitWindow>,
+) -> impl FnOnce(&mut History) -> Command {
+    move |h: &mut History| {
+        let pending = h.pending();
+        Command::RecordCircuit(CircuitReading {
+            request_id: pending.request_id,
+            agent: pending.target_agent,
+            consecutive_failures: in_a_row,
+            last_failure_ms: 99_000,
+            last_probe_ms: None,
+            window,
+            at_ms: 100_000,
+        })
+    }
+}
+
 /// Decider version 13 decides by the failure rate over the window: below the rate the
 /// call goes (the reading says why), whatever failed in a row; at it the circuit is open,
 /// whatever success came last.
 #[test]
 pub(crate) fn the_rate_over_the_window_decides_not_the_failures_in_a_row() {
-    let reading = |calls: u32, failures: u32, in_a_row: u32| {
-        move |h: &mut History| {
-            let pending = h.pending();
-            Command::RecordCircuit(CircuitReading {
-                request_id: pending.request_id,
-                agent: pending.target_agent,
-                consecutive_failures: in_a_row,
-                last_failure_ms: 99_000,
-                last_probe_ms: None,
-                window: Some(window(calls, failures)),
-                at_ms: 100_000,
-            })
-        }
-    };
+    let reading = |calls, failures, in_a_row| read_at_100s(in_a_row, Some(window(calls, failures)));
     let mut run = started();
     run.when(reading(10, 4, 4))
         .then_kinds(&["agent.circuit_checked", "policy.decided"])
@@ -320,20 +327,7 @@ pub(crate) fn the_rate_over_the_window_decides_not_the_failures_in_a_row() {
 /// replayed and resumed, it decides by `failure_threshold` as it did.
 #[test]
 pub(crate) fn a_version_12_reading_decides_by_failures_in_a_row() {
-    let in_a_row = |failures: u32| {
-        move |h: &mut History| {
-            let pending = h.pending();
-            Command::RecordCircuit(CircuitReading {
-                request_id: pending.request_id,
-                agent: pending.target_agent,
-                consecutive_failures: failures,
-                last_failure_ms: 99_000,
-                last_probe_ms: None,
-                window: None,
-                at_ms: 100_000,
-            })
-        }
-    };
+    let in_a_row = |failures| read_at_100s(failures, None);
     let mut run = started_under(BUNDLE, "t.toml", |r| r.decider_version = 12);
     run.when(in_a_row(4))
         .then(|events| assert_eq!(decision_of(events).verdict, Verdict::Allow));
