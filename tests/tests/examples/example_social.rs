@@ -265,19 +265,30 @@ const CAMPAIGN_KEYS: [&str; 3] = [
 /// The campaign's output, as the README's "What a run must output" states it (post ids
 /// of a fresh outbox).
 fn assert_campaign_output(events: &[Value]) {
-    assert_output_of(events, "spring-launch");
+    assert_output_of(events, "spring-launch", "published and verified");
+}
+
+/// The campaign's output when a person, not the outbox lookup, accepted the post's
+/// visibility on review.
+fn assert_campaign_output_reviewed(events: &[Value]) {
+    assert_output_of(
+        events,
+        "spring-launch",
+        "published (its visibility accepted by a person on review)",
+    );
 }
 
 /// The output of a completed campaign named `campaign` (`spring-launch`, or the day's
-/// `spring-live`), post ids of a fresh outbox.
-fn assert_output_of(events: &[Value], campaign: &str) {
+/// `spring-live`), post ids of a fresh outbox; `published` says how the post's visibility
+/// was established.
+fn assert_output_of(events: &[Value], campaign: &str, published: &str) {
     let completed = events_of_kind(events, "run.completed");
     assert_eq!(completed.len(), 1, "the campaign completed");
     assert_eq!(
         completed[0]["payload"]["output"],
         serde_json::json!({
             "status": "ok",
-            "summary": format!("{campaign}: planned, created, published and verified; engagement answered; journaled"),
+            "summary": format!("{campaign}: planned, created, {published}; engagement answered; journaled"),
             "artifacts_created": [
                 format!("plan_graph:plan-{campaign}-1"),
                 "asset_graph:asset-a5722ef529842960",
@@ -383,7 +394,7 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
                 .expect("the review ticket")
         )
     );
-    assert_campaign_output(&events);
+    assert_campaign_output_reviewed(&events);
     assert_eq!(agency.outbox_keys(), CAMPAIGN_KEYS);
 
     // Failing every time: looked up twice, then a person.
@@ -404,7 +415,7 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
     assert!(!asked[0].contains("found 0 times"), "{asked:?}");
     assert_eq!(agency.approve("down", "ticket-1"), 3);
     assert_eq!(agency.approve("down", "ticket-2"), 0);
-    assert_campaign_output(&run_events(&agency.data, "down"));
+    assert_campaign_output_reviewed(&run_events(&agency.data, "down"));
 
     // Failing once: the second lookup finds the post, and only the DM waits for a person.
     let agency = Agency::new();
@@ -1020,7 +1031,7 @@ fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pa
         verification_reports(&events),
         ["publish:spring-live:a5722ef529842960 visible once in the outbox (publish-1)"]
     );
-    assert_output_of(&events, "spring-live");
+    assert_output_of(&events, "spring-live", "published and verified");
     let out = agency.docket(&["replay", "day"]);
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
     // And verifies: its chain, hashes, tree and signed seal.

@@ -33,6 +33,10 @@ pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
     })
 }
 
+/// How the publisher's result begins when a person accepted the post's visibility on
+/// review (the verifier could not read the outbox).
+const ACCEPTED_ON_REVIEW: &str = "published; visibility accepted by a person on review";
+
 /// What each call reports using: a model call's worth of tokens, so the episodes' budgets
 /// move (`docket status` shows them).
 const CALL_INPUT_TOKENS: u64 = 400;
@@ -269,11 +273,21 @@ pub fn orchestrator(request: &AgentRequest) -> AgentResponse {
             })),
         ),
         "document" => {
+            // The publisher says when a person, not a lookup, accepted the post's visibility.
+            let accepted_by_a_person = results.iter().any(|r| {
+                r["episode_type"] == "publish"
+                    && r["result"]["summary"]
+                        .as_str()
+                        .is_some_and(|s| s.starts_with(ACCEPTED_ON_REVIEW))
+            });
+            let published = if accepted_by_a_person {
+                "published (its visibility accepted by a person on review)"
+            } else {
+                "published and verified"
+            };
             let mut done = result(
                 EpisodeStatus::Ok,
-                &format!(
-                    "{name}: planned, created, published and verified; engagement answered; journaled"
-                ),
+                &format!("{name}: planned, created, {published}; engagement answered; journaled"),
                 &artifacts,
             );
             done.decisions = decisions;
@@ -474,7 +488,7 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
             .as_array()
             .is_some_and(|a| a.iter().any(|n| n["for"] == "human"));
         let summary = if checked_by_a_person {
-            format!("published; visibility accepted by a person on review ({summary})")
+            format!("{ACCEPTED_ON_REVIEW} ({summary})")
         } else {
             format!("published and verified: {summary}")
         };
