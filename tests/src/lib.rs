@@ -110,6 +110,18 @@ fn cargo_built_bin(package: &str, bin: &str, feature: Option<&str>) -> PathBuf {
     path
 }
 
+/// The wall clock now, ms since the Unix epoch (what docket records as `at_ms`).
+#[must_use]
+pub fn now_ms() -> i64 {
+    i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("ms fit")
+}
+
 /// Runs `docket ARGS` on data directory `data`, requires exit code 0 (the test fails
 /// with its output otherwise) and returns what it printed.
 pub fn docket_ok(data: &Path, args: &[&str]) -> String {

@@ -9,32 +9,12 @@
 //! pass the instants it needs and polls the firings recorded.
 
 use std::path::Path;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use docket_tests::{docket_on, exit_code, one_agent_workflow, stdout_text};
+use docket_tests::{
+    docket_ok as ok, docket_on, exit_code, now_ms, one_agent_workflow, stdout_text,
+};
 use serde_json::Value;
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("after 1970")
-            .as_millis(),
-    )
-    .expect("ms fit")
-}
-
-fn ok(data: &Path, args: &[&str]) -> String {
-    let out = docket_on(data, args);
-    assert_eq!(
-        exit_code(&out),
-        0,
-        "docket {args:?}: {}{}",
-        stdout_text(&out),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout_text(&out)
-}
 
 fn show(data: &Path, name: &str) -> Value {
     serde_json::from_str(&ok(

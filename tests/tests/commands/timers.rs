@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
-use docket_tests::{docket_bin, docket_on, exit_code, one_agent_workflow, stdout_text};
+use docket_tests::{docket_bin, docket_on, exit_code, now_ms, one_agent_workflow, stdout_text};
 use serde_json::Value;
 
 /// The run's events as `docket events RUN --json` prints them, or none while the run is
@@ -25,16 +25,6 @@ fn events(data: &Path, run: &str) -> Vec<Value> {
 
 fn of_kind<'a>(events: &'a [Value], kind: &str) -> Vec<&'a Value> {
     events.iter().filter(|e| e["kind"] == kind).collect()
-}
-
-fn now_ms() -> i64 {
-    i64::try_from(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .expect("after 1970")
-            .as_millis(),
-    )
-    .expect("ms fit")
 }
 
 /// A run `run` of a one-agent workflow in `dir` whose agent waits `wait`, its `docket run`

@@ -310,20 +310,7 @@ fn breakers_are_listed_read_only_and_a_reset_closes_one_for_the_next_run() {
     let data = dir.path().join("data");
     let writer_log = dir.path().join("writer.jsonl");
     let workflow = asker_and_crashing_writer(dir.path(), &writer_log);
-    let input = dir.path().join("input.json");
-    let run = || {
-        let out = docket(
-            &data,
-            &[
-                "run",
-                workflow.to_str().expect("utf-8"),
-                "--input",
-                input.to_str().expect("utf-8"),
-            ],
-        );
-        assert_eq!(code(&out), 0, "{}", stdout(&out));
-        run_id(&out)
-    };
+    let run = || run_to_completion(&data, &workflow);
 
     // No data directory yet: the listing says so, naming it, and creates nothing.
     let out = docket(&data, &["circuits"]);
