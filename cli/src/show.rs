@@ -8,7 +8,8 @@ use std::fmt::Write as _;
 
 use docket_app::Store;
 use docket_decider::{
-    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, SignalPhase, TicketSubject,
+    HandoffRecord, RunEvent, RunHistory, RunId, RunState, RunStatus, Settlement, SignalPhase,
+    TicketSubject,
 };
 use docket_policies::InputKind;
 use docket_runtime::{RunOutcome, Runtime};
@@ -351,9 +352,12 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
                 h.output_type.clone()
             };
             if h.allowed {
+                let confidence = h.confidence_level.map_or_else(String::new, |c| {
+                    format!("  confidence {}", format!("{c:?}").to_uppercase())
+                });
                 outln!(
                     out,
-                    "  allowed  {} → {}  {}  [{}]{}",
+                    "  allowed  {} → {}  {}  [{}]{confidence}{}",
                     h.from,
                     h.to,
                     what,
@@ -364,6 +368,9 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
                         ""
                     }
                 );
+                for w in &h.warnings {
+                    outln!(out, "           {} warned {}: {}", h.from, h.to, said(w));
+                }
             } else {
                 outln!(
                     out,
@@ -430,6 +437,7 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     if let Some(output) = s.output() {
         print_output(out, output);
     }
+    print_conflicts(out, s);
     // Paused: what was asked is recorded, and the run waits for its unpause.
     if s.paused().is_some() && s.status() == RunStatus::Running {
         return 0;
@@ -439,6 +447,43 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
         return EXIT_WAITING;
     }
     exit_code(s.status())
+}
+
+/// The conflicts settled among a fan-out's outputs: never hidden from the user.
+fn print_conflicts(out: &mut String, s: &RunState) {
+    for c in s.settled_conflicts() {
+        let outputs: Vec<String> = c
+            .outputs
+            .iter()
+            .map(|o| {
+                let mut labels: Vec<String> = o
+                    .confidence_level
+                    .map(|c| format!("{c:?}").to_uppercase())
+                    .into_iter()
+                    .collect();
+                if o.kept {
+                    labels.push("kept".to_owned());
+                }
+                if labels.is_empty() {
+                    format!("{}'s", o.source_agent)
+                } else {
+                    format!("{}'s ({})", o.source_agent, labels.join(", "))
+                }
+            })
+            .collect();
+        let how = match (c.settled_by, &c.decided_by, &c.ticket) {
+            (Settlement::HigherConfidence, ..) => "the higher confidence".to_owned(),
+            (Settlement::Person, Some(by), Some(ticket)) => format!("{by} in {ticket}"),
+            (Settlement::Person, ..) => "a person".to_owned(),
+        };
+        outln!(
+            out,
+            "conflict over {}'s {}: {}; settled by {how} (the others are archived in the log)",
+            c.receiver,
+            c.output_type,
+            outputs.join(" vs "),
+        );
+    }
 }
 
 /// What became of the event a run received last (`docket signal`): kept, delivered to an

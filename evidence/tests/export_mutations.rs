@@ -70,6 +70,7 @@ fn run(id: &str, n: u64) -> (StreamId, Vec<Event>, BTreeMap<Hash, Vec<u8>>, Disc
         if let Some(output) = committed.get(&seq) {
             let encoded = RunEvent::RunCompleted {
                 output: output.clone(),
+                conflicts: Vec::new(),
             }
             .encode_committed(&mut |m| {
                 let mut salt = [0u8; 16];

@@ -478,9 +478,13 @@ impl Walk {
                 let at = self.begin(format!("override of {rule_id}"), seq, None);
                 self.steps[at].decision = Some(format!("overridden by {by}"));
             }
-            RunEvent::RunCompleted { output } => {
+            RunEvent::RunCompleted { output, conflicts } => {
                 let output = self.neutral(output.clone());
-                self.end("completed".to_owned(), json!({ "output": output }));
+                let mut outcome = json!({ "output": output });
+                if !conflicts.is_empty() {
+                    outcome["conflicts"] = json!(conflicts);
+                }
+                self.end("completed".to_owned(), outcome);
             }
             RunEvent::RunBlocked {
                 rule_id, reason, ..
@@ -581,7 +585,10 @@ mod tests {
     }
 
     fn done(output: Value) -> RunEvent {
-        RunEvent::RunCompleted { output }
+        RunEvent::RunCompleted {
+            output,
+            conflicts: Vec::new(),
+        }
     }
 
     #[test]
@@ -648,11 +655,7 @@ mod tests {
         let mut request = (*request).clone();
         request.decision_inputs = order
             .iter()
-            .map(|(from, payload)| DecisionInput {
-                source_agent: (*from).into(),
-                output_type: "finding".into(),
-                payload: Arc::new(payload.clone()),
-            })
+            .map(|(from, payload)| DecisionInput::new(*from, "finding", Arc::new(payload.clone())))
             .collect();
         RunEvent::AgentCallScheduled {
             request: Arc::new(request),

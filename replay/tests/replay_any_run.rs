@@ -26,6 +26,8 @@ fn tampered(event: &RunEvent) -> (RunEvent, &'static str) {
             audit,
             provenance,
             flow_position,
+            confidence_level,
+            warnings,
             ..
         } => (
             RunEvent::HandoffAllowed {
@@ -39,6 +41,8 @@ fn tampered(event: &RunEvent) -> (RunEvent, &'static str) {
                 delivered: Arc::new(json!({"tampered": true})),
                 provenance,
                 flow_position,
+                confidence_level,
+                warnings,
             },
             "/delivered",
         ),
@@ -57,6 +61,7 @@ fn tampered(event: &RunEvent) -> (RunEvent, &'static str) {
         RunEvent::RunFailed { .. } => (
             RunEvent::RunCompleted {
                 output: json!("tampered"),
+                conflicts: Vec::new(),
             },
             "",
         ),

@@ -54,13 +54,13 @@ mod transitions;
 
 // Ids and wire documents (`docket_protocol`), and the engine's checks of what it receives.
 pub use docket_protocol::{
-    Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence, ContextInput,
-    DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
-    EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
-    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, SignalId, TaskRestrictions,
-    TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage,
-    Verification, agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
-    effect_protocol_schema_pretty,
+    Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence,
+    ConflictingOutput, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer,
+    EffectCall, EffectCallError, EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest,
+    EpisodeId, EpisodeResult, EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId,
+    SettledConflict, Settlement, SignalId, TaskRestrictions, TicketId, TimerId, ToolAnswer,
+    ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification, agent_protocol_schema,
+    agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
 };
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,

@@ -18,6 +18,7 @@
 // aborts its caller. (Tests are exempt: see clippy.toml.)
 #![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod conflict;
 mod effect;
 mod effect_wire;
 mod episode;
@@ -28,6 +29,7 @@ mod response;
 mod schema;
 mod tool;
 
+pub use conflict::{ConflictingOutput, SettledConflict, Settlement};
 pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
 pub use effect_wire::{EffectAnswer, EffectCall, EffectErrorBody, EffectOp};
 pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};

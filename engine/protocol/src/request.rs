@@ -3,7 +3,9 @@
 //! and context inputs (docs/governance.md#guardrail-2-decision-inputs-and-context).
 
 use super::TaskRestrictions;
+use crate::conflict::SettledConflict;
 use crate::ids::{AgentId, CallId, EpisodeId, RunId};
+use crate::response::Confidence;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -94,6 +96,36 @@ pub struct DecisionInput {
     /// The input itself, already validated against the output type's schema.
     // Shared with the `handoff.allowed` that delivered it: a run holds each payload once.
     pub payload: Arc<Value>,
+    /// The confidence the producing agent answered with, when it gave one
+    /// (docs/agent-protocol.md#labelled-inputs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_level: Option<Confidence>,
+    /// The producing agent's warnings: a PARTIAL answer says its limitations there.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// When this output was kept over others of its type from a fan-out: every output,
+    /// and how and by whom the conflict was settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<SettledConflict>,
+}
+
+impl DecisionInput {
+    /// An input with no labels beyond where it came from.
+    #[must_use]
+    pub fn new(
+        source_agent: impl Into<AgentId>,
+        output_type: impl Into<String>,
+        payload: Arc<Value>,
+    ) -> Self {
+        Self {
+            source_agent: source_agent.into(),
+            output_type: output_type.into(),
+            payload,
+            confidence_level: None,
+            warnings: Vec::new(),
+            conflict: None,
+        }
+    }
 }
 
 /// A read-only reference the agent may consult but must not decide from (Guardrail 2).
@@ -168,11 +200,11 @@ impl AgentRequest {
         output_type: impl Into<String>,
         payload: Value,
     ) -> Self {
-        self.decision_inputs.push(DecisionInput {
-            source_agent: source_agent.into(),
-            output_type: output_type.into(),
-            payload: Arc::new(payload),
-        });
+        self.decision_inputs.push(DecisionInput::new(
+            source_agent,
+            output_type,
+            Arc::new(payload),
+        ));
         self
     }
 

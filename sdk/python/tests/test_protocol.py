@@ -30,6 +30,40 @@ def test_decision_and_context_inputs_stay_apart() -> None:
     assert request.context_inputs_of("geo_scores") == [da.ContextInput("intelligence", "geo_scores", {"n": 2})]
 
 
+def test_an_input_carries_what_its_producer_said_of_it() -> None:
+    conflict = {
+        "output_type": "verdict", "receiver": "sink", "settled_by": "person",
+        "decided_by": "ana", "ticket": "ticket-1",
+        "outputs": [
+            {"source_agent": "left", "confidence_level": "HIGH", "kept": False, "payload": {"v": "left"}},
+            {"source_agent": "right", "confidence_level": "HIGH", "kept": True, "payload": {"v": "right"}},
+        ],
+    }
+    request = parse(decision_inputs=[{
+        "source_agent": "right", "output_type": "verdict", "payload": {"v": "right"},
+        "confidence_level": "HIGH", "warnings": ["one source only"], "conflict": conflict,
+    }])
+    assert request.decision_inputs == (
+        da.DecisionInput(
+            "right", "verdict", {"v": "right"}, "HIGH", ("one source only",),
+            da.SettledConflict(
+                "verdict", "sink", "person",
+                (
+                    da.ConflictingOutput("left", False, "HIGH", {"v": "left"}),
+                    da.ConflictingOutput("right", True, "HIGH", {"v": "right"}),
+                ),
+                decided_by="ana", ticket="ticket-1",
+            ),
+        ),
+    )
+    bad = {"source_agent": "a", "output_type": "t", "payload": 1, "confidence_level": "SURE"}
+    with pytest.raises(da.RequestError, match=r"decision_inputs\[0\]\.confidence_level: expected one of"):
+        parse(decision_inputs=[bad])
+    bad = {"source_agent": "a", "output_type": "t", "payload": 1, "conflict": {**conflict, "settled_by": "vote"}}
+    with pytest.raises(da.RequestError, match=r"decision_inputs\[0\]\.conflict\.settled_by"):
+        parse(decision_inputs=[bad])
+
+
 def test_fields_docket_adds_later_are_ignored_but_kept() -> None:
     request = parse(a_field_of_tomorrow={"x": 1}, priority="HIGH")
     assert request.priority == "HIGH"

@@ -47,11 +47,7 @@ fn request() -> impl Strategy<Value = AgentRequest> {
     ];
     let decision = prop::collection::vec(
         (name(), name(), json_value()).prop_map(|(source_agent, output_type, payload)| {
-            DecisionInput {
-                source_agent: source_agent.into(),
-                output_type,
-                payload: payload.into(),
-            }
+            DecisionInput::new(source_agent, output_type, payload.into())
         }),
         0..3,
     );

@@ -665,14 +665,10 @@ fn risk_classifier_verdicts_proceed_wait_or_block() {
     }
 }
 
-/// Conflict resolution (docs/governance.md#authority-and-precedence): a parallel fan-out whose branches disagree (equal
-/// confidence, so the bundle's prefer-higher-confidence rule cannot decide) goes to a
-/// human; the chosen output proceeds, the other is archived, both stay in the log.
-#[test]
-fn a_conflict_between_parallel_branches_is_decided_by_a_human() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let data = dir.path().join("data");
-    let bundle = dir.path().join("fan.toml");
+/// A fan-out of hub to left and right whose outputs for sink differ (left's answer given
+/// with `left_flags` more), sink finishing with what it got: the workflow's path.
+fn conflicting_fan_out(dir: &std::path::Path, left_flags: &[&str]) -> std::path::PathBuf {
+    let bundle = dir.join("fan.toml");
     std::fs::write(
         &bundle,
         r#"
@@ -688,38 +684,59 @@ default_handoff_mode = "full"
 "#,
     )
     .expect("write bundle");
-    let input = dir.path().join("input.json");
+    let input = dir.join("input.json");
     std::fs::write(&input, "{}").expect("write input");
-    let workflow = dir.path().join("workflow.toml");
-    let agent = |args: &[&str]| test_agent(args);
+    let workflow = dir.join("workflow.toml");
+    let branch = |v: &str, flags: &[&str]| {
+        let payload = format!(r#"{{"v": "{v}"}}"#);
+        let mut args = vec![
+            "handoff",
+            "--to",
+            "sink",
+            "--output-type",
+            "verdict",
+            "--payload",
+            &payload,
+        ];
+        args.extend_from_slice(flags);
+        test_agent(&args)
+    };
     std::fs::write(
         &workflow,
         format!(
             "name = \"fan\"\npolicy = {bundle:?}\nentry = \"hub\"\ninput = {input:?}\n\
              [agents.hub]\n{}\n[agents.left]\n{}\n[agents.right]\n{}\n[agents.sink]\n{}\n",
-            agent(&["fanout", "--to", "left,right", "--output-type", "job"]),
-            agent(&[
-                "handoff",
-                "--to",
-                "sink",
-                "--output-type",
-                "verdict",
-                "--payload",
-                r#"{"v": "left"}"#
-            ]),
-            agent(&[
-                "handoff",
-                "--to",
-                "sink",
-                "--output-type",
-                "verdict",
-                "--payload",
-                r#"{"v": "right"}"#
-            ]),
-            agent(&["finish"]),
+            test_agent(&["fanout", "--to", "left,right", "--output-type", "job"]),
+            branch("left", left_flags),
+            branch("right", &[]),
+            test_agent(&["finish"]),
         ),
     )
     .expect("write workflow");
+    workflow
+}
+
+/// The note of the conflict sink was told of, from its call's decision input, and the one
+/// the run's completion reports.
+fn conflict_notes(log: &[serde_json::Value]) -> (serde_json::Value, serde_json::Value) {
+    let told = of_kind(log, "agent.call_scheduled")
+        .into_iter()
+        .find(|e| e["payload"]["request"]["target_agent"] == "sink")
+        .map(|e| e["payload"]["request"]["decision_inputs"][0]["conflict"].clone())
+        .expect("sink was called");
+    let done = of_kind(log, "run.completed");
+    (told, done[0]["payload"]["conflicts"][0].clone())
+}
+
+/// Conflict resolution (docs/governance.md#authority-and-precedence): a parallel fan-out whose branches disagree (equal
+/// confidence, so the bundle's prefer-higher-confidence rule cannot decide) goes to a
+/// human; the chosen output proceeds, the other is archived, both stay in the log; sink
+/// is told of the conflict (both outputs, who chose) and so is the user.
+#[test]
+fn a_conflict_between_parallel_branches_is_decided_by_a_human() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let workflow = conflicting_fan_out(dir.path(), &[]);
     let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
     let text = stdout(&out);
     assert_eq!(code(&out), 3, "{text}");
@@ -756,6 +773,87 @@ default_handoff_mode = "full"
         done[0]["payload"]["output"],
         serde_json::json!({"v": "right"})
     );
+    let (told, reported) = conflict_notes(&log);
+    let output = |agent: &str, kept: bool, with_payload: bool| {
+        let mut o =
+            serde_json::json!({"source_agent": agent, "confidence_level": "HIGH", "kept": kept});
+        if with_payload {
+            o["payload"] = serde_json::json!({ "v": agent });
+        }
+        o
+    };
+    let note = |with_payload: bool| {
+        serde_json::json!({
+            "output_type": "verdict", "receiver": "sink", "settled_by": "person",
+            "decided_by": "ana", "ticket": "ticket-1",
+            "outputs": [output("left", false, with_payload), output("right", true, with_payload)],
+        })
+    };
+    assert_eq!(told, note(true));
+    assert_eq!(reported, note(false));
+    let status = stdout(&docket(&data, &["status", &run]));
+    assert!(
+        status.contains(
+            "conflict over sink's verdict: left's (HIGH) vs right's (HIGH, kept); settled by ana in ticket-1"
+        ),
+        "{status}"
+    );
+}
+
+/// What an aggregator must be told (docs/agent-protocol.md#labelled-inputs): a PARTIAL
+/// branch's warnings and every branch's confidence reach sink with their outputs, the
+/// conflict settled by confidence is told to sink and to the user, and `docket status`
+/// shows all of it.
+#[test]
+fn an_aggregator_is_told_of_warnings_confidence_and_a_conflict_settled_by_confidence() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let workflow = conflicting_fan_out(dir.path(), &["--partial"]);
+    let out = docket(&data, &["run", workflow.to_str().expect("utf-8")]);
+    assert_eq!(code(&out), 0, "{}", stdout(&out));
+    let run = run_id(&out);
+    let log = events(&data, &run);
+    let to_sink: Vec<_> = of_kind(&log, "handoff.allowed")
+        .into_iter()
+        .filter(|e| e["payload"]["to"] == "sink" && e["payload"]["input"] == "decision")
+        .map(|e| {
+            (
+                e["payload"]["from"].clone(),
+                e["payload"]["confidence_level"].clone(),
+                e["payload"]["warnings"].clone(),
+            )
+        })
+        .collect();
+    let warned = serde_json::json!(["some of the work could not be done"]);
+    assert_eq!(
+        to_sink,
+        vec![
+            ("left".into(), "MEDIUM".into(), warned.clone()),
+            ("right".into(), "HIGH".into(), serde_json::Value::Null),
+        ]
+    );
+    let (told, reported) = conflict_notes(&log);
+    assert_eq!(told["settled_by"], "higher_confidence");
+    assert_eq!(
+        told["outputs"][0]["payload"],
+        serde_json::json!({"v": "left"})
+    );
+    assert_eq!(
+        (
+            &told["outputs"][0]["confidence_level"],
+            &told["outputs"][1]["kept"]
+        ),
+        (&serde_json::json!("MEDIUM"), &serde_json::json!(true))
+    );
+    assert_eq!(reported["outputs"][0].get("payload"), None, "{reported}");
+    let status = stdout(&docket(&data, &["status", &run]));
+    for line in [
+        "allowed  left → sink  verdict  [allow:left->sink]  confidence MEDIUM",
+        "left warned sink: some of the work could not be done",
+        "conflict over sink's verdict: left's (MEDIUM) vs right's (HIGH, kept); settled by the higher confidence",
+    ] {
+        assert!(status.contains(line), "{line}\n{status}");
+    }
 }
 
 /// Guardrail 2 at the exit checkpoint: Strategy's recommendations must cite gaps Reasoning

@@ -683,11 +683,11 @@ impl Batch<'_> {
         let Some(mut request) = self.request_again(&asker.recorded.request_id) else {
             return;
         };
-        request.decision_inputs.push(DecisionInput {
-            source_agent: EFFECTS_SOURCE.into(),
-            output_type: EFFECT_RESULT_TYPE.to_owned(),
-            payload: Arc::new(result),
-        });
+        request.decision_inputs.push(DecisionInput::new(
+            EFFECTS_SOURCE,
+            EFFECT_RESULT_TYPE,
+            Arc::new(result),
+        ));
         let asked = asker.recorded.request_id.clone();
         self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }

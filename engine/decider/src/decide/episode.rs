@@ -286,14 +286,14 @@ impl Batch<'_> {
         );
         let mut request = self.new_request(agent, s.agent, s.episode_type);
         request.episode_id = child_id.clone();
-        request.decision_inputs.push(DecisionInput {
-            source_agent: agent.into(),
-            output_type: "episode_goal".to_owned(),
-            payload: Arc::new(json!({
-                "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
-                "budget": budget, "inputs": inputs,
+        request.decision_inputs.push(DecisionInput::new(
+            agent,
+            "episode_goal",
+            Arc::new(json!({
+                    "episode_id": child_id, "episode_type": s.episode_type, "goal": s.goal,
+                    "budget": budget, "inputs": inputs,
             })),
-        });
+        ));
         self.schedule(request, None, None, None);
         true
     }
@@ -600,7 +600,7 @@ impl Batch<'_> {
                 .map_or_else(|| "episode_result".to_owned(), |t| t.to_string());
             self.handoff(agent, EXTERNAL, &output_type, &output, Some(&call.recorded));
         } else {
-            self.end_run(RunEvent::RunCompleted { output }, Some(agent));
+            self.complete_run(output, Some(agent));
         }
     }
 
@@ -662,13 +662,13 @@ impl Batch<'_> {
         let Some(mut request) = self.request_again(&spawner.recorded.request_id) else {
             return;
         };
-        request.decision_inputs.push(DecisionInput {
-            source_agent: child.agent.clone(),
-            output_type: "episode_result".to_owned(),
-            payload: Arc::new(json!({
-                "episode_id": child.id, "episode_type": child.episode_type, "result": result,
+        request.decision_inputs.push(DecisionInput::new(
+            child.agent.clone(),
+            "episode_result",
+            Arc::new(json!({
+                    "episode_id": child.id, "episode_type": child.episode_type, "result": result,
             })),
-        });
+        ));
         self.schedule_again(
             &spawner.recorded.request_id,
             request,
@@ -766,14 +766,14 @@ impl Batch<'_> {
         let Some(mut request) = self.request_again(&call.recorded.request_id) else {
             return;
         };
-        request.decision_inputs.push(DecisionInput {
-            source_agent: ENGINE.into(),
-            output_type: "action_denied".to_owned(),
-            payload: Arc::new(json!({
-                "agent": agent, "action": action, "rule_id": &*decision.rule_id,
-                "reason": &*decision.reason, "condition": condition_name(condition),
+        request.decision_inputs.push(DecisionInput::new(
+            ENGINE,
+            "action_denied",
+            Arc::new(json!({
+                    "agent": agent, "action": action, "rule_id": &*decision.rule_id,
+                    "reason": &*decision.reason, "condition": condition_name(condition),
             })),
-        });
+        ));
         self.schedule_again(request_id, request, call.reply_to, None, call.branch_of);
     }
 
@@ -860,7 +860,7 @@ impl Batch<'_> {
                 }
             };
             match ending {
-                RunEvent::RunCompleted { output } => {
+                RunEvent::RunCompleted { output, .. } => {
                     let reason = "the run completed: its output was handed to external";
                     if root {
                         let summary = docket_policies::canonical_json_text(output);

@@ -174,11 +174,7 @@ impl Batch<'_> {
         );
         self.call_again(
             asker,
-            DecisionInput {
-                source_agent: failed.target_agent.clone(),
-                output_type: "capability_failed".to_owned(),
-                payload: failure,
-            },
+            DecisionInput::new(failed.target_agent.clone(), "capability_failed", failure),
         );
     }
 }

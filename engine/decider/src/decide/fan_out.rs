@@ -4,10 +4,10 @@
 //! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
-use crate::events::BranchGap;
+use crate::events::{BranchGap, LABELLED_INPUTS};
 use crate::state::Call;
 use docket_policies::ErrorClass;
-use docket_protocol::{AgentId, CallId};
+use docket_protocol::{AgentId, CallId, ConflictingOutput, SettledConflict, Settlement};
 
 /// The output type of the decision input that tells a receiver of a fan-out's gap.
 const BRANCH_FAILED: &str = "branch_failed";
@@ -46,12 +46,18 @@ impl Batch<'_> {
             }
             let Some(first) = list.first() else { continue };
             let mut request = self.new_request(&first.from, &to, &first.output_type);
+            let labelled = self.state.decider_version() >= LABELLED_INPUTS;
             request.decision_inputs = list
                 .iter()
                 .map(|d| DecisionInput {
-                    source_agent: d.from.clone(),
-                    output_type: d.output_type.clone(),
-                    payload: Arc::clone(&d.payload),
+                    confidence_level: d.confidence.filter(|_| labelled),
+                    warnings: d.warnings.clone(),
+                    conflict: d.conflict.clone(),
+                    ..DecisionInput::new(
+                        d.from.clone(),
+                        d.output_type.clone(),
+                        Arc::clone(&d.payload),
+                    )
                 })
                 .collect();
             for gap in gaps {
@@ -171,12 +177,45 @@ impl Batch<'_> {
                             });
                         }
                     }
-                    proceed.push(list[w].clone());
+                    proceed.push(self.kept(&list, w, Settlement::HigherConfidence, None));
                 }
                 None => for_human.push(list),
             }
         }
         self.resolve_or_ask(group, origin, for_human, proceed);
+    }
+
+    /// The output of `list` kept at `kept`, carrying from decider version 14
+    /// ([`LABELLED_INPUTS`]) the conflict it was kept in: every output, how it was settled
+    /// and by whom (`person`: the person and the ticket).
+    pub(super) fn kept(
+        &self,
+        list: &[Delivery],
+        kept: usize,
+        settled_by: Settlement,
+        person: Option<(&str, &TicketId)>,
+    ) -> Delivery {
+        let mut delivery = list[kept].clone();
+        if self.state.decider_version() >= LABELLED_INPUTS {
+            delivery.conflict = Some(SettledConflict {
+                output_type: delivery.output_type.clone(),
+                receiver: delivery.to.clone(),
+                settled_by,
+                decided_by: person.map(|(by, _)| by.to_owned()),
+                ticket: person.map(|(_, ticket)| ticket.to_string()),
+                outputs: list
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| ConflictingOutput {
+                        source_agent: d.from.clone(),
+                        confidence_level: d.confidence,
+                        kept: i == kept,
+                        payload: Some(Arc::clone(&d.payload)),
+                    })
+                    .collect(),
+            });
+        }
+        delivery
     }
 
     pub(super) fn resolve_or_ask(
@@ -290,11 +329,7 @@ impl Batch<'_> {
             &payload,
             &authority,
         );
-        DecisionInput {
-            source_agent: gap.agent.clone(),
-            output_type: BRANCH_FAILED.to_owned(),
-            payload,
-        }
+        DecisionInput::new(gap.agent.clone(), BRANCH_FAILED, payload)
     }
 }
 

@@ -4,7 +4,7 @@
 //! See docs/governance.md#interaction-matrix and #handoff-modes.
 
 use super::*;
-use crate::events::DELIVERED_AUDITS;
+use crate::events::{DELIVERED_AUDITS, LABELLED_INPUTS};
 use docket_policies::{
     FlowStep, HandoffAudit, HandoffMode, PriorOutputs, ScopedContext, Scoper, ScopingRules,
 };
@@ -36,6 +36,52 @@ impl<'a> Batch<'a> {
         authority: &PolicyDecision,
     ) -> Arc<Value> {
         self.gate_content_in(from, to, (output_type, input), payload, authority, None)
+    }
+
+    /// An agent's output crossing by a rule other than the matrix (a capability's answer
+    /// returning to its asker, a handoff a person's override let through):
+    /// [`Self::gate_content`], labelled with what the answering call said of it.
+    pub(super) fn gate_labelled(
+        &mut self,
+        answering: Option<&CallId>,
+        (from, to): (&str, &str),
+        output_type: &str,
+        payload: &Value,
+        authority: &PolicyDecision,
+    ) -> (Arc<Value>, Labels) {
+        let scoped = self
+            .scoping()
+            .scope_authorised_in(from, to, payload, authority, None);
+        let contract = scoped.decision.clone();
+        let labels = self.labels_of(answering);
+        let crossing = Crossing {
+            labels: labels.clone(),
+            ..Crossing::by(
+                from,
+                to,
+                (output_type, InputKind::Decision),
+                authority.clone(),
+            )
+        };
+        (self.record_allowed(crossing, contract, scoped), labels)
+    }
+
+    /// What the call `answering` said of its output, which travels with it from decider
+    /// version 14 ([`LABELLED_INPUTS`]; nothing before): the confidence of the response
+    /// being carried out and its warnings.
+    pub(super) fn labels_of(&self, answering: Option<&CallId>) -> Labels {
+        if self.state.decider_version() < LABELLED_INPUTS {
+            return Labels::default();
+        }
+        let warnings = answering
+            .and_then(|id| self.state.calls.get(id))
+            .and_then(|c| c.response.as_ref())
+            .map(|r| r.warnings.clone())
+            .unwrap_or_default();
+        Labels {
+            confidence: self.confidence,
+            warnings,
+        }
     }
 
     /// [`Self::gate_content`] in `mode` when one is given (a context part set to `full`).
@@ -147,6 +193,10 @@ impl<'a> Batch<'a> {
     ) -> Arc<Value> {
         let delivered = Arc::new(scoped.context);
         let audit = self.audit_as_recorded(scoped.audit);
+        let Labels {
+            confidence,
+            warnings,
+        } = crossing.labels;
         self.push(RunEvent::HandoffAllowed {
             from: crossing.from.into(),
             to: crossing.to.into(),
@@ -158,6 +208,8 @@ impl<'a> Batch<'a> {
             delivered: delivered.clone(),
             provenance: crossing.provenance,
             flow_position: crossing.flow_position,
+            confidence_level: confidence,
+            warnings,
         });
         delivered
     }
@@ -284,9 +336,11 @@ impl<'a> Batch<'a> {
         let scoped = self
             .scoping()
             .scope_context(from, to, InputKind::Decision, payload);
+        let labels = self.labels_of(origin.map(|r| &r.request_id));
         let crossing = Crossing {
             provenance,
             flow_position,
+            labels: labels.clone(),
             ..Crossing::by(
                 from,
                 to,
@@ -296,8 +350,7 @@ impl<'a> Batch<'a> {
         };
         let delivered = self.record_allowed(crossing, contract, scoped);
         if to == EXTERNAL {
-            let output = Value::clone(&delivered);
-            self.end_run(RunEvent::RunCompleted { output }, Some(from));
+            self.complete_run(Value::clone(&delivered), Some(from));
             return false;
         }
         self.outbox.push(Delivery {
@@ -307,6 +360,8 @@ impl<'a> Batch<'a> {
             confidence: self.confidence,
             payload: delivered,
             task: None,
+            warnings: labels.warnings,
+            conflict: None,
         });
         true
     }
@@ -381,6 +436,19 @@ pub(super) struct Crossing<'a> {
     pub(super) decision: PolicyDecision,
     pub(super) provenance: Vec<PolicyDecision>,
     pub(super) flow_position: Option<u32>,
+    /// What the sender said of the content, recorded with it and told to the receiver.
+    pub(super) labels: Labels,
+}
+
+/// What an answer says of its output besides the output (decider version 14): carried
+/// with it to the receiver and recorded in `handoff.allowed`
+/// (docs/agent-protocol.md#labelled-inputs).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Labels {
+    /// The confidence the answer was given with.
+    pub(super) confidence: Option<Confidence>,
+    /// The answer's warnings (a PARTIAL answer's limitations).
+    pub(super) warnings: Vec<String>,
 }
 
 impl<'a> Crossing<'a> {
@@ -399,6 +467,7 @@ impl<'a> Crossing<'a> {
             decision,
             provenance: Vec::new(),
             flow_position: None,
+            labels: Labels::default(),
         }
     }
 }

@@ -745,6 +745,18 @@ impl Batch<'_> {
     /// Ends the run with `event` (`run.completed`, `run.blocked` or `run.failed`), first
     /// recording the end of every episode still open, so the tree is closed in the log.
     /// `by`: the agent whose output completed the run.
+    /// Completes the run with `output`, reporting the conflicts settled on the way
+    /// without their outputs' content (decider version 14; none are noted before).
+    fn complete_run(&mut self, output: Value, by: Option<&str>) {
+        let conflicts = self
+            .state
+            .settled_conflicts
+            .iter()
+            .map(docket_protocol::SettledConflict::without_payloads)
+            .collect();
+        self.end_run(RunEvent::RunCompleted { output, conflicts }, by);
+    }
+
     fn end_run(&mut self, event: RunEvent, by: Option<&str>) {
         self.close_open_episodes(&event, by);
         self.push(event);

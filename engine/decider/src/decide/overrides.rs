@@ -183,20 +183,15 @@ impl Batch<'_> {
                     self.enter(r);
                     self.confidence = self.confidence_of(r);
                 }
-                let delivered = self.gate_content(
-                    &from,
-                    &to,
-                    (&output_type, InputKind::Decision),
+                let (delivered, labels) = self.gate_labelled(
+                    request_id.as_ref(),
+                    (&from, &to),
+                    &output_type,
                     &payload,
                     &authority,
                 );
                 if to == EXTERNAL {
-                    self.end_run(
-                        RunEvent::RunCompleted {
-                            output: Value::clone(&delivered),
-                        },
-                        Some(&from),
-                    );
+                    self.complete_run(Value::clone(&delivered), Some(&from));
                     return;
                 }
                 self.outbox.push(Delivery {
@@ -206,6 +201,8 @@ impl Batch<'_> {
                     confidence: self.confidence,
                     payload: delivered,
                     task,
+                    warnings: labels.warnings,
+                    conflict: None,
                 });
                 match request_id {
                     Some(r) => {

@@ -259,21 +259,17 @@ impl Batch<'_> {
                 bundle_hash: self.bundle.hash(),
                 chain: Vec::new(),
             };
-            let answer = self.gate_content(
-                agent,
-                &asker.recorded.target_agent,
-                (&code, InputKind::Decision),
+            let (answer, labels) = self.gate_labelled(
+                Some(request_id),
+                (agent, &asker.recorded.target_agent),
+                &code,
                 output,
                 &authority,
             );
-            self.call_again(
-                asker_id,
-                DecisionInput {
-                    source_agent: agent.into(),
-                    output_type: code,
-                    payload: answer,
-                },
-            );
+            let mut input = DecisionInput::new(agent, code, answer);
+            input.confidence_level = labels.confidence;
+            input.warnings = labels.warnings;
+            self.call_again(asker_id, input);
             return;
         }
         let held = call
@@ -299,12 +295,7 @@ impl Batch<'_> {
                 .map_or_else(|| "output".to_owned(), |t| t.to_string());
             self.handoff(agent, EXTERNAL, &output_type, output, Some(&*call.recorded));
         } else {
-            self.end_run(
-                RunEvent::RunCompleted {
-                    output: output.clone(),
-                },
-                Some(agent),
-            );
+            self.complete_run(output.clone(), Some(agent));
         }
     }
 }

@@ -191,16 +191,16 @@ impl Batch<'_> {
             &payload,
             &authority,
         );
-        let input = DecisionInput {
-            source_agent: EVENTS_SOURCE.into(),
-            output_type: EVENT_TYPE.to_owned(),
-            payload: Arc::new(json!({
-                "signal_id": signal_id,
-                "name": signal.name,
-                "by": signal.by,
-                "payload": *content,
+        let input = DecisionInput::new(
+            EVENTS_SOURCE,
+            EVENT_TYPE,
+            Arc::new(json!({
+                    "signal_id": signal_id,
+                    "name": signal.name,
+                    "by": signal.by,
+                    "payload": *content,
             })),
-        };
+        );
         self.call_again(request_id, input);
     }
 
@@ -222,18 +222,18 @@ impl Batch<'_> {
             timer_id: timer_id.clone(),
         }));
         self.episode = wait.episode_id.clone();
-        let input = DecisionInput {
-            source_agent: TIMERS_SOURCE.into(),
-            output_type: EVENT_TIMED_OUT_TYPE.to_owned(),
-            payload: Arc::new(json!({
-                "event": wait.name,
-                "timer_id": timer_id,
-                "reason": wait.reason,
-                "due_at_ms": due_at_ms,
-                "fired_at_ms": fired_at_ms,
-                "late_ms": (fired_at_ms - due_at_ms).max(0),
+        let input = DecisionInput::new(
+            TIMERS_SOURCE,
+            EVENT_TIMED_OUT_TYPE,
+            Arc::new(json!({
+                    "event": wait.name,
+                    "timer_id": timer_id,
+                    "reason": wait.reason,
+                    "due_at_ms": due_at_ms,
+                    "fired_at_ms": fired_at_ms,
+                    "late_ms": (fired_at_ms - due_at_ms).max(0),
             })),
-        };
+        );
         self.call_again(&wait.request_id, input);
         true
     }

@@ -4,7 +4,7 @@
 //! #humans-answer.
 
 use super::*;
-use docket_protocol::TicketId;
+use docket_protocol::{Settlement, TicketId};
 
 /// What a human said on a ticket.
 pub(super) struct HumanWords<'a> {
@@ -159,11 +159,7 @@ impl Batch<'_> {
                 );
                 self.call_again(
                     &request_id,
-                    DecisionInput {
-                        source_agent: "human".into(),
-                        output_type: "human_answer".to_owned(),
-                        payload: answer,
-                    },
+                    DecisionInput::new("human", "human_answer", answer),
                 );
             }
             TicketSubject::Conflict {
@@ -180,7 +176,7 @@ impl Batch<'_> {
                 let pick = choice.map_or(0, |c| c.saturating_sub(1) as usize);
                 for (i, d) in list.iter().enumerate() {
                     if i == pick {
-                        proceed.push(d.clone());
+                        proceed.push(self.kept(&list, i, Settlement::Person, Some((by, ticket))));
                     } else {
                         self.push(RunEvent::OutputArchived {
                             group: group.clone(),

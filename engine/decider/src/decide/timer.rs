@@ -159,17 +159,17 @@ impl Batch<'_> {
             return;
         };
         self.episode = timer.set.episode_id.clone();
-        let input = DecisionInput {
-            source_agent: TIMERS_SOURCE.into(),
-            output_type: TIMER_FIRED_TYPE.to_owned(),
-            payload: Arc::new(json!({
-                "timer_id": fired.timer_id,
-                "reason": timer.set.reason,
-                "due_at_ms": timer.set.due_at_ms,
-                "fired_at_ms": fired.at_ms,
-                "late_ms": (fired.at_ms - timer.set.due_at_ms).max(0),
+        let input = DecisionInput::new(
+            TIMERS_SOURCE,
+            TIMER_FIRED_TYPE,
+            Arc::new(json!({
+                    "timer_id": fired.timer_id,
+                    "reason": timer.set.reason,
+                    "due_at_ms": timer.set.due_at_ms,
+                    "fired_at_ms": fired.at_ms,
+                    "late_ms": (fired.at_ms - timer.set.due_at_ms).max(0),
             })),
-        };
+        );
         self.call_again(&timer.set.request_id, input);
     }
 }

@@ -361,11 +361,11 @@ impl Batch<'_> {
         let Some(mut request) = self.request_again(&asker.recorded.request_id) else {
             return;
         };
-        request.decision_inputs.push(DecisionInput {
-            source_agent: TOOLS_SOURCE.into(),
-            output_type: TOOL_RESULT_TYPE.to_owned(),
-            payload: delivered,
-        });
+        request.decision_inputs.push(DecisionInput::new(
+            TOOLS_SOURCE,
+            TOOL_RESULT_TYPE,
+            delivered,
+        ));
         let asked = asker.recorded.request_id.clone();
         self.schedule_again(&asked, request, asker.reply_to, None, asker.branch_of);
     }

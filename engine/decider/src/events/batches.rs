@@ -50,6 +50,7 @@ mod tests {
         });
         let decision = RunEvent::RunCompleted {
             output: serde_json::Value::Null,
+            conflicts: Vec::new(),
         };
         assert!(input.is_input() && !decision.is_input());
         let log = [

@@ -637,6 +637,7 @@ mod tests {
     fn an_object_is_committed_key_by_key_and_anything_else_whole() {
         let event = RunEvent::RunCompleted {
             output: json!({"claimant": {"name": "Ada"}, "amount": 12.5, "ok": true}),
+            conflicts: Vec::new(),
         };
         let encoded = event.encode_committed(&mut counter_salt()).expect("exact");
         assert_eq!(encoded.disclosures.len(), 3);
@@ -659,6 +660,7 @@ mod tests {
         // A string is committed whole.
         let event = RunEvent::RunCompleted {
             output: json!("plain text"),
+            conflicts: Vec::new(),
         };
         let encoded = event.encode_committed(&mut counter_salt()).expect("exact");
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");
@@ -673,6 +675,7 @@ mod tests {
         // value it is refused, so the caller falls back to encoding 2.
         let event = RunEvent::RunCompleted {
             output: json!({"score": 1.0, "name": "Ada"}),
+            conflicts: Vec::new(),
         };
         let encoded = event
             .encode_committed(&mut counter_salt())
@@ -686,6 +689,7 @@ mod tests {
         assert_eq!(back.encode(), event.encode());
         let event = RunEvent::RunCompleted {
             output: json!([1.0]),
+            conflicts: Vec::new(),
         };
         assert!(event.encode_committed(&mut counter_salt()).is_none());
     }
@@ -694,6 +698,7 @@ mod tests {
     fn a_wrong_or_missing_disclosure_is_an_error_naming_the_position() {
         let event = RunEvent::RunCompleted {
             output: json!({"name": "Ada", "age": 36}),
+            conflicts: Vec::new(),
         };
         let encoded = event.encode_committed(&mut counter_salt()).expect("exact");
         let parsed = CommittedPayload::parse("run.completed", &encoded.payload).expect("parses");

@@ -245,7 +245,10 @@ impl RunEvent {
                     *slot = std::sync::Arc::new(r);
                 }
             }
-            (RunEvent::RunCompleted { output }, RunEvent::RunCompleted { output: slot }) => {
+            (
+                RunEvent::RunCompleted { output, .. },
+                RunEvent::RunCompleted { output: slot, .. },
+            ) => {
                 if let Some(r) = earlier.refer(&mut blobs, output) {
                     *slot = r;
                 }
@@ -606,7 +609,10 @@ mod tests {
             json!({"blake3": "00".repeat(32), "len": 3}),
             json!({"blake3": "not hex", "len": -1}),
         ] {
-            let event = RunEvent::RunCompleted { output };
+            let event = RunEvent::RunCompleted {
+                output,
+                conflicts: Vec::new(),
+            };
             let encoded = event.encode_referenced();
             let parsed =
                 ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");
@@ -622,16 +628,19 @@ mod tests {
         // naming where.
         let forged = RunEvent::RunCompleted {
             output: json!({"blake3": "not hex", "len": -1}),
+            conflicts: Vec::new(),
         };
         let refused = ReferencedPayload::parse("run.completed", &forged.encode());
         assert!(refused.is_err_and(|e| e.message.contains("/output")));
         // Small content stays inline; large content is referred to; elsewhere nothing is.
         let small = RunEvent::RunCompleted {
             output: json!({"$ref": "x"}),
+            conflicts: Vec::new(),
         };
         assert_eq!(small.encode_referenced().payload, small.encode());
         let large = RunEvent::RunCompleted {
             output: json!({"text": "x".repeat(200)}),
+            conflicts: Vec::new(),
         };
         let encoded = large.encode_referenced();
         assert_eq!(encoded.blobs.len(), 1);
@@ -646,6 +655,7 @@ mod tests {
     fn a_missing_or_wrong_blob_is_an_error_naming_the_position() {
         let event = RunEvent::RunCompleted {
             output: json!({"answer": "4".repeat(200)}),
+            conflicts: Vec::new(),
         };
         let encoded = event.encode_referenced();
         let parsed = ReferencedPayload::parse("run.completed", &encoded.payload).expect("parses");

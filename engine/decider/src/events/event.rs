@@ -31,7 +31,9 @@ use super::signal::{
 use super::timer::{TimerFired, TimerSet};
 use super::tool::{ToolCallScheduled, ToolDenied, ToolFailed, ToolReturned};
 use super::workflow::WorkflowSpec;
-use docket_protocol::{Action, AgentRequest, Confidence, EpisodeResult, TaskRestrictions};
+use docket_protocol::{
+    Action, AgentRequest, Confidence, EpisodeResult, SettledConflict, TaskRestrictions,
+};
 
 /// Version of every event kind's payload.
 pub const KIND_VERSION: u32 = 1;
@@ -117,7 +119,7 @@ pub struct OutputOverride {
 /// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 13;
+pub const DECIDER_VERSION: u32 = 14;
 
 /// Decider version 13: a handoff's audit says what the receiver got. Its fields and token
 /// count are computed from what was delivered, after extraction and summarising; a prior
@@ -159,6 +161,14 @@ pub const CIRCUIT_RATE: u32 = 13;
 /// capability call the one the asking agent gave (`request_capability`'s `priority`);
 /// version 12 sent every request as `NORMAL` (docs/agent-protocol.md#priority).
 pub(crate) const PRIORITIES: u32 = 13;
+
+/// Decider version 14: what an answer says of its output travels with it. The receiver's
+/// decision input carries the sender's `confidence_level` and `warnings` (recorded in
+/// `handoff.allowed` too); an output kept over others of a fan-out carries the settled
+/// conflict (every output, how, by whom), and `run.completed` lists the run's settled
+/// conflicts (docs/agent-protocol.md#labelled-inputs). Version 13 delivered the payload
+/// alone.
+pub(crate) const LABELLED_INPUTS: u32 = 14;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -225,6 +235,12 @@ pub struct Delivery {
     /// The task the handoff gives the receiver.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskRestrictions>,
+    /// The sender's warnings (decider version 14).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The conflict this output was kept in (decider version 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conflict: Option<SettledConflict>,
 }
 
 /// A fan-out branch that failed past retrying, recorded as a gap the join goes on
@@ -476,6 +492,13 @@ pub enum RunEvent {
         /// with this handoff (docs/governance.md#sequential-flow); absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         flow_position: Option<u32>,
+        /// The confidence the sender answered with, which the receiver is told (decider
+        /// version 14).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        confidence_level: Option<Confidence>,
+        /// The sender's warnings, which the receiver is told (decider version 14).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        warnings: Vec<String>,
     },
     /// Decision: a handoff was refused; the flow stops.
     #[serde(rename = "handoff.denied")]
@@ -538,6 +561,10 @@ pub enum RunEvent {
     RunCompleted {
         /// The final output (the exit agent's `finish` output or its handoff to `external`).
         output: Value,
+        /// The conflicts settled on the way, without their outputs' content: the user is
+        /// told of them (decider version 14).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<SettledConflict>,
     },
     /// Recorded input: the agent's circuit breaker as the runtime read
     /// it from the data directory's circuits stream before calling, recorded when its

@@ -1,5 +1,5 @@
 //! Fan-out groups: branch outputs held until the group's last branch answers, and the
-//! branches that failed past retrying (gaps).
+//! branches that failed past retrying (gaps), and the conflicts settled at joins.
 
 use super::RunState;
 use crate::events::RunEvent;
@@ -16,9 +16,11 @@ impl RunState {
             RunEvent::FanoutBranchFailed { group, gap } => {
                 self.gaps.entry(group.into()).or_default().push(gap.clone());
             }
-            RunEvent::FanoutJoined { group, .. } => {
+            RunEvent::FanoutJoined { group, deliveries } => {
                 self.held.remove(group);
                 self.gaps.remove(group);
+                self.settled_conflicts
+                    .extend(deliveries.iter().filter_map(|d| d.conflict.clone()));
             }
             _ => {}
         }

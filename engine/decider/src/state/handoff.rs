@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::RunState;
 use crate::events::RunEvent;
 
-use docket_protocol::AgentId;
+use docket_protocol::{AgentId, Confidence};
 /// One handoff as decided (allowed or denied).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandoffRecord {
@@ -34,6 +34,12 @@ pub struct HandoffRecord {
     /// Scoping removed every field of a non-empty payload (flagged).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub every_field_removed: bool,
+    /// The confidence the sender answered with, told to the receiver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence_level: Option<Confidence>,
+    /// The sender's warnings, told to the receiver.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What an agent was told of the run in its handoff context, as it last crossed the gate
@@ -73,6 +79,8 @@ impl HandoffRecord {
                 input,
                 decision,
                 audit,
+                confidence_level,
+                warnings,
                 ..
             } => Some(Self {
                 from: from.clone(),
@@ -83,6 +91,8 @@ impl HandoffRecord {
                 rule_id: decision.rule_id.to_string(),
                 reason: decision.reason.to_string(),
                 every_field_removed: audit.every_field_removed,
+                confidence_level: *confidence_level,
+                warnings: warnings.clone(),
             }),
             RunEvent::HandoffDenied {
                 from,
@@ -99,6 +109,8 @@ impl HandoffRecord {
                 rule_id: decision.rule_id.to_string(),
                 reason: decision.reason.to_string(),
                 every_field_removed: false,
+                confidence_level: None,
+                warnings: Vec::new(),
             }),
             _ => None,
         }

@@ -136,6 +136,9 @@ pub struct RunState {
     /// (`fan_out_partial`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub(crate) gaps: BTreeMap<String, Vec<crate::events::BranchGap>>,
+    /// Fan-out conflicts settled so far, which the run's final output reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) settled_conflicts: Vec<docket_protocol::SettledConflict>,
     /// Human tickets, by id.
     pub(crate) tickets: BTreeMap<TicketId, Ticket>,
     /// The final output, once completed.
@@ -252,6 +255,13 @@ impl RunState {
     #[must_use]
     pub fn output(&self) -> Option<&Value> {
         self.output.as_ref()
+    }
+
+    /// The fan-out conflicts settled so far (by confidence or by a person), in the order
+    /// they were settled.
+    #[must_use]
+    pub fn settled_conflicts(&self) -> &[docket_protocol::SettledConflict] {
+        &self.settled_conflicts
     }
 
     /// Why the run was blocked or failed.
@@ -380,7 +390,7 @@ impl RunState {
                 self.run = Some(run.clone());
                 self.status = RunStatus::Running;
             }
-            RunEvent::RunCompleted { output } => {
+            RunEvent::RunCompleted { output, .. } => {
                 self.output = Some(output.clone());
                 self.status = RunStatus::Completed;
             }

@@ -73,17 +73,30 @@ pub(crate) fn allowed_capability_answer_returns_to_the_asker() {
         priority: None,
     }]));
     assert_eq!(run.state.pending_requests()[0].target_agent, "b");
-    run.when(respond(vec![Action::Finish {
-        output: json!({"q": 1}),
-    }]));
+    run.when(
+        respond(vec![Action::Finish {
+            output: json!({"q": 1}),
+        }])
+        .status(docket_protocol::ResponseStatus::Partial)
+        .confidence(docket_protocol::Confidence::Low)
+        .warning("one topic only"),
+    );
     let back = run.state.pending_requests()[0].clone();
     assert_eq!(back.target_agent, "a");
-    let last = back.decision_inputs.last().expect("the answer");
+    // The answer is labelled with what b said of it (decider version 14).
     assert_eq!(
-        (last.source_agent.as_str(), last.output_type.as_str()),
-        ("b", "questions")
+        back.decision_inputs.last(),
+        Some(&docket_protocol::DecisionInput {
+            confidence_level: Some(docket_protocol::Confidence::Low),
+            warnings: vec!["one topic only".into()],
+            ..docket_protocol::DecisionInput::new(
+                "b",
+                "questions",
+                std::sync::Arc::new(json!({"q": 1}))
+            )
+        })
     );
-    assert_eq!(*last.payload, json!({"q": 1}));
+    run.replays();
 }
 
 #[test]

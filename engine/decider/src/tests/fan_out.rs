@@ -4,7 +4,10 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::{Rejection, RunEvent, RunStatus};
-use docket_protocol::Confidence;
+use docket_protocol::{
+    Action, Confidence, ConflictingOutput, DecisionInput, SettledConflict, Settlement,
+};
+use std::sync::Arc;
 
 /// `agent`'s branch answers with `confidence`, handing `payload` to sink.
 fn branch(agent: &str, confidence: Confidence, payload: Value) -> Response {
@@ -185,5 +188,126 @@ pub(crate) fn when_no_branch_is_left_to_go_on_with_the_ladder_decides() {
     crash_until_given_up(&mut run, "left");
     run.then_kinds(&["agent.call_failed", "policy.decided", "human.escalated"]);
     assert_eq!(run.state.status, RunStatus::WaitingForHuman);
+    run.replays();
+}
+
+/// The conflict of left's `{"v": "left"}` (low confidence) and right's `{"v": "right"}`
+/// (high) over sink's verdict, settled as `settled_by` (a person: who, and the ticket),
+/// right's output kept.
+fn right_kept(settled_by: Settlement, person: Option<(&str, &str)>) -> SettledConflict {
+    let output = |agent: &str, confidence, kept| ConflictingOutput {
+        source_agent: agent.into(),
+        confidence_level: Some(confidence),
+        kept,
+        payload: Some(Arc::new(json!({ "v": agent }))),
+    };
+    SettledConflict {
+        output_type: "verdict".into(),
+        receiver: "sink".into(),
+        settled_by,
+        decided_by: person.map(|(by, _)| by.to_owned()),
+        ticket: person.map(|(_, ticket)| ticket.to_owned()),
+        outputs: vec![
+            output("left", Confidence::Low, false),
+            output("right", Confidence::High, true),
+        ],
+    }
+}
+
+/// Sink's decision input when `note` settled the conflict: right's output, labelled.
+fn kept_input(note: &SettledConflict) -> DecisionInput {
+    DecisionInput {
+        confidence_level: Some(Confidence::High),
+        conflict: Some(note.clone()),
+        ..DecisionInput::new("right", "verdict", Arc::new(json!({"v": "right"})))
+    }
+}
+
+/// Sink finishes; the run's completion reports `note` without the outputs' content.
+fn sink_finishes_reporting(run: &mut History, note: &SettledConflict) {
+    run.when(
+        respond(vec![Action::Finish {
+            output: json!({"verdict": "right"}),
+        }])
+        .by("sink"),
+    )
+    .then(|events| {
+        assert_eq!(
+            events.last(),
+            Some(&RunEvent::RunCompleted {
+                output: json!({"verdict": "right"}),
+                conflicts: vec![note.without_payloads()],
+            })
+        );
+    });
+    let reported = &run.state.settled_conflicts()[0];
+    assert_eq!(reported, note, "the state keeps the note whole");
+}
+
+#[test]
+pub(crate) fn the_aggregator_is_told_of_a_conflict_settled_by_confidence() {
+    let mut run = fanned_out("prefer_higher_confidence");
+    run.when(branch("left", Confidence::Low, json!({"v": "left"})));
+    let note = right_kept(Settlement::HigherConfidence, None);
+    run.when(branch("right", Confidence::High, json!({"v": "right"})))
+        .then(|events| {
+            let joined = events
+                .iter()
+                .find_map(|e| match e {
+                    RunEvent::FanoutJoined { deliveries, .. } => Some(deliveries),
+                    _ => None,
+                })
+                .expect("joined");
+            assert_eq!(joined.len(), 1);
+            assert_eq!(joined[0].conflict.as_ref(), Some(&note));
+        });
+    assert_eq!(run.pending().decision_inputs, vec![kept_input(&note)]);
+    sink_finishes_reporting(&mut run, &note);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn the_aggregator_is_told_who_settled_a_conflict() {
+    let mut run = fanned_out("human");
+    run.when(branch("left", Confidence::Low, json!({"v": "left"})));
+    run.when(branch("right", Confidence::High, json!({"v": "right"})));
+    run.when(
+        approve("ticket-1")
+            .by("dana")
+            .because("right is current")
+            .choice(2)
+            .at(2),
+    );
+    let note = right_kept(Settlement::Person, Some(("dana", "ticket-1")));
+    assert_eq!(run.pending().decision_inputs, vec![kept_input(&note)]);
+    sink_finishes_reporting(&mut run, &note);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_version_13_delivers_the_kept_output_alone() {
+    let mut run = fanned_out_recorded_by("prefer_higher_confidence", "", 13);
+    run.when(branch("left", Confidence::Low, json!({"v": "left"})));
+    run.when(branch("right", Confidence::High, json!({"v": "right"})));
+    assert_eq!(
+        run.pending().decision_inputs,
+        vec![DecisionInput::new(
+            "right",
+            "verdict",
+            Arc::new(json!({"v": "right"}))
+        )]
+    );
+    run.when(
+        respond(vec![Action::Finish {
+            output: json!({"verdict": "right"}),
+        }])
+        .by("sink"),
+    )
+    .then(|events| {
+        assert!(matches!(
+            events.last(),
+            Some(RunEvent::RunCompleted { conflicts, .. }) if conflicts.is_empty()
+        ));
+    });
     run.replays();
 }

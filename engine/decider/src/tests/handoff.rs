@@ -7,7 +7,7 @@ use docket_policies::{HandoffAudit, InputKind, PolicyBundle};
 
 use super::*;
 use crate::{DECIDER_VERSION, RunEvent, RunRequested, RunStatus};
-use docket_protocol::Action;
+use docket_protocol::{Action, Confidence, DecisionInput};
 
 #[test]
 pub(crate) fn a_pipeline_runs_to_completion() {
@@ -526,5 +526,68 @@ pub(crate) fn a_prior_output_is_counted_as_it_crosses() {
     )]));
     old.when(respond(vec![handoff("c", "bc", json!({"y": 3}))]));
     assert_eq!(prior_audit(&old), expected(0));
+    old.replays();
+}
+
+/// `a`'s answer handing `{"n": 1}` to `b`: PARTIAL, of medium confidence, with a warning.
+fn partial_to_b() -> Response {
+    respond(vec![handoff("b", "ab", json!({"n": 1}))])
+        .status(docket_protocol::ResponseStatus::Partial)
+        .confidence(Confidence::Medium)
+        .warning("benchmarks are from 2023")
+}
+
+/// What the handoff to `b` recorded of the sender's answer, and `b`'s decision input.
+fn told_to_b(run: &History) -> ((Option<Confidence>, Vec<String>), DecisionInput) {
+    let recorded = run
+        .decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::HandoffAllowed {
+                to,
+                confidence_level,
+                warnings,
+                ..
+            } if to == "b" => Some((*confidence_level, warnings.clone())),
+            _ => None,
+        })
+        .expect("the handoff to b is recorded");
+    let request = run.pending();
+    assert_eq!(request.target_agent, "b");
+    (recorded, request.decision_inputs[0].clone())
+}
+
+#[test]
+pub(crate) fn a_partial_answers_warnings_and_confidence_reach_its_receiver() {
+    let mut run = started();
+    run.when(partial_to_b()).then_kinds(&[
+        "agent.responded",
+        "handoff.allowed",
+        "agent.call_scheduled",
+    ]);
+    let warned = vec!["benchmarks are from 2023".to_owned()];
+    assert_eq!(
+        told_to_b(&run),
+        (
+            (Some(Confidence::Medium), warned.clone()),
+            DecisionInput {
+                confidence_level: Some(Confidence::Medium),
+                warnings: warned,
+                ..DecisionInput::new("a", "ab", std::sync::Arc::new(json!({"n": 1})))
+            }
+        )
+    );
+    run.replays();
+
+    // A run recorded by decider version 13 delivers the payload alone.
+    let mut old = started_under(BUNDLE, "t.toml", |r| r.decider_version = 13);
+    old.when(partial_to_b());
+    assert_eq!(
+        told_to_b(&old),
+        (
+            (None, Vec::new()),
+            DecisionInput::new("a", "ab", std::sync::Arc::new(json!({"n": 1})))
+        )
+    );
     old.replays();
 }

@@ -264,6 +264,12 @@ impl Response {
         self
     }
 
+    /// The answer warns `text` (a PARTIAL answer's limitations).
+    pub(crate) fn warning(mut self, text: &str) -> Self {
+        self.response.warnings.push(text.to_owned());
+        self
+    }
+
     /// The call used `tokens` input tokens.
     pub(crate) fn tokens(mut self, tokens: u64) -> Self {
         self.response.usage.input_tokens = tokens;
@@ -640,8 +646,13 @@ pub(crate) fn fanned_out(resolution: &str) -> History {
     fanned_out_with(resolution, "")
 }
 
-/// [`fanned_out`] under [`fanout_bundle_with`]`(resolution, extra)`, recorded by `version`.
+/// [`fanned_out`] under [`fanout_bundle_with`]`(resolution, extra)`.
 pub(crate) fn fanned_out_with(resolution: &str, extra: &str) -> History {
+    fanned_out_recorded_by(resolution, extra, DECIDER_VERSION)
+}
+
+/// [`fanned_out_with`], the run recorded by decider version `version`.
+pub(crate) fn fanned_out_recorded_by(resolution: &str, extra: &str, version: u32) -> History {
     let (b, src) = fanout_bundle_with(resolution, extra);
     let workflow = WorkflowSpec {
         name: "fan".into(),
@@ -667,7 +678,7 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str) -> History {
         bundle_hash: b.hash().to_hex(),
         input: json!({}),
         at_ms: 0,
-        decider_version: DECIDER_VERSION,
+        decider_version: version,
         forked_from: None,
         scheduled: None,
     };

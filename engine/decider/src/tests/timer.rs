@@ -116,17 +116,17 @@ pub(crate) fn a_wait_sets_a_timer_and_its_firing_calls_the_agent_again() {
     let request = run.pending();
     assert_eq!(
         request.decision_inputs.last(),
-        Some(&DecisionInput {
-            source_agent: TIMERS_SOURCE.into(),
-            output_type: TIMER_FIRED_TYPE.to_owned(),
-            payload: std::sync::Arc::new(json!({
-                "timer_id": T1,
-                "reason": "the slot opens later",
-                "due_at_ms": 100_000,
-                "fired_at_ms": 105_000,
-                "late_ms": 5_000,
-            })),
-        })
+        Some(&DecisionInput::new(
+            TIMERS_SOURCE,
+            TIMER_FIRED_TYPE,
+            std::sync::Arc::new(json!({
+                    "timer_id": T1,
+                    "reason": "the slot opens later",
+                    "due_at_ms": 100_000,
+                    "fired_at_ms": 105_000,
+                    "late_ms": 5_000,
+            }))
+        ))
     );
     assert!(matches!(
         run.when_rejected(fire(T1, 106_000)),

@@ -19,6 +19,7 @@ __all__ = [
     "Budget",
     "CallTool",
     "Confidence",
+    "ConflictingOutput",
     "ContextInput",
     "DecisionInput",
     "EpisodeResult",
@@ -38,6 +39,7 @@ __all__ = [
     "Response",
     "ResponseError",
     "ResponseStatus",
+    "SettledConflict",
     "Spawn",
     "TaskRestrictions",
     "TimerFired",
@@ -168,13 +170,43 @@ class _Reader:
 
 
 @dataclass(frozen=True)
+class ConflictingOutput:
+    """One output of a settled conflict (docs/agent-protocol.md#labelled-inputs)."""
+
+    source_agent: str
+    kept: bool
+    confidence_level: Confidence | None = None
+    #: The output as you were given it; ``None`` in the run's final report.
+    payload: Any = None
+
+
+@dataclass(frozen=True)
+class SettledConflict:
+    """A conflict among a fan-out's outputs of one type for you: every output, how it was
+    settled (``higher_confidence`` or ``person``) and by whom. Do not hide it: say in your
+    own output that there was one and how it was settled."""
+
+    output_type: str
+    receiver: str
+    settled_by: Literal["higher_confidence", "person"]
+    outputs: tuple[ConflictingOutput, ...]
+    decided_by: str | None = None
+    ticket: str | None = None
+
+
+@dataclass(frozen=True)
 class DecisionInput:
     """An input the agent may decide from (Guardrail 2), labelled with who produced it, so
-    a later check can tell which agent a decision rests on."""
+    a later check can tell which agent a decision rests on, and with what its producer
+    said of it: its confidence, its warnings (a PARTIAL answer's limitations) and, for an
+    output kept over others of a fan-out, the conflict (docs/agent-protocol.md#labelled-inputs)."""
 
     source_agent: str
     output_type: str
     payload: Any
+    confidence_level: Confidence | None = None
+    warnings: tuple[str, ...] = ()
+    conflict: SettledConflict | None = None
 
 
 @dataclass(frozen=True)
@@ -312,7 +344,7 @@ class Request:
         if priority not in PRIORITIES:
             raise r.fail("priority", f"expected one of {', '.join(PRIORITIES)}, got {priority!r}")
         decision = tuple(
-            DecisionInput(**_input_fields(item, f"decision_inputs[{i}]", rid))
+            _decision_input(item, f"decision_inputs[{i}]", rid)
             for i, item in enumerate(r.array("decision_inputs"))
         )
         context = tuple(
@@ -495,6 +527,64 @@ class Request:
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _confidence(r: _Reader, key: str) -> Confidence | None:
+    value = r.obj.get(key)
+    if value is None:
+        return None
+    if value not in CONFIDENCE_LEVELS:
+        raise r.fail(key, f"expected one of {', '.join(CONFIDENCE_LEVELS)}, got {value!r}")
+    return value
+
+
+def _strings(r: _Reader, key: str) -> tuple[str, ...]:
+    values = r.array(key)
+    for i, value in enumerate(values):
+        if not isinstance(value, str):
+            raise r.fail(f"{key}[{i}]", f"expected a string, got {_type_name(value)}")
+    return tuple(values)
+
+
+def _conflict(item: Any, where: str, request_id: str | None) -> SettledConflict:
+    r = _Reader(item, where, request_id)
+    settled_by = r.string("settled_by")
+    if settled_by not in ("higher_confidence", "person"):
+        raise r.fail("settled_by", f"expected higher_confidence or person, got {settled_by!r}")
+    outputs = []
+    for i, output in enumerate(r.array("outputs")):
+        o = _Reader(output, f"{where}.outputs[{i}]", request_id)
+        kept = o.obj.get("kept")
+        if not isinstance(kept, bool):
+            raise o.fail("kept", f"expected a boolean, got {_type_name(kept)}")
+        outputs.append(
+            ConflictingOutput(
+                source_agent=o.string("source_agent"),
+                kept=kept,
+                confidence_level=_confidence(o, "confidence_level"),
+                payload=o.obj.get("payload"),
+            )
+        )
+    return SettledConflict(
+        output_type=r.string("output_type"),
+        receiver=r.string("receiver"),
+        settled_by=settled_by,  # type: ignore[arg-type]
+        outputs=tuple(outputs),
+        decided_by=_opt_str(r.obj.get("decided_by")),
+        ticket=_opt_str(r.obj.get("ticket")),
+    )
+
+
+def _decision_input(item: Any, where: str, request_id: str | None) -> DecisionInput:
+    fields = _input_fields(item, where, request_id)
+    r = _Reader(item, where, request_id)
+    conflict = r.obj.get("conflict")
+    return DecisionInput(
+        **fields,
+        confidence_level=_confidence(r, "confidence_level"),
+        warnings=_strings(r, "warnings"),
+        conflict=None if conflict is None else _conflict(conflict, f"{where}.conflict", request_id),
+    )
 
 
 def _input_fields(item: Any, where: str, request_id: str | None) -> dict[str, Any]:
