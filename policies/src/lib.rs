@@ -74,6 +74,9 @@ pub use rules::escalation::{
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind, PartialOutputs};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
+pub use rules::recursion_class::{
+    ClassDecision, ClassRule, RecursionClass, RecursionClasses, VERIFICATION_FIRST,
+};
 pub use rules::scope::{
     AdmissionProblem, CONTENT_SOURCES, ConflictResolution, ContextAfter, ContextBefore,
     ContextRequirements, EmptiedContent, EmptiedKind, EmptyScope, HandoffAudit, HandoffMode,

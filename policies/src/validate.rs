@@ -18,7 +18,7 @@ use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
     authority, capability, circuit_breaker, context_parts, contract, domain, escalation, handoff,
-    provenance, recursion, scope, side_effect, signals, tools, waiting,
+    provenance, recursion, recursion_class, scope, side_effect, signals, tools, waiting,
 };
 
 /// One semantic problem, located by pointer.
@@ -78,6 +78,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     scope::check(&mut c);
     context_parts::check(&mut c);
     recursion::check(&mut c);
+    recursion_class::check(&mut c);
     side_effect::check(&mut c);
     escalation::check(&mut c);
     provenance::check(&mut c);

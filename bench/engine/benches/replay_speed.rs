@@ -311,6 +311,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
                             goal: format!("check item {item}"),
                             budget: Default::default(),
                             inputs: object(json!({"item": item})),
+                            trigger: None,
                         }]
                     }
                     "planner" => {

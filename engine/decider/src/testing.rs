@@ -148,6 +148,7 @@ pub fn action(act: &Act) -> Option<Action> {
             goal: "check".into(),
             budget: Default::default(),
             inputs: p,
+            trigger: Some("side_effect_attempted".into()),
         },
         Act::Write(p) => Action::WriteDomain {
             domain: "notes".into(),

@@ -249,6 +249,11 @@ pub enum Action {
         /// Inputs for the child, delivered as its decision input with the goal.
         #[serde(default)]
         inputs: Map<String, Value>,
+        /// Why this child is needed: one of the triggers the bundle allows for the child
+        /// type's recursion class (`side_effect_attempted` for a `verify` child...);
+        /// required for a child type with a class (docs/governance.md#recursion-classes).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trigger: Option<String>,
     },
     /// Write a new version of a domain this agent owns (docs/governance.md#write-domains);
     /// history is never changed. Other agents with the domain in their read scopes see the

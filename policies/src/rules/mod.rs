@@ -19,7 +19,8 @@
 //!   the declared flow order (`interactions.flow_order`) forbids.
 //! - `provenance.rs`: where the ids a handoff cites must come from (`[[provenance]]`).
 //! - `recursion.rs`: when an episode may spawn a child, and with what budget
-//!   (`[recursion]`).
+//!   (`[recursion]`), with `recursion_class.rs` for what a child is for: its class, the
+//!   triggers a spawn names, verification before repair (`[recursion.classes]`).
 //! - `scope.rs`: what context crosses a handoff (`[multi_agent_handoffs]`, each agent's
 //!   `context_requirements`), with `translate.rs` for summarising and recasting.
 //! - `side_effect.rs`: what a side effect needs before it runs (`[[side_effects]]`, each
@@ -47,6 +48,7 @@ pub(crate) mod flow;
 pub(crate) mod handoff;
 pub(crate) mod provenance;
 pub(crate) mod recursion;
+pub(crate) mod recursion_class;
 pub(crate) mod scope;
 pub(crate) mod side_effect;
 pub(crate) mod signals;

@@ -14,6 +14,7 @@ use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdi
 use crate::error::DiagnosticCode as Code;
 use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
+use crate::rules::recursion_class::RecursionClasses;
 use crate::validate::Checker;
 
 /// Recursion depth no bundle can raise: `max_depth` defaults to 2 and never exceeds 4
@@ -30,6 +31,9 @@ pub struct RecursionSection {
     pub policies: Vec<RecursionPolicy>,
     #[serde(default)]
     pub budget: BudgetRules,
+    /// What each class of child episode is for (`recursion_class.rs`).
+    #[serde(default, skip_serializing_if = "RecursionClasses::is_default")]
+    pub classes: RecursionClasses,
 }
 
 /// A recursion policy (docs/governance.md#recursion-limits).

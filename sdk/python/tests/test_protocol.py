@@ -64,6 +64,12 @@ def test_an_input_carries_what_its_producer_said_of_it() -> None:
         parse(decision_inputs=[bad])
 
 
+def test_a_spawn_names_its_trigger_only_when_given_one() -> None:
+    named = da.spawn("verifier", "verify", "confirm the DM", trigger="side_effect_attempted").to_json()
+    assert named["trigger"] == "side_effect_attempted"
+    assert "trigger" not in da.spawn("planner", "plan", "plan it").to_json()
+
+
 def test_fields_docket_adds_later_are_ignored_but_kept() -> None:
     request = parse(a_field_of_tomorrow={"x": 1}, priority="HIGH")
     assert request.priority == "HIGH"
@@ -147,6 +153,7 @@ def test_tool_results_human_answers_and_missing_inputs() -> None:
         (lambda: da.ask("Which?", "EU"), "ask.choices: expected a list of options, got one string"),
         (lambda: da.spawn("a", "verify", ""), "spawn.goal: must not be empty"),
         (lambda: da.spawn("a", "verify", "g", budget={"tokens": 1}), "spawn.budget: expected a docket_agent.Budget"),  # type: ignore[arg-type]
+        (lambda: da.spawn("a", "verify", "g", trigger=""), "spawn.trigger: expected a non-empty string"),
         (lambda: da.write_domain("", 1), "write_domain.domain: must not be empty"),
         (lambda: da.finish_episode("done"), "finish_episode.result.status: expected one of ok, needs_review, failed"),  # type: ignore[arg-type]
         (lambda: da.request_effect("publish", "api", idempotency_key=""), "request_effect.idempotency_key: must not be empty"),

@@ -422,6 +422,7 @@ fn orchestrator(r: &AgentRequest) -> AgentResponse {
                 ..BudgetRequest::default()
             },
             inputs: Map::new(),
+            trigger: Some("missing_capsule".into()),
         },
         Some(child) => Action::Finish {
             output: json!({

@@ -22,13 +22,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use docket_policies::StopCondition;
+use docket_policies::{ClassDecision, StopCondition, VERIFICATION_FIRST};
 use docket_policies::{
     DecisionKind, InputKind, PolicyDecision, RuleStep, SpawnRequest, StepOutcome, Verdict,
 };
 
 use super::{Batch, EXTERNAL};
-use crate::events::{RunEvent, TicketSubject, seed_error};
+use crate::events::{RECURSION_CLASSES, RunEvent, TicketSubject, seed_error};
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
     stopped_result,
@@ -47,6 +47,7 @@ pub(super) struct Spawn<'a> {
     pub goal: &'a str,
     pub budget: &'a BudgetRequest,
     pub inputs: &'a Map<String, Value>,
+    pub trigger: Option<&'a str>,
 }
 
 impl Batch<'_> {
@@ -190,10 +191,13 @@ impl Batch<'_> {
         let Some(parent) = self.episode(&parent_id) else {
             return false;
         };
-        let detail = json!({
+        let mut detail = json!({
             "agent": s.agent, "episode_type": s.episode_type, "goal": s.goal,
             "budget": s.budget, "inputs": s.inputs,
         });
+        if let Some(trigger) = s.trigger {
+            detail["trigger"] = json!(trigger);
+        }
         if let Some(d) = self.state.episode_gate(self.bundle, &parent_id) {
             let condition = if &*d.rule_id == "stop_conditions.budget_exhausted" {
                 StopCondition::BudgetExhausted
@@ -248,6 +252,42 @@ impl Batch<'_> {
                 return false;
             }
         }
+        // What the child is for (decider version 14): its trigger, and verification
+        // before repair once the episode applied a side effect.
+        let class = if self.state.decider_version() >= RECURSION_CLASSES {
+            match self.bundle.decide_spawn_class(
+                s.episode_type,
+                s.trigger,
+                parent.unverified_effects,
+            ) {
+                ClassDecision::Unclassed => None,
+                ClassDecision::Allowed(class) => Some(class),
+                // Told, not stopped: the agent may name its trigger, or verify first;
+                // refusals that repeat stop the episode (`failure_repeats`).
+                ClassDecision::Denied(decision) => {
+                    self.push(RunEvent::EpisodeActionDenied {
+                        episode_id: parent.id.clone(),
+                        agent: agent.into(),
+                        action: "spawn".to_owned(),
+                        detail,
+                        decision: decision.clone(),
+                        condition: StopCondition::PolicyBlocks,
+                    });
+                    if !self.refusals_repeat(&parent.id) {
+                        self.tell(
+                            agent,
+                            request_id,
+                            "spawn",
+                            &decision,
+                            StopCondition::PolicyBlocks,
+                        );
+                    }
+                    return false;
+                }
+            }
+        } else {
+            None
+        };
         let d = self.bundle.decide_spawn(&req);
         if !d.decision.is_allowed() {
             let condition = d.stop_condition.unwrap_or(StopCondition::PolicyBlocks);
@@ -276,6 +316,10 @@ impl Batch<'_> {
             spawned_by: request_id.clone(),
             at_ms: self.now_ms,
             decision: d.decision,
+            class,
+            trigger: (self.state.decider_version() >= RECURSION_CLASSES)
+                .then(|| s.trigger.map(str::to_owned))
+                .flatten(),
         });
         let inputs = self.gate_content(
             agent,
@@ -331,6 +375,7 @@ impl Batch<'_> {
             goal: s.goal.to_owned(),
             budget: *s.budget,
             inputs: s.inputs.clone(),
+            trigger: s.trigger.map(str::to_owned),
         }];
         if let Some((id, all, next)) = &self.acting
             && id == request_id
@@ -439,15 +484,31 @@ impl Batch<'_> {
         let Some(episode) = self.episode(&episode_id) else {
             return;
         };
+        // Verification first (decider version 14): a child episode that applied side
+        // effects succeeds only once a verification confirmed them.
+        let unverified = episode.parent.is_some()
+            && episode.unverified_effects > 0
+            && self.state.decider_version() >= RECURSION_CLASSES;
         if result.status == EpisodeStatus::Ok
-            && result.verification_needed
-            && !episode.verified
+            && ((result.verification_needed && !episode.verified) || unverified)
             && self.listed(&episode, StopCondition::SuccessAchieved)
         {
-            let rule = "stop_conditions.success_achieved";
-            let reason = format!(
-                "{episode_id} finished ok with verification_needed, but no `verify` child episode has passed: spawn one first (success needs the verifier to pass)"
-            );
+            let (rule, reason) = if unverified {
+                (
+                    VERIFICATION_FIRST,
+                    format!(
+                        "{episode_id} applied {} side effect(s) no verification has confirmed: spawn a verification child (`verify`, trigger `side_effect_attempted`) first, or have the effects verified by their verifier (success needs a verification to pass)",
+                        episode.unverified_effects
+                    ),
+                )
+            } else {
+                (
+                    "stop_conditions.success_achieved",
+                    format!(
+                        "{episode_id} finished ok with verification_needed, but no `verify` child episode has passed: spawn one first (success needs the verifier to pass)"
+                    ),
+                )
+            };
             let decision = self.engine_decision(rule, &reason);
             self.push(RunEvent::EpisodeActionDenied {
                 episode_id: episode_id.clone(),

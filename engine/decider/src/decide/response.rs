@@ -208,6 +208,7 @@ impl Batch<'_> {
                     goal,
                     budget,
                     inputs,
+                    trigger,
                 } => {
                     let spawn = episode::Spawn {
                         agent: child,
@@ -215,6 +216,7 @@ impl Batch<'_> {
                         goal,
                         budget,
                         inputs,
+                        trigger: trigger.as_deref(),
                     };
                     if !self.episode_spawn(agent, request_id, &spawn) {
                         return;

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use docket_policies::Meter;
+use docket_policies::RecursionClass;
 use docket_policies::StopCondition;
 
 use super::effect::{
@@ -169,6 +170,14 @@ pub(crate) const PRIORITIES: u32 = 13;
 /// conflicts (docs/agent-protocol.md#labelled-inputs). Version 13 delivered the payload
 /// alone.
 pub(crate) const LABELLED_INPUTS: u32 = 14;
+
+/// Decider version 14: what recursion is for. A spawn of a child type the bundle gives a
+/// class names its trigger, one the class allows; an episode that applied a side effect
+/// spawns no repair child, and finishes ok, only once a verification passed (a
+/// verification child, or the effects verified by their verifier or a person)
+/// (docs/governance.md#recursion-classes). `episode.started` records the class and
+/// trigger. Version 13 knew no classes.
+pub(crate) const RECURSION_CLASSES: u32 = 14;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -627,6 +636,13 @@ pub enum RunEvent {
         at_ms: i64,
         /// The spawn decision.
         decision: PolicyDecision,
+        /// What the child is for, when the bundle gives its type a class (decider version
+        /// 14).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        class: Option<RecursionClass>,
+        /// The trigger its spawn named (decider version 14).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        trigger: Option<String>,
     },
     /// Decision: an episode action was refused (a spawn by the recursion policy or the
     /// budget rules, a `finish_episode` whose verification has not passed).

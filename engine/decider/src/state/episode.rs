@@ -16,8 +16,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use docket_policies::StopCondition;
+use crate::events::effect::{SettledBy, SettledStatus};
 use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict};
+use docket_policies::{RecursionClass, StopCondition};
 
 use super::RunState;
 use crate::events::{RunEvent, RunRequested, TicketSubject};
@@ -107,8 +108,17 @@ pub struct Episode {
     /// (`verification_missing`) and the agent's refused actions (`spawn_refused`,
     /// `write_domain_refused`, `effect_refused`).
     pub error_classes: BTreeMap<String, u32>,
-    /// A `verify` child episode finished ok.
+    /// A verification child episode finished ok (`verify`, or from decider version 14 a
+    /// child of the verification class).
     pub verified: bool,
+    /// What it is for, when its type has a recursion class (decider version 14).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub class: Option<RecursionClass>,
+    /// Side effects it applied that no verification has confirmed since: a verification
+    /// child finishing ok clears them, the effect's verifier or a person confirming one
+    /// takes it off (docs/governance.md#recursion-classes).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub unverified_effects: u32,
     /// Which agent writes each domain in this episode (single-owner rule).
     pub writers: BTreeMap<String, AgentId>,
 }
@@ -292,7 +302,7 @@ impl EpisodeTree {
         let Some(child) = self.episodes.get(child_id) else {
             return;
         };
-        let is_verify = child.episode_type == "verify";
+        let is_verify = child.verifies();
         let Some(parent) = child.parent.clone().and_then(|p| self.episodes.get_mut(&p)) else {
             return;
         };
@@ -310,9 +320,27 @@ impl EpisodeTree {
                     .unwrap_or_else(|| "failed".into());
                 *parent.error_classes.entry(class).or_default() += 1;
             }
-            EpisodeStatus::Ok if is_verify => parent.verified = true,
+            EpisodeStatus::Ok if is_verify => {
+                parent.verified = true;
+                parent.unverified_effects = 0;
+            }
             _ => {}
         }
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+impl Episode {
+    /// Whether it is a verification child: of the verification class, or for an episode
+    /// recorded without a class, of type `verify`.
+    #[must_use]
+    pub fn verifies(&self) -> bool {
+        self.class.map_or(self.episode_type == "verify", |c| {
+            c == RecursionClass::Verification
+        })
     }
 }
 
@@ -455,15 +483,13 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                     }
                 }
                 let result = tree.episodes.get(episode_id).and_then(|e| e.result.clone());
-                let verify = tree
-                    .episodes
-                    .get(episode_id)
-                    .is_some_and(|e| e.episode_type == "verify");
+                let verify = tree.episodes.get(episode_id).is_some_and(Episode::verifies);
                 let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
                 if let (true, Some(_), Some(p)) = (verify, result, parent)
                     && let Some(p) = tree.episodes.get_mut(&p)
                 {
                     p.verified = true;
+                    p.unverified_effects = 0;
                 }
             }
         }
@@ -489,6 +515,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             budget,
             spawned_by,
             at_ms,
+            class,
             ..
         } => {
             let wait = tree.effective_wait(*at_ms);
@@ -513,6 +540,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                     started_at_ms: *at_ms,
                     wait_at_start_ms: wait,
                     spawned_by: Some(spawned_by.clone()),
+                    class: *class,
                     ..Episode::default()
                 },
             );
@@ -537,6 +565,27 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
         }
         RunEvent::DomainWriteDenied { episode_id, .. } => {
             tree.count_refusal(episode_id, "write_domain_refused".to_owned());
+        }
+        // Verification first: what an episode applied waits for a verification.
+        RunEvent::EffectApplied(e) => {
+            if let Some(episode) = state
+                .effects
+                .get(&e.effect_id)
+                .and_then(|r| tree.episodes.get_mut(&r.requested.episode_id))
+            {
+                episode.unverified_effects = episode.unverified_effects.saturating_add(1);
+            }
+        }
+        RunEvent::EffectSettled(e)
+            if e.status == SettledStatus::Verified && e.by != SettledBy::Executor =>
+        {
+            if let Some(episode) = state
+                .effects
+                .get(&e.effect_id)
+                .and_then(|r| tree.episodes.get_mut(&r.requested.episode_id))
+            {
+                episode.unverified_effects = episode.unverified_effects.saturating_sub(1);
+            }
         }
         // Side effects: a refused effect counts in the episode that asked for it.
         RunEvent::EffectRefused(refused) => {

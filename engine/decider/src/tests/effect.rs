@@ -52,7 +52,7 @@ fn passed(id: &str) -> impl Input {
 }
 
 /// The kill switches read for `id`, `engaged` of them engaged.
-fn switches(id: &str, engaged: &[&str]) -> impl Input {
+pub(crate) fn switches(id: &str, engaged: &[&str]) -> impl Input {
     let effect_id = id.to_owned();
     let engaged: Vec<String> = engaged.iter().map(|s| (*s).to_owned()).collect();
     recorded(move |at_ms| {
@@ -66,7 +66,7 @@ fn switches(id: &str, engaged: &[&str]) -> impl Input {
 }
 
 /// The executor applied `id`, the receipt naming `post`.
-fn applied(id: &str, post: &str) -> impl Input {
+pub(crate) fn applied(id: &str, post: &str) -> impl Input {
     let effect_id = id.to_owned();
     let receipt = EffectReceipt {
         result: json!({ "post_id": post }),
@@ -95,7 +95,7 @@ fn failed(id: &str, code: &str, message: &str) -> impl Input {
 }
 
 /// The executor's verification of `id` after applying it.
-fn verified(id: &str, verification: Verification) -> impl Input {
+pub(crate) fn verified(id: &str, verification: Verification) -> impl Input {
     let effect_id = id.to_owned();
     recorded(move |at_ms| {
         EffectInput::Verified(EffectVerification {

@@ -119,7 +119,17 @@ fn spawn(agent: &str, episode_type: &str, tokens: Option<u64>) -> Action {
             ..BudgetRequest::default()
         },
         inputs: serde_json::Map::new(),
+        trigger: trigger_of(episode_type),
     }
+}
+
+/// The first trigger the default bundle allows a child of `episode_type` (none for a
+/// type without a recursion class).
+fn trigger_of(episode_type: &str) -> Option<String> {
+    let classes = docket_policies::RecursionClasses::default();
+    classes
+        .class_of(episode_type)
+        .and_then(|c| classes.rule(c).triggers.first().cloned())
 }
 
 fn finish(status: EpisodeStatus, summary: &str) -> Action {
@@ -1353,4 +1363,186 @@ pub(crate) fn past_70_percent_a_domain_write_waits_for_a_human_who_may_let_it_go
         )
         .then(|events| assert!(!kinds(events).contains(&"human.escalated")));
     assert_eq!(finishing.state.status, RunStatus::Completed);
+}
+
+// ---------------------------------------------------------------------------------------
+// Recursion classes (decider version 14): triggers, and verification before repair once
+// an episode applied a side effect.
+
+/// The effects bundle letting the publisher spawn engage, verify and rewrite children.
+const CLASSED: &str = r#"
+[recursion.default]
+allowed_child_types = ["engage", "verify", "rewrite"]
+"#;
+
+/// A spawn by the publisher of itself as a `episode_type` child naming `trigger`.
+fn spawn_self(episode_type: &str, trigger: Option<&str>) -> Action {
+    Action::Spawn {
+        agent: "publisher".into(),
+        episode_type: episode_type.into(),
+        goal: format!("{episode_type} the post"),
+        budget: BudgetRequest::default(),
+        inputs: serde_json::Map::new(),
+        trigger: trigger.map(str::to_owned),
+    }
+}
+
+/// The rule and reason of the episode action the last input had refused.
+fn refused(run: &History) -> (String, String) {
+    run.decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::EpisodeActionDenied { decision, .. } => {
+                Some((decision.rule_id.to_string(), decision.reason.to_string()))
+            }
+            _ => None,
+        })
+        .expect("an episode action was refused")
+}
+
+/// Given the publisher's `engage` child (ep-2) that sent a DM the executor applied and
+/// verified itself: the child's agent is called again with the result.
+fn engaged_and_sent(version: u32) -> History {
+    use super::effect::{applied, switches, verified};
+    let mut run = effects_run_with(CLASSED, "publisher");
+    if version != DECIDER_VERSION {
+        let mut log = run.log.clone();
+        let RunEvent::RunRequested(request) = &mut log[0] else {
+            panic!("the log opens with the request");
+        };
+        std::sync::Arc::make_mut(request).decider_version = version;
+        let source = format!("{EFFECTS_BUNDLE}{CLASSED}");
+        let b = PolicyBundle::from_toml_str(&source, "fx.toml").expect("valid");
+        run = History::new(b).given(&log).clock(1_000, 10);
+    }
+    run.when(respond(vec![spawn_self("engage", None)]));
+    run.when(respond(vec![super::effect("dm", "api", Some("dm-1"))]));
+    let effect = "run-1/effect-1";
+    run.when(switches(effect, &[]));
+    run.when(applied(effect, "dm-9"));
+    run.when(verified(
+        effect,
+        docket_protocol::Verification::Applied {
+            result: json!({"post_id": "dm-9"}),
+        },
+    ));
+    assert_eq!(run.pending().episode_id, "ep-2");
+    run
+}
+
+#[test]
+pub(crate) fn an_episode_that_applied_a_side_effect_verifies_before_it_repairs_or_succeeds() {
+    let mut run = engaged_and_sent(DECIDER_VERSION);
+    // Finishing ok without a verification is refused, and the agent told.
+    run.when(respond(vec![finish(EpisodeStatus::Ok, "sent")]))
+        .then_kinds(&[
+            "agent.responded",
+            "episode.action_denied",
+            "agent.call_scheduled",
+        ]);
+    let (rule, reason) = refused(&run);
+    assert_eq!(rule, docket_policies::VERIFICATION_FIRST);
+    assert!(reason.contains("ep-2 applied 1 side effect(s)"), "{reason}");
+    // Repair is refused before verification.
+    run.when(respond(vec![spawn_self(
+        "rewrite",
+        Some("payload_invalid"),
+    )]));
+    let (rule, reason) = refused(&run);
+    assert_eq!(rule, docket_policies::VERIFICATION_FIRST);
+    assert!(
+        reason.contains("verification comes before repair"),
+        "{reason}"
+    );
+    // A verification child, naming its trigger, is recorded with its class and trigger.
+    run.when(respond(vec![spawn_self(
+        "verify",
+        Some("side_effect_attempted"),
+    )]))
+    .then(|events| {
+        let started = events
+            .iter()
+            .find_map(|e| match e {
+                RunEvent::EpisodeStarted {
+                    episode_id,
+                    class,
+                    trigger,
+                    ..
+                } => Some((episode_id.to_string(), *class, trigger.clone())),
+                _ => None,
+            })
+            .expect("the verify child started");
+        assert_eq!(
+            started,
+            (
+                "ep-3".to_owned(),
+                Some(docket_policies::RecursionClass::Verification),
+                Some("side_effect_attempted".to_owned())
+            )
+        );
+    });
+    assert_eq!(
+        run.state
+            .episodes()
+            .get(&"ep-2".into())
+            .map(|e| e.unverified_effects),
+        Some(1)
+    );
+    run.when(respond(vec![finish(EpisodeStatus::Ok, "the DM is there")]));
+    assert_eq!(
+        run.state
+            .episodes()
+            .get(&"ep-2".into())
+            .map(|e| e.unverified_effects),
+        Some(0)
+    );
+    // Verified: repair may go on, and the episode succeeds.
+    run.when(respond(vec![finish(
+        EpisodeStatus::Ok,
+        "sent and verified",
+    )]))
+    .then(|events| {
+        assert!(kinds(events).contains(&"episode.finished"), "{events:?}");
+        assert!(!kinds(events).contains(&"episode.action_denied"));
+    });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_classed_spawn_names_a_trigger_its_class_allows() {
+    let mut run = effects_run_with(CLASSED, "publisher");
+    run.when(respond(vec![spawn_self("verify", None)]));
+    let (rule, reason) = refused(&run);
+    assert_eq!(rule, "recursion.classes.verification.triggers");
+    assert!(reason.contains("must name its trigger"), "{reason}");
+    run.when(respond(vec![spawn_self("verify", Some("rubric_failure"))]));
+    let (_, reason) = refused(&run);
+    assert!(
+        reason.contains("`rubric_failure` is no trigger of verification"),
+        "{reason}"
+    );
+    // A type without a class needs no trigger.
+    run.when(respond(vec![spawn_self("engage", None)]))
+        .then(|events| {
+            assert!(events.iter().any(|e| matches!(
+                e,
+                RunEvent::EpisodeStarted {
+                    class: None,
+                    trigger: None,
+                    ..
+                }
+            )));
+        });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_version_13_knows_no_recursion_classes() {
+    let mut run = engaged_and_sent(13);
+    run.when(respond(vec![finish(EpisodeStatus::Ok, "sent")]))
+        .then(|events| {
+            assert!(kinds(events).contains(&"episode.finished"), "{events:?}");
+            assert!(!kinds(events).contains(&"episode.action_denied"));
+        });
+    run.replays();
 }

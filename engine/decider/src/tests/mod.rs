@@ -755,7 +755,13 @@ default_handoff_mode = "full"
 /// Given `run-1` started under the effects bundle with `entry` called first. Inputs are
 /// recorded 10 ms apart from 1,000 ms unless they say.
 pub(crate) fn effects_run(entry: &str) -> History {
-    let b = PolicyBundle::from_toml_str(EFFECTS_BUNDLE, "fx.toml").expect("bundle is valid");
+    effects_run_with("", entry)
+}
+
+/// [`effects_run`] under the effects bundle with `extra` appended.
+pub(crate) fn effects_run_with(extra: &str, entry: &str) -> History {
+    let source = format!("{EFFECTS_BUNDLE}{extra}");
+    let b = PolicyBundle::from_toml_str(&source, "fx.toml").expect("bundle is valid");
     let workflow = WorkflowSpec {
         name: "fx".into(),
         policy: "fx.toml".into(),
@@ -775,7 +781,7 @@ pub(crate) fn effects_run(entry: &str) -> History {
     let run = RunRequested {
         run_id: "run-1".into(),
         workflow,
-        bundle_source: EFFECTS_BUNDLE.into(),
+        bundle_source: source,
         bundle_source_name: "fx.toml".into(),
         bundle_hash: b.hash().to_hex(),
         input: json!({"post": "hello"}),

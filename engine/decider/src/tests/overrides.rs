@@ -247,6 +247,7 @@ pub(crate) fn an_override_authorises_a_forbidden_child_type() {
         goal: "publish the post".into(),
         budget: BudgetRequest::default(),
         inputs: serde_json::Map::new(),
+        trigger: None,
     };
     run.when(respond(vec![publish]))
         .then_kinds(&[

@@ -124,7 +124,25 @@ fn spawn(agent: &str, episode_type: &str, goal: String, inputs: Value) -> Action
             Value::Object(map) => map,
             _ => Map::new(),
         },
+        trigger: None,
     }
+}
+
+/// A spawn of recursion with a class, naming why it is needed (docs/governance.md in the
+/// repository, "Recursion classes"): a `verify` child after a side effect, a probe when
+/// visibility is uncertain.
+fn spawn_because(
+    trigger: &str,
+    agent: &str,
+    episode_type: &str,
+    goal: String,
+    inputs: Value,
+) -> Action {
+    let mut action = spawn(agent, episode_type, goal, inputs);
+    if let Action::Spawn { trigger: t, .. } = &mut action {
+        *t = Some(trigger.to_owned());
+    }
+    action
 }
 
 fn write(domain: &str, content: Value) -> Action {
@@ -515,7 +533,8 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
         }
         return respond(
             request,
-            vec![spawn(
+            vec![spawn_because(
+                "side_effect_attempted",
                 "verifier",
                 "verify",
                 format!(
@@ -837,7 +856,8 @@ pub fn verifier(request: &AgentRequest) -> AgentResponse {
         }
         return respond(
             request,
-            vec![spawn(
+            vec![spawn_because(
+                "visibility_uncertain",
                 "verifier",
                 "tool_probe",
                 format!("probe the platform again for {key_text}"),

@@ -138,14 +138,20 @@ def spawn(
     *,
     budget: Budget | None = None,
     inputs: Mapping[str, Any] | None = None,
+    trigger: str | None = None,
 ) -> Spawn:
     """Start a child episode of ``episode_type`` (``verify``, ``retrieve``...) run by
-    ``agent``, decided by the recursion policy. The child's ``episode_result`` comes back
-    to this agent in a new request."""
+    ``agent``, decided by the recursion policy. ``trigger`` says why it is needed
+    (``side_effect_attempted`` for a ``verify`` child...); a child type with a recursion
+    class needs one its class allows (docs/governance.md#recursion-classes). The child's
+    ``episode_result`` comes back to this agent in a new request."""
     if budget is not None and not isinstance(budget, Budget):
         raise ValueError(f"spawn.budget: expected a docket_agent.Budget, got {type(budget).__name__}")
+    if trigger is not None and (not isinstance(trigger, str) or not trigger):
+        raise ValueError("spawn.trigger: expected a non-empty string")
     return _checked(
-        "spawn", Spawn(agent, episode_type, goal, budget or Budget(), _mapping("spawn.inputs", inputs))
+        "spawn",
+        Spawn(agent, episode_type, goal, budget or Budget(), _mapping("spawn.inputs", inputs), trigger),
     )
 
 

@@ -688,10 +688,12 @@ class Spawn:
     goal: str
     budget: Budget = Budget()
     inputs: Mapping[str, Any] = field(default_factory=dict)
+    #: Why the child is needed: a trigger its type's recursion class allows.
+    trigger: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON document docket reads, leaving out what defaults to empty."""
-        return {
+        out = {
             "type": "spawn",
             "agent": self.agent,
             "episode_type": self.episode_type,
@@ -699,6 +701,9 @@ class Spawn:
             "budget": self.budget.to_json(),
             "inputs": dict(self.inputs),
         }
+        if self.trigger is not None:
+            out["trigger"] = self.trigger
+        return out
 
 
 @dataclass(frozen=True)
