@@ -1,5 +1,6 @@
 //! `docket worker`: a process that drives the runs of a shared PostgreSQL store
-//! (docs/postgres.md, "Workers"). It claims runnable runs, resumes each from its log as
+//! (docs/postgres.md, "Workers"). It claims runnable runs (by priority, those that waited
+//! long enough first: docs/postgres.md#claim-order), resumes each from its log as
 //! `docket resume` does (calls without a recorded answer made again, started effects
 //! verified before anything is executed), renews its leases in one statement per interval,
 //! and stops driving a run the moment it learns another worker claimed it.
@@ -30,6 +31,9 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// How often leases are renewed (well within `lease`).
     pub renew_every: Duration,
+    /// How long a queued run waits before it is claimed as if it had the next priority up
+    /// (docs/postgres.md#claim-order).
+    pub priority_aging: Duration,
 }
 
 impl WorkerConfig {
@@ -39,6 +43,7 @@ impl WorkerConfig {
             concurrency: 16,
             lease: Duration::from_secs(15),
             renew_every: Duration::from_secs(5),
+            priority_aging: docket_store_postgres::DEFAULT_PRIORITY_AGING,
         }
     }
 }
@@ -147,7 +152,10 @@ async fn drive_runs(
         let schedule_due = schedules_at.saturating_duration_since(Instant::now());
         let free = config.concurrency.saturating_sub(driving.len());
         if free > 0 {
-            match store.claim(holder, free, config.lease).await {
+            match store
+                .claim(holder, free, config.lease, config.priority_aging)
+                .await
+            {
                 Ok(leases) => {
                     for lease in leases {
                         report.claimed += 1;

@@ -525,7 +525,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             // another terminal can follow it (`docket status`) while this one drives.
             let run_id = run_id.unwrap_or_else(|| rt.new_run_id());
             if queue {
-                return crate::worker::queue(&rt, &wf, input, run_id, &workflow, out).await;
+                let app = crate::verify::app(&rt, data);
+                return crate::worker::queue(&app, &wf, input, run_id, &workflow, out).await;
             }
             let announce = announce_when_recorded(&rt, &run_id);
             let started = rt.start(&wf, input, Some(run_id)).await;

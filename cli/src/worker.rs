@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 use clap::Args;
-use docket_app::{Store, WorkerConfig};
+use docket_app::{App, WorkerConfig};
 use docket_decider::RunId;
 use docket_evidence::KeyPlace;
-use docket_runtime::{Runtime, Workflow};
+use docket_runtime::{RuntimeError, Workflow};
 use serde_json::Value;
 
 use crate::command::{open, run_async};
@@ -29,31 +29,43 @@ pub(crate) struct WorkerArgs {
     /// at most this long (renewed every third of it).
     #[arg(long, value_name = "SECS", default_value_t = 15, value_parser = clap::value_parser!(u64).range(1..=3600))]
     lease: u64,
+    /// Seconds a queued run waits before it is claimed as if it had the next priority up:
+    /// a LOW run goes before HIGH runs that became ready more than twice this after it.
+    /// Give every worker of a database the same.
+    #[arg(long, value_name = "SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    priority_aging: u64,
 }
 
-/// Records a run of `workflow` and queues it for a worker; says its id.
+/// Records a run of `workflow` and queues it for a worker, at its bundle's priority; says
+/// its id.
 pub(crate) async fn queue(
-    rt: &Runtime<Store>,
+    app: &App,
     workflow: &Workflow,
     input: Value,
     run_id: RunId,
     path: &Path,
     out: &mut String,
 ) -> anyhow::Result<u8> {
-    let Some(shared) = rt.store().postgres() else {
+    if !app.shared() {
         return Err(anyhow!("--queue needs a PostgreSQL store"));
-    };
-    let recorded = rt
+    }
+    let recorded = app
+        .runtime()
         .record_start(workflow, input, Some(run_id.clone()))
         .await
         .map_err(|e| anyhow!("cannot start a run of {}: {e}", path.display()))?;
+    let requested = recorded.state().request().cloned();
     drop(recorded);
-    let stream = docket_store::StreamId::new(run_id.as_str())?;
-    shared.enqueue(&stream).await.map_err(|e| {
-        crate::command::postgres_error(
-            e,
-            &format!("run {run_id} is recorded but could not be queued; `docket resume {run_id}` drives it"),
-        )
+    let queued = match requested {
+        Some(requested) => app.queue_requested(&requested).await,
+        None => app.queue(&run_id).await,
+    };
+    let unqueued = format!(
+        "run {run_id} is recorded but could not be queued; `docket resume {run_id}` drives it"
+    );
+    queued.map_err(|e| match e {
+        RuntimeError::Store(e) => crate::command::postgres_error(e, &unqueued),
+        other => anyhow!("{unqueued}: {other}"),
     })?;
     let _ = writeln!(out, "{run_id} queued");
     Ok(0)
@@ -89,6 +101,7 @@ async fn work(args: WorkerArgs, data: &Path, out: &mut String) -> anyhow::Result
         concurrency: usize::try_from(args.concurrency).unwrap_or(usize::MAX),
         lease,
         renew_every: lease / 3,
+        priority_aging: Duration::from_secs(args.priority_aging),
         ..WorkerConfig::new(args.name.clone())
     };
     say!(

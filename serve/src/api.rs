@@ -829,11 +829,23 @@ fn spawn_drive(
             tracing::warn!(run = %who, "drive ended: {e}");
         }
         watcher.app.seal_run(&who).await;
-        if let Some(due) = outcome.as_ref().ok().and_then(|o| o.state.waits_until_ms()) {
-            watcher.timers.insert(who, due);
+        if let Ok(o) = &outcome
+            && let Some(due) = o.state.waits_until_ms()
+        {
+            watcher
+                .timers
+                .insert(who, due, run_priority(&watcher, &o.state));
         }
         outcome
     })
+}
+
+/// A run's priority among those whose timers fell due: its bundle's `[defaults] priority`
+/// (`NORMAL` for a bundle that no longer compiles, whose drive then says so).
+fn run_priority(state: &AppState, run: &RunState) -> docket_policies::Priority {
+    run.request()
+        .and_then(|r| state.rt.run_priority(r).ok())
+        .unwrap_or_default()
 }
 
 /// Drives of runs whose timer fell due, at most at once.
@@ -860,38 +872,39 @@ pub(crate) async fn fire_timers(state: Arc<AppState>) {
         match state.rt.state(run).await {
             Ok(s) => {
                 if let Some(due) = s.waits_until_ms() {
-                    state.timers.insert(run.clone(), due);
+                    state
+                        .timers
+                        .insert(run.clone(), due, run_priority(&state, &s));
                 }
             }
             Err(e) => tracing::warn!(run = %run, "not read for its timers: {e}"),
         }
     }
-    // A burst of timers due together is driven a few at a time, in the order they fell due:
-    // thousands of drives at once only contend (bench/RESULTS.md, timer_runs).
+    // A burst of timers due together is driven a few at a time: thousands of drives at
+    // once only contend (bench/RESULTS.md, timer_runs). A run is taken when there is room
+    // for its drive, the first due in the claim order (docs/postgres.md#claim-order).
     let at_once = Arc::new(tokio::sync::Semaphore::new(TIMER_DRIVES_AT_ONCE));
     loop {
-        let due = state.timers.due(|| state.rt.now_ms()).await;
-        for run in due {
-            // A drive going on keeps the run again if it ends at a timer.
-            let driven = state
-                .driving
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .contains(&run);
-            if driven {
-                continue;
-            }
-            let Ok(permit) = at_once.clone().acquire_owned().await else {
-                return;
-            };
-            tracing::info!(run = %run, "driven again: its timer is due");
-            let rt = state.rt.clone();
-            let id = run.clone();
-            drop(spawn_drive(&state, &run, async move {
-                let _permit = permit;
-                rt.resume(&id).await
-            }));
+        let Ok(permit) = at_once.clone().acquire_owned().await else {
+            return;
+        };
+        let run = state.timers.due(|| state.rt.now_ms()).await;
+        // A drive going on keeps the run again if it ends at a timer.
+        let driven = state
+            .driving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(&run);
+        if driven {
+            continue;
         }
+        tracing::info!(run = %run, "driven again: its timer is due");
+        let rt = state.rt.clone();
+        let id = run.clone();
+        drop(spawn_drive(&state, &run, async move {
+            let _permit = permit;
+            rt.resume(&id).await
+        }));
     }
 }
 
@@ -1223,6 +1236,7 @@ async fn workers(State(state): Shared) -> ApiResult {
         "leases": leases.iter().map(|l| json!({
             "run_id": l.stream.as_str(),
             "queued": l.runnable,
+            "priority": l.priority.as_str(),
             "epoch": l.epoch,
             "holder": l.holder,
             "expires_in_ms": l.expires_in_ms,

@@ -26,7 +26,9 @@ use docket_example_geo::governance;
 use docket_policies::PolicyBundle;
 use docket_runtime::{Runtime, Workflow};
 use docket_store::{EmbeddedStore, EventStore, NewEvent, StoreConfig, StreamId, WallTime};
-use docket_store_postgres::{PostgresConfig, PostgresStore, TestCluster};
+use docket_store_postgres::{
+    DEFAULT_PRIORITY_AGING, PostgresConfig, PostgresStore, RunPriority, TestCluster,
+};
 
 use common::{input, input_naming, percentile, register, workflow};
 
@@ -120,7 +122,7 @@ async fn by_workers(
                     .await
                     .expect("recorded");
                 shared
-                    .enqueue(&StreamId::new(id).expect("id"))
+                    .enqueue(&StreamId::new(id).expect("id"), RunPriority::Normal)
                     .await
                     .expect("queued");
             })
@@ -279,7 +281,10 @@ async fn takeover(url: &str, runs: usize, lease: Duration) -> Duration {
     let survivor_store = postgres(url, 4).await;
     for i in 0..runs {
         doomed_store
-            .enqueue(&StreamId::new(format!("t-{i}")).expect("id"))
+            .enqueue(
+                &StreamId::new(format!("t-{i}")).expect("id"),
+                RunPriority::Normal,
+            )
             .await
             .expect("queued");
     }
@@ -288,7 +293,7 @@ async fn takeover(url: &str, runs: usize, lease: Duration) -> Duration {
         .await
         .expect("registers");
     let held = doomed_store
-        .claim(&doomed, runs, lease)
+        .claim(&doomed, runs, lease, DEFAULT_PRIORITY_AGING)
         .await
         .expect("claims");
     assert_eq!(held.len(), runs);
@@ -302,7 +307,7 @@ async fn takeover(url: &str, runs: usize, lease: Duration) -> Duration {
     let mut taken = 0;
     while taken < runs {
         taken += survivor_store
-            .claim(&survivor, runs, lease)
+            .claim(&survivor, runs, lease, DEFAULT_PRIORITY_AGING)
             .await
             .expect("claims")
             .len();

@@ -30,6 +30,7 @@ use tokio::task::JoinSet;
 use docket_app::DueTimers;
 use docket_decider::{Action, AgentRequest, AgentResponse, Confidence, RunId, RunStatus};
 use docket_decider::{TIMER_FIRED_TYPE, WorkflowSpec};
+use docket_policies::Priority;
 use docket_runtime::{AgentExecutor, InProcessExecutor, Runtime, Workflow};
 use docket_store::{EmbeddedStore, StoreConfig};
 
@@ -156,7 +157,7 @@ async fn start(
             let outcome = rt.start(&wf, json!({ "n": i }), Some(id.clone())).await;
             let state = outcome.expect("the run starts").state;
             if let Some(due) = state.waits_until_ms() {
-                timers.insert(id, due);
+                timers.insert(id, due, Priority::Normal);
             }
         });
     }
@@ -175,17 +176,16 @@ fn fire(rt: Runtime<EmbeddedStore>, timers: Arc<DueTimers>) {
     )));
     tokio::spawn(async move {
         loop {
-            for run in timers.due(now_ms).await {
-                let (rt, timers) = (rt.clone(), timers.clone());
-                let permit = at_once.clone().acquire_owned().await.expect("open");
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let state = rt.resume(&run).await.expect("resumed").state;
-                    if let Some(due) = state.waits_until_ms() {
-                        timers.insert(run, due);
-                    }
-                });
-            }
+            let permit = at_once.clone().acquire_owned().await.expect("open");
+            let run = timers.due(now_ms).await;
+            let (rt, timers) = (rt.clone(), timers.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let state = rt.resume(&run).await.expect("resumed").state;
+                if let Some(due) = state.waits_until_ms() {
+                    timers.insert(run, due, Priority::Normal);
+                }
+            });
         }
     });
 }

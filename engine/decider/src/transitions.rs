@@ -574,6 +574,20 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "episode",
         from: "Running",
+        input: "RecordResponse, write_domain to a domain with content rules (version 14)",
+        to: "Running (domain.written, each rule met in its chain) or episode stopped \
+             (domain.write_denied naming the rule and the place in the content)",
+        records: &["domain.written", "domain.write_denied"],
+        covered_by: &[
+            Test(episode::a_domain_write_that_breaks_its_content_rules_is_refused_naming_the_place),
+            Test(episode::a_domain_write_that_meets_its_content_rules_records_each_rule_met),
+            Test(episode::a_run_of_decider_13_writes_content_its_domain_rules_would_refuse),
+            Test(signal::an_event_whose_content_breaks_its_domains_rules_is_kept_but_not_written),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
         input: "RecordFailure in a child episode, the ladder's hard stop",
         to: "Running (child stopped, failure_repeats; failed result to the parent)",
         records: &["agent.call_failed", "policy.decided", "episode.stopped"],

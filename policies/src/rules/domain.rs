@@ -1,6 +1,7 @@
 //! Domain reads and writes (docs/governance.md#write-domains), the `[[domains]]` section and
 //! each agent's `write_scopes` and `read_scopes`: only the designated writer may write a
-//! domain, and only one agent may write it per episode. Writes are append-only versions.
+//! domain, and only one agent may write it per episode. Writes are append-only versions,
+//! and a domain's content rules (size, output type, required references) hold for each.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,6 +12,7 @@ use crate::canonical::sort_dedup;
 use crate::compiled::PolicyBundle;
 use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdict, conclude};
 use crate::error::DiagnosticCode as Code;
+use crate::fieldpath;
 use crate::locate::ptr;
 use crate::model::BundleSpec;
 use crate::validate::Checker;
@@ -25,6 +27,20 @@ pub struct DomainSpec {
     /// Only one agent in the whole bundle may hold this domain in its `write_scopes`.
     #[serde(default = "yes")]
     pub exclusive: bool,
+    /// The output type (`id` or `id@version`, of `[[output_types]]`) every version's content
+    /// must satisfy: its JSON Schema is the domain's content schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
+    /// Field paths (dotted, `*` for any key, arrays transparent) every version must fill:
+    /// present and not `null`, `""`, `[]` or `{}` wherever the path leads, in every element
+    /// of an array on the way (an empty array on the way holds nothing to require). The
+    /// references a reader follows: the pointers a plan node cites, an edge's evidence, an
+    /// asset's prompt and provider config.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub required_refs: Vec<String>,
+    /// The most bytes a version's content may take, as canonical JSON text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_bytes: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -48,6 +64,7 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 format!("domain `{}` is declared twice", d.id),
             );
         }
+        check_content_rules(c, i, d);
     }
     let mut writers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     for (i, a) in spec.agents.iter().enumerate() {
@@ -87,9 +104,28 @@ pub(crate) fn check(c: &mut Checker<'_>) {
     }
 }
 
+/// A domain's content rules name a declared output type, parse, and can be met.
+fn check_content_rules(c: &mut Checker<'_>, i: usize, d: &DomainSpec) {
+    let p = ptr!["domains", i];
+    if let Some(t) = &d.content_type {
+        c.output_type_ref(p.key("content_type"), t);
+    }
+    c.field_paths(&p.key("required_refs"), &d.required_refs);
+    if d.max_bytes == Some(0) {
+        c.push(
+            p.key("max_bytes"),
+            Code::InvalidValue,
+            "max_bytes must be positive: no content fits in 0 bytes",
+        );
+    }
+}
+
 /// Normal form: domains sorted by id, each agent's scopes sorted.
 pub(crate) fn normalize(s: &mut BundleSpec) {
     s.domains.sort_by(|a, b| a.id.cmp(&b.id));
+    for d in &mut s.domains {
+        sort_dedup(&mut d.required_refs);
+    }
     for a in &mut s.agents {
         sort_dedup(&mut a.write_scopes);
         sort_dedup(&mut a.read_scopes);
@@ -183,6 +219,117 @@ impl PolicyBundle {
         )
     }
 
+    /// Does `content` meet `domain`'s content rules (docs/governance.md#domain-content)?
+    /// `allowed` is the write's decision (the writer's scope): returned as it is for a
+    /// domain without content rules, with a step per rule met for one with, or turned into
+    /// a refusal naming the first rule broken and where in the content.
+    pub fn check_domain_content(
+        &self,
+        domain: &str,
+        content: &serde_json::Value,
+        allowed: PolicyDecision,
+    ) -> PolicyDecision {
+        let Some(d) = self.spec.domains.iter().find(|d| d.id == domain) else {
+            return allowed;
+        };
+        if d.content_type.is_none() && d.required_refs.is_empty() && d.max_bytes.is_none() {
+            return allowed;
+        }
+        let mut chain = allowed.chain.clone();
+        let refuse = |rule: String, reason: String, mut chain: Vec<RuleStep>| {
+            chain.push(RuleStep::new(
+                rule.as_str(),
+                StepOutcome::Applied,
+                "content refused",
+            ));
+            conclude(
+                DecisionKind::DomainWrite,
+                Verdict::Deny,
+                self.hash,
+                rule,
+                format!("content of `{domain}` refused: {reason}"),
+                chain,
+            )
+        };
+        if let Some(max) = d.max_bytes {
+            let bytes = crate::canonical_json_text(content).len();
+            if u64::try_from(bytes).unwrap_or(u64::MAX) > max {
+                return refuse(
+                    format!("domains.{domain}.max_bytes"),
+                    format!("the content takes {bytes} bytes, more than the {max} allowed"),
+                    chain,
+                );
+            }
+            chain.push(RuleStep::new(
+                format!("domains.{domain}.max_bytes"),
+                StepOutcome::Applied,
+                format!("{bytes} of at most {max} bytes"),
+            ));
+        }
+        if let Some(type_ref) = &d.content_type {
+            let Some((key, validator)) = self.output_schema(type_ref) else {
+                // Validation guarantees the reference resolves; stay safe if it did not.
+                return refuse(
+                    format!("domains.{domain}.content_type"),
+                    format!("unknown output type `{type_ref}`"),
+                    chain,
+                );
+            };
+            let mut errors: Vec<String> = validator
+                .iter_errors(content)
+                .map(|e| {
+                    format!(
+                        "{}: {e}",
+                        crate::rules::contract::schema_place(
+                            &e.instance_path().to_string(),
+                            "content"
+                        )
+                    )
+                })
+                .collect();
+            errors.sort();
+            errors.truncate(MAX_ERRORS);
+            if !errors.is_empty() {
+                return refuse(
+                    format!("domains.{domain}.content_type"),
+                    format!("it does not match {key}: {}", errors.join("; ")),
+                    chain,
+                );
+            }
+            chain.push(RuleStep::new(
+                format!("domains.{domain}.content_type"),
+                StepOutcome::Applied,
+                format!("content matches {key}"),
+            ));
+        }
+        for path in &d.required_refs {
+            let Ok(segs) = fieldpath::parse(path) else {
+                continue;
+            };
+            if let Some(at) = unfilled(content, &segs, String::new()) {
+                return refuse(
+                    format!("domains.{domain}.required_refs"),
+                    format!(
+                        "{} is missing or empty (required reference `{path}`)",
+                        shown(&at)
+                    ),
+                    chain,
+                );
+            }
+        }
+        if !d.required_refs.is_empty() {
+            chain.push(RuleStep::new(
+                format!("domains.{domain}.required_refs"),
+                StepOutcome::Applied,
+                format!(
+                    "every required reference filled ({})",
+                    d.required_refs.join(", ")
+                ),
+            ));
+        }
+        PolicyDecision { chain, ..allowed }
+    }
+
     /// May `agent` read `domain`? Writers read what they write; `*` in read_scopes reads all.
     pub fn decide_domain_read(&self, agent: &str, domain: &str) -> PolicyDecision {
         let k = DecisionKind::DomainRead;
@@ -224,6 +371,60 @@ impl PolicyBundle {
     }
 }
 
+/// Most schema violations listed in a refusal.
+const MAX_ERRORS: usize = 8;
+
+/// The JSON pointer of the first place, in key order, where `segs` (from `at`) leads to
+/// nothing or to an empty value; arrays on the way are entered element by element.
+fn unfilled(v: &serde_json::Value, segs: &[&str], at: String) -> Option<String> {
+    use serde_json::Value;
+    if let Value::Array(items) = v {
+        return items
+            .iter()
+            .enumerate()
+            .find_map(|(i, item)| unfilled(item, segs, format!("{at}/{i}")));
+    }
+    let Some((first, rest)) = segs.split_first() else {
+        let empty = match v {
+            Value::Null => true,
+            Value::String(s) => s.is_empty(),
+            Value::Object(o) => o.is_empty(),
+            _ => false,
+        };
+        return empty.then_some(at);
+    };
+    let Value::Object(fields) = v else {
+        return Some(at);
+    };
+    if *first == "*" {
+        return fields
+            .iter()
+            .find_map(|(k, child)| unfilled(child, rest, format!("{at}/{}", escaped(k))));
+    }
+    let place = format!("{at}/{}", escaped(first));
+    match fields.get(*first) {
+        None => Some(place),
+        // An empty array where the path ends fills nothing; one on the way has no element
+        // to hold the rest of the path.
+        Some(serde_json::Value::Array(items)) if items.is_empty() && rest.is_empty() => Some(place),
+        Some(child) => unfilled(child, rest, place),
+    }
+}
+
+/// A key as a JSON pointer's segment (RFC 6901).
+fn escaped(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// A place in the content as people read it: its JSON pointer, or the whole content.
+fn shown(pointer: &str) -> String {
+    if pointer.is_empty() {
+        "the content".to_owned()
+    } else {
+        pointer.to_owned()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +448,99 @@ mod tests {
         assert!(b.decide_domain_read("r", "d").is_allowed());
         assert!(b.decide_domain_read("w", "d").is_allowed());
         assert!(!b.decide_domain_read("x", "d").is_allowed());
+    }
+
+    const CONTENT_RULES: &str = r#"
+        bundle = { id = "t" }
+        agents = [{ id = "planner", write_scopes = ["plan"] }]
+        output_types = [{ id = "plan_graph", schema = { type = "object", required = ["nodes"], properties = { nodes = { type = "array" } } } }]
+        domains = [{ id = "plan", content_type = "plan_graph", max_bytes = 200, required_refs = ["nodes.metadata.pointers", "edges.rationale"] }]
+    "#;
+
+    #[test]
+    fn content_that_meets_the_rules_is_allowed_with_a_step_per_rule() {
+        let b = PolicyBundle::from_toml_str(CONTENT_RULES, "t.toml").unwrap();
+        let allowed = b.decide_domain_write("planner", "plan", None);
+        let content = serde_json::json!({
+            "nodes": [{"id": "n1", "metadata": {"pointers": ["capsule:7"]}}],
+            "edges": [{"rationale": "n1 feeds n2"}],
+        });
+        let d = b.check_domain_content("plan", &content, allowed.clone());
+        assert!(d.is_allowed(), "{}", d.reason);
+        assert_eq!(d.rule_id, allowed.rule_id);
+        let rules: Vec<&str> = d.chain.iter().map(|s| &*s.rule_id).collect();
+        assert_eq!(
+            rules,
+            [
+                "agents.planner.write_scopes",
+                "domains.plan.max_bytes",
+                "domains.plan.content_type",
+                "domains.plan.required_refs"
+            ]
+        );
+    }
+
+    #[test]
+    fn content_that_breaks_a_rule_is_refused_naming_the_rule_and_the_place() {
+        let b = PolicyBundle::from_toml_str(CONTENT_RULES, "t.toml").unwrap();
+        let allowed = || b.decide_domain_write("planner", "plan", None);
+        let refused = |content: serde_json::Value| {
+            let d = b.check_domain_content("plan", &content, allowed());
+            assert!(!d.is_allowed());
+            (d.rule_id.to_string(), d.reason.to_string())
+        };
+        // The second node cites no pointer.
+        let (rule, reason) = refused(serde_json::json!({
+            "nodes": [{"metadata": {"pointers": ["c:1"]}}, {"metadata": {"pointers": []}}],
+            "edges": [],
+        }));
+        assert_eq!(rule, "domains.plan.required_refs");
+        assert_eq!(
+            reason,
+            "content of `plan` refused: /nodes/1/metadata/pointers is missing or empty \
+             (required reference `nodes.metadata.pointers`)"
+        );
+        // An edge without its rationale.
+        let (_, reason) = refused(serde_json::json!({
+            "nodes": [], "edges": [{"evidence": ["e:1"]}],
+        }));
+        assert!(reason.contains("/edges/0/rationale is missing"), "{reason}");
+        // Not the content type.
+        let (rule, reason) = refused(serde_json::json!({"nodes": "n1"}));
+        assert_eq!(rule, "domains.plan.content_type");
+        assert!(reason.contains("/nodes: "), "{reason}");
+        assert!(reason.contains("plan_graph@1"), "{reason}");
+        // Too big, said before the schema is read.
+        let (rule, reason) = refused(serde_json::json!({"nodes": ["x".repeat(300)]}));
+        assert_eq!(rule, "domains.plan.max_bytes");
+        assert!(reason.contains("more than the 200 allowed"), "{reason}");
+    }
+
+    #[test]
+    fn a_domain_without_content_rules_decides_as_before() {
+        let src = r#"
+            bundle = { id = "t" }
+            domains = [{ id = "d" }]
+            agents = [{ id = "w", write_scopes = ["d"] }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").unwrap();
+        let allowed = b.decide_domain_write("w", "d", None);
+        let d = b.check_domain_content("d", &serde_json::json!(null), allowed.clone());
+        assert_eq!(d, allowed);
+    }
+
+    #[test]
+    fn content_rules_name_a_declared_type_and_valid_paths() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "w", write_scopes = ["d"] }]
+            domains = [{ id = "d", content_type = "nowhere", required_refs = ["a..b"], max_bytes = 0 }]
+        "#;
+        let e = PolicyBundle::from_toml_str(src, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nowhere"), "{e}");
+        assert!(e.contains("max_bytes must be positive"), "{e}");
+        assert!(e.contains("required_refs"), "{e}");
     }
 }

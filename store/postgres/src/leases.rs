@@ -1,8 +1,9 @@
 //! Leases: which worker drives which run (docs/postgres.md, "Workers"). A claim takes a
-//! runnable stream whose lease is free or lapsed and raises its epoch; every append the
-//! claimant makes to that stream carries the epoch and is refused once another claim has
-//! raised it ([`docket_store::StoreError::Fenced`]). Renewals are one statement per
-//! worker, and every time is the database's clock.
+//! runnable stream whose lease is free or lapsed, by its priority and how long it has
+//! waited (docs/postgres.md#claim-order), and raises its epoch; every append the claimant
+//! makes to that stream carries the epoch and is refused once another claim has raised it
+//! ([`docket_store::StoreError::Fenced`]). Renewals are one statement per worker, and
+//! every time is the database's clock.
 
 use std::time::Duration;
 
@@ -27,6 +28,53 @@ impl std::fmt::Display for Holder {
     }
 }
 
+/// Where a run stands in the claim order (docs/postgres.md#claim-order): the `[defaults]
+/// priority` of the bundle it was started with.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RunPriority {
+    High,
+    #[default]
+    Normal,
+    Low,
+}
+
+impl RunPriority {
+    /// As `docket_leases.priority` holds it: the number of aging steps a run of this
+    /// priority waits behind a `HIGH` one that became ready at the same time.
+    #[must_use]
+    pub fn rank(self) -> i16 {
+        match self {
+            RunPriority::High => 0,
+            RunPriority::Normal => 1,
+            RunPriority::Low => 2,
+        }
+    }
+
+    fn from_rank(rank: i16) -> RunPriority {
+        match rank {
+            0 => RunPriority::High,
+            2 => RunPriority::Low,
+            _ => RunPriority::Normal,
+        }
+    }
+
+    /// The protocol's word for it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunPriority::High => "HIGH",
+            RunPriority::Normal => "NORMAL",
+            RunPriority::Low => "LOW",
+        }
+    }
+}
+
+/// How long a run waits before it is claimed as if it had the next priority up
+/// (docs/postgres.md#claim-order): a `NORMAL` run goes before `HIGH` ones that became
+/// ready more than this after it, a `LOW` one before `NORMAL` ones that did and `HIGH`
+/// ones that became ready more than twice this after it.
+pub const DEFAULT_PRIORITY_AGING: Duration = Duration::from_secs(60);
+
 /// A claim on a stream held by this process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Lease {
@@ -39,6 +87,8 @@ pub struct Lease {
 pub struct LeaseRow {
     pub stream: StreamId,
     pub runnable: bool,
+    /// Its place in the claim order.
+    pub priority: RunPriority,
     pub epoch: u64,
     pub holder: Option<String>,
     /// Milliseconds until the lease lapses by the database's clock (negative: lapsed).
@@ -65,20 +115,29 @@ fn interval(lease: Duration) -> f64 {
 }
 
 impl PostgresStore {
-    /// Marks `stream` as waiting for a worker (a new run, a decided ticket), waking workers.
-    /// Asked while a worker holds it, the request stays until that worker gives it back,
-    /// and the run is driven again then.
-    pub async fn enqueue(&self, stream: &StreamId) -> Result<(), StoreError> {
+    /// Marks `stream`, a run of `priority`, as waiting for a worker (a new run, a decided
+    /// ticket), waking workers. Asked while a worker holds it, the request stays until
+    /// that worker gives it back, and the run is driven again then. A run already queued
+    /// keeps the time it became ready, and with it its place.
+    pub async fn enqueue(
+        &self,
+        stream: &StreamId,
+        priority: RunPriority,
+    ) -> Result<(), StoreError> {
         let doing = format!("queueing run {stream} for a worker");
         let client = self.client(&doing).await?;
         client
             .execute(
                 "WITH q AS (
-                     INSERT INTO docket_leases (stream) VALUES ($1)
-                     ON CONFLICT (stream) DO UPDATE SET runnable = true, queued_at = now()
+                     INSERT INTO docket_leases (stream, priority) VALUES ($1, $2)
+                     ON CONFLICT (stream) DO UPDATE SET runnable = true,
+                         priority = EXCLUDED.priority,
+                         queued_at = CASE WHEN docket_leases.runnable
+                             AND docket_leases.holder IS NULL
+                             THEN docket_leases.queued_at ELSE now() END
                  )
                  SELECT pg_notify('docket_runnable', $1)",
-                &[&stream.as_str()],
+                &[&stream.as_str(), &priority.rank()],
             )
             .await
             .map_err(self.db(&doing))?;
@@ -105,43 +164,64 @@ impl PostgresStore {
 
     /// Claims up to `max` streams, for `lease`: those queued and not held, those whose
     /// timer is due ([`PostgresStore::release`] with a due time), and those whose holder
-    /// let its lease lapse. A claimed stream is no longer queued until something
-    /// asks for another drive ([`PostgresStore::enqueue`]). The appends this store makes to
-    /// them from now on carry the new epochs.
+    /// let its lease lapse. They are taken in the claim order (docs/postgres.md#claim-order):
+    /// by the time each became ready plus `aging` for each step its priority is below
+    /// `HIGH`, so `HIGH` before `NORMAL` before `LOW`, one priority in the order its runs
+    /// became ready, and a run that has waited longer than `aging` per step before any
+    /// other. A claimed stream is no longer queued until something asks for another drive
+    /// ([`PostgresStore::enqueue`]). The appends this store makes to them from now on carry
+    /// the new epochs.
     pub async fn claim(
         &self,
         holder: &Holder,
         max: usize,
         lease: Duration,
+        aging: Duration,
     ) -> Result<Vec<Lease>, StoreError> {
         if max == 0 {
             return Ok(Vec::new());
         }
         let doing = format!("claiming runs for {holder}");
         let client = self.client(&doing).await?;
+        // Each priority's queue is read through the index by (priority, queued_at), at most
+        // `max` from each; the runs due on a timer and those left behind are few. The
+        // candidates are locked (skipping those another worker is claiming) and the first
+        // `max` of them in the claim order taken.
         let rows = client
             .query(
-                "WITH queued AS (
-                     SELECT stream, queued_at FROM docket_leases
-                     WHERE runnable AND holder IS NULL
+                "WITH queued_high AS (
+                     SELECT stream, queued_at AS ready_at, priority FROM docket_leases
+                     WHERE runnable AND priority = 0 AND holder IS NULL
+                     ORDER BY queued_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 ), queued_normal AS (
+                     SELECT stream, queued_at AS ready_at, priority FROM docket_leases
+                     WHERE runnable AND priority = 1 AND holder IS NULL
+                     ORDER BY queued_at LIMIT $2
+                     FOR UPDATE SKIP LOCKED
+                 ), queued_low AS (
+                     SELECT stream, queued_at AS ready_at, priority FROM docket_leases
+                     WHERE runnable AND priority = 2 AND holder IS NULL
                      ORDER BY queued_at LIMIT $2
                      FOR UPDATE SKIP LOCKED
                  ), due AS (
-                     SELECT stream, due_at AS queued_at FROM docket_leases
+                     SELECT stream, due_at AS ready_at, priority FROM docket_leases
                      WHERE due_at <= now() AND holder IS NULL AND NOT runnable
-                     ORDER BY due_at LIMIT $2
+                     ORDER BY due_at + make_interval(secs => priority * $4::float8) LIMIT $2
                      FOR UPDATE SKIP LOCKED
                  ), left_behind AS (
-                     SELECT stream, queued_at FROM docket_leases
+                     SELECT stream, queued_at AS ready_at, priority FROM docket_leases
                      WHERE holder IS NOT NULL AND expires_at < now()
-                     ORDER BY expires_at LIMIT $2
+                     ORDER BY queued_at + make_interval(secs => priority * $4::float8) LIMIT $2
                      FOR UPDATE SKIP LOCKED
                  ), picked AS (
                      SELECT stream FROM (
-                         SELECT * FROM queued UNION ALL SELECT * FROM due
+                         SELECT * FROM queued_high UNION ALL SELECT * FROM queued_normal
+                         UNION ALL SELECT * FROM queued_low UNION ALL SELECT * FROM due
                          UNION ALL SELECT * FROM left_behind
                      ) AS w
-                     ORDER BY queued_at LIMIT $2
+                     ORDER BY ready_at + make_interval(secs => priority * $4::float8), priority, stream
+                     LIMIT $2
                  )
                  UPDATE docket_leases AS l
                  SET holder = $1, epoch = l.epoch + 1, runnable = false, due_at = NULL,
@@ -152,6 +232,7 @@ impl PostgresStore {
                     &holder.0,
                     &i64::try_from(max).unwrap_or(i64::MAX),
                     &interval(lease),
+                    &interval(aging),
                 ],
             )
             .await
@@ -304,7 +385,7 @@ impl PostgresStore {
             .query(
                 "SELECT stream, runnable, epoch, holder,
                         (extract(epoch FROM expires_at - now()) * 1000)::int8,
-                        (extract(epoch FROM due_at - now()) * 1000)::int8
+                        (extract(epoch FROM due_at - now()) * 1000)::int8, priority
                  FROM docket_leases ORDER BY stream",
                 &[],
             )
@@ -315,6 +396,7 @@ impl PostgresStore {
                 Ok(LeaseRow {
                     stream: StreamId::new(r.get::<_, String>(0))?,
                     runnable: r.get(1),
+                    priority: RunPriority::from_rank(r.get(6)),
                     epoch: u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
                     holder: r.get(3),
                     expires_in_ms: r.get(4),

@@ -33,7 +33,7 @@ pub use cluster::{TestCluster, TestDatabase};
 pub use docket_store::EventStore;
 pub use error::PgError;
 pub use governance::{EngagedSwitch, HeadsCheckpointRow, KeyRow, SwitchFlip};
-pub use leases::{Holder, Lease, LeaseRow, WorkerRow};
+pub use leases::{DEFAULT_PRIORITY_AGING, Holder, Lease, LeaseRow, RunPriority, WorkerRow};
 pub use schedules::ScheduleRow;
 pub use schema::{SCHEMA_VERSION, SchemaState};
 pub use store::PostgresStore;

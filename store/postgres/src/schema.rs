@@ -39,10 +39,15 @@ const MIGRATIONS: &[(i32, &str, &str)] = &[
         "schedules and their firings",
         include_str!("../migrations/0006_schedules.sql"),
     ),
+    (
+        7,
+        "runs claimed by priority",
+        include_str!("../migrations/0007_priority.sql"),
+    ),
 ];
 
 /// The schema version this docket reads and writes.
-pub const SCHEMA_VERSION: i32 = 6;
+pub const SCHEMA_VERSION: i32 = 7;
 
 /// The advisory lock key migrations hold ("docket" in ASCII).
 const MIGRATION_LOCK: i64 = 0x646f_636b_6574;

@@ -3,7 +3,10 @@
 use std::time::{Duration, Instant};
 
 use docket_store::{EventStore, NewEvent, StoreError, StreamId, WallTime};
-use docket_store_postgres::{Holder, Lease, PostgresConfig, PostgresStore, TestCluster};
+use docket_store_postgres::{
+    DEFAULT_PRIORITY_AGING as AGING, Holder, Lease, PostgresConfig, PostgresStore, RunPriority,
+    TestCluster,
+};
 
 fn ev(payload: &[u8]) -> NewEvent {
     NewEvent {
@@ -31,7 +34,7 @@ async fn two_stores() -> Option<(PostgresStore, PostgresStore)> {
 async fn claim_within(store: &PostgresStore, holder: &Holder, lease: Duration) -> Lease {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let mut got = store.claim(holder, 1, lease).await.unwrap();
+        let mut got = store.claim(holder, 1, lease, AGING).await.unwrap();
         if let Some(l) = got.pop() {
             return l;
         }
@@ -50,13 +53,13 @@ async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() 
     };
     let run = StreamId::new("run-1").unwrap();
     a.append(&run, 0, vec![ev(b"requested")]).await.unwrap();
-    a.enqueue(&run).await.unwrap();
+    a.enqueue(&run, RunPriority::Normal).await.unwrap();
     let (wa, wb) = (
         a.register_worker("a").await.unwrap(),
         b.register_worker("b").await.unwrap(),
     );
     let short = Duration::from_millis(300);
-    let la = a.claim(&wa, 10, short).await.unwrap();
+    let la = a.claim(&wa, 10, short, AGING).await.unwrap();
     assert_eq!(
         la,
         vec![Lease {
@@ -65,7 +68,7 @@ async fn an_append_under_a_lapsed_claim_is_refused_and_the_new_holder_goes_on() 
         }]
     );
     assert!(
-        b.claim(&wb, 10, short).await.unwrap().is_empty(),
+        b.claim(&wb, 10, short, AGING).await.unwrap().is_empty(),
         "a held lease is not granted twice"
     );
     a.append(&run, 1, vec![ev(b"by a")]).await.unwrap();
@@ -122,22 +125,22 @@ async fn a_released_run_waits_until_it_is_queued_again_and_a_stopped_worker_give
         return;
     };
     let run = StreamId::new("run-2").unwrap();
-    a.enqueue(&run).await.unwrap();
+    a.enqueue(&run, RunPriority::Normal).await.unwrap();
     let wa = a.register_worker("a").await.unwrap();
     let wb = b.register_worker("b").await.unwrap();
     let long = Duration::from_secs(60);
-    let lease = a.claim(&wa, 1, long).await.unwrap().pop().unwrap();
+    let lease = a.claim(&wa, 1, long, AGING).await.unwrap().pop().unwrap();
     a.release(&wa, &lease, false, None).await.unwrap();
     assert!(
-        b.claim(&wb, 1, long).await.unwrap().is_empty(),
+        b.claim(&wb, 1, long, AGING).await.unwrap().is_empty(),
         "a run waiting for a person is not claimed"
     );
-    b.enqueue(&run).await.unwrap();
-    let lease = b.claim(&wb, 1, long).await.unwrap().pop().unwrap();
+    b.enqueue(&run, RunPriority::Normal).await.unwrap();
+    let lease = b.claim(&wb, 1, long, AGING).await.unwrap().pop().unwrap();
     assert_eq!(lease.epoch, 2);
     // b stops: its run is claimable at once, long before its lease would lapse.
     b.stop_worker(&wb).await.unwrap();
-    let again = a.claim(&wa, 1, long).await.unwrap();
+    let again = a.claim(&wa, 1, long, AGING).await.unwrap();
     assert_eq!(
         again,
         vec![Lease {
@@ -171,15 +174,15 @@ async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
         return;
     };
     let run = StreamId::new("run-3").unwrap();
-    a.enqueue(&run).await.unwrap();
+    a.enqueue(&run, RunPriority::Normal).await.unwrap();
     let wa = a.register_worker("a").await.unwrap();
     let wb = b.register_worker("b").await.unwrap();
     let long = Duration::from_secs(60);
-    let lease = a.claim(&wa, 1, long).await.unwrap().pop().unwrap();
+    let lease = a.claim(&wa, 1, long, AGING).await.unwrap().pop().unwrap();
     assert_eq!(lease.epoch, 1);
-    b.enqueue(&run).await.unwrap();
+    b.enqueue(&run, RunPriority::Normal).await.unwrap();
     assert!(
-        b.claim(&wb, 1, long).await.unwrap().is_empty(),
+        b.claim(&wb, 1, long, AGING).await.unwrap().is_empty(),
         "a run held under a live lease is not claimed, queued or not"
     );
     // a's drive ended waiting for a person, as it saw the run.
@@ -191,7 +194,7 @@ async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
         "{leases:?}"
     );
     assert_eq!(
-        b.claim(&wb, 1, long).await.unwrap(),
+        b.claim(&wb, 1, long, AGING).await.unwrap(),
         vec![Lease {
             stream: run.clone(),
             epoch: 2
@@ -203,7 +206,7 @@ async fn a_drive_asked_for_while_a_run_is_held_survives_its_release() {
         epoch: 2,
     };
     b.release(&wb, &lease, false, None).await.unwrap();
-    assert!(a.claim(&wa, 1, long).await.unwrap().is_empty());
+    assert!(a.claim(&wa, 1, long, AGING).await.unwrap().is_empty());
 }
 
 /// docs/postgres.md, "Workers": a run given back waiting on a timer is not queued, and is
@@ -230,9 +233,9 @@ async fn a_run_given_back_on_a_timer_is_claimed_once_it_is_due() {
         StreamId::new("run-due").unwrap(),
     );
     for run in [&later, &due] {
-        a.enqueue(run).await.unwrap();
+        a.enqueue(run, RunPriority::Normal).await.unwrap();
     }
-    let mut held = a.claim(&wa, 2, long).await.unwrap();
+    let mut held = a.claim(&wa, 2, long, AGING).await.unwrap();
     held.sort_by(|x, y| x.stream.as_str().cmp(y.stream.as_str()));
     let [due_lease, later_lease] = [held[0].clone(), held[1].clone()];
     assert_eq!(due_lease.stream, due);
@@ -243,7 +246,7 @@ async fn a_run_given_back_on_a_timer_is_claimed_once_it_is_due() {
         .await
         .unwrap();
     assert_eq!(
-        b.claim(&wb, 10, long).await.unwrap(),
+        b.claim(&wb, 10, long, AGING).await.unwrap(),
         vec![Lease {
             stream: due.clone(),
             epoch: 2
@@ -256,7 +259,7 @@ async fn a_run_given_back_on_a_timer_is_claimed_once_it_is_due() {
         epoch: 2,
     };
     b.release(&wb, &again, false, None).await.unwrap();
-    assert!(a.claim(&wa, 10, long).await.unwrap().is_empty());
+    assert!(a.claim(&wa, 10, long, AGING).await.unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,9 +268,12 @@ async fn claims_are_handed_out_once_among_racing_workers() {
         return;
     };
     for i in 0..40 {
-        a.enqueue(&StreamId::new(format!("run-{i}")).unwrap())
-            .await
-            .unwrap();
+        a.enqueue(
+            &StreamId::new(format!("run-{i}")).unwrap(),
+            RunPriority::Normal,
+        )
+        .await
+        .unwrap();
     }
     let wa = a.register_worker("a").await.unwrap();
     let wb = b.register_worker("b").await.unwrap();
@@ -276,14 +282,14 @@ async fn claims_are_handed_out_once_among_racing_workers() {
         async {
             let mut all = Vec::new();
             for _ in 0..10 {
-                all.extend(a.claim(&wa, 3, long).await.unwrap());
+                all.extend(a.claim(&wa, 3, long, AGING).await.unwrap());
             }
             all
         },
         async {
             let mut all = Vec::new();
             for _ in 0..10 {
-                all.extend(b.claim(&wb, 3, long).await.unwrap());
+                all.extend(b.claim(&wb, 3, long, AGING).await.unwrap());
             }
             all
         }
@@ -293,4 +299,164 @@ async fn claims_are_handed_out_once_among_racing_workers() {
     streams.sort_unstable();
     streams.dedup();
     assert_eq!(streams.len(), 40, "no run is claimed twice");
+}
+
+/// Stores `a` and `b` over one new database, and a plain connection to it (to set when a
+/// run became ready, as if it had waited).
+async fn two_stores_and_sql() -> Option<(PostgresStore, PostgresStore, tokio_postgres::Client)> {
+    let cluster = TestCluster::shared()?;
+    let db = cluster.database();
+    let a = PostgresStore::open(PostgresConfig::new(&db.url))
+        .await
+        .unwrap();
+    let b = PostgresStore::open(PostgresConfig::new(&db.url))
+        .await
+        .unwrap();
+    let (sql, connection) = tokio_postgres::connect(&db.url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    Some((a, b, sql))
+}
+
+/// Claims one run at a time, as a worker with room for one, until none is left: the runs
+/// in the order they were claimed.
+async fn claim_one_by_one(store: &PostgresStore, holder: &Holder) -> Vec<String> {
+    let long = Duration::from_secs(60);
+    let mut order = Vec::new();
+    while let Some(lease) = store.claim(holder, 1, long, AGING).await.unwrap().pop() {
+        order.push(lease.stream.as_str().to_owned());
+        store.release(holder, &lease, false, None).await.unwrap();
+    }
+    order
+}
+
+/// docs/postgres.md#claim-order: runs queued while the worker is at capacity are claimed
+/// HIGH before NORMAL before LOW, those of one priority in the order they became ready
+/// (whatever order they were queued in across priorities); a run queued again while it
+/// waits keeps its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_runs_are_claimed_by_priority_then_in_the_order_they_became_ready() {
+    let Some((a, b)) = two_stores().await else {
+        return;
+    };
+    let long = Duration::from_secs(60);
+    let wa = a.register_worker("a").await.unwrap();
+    let wb = b.register_worker("b").await.unwrap();
+    // The worker's one slot is taken.
+    let busy = StreamId::new("busy").unwrap();
+    a.enqueue(&busy, RunPriority::Low).await.unwrap();
+    let held = a.claim(&wa, 1, long, AGING).await.unwrap().pop().unwrap();
+    assert_eq!(held.stream, busy);
+    for (run, priority) in [
+        ("low-1", RunPriority::Low),
+        ("normal-1", RunPriority::Normal),
+        ("high-1", RunPriority::High),
+        ("low-2", RunPriority::Low),
+        ("normal-2", RunPriority::Normal),
+        ("high-2", RunPriority::High),
+    ] {
+        b.enqueue(&StreamId::new(run).unwrap(), priority)
+            .await
+            .unwrap();
+    }
+    // Queued again while it waits (a second resume): it keeps the place it had.
+    b.enqueue(&StreamId::new("high-1").unwrap(), RunPriority::High)
+        .await
+        .unwrap();
+    let leases = b.leases().await.unwrap();
+    let priority_of = |run: &str| {
+        leases
+            .iter()
+            .find(|l| l.stream.as_str() == run)
+            .map(|l| l.priority)
+    };
+    assert_eq!(
+        [
+            priority_of("busy"),
+            priority_of("low-1"),
+            priority_of("high-2")
+        ],
+        [
+            Some(RunPriority::Low),
+            Some(RunPriority::Low),
+            Some(RunPriority::High)
+        ]
+    );
+    // The slot is free again: the worker takes the queue one run at a time.
+    a.release(&wa, &held, false, None).await.unwrap();
+    assert_eq!(
+        claim_one_by_one(&a, &wa).await,
+        ["high-1", "high-2", "normal-1", "normal-2", "low-1", "low-2"]
+    );
+    // With room for several, one claim takes the first of the same order.
+    for (run, priority) in [
+        ("l", RunPriority::Low),
+        ("n", RunPriority::Normal),
+        ("h", RunPriority::High),
+    ] {
+        b.enqueue(&StreamId::new(run).unwrap(), priority)
+            .await
+            .unwrap();
+    }
+    let mut two: Vec<String> = a
+        .claim(&wa, 2, long, AGING)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|l| l.stream.as_str().to_owned())
+        .collect();
+    two.sort_unstable();
+    assert_eq!(two, ["h", "n"]);
+    assert_eq!(claim_one_by_one(&b, &wb).await, ["l"]);
+}
+
+/// docs/postgres.md#claim-order: a run that has waited long is not starved by newer runs
+/// of a higher priority: with the default aging (60 s a step), a LOW run that became ready
+/// 3 minutes ago goes before a HIGH one queued now, and one that became ready 90 s ago
+/// goes after it but before a NORMAL one queued now. The same holds for a run given back
+/// on a timer, from the time it fell due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_low_run_that_waited_long_is_claimed_before_newer_high_ones() {
+    let Some((a, _b, sql)) = two_stores_and_sql().await else {
+        return;
+    };
+    let wa = a.register_worker("a").await.unwrap();
+    for (run, priority) in [
+        ("low-old", RunPriority::Low),
+        ("low-older", RunPriority::Low),
+        ("high-new", RunPriority::High),
+        ("low-recent", RunPriority::Low),
+        ("normal-new", RunPriority::Normal),
+        ("low-due", RunPriority::Low),
+    ] {
+        a.enqueue(&StreamId::new(run).unwrap(), priority)
+            .await
+            .unwrap();
+    }
+    // As if they had waited: queued 3 minutes, 4 minutes and 90 s ago; one given back on a
+    // timer that fell due 150 s ago.
+    sql.batch_execute(
+        "UPDATE docket_leases SET queued_at = now() - interval '3 minutes'
+             WHERE stream = 'low-old';
+         UPDATE docket_leases SET queued_at = now() - interval '4 minutes'
+             WHERE stream = 'low-older';
+         UPDATE docket_leases SET queued_at = now() - interval '90 seconds'
+             WHERE stream = 'low-recent';
+         UPDATE docket_leases SET runnable = false, due_at = now() - interval '150 seconds'
+             WHERE stream = 'low-due';",
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        claim_one_by_one(&a, &wa).await,
+        [
+            "low-older",
+            "low-old",
+            "low-due",
+            "high-new",
+            "low-recent",
+            "normal-new"
+        ]
+    );
 }

@@ -416,3 +416,56 @@ allowed_context_fields = ["task"]
     assert!(warned("human → worker", "a person's answers"), "{err}");
     assert!(warned("tools → worker", "the results of tools"), "{err}");
 }
+
+/// docs/governance.md#domain-content: a domain's content rules are checked with the
+/// bundle, each problem named by file, line and column; a bundle with sound ones passes.
+#[test]
+fn domain_content_rules_are_checked_with_the_bundle() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let head = "bundle = { id = \"t\" }\n\
+                agents = [{ id = \"planner\", write_scopes = [\"plan\"] }]\n\
+                output_types = [{ id = \"plan_graph\", schema = { type = \"object\" } }]\n";
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        format!(
+            "{head}[[domains]]\nid = \"plan\"\ncontent_type = \"plan_grph\"\n\
+             required_refs = [\"nodes..pointers\"]\nmax_bytes = 0\n"
+        ),
+    )
+    .expect("write");
+    let o = docket(&["policy", "check", bad.to_str().expect("utf-8 path")]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let at = |line: u32, col: u32, what: &str| format!("{}:{line}:{col}: {what}", bad.display());
+    for expected in [
+        at(
+            6,
+            16,
+            "unknown reference: unknown output type `plan_grph`: declare it under [[output_types]]",
+        ),
+        at(
+            7,
+            18,
+            "invalid value: field path `nodes..pointers` has an empty segment",
+        ),
+        at(
+            8,
+            13,
+            "invalid value: max_bytes must be positive: no content fits in 0 bytes",
+        ),
+    ] {
+        assert!(err.contains(&expected), "{expected}\nnot in:\n{err}");
+    }
+    let good = tmp.path().join("good.toml");
+    std::fs::write(
+        &good,
+        format!(
+            "{head}[[domains]]\nid = \"plan\"\ncontent_type = \"plan_graph\"\n\
+             required_refs = [\"nodes.metadata.pointers\"]\nmax_bytes = 65536\n"
+        ),
+    )
+    .expect("write");
+    let o = docket(&["policy", "check", good.to_str().expect("utf-8 path")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

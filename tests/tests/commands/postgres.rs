@@ -338,6 +338,90 @@ async fn a_worker_gives_back_a_run_waiting_on_a_timer_and_a_worker_fires_it_when
     docket_exits(url, &data, &["verify"], 0);
 }
 
+/// docs/postgres.md#claim-order: a run queued for workers carries its bundle's
+/// `[defaults] priority`; a worker with room for one run drives the HIGH one first, then
+/// the NORMAL one, then the LOW one, though they were queued the other way round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_room_for_one_drives_queued_runs_high_then_normal_then_low() {
+    let Some(db) = database() else { return };
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let data = tmp.path().join("data");
+    let url = db.url.as_str();
+    let runs = [
+        ("run-low", "LOW"),
+        ("run-normal", "NORMAL"),
+        ("run-high", "HIGH"),
+    ];
+    for (run, priority) in runs {
+        let dir = tmp.path().join(run);
+        std::fs::create_dir(&dir).expect("mkdir");
+        let wf = one_agent_workflow(&dir, run, run, AGENT, &["finish"]);
+        let bundle = dir.join("policy.toml");
+        let mut text = std::fs::read_to_string(&bundle).expect("bundle");
+        text.push_str(&format!("[defaults]\npriority = {priority:?}\n"));
+        std::fs::write(&bundle, text).expect("bundle");
+        let wf = wf.to_str().expect("UTF-8");
+        docket_exits(url, &data, &["run", wf, "--run-id", run, "--queue"], 0);
+    }
+    let store =
+        docket_store_postgres::PostgresStore::open(docket_store_postgres::PostgresConfig::new(url))
+            .await
+            .expect("the database");
+    let queued: Vec<(String, &str)> = store
+        .leases()
+        .await
+        .expect("leases")
+        .iter()
+        .map(|l| (l.stream.as_str().to_owned(), l.priority.as_str()))
+        .collect();
+    assert_eq!(
+        queued,
+        [
+            ("run-high".to_owned(), "HIGH"),
+            ("run-low".to_owned(), "LOW"),
+            ("run-normal".to_owned(), "NORMAL")
+        ]
+    );
+    let mut worker = Command::new(docket_bin())
+        .args(["worker", "--store", url, "--name", "one-at-a-time"])
+        .args(["--concurrency", "1", "--data"])
+        .arg(&data)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docket worker");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let listed = docket_exits(url, &data, &["runs"], 0);
+        if listed.matches("\tcompleted\t").count() == runs.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the runs did not complete within 60 s: {listed}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    assert!(worker.wait().expect("the worker stops").success());
+    // One at a time: each run was driven to its end before the next was claimed, so the
+    // order they completed in is the order they were claimed in.
+    let completed_at = |run: &str| -> i64 {
+        docket_exits(url, &data, &["events", run, "--json"], 0)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|e| e["kind"] == "run.completed")
+            .and_then(|e| e["recorded_at_ns"].as_i64())
+            .expect("run.completed")
+    };
+    let mut order: Vec<(i64, &str)> = runs.iter().map(|(r, _)| (completed_at(r), *r)).collect();
+    order.sort_unstable();
+    let order: Vec<&str> = order.into_iter().map(|(_, r)| r).collect();
+    assert_eq!(order, ["run-high", "run-normal", "run-low"]);
+}
+
 #[test]
 fn store_migrate_twice_applies_nothing_the_second_time() {
     let Some(db) = database() else { return };
@@ -355,12 +439,12 @@ fn store_migrate_twice_applies_nothing_the_second_time() {
     let first = docket_exits(&db.url, &data, &["store", "migrate"], 0);
     assert_eq!(
         first.trim(),
-        "no docket schema found; applied versions 1, 2, 3, 4, 5, 6; schema now at version 6"
+        "no docket schema found; applied versions 1, 2, 3, 4, 5, 6, 7; schema now at version 7"
     );
     let second = docket_exits(&db.url, &data, &["store", "migrate"], 0);
-    assert_eq!(second.trim(), "schema at version 6; nothing to apply");
+    assert_eq!(second.trim(), "schema at version 7; nothing to apply");
     let init = docket_exits(&db.url, &data, &["store", "init"], 0);
-    assert_eq!(init.trim(), "schema at version 6; nothing to apply");
+    assert_eq!(init.trim(), "schema at version 7; nothing to apply");
 
     // Without a PostgreSQL store: what these commands are for.
     let out = Command::new(docket_bin())

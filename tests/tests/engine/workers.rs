@@ -229,7 +229,10 @@ async fn queued(url: &str, prefix: &str, count: usize) -> Queued {
             .await
             .expect("the run is recorded");
         shared
-            .enqueue(&StreamId::new(run.as_str()).expect("id"))
+            .enqueue(
+                &StreamId::new(run.as_str()).expect("id"),
+                docket_store_postgres::RunPriority::Normal,
+            )
             .await
             .expect("queued");
     }

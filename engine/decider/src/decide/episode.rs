@@ -408,9 +408,12 @@ impl Batch<'_> {
         };
         let writer = episode.writers.get(domain).map(AgentId::as_str);
         // Outside events: an annotation names the event it annotates.
-        let d = self
+        let mut d = self
             .annotation_refused(domain, content)
             .unwrap_or_else(|| self.bundle.decide_domain_write(agent, domain, writer));
+        if d.is_allowed() && self.state.decider_version() >= crate::events::DOMAIN_CONTENT {
+            d = self.bundle.check_domain_content(domain, content, d);
+        }
         if d.is_allowed() {
             let version = self
                 .state

@@ -91,21 +91,38 @@ impl Batch<'_> {
             name: name.clone(),
         }));
         if let Some(domain) = self.bundle.signal(&name).and_then(|s| s.domain.clone()) {
-            let version = self
-                .state
-                .episodes
-                .domains
-                .get(&domain)
-                .map_or(0, Vec::len)
-                .saturating_add(1);
-            self.push(RunEvent::DomainWritten {
-                domain,
-                version: u32::try_from(version).unwrap_or(u32::MAX),
-                agent: received.by.as_str().into(),
-                episode_id: EpisodeId::root(),
-                content: received.payload.clone(),
-                decision,
-            });
+            // Its domain's content rules hold for an outside event's write too: a refused
+            // write leaves the domain as it was, and the event kept.
+            let decision = if self.state.decider_version() >= crate::events::DOMAIN_CONTENT {
+                self.bundle
+                    .check_domain_content(&domain, &received.payload, decision)
+            } else {
+                decision
+            };
+            if !decision.is_allowed() {
+                self.push(RunEvent::DomainWriteDenied {
+                    domain,
+                    agent: received.by.as_str().into(),
+                    episode_id: EpisodeId::root(),
+                    decision,
+                });
+            } else {
+                let version = self
+                    .state
+                    .episodes
+                    .domains
+                    .get(&domain)
+                    .map_or(0, Vec::len)
+                    .saturating_add(1);
+                self.push(RunEvent::DomainWritten {
+                    domain,
+                    version: u32::try_from(version).unwrap_or(u32::MAX),
+                    agent: received.by.as_str().into(),
+                    episode_id: EpisodeId::root(),
+                    content: received.payload.clone(),
+                    decision,
+                });
+            }
         }
         // The first wait for it, in the order the waits were made.
         let waiting = self

@@ -122,6 +122,14 @@ pub struct OutputOverride {
 /// each shape of run is checked in for it under `tests/golden/`.
 pub const DECIDER_VERSION: u32 = 14;
 
+/// Decider version 14: a domain's content rules (`content_type`, `required_refs`,
+/// `max_bytes`) hold for every write, an agent's and an outside event's: content that
+/// breaks one is refused (`domain.write_denied`, naming the rule and where in the content)
+/// instead of written, and an allowed write to a domain with content rules records a
+/// step per rule met (docs/governance.md#domain-content). Earlier versions wrote any
+/// content the writer's scope allowed.
+pub(crate) const DOMAIN_CONTENT: u32 = 14;
+
 /// Decider version 13: a handoff's audit says what the receiver got. Its fields and token
 /// count are computed from what was delivered, after extraction and summarising; a prior
 /// output (`prior:TYPE`) counts as one before scoping and as one after when something of

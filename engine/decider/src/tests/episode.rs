@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use docket_policies::PolicyBundle;
 use docket_policies::StopCondition;
+use docket_policies::{DecisionKind, PolicyBundle, PolicyDecision, RuleStep, StepOutcome, Verdict};
 
 use super::*;
 use crate::events::workflow::{WorkflowBudget, WorkflowSpec};
@@ -61,7 +61,13 @@ fn run_with(policy: &str, budget: WorkflowBudget) -> History {
 
 /// [`run_with`] recorded by decider `version`.
 fn run_recorded_by(policy: &str, budget: WorkflowBudget) -> History {
-    let (b, text) = bundle_with(policy);
+    let (_, text) = bundle_with(policy);
+    run_under(text, budget, DECIDER_VERSION)
+}
+
+/// Given a research run under the bundle `text`, recorded by decider `version`.
+fn run_under(text: String, budget: WorkflowBudget, version: u32) -> History {
+    let b = PolicyBundle::from_toml_str(&text, "ep.toml").expect("test bundle is valid");
     let workflow = WorkflowSpec {
         name: "research".into(),
         policy: "ep.toml".into(),
@@ -88,7 +94,7 @@ fn run_recorded_by(policy: &str, budget: WorkflowBudget) -> History {
             bundle_hash: b.hash().to_hex(),
             input: json!({"q": "why"}),
             at_ms: 1_000,
-            decider_version: DECIDER_VERSION,
+            decider_version: version,
             forked_from: None,
             scheduled: None,
         },
@@ -705,6 +711,142 @@ pub(crate) fn only_the_owner_writes_a_domain_each_write_a_new_version_read_by_ot
         );
     });
     assert_eq!(run.state.episodes.domains["plan"].len(), 2);
+    run.replays();
+}
+
+/// Given a research run whose `plan` domain has content rules (an output type, a
+/// required reference, a size: docs/governance.md#domain-content), recorded by decider
+/// `version`.
+fn planning(version: u32) -> History {
+    let (_, text) = bundle_with("");
+    let text = text.replace(
+        "[[domains]]\nid = \"plan\"\n",
+        r#"[[domains]]
+id = "plan"
+content_type = "plan_graph"
+required_refs = ["nodes.cites"]
+max_bytes = 200
+[[output_types]]
+id = "plan_graph"
+schema = { type = "object", required = ["nodes"], properties = { nodes = { type = "array" } } }
+"#,
+    );
+    run_under(text, budget(1_000), version)
+}
+
+fn write_plan(content: Value) -> Action {
+    Action::WriteDomain {
+        domain: "plan".into(),
+        content,
+    }
+}
+
+#[test]
+pub(crate) fn a_domain_write_that_breaks_its_content_rules_is_refused_naming_the_place() {
+    let mut run = planning(DECIDER_VERSION);
+    let hash = run.bundle.hash();
+    run.when(respond(vec![write_plan(
+        json!({"nodes": [{"cites": ["capsule:1"]}, {"cites": []}]}),
+    )]))
+    .then(|events| {
+        assert_eq!(
+            events[1],
+            RunEvent::DomainWriteDenied {
+                domain: "plan".into(),
+                agent: "orch".into(),
+                episode_id: EpisodeId::root(),
+                decision: PolicyDecision {
+                    kind: DecisionKind::DomainWrite,
+                    verdict: Verdict::Deny,
+                    rule_id: "domains.plan.required_refs".into(),
+                    reason: "content of `plan` refused: /nodes/1/cites is missing or empty \
+                             (required reference `nodes.cites`)"
+                        .into(),
+                    bundle_hash: hash,
+                    chain: vec![
+                        RuleStep::new(
+                            "agents.orch.write_scopes",
+                            StepOutcome::Applied,
+                            "`plan` in write_scopes"
+                        ),
+                        RuleStep::new(
+                            "domains.plan.max_bytes",
+                            StepOutcome::Applied,
+                            "48 of at most 200 bytes"
+                        ),
+                        RuleStep::new(
+                            "domains.plan.content_type",
+                            StepOutcome::Applied,
+                            "content matches plan_graph@1"
+                        ),
+                        RuleStep::new(
+                            "domains.plan.required_refs",
+                            StepOutcome::Applied,
+                            "content refused"
+                        ),
+                    ],
+                },
+            }
+        );
+        assert_eq!(
+            stops(events),
+            [("ep-1".to_owned(), StopCondition::PolicyBlocks)]
+        );
+    });
+    assert!(
+        !run.state.episodes.domains.contains_key("plan"),
+        "nothing written"
+    );
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_domain_write_that_meets_its_content_rules_records_each_rule_met() {
+    let mut run = planning(DECIDER_VERSION);
+    let plan = json!({"nodes": [{"cites": ["capsule:1"]}]});
+    run.when(respond(vec![write_plan(plan.clone())]))
+        .then(|events| match &events[1] {
+            RunEvent::DomainWritten {
+                version,
+                content,
+                decision,
+                ..
+            } => {
+                assert_eq!((*version, content), (1, &plan));
+                assert!(decision.is_allowed());
+                assert_eq!(&*decision.rule_id, "agents.orch.write_scopes");
+                let met: Vec<(&str, &str)> = decision
+                    .chain
+                    .iter()
+                    .map(|s| (&*s.rule_id, &*s.note))
+                    .collect();
+                assert_eq!(
+                    met,
+                    [
+                        ("agents.orch.write_scopes", "`plan` in write_scopes"),
+                        ("domains.plan.max_bytes", "35 of at most 200 bytes"),
+                        ("domains.plan.content_type", "content matches plan_graph@1"),
+                        (
+                            "domains.plan.required_refs",
+                            "every required reference filled (nodes.cites)"
+                        ),
+                    ]
+                );
+            }
+            other => panic!("expected domain.written, got {other:?}"),
+        });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_decider_13_writes_content_its_domain_rules_would_refuse() {
+    let mut run = planning(13);
+    run.when(respond(vec![write_plan(json!({"nodes": "not a list"}))]))
+        .then(|events| {
+            assert_eq!(kinds(events)[1], "domain.written");
+            assert!(stops(events).is_empty());
+        });
+    assert_eq!(run.state.episodes.domains["plan"].len(), 1);
     run.replays();
 }
 

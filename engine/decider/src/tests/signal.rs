@@ -418,6 +418,54 @@ pub(crate) fn agents_annotate_an_event_in_its_annotations_domain_and_never_write
     run.replays();
 }
 
+/// docs/governance.md#domain-content: an event's domain holds its content rules for the
+/// sender's write too. The event is kept; its domain keeps its last version.
+#[test]
+pub(crate) fn an_event_whose_content_breaks_its_domains_rules_is_kept_but_not_written() {
+    let source = format!(
+        "{}\n{}",
+        super::BUNDLE.replace(
+            "id = \"a\"\nallowed_tools",
+            "id = \"a\"\nwrite_scopes = [\"notes\"]\nallowed_tools"
+        ),
+        SIGNALS.replace(
+            "[[domains]]\nid = \"comments\"\n",
+            "[[domains]]\nid = \"comments\"\nrequired_refs = [\"source\"]\n"
+        )
+    );
+    let mut run = started_under(&source, "t.toml", |_| {}).clock(10_000, 0);
+    run.when(comment())
+        .then_kinds(&[
+            "signal.received",
+            "policy.decided",
+            "signal.kept",
+            "domain.write_denied",
+        ])
+        .then(|events| {
+            let RunEvent::DomainWriteDenied {
+                domain,
+                agent,
+                episode_id,
+                decision,
+            } = &events[3]
+            else {
+                panic!("domain.write_denied");
+            };
+            assert_eq!(
+                (domain.as_str(), agent.as_str(), episode_id),
+                ("comments", "ingestion", &EpisodeId::root())
+            );
+            assert_eq!(&*decision.rule_id, "domains.comments.required_refs");
+            assert_eq!(
+                &*decision.reason,
+                "content of `comments` refused: /source is missing or empty (required \
+                 reference `source`)"
+            );
+        });
+    assert!(!run.state.episodes().domains.contains_key("comments"));
+    run.replays();
+}
+
 #[test]
 pub(crate) fn a_run_of_decider_12_refuses_events() {
     let mut run = started_under(super::BUNDLE, "t.toml", |r| r.decider_version = 12);

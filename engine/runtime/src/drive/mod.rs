@@ -520,6 +520,18 @@ impl<S: EventStore + 'static> Runtime<S> {
         self.compiled(&run.bundle_source, &run.bundle_source_name)
     }
 
+    /// A run's priority: the `[defaults] priority` of the bundle it was started with,
+    /// which orders it among the runs waiting for a worker (docs/postgres.md#claim-order).
+    ///
+    /// # Errors
+    /// [`RuntimeError::Bundle`]: the recorded bundle does not compile.
+    pub fn run_priority(
+        &self,
+        run: &RunRequested,
+    ) -> Result<docket_policies::Priority, RuntimeError> {
+        Ok(self.bundle_for(run)?.spec().defaults.priority)
+    }
+
     /// The bundle compiled from `source`, compiled once per distinct source text (parsing
     /// and compiling is a pure function of the text and its name, and costs far more than
     /// a run's decisions).
