@@ -159,6 +159,7 @@ fn canned() -> Vec<LoggedEvent> {
                     effect_id: effect,
                     receipt: EffectReceipt {
                         result: json!({ "post_id": "p-1", "echo": SCRIPT }),
+                        drift: None,
                     },
                     at_ms,
                     reused_from: None,

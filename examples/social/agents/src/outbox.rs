@@ -193,7 +193,13 @@ pub fn answer_effect(outbox: &Outbox, call: &EffectCall) -> Result<String, Outbo
         EffectOp::DryRun => serde_json::to_string(&EffectAnswer::ok(id, dry_run(call))),
         EffectOp::Execute => {
             let result = outbox.send(call)?;
-            serde_json::to_string(&EffectAnswer::ok(id, EffectReceipt { result }))
+            serde_json::to_string(&EffectAnswer::ok(
+                id,
+                EffectReceipt {
+                    result,
+                    drift: None,
+                },
+            ))
         }
         EffectOp::Verify => {
             let sent = outbox.lookup(&call.request.idempotency_key)?;
