@@ -289,11 +289,12 @@ impl RunState {
                 rec.phase = EffectPhase::Sandbox;
                 rec.sandbox_started = Some(e.request.clone());
             }
-            RunEvent::EffectSandboxRan(e) => {
-                if let SandboxOutcome::Receipt { receipt } = &e.outcome {
-                    rec.sandbox = Some(receipt.clone());
+            RunEvent::EffectSandboxRan(e) => match &e.outcome {
+                SandboxOutcome::Receipt { receipt } => rec.sandbox = Some(receipt.clone()),
+                SandboxOutcome::Error { code, message } => {
+                    rec.outcome = Some((code.clone(), message.clone()));
                 }
-            }
+            },
             RunEvent::EffectVerifierCalled(_) => rec.phase = EffectPhase::Verifying,
             RunEvent::EffectSettled(_) => rec.phase = EffectPhase::Settled,
             RunEvent::EffectDryRun(e) => {

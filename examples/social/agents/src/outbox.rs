@@ -237,7 +237,7 @@ pub fn serve_effects(
 }
 
 /// Answers each non-blank line of `input` with one line on `output`, until `input` ends.
-fn serve_lines(
+pub(crate) fn serve_lines(
     input: impl BufRead,
     mut output: impl Write,
     mut answer: impl FnMut(&str) -> Result<String, OutboxError>,
