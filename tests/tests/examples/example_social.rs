@@ -732,7 +732,7 @@ fn the_reply_goes_out_on_the_browser_lane_sandbox_first_with_its_drift_evidence(
     };
     assert!(
         status.contains(&format!("dom sha256 {}", dom("thread")))
-            && status.contains(&format!("sandbox run: receipt"))
+            && status.contains("sandbox run: receipt")
             && status.contains(&format!("dom sha256 {}", dom("thread.sandbox"))),
         "{status}"
     );
