@@ -6,7 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::{Value, json};
 
-use docket_decider::{DryRunOutcome, RunEvent, RunState};
+use docket_decider::{
+    DriftEvidence, DryRunOutcome, EffectReceipt, RunEvent, RunState, SandboxOutcome,
+};
 
 use crate::words::{reason as said, word};
 
@@ -19,7 +21,7 @@ pub(crate) fn list_text(out: &mut String, state: &RunState) {
     for (id, rec) in state.effects() {
         let r = &rec.requested;
         let detail = match (&rec.receipt, &rec.outcome) {
-            (Some(receipt), _) => format!(" receipt {}", receipt.result),
+            (Some(receipt), _) => format!(" receipt {}{}", receipt.result, drift_text(receipt)),
             (None, Some((rule, reason))) => format!(" [{rule}] {reason}"),
             (None, None) => String::new(),
         };
@@ -33,7 +35,36 @@ pub(crate) fn list_text(out: &mut String, state: &RunState) {
             rec.key(),
             rec.phase.as_str()
         );
+        if let Some(sandbox) = &rec.sandbox {
+            let _ = writeln!(
+                out,
+                "    sandbox run: receipt {}{}",
+                sandbox.result,
+                drift_text(sandbox)
+            );
+        }
     }
+}
+
+/// A receipt's drift evidence, for the text of `docket status` (browser lanes only).
+fn drift_text(receipt: &EffectReceipt) -> String {
+    receipt
+        .drift
+        .as_ref()
+        .map(|d| {
+            format!(
+                ", drift evidence screenshot sha256 {} dom sha256 {}",
+                d.screenshot_sha256, d.dom_sha256
+            )
+        })
+        .unwrap_or_default()
+}
+
+fn drift_json(drift: Option<&DriftEvidence>) -> Value {
+    drift.map_or(
+        Value::Null,
+        |d| json!({"screenshot_sha256": d.screenshot_sha256, "dom_sha256": d.dom_sha256}),
+    )
 }
 
 /// The effects of `docket status --json`.
@@ -53,6 +84,11 @@ pub(crate) fn list_json(state: &RunState) -> Value {
                     "idempotency_key": rec.key(),
                     "phase": rec.phase.as_str(),
                     "receipt": rec.receipt.as_ref().map(|x| x.result.clone()),
+                    "drift": drift_json(rec.receipt.as_ref().and_then(|x| x.drift.as_ref())),
+                    "sandbox": rec.sandbox.as_ref().map(|x| json!({
+                        "receipt": x.result,
+                        "drift": drift_json(x.drift.as_ref()),
+                    })),
                     "outcome": rec.outcome.as_ref().map(|(rule, reason)| json!({"rule": rule, "reason": reason})),
                 })
             })
@@ -147,15 +183,35 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
                 .unwrap_or_default()
         ),
         RunEvent::EffectApplied(e) => format!(
-            "{} applied: {}{}",
+            "{} applied: {}{}{}",
             e.effect_id,
             e.receipt.result,
+            drift_text(&e.receipt),
             e.reused_from
                 .as_ref()
                 .map(|of| format!(" (the receipt of {of}, not executed again)"))
                 .unwrap_or_default()
         ),
         RunEvent::EffectFailed(e) => format!("{} failed {}: {}", e.effect_id, e.code, e.message),
+        RunEvent::EffectSandboxStarted(e) => format!(
+            "{} sandbox run first: {} in lane {} key {}",
+            e.effect_id, e.request.kind, e.request.lane, e.request.idempotency_key
+        ),
+        RunEvent::EffectSandboxRan(e) => match &e.outcome {
+            SandboxOutcome::Receipt { receipt } => format!(
+                "{} sandbox run: {}{}",
+                e.effect_id,
+                receipt.result,
+                if receipt.drift.is_some() {
+                    drift_text(receipt)
+                } else {
+                    ", no drift evidence".to_owned()
+                }
+            ),
+            SandboxOutcome::Error { code, message } => {
+                format!("{} sandbox run {code}: {message}", e.effect_id)
+            }
+        },
         RunEvent::EffectVerified(e) | RunEvent::EffectRecovered(e) => format!(
             "{} verification: {}{}",
             e.effect_id,

@@ -21,6 +21,8 @@ fn effect_of(event: &RunEvent) -> Option<&EffectId> {
         RunEvent::EffectRefused(e) => &e.effect_id,
         RunEvent::EffectReady(e) => &e.effect_id,
         RunEvent::EffectStarted(e) => &e.effect_id,
+        RunEvent::EffectSandboxStarted(e) => &e.effect_id,
+        RunEvent::EffectSandboxRan(e) => &e.effect_id,
         RunEvent::EffectVerifierCalled(e) => &e.effect_id,
         RunEvent::EffectSettled(e) => &e.effect_id,
         RunEvent::EffectDryRun(e) => &e.effect_id,
@@ -122,6 +124,7 @@ mod tests {
                 effect_id: id.into(),
                 receipt: EffectReceipt {
                     result: serde_json::Value::Null,
+                    drift: None,
                 },
                 at_ms: 0,
                 reused_from: None,

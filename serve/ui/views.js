@@ -54,7 +54,7 @@ export const KINDS = [
   'run.cancelled', 'episode.started', 'episode.action_denied', 'episode.finished',
   'episode.stopped', 'domain.written', 'domain.write_denied', 'effect.requested',
   'effect.deduplicated', 'effect.admitted', 'effect.refused', 'effect.ready',
-  'effect.started', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
+  'effect.started', 'effect.sandbox_started', 'effect.sandbox_ran', 'effect.verifier_called', 'effect.settled', 'effect.dry_run',
   'effect.kill_switch_checked', 'effect.applied', 'effect.failed', 'effect.verified',
   'effect.recovered', 'tool.call_scheduled', 'tool.denied', 'tool.returned', 'tool.failed',
   'timer.set', 'timer.fired', 'run.paused', 'run.unpaused', 'signal.received', 'signal.kept',

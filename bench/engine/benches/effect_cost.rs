@@ -70,6 +70,7 @@ impl EffectExecutor for Instant_ {
         Box::pin(async move {
             Ok(EffectReceipt {
                 result: json!({ "post_id": r.idempotency_key }),
+                drift: None,
             })
         })
     }

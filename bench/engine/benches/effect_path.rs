@@ -102,6 +102,7 @@ impl EffectExecutor for Noop {
         Box::pin(async move {
             Ok(EffectReceipt {
                 result: json!({ "post_id": request.idempotency_key }),
+                drift: None,
             })
         })
     }

@@ -279,6 +279,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
                             effect_id,
                             receipt: EffectReceipt {
                                 result: json!({"post_id": format!("post-{item}")}),
+                                drift: None,
                             },
                             at_ms: 2_000,
                             reused_from: None,

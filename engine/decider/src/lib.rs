@@ -55,11 +55,12 @@ mod transitions;
 // Ids and wire documents (`docket_protocol`), and the engine's checks of what it receives.
 pub use docket_protocol::{
     Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence,
-    ConflictingOutput, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer,
-    EffectCall, EffectCallError, EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest,
-    EpisodeId, EpisodeResult, EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId,
-    SettledConflict, Settlement, SignalId, TaskRestrictions, TicketId, TimerId, ToolAnswer,
-    ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage, Verification, agent_protocol_schema,
+    ConflictingOutput, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, DriftEvidence,
+    DryRunReport, EffectAnswer, EffectCall, EffectCallError, EffectErrorBody, EffectId, EffectOp,
+    EffectReceipt, EffectRequest, EffectTarget, EpisodeId, EpisodeResult, EpisodeStatus,
+    InvalidRunId, Priority, ResponseStatus, RunId, SettledConflict, Settlement, SignalId,
+    TaskRestrictions, TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody,
+    ToolRequest, UNSTABLE_SELECTORS, Usage, Verification, agent_protocol_schema,
     agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
 };
 pub use protocol::{
@@ -72,9 +73,9 @@ pub use protocol::{
 pub use events::effect::{
     DryRunOutcome, EFFECT_RESULT_TYPE, EFFECTS_SOURCE, EffectAdmitted, EffectApplied,
     EffectDeduplicated, EffectDryRun, EffectFailed, EffectKillSwitchChecked, EffectReady,
-    EffectRefused, EffectRequested, EffectSettled, EffectStarted, EffectTicketStep,
-    EffectVerification, EffectVerifierCalled, ReadyBecause, SettledBy, SettledStatus,
-    VERIFY_EFFECT_CAPABILITY,
+    EffectRefused, EffectRequested, EffectSandboxRan, EffectSandboxStarted, EffectSettled,
+    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled, ReadyBecause,
+    SandboxOutcome, SettledBy, SettledStatus, VERIFY_EFFECT_CAPABILITY,
 };
 pub use events::overrides::{HeldStep, Overridable};
 pub use events::signal::{

@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    cancel, capability, circuit, classification, context, effect, episode, failure, fan_out,
-    handoff, overrides, pause, response, signal, ticket, timer, tool,
+    browser, cancel, capability, circuit, classification, context, effect, episode, failure,
+    fan_out, handoff, overrides, pause, response, signal, ticket, timer, tool,
 };
 
 thread_local! {
@@ -776,6 +776,62 @@ const TRANSITIONS: &[Transition] = &[
             Property("effects_apply_each_key_at_most_once_and_only_past_the_kill_switch"),
         ],
     },
+    // Side effects on a browser lane
+    Transition {
+        concern: "browser",
+        from: "Running (decider 14), a browser lane with sandbox_first",
+        input: "dry run passed; the sandbox run answers a receipt with drift evidence; the real target executed and verified",
+        to: "Running (the result, with its evidence, goes back to the asking agent)",
+        records: &[
+            "effect.ready",
+            "effect.sandbox_started",
+            "effect.sandbox_ran",
+            "effect.kill_switch_checked",
+            "effect.started",
+            "effect.applied",
+            "effect.verified",
+            "effect.settled",
+        ],
+        covered_by: &[Test(browser::sandbox_first_then_the_real_target)],
+    },
+    Transition {
+        concern: "browser",
+        from: "Running (decider 14), a browser lane",
+        input: "a receipt without drift evidence: from the sandbox run / verified on the real target",
+        to: "Running (refused [browser.drift_evidence]) / WaitingForHuman (needs_review)",
+        records: &[
+            "effect.sandbox_ran",
+            "effect.refused",
+            "effect.verified",
+            "human.escalated",
+            "human.decided",
+            "effect.settled",
+        ],
+        covered_by: &[Test(browser::a_result_without_drift_evidence_is_refused)],
+    },
+    Transition {
+        concern: "browser",
+        from: "Running (decider 14), a browser lane",
+        input: "the executor reports UNSTABLE_SELECTORS (sandbox or real target), then a person decides",
+        to: "WaitingForHuman (manual review, no retry), then settled by the person / refused",
+        records: &[
+            "effect.sandbox_ran",
+            "effect.failed",
+            "human.escalated",
+            "human.decided",
+            "effect.settled",
+            "effect.refused",
+        ],
+        covered_by: &[Test(browser::unstable_selectors_open_a_manual_review_ticket)],
+    },
+    Transition {
+        concern: "browser",
+        from: "Running (decider 13), a browser lane",
+        input: "dry run passed",
+        to: "Running (no sandbox run: the lane is decided as any other)",
+        records: &["effect.dry_run", "effect.ready"],
+        covered_by: &[Test(browser::before_version_14_no_sandbox_run_is_recorded)],
+    },
     // Governed tools
     Transition {
         concern: "tool",
@@ -1018,6 +1074,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("pause", include_str!("decide/pause.rs")),
     ("episode", include_str!("decide/episode.rs")),
     ("effect", include_str!("decide/effect.rs")),
+    ("browser", include_str!("decide/browser.rs")),
     ("tool", include_str!("decide/tool.rs")),
     ("timer", include_str!("decide/timer.rs")),
     ("signal", include_str!("decide/signal.rs")),
@@ -1038,6 +1095,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/overrides.rs"),
     include_str!("tests/episode.rs"),
     include_str!("tests/effect.rs"),
+    include_str!("tests/browser.rs"),
     include_str!("tests/replay.rs"),
     include_str!("tests/tool.rs"),
     include_str!("tests/cancel.rs"),
@@ -1101,6 +1159,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "agent.circuit_checked",
         "effect.dry_run",
         "effect.kill_switch_checked",
+        "effect.sandbox_ran",
         "effect.applied",
         "effect.failed",
         "effect.verified",

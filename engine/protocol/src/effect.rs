@@ -36,7 +36,39 @@ pub struct EffectRequest {
     /// never recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fence: Option<u64>,
+    /// On a browser lane (docs/effect-protocol.md#browser-lanes): which target an `execute`
+    /// (and a `verify` of it) drives, the sandbox or the real site. Absent on other lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<EffectTarget>,
 }
+
+/// The target a browser-lane call drives (docs/effect-protocol.md#browser-lanes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum EffectTarget {
+    /// The executor's sandbox: a copy of the site where acting changes nothing real.
+    Sandbox,
+    /// The real site.
+    Live,
+}
+
+impl EffectTarget {
+    /// The wire name (`sandbox`, `live`).
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sandbox => "sandbox",
+            Self::Live => "live",
+        }
+    }
+}
+
+/// The error code with which a browser-lane executor reports that the page's selectors
+/// are unstable (a selector it needs matches no element, or several): it acted on
+/// nothing, and docket opens a manual-review ticket instead of trying again
+/// (docs/effect-protocol.md#browser-lanes).
+pub const UNSTABLE_SELECTORS: &str = "UNSTABLE_SELECTORS";
 
 /// The answer to a dry run: would the effect work, and what would it do?
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +91,44 @@ pub struct EffectReceipt {
     /// What the outside world returned (a post id, a message id...).
     #[serde(default)]
     pub result: Value,
+    /// On a browser lane, what the page was when the executor acted; docket refuses a
+    /// browser-lane receipt without it. Absent on other lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drift: Option<DriftEvidence>,
+}
+
+/// Drift evidence: fingerprints of the page a browser-lane executor acted on, recorded so
+/// that a later run (or an auditor) can tell whether the page changed
+/// (docs/effect-protocol.md#browser-lanes). Each is 64 lowercase hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct DriftEvidence {
+    /// SHA-256 of the screenshot the executor took (or of the rendering it stands for:
+    /// the executor's documentation says which).
+    pub screenshot_sha256: String,
+    /// SHA-256 of the page's DOM as the executor serialised it when it acted.
+    pub dom_sha256: String,
+}
+
+impl DriftEvidence {
+    /// What is wrong with the evidence, if anything: a fingerprint that is not 64
+    /// lowercase hex digits, named by its field.
+    #[must_use]
+    pub fn problem(&self) -> Option<String> {
+        [
+            ("screenshot_sha256", &self.screenshot_sha256),
+            ("dom_sha256", &self.dom_sha256),
+        ]
+        .into_iter()
+        .find(|(_, v)| {
+            v.len() != 64
+                || !v
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+        .map(|(field, v)| format!("drift.{field} {v:?} is not 64 lowercase hex digits"))
+    }
 }
 
 /// Whether the effect behind an idempotency key happened, as the executor knows it.

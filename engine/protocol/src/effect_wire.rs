@@ -116,6 +116,7 @@ mod tests {
             attempt: 1,
             timeout_ms: 1000,
             fence: None,
+            target: None,
         }
     }
 

@@ -30,7 +30,10 @@ mod schema;
 mod tool;
 
 pub use conflict::{ConflictingOutput, SettledConflict, Settlement};
-pub use effect::{DryRunReport, EffectCallError, EffectReceipt, EffectRequest, Verification};
+pub use effect::{
+    DriftEvidence, DryRunReport, EffectCallError, EffectReceipt, EffectRequest, EffectTarget,
+    UNSTABLE_SELECTORS, Verification,
+};
 pub use effect_wire::{EffectAnswer, EffectCall, EffectErrorBody, EffectOp};
 pub use episode::{BudgetRequest, EpisodeResult, EpisodeStatus};
 pub use ids::{

@@ -644,6 +644,15 @@ fn effects(p: &mut Page, r: &Report<'_>) {
                 p.raw("<span class=\"none\">none</span>");
             }
         }
+        for (which, screenshot, dom) in &e.drift {
+            p.raw("</dd><dt>Drift evidence, ")
+                .text(which)
+                .raw("</dt><dd>screenshot SHA-256 <code>")
+                .text(screenshot)
+                .raw("</code>, DOM SHA-256 <code>")
+                .text(dom)
+                .raw("</code>");
+        }
         p.raw("</dd><dt>Parameters</dt><dd>")
             .json("the effect's parameters", &e.params)
             .raw("</dd></dl></div>\n");

@@ -82,6 +82,9 @@ pub(crate) struct Effect {
     pub(crate) requested_seq: Option<u64>,
     /// Where its receipt was recorded, when, and the effect it was reused from.
     pub(crate) applied: Option<(u64, i64, Option<String>)>,
+    /// On a browser lane, the drift evidence recorded: which run (`sandbox run`, `real
+    /// target`), the screenshot's and the DOM's SHA-256.
+    pub(crate) drift: Vec<(&'static str, String, String)>,
 }
 
 /// A person's decision on a ticket, or an override.
@@ -366,6 +369,16 @@ fn effects(state: &RunState, events: &[LoggedEvent]) -> Vec<Effect> {
                 outcome: record.outcome.clone(),
                 requested_seq,
                 applied,
+                drift: [
+                    ("sandbox run", record.sandbox.as_ref()),
+                    ("real target", record.receipt.as_ref()),
+                ]
+                .into_iter()
+                .filter_map(|(which, receipt)| {
+                    let d = receipt?.drift.as_ref()?;
+                    Some((which, d.screenshot_sha256.clone(), d.dom_sha256.clone()))
+                })
+                .collect(),
             }
         })
         .collect()

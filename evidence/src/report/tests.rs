@@ -159,6 +159,7 @@ fn canned() -> Vec<LoggedEvent> {
                     effect_id: effect,
                     receipt: EffectReceipt {
                         result: json!({ "post_id": "p-1", "echo": SCRIPT }),
+                        drift: None,
                     },
                     at_ms,
                     reused_from: None,
@@ -169,6 +170,20 @@ fn canned() -> Vec<LoggedEvent> {
                         result: json!({ "post_id": "p-1" }),
                     },
                     cause: None,
+                    at_ms,
+                }),
+                // The script's bundle marks no browser lane; a sandbox run passes.
+                EffectWork::Sandbox => EffectInput::SandboxRan(docket_decider::EffectSandboxRan {
+                    effect_id: effect,
+                    outcome: docket_decider::SandboxOutcome::Receipt {
+                        receipt: EffectReceipt {
+                            result: json!({ "sandbox": true }),
+                            drift: Some(docket_decider::DriftEvidence {
+                                screenshot_sha256: "0".repeat(64),
+                                dom_sha256: "0".repeat(64),
+                            }),
+                        },
+                    },
                     at_ms,
                 }),
                 EffectWork::DryRun => EffectInput::DryRun(EffectDryRun {

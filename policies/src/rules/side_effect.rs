@@ -1,7 +1,8 @@
 //! Side effects (docs/governance.md#side-effects), the `[[side_effects]]` section and each
 //! agent's `side_effects`: kill switch first, then a policy for the effect's kind and lane (none
 //! means deny), the agent's permission, the idempotency key, the attempt cap per key, the dry
-//! run, and human approval.
+//! run, and human approval; and the browser lane a policy may mark (sandbox first, drift
+//! evidence, manual review on unstable selectors: docs/governance.md#browser-lane).
 
 use std::collections::BTreeSet;
 
@@ -45,6 +46,31 @@ pub struct SideEffectPolicy {
     /// without one the effect goes to a human for review.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verifier: Option<String>,
+    /// Marks this policy's lane as a browser lane: the executor drives a page, so every
+    /// result must carry drift evidence, unstable selectors send the effect to a person,
+    /// and (by default) it runs against a sandbox target before the real one
+    /// (docs/governance.md#browser-lane). Absent: not a browser lane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub browser: Option<BrowserLane>,
+}
+
+/// How effects on a browser lane run (docs/governance.md#browser-lane).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BrowserLane {
+    /// Run the effect against the executor's sandbox target first, and against the real
+    /// target only after the sandbox run succeeded with drift evidence. Default true: a
+    /// browser lane rehearses unless the bundle says the site has no sandbox.
+    #[serde(default = "yes")]
+    pub sandbox_first: bool,
+}
+
+impl Default for BrowserLane {
+    fn default() -> Self {
+        Self {
+            sandbox_first: true,
+        }
+    }
 }
 
 fn star() -> String {
@@ -81,6 +107,16 @@ pub(crate) fn check(c: &mut Checker<'_>) {
                 p.key("retry_cap"),
                 Code::InvalidValue,
                 "retry_cap counts attempts and must be at least 1",
+            );
+        }
+        if s.browser.is_some() && s.lane == "*" {
+            c.push(
+                p.key("browser"),
+                Code::InvalidValue,
+                format!(
+                    "a browser lane is one lane: side effect `{}` in lane `*` would make every lane of `{}` a browser lane; name the lane",
+                    s.kind, s.kind
+                ),
             );
         }
         if let Some(v) = &s.verifier
@@ -142,6 +178,10 @@ pub struct SideEffectRequest {
     /// A human approved this execution (also overrides the attempt cap).
     #[serde(default)]
     pub human_approved: bool,
+    /// A sandbox run of this effect succeeded with drift evidence (browser lanes with
+    /// `sandbox_first`).
+    #[serde(default)]
+    pub sandbox_passed: bool,
     /// Which attempt this is for the idempotency key, from 1.
     pub attempt: u32,
     /// Kill switches engaged right now: `global` or lane names.
@@ -163,6 +203,13 @@ impl PolicyBundle {
     /// when an agent asks, and the full one just before executing.
     pub fn decide_side_effect_admission(&self, req: &SideEffectRequest) -> PolicyDecision {
         self.side_effect_decision(req, true)
+    }
+
+    /// The browser lane settings of the policy for `kind` in `lane`, when that policy
+    /// marks a browser lane (docs/governance.md#browser-lane).
+    pub fn browser_lane(&self, kind: &str, lane: &str) -> Option<&BrowserLane> {
+        self.side_effect_policy(kind, lane)
+            .and_then(|p| p.browser.as_ref())
     }
 
     /// The side-effect policy for `kind` in `lane` (an exact lane first, then `*`).
@@ -260,8 +307,14 @@ impl PolicyBundle {
                 "retry cap overridden by a human",
             ));
         }
+        let sandbox_first = p.browser.as_ref().is_some_and(|b| b.sandbox_first);
         if admission {
             let later = [
+                (
+                    sandbox_first,
+                    pid.to_owned(),
+                    "browser lane: a sandbox run with drift evidence comes before the real target",
+                ),
                 (
                     true,
                     format!("kill_switch.{switch}"),
@@ -299,6 +352,14 @@ impl PolicyBundle {
             return deny(
                 pid,
                 "a passing dry run is required before execution".to_owned(),
+                chain,
+            );
+        }
+        if sandbox_first && !req.sandbox_passed {
+            return deny(
+                pid,
+                "browser lane: a sandbox run with drift evidence must succeed before the real target"
+                    .to_owned(),
                 chain,
             );
         }
@@ -352,6 +413,7 @@ retry_cap = 1
             idempotency_key: Some("post-1".into()),
             dry_run_passed: false,
             human_approved: false,
+            sandbox_passed: false,
             attempt: 1,
             engaged_kill_switches: vec!["api".into()],
         }
@@ -393,6 +455,139 @@ retry_cap = 1
             b.side_effect_policy("publish", "api")
                 .map(|p| p.id.as_str()),
             Some("publish-api")
+        );
+    }
+
+    const BROWSER: &str = r#"
+bundle = { id = "t" }
+[[agents]]
+id = "engagement"
+side_effects = ["comment"]
+[[side_effects]]
+id = "comment-browser"
+kind = "comment"
+lane = "browser"
+dry_run_required = false
+"#;
+
+    fn comment(lane: &str) -> SideEffectRequest {
+        SideEffectRequest {
+            agent: "engagement".into(),
+            kind: "comment".into(),
+            lane: lane.into(),
+            idempotency_key: Some("comment:1".into()),
+            dry_run_passed: false,
+            human_approved: false,
+            sandbox_passed: false,
+            attempt: 1,
+            engaged_kill_switches: Vec::new(),
+        }
+    }
+
+    /// `browser = {}` marks a browser lane with `sandbox_first` at its default (true); a
+    /// policy without it is no browser lane; `sandbox_first = false` is kept as written.
+    #[test]
+    fn a_browser_lane_is_marked_and_sandbox_first_defaults_to_true() {
+        let plain = PolicyBundle::from_toml_str(BROWSER, "t.toml").expect("valid");
+        assert_eq!(plain.browser_lane("comment", "browser"), None);
+        let marked = PolicyBundle::from_toml_str(&format!("{BROWSER}browser = {{}}\n"), "t.toml")
+            .expect("valid");
+        assert_eq!(
+            marked.browser_lane("comment", "browser"),
+            Some(&BrowserLane {
+                sandbox_first: true
+            })
+        );
+        let no_sandbox = PolicyBundle::from_toml_str(
+            &format!("{BROWSER}browser = {{ sandbox_first = false }}\n"),
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(
+            no_sandbox.browser_lane("comment", "browser"),
+            Some(&BrowserLane {
+                sandbox_first: false
+            })
+        );
+        assert_eq!(no_sandbox.browser_lane("comment", "api"), None);
+    }
+
+    /// Left out of the canonical form when absent, so bundles written before it keep their
+    /// hashes; a marked lane, and each value of `sandbox_first`, is a different bundle.
+    #[test]
+    fn an_absent_browser_marker_keeps_the_hash() {
+        let hash = |src: &str| {
+            PolicyBundle::from_toml_str(src, "t.toml")
+                .expect("valid")
+                .hash()
+        };
+        let marked = format!("{BROWSER}browser = {{}}\n");
+        let spelled = format!("{BROWSER}browser = {{ sandbox_first = true }}\n");
+        let without = format!("{BROWSER}browser = {{ sandbox_first = false }}\n");
+        assert_ne!(hash(BROWSER), hash(&marked));
+        assert_eq!(hash(&marked), hash(&spelled));
+        assert_ne!(hash(&marked), hash(&without));
+        let canonical = PolicyBundle::from_toml_str(BROWSER, "t.toml")
+            .expect("valid")
+            .canonical_bytes();
+        let canonical = String::from_utf8_lossy(&canonical);
+        assert!(!canonical.contains("\"browser\":{"), "{canonical}");
+    }
+
+    /// A misspelt setting and a browser lane on every lane (`*`) are refused, each naming
+    /// its field and line.
+    #[test]
+    fn browser_settings_are_checked_where_they_are_written() {
+        let err = PolicyBundle::from_toml_str(
+            &format!("{BROWSER}browser = {{ sandbox = true }}\n"),
+            "t.toml",
+        )
+        .expect_err("unknown setting")
+        .to_string();
+        assert!(
+            err.contains("`sandbox`") && err.contains("t.toml:"),
+            "{err}"
+        );
+        let star = BROWSER.replace("lane = \"browser\"", "lane = \"*\"");
+        let err = PolicyBundle::from_toml_str(&format!("{star}browser = {{}}\n"), "t.toml")
+            .expect_err("a browser lane on every lane")
+            .to_string();
+        assert!(
+            err.contains("a browser lane is one lane") && err.contains("/side_effects/0/browser"),
+            "{err}"
+        );
+        assert!(err.contains("t.toml:11:1:"), "{err}");
+    }
+
+    /// With `sandbox_first`, admission names the sandbox run still to come, and the
+    /// decision at the execution gate refuses the real target until a sandbox run passed.
+    #[test]
+    fn sandbox_first_holds_the_real_target_until_the_sandbox_run_passed() {
+        let b = PolicyBundle::from_toml_str(&format!("{BROWSER}browser = {{}}\n"), "t.toml")
+            .expect("valid");
+        let admitted = b.decide_side_effect_admission(&comment("browser"));
+        assert_eq!(admitted.verdict, Verdict::Allow, "{admitted:?}");
+        assert!(
+            admitted
+                .chain
+                .iter()
+                .any(|s| s.outcome == StepOutcome::NotApplicable && s.note.contains("sandbox run")),
+            "{admitted:?}"
+        );
+        let held = b.decide_side_effect(&comment("browser"));
+        assert_eq!(held.verdict, Verdict::Deny);
+        assert!(held.reason.contains("sandbox run"), "{held:?}");
+        let mut rehearsed = comment("browser");
+        rehearsed.sandbox_passed = true;
+        assert_eq!(b.decide_side_effect(&rehearsed).verdict, Verdict::Allow);
+        let without = PolicyBundle::from_toml_str(
+            &format!("{BROWSER}browser = {{ sandbox_first = false }}\n"),
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(
+            without.decide_side_effect(&comment("browser")).verdict,
+            Verdict::Allow
         );
     }
 }

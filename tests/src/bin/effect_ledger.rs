@@ -287,7 +287,10 @@ fn main() -> ExitCode {
                                 }
                                 answer_line(&EffectAnswer::ok(
                                     request.effect_id.clone(),
-                                    EffectReceipt { result },
+                                    EffectReceipt {
+                                        result,
+                                        drift: None,
+                                    },
                                 ))
                             }
                             Err(e) => answer_line(&EffectAnswer::<EffectReceipt>::failed(

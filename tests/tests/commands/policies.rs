@@ -778,6 +778,7 @@ fn side_effects_need_policy_key_dry_run_approval_and_no_kill_switch() {
         idempotency_key: Some("post-1".to_owned()),
         dry_run_passed: true,
         human_approved: false,
+        sandbox_passed: false,
         attempt: 1,
         engaged_kill_switches: Vec::new(),
     };

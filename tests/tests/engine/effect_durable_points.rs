@@ -127,6 +127,7 @@ impl EffectExecutor for Publisher {
             *self.applied.lock().expect("ledger") += 1;
             Ok(EffectReceipt {
                 result: json!({ "post": 1 }),
+                drift: None,
             })
         })
     }

@@ -35,6 +35,7 @@ fn request(key: &str) -> EffectRequest {
         attempt: 1,
         timeout_ms: 5_000,
         fence: None,
+        target: None,
     }
 }
 
@@ -97,6 +98,7 @@ impl MemoryLedger {
         }
         EffectReceipt {
             result: entry.0.clone(),
+            drift: None,
         }
     }
 
@@ -428,6 +430,7 @@ mod command {
             |_| {
                 Ok(EffectReceipt {
                     result: json!("in-process"),
+                    drift: None,
                 })
             },
             |_| Ok(Verification::NotApplied),
@@ -797,6 +800,23 @@ mod doc {
         let verification: Verification =
             accept_answer(request, EffectOp::Verify, &answer("verify_answer")).expect("verify");
         assert!(matches!(verification, Verification::Applied { .. }));
+        // Browser lanes: a receipt with drift evidence of the documented form, and the
+        // error that reports unstable selectors.
+        let receipt: EffectReceipt = accept_answer(
+            request,
+            EffectOp::Execute,
+            &answer("browser_execute_answer"),
+        )
+        .expect("browser receipt");
+        let drift = receipt.drift.expect("drift evidence");
+        assert_eq!(drift.problem(), None, "{drift:?}");
+        let err = accept_answer::<EffectReceipt>(
+            request,
+            EffectOp::Execute,
+            &answer("unstable_selectors_answer"),
+        )
+        .expect_err("an error answer");
+        assert_eq!(err.code(), docket_decider::UNSTABLE_SELECTORS);
     }
 
     #[test]

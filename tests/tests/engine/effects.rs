@@ -209,6 +209,7 @@ impl EffectExecutor for Publisher {
             }
             Ok(EffectReceipt {
                 result: json!({ "post_id": format!("post-{key}") }),
+                drift: None,
             })
         })
     }

@@ -527,6 +527,7 @@ impl InProcessEffect for Publish {
             .or_default() += 1;
         Ok(EffectReceipt {
             result: json!({ "post_id": format!("post-{key}") }),
+            drift: None,
         })
     }
 

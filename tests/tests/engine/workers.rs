@@ -111,6 +111,7 @@ impl EffectExecutor for Publisher {
                 .or_default() += 1;
             Ok(EffectReceipt {
                 result: json!({ "post": request.idempotency_key }),
+                drift: None,
             })
         })
     }

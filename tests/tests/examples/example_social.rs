@@ -633,6 +633,201 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
     assert_eq!(receipts, ["publish-1", "comment-2", "dm-3"]);
 }
 
+/// The drift evidence the README says the browser lane's executor gives for a page of
+/// `examples/social/pages/`, recomputed here: SHA-256 of the page's HTML with whitespace
+/// collapsed, and of its body's visible text.
+fn expected_drift(page: &str) -> Value {
+    use sha2::{Digest, Sha256};
+    let html = std::fs::read_to_string(
+        workspace_root()
+            .join("examples/social/pages")
+            .join(format!("{page}.html")),
+    )
+    .expect("the page");
+    let collapse = |t: &str| t.split_whitespace().collect::<Vec<_>>().join(" ");
+    let body = &html[html.find("<body").expect("a body")..];
+    let mut text = String::new();
+    let mut in_tag = false;
+    for c in body.chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                text.push(' ');
+            }
+            '>' => in_tag = false,
+            c if !in_tag => text.push(c),
+            _ => {}
+        }
+    }
+    let hex = |t: &str| -> String {
+        Sha256::digest(t.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    serde_json::json!({
+        "screenshot_sha256": hex(&collapse(&text)),
+        "dom_sha256": hex(&collapse(&html)),
+    })
+}
+
+/// The reply to the comment goes out on the browser lane: run against the sandbox copy of
+/// the thread's page first (nothing reaches the outbox), then against the real page, each
+/// answer carrying the drift evidence of the page it drove, recorded and shown by `docket
+/// status`.
+#[test]
+fn the_reply_goes_out_on_the_browser_lane_sandbox_first_with_its_drift_evidence() {
+    let agency = Agency::new();
+    assert_eq!(agency.run("success_achieved", "reply"), 3);
+    let events = run_events(&agency.data, "reply");
+    assert_eq!(
+        kinds_of_effect(&events, "reply/effect-2"),
+        [
+            "effect.requested",
+            "effect.admitted",
+            "effect.dry_run",
+            "effect.ready",
+            "effect.sandbox_started",
+            "effect.sandbox_ran",
+            "effect.ready",
+            "effect.kill_switch_checked",
+            "effect.started",
+            "effect.applied",
+            "effect.verified",
+            "effect.settled"
+        ]
+    );
+    let sandbox = events_of_kind(&events, "effect.sandbox_started");
+    assert_eq!(sandbox.len(), 1, "only the reply is on the browser lane");
+    assert_eq!(sandbox[0]["payload"]["request"]["target"], "sandbox");
+    let ran = &events_of_kind(&events, "effect.sandbox_ran")[0]["payload"]["outcome"];
+    assert_eq!(ran["receipt"]["result"]["sandbox"], true, "{ran}");
+    assert_eq!(ran["receipt"]["drift"], expected_drift("thread.sandbox"));
+    let started = events_of_kind(&events, "effect.started");
+    let targets: Vec<&Value> = started
+        .iter()
+        .map(|e| &e["payload"]["request"]["target"])
+        .collect();
+    assert_eq!(
+        targets,
+        [&Value::Null, &Value::from("live")],
+        "the post is on the API lane"
+    );
+    let applied = events_of_kind(&events, "effect.applied");
+    let reply = &applied[1]["payload"]["receipt"];
+    assert_eq!(reply["result"]["post_id"], "comment-2");
+    assert_eq!(reply["drift"], expected_drift("thread"));
+    // Nothing of the sandbox run reached the outbox.
+    assert_eq!(
+        agency.outbox_keys(),
+        ["publish:spring-launch:a5722ef529842960", "comment:evt-101"]
+    );
+    let out = agency.docket(&["status", "reply"]);
+    let status = stdout_text(&out);
+    let dom = |page: &str| {
+        expected_drift(page)["dom_sha256"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(
+        status.contains(&format!("dom sha256 {}", dom("thread")))
+            && status.contains("sandbox run: receipt")
+            && status.contains(&format!("dom sha256 {}", dom("thread.sandbox"))),
+        "{status}"
+    );
+    assert_eq!(agency.approve("reply", "ticket-1"), 0);
+    replays_and_exports(&agency.data, "reply");
+}
+
+/// A page whose selectors are unstable (the redesigned thread has two reply buttons with
+/// the same test id): the sandbox run reports it, nothing is retried or posted, and the
+/// run waits on a manual-review ticket; a person who replied by hand approves it and the
+/// campaign goes on to the DM and completes, the reply settled by that person.
+#[test]
+fn unstable_selectors_wait_on_a_manual_review_ticket_that_a_person_resolves() {
+    let agency = Agency::new();
+    assert_eq!(agency.run("unstable_selectors", "redesign"), 3);
+    let events = run_events(&agency.data, "redesign");
+    let ran = &events_of_kind(&events, "effect.sandbox_ran")[0]["payload"]["outcome"];
+    assert_eq!(ran["code"], "UNSTABLE_SELECTORS", "{ran}");
+    let asked = events_of_kind(&events, "human.escalated");
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert_eq!(
+        asked[0]["payload"]["subject"],
+        serde_json::json!({"type": "effect", "effect_id": "redesign/effect-2", "step": "manual_review"})
+    );
+    let reason = asked[0]["payload"]["reason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("unstable selectors on its sandbox run")
+            && reason.contains(
+                "[data-testid=reply-submit] matches 2 elements on page thread-redesign.sandbox"
+            )
+            && reason.contains("not tried again"),
+        "{reason}"
+    );
+    assert!(
+        events_of_kind(&events, "effect.started")
+            .iter()
+            .all(|e| e["payload"]["effect_id"] != "redesign/effect-2")
+    );
+    assert_eq!(
+        agency.outbox_keys(),
+        ["publish:spring-redesign:a5722ef529842960"]
+    );
+    // Resuming while the ticket is open tries nothing again.
+    let out = agency.docket(&["resume", "redesign"]);
+    assert_eq!(agency.code(&out), 3);
+    assert_eq!(
+        events_of_kind(&run_events(&agency.data, "redesign"), "effect.sandbox_ran").len(),
+        1
+    );
+
+    let out = agency.docket(&[
+        "approve",
+        "redesign",
+        "ticket-1",
+        "--by",
+        "ana",
+        "--reason",
+        "replied by hand on the redesigned page",
+    ]);
+    assert_eq!(agency.code(&out), 3, "the DM waits for its own approval");
+    let events = run_events(&agency.data, "redesign");
+    let settled = events_of_kind(&events, "effect.settled");
+    let reply = settled
+        .iter()
+        .find(|e| e["payload"]["effect_id"] == "redesign/effect-2")
+        .expect("the reply is settled");
+    assert_eq!(reply["payload"]["by"], "human");
+    assert_eq!(
+        reply["payload"]["reason"],
+        "ana carried it out by hand (or found it in place): replied by hand on the redesigned page"
+    );
+    assert_eq!(agency.approve("redesign", "ticket-2"), 0);
+    assert_eq!(
+        agency.outbox_keys(),
+        ["publish:spring-redesign:a5722ef529842960", "dm:evt-302"]
+    );
+    let events = run_events(&agency.data, "redesign");
+    let output = &events_of_kind(&events, "run.completed")[0]["payload"]["output"];
+    assert_eq!(
+        output["summary"],
+        "spring-redesign: planned, created, published and verified; engagement answered; journaled"
+    );
+    assert_eq!(
+        output["artifacts_created"],
+        serde_json::json!([
+            "plan_graph:plan-spring-redesign-1",
+            "asset_graph:asset-a5722ef529842960",
+            "outbox:publish-1",
+            "outbox:dm-2",
+            "journal:spring-redesign"
+        ])
+    );
+    replays_and_exports(&agency.data, "redesign");
+}
+
 #[test]
 fn the_kill_switch_engaged_between_two_effects_stops_the_dm() {
     let agency = Agency::new();

@@ -22,6 +22,8 @@
 //! `effect.recovered`; applied → settled, not applied → `effect.ready` (executed once
 //! more, through the kill switch again), unknown → needs_review ticket.
 //!
+//! On a browser lane the path gains a sandbox run and drift evidence (`browser.rs`).
+//!
 //! Every effect ends with one call back to the agent that asked, carrying an
 //! `effect_result` decision input (applied, deduplicated, refused, failed, unverified).
 //!
@@ -49,6 +51,8 @@ pub enum EffectInput {
     DryRun(EffectDryRun),
     /// `effect.kill_switch_checked`.
     KillSwitchChecked(EffectKillSwitchChecked),
+    /// `effect.sandbox_ran`.
+    SandboxRan(EffectSandboxRan),
     /// `effect.applied`.
     Applied(EffectApplied),
     /// `effect.failed`.
@@ -66,6 +70,7 @@ impl EffectInput {
         match self {
             Self::DryRun(e) => &e.effect_id,
             Self::KillSwitchChecked(e) => &e.effect_id,
+            Self::SandboxRan(e) => &e.effect_id,
             Self::Applied(e) => &e.effect_id,
             Self::Failed(e) => &e.effect_id,
             Self::Verified(e) | Self::Recovered(e) => &e.effect_id,
@@ -76,6 +81,7 @@ impl EffectInput {
         match self {
             Self::DryRun(e) => e.at_ms,
             Self::KillSwitchChecked(e) => e.at_ms,
+            Self::SandboxRan(e) => e.at_ms,
             Self::Applied(e) => e.at_ms,
             Self::Failed(e) => e.at_ms,
             Self::Verified(e) | Self::Recovered(e) => e.at_ms,
@@ -86,6 +92,7 @@ impl EffectInput {
         match self.clone() {
             Self::DryRun(e) => RunEvent::EffectDryRun(e),
             Self::KillSwitchChecked(e) => RunEvent::EffectKillSwitchChecked(e),
+            Self::SandboxRan(e) => RunEvent::EffectSandboxRan(e),
             Self::Applied(e) => RunEvent::EffectApplied(e),
             Self::Failed(e) => RunEvent::EffectFailed(e),
             Self::Verified(e) => RunEvent::EffectVerified(e),
@@ -97,6 +104,7 @@ impl EffectInput {
         Some(match event.clone() {
             RunEvent::EffectDryRun(e) => Self::DryRun(e),
             RunEvent::EffectKillSwitchChecked(e) => Self::KillSwitchChecked(e),
+            RunEvent::EffectSandboxRan(e) => Self::SandboxRan(e),
             RunEvent::EffectApplied(e) => Self::Applied(e),
             RunEvent::EffectFailed(e) => Self::Failed(e),
             RunEvent::EffectVerified(e) => Self::Verified(e),
@@ -110,6 +118,7 @@ impl EffectInput {
         match self {
             Self::DryRun(_) => &[EffectPhase::DryRun],
             Self::KillSwitchChecked(_) => &[EffectPhase::Ready],
+            Self::SandboxRan(_) => &[EffectPhase::Sandbox],
             Self::Applied(_) | Self::Recovered(_) => &[EffectPhase::Started],
             // A kind no executor serves fails before it starts.
             Self::Failed(_) => &[EffectPhase::Ready, EffectPhase::Started],
@@ -302,19 +311,20 @@ impl Batch<'_> {
             dry_run,
             human_approved,
         }));
-        if !dry_run {
+        if !dry_run && !self.sandbox_first(effect_id) {
             self.hold_until_due(effect_id);
         }
     }
 
-    /// An effect due at its execution gate ([`ReadyBecause`]), unless its `not_before`
-    /// is later than this batch's recorded time: then it is held by a timer.
-    fn ready(&mut self, effect_id: &EffectId, because: ReadyBecause) {
+    /// An effect due at its execution gate ([`ReadyBecause`]), unless a browser lane
+    /// runs it in its sandbox first (`browser.rs`) or its `not_before` is later than this
+    /// batch's recorded time: then it is held by a timer.
+    pub(super) fn ready(&mut self, effect_id: &EffectId, because: ReadyBecause) {
         self.push(RunEvent::EffectReady(EffectReady {
             effect_id: effect_id.to_owned(),
             because,
         }));
-        if because != ReadyBecause::NotAppliedOnResume {
+        if because != ReadyBecause::NotAppliedOnResume && !self.sandbox_first(effect_id) {
             self.hold_until_due(effect_id);
         }
     }
@@ -387,14 +397,20 @@ impl Batch<'_> {
                 ),
             },
             EffectInput::KillSwitchChecked(e) => self.execution_gate(&effect_id, &e.engaged),
+            EffectInput::SandboxRan(e) => self.on_sandbox_ran(e),
             // Recorded; the runtime verifies next.
             EffectInput::Applied(_) => {}
-            EffectInput::Failed(e) => self.reply_effect(
-                &effect_id,
-                "failed",
-                json!({ "code": e.code, "message": e.message }),
-            ),
+            EffectInput::Failed(e) => {
+                if !self.unstable_on_live(&effect_id, &e.code, &e.message) {
+                    self.reply_effect(
+                        &effect_id,
+                        "failed",
+                        json!({ "code": e.code, "message": e.message }),
+                    );
+                }
+            }
             EffectInput::Verified(e) => match &e.verification {
+                Verification::Applied { .. } if self.applied_without_evidence(&effect_id) => {}
                 Verification::Applied { .. } => self.settle_effect(
                     &effect_id,
                     SettledStatus::Verified,
@@ -404,6 +420,7 @@ impl Batch<'_> {
                 other => self.verification_failed(&effect_id, other),
             },
             EffectInput::Recovered(e) => match &e.verification {
+                Verification::Applied { .. } if self.applied_without_evidence(&effect_id) => {}
                 Verification::Applied { .. } => self.settle_effect(
                     &effect_id,
                     SettledStatus::Verified,
@@ -445,18 +462,24 @@ impl Batch<'_> {
         let decision = self
             .bundle
             .decide_side_effect(&side_effect_request(rec, engaged.to_vec()));
-        let default_ms = self.bundle.spec().defaults.timeout_ms;
-        let timeout_ms = self.state.run.as_ref().map_or(default_ms, |run| {
-            run.workflow
-                .effect_timeout_ms(&rec.requested.effect_kind, default_ms)
-        });
-        let request = rec.executor_request(&self.run_id(), timeout_ms);
+        let mut request = rec.executor_request(&self.run_id(), self.effect_timeout_ms(rec));
+        request.target = self.live_target(effect_id);
         self.record_effect_decision(effect_id, decision, |b| {
             b.push(RunEvent::EffectStarted(EffectStarted {
                 effect_id: effect_id.to_owned(),
                 request,
             }));
         });
+    }
+
+    /// How long the executor has for one call of this effect: the workflow's
+    /// `[effects.KIND] timeout_ms`, else the bundle's default.
+    pub(super) fn effect_timeout_ms(&self, rec: &EffectRecord) -> u64 {
+        let default_ms = self.bundle.spec().defaults.timeout_ms;
+        self.state.run.as_ref().map_or(default_ms, |run| {
+            run.workflow
+                .effect_timeout_ms(&rec.requested.effect_kind, default_ms)
+        })
     }
 
     /// Verification failed or is unknown: an agent re-checks before a human is asked
@@ -571,12 +594,22 @@ impl Batch<'_> {
             (EffectTicketStep::DryRunUnsupported, true) => {
                 self.ready(effect_id, ReadyBecause::DryRunWaived);
             }
-            (EffectTicketStep::Approval | EffectTicketStep::DryRunUnsupported, false) => self
-                .refuse_effect(
-                    effect_id,
-                    "human",
-                    format!("{by} denied the effect: {reason}"),
-                ),
+            (EffectTicketStep::ManualReview, true) => self.settle_effect(
+                effect_id,
+                SettledStatus::Verified,
+                SettledBy::Human,
+                format!("{by} carried it out by hand (or found it in place): {reason}"),
+            ),
+            (
+                EffectTicketStep::Approval
+                | EffectTicketStep::DryRunUnsupported
+                | EffectTicketStep::ManualReview,
+                false,
+            ) => self.refuse_effect(
+                effect_id,
+                "human",
+                format!("{by} denied the effect: {reason}"),
+            ),
             (EffectTicketStep::Review, approved) => self.settle_effect(
                 effect_id,
                 if approved {
@@ -590,7 +623,7 @@ impl Batch<'_> {
         }
     }
 
-    fn refuse_effect(&mut self, effect_id: &EffectId, rule_id: &str, reason: String) {
+    pub(super) fn refuse_effect(&mut self, effect_id: &EffectId, rule_id: &str, reason: String) {
         self.push(RunEvent::EffectRefused(EffectRefused {
             effect_id: effect_id.to_owned(),
             rule_id: rule_id.to_owned(),
@@ -638,7 +671,12 @@ impl Batch<'_> {
         );
     }
 
-    fn effect_ticket(&mut self, effect_id: &EffectId, step: EffectTicketStep, reason: String) {
+    pub(super) fn effect_ticket(
+        &mut self,
+        effect_id: &EffectId,
+        step: EffectTicketStep,
+        reason: String,
+    ) {
         let Some(rec) = self.state.effects.get(effect_id) else {
             return;
         };
@@ -702,6 +740,7 @@ fn side_effect_request(rec: &EffectRecord, engaged: Vec<String>) -> SideEffectRe
         idempotency_key: rec.requested.idempotency_key.clone(),
         dry_run_passed: rec.dry_run_passed,
         human_approved: rec.human_approved,
+        sandbox_passed: rec.sandbox_passed,
         attempt: rec.requested.attempt,
         engaged_kill_switches: engaged,
     }

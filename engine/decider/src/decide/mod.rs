@@ -28,6 +28,8 @@ mod circuit;
 mod classification;
 // Side effects.
 mod effect;
+// Side effects on a browser lane: sandbox first, drift evidence, manual review.
+mod browser;
 pub use effect::EffectInput;
 // Episodes: spawn, domain writes, results, stop conditions.
 mod episode;

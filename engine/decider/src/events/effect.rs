@@ -92,6 +92,9 @@ pub enum ReadyBecause {
     NotAppliedOnResume,
     /// Its `not_before` time came (its timer fired).
     Due,
+    /// Its sandbox run succeeded with drift evidence (a browser lane with
+    /// `sandbox_first`): the real target is next.
+    SandboxPassed,
 }
 
 /// `effect.ready`.
@@ -110,6 +113,46 @@ pub struct EffectStarted {
     pub effect_id: EffectId,
     /// Exactly what the executor is given (and given again to `verify`).
     pub request: EffectRequest,
+}
+
+/// `effect.sandbox_started`: a browser-lane effect is run against the sandbox target first
+/// (docs/governance.md#browser-lane); recorded, durably, before the executor is called.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectSandboxStarted {
+    /// The effect.
+    pub effect_id: EffectId,
+    /// Exactly what the executor is given: the effect's request with `target` `sandbox`.
+    pub request: EffectRequest,
+}
+
+/// What a sandbox run gave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "snake_case")]
+pub enum SandboxOutcome {
+    /// The executor acted on the sandbox; its receipt (with the drift evidence it gave).
+    Receipt {
+        /// The receipt.
+        receipt: EffectReceipt,
+    },
+    /// The executor refused or failed it (`UNSTABLE_SELECTORS` among others), or the call
+    /// gave no usable answer.
+    Error {
+        /// The executor's code, or docket's (`EFFECT_TIMEOUT`...).
+        code: String,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// `effect.sandbox_ran` (input): the answer of the sandbox run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EffectSandboxRan {
+    /// The effect.
+    pub effect_id: EffectId,
+    /// What came back.
+    pub outcome: SandboxOutcome,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
 }
 
 /// `effect.verifier_called`.
@@ -260,4 +303,9 @@ pub enum EffectTicketStep {
     /// needs_review: nobody could confirm whether the effect applied. Approving records
     /// it verified (a human checked), denying records it unverified; never re-executed.
     Review,
+    /// A browser-lane executor reported unstable selectors (in the sandbox or on the real
+    /// target) and acted on nothing; the effect is not tried again. A person reviews the
+    /// page: approving records that they carried the effect out by hand (settled verified,
+    /// by a human), denying refuses it (docs/governance.md#browser-lane).
+    ManualReview,
 }

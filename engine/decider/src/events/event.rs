@@ -18,8 +18,9 @@ use docket_policies::StopCondition;
 
 use super::effect::{
     EffectAdmitted, EffectApplied, EffectDeduplicated, EffectDryRun, EffectFailed,
-    EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSettled,
-    EffectStarted, EffectTicketStep, EffectVerification, EffectVerifierCalled,
+    EffectKillSwitchChecked, EffectReady, EffectRefused, EffectRequested, EffectSandboxRan,
+    EffectSandboxStarted, EffectSettled, EffectStarted, EffectTicketStep, EffectVerification,
+    EffectVerifierCalled,
 };
 use super::inputs::{
     AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
@@ -186,6 +187,16 @@ pub(crate) const LABELLED_INPUTS: u32 = 14;
 /// (docs/governance.md#recursion-classes). `episode.started` records the class and
 /// trigger. Version 13 knew no classes.
 pub(crate) const RECURSION_CLASSES: u32 = 14;
+
+/// Decider version 14: an effect whose policy marks a browser lane
+/// (`[[side_effects]] browser`) runs against the sandbox target first when
+/// `sandbox_first` (`effect.sandbox_started`, then the recorded `effect.sandbox_ran`), and
+/// against the real target only after that run succeeded with drift evidence; a
+/// browser-lane receipt without drift evidence is refused (rule `browser.drift_evidence`),
+/// and an executor reporting unstable selectors opens a manual-review ticket instead of
+/// being tried again (docs/governance.md#browser-lane). Earlier versions run such an
+/// effect as on any other lane.
+pub(crate) const BROWSER_LANE: u32 = 14;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -742,6 +753,13 @@ pub enum RunEvent {
     /// Decision: the effect is executed now; durable before the executor is called.
     #[serde(rename = "effect.started")]
     EffectStarted(EffectStarted),
+    /// Decision: a browser-lane effect runs against its sandbox target first; durable
+    /// before the executor is called.
+    #[serde(rename = "effect.sandbox_started")]
+    EffectSandboxStarted(EffectSandboxStarted),
+    /// Recorded input: the answer of a browser-lane effect's sandbox run.
+    #[serde(rename = "effect.sandbox_ran")]
+    EffectSandboxRan(EffectSandboxRan),
     /// Decision: a verifier agent re-checks an applied effect (Class D before Class C).
     #[serde(rename = "effect.verifier_called")]
     EffectVerifierCalled(EffectVerifierCalled),
@@ -864,6 +882,8 @@ impl RunEvent {
         "effect.refused",
         "effect.ready",
         "effect.started",
+        "effect.sandbox_started",
+        "effect.sandbox_ran",
         "effect.verifier_called",
         "effect.settled",
         "effect.dry_run",
@@ -928,6 +948,8 @@ impl RunEvent {
             Self::EffectRefused(_) => "effect.refused",
             Self::EffectReady(_) => "effect.ready",
             Self::EffectStarted(_) => "effect.started",
+            Self::EffectSandboxStarted(_) => "effect.sandbox_started",
+            Self::EffectSandboxRan(_) => "effect.sandbox_ran",
             Self::EffectVerifierCalled(_) => "effect.verifier_called",
             Self::EffectSettled(_) => "effect.settled",
             Self::EffectDryRun(_) => "effect.dry_run",
@@ -972,6 +994,7 @@ impl RunEvent {
                 // Side effects
                 | Self::EffectDryRun(_)
                 | Self::EffectKillSwitchChecked(_)
+                | Self::EffectSandboxRan(_)
                 | Self::EffectApplied(_)
                 | Self::EffectFailed(_)
                 | Self::EffectVerified(_)

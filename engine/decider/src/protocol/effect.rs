@@ -98,6 +98,7 @@ mod tests {
             attempt: 1,
             timeout_ms: 1000,
             fence: None,
+            target: None,
         }
     }
 

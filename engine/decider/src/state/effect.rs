@@ -20,6 +20,8 @@ pub enum EffectPhase {
     DryRun,
     /// Due at its execution gate (kill switch, full decision).
     Ready,
+    /// Its sandbox run is due, or under way (a browser lane with `sandbox_first`).
+    Sandbox,
     /// Decided and dry-run; held by its timer until its `not_before` time.
     Scheduled,
     /// A ticket is open for it.
@@ -57,6 +59,7 @@ impl EffectPhase {
             Self::Requested => "requested",
             Self::DryRun => "waiting for its dry run",
             Self::Ready => "waiting for its execution gate",
+            Self::Sandbox => "running against its sandbox target",
             Self::Scheduled => "scheduled",
             Self::AwaitingHuman => "waiting for a human",
             Self::Started => "started",
@@ -93,6 +96,16 @@ pub struct EffectRecord {
     pub receipt: Option<EffectReceipt>,
     /// The last refusal or failure (rule or code, and reason).
     pub outcome: Option<(String, String)>,
+    /// What the executor was given for its sandbox run (a browser lane with
+    /// `sandbox_first`), once started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox_started: Option<EffectRequest>,
+    /// The sandbox run's receipt, with its drift evidence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<EffectReceipt>,
+    /// The sandbox run succeeded with drift evidence: the real target may follow.
+    #[serde(default)]
+    pub sandbox_passed: bool,
 }
 
 impl EffectRecord {
@@ -120,6 +133,7 @@ impl EffectRecord {
             attempt: self.requested.attempt,
             timeout_ms,
             fence: None,
+            target: None,
         }
     }
 }
@@ -131,6 +145,10 @@ pub enum EffectWork {
     DryRun,
     /// Read the kill switches, record them, and execute if `effect.started` follows.
     Execute,
+    /// Call `execute` with the recorded sandbox request (`effect.sandbox_started`) and
+    /// record `effect.sandbox_ran`. Found again after a crash, it runs again: a sandbox
+    /// changes nothing real.
+    Sandbox,
     /// Call `verify` on an applied effect and record `effect.verified`.
     Verify,
     /// Started without a recorded result: call `verify` and record `effect.recovered`
@@ -150,6 +168,7 @@ impl RunState {
                 let work = match e.phase {
                     EffectPhase::DryRun => EffectWork::DryRun,
                     EffectPhase::Ready => EffectWork::Execute,
+                    EffectPhase::Sandbox => EffectWork::Sandbox,
                     EffectPhase::Applied => EffectWork::Verify,
                     EffectPhase::Started => EffectWork::Recover,
                     _ => return None,
@@ -196,6 +215,9 @@ impl RunState {
                         starts: 0,
                         receipt: None,
                         outcome: None,
+                        sandbox_started: None,
+                        sandbox: None,
+                        sandbox_passed: false,
                     },
                 );
                 return;
@@ -205,6 +227,8 @@ impl RunState {
             RunEvent::EffectRefused(e) => &e.effect_id,
             RunEvent::EffectReady(e) => &e.effect_id,
             RunEvent::EffectStarted(e) => &e.effect_id,
+            RunEvent::EffectSandboxStarted(e) => &e.effect_id,
+            RunEvent::EffectSandboxRan(e) => &e.effect_id,
             RunEvent::EffectVerifierCalled(e) => {
                 self.verifier_calls
                     .insert(e.request_id.clone(), e.effect_id.clone());
@@ -252,6 +276,7 @@ impl RunState {
                         rec.dry_run_passed = true;
                         rec.human_approved = true;
                     }
+                    ReadyBecause::SandboxPassed => rec.sandbox_passed = true,
                     ReadyBecause::NotAppliedOnResume | ReadyBecause::Due => {}
                 }
             }
@@ -260,6 +285,16 @@ impl RunState {
                 rec.started = Some(e.request.clone());
                 rec.starts += 1;
             }
+            RunEvent::EffectSandboxStarted(e) => {
+                rec.phase = EffectPhase::Sandbox;
+                rec.sandbox_started = Some(e.request.clone());
+            }
+            RunEvent::EffectSandboxRan(e) => match &e.outcome {
+                SandboxOutcome::Receipt { receipt } => rec.sandbox = Some(receipt.clone()),
+                SandboxOutcome::Error { code, message } => {
+                    rec.outcome = Some((code.clone(), message.clone()));
+                }
+            },
             RunEvent::EffectVerifierCalled(_) => rec.phase = EffectPhase::Verifying,
             RunEvent::EffectSettled(_) => rec.phase = EffectPhase::Settled,
             RunEvent::EffectDryRun(e) => {
@@ -279,6 +314,7 @@ impl RunState {
                 if let Verification::Applied { result } = &e.verification {
                     rec.receipt = Some(EffectReceipt {
                         result: result.clone(),
+                        drift: None,
                     });
                 }
             }

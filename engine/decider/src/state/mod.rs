@@ -354,6 +354,8 @@ impl RunState {
             | RunEvent::EffectRefused(_)
             | RunEvent::EffectReady(_)
             | RunEvent::EffectStarted(_)
+            | RunEvent::EffectSandboxStarted(_)
+            | RunEvent::EffectSandboxRan(_)
             | RunEvent::EffectVerifierCalled(_)
             | RunEvent::EffectSettled(_)
             | RunEvent::EffectDryRun(_)

@@ -21,7 +21,7 @@ const E2: &str = "run-1/effect-2";
 
 // The runtime's answers, each recorded at the history's clock.
 
-fn recorded(input: impl FnOnce(i64) -> EffectInput) -> impl Input {
+pub(crate) fn recorded(input: impl FnOnce(i64) -> EffectInput) -> impl Input {
     move |history: &mut History| Command::RecordEffect(input(history.now()))
 }
 
@@ -38,7 +38,7 @@ fn dry_run(id: &str, outcome: DryRunOutcome) -> impl Input {
 }
 
 /// The dry run of `id` passed.
-fn passed(id: &str) -> impl Input {
+pub(crate) fn passed(id: &str) -> impl Input {
     dry_run(
         id,
         DryRunOutcome::Report {
@@ -70,6 +70,7 @@ pub(crate) fn applied(id: &str, post: &str) -> impl Input {
     let effect_id = id.to_owned();
     let receipt = EffectReceipt {
         result: json!({ "post_id": post }),
+        drift: None,
     };
     recorded(move |at_ms| {
         EffectInput::Applied(EffectApplied {
@@ -82,7 +83,7 @@ pub(crate) fn applied(id: &str, post: &str) -> impl Input {
 }
 
 /// The executor failed `id`.
-fn failed(id: &str, code: &str, message: &str) -> impl Input {
+pub(crate) fn failed(id: &str, code: &str, message: &str) -> impl Input {
     let (effect_id, code, message) = (id.to_owned(), code.to_owned(), message.to_owned());
     recorded(move |at_ms| {
         EffectInput::Failed(EffectFailed {
@@ -121,7 +122,7 @@ fn recovered(id: &str, verification: Verification) -> impl Input {
 }
 
 /// A human decides the open ticket.
-fn human(approved: bool) -> Decision {
+pub(crate) fn human(approved: bool) -> Decision {
     let decision = if approved {
         approve_open()
     } else {
@@ -130,7 +131,7 @@ fn human(approved: bool) -> Decision {
     decision.because("checked")
 }
 
-fn phase(state: &RunState, id: &str) -> EffectPhase {
+pub(crate) fn phase(state: &RunState, id: &str) -> EffectPhase {
     state
         .effects
         .get(&EffectId::from(id))
@@ -146,7 +147,7 @@ fn finish(run: &mut History) {
     assert_eq!(run.state.status, RunStatus::Completed, "{:?}", run.state);
 }
 
-fn decisions(events: &[RunEvent]) -> Vec<(docket_policies::Verdict, String)> {
+pub(crate) fn decisions(events: &[RunEvent]) -> Vec<(docket_policies::Verdict, String)> {
     events
         .iter()
         .filter_map(|e| match e {
@@ -676,6 +677,7 @@ pub(crate) fn inputs_for_the_wrong_step_are_rejected() {
         effect_id: E1.into(),
         receipt: EffectReceipt {
             result: Value::Null,
+            drift: None,
         },
         at_ms,
         reused_from: None,
@@ -688,6 +690,7 @@ pub(crate) fn inputs_for_the_wrong_step_are_rejected() {
         effect_id: "run-1/effect-9".into(),
         receipt: EffectReceipt {
             result: Value::Null,
+            drift: None,
         },
         at_ms,
         reused_from: None,
@@ -811,6 +814,21 @@ fn random_run(dice: &[u8]) -> History {
                             }
                         }
                     }
+                }
+                // The effects bundle marks no browser lane; answered for completeness.
+                EffectWork::Sandbox => {
+                    let outcome = crate::SandboxOutcome::Error {
+                        code: docket_protocol::UNSTABLE_SELECTORS.into(),
+                        message: "#post matches nothing".into(),
+                    };
+                    let effect_id = id.clone();
+                    run.when(recorded(move |at_ms| {
+                        EffectInput::SandboxRan(crate::EffectSandboxRan {
+                            effect_id,
+                            outcome,
+                            at_ms,
+                        })
+                    }));
                 }
                 EffectWork::Verify | EffectWork::Recover => {
                     let verification = match roll(3) {

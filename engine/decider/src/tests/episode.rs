@@ -1546,17 +1546,7 @@ fn refused(run: &History) -> (String, String) {
 /// verified itself: the child's agent is called again with the result.
 fn engaged_and_sent(version: u32) -> History {
     use super::effect::{applied, switches, verified};
-    let mut run = effects_run_with(CLASSED, "publisher");
-    if version != DECIDER_VERSION {
-        let mut log = run.log.clone();
-        let RunEvent::RunRequested(request) = &mut log[0] else {
-            panic!("the log opens with the request");
-        };
-        std::sync::Arc::make_mut(request).decider_version = version;
-        let source = format!("{EFFECTS_BUNDLE}{CLASSED}");
-        let b = PolicyBundle::from_toml_str(&source, "fx.toml").expect("valid");
-        run = History::new(b).given(&log).clock(1_000, 10);
-    }
+    let mut run = effects_run_under(&format!("{EFFECTS_BUNDLE}{CLASSED}"), "publisher", version);
     run.when(respond(vec![spawn_self("engage", None)]));
     run.when(respond(vec![super::effect("dm", "api", Some("dm-1"))]));
     let effect = "run-1/effect-1";

@@ -35,6 +35,7 @@ use crate::{
 use docket_protocol::CallId;
 use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ToolCall, Usage};
 
+pub(crate) mod browser;
 pub(crate) mod cancel;
 pub(crate) mod capability;
 pub(crate) mod circuit;
@@ -755,13 +756,18 @@ default_handoff_mode = "full"
 /// Given `run-1` started under the effects bundle with `entry` called first. Inputs are
 /// recorded 10 ms apart from 1,000 ms unless they say.
 pub(crate) fn effects_run(entry: &str) -> History {
-    effects_run_with("", entry)
+    effects_run_under(EFFECTS_BUNDLE, entry, DECIDER_VERSION)
 }
 
 /// [`effects_run`] under the effects bundle with `extra` appended.
 pub(crate) fn effects_run_with(extra: &str, entry: &str) -> History {
-    let source = format!("{EFFECTS_BUNDLE}{extra}");
-    let b = PolicyBundle::from_toml_str(&source, "fx.toml").expect("bundle is valid");
+    effects_run_under(&format!("{EFFECTS_BUNDLE}{extra}"), entry, DECIDER_VERSION)
+}
+
+/// Given `run-1` started as [`effects_run`] does, under the bundle `source` (named
+/// `fx.toml`) and recorded by `decider_version`.
+pub(crate) fn effects_run_under(source: &str, entry: &str, decider_version: u32) -> History {
+    let b = PolicyBundle::from_toml_str(source, "fx.toml").expect("bundle is valid");
     let workflow = WorkflowSpec {
         name: "fx".into(),
         policy: "fx.toml".into(),
@@ -781,12 +787,12 @@ pub(crate) fn effects_run_with(extra: &str, entry: &str) -> History {
     let run = RunRequested {
         run_id: "run-1".into(),
         workflow,
-        bundle_source: source,
+        bundle_source: source.into(),
         bundle_source_name: "fx.toml".into(),
         bundle_hash: b.hash().to_hex(),
         input: json!({"post": "hello"}),
         at_ms: 1_000,
-        decider_version: DECIDER_VERSION,
+        decider_version,
         forked_from: None,
         scheduled: None,
     };

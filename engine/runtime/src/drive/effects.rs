@@ -25,8 +25,8 @@ use crate::effect::{
 use docket_decider::WorkflowSpec;
 use docket_decider::{
     Command, DryRunOutcome, EffectApplied, EffectDryRun, EffectFailed, EffectId, EffectInput,
-    EffectKillSwitchChecked, EffectPhase, EffectRecord, EffectVerification, EffectWork, RunEvent,
-    RunId, RunState, decide_in_place,
+    EffectKillSwitchChecked, EffectPhase, EffectRecord, EffectSandboxRan, EffectVerification,
+    EffectWork, RunEvent, RunId, RunState, SandboxOutcome, decide_in_place,
 };
 
 /// Waits for an executor call, at most its `timeout_ms` plus a second (executors enforce
@@ -395,6 +395,42 @@ impl<S: EventStore + 'static> Runtime<S> {
                     effect_id,
                     code: e.code().to_owned(),
                     message: e.to_string(),
+                    at_ms: self.now_ms(),
+                });
+                Self::stage(state, bundle, &mut staged, input)?;
+                self.commit(bundle, staged).await?;
+            }
+            (EffectWork::Sandbox, executor) => {
+                // `effect.sandbox_started` is made durable first (with the answer that
+                // asked, if it is carried); a sandbox changes nothing real, so a run found
+                // here after a crash simply runs it again.
+                self.commit(bundle, staged).await?;
+                let mut staged = Staged::new(state);
+                let request = record
+                    .sandbox_started
+                    .clone()
+                    .unwrap_or_else(|| record.executor_request(&run_id, timeout_ms));
+                let answer = match executor {
+                    Ok(ex) => {
+                        bounded(&request, ex.execute(&request))
+                            .instrument(effect_span(&request))
+                            .await
+                    }
+                    Err(e) => Err(e),
+                };
+                let outcome = match answer {
+                    Ok(receipt) => SandboxOutcome::Receipt { receipt },
+                    Err(EffectCallError::Failed { code, message, .. }) => {
+                        SandboxOutcome::Error { code, message }
+                    }
+                    Err(e) => SandboxOutcome::Error {
+                        code: e.code().to_owned(),
+                        message: e.to_string(),
+                    },
+                };
+                let input = EffectInput::SandboxRan(EffectSandboxRan {
+                    effect_id,
+                    outcome,
                     at_ms: self.now_ms(),
                 });
                 Self::stage(state, bundle, &mut staged, input)?;

@@ -99,6 +99,7 @@ impl<S: EventStore + 'static> Runtime<S> {
                         if let Verification::Applied { result } = &v.verification {
                             let receipt = EffectReceipt {
                                 result: result.clone(),
+                                drift: None,
                             };
                             return Ok(Some((v.effect_id.clone(), receipt)));
                         }

@@ -168,6 +168,7 @@ mod tests {
             attempt: 1,
             timeout_ms: 1000,
             fence: None,
+            target: None,
         }
     }
 
@@ -181,6 +182,7 @@ mod tests {
                 *ledger.entry(r.idempotency_key.clone()).or_default() += 1;
                 Ok(EffectReceipt {
                     result: json!(r.idempotency_key),
+                    drift: None,
                 })
             },
             move |r| {

@@ -669,9 +669,9 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             request,
             vec![Action::RequestEffect {
                 kind: kind.into(),
-                lane: "api".into(),
+                lane: lane(kind).into(),
                 idempotency_key: Some(format!("{kind}:{id}")),
-                params: json!({ "in_reply_to": id, "to": author, "text": text }),
+                params: reply_params(event, id, author, &text),
                 not_before: None,
             }],
         );
@@ -694,6 +694,22 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             )),
         ],
     )
+}
+
+/// The lane a reply goes out on: comments through the platform's page (the browser
+/// lane: sandbox first, drift evidence), DMs through its API.
+fn lane(kind: &str) -> &'static str {
+    if kind == "comment" { "browser" } else { "api" }
+}
+
+/// A reply's parameters; a comment names the page its thread is on (the event's `page`,
+/// `thread` when it names none).
+fn reply_params(event: &Value, id: &str, author: &str, text: &str) -> Value {
+    let mut params = json!({ "in_reply_to": id, "to": author, "text": text });
+    if event["type"] != "dm" {
+        params["page"] = json!(event["page"].as_str().unwrap_or("thread"));
+    }
+    params
 }
 
 /// The engagement agent with engagement arriving while the campaign runs (§4.4): it waits
@@ -769,9 +785,9 @@ fn live_engagement(request: &AgentRequest) -> AgentResponse {
                 ),
                 Action::RequestEffect {
                     kind: kind.into(),
-                    lane: "api".into(),
+                    lane: lane(kind).into(),
                     idempotency_key: Some(format!("{kind}:{id}")),
-                    params: json!({ "in_reply_to": id, "to": author, "text": text }),
+                    params: reply_params(event, id, author, &text),
                     not_before: None,
                 },
             ],

@@ -193,7 +193,13 @@ pub fn answer_effect(outbox: &Outbox, call: &EffectCall) -> Result<String, Outbo
         EffectOp::DryRun => serde_json::to_string(&EffectAnswer::ok(id, dry_run(call))),
         EffectOp::Execute => {
             let result = outbox.send(call)?;
-            serde_json::to_string(&EffectAnswer::ok(id, EffectReceipt { result }))
+            serde_json::to_string(&EffectAnswer::ok(
+                id,
+                EffectReceipt {
+                    result,
+                    drift: None,
+                },
+            ))
         }
         EffectOp::Verify => {
             let sent = outbox.lookup(&call.request.idempotency_key)?;
@@ -231,7 +237,7 @@ pub fn serve_effects(
 }
 
 /// Answers each non-blank line of `input` with one line on `output`, until `input` ends.
-fn serve_lines(
+pub(crate) fn serve_lines(
     input: impl BufRead,
     mut output: impl Write,
     mut answer: impl FnMut(&str) -> Result<String, OutboxError>,

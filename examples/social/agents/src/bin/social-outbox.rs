@@ -1,5 +1,8 @@
 //! The social example's outbox: `social-outbox effects [--outbox FILE]` is the effect
-//! executor for posts, replies and DMs (docs/effect-protocol.md); `social-outbox lookup
+//! executor for posts, replies and DMs (docs/effect-protocol.md); `social-outbox browser
+//! [--outbox FILE]` the executor of replies on the browser lane (the static pages of
+//! examples/social/pages, sandbox and real target, with drift evidence:
+//! docs/effect-protocol.md#browser-lanes); `social-outbox lookup
 //! [--outbox FILE]` serves the `outbox_lookup` tool the verifier reads it with
 //! (docs/agent-protocol.md#tool-executors). The outbox file is `$SOCIAL_OUTBOX` when set,
 //! else `--outbox FILE`, else `social-outbox.jsonl` in the working directory.
@@ -8,9 +11,9 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use docket_example_social::{Outbox, serve_effects, serve_lookup};
+use docket_example_social::{Outbox, serve_browser, serve_effects, serve_lookup};
 
-const USAGE: &str = "usage: social-outbox effects|lookup [--outbox FILE]";
+const USAGE: &str = "usage: social-outbox effects|browser|lookup [--outbox FILE]";
 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1);
@@ -32,6 +35,7 @@ fn main() -> ExitCode {
     let (stdin, stdout) = (std::io::stdin(), std::io::stdout());
     let served = match mode.as_str() {
         "effects" => serve_effects(&outbox, stdin.lock(), stdout.lock()),
+        "browser" => serve_browser(&outbox, stdin.lock(), stdout.lock()),
         "lookup" => serve_lookup(&outbox, stdin.lock(), stdout.lock()),
         _ => {
             eprintln!("social-outbox: unknown mode {mode:?}; {USAGE}");
