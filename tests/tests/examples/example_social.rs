@@ -302,7 +302,8 @@ fn assert_output_of(events: &[Value], campaign: &str, published: &str) {
                 { "episode": "ep-3", "status": "ok", "type": "create" },
                 { "episode": "ep-4", "status": "ok", "type": "publish" },
                 { "episode": "ep-6", "status": "ok", "type": "engage" },
-                { "episode": "ep-7", "status": "ok", "type": "document" },
+                // ep-7 and ep-8 verified the engage episode's two replies.
+                { "episode": "ep-9", "status": "ok", "type": "document" },
             ],
             "next_actions": [],
         })
@@ -376,8 +377,25 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
         "{review}"
     );
     assert_eq!(agency.approve("refused", "ticket-1"), 3);
-    assert_eq!(agency.approve("refused", "ticket-2"), 0);
+    assert_eq!(agency.approve("refused", "ticket-2"), 3);
+    // Verification first: each reply's verification reads nothing either, and goes to a
+    // person too.
+    assert_eq!(agency.approve("refused", "ticket-3"), 3);
+    assert_eq!(agency.approve("refused", "ticket-4"), 0);
     let events = run_events(&agency.data, "refused");
+    assert_eq!(
+        tickets(&events)[2..]
+            .iter()
+            .map(|t| t
+                .split(": visibility of ")
+                .nth(1)
+                .unwrap_or_default()
+                .split(' ')
+                .next()
+                .unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["comment:evt-101", "dm:evt-102"]
+    );
     assert!(
         tickets(&events)[1].starts_with(dm),
         "{:?}",
@@ -414,7 +432,9 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
     );
     assert!(!asked[0].contains("found 0 times"), "{asked:?}");
     assert_eq!(agency.approve("down", "ticket-1"), 3);
-    assert_eq!(agency.approve("down", "ticket-2"), 0);
+    assert_eq!(agency.approve("down", "ticket-2"), 3);
+    assert_eq!(agency.approve("down", "ticket-3"), 3);
+    assert_eq!(agency.approve("down", "ticket-4"), 0);
     assert_campaign_output_reviewed(&run_events(&agency.data, "down"));
 
     // Failing once: the second lookup finds the post, and only the DM waits for a person.
@@ -446,7 +466,10 @@ fn a_lookup_that_reads_nothing_asks_a_person_instead_of_failing_the_campaign() {
         format!("published and verified: {post} visible once in the outbox (publish-1)")
     );
     assert_eq!(agency.approve("flaky", "ticket-1"), 0);
-    assert_campaign_output(&run_events(&agency.data, "flaky"));
+    let events = run_events(&agency.data, "flaky");
+    // The replies' verifications looked up once each.
+    assert_eq!(events_of_kind(&events, "tool.returned").len(), 3);
+    assert_campaign_output(&events);
 }
 
 /// `(episode, condition)` of every `episode.stopped`.
@@ -530,7 +553,10 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
             ("ep-4", "publish", "publisher", 1),
             ("ep-5", "verify", "verifier", 2),
             ("ep-6", "engage", "engagement", 1),
-            ("ep-7", "document", "doc", 1),
+            // Verification first: each reply the engage episode sent is confirmed.
+            ("ep-7", "verify", "verifier", 2),
+            ("ep-8", "verify", "verifier", 2),
+            ("ep-9", "document", "doc", 1),
         ]
         .map(|(e, t, a, d)| (e.to_owned(), t.to_owned(), a.to_owned(), d))
     );
@@ -565,6 +591,8 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
             ("plan_graph", "planner"),
             ("asset_graph", "creator"),
             ("schedule", "publisher"),
+            ("verification_reports", "verifier"),
+            ("verification_reports", "verifier"),
             ("verification_reports", "verifier"),
             ("conversation_summaries", "engagement"),
             ("docs_journal", "doc"),
@@ -607,16 +635,24 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
         ]
     );
     // The verifier saw the post in the outbox through a governed tool call.
+    // The post's, then (verification first) each reply's.
     let lookups = events_of_kind(&events, "tool.returned");
-    assert_eq!(lookups.len(), 1);
-    assert_eq!(lookups[0]["payload"]["result"]["count"], 1);
+    assert_eq!(lookups.len(), 3);
+    assert!(
+        lookups.iter().all(|l| l["payload"]["result"]["count"] == 1),
+        "{lookups:?}"
+    );
 
     // One message per key in the outbox.
     let keys = agency.outbox_keys();
     assert_eq!(keys, CAMPAIGN_KEYS);
     assert_eq!(
         verification_reports(&events),
-        ["publish:spring-launch:a5722ef529842960 visible once in the outbox (publish-1)"]
+        [
+            "publish:spring-launch:a5722ef529842960 visible once in the outbox (publish-1)",
+            "comment:evt-101 visible once in the outbox (comment-2)",
+            "dm:evt-102 visible once in the outbox (dm-3)"
+        ]
     );
     assert_campaign_output(&events);
     replays_and_exports(&agency.data, "launch");
@@ -1222,9 +1258,14 @@ fn a_day_of_the_platform_posts_on_time_answers_live_engagement_and_survives_a_pa
         .map(str::to_owned)
         .to_vec()
     );
+    // Verification first: each reply is confirmed by its own verify child.
     assert_eq!(
         verification_reports(&events),
-        ["publish:spring-live:a5722ef529842960 visible once in the outbox (publish-1)"]
+        [
+            "publish:spring-live:a5722ef529842960 visible once in the outbox (publish-1)",
+            "comment:evt-201 visible once in the outbox (comment-2)",
+            "dm:evt-202 visible once in the outbox (dm-3)"
+        ]
     );
     assert_output_of(&events, "spring-live", "published and verified");
     let out = agency.docket(&["replay", "day"]);

@@ -342,7 +342,8 @@ pub fn planner(request: &AgentRequest) -> AgentResponse {
         let place = ["the brand kit", "past plan nodes"][tried.min(1)];
         return respond(
             request,
-            vec![spawn(
+            vec![spawn_because(
+                "missing_capsule",
                 "planner",
                 "retrieve",
                 format!("locate the brand capsule in {place}"),
@@ -447,7 +448,8 @@ pub fn creator(request: &AgentRequest) -> AgentResponse {
             let attempt = inputs(request, "episode_result").len() + 1;
             respond(
                 request,
-                vec![spawn(
+                vec![spawn_because(
+                    "rubric_failure",
                     "creator",
                     "rewrite",
                     format!(
@@ -676,21 +678,70 @@ pub fn engagement(request: &AgentRequest) -> AgentResponse {
             }],
         );
     }
+    let summary = format!("{} engagement events answered", sent.len());
+    verify_replies_then_finish(request, &sent, summary)
+}
+
+/// Verification first (§3.2, §8.1): every reply the episode sent that only the executor
+/// confirmed is confirmed by the verifier, one `verify` child each naming
+/// `side_effect_attempted`, before the episode
+/// writes its conversation summary and ends ok; a reply the verifier could not confirm
+/// fails the episode (`visibility_unconfirmed`), naming it.
+fn verify_replies_then_finish(
+    request: &AgentRequest,
+    sent: &[&Value],
+    summary: String,
+) -> AgentResponse {
+    let checks = inputs(request, "episode_result");
+    if let Some(check) = checks.iter().find(|c| c["result"]["status"] == "failed") {
+        let mut unconfirmed = failed(
+            &format!(
+                "{summary}, but a reply is unconfirmed: {}",
+                check["result"]["summary"].as_str().unwrap_or_default()
+            ),
+            "visibility_unconfirmed",
+        );
+        unconfirmed.artifacts_created = sent_posts(sent);
+        return respond(request, vec![finish(unconfirmed)]);
+    }
+    // A reply a person carried out, or the verifier already confirmed, needs no more.
+    let to_verify: Vec<&Value> = sent
+        .iter()
+        .copied()
+        .filter(|e| e["status"] == "applied" && e["verified_by"] == "executor")
+        .collect();
+    if let Some(reply) = to_verify.get(checks.len()) {
+        return respond(
+            request,
+            vec![spawn_because(
+                "side_effect_attempted",
+                "verifier",
+                "verify",
+                format!(
+                    "confirm the reply {} is visible once",
+                    reply["idempotency_key"].as_str().unwrap_or_default()
+                ),
+                json!({
+                    "verify": { "kind": reply["kind"], "idempotency_key": reply["idempotency_key"], "receipt": reply["receipt"] },
+                }),
+            )],
+        );
+    }
     let thread: Vec<Value> = sent
         .iter()
-        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"] }))
+        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"], "verified": true }))
         .collect();
     respond(
         request,
         vec![
             write(
                 "conversation_summaries",
-                json!({ "summary": format!("{} engagement events answered", thread.len()), "thread": thread }),
+                json!({ "summary": summary, "thread": thread }),
             ),
             finish(result(
                 EpisodeStatus::Ok,
-                &format!("{} engagement events answered", thread.len()),
-                &sent_posts(&sent),
+                &format!("{summary}, each verified"),
+                &sent_posts(sent),
             )),
         ],
     )
@@ -807,28 +858,15 @@ fn live_engagement(request: &AgentRequest) -> AgentResponse {
             }],
         );
     }
-    let thread: Vec<Value> = sent
-        .iter()
-        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"] }))
-        .collect();
     let summary = if timed_out {
         format!(
             "{} engagement events answered; no more came in the window",
-            thread.len()
+            sent.len()
         )
     } else {
-        format!("{} engagement events answered", thread.len())
+        format!("{} engagement events answered", sent.len())
     };
-    respond(
-        request,
-        vec![
-            write(
-                "conversation_summaries",
-                json!({ "summary": summary, "thread": thread }),
-            ),
-            finish(result(EpisodeStatus::Ok, &summary, &sent_posts(&sent))),
-        ],
-    )
+    verify_replies_then_finish(request, &sent, summary)
 }
 
 /// How many times the verifier asks for a lookup whose executor failed.
