@@ -57,10 +57,10 @@ pub use docket_protocol::{
     Action, AgentId, AgentRequest, AgentResponse, BudgetRequest, CallId, Confidence, ContextInput,
     DEFAULT_TIMEOUT_MS, DecisionInput, DryRunReport, EffectAnswer, EffectCall, EffectCallError,
     EffectErrorBody, EffectId, EffectOp, EffectReceipt, EffectRequest, EpisodeId, EpisodeResult,
-    EpisodeStatus, InvalidRunId, Priority, ResponseStatus, RunId, SignalId, TaskRestrictions,
-    TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody, ToolRequest, Usage,
-    Verification, agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
-    effect_protocol_schema_pretty,
+    EpisodeStatus, IntentClassification, IntentTarget, InvalidRunId, Priority, ResponseStatus,
+    RunId, SignalId, TaskRestrictions, TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId,
+    ToolErrorBody, ToolRequest, Usage, Verification, agent_protocol_schema,
+    agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
 };
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
@@ -123,8 +123,8 @@ pub use state::{
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    Command, EXTERNAL, EffectInput, MAX_SIGNAL_KEY_BYTES, PersonAct, Rejection, TicketAsks,
-    ToolInput, decide, decide_in_place,
+    Command, EXTERNAL, EffectInput, INTENT_POLICY_VIOLATION, MAX_SIGNAL_KEY_BYTES, PersonAct,
+    Rejection, TicketAsks, ToolInput, decide, decide_in_place,
 };
 
 // Replay: audit of a recorded log.

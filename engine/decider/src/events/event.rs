@@ -117,7 +117,7 @@ pub struct OutputOverride {
 /// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 13;
+pub const DECIDER_VERSION: u32 = 14;
 
 /// Decider version 13: a handoff's audit says what the receiver got. Its fields and token
 /// count are computed from what was delivered, after extraction and summarising; a prior
@@ -159,6 +159,13 @@ pub const CIRCUIT_RATE: u32 = 13;
 /// capability call the one the asking agent gave (`request_capability`'s `priority`);
 /// version 12 sent every request as `NORMAL` (docs/agent-protocol.md#priority).
 pub(crate) const PRIORITIES: u32 = 13;
+
+/// Decider version 14: under a bundle's `[intent_classification]`, the classifying
+/// agent's calls that carry the run's input tell it the contract
+/// (`context.intent_classification`), and its answers are held to their `intent`
+/// classification: each decided as a `policy.decided` (kind `intent_classification`), a
+/// refusal failing the call (`INTENT_POLICY_VIOLATION`) (docs/governance.md#intent-classification).
+pub(crate) const INTENT_CLASSIFICATION: u32 = 14;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
