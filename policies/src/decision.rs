@@ -36,6 +36,7 @@ pub enum DecisionKind {
     Provenance,
     Wait,
     Signal,
+    IntentClassification,
 }
 
 /// How a rule took part in a decision.

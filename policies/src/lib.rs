@@ -73,6 +73,11 @@ pub use rules::escalation::{
 };
 pub use rules::flow::{FlowStep, POSITION_RULE as FLOW_POSITION_RULE};
 pub use rules::handoff::{DENY_BY_DEFAULT, HandoffDecision, InputKind, PartialOutputs};
+pub use rules::intent::{
+    DEFAULT_CONFIDENCE_THRESHOLD, INTENT_REQUIRED_RULE, INTENT_ROUTING_RULE, INTENT_SECONDARY_RULE,
+    INTENT_TARGETS_RULE, INTENT_THRESHOLD_RULE, IntentAnswer, IntentClaim,
+    IntentClassificationPolicy, IntentTarget,
+};
 pub use rules::recursion::{Meter, SpawnDecision, SpawnRequest, StopCondition};
 pub use rules::recursion_class::{
     ClassDecision, ClassRule, RecursionClass, RecursionClasses, VERIFICATION_FIRST,

@@ -12,6 +12,7 @@ use crate::rules::contract::OutputTypeSpec;
 use crate::rules::domain::DomainSpec;
 use crate::rules::escalation::EscalationPolicy;
 use crate::rules::handoff::InteractionMatrix;
+use crate::rules::intent::IntentClassificationPolicy;
 use crate::rules::provenance::ProvenanceRule;
 use crate::rules::recursion::RecursionSection;
 use crate::rules::scope::{ContextRequirements, HandoffPolicy};
@@ -85,6 +86,11 @@ pub struct BundleSpec {
     /// (docs/governance.md#outside-events). Left out of the canonical form when empty.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub signals: Vec<SignalSpec>,
+    /// Which agent classifies the user's intent, and how its classification is held to
+    /// its routing (docs/governance.md#intent-classification). Left out of the canonical
+    /// form when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent_classification: Option<IntentClassificationPolicy>,
 }
 
 /// Identity of a bundle.

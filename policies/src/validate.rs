@@ -18,7 +18,7 @@ use crate::locate::{Pointer, ptr};
 use crate::model::BundleSpec;
 use crate::rules::{
     authority, capability, circuit_breaker, context_parts, contract, domain, escalation, handoff,
-    provenance, recursion, recursion_class, scope, side_effect, signals, tools, waiting,
+    intent, provenance, recursion, recursion_class, scope, side_effect, signals, tools, waiting,
 };
 
 /// One semantic problem, located by pointer.
@@ -85,6 +85,7 @@ pub fn validate(spec: &BundleSpec) -> Vec<Issue> {
     authority::check(&mut c);
     waiting::check(&mut c);
     signals::check(&mut c);
+    intent::check(&mut c);
     c.rule_ids();
     if c.more > 0 {
         c.issues.push(Issue {

@@ -41,6 +41,8 @@ pub enum DecisionArea {
     Run,
     /// An outside event: kept or refused, delivered to an agent waiting for it.
     Signal,
+    /// The classifying agent's intent classification, held to its routing.
+    Intent,
 }
 
 impl DecisionArea {
@@ -62,6 +64,7 @@ impl DecisionArea {
             Self::Call => "call",
             Self::Run => "run",
             Self::Signal => "signal",
+            Self::Intent => "intent",
         }
     }
 }
@@ -134,6 +137,7 @@ fn area_of(kind: DecisionKind) -> DecisionArea {
         DecisionKind::CircuitBreaker => DecisionArea::Circuit,
         DecisionKind::Override => DecisionArea::Escalation,
         DecisionKind::Signal => DecisionArea::Signal,
+        DecisionKind::IntentClassification => DecisionArea::Intent,
         _ => DecisionArea::Handoff,
     }
 }
@@ -223,6 +227,7 @@ pub(crate) fn read(event: &RunEvent) -> Option<Reading> {
                 A::Limit => format!("budget gate for {subject}: {}", decision.reason),
                 A::Circuit => format!("circuit breaker for {subject}"),
                 A::Signal => format!("outside event {subject}"),
+                A::Intent => format!("intent classification of {subject}"),
                 _ => format!("{} decision on {subject}", kind_name(decision.kind)),
             };
             reading(area, what, Outcome::of(decision.verdict), &decision.rule_id)

@@ -58,10 +58,11 @@ pub use docket_protocol::{
     ConflictingOutput, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, DriftEvidence,
     DryRunReport, EffectAnswer, EffectCall, EffectCallError, EffectErrorBody, EffectId, EffectOp,
     EffectReceipt, EffectRequest, EffectTarget, EpisodeId, EpisodeResult, EpisodeStatus,
-    InvalidRunId, Priority, ResponseStatus, RunId, SettledConflict, Settlement, SignalId,
-    TaskRestrictions, TicketId, TimerId, ToolAnswer, ToolCall, ToolCallId, ToolErrorBody,
-    ToolRequest, UNSTABLE_SELECTORS, Usage, Verification, agent_protocol_schema,
-    agent_protocol_schema_pretty, effect_protocol_schema, effect_protocol_schema_pretty,
+    IntentClassification, IntentTarget, InvalidRunId, Priority, ResponseStatus, RunId,
+    SettledConflict, Settlement, SignalId, TaskRestrictions, TicketId, TimerId, ToolAnswer,
+    ToolCall, ToolCallId, ToolErrorBody, ToolRequest, UNSTABLE_SELECTORS, Usage, Verification,
+    agent_protocol_schema, agent_protocol_schema_pretty, effect_protocol_schema,
+    effect_protocol_schema_pretty,
 };
 pub use protocol::{
     DEFAULT_TOOL_TIMEOUT_MS, MAX_ACTIONS, MAX_LIST_ENTRIES, MalformedResponse, ToolAnswerError,
@@ -124,8 +125,8 @@ pub use state::{
 
 // Decide: the recorded inputs and the decision function.
 pub use decide::{
-    Command, EXTERNAL, EffectInput, MAX_SIGNAL_KEY_BYTES, PersonAct, Rejection, TicketAsks,
-    ToolInput, decide, decide_in_place,
+    Command, EXTERNAL, EffectInput, INTENT_POLICY_VIOLATION, MAX_SIGNAL_KEY_BYTES, PersonAct,
+    Rejection, TicketAsks, ToolInput, decide, decide_in_place,
 };
 
 // Replay: audit of a recorded log.

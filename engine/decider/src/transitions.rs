@@ -12,7 +12,7 @@ use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
     browser, cancel, capability, circuit, classification, context, effect, episode, failure,
-    fan_out, handoff, overrides, pause, response, signal, ticket, timer, tool,
+    fan_out, handoff, intent, overrides, pause, response, signal, ticket, timer, tool,
 };
 
 thread_local! {
@@ -241,6 +241,30 @@ const TRANSITIONS: &[Transition] = &[
             Test(response::a_partial_answer_across_a_refusing_edge_fails_the_agent),
             Test(response::a_partial_answer_goes_on_where_the_edge_accepts_it),
             Test(response::a_bundle_refusing_partial_outputs_refuses_a_partial_finish_at_the_exit),
+        ],
+    },
+    Transition {
+        concern: "intent",
+        from: "Running, the classifying agent's call with the run's input (decider 14, [intent_classification])",
+        input: "RecordResponse whose classification allows its routing: at or above the threshold to the targets named, or below it a clarifying question",
+        to: "Running, or WaitingForHuman (the question)",
+        records: &["policy.decided", "handoff.allowed", "agent.call_scheduled", "human.escalated"],
+        covered_by: &[
+            Test(intent::a_routing_at_or_above_the_threshold_is_allowed),
+            Test(intent::a_clarifying_question_below_the_threshold_is_allowed_and_the_answer_routed),
+            Test(intent::the_classifying_call_is_told_its_contract_and_other_calls_are_not),
+            Test(intent::runs_of_version_13_are_not_held_to_a_classification),
+        ],
+    },
+    Transition {
+        concern: "intent",
+        from: "Running, the classifying agent's call with the run's input (decider 14, [intent_classification])",
+        input: "RecordResponse routing below the threshold, without a classification, or elsewhere than it names",
+        to: "the failure ladder (INTENT_POLICY_VIOLATION, class boundary_violation)",
+        records: &["policy.decided", "agent.call_scheduled"],
+        covered_by: &[
+            Test(intent::a_routing_below_the_threshold_is_refused_and_the_agent_retried),
+            Test(intent::an_answer_without_a_classification_or_routing_elsewhere_is_refused),
         ],
     },
     Transition {
@@ -1066,6 +1090,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("handoff", include_str!("decide/handoff.rs")),
     ("fan_out", include_str!("decide/fan_out.rs")),
     ("classification", include_str!("decide/classification.rs")),
+    ("intent", include_str!("decide/intent.rs")),
     ("failure", include_str!("decide/failure.rs")),
     ("circuit", include_str!("decide/circuit.rs")),
     ("ticket", include_str!("decide/ticket.rs")),
@@ -1088,6 +1113,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/capability.rs"),
     include_str!("tests/gate.rs"),
     include_str!("tests/classification.rs"),
+    include_str!("tests/intent.rs"),
     include_str!("tests/failure.rs"),
     include_str!("tests/circuit.rs"),
     include_str!("tests/fan_out.rs"),

@@ -42,7 +42,8 @@ pub use ids::{
 };
 pub use request::{AgentRequest, ContextInput, DEFAULT_TIMEOUT_MS, DecisionInput, Priority};
 pub use response::{
-    Action, AgentResponse, Confidence, ResponseStatus, TaskRestrictions, ToolCall, Usage,
+    Action, AgentResponse, Confidence, IntentClassification, IntentTarget, ResponseStatus,
+    TaskRestrictions, ToolCall, Usage,
 };
 #[cfg(feature = "schema")]
 pub use schema::{

@@ -46,6 +46,48 @@ pub struct AgentResponse {
     /// interpreted by the engine.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub metadata: Map<String, Value>,
+    /// The intent classification of the agent that answers the user's request, when the
+    /// bundle names it the classifying agent (docs/agent-protocol.md#intent-classification).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<IntentClassification>,
+}
+
+/// What the classifying agent (the orchestrator) understood the user to want, and where
+/// it routes it (docs/agent-protocol.md#intent-classification). docket holds the answer's
+/// routing to it under the bundle's `[intent_classification]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IntentClassification {
+    /// The primary intent, in the agent's words (`financial_projection`).
+    pub primary_intent: String,
+    /// The confidence in that classification, from 0 to 1.
+    pub intent_confidence: f64,
+    /// The agent the primary intent is routed to; absent when no agent can take it (a
+    /// limitation acknowledged) or the agent asks first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_agent: Option<AgentId>,
+    /// The capability of `target_agent` the intent maps to (`ANL_PROJECTION`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_capability: Option<String>,
+    /// Further intents of a multi-part request (`document_generation`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secondary_intents: Vec<String>,
+    /// The target of each secondary intent, in the same order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secondary_targets: Vec<IntentTarget>,
+}
+
+/// Where a secondary intent goes: an agent and, optionally, its capability.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct IntentTarget {
+    /// The agent.
+    pub agent: AgentId,
+    /// Its capability the intent maps to (`DOC_GENERATE`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capability: Option<String>,
 }
 
 /// The response status (docs/agent-protocol.md#the-response).
@@ -380,6 +422,7 @@ impl AgentResponse {
             tool_calls: Vec::new(),
             actions,
             metadata: Map::new(),
+            intent: None,
         }
     }
 
@@ -401,7 +444,15 @@ impl AgentResponse {
             tool_calls: Vec::new(),
             actions: Vec::new(),
             metadata: Map::new(),
+            intent: None,
         }
+    }
+
+    /// This response with the agent's intent classification.
+    #[must_use]
+    pub fn with_intent(mut self, intent: IntentClassification) -> Self {
+        self.intent = Some(intent);
+        self
     }
 }
 

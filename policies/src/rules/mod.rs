@@ -15,6 +15,8 @@
 //! - `domain.rs`: who writes and reads which domain (`[[domains]]`, each agent's
 //!   `write_scopes` and `read_scopes`).
 //! - `escalation.rs`: what follows a failure, up to the hard stop (`[escalation]`).
+//! - `intent.rs`: the classifying agent's intent classification, held to its routing
+//!   (`[intent_classification]`).
 //! - `handoff.rs`: who may hand off to whom (`[interactions]`), with `flow.rs` for what
 //!   the declared flow order (`interactions.flow_order`) forbids.
 //! - `provenance.rs`: where the ids a handoff cites must come from (`[[provenance]]`).
@@ -46,6 +48,7 @@ pub(crate) mod domain;
 pub(crate) mod escalation;
 pub(crate) mod flow;
 pub(crate) mod handoff;
+pub(crate) mod intent;
 pub(crate) mod provenance;
 pub(crate) mod recursion;
 pub(crate) mod recursion_class;

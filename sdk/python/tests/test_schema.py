@@ -42,6 +42,8 @@ STRUCTS = {
     "TaskRestrictions": da.TaskRestrictions,
     "DecisionInput": da.DecisionInput,
     "ContextInput": da.ContextInput,
+    "IntentClassification": da.IntentClassification,
+    "IntentTarget": da.IntentTarget,
 }
 
 ENUMS = {
@@ -140,6 +142,11 @@ def test_responses_validate_against_the_schema(schema: dict[str, Any]) -> None:
                           usage=da.Usage(10, 20, 1), tool_calls=[da.ToolCall("Bash", "ls")],
                           metadata={"model": "m-1"}).to_json())
     v.validate(da.error(request, "INPUT_VALIDATION_FAILED", "no brands").to_json())
+    v.validate(da.success(request, da.ask("A business case, or channels?", ["case", "channels"]),
+                          confidence="MEDIUM",
+                          intent=da.IntentClassification(
+                              "business_case", 0.4, secondary_intents=("document_generation",),
+                              secondary_targets=(da.IntentTarget("DOC", "DOC_GENERATE"),))).to_json())
     v.validate(da.timed_out(request, "the model did not answer", da.finish({"partial": True})).to_json())
 
 

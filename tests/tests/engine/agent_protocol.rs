@@ -235,6 +235,7 @@ fn valid_response() -> impl Strategy<Value = AgentResponse> {
                     tool_calls,
                     actions,
                     metadata,
+                    intent: None,
                 }
             },
         )

@@ -2,7 +2,8 @@
 //! through the binary: intent routing, a capability request validated against its schema
 //! (and one refused), the handoff context carried, a parallel fan-out whose conflicting
 //! market figures are settled by confidence, a branch that times out with a partial
-//! result, and a clarifying question answered by a person. Every run replays and exports.
+//! result, a clarifying question answered by a person, and a routing below the intent
+//! threshold refused. Every run replays and exports.
 
 use std::path::Path;
 use std::sync::OnceLock;
@@ -173,6 +174,130 @@ fn an_unclear_request_is_clarified_by_a_person() {
     assert_eq!(answer["delivered"]["choice"], "business case", "{answer}");
     assert_the_business_case(output(&events));
     replays_and_exports(&data, "unclear");
+}
+
+/// The intent decisions of a run, in the order recorded: (subject, verdict, rule, reason).
+fn intent_decisions(events: &[Value]) -> Vec<(String, String, String, String)> {
+    events_of_kind(events, "policy.decided")
+        .into_iter()
+        .map(|e| &e["payload"])
+        .filter(|p| p["decision"]["kind"] == "intent_classification")
+        .map(|p| {
+            let d = &p["decision"];
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+            (
+                text(&p["subject"]),
+                text(&d["verdict"]),
+                text(&d["rule_id"]),
+                text(&d["reason"]),
+            )
+        })
+        .collect()
+}
+
+/// docs/governance.md#intent-classification: ORC (told to route when unsure) routes the
+/// unclear request at confidence 0.4; docket refuses the routing, naming the rule and the
+/// threshold, and retries ORC with the refusal, which asks the user instead; once the
+/// user answers, ORC routes to CST and the business case goes on.
+#[test]
+fn a_routing_below_the_intent_threshold_is_refused_and_orc_asks_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert_eq!(
+        run_workflow(&data, "hasty.toml", "unclear.json", "hasty"),
+        3,
+        "waits for the user's answer"
+    );
+    let events = run_events(&data, "hasty");
+    let decisions = intent_decisions(&events);
+    let refused = "ORC routes to CST at confidence 0.4, below the threshold 0.7: below it, it must ask a clarifying question instead";
+    assert_eq!(
+        decisions,
+        [
+            (
+                "hasty/call-1".to_owned(),
+                "deny".to_owned(),
+                "intent_classification.confidence_threshold".to_owned(),
+                refused.to_owned()
+            ),
+            (
+                "hasty/call-2".to_owned(),
+                "allow".to_owned(),
+                "intent_classification.confidence_threshold".to_owned(),
+                "ORC's confidence 0.4 is below the threshold 0.7: it asks a clarifying question"
+                    .to_owned()
+            ),
+        ]
+    );
+    // Nothing reached CST; ORC's retry was told why, and the contract it is held to.
+    assert!(
+        events_of_kind(&events, "handoff.allowed")
+            .iter()
+            .all(|e| e["payload"]["to"] != "CST")
+    );
+    let retry = events_of_kind(&events, "agent.call_scheduled")
+        .into_iter()
+        .map(|e| &e["payload"]["request"])
+        .find(|r| r["request_id"] == "hasty/call-2")
+        .expect("ORC was called again");
+    assert_eq!(
+        retry["context"]["previous_attempt"]["error_code"],
+        "INTENT_POLICY_VIOLATION"
+    );
+    assert_eq!(
+        retry["context"]["previous_attempt"]["error_message"],
+        format!("{refused} (rule intent_classification.confidence_threshold)")
+    );
+    assert_eq!(
+        retry["context"]["intent_classification"],
+        serde_json::json!({"confidence_threshold": 0.7, "secondary_targets_required": true})
+    );
+    let asked = events_of_kind(&events, "human.escalated");
+    assert_eq!(asked.len(), 1);
+    assert_eq!(asked[0]["payload"]["subject"]["agent"], "ORC");
+
+    let out = docket_on(
+        &data,
+        &[
+            "answer", "hasty", "ticket-1", "--by", "dana", "--choice", "1",
+        ],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    let events = run_events(&data, "hasty");
+    let routed = intent_decisions(&events);
+    assert_eq!(routed.len(), 3, "{routed:?}");
+    assert_eq!(
+        (
+            routed[2].1.as_str(),
+            routed[2].2.as_str(),
+            routed[2].3.as_str()
+        ),
+        (
+            "allow",
+            "intent_classification.routing",
+            "ORC routes `business_case` (confidence 1, threshold 0.7) to CST"
+        )
+    );
+    assert_the_business_case(output(&events));
+    replays_and_exports(&data, "hasty");
+
+    // What-if: under a bundle whose threshold is 0.9, the business case's routing at 0.85
+    // would have been refused.
+    assert_eq!(run_consulting(&data, "input.json", "case"), 0);
+    let policy = std::fs::read_to_string(workspace_root().join("examples/consulting/policy.toml"))
+        .unwrap()
+        .replace("confidence_threshold = 0.7", "confidence_threshold = 0.9");
+    let strict = dir.path().join("strict.toml");
+    std::fs::write(&strict, policy).unwrap();
+    let out = docket_on(
+        &data,
+        &["replay", "case", "--policies", strict.to_str().unwrap()],
+    );
+    let text = stdout_text(&out);
+    assert!(
+        text.contains("stricter  intent classification of case/call-1: allowed → denied"),
+        "{text}"
+    );
 }
 
 #[test]

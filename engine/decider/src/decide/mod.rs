@@ -5,7 +5,8 @@
 //! each concern's decisions are in a file of their own: `response.rs` (an agent's answer
 //! and its actions), `handoff.rs` (the interaction matrix and scoping: a handoff to a
 //! forbidden agent is denied there), `fan_out.rs` (parallel branches and their join),
-//! `classification.rs` (risk classifiers), `failure.rs` (the failure ladder),
+//! `classification.rs` (risk classifiers), `intent.rs` (the classifying agent's intent
+//! classification held to its routing), `failure.rs` (the failure ladder),
 //! `circuit.rs` (circuit breakers read across runs, version 6), `ticket.rs` (human
 //! decisions), `episode.rs` (spawns, domain writes, results, stop
 //! conditions) and `effect.rs` (side effects). What each event does to the state is
@@ -36,6 +37,9 @@ mod episode;
 mod failure;
 mod fan_out;
 mod handoff;
+// Intent classification: the classifying agent's answers held to their classification.
+mod intent;
+pub use intent::INTENT_POLICY_VIOLATION;
 // Cancelling a run.
 mod cancel;
 // Human overrides of a block.
@@ -899,6 +903,7 @@ impl Batch<'_> {
         self.attach_prior_outputs(&mut request);
         self.attach_handoff_context(&mut request);
         let again_of = again_of.filter(|asked| self.record_added_inputs(asked, &mut request));
+        self.attach_intent_contract(&mut request, again_of);
         self.push(RunEvent::AgentCallScheduled {
             request: Arc::new(request),
             reply_to,

@@ -1,6 +1,6 @@
-//! An agent's response: its checks (status, tool calls, locks), then its actions in
-//! order (handoffs, capability requests, escalations, spawns, domain writes, effects,
-//! finish).
+//! An agent's response: its checks (status, tool calls, intent classification, locks),
+//! then its actions in order (handoffs, capability requests, escalations, spawns, domain
+//! writes, effects, finish).
 
 use super::*;
 use docket_policies::PARTIAL_OUTPUT_REFUSED;
@@ -75,6 +75,9 @@ impl Batch<'_> {
                     actions: response.actions.clone(),
                 },
             });
+            return;
+        }
+        if self.intent_refused(request_id, &call, response) {
             return;
         }
         if let Some(of) = call.classifies.clone() {

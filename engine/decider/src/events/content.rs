@@ -130,6 +130,7 @@ fn with_referred_payloads(
         tool_calls,
         actions,
         metadata,
+        intent,
     } = response;
     crate::AgentResponse {
         request_id: request_id.clone(),
@@ -162,6 +163,7 @@ fn with_referred_payloads(
             })
             .collect(),
         metadata: metadata.clone(),
+        intent: intent.clone(),
     }
 }
 

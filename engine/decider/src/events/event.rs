@@ -198,6 +198,13 @@ pub(crate) const RECURSION_CLASSES: u32 = 14;
 /// effect as on any other lane.
 pub(crate) const BROWSER_LANE: u32 = 14;
 
+/// Decider version 14: under a bundle's `[intent_classification]`, the classifying
+/// agent's calls that carry the run's input tell it the contract
+/// (`context.intent_classification`), and its answers are held to their `intent`
+/// classification: each decided as a `policy.decided` (kind `intent_classification`), a
+/// refusal failing the call (`INTENT_POLICY_VIOLATION`) (docs/governance.md#intent-classification).
+pub(crate) const INTENT_CLASSIFICATION: u32 = 14;
+
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
 /// both versions named, rather than decided by behaviour it was not recorded with.

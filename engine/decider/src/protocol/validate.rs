@@ -3,7 +3,7 @@
 //! and PARTIAL, an error message with ERROR, the echoed request_id...). Each failure names
 //! the field, as a path such as `actions[2].to`.
 
-use docket_protocol::{Action, AgentRequest, AgentResponse, ResponseStatus};
+use docket_protocol::{Action, AgentRequest, AgentResponse, IntentClassification, ResponseStatus};
 
 /// A request or response that parsed but breaks a protocol rule.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,6 +94,22 @@ pub enum ValidationProblem {
         count: usize,
         /// The most a response may list.
         limit: usize,
+    },
+    /// An intent confidence outside 0 to 1 (docs/agent-protocol.md#intent-classification).
+    #[error("{0} is not a confidence from 0 to 1")]
+    NotAFraction(String),
+    /// A target capability without the agent it belongs to.
+    #[error("names a capability but no target_agent")]
+    CapabilityWithoutAgent,
+    /// More secondary targets than secondary intents.
+    #[error(
+        "lists {targets} target(s) for {intents} secondary intent(s): one per intent, in order"
+    )]
+    MoreTargetsThanIntents {
+        /// secondary_targets.len().
+        targets: usize,
+        /// secondary_intents.len().
+        intents: usize,
     },
     /// usage.tool_calls counts fewer calls than tool_calls lists.
     #[error("{reported} is less than the {listed} entries in tool_calls")]
@@ -324,6 +340,9 @@ impl ValidateResponse for AgentResponse {
                 },
             );
         }
+        if let Some(intent) = &self.intent {
+            validate_intent(intent)?;
+        }
         for (i, action) in self.actions.iter().enumerate() {
             validate_action(i, action)?;
             if let Action::CallTool { name, .. } = action
@@ -358,6 +377,58 @@ impl ValidateResponse for AgentResponse {
         }
         Ok(())
     }
+}
+
+/// An intent classification names its intent, a confidence from 0 to 1, no capability
+/// without its agent, and at most one target per secondary intent
+/// (docs/agent-protocol.md#intent-classification).
+fn validate_intent(intent: &IntentClassification) -> Result<(), ValidationError> {
+    non_empty(
+        || "intent.primary_intent".to_owned(),
+        &intent.primary_intent,
+    )?;
+    let confidence = intent.intent_confidence;
+    if !(0.0..=1.0).contains(&confidence) {
+        return fail(
+            "intent.intent_confidence",
+            ValidationProblem::NotAFraction(confidence.to_string()),
+        );
+    }
+    if let Some(agent) = &intent.target_agent {
+        non_empty(|| "intent.target_agent".to_owned(), agent)?;
+    } else if intent.target_capability.is_some() {
+        return fail(
+            "intent.target_capability",
+            ValidationProblem::CapabilityWithoutAgent,
+        );
+    }
+    if let Some(code) = &intent.target_capability {
+        non_empty(|| "intent.target_capability".to_owned(), code)?;
+    }
+    let (intents, targets) = (&intent.secondary_intents, &intent.secondary_targets);
+    at_most("intent.secondary_intents", intents.len(), MAX_LIST_ENTRIES)?;
+    if targets.len() > intents.len() {
+        return fail(
+            "intent.secondary_targets",
+            ValidationProblem::MoreTargetsThanIntents {
+                targets: targets.len(),
+                intents: intents.len(),
+            },
+        );
+    }
+    for (i, name) in intents.iter().enumerate() {
+        non_empty(|| format!("intent.secondary_intents[{i}]"), name)?;
+    }
+    for (i, target) in targets.iter().enumerate() {
+        non_empty(
+            || format!("intent.secondary_targets[{i}].agent"),
+            &target.agent,
+        )?;
+        if let Some(code) = &target.capability {
+            non_empty(|| format!("intent.secondary_targets[{i}].capability"), code)?;
+        }
+    }
+    Ok(())
 }
 
 fn validate_action(i: usize, action: &Action) -> Result<(), ValidationError> {
@@ -515,6 +586,63 @@ mod tests {
                 format!("confidence_level: required when status is {status}")
             );
         }
+    }
+
+    #[test]
+    fn an_intent_classification_is_checked_field_by_field() {
+        let intent = |confidence: f64| IntentClassification {
+            primary_intent: "business_case".into(),
+            intent_confidence: confidence,
+            target_agent: Some("CST".into()),
+            target_capability: Some("CST_FRAMEWORK".into()),
+            secondary_intents: vec!["document_generation".into()],
+            secondary_targets: vec![docket_protocol::IntentTarget {
+                agent: "DOC".into(),
+                capability: Some("DOC_GENERATE".into()),
+            }],
+        };
+        let answer = |i: IntentClassification| {
+            AgentResponse::success("r1", Confidence::High, vec![finish()]).with_intent(i)
+        };
+        for confidence in [0.0, 0.85, 1.0] {
+            assert_eq!(answer(intent(confidence)).validate(), Ok(()));
+        }
+        let err = answer(intent(1.3)).validate().expect_err("above 1");
+        assert_eq!(
+            err.to_string(),
+            "intent.intent_confidence: 1.3 is not a confidence from 0 to 1"
+        );
+        assert_eq!(
+            field_of(answer(intent(-0.2)).validate()).0,
+            "intent.intent_confidence"
+        );
+        let mut blank = intent(0.9);
+        blank.primary_intent = " ".into();
+        assert_eq!(
+            field_of(answer(blank).validate()).0,
+            "intent.primary_intent"
+        );
+        let mut no_agent = intent(0.9);
+        no_agent.target_agent = None;
+        assert_eq!(
+            field_of(answer(no_agent).validate()),
+            (
+                "intent.target_capability".into(),
+                ValidationProblem::CapabilityWithoutAgent
+            )
+        );
+        let mut extra = intent(0.9);
+        extra.secondary_intents.clear();
+        assert_eq!(
+            field_of(answer(extra).validate()),
+            (
+                "intent.secondary_targets".into(),
+                ValidationProblem::MoreTargetsThanIntents {
+                    targets: 1,
+                    intents: 0
+                }
+            )
+        );
     }
 
     #[test]

@@ -47,6 +47,7 @@ pub(crate) mod failure;
 pub(crate) mod fan_out;
 pub(crate) mod gate;
 pub(crate) mod handoff;
+pub(crate) mod intent;
 pub(crate) mod live;
 pub(crate) mod overrides;
 pub(crate) mod pause;

@@ -3,11 +3,15 @@
 //! asks ANL for a net present value through a capability request; ORC fans out to ANL
 //! (a market projection), AUD (a reviewed market figure) and CHA (channels, which runs
 //! out of time and answers with a partial result); DOC writes the business case; ORC
-//! assembles the answer. When ORC cannot tell what the user wants, it asks.
+//! assembles the answer. When ORC cannot tell what the user wants (its confidence below
+//! the threshold docket tells it), it asks.
 //!
 //! Each agent is a pure function from request to response; nothing reads a clock.
 
-use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ResponseStatus};
+use docket_protocol::{
+    Action, AgentRequest, AgentResponse, Confidence, IntentClassification, IntentTarget,
+    ResponseStatus,
+};
 use serde_json::{Value, json};
 
 /// The agents, by the name the binary takes.
@@ -30,8 +34,26 @@ pub fn agent(name: &str) -> Option<fn(&AgentRequest) -> AgentResponse> {
     })
 }
 
-/// Below this, ORC asks the user what they meant (seed 003: handle ambiguity).
-pub const INTENT_THRESHOLD: f64 = 0.7;
+/// The threshold below which ORC asks the user what they meant (seed 003: handle
+/// ambiguity) when its request does not say: docket's default. The bundle sets it
+/// (`[intent_classification] confidence_threshold`), and docket tells ORC in its request
+/// (`context.intent_classification`): see [`intent_threshold`].
+pub const DEFAULT_INTENT_THRESHOLD: f64 = 0.7;
+
+/// The confidence threshold ORC is held to: its request's
+/// `context.intent_classification.confidence_threshold`, else [`DEFAULT_INTENT_THRESHOLD`].
+pub fn intent_threshold(request: &AgentRequest) -> f64 {
+    request
+        .context
+        .get("intent_classification")
+        .and_then(|c| c["confidence_threshold"].as_f64())
+        .unwrap_or(DEFAULT_INTENT_THRESHOLD)
+}
+
+/// Set (to anything) in ORC's environment, ORC routes even when unsure, until docket
+/// refuses it: the drill of `hasty.toml`, where the bundle's intent classification
+/// contract sends it back to ask the user.
+pub const ORC_HASTY_ENV: &str = "CONSULTING_ORC_HASTY";
 
 fn handoff(to: &str, output_type: &str, payload: Value) -> Action {
     Action::Handoff {
@@ -227,8 +249,18 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
         );
     };
     let message = user["user_message"].as_str().unwrap_or_default();
-    let (mut intent, confidence) = classify(message);
-    if confidence < INTENT_THRESHOLD {
+    let (mut intent, mut confidence) = classify(message);
+    let threshold = intent_threshold(request);
+    // Told by docket that its last answer routed below the threshold, ORC asks instead.
+    let refused = request
+        .context
+        .get("previous_attempt")
+        .is_some_and(|p| p["error_code"] == "INTENT_POLICY_VIOLATION");
+    let hasty = std::env::var_os(ORC_HASTY_ENV).is_some() && !refused;
+    if confidence < threshold && hasty {
+        // The drill: ORC routes its likeliest guess at the confidence it has.
+        intent = "business_case";
+    } else if confidence < threshold {
         match input(request, "human_answer") {
             None => {
                 return ok(
@@ -238,26 +270,31 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
                         reason: "What would help you most with the German market: a business case for entering it, or a channel strategy?".into(),
                         choices: vec!["business case".into(), "channel strategy".into()],
                     }],
-                );
+                )
+                .with_intent(classification(intent, confidence, None));
             }
             Some(answer) => {
+                // The user said what they want.
                 intent = match answer["choice"].as_str() {
                     Some("channel strategy") => "channel_strategy",
                     _ => "business_case",
                 };
+                confidence = 1.0;
             }
         }
     }
     if intent != "business_case" {
+        // No agent of this engagement takes it: a limitation acknowledged.
         return ok(
             request,
             Confidence::Medium,
             vec![Action::Finish {
                 output: json!({ "answer": "Channel strategies are not part of this example; ask for a business case." }),
             }],
-        );
+        )
+        .with_intent(classification(intent, confidence, None));
     }
-    // Route to CST with the handoff context of the contract.
+    // Route to CST with the handoff context of the contract; DOC writes the case later.
     ok(
         request,
         Confidence::High,
@@ -275,6 +312,40 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
             }),
         )],
     )
+    .with_intent(classification(
+        intent,
+        confidence,
+        Some(("CST", "CST_FRAMEWORK")),
+    ))
+}
+
+/// ORC's intent classification (seed 003's INTENT CLASSIFICATION): the business case is
+/// framed by CST and written up by DOC, its secondary intent.
+fn classification(
+    intent: &str,
+    confidence: f64,
+    target: Option<(&str, &str)>,
+) -> IntentClassification {
+    let writes_up = target.is_some();
+    IntentClassification {
+        primary_intent: intent.to_owned(),
+        intent_confidence: confidence,
+        target_agent: target.map(|(agent, _)| agent.into()),
+        target_capability: target.map(|(_, capability)| capability.to_owned()),
+        secondary_intents: if writes_up {
+            vec!["document_generation".to_owned()]
+        } else {
+            Vec::new()
+        },
+        secondary_targets: if writes_up {
+            vec![IntentTarget {
+                agent: "DOC".into(),
+                capability: Some("DOC_GENERATE".to_owned()),
+            }]
+        } else {
+            Vec::new()
+        },
+    }
 }
 
 /// CST: frames the engagement; asks ANL for the NPV of the investment's cash flows.
@@ -576,7 +647,7 @@ mod tests {
             classify("Help me build a business case for market entry"),
             ("business_case", 0.85)
         );
-        assert!(classify("I need help with Germany").1 < INTENT_THRESHOLD);
+        assert!(classify("I need help with Germany").1 < DEFAULT_INTENT_THRESHOLD);
     }
 
     #[test]

@@ -1076,6 +1076,74 @@ class Usage:
 
 
 @dataclass(frozen=True)
+class IntentTarget:
+    """Where a secondary intent goes: an agent and, optionally, its capability."""
+
+    agent: str
+    capability: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"agent": self.agent}
+        if self.capability is not None:
+            out["capability"] = self.capability
+        return out
+
+
+@dataclass(frozen=True)
+class IntentClassification:
+    """The classifying agent's reading of the user's request, which docket holds its
+    routing to (docs/agent-protocol.md#intent-classification): below the threshold its
+    request's ``context.intent_classification`` names, ask instead of routing."""
+
+    primary_intent: str
+    intent_confidence: float
+    target_agent: str | None = None
+    target_capability: str | None = None
+    secondary_intents: tuple[str, ...] = ()
+    secondary_targets: tuple[IntentTarget, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON document docket reads, leaving out what defaults to empty."""
+        out: dict[str, Any] = {"primary_intent": self.primary_intent,
+                               "intent_confidence": self.intent_confidence}
+        if self.target_agent is not None:
+            out["target_agent"] = self.target_agent
+        if self.target_capability is not None:
+            out["target_capability"] = self.target_capability
+        if self.secondary_intents:
+            out["secondary_intents"] = list(self.secondary_intents)
+        if self.secondary_targets:
+            out["secondary_targets"] = [t.to_json() for t in self.secondary_targets]
+        return out
+
+    def problems(self) -> list[str]:
+        """Every protocol rule the classification breaks, in docket's order and words."""
+        p: list[str] = []
+        if not self.primary_intent.strip():
+            p.append("intent.primary_intent: must not be empty")
+        if not 0.0 <= self.intent_confidence <= 1.0:
+            p.append(f"intent.intent_confidence: {self.intent_confidence} is not a confidence from 0 to 1")
+        if self.target_agent is None and self.target_capability is not None:
+            p.append("intent.target_capability: names a capability but no target_agent")
+        if self.target_agent is not None and not self.target_agent.strip():
+            p.append("intent.target_agent: must not be empty")
+        if self.target_capability is not None and not self.target_capability.strip():
+            p.append("intent.target_capability: must not be empty")
+        if len(self.secondary_targets) > len(self.secondary_intents):
+            p.append(f"intent.secondary_targets: lists {len(self.secondary_targets)} target(s) for "
+                     f"{len(self.secondary_intents)} secondary intent(s): one per intent, in order")
+        p += [f"intent.secondary_intents[{i}]: must not be empty"
+              for i, s in enumerate(self.secondary_intents) if not s.strip()]
+        for i, t in enumerate(self.secondary_targets):
+            if not t.agent.strip():
+                p.append(f"intent.secondary_targets[{i}].agent: must not be empty")
+            if t.capability is not None and not t.capability.strip():
+                p.append(f"intent.secondary_targets[{i}].capability: must not be empty")
+        return p
+
+
+@dataclass(frozen=True)
 class Response:
     """An agent's answer to one request. Build it with ``success``, ``partial``,
     ``error`` or ``timed_out`` (docket_agent.responses), which fill in the request id."""
@@ -1090,6 +1158,7 @@ class Response:
     usage: Usage = Usage()
     tool_calls: tuple[ToolCall, ...] = ()
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    intent: IntentClassification | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The response document, leaving out what defaults to empty."""
@@ -1110,6 +1179,8 @@ class Response:
             out["actions"] = [a.to_json() for a in self.actions]
         if self.metadata:
             out["metadata"] = dict(self.metadata)
+        if self.intent is not None:
+            out["intent"] = self.intent.to_json()
         return out
 
     def to_line(self) -> bytes:
@@ -1161,6 +1232,11 @@ class Response:
         if self.usage.tool_calls < len(self.tool_calls):
             p.append(f"usage.tool_calls: {self.usage.tool_calls} is less than the "
                      f"{len(self.tool_calls)} entries in tool_calls")
+        if self.intent is not None:
+            if len(self.intent.secondary_intents) > MAX_LIST_ENTRIES:
+                p.append(f"intent.secondary_intents: lists {len(self.intent.secondary_intents)} "
+                         f"entries, more than the limit of {MAX_LIST_ENTRIES}")
+            p += self.intent.problems()
         for i, action in enumerate(self.actions):
             if not isinstance(action, _ACTION_TYPES):
                 p.append(f"actions[{i}]: expected an action (docket_agent.handoff, finish...), "

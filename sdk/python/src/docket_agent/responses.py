@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from .protocol import Action, Confidence, Request, Response, ToolCall, Usage
+from .protocol import Action, Confidence, IntentClassification, Request, Response, ToolCall, Usage
 
 __all__ = ["error", "partial", "success", "timed_out"]
 
@@ -16,9 +16,11 @@ def success(
     usage: Usage | None = None,
     tool_calls: Iterable[ToolCall] = (),
     metadata: Mapping[str, Any] | None = None,
+    intent: IntentClassification | None = None,
 ) -> Response:
     """SUCCESS: completed fully. At least one action says what was done; ``confidence`` is
-    required because docket prefers the higher one when outputs conflict."""
+    required because docket prefers the higher one when outputs conflict. ``intent`` is the
+    classifying agent's intent classification (docs/agent-protocol.md#intent-classification)."""
     return Response(
         request.request_id,
         "SUCCESS",
@@ -27,6 +29,7 @@ def success(
         usage=usage or Usage(),
         tool_calls=tuple(tool_calls),
         metadata=dict(metadata or {}),
+        intent=intent,
     ).check()
 
 
@@ -38,6 +41,7 @@ def partial(
     usage: Usage | None = None,
     tool_calls: Iterable[ToolCall] = (),
     metadata: Mapping[str, Any] | None = None,
+    intent: IntentClassification | None = None,
 ) -> Response:
     """PARTIAL: completed with limitations, each named in ``warnings``. A bundle may refuse
     partial outputs on an edge; docket then retries this agent."""
@@ -53,6 +57,7 @@ def partial(
         usage=usage or Usage(),
         tool_calls=tuple(tool_calls),
         metadata=dict(metadata or {}),
+        intent=intent,
     ).check()
 
 
