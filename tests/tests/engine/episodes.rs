@@ -156,12 +156,30 @@ forbidden_child_types = ["publish"]
 }
 
 fn spawn(agent: &str, episode_type: &str) -> Value {
-    json!({"type": "spawn", "agent": agent, "episode_type": episode_type, "goal": format!("{episode_type} for the question")})
+    with_trigger(
+        json!({"type": "spawn", "agent": agent, "episode_type": episode_type, "goal": format!("{episode_type} for the question")}),
+    )
 }
 
 fn spawn_with(agent: &str, episode_type: &str, tokens: u64) -> Value {
-    json!({"type": "spawn", "agent": agent, "episode_type": episode_type,
-           "goal": "bounded", "budget": {"tokens": tokens}})
+    with_trigger(
+        json!({"type": "spawn", "agent": agent, "episode_type": episode_type,
+           "goal": "bounded", "budget": {"tokens": tokens}}),
+    )
+}
+
+/// A spawn naming the first trigger the default bundle allows its child type's class
+/// (docs/governance.md#recursion-classes); a type without a class names none.
+fn with_trigger(mut spawn: Value) -> Value {
+    let classes = docket_policies::RecursionClasses::default();
+    let trigger = spawn["episode_type"]
+        .as_str()
+        .and_then(|t| classes.class_of(t))
+        .and_then(|c| classes.rule(c).triggers.first().cloned());
+    if let Some(trigger) = trigger {
+        spawn["trigger"] = json!(trigger);
+    }
+    spawn
 }
 
 fn finish(status: &str, summary: &str) -> Value {
