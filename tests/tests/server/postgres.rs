@@ -74,7 +74,7 @@ fn two_servers_and_a_worker_share_the_runs_of_one_database() {
         json!({
             "shared": true,
             "workers": [],
-            "leases": [{ "run_id": "shared-1", "queued": true, "epoch": 0, "holder": null, "expires_in_ms": null, "due_in_ms": null }],
+            "leases": [{ "run_id": "shared-1", "queued": true, "priority": "NORMAL", "epoch": 0, "holder": null, "expires_in_ms": null, "due_in_ms": null }],
         })
     );
 
