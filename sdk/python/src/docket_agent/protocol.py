@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Literal, Mapping, Union
+from typing import Any, Literal, Mapping, Union, cast
 
 __all__ = [
     "Action",
@@ -535,7 +535,7 @@ def _confidence(r: _Reader, key: str) -> Confidence | None:
         return None
     if value not in CONFIDENCE_LEVELS:
         raise r.fail(key, f"expected one of {', '.join(CONFIDENCE_LEVELS)}, got {value!r}")
-    return value
+    return cast(Confidence, value)
 
 
 def _strings(r: _Reader, key: str) -> tuple[str, ...]:
