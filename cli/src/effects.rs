@@ -118,8 +118,13 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             if e.dry_run { ", dry run next" } else { "" }
         ),
         RunEvent::EffectRefused(e) => {
+            let escalated = e
+                .escalated_to
+                .as_ref()
+                .map(|to| format!("; escalated to its parent episode {to}"))
+                .unwrap_or_default();
             format!(
-                "{} refused: {} [{}]",
+                "{} refused: {} [{}]{escalated}",
                 e.effect_id,
                 said(&e.reason),
                 e.rule_id

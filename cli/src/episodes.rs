@@ -59,8 +59,16 @@ pub(crate) fn describe(event: &RunEvent) -> Option<String> {
             version,
             agent,
             episode_id,
+            by: None,
             ..
         } => format!("{domain} v{version} by {agent} in {episode_id}"),
+        RunEvent::DomainWritten {
+            domain,
+            version,
+            agent,
+            by: Some(by),
+            ..
+        } => format!("{domain} v{version} by {by} as {agent}"),
         RunEvent::DomainWriteDenied {
             domain,
             agent,

@@ -177,6 +177,30 @@ pub(crate) enum RunCommand {
         #[arg(long, value_name = "KEY")]
         key: Option<String>,
     },
+    /// Write a domain of a run as a person: its next version, recorded as your act.
+    ///
+    /// `human.wrote_domain` is recorded with who, the role and why, then the domain's new version (`domain.written`), kept as the
+    /// domain's rules say (content type, required references and size checked; raw pointers redacted). The role must be a person's
+    /// entry of the bundle's registry (authority = "human") whose write_scopes hold the domain; a write the bundle refuses records
+    /// nothing. Agents that read the domain get the new version on their next call. See docs/governance.md#a-person-writes-a-domain.
+    Write {
+        /// The run id.
+        run: RunId,
+        /// The domain, as the bundle's [[domains]] declares it.
+        domain: String,
+        /// Who writes (recorded in the run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone)]
+        by: String,
+        /// The role you write in: a person's entry of the bundle's registry.
+        #[arg(long, value_name = "ROLE")]
+        role: String,
+        /// Why (recorded in the run's log).
+        #[arg(long, value_name = "TEXT")]
+        reason: String,
+        /// The new version's content as JSON: a file, or `-` for stdin.
+        #[arg(long, value_name = "FILE|-")]
+        content: String,
+    },
     /// Let a paused run go on.
     ///
     /// `run.unpaused` is recorded with who and why, and the run is driven on from where it stood (over PostgreSQL, queued for the
@@ -367,7 +391,9 @@ fn announce_when_recorded(rt: &Runtime<Store>, run: &RunId) -> tokio::task::Join
 /// An outside event's payload: JSON from a file or stdin (`-`), read up to the largest a
 /// bundle may accept and one byte more, so a larger one is refused by its size; null
 /// when none is given.
-fn read_payload(arg: Option<&str>) -> anyhow::Result<Value> {
+/// JSON from a file or stdin (`-`), named `what` in errors; `None` is null. At most the
+/// largest event a bundle accepts.
+fn read_payload(arg: Option<&str>, what: &str) -> anyhow::Result<Value> {
     let Some(arg) = arg else {
         return Ok(Value::Null);
     };
@@ -380,18 +406,18 @@ fn read_payload(arg: Option<&str>) -> anyhow::Result<Value> {
         )
     } else {
         let file =
-            std::fs::File::open(arg).with_context(|| format!("cannot read the payload {arg}"))?;
+            std::fs::File::open(arg).with_context(|| format!("cannot read the {what} {arg}"))?;
         (file.take(limit + 1).read_to_string(&mut text), arg)
     };
-    read.with_context(|| format!("cannot read the payload {name} (it must be UTF-8 JSON)"))?;
+    read.with_context(|| format!("cannot read the {what} {name} (it must be UTF-8 JSON)"))?;
     if text.len() as u64 > limit {
         return Err(anyhow!(
-            "the payload {name} is over {limit} bytes, the most any bundle accepts for an event"
+            "the {what} {name} is over {limit} bytes, the most docket accepts from a person"
         ));
     }
     serde_json::from_str(&text).map_err(|e| {
         anyhow!(
-            "the payload {name} is not valid JSON: {}",
+            "the {what} {name} is not valid JSON: {}",
             crate::errors::json_error(&e)
         )
     })
@@ -636,7 +662,7 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             payload,
             key,
         } => {
-            let payload = read_payload(payload.as_deref())?;
+            let payload = read_payload(payload.as_deref(), "payload")?;
             let rt = open(data).await?;
             let signal = docket_decider::SignalReceived {
                 name,
@@ -661,6 +687,38 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             };
             outln!(out, "{}", crate::show::signal_line(recorded.state()));
             handed_on(out, &rt, data, &run, recorded).await
+        }
+        RunCommand::Write {
+            run,
+            domain,
+            by,
+            role,
+            reason,
+            content,
+        } => {
+            let content = read_payload(Some(&content), "content")?;
+            let rt = open(data).await?;
+            let write = docket_decider::HumanWroteDomain {
+                by: by.clone(),
+                role: role.clone(),
+                domain: domain.clone(),
+                content,
+                reason,
+                at_ms: 0,
+            };
+            let recorded = rt.record_domain_write(&run, write).await?;
+            let version = recorded
+                .state()
+                .episodes()
+                .domains
+                .get(&domain)
+                .and_then(|v| v.last())
+                .map_or(0, |v| v.version);
+            outln!(
+                out,
+                "run {run}: domain {domain} version {version} written by {by} as {role}"
+            );
+            Ok(EXIT_COMPLETED)
         }
         RunCommand::Unpause { run, by, reason } => {
             let rt = open(data).await?;

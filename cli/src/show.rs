@@ -2,7 +2,8 @@
 //! open tickets, output), each event in one line, and the exit code its status maps to.
 
 use docket_decider::{
-    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
+    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, HumanWroteDomain,
+    RunCancelled,
 };
 use std::fmt::Write as _;
 
@@ -194,6 +195,13 @@ pub(crate) fn describe(event: &RunEvent) -> String {
             reason,
             ..
         }) => format!("{by} ({role}) overrode {rule_id}: {}", said(reason)),
+        RunEvent::HumanWroteDomain(HumanWroteDomain {
+            by,
+            role,
+            domain,
+            reason,
+            ..
+        }) => format!("{by} ({role}) writes {domain}: {}", said(reason)),
         RunEvent::CircuitChecked(CircuitReading {
             request_id,
             agent,

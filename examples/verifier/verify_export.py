@@ -47,6 +47,7 @@ CONTENT_POSITIONS = {
     "handoff.allowed": ["/delivered"],
     "tool.returned": ["/result"],
     "domain.written": ["/content"],
+    "human.wrote_domain": ["/content"],
     "episode.finished": ["/result"],
     "run.completed": ["/output"],
 }

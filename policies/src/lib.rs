@@ -87,7 +87,9 @@ pub use rules::scope::{
     ContextRequirements, EmptiedContent, EmptiedKind, EmptyScope, HandoffAudit, HandoffMode,
     HandoffRule, ScopedContext, Scoper, ScopingRules, SummaryAudit,
 };
-pub use rules::side_effect::{BrowserLane, GLOBAL_KILL_SWITCH, SideEffectRequest};
+pub use rules::side_effect::{
+    BrowserLane, GLOBAL_KILL_SWITCH, SideEffectRequest, side_effect_permission_rule,
+};
 pub use rules::signals::{DEFAULT_MAX_SIGNAL_BYTES, MAX_SIGNAL_BYTES, SignalSpec};
 pub use rules::waiting::{DEFAULT_MAX_WAIT_MS, WaitingPolicy};
 pub use schema::bundle_json_schema;

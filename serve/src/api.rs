@@ -54,6 +54,7 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/runs/{run}/cancel", post(cancel))
         .route("/api/runs/{run}/pause", post(pause))
         .route("/api/runs/{run}/unpause", post(unpause))
+        .route("/api/runs/{run}/domains/{domain}", post(write_domain))
         .route("/api/runs/{run}/tickets/{ticket}/approve", post(approve))
         .route("/api/runs/{run}/tickets/{ticket}/deny", post(deny))
         .route("/api/runs/{run}/tickets/{ticket}/answer", post(answer))
@@ -950,6 +951,51 @@ async fn pause(
         .record_pause(&run, &who.name, &b.reason, true)
         .await?;
     ok(run_json(&state, &run, recorded.state()))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DomainWriteBody {
+    role: String,
+    reason: String,
+    content: Value,
+}
+
+/// Records a person's write of a domain, by the token's holder in a role of the run's
+/// bundle (docs/governance.md#a-person-writes-a-domain): 201 with the run and the version
+/// written; a write the bundle refuses is a 422 naming the rule, and records nothing.
+async fn write_domain(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<(String, String)>, PathRejection>,
+    b: Result<Json<DomainWriteBody>, JsonRejection>,
+) -> ApiResult {
+    let (run, domain) = path(p)?;
+    let run = run_id(&run)?;
+    let b = body(b)?;
+    required(&b.role, "role", "the role of the run's bundle you write in")?;
+    required(&b.reason, "reason", "why you write the domain")?;
+    let write = docket_decider::HumanWroteDomain {
+        by: who.name.clone(),
+        role: b.role.clone(),
+        domain: domain.clone(),
+        content: b.content,
+        reason: b.reason,
+        at_ms: 0,
+    };
+    let recorded = state.rt.record_domain_write(&run, write).await?;
+    let s = recorded.state();
+    let version = s
+        .episodes()
+        .domains
+        .get(&domain)
+        .and_then(|v| v.last())
+        .map(|v| json!({"version": v.version, "content": v.content}));
+    let mut answer = run_json(&state, &run, s);
+    answer["domain"] = json!({
+        "domain": domain, "by": who.name, "role": b.role, "written": version,
+    });
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 #[derive(Deserialize)]

@@ -362,6 +362,35 @@ pub const ROUTES: &[Route] = &[
         )
     },
     Route {
+        body: &[
+            (
+                "role",
+                true,
+                Kind::Said,
+                "the role you write in: a person's entry (authority = \"human\") of the run's bundle whose write_scopes hold the domain",
+            ),
+            (
+                "reason",
+                true,
+                Kind::Said,
+                "why (recorded in human.wrote_domain)",
+            ),
+            (
+                "content",
+                true,
+                Kind::Json,
+                "the domain's new version (JSON), kept as the domain's rules say",
+            ),
+        ],
+        example: r#"{ "role": "operator", "reason": "summarised the call", "content": { "threads": [] } }"#,
+        ..route(
+            "POST",
+            "/api/runs/{run}/domains/{domain}",
+            Operator,
+            "Write a domain of a run as a person (201): human.wrote_domain records the token's name as who and the role, then the domain's next version; a write the bundle refuses is 422 and records nothing.",
+        )
+    },
+    Route {
         body: &[("reason", true, Kind::Said, "why (recorded in run.unpaused)")],
         example: r#"{ "reason": "fixed" }"#,
         ..route(

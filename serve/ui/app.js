@@ -407,6 +407,37 @@ async function runView(run) {
       actionOut.replaceChildren(errorBox(e));
     }
   };
+  // A person's domain write (docs/governance.md#a-person-writes-a-domain): recorded as
+  // theirs, in a role of the run's bundle; refused writes record nothing.
+  const domainOut = h('div', { 'aria-live': 'polite' });
+  const domainName = h('input', { type: 'text', id: 'domain-name', size: 20, required: true });
+  const domainRole = h('input', { type: 'text', id: 'domain-role', size: 16, required: true });
+  const domainReason = h('input', { type: 'text', id: 'domain-reason', size: 40, required: true });
+  const domainContent = h('textarea', { id: 'domain-content', rows: 4, cols: 60, required: true });
+  const domainForm = h('form', { id: 'domain-write', onsubmit: async (ev) => {
+    ev.preventDefault();
+    domainOut.replaceChildren();
+    let content;
+    try {
+      content = JSON.parse(domainContent.value);
+    } catch (e) {
+      domainOut.replaceChildren(errorBox({ message: `the content is not JSON: ${e.message}` }));
+      return;
+    }
+    try {
+      const r = await call('POST', `/api/runs/${enc(run)}/domains/${enc(domainName.value)}`,
+        { role: domainRole.value, reason: domainReason.value, content });
+      domainOut.replaceChildren(notice(`Written: ${r.domain.domain} version ${r.domain.written?.version}.`));
+      refresh();
+    } catch (e) {
+      domainOut.replaceChildren(errorBox(e));
+    }
+  } },
+  h('label', { for: 'domain-name' }, 'Domain', domainName),
+  h('label', { for: 'domain-role' }, 'Your role in the bundle', domainRole),
+  h('label', { for: 'domain-reason' }, 'Reason', domainReason),
+  h('label', { for: 'domain-content' }, 'Content (JSON)', domainContent),
+  h('button', { type: 'submit' }, 'Write the domain'));
   show(`Run ${run}`,
     h('h1', {}, 'Run ', h('code', { id: 'run-id' }, run), ' ', badge),
     summary,
@@ -416,6 +447,7 @@ async function runView(run) {
     controls,
     actionOut,
     h('h2', {}, 'Waiting for a person'), tickets,
+    h('details', {}, h('summary', {}, 'Write a domain as a person'), domainForm, domainOut),
     h('h2', {}, 'Budgets'), budgets,
     h('h2', {}, 'Timeline ', link),
     h('p', {}, h('label', { class: 'check', for: 'only-bad' }, onlyBad, 'Failed and denied only')),
@@ -429,6 +461,7 @@ async function runView(run) {
     runBundle = s.bundle_hash;
     // A finished run has nothing to cancel or resume.
     controls.hidden = ['completed', 'cancelled'].includes(s.status) && !s.driven;
+    domainForm.hidden = ['completed', 'cancelled', 'failed'].includes(s.status);
     const facts = [
       ['Status', h('span', {}, statusBadge(s.interrupted ? 'interrupted' : s.status), s.driven ? ' (being driven)' : '', s.paused ? ` (paused by ${s.paused.by}: ${s.paused.reason})` : '')],
       ['Workflow', s.workflow],

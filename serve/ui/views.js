@@ -50,7 +50,7 @@ export const KINDS = [
   'agent.responded', 'agent.call_failed', 'handoff.allowed', 'handoff.denied',
   'policy.decided', 'output.held', 'output.conflict_detected', 'output.archived',
   'fanout.joined', 'fanout.branch_failed', 'risk.classified', 'human.escalated',
-  'human.decided', 'human.overrode', 'run.completed', 'run.blocked', 'run.failed',
+  'human.decided', 'human.overrode', 'human.wrote_domain', 'run.completed', 'run.blocked', 'run.failed',
   'run.cancelled', 'episode.started', 'episode.action_denied', 'episode.finished',
   'episode.stopped', 'domain.written', 'domain.write_denied', 'effect.requested',
   'effect.deduplicated', 'effect.admitted', 'effect.refused', 'effect.ready',
@@ -99,13 +99,17 @@ export function describe(e) {
   if (k === 'human.overrode') {
     return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${why(p.reason)}` };
   }
+  if (k === 'human.wrote_domain') {
+    return { group: 'human', bad: false, text: `${p.by} (${p.role}) writes ${p.domain}: ${why(p.reason)}` };
+  }
   if (k === 'effect.requested') {
     return { group: 'effect', bad: false, text: `${p.agent ?? ''} asks for the effect ${p.effect_kind ?? ''} ${p.effect_id ?? ''} (key ${p.idempotency_key ?? ''}, lane ${p.lane ?? ''})` };
   }
   if (k.startsWith('effect.')) {
     const bad = ['effect.refused', 'effect.failed'].includes(k);
     const key = p.idempotency_key ?? p.key ?? p.effect_id ?? '';
-    return { group: 'effect', bad, text: `${k.slice(7).replaceAll('_', ' ')} ${key}${p.reason ? `: ${p.reason}` : ''}` };
+    const up = p.escalated_to ? `; escalated to its parent episode ${p.escalated_to}` : '';
+    return { group: 'effect', bad, text: `${k.slice(7).replaceAll('_', ' ')} ${key}${p.reason ? `: ${p.reason}` : ''}${up}` };
   }
   if (k === 'tool.call_scheduled') {
     return { group: 'effect', bad: false, text: `tool ${p.name ?? ''} called by ${p.request?.agent ?? ''} (${p.tool_call_id ?? ''})` };
@@ -175,7 +179,8 @@ export function describe(e) {
     return { group: 'episode', bad: true, text: `${p.agent}'s ${p.action} in ${p.episode_id} denied${rule(p.decision)}: ${why(p.decision?.reason)}` };
   }
   if (k === 'domain.written') {
-    return { group: 'decision', bad: false, text: `${p.agent} wrote ${p.domain} version ${p.version}${rule(p.decision)}` };
+    const writer = p.by ? `${p.by} (${p.agent})` : p.agent;
+    return { group: 'decision', bad: false, text: `${writer} wrote ${p.domain} version ${p.version}${rule(p.decision)}` };
   }
   if (k === 'domain.write_denied') {
     return { group: 'decision', bad: true, text: `${p.agent} may not write ${p.domain}${rule(p.decision)}: ${why(p.decision?.reason)}` };

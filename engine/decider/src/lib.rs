@@ -96,9 +96,9 @@ pub use events::workflow::{
 pub use events::{
     AgentCallFailed, AgentResponded, Batches, BranchGap, CIRCUIT_RATE, CircuitReading,
     CircuitWindow, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided,
-    HumanOverrode, KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride, RiskVerdict, RunCancelled,
-    RunEvent, RunPause, RunRequested, Scheduled, TicketSubject, UnsupportedDecider, WORDING,
-    batches, is_wording, same_decisions,
+    HumanOverrode, HumanWroteDomain, KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride,
+    RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested, Scheduled, TicketSubject,
+    UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{

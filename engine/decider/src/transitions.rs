@@ -11,8 +11,8 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    browser, cancel, capability, circuit, classification, context, effect, episode, failure,
-    fan_out, handoff, intent, overrides, pause, response, signal, ticket, timer, tool,
+    browser, cancel, capability, circuit, classification, context, domain, effect, episode,
+    failure, fan_out, handoff, intent, overrides, pause, response, signal, ticket, timer, tool,
 };
 
 thread_local! {
@@ -596,6 +596,17 @@ const TRANSITIONS: &[Transition] = &[
         )],
     },
     Transition {
+        concern: "domain",
+        from: "Running (any status but final)",
+        input: "WriteDomain: a person writes a domain in a role of the registry (version 15)",
+        to: "unchanged (domain.written by the role, `by` the person, redacted as the domain says);              refused before anything is recorded when the bundle does not allow it",
+        records: &["human.wrote_domain", "domain.written"],
+        covered_by: &[
+            Test(domain::a_person_writes_a_domain_in_their_role_redacted_as_the_domain_says),
+            Test(domain::a_persons_write_the_bundle_does_not_allow_records_nothing),
+        ],
+    },
+    Transition {
         concern: "episode",
         from: "Running",
         input: "RecordResponse, write_domain to a domain with content rules (version 14)",
@@ -605,6 +616,9 @@ const TRANSITIONS: &[Transition] = &[
         covered_by: &[
             Test(episode::a_domain_write_that_breaks_its_content_rules_is_refused_naming_the_place),
             Test(episode::a_domain_write_that_meets_its_content_rules_records_each_rule_met),
+            Test(episode::a_domain_keeps_its_versions_with_raw_pointers_redacted),
+            Test(domain::an_attacher_sets_its_fields_on_the_latest_version_and_nothing_else),
+            Test(domain::an_attacher_changing_anything_else_or_with_nothing_to_attach_to_is_refused),
             Test(episode::a_run_of_decider_13_writes_content_its_domain_rules_would_refuse),
             Test(signal::an_event_whose_content_breaks_its_domains_rules_is_kept_but_not_written),
         ],
@@ -671,6 +685,17 @@ const TRANSITIONS: &[Transition] = &[
         to: "Running (the agent is told)",
         records: &["effect.requested", "policy.decided", "effect.refused"],
         covered_by: &[Test(effect::denied_by_policy_without_permission_kind_or_key)],
+    },
+    Transition {
+        concern: "effect",
+        from: "Running",
+        input: "RecordResponse, request_effect without permission in a child episode (decider version 15)",
+        to: "Running (refused, escalated to the parent: the child is told, its result carries the effect up)",
+        records: &["effect.requested", "policy.decided", "effect.refused"],
+        covered_by: &[
+            Test(episode::a_childs_effect_without_permission_escalates_to_its_parent),
+            Test(episode::a_run_of_version_14_refuses_a_childs_effect_to_the_child_alone),
+        ],
     },
     Transition {
         concern: "effect",
@@ -1098,6 +1123,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("cancel", include_str!("decide/cancel.rs")),
     ("pause", include_str!("decide/pause.rs")),
     ("episode", include_str!("decide/episode.rs")),
+    ("domain", include_str!("decide/domain.rs")),
     ("effect", include_str!("decide/effect.rs")),
     ("browser", include_str!("decide/browser.rs")),
     ("tool", include_str!("decide/tool.rs")),
@@ -1120,6 +1146,7 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/ticket.rs"),
     include_str!("tests/overrides.rs"),
     include_str!("tests/episode.rs"),
+    include_str!("tests/domain.rs"),
     include_str!("tests/effect.rs"),
     include_str!("tests/browser.rs"),
     include_str!("tests/replay.rs"),
@@ -1181,6 +1208,7 @@ fn every_event_kind_is_recorded_by_some_transition_and_is_a_kind() {
         "agent.call_failed",
         "human.decided",
         "human.overrode",
+        "human.wrote_domain",
         "run.cancelled",
         "agent.circuit_checked",
         "effect.dry_run",

@@ -41,7 +41,31 @@ pub struct DomainSpec {
     /// The most bytes a version's content may take, as canonical JSON text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_bytes: Option<u64>,
+    /// Field paths (as `required_refs`) whose values are replaced by `"[redacted]"` in
+    /// every version kept: raw payload pointers readers must not follow. The content rules
+    /// are checked on the content as kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub redact: Vec<String>,
+    /// Agents that attach fields to the latest version without writing the domain: a
+    /// version one of them writes must equal the latest outside its `fields` (a publisher
+    /// attaching its payload snapshot refs to the creator's assets).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachers: Vec<Attacher>,
 }
+
+/// An agent that may attach `fields` to a domain's latest version
+/// (docs/governance.md#domain-content).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Attacher {
+    /// The attaching agent.
+    pub agent: String,
+    /// The field paths (as `required_refs`) it may set; everything else stays as it was.
+    pub fields: Vec<String>,
+}
+
+/// What a redacted value becomes in a domain's version.
+pub const REDACTED: &str = "[redacted]";
 
 fn yes() -> bool {
     true
@@ -111,6 +135,35 @@ fn check_content_rules(c: &mut Checker<'_>, i: usize, d: &DomainSpec) {
         c.output_type_ref(p.key("content_type"), t);
     }
     c.field_paths(&p.key("required_refs"), &d.required_refs);
+    c.field_paths(&p.key("redact"), &d.redact);
+    for (j, a) in d.attachers.iter().enumerate() {
+        let at = p.key("attachers").index(j);
+        c.field_paths(&at.key("fields"), &a.fields);
+        if a.fields.is_empty() {
+            c.push(
+                at.key("fields"),
+                Code::InvalidValue,
+                "an attacher attaches at least one field",
+            );
+        }
+        let agent = c.spec.agents.iter().find(|x| x.id == a.agent);
+        match agent {
+            None => c.push(
+                at.key("agent"),
+                Code::UnknownReference,
+                format!("unknown agent `{}`", a.agent),
+            ),
+            Some(x) if x.write_scopes.contains(&d.id) => c.push(
+                at.key("agent"),
+                Code::Contradiction,
+                format!(
+                    "`{}` writes `{}` already (write_scopes); an attacher is an agent that does not",
+                    a.agent, d.id
+                ),
+            ),
+            Some(_) => {}
+        }
+    }
     if d.max_bytes == Some(0) {
         c.push(
             p.key("max_bytes"),
@@ -125,6 +178,11 @@ pub(crate) fn normalize(s: &mut BundleSpec) {
     s.domains.sort_by(|a, b| a.id.cmp(&b.id));
     for d in &mut s.domains {
         sort_dedup(&mut d.required_refs);
+        sort_dedup(&mut d.redact);
+        d.attachers.sort_by(|a, b| a.agent.cmp(&b.agent));
+        for a in &mut d.attachers {
+            sort_dedup(&mut a.fields);
+        }
     }
     for a in &mut s.agents {
         sort_dedup(&mut a.write_scopes);
@@ -330,6 +388,139 @@ impl PolicyBundle {
         PolicyDecision { chain, ..allowed }
     }
 
+    /// Whether `agent` holds `domain` in its `write_scopes` (an attacher, a person's
+    /// role without it, an outside event's sender do not).
+    #[must_use]
+    pub fn writes_domain(&self, agent: &str, domain: &str) -> bool {
+        self.agent(agent)
+            .and_then(|i| self.spec.agents.get(i))
+            .is_some_and(|a| a.write_scopes.iter().any(|d| d == domain))
+    }
+
+    /// May `agent` attach fields to `domain`'s `latest` version by writing `content`?
+    /// `None` when `agent` is not one of the domain's attachers (its write is an ordinary
+    /// one); else allowed when `content` equals `latest` outside the attacher's `fields`,
+    /// refused naming the first place it differs, or when there is no version to attach to
+    /// (docs/governance.md#domain-content).
+    #[must_use]
+    pub fn decide_domain_attach(
+        &self,
+        agent: &str,
+        domain: &str,
+        latest: Option<(u32, &serde_json::Value)>,
+        content: &serde_json::Value,
+    ) -> Option<PolicyDecision> {
+        let d = self.spec.domains.iter().find(|d| d.id == domain)?;
+        let a = d.attachers.iter().find(|a| a.agent == agent)?;
+        let rule = format!("domains.{domain}.attachers.{agent}");
+        let fields = a.fields.join(", ");
+        let decide = |verdict, reason: String| {
+            let chain = vec![RuleStep::new(
+                rule.as_str(),
+                if verdict == Verdict::Allow {
+                    StepOutcome::Applied
+                } else {
+                    StepOutcome::NotApplicable
+                },
+                format!("attaches {fields}"),
+            )];
+            conclude(
+                DecisionKind::DomainWrite,
+                verdict,
+                self.hash,
+                rule.as_str(),
+                reason,
+                chain,
+            )
+        };
+        let Some((version, latest)) = latest else {
+            return Some(decide(
+                Verdict::Deny,
+                format!(
+                    "`{agent}` attaches {fields} to `{domain}`, which has no version yet to attach to"
+                ),
+            ));
+        };
+        let before = fieldpath::remove(latest.clone(), &a.fields);
+        let after = fieldpath::remove(content.clone(), &a.fields);
+        Some(match first_difference(&before, &after, String::new()) {
+            None => decide(
+                Verdict::Allow,
+                format!(
+                    "`{agent}` attaches {fields} to `{domain}` version {version}, the rest unchanged"
+                ),
+            ),
+            Some(at) => decide(
+                Verdict::Deny,
+                format!(
+                    "`{agent}` may only attach {fields} to `{domain}`: {} differs from version {version}",
+                    shown(&at)
+                ),
+            ),
+        })
+    }
+
+    /// May a person acting as `role` write `domain`? The role must be a person's entry of
+    /// the registry (`authority = "human"`) whose `write_scopes` hold the domain; the
+    /// single-owner rule within an episode is the agents' and does not apply to a person
+    /// (docs/governance.md#a-person-writes-a-domain).
+    #[must_use]
+    pub fn decide_person_domain_write(&self, role: &str, domain: &str) -> PolicyDecision {
+        let person = self
+            .agent(role)
+            .and_then(|i| self.spec.agents.get(i))
+            .is_some_and(|a| a.authority == crate::Authority::Human);
+        if !person {
+            let people: Vec<&str> = self
+                .spec
+                .agents
+                .iter()
+                .filter(|a| a.authority == crate::Authority::Human)
+                .filter(|a| a.write_scopes.iter().any(|d| d == domain))
+                .map(|a| a.id.as_str())
+                .collect();
+            let may = if people.is_empty() {
+                format!("no person's role of the registry writes `{domain}`")
+            } else {
+                format!("roles that may: {}", people.join(", "))
+            };
+            return conclude(
+                DecisionKind::DomainWrite,
+                Verdict::Deny,
+                self.hash,
+                format!("agents.{role}.authority"),
+                format!(
+                    "`{role}` is not a person's role: a person writes a domain in a registry entry with authority = \"human\" ({may})"
+                ),
+                Vec::new(),
+            );
+        }
+        self.decide_domain_write(role, domain, None)
+    }
+
+    /// `content` as `domain` keeps it: each value its `redact` paths reach replaced by
+    /// [`REDACTED`], with the JSON pointers of the places redacted (in the order met,
+    /// empty when nothing was). `None` when the domain redacts nothing.
+    #[must_use]
+    pub fn redact_domain_content(
+        &self,
+        domain: &str,
+        content: &serde_json::Value,
+    ) -> Option<(serde_json::Value, Vec<String>)> {
+        let d = self.spec.domains.iter().find(|d| d.id == domain)?;
+        if d.redact.is_empty() {
+            return None;
+        }
+        let mut kept = content.clone();
+        let mut places = Vec::new();
+        for path in &d.redact {
+            if let Ok(segs) = fieldpath::parse(path) {
+                redact_at(&mut kept, &segs, String::new(), &mut places);
+            }
+        }
+        Some((kept, places))
+    }
+
     /// May `agent` read `domain`? Writers read what they write; `*` in read_scopes reads all.
     pub fn decide_domain_read(&self, agent: &str, domain: &str) -> PolicyDecision {
         let k = DecisionKind::DomainRead;
@@ -408,6 +599,58 @@ fn unfilled(v: &serde_json::Value, segs: &[&str], at: String) -> Option<String> 
         // to hold the rest of the path.
         Some(serde_json::Value::Array(items)) if items.is_empty() && rest.is_empty() => Some(place),
         Some(child) => unfilled(child, rest, place),
+    }
+}
+
+/// Replaces what `segs` reach (from `at`) by [`REDACTED`], recording each place; arrays
+/// on the way, and at the end, are entered element by element. Nulls and values already
+/// redacted are left as they are.
+fn redact_at(v: &mut serde_json::Value, segs: &[&str], at: String, places: &mut Vec<String>) {
+    use serde_json::Value;
+    if let Value::Array(items) = v {
+        for (i, item) in items.iter_mut().enumerate() {
+            redact_at(item, segs, format!("{at}/{i}"), places);
+        }
+        return;
+    }
+    let Some((first, rest)) = segs.split_first() else {
+        if !v.is_null() && v.as_str() != Some(REDACTED) {
+            *v = Value::String(REDACTED.to_owned());
+            places.push(at);
+        }
+        return;
+    };
+    let Value::Object(fields) = v else {
+        return;
+    };
+    for (key, child) in fields.iter_mut() {
+        if *first == "*" || key == first {
+            let place = format!("{at}/{}", escaped(key));
+            redact_at(child, rest, place, places);
+        }
+    }
+}
+
+/// The JSON pointer of the first place, in key order, where `a` and `b` differ.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: String) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let place = format!("{at}/{}", escaped(k));
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => first_difference(p, q, place),
+                    _ => Some(place),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, format!("{at}/{i}"))),
+        _ => (a != b).then_some(at),
     }
 }
 
@@ -527,6 +770,80 @@ mod tests {
         let allowed = b.decide_domain_write("w", "d", None);
         let d = b.check_domain_content("d", &serde_json::json!(null), allowed.clone());
         assert_eq!(d, allowed);
+    }
+
+    #[test]
+    fn redaction_replaces_each_value_a_path_reaches_and_names_its_place() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "w", write_scopes = ["s", "open"] }]
+            domains = [{ id = "s", redact = ["threads.raw_ref", "source.*"], exclusive = false }, { id = "open" }]
+        "#;
+        let b = PolicyBundle::from_toml_str(src, "t.toml").expect("valid");
+        let content = serde_json::json!({
+            "threads": [{"summary": "asks for a refund", "raw_ref": "s3://raw/c-1.json"},
+                        {"summary": "thanks", "raw_ref": null},
+                        {"summary": "no pointer"}],
+            "source": {"bucket": "raw", "key": "c-1"},
+            "note": "kept"
+        });
+        let (kept, places) = b.redact_domain_content("s", &content).expect("s redacts");
+        assert_eq!(
+            kept,
+            serde_json::json!({
+                "threads": [{"summary": "asks for a refund", "raw_ref": REDACTED},
+                            {"summary": "thanks", "raw_ref": null},
+                            {"summary": "no pointer"}],
+                "source": {"bucket": REDACTED, "key": REDACTED},
+                "note": "kept"
+            })
+        );
+        assert_eq!(
+            places,
+            ["/source/bucket", "/source/key", "/threads/0/raw_ref"]
+        );
+        // Redacting again changes nothing; a domain without `redact` is left alone.
+        let (again, none) = b.redact_domain_content("s", &kept).expect("s redacts");
+        assert_eq!((again, none.len()), (kept, 0));
+        assert!(b.redact_domain_content("open", &content).is_none());
+        let bad = PolicyBundle::from_toml_str(&src.replace("\"source.*\"", "\"a..b\""), "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(bad.contains("redact"), "{bad}");
+    }
+
+    #[test]
+    fn an_attacher_is_a_known_agent_that_does_not_write_the_domain_and_names_fields() {
+        let src = r#"
+            bundle = { id = "t" }
+            agents = [{ id = "c", write_scopes = ["assets"] }, { id = "p" }]
+            domains = [{ id = "assets", attachers = [{ agent = "c", fields = ["x"] }, { agent = "ghost", fields = [] }] }]
+        "#;
+        let e = PolicyBundle::from_toml_str(src, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`c` writes `assets` already"), "{e}");
+        assert!(e.contains("unknown agent `ghost`"), "{e}");
+        assert!(e.contains("at least one field"), "{e}");
+        let ok = src.replace(
+            r#"{ agent = "c", fields = ["x"] }, { agent = "ghost", fields = [] }"#,
+            r#"{ agent = "p", fields = ["x"] }"#,
+        );
+        let b = PolicyBundle::from_toml_str(&ok, "t.toml").expect("valid");
+        let v1 = serde_json::json!({"a": 1});
+        let d = b
+            .decide_domain_attach(
+                "p",
+                "assets",
+                Some((1, &v1)),
+                &serde_json::json!({"a": 1, "x": "s"}),
+            )
+            .expect("p attaches");
+        assert!(d.is_allowed(), "{d:?}");
+        assert!(
+            b.decide_domain_attach("c", "assets", Some((1, &v1)), &v1)
+                .is_none()
+        );
     }
 
     #[test]

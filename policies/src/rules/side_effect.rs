@@ -275,7 +275,7 @@ impl PolicyBundle {
             );
         };
         if !agent.side_effects.contains(&req.kind) {
-            let rule = format!("agents.{}.side_effects", req.agent);
+            let rule = side_effect_permission_rule(&req.agent);
             return deny(
                 &rule,
                 format!(
@@ -590,4 +590,12 @@ dry_run_required = false
             Verdict::Allow
         );
     }
+}
+
+/// The rule that refuses `agent` a side effect it has no permission for (its registry
+/// entry's `side_effects` list): in a child episode such a refusal escalates to the
+/// parent (docs/governance.md#effects-escalate-to-the-parent).
+#[must_use]
+pub fn side_effect_permission_rule(agent: &str) -> String {
+    format!("agents.{agent}.side_effects")
 }

@@ -7,6 +7,7 @@ mod cli_policy;
 mod cli_words;
 mod demo;
 mod doc_snippets;
+mod domain_writes;
 mod effects_cli;
 mod event_words;
 mod exports;

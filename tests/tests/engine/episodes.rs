@@ -642,3 +642,53 @@ fn an_agent_repeating_a_refused_action_stops_failure_repeats() {
     // The agent was told twice, then not again.
     assert_eq!(r.of_kind("agent.call_scheduled").len(), 3);
 }
+
+#[test]
+fn a_childs_effect_without_permission_escalates_to_its_parent_with_its_result() {
+    let policy = "[[side_effects]]\nid = \"post-api\"\nkind = \"post\"\nlane = \"api\"\ndry_run_required = false";
+    let asked = json!({"type": "request_effect", "kind": "post", "lane": "api",
+                       "idempotency_key": "post-1", "params": {"text": "three sources"}});
+    let r = run(
+        policy,
+        BUDGET,
+        &json!({
+            "orch": [step(&[spawn("worker", "retrieve")]), step(&[finish("ok", "answered")])],
+            "worker": [step(&[asked]), step(&[finish("ok", "found three sources")])],
+        }),
+    );
+    assert_eq!(code(&r.out), 0, "{}", r.text());
+    let refused = r.of_kind("effect.refused");
+    assert_eq!(refused.len(), 1, "{refused:?}");
+    assert_eq!(
+        refused[0]["payload"]["rule_id"],
+        "agents.worker.side_effects"
+    );
+    assert_eq!(refused[0]["payload"]["escalated_to"], "ep-1");
+    // The worker's episode finished ok: an escalated effect is no failure of it.
+    assert_eq!(
+        r.stops(),
+        [
+            ("ep-2".to_owned(), "success_achieved".to_owned()),
+            ("ep-1".to_owned(), "success_achieved".to_owned())
+        ]
+    );
+    // The orchestrator's next call carries the effect, as asked, in the child's result.
+    let calls = r.of_kind("agent.call_scheduled");
+    let back = calls
+        .iter()
+        .filter(|c| c["payload"]["request"]["target_agent"] == "orch")
+        .filter_map(|c| c["payload"]["request"]["decision_inputs"].as_array())
+        .flatten()
+        .find(|i| i["output_type"] == "episode_result")
+        .expect("the child's result reached orch");
+    let escalated = &back["payload"]["result"]["escalated_effects"];
+    assert_eq!(escalated[0]["kind"], "post");
+    assert_eq!(escalated[0]["idempotency_key"], "post-1");
+    assert_eq!(escalated[0]["params"], json!({"text": "three sources"}));
+    assert_eq!(escalated[0]["asked_by"], "worker");
+    let shown = stdout(&docket(&r.data, &["events", &r.run]));
+    assert!(
+        shown.contains("escalated to its parent episode ep-1"),
+        "{shown}"
+    );
+}

@@ -44,7 +44,8 @@ fn every_route_checks_the_token_and_the_role() {
             .replace("{name}", "no-such-schedule")
             .replace("{hash}", "0000")
             .replace("{from_agent}", "external")
-            .replace("{to_agent}", "governance");
+            .replace("{to_agent}", "governance")
+            .replace("{domain}", "summaries");
         assert!(
             openapi["paths"][route.path][route.method.to_lowercase()].is_object(),
             "{} {} is not in /api/openapi.json",
@@ -559,6 +560,80 @@ fn an_outside_event_sent_through_the_api_reaches_the_waiting_agent_once() {
         .filter(|l| l.contains("\"kind\":\"signal.received\""))
         .count();
     assert_eq!(received, 2);
+}
+
+/// docs/governance.md#a-person-writes-a-domain: `POST .../domains/{domain}` records the
+/// token's name as the person writing in a role of the run's bundle (201, the version as
+/// kept, redacted); a role that is not a person's is a 422 naming the roles that may, and
+/// records nothing; a blank reason is a 400 naming the field.
+#[test]
+fn a_person_writes_a_domain_through_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["ask"]);
+    let bundle = dir.path().join("policy.toml");
+    std::fs::write(
+        &bundle,
+        r#"
+bundle = { id = "api" }
+agents = [{ id = "external" }, { id = "worker", read_scopes = ["summaries"] },
+          { id = "operator", authority = "human", write_scopes = ["summaries"] }]
+domains = [{ id = "summaries", redact = ["raw_ref"] }]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#,
+    )
+    .expect("bundle");
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let (status, started) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "run_id": "dw-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {started}");
+    server.until("dw-1", |r| {
+        r["status"] == "waiting_for_human" && r["driven"] == false
+    });
+    let path = "/api/runs/dw-1/domains/summaries";
+    let (status, refused) = server.call(
+        "POST",
+        path,
+        operator,
+        Some(&json!({ "role": "operator", "reason": " ", "content": {} })),
+    );
+    assert_eq!(status, 400, "{refused}");
+    assert_eq!(refused["error"]["where"], "body.reason", "{refused}");
+    let (status, refused) = server.call(
+        "POST",
+        path,
+        operator,
+        Some(&json!({ "role": "worker", "reason": "fix", "content": {} })),
+    );
+    assert_eq!(status, 422, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("roles that may: operator")),
+        "{refused}"
+    );
+    let (_, before) = server.call("GET", "/api/runs/dw-1/events", operator, None);
+    let body = json!({ "role": "operator", "reason": "summarised the call",
+                       "content": { "summary": "wants a refund", "raw_ref": "s3://raw/1" } });
+    let (status, written) = server.call("POST", path, operator, Some(&body));
+    assert_eq!(status, 201, "{written}");
+    assert_eq!(written["domain"]["by"], "operator-user", "{written}");
+    assert_eq!(written["domain"]["written"]["version"], 1, "{written}");
+    assert_eq!(
+        written["domain"]["written"]["content"],
+        json!({ "summary": "wants a refund", "raw_ref": "[redacted]" })
+    );
+    let (_, after) = server.call("GET", "/api/runs/dw-1/events", operator, None);
+    let count = |v: &serde_json::Value| v["events"].as_array().map_or(0, Vec::len);
+    assert_eq!(count(&after), count(&before) + 2, "{after}");
 }
 
 /// docs/events.md#runpaused: a pause recorded while the server drives the run and the

@@ -34,13 +34,15 @@ use docket_protocol::{CallId, EffectId, EpisodeId, TimerId};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use docket_policies::{PolicyBundle, PolicyDecision, SideEffectRequest, Verdict};
+use docket_policies::{
+    PolicyBundle, PolicyDecision, SideEffectRequest, Verdict, side_effect_permission_rule,
+};
 
 use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
 use crate::events::effect::*;
 use crate::events::timer::TimerSet;
-use crate::events::{RunEvent, SCHEDULED_EFFECTS, TicketSubject};
+use crate::events::{EFFECT_ESCALATION, RunEvent, SCHEDULED_EFFECTS, TicketSubject};
 use docket_protocol::Verification;
 use docket_protocol::{Action, AgentResponse, DecisionInput};
 
@@ -624,14 +626,16 @@ impl Batch<'_> {
     }
 
     pub(super) fn refuse_effect(&mut self, effect_id: &EffectId, rule_id: &str, reason: String) {
+        let escalated_to = self.escalates_to(effect_id, rule_id);
         self.push(RunEvent::EffectRefused(EffectRefused {
             effect_id: effect_id.to_owned(),
             rule_id: rule_id.to_owned(),
             reason: reason.clone(),
+            escalated_to: escalated_to.clone(),
         }));
         // Refusals count as failures of their class (`effect_refused`,
-        // docs/governance.md#stop-conditions); at the limit the asking episode stops
-        // `failure_repeats` instead of being told.
+        // docs/governance.md#stop-conditions), escalated ones excepted; at the limit the
+        // asking episode stops `failure_repeats` instead of being told.
         let episode = self
             .state
             .effects
@@ -640,11 +644,25 @@ impl Batch<'_> {
         if episode.is_some_and(|id| self.refusals_repeat(&id)) {
             return;
         }
-        self.reply_effect(
-            effect_id,
-            "refused",
-            json!({ "rule_id": rule_id, "reason": reason }),
-        );
+        let mut told = json!({ "rule_id": rule_id, "reason": reason });
+        if let (Some(parent), Some(map)) = (escalated_to, told.as_object_mut()) {
+            map.insert("escalated_to".to_owned(), json!(parent));
+        }
+        self.reply_effect(effect_id, "refused", told);
+    }
+
+    /// The parent episode an effect refused by `rule_id` escalates to: one asked for in a
+    /// child episode by an agent without permission for its kind (subagents are read-only
+    /// and leave side effects to their parent; docs/governance.md#effects-escalate-to-the-parent).
+    fn escalates_to(&self, effect_id: &EffectId, rule_id: &str) -> Option<EpisodeId> {
+        if self.state.decider_version() < EFFECT_ESCALATION {
+            return None;
+        }
+        let rec = self.state.effects.get(effect_id)?;
+        if rule_id != side_effect_permission_rule(&rec.requested.agent) {
+            return None;
+        }
+        self.episode(&rec.requested.episode_id)?.parent
     }
 
     fn settle_effect(

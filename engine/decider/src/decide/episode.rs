@@ -16,7 +16,7 @@
 //! episode tree is closed in its log.
 
 use crate::state::episode::DomainVersion;
-use docket_protocol::{AgentId, CallId, EpisodeId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -28,7 +28,7 @@ use docket_policies::{
 };
 
 use super::{Batch, EXTERNAL};
-use crate::events::{RECURSION_CLASSES, RunEvent, TicketSubject, seed_error};
+use crate::events::{DOMAIN_ATTACH, RECURSION_CLASSES, RunEvent, TicketSubject, seed_error};
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
     stopped_result,
@@ -406,14 +406,34 @@ impl Batch<'_> {
         let Some(episode) = self.episode(&episode_id) else {
             return false;
         };
-        let writer = episode.writers.get(domain).map(AgentId::as_str);
+        let attaching = self.state.decider_version() >= DOMAIN_ATTACH;
+        // The single-owner rule is between the agents that write the domain: one that
+        // attached fields to it in this episode (decider version 15) owns nothing.
+        let writer = episode
+            .writers
+            .get(domain)
+            .map(AgentId::as_str)
+            .filter(|w| !attaching || self.bundle.writes_domain(w, domain));
+        let latest = self
+            .state
+            .episodes
+            .domains
+            .get(domain)
+            .and_then(|v| v.last())
+            .map(|v| (v.version, &v.content));
         // Outside events: an annotation names the event it annotates.
-        let mut d = self
+        let d = self
             .annotation_refused(domain, content)
+            .or_else(|| {
+                attaching
+                    .then(|| {
+                        self.bundle
+                            .decide_domain_attach(agent, domain, latest, content)
+                    })
+                    .flatten()
+            })
             .unwrap_or_else(|| self.bundle.decide_domain_write(agent, domain, writer));
-        if d.is_allowed() && self.state.decider_version() >= crate::events::DOMAIN_CONTENT {
-            d = self.bundle.check_domain_content(domain, content, d);
-        }
+        let (d, content) = self.domain_content(domain, content, d);
         if d.is_allowed() {
             let version = self
                 .state
@@ -427,8 +447,9 @@ impl Batch<'_> {
                 version: u32::try_from(version).unwrap_or(u32::MAX),
                 agent: agent.into(),
                 episode_id,
-                content: content.clone(),
+                content,
                 decision: d,
+                by: None,
             });
             return true;
         }
@@ -437,6 +458,7 @@ impl Batch<'_> {
             agent: agent.into(),
             episode_id,
             decision: d.clone(),
+            by: None,
         });
         self.stop_or_tell(
             &episode,
@@ -715,7 +737,13 @@ impl Batch<'_> {
                 "a child episode's result returns to the agent that spawned it",
             )
         };
-        let result = serde_json::to_value(result).unwrap_or_default();
+        let mut result = serde_json::to_value(result).unwrap_or_default();
+        if let (Some(map), false) = (result.as_object_mut(), child.escalated_effects.is_empty()) {
+            map.insert(
+                "escalated_effects".to_owned(),
+                self.escalated_effects(&child.escalated_effects),
+            );
+        }
         let result = self.gate_content(
             &child.agent,
             &spawner.recorded.target_agent,
@@ -740,6 +768,28 @@ impl Batch<'_> {
             None,
             spawner.branch_of.clone(),
         );
+    }
+
+    /// What a child episode hands up with its result: each effect its agent had no
+    /// permission for, as asked (kind, lane, key, parameters) and why it was refused, for
+    /// the parent's agent to ask for itself or leave
+    /// (docs/governance.md#effects-escalate-to-the-parent).
+    fn escalated_effects(&self, effects: &[EffectId]) -> Value {
+        effects
+            .iter()
+            .filter_map(|id| self.state.effects.get(id))
+            .map(|e| {
+                json!({
+                    "effect_id": e.requested.effect_id,
+                    "kind": e.requested.effect_kind,
+                    "lane": e.requested.lane,
+                    "idempotency_key": e.requested.idempotency_key,
+                    "params": e.requested.params,
+                    "asked_by": e.requested.agent,
+                    "reason": e.outcome.as_ref().map(|(_, reason)| reason.clone()),
+                })
+            })
+            .collect()
     }
 
     /// Stops `episode` on `failure_repeats` when one error class reached the limit.

@@ -32,6 +32,8 @@ mod effect;
 // Side effects on a browser lane: sandbox first, drift evidence, manual review.
 mod browser;
 pub use effect::EffectInput;
+// What a domain keeps of a write: content rules and redaction.
+mod domain;
 // Episodes: spawn, domain writes, results, stop conditions.
 mod episode;
 mod failure;
@@ -67,8 +69,8 @@ use docket_policies::{
 use super::state::{RunState, RunStatus};
 use crate::events::{
     AgentCallFailed, AgentResponded, CircuitReading, Classifies, DECIDER_VERSION, Delivery,
-    HumanDecided, HumanOverrode, RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested,
-    TicketSubject, UnsupportedDecider, seed_error,
+    HumanDecided, HumanOverrode, HumanWroteDomain, RiskVerdict, RunCancelled, RunEvent, RunPause,
+    RunRequested, TicketSubject, UnsupportedDecider, seed_error,
 };
 use docket_protocol::{
     Action, AgentRequest, AgentResponse, Confidence, ContextInput, DecisionInput, ResponseStatus,
@@ -95,6 +97,8 @@ pub enum Command {
     RecordOverride(HumanOverrode),
     /// A person cancelled the run (`cancel.rs`).
     Cancel(RunCancelled),
+    /// A person wrote a domain (`domain.rs`).
+    WriteDomain(HumanWroteDomain),
     /// The target agent's circuit breaker, as the runtime read it before calling.
     RecordCircuit(CircuitReading),
     // Side effects
@@ -127,6 +131,7 @@ impl Command {
             Self::RecordHumanDecision(input) => RunEvent::HumanDecided(input),
             Self::RecordOverride(input) => RunEvent::HumanOverrode(input),
             Self::Cancel(input) => RunEvent::RunCancelled(input),
+            Self::WriteDomain(input) => RunEvent::HumanWroteDomain(input),
             Self::RecordCircuit(reading) => RunEvent::CircuitChecked(reading),
             // Side effects
             Self::RecordEffect(input) => input.to_event(),
@@ -148,6 +153,7 @@ impl Command {
             RunEvent::HumanDecided(input) => Self::RecordHumanDecision(input),
             RunEvent::HumanOverrode(input) => Self::RecordOverride(input),
             RunEvent::RunCancelled(input) => Self::Cancel(input),
+            RunEvent::HumanWroteDomain(input) => Self::WriteDomain(input),
             RunEvent::CircuitChecked(reading) => Self::RecordCircuit(reading),
             RunEvent::TimerFired(fired) => Self::FireTimer(fired),
             RunEvent::RunPaused(input) => Self::Pause(input),
@@ -170,6 +176,7 @@ impl Command {
             Self::RecordHumanDecision(input) => input.at_ms,
             Self::RecordOverride(input) => input.at_ms,
             Self::Cancel(input) => input.at_ms,
+            Self::WriteDomain(input) => input.at_ms,
             Self::RecordCircuit(reading) => reading.at_ms,
             // Side effects
             Self::RecordEffect(input) => input.at_ms(),
@@ -249,6 +256,11 @@ pub enum Rejection {
     /// names the rule, the role and who may.
     #[error("override refused: {0}")]
     OverrideRefused(String),
+    /// A person's domain write the bundle does not allow: not a person's role, a domain
+    /// outside its write scopes, or content the domain's rules refuse (the reason names
+    /// the rule and the place).
+    #[error("domain write refused: {0}")]
+    DomainWriteRefused(String),
     /// A circuit reading for another agent than the call's target.
     #[error("call {request_id} is to `{target}`; a reading of `{agent}`'s circuit does not apply")]
     CircuitOfAnotherAgent {
@@ -421,6 +433,9 @@ pub enum PersonAct {
     /// The end of a run's pause.
     #[error("an unpause")]
     Unpause,
+    /// A person's write of a domain.
+    #[error("a domain write")]
+    DomainWrite,
 }
 
 impl PersonAct {
@@ -430,6 +445,7 @@ impl PersonAct {
             Self::Cancellation => "cancels",
             Self::Pause => "pauses",
             Self::Unpause => "unpauses",
+            Self::DomainWrite => "writes",
         }
     }
 }
@@ -528,6 +544,7 @@ fn check(state: &RunState, bundle: &PolicyBundle, command: &Command) -> Result<(
         Command::Pause(input) => pause::check_pause(state, input)?,
         Command::Unpause(input) => pause::check_unpause(state, input)?,
         Command::ReceiveSignal(input) => signal::check_signal(state, input)?,
+        Command::WriteDomain(input) => domain::check_person_write(state, bundle, input)?,
     }
     Ok(())
 }
@@ -657,6 +674,7 @@ impl Batch<'_> {
             Command::RecordTool(input) => self.on_tool_input(&input),
             Command::FireTimer(fired) => self.on_timer_fired(&fired),
             Command::ReceiveSignal(received) => self.on_signal(&received),
+            Command::WriteDomain(input) => self.on_person_write(&input),
             Command::Start(_)
             | Command::RecordResponse(_)
             | Command::RecordOverride(_)
@@ -696,6 +714,7 @@ impl Batch<'_> {
             | Command::RecordTool(_)
             | Command::FireTimer(_)
             | Command::ReceiveSignal(_)
+            | Command::WriteDomain(_)
             | Command::RecordOverride(_)
             | Command::Cancel(_)
             | Command::Pause(_)

@@ -93,18 +93,14 @@ impl Batch<'_> {
         if let Some(domain) = self.bundle.signal(&name).and_then(|s| s.domain.clone()) {
             // Its domain's content rules hold for an outside event's write too: a refused
             // write leaves the domain as it was, and the event kept.
-            let decision = if self.state.decider_version() >= crate::events::DOMAIN_CONTENT {
-                self.bundle
-                    .check_domain_content(&domain, &received.payload, decision)
-            } else {
-                decision
-            };
+            let (decision, content) = self.domain_content(&domain, &received.payload, decision);
             if !decision.is_allowed() {
                 self.push(RunEvent::DomainWriteDenied {
                     domain,
                     agent: received.by.as_str().into(),
                     episode_id: EpisodeId::root(),
                     decision,
+                    by: None,
                 });
             } else {
                 let version = self
@@ -119,8 +115,9 @@ impl Batch<'_> {
                     version: u32::try_from(version).unwrap_or(u32::MAX),
                     agent: received.by.as_str().into(),
                     episode_id: EpisodeId::root(),
-                    content: received.payload.clone(),
+                    content,
                     decision,
+                    by: None,
                 });
             }
         }

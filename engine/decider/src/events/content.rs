@@ -54,6 +54,7 @@ pub const CONTENT_POSITIONS: &[(&str, &[&str])] = &[
     ("handoff.allowed", &["/delivered"]),
     ("tool.returned", &["/result"]),
     ("domain.written", &["/content"]),
+    ("human.wrote_domain", &["/content"]),
     ("episode.finished", &["/result"]),
     ("run.completed", &["/output"]),
 ];

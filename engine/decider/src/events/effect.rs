@@ -76,6 +76,11 @@ pub struct EffectRefused {
     pub rule_id: String,
     /// Why.
     pub reason: String,
+    /// The parent episode a child episode's refused effect escalates to: one the asking
+    /// agent has no permission for (decider version 15,
+    /// docs/governance.md#effects-escalate-to-the-parent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub escalated_to: Option<EpisodeId>,
 }
 
 /// Why an effect may go to its execution gate.

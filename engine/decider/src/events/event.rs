@@ -23,8 +23,8 @@ use super::effect::{
     EffectVerifierCalled,
 };
 use super::inputs::{
-    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, RunCancelled,
-    RunPause,
+    AgentCallFailed, AgentResponded, CircuitReading, HumanDecided, HumanOverrode, HumanWroteDomain,
+    RunCancelled, RunPause,
 };
 use super::overrides::Overridable;
 use super::signal::{
@@ -121,7 +121,7 @@ pub struct OutputOverride {
 /// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 14;
+pub const DECIDER_VERSION: u32 = 15;
 
 /// Decider version 14: a domain's content rules (`content_type`, `required_refs`,
 /// `max_bytes`) hold for every write, an agent's and an outside event's: content that
@@ -204,6 +204,28 @@ pub(crate) const BROWSER_LANE: u32 = 14;
 /// classification: each decided as a `policy.decided` (kind `intent_classification`), a
 /// refusal failing the call (`INTENT_POLICY_VIOLATION`) (docs/governance.md#intent-classification).
 pub(crate) const INTENT_CLASSIFICATION: u32 = 14;
+
+/// Decider version 15: an effect a child episode's agent has no permission for escalates
+/// to the parent episode (`effect.refused`'s `escalated_to`): it is not counted as the
+/// child's failure, and the child's result reaches its parent with the effects it
+/// escalated (docs/governance.md#effects-escalate-to-the-parent). Earlier versions refuse
+/// it to the child alone.
+pub(crate) const EFFECT_ESCALATION: u32 = 15;
+
+/// Decider version 15: a domain's `redact` paths are applied to every version it keeps,
+/// the content rules checked on the redacted content (docs/governance.md#domain-content).
+/// Earlier versions knew no `redact` (no bundle of theirs could set it).
+pub(crate) const DOMAIN_REDACTION: u32 = 15;
+
+/// Decider version 15: a person writes a domain their role may write
+/// (`human.wrote_domain`, docs/governance.md#a-person-writes-a-domain). Earlier versions
+/// refuse it, recording nothing.
+pub(crate) const PERSON_DOMAIN_WRITES: u32 = 15;
+
+/// Decider version 15: a domain's `attachers` write versions that differ from the latest
+/// only in their fields, and own nothing under the single-owner rule
+/// (docs/governance.md#domain-content). Earlier versions knew no attachers.
+pub(crate) const DOMAIN_ATTACH: u32 = 15;
 
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
@@ -587,6 +609,10 @@ pub enum RunEvent {
     /// (docs/governance.md#human-override); what the block stopped continues.
     #[serde(rename = "human.overrode")]
     HumanOverrode(HumanOverrode),
+    /// Recorded input: a person wrote a domain (docs/governance.md#a-person-writes-a-domain);
+    /// its `domain.written` follows.
+    #[serde(rename = "human.wrote_domain")]
+    HumanWroteDomain(HumanWroteDomain),
     /// Recorded input: a person cancelled the run; it ends
     /// `cancelled` and nothing more happens in it (docs/events.md#runcancelled).
     #[serde(rename = "run.cancelled")]
@@ -723,10 +749,14 @@ pub enum RunEvent {
         agent: AgentId,
         /// The writer's episode.
         episode_id: EpisodeId,
-        /// The content.
+        /// The content, as the domain keeps it (redacted where its rules say).
         content: Value,
         /// The write decision.
         decision: PolicyDecision,
+        /// The person who wrote it, in the role named as `agent`
+        /// (`human.wrote_domain`); absent for an agent's or an outside event's write.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     /// Decision: a domain write was refused (not the owner, or another agent already
     /// writes the domain in this episode).
@@ -740,6 +770,10 @@ pub enum RunEvent {
         episode_id: EpisodeId,
         /// The deciding rule and reason.
         decision: PolicyDecision,
+        /// The person who tried, in the role named as `agent`; absent for an agent or an
+        /// outside event.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
     },
     // Side effects
     /// Decision: an agent's `request_effect`, numbered and with its attempt for the key.
@@ -873,6 +907,7 @@ impl RunEvent {
         "human.escalated",
         "human.decided",
         "human.overrode",
+        "human.wrote_domain",
         "run.completed",
         "run.blocked",
         "run.failed",
@@ -937,6 +972,7 @@ impl RunEvent {
             Self::Escalated { .. } => "human.escalated",
             Self::HumanDecided(_) => "human.decided",
             Self::HumanOverrode(_) => "human.overrode",
+            Self::HumanWroteDomain(_) => "human.wrote_domain",
             Self::RunCompleted { .. } => "run.completed",
             Self::RunBlocked { .. } => "run.blocked",
             Self::RunFailed { .. } => "run.failed",
@@ -996,6 +1032,7 @@ impl RunEvent {
                 | Self::AgentCallFailed(_)
                 | Self::HumanDecided(_)
                 | Self::HumanOverrode(_)
+                | Self::HumanWroteDomain(_)
                 | Self::RunCancelled(_)
                 | Self::CircuitChecked(_)
                 // Side effects

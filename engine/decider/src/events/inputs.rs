@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use docket_protocol::{AgentId, AgentResponse, CallId, TicketId};
 
@@ -67,6 +68,25 @@ pub struct HumanOverrode {
     pub role: String,
     /// The rule overridden: the block's `rule_id`.
     pub rule_id: String,
+    /// Why.
+    pub reason: String,
+    /// When, ms since the Unix epoch.
+    pub at_ms: i64,
+}
+
+/// `human.wrote_domain`: a person wrote a new version of a domain, in a role of the
+/// bundle's registry that may write it (docs/governance.md#a-person-writes-a-domain).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HumanWroteDomain {
+    /// Who (a name given by the person, or the API token's name).
+    pub by: String,
+    /// The role they write in: a person's entry of the bundle's registry
+    /// (`authority = "human"`) whose `write_scopes` hold the domain.
+    pub role: String,
+    /// The domain.
+    pub domain: String,
+    /// The content written, before the domain's redaction.
+    pub content: Value,
     /// Why.
     pub reason: String,
     /// When, ms since the Unix epoch.

@@ -34,6 +34,6 @@ pub use batches::{Batches, batches};
 pub use event::*;
 pub use inputs::{
     AgentCallFailed, AgentResponded, CircuitReading, CircuitWindow, HumanDecided, HumanOverrode,
-    RunCancelled, RunPause,
+    HumanWroteDomain, RunCancelled, RunPause,
 };
 pub use wording::{WORDING, is_wording, same_decisions};

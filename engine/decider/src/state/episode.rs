@@ -10,7 +10,7 @@
 //! does not count (the bundle's `[waiting]`).
 
 use crate::events::{AgentCallFailed, AgentResponded, HumanDecided};
-use docket_protocol::{AgentId, CallId, EpisodeId};
+use docket_protocol::{AgentId, CallId, EffectId, EpisodeId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -121,6 +121,10 @@ pub struct Episode {
     pub unverified_effects: u32,
     /// Which agent writes each domain in this episode (single-owner rule).
     pub writers: BTreeMap<String, AgentId>,
+    /// Effects its agent had no permission for, escalated to the parent episode with its
+    /// result (decider version 15, docs/governance.md#effects-escalate-to-the-parent).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub escalated_effects: Vec<EffectId>,
 }
 
 impl Episode {
@@ -563,7 +567,12 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 tree.count_refusal(&episode_id, "circuit_open".to_owned());
             }
         }
-        RunEvent::DomainWriteDenied { episode_id, .. } => {
+        // A person's refused write is no episode's failure.
+        RunEvent::DomainWriteDenied {
+            episode_id,
+            by: None,
+            ..
+        } => {
             tree.count_refusal(episode_id, "write_domain_refused".to_owned());
         }
         // Verification first: what an episode applied waits for a verification.
@@ -587,11 +596,18 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 episode.unverified_effects = episode.unverified_effects.saturating_sub(1);
             }
         }
-        // Side effects: a refused effect counts in the episode that asked for it.
+        // Side effects: a refused effect counts in the episode that asked for it, unless
+        // it escalated to the parent (then the episode hands it up with its result).
         RunEvent::EffectRefused(refused) => {
             if let Some(rec) = state.effects.get(&refused.effect_id) {
                 let episode_id = rec.requested.episode_id.clone();
-                tree.count_refusal(&episode_id, "effect_refused".to_owned());
+                if refused.escalated_to.is_some() {
+                    if let Some(e) = tree.episodes.get_mut(&episode_id) {
+                        e.escalated_effects.push(refused.effect_id.clone());
+                    }
+                } else {
+                    tree.count_refusal(&episode_id, "effect_refused".to_owned());
+                }
             }
         }
         // Governed tools: a refused tool call counts in the episode that asked for it.
@@ -637,6 +653,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             agent,
             episode_id,
             content,
+            by,
             ..
         } => {
             tree.domains
@@ -648,7 +665,8 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                     episode_id: episode_id.clone(),
                     content: content.clone(),
                 });
-            if let Some(e) = tree.episodes.get_mut(episode_id) {
+            // The single-owner rule is the agents' of an episode; a person writes beside it.
+            if let Some(e) = tree.episodes.get_mut(episode_id).filter(|_| by.is_none()) {
                 e.writers.insert(domain.clone(), agent.clone());
             }
         }

@@ -338,6 +338,8 @@ impl RunState {
             // Recorded for the audit; nothing later decisions read.
             RunEvent::PolicyDecided { .. }
             | RunEvent::CircuitChecked(_)
+            // A person's domain write: its `domain.written` is what is folded.
+            | RunEvent::HumanWroteDomain(_)
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
             | RunEvent::OutputArchived { .. } => {}

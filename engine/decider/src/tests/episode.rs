@@ -786,6 +786,7 @@ pub(crate) fn a_domain_write_that_breaks_its_content_rules_is_refused_naming_the
                         ),
                     ],
                 },
+                by: None,
             }
         );
         assert_eq!(
@@ -835,6 +836,54 @@ pub(crate) fn a_domain_write_that_meets_its_content_rules_records_each_rule_met(
             }
             other => panic!("expected domain.written, got {other:?}"),
         });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_domain_keeps_its_versions_with_raw_pointers_redacted() {
+    let (_, text) = bundle_with("");
+    let text = text.replace(
+        "[[domains]]\nid = \"plan\"\n",
+        "[[domains]]\nid = \"plan\"\nredact = [\"nodes.raw_ref\"]\nmax_bytes = 60\n",
+    );
+    let mut run = run_under(text, budget(1_000), DECIDER_VERSION);
+    let written =
+        json!({"nodes": [{"cites": ["capsule:1"], "raw_ref": "s3://raw/conversations/1.json"}]});
+    let kept = json!({"nodes": [{"cites": ["capsule:1"], "raw_ref": "[redacted]"}]});
+    run.when(respond(vec![
+        write_plan(written),
+        spawn("worker", "summarize", None),
+    ]))
+    .then(|events| match &events[1] {
+        RunEvent::DomainWritten {
+            content, decision, ..
+        } => {
+            assert_eq!(content, &kept);
+            let steps: Vec<(&str, &str)> = decision
+                .chain
+                .iter()
+                .map(|s| (&*s.rule_id, &*s.note))
+                .collect();
+            // The size is the redacted content's: the raw one, 77 bytes, would be refused.
+            assert_eq!(
+                steps,
+                [
+                    ("agents.orch.write_scopes", "`plan` in write_scopes"),
+                    ("domains.plan.max_bytes", "58 of at most 60 bytes"),
+                    ("domains.plan.redact", "redacted /nodes/0/raw_ref"),
+                ]
+            );
+        }
+        other => panic!("expected domain.written, got {other:?}"),
+    });
+    // A reader is given the version as kept.
+    let request = run.pending();
+    assert_eq!(request.target_agent.as_str(), "worker");
+    let read = serde_json::to_string(&request.context_inputs).expect("json");
+    assert!(
+        read.contains("[redacted]") && !read.contains("s3://"),
+        "{read}"
+    );
     run.replays();
 }
 
@@ -1676,5 +1725,112 @@ pub(crate) fn a_run_of_version_13_knows_no_recursion_classes() {
             assert!(kinds(events).contains(&"episode.finished"), "{events:?}");
             assert!(!kinds(events).contains(&"episode.action_denied"));
         });
+    run.replays();
+}
+
+// ---------------------------------------------------------------------------------------
+// Effects escalate to the parent (decider version 15): a child episode's agent without
+// permission for an effect hands it up with its result.
+
+/// Given the publisher's `draft` child ep-2, run by the read-only reader, recorded by
+/// decider `version`: the reader asked to publish with key k1 and was refused.
+fn reader_asked_to_publish(version: u32) -> History {
+    let policy = "[recursion.default]\nallowed_child_types = [\"draft\"]\n";
+    let mut run = effects_run_under(&format!("{EFFECTS_BUNDLE}{policy}"), "publisher", version);
+    run.when(respond(vec![Action::Spawn {
+        agent: "reader".into(),
+        episode_type: "draft".into(),
+        goal: "draft the post".into(),
+        budget: BudgetRequest::default(),
+        inputs: serde_json::Map::new(),
+        trigger: None,
+    }]));
+    assert_eq!(run.pending().episode_id, "ep-2");
+    run.when(respond(vec![super::effect("publish", "api", Some("k1"))]));
+    run
+}
+
+#[test]
+pub(crate) fn a_childs_effect_without_permission_escalates_to_its_parent() {
+    let mut run = reader_asked_to_publish(DECIDER_VERSION);
+    let refused = run
+        .decided()
+        .iter()
+        .find_map(|e| match e {
+            RunEvent::EffectRefused(r) => Some(r.clone()),
+            _ => None,
+        })
+        .expect("the effect was refused");
+    assert_eq!(
+        refused,
+        crate::EffectRefused {
+            effect_id: "run-1/effect-1".into(),
+            rule_id: "agents.reader.side_effects".to_owned(),
+            reason: "`reader` has no permission for `publish` side effects (read-only by default; escalate to the parent)".to_owned(),
+            escalated_to: Some("ep-1".into()),
+        }
+    );
+    // The reader is told where it went, and it is no failure of its episode.
+    let told = effect_result(&run.state);
+    assert_eq!(
+        (told["status"].clone(), told["escalated_to"].clone()),
+        (json!("refused"), json!("ep-1"))
+    );
+    let child = &run.state.episodes.episodes[&EpisodeId::from("ep-2")];
+    assert!(child.error_classes.is_empty(), "{:?}", child.error_classes);
+    assert_eq!(
+        child.escalated_effects,
+        [docket_protocol::EffectId::from("run-1/effect-1")]
+    );
+
+    // Its result reaches the publisher with the effect as asked.
+    run.when(respond(vec![finish(EpisodeStatus::Ok, "drafted")]));
+    let request = run.pending();
+    assert_eq!(
+        (request.target_agent.as_str(), request.episode_id.as_str()),
+        ("publisher", "ep-1")
+    );
+    let input = request.decision_inputs.last().expect("the child's result");
+    assert_eq!(input.output_type, "episode_result");
+    assert_eq!(
+        input.payload["result"]["escalated_effects"],
+        json!([{
+            "effect_id": "run-1/effect-1", "kind": "publish", "lane": "api",
+            "idempotency_key": "k1", "params": {"text": "hello"}, "asked_by": "reader",
+            "reason": refused.reason,
+        }])
+    );
+    // The publisher may ask for it itself: its own permission decides.
+    run.when(respond(vec![super::effect("publish", "api", Some("k1"))]))
+        .then(|events| {
+            assert!(
+                events.iter().any(
+                    |e| matches!(e, RunEvent::EffectAdmitted(a) if a.effect_id == "run-1/effect-2")
+                ),
+                "{events:?}"
+            );
+        });
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_version_14_refuses_a_childs_effect_to_the_child_alone() {
+    let mut run = reader_asked_to_publish(14);
+    assert!(
+        run.decided()
+            .iter()
+            .any(|e| matches!(e, RunEvent::EffectRefused(r) if r.escalated_to.is_none()))
+    );
+    assert!(effect_result(&run.state).get("escalated_to").is_none());
+    let child = &run.state.episodes.episodes[&EpisodeId::from("ep-2")];
+    assert_eq!(child.error_classes.get("effect_refused"), Some(&1));
+    run.when(respond(vec![finish(EpisodeStatus::Ok, "drafted")]));
+    let input = run
+        .pending()
+        .decision_inputs
+        .last()
+        .cloned()
+        .expect("a result");
+    assert!(input.payload["result"].get("escalated_effects").is_none());
     run.replays();
 }

@@ -41,6 +41,7 @@ pub(crate) mod capability;
 pub(crate) mod circuit;
 pub(crate) mod classification;
 pub(crate) mod context;
+pub(crate) mod domain;
 pub(crate) mod effect;
 pub(crate) mod episode;
 pub(crate) mod failure;

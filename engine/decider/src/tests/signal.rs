@@ -447,6 +447,7 @@ pub(crate) fn an_event_whose_content_breaks_its_domains_rules_is_kept_but_not_wr
                 agent,
                 episode_id,
                 decision,
+                by: None,
             } = &events[3]
             else {
                 panic!("domain.write_denied");

@@ -27,8 +27,8 @@ mod timers;
 mod tools;
 
 use docket_decider::{
-    AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, RunCancelled, RunPause,
-    SignalReceived,
+    AgentCallFailed, AgentResponded, HumanDecided, HumanOverrode, HumanWroteDomain, RunCancelled,
+    RunPause, SignalReceived,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -968,6 +968,30 @@ impl<S: EventStore + 'static> Runtime<S> {
             Command::ReceiveSignal(SignalReceived {
                 at_ms,
                 ..signal.clone()
+            })
+        })
+        .await
+    }
+
+    /// Records a person's write of a domain (`human.wrote_domain`, then the domain's new
+    /// version), without driving the run: nothing waits on it, and the agents that read
+    /// the domain get the new version on their next call
+    /// (docs/governance.md#a-person-writes-a-domain). `at_ms` is set here.
+    ///
+    /// # Errors
+    /// [`RuntimeError::Rejected`] with [`docket_decider::Rejection::DomainWriteRefused`]
+    /// when the bundle does not let the role write that content there (the reason names
+    /// the rule and the place); another [`RuntimeError`] for a finished run, a run of an
+    /// older decider, a write naming nobody or no reason. Nothing is recorded then.
+    pub async fn record_domain_write(
+        &self,
+        run_id: &RunId,
+        write: HumanWroteDomain,
+    ) -> Result<Recorded<S>, RuntimeError> {
+        self.record_input(run_id, |at_ms| {
+            Command::WriteDomain(HumanWroteDomain {
+                at_ms,
+                ..write.clone()
             })
         })
         .await
