@@ -117,6 +117,7 @@ mod tests {
                 effect_id: id.into(),
                 rule_id: "r".into(),
                 reason: "no".into(),
+                escalated_to: None,
             })
         };
         let applied = |id: &str| {

@@ -387,6 +387,14 @@ impl PolicyBundle {
     }
 }
 
+/// The rule that refuses `agent` a side effect it has no permission for (its registry
+/// entry's `side_effects` list): in a child episode such a refusal escalates to the
+/// parent (docs/governance.md#effects-escalate-to-the-parent).
+#[must_use]
+pub fn side_effect_permission_rule(agent: &str) -> String {
+    format!("agents.{agent}.side_effects")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -590,12 +598,4 @@ dry_run_required = false
             Verdict::Allow
         );
     }
-}
-
-/// The rule that refuses `agent` a side effect it has no permission for (its registry
-/// entry's `side_effects` list): in a child episode such a refusal escalates to the
-/// parent (docs/governance.md#effects-escalate-to-the-parent).
-#[must_use]
-pub fn side_effect_permission_rule(agent: &str) -> String {
-    format!("agents.{agent}.side_effects")
 }
