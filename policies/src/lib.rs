@@ -60,7 +60,9 @@ pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
-pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
+pub use rules::authority::{
+    Authority, BOUNDARY_VIOLATION, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest,
+};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::circuit_breaker::{CircuitBreaker, OnOpen};
 pub use rules::context_parts::{

@@ -340,7 +340,8 @@ impl RunState {
             | RunEvent::CircuitChecked(_)
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
-            | RunEvent::OutputArchived { .. } => {}
+            | RunEvent::OutputArchived { .. }
+            | RunEvent::TaskReassigned { .. } => {}
             // Episodes: folded below, after every other concern.
             RunEvent::EpisodeStarted { .. }
             | RunEvent::EpisodeActionDenied { .. }
