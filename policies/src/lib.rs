@@ -91,6 +91,7 @@ pub use rules::scope::{
 };
 pub use rules::side_effect::{BrowserLane, GLOBAL_KILL_SWITCH, SideEffectRequest};
 pub use rules::signals::{DEFAULT_MAX_SIGNAL_BYTES, MAX_SIGNAL_BYTES, SignalSpec};
+pub use rules::tools::Tier;
 pub use rules::waiting::{DEFAULT_MAX_WAIT_MS, WaitingPolicy};
 pub use schema::bundle_json_schema;
 pub use tokens::{

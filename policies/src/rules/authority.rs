@@ -16,6 +16,7 @@ use crate::error::DiagnosticCode as Code;
 use crate::locate::ptr;
 use crate::model::BundleSpec;
 use crate::rules::escalation::ErrorClass;
+use crate::rules::tools::Tier;
 use crate::validate::Checker;
 
 /// The error class a failure to keep to a boundary is put in
@@ -87,6 +88,28 @@ impl OverridePolicy {
 
 pub(crate) fn check(c: &mut Checker<'_>) {
     check_reassignments(c);
+    let spec = c.spec;
+    for (section, rules) in [
+        ("deny_patterns", &spec.deny_patterns),
+        ("review_patterns", &spec.review_patterns),
+    ] {
+        for (i, r) in rules.iter().enumerate() {
+            let lower = r.tier.filter(|t| *t != Tier::Absolute);
+            if let Some(tier) = lower
+                && spec.overrides.absolute.contains(&r.id)
+            {
+                c.push(
+                    ptr![section, i, "tier"],
+                    Code::Contradiction,
+                    format!(
+                        "`{}` is listed in `[overrides] absolute` but its tier is {}: an absolute rule's tier is absolute",
+                        r.id,
+                        tier.as_str()
+                    ),
+                );
+            }
+        }
+    }
     let empty: Vec<usize> = c
         .spec
         .overrides
@@ -184,6 +207,21 @@ pub struct OverrideRequest<'a> {
 pub const HUMAN_OVERRIDE_RULE: &str = "human.override";
 
 impl PolicyBundle {
+    /// The safety tier of the deny pattern `rule_id` (docs/governance.md#safety-tiers): its
+    /// own, else `absolute` when `[overrides] absolute` lists it or deny patterns are not
+    /// overridable, else `universal`. None when it is not a deny pattern.
+    #[must_use]
+    pub fn deny_pattern_tier(&self, rule_id: &str) -> Option<Tier> {
+        let p = self.spec.deny_patterns.iter().find(|p| p.id == rule_id)?;
+        let listed = self.spec.overrides.absolute.iter().any(|a| a == rule_id);
+        Some(match p.tier {
+            _ if listed => Tier::Absolute,
+            Some(tier) => tier,
+            None if self.spec.overrides.deny_patterns_overridable => Tier::Universal,
+            None => Tier::Absolute,
+        })
+    }
+
     /// Whether `rule_id` is one of the bundle's deny patterns.
     #[must_use]
     pub fn is_deny_pattern(&self, rule_id: &str) -> bool {
@@ -227,7 +265,7 @@ impl PolicyBundle {
             }
         };
         if let Some(pattern) = req.deny_pattern
-            && !self.spec.overrides.deny_patterns_overridable
+            && self.deny_pattern_tier(pattern) == Some(Tier::Absolute)
         {
             let reason = format!(
                 "`{rule}` stopped the run after a tool call the deny pattern `{pattern}` denied: \
