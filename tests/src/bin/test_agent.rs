@@ -447,6 +447,7 @@ fn main() -> ExitCode {
                         name: name.clone(),
                         arguments: arguments.clone(),
                     });
+                    response.usage.tool_calls += 1;
                 }
                 if script.partial {
                     response.status = docket_decider::ResponseStatus::Partial;

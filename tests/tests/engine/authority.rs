@@ -188,6 +188,8 @@ const TIERED: &str = r#"bundle = { id = "tiered" }
 agents = [{ id = "external" }, { id = "ops", allowed_tools = ["Bash"] }]
 [interactions]
 allowed = [{ from = "external", to = "ops" }, { from = "ops", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
 [[deny_patterns]]
 id = "no-deploy"
 pattern = "Bash(deploy *)"

@@ -384,7 +384,7 @@ fn rejections_at_checkpoint_2_are_retried_up_to_the_hard_stop() {
     assert_ne!(exit_code(&refused), 0, "{said}");
     assert!(said.contains("roles that outrank it: reviewer"), "{said}");
     assert_eq!(run_events(&data, "g1").len(), before, "nothing recorded");
-    docket_on(
+    let overridden = docket_on(
         &data,
         &[
             "override",
@@ -399,7 +399,7 @@ fn rejections_at_checkpoint_2_are_retried_up_to_the_hard_stop() {
     );
     let events = run_events(&data, "g1");
     let overrode = events_of_kind(&events, "human.overrode");
-    assert_eq!(overrode.len(), 1, "{events:?}");
+    assert_eq!(overrode.len(), 1, "{}", stdout_text(&overridden));
     assert_eq!(overrode[0]["payload"]["role"], "reviewer");
     assert_eq!(overrode[0]["payload"]["by"], "ana");
     replays_and_exports(&data, "g1");
