@@ -487,10 +487,8 @@ mod tests {
         );
         let listed = "[overrides]\ndeny_patterns_overridable = true\nabsolute = [\"no-push\"]";
         assert_eq!(verdict(&tiered("", "", listed)), Verdict::Deny);
-        let contradiction = format!(
-            "bundle = {{ id = \"t\" }}\ndeny_patterns = [{{ id = \"p\", pattern = \"Bash\", tier = \"universal\" }}]\n[overrides]\nabsolute = [\"p\"]\n"
-        );
-        let e = PolicyBundle::from_toml_str(&contradiction, "t.toml").unwrap_err();
+        let contradiction = "bundle = { id = \"t\" }\ndeny_patterns = [{ id = \"p\", pattern = \"Bash\", tier = \"universal\" }]\n[overrides]\nabsolute = [\"p\"]\n";
+        let e = PolicyBundle::from_toml_str(contradiction, "t.toml").unwrap_err();
         assert!(
             e.to_string().contains("its tier is universal")
                 || format!("{e:?}").contains("its tier is universal"),

@@ -19,7 +19,7 @@ const HIGHER_AUTHORITY: &str = "higher_authority";
 /// What authority left of a conflict.
 enum Outranked {
     /// One output outranked every other: kept, labelled with the conflict.
-    Kept(Delivery),
+    Kept(Box<Delivery>),
     /// The outputs of the highest authority among them (all of them when authority does
     /// not settle conflicts or they are peers), to be settled as any conflict.
     Peers(Vec<Delivery>),
@@ -167,7 +167,7 @@ impl Batch<'_> {
             // the lower ones archived; between peers, as below.
             let list = match self.settle_by_authority(group, list) {
                 Outranked::Kept(kept) => {
-                    proceed.push(kept);
+                    proceed.push(*kept);
                     continue;
                 }
                 Outranked::Peers(peers) => peers,
@@ -271,7 +271,12 @@ impl Batch<'_> {
             });
         }
         match winner {
-            Some(w) => Outranked::Kept(self.kept(&list, w, Settlement::HigherAuthority, None)),
+            Some(w) => Outranked::Kept(Box::new(self.kept(
+                &list,
+                w,
+                Settlement::HigherAuthority,
+                None,
+            ))),
             None => Outranked::Peers(at_top.into_iter().map(|i| list[i].clone()).collect()),
         }
     }
