@@ -167,6 +167,16 @@ pub(crate) fn describe(event: &RunEvent) -> String {
                 said(reason)
             )
         }
+        RunEvent::TaskReassigned {
+            from,
+            to,
+            error_code,
+            error_message,
+            ..
+        } => format!(
+            "{from}'s output rejected ({error_code}: {}) and archived; its task goes to {to}",
+            said(error_message)
+        ),
         RunEvent::FanoutBranchFailed { group, gap } => format!(
             "fan-out {group}: {}'s branch failed ({}: {}), the others go on",
             gap.agent, gap.error_code, gap.error_message
@@ -481,6 +491,7 @@ fn print_conflicts(out: &mut String, s: &RunState) {
             .collect();
         let how = match (c.settled_by, &c.decided_by, &c.ticket) {
             (Settlement::HigherConfidence, ..) => "the higher confidence".to_owned(),
+            (Settlement::HigherAuthority, ..) => "the higher authority".to_owned(),
             (Settlement::Person, Some(by), Some(ticket)) => format!("{by} in {ticket}"),
             (Settlement::Person, ..) => "a person".to_owned(),
         };

@@ -60,7 +60,9 @@ pub use load::load_file;
 pub use locate::line_col;
 pub use model::{BundleSpec, Priority};
 pub use parse::{Format, parse};
-pub use rules::authority::{Authority, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest};
+pub use rules::authority::{
+    Authority, BOUNDARY_VIOLATION, HUMAN_OVERRIDE_RULE, OverridePolicy, OverrideRequest,
+};
 pub use rules::capability::{CapabilityDecision, CapabilityRequest};
 pub use rules::circuit_breaker::{CircuitBreaker, OnOpen};
 pub use rules::context_parts::{
@@ -91,6 +93,7 @@ pub use rules::side_effect::{
     BrowserLane, GLOBAL_KILL_SWITCH, SideEffectRequest, side_effect_permission_rule,
 };
 pub use rules::signals::{DEFAULT_MAX_SIGNAL_BYTES, MAX_SIGNAL_BYTES, SignalSpec};
+pub use rules::tools::Tier;
 pub use rules::waiting::{DEFAULT_MAX_WAIT_MS, WaitingPolicy};
 pub use schema::bundle_json_schema;
 pub use tokens::{

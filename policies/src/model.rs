@@ -179,4 +179,10 @@ pub struct AgentSpec {
     /// (docs/governance.md#handoff-rules-and-blocked-fields).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub context_requirements: Option<ContextRequirements>,
+    /// The agent that takes this agent's task over when its output is rejected for a
+    /// boundary violation (an error of class `boundary_violation`), instead of this agent
+    /// being retried (docs/governance.md#reassignment-on-a-boundary-violation). Left out of
+    /// the canonical form when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reassign_to: Option<String>,
 }

@@ -11,8 +11,9 @@ use std::collections::BTreeSet;
 use crate::RunEvent;
 use crate::tests;
 use crate::tests::{
-    browser, cancel, capability, circuit, classification, context, domain, effect, episode,
-    failure, fan_out, handoff, intent, overrides, pause, response, signal, ticket, timer, tool,
+    authority, browser, cancel, capability, circuit, classification, context, domain, effect,
+    episode, failure, fan_out, handoff, intent, overrides, pause, reassign, response, signal,
+    ticket, timer, tool,
 };
 
 thread_local! {
@@ -433,6 +434,40 @@ const TRANSITIONS: &[Transition] = &[
             Test(fan_out::fan_out_with_agreeing_outputs_delivers_once),
             Test(fan_out::fan_out_conflicts_prefer_higher_confidence_and_archive_the_loser),
             Test(fan_out::fan_out_conflicts_go_to_a_human_who_picks_the_output),
+        ],
+    },
+    Transition {
+        concern: "fan_out",
+        from: "Running (a fan-out's last branch pending)",
+        input: "RecordResponse of the last branch, its output conflicting with one of an agent of other authority, authority_settles_conflicts (v15)",
+        to: "Running (the highest authority's output kept, the lower ones decided and archived)",
+        records: &[
+            "output.conflict_detected",
+            "policy.decided",
+            "output.archived",
+            "fanout.joined",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[
+            Test(authority::a_higher_authority_overrides_a_lower_ones_output_whatever_its_confidence),
+            Test(authority::peers_do_not_override_each_other_confidence_then_a_person_decides),
+        ],
+    },
+    Transition {
+        concern: "reassign",
+        from: "Running",
+        input: "RecordResponse or RecordFailure of a boundary violation by an agent naming reassign_to (v15)",
+        to: "Running (the output archived, the task sent to the new agent with the same input)",
+        records: &[
+            "policy.decided",
+            "task.reassigned",
+            "handoff.allowed",
+            "agent.call_scheduled",
+        ],
+        covered_by: &[
+            Test(reassign::a_boundary_violation_reassigns_the_task_with_the_same_input),
+            Test(reassign::a_reassigned_task_is_not_reassigned_again_its_violations_climb_the_ladder),
+            Test(reassign::an_agents_own_boundary_code_reassigns_other_failures_retry),
         ],
     },
     Transition {
@@ -1117,6 +1152,7 @@ const CONCERN_FILES: &[(&str, &str)] = &[
     ("classification", include_str!("decide/classification.rs")),
     ("intent", include_str!("decide/intent.rs")),
     ("failure", include_str!("decide/failure.rs")),
+    ("reassign", include_str!("decide/reassign.rs")),
     ("circuit", include_str!("decide/circuit.rs")),
     ("ticket", include_str!("decide/ticket.rs")),
     ("overrides", include_str!("decide/overrides.rs")),
@@ -1141,6 +1177,8 @@ const TEST_SOURCES: &[&str] = &[
     include_str!("tests/classification.rs"),
     include_str!("tests/intent.rs"),
     include_str!("tests/failure.rs"),
+    include_str!("tests/reassign.rs"),
+    include_str!("tests/authority.rs"),
     include_str!("tests/circuit.rs"),
     include_str!("tests/fan_out.rs"),
     include_str!("tests/ticket.rs"),

@@ -16,6 +16,9 @@ use std::sync::Arc;
 pub enum Settlement {
     /// The bundle prefers the output of higher confidence, and one output had it.
     HigherConfidence,
+    /// The bundle lets authority settle conflicts, and one output came from an agent of
+    /// higher authority than the others'.
+    HigherAuthority,
     /// A person chose the output to keep (a conflict ticket).
     Person,
 }

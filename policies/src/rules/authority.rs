@@ -15,7 +15,13 @@ use crate::decision::{DecisionKind, PolicyDecision, RuleStep, StepOutcome, Verdi
 use crate::error::DiagnosticCode as Code;
 use crate::locate::ptr;
 use crate::model::BundleSpec;
+use crate::rules::escalation::ErrorClass;
+use crate::rules::tools::Tier;
 use crate::validate::Checker;
+
+/// The error class a failure to keep to a boundary is put in
+/// (docs/governance.md#error-classes).
+pub const BOUNDARY_VIOLATION: &str = "boundary_violation";
 
 /// Authority levels, highest first (docs/governance.md#authority-and-precedence).
 #[derive(
@@ -81,6 +87,29 @@ impl OverridePolicy {
 }
 
 pub(crate) fn check(c: &mut Checker<'_>) {
+    check_reassignments(c);
+    let spec = c.spec;
+    for (section, rules) in [
+        ("deny_patterns", &spec.deny_patterns),
+        ("review_patterns", &spec.review_patterns),
+    ] {
+        for (i, r) in rules.iter().enumerate() {
+            let lower = r.tier.filter(|t| *t != Tier::Absolute);
+            if let Some(tier) = lower
+                && spec.overrides.absolute.contains(&r.id)
+            {
+                c.push(
+                    ptr![section, i, "tier"],
+                    Code::Contradiction,
+                    format!(
+                        "`{}` is listed in `[overrides] absolute` but its tier is {}: an absolute rule's tier is absolute",
+                        r.id,
+                        tier.as_str()
+                    ),
+                );
+            }
+        }
+    }
     let empty: Vec<usize> = c
         .spec
         .overrides
@@ -96,6 +125,62 @@ pub(crate) fn check(c: &mut Checker<'_>) {
             Code::InvalidValue,
             "an absolute rule id must not be empty",
         );
+    }
+}
+
+/// Each `reassign_to` names another agent of the registry, not `external`, that may
+/// receive what the agent receives: for every allowed edge into the agent, an allowed edge
+/// from the same sender into the new agent, carrying the same output type
+/// (docs/governance.md#reassignment-on-a-boundary-violation).
+fn check_reassignments(c: &mut Checker<'_>) {
+    let spec = c.spec;
+    for (i, a) in spec.agents.iter().enumerate() {
+        let Some(to) = a.reassign_to.as_deref() else {
+            continue;
+        };
+        let p = ptr!["agents", i, "reassign_to"];
+        if !c.agents.contains(to) {
+            c.push(
+                p,
+                Code::UnknownReference,
+                format!("unknown agent `{to}`: declare it under [[agents]]"),
+            );
+            continue;
+        }
+        if to == a.id || to == "external" {
+            c.push(
+                p,
+                Code::InvalidValue,
+                format!("`{}`'s task cannot be reassigned to `{to}`: name another agent of the registry", a.id),
+            );
+            continue;
+        }
+        let edges = &spec.interactions.allowed;
+        let missing = edges.iter().find(|e| {
+            e.to == a.id
+                && !edges.iter().any(|f| {
+                    f.from == e.from
+                        && f.to == to
+                        && (f.output_type.is_none() || f.output_type == e.output_type)
+                })
+        });
+        if let Some(e) = missing {
+            c.push(
+                p,
+                Code::Contradiction,
+                format!(
+                    "`{to}` may not receive what `{}` does: no allowed edge {} → {to}{} for the edge {} → {}",
+                    a.id,
+                    e.from,
+                    e.output_type
+                        .as_deref()
+                        .map(|t| format!(" carrying {t}"))
+                        .unwrap_or_default(),
+                    e.from,
+                    a.id
+                ),
+            );
+        }
     }
 }
 
@@ -122,6 +207,21 @@ pub struct OverrideRequest<'a> {
 pub const HUMAN_OVERRIDE_RULE: &str = "human.override";
 
 impl PolicyBundle {
+    /// The safety tier of the deny pattern `rule_id` (docs/governance.md#safety-tiers): its
+    /// own, else `absolute` when `[overrides] absolute` lists it or deny patterns are not
+    /// overridable, else `universal`. None when it is not a deny pattern.
+    #[must_use]
+    pub fn deny_pattern_tier(&self, rule_id: &str) -> Option<Tier> {
+        let p = self.spec.deny_patterns.iter().find(|p| p.id == rule_id)?;
+        let listed = self.spec.overrides.absolute.iter().any(|a| a == rule_id);
+        Some(match p.tier {
+            _ if listed => Tier::Absolute,
+            Some(tier) => tier,
+            None if self.spec.overrides.deny_patterns_overridable => Tier::Universal,
+            None => Tier::Absolute,
+        })
+    }
+
     /// Whether `rule_id` is one of the bundle's deny patterns.
     #[must_use]
     pub fn is_deny_pattern(&self, rule_id: &str) -> bool {
@@ -165,7 +265,7 @@ impl PolicyBundle {
             }
         };
         if let Some(pattern) = req.deny_pattern
-            && !self.spec.overrides.deny_patterns_overridable
+            && self.deny_pattern_tier(pattern) == Some(Tier::Absolute)
         {
             let reason = format!(
                 "`{rule}` stopped the run after a tool call the deny pattern `{pattern}` denied: \
@@ -242,7 +342,60 @@ impl PolicyBundle {
         }
     }
 
-    /// May `actor` override a decision or output of `subject`?
+    /// Does `agent`'s failure of `class` hand its task over to another agent? Only a
+    /// boundary violation does, and only when the agent's entry names `reassign_to`: the
+    /// decision (kind `escalation`, rule `agents.AGENT.reassign_to`) says to whom, its chain
+    /// naming the class and the rule (docs/governance.md#reassignment-on-a-boundary-violation).
+    #[must_use]
+    pub fn decide_reassignment(
+        &self,
+        agent: &str,
+        class: &ErrorClass,
+    ) -> Option<(String, PolicyDecision)> {
+        if class.class != BOUNDARY_VIOLATION {
+            return None;
+        }
+        let entry = self.agent(agent).and_then(|i| self.spec.agents.get(i))?;
+        let to = entry.reassign_to.clone()?;
+        let rule = format!("agents.{agent}.reassign_to");
+        let chain = vec![
+            RuleStep::new(
+                class.rule_id.as_str(),
+                StepOutcome::Applied,
+                format!("`{}` is a {}", class.code, class.class),
+            ),
+            RuleStep::new(
+                rule.as_str(),
+                StepOutcome::Applied,
+                format!("`{agent}`'s task goes to `{to}`"),
+            ),
+        ];
+        let reason = format!(
+            "{agent}'s output was rejected for a boundary violation ({}): its task is reassigned to {to}",
+            class.code
+        );
+        let decision = conclude(
+            DecisionKind::Escalation,
+            Verdict::Allow,
+            self.hash,
+            rule,
+            reason,
+            chain,
+        );
+        Some((to, decision))
+    }
+
+    /// The authority of `agent`'s registry entry (`specialist`, the lowest, for an agent
+    /// not in the registry).
+    #[must_use]
+    pub fn authority_of(&self, agent: &str) -> Authority {
+        self.agent(agent)
+            .and_then(|i| self.spec.agents.get(i))
+            .map_or(Authority::Specialist, |a| a.authority)
+    }
+
+    /// May `actor` override a decision or output of `subject`? Asked when authority
+    /// settles a fan-out's conflict (docs/governance.md#authority-between-agents).
     pub fn decide_override(&self, actor: &str, subject: &str) -> PolicyDecision {
         let k = DecisionKind::Override;
         let find = |id: &str| self.agent(id).and_then(|i| self.spec.agents.get(i));

@@ -75,6 +75,13 @@ pub struct HandoffPolicy {
     /// when default, so existing bundle hashes do not change.
     #[serde(default, skip_serializing_if = "ConflictResolution::is_default")]
     pub conflict_resolution: ConflictResolution,
+    /// Authority settles a conflict first: when the conflicting outputs come from agents
+    /// of different `authority`, the highest level's output is kept (`higher_authority`)
+    /// and the lower ones archived; between peers `conflict_resolution` decides
+    /// (docs/governance.md#authority-between-agents). Default false, so bundles without it
+    /// keep their behaviour; left out of the canonical form when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub authority_settles_conflicts: bool,
     /// A fan-out whose branch fails past retrying goes on with the other branches'
     /// outputs, the gap recorded (`fanout.branch_failed`) and told to the receivers
     /// (docs/governance.md#partial-results); false, the failure goes up the ladder and
@@ -98,6 +105,7 @@ impl Default for HandoffPolicy {
             blocked_context_fields: Vec::new(),
             agent_handoff_rules: Vec::new(),
             conflict_resolution: ConflictResolution::default(),
+            authority_settles_conflicts: false,
             fan_out_partial: false,
             context_parts: ContextParts::default(),
         }

@@ -27,6 +27,40 @@ pub struct ToolPatternRule {
     pub pattern: String,
     #[serde(default)]
     pub reason: String,
+    /// The pattern's safety tier: when a deny and a review pattern both match a call, the
+    /// higher tier decides (docs/governance.md#safety-tiers). Unset, a deny pattern is
+    /// `absolute` (`universal` under `[overrides] deny_patterns_overridable`) and a review
+    /// pattern `operational`; left out of the canonical form when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<Tier>,
+}
+
+/// Safety tiers, highest first: absolute > universal > operational
+/// (docs/governance.md#safety-tiers).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Tier {
+    /// Never overridden: by a lower rule, an agent, or a person.
+    Absolute,
+    /// Holds for every agent; a person whose role outranks it may override the block it
+    /// causes.
+    Universal,
+    /// An operational safety pattern.
+    Operational,
+}
+
+impl Tier {
+    /// The tier's name as the bundle writes it.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Absolute => "absolute",
+            Self::Universal => "universal",
+            Self::Operational => "operational",
+        }
+    }
 }
 
 /// Every deny, review, allowed and MUST NOT pattern parses.
@@ -88,12 +122,16 @@ pub(crate) struct PatternRule {
     pub pattern: ToolPattern,
     pub text: Arc<str>,
     pub reason: Arc<str>,
+    /// Its tier, the default filled in.
+    pub tier: Tier,
 }
 
 /// Every tool pattern of the bundle, parsed once; agents' lists by agent position.
 pub(crate) struct Patterns {
     deny: Vec<PatternRule>,
     review: Vec<PatternRule>,
+    /// Whether any pattern sets its tier: only then do decisions name tiers.
+    tiers: bool,
     allowed: Vec<Vec<ToolPattern>>,
     must_not: Vec<Vec<(Arc<str>, ToolPattern)>>,
 }
@@ -124,16 +162,36 @@ impl Patterns {
                     .collect()
             })
             .collect();
+        let deny_default = if spec.overrides.deny_patterns_overridable {
+            Tier::Universal
+        } else {
+            Tier::Absolute
+        };
+        let absolute = |id: &str| spec.overrides.absolute.iter().any(|a| a == id);
+        let tiered = |rules: &[ToolPatternRule], default: Tier| {
+            let mut compiled = patterns(rules, default);
+            for r in &mut compiled {
+                if absolute(&r.id) {
+                    r.tier = Tier::Absolute;
+                }
+            }
+            compiled
+        };
         Self {
-            deny: patterns(&spec.deny_patterns),
-            review: patterns(&spec.review_patterns),
+            deny: tiered(&spec.deny_patterns, deny_default),
+            review: tiered(&spec.review_patterns, Tier::Operational),
+            tiers: spec
+                .deny_patterns
+                .iter()
+                .chain(&spec.review_patterns)
+                .any(|r| r.tier.is_some()),
             allowed,
             must_not,
         }
     }
 }
 
-fn patterns(rules: &[ToolPatternRule]) -> Vec<PatternRule> {
+fn patterns(rules: &[ToolPatternRule], default: Tier) -> Vec<PatternRule> {
     rules
         .iter()
         .filter_map(|r| {
@@ -144,6 +202,7 @@ fn patterns(rules: &[ToolPatternRule]) -> Vec<PatternRule> {
                     pattern,
                     text: r.pattern.as_str().into(),
                     reason: r.reason.as_str().into(),
+                    tier: r.tier.unwrap_or(default),
                 })
         })
         .collect()
@@ -185,12 +244,59 @@ impl PolicyBundle {
             .allowed
             .get(ai)
             .and_then(|ps| ps.iter().position(|p| p.matches(&parsed)));
-        if let Some(r) = self.tools.deny.iter().find(|r| r.pattern.matches(&parsed)) {
+        // The highest tier's pattern of each kind (the first by id among equals).
+        let highest = |rules: &'_ [PatternRule]| {
+            rules
+                .iter()
+                .filter(|r| r.pattern.matches(&parsed))
+                .min_by_key(|r| r.tier)
+                .cloned()
+        };
+        let denied = highest(&self.tools.deny);
+        let reviewed = highest(&self.tools.review);
+        let tiers = self.tools.tiers;
+        let named = |kind: &str, r: &PatternRule| {
+            if tiers {
+                format!("{kind} pattern `{}` (tier {})", r.text, r.tier.as_str())
+            } else {
+                format!("{kind} pattern `{}`", r.text)
+            }
+        };
+        // A review pattern of a strictly higher tier outranks the deny pattern: the call
+        // goes on to the agent's own rules, then to a person.
+        let outranked = match (&denied, &reviewed) {
+            (Some(d), Some(r)) if r.tier < d.tier => {
+                chain.push(RuleStep::new(
+                    d.id.clone(),
+                    StepOutcome::Overridden,
+                    format!(
+                        "{}, below review pattern `{}` (tier {})",
+                        named("deny", d),
+                        r.text,
+                        r.tier.as_str()
+                    ),
+                ));
+                true
+            }
+            _ => false,
+        };
+        if let Some(r) = denied.as_ref().filter(|_| !outranked) {
             chain.push(RuleStep::new(
                 r.id.clone(),
                 StepOutcome::Applied,
-                format!("deny pattern `{}`", r.text),
+                named("deny", r),
             ));
+            if let Some(rev) = reviewed.as_ref().filter(|_| tiers) {
+                chain.push(RuleStep::new(
+                    rev.id.clone(),
+                    StepOutcome::Overridden,
+                    format!(
+                        "{}, not above the deny pattern's tier {}",
+                        named("review", rev),
+                        r.tier.as_str()
+                    ),
+                ));
+            }
             if let Some(i) = allowed_match {
                 let text = self
                     .spec
@@ -256,16 +362,11 @@ impl PolicyBundle {
             StepOutcome::Applied,
             "allowed tool",
         ));
-        if let Some(r) = self
-            .tools
-            .review
-            .iter()
-            .find(|r| r.pattern.matches(&parsed))
-        {
+        if let Some(r) = reviewed {
             chain.push(RuleStep::new(
                 r.id.clone(),
                 StepOutcome::Applied,
-                format!("review pattern `{}`", r.text),
+                named("review", &r),
             ));
             return conclude(
                 k,
@@ -309,6 +410,89 @@ mod tests {
         assert_eq!(
             b.decide_tool_call("a", "Bash(oops", &[]).verdict,
             Verdict::Deny
+        );
+    }
+
+    fn tiered(deny_tier: &str, review_tier: &str, extra: &str) -> PolicyBundle {
+        let src = format!(
+            r#"
+            bundle = {{ id = "t" }}
+            agents = [{{ id = "lead", authority = "human" }}, {{ id = "a", allowed_tools = ["Bash"] }}]
+            deny_patterns = [{{ id = "no-push", pattern = "Bash(git push*)", reason = "no pushes"{deny_tier} }}]
+            review_patterns = [{{ id = "review-push", pattern = "Bash(git push*)", reason = "a person looks"{review_tier} }}]
+            {extra}
+        "#
+        );
+        PolicyBundle::from_toml_str(&src, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn the_higher_tier_decides_between_a_deny_and_a_review_pattern() {
+        // Default tiers: the deny pattern (absolute) over the review pattern
+        // (operational), and the chain as without tiers.
+        let plain = tiered("", "", "");
+        let d = plain.decide_tool_call("a", "Bash(git push)", &[]);
+        assert_eq!((d.verdict, &*d.rule_id), (Verdict::Deny, "no-push"));
+        assert_eq!(d.chain[0].note.as_ref(), "deny pattern `Bash(git push*)`");
+        // A review pattern of a higher tier outranks the deny pattern: a person decides.
+        let b = tiered(", tier = \"operational\"", ", tier = \"universal\"", "");
+        let d = b.decide_tool_call("a", "Bash(git push)", &[]);
+        assert_eq!(
+            (d.verdict, &*d.rule_id),
+            (Verdict::NeedsApproval, "review-push")
+        );
+        assert_eq!(d.chain[0].outcome, StepOutcome::Overridden);
+        assert!(
+            d.chain[0].note.contains("tier operational"),
+            "{:?}",
+            d.chain
+        );
+        assert!(
+            d.chain.last().unwrap().note.contains("tier universal"),
+            "{:?}",
+            d.chain
+        );
+        // Equal tiers: the deny pattern wins, the review pattern marked overridden.
+        let b = tiered(", tier = \"universal\"", ", tier = \"universal\"", "");
+        let d = b.decide_tool_call("a", "Bash(git push)", &[]);
+        assert_eq!((d.verdict, &*d.rule_id), (Verdict::Deny, "no-push"));
+        assert_eq!(d.chain[1].rule_id.as_ref(), "review-push");
+        assert_eq!(d.chain[1].outcome, StepOutcome::Overridden);
+        // A tier is hashed only when set.
+        assert_ne!(plain.hash(), b.hash());
+        assert_eq!(plain.hash(), tiered("", "", "").hash());
+    }
+
+    #[test]
+    fn only_an_absolute_deny_pattern_is_beyond_a_persons_override() {
+        use crate::{Authority, OverrideRequest};
+        let req = OverrideRequest {
+            role: "lead",
+            rule_id: "escalation.block",
+            level: Authority::GlobalRules,
+            deny_pattern: Some("no-push"),
+        };
+        let verdict = |b: &PolicyBundle| b.decide_human_override(&req).verdict;
+        assert_eq!(verdict(&tiered("", "", "")), Verdict::Deny);
+        assert_eq!(
+            verdict(&tiered(", tier = \"universal\"", "", "")),
+            Verdict::Allow
+        );
+        let open = "[overrides]\ndeny_patterns_overridable = true";
+        assert_eq!(verdict(&tiered("", "", open)), Verdict::Allow);
+        assert_eq!(
+            verdict(&tiered(", tier = \"absolute\"", "", open)),
+            Verdict::Deny,
+            "a pattern's own absolute tier holds over the bundle-wide setting"
+        );
+        let listed = "[overrides]\ndeny_patterns_overridable = true\nabsolute = [\"no-push\"]";
+        assert_eq!(verdict(&tiered("", "", listed)), Verdict::Deny);
+        let contradiction = "bundle = { id = \"t\" }\ndeny_patterns = [{ id = \"p\", pattern = \"Bash\", tier = \"universal\" }]\n[overrides]\nabsolute = [\"p\"]\n";
+        let e = PolicyBundle::from_toml_str(contradiction, "t.toml").unwrap_err();
+        assert!(
+            e.to_string().contains("its tier is universal")
+                || format!("{e:?}").contains("its tier is universal"),
+            "{e:?}"
         );
     }
 }

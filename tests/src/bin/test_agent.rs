@@ -35,6 +35,8 @@
 //! The payload is `--payload JSON`, else the first decision input's payload, else `{}`.
 //! `--partial`: the scripted modes answer PARTIAL (MEDIUM confidence, one warning)
 //! instead of SUCCESS.
+//! `--ran-tool NAME ARGUMENTS`: the scripted modes report that they ran the tool NAME with
+//! ARGUMENTS (`tool_calls`), which docket checks at the boundary.
 //! `--record FILE` appends every request line received to FILE (what reached stdin).
 //! `--banner-once FILE`: when FILE does not exist, creates it and writes a banner line on
 //! stdout as the process starts (a stray line, as a library printing a notice on its first
@@ -91,6 +93,7 @@ struct Script {
     wait_for: Option<String>,
     ask_first: bool,
     priority: Option<docket_decider::Priority>,
+    ran_tool: Option<(String, String)>,
 }
 
 /// Creates `path` if it does not exist; whether this call created it.
@@ -140,6 +143,10 @@ fn main() -> ExitCode {
             script.wait_for = Some(value("--for"));
         } else if arg == "--ask-first" {
             script.ask_first = true;
+        } else if arg == "--ran-tool" {
+            let name = value("--ran-tool");
+            let arguments = value("--ran-tool");
+            script.ran_tool = Some((name, arguments));
         } else if arg == "--partial" {
             script.partial = true;
         } else if arg == "--record" {
@@ -435,6 +442,13 @@ fn main() -> ExitCode {
                 };
                 let mut response =
                     AgentResponse::success(request.request_id.clone(), Confidence::High, actions);
+                if let Some((name, arguments)) = &script.ran_tool {
+                    response.tool_calls.push(docket_decider::ToolCall {
+                        name: name.clone(),
+                        arguments: arguments.clone(),
+                    });
+                    response.usage.tool_calls += 1;
+                }
                 if script.partial {
                     response.status = docket_decider::ResponseStatus::Partial;
                     response.confidence_level = Some(Confidence::Medium);

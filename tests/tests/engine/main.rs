@@ -6,6 +6,7 @@ mod agent_executors;
 mod agent_protocol;
 mod architecture;
 mod audit_reading;
+mod authority;
 mod backends;
 mod circuit_breaker;
 mod effect_durable_points;

@@ -364,5 +364,43 @@ fn rejections_at_checkpoint_2_are_retried_up_to_the_hard_stop() {
     assert!(!decision_handoffs(&events).contains(&("governance", "external")));
     // The summary says how to go on: only a person, by an override.
     assert!(text.contains("docket override g1"), "{text}");
+    // The people of the registry: the operator (global_rules) is a peer of the ladder's
+    // rule and is refused, nothing recorded; the analyst (`reviewer`, human) overrides.
+    let before = run_events(&data, "g1").len();
+    let refused = docket_on(
+        &data,
+        &[
+            "override",
+            "g1",
+            "--by",
+            "olu",
+            "--role",
+            "operator",
+            "--reason",
+            "try again",
+        ],
+    );
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert_ne!(exit_code(&refused), 0, "{said}");
+    assert!(said.contains("roles that outrank it: reviewer"), "{said}");
+    assert_eq!(run_events(&data, "g1").len(), before, "nothing recorded");
+    let overridden = docket_on(
+        &data,
+        &[
+            "override",
+            "g1",
+            "--by",
+            "ana",
+            "--role",
+            "reviewer",
+            "--reason",
+            "the recommendations are checked by hand",
+        ],
+    );
+    let events = run_events(&data, "g1");
+    let overrode = events_of_kind(&events, "human.overrode");
+    assert_eq!(overrode.len(), 1, "{}", stdout_text(&overridden));
+    assert_eq!(overrode[0]["payload"]["role"], "reviewer");
+    assert_eq!(overrode[0]["payload"]["by"], "ana");
     replays_and_exports(&data, "g1");
 }

@@ -23,6 +23,11 @@ impl Batch<'_> {
         let agent = call.recorded.target_agent.clone();
         let failures = call.recorded.attempt;
         let class = self.bundle.error_class(code);
+        // A boundary violation hands the task to another agent when the bundle says so
+        // (docs/governance.md#reassignment-on-a-boundary-violation).
+        if self.reassign(request_id, &call, &class, message) {
+            return;
+        }
         let esc = self.bundle.decide_escalation(failures, Some(&class));
         let action = esc.action;
         let rule = esc.decision.rule_id.to_string();

@@ -4,13 +4,26 @@
 //! without, its receivers told (docs/governance.md#partial-results).
 
 use super::*;
-use crate::events::{BranchGap, LABELLED_INPUTS};
+use crate::events::{AGENT_AUTHORITY, BranchGap, LABELLED_INPUTS};
 use crate::state::Call;
+use docket_policies::Authority;
 use docket_policies::ErrorClass;
 use docket_protocol::{AgentId, CallId, ConflictingOutput, SettledConflict, Settlement};
 
 /// The output type of the decision input that tells a receiver of a fan-out's gap.
 const BRANCH_FAILED: &str = "branch_failed";
+
+/// A conflict's `resolution` when authority settled it.
+const HIGHER_AUTHORITY: &str = "higher_authority";
+
+/// What authority left of a conflict.
+enum Outranked {
+    /// One output outranked every other: kept, labelled with the conflict.
+    Kept(Box<Delivery>),
+    /// The outputs of the highest authority among them (all of them when authority does
+    /// not settle conflicts or they are peers), to be settled as any conflict.
+    Peers(Vec<Delivery>),
+}
 
 impl Batch<'_> {
     /// Sends governed outputs on: one call per receiving agent, carrying every output for
@@ -150,6 +163,22 @@ impl Batch<'_> {
                 proceed.push(first);
                 continue;
             }
+            // Authority first (decider version 15): the highest level's outputs are kept,
+            // the lower ones archived; between peers, as below.
+            let list = match self.settle_by_authority(group, list) {
+                Outranked::Kept(kept) => {
+                    proceed.push(*kept);
+                    continue;
+                }
+                Outranked::Peers(peers) => peers,
+            };
+            let Some(first) = list.first().cloned() else {
+                continue;
+            };
+            if list.iter().all(|d| d.payload == first.payload) {
+                proceed.push(first);
+                continue;
+            }
             let best = list.iter().filter_map(|d| d.confidence).max();
             let top: Vec<usize> = (0..list.len())
                 .filter(|i| best.is_some() && list[*i].confidence == best)
@@ -183,6 +212,73 @@ impl Batch<'_> {
             }
         }
         self.resolve_or_ask(group, origin, for_human, proceed);
+    }
+
+    /// With `[multi_agent_handoffs] authority_settles_conflicts`, from decider version 15
+    /// ([`AGENT_AUTHORITY`]): the conflicting outputs of agents below the highest
+    /// authority among them are overridden by it (docs/governance.md#authority-between-agents).
+    /// One output at the highest level is kept (`higher_authority`, the conflict
+    /// recorded, each overridden output decided and archived); several at the highest
+    /// level are peers, returned to be settled as any conflict, the lower ones archived.
+    fn settle_by_authority(&mut self, group: &str, list: Vec<Delivery>) -> Outranked {
+        let applies = self.state.decider_version() >= AGENT_AUTHORITY
+            && self
+                .bundle
+                .spec()
+                .multi_agent_handoffs
+                .authority_settles_conflicts;
+        let levels: Vec<Authority> = list
+            .iter()
+            .map(|d| self.bundle.authority_of(&d.from))
+            .collect();
+        let Some(top) = levels.iter().min().copied() else {
+            return Outranked::Peers(list);
+        };
+        if !applies || levels.iter().all(|l| *l == top) {
+            return Outranked::Peers(list);
+        }
+        let at_top: Vec<usize> = (0..list.len()).filter(|i| levels[*i] == top).collect();
+        let winner = (at_top.len() == 1).then(|| at_top[0]);
+        if let Some(w) = winner {
+            self.push(RunEvent::ConflictDetected {
+                group: group.to_owned(),
+                candidates: list.clone(),
+                resolution: HIGHER_AUTHORITY.to_owned(),
+                winner: Some(w),
+            });
+        }
+        let by = at_top
+            .first()
+            .map(|i| list[*i].from.clone())
+            .unwrap_or_default();
+        for (i, d) in list.iter().enumerate() {
+            if levels[i] == top {
+                continue;
+            }
+            let decision = self.bundle.decide_override(&by, &d.from);
+            self.push(RunEvent::PolicyDecided {
+                subject: group.to_owned(),
+                decision,
+            });
+            self.push(RunEvent::OutputArchived {
+                group: group.to_owned(),
+                delivery: d.clone(),
+                reason: format!(
+                    "conflict resolved for {by}'s output (higher authority: {} over {})",
+                    top.as_str(),
+                    levels[i].as_str()
+                ),
+            });
+        }
+        match winner {
+            Some(w) => Outranked::Kept(Box::new(self.kept(
+                &list,
+                w,
+                Settlement::HigherAuthority,
+                None,
+            ))),
+            None => Outranked::Peers(at_top.into_iter().map(|i| list[i].clone()).collect()),
+        }
     }
 
     /// The output of `list` kept at `kept`, carrying from decider version 14

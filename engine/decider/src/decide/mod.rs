@@ -48,6 +48,7 @@ mod cancel;
 mod overrides;
 // Pausing a run and letting it go on.
 mod pause;
+mod reassign;
 mod response;
 mod ticket;
 use ticket::HumanWords;

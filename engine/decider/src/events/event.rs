@@ -227,6 +227,15 @@ pub(crate) const PERSON_DOMAIN_WRITES: u32 = 15;
 /// (docs/governance.md#domain-content). Earlier versions knew no attachers.
 pub(crate) const DOMAIN_ATTACH: u32 = 15;
 
+/// Decider version 15: authority between agents. An agent's boundary violation (a failure
+/// of class `boundary_violation`) hands its task over to the agent its registry entry
+/// names in `reassign_to` (`task.reassigned`, the rejected output archived); a fan-out
+/// conflict between outputs of agents of different authority keeps the highest's
+/// (`higher_authority`) when the bundle lets authority settle conflicts; and rules of
+/// different safety tiers order by tier (docs/governance.md#authority-and-precedence).
+/// Earlier versions retried the same agent and settled conflicts by confidence alone.
+pub(crate) const AGENT_AUTHORITY: u32 = 15;
+
 /// The oldest decider version this build decides as: a run recorded by an older one (or
 /// a newer one than [`DECIDER_VERSION`]) is refused, by replay and by resume alike, with
 /// both versions named, rather than decided by behaviour it was not recorded with.
@@ -486,6 +495,28 @@ pub enum RunEvent {
         /// The winner's index, when decided without a human.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         winner: Option<usize>,
+    },
+    /// Decision: an agent's output was rejected for a boundary violation and its task
+    /// handed to the agent its registry entry names in `reassign_to`, with the same input
+    /// (docs/governance.md#reassignment-on-a-boundary-violation). The rejected output is
+    /// archived: it stays in the log as the call's answer and is never delivered. The
+    /// new agent's call follows.
+    #[serde(rename = "task.reassigned")]
+    TaskReassigned {
+        /// The call whose output was rejected.
+        request_id: CallId,
+        /// The agent it was rejected from.
+        from: AgentId,
+        /// The agent that takes the task over.
+        to: AgentId,
+        /// The rule that reassigned it (`agents.FROM.reassign_to`).
+        rule_id: String,
+        /// The violation: its error code.
+        error_code: String,
+        /// Its class (`boundary_violation`).
+        error_class: String,
+        /// What was violated.
+        error_message: String,
     },
     /// Decision: a losing output, archived (never deleted).
     #[serde(rename = "output.archived")]
@@ -901,6 +932,7 @@ impl RunEvent {
         "output.held",
         "output.conflict_detected",
         "output.archived",
+        "task.reassigned",
         "fanout.joined",
         "fanout.branch_failed",
         "risk.classified",
@@ -966,6 +998,7 @@ impl RunEvent {
             Self::OutputHeld { .. } => "output.held",
             Self::ConflictDetected { .. } => "output.conflict_detected",
             Self::OutputArchived { .. } => "output.archived",
+            Self::TaskReassigned { .. } => "task.reassigned",
             Self::FanoutJoined { .. } => "fanout.joined",
             Self::FanoutBranchFailed { .. } => "fanout.branch_failed",
             Self::RiskClassified { .. } => "risk.classified",

@@ -342,7 +342,8 @@ impl RunState {
             | RunEvent::HumanWroteDomain(_)
             | RunEvent::RiskClassified { .. }
             | RunEvent::ConflictDetected { .. }
-            | RunEvent::OutputArchived { .. } => {}
+            | RunEvent::OutputArchived { .. }
+            | RunEvent::TaskReassigned { .. } => {}
             // Episodes: folded below, after every other concern.
             RunEvent::EpisodeStarted { .. }
             | RunEvent::EpisodeActionDenied { .. }

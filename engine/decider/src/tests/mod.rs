@@ -35,6 +35,7 @@ use crate::{
 use docket_protocol::CallId;
 use docket_protocol::{Action, AgentRequest, AgentResponse, Confidence, ToolCall, Usage};
 
+pub(crate) mod authority;
 pub(crate) mod browser;
 pub(crate) mod cancel;
 pub(crate) mod capability;
@@ -52,6 +53,7 @@ pub(crate) mod intent;
 pub(crate) mod live;
 pub(crate) mod overrides;
 pub(crate) mod pause;
+pub(crate) mod reassign;
 pub(crate) mod replay;
 pub(crate) mod response;
 pub(crate) mod signal;
@@ -656,7 +658,15 @@ pub(crate) fn fanned_out_with(resolution: &str, extra: &str) -> History {
 
 /// [`fanned_out_with`], the run recorded by decider version `version`.
 pub(crate) fn fanned_out_recorded_by(resolution: &str, extra: &str, version: u32) -> History {
-    let (b, src) = fanout_bundle_with(resolution, extra);
+    let (_, src) = fanout_bundle_with(resolution, extra);
+    fanned_out_under(&src, version)
+}
+
+/// [`fanned_out`] under the fan-out bundle's text `src` (its agents as there), the run
+/// recorded by decider version `version`.
+pub(crate) fn fanned_out_under(src: &str, version: u32) -> History {
+    let src = src.to_owned();
+    let b = PolicyBundle::from_toml_str(&src, "fan.toml").expect("valid");
     let workflow = WorkflowSpec {
         name: "fan".into(),
         policy: "fan.toml".into(),

@@ -183,12 +183,12 @@ class ConflictingOutput:
 @dataclass(frozen=True)
 class SettledConflict:
     """A conflict among a fan-out's outputs of one type for you: every output, how it was
-    settled (``higher_confidence`` or ``person``) and by whom. Do not hide it: say in your
+    settled (``higher_authority``, ``higher_confidence`` or ``person``) and by whom. Do not hide it: say in your
     own output that there was one and how it was settled."""
 
     output_type: str
     receiver: str
-    settled_by: Literal["higher_confidence", "person"]
+    settled_by: Literal["higher_authority", "higher_confidence", "person"]
     outputs: tuple[ConflictingOutput, ...]
     decided_by: str | None = None
     ticket: str | None = None
@@ -549,8 +549,11 @@ def _strings(r: _Reader, key: str) -> tuple[str, ...]:
 def _conflict(item: Any, where: str, request_id: str | None) -> SettledConflict:
     r = _Reader(item, where, request_id)
     settled_by = r.string("settled_by")
-    if settled_by not in ("higher_confidence", "person"):
-        raise r.fail("settled_by", f"expected higher_confidence or person, got {settled_by!r}")
+    if settled_by not in ("higher_authority", "higher_confidence", "person"):
+        raise r.fail(
+            "settled_by",
+            f"expected higher_authority, higher_confidence or person, got {settled_by!r}",
+        )
     outputs = []
     for i, output in enumerate(r.array("outputs")):
         o = _Reader(output, f"{where}.outputs[{i}]", request_id)
