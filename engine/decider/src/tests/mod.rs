@@ -53,6 +53,7 @@ pub(crate) mod overrides;
 pub(crate) mod pause;
 pub(crate) mod replay;
 pub(crate) mod response;
+pub(crate) mod session;
 pub(crate) mod signal;
 pub(crate) mod snapshot;
 pub(crate) mod ticket;
@@ -460,6 +461,7 @@ pub(crate) fn is_context_crossing(event: &RunEvent) -> bool {
         RunEvent::HandoffAllowed { from, input: docket_policies::InputKind::Context, output_type, .. }
             if (from == crate::EXTERNAL && output_type == "original_request")
                 || (from == "human" && output_type == "decisions")
+                || output_type.starts_with("session.")
     )
 }
 
@@ -588,6 +590,7 @@ pub(crate) fn run_requested(b: &PolicyBundle) -> RunRequested {
         decider_version: DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     }
 }
 
@@ -683,6 +686,7 @@ pub(crate) fn fanned_out_recorded_by(resolution: &str, extra: &str, version: u32
         decider_version: version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     let mut run = History::new(b).given(&given).clock(2_000, 0);
@@ -796,6 +800,7 @@ pub(crate) fn effects_run_under(source: &str, entry: &str, decider_version: u32)
         decider_version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(1_000, 10)
