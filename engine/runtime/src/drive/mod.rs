@@ -62,7 +62,7 @@ pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
-pub use summary::RunSummary;
+pub use summary::{RunSummary, SessionMark};
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use summary::summarize;
 

@@ -30,7 +30,7 @@ pub fn message_input(previous: &Value, message: &str) -> Value {
     Value::Object(input)
 }
 
-impl<S: EventStore> Runtime<S> {
+impl<S: EventStore + 'static> Runtime<S> {
     /// Records the next turn of `run`'s session, started by `message` from `by`, without
     /// driving it ([`Recorded::drive`] goes on): a new run, named by [`turn_run_id`],
     /// whose `run.requested` carries the session's earlier turns. `run` must be the
