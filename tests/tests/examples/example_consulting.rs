@@ -425,7 +425,9 @@ fn a_follow_up_builds_on_the_earlier_answer_without_asking_again() {
     );
     let out = docket_on(
         &data,
-        &["answer", "talk", "ticket-1", "--by", "dana", "--choice", "1"],
+        &[
+            "answer", "talk", "ticket-1", "--by", "dana", "--choice", "1",
+        ],
     );
     assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
     let first = output(&run_events(&data, "talk")).clone();
@@ -454,18 +456,33 @@ fn a_follow_up_builds_on_the_earlier_answer_without_asking_again() {
         session["told_us"][0]["request"]["user_message"], "I need some help with Germany",
         "{session}"
     );
-    assert_eq!(session["we_told"][0]["output"]["answer"], first["answer"], "{session}");
+    assert_eq!(
+        session["we_told"][0]["output"]["answer"], first["answer"],
+        "{session}"
+    );
     assert_eq!(session["decisions"][0]["by"], "dana", "{session}");
     assert_eq!(session["decisions"][0]["choice"], 1, "{session}");
-    assert!(events_of_kind(&events, "human.escalated").is_empty(), "ORC did not ask again");
+    assert!(
+        events_of_kind(&events, "human.escalated").is_empty(),
+        "ORC did not ask again"
+    );
     let crossed: Vec<String> = events_of_kind(&events, "handoff.allowed")
         .into_iter()
         .filter(|e| e["payload"]["decision"]["rule_id"] == "context.session")
-        .map(|e| e["payload"]["output_type"].as_str().unwrap_or_default().to_owned())
+        .map(|e| {
+            e["payload"]["output_type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
         .collect();
     assert_eq!(
         crossed,
-        ["session.told_us.turn-1", "session.we_told.turn-1", "session.decisions"]
+        [
+            "session.told_us.turn-1",
+            "session.we_told.turn-1",
+            "session.decisions"
+        ]
     );
     let answer = output(&events);
     assert_eq!(

@@ -1096,12 +1096,7 @@ fn a_message_to_a_finished_run_starts_one_next_turn_and_the_rest_are_409() {
             .is_some_and(|m| m.contains("latest turn is run talk-1.2")),
         "{body}"
     );
-    let (status, body) = server.call(
-        "GET",
-        "/api/runs?limit=10",
-        operator,
-        None,
-    );
+    let (status, body) = server.call("GET", "/api/runs?limit=10", operator, None);
     assert_eq!(status, 200, "{body}");
     let listed = body.to_string();
     assert!(!listed.contains("talk-1.3"), "one turn started: {listed}");
@@ -1120,7 +1115,10 @@ fn a_message_to_a_finished_run_starts_one_next_turn_and_the_rest_are_409() {
         handoff["session"]["told_us"][0]["request"]["task"], "first",
         "{handoff}"
     );
-    assert_eq!(handoff["session"]["decisions"][0]["by"], "approver-user", "{handoff}");
+    assert_eq!(
+        handoff["session"]["decisions"][0]["by"], "approver-user",
+        "{handoff}"
+    );
     let input = events["events"][0]["payload"]["input"].clone();
     assert_eq!(input, json!({ "task": "first", "message": "and then?" }));
 }

@@ -234,8 +234,16 @@ impl Batch<'_> {
         part.insert("id".to_owned(), json!(session.id));
         part.insert("turn".to_owned(), json!(session.turn));
         let conversation = [
-            ("told_us", "request", "the user's request of the session's turn"),
-            ("we_told", "output", "what the session's turn answered the user"),
+            (
+                "told_us",
+                "request",
+                "the user's request of the session's turn",
+            ),
+            (
+                "we_told",
+                "output",
+                "what the session's turn answered the user",
+            ),
         ];
         for (name, field, what) in conversation {
             if original_part == ContentPart::None {
@@ -293,7 +301,9 @@ impl Batch<'_> {
                 None => {
                     let why = self.session_authority(
                         output_type,
-                        format!("{to} is told the decisions people made in the session's earlier turns"),
+                        format!(
+                            "{to} is told the decisions people made in the session's earlier turns"
+                        ),
                     );
                     self.gate_content(
                         "human",

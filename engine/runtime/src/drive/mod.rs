@@ -62,9 +62,9 @@ pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
-pub use summary::{RunSummary, SessionMark};
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use summary::summarize;
+pub use summary::{RunSummary, SessionMark};
 
 /// Why a message cannot start the next turn of a run's session now
 /// (docs/agent-protocol.md#sessions).
@@ -662,7 +662,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             Some(run_id),
             (Some(Box::new(scheduled)), None),
         )
-            .await
+        .await
     }
 
     /// Records a new run's first batch; `origin` is what started it besides a person: a

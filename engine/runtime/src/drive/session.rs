@@ -7,7 +7,7 @@ use serde_json::Value;
 use docket_decider::{RunId, RunStatus, Session};
 use docket_store::EventStore;
 
-use super::{Recorded, TurnRefusal, Runtime, RuntimeError};
+use super::{Recorded, Runtime, RuntimeError, TurnRefusal};
 use crate::workflow::Workflow;
 
 /// The run id of a session's turn `turn` (from 2): derived from the session's id, so two

@@ -251,7 +251,10 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
     // A later turn of the session (`docket send`): the user's follow-up, answered from
     // what the session already holds, without asking again what they told us.
     if let Some(follow_up) = user["message"].as_str()
-        && let Some(session) = request.context.get("handoff").and_then(|h| h.get("session"))
+        && let Some(session) = request
+            .context
+            .get("handoff")
+            .and_then(|h| h.get("session"))
         && let Some(response) = follow_up_answer(request, user, session, follow_up)
     {
         return response;
@@ -346,11 +349,13 @@ pub fn follow_up_answer(
     let chosen = session["decisions"]
         .as_array()
         .and_then(|d| {
-            d.iter().rev().find_map(|d| match (d["answer"].as_str(), d["choice"].as_u64()) {
-                (Some(words), _) => Some(format!("\"{words}\"")),
-                (None, Some(n)) => Some(format!("option {n}")),
-                _ => None,
-            })
+            d.iter()
+                .rev()
+                .find_map(|d| match (d["answer"].as_str(), d["choice"].as_u64()) {
+                    (Some(words), _) => Some(format!("\"{words}\"")),
+                    (None, Some(n)) => Some(format!("option {n}")),
+                    _ => None,
+                })
         })
         .map(|c| format!(" (you answered {c} when asked, so I do not ask again)"))
         .unwrap_or_default();
@@ -358,11 +363,19 @@ pub fn follow_up_answer(
         .as_str()
         .unwrap_or_default();
     let npv = case.get("npv").and_then(Value::as_f64).unwrap_or(0.0);
-    let budget = user["constraints"]["budget_range"][1].as_f64().unwrap_or(0.0);
-    let share = if budget > 0.0 { npv / budget * 100.0 } else { 0.0 };
+    let budget = user["constraints"]["budget_range"][1]
+        .as_f64()
+        .unwrap_or(0.0);
+    let share = if budget > 0.0 {
+        npv / budget * 100.0
+    } else {
+        0.0
+    };
     let answer = format!(
         "Building on your business case \"{}\" from turn {turn}{chosen}, answering \"{first_request}\": its NPV of {npv} is {share:.2}% of the upper end of your budget ({budget}). You asked: \"{follow_up}\".",
-        case.get("title").and_then(Value::as_str).unwrap_or_default(),
+        case.get("title")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
     );
     Some(
         ok(
