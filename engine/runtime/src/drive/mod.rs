@@ -89,6 +89,13 @@ pub enum TurnRefusal {
         /// The session's latest turn's run.
         latest: RunId,
     },
+    /// The run's workflow records values to be withheld and erased (`[evidence]
+    /// redactable = true`): the copy of its earlier turns a next turn records would escape
+    /// erasure, so its runs take no message.
+    #[error(
+        "its workflow records redactable values ([evidence] redactable = true), and a next turn would copy them where `docket shred` cannot erase them: start a new run instead"
+    )]
+    Redactable,
     /// Another message started the next turn first.
     #[error(
         "another message started its next turn (turn {turn}, run {run}) meanwhile: send yours to that run once it finished"

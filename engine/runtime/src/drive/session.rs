@@ -71,6 +71,12 @@ impl<S: EventStore + 'static> Runtime<S> {
                 why: TurnRefusal::NotFinished(status),
             });
         }
+        if request.workflow.evidence.redactable {
+            return Err(RuntimeError::TurnRefused {
+                run: run.clone(),
+                why: TurnRefusal::Redactable,
+            });
+        }
         let (session_id, turn, mut turns) = match request.session.as_deref() {
             Some(s) => (s.id.clone(), s.turn, s.turns.clone()),
             None => (run.clone(), 1, Vec::new()),
