@@ -45,6 +45,22 @@ pub(crate) enum RunCommand {
         #[arg(long)]
         queue: bool,
     },
+    /// Send the user's next message to a finished run: it starts the session's next turn.
+    ///
+    /// A new run (id `SESSION.N`, turn N of the session the run belongs to) of the same workflow, its input the previous turn's with
+    /// `message` set to TEXT, whose agents are told what the earlier turns' user said, what they were answered and what people decided
+    /// (`context.handoff.session`), so they do not ask again. The run must be the session's latest turn and completed, failed or
+    /// cancelled. Driven like `docket run` (over PostgreSQL, queued for the workers). See docs/agent-protocol.md#sessions.
+    Send {
+        /// The run (the session's latest turn).
+        run: RunId,
+        /// The user's message.
+        #[arg(long, value_name = "TEXT")]
+        message: String,
+        /// Who sends it (recorded in the new run's log).
+        #[arg(long, value_name = "NAME", value_parser = someone, default_value = "user")]
+        by: String,
+    },
     /// Continue a run from its log: calls without a recorded answer are made again.
     Resume {
         /// The run id.
@@ -573,6 +589,19 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let history = history_of(&rt, &outcome.run_id).await?;
             Ok(summary(out, &outcome, history.handoffs()))
         }
+        RunCommand::Send { run, message, by } => {
+            let rt = open(data).await?;
+            let recorded = rt.record_turn(&run, &message, &by).await?;
+            let turn = recorded.state().run_id().cloned().unwrap_or_default();
+            if let Some(session) = recorded.state().session() {
+                say!(
+                    "run {turn} recorded: turn {} of session {}; follow it with: docket status {turn}",
+                    session.turn,
+                    session.id
+                );
+            }
+            handed_on(out, &rt, data, &turn, recorded).await
+        }
         RunCommand::Resume { run } => {
             let rt = open(data).await?;
             let app = crate::verify::app(&rt, data);
@@ -784,11 +813,14 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                 } else {
                     ""
                 };
+                let workflow = match &run.session {
+                    Some(s) => format!("{} (session {}, turn {})", run.workflow, s.id, s.turn),
+                    None => run.workflow.clone(),
+                };
                 outln!(
                     out,
-                    "{}\t{}\t{status}{overridable}\t{} events{tickets}",
+                    "{}\t{workflow}\t{status}{overridable}\t{} events{tickets}",
                     run.run_id,
-                    run.workflow,
                     run.events
                 );
             }
@@ -928,6 +960,9 @@ fn status_json(outcome: &RunOutcome, handoffs: &[HandoffRecord]) -> Value {
         "status": s.status(),
         "forked_from": s.request().and_then(|r| r.forked_from.as_deref()),
         "scheduled": s.request().and_then(|r| r.scheduled.as_deref()),
+        "session": s.session().map(|x| json!({
+            "id": x.id, "turn": x.turn, "previous_run": x.previous_run, "by": x.by,
+        })),
         "events": s.version(),
         "handoffs": handoffs,
         "open_tickets": s.open_tickets().map(|(id, t)| json!({"ticket": id, "reason": t.reason})).collect::<Vec<_>>(),

@@ -62,6 +62,7 @@ pub(crate) fn describe(event: &RunEvent) -> String {
                     .scheduled
                     .as_deref()
                     .map(|x| format!("; {}", scheduled(x))))
+                .or_else(|| r.session.as_deref().map(|x| format!("; {}", session(x))))
                 .unwrap_or_default()
         ),
         RunEvent::AgentCallScheduled {
@@ -361,6 +362,9 @@ pub(crate) fn summary(out: &mut String, outcome: &RunOutcome, handoffs: &[Handof
     if let Some(x) = s.request().and_then(|r| r.scheduled.as_deref()) {
         outln!(out, "{}", scheduled(x));
     }
+    if let Some(x) = s.session() {
+        outln!(out, "{}", session(x));
+    }
     if !handoffs.is_empty() {
         outln!(out, "handoffs:");
         for h in handoffs {
@@ -527,6 +531,13 @@ fn scheduled(x: &docket_decider::Scheduled) -> String {
         x.schedule,
         x.made_by,
         crate::words::date_ms(x.due_at_ms)
+    )
+}
+
+fn session(x: &docket_decider::Session) -> String {
+    format!(
+        "turn {} of session {} (after run {}), message from {}",
+        x.turn, x.id, x.previous_run, x.by
     )
 }
 

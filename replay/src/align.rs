@@ -550,6 +550,7 @@ mod tests {
             decider_version: 7,
             forked_from: None,
             scheduled: None,
+            session: None,
         }))
     }
 

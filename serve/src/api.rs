@@ -52,6 +52,7 @@ pub(crate) fn routes() -> axum::Router<Arc<AppState>> {
         .route("/api/runs/{run}/export", get(export))
         .route("/api/runs/{run}/resume", post(resume))
         .route("/api/runs/{run}/cancel", post(cancel))
+        .route("/api/runs/{run}/messages", post(send_message))
         .route("/api/runs/{run}/pause", post(pause))
         .route("/api/runs/{run}/unpause", post(unpause))
         .route("/api/runs/{run}/domains/{domain}", post(write_domain))
@@ -217,6 +218,9 @@ fn run_json(state: &AppState, run: &RunId, s: &RunState) -> Value {
         "bundle_hash": request.map(|r| r.bundle_hash.as_str()),
         "forked_from": request.and_then(|r| r.forked_from.as_deref()),
         "scheduled": request.and_then(|r| r.scheduled.as_deref()),
+        "session": s.session().map(|x| json!({
+            "id": x.id, "turn": x.turn, "previous_run": x.previous_run, "by": x.by,
+        })),
         "open_tickets": s.open_tickets().map(|(id, t)| json!({ "ticket": id, "reason": t.reason, "subject": t.subject })).collect::<Vec<_>>(),
         "pending_calls": s.pending_call_ids(),
         "output": s.output(),
@@ -926,6 +930,31 @@ async fn cancel(
     required(&b.reason, "reason", "why the run is cancelled")?;
     let outcome = state.app.cancel(&run, &who.name, &b.reason).await?;
     ok(run_json(&state, &run, &outcome.state))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MessageBody {
+    message: String,
+}
+
+/// The user's next message to a finished run: records its session's next turn, a new
+/// run, the token's name as who sent it, and drives it in the background; 201 naming the
+/// new run (docs/agent-protocol.md#sessions). A run not finished, or not the session's
+/// latest turn, or whose next turn another message started first, is a 409.
+async fn send_message(
+    State(state): Shared,
+    Extension(who): Extension<Principal>,
+    p: Result<Path<String>, PathRejection>,
+    b: Result<Json<MessageBody>, JsonRejection>,
+) -> ApiResult {
+    let run = run_id(&path(p)?)?;
+    let b = body(b)?;
+    required(&b.message, "message", "the user's message")?;
+    let recorded = state.rt.record_turn(&run, &b.message, &who.name).await?;
+    let turn = recorded.state().run_id().cloned().unwrap_or_default();
+    let (_, Json(answer)) = drive_recorded(&state, &turn, recorded).await?;
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
 #[derive(Deserialize)]

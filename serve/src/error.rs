@@ -263,6 +263,10 @@ impl From<RuntimeError> for ApiError {
                 Self::conflict(message).at(format!("run {run} ticket {ticket}"))
             }
             RuntimeError::Conflict { run, .. } => Self::conflict(message).at(format!("run {run}")),
+            RuntimeError::TurnRefused { run, .. } => {
+                Self::conflict(message).at(format!("run {run}"))
+            }
+            RuntimeError::MessageRefused(_) => Self::bad_request(message).at("body.message"),
             RuntimeError::Rejected { run, rejection } => {
                 let at = format!("run {run}");
                 match rejection {

@@ -402,6 +402,21 @@ pub const ROUTES: &[Route] = &[
     },
     Route {
         body: &[(
+            "message",
+            true,
+            Kind::Said,
+            "the user's next message: the new run's input is the previous turn's with `message` set to it",
+        )],
+        example: r#"{ "message": "How does that NPV compare with my budget?" }"#,
+        ..route(
+            "POST",
+            "/api/runs/{run}/messages",
+            Operator,
+            "Send the user's next message to a finished run (the latest turn of its session): records the session's next turn, a new run whose agents are told the earlier turns (context.handoff.session), the token's name as who sent it, and drives it in the background; 201 with the new run. 409 when the run is not finished, not the latest turn, or another message started the next turn first (docs/agent-protocol.md#sessions).",
+        )
+    },
+    Route {
+        body: &[(
             "reason",
             true,
             Kind::Said,

@@ -215,6 +215,7 @@ async fn handoff_latency(
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
             scheduled: None,
+            session: None,
         }));
         let events = decide(&state, &bundle, start).expect("start");
         append(store, &stream, state.version(), &events).await;
@@ -635,6 +636,7 @@ fn main() {
             run_id: "cpu".into(), workflow: wf.spec.clone(), bundle_source: wf.bundle_source.clone(),
             bundle_source_name: wf.bundle_source_name.clone(), bundle_hash: bundle.hash().to_hex(), input: input(), at_ms: 0, decider_version: docket_decider::DECIDER_VERSION, forked_from: None,
             scheduled: None,
+            session: None,
         }))).expect("start");
         for e in &events { state.apply(e); }
         let request = state.pending_requests()[0].clone();

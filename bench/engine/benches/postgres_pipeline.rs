@@ -223,6 +223,7 @@ async fn handoff_latency(url: &str, wf: &Workflow, samples: usize) -> Handoffs {
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
             scheduled: None,
+            session: None,
         }));
         let events = decide(&state, &bundle, start).expect("start");
         store

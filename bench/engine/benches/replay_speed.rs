@@ -109,6 +109,7 @@ fn long_run(events: usize, finish: bool) -> Vec<RunEvent> {
         decider_version: DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let mut state = RunState::default();
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");
@@ -248,6 +249,7 @@ fn job_run(events: usize, finish: bool) -> Vec<RunEvent> {
         decider_version: DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let object = |v: serde_json::Value| match v {
         serde_json::Value::Object(m) => m,

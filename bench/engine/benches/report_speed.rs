@@ -90,6 +90,7 @@ fn review_loop(events: usize) -> Vec<RunEvent> {
         decider_version: DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let mut state = RunState::default();
     let mut log = decide_in_place(&mut state, &bundle, Command::Start(run.into())).expect("starts");

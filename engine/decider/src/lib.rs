@@ -97,7 +97,8 @@ pub use events::{
     AgentCallFailed, AgentResponded, Batches, BranchGap, CIRCUIT_RATE, CircuitReading,
     CircuitWindow, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided,
     HumanOverrode, HumanWroteDomain, KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride,
-    RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested, Scheduled, TicketSubject,
+    RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested, Scheduled, Session, SessionTurn,
+    TicketSubject,
     UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).

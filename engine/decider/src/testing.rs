@@ -200,6 +200,7 @@ pub fn gate_run(source: &str) -> Option<(PolicyBundle, RunRequested)> {
         decider_version: crate::DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     Some((bundle, run))
 }

@@ -95,6 +95,7 @@ fn canned() -> Vec<LoggedEvent> {
             made_by: "ops".into(),
             due_at_ms: 900,
         })),
+        session: None,
     };
     let mut state = RunState::default();
     let mut log: Vec<RunEvent> = Vec::new();

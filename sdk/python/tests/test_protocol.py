@@ -30,6 +30,21 @@ def test_decision_and_context_inputs_stay_apart() -> None:
     assert request.context_inputs_of("geo_scores") == [da.ContextInput("intelligence", "geo_scores", {"n": 2})]
 
 
+def test_a_later_turn_carries_its_session_and_a_first_run_none() -> None:
+    session = {
+        "id": "run-1",
+        "turn": 2,
+        "told_us": [{"turn": 1, "request": {"q": "Germany?"}}],
+        "we_told": [{"turn": 1, "output": {"answer": "yes"}}],
+        "decisions": [],
+    }
+    later = parse(context={"handoff": {"session_id": "run-1", "session": session}})
+    assert later.session == session
+    assert later.handoff_context["session_id"] == "run-1"
+    assert parse(context={"handoff": {"session_id": "run-1"}}).session is None
+    assert parse().session is None
+
+
 def test_an_input_carries_what_its_producer_said_of_it() -> None:
     conflict = {
         "output_type": "verdict", "receiver": "sink", "settled_by": "person",

@@ -403,3 +403,108 @@ fn a_failing_specialist_opens_its_circuit_across_runs_and_recovers() {
     assert_eq!(breaker["last_reset"]["by"], "ops");
     replays_and_exports(&data, "during");
 }
+
+/// A follow-up in the same session (README, "A follow-up"): `docket send` starts turn 2,
+/// whose ORC is told turn 1's request, answer and the person's decision
+/// (`context.handoff.session`), asks nothing again and builds on turn 1's NPV; a second
+/// message to turn 1 is refused naming turn 2. Both turns replay and export.
+#[test]
+fn a_follow_up_builds_on_the_earlier_answer_without_asking_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    assert_eq!(run_consulting(&data, "unclear.json", "talk"), 3, "waits");
+    let out = docket_on(
+        &data,
+        &["send", "talk", "--message", "too early", "--by", "ana"],
+    );
+    assert_eq!(exit_code(&out), 1, "a waiting run takes no message");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("it is waiting for a human"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = docket_on(
+        &data,
+        &[
+            "answer", "talk", "ticket-1", "--by", "dana", "--choice", "1",
+        ],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    let first = output(&run_events(&data, "talk")).clone();
+
+    let follow_up = "How does that NPV compare with my budget?";
+    let out = docket_on(
+        &data,
+        &["send", "talk", "--message", follow_up, "--by", "ana"],
+    );
+    assert_eq!(exit_code(&out), 0, "{}", stdout_text(&out));
+    assert!(
+        stdout_text(&out).starts_with("run talk.2 (consulting): completed\nturn 2 of session talk (after run talk), message from ana"),
+        "{}",
+        stdout_text(&out)
+    );
+    let events = run_events(&data, "talk.2");
+    let requested = &events[0]["payload"];
+    assert_eq!(requested["session"]["id"], "talk");
+    assert_eq!(requested["session"]["turn"], 2);
+    assert_eq!(requested["input"]["message"], follow_up);
+    // ORC was told the first turn, through the gate, and asked nothing.
+    let calls = events_of_kind(&events, "agent.call_scheduled");
+    assert_eq!(calls.len(), 1, "ORC answers at once");
+    let session = &calls[0]["payload"]["request"]["context"]["handoff"]["session"];
+    assert_eq!(
+        session["told_us"][0]["request"]["user_message"], "I need some help with Germany",
+        "{session}"
+    );
+    assert_eq!(
+        session["we_told"][0]["output"]["answer"], first["answer"],
+        "{session}"
+    );
+    assert_eq!(session["decisions"][0]["by"], "dana", "{session}");
+    assert_eq!(session["decisions"][0]["choice"], 1, "{session}");
+    assert!(
+        events_of_kind(&events, "human.escalated").is_empty(),
+        "ORC did not ask again"
+    );
+    let crossed: Vec<String> = events_of_kind(&events, "handoff.allowed")
+        .into_iter()
+        .filter(|e| e["payload"]["decision"]["rule_id"] == "context.session")
+        .map(|e| {
+            e["payload"]["output_type"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        crossed,
+        [
+            "session.told_us.turn-1",
+            "session.we_told.turn-1",
+            "session.decisions"
+        ]
+    );
+    let answer = output(&events);
+    assert_eq!(
+        answer["answer"],
+        "Building on your business case \"Market Entry Analysis: Germany\" from turn 1 (you answered option 1 when asked, so I do not ask again), answering \"I need some help with Germany\": its NPV of 17206.82 is 0.34% of the upper end of your budget (5000000). You asked: \"How does that NPV compare with my budget?\".",
+        "{answer}"
+    );
+    assert_eq!(answer["builds_on"]["turn"], 1, "{answer}");
+
+    let out = docket_on(&data, &["send", "talk", "--message", "again"]);
+    assert_eq!(exit_code(&out), 1);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("whose latest turn is run talk.2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = docket_on(&data, &["runs"]);
+    assert!(
+        stdout_text(&out).contains("talk.2\tconsulting (session talk, turn 2)\tcompleted"),
+        "{}",
+        stdout_text(&out)
+    );
+    replays_and_exports(&data, "talk");
+    replays_and_exports(&data, "talk.2");
+}

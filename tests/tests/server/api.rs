@@ -1090,3 +1090,110 @@ fn a_remote_address_is_refused_without_allow_remote() {
     );
     assert!(!data.exists(), "nothing was created");
 }
+
+/// The user's next message (docs/agent-protocol.md#sessions): refused (409, naming the
+/// status) while the run waits; once it finished, two messages sent at once start one
+/// turn (201 naming the new run) and the other is a 409; a message to the first turn
+/// then names the latest; a viewer may not send one. The new run's agent is told the
+/// first turn's request.
+#[test]
+fn a_message_to_a_finished_run_starts_one_next_turn_and_the_rest_are_409() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let asks = workflow(dir.path(), "asks", &["escalate_then_finish"]);
+    let server = Served::start(&data);
+    let operator = Some(server.token(Role::Operator));
+    let (status, body) = server.call(
+        "POST",
+        "/api/runs",
+        operator,
+        Some(&json!({ "workflow": asks, "input": { "task": "first" }, "run_id": "talk-1" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {body}");
+    server.until("talk-1", |r| r["status"] == "waiting_for_human");
+    let send = |run: &str, token: &str| {
+        server.call(
+            "POST",
+            &format!("/api/runs/{run}/messages"),
+            Some(token),
+            Some(&json!({ "message": "and then?" })),
+        )
+    };
+    let operator_token = server.token(Role::Operator).to_owned();
+    let (status, body) = send("talk-1", &operator_token);
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["error"]["where"], "run talk-1", "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("waiting for a human")),
+        "{body}"
+    );
+    let (status, body) = server.call(
+        "POST",
+        "/api/runs/talk-1/tickets/ticket-1/approve",
+        Some(server.token(Role::Approver)),
+        Some(&json!({ "reason": "go on" })),
+    );
+    assert!(status == 200 || status == 202, "{status} {body}");
+    server.until("talk-1", |r| r["status"] == "completed");
+
+    let (status, body) = send("talk-1", server.token(Role::Viewer));
+    assert_eq!(status, 403, "{body}");
+
+    let barrier = std::sync::Barrier::new(2);
+    let (a, b) = std::thread::scope(|s| {
+        let one = || {
+            let (barrier, token, send) = (&barrier, &operator_token, &send);
+            s.spawn(move || {
+                barrier.wait();
+                send("talk-1", token)
+            })
+        };
+        let a = one();
+        let b = one();
+        (a.join().expect("a"), b.join().expect("b"))
+    });
+    let (won, lost) = if a.0 == 201 { (a, b) } else { (b, a) };
+    assert_eq!(won.0, 201, "{won:?} {lost:?}");
+    assert_eq!(lost.0, 409, "{won:?} {lost:?}");
+    assert_eq!(won.1["run_id"], "talk-1.2", "{won:?}");
+    assert_eq!(won.1["session"]["id"], "talk-1", "{won:?}");
+    assert_eq!(won.1["session"]["turn"], 2, "{won:?}");
+    assert_eq!(won.1["session"]["by"], "operator-user", "{won:?}");
+    server.until("talk-1.2", |r| r["status"] != "running");
+
+    let (status, body) = send("talk-1", &operator_token);
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("latest turn is run talk-1.2")),
+        "{body}"
+    );
+    let (status, body) = server.call("GET", "/api/runs?limit=10", operator, None);
+    assert_eq!(status, 200, "{body}");
+    let listed = body.to_string();
+    assert!(!listed.contains("talk-1.3"), "one turn started: {listed}");
+
+    let (_, events) = server.call("GET", "/api/runs/talk-1.2/events", operator, None);
+    let first_call = events["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .find(|e| e["kind"] == "agent.call_scheduled")
+        .expect("a call")
+        .clone();
+    let handoff = &first_call["payload"]["request"]["context"]["handoff"];
+    assert_eq!(handoff["session_id"], "talk-1", "{handoff}");
+    assert_eq!(
+        handoff["session"]["told_us"][0]["request"]["task"], "first",
+        "{handoff}"
+    );
+    assert_eq!(
+        handoff["session"]["decisions"][0]["by"], "approver-user",
+        "{handoff}"
+    );
+    let input = events["events"][0]["payload"]["input"].clone();
+    assert_eq!(input, json!({ "task": "first", "message": "and then?" }));
+}

@@ -12,6 +12,9 @@ use super::*;
 use docket_policies::{AgentIdentity, ContentPart, ContextPartsDecision, RuleStep};
 use docket_protocol::AgentId;
 use serde_json::Map;
+use std::collections::BTreeMap;
+
+use crate::events::{SESSIONS, Session};
 
 impl Batch<'_> {
     /// Sets `context.handoff` of `request` (replacing any carried over from a copied
@@ -25,7 +28,12 @@ impl Batch<'_> {
         self.record_context_parts(request, &parts);
         let hide_agents = parts.agent_identity.value == AgentIdentity::Hide;
         let mut handoff = Map::new();
-        handoff.insert("session_id".to_owned(), json!(run.run_id));
+        let session = run
+            .session
+            .as_deref()
+            .filter(|_| self.state.decider_version() >= SESSIONS);
+        let session_id = session.map_or(&run.run_id, |s| &s.id);
+        handoff.insert("session_id".to_owned(), json!(session_id));
         handoff.insert("workflow".to_owned(), json!(run.workflow.name));
         handoff.insert("position".to_owned(), self.position());
         if !hide_agents {
@@ -45,7 +53,7 @@ impl Batch<'_> {
             .get(&request.target_agent)
             .cloned()
             .unwrap_or_default();
-        let decisions = self.human_decisions();
+        let decisions = self.state.human_decisions();
         if !decisions.is_empty() {
             let crossed = match told.decisions {
                 Some((count, crossed)) if count == decisions.len() => crossed,
@@ -102,6 +110,11 @@ impl Batch<'_> {
         };
         if original_part != ContentPart::None {
             handoff.insert("original_request".to_owned(), original);
+        }
+        if let Some(session) = session {
+            let told = told.session;
+            let part = self.session_context(session, &to, original_part, &told);
+            handoff.insert("session".to_owned(), part);
         }
         request
             .context
@@ -203,28 +216,125 @@ impl Batch<'_> {
             .collect()
     }
 
-    /// The decisions people made on this run's tickets, in ticket order.
-    fn human_decisions(&self) -> Vec<Value> {
-        self.state
-            .tickets
+    /// `context.handoff.session` of a later turn (docs/agent-protocol.md#sessions): the
+    /// session's id and this turn, and what its earlier turns carried, each part crossing
+    /// the gate as content the first time `to` is told it (`told`: what crossed before).
+    /// What the user said and what we told them in each earlier turn cross as content from
+    /// `external`, one crossing per turn, scoped for `external → to` (left out when the
+    /// `original_input` part is `none`); the decisions people made cross from `human`, as
+    /// this run's own do.
+    fn session_context(
+        &mut self,
+        session: &Session,
+        to: &str,
+        original_part: ContentPart,
+        told: &BTreeMap<String, Arc<Value>>,
+    ) -> Value {
+        let mut part = Map::new();
+        part.insert("id".to_owned(), json!(session.id));
+        part.insert("turn".to_owned(), json!(session.turn));
+        let conversation = [
+            (
+                "told_us",
+                "request",
+                "the user's request of the session's turn",
+            ),
+            (
+                "we_told",
+                "output",
+                "what the session's turn answered the user",
+            ),
+        ];
+        for (name, field, what) in conversation {
+            if original_part == ContentPart::None {
+                break;
+            }
+            let mut listed = Vec::new();
+            for turn in &session.turns {
+                let item = match field {
+                    "request" => &turn.request,
+                    _ => match &turn.output {
+                        Some(output) => output,
+                        None => continue,
+                    },
+                };
+                let output_type = format!("session.{name}.turn-{}", turn.turn);
+                let crossed = match told.get(&output_type) {
+                    Some(crossed) => Value::clone(crossed),
+                    None => {
+                        let why = self.session_authority(
+                            &output_type,
+                            format!("{to} is told {what} {}", turn.turn),
+                        );
+                        Value::clone(&self.gate_content(
+                            EXTERNAL,
+                            to,
+                            (&output_type, InputKind::Context),
+                            item,
+                            &why,
+                        ))
+                    }
+                };
+                listed.push(json!({ "turn": turn.turn, field: crossed }));
+            }
+            part.insert(name.to_owned(), Value::Array(listed));
+        }
+        let decisions: Vec<Value> = session
+            .turns
             .iter()
-            .filter_map(|(id, t)| {
-                let d = t.decision.as_ref()?;
-                let mut v = json!({
-                    "ticket": id,
-                    "asked": t.reason,
-                    "by": d.by,
-                    "approved": d.approved,
-                    "reason": d.reason,
-                });
-                if let Some(choice) = d.choice {
-                    v["choice"] = json!(choice);
-                }
-                if let Some(answer) = &d.answer {
-                    v["answer"] = json!(answer);
-                }
-                Some(v)
+            .flat_map(|t| {
+                t.decisions.iter().map(|d| {
+                    let mut d = d.clone();
+                    if let Some(o) = d.as_object_mut() {
+                        o.insert("turn".to_owned(), json!(t.turn));
+                    }
+                    d
+                })
             })
-            .collect()
+            .collect();
+        let crossed = if decisions.is_empty() {
+            json!([])
+        } else {
+            let output_type = "session.decisions";
+            match told.get(output_type) {
+                Some(crossed) => crossed.get("decisions").cloned().unwrap_or(json!([])),
+                None => {
+                    let why = self.session_authority(
+                        output_type,
+                        format!(
+                            "{to} is told the decisions people made in the session's earlier turns"
+                        ),
+                    );
+                    self.gate_content(
+                        "human",
+                        to,
+                        (output_type, InputKind::Context),
+                        &json!({ "decisions": decisions }),
+                        &why,
+                    )
+                    .get("decisions")
+                    .cloned()
+                    .unwrap_or(json!([]))
+                }
+            }
+        };
+        part.insert("decisions".to_owned(), crossed);
+        Value::Object(part)
+    }
+
+    /// What lets a part of the session reach an agent: rule `context.session`.
+    fn session_authority(&self, part: &str, reason: String) -> PolicyDecision {
+        PolicyDecision {
+            kind: DecisionKind::ContextScope,
+            verdict: Verdict::Allow,
+            rule_id: "context.session".into(),
+            reason: reason.into(),
+            bundle_hash: self.bundle.hash(),
+            chain: vec![RuleStep::new(
+                "context.session",
+                StepOutcome::Applied,
+                format!("handoff context: {part}"),
+            )],
+        }
     }
 }

@@ -71,6 +71,49 @@ pub struct RunRequested {
     /// keep their bytes. Recorded only: no decision reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scheduled: Option<Box<Scheduled>>,
+    /// For a later turn of a session (`docket send`, docs/agent-protocol.md#sessions):
+    /// which session and turn, and what its earlier turns carried, copied here so the run
+    /// replays from its own log. Absent in a session's first turn and in every run
+    /// recorded before sessions (decider version 15), which keep their bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<Box<Session>>,
+}
+
+/// A run that continues a session: the user's next message to a finished run
+/// (docs/agent-protocol.md#sessions). Each turn is a run of its own; this is the session
+/// state carried into it from the turns before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    /// The session's id: the id of its first turn's run.
+    pub id: RunId,
+    /// This run's turn (2 for the first message after the session's first run).
+    pub turn: u32,
+    /// The run of the turn before.
+    pub previous_run: RunId,
+    /// Who sent the message (`docket send --by`, or the API token's name).
+    pub by: String,
+    /// Every earlier turn, first to last.
+    pub turns: Vec<SessionTurn>,
+}
+
+/// One earlier turn of a session, as its run recorded it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionTurn {
+    /// The turn (1 for the session's first run).
+    pub turn: u32,
+    /// Its run.
+    pub run_id: RunId,
+    /// What the user told us: the turn's request, the run's input.
+    pub request: Value,
+    /// How its run ended: `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// What we told the user: the run's final output (absent when it did not complete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    /// The decisions people made on its tickets, in ticket order, as the handoff context
+    /// tells them (`ticket`, `asked`, `by`, `approved`, `reason`, `choice`, `answer`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<Value>,
 }
 
 /// What started a run a schedule fired (docs/schedules.md#the-runs-a-schedule-starts).
@@ -122,6 +165,13 @@ pub struct OutputOverride {
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
 pub const DECIDER_VERSION: u32 = 15;
+
+/// Decider version 15: a run may be a later turn of a session (`run.requested`'s
+/// `session`): its requests' handoff context names the session (`session_id` is the
+/// session's id) and carries `session`, what the earlier turns' user said, what we told
+/// them and the decisions people made, each part crossing the gate as content
+/// (docs/agent-protocol.md#sessions). Earlier versions record no session.
+pub(crate) const SESSIONS: u32 = 15;
 
 /// Decider version 14: a domain's content rules (`content_type`, `required_refs`,
 /// `max_bytes`) hold for every write, an agent's and an outside event's: content that

@@ -51,6 +51,12 @@ pub struct ContextTold {
     pub original_request: BTreeMap<AgentId, Arc<Value>>,
     /// The human decisions, scoped for the agent, and how many there were.
     pub decisions: Option<(usize, Arc<Value>)>,
+    /// In a later turn of a session, the parts of the session told to the agent, as they
+    /// crossed the gate, by output type (`session.told_us`, `session.we_told`,
+    /// `session.decisions`): the session does not change during a run, so each crosses
+    /// once per agent.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub session: BTreeMap<String, Arc<Value>>,
 }
 
 /// The allowed handoffs of decision inputs so far, counted, and their senders in the order
@@ -145,6 +151,10 @@ impl RunState {
                             AgentId::from(audit.from_agent_id.as_str()),
                             delivered.clone(),
                         );
+                    }
+                    (crate::EXTERNAL | "human", part) if part.starts_with("session.") => {
+                        let told = self.context_told.entry(to.clone()).or_default();
+                        told.session.insert(part.to_owned(), delivered.clone());
                     }
                     ("human", "decisions") => {
                         let count = delivered

@@ -282,6 +282,55 @@ impl RunState {
         &self.effects
     }
 
+    /// The session this run continues, when it is a later turn of one
+    /// (docs/agent-protocol.md#sessions); `None` for a session's first run.
+    #[must_use]
+    pub fn session(&self) -> Option<&crate::events::Session> {
+        self.run.as_ref().and_then(|r| r.session.as_deref())
+    }
+
+    /// The decisions people made on this run's tickets, in ticket order, as the handoff
+    /// context tells them.
+    #[must_use]
+    pub fn human_decisions(&self) -> Vec<Value> {
+        self.tickets
+            .iter()
+            .filter_map(|(id, t)| {
+                let d = t.decision.as_ref()?;
+                let mut v = serde_json::json!({
+                    "ticket": id,
+                    "asked": t.reason,
+                    "by": d.by,
+                    "approved": d.approved,
+                    "reason": d.reason,
+                });
+                if let Some(choice) = d.choice {
+                    v["choice"] = serde_json::json!(choice);
+                }
+                if let Some(answer) = &d.answer {
+                    v["answer"] = serde_json::json!(answer);
+                }
+                Some(v)
+            })
+            .collect()
+    }
+
+    /// This run as an earlier turn of its session, for the run that continues it: its
+    /// request, how it ended, its output and the decisions people made. `None` before it
+    /// is requested.
+    #[must_use]
+    pub fn as_session_turn(&self) -> Option<crate::events::SessionTurn> {
+        let run = self.run.as_ref()?;
+        Some(crate::events::SessionTurn {
+            turn: run.session.as_ref().map_or(1, |s| s.turn),
+            run_id: run.run_id.clone(),
+            request: run.input.clone(),
+            status: self.status.as_str().to_owned(),
+            output: self.output.clone(),
+            decisions: self.human_decisions(),
+        })
+    }
+
     /// The run id, once requested.
     #[must_use]
     pub fn run_id(&self) -> Option<&RunId> {

@@ -71,6 +71,7 @@ fn engaging(version: u32) -> History {
         decider_version: version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(2_000, 0)
@@ -264,6 +265,7 @@ fn creating(version: u32) -> History {
         decider_version: version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(2_000, 0)

@@ -97,6 +97,7 @@ fn run_under(text: String, budget: WorkflowBudget, version: u32) -> History {
             decider_version: version,
             forked_from: None,
             scheduled: None,
+            session: None,
         },
     );
     History::new(b).given(&given).clock(2_000, 0)

@@ -169,6 +169,7 @@ fn provenance_run(entry: &str) -> History {
             decider_version: DECIDER_VERSION,
             forked_from: None,
             scheduled: None,
+            session: None,
         },
     );
     let mut run = History::new(b).given(&given).clock(2_000, 0);

@@ -56,6 +56,7 @@ pub(crate) mod pause;
 pub(crate) mod reassign;
 pub(crate) mod replay;
 pub(crate) mod response;
+pub(crate) mod session;
 pub(crate) mod signal;
 pub(crate) mod snapshot;
 pub(crate) mod ticket;
@@ -463,6 +464,7 @@ pub(crate) fn is_context_crossing(event: &RunEvent) -> bool {
         RunEvent::HandoffAllowed { from, input: docket_policies::InputKind::Context, output_type, .. }
             if (from == crate::EXTERNAL && output_type == "original_request")
                 || (from == "human" && output_type == "decisions")
+                || output_type.starts_with("session.")
     )
 }
 
@@ -591,6 +593,7 @@ pub(crate) fn run_requested(b: &PolicyBundle) -> RunRequested {
         decider_version: DECIDER_VERSION,
         forked_from: None,
         scheduled: None,
+        session: None,
     }
 }
 
@@ -694,6 +697,7 @@ pub(crate) fn fanned_out_under(src: &str, version: u32) -> History {
         decider_version: version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     let mut run = History::new(b).given(&given).clock(2_000, 0);
@@ -807,6 +811,7 @@ pub(crate) fn effects_run_under(source: &str, entry: &str, decider_version: u32)
         decider_version,
         forked_from: None,
         scheduled: None,
+        session: None,
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(1_000, 10)

@@ -16,6 +16,8 @@ mod log;
 mod recorded;
 // Run state snapshots, and the salts of values committed apart.
 mod salts;
+mod session;
+pub use session::{message_input, turn_run_id};
 mod snapshots;
 // The run list kept in memory and in the index's digests.
 mod run_list;
@@ -60,9 +62,51 @@ pub use circuit::{BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset};
 pub use log::RecordedEvent;
 pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
-pub use summary::RunSummary;
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use summary::summarize;
+pub use summary::{RunSummary, SessionMark};
+
+/// Why a message cannot start the next turn of a run's session now
+/// (docs/agent-protocol.md#sessions).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TurnRefusal {
+    /// The run is not finished: it is running, waiting for a person or blocked.
+    #[error(
+        "it is {}: a message starts the next turn of a finished run (completed, failed or cancelled)",
+        .0.as_str()
+    )]
+    NotFinished(docket_decider::RunStatus),
+    /// A later turn of the session exists.
+    #[error(
+        "it is turn {turn} of session {session}, whose latest turn is run {latest}: send the message to it"
+    )]
+    NotLatestTurn {
+        /// The run's turn.
+        turn: u32,
+        /// The session.
+        session: RunId,
+        /// The session's latest turn's run.
+        latest: RunId,
+    },
+    /// The run's workflow records values to be withheld and erased (`[evidence]
+    /// redactable = true`): the copy of its earlier turns a next turn records would escape
+    /// erasure, so its runs take no message.
+    #[error(
+        "its workflow records redactable values ([evidence] redactable = true), and a next turn would copy them where `docket shred` cannot erase them: start a new run instead"
+    )]
+    Redactable,
+    /// Another message started the next turn first.
+    #[error(
+        "another message started its next turn (turn {turn}, run {run}) meanwhile: send yours to that run once it finished"
+    )]
+    TurnTaken {
+        /// The turn.
+        turn: u32,
+        /// Its run.
+        run: RunId,
+    },
+}
 
 /// Why the runtime could not go on (agent failures are not errors: they are recorded).
 #[derive(Debug, thiserror::Error)]
@@ -91,6 +135,17 @@ pub enum RuntimeError {
     /// The event log failed.
     #[error("event log: {0}")]
     Store(StoreError),
+    /// A message that cannot start the run's next turn now (docs/agent-protocol.md#sessions).
+    #[error("run {run}: {why}")]
+    TurnRefused {
+        /// The run the message was sent to.
+        run: RunId,
+        /// Why.
+        why: TurnRefusal,
+    },
+    /// A message that starts no turn: empty, or naming nobody.
+    #[error("{0}")]
+    MessageRefused(String),
     /// A run with erased values cannot be driven on: the state later decisions read
     /// holds those values (docs/events.md#values-committed-apart). Cancelling it and
     /// reading it still work.
@@ -591,7 +646,8 @@ impl<S: EventStore + 'static> Runtime<S> {
         input: Value,
         run_id: Option<RunId>,
     ) -> Result<Recorded<S>, RuntimeError> {
-        self.record_start_as(workflow, input, run_id, None).await
+        self.record_start_as(workflow, input, run_id, (None, None))
+            .await
     }
 
     /// [`Runtime::record_start`] for a run a schedule fired: its `run.requested` names the
@@ -607,16 +663,26 @@ impl<S: EventStore + 'static> Runtime<S> {
         run_id: RunId,
         scheduled: docket_decider::Scheduled,
     ) -> Result<Recorded<S>, RuntimeError> {
-        self.record_start_as(workflow, input, Some(run_id), Some(Box::new(scheduled)))
-            .await
+        self.record_start_as(
+            workflow,
+            input,
+            Some(run_id),
+            (Some(Box::new(scheduled)), None),
+        )
+        .await
     }
 
+    /// Records a new run's first batch; `origin` is what started it besides a person: a
+    /// schedule's firing, or the session it continues.
     async fn record_start_as(
         &self,
         workflow: &Workflow,
         input: Value,
         run_id: Option<RunId>,
-        scheduled: Option<Box<docket_decider::Scheduled>>,
+        (scheduled, session): (
+            Option<Box<docket_decider::Scheduled>>,
+            Option<Box<docket_decider::Session>>,
+        ),
     ) -> Result<Recorded<S>, RuntimeError> {
         let run_id = run_id.unwrap_or_else(|| self.new_run_id());
         let stream = Self::stream(&run_id)?;
@@ -651,6 +717,7 @@ impl<S: EventStore + 'static> Runtime<S> {
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
             scheduled,
+            session,
         };
         let mut state = RunState::default();
         // The run's span covers its first batch (the entry handoff) too.
@@ -1573,6 +1640,7 @@ mod tests {
             decider_version: docket_decider::DECIDER_VERSION,
             forked_from: None,
             scheduled: None,
+            session: None,
         }));
         let before = RunState::default();
         let copied = docket_decider::decide(&before, &bundle, start.clone()).expect("decides");

@@ -40,6 +40,19 @@ pub struct RunSummary {
     /// When the run was requested (`run.requested`'s `at_ms`, ms since the Unix epoch).
     #[serde(default)]
     pub started_at_ms: Option<i64>,
+    /// For a later turn of a session (docs/agent-protocol.md#sessions): the session's id
+    /// and the turn; `None` for a session's first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<SessionMark>,
+}
+
+/// Which session a run continues, and as which turn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMark {
+    /// The session's id (its first run's id).
+    pub id: String,
+    /// The run's turn (from 2).
+    pub turn: u32,
 }
 
 /// The parts of `run.requested` a listing shows (serde skips the rest unread into memory).
@@ -48,6 +61,8 @@ struct Requested {
     workflow: Named,
     #[serde(default)]
     at_ms: Option<i64>,
+    #[serde(default)]
+    session: Option<SessionMark>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +96,7 @@ pub(super) enum Change {
     Requested {
         workflow: String,
         at_ms: Option<i64>,
+        session: Option<SessionMark>,
     },
     Escalated(String),
     Decided(String),
@@ -102,6 +118,10 @@ impl Change {
             RunEvent::RunRequested(r) => Change::Requested {
                 workflow: r.workflow.name.clone(),
                 at_ms: Some(r.at_ms),
+                session: r.session.as_deref().map(|s| SessionMark {
+                    id: s.id.to_string(),
+                    turn: s.turn,
+                }),
             },
             RunEvent::Escalated { ticket, .. } => Change::Escalated(ticket.to_string()),
             RunEvent::HumanDecided(HumanDecided { ticket, .. }) => {
@@ -132,6 +152,7 @@ impl Change {
                 Change::Requested {
                     workflow: r.workflow.name,
                     at_ms: r.at_ms,
+                    session: r.session,
                 }
             }
             "human.escalated" | "human.decided" | "run.blocked" => {
@@ -160,6 +181,7 @@ impl RunSummary {
             overridable: false,
             paused: false,
             started_at_ms: None,
+            session: None,
         }
     }
 
@@ -168,9 +190,14 @@ impl RunSummary {
     pub(super) fn apply(&mut self, seq: u64, change: Change) -> bool {
         self.events = seq;
         match change {
-            Change::Requested { workflow, at_ms } if seq == 1 => {
+            Change::Requested {
+                workflow,
+                at_ms,
+                session,
+            } if seq == 1 => {
                 self.workflow = workflow;
                 self.started_at_ms = at_ms;
+                self.session = session;
                 self.status = RunStatus::Running;
             }
             _ if seq == 1 => return false,
@@ -282,6 +309,7 @@ pub(crate) async fn summarize<S: EventStore>(
                         overridable: false,
                         paused: false,
                         started_at_ms: r.at_ms,
+                        session: r.session,
                     }));
                 }
             }

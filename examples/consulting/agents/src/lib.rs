@@ -248,6 +248,17 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
             "ORC expects a user_request",
         );
     };
+    // A later turn of the session (`docket send`): the user's follow-up, answered from
+    // what the session already holds, without asking again what they told us.
+    if let Some(follow_up) = user["message"].as_str()
+        && let Some(session) = request
+            .context
+            .get("handoff")
+            .and_then(|h| h.get("session"))
+        && let Some(response) = follow_up_answer(request, user, session, follow_up)
+    {
+        return response;
+    }
     let message = user["user_message"].as_str().unwrap_or_default();
     let (mut intent, mut confidence) = classify(message);
     let threshold = intent_threshold(request);
@@ -317,6 +328,68 @@ pub fn orc(request: &AgentRequest) -> AgentResponse {
         confidence,
         Some(("CST", "CST_FRAMEWORK")),
     ))
+}
+
+/// ORC's answer to a follow-up in a later turn of the session (seed 003's conversation
+/// context), read from `context.handoff.session`: the business case an earlier turn
+/// delivered (`we_told`) is built on rather than computed again, and what the user chose
+/// when asked (`decisions`) is not asked again. `None` when no earlier turn delivered a
+/// business case: the follow-up is then routed as a new request.
+pub fn follow_up_answer(
+    request: &AgentRequest,
+    user: &Value,
+    session: &Value,
+    follow_up: &str,
+) -> Option<AgentResponse> {
+    let (turn, case) = session["we_told"]
+        .as_array()?
+        .iter()
+        .rev()
+        .find_map(|t| Some((t["turn"].as_u64()?, t["output"]["document"].as_object()?)))?;
+    let chosen = session["decisions"]
+        .as_array()
+        .and_then(|d| {
+            d.iter()
+                .rev()
+                .find_map(|d| match (d["answer"].as_str(), d["choice"].as_u64()) {
+                    (Some(words), _) => Some(format!("\"{words}\"")),
+                    (None, Some(n)) => Some(format!("option {n}")),
+                    _ => None,
+                })
+        })
+        .map(|c| format!(" (you answered {c} when asked, so I do not ask again)"))
+        .unwrap_or_default();
+    let first_request = session["told_us"][0]["request"]["user_message"]
+        .as_str()
+        .unwrap_or_default();
+    let npv = case.get("npv").and_then(Value::as_f64).unwrap_or(0.0);
+    let budget = user["constraints"]["budget_range"][1]
+        .as_f64()
+        .unwrap_or(0.0);
+    let share = if budget > 0.0 {
+        npv / budget * 100.0
+    } else {
+        0.0
+    };
+    let answer = format!(
+        "Building on your business case \"{}\" from turn {turn}{chosen}, answering \"{first_request}\": its NPV of {npv} is {share:.2}% of the upper end of your budget ({budget}). You asked: \"{follow_up}\".",
+        case.get("title")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+    );
+    Some(
+        ok(
+            request,
+            Confidence::High,
+            vec![Action::Finish {
+                output: json!({
+                    "answer": answer,
+                    "builds_on": { "turn": turn, "npv": npv, "budget": budget },
+                }),
+            }],
+        )
+        .with_intent(classification("follow_up", 0.9, None)),
+    )
 }
 
 /// ORC's intent classification (seed 003's INTENT CLASSIFICATION): the business case is

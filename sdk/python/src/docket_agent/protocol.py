@@ -416,6 +416,15 @@ class Request:
         return value if isinstance(value, dict) else {}
 
     @property
+    def session(self) -> Mapping[str, Any] | None:
+        """In a later turn of a session, ``context.handoff.session``: its ``id`` and
+        ``turn``, what the user told us (``told_us``), what we told them (``we_told``) and
+        the decisions people made (``decisions``) in the earlier turns; ``None`` in a
+        session's first run (docs/agent-protocol.md#sessions)."""
+        value = self.handoff_context.get("session")
+        return value if isinstance(value, dict) else None
+
+    @property
     def previous_attempt(self) -> Mapping[str, Any] | None:
         """On a retry, what went wrong the time before (``context.previous_attempt``)."""
         value = self.context.get("previous_attempt")

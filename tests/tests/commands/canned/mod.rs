@@ -89,6 +89,7 @@ impl Recorder {
             decider_version: DECIDER_VERSION,
             forked_from: None,
             scheduled: None,
+            session: None,
         };
         let mut recorder = Self {
             bundle,
