@@ -98,8 +98,7 @@ pub use events::{
     CircuitWindow, Classifies, DECIDER_VERSION, DecodeError, Delivery, ForkedFrom, HumanDecided,
     HumanOverrode, HumanWroteDomain, KIND_VERSION, OLDEST_DECIDER_VERSION, OutputOverride,
     RiskVerdict, RunCancelled, RunEvent, RunPause, RunRequested, Scheduled, Session, SessionTurn,
-    TicketSubject,
-    UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
+    TicketSubject, UnsupportedDecider, WORDING, batches, is_wording, same_decisions,
 };
 // Payload encodings 2 (content stored once) and 3 (values committed apart).
 pub use events::commit::{
