@@ -49,7 +49,7 @@ export const KINDS = [
   'run.requested', 'agent.call_scheduled', 'agent.circuit_checked', 'agent.call_degraded',
   'agent.responded', 'agent.call_failed', 'handoff.allowed', 'handoff.denied',
   'policy.decided', 'output.held', 'output.conflict_detected', 'output.archived',
-  'fanout.joined', 'fanout.branch_failed', 'risk.classified', 'human.escalated',
+  'fanout.joined', 'fanout.branch_failed', 'task.reassigned', 'risk.classified', 'human.escalated',
   'human.decided', 'human.overrode', 'human.wrote_domain', 'run.completed', 'run.blocked', 'run.failed',
   'run.cancelled', 'episode.started', 'episode.action_denied', 'episode.finished',
   'episode.stopped', 'domain.written', 'domain.write_denied', 'effect.requested',
@@ -98,6 +98,9 @@ export function describe(e) {
   }
   if (k === 'human.overrode') {
     return { group: 'human', bad: false, text: `override by ${p.by} (${p.role}) of ${p.rule_id ?? 'the blocking rule'}: ${why(p.reason)}` };
+  }
+  if (k === 'task.reassigned') {
+    return { group: 'decision', bad: true, text: `${p.from}'s output rejected (${p.error_code}: ${why(p.error_message)}); its task reassigned to ${p.to} [${p.rule_id}]` };
   }
   if (k === 'human.wrote_domain') {
     return { group: 'human', bad: false, text: `${p.by} (${p.role}) writes ${p.domain}: ${why(p.reason)}` };
