@@ -502,7 +502,7 @@ fn explaining_a_handoff_with_an_agent_the_bundle_does_not_declare_is_an_error() 
                 err.contains(&format!("`{unknown}`"))
                     && err.contains(bundle)
                     && err.contains(
-                        "external, governance, intelligence, observation, reasoning, strategy"
+                        "external, governance, intelligence, observation, operator, reasoning, reviewer, strategy"
                     ),
                 "{err}"
             );
