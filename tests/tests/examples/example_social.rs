@@ -591,6 +591,7 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
             ("plan_graph", "planner"),
             ("asset_graph", "creator"),
             ("schedule", "publisher"),
+            ("asset_graph", "publisher"),
             ("verification_reports", "verifier"),
             ("verification_reports", "verifier"),
             ("verification_reports", "verifier"),
@@ -599,6 +600,42 @@ fn a_campaign_runs_its_episodes_posts_once_per_key_and_waits_for_a_person_before
         ])
     );
     assert!(events_of_kind(&events, "domain.write_denied").is_empty());
+    // The publisher attached its snapshot ref to the creator's asset and changed nothing
+    // else; the engagement summary keeps its replies' receipts redacted.
+    let written = events_of_kind(&events, "domain.written");
+    let assets: Vec<&Value> = written
+        .iter()
+        .filter(|e| e["payload"]["domain"] == "asset_graph")
+        .map(|e| &e["payload"])
+        .collect();
+    assert_eq!(
+        assets[1]["decision"]["rule_id"],
+        "domains.asset_graph.attachers.publisher"
+    );
+    let mut attached = assets[1]["content"].clone();
+    assert!(
+        attached["asset"]["snapshot_ref"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("outbox:")),
+        "{attached}"
+    );
+    if let Some(asset) = attached["asset"].as_object_mut() {
+        asset.remove("snapshot_ref");
+    }
+    assert_eq!(attached, assets[0]["content"]);
+    let summary = written
+        .iter()
+        .find(|e| e["payload"]["domain"] == "conversation_summaries")
+        .map(|e| &e["payload"]["content"])
+        .expect("the engagement summary");
+    let receipts: Vec<&Value> = summary["thread"]
+        .as_array()
+        .map(|t| t.iter().map(|r| &r["receipt"]).collect())
+        .unwrap_or_default();
+    assert!(
+        !receipts.is_empty() && receipts.iter().all(|r| *r == "[redacted]"),
+        "{summary}"
+    );
 
     // Dry run → kill switch read → execute → verify, for the post; the DM after a person.
     assert_eq!(

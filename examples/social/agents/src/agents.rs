@@ -533,22 +533,32 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
                 ))],
             );
         }
-        return respond(
-            request,
-            vec![spawn_because(
-                "side_effect_attempted",
-                "verifier",
-                "verify",
-                format!(
-                    "confirm the post {} is visible once",
-                    effect["idempotency_key"].as_str().unwrap_or_default()
-                ),
-                json!({
-                    "trigger": trigger(request),
-                    "verify": { "kind": effect["kind"], "idempotency_key": effect["idempotency_key"], "receipt": effect["receipt"] },
-                }),
-            )],
+        let verify = spawn_because(
+            "side_effect_attempted",
+            "verifier",
+            "verify",
+            format!(
+                "confirm the post {} is visible once",
+                effect["idempotency_key"].as_str().unwrap_or_default()
+            ),
+            json!({
+                "trigger": trigger(request),
+                "verify": { "kind": effect["kind"], "idempotency_key": effect["idempotency_key"], "receipt": effect["receipt"] },
+            }),
         );
+        // The publisher attaches the published payload's snapshot ref to the creator's
+        // asset (§4.2), changing nothing else of it (docs/governance.md#domain-content).
+        let snapshot = effect["receipt"]["result"]["post_id"]
+            .as_str()
+            .map(|id| format!("outbox:{id}"));
+        let attached = domain(request, "asset_graph")
+            .cloned()
+            .zip(snapshot)
+            .and_then(|(mut graph, snapshot)| {
+                graph.get_mut("asset")?.as_object_mut()?.insert("snapshot_ref".to_owned(), json!(snapshot));
+                Some(write("asset_graph", graph))
+            });
+        return respond(request, attached.into_iter().chain([verify]).collect());
     }
     let Some(asset) = domain(request, "asset_graph").map(|a| &a["asset"]) else {
         return refuse(
@@ -729,7 +739,7 @@ fn verify_replies_then_finish(
     }
     let thread: Vec<Value> = sent
         .iter()
-        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"], "verified": true }))
+        .map(|e| json!({ "key": e["idempotency_key"], "kind": e["kind"], "status": e["status"], "verified": true, "receipt": e["receipt"] }))
         .collect();
     respond(
         request,
