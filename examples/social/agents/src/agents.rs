@@ -555,7 +555,10 @@ pub fn publisher(request: &AgentRequest) -> AgentResponse {
             .cloned()
             .zip(snapshot)
             .and_then(|(mut graph, snapshot)| {
-                graph.get_mut("asset")?.as_object_mut()?.insert("snapshot_ref".to_owned(), json!(snapshot));
+                graph
+                    .get_mut("asset")?
+                    .as_object_mut()?
+                    .insert("snapshot_ref".to_owned(), json!(snapshot));
                 Some(write("asset_graph", graph))
             });
         return respond(request, attached.into_iter().chain([verify]).collect());
