@@ -93,7 +93,7 @@ pub enum TurnRefusal {
     /// redactable = true`): the copy of its earlier turns a next turn records would escape
     /// erasure, so its runs take no message.
     #[error(
-        "its workflow records redactable values ([evidence] redactable = true), and a next turn would copy them where `docket shred` cannot erase them: start a new run instead"
+        "its workflow records redactable values ([evidence] redactable = true), and a next turn would copy them where shredding cannot erase them: start a new run instead"
     )]
     Redactable,
     /// Another message started the next turn first.
