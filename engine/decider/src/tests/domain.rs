@@ -41,18 +41,19 @@ allowed = [{ from = "external", to = "engage" }, { from = "engage", to = "extern
 default_handoff_mode = "full"
 "#;
 
-/// Given a run of the engage agent recorded by decider `version`: its call is pending.
-fn engaging(version: u32) -> History {
-    let b = PolicyBundle::from_toml_str(BUNDLE, "s.toml").expect("bundle is valid");
+/// Given a run under the bundle `source` whose entry agent `agents[0]` is called first,
+/// recorded by decider `version`.
+fn started(source: &str, agents: [&str; 2], version: u32) -> History {
+    let b = PolicyBundle::from_toml_str(source, "d.toml").expect("bundle is valid");
     let workflow = WorkflowSpec {
-        name: "engage".into(),
-        policy: "s.toml".into(),
-        entry: "engage".into(),
+        name: "domains".into(),
+        policy: "d.toml".into(),
+        entry: agents[0].into(),
         input_type: None,
         input: None,
         goal: None,
         budget: Default::default(),
-        agents: ["engage", "planner"]
+        agents: agents
             .into_iter()
             .map(|a| (a.into(), in_process()))
             .collect::<BTreeMap<_, _>>(),
@@ -61,12 +62,12 @@ fn engaging(version: u32) -> History {
         evidence: Default::default(),
     };
     let run = RunRequested {
-        run_id: "run-s".into(),
+        run_id: "run-d".into(),
         workflow,
-        bundle_source: BUNDLE.into(),
-        bundle_source_name: "s.toml".into(),
+        bundle_source: source.into(),
+        bundle_source_name: "d.toml".into(),
         bundle_hash: b.hash().to_hex(),
-        input: json!({"thread": "t-1"}),
+        input: json!({"task": "x"}),
         at_ms: 1_000,
         decider_version: version,
         forked_from: None,
@@ -75,6 +76,11 @@ fn engaging(version: u32) -> History {
     };
     let given = start_events(&b, run);
     History::new(b).given(&given).clock(2_000, 0)
+}
+
+/// Given a run of the engage agent recorded by decider `version`: its call is pending.
+fn engaging(version: u32) -> History {
+    started(BUNDLE, ["engage", "planner"], version)
 }
 
 fn person_writes(role: &str, domain: &str, content: serde_json::Value) -> Command {
@@ -166,7 +172,7 @@ pub(crate) fn a_person_writes_a_domain_in_their_role_redacted_as_the_domain_says
 }
 
 fn run_bundle_hash() -> docket_policies::BundleHash {
-    PolicyBundle::from_toml_str(BUNDLE, "s.toml")
+    PolicyBundle::from_toml_str(BUNDLE, "d.toml")
         .expect("bundle is valid")
         .hash()
 }
@@ -237,38 +243,7 @@ default_handoff_mode = "full"
 
 /// Given the creator's call in a run under [`ASSETS`] recorded by decider `version`.
 fn creating(version: u32) -> History {
-    let b = PolicyBundle::from_toml_str(ASSETS, "a.toml").expect("bundle is valid");
-    let workflow = WorkflowSpec {
-        name: "assets".into(),
-        policy: "a.toml".into(),
-        entry: "creator".into(),
-        input_type: None,
-        input: None,
-        goal: None,
-        budget: Default::default(),
-        agents: ["creator", "publisher"]
-            .into_iter()
-            .map(|a| (a.into(), in_process()))
-            .collect::<BTreeMap<_, _>>(),
-        effects: Default::default(),
-        tools: Default::default(),
-        evidence: Default::default(),
-    };
-    let run = RunRequested {
-        run_id: "run-a".into(),
-        workflow,
-        bundle_source: ASSETS.into(),
-        bundle_source_name: "a.toml".into(),
-        bundle_hash: b.hash().to_hex(),
-        input: json!({"brief": "launch"}),
-        at_ms: 1_000,
-        decider_version: version,
-        forked_from: None,
-        scheduled: None,
-        session: None,
-    };
-    let given = start_events(&b, run);
-    History::new(b).given(&given).clock(2_000, 0)
+    started(ASSETS, ["creator", "publisher"], version)
 }
 
 fn write_assets(content: serde_json::Value) -> Action {
