@@ -800,6 +800,8 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
                     format!("interrupted (resume with: docket resume {})", run.run_id)
                 } else if run.paused && !run.status.is_final() {
                     format!("paused, {}", run.status.as_str())
+                } else if let Some(waits) = waits(&run) {
+                    format!("{}, {waits}", run.status.as_str())
                 } else {
                     run.status.as_str().to_owned()
                 };
@@ -861,7 +863,10 @@ async fn execute(command: RunCommand, data: &Path, out: &mut String) -> anyhow::
             let rt = open_read_for(data, &run).await?;
             let state = rt.state(&run).await?;
             let circuits = run_circuits(&rt, &state).await?;
-            let interrupted = state.status() == RunStatus::Running && !driven(data, &run);
+            // A run waiting for an outside event needs no process until it comes.
+            let interrupted = state.status() == RunStatus::Running
+                && !state.awaits_signal()
+                && !driven(data, &run);
             let history = history_of(&rt, &run).await?;
             let outcome = RunOutcome { run_id: run, state };
             if json {
@@ -1014,4 +1019,34 @@ fn queued(out: &mut String, run: &RunId, state: &RunState) -> u8 {
         state.status().as_str()
     );
     EXIT_COMPLETED
+}
+
+/// What a listed run waits for besides people, as `docket runs` says it: each outside event
+/// its agents wait for (with its timeout), then each other timer, by when it is due.
+fn waits(run: &docket_runtime::RunSummary) -> Option<String> {
+    let due = |timer: &str| {
+        run.timers
+            .iter()
+            .find(|t| t.timer_id == timer)
+            .map(|t| docket_evidence::date_ms(t.due_at_ms))
+    };
+    let mut said: Vec<String> = run
+        .awaited_events
+        .iter()
+        .map(|a| match a.timeout.as_deref().and_then(due) {
+            Some(until) => format!("waits for event {:?} until {until}", a.name),
+            None => format!("waits for event {:?}", a.name),
+        })
+        .collect();
+    said.extend(
+        run.timers
+            .iter()
+            .filter(|t| {
+                !run.awaited_events
+                    .iter()
+                    .any(|a| a.timeout.as_deref() == Some(t.timer_id.as_str()))
+            })
+            .map(|t| format!("waits until {}", docket_evidence::date_ms(t.due_at_ms))),
+    );
+    (!said.is_empty()).then(|| said.join("; "))
 }

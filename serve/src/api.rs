@@ -328,7 +328,7 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
         .iter()
         .map(|r| {
             let s = &r.summary;
-            json!({
+            let mut run = json!({
                 "run_id": s.run_id,
                 "workflow": s.workflow,
                 "status": status_word(s.status),
@@ -338,7 +338,17 @@ async fn list_runs(State(state): Shared, q: Result<Query<Params>, QueryRejection
                 "overridable": s.overridable,
                 "paused": s.paused,
                 "started_at_ms": s.started_at_ms,
-            })
+            });
+            if let Some(session) = &s.session {
+                run["session"] = json!({ "id": session.id, "turn": session.turn });
+            }
+            if !s.timers.is_empty() {
+                run["timers"] = json!(s.timers);
+            }
+            if !s.awaited_events.is_empty() {
+                run["awaited_events"] = json!(s.awaited_events);
+            }
+            run
         })
         .collect();
     let mut answer = json!({ "runs": runs, "next_cursor": page.next_cursor });
@@ -876,10 +886,20 @@ pub(crate) async fn fire_timers(state: Arc<AppState>) {
         let run = &summary.run_id;
         match state.rt.state(run).await {
             Ok(s) => {
-                if let Some(due) = s.waits_until_ms() {
+                let due = s.waits_until_ms();
+                if let Some(due) = due {
                     state
                         .timers
                         .insert(run.clone(), due, run_priority(&state, &s));
+                }
+                // This server drives the run when its timer is due or its event comes: a
+                // `docket runs` beside it lists it as waiting, not interrupted.
+                let waits = due.is_some() || s.awaits_signal();
+                if waits
+                    && let Some(store) = state.rt.store().embedded()
+                    && let Ok(stream) = docket_store::StreamId::new(run.as_str())
+                {
+                    store.note_driven(&stream);
                 }
             }
             Err(e) => tracing::warn!(run = %run, "not read for its timers: {e}"),

@@ -9,6 +9,22 @@ let leaving = () => {};
 
 const STATUSES = ['running', 'interrupted', 'waiting_for_human', 'completed', 'blocked', 'failed', 'cancelled'];
 
+// What a listed run waits for besides people: the outside events its agents wait for
+// (with the timeout's due time) and its other timers, as `docket runs` says it.
+function awaits(r) {
+  const events = r.awaited_events || [];
+  const timers = r.timers || [];
+  const due = (id) => timers.find((t) => t.timer_id === id);
+  const said = events.map((e) => {
+    const t = due(e.timeout);
+    return t ? `waits for event ${e.name} until ${new Date(t.due_at_ms).toISOString()}` : `waits for event ${e.name}`;
+  });
+  for (const t of timers) {
+    if (!events.some((e) => e.timeout === t.timer_id)) said.push(`waits until ${new Date(t.due_at_ms).toISOString()}`);
+  }
+  return said.length ? ` (${said.join('; ')})` : '';
+}
+
 function show(title, ...children) {
   document.title = `${title} · docket`;
   view.replaceChildren(...children);
@@ -137,7 +153,7 @@ async function runsView() {
     return h('tr', { 'data-run': r.run_id },
       h('td', {}, box),
       h('td', {}, runLink(r.run_id)),
-      h('td', {}, statusBadge(r.interrupted ? 'interrupted' : r.status), r.paused ? ' (paused)' : ''),
+      h('td', {}, statusBadge(r.interrupted ? 'interrupted' : r.status), r.paused ? ' (paused)' : '', awaits(r)),
       h('td', {}, r.workflow),
       h('td', {}, time(r.started_at_ms)),
       h('td', {}, waits ? `yes: ${r.open_tickets.join(', ')}` : 'no'),

@@ -219,6 +219,16 @@ impl EmbeddedStore {
         self.inner.view.is_some()
     }
 
+    /// Notes that this process drives `stream` though it appends nothing to it now: a run
+    /// it keeps until its timer is due or an outside event comes. Readers then list the run
+    /// as driven (`LockHolder::drives`), not as one whose driver died. Advisory, as the
+    /// note an append makes; a read-only view notes nothing.
+    pub fn note_driven(&self, stream: &StreamId) {
+        if let Some(lock) = &self.inner.lock {
+            lock.note(stream);
+        }
+    }
+
     /// A read-only view's findings: damaged streams, blobs and log, and an unfinished
     /// last frame (`None` for a writer, which refuses a damaged log when it opens).
     #[must_use]

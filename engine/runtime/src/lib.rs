@@ -47,10 +47,10 @@ pub use bundles::{
 };
 pub use clock::{Clock, SteppingClock, SystemClock};
 pub use drive::{
-    BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset, HumanDecision, HumanOverride,
-    ListedRun, ListedStatus, PayloadEncoding, Recorded, RecordedEvent, RunOutcome, RunPage,
-    RunQuery, RunSummary, Runtime, RuntimeError, SessionMark, TurnRefusal, message_input,
-    turn_run_id,
+    AwaitedEvent, BreakerState, BreakerStatus, CIRCUITS_STREAM, CircuitReset, HumanDecision,
+    HumanOverride, ListedRun, ListedStatus, PayloadEncoding, PendingTimer, Recorded, RecordedEvent,
+    RunOutcome, RunPage, RunQuery, RunSummary, Runtime, RuntimeError, SessionMark, TurnRefusal,
+    message_input, turn_run_id,
 };
 pub use effect::{
     CommandEffectExecutor, EffectExecutor, EffectExecutors, EffectFuture, Engagement,

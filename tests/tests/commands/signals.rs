@@ -120,6 +120,15 @@ fn events_sent_before_and_while_the_agent_waits_both_arrive_once_each() {
     );
     let status = stdout_text(&docket(&data, &["status", "s-1"]));
     assert!(status.contains("docket signal s-1 comment"), "{status}");
+    // No process drives it, and none need: the listing says what it waits for.
+    assert!(!status.contains("interrupted"), "{status}");
+    let runs = stdout_text(&docket(&data, &["runs"]));
+    assert!(
+        runs.lines()
+            .any(|l| l.starts_with("s-1\t")
+                && l.contains("\trunning, waits for event \"comment\"\t")),
+        "{runs}"
+    );
 
     // Sent while it waits: delivered, and the run completes with both, in order.
     let out = send(&data, tmp.path(), "s-1", "ingestion", "second", Some("c-2"));
@@ -175,6 +184,20 @@ fn a_wait_whose_timeout_passes_first_is_told_it_timed_out() {
         .find(|e| e["kind"] == "timer.set")
         .and_then(|e| e["payload"]["due_at_ms"].as_i64())
         .expect("the timeout's timer");
+    // Meanwhile the listing names the event and when the wait times out, and does not call
+    // the run interrupted: it waits for a sender.
+    let runs = stdout_text(&docket(&data, &["runs"]));
+    let line = runs
+        .lines()
+        .find(|l| l.starts_with("t-1\t"))
+        .unwrap_or_else(|| panic!("t-1 listed: {runs}"));
+    assert!(
+        line.contains(&format!(
+            "\trunning, waits for event \"comment\" until {}\t",
+            docket_evidence::date_ms(due)
+        )),
+        "{line}"
+    );
     let now = || {
         i64::try_from(
             std::time::SystemTime::now()

@@ -178,6 +178,41 @@ fn docket_serve_fires_the_timer_of_a_run_left_waiting() {
     assert!(fired >= set, "fired at {fired}, due {set}");
 }
 
+/// A run waiting on a timer is listed as interrupted while no process keeps it, and as
+/// waiting until its timer is due once `docket serve` over its data directory keeps it.
+#[test]
+fn a_run_docket_serve_keeps_for_its_timer_is_listed_as_waiting() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (data, set) = killed_while_waiting(tmp.path(), "wait-5", "1h");
+    let due = set["payload"]["due_at_ms"].as_i64().expect("due_at_ms");
+    let line = |runs: &str| {
+        runs.lines()
+            .find(|l| l.starts_with("wait-5\t"))
+            .unwrap_or_else(|| panic!("wait-5 listed: {runs}"))
+            .to_owned()
+    };
+    let before = line(&stdout_text(&docket_on(&data, &["runs"])));
+    assert!(
+        before.contains("\tinterrupted (resume with: docket resume wait-5)\t"),
+        "{before}"
+    );
+    let (mut server, _addr) = docket_tests::start_serve(&data, Some(tmp.path()));
+    let waiting = format!("\trunning, waits until {}\t", docket_evidence::date_ms(due));
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let listed = loop {
+        let now = line(&stdout_text(&docket_on(&data, &["runs"])));
+        if now.contains(&waiting) || Instant::now() >= deadline {
+            break now;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let status = stdout_text(&docket_on(&data, &["status", "wait-5"]));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(listed.contains(&waiting), "{listed}");
+    assert!(!status.contains("interrupted"), "{status}");
+}
+
 /// A fork of a run whose timer fired reuses the answer the agent gave after the firing:
 /// the fork shifts the firing's times with the answer that set the timer, so the agent
 /// would be asked what the parent asked it (docs/replay.md#fork).

@@ -463,6 +463,12 @@ fn a_run_waiting_on_a_timer_is_kept_by_the_server_not_a_drive_and_fired_when_due
         row["interrupted"] == false || row["status"] == "completed",
         "a run the server keeps waiting is not listed as interrupted: {listed}"
     );
+    if row["status"] == "running" {
+        assert_eq!(
+            row["timers"][0]["due_at_ms"], waiting["timer_due_at_ms"],
+            "{listed}"
+        );
+    }
     let done = server.until("waits-1", |r| r["status"] == "completed");
     assert!(done["timer_due_at_ms"].is_null(), "{done}");
     let events = docket(&data, &["events", "waits-1", "--json"]);
@@ -512,6 +518,16 @@ fn an_outside_event_sent_through_the_api_reaches_the_waiting_agent_once() {
         waiting["waiting_for_events"][0]["name"], "comment",
         "{waiting}"
     );
+    // The list says the same: what the run waits for, and not interrupted.
+    let (_, listed) = server.call("GET", "/api/runs", operator, None);
+    let row = listed["runs"]
+        .as_array()
+        .and_then(|runs| runs.iter().find(|r| r["run_id"] == "ev-1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(row["interrupted"], false, "{listed}");
+    assert_eq!(row["awaited_events"][0]["name"], "comment", "{listed}");
+    assert!(row.get("timers").is_none(), "{listed}");
 
     let (status, refused) = server.call(
         "POST",

@@ -64,7 +64,7 @@ pub use recorded::Recorded;
 pub use run_list::{ListedRun, ListedStatus, RunPage, RunQuery};
 #[cfg(any(test, feature = "testing"))]
 pub(crate) use summary::summarize;
-pub use summary::{RunSummary, SessionMark};
+pub use summary::{AwaitedEvent, PendingTimer, RunSummary, SessionMark};
 
 /// Why a message cannot start the next turn of a run's session now
 /// (docs/agent-protocol.md#sessions).

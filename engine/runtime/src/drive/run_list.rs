@@ -46,8 +46,9 @@ struct Digest {
     summary: RunSummary,
 }
 
-/// 2: summaries say whether the run is paused.
-const DIGEST_VERSION: u32 = 2;
+/// 2: summaries say whether the run is paused; 3: which timers and outside events it
+/// waits for.
+const DIGEST_VERSION: u32 = 3;
 
 fn encode(summary: &RunSummary) -> Vec<u8> {
     serde_json::to_vec(&Digest {
@@ -399,7 +400,8 @@ impl<S: EventStore + 'static> super::Runtime<S> {
         let mut page = RunPage::default();
         for entry in table.runs.range((from, Bound::Unbounded)).map(|(_, e)| e) {
             let s = &entry.summary;
-            let interrupted = s.status == RunStatus::Running && !driven(&s.run_id);
+            let interrupted =
+                s.status == RunStatus::Running && !s.awaits_event() && !driven(&s.run_id);
             if !query.keeps(s, interrupted) {
                 continue;
             }

@@ -44,6 +44,35 @@ pub struct RunSummary {
     /// and the turn; `None` for a session's first run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<SessionMark>,
+    /// Its durable timers not yet fired, in the order they were set: what a running run
+    /// waits for besides people (an agent's `wait`, an event's timeout, a scheduled side
+    /// effect). Empty once the run has finished.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub timers: Vec<PendingTimer>,
+    /// The outside events its agents wait for, in the order they began to wait.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaited_events: Vec<AwaitedEvent>,
+}
+
+/// A timer of a run that has not fired.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTimer {
+    /// `{run}/timer-N`.
+    pub timer_id: String,
+    /// When it is due, ms since the Unix epoch.
+    pub due_at_ms: i64,
+}
+
+/// An outside event an agent of a run waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AwaitedEvent {
+    /// The event's name.
+    pub name: String,
+    /// The call whose response waits for it.
+    pub request_id: String,
+    /// The timer of its timeout, when it has one (its due time is among `timers`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<String>,
 }
 
 /// Which session a run continues, and as which turn.
@@ -108,6 +137,11 @@ pub(super) enum Change {
     Failed,
     Cancelled,
     Paused(bool),
+    TimerSet(PendingTimer),
+    TimerFired(String),
+    Awaited(AwaitedEvent),
+    /// An awaited event delivered (its timeout will not fire) or timed out: by call.
+    AwaitEnded(String),
     Other,
 }
 
@@ -136,6 +170,18 @@ impl Change {
             RunEvent::RunCancelled(_) => Change::Cancelled,
             RunEvent::RunPaused(_) => Change::Paused(true),
             RunEvent::RunUnpaused(_) => Change::Paused(false),
+            RunEvent::TimerSet(t) => Change::TimerSet(PendingTimer {
+                timer_id: t.timer_id.to_string(),
+                due_at_ms: t.due_at_ms,
+            }),
+            RunEvent::TimerFired(t) => Change::TimerFired(t.timer_id.to_string()),
+            RunEvent::SignalAwaited(a) => Change::Awaited(AwaitedEvent {
+                name: a.name.clone(),
+                request_id: a.request_id.to_string(),
+                timeout: a.timeout.as_ref().map(ToString::to_string),
+            }),
+            RunEvent::SignalDelivered(d) => Change::AwaitEnded(d.request_id.to_string()),
+            RunEvent::SignalTimedOut(t) => Change::AwaitEnded(t.request_id.to_string()),
             _ => Change::Other,
         }
     }
@@ -155,7 +201,8 @@ impl Change {
                     session: r.session,
                 }
             }
-            "human.escalated" | "human.decided" | "run.blocked" => {
+            "human.escalated" | "human.decided" | "run.blocked" | "timer.set" | "timer.fired"
+            | "signal.awaited" | "signal.delivered" | "signal.timed_out" => {
                 Change::of(&decode(run_id, event, &payload(store, event).await?)?)
             }
             "run.completed" => Change::Completed,
@@ -182,6 +229,8 @@ impl RunSummary {
             paused: false,
             started_at_ms: None,
             session: None,
+            timers: Vec::new(),
+            awaited_events: Vec::new(),
         }
     }
 
@@ -212,7 +261,7 @@ impl RunSummary {
                     self.status = RunStatus::Running;
                 }
             }
-            Change::Completed => self.status = RunStatus::Completed,
+            Change::Completed => self.finish(RunStatus::Completed),
             Change::Blocked { overridable } => {
                 self.status = RunStatus::Blocked;
                 self.overridable = overridable;
@@ -226,11 +275,56 @@ impl RunSummary {
                     RunStatus::WaitingForHuman
                 };
             }
-            Change::Failed => self.status = RunStatus::Failed,
-            Change::Cancelled => self.status = RunStatus::Cancelled,
+            Change::Failed => self.finish(RunStatus::Failed),
+            Change::Cancelled => self.finish(RunStatus::Cancelled),
             Change::Paused(paused) => self.paused = paused,
+            Change::TimerSet(timer) => self.timers.push(timer),
+            Change::TimerFired(timer) => self.timers.retain(|t| t.timer_id != timer),
+            Change::Awaited(awaited) => self.awaited_events.push(awaited),
+            // A delivered event's timeout no longer fires (`RunState` clears its timer); a
+            // timed-out wait's timer has fired already.
+            Change::AwaitEnded(call) => {
+                if let Some(at) = self
+                    .awaited_events
+                    .iter()
+                    .position(|a| a.request_id == call)
+                {
+                    let ended = self.awaited_events.remove(at);
+                    if let Some(timer) = ended.timeout {
+                        self.timers.retain(|t| t.timer_id != timer);
+                    }
+                }
+            }
         }
         true
+    }
+
+    /// Whether the run waits for an outside event and, before it, for no timer but that
+    /// wait's timeout (as `RunState::awaits_signal` says of the folded run): a process
+    /// driving it stops there, and the one that records the event drives it on (or a
+    /// resume fires the timeout), so a running run nobody drives is not interrupted.
+    #[must_use]
+    pub fn awaits_event(&self) -> bool {
+        if self.awaited_events.is_empty() {
+            return false;
+        }
+        let mut timers: Vec<&PendingTimer> = self.timers.iter().collect();
+        timers.sort_by(|a, b| a.timer_id.cmp(&b.timer_id));
+        timers
+            .into_iter()
+            .min_by_key(|t| t.due_at_ms)
+            .is_none_or(|next| {
+                self.awaited_events
+                    .iter()
+                    .any(|a| a.timeout.as_deref() == Some(next.timer_id.as_str()))
+            })
+    }
+
+    /// A final status: nothing the run waited for will come.
+    fn finish(&mut self, status: RunStatus) {
+        self.status = status;
+        self.timers.clear();
+        self.awaited_events.clear();
     }
 }
 
@@ -310,6 +404,8 @@ pub(crate) async fn summarize<S: EventStore>(
                         paused: false,
                         started_at_ms: r.at_ms,
                         session: r.session,
+                        timers: Vec::new(),
+                        awaited_events: Vec::new(),
                     }));
                 }
             }
