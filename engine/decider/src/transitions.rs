@@ -607,6 +607,18 @@ const TRANSITIONS: &[Transition] = &[
     Transition {
         concern: "episode",
         from: "Running",
+        input: "RecordResponse, finish_episode with a summary over 8 lines (version 16)",
+        to: "Running (agent told), or episode stopped (failure_repeats)",
+        records: &["episode.action_denied", "episode.stopped"],
+        covered_by: &[
+            Test(episode::a_summary_over_eight_lines_is_refused_and_the_agent_told_to_shorten_it),
+            Test(episode::a_long_summary_refused_again_and_again_stops_on_failure_repeats),
+            Test(episode::a_run_of_version_15_takes_a_summary_of_any_length),
+        ],
+    },
+    Transition {
+        concern: "episode",
+        from: "Running",
         input: "RecordResponse, finish_episode needs_review",
         to: "WaitingForHuman (episode_review ticket); approve: as ok, deny: Blocked",
         records: &[

@@ -53,7 +53,7 @@ impl EpisodeStatus {
 pub struct EpisodeResult {
     /// ok, needs_review or failed.
     pub status: EpisodeStatus,
-    /// 3–8 lines for people and for the parent episode.
+    /// At most 8 lines (3 to 8 read best) for people and for the parent episode.
     #[serde(default)]
     pub summary: String,
     /// Pointers to what the episode produced (ids, domain versions, URLs).

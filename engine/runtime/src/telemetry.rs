@@ -65,18 +65,28 @@ pub(crate) fn answered<E: AsRef<str>>(
     span.record("docket.seq", seq);
 }
 
+/// What a handoff's audit measured: the tokens of the content offered, and of what the
+/// receiver got after scoping and translation (docs/governance.md#the-handoff-audit).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HandoffTokens {
+    pub(crate) before: usize,
+    pub(crate) after: usize,
+}
+
 /// The span of one handoff decision (allowed or denied), recorded at `seq`. It has no
 /// duration worth reading: it marks where in the run the handoff was decided, and by what.
+/// An allowed handoff's span carries its token counts before and after scoping, so what
+/// scoping saved shows in the traces without reading the log.
 pub(crate) fn handoff(
     run_id: &str,
     from: &str,
     to: &str,
     output_type: &str,
     rule_id: &str,
-    allowed: bool,
+    tokens: Option<HandoffTokens>,
     seq: u64,
 ) -> tracing::Span {
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "handoff",
         otel.name = %format!("handoff {from} → {to}"),
         from = %from,
@@ -89,8 +99,15 @@ pub(crate) fn handoff(
         docket.handoff.to = %to,
         docket.handoff.output_type = %output_type,
         docket.rule_id = %rule_id,
-        docket.verdict = if allowed { "allow" } else { "deny" },
-    )
+        docket.verdict = if tokens.is_some() { "allow" } else { "deny" },
+        docket.handoff.tokens_before = Empty,
+        docket.handoff.tokens_after = Empty,
+    );
+    if let Some(tokens) = tokens {
+        span.record("docket.handoff.tokens_before", tokens.before);
+        span.record("docket.handoff.tokens_after", tokens.after);
+    }
+    span
 }
 
 /// The span of one governed tool call, open while it runs and its outcome is recorded.

@@ -166,19 +166,30 @@ fn a_geo_run_exports_its_spans_with_genai_names_attributes_and_parents() {
     expected.sort();
     assert_eq!(agents, expected);
 
-    // One span per handoff, at the seq of its handoff.allowed, child of the run.
-    let recorded: Vec<(u64, String, String)> = events
+    // One span per handoff, at the seq of its handoff.allowed, child of the run, with
+    // the tokens its audit counted before and after scoping.
+    let recorded: Vec<(u64, String, String, String, String)> = events
         .iter()
         .filter(|e| e["kind"] == "handoff.allowed")
         .map(|e| {
+            let audit = &e["payload"]["audit"];
             (
                 e["seq"].as_u64().expect("seq"),
                 e["payload"]["from"].as_str().expect("from").to_owned(),
                 e["payload"]["to"].as_str().expect("to").to_owned(),
+                audit["context_before_scoping"]["total_tokens"].to_string(),
+                audit["context_after_scoping"]["total_tokens"].to_string(),
             )
         })
         .collect();
-    let mut handoffs: Vec<(u64, String, String)> = spans
+    // Scoping removed something somewhere in the geo run, so the counts are not all equal.
+    assert!(
+        recorded
+            .iter()
+            .any(|(_, _, _, before, after)| before != after),
+        "{recorded:?}"
+    );
+    let mut handoffs: Vec<(u64, String, String, String, String)> = spans
         .iter()
         .filter(|s| s.name.starts_with("handoff "))
         .map(|s| {
@@ -196,6 +207,8 @@ fn a_geo_run_exports_its_spans_with_genai_names_attributes_and_parents() {
                 a["docket.seq"].parse().expect("an integer"),
                 a["docket.handoff.from"].clone(),
                 a["docket.handoff.to"].clone(),
+                a["docket.handoff.tokens_before"].clone(),
+                a["docket.handoff.tokens_after"].clone(),
             )
         })
         .collect();

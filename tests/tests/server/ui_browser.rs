@@ -11,6 +11,9 @@
 //! shows the run complete as the events arrive over server-sent events, and the log read
 //! through the API has the approval by the token's name. Another denies a ticket: without
 //! a reason the page refuses it and nothing is decided; with one the run stops, blocked.
+//! An operator writes a domain from the run's page: in a role the bundle does not let write
+//! it the page says why and nothing is recorded; in the editor's role the version appears
+//! on the page and in the log, redacted as the domain says.
 //! Without Chromium the browser tests say they were skipped and pass, unless `CI` is set.
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -372,21 +375,32 @@ fn sign_in(tab: &Tab, base: &str, token: &str, name: &str) {
     browser::sign_in(tab, base, token, name, BOUND);
 }
 
-/// A server over a fresh data directory in `dir`, an approver (`ana`), a viewer (`vic`)
-/// and a run `run` of [`asking_workflow`] started by an operator and waiting for a person.
+/// A server over a fresh data directory in `dir`, an approver (`ana`), a viewer (`vic`),
+/// an operator (`op`) and a run `run` of [`asking_workflow`] started by the operator and
+/// waiting for a person.
 struct WaitingRun {
     server: Served,
     approver: String,
     viewer: String,
+    operator: String,
 }
 
 impl WaitingRun {
     fn start(dir: &Path, run: &str) -> Self {
+        Self::start_under(dir, run, None)
+    }
+
+    /// [`WaitingRun::start`], under the bundle `policy` (TOML) instead of the workflow's
+    /// own when given.
+    fn start_under(dir: &Path, run: &str, policy: Option<&str>) -> Self {
         let data = dir.join("data");
         let approver = token(&data, "approver", "ana");
         let viewer = token(&data, "viewer", "vic");
         let operator = token(&data, "operator", "op");
         let wf = asking_workflow(dir);
+        if let Some(policy) = policy {
+            std::fs::write(dir.join("policy.toml"), policy).expect("write the bundle");
+        }
         let server = Served::start(&data, dir);
         let started = server.bearer(
             "POST",
@@ -400,6 +414,7 @@ impl WaitingRun {
             server,
             approver,
             viewer,
+            operator,
         }
     }
 
@@ -417,6 +432,7 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
         server,
         approver,
         viewer,
+        ..
     } = WaitingRun::start(dir.path(), "inbox-1");
     if !chromium_present() {
         return;
@@ -550,6 +566,143 @@ fn a_person_approves_a_waiting_run_from_the_inbox_and_sees_it_complete() {
     wait_for(&inbox, "#inbox-empty");
 }
 
+/// The asking workflow's bundle with a domain of summaries that a person in the role
+/// `editor` writes, its raw pointers redacted.
+const EDITED_BUNDLE: &str = r#"
+bundle = { id = "ui" }
+agents = [
+  { id = "external" },
+  { id = "worker" },
+  { id = "editor", authority = "human", write_scopes = ["summaries"] },
+]
+[[domains]]
+id = "summaries"
+max_bytes = 4096
+redact = ["raw_ref"]
+[interactions]
+allowed = [{ from = "external", to = "worker" }, { from = "worker", to = "external" }]
+[multi_agent_handoffs]
+default_handoff_mode = "full"
+"#;
+
+/// Puts `text` into the field `selector` of `tab`.
+fn fill(tab: &Tab, selector: &str, text: &str) {
+    tab.find_element(selector)
+        .unwrap_or_else(|e| panic!("no {selector}: {e}"))
+        .focus()
+        .expect("focus");
+    browser::enter_text(tab, text);
+}
+
+#[test]
+fn a_person_writes_a_domain_from_the_run_page_and_its_version_appears() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let WaitingRun {
+        server,
+        viewer,
+        operator,
+        ..
+    } = WaitingRun::start_under(dir.path(), "write-1", Some(EDITED_BUNDLE));
+    if !chromium_present() {
+        return;
+    }
+    let (browser, base) = WaitingRun::browser_of(&server, dir.path());
+    let tab = browser.new_tab().expect("a tab");
+    sign_in(&tab, &base, &operator, "op");
+    tab.navigate_to(&format!("{base}#/runs/write-1"))
+        .expect("the run's page");
+    wait_for(&tab, "#run-status[data-status=waiting_for_human]");
+    wait_for(&tab, "form#domain-write");
+    // The form is folded away in its details; open it, then fill it in.
+    tab.evaluate(
+        "document.getElementById('domain-write').closest('details').open = true",
+        false,
+    )
+    .expect("open the form");
+
+    // First in a role that may not write it: refused, said on the page, nothing recorded.
+    fill(&tab, "#domain-name", "summaries");
+    fill(&tab, "#domain-role", "worker");
+    fill(&tab, "#domain-reason", "the thread was summarised wrongly");
+    fill(
+        &tab,
+        "#domain-content",
+        r#"{"text": "customer wants a refund", "raw_ref": "s3://raw/thread-9"}"#,
+    );
+    tab.find_element("form#domain-write button[type=submit]")
+        .expect("the submit button")
+        .click()
+        .expect("submit");
+    wait_for(&tab, "#domain-write + div .error");
+    let refused = tab
+        .evaluate(
+            "document.getElementById('domain-write').nextElementSibling.innerText",
+            false,
+        )
+        .expect("evaluate")
+        .value;
+    let refused = refused
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    assert!(refused.contains("worker"), "{refused}");
+    let events = server
+        .bearer("GET", "/api/runs/write-1/events", &viewer, None)
+        .json();
+    assert!(
+        !events["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .any(|e| e["kind"] == "human.wrote_domain"),
+        "a refused write records nothing"
+    );
+
+    // In the editor's role: written, the version said on the page and on the timeline.
+    tab.evaluate("document.getElementById('domain-role').value = ''", false)
+        .expect("clear the role");
+    fill(&tab, "#domain-role", "editor");
+    tab.find_element("form#domain-write button[type=submit]")
+        .expect("the submit button")
+        .click()
+        .expect("submit");
+    wait_for(&tab, "#domain-write + div .notice");
+    let said = tab
+        .find_element("#domain-write + div .notice")
+        .and_then(|e| e.get_inner_text())
+        .expect("the notice");
+    assert!(said.contains("Written: summaries version 1"), "{said}");
+    wait_for(&tab, "#timeline li[data-kind='domain.written']");
+
+    // The log, through the API: the person's act, then the version, redacted.
+    let events = server
+        .bearer("GET", "/api/runs/write-1/events", &viewer, None)
+        .json();
+    let events = events["events"].as_array().expect("events").clone();
+    let wrote = events
+        .iter()
+        .find(|e| e["kind"] == "human.wrote_domain")
+        .expect("human.wrote_domain");
+    assert_eq!(wrote["payload"]["by"], "op");
+    assert_eq!(wrote["payload"]["role"], "editor");
+    assert_eq!(
+        wrote["payload"]["reason"],
+        "the thread was summarised wrongly"
+    );
+    let written = events
+        .iter()
+        .find(|e| e["kind"] == "domain.written")
+        .expect("domain.written");
+    assert_eq!(written["payload"]["version"], 1, "{written}");
+    assert_eq!(
+        written["payload"]["content"]["raw_ref"], "[redacted]",
+        "{written}"
+    );
+    assert_eq!(
+        written["payload"]["content"]["text"],
+        "customer wants a refund"
+    );
+}
+
 #[test]
 fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -557,6 +710,7 @@ fn a_person_denies_a_waiting_run_from_the_inbox_and_the_run_stops() {
         server,
         approver,
         viewer,
+        ..
     } = WaitingRun::start(dir.path(), "deny-1");
     if !chromium_present() {
         return;

@@ -28,7 +28,10 @@ use docket_policies::{
 };
 
 use super::{Batch, EXTERNAL};
-use crate::events::{DOMAIN_ATTACH, RECURSION_CLASSES, RunEvent, TicketSubject, seed_error};
+use crate::events::{
+    BOUNDED_SUMMARIES, DOMAIN_ATTACH, MAX_SUMMARY_LINES, RECURSION_CLASSES, RunEvent,
+    SUMMARY_LINES_RULE, TicketSubject, seed_error,
+};
 use crate::state::episode::{
     Episode, EpisodePhase, ROOT_EPISODE, TOKENS, TOOL_CALLS, WALL_TIME_MS, condition_name,
     stopped_result,
@@ -509,6 +512,34 @@ impl Batch<'_> {
         let Some(episode) = self.episode(&episode_id) else {
             return;
         };
+        // A bounded summary (decider version 16): refused and told, whatever the
+        // episode's stop conditions, since the agent can say it shorter; repeated
+        // refusals stop the episode on failure repeats.
+        let lines = result.summary.lines().count();
+        if lines > MAX_SUMMARY_LINES && self.state.decider_version() >= BOUNDED_SUMMARIES {
+            let reason = format!(
+                "{episode_id}'s result summary has {lines} lines, more than {MAX_SUMMARY_LINES}: say it in at most {MAX_SUMMARY_LINES} lines and put the rest in artifacts or decisions"
+            );
+            let decision = self.engine_decision(SUMMARY_LINES_RULE, &reason);
+            self.push(RunEvent::EpisodeActionDenied {
+                episode_id: episode_id.clone(),
+                agent: agent.into(),
+                action: "finish_episode".to_owned(),
+                detail: serde_json::to_value(result).unwrap_or(Value::Null),
+                decision: decision.clone(),
+                condition: StopCondition::PolicyBlocks,
+            });
+            if !self.refusals_repeat(&episode_id) {
+                self.tell(
+                    agent,
+                    request_id,
+                    "finish_episode",
+                    &decision,
+                    StopCondition::PolicyBlocks,
+                );
+            }
+            return;
+        }
         // Verification first (decider version 14): a child episode that applied side
         // effects succeeds only once a verification confirmed them.
         let unverified = episode.parent.is_some()

@@ -164,7 +164,20 @@ pub struct OutputOverride {
 /// version is added, kept and retired by the rule in ARCHITECTURE.md ("Decider
 /// versions"); each is listed in docs/events.md#decider-versions, and a golden log of
 /// each shape of run is checked in for it under `tests/golden/`.
-pub const DECIDER_VERSION: u32 = 15;
+pub const DECIDER_VERSION: u32 = 16;
+
+/// Decider version 16: an episode's result carries a bounded summary. A `finish_episode`
+/// whose `summary` has more than [`MAX_SUMMARY_LINES`] lines is refused
+/// (`episode.action_denied`, rule `episodes.summary_lines`) and the agent told, so it
+/// can say it shorter; the refusal counts as `summary_refused` towards failure repeats
+/// (docs/governance.md#episodes). Earlier versions took a summary of any length.
+pub(crate) const BOUNDED_SUMMARIES: u32 = 16;
+
+/// The most lines an episode's summary may have (decider version 16).
+pub const MAX_SUMMARY_LINES: usize = 8;
+
+/// The rule a summary over [`MAX_SUMMARY_LINES`] lines is refused by.
+pub(crate) const SUMMARY_LINES_RULE: &str = "episodes.summary_lines";
 
 /// Decider version 15: a run may be a later turn of a session (`run.requested`'s
 /// `session`): its requests' handoff context names the session (`session_id` is the

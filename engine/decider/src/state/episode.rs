@@ -21,7 +21,7 @@ use docket_policies::{DecisionKind, Meter, PolicyBundle, PolicyDecision, Verdict
 use docket_policies::{RecursionClass, StopCondition};
 
 use super::RunState;
-use crate::events::{RunEvent, RunRequested, TicketSubject};
+use crate::events::{RunEvent, RunRequested, SUMMARY_LINES_RULE, TicketSubject};
 use docket_protocol::{EpisodeResult, EpisodeStatus};
 
 /// The root episode's id.
@@ -105,7 +105,8 @@ pub struct Episode {
     pub last_child_summary: Option<String>,
     /// Failures counted per error class: failed child results (their `error_class`, the
     /// stop condition of a stopped child, else `failed`), refused finishes
-    /// (`verification_missing`) and the agent's refused actions (`spawn_refused`,
+    /// (`verification_missing`, or `summary_refused` for a summary over its lines) and
+    /// the agent's refused actions (`spawn_refused`,
     /// `write_domain_refused`, `effect_refused`).
     pub error_classes: BTreeMap<String, u32>,
     /// A verification child episode finished ok (`verify`, or from decider version 14 a
@@ -550,9 +551,14 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
             );
         }
         RunEvent::EpisodeActionDenied {
-            episode_id, action, ..
+            episode_id,
+            action,
+            decision,
+            ..
         } => {
-            let class = if action == "finish_episode" {
+            let class = if &*decision.rule_id == SUMMARY_LINES_RULE {
+                "summary_refused".to_owned()
+            } else if action == "finish_episode" {
                 "verification_missing".to_owned()
             } else {
                 format!("{action}_refused")

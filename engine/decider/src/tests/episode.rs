@@ -615,6 +615,103 @@ pub(crate) fn success_needs_a_passing_verifier_when_verification_is_needed() {
     run.replays();
 }
 
+/// A summary of `n` lines.
+fn lines(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("line {i}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+pub(crate) fn a_summary_over_eight_lines_is_refused_and_the_agent_told_to_shorten_it() {
+    // Given a research run; when orch finishes with a nine-line summary...
+    let mut run = research();
+    let long = EpisodeResult::new(EpisodeStatus::Ok, lines(9));
+    run.when(respond(vec![Action::FinishEpisode {
+        result: long.clone(),
+    }]))
+    .then(|events| {
+        // ...then its answer is recorded, the finish refused, and orch called again.
+        assert_eq!(
+            kinds(events),
+            [
+                "agent.responded",
+                "episode.action_denied",
+                "agent.call_scheduled"
+            ]
+        );
+        let RunEvent::EpisodeActionDenied {
+            episode_id,
+            agent,
+            action,
+            detail,
+            decision,
+            condition,
+        } = &events[1]
+        else {
+            panic!("a denial: {:?}", events[1]);
+        };
+        assert_eq!(
+            (episode_id.as_str(), agent.as_str(), action.as_str()),
+            ("ep-1", "orch", "finish_episode")
+        );
+        assert_eq!(detail["summary"], json!(long.summary));
+        assert_eq!(&*decision.rule_id, "episodes.summary_lines");
+        assert!(
+            decision.reason.contains("9 lines, more than 8"),
+            "{}",
+            decision.reason
+        );
+        assert_eq!(*condition, StopCondition::PolicyBlocks);
+    });
+    // Nothing stopped, though policy_blocks is listed: the agent may say it shorter.
+    assert_eq!(run.state.status, RunStatus::Running);
+    assert_eq!(ep(&run.state, "ep-1").phase, EpisodePhase::Running);
+    assert_eq!(ep(&run.state, "ep-1").error_classes["summary_refused"], 1);
+    let told = run.pending();
+    let note = told.decision_inputs.last().expect("note");
+    assert_eq!(note.output_type, "action_denied");
+    assert_eq!(note.payload["rule_id"], "episodes.summary_lines");
+    // Eight lines are enough.
+    run.when(respond(vec![finish(EpisodeStatus::Ok, &lines(8))]))
+        .then(|events| {
+            assert_eq!(
+                stops(events),
+                [("ep-1".to_owned(), StopCondition::SuccessAchieved)]
+            );
+        });
+    assert_eq!(run.state.status, RunStatus::Completed);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_long_summary_refused_again_and_again_stops_on_failure_repeats() {
+    let mut run = research();
+    for n in 1..=3 {
+        run.when(respond(vec![finish(EpisodeStatus::Failed, &lines(12))]));
+        run.then(|events| assert_failure_repeats_stop(events, n == 3, "ep-1"));
+    }
+    assert_eq!(ep(&run.state, "ep-1").error_classes["summary_refused"], 3);
+    assert_eq!(run.state.status, RunStatus::Failed);
+    run.replays();
+}
+
+#[test]
+pub(crate) fn a_run_of_version_15_takes_a_summary_of_any_length() {
+    let (_, text) = bundle_with("");
+    let mut run = run_under(text, budget(1_000), 15);
+    run.when(respond(vec![finish(EpisodeStatus::Ok, &lines(30))]))
+        .then(|events| {
+            assert!(!kinds(events).contains(&"episode.action_denied"));
+            assert_eq!(
+                stops(events),
+                [("ep-1".to_owned(), StopCondition::SuccessAchieved)]
+            );
+        });
+    run.replays();
+}
+
 #[test]
 pub(crate) fn needs_review_opens_a_handoff_ticket_approval_completes_denial_blocks() {
     for approved in [true, false] {

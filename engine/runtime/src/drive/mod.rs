@@ -1517,6 +1517,7 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
             to,
             output_type,
             decision,
+            audit,
             ..
         } => {
             let _span = crate::telemetry::handoff(
@@ -1525,7 +1526,10 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
                 to.as_str(),
                 output_type,
                 &decision.rule_id,
-                true,
+                Some(crate::telemetry::HandoffTokens {
+                    before: audit.context_before_scoping.total_tokens,
+                    after: audit.context_after_scoping.total_tokens,
+                }),
                 seq,
             )
             .entered();
@@ -1544,7 +1548,7 @@ fn trace_decision(run_id: &str, event: &RunEvent, seq: u64) {
                 to.as_str(),
                 output_type,
                 &decision.rule_id,
-                false,
+                None,
                 seq,
             )
             .entered();
