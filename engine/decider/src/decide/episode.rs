@@ -502,6 +502,26 @@ impl Batch<'_> {
     }
 
     /// A `finish_episode`.
+    /// Records a refused `finish_episode`: the result as asked, the decision, and the stop
+    /// condition the refusal counts towards.
+    fn finish_denied(
+        &mut self,
+        episode_id: &EpisodeId,
+        agent: &str,
+        result: &EpisodeResult,
+        decision: &PolicyDecision,
+        condition: StopCondition,
+    ) {
+        self.push(RunEvent::EpisodeActionDenied {
+            episode_id: episode_id.clone(),
+            agent: agent.into(),
+            action: "finish_episode".to_owned(),
+            detail: serde_json::to_value(result).unwrap_or(Value::Null),
+            decision: decision.clone(),
+            condition,
+        });
+    }
+
     pub(super) fn episode_finish(
         &mut self,
         agent: &str,
@@ -521,14 +541,13 @@ impl Batch<'_> {
                 "{episode_id}'s result summary has {lines} lines, more than {MAX_SUMMARY_LINES}: say it in at most {MAX_SUMMARY_LINES} lines and put the rest in artifacts or decisions"
             );
             let decision = self.engine_decision(SUMMARY_LINES_RULE, &reason);
-            self.push(RunEvent::EpisodeActionDenied {
-                episode_id: episode_id.clone(),
-                agent: agent.into(),
-                action: "finish_episode".to_owned(),
-                detail: serde_json::to_value(result).unwrap_or(Value::Null),
-                decision: decision.clone(),
-                condition: StopCondition::PolicyBlocks,
-            });
+            self.finish_denied(
+                &episode_id,
+                agent,
+                result,
+                &decision,
+                StopCondition::PolicyBlocks,
+            );
             if !self.refusals_repeat(&episode_id) {
                 self.tell(
                     agent,
@@ -566,14 +585,13 @@ impl Batch<'_> {
                 )
             };
             let decision = self.engine_decision(rule, &reason);
-            self.push(RunEvent::EpisodeActionDenied {
-                episode_id: episode_id.clone(),
-                agent: agent.into(),
-                action: "finish_episode".to_owned(),
-                detail: serde_json::to_value(result).unwrap_or(Value::Null),
-                decision: decision.clone(),
-                condition: StopCondition::SuccessAchieved,
-            });
+            self.finish_denied(
+                &episode_id,
+                agent,
+                result,
+                &decision,
+                StopCondition::SuccessAchieved,
+            );
             let Some(after) = self.episode(&episode_id) else {
                 return;
             };
