@@ -52,6 +52,12 @@ pub struct SideEffectPolicy {
     /// (docs/governance.md#browser-lane). Absent: not a browser lane.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub browser: Option<BrowserLane>,
+    /// A second look before it goes out (a message, a post): the asking episode must have
+    /// a child of the critique class that finished ok before the effect is admitted,
+    /// unless a person approves each execution (`human_approval_required`), which is the
+    /// second look then (docs/governance.md#a-second-look-before-high-stakes-effects).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub critique_first: bool,
 }
 
 /// How effects on a browser lane run (docs/governance.md#browser-lane).
@@ -182,6 +188,10 @@ pub struct SideEffectRequest {
     /// `sandbox_first`).
     #[serde(default)]
     pub sandbox_passed: bool,
+    /// A child episode of the critique class finished ok in the asking episode before
+    /// the effect was asked for (policies with `critique_first`).
+    #[serde(default)]
+    pub critiqued: bool,
     /// Which attempt this is for the idempotency key, from 1.
     pub attempt: u32,
     /// Kill switches engaged right now: `global` or lane names.
@@ -292,6 +302,16 @@ impl PolicyBundle {
         ));
         if p.idempotency_key_required && req.idempotency_key.as_deref().is_none_or(str::is_empty) {
             return deny(pid, "an idempotency key is required".to_owned(), chain);
+        }
+        if p.critique_first && !p.human_approval_required && !req.critiqued {
+            return deny(
+                pid,
+                format!(
+                    "`{}` in lane `{}` needs a second look first: a critique child episode (trigger `high_stakes_review`) must finish ok in the asking episode before it is asked for",
+                    p.kind, p.lane
+                ),
+                chain,
+            );
         }
         if req.attempt > p.retry_cap {
             if !req.human_approved {
@@ -422,9 +442,53 @@ retry_cap = 1
             dry_run_passed: false,
             human_approved: false,
             sandbox_passed: false,
+            critiqued: false,
             attempt: 1,
             engaged_kill_switches: vec!["api".into()],
         }
+    }
+
+    /// `critique_first` refuses an effect until its episode had a critique pass, unless a
+    /// person approves each execution; it adds nothing to a bundle's hash when unset.
+    #[test]
+    fn critique_first_needs_a_critique_unless_a_person_approves() {
+        let critique_first = BUNDLE.replace(
+            "human_approval_required = true\n",
+            "critique_first = true\n",
+        );
+        let b = PolicyBundle::from_toml_str(&critique_first, "t.toml").expect("valid");
+        let d = b.decide_side_effect_admission(&request());
+        assert_eq!(d.verdict, Verdict::Deny, "{d:?}");
+        assert_eq!(&*d.rule_id, "publish-api");
+        assert!(
+            d.reason.contains("needs a second look first"),
+            "{}",
+            d.reason
+        );
+        let critiqued = SideEffectRequest {
+            critiqued: true,
+            ..request()
+        };
+        assert_eq!(
+            b.decide_side_effect_admission(&critiqued).verdict,
+            Verdict::Allow
+        );
+        let approved = PolicyBundle::from_toml_str(
+            &BUNDLE.replace("retry_cap = 1\n", "retry_cap = 1\ncritique_first = true\n"),
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(
+            approved.decide_side_effect_admission(&request()).verdict,
+            Verdict::Allow
+        );
+        let unset = PolicyBundle::from_toml_str(BUNDLE, "t.toml").expect("valid");
+        let explicit = PolicyBundle::from_toml_str(
+            &BUNDLE.replace("retry_cap = 1\n", "retry_cap = 1\ncritique_first = false\n"),
+            "t.toml",
+        )
+        .expect("valid");
+        assert_eq!(unset.hash(), explicit.hash());
     }
 
     /// Admission leaves the kill switch, the dry run and the approval to the execution
@@ -487,6 +551,7 @@ dry_run_required = false
             dry_run_passed: false,
             human_approved: false,
             sandbox_passed: false,
+            critiqued: false,
             attempt: 1,
             engaged_kill_switches: Vec::new(),
         }

@@ -779,6 +779,7 @@ fn side_effects_need_policy_key_dry_run_approval_and_no_kill_switch() {
         dry_run_passed: true,
         human_approved: false,
         sandbox_passed: false,
+        critiqued: false,
         attempt: 1,
         engaged_kill_switches: Vec::new(),
     };

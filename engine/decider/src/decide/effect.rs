@@ -42,7 +42,9 @@ use super::super::state::{EffectPhase, EffectRecord, RunState};
 use super::{Batch, Rejection};
 use crate::events::effect::*;
 use crate::events::timer::TimerSet;
-use crate::events::{EFFECT_ESCALATION, RunEvent, SCHEDULED_EFFECTS, TicketSubject};
+use crate::events::{
+    CRITIQUE_FIRST, EFFECT_ESCALATION, RunEvent, SCHEDULED_EFFECTS, TicketSubject,
+};
 use docket_protocol::Verification;
 use docket_protocol::{Action, AgentResponse, DecisionInput};
 
@@ -267,7 +269,11 @@ impl Batch<'_> {
         };
         let decision = self
             .bundle
-            .decide_side_effect_admission(&side_effect_request(rec, Vec::new()));
+            .decide_side_effect_admission(&side_effect_request(
+                rec,
+                Vec::new(),
+                self.critiqued(rec),
+            ));
         self.decided(&effect_id, decision);
     }
 
@@ -456,14 +462,27 @@ impl Batch<'_> {
         }
     }
 
+    /// Whether the asking episode has had its second look (a critique child finished ok);
+    /// runs of decider versions before [`CRITIQUE_FIRST`] are not held by `critique_first`.
+    fn critiqued(&self, rec: &EffectRecord) -> bool {
+        self.state.decider_version() < CRITIQUE_FIRST
+            || self
+                .state
+                .episodes
+                .get(&rec.requested.episode_id)
+                .is_some_and(|e| e.critiqued)
+    }
+
     /// The full decision, immediately before execution, with the kill switches as read.
     fn execution_gate(&mut self, effect_id: &EffectId, engaged: &[String]) {
         let Some(rec) = self.state.effects.get(effect_id) else {
             return;
         };
-        let decision = self
-            .bundle
-            .decide_side_effect(&side_effect_request(rec, engaged.to_vec()));
+        let decision = self.bundle.decide_side_effect(&side_effect_request(
+            rec,
+            engaged.to_vec(),
+            self.critiqued(rec),
+        ));
         let mut request = rec.executor_request(&self.run_id(), self.effect_timeout_ms(rec));
         request.target = self.live_target(effect_id);
         self.record_effect_decision(effect_id, decision, |b| {
@@ -750,7 +769,11 @@ impl Batch<'_> {
 }
 
 /// The policy question for an effect as it stands.
-fn side_effect_request(rec: &EffectRecord, engaged: Vec<String>) -> SideEffectRequest {
+fn side_effect_request(
+    rec: &EffectRecord,
+    engaged: Vec<String>,
+    critiqued: bool,
+) -> SideEffectRequest {
     SideEffectRequest {
         agent: rec.requested.agent.to_string(),
         kind: rec.requested.effect_kind.clone(),
@@ -759,6 +782,7 @@ fn side_effect_request(rec: &EffectRecord, engaged: Vec<String>) -> SideEffectRe
         dry_run_passed: rec.dry_run_passed,
         human_approved: rec.human_approved,
         sandbox_passed: rec.sandbox_passed,
+        critiqued,
         attempt: rec.requested.attempt,
         engaged_kill_switches: engaged,
     }

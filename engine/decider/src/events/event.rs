@@ -173,6 +173,11 @@ pub const DECIDER_VERSION: u32 = 16;
 /// (docs/governance.md#episodes). Earlier versions took a summary of any length.
 pub(crate) const BOUNDED_SUMMARIES: u32 = 16;
 
+/// Decider version 16: an effect whose policy says `critique_first` is admitted only once
+/// a critique child of the asking episode finished ok (or a person approves each
+/// execution). Earlier versions ignore the setting.
+pub(crate) const CRITIQUE_FIRST: u32 = 16;
+
 /// The most lines an episode's summary may have (decider version 16).
 pub const MAX_SUMMARY_LINES: usize = 8;
 

@@ -112,6 +112,10 @@ pub struct Episode {
     /// A verification child episode finished ok (`verify`, or from decider version 14 a
     /// child of the verification class).
     pub verified: bool,
+    /// A child episode of the critique class finished ok: the second look an effect
+    /// whose policy says `critique_first` needs (docs/governance.md#a-second-look-before-high-stakes-effects).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub critiqued: bool,
     /// What it is for, when its type has a recursion class (decider version 14).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<RecursionClass>,
@@ -308,6 +312,7 @@ impl EpisodeTree {
             return;
         };
         let is_verify = child.verifies();
+        let is_critique = child.class == Some(RecursionClass::Critique);
         let Some(parent) = child.parent.clone().and_then(|p| self.episodes.get_mut(&p)) else {
             return;
         };
@@ -329,6 +334,7 @@ impl EpisodeTree {
                 parent.verified = true;
                 parent.unverified_effects = 0;
             }
+            EpisodeStatus::Ok if is_critique => parent.critiqued = true,
             _ => {}
         }
     }
@@ -489,12 +495,21 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 }
                 let result = tree.episodes.get(episode_id).and_then(|e| e.result.clone());
                 let verify = tree.episodes.get(episode_id).is_some_and(Episode::verifies);
+                let critique = tree
+                    .episodes
+                    .get(episode_id)
+                    .is_some_and(|e| e.class == Some(RecursionClass::Critique));
                 let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
-                if let (true, Some(_), Some(p)) = (verify, result, parent)
+                if let (Some(_), Some(p)) = (result, parent)
                     && let Some(p) = tree.episodes.get_mut(&p)
                 {
-                    p.verified = true;
-                    p.unverified_effects = 0;
+                    if verify {
+                        p.verified = true;
+                        p.unverified_effects = 0;
+                    }
+                    if critique {
+                        p.critiqued = true;
+                    }
                 }
             }
         }

@@ -1709,6 +1709,79 @@ fn engaged_and_sent(version: u32) -> History {
     run
 }
 
+/// The effects bundle with a second look before every DM (`critique_first`), and the
+/// publisher allowed to spawn a critique of its own work.
+fn critique_first_bundle() -> String {
+    format!(
+        "{}\n[recursion.default]\nallowed_child_types = [\"critique\"]\n",
+        super::EFFECTS_BUNDLE.replace(
+            "id = \"dm-any\"\n",
+            "id = \"dm-any\"\ncritique_first = true\n"
+        )
+    )
+}
+
+/// The effect's policy decisions (rule, reason) in the last input's batch.
+fn effect_decisions(run: &History) -> Vec<(String, String)> {
+    run.decided()
+        .iter()
+        .filter_map(|e| match e {
+            RunEvent::PolicyDecided { subject, decision } if subject.contains("/effect-") => {
+                Some((decision.rule_id.to_string(), decision.reason.to_string()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+pub(crate) fn a_critique_first_effect_waits_for_a_critique_child_to_pass() {
+    let mut run = effects_run_under(&critique_first_bundle(), "publisher", DECIDER_VERSION);
+    // Asked for before any second look: refused at admission, and the agent told.
+    run.when(respond(vec![super::effect("dm", "api", Some("dm-1"))]))
+        .then_kinds(&[
+            "agent.responded",
+            "effect.requested",
+            "policy.decided",
+            "effect.refused",
+            "agent.call_scheduled",
+        ]);
+    let decided = effect_decisions(&run);
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0].0, "dm-any");
+    assert!(
+        decided[0].1.contains("needs a second look first"),
+        "{}",
+        decided[0].1
+    );
+    // A critique child that finishes ok is the second look: the same DM is admitted.
+    run.when(respond(vec![spawn_self(
+        "critique",
+        Some("high_stakes_review"),
+    )]));
+    assert_eq!(run.pending().episode_id, "ep-2");
+    run.when(respond(vec![finish(
+        EpisodeStatus::Ok,
+        "the DM reads well",
+    )]));
+    assert_eq!(run.pending().episode_id, "ep-1");
+    assert!(
+        run.state
+            .episodes
+            .get(&"ep-1".into())
+            .is_some_and(|e| e.critiqued)
+    );
+    run.when(respond(vec![super::effect("dm", "api", Some("dm-2"))]))
+        .then(|events| assert!(kinds(events).contains(&"effect.admitted"), "{events:?}"));
+    run.replays();
+
+    // A run of version 15 is not held by the setting.
+    let mut older = effects_run_under(&critique_first_bundle(), "publisher", 15);
+    older
+        .when(respond(vec![super::effect("dm", "api", Some("dm-1"))]))
+        .then(|events| assert!(kinds(events).contains(&"effect.admitted"), "{events:?}"));
+}
+
 #[test]
 pub(crate) fn an_episode_that_applied_a_side_effect_verifies_before_it_repairs_or_succeeds() {
     let mut run = engaged_and_sent(DECIDER_VERSION);
