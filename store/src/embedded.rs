@@ -219,10 +219,10 @@ impl EmbeddedStore {
         self.inner.view.is_some()
     }
 
-    /// Notes that this process drives `stream` though it appends nothing to it now: a run
-    /// it keeps until its timer is due or an outside event comes. Readers then list the run
-    /// as driven (`LockHolder::drives`), not as one whose driver died. Advisory, as the
-    /// note an append makes; a read-only view notes nothing.
+    /// Notes in the writer's holder file that this process drives `stream`, so readers list
+    /// the run as driven (`LockHolder::drives`), not as one whose driver died. Every append
+    /// notes its stream; a run the process keeps until its timer is due or an outside
+    /// event comes is noted without one. Advisory; a read-only view notes nothing.
     pub fn note_driven(&self, stream: &StreamId) {
         if let Some(lock) = &self.inner.lock {
             lock.note(stream);
@@ -729,9 +729,7 @@ impl EventStore for EmbeddedStore {
                 stream: stream.clone(),
             });
         }
-        if let Some(lock) = &self.inner.lock {
-            lock.note(stream);
-        }
+        self.note_driven(stream);
         let shared = &self.inner.shared;
         let (actual, prev) = shared
             .head(stream)

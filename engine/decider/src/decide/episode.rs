@@ -501,7 +501,6 @@ impl Batch<'_> {
         true
     }
 
-    /// A `finish_episode`.
     /// Records a refused `finish_episode`: the result as asked, the decision, and the stop
     /// condition the refusal counts towards.
     fn finish_denied(
@@ -522,6 +521,7 @@ impl Batch<'_> {
         });
     }
 
+    /// A `finish_episode`.
     pub(super) fn episode_finish(
         &mut self,
         agent: &str,

@@ -312,7 +312,7 @@ impl EpisodeTree {
             return;
         };
         let is_verify = child.verifies();
-        let is_critique = child.class == Some(RecursionClass::Critique);
+        let is_critique = child.critiques();
         let Some(parent) = child.parent.clone().and_then(|p| self.episodes.get_mut(&p)) else {
             return;
         };
@@ -352,6 +352,13 @@ impl Episode {
         self.class.map_or(self.episode_type == "verify", |c| {
             c == RecursionClass::Verification
         })
+    }
+
+    /// Whether it is a second look: a child of the critique class (decider version 16's
+    /// `critique_first` counts only these).
+    #[must_use]
+    pub fn critiques(&self) -> bool {
+        self.class == Some(RecursionClass::Critique)
     }
 }
 
@@ -498,7 +505,7 @@ pub(super) fn fold(state: &mut RunState, event: &RunEvent) {
                 let critique = tree
                     .episodes
                     .get(episode_id)
-                    .is_some_and(|e| e.class == Some(RecursionClass::Critique));
+                    .is_some_and(Episode::critiques);
                 let parent = tree.episodes.get(episode_id).and_then(|e| e.parent.clone());
                 if let (Some(_), Some(p)) = (result, parent)
                     && let Some(p) = tree.episodes.get_mut(&p)

@@ -308,11 +308,9 @@ impl RunSummary {
         if self.awaited_events.is_empty() {
             return false;
         }
-        let mut timers: Vec<&PendingTimer> = self.timers.iter().collect();
-        timers.sort_by(|a, b| a.timer_id.cmp(&b.timer_id));
-        timers
-            .into_iter()
-            .min_by_key(|t| t.due_at_ms)
+        self.timers
+            .iter()
+            .min_by_key(|t| (t.due_at_ms, t.timer_id.as_str()))
             .is_none_or(|next| {
                 self.awaited_events
                     .iter()
